@@ -1,0 +1,59 @@
+"""beam_dpsu: differentially private set union on Apache Beam.
+
+Release as many items as possible (a vocabulary, n-grams, partition keys) from
+data held by users, under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
+
+    import apache_beam as beam
+    import beam_dpsu
+
+    with beam.Pipeline() as p:
+        pairs = p | beam.Create([("alice", "cat"), ("bob", "cat"), ...])
+        released = pairs | beam_dpsu.SelectItems(
+            beam_dpsu.WeightedGaussian(max_items_per_user=100),
+            beam_dpsu.ZCDPBudget(rho=0.1, delta=1e-5))
+"""
+
+__version__ = "0.1.0"
+
+from beam_dpsu.accounting import (  # noqa: E402
+    Budget,
+    BudgetAccountant,
+    BudgetExceededError,
+    ZCDPBudget,
+    analytic_gaussian_sigma,
+    dp_to_zcdp,
+    zcdp_to_dp,
+)
+from beam_dpsu.bounding import BoundContributions, InvalidRecordError  # noqa: E402
+from beam_dpsu.configs import (  # noqa: E402
+    CountGaussian,
+    CountLaplace,
+    MECHANISMS,
+    WeightedGaussian,
+    WeightedLaplace,
+    mechanism_from_name,
+)
+from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
+from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.selection import NoisyThreshold  # noqa: E402
+
+__all__ = [
+    "Budget",
+    "BudgetAccountant",
+    "BudgetExceededError",
+    "ZCDPBudget",
+    "analytic_gaussian_sigma",
+    "dp_to_zcdp",
+    "zcdp_to_dp",
+    "BoundContributions",
+    "InvalidRecordError",
+    "CountGaussian",
+    "CountLaplace",
+    "MECHANISMS",
+    "WeightedGaussian",
+    "WeightedLaplace",
+    "mechanism_from_name",
+    "WeightedHistogram",
+    "SelectItems",
+    "NoisyThreshold",
+]

@@ -1,0 +1,181 @@
+"""Mechanism configurations: frozen dataclasses validated on construction.
+
+A config names a set-union algorithm and its parameters, and knows how to
+calibrate itself under a budget (pure math, no Beam). ``SelectItems`` takes a
+config and a budget and builds the pipeline.
+
+Parallel mechanisms (each user's update is independent of the others):
+
+=====================  ======================  ===============  =====================
+config                 update per user         noise            source
+=====================  ======================  ===============  =====================
+``CountLaplace``       +1 to ≤ Δ0 items        Lap(Δ0/ε)        dpsu §1.1
+``CountGaussian``      +1 to ≤ Δ0 items        σ(ε, δ/2, √Δ0)   dpsu §1.1
+``WeightedLaplace``    +1/|W|                  Lap(1/ε)         dpsu Thm B.1
+``WeightedGaussian``   +1/√|W|                 σ(ε, δ/2, 1)     dpsu Thm B.2, dp-sips Thm 1
+=====================  ======================  ===============  =====================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from beam_dpsu import policies, thresholds
+from beam_dpsu.calibration import Calibration, gaussian_calibration, laplace_calibration
+
+__all__ = [
+    "MechanismConfig",
+    "CountLaplace",
+    "CountGaussian",
+    "WeightedLaplace",
+    "WeightedGaussian",
+    "MECHANISMS",
+    "mechanism_from_name",
+]
+
+
+def _check_max_items(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"max_items_per_user must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"max_items_per_user must be >= 1, got {value!r}")
+    return int(value)
+
+
+class MechanismConfig:
+    """Base class of every mechanism config.
+
+    Subclasses are frozen dataclasses with a kebab-case ``name`` (the CLI's
+    ``--mechanism`` value) and a ``calibrate(budget)`` method.
+    """
+
+    name: ClassVar[str]
+
+    def calibrate(self, budget) -> Calibration:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, **dataclasses.asdict(self)}
+
+
+class ParallelMechanism(MechanismConfig):
+    """A mechanism whose per-user update is a fixed weight per sampled item."""
+
+    max_items_per_user: int
+    item_weight: ClassVar[Callable[[int], float]]
+
+    def __post_init__(self):
+        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
+
+
+@dataclasses.dataclass(frozen=True)
+class CountLaplace(ParallelMechanism):
+    """Count Laplace: each user adds 1 to each of ≤ Δ0 sampled items; Lap(Δ0/ε) noise.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "count-laplace"
+    item_weight: ClassVar = staticmethod(policies.count_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        return laplace_calibration(
+            budget, self.max_items_per_user, float(self.max_items_per_user),
+            thresholds.count_laplace_threshold,
+            "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
+
+
+@dataclasses.dataclass(frozen=True)
+class CountGaussian(ParallelMechanism):
+    """Count Gaussian: +1 to each of ≤ Δ0 sampled items; Gaussian noise for L2 = √Δ0.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "count-gaussian"
+    item_weight: ClassVar = staticmethod(policies.count_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        return gaussian_calibration(
+            budget, self.max_items_per_user, math.sqrt(self.max_items_per_user),
+            thresholds.count_gaussian_threshold,
+            "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedLaplace(ParallelMechanism):
+    """Weighted Laplace: +1/|W| to each of ≤ Δ0 sampled items; Lap(1/ε) noise.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "weighted-laplace"
+    item_weight: ClassVar = staticmethod(policies.weighted_laplace_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        return laplace_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedGaussian(ParallelMechanism):
+    """Weighted Gaussian: +1/√|W| to each of ≤ Δ0 sampled items; Gaussian noise for L2 = 1.
+
+    Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ/2), threshold with δ/2
+    (dpsu Theorem B.2). Under ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ), threshold
+    with δ (dp-sips Theorem 1).
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "weighted-gaussian"
+    item_weight: ClassVar = staticmethod(policies.weighted_gaussian_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        return gaussian_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
+
+
+MECHANISMS: dict[str, type] = {
+    cls.name: cls for cls in (CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian)
+}
+
+_NOT_PRIVATE = {
+    "policy-gaussian-l1": (
+        "'policy-gaussian-l1' (Algorithm 8 of Gopi et al. 2020, ℓ1-descent under "
+        "Gaussian noise) is not differentially private: the published corrigendum "
+        "withdraws Proposition 5.1 (the policy is not ℓ2-contractive), so "
+        "beam_dpsu does not offer it; use 'policy-gaussian' (ℓ2-descent, Algorithm 7)"),
+}
+
+
+def mechanism_from_name(name: str, **params) -> MechanismConfig:
+    """Builds a config from its kebab-case name, e.g. ``"weighted-gaussian"``.
+
+    Parameters the mechanism does not take are ignored only if they are None,
+    so a CLI can pass every option it has; anything else is an error.
+    """
+    if name in _NOT_PRIVATE:
+        raise ValueError(_NOT_PRIVATE[name])
+    if name not in MECHANISMS:
+        raise ValueError(f"unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
+    cls = MECHANISMS[name]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = {k for k, v in params.items() if k not in fields and v is not None}
+    if unknown:
+        raise ValueError(f"mechanism {name!r} does not take {sorted(unknown)}")
+    return cls(**{k: v for k, v in params.items() if k in fields and v is not None})

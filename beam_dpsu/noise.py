@@ -1,0 +1,64 @@
+"""Random number generators for noise and sampling.
+
+By default every generator is seeded from the operating system's entropy
+(``numpy.random.SeedSequence()`` reads ``secrets``-quality OS randomness), so a
+private run is never reproducible. A fixed ``seed`` is a test-only option: with
+it, every draw is derived from (seed, a stable hash of what is being drawn
+for, e.g. the item or the user id), so results do not depend on how a runner
+splits the data into bundles or workers. A report of a seeded run says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+__all__ = ["stable_hash64", "os_rng", "derived_rng", "check_seed"]
+
+
+def check_seed(seed: Any) -> int | None:
+    """Validates a test-only seed: None (OS entropy) or a non-negative int."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
+    return int(seed)
+
+
+def _canonical_bytes(value: Any) -> bytes:
+    # Distinct types get distinct prefixes so that "1" and 1 and b"1" differ.
+    if isinstance(value, bytes):
+        return b"b" + value
+    if isinstance(value, str):
+        return b"s" + value.encode("utf-8")
+    if isinstance(value, (bool, np.bool_)):
+        return b"?" + (b"1" if value else b"0")
+    if isinstance(value, (int, np.integer)):
+        return b"i" + str(int(value)).encode()
+    if isinstance(value, tuple):
+        parts = [_canonical_bytes(v) for v in value]
+        return b"t" + b"".join(len(p).to_bytes(8, "big") + p for p in parts)
+    return b"r" + repr(value).encode("utf-8")
+
+
+def stable_hash64(value: Any, key: bytes = b"") -> int:
+    """A 64-bit hash of ``value`` that is the same in every process and run.
+
+    Python's ``hash`` is salted per process (PYTHONHASHSEED), so it cannot order
+    or seed anything that must agree across workers. With ``key`` this is a
+    keyed hash (BLAKE2b MAC), unpredictable without the key.
+    """
+    h = hashlib.blake2b(_canonical_bytes(value), digest_size=8, key=key[:64])
+    return int.from_bytes(h.digest(), "big")
+
+
+def os_rng() -> np.random.Generator:
+    """A generator seeded from fresh OS entropy."""
+    return np.random.default_rng(np.random.SeedSequence())
+
+
+def derived_rng(seed: int, *keys: Any) -> np.random.Generator:
+    """A generator for (seed, keys…), reproducible across processes (tests only)."""
+    return np.random.default_rng([seed] + [stable_hash64(k) for k in keys])

@@ -1,0 +1,75 @@
+"""The privacy report of a run: what was spent, with which noise and threshold.
+
+Everything in the mechanism part of the report is fixed when the pipeline is
+built. A job may add counts it observed; those that are computed from the
+raw input without noise are listed under ``non_private_counts`` with a note.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from beam_dpsu import __version__
+from beam_dpsu.accounting import ZCDPBudget
+
+__all__ = ["mechanism_report", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
+
+NON_PRIVATE_NOTE = (
+    "These counts are computed from the raw input without noise. They are NOT "
+    "differentially private: keep them out of anything published.")
+
+SEEDED_NOTE = (
+    "This run used a fixed seed: its noise and sampling are reproducible and "
+    "the release is NOT differentially private. Seeds are for tests only.")
+
+
+def _dp_equivalents(budget: ZCDPBudget) -> list[dict]:
+    """(ε, δ_DP) guarantees implied by a zCDP budget (dp-sips Corollary 9), at a few δ_DP."""
+    out = []
+    for factor in (2.0, 5.0, 10.0):
+        delta_dp = factor * budget.delta
+        if delta_dp < 1.0:
+            out.append({"epsilon": budget.to_dp(delta_dp).epsilon, "delta": delta_dp})
+    return out
+
+
+def mechanism_report(mechanism, calibration, seed, extra: dict | None = None) -> dict:
+    """The report of one selection: mechanism, budget, noise, threshold, seeding."""
+    report = {
+        "library": f"beam_dpsu {__version__}",
+        "guarantee": "user-level (add/remove one user with all their records)",
+        "mechanism": mechanism.to_dict(),
+        "budget": calibration.budget.to_dict(),
+        "noise": calibration.noise,
+        "noise_scale": calibration.noise_scale,
+        "sensitivity_norm": calibration.sensitivity_norm,
+        "sensitivity": calibration.sensitivity,
+        "release_threshold": calibration.release_threshold,
+        "threshold_delta": calibration.threshold_delta,
+        "source": calibration.source,
+        "seeded": seed is not None,
+    }
+    if isinstance(calibration.budget, ZCDPBudget):
+        report["dp_equivalents"] = _dp_equivalents(calibration.budget)
+    if seed is not None:
+        report["seed"] = seed
+        report["seeded_note"] = SEEDED_NOTE
+    if extra:
+        report.update(extra)
+    return report
+
+
+def _finite(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def to_json(report: dict) -> str:
+    """Strict JSON (non-finite floats as strings), keys in insertion order."""
+    return json.dumps(_finite(report), indent=2, allow_nan=False)

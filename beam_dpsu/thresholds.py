@@ -1,0 +1,142 @@
+"""Release thresholds ρ of every mechanism, as pure functions.
+
+Each function cites the theorem it implements; ``tests/test_thresholds.py``
+checks them against the golden values of DESIGN §4 and the papers. All
+quantities of the form (1 − δ)^{1/t} are evaluated as 1 − q with
+q = −expm1(log1p(−δ)/t), which keeps full precision for δ down to 1e-300
+(the naive power rounds to exactly 1 for δ < 1e-16).
+
+Notation: λ Laplace scale, σ Gaussian standard deviation, Δ0 the maximum
+number of items a user contributes, t ranges over 1..Δ0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+__all__ = [
+    "count_laplace_threshold",
+    "count_gaussian_threshold",
+    "weighted_laplace_threshold",
+    "weighted_gaussian_threshold",
+    "gw_threshold",
+    "policy_cutoff",
+]
+
+
+def _check_max_items(max_items_per_user: int) -> int:
+    if isinstance(max_items_per_user, bool) or not isinstance(max_items_per_user, (int, np.integer)):
+        raise TypeError(f"max_items_per_user must be an int, got {max_items_per_user!r}")
+    if max_items_per_user < 1:
+        raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
+    return int(max_items_per_user)
+
+
+def _check_scale(name: str, value: float) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def _check_delta(delta: float) -> float:
+    delta = float(delta)
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}")
+    return delta
+
+
+def _one_minus_root(delta: float, t: np.ndarray) -> np.ndarray:
+    """1 − (1 − δ)^{1/t}, accurately."""
+    return -np.expm1(np.log1p(-delta) / t)
+
+
+def _laplace_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
+    """ln(1 / (2(1 − (1 − δ)^{1/t}))): the Laplace(1) quantile that t items stay below w.p. 1 − δ."""
+    return -np.log(2.0 * _one_minus_root(delta, t))
+
+
+def _gaussian_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
+    """Φ⁻¹((1 − δ)^{1/t}) = −Φ⁻¹(1 − (1 − δ)^{1/t})."""
+    return -special.ndtri(_one_minus_root(delta, t))
+
+
+def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_user: int) -> float:
+    """ρ for Count Laplace: each user adds 1 to ≤ Δ0 items, noise Lap(λ = Δ0/ε).
+
+    dpsu §1.1 (Korolova et al. 2009; the Δ0 > 1 extension):
+    ρ = max_{t ≤ Δ0} 1 + λ·ln(1/(2(1 − (1 − δ)^{1/t}))). The bracket grows with
+    t, so the maximum is at t = Δ0.
+    """
+    lam = _check_scale("laplace_scale", laplace_scale)
+    delta = _check_delta(delta)
+    d0 = _check_max_items(max_items_per_user)
+    return float(1.0 + lam * _laplace_tail_quantile(delta, np.float64(d0)))
+
+
+def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
+    """ρ for Count Gaussian: +1 to ≤ Δ0 items, noise N(0, σ²), σ calibrated to L2 = √Δ0.
+
+    dpsu §1.1: ρ = max_{t ≤ Δ0} 1 + σ·Φ⁻¹((1 − δ)^{1/t}), maximal at t = Δ0.
+    ``delta`` is the threshold's share (δ/2 under (ε, δ)-DP, all of δ under zCDP).
+    """
+    sigma = _check_scale("sigma", sigma)
+    delta = _check_delta(delta)
+    d0 = _check_max_items(max_items_per_user)
+    return float(1.0 + sigma * _gaussian_tail_quantile(delta, np.float64(d0)))
+
+
+def weighted_laplace_threshold(laplace_scale: float, delta: float, max_items_per_user: int) -> float:
+    """ρ_Lap for Weighted Laplace (+1/|W|) and Policy Laplace, noise Lap(λ).
+
+    dpsu Theorem 4.1 / Theorem B.1:
+    ρ_Lap = max_{1 ≤ t ≤ Δ0} 1/t + λ·ln(1/(2(1 − (1 − δ)^{1/t}))).
+    With λ = 1/ε this is the paper's formula; at Δ0 = 1 it equals ρ_GW.
+    """
+    lam = _check_scale("laplace_scale", laplace_scale)
+    delta = _check_delta(delta)
+    d0 = _check_max_items(max_items_per_user)
+    t = np.arange(1, d0 + 1, dtype=np.float64)
+    return float(np.max(1.0 / t + lam * _laplace_tail_quantile(delta, t)))
+
+
+def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
+    """ρ_Gauss for Weighted Gaussian (+1/√|W|) and Policy Gaussian, noise N(0, σ²).
+
+    dpsu Theorem 5.1 / Theorem B.2 and dp-sips Theorem 1 (App. A):
+    ρ = max_{1 ≤ t ≤ Δ0} 1/√t + σ·Φ⁻¹((1 − δ)^{1/t}).
+    ``delta`` is the threshold's share: δ/2 under (ε, δ)-DP (dpsu prints
+    (1 − δ/2)^{1/t}), the whole δ under δ-approximate zCDP (dp-sips).
+    """
+    sigma = _check_scale("sigma", sigma)
+    delta = _check_delta(delta)
+    d0 = _check_max_items(max_items_per_user)
+    t = np.arange(1, d0 + 1, dtype=np.float64)
+    return float(np.max(1.0 / np.sqrt(t) + sigma * _gaussian_tail_quantile(delta, t)))
+
+
+def gw_threshold(laplace_scale: float, delta: float) -> float:
+    """ρ_GW = 1 − λ·ln(2δ) for Greedy updates Without sampling, noise Lap(λ).
+
+    gw-item-frequency-dpsu §3 (a user adds at most 1 in total to items only
+    they hold). Equals ``weighted_laplace_threshold`` at Δ0 = 1 up to the
+    (1 − δ) vs 1 − δ rounding: 1 + λ·ln(1/(2δ)).
+    """
+    lam = _check_scale("laplace_scale", laplace_scale)
+    delta = _check_delta(delta)
+    return float(1.0 - lam * math.log(2.0 * delta))
+
+
+def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
+    """Γ = ρ + α·scale, the cutoff of the sequential update policies.
+
+    dpsu Algorithm 3 (Γ = ρ_Lap + α·λ) and Algorithm 5 (printed with ρ_Lap; the
+    intent, used here, is ρ_Gauss + α·σ; see DESIGN §3); gw §3 (Γ ≥ 1 for GW).
+    """
+    alpha = float(alpha)
+    if not math.isfinite(alpha) or alpha < 0:
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+    return float(threshold) + alpha * _check_scale("noise_scale", noise_scale)

@@ -1,0 +1,29 @@
+"""beam_dpsu: differentially private set union on Apache Beam."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="beam_dpsu",
+    version="0.1.0",
+    description="Differentially private set union (vocabulary, n-gram and partition "
+                "selection) as Apache Beam transforms",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["beam_dpsu", "beam_dpsu.*", "pipelines", "pipelines.*"]),
+    install_requires=[
+        "apache-beam>=2.60",
+        "numpy>=1.24",
+        "scipy>=1.10",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "plot": ["matplotlib>=3.7"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Security",
+        "Topic :: Scientific/Engineering :: Information Analysis",
+    ],
+)

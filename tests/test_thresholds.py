@@ -1,0 +1,89 @@
+"""Golden tests of the release thresholds (DESIGN §4 values, from dpsu and gw)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from beam_dpsu import thresholds
+from beam_dpsu.accounting import analytic_gaussian_sigma
+
+EPS = 3.0
+DELTA = math.exp(-10)  # dpsu §6: ε = 3, δ = e^-10
+
+
+def test_weighted_laplace_golden():
+    # DESIGN §4: ρ_Lap(Δ0 = 100) = 4.6473 and ρ_Lap(Δ0 = 1) = 4.1023 (dpsu Thm 4.1/B.1).
+    assert thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 100) == pytest.approx(4.6473, abs=5e-5)
+    assert thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 1) == pytest.approx(4.1023, abs=5e-5)
+
+
+def test_gw_golden_equals_laplace_at_one_item():
+    # DESIGN §4: ρ_GW = 1 − λ ln(2δ) = 4.1023 = ρ_Lap(Δ0 = 1) (gw §3).
+    assert thresholds.gw_threshold(1 / EPS, DELTA) == pytest.approx(4.1023, abs=5e-5)
+    assert thresholds.gw_threshold(1 / EPS, DELTA) == pytest.approx(
+        thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 1), rel=1e-9)
+
+
+def test_weighted_gaussian_golden():
+    # DESIGN §4: σ(ε, δ/2, L2=1) = 1.33279, ρ_G(Δ0 = 100) = 6.8237 (dpsu Thm 5.1/B.2).
+    sigma = analytic_gaussian_sigma(EPS, DELTA / 2)
+    assert thresholds.weighted_gaussian_threshold(sigma, DELTA / 2, 100) == pytest.approx(6.8237, abs=5e-5)
+
+
+def test_weighted_thresholds_match_naive_formula_where_it_is_accurate():
+    # At δ = 1e-3 the textbook expression loses no precision; the stable form must agree.
+    lam, sigma, d, d0 = 0.7, 1.3, 1e-3, 50
+    t = np.arange(1, d0 + 1)
+    naive_lap = np.max(1 / t + lam * np.log(1 / (2 * (1 - (1 - d) ** (1 / t)))))
+    naive_gauss = np.max(1 / np.sqrt(t) + sigma * stats.norm.ppf((1 - d) ** (1 / t)))
+    assert thresholds.weighted_laplace_threshold(lam, d, d0) == pytest.approx(naive_lap, rel=1e-10)
+    assert thresholds.weighted_gaussian_threshold(sigma, d, d0) == pytest.approx(naive_gauss, rel=1e-10)
+
+
+def test_thresholds_stay_finite_for_tiny_delta():
+    # (1 − 1e-20)^(1/t) rounds to 1 in floating point; the stable form does not.
+    rho = thresholds.weighted_gaussian_threshold(1.0, 1e-20, 100)
+    assert math.isfinite(rho) and rho > 9.0
+    assert math.isfinite(thresholds.weighted_laplace_threshold(1.0, 1e-20, 100))
+
+
+def test_count_thresholds_are_the_worst_case_t_equals_delta0():
+    lam = 100 / EPS
+    expected = 1 + lam * math.log(1 / (2 * (1 - (1 - DELTA) ** (1 / 100))))
+    assert thresholds.count_laplace_threshold(lam, DELTA, 100) == pytest.approx(expected, rel=1e-9)
+    sigma = analytic_gaussian_sigma(EPS, DELTA / 2, math.sqrt(100))
+    expected = 1 + sigma * stats.norm.isf(1 - (1 - DELTA / 2) ** (1 / 100))
+    assert thresholds.count_gaussian_threshold(sigma, DELTA / 2, 100) == pytest.approx(expected, rel=1e-9)
+
+
+def test_dp_sips_weighted_gaussian_threshold_under_zcdp():
+    # dp-sips Alg. 2: σ = 1/√(2ρ), T = max_k 1/√k + σ Φ⁻¹((1−δ)^{1/k}); ρ = 0.1, δ = 1e-5, Δ0 = 100.
+    sigma = 1 / math.sqrt(0.2)
+    t = np.arange(1, 101)
+    expected = np.max(1 / np.sqrt(t) + sigma * stats.norm.isf(-np.expm1(np.log1p(-1e-5) / t)))
+    got = thresholds.weighted_gaussian_threshold(sigma, 1e-5, 100)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert got == pytest.approx(11.72607, abs=1e-5)
+
+
+def test_policy_cutoff():
+    assert thresholds.policy_cutoff(4.0, 0.5, 3) == 5.5
+    with pytest.raises(ValueError, match="alpha"):
+        thresholds.policy_cutoff(4.0, 0.5, -1)
+
+
+@pytest.mark.parametrize("fn", [thresholds.weighted_laplace_threshold,
+                                thresholds.weighted_gaussian_threshold,
+                                thresholds.count_laplace_threshold,
+                                thresholds.count_gaussian_threshold])
+def test_threshold_validation(fn):
+    with pytest.raises(ValueError, match="max_items_per_user must be >= 1, got 0"):
+        fn(1.0, 1e-5, 0)
+    with pytest.raises(ValueError, match="delta"):
+        fn(1.0, 0.0, 10)
+    with pytest.raises(ValueError, match="must be a finite number > 0"):
+        fn(-1.0, 1e-5, 10)
+    with pytest.raises(TypeError, match="max_items_per_user must be an int"):
+        fn(1.0, 1e-5, 2.5)
