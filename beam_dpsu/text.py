@@ -1,0 +1,47 @@
+"""Tokenisation of free text into items (pure Python).
+
+Follows the preprocessing of the papers' corpora (dpsu §6, dp-sips §5.1):
+URLs and markup removed, symbols dropped, words lower-cased. Words are runs of
+Unicode letters and digits, with inner apostrophes kept ("don't", "o'neil").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+__all__ = ["Tokenizer", "tokenize"]
+
+_URL = re.compile(r"(?:https?://|ftp://|www\.)\S+", re.IGNORECASE)
+_MARKUP = re.compile(r"<[^<>]{0,200}>")
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tokenizer:
+    """Splits text into word tokens.
+
+    Attributes:
+      lowercase: lower-case every token (default True).
+      strip_urls: drop http(s)://, ftp:// and www. URLs before splitting.
+      strip_markup: drop HTML-like tags such as ``<br />`` before splitting.
+    """
+
+    lowercase: bool = True
+    strip_urls: bool = True
+    strip_markup: bool = True
+
+    def __call__(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}: {text!r:.100}")
+        if self.strip_urls:
+            text = _URL.sub(" ", text)
+        if self.strip_markup:
+            text = _MARKUP.sub(" ", text)
+        tokens = _WORD.findall(text)
+        if self.lowercase:
+            tokens = [t.lower() for t in tokens]
+        return tokens
+
+
+tokenize = Tokenizer()

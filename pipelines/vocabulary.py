@@ -1,0 +1,203 @@
+"""The vocabulary job: release the words (or items) of a user corpus under user-level DP.
+
+    python -m pipelines.vocabulary --input 'reviews*.csv.gz' --format csv \\
+        --user-field author --text-field body \\
+        --mechanism weighted-gaussian --rho 0.1 --delta 1e-5 \\
+        --max-items-per-user 100 --output out/
+
+Writes ``OUT/items-*.txt`` (one released item per line) and
+``OUT/report.json``: the privacy report of the selection, the number of
+released items, and input counts (users, pairs, distinct items) which are NOT
+private. Any other flag is a Beam pipeline option (``--runner``,
+``--direct_num_workers``, Dataflow's ``--project``/``--region``/…); the
+DirectRunner is the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_dpsu import configs
+from beam_dpsu.accounting import Budget, ZCDPBudget
+from beam_dpsu.bounding import InvalidRecordError
+from beam_dpsu.mechanisms import SelectItems
+from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
+from beam_dpsu.text import Tokenizer
+from pipelines.inputs import FORMATS, InputFormatError, ReadPairs, check_input_exists
+
+__all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
+
+
+class UsageError(ValueError):
+    """A bad command-line parameter."""
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """The input and tokeniser flags shared by the jobs."""
+    g = parser.add_argument_group("input")
+    g.add_argument("--input", required=True, help="file pattern (glob) of the input files")
+    g.add_argument("--format", default="pairs", choices=FORMATS,
+                   help="pairs: CSV user,item lines; csv/jsonl: records with --user-field and "
+                        "--text-field; text: one user per line (default: pairs)")
+    g.add_argument("--user-field",
+                   help="csv/jsonl: the field holding the user id; csv: '@row' makes each row "
+                        "its own user")
+    g.add_argument("--text-field", help="csv/jsonl: the field holding the user's text")
+    g.add_argument("--skip-header-lines", type=int, default=0,
+                   help="pairs/text: lines to skip at the top of each file (default 0)")
+    g.add_argument("--keep-case", action="store_true", help="do not lower-case tokens")
+    g.add_argument("--keep-urls", action="store_true", help="do not strip URLs before tokenising")
+
+
+def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("privacy budget (user-level)")
+    g.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
+    g.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
+    g.add_argument("--delta", type=float, required=True, help="δ of the budget")
+    g.add_argument("--seed", type=int,
+                   help="TESTS ONLY: fixed seed for noise and sampling; the release is then "
+                        "not private and the report says so")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.vocabulary",
+        description="Release the vocabulary of a user corpus under user-level differential "
+                    "privacy. Unknown flags are passed to Beam as pipeline options.")
+    add_input_arguments(parser)
+    g = parser.add_argument_group("mechanism")
+    g.add_argument("--mechanism", default="weighted-gaussian",
+                   help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
+    g.add_argument("--max-items-per-user", type=int, default=100,
+                   help="Δ0: distinct items sampled per user (default 100)")
+    g.add_argument("--hot-key-fanout", type=int,
+                   help="fan-out of the per-item sum, for very skewed data on large runners")
+    add_budget_arguments(parser)
+    parser.add_argument("--output", required=True, help="output directory (local or gs://…)")
+    return parser
+
+
+def budget_from_args(args) -> Budget | ZCDPBudget:
+    if (args.epsilon is None) == (args.rho is None):
+        raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
+    if args.epsilon is not None:
+        return Budget(args.epsilon, args.delta)
+    return ZCDPBudget(args.rho, args.delta)
+
+
+def tokenizer_from_args(args) -> Tokenizer:
+    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
+
+
+def check_input_args(args) -> None:
+    if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
+        raise UsageError(f"--format {args.format} needs --user-field and --text-field")
+    if args.skip_header_lines < 0:
+        raise UsageError(f"--skip-header-lines must be >= 0, got {args.skip_header_lines}")
+    check_input_exists(args.input)
+
+
+def parse_args(argv):
+    """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input."""
+    args, beam_args = build_parser().parse_known_args(argv)
+    check_input_args(args)
+    budget = budget_from_args(args)
+    mechanism = configs.mechanism_from_name(
+        args.mechanism, max_items_per_user=args.max_items_per_user)
+    return args, PipelineOptions(beam_args), mechanism, budget
+
+
+class InputStats(beam.PTransform):
+    """(user, item) pairs → one dict of raw counts: users, pairs, distinct items.
+
+    These counts are exact and NOT differentially private; they are for the
+    operator's report only.
+    """
+
+    def expand(self, pairs):
+        count = beam.combiners.Count.Globally
+        n_pairs = pairs | "CountPairs" >> count()
+        n_users = (pairs | "Users" >> beam.Keys() | "DistinctUsers" >> beam.Distinct()
+                   | "CountUsers" >> count())
+        n_items = (pairs | "Items" >> beam.Values() | "DistinctItems" >> beam.Distinct()
+                   | "CountItems" >> count())
+        return (pairs.pipeline
+                | "Seed" >> beam.Create([None])
+                | "Assemble" >> beam.Map(
+                    lambda _, users, pairs_, items: {
+                        "users": users, "pairs": pairs_, "distinct_items": items},
+                    users=beam.pvalue.AsSingleton(n_users),
+                    pairs_=beam.pvalue.AsSingleton(n_pairs),
+                    items=beam.pvalue.AsSingleton(n_items)))
+
+
+class WriteReport(beam.PTransform):
+    """Writes ``OUT/report.json``: the static report plus the run's counts."""
+
+    def __init__(self, output: str, static_report: dict, released):
+        super().__init__()
+        self._output = output.rstrip("/")
+        self._static = static_report
+        self._released = released
+
+    def expand(self, input_stats):
+        static = self._static
+        n_released = self._released | "CountReleased" >> beam.combiners.Count.Globally()
+
+        def assemble(stats, released):
+            report = dict(static)
+            report["released_items"] = released
+            report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
+            return to_json(report)
+
+        return (input_stats
+                | "AssembleReport" >> beam.Map(
+                    assemble, released=beam.pvalue.AsSingleton(n_released))
+                | "WriteReportJson" >> beam.io.WriteToText(
+                    f"{self._output}/report", file_name_suffix=".json",
+                    shard_name_template=""))
+
+
+def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectItems:
+    """Adds the job to ``pipeline``: read, select, write items and report."""
+    # First read every input record as (user, item) occurrences.
+    pairs = pipeline | "ReadPairs" >> ReadPairs(
+        args.input, args.format, args.user_field, args.text_field,
+        tokenizer_from_args(args), args.skip_header_lines)
+    # Then release items with the chosen mechanism.
+    select = SelectItems(mechanism, budget, seed=args.seed, hot_key_fanout=args.hot_key_fanout)
+    released = pairs | "SelectItems" >> select
+    # Finally write the released items and the report.
+    out = args.output.rstrip("/")
+    _ = (released
+         | "FormatItems" >> beam.Map(lambda item: item.decode("utf-8", "backslashreplace")
+                                     if isinstance(item, bytes) else item)
+         | "WriteItems" >> beam.io.WriteToText(f"{out}/items", file_name_suffix=".txt"))
+    _ = (pairs
+         | "InputStats" >> InputStats()
+         | "WriteReport" >> WriteReport(out, select.report, released))
+    return select
+
+
+def run(argv=None) -> None:
+    args, options, mechanism, budget = parse_args(argv)
+    with beam.Pipeline(options=options) as pipeline:
+        build_pipeline(pipeline, args, mechanism, budget)
+
+
+def main(argv=None) -> int:
+    """Runs the job; a bad parameter or record prints one clear line and exits non-zero."""
+    try:
+        run(argv)
+    except (UsageError, InputFormatError, InvalidRecordError, ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

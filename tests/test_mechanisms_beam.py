@@ -1,0 +1,162 @@
+"""TestPipeline tests of SelectItems and its parts on the DirectRunner."""
+
+import math
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_dpsu import (Budget, BoundContributions, CountGaussian, CountLaplace,
+                       InvalidRecordError, SelectItems, WeightedGaussian, WeightedLaplace,
+                       ZCDPBudget, mechanism_from_name)
+from beam_dpsu.histograms import WeightedHistogram
+from beam_dpsu import policies
+from beam_dpsu.bounding import sample_items
+from beam_dpsu.calibration import release_mask
+from beam_dpsu.noise import derived_rng
+
+ALL = [CountLaplace(3), CountGaussian(3), WeightedLaplace(3), WeightedGaussian(3)]
+HUGE = Budget(epsilon=1e6, delta=0.4)  # noise ~1e-6: the release is the threshold rule
+
+
+def dataset():
+    """Items with known weights under every mechanism.
+
+    'common' is held by 40 users, 'pair' by 2, 'solo' by 1; each user holds
+    ≤ 3 distinct items, so no sampling happens (Δ0 = 3).
+    """
+    pairs = []
+    for u in range(40):
+        pairs += [(f"u{u}", "common"), (f"u{u}", "common")]  # duplicates within a user
+    pairs += [("u0", "pair"), ("u1", "pair"), ("u2", "solo")]
+    return pairs
+
+
+@pytest.mark.parametrize("mechanism", ALL, ids=lambda m: m.name)
+def test_huge_epsilon_releases_items_above_threshold(mechanism):
+    select = SelectItems(mechanism, HUGE, seed=7)
+    threshold = select.calibration.release_threshold
+    # With ε = 1e6 the noise is negligible, so an item is released iff its
+    # weight exceeds ρ; compute the weights from the pure policy.
+    users = {}
+    for u, item in dataset():
+        users.setdefault(u, set()).add(item)
+    weights = policies.weighted_histogram(users.values(), mechanism.item_weight)
+    expected = sorted(item for item, w in weights.items() if w > threshold)
+    assert "common" in expected and "solo" not in expected
+    with TestPipeline() as p:
+        released = p | beam.Create(dataset()) | select
+        assert_that(released, equal_to(expected))
+
+
+@pytest.mark.parametrize("budget", [Budget(0.5, 1e-6), ZCDPBudget(0.05, 1e-6)],
+                         ids=["approx-dp", "zcdp"])
+@pytest.mark.parametrize("mechanism", ALL, ids=lambda m: m.name)
+def test_never_releases_anything_outside_the_input(mechanism, budget):
+    items_held = {item for _, item in dataset()}
+    with TestPipeline() as p:
+        released = p | beam.Create(dataset()) | SelectItems(mechanism, budget)
+
+        def check(items):
+            assert set(items) <= items_held, set(items) - items_held
+            assert len(items) == len(set(items)), "an item was released twice"
+
+        assert_that(released, check)
+
+
+def test_sampling_bounds_each_user_to_max_items():
+    pairs = [("alice", f"w{i}") for i in range(50)] + [("bob", "w1"), ("bob", "w1")]
+    with TestPipeline() as p:
+        bounded = p | beam.Create(pairs) | BoundContributions(max_items_per_user=7)
+
+        def check(records):
+            by_user = dict(records)
+            assert len(by_user["alice"]) == 7 and len(set(by_user["alice"])) == 7
+            assert set(by_user["alice"]) <= {f"w{i}" for i in range(50)}
+            assert by_user["bob"] == ("w1",)
+
+        assert_that(bounded, check)
+
+
+def test_weighted_histogram_sums_user_weights():
+    users = [("a", ("x", "y", "z", "w")), ("b", ("x",))]
+    with TestPipeline() as p:
+        hist = (p | beam.Create(users)
+                | WeightedHistogram(policies.weighted_gaussian_weight, hot_key_fanout=2))
+        assert_that(hist, equal_to([("x", 1.5), ("y", 0.5), ("z", 0.5), ("w", 0.5)]))
+
+
+def test_seeded_run_equals_the_pure_core_with_the_same_seed():
+    # A seeded run derives every draw from (seed, user or item), so the Beam
+    # result must equal the pure computation, whatever the bundling.
+    pairs = [(f"u{u}", f"w{(u * 7 + k) % 60}") for u in range(200) for k in range(12)]
+    mechanism, budget, seed = WeightedGaussian(5), Budget(2.0, 1e-3), 11
+    calibration = mechanism.calibrate(budget)
+    users = {}
+    for u, item in pairs:
+        users.setdefault(u, set()).add(item)
+    sampled = [sample_items(items, 5, derived_rng(seed, "sample", u), ordered=True)
+               for u, items in users.items()]
+    hist = policies.weighted_histogram(sampled, mechanism.item_weight)
+    expected = sorted(item for item, w in hist.items()
+                      if release_mask(w, calibration, derived_rng(seed, "noise", "", item)))
+    assert 0 < len(expected) < 60
+    with TestPipeline() as p:
+        released = p | beam.Create(pairs) | SelectItems(mechanism, budget, seed=seed)
+        assert_that(released, equal_to(expected))
+
+
+@pytest.mark.parametrize("record,message", [
+    ((None, "cat"), "missing user id"),
+    (("", "cat"), "missing user id"),
+    (("u1", 3), "item must be str or bytes, got int"),
+    (("u1", ""), "empty item"),
+    (("u1",), r"expected a \(user_id, item\) pair"),
+])
+def test_bad_records_fail_the_pipeline_with_a_clear_error(record, message):
+    with pytest.raises(InvalidRecordError, match=message):
+        with TestPipeline() as p:
+            _ = (p | beam.Create([("u0", "dog"), record])
+                 | SelectItems(WeightedGaussian(3), Budget(1.0, 1e-5)))
+
+
+def test_bytes_items_are_supported():
+    pairs = [(f"u{u}", b"\xffraw") for u in range(30)]
+    with TestPipeline() as p:
+        released = p | beam.Create(pairs) | SelectItems(WeightedLaplace(1), HUGE)
+        assert_that(released, equal_to([b"\xffraw"]))
+
+
+def test_report_is_computed_at_construction():
+    select = SelectItems(WeightedGaussian(100), Budget(3.0, math.exp(-10)))
+    report = select.report
+    assert report["noise"] == "gaussian"
+    assert report["noise_scale"] == pytest.approx(1.33279, abs=5e-6)
+    assert report["release_threshold"] == pytest.approx(6.8237, abs=5e-5)
+    assert report["mechanism"] == {"name": "weighted-gaussian", "max_items_per_user": 100}
+    assert report["seeded"] is False and "seed" not in report
+    zreport = SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5), seed=3).report
+    assert zreport["seeded"] is True and "NOT differentially private" in zreport["seeded_note"]
+    assert zreport["noise_scale"] == pytest.approx(1 / math.sqrt(0.2))
+    assert zreport["dp_equivalents"][1]["delta"] == pytest.approx(5e-5)
+    assert zreport["dp_equivalents"][1]["epsilon"] == pytest.approx(1.7637, abs=1e-3)
+
+
+def test_select_items_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="mechanism must be a beam_dpsu mechanism config"):
+        SelectItems("weighted-gaussian", Budget(1, 1e-5))
+    with pytest.raises(TypeError, match="budget must be a Budget or ZCDPBudget"):
+        SelectItems(WeightedGaussian(10), (1.0, 1e-5))
+    with pytest.raises(ValueError, match="seed must be None or a non-negative int"):
+        SelectItems(WeightedGaussian(10), Budget(1, 1e-5), seed=-1)
+    with pytest.raises(ValueError, match="max_items_per_user must be >= 1, got 0"):
+        WeightedGaussian(0)
+
+
+def test_mechanism_from_name():
+    assert mechanism_from_name("count-laplace", max_items_per_user=5) == CountLaplace(5)
+    with pytest.raises(ValueError, match="unknown mechanism 'nope'"):
+        mechanism_from_name("nope")
+    with pytest.raises(ValueError, match="not differentially private.*corrigendum"):
+        mechanism_from_name("policy-gaussian-l1")

@@ -1,0 +1,151 @@
+"""End-to-end tests of ``python -m pipelines.vocabulary`` on small files."""
+
+import glob
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from pipelines import vocabulary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
+
+
+def read_output(out_dir):
+    items = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "items-*.txt"))):
+        with open(path, encoding="utf-8") as f:
+            items += [line.rstrip("\n") for line in f if line.strip()]
+    with open(os.path.join(out_dir, "report.json"), encoding="utf-8") as f:
+        return items, json.load(f)
+
+
+def run_job(args, capsys=None):
+    code = vocabulary.main(args)
+    err = capsys.readouterr().err if capsys else ""
+    return code, err
+
+
+def test_job_on_example_imdb_slice(tmp_path):
+    out = tmp_path / "out"
+    code = vocabulary.main([
+        "--input", EXAMPLE, "--format", "csv", "--user-field", "user", "--text-field", "review",
+        "--mechanism", "weighted-gaussian", "--rho", "0.5", "--delta", "1e-5",
+        "--max-items-per-user", "50", "--output", str(out)])
+    assert code == 0
+    items, report = read_output(out)
+    assert report["mechanism"] == {"name": "weighted-gaussian", "max_items_per_user": 50}
+    assert report["budget"] == {"type": "approx-zcdp", "rho": 0.5, "delta": 1e-5}
+    assert report["released_items"] == len(items) > 50
+    counts = report["non_private_counts"]
+    assert counts["users"] == 2000 and counts["pairs"] > 100_000
+    assert counts["distinct_items"] > len(items)
+    assert "NOT differentially private" in counts["note"]
+    assert {"the", "movie", "film"} <= set(items)
+    assert all(item == item.lower() and " " not in item for item in items)
+
+
+@pytest.mark.parametrize("mechanism", ["count-laplace", "count-gaussian", "weighted-laplace",
+                                       "weighted-gaussian"])
+def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
+    src = tmp_path / "pairs.csv"
+    lines = [f"user{u},common" for u in range(60)] + ["loner,secret"]
+    src.write_text("user,item\n" + "\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", str(src), "--skip-header-lines", "1",
+                            "--mechanism", mechanism, "--max-items-per-user", "1",
+                            "--epsilon", "50", "--delta", "1e-6", "--seed", "3",
+                            "--output", str(out)])
+    assert code == 0
+    items, report = read_output(out)
+    assert items == ["common"]
+    assert report["seeded"] is True and report["seed"] == 3
+    assert report["non_private_counts"]["users"] == 61
+    assert report["non_private_counts"]["distinct_items"] == 2
+
+
+def test_job_jsonl_and_text_formats(tmp_path):
+    jsonl = tmp_path / "posts.jsonl.gz"
+    with gzip.open(jsonl, "wt", encoding="utf-8") as f:
+        for u in range(50):
+            f.write(json.dumps({"author": u, "body": "Hello WORLD, see https://x.example/y"}) + "\n")
+    out = tmp_path / "out_jsonl"
+    assert vocabulary.main(["--input", str(jsonl), "--format", "jsonl", "--user-field", "author",
+                            "--text-field", "body", "--epsilon", "50", "--delta", "1e-6",
+                            "--max-items-per-user", "5", "--output", str(out)]) == 0
+    items, report = read_output(out)
+    assert sorted(items) == ["hello", "see", "world"]  # URL stripped, lower-cased
+    assert report["non_private_counts"]["users"] == 50
+
+    text = tmp_path / "lines.txt"
+    text.write_text("\n".join(["Alpha beta"] * 40) + "\n")
+    out = tmp_path / "out_text"
+    assert vocabulary.main(["--input", str(text), "--format", "text", "--keep-case",
+                            "--epsilon", "50", "--delta", "1e-6", "--output", str(out)]) == 0
+    items, report = read_output(out)
+    assert sorted(items) == ["Alpha", "beta"]
+    assert report["non_private_counts"]["users"] == 40  # one user per line
+
+
+def write_csv(tmp_path, body):
+    path = tmp_path / "in.csv"
+    path.write_text(body)
+    return str(path)
+
+
+BASE = ["--epsilon", "1", "--delta", "1e-5"]
+
+
+@pytest.mark.parametrize("body,fields,message", [
+    ("user,text\nu1,hello\n,world\n", ["--user-field", "user", "--text-field", "text"],
+     r"in.csv:3: missing user id field 'user'"),
+    ("user,body\nu1,hello\n", ["--user-field", "user", "--text-field", "text"],
+     r"header has no field 'text'"),
+    ("user,text\nu1\n", ["--user-field", "user", "--text-field", "text"],
+     r"in.csv:2: missing text field 'text'"),
+])
+def test_job_bad_csv_records(tmp_path, capsys, body, fields, message):
+    path = write_csv(tmp_path, body)
+    code, err = run_job(["--input", path, "--format", "csv", *fields, *BASE,
+                         "--output", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert re.search(message, err), err
+
+
+def test_job_bad_pairs_record(tmp_path, capsys):
+    path = write_csv(tmp_path, "u1,cat\nu2\n")
+    code, err = run_job(["--input", path, *BASE, "--output", str(tmp_path / "o")], capsys)
+    assert code == 2 and "in.csv:2: expected 2 fields 'user,item', got 1" in err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--input", "/nonexistent/*.csv", *BASE], "no input file matches '/nonexistent/*.csv'"),
+    (["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be a finite number > 0, got -1.0"),
+    (["--epsilon", "1", "--rho", "0.1", "--delta", "1e-5"], "give exactly one of --epsilon"),
+    (["--epsilon", "1", "--delta", "2"], "delta must lie strictly between 0 and 1, got 2.0"),
+    (["--mechanism", "magic", *BASE], "unknown mechanism 'magic'"),
+    (["--mechanism", "policy-gaussian-l1", *BASE], "not differentially private"),
+    (["--max-items-per-user", "0", *BASE], "max_items_per_user must be >= 1, got 0"),
+    (["--format", "csv", *BASE], "--format csv needs --user-field and --text-field"),
+])
+def test_job_bad_parameters(tmp_path, capsys, args, message):
+    path = write_csv(tmp_path, "u1,cat\n")
+    full = ["--input", path, "--output", str(tmp_path / "o")] + args
+    code, err = run_job(full, capsys)
+    assert code == 2
+    assert message in err, err
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_job_as_a_subprocess_exits_non_zero_on_bad_input(tmp_path):
+    path = write_csv(tmp_path, "u1,cat\n,dog\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.vocabulary", "--input", path, *BASE,
+         "--output", str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "error: " in proc.stderr and "in.csv:2: missing user id" in proc.stderr
