@@ -25,6 +25,7 @@ __all__ = [
     "ZCDPBudget",
     "BudgetAccountant",
     "BudgetExceededError",
+    "geometric_split_weights",
     "analytic_gaussian_sigma",
     "gaussian_mechanism_delta",
     "zcdp_delta_for_epsilon",
@@ -58,6 +59,24 @@ def _check_split_weights(weights: Sequence[float]) -> np.ndarray:
     if not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError(f"split weights must be finite and > 0, got {list(weights)!r}")
     return w / w.sum()
+
+
+def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
+    """The DP-SIPS round shares: round i of I gets r^{I−i−1}(1−r)/(1−r^I).
+
+    dp-sips Algorithm 3 (its box is missing from the text; DESIGN §3 gives it)
+    and the proof of Theorem 1: the shares rise geometrically so the last
+    round gets the most, and sum to 1; at r = 1 the split is even.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+    ratio = float(ratio)
+    if not 0.0 < ratio <= 1.0:
+        raise ValueError(f"ratio must satisfy 0 < ratio <= 1, got {ratio!r}")
+    if ratio == 1.0:
+        return [1.0 / rounds] * rounds
+    norm = (1.0 - ratio) / (1.0 - ratio ** rounds)
+    return [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
 
 
 class BudgetExceededError(ValueError):

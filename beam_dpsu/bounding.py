@@ -117,9 +117,10 @@ def sample_items(items, max_items_per_user: int, rng: np.random.Generator,
 
 class _SampleItemsFn(beam.DoFn):
 
-    def __init__(self, max_items_per_user: int, seed: int | None):
+    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
         self._max_items = max_items_per_user
         self._seed = seed
+        self._salt = salt
         self._rng = None
 
     def setup(self):
@@ -131,23 +132,28 @@ class _SampleItemsFn(beam.DoFn):
             sampled = sample_items(counts, self._max_items, self._rng)
         else:
             sampled = sample_items(counts, self._max_items,
-                                   noise.derived_rng(self._seed, "sample", user_id), ordered=True)
+                                   noise.derived_rng(self._seed, "sample", self._salt, user_id),
+                                   ordered=True)
         yield user_id, tuple(sampled)
 
 
 class SampleItemsPerUser(beam.PTransform):
-    """(user_id, items) → (user_id, tuple of ≤ Δ0 distinct items sampled uniformly)."""
+    """(user_id, items) → (user_id, tuple of ≤ Δ0 distinct items sampled uniformly).
 
-    def __init__(self, max_items_per_user: int, seed: int | None = None):
+    ``salt`` makes seeded samples of several rounds independent of each other.
+    """
+
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
         super().__init__()
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
         self._max_items = max_items_per_user
         self._seed = noise.check_seed(seed)
+        self._salt = salt
 
     def expand(self, user_records):
         return user_records | "SampleDistinctItems" >> beam.ParDo(
-            _SampleItemsFn(self._max_items, self._seed))
+            _SampleItemsFn(self._max_items, self._seed, self._salt))
 
 
 class BoundContributions(beam.PTransform):

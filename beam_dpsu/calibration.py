@@ -16,7 +16,7 @@ import numpy as np
 from beam_dpsu import accounting, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget
 
-__all__ = ["Calibration", "laplace_calibration", "gaussian_calibration", "release_mask"]
+__all__ = ["Calibration", "RoundsCalibration", "laplace_calibration", "gaussian_calibration", "noise", "release_mask"]
 
 LAPLACE = "laplace"
 GAUSSIAN = "gaussian"
@@ -58,14 +58,45 @@ class Calibration:
 
     def to_dict(self) -> dict:
         return {
+            "budget": self.budget.to_dict(),
             "noise": self.noise,
             "noise_scale": self.noise_scale,
             "release_threshold": self.release_threshold,
             "threshold_delta": self.threshold_delta,
             "sensitivity_norm": self.sensitivity_norm,
             "sensitivity": self.sensitivity,
-            "budget": self.budget.to_dict(),
             "source": self.source,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundsCalibration:
+    """The calibration of a mechanism made of several selections (e.g. SIPS rounds).
+
+    Attributes:
+      rounds: one ``Calibration`` per round, in order; their budgets compose
+        to ``zcdp_budget`` (dp-sips Lemma 6).
+      budget: the budget the caller gave.
+      zcdp_budget: the δ-approximate ρ-zCDP budget actually split over rounds
+        (the caller's, or the largest ρ meeting the caller's (ε, δ)).
+      source: where the formulas come from.
+    """
+
+    rounds: tuple
+    budget: Budget | ZCDPBudget
+    zcdp_budget: ZCDPBudget
+    source: str
+
+    def to_dict(self) -> dict:
+        return {
+            "budget": self.budget.to_dict(),
+            "zcdp_budget": self.zcdp_budget.to_dict(),
+            "source": self.source,
+            "rounds": [
+                {"round": i, "rho": c.budget.rho, "delta": c.budget.delta,
+                 "noise": c.noise, "noise_scale": c.noise_scale,
+                 "release_threshold": c.release_threshold}
+                for i, c in enumerate(self.rounds)],
         }
 
 

@@ -14,6 +14,9 @@ config                 update per user         noise            source
 ``WeightedLaplace``    +1/|W|                  Lap(1/ε)         dpsu Thm B.1
 ``WeightedGaussian``   +1/√|W|                 σ(ε, δ/2, 1)     dpsu Thm B.2, dp-sips Thm 1
 =====================  ======================  ===============  =====================
+
+Iterative: ``SIPS`` runs Weighted Gaussian for several rounds with a rising
+budget, removing each round's released items from the users' sets (dp-sips §4).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
-from beam_dpsu import policies, thresholds
-from beam_dpsu.calibration import Calibration, gaussian_calibration, laplace_calibration
+from beam_dpsu import accounting, policies, thresholds
+from beam_dpsu.accounting import Budget, ZCDPBudget
+from beam_dpsu.calibration import (Calibration, RoundsCalibration, gaussian_calibration,
+                                   laplace_calibration)
 
 __all__ = [
     "MechanismConfig",
@@ -33,6 +38,7 @@ __all__ = [
     "CountGaussian",
     "WeightedLaplace",
     "WeightedGaussian",
+    "SIPS",
     "MECHANISMS",
     "mechanism_from_name",
 ]
@@ -150,8 +156,70 @@ class WeightedGaussian(ParallelMechanism):
             "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
 
 
+@dataclasses.dataclass(frozen=True)
+class SIPS(MechanismConfig):
+    """DP-SIPS: iterative partition selection (dp-sips §4, Algorithm 3).
+
+    Round i = 0..I−1 runs Weighted Gaussian with ρ_i = ρ·r^{I−i−1}(1−r)/(1−r^I)
+    and δ_i likewise (even split at r = 1), σ_i = 1/√(2ρ_i) and the threshold
+    max_{k≤Δ0} 1/√k + σ_i Φ⁻¹((1−δ_i)^{1/k}), on every user's items minus all
+    items released in earlier rounds, re-sampled to Δ0 each round. The union
+    is δ-approximate ρ-zCDP (dp-sips Theorem 1 and Lemma 6).
+
+    Under a ``Budget(ε, δ)`` the rounds split the largest ρ for which
+    (δ/2)-approximate ρ-zCDP implies (ε, δ)-DP (dp-sips Corollary 9): half of
+    δ goes to the thresholds, half to the zCDP→DP conversion, like the δ/2
+    split of the analytic Gaussian.
+
+    Attributes:
+      max_items_per_user: Δ0, distinct items sampled per user in each round.
+      rounds: I ≥ 1, the number of rounds.
+      ratio: r in (0, 1], the ratio between consecutive rounds' budgets.
+      removal: how earlier rounds' items are removed: "side_input" (default;
+        the released set is broadcast to workers) or "join" (no memory bound,
+        more shuffles); see ``beam_dpsu.sips`` for where the cut-over lies.
+        It changes only the execution, never the output distribution.
+    """
+
+    max_items_per_user: int = 100
+    rounds: int = 3
+    ratio: float = 1.0 / 3.0
+    removal: str = "side_input"
+    name: ClassVar[str] = "sips"
+
+    def __post_init__(self):
+        if self.removal not in ("side_input", "join"):
+            raise ValueError(f"removal must be 'side_input' or 'join', got {self.removal!r}")
+        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
+        accounting.geometric_split_weights(self.rounds, self.ratio)  # validates both
+        object.__setattr__(self, "rounds", int(self.rounds))
+        object.__setattr__(self, "ratio", float(self.ratio))
+
+    def zcdp_budget(self, budget) -> ZCDPBudget:
+        if isinstance(budget, ZCDPBudget):
+            return budget
+        if isinstance(budget, Budget):
+            return accounting.dp_to_zcdp(budget.epsilon, budget.delta, budget.delta / 2.0)
+        raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+
+    def round_budgets(self, budget) -> list[ZCDPBudget]:
+        """(ρ_i, δ_i) of each round; they sum to the total (dp-sips Thm 1 proof)."""
+        total = self.zcdp_budget(budget)
+        return total.split(accounting.geometric_split_weights(self.rounds, self.ratio))
+
+    def calibrate(self, budget) -> RoundsCalibration:
+        # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
+        round_mechanism = WeightedGaussian(self.max_items_per_user)
+        rounds = tuple(round_mechanism.calibrate(part) for part in self.round_budgets(budget))
+        return RoundsCalibration(rounds=rounds, budget=budget,
+                                 zcdp_budget=self.zcdp_budget(budget),
+                                 source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, "
+                                        "Theorem 1, Corollary 9")
+
+
 MECHANISMS: dict[str, type] = {
-    cls.name: cls for cls in (CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian)
+    cls.name: cls for cls in (CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian,
+                              SIPS)
 }
 
 _NOT_PRIVATE = {

@@ -13,10 +13,11 @@ import apache_beam as beam
 from beam_dpsu import noise
 from beam_dpsu.accounting import Budget, ZCDPBudget
 from beam_dpsu.bounding import BoundContributions
-from beam_dpsu.configs import MechanismConfig, ParallelMechanism
+from beam_dpsu.configs import SIPS, MechanismConfig, ParallelMechanism
 from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.report import mechanism_report
 from beam_dpsu.selection import NoisyThreshold
+from beam_dpsu.sips import SIPSRounds
 
 __all__ = ["SelectItems"]
 
@@ -54,6 +55,8 @@ class SelectItems(beam.PTransform):
         self.seed = noise.check_seed(seed)
         self.hot_key_fanout = hot_key_fanout
         self.calibration = mechanism.calibrate(budget)
+        # Named intermediate releases (e.g. SIPS rounds), filled in by expand.
+        self.released_by_stage: dict = {}
 
     @property
     def report(self) -> dict:
@@ -62,11 +65,18 @@ class SelectItems(beam.PTransform):
 
     def expand(self, pairs):
         mechanism = self.mechanism
-        if not isinstance(mechanism, ParallelMechanism):
-            raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
-        return (pairs
-                | "BoundContributions" >> BoundContributions(
-                    mechanism.max_items_per_user, self.seed)
-                | "WeightedHistogram" >> WeightedHistogram(
-                    mechanism.item_weight, self.hot_key_fanout)
-                | "NoisyThreshold" >> NoisyThreshold(self.calibration, self.seed))
+        if isinstance(mechanism, SIPS):
+            rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
+                                mechanism.removal, self.hot_key_fanout)
+            released = pairs | "SIPSRounds" >> rounds
+            self.released_by_stage = {
+                f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
+            return released
+        if isinstance(mechanism, ParallelMechanism):
+            return (pairs
+                    | "BoundContributions" >> BoundContributions(
+                        mechanism.max_items_per_user, self.seed)
+                    | "WeightedHistogram" >> WeightedHistogram(
+                        mechanism.item_weight, self.hot_key_fanout)
+                    | "NoisyThreshold" >> NoisyThreshold(self.calibration, self.seed))
+        raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")

@@ -40,18 +40,13 @@ def mechanism_report(mechanism, calibration, seed, extra: dict | None = None) ->
         "library": f"beam_dpsu {__version__}",
         "guarantee": "user-level (add/remove one user with all their records)",
         "mechanism": mechanism.to_dict(),
-        "budget": calibration.budget.to_dict(),
-        "noise": calibration.noise,
-        "noise_scale": calibration.noise_scale,
-        "sensitivity_norm": calibration.sensitivity_norm,
-        "sensitivity": calibration.sensitivity,
-        "release_threshold": calibration.release_threshold,
-        "threshold_delta": calibration.threshold_delta,
-        "source": calibration.source,
+        **calibration.to_dict(),
         "seeded": seed is not None,
     }
-    if isinstance(calibration.budget, ZCDPBudget):
-        report["dp_equivalents"] = _dp_equivalents(calibration.budget)
+    # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
+    zcdp = getattr(calibration, "zcdp_budget", calibration.budget)
+    if isinstance(zcdp, ZCDPBudget):
+        report["dp_equivalents"] = _dp_equivalents(zcdp)
     if seed is not None:
         report["seed"] = seed
         report["seeded_note"] = SEEDED_NOTE

@@ -21,11 +21,11 @@ import time
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_dpsu import configs
 from beam_dpsu.mechanisms import SelectItems
 from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (add_budget_arguments, add_input_arguments, budget_from_args,
-                                  check_input_args, tokenizer_from_args)
+from pipelines.vocabulary import (add_budget_arguments, add_input_arguments,
+                                  add_mechanism_arguments, budget_from_args, check_input_args,
+                                  mechanism_from_args, tokenizer_from_args)
 
 
 def _count_into(pcoll, path: str, label: str):
@@ -51,18 +51,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_input_arguments(parser)
+    add_mechanism_arguments(parser, several=True)
     add_budget_arguments(parser)
-    parser.add_argument("--mechanisms", default="weighted-gaussian",
-                        help="comma-separated mechanism names")
-    parser.add_argument("--max-items-per-user", type=int, default=100)
     parser.add_argument("--workdir", default="/tmp/beam_dpsu_benchmark",
                         help="scratch directory for the counts")
     parser.add_argument("--json", action="store_true", help="print one JSON line per result")
     args, beam_args = parser.parse_known_args(argv)
     check_input_args(args)
     budget = budget_from_args(args)
-    mechanisms = [configs.mechanism_from_name(name.strip(),
-                                              max_items_per_user=args.max_items_per_user)
+    mechanisms = [mechanism_from_args(args, name.strip())
                   for name in args.mechanisms.split(",") if name.strip()]
     options = PipelineOptions(beam_args)
     tokenizer = tokenizer_from_args(args)
@@ -80,7 +77,7 @@ def main(argv=None) -> int:
     # Then each mechanism on the same input.
     results = []
     for mechanism in mechanisms:
-        select = SelectItems(mechanism, budget)
+        select = SelectItems(mechanism, budget, hot_key_fanout=args.hot_key_fanout)
         out_path = f"{args.workdir}/{mechanism.name}.txt"
         total = time_pipeline(
             lambda p: _count_into(read(p) | "SelectItems" >> select, out_path, "Released"),

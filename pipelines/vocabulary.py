@@ -53,6 +53,28 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--keep-urls", action="store_true", help="do not strip URLs before tokenising")
 
 
+def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = False) -> None:
+    """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters."""
+    g = parser.add_argument_group("mechanism")
+    if several:
+        g.add_argument("--mechanisms", default="weighted-gaussian",
+                       help=f"comma-separated names from {sorted(configs.MECHANISMS)}")
+    else:
+        g.add_argument("--mechanism", default="weighted-gaussian",
+                       help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
+    g.add_argument("--max-items-per-user", type=int, default=100,
+                   help="Δ0: distinct items sampled per user (default 100)")
+    g.add_argument("--rounds", type=int, help="sips: number of rounds (default 3)")
+    g.add_argument("--ratio", type=float,
+                   help="sips: ratio between consecutive rounds' budgets, 0 < r <= 1 "
+                        "(default 1/3)")
+    g.add_argument("--sips-removal", choices=("side_input", "join"),
+                   help="sips: remove released items by side input (default) or by join "
+                        "(for released sets too large for worker memory)")
+    g.add_argument("--hot-key-fanout", type=int,
+                   help="fan-out of the per-item sum, for very skewed data on large runners")
+
+
 def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("privacy budget (user-level)")
     g.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
@@ -69,13 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Release the vocabulary of a user corpus under user-level differential "
                     "privacy. Unknown flags are passed to Beam as pipeline options.")
     add_input_arguments(parser)
-    g = parser.add_argument_group("mechanism")
-    g.add_argument("--mechanism", default="weighted-gaussian",
-                   help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
-    g.add_argument("--max-items-per-user", type=int, default=100,
-                   help="Δ0: distinct items sampled per user (default 100)")
-    g.add_argument("--hot-key-fanout", type=int,
-                   help="fan-out of the per-item sum, for very skewed data on large runners")
+    add_mechanism_arguments(parser)
     add_budget_arguments(parser)
     parser.add_argument("--output", required=True, help="output directory (local or gs://…)")
     return parser
@@ -101,13 +117,20 @@ def check_input_args(args) -> None:
     check_input_exists(args.input)
 
 
+def mechanism_from_args(args, name: str | None = None) -> configs.MechanismConfig:
+    """The mechanism config named ``name`` (default: --mechanism) with the flags it takes."""
+    return configs.mechanism_from_name(
+        name or args.mechanism, max_items_per_user=args.max_items_per_user,
+        rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
+        removal=getattr(args, "sips_removal", None))
+
+
 def parse_args(argv):
     """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input."""
     args, beam_args = build_parser().parse_known_args(argv)
     check_input_args(args)
     budget = budget_from_args(args)
-    mechanism = configs.mechanism_from_name(
-        args.mechanism, max_items_per_user=args.max_items_per_user)
+    mechanism = mechanism_from_args(args)
     return args, PipelineOptions(beam_args), mechanism, budget
 
 
@@ -138,25 +161,32 @@ class InputStats(beam.PTransform):
 class WriteReport(beam.PTransform):
     """Writes ``OUT/report.json``: the static report plus the run's counts."""
 
-    def __init__(self, output: str, static_report: dict, released):
+    def __init__(self, output: str, static_report: dict, released, released_by_stage=None):
         super().__init__()
         self._output = output.rstrip("/")
         self._static = static_report
         self._released = released
+        self._by_stage = dict(released_by_stage or {})
 
     def expand(self, input_stats):
         static = self._static
-        n_released = self._released | "CountReleased" >> beam.combiners.Count.Globally()
+        count = beam.combiners.Count.Globally
+        n_released = self._released | "CountReleased" >> count()
+        stage_counts = {
+            name: beam.pvalue.AsSingleton(pc | f"Count_{name}" >> count())
+            for name, pc in self._by_stage.items()}
 
-        def assemble(stats, released):
+        def assemble(stats, released, **by_stage):
             report = dict(static)
             report["released_items"] = released
+            if by_stage:
+                report["released_by_stage"] = by_stage
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
             return to_json(report)
 
         return (input_stats
                 | "AssembleReport" >> beam.Map(
-                    assemble, released=beam.pvalue.AsSingleton(n_released))
+                    assemble, released=beam.pvalue.AsSingleton(n_released), **stage_counts)
                 | "WriteReportJson" >> beam.io.WriteToText(
                     f"{self._output}/report", file_name_suffix=".json",
                     shard_name_template=""))
@@ -179,7 +209,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
          | "WriteItems" >> beam.io.WriteToText(f"{out}/items", file_name_suffix=".txt"))
     _ = (pairs
          | "InputStats" >> InputStats()
-         | "WriteReport" >> WriteReport(out, select.report, released))
+         | "WriteReport" >> WriteReport(out, select.report, released, select.released_by_stage))
     return select
 
 

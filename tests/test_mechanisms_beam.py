@@ -96,7 +96,7 @@ def test_seeded_run_equals_the_pure_core_with_the_same_seed():
     users = {}
     for u, item in pairs:
         users.setdefault(u, set()).add(item)
-    sampled = [sample_items(items, 5, derived_rng(seed, "sample", u), ordered=True)
+    sampled = [sample_items(items, 5, derived_rng(seed, "sample", "", u), ordered=True)
                for u, items in users.items()]
     hist = policies.weighted_histogram(sampled, mechanism.item_weight)
     expected = sorted(item for item, w in hist.items()

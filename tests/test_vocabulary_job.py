@@ -69,6 +69,31 @@ def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
     assert report["non_private_counts"]["distinct_items"] == 2
 
 
+def test_job_sips_reports_rounds(tmp_path):
+    out = tmp_path / "out"
+    code = vocabulary.main([
+        "--input", EXAMPLE, "--format", "csv", "--user-field", "user", "--text-field", "review",
+        "--mechanism", "sips", "--rounds", "2", "--ratio", "0.5", "--rho", "0.5",
+        "--delta", "1e-5", "--max-items-per-user", "50", "--output", str(out)])
+    assert code == 0
+    items, report = read_output(out)
+    assert report["mechanism"] == {"name": "sips", "max_items_per_user": 50, "rounds": 2,
+                                   "ratio": 0.5, "removal": "side_input"}
+    assert [r["round"] for r in report["rounds"]] == [0, 1]
+    assert report["rounds"][1]["rho"] == pytest.approx(2 * report["rounds"][0]["rho"])
+    by_stage = report["released_by_stage"]
+    assert by_stage["round_0"] + by_stage["round_1"] == report["released_items"] == len(items)
+    assert len(set(items)) == len(items)
+    assert report["dp_equivalents"][0]["delta"] == pytest.approx(2e-5)
+
+
+def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
+    path = write_csv(tmp_path, "u1,cat\n")
+    code, err = run_job(["--input", path, "--mechanism", "weighted-laplace", "--rounds", "2",
+                         *BASE, "--output", str(tmp_path / "o")], capsys)
+    assert code == 2 and "mechanism 'weighted-laplace' does not take ['rounds']" in err
+
+
 def test_job_jsonl_and_text_formats(tmp_path):
     jsonl = tmp_path / "posts.jsonl.gz"
     with gzip.open(jsonl, "wt", encoding="utf-8") as f:

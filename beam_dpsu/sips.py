@@ -1,0 +1,129 @@
+"""DP-SIPS rounds as Beam PTransforms (dp-sips §4, Algorithm 3).
+
+The rounds are unrolled when the pipeline is built. First each user's
+records become one record of distinct items; then, for each round, the items
+released by all earlier rounds are removed from every user's set, the rest is
+re-sampled to Δ0, weighted 1/√|W|, summed, noised and thresholded with that
+round's calibration; finally the rounds' releases are flattened.
+
+Removing released items
+-----------------------
+``removal="side_input"`` (default) broadcasts the union of earlier releases to
+every worker as a dict side input: no extra shuffle, but every worker holds
+the whole released set in memory (roughly 100–200 bytes per item in Python, so
+about 1–2 GB for 10 million items). ``removal="join"`` instead keys every
+(user, item) by item, co-groups with the released items and regroups by user:
+two extra shuffles of all pairs per round, but no per-worker memory bound.
+Use the join when a round may release more than a few million items (more
+than ~10% of a worker's memory at the figures above); below that the side
+input is faster.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from beam_dpsu import policies
+from beam_dpsu.bounding import ItemCountsPerUser, SampleItemsPerUser, ValidatePairs
+from beam_dpsu.calibration import RoundsCalibration
+from beam_dpsu.histograms import WeightedHistogram
+from beam_dpsu.selection import NoisyThreshold
+
+__all__ = ["REMOVALS", "RemoveReleasedBySideInput", "RemoveReleasedByJoin", "SIPSRounds"]
+
+REMOVALS = ("side_input", "join")
+
+
+class RemoveReleasedBySideInput(beam.PTransform):
+    """(user, items) minus the ``released`` items, broadcast as a side input."""
+
+    def __init__(self, released):
+        super().__init__()
+        self._released = released
+
+    def expand(self, user_items):
+        released = (self._released
+                    | "AsKeys" >> beam.Map(lambda item: (item, None)))
+        return user_items | "DropReleased" >> beam.Map(
+            lambda record, done: (record[0], tuple(i for i in record[1] if i not in done)),
+            done=beam.pvalue.AsDict(released))
+
+
+class RemoveReleasedByJoin(beam.PTransform):
+    """(user, items) minus the ``released`` items, by a join on item (no memory bound)."""
+
+    def __init__(self, released):
+        super().__init__()
+        self._released = released
+
+    def expand(self, user_items):
+        by_item = user_items | "ByItem" >> beam.FlatMap(
+            lambda record: ((item, record[0]) for item in record[1]))
+        released = self._released | "ReleasedKeys" >> beam.Map(lambda item: (item, True))
+
+        def kept_pairs(joined):
+            item, groups = joined
+            if not groups["released"]:
+                for user in groups["users"]:
+                    yield user, item
+
+        return ({"users": by_item, "released": released}
+                | "JoinOnItem" >> beam.CoGroupByKey()
+                | "KeepUnreleased" >> beam.FlatMap(kept_pairs)
+                | "RegroupByUser" >> beam.GroupByKey()
+                | "AsTuple" >> beam.MapTuple(lambda user, items: (user, tuple(items))))
+
+
+class SIPSRounds(beam.PTransform):
+    """(user_id, item) pairs → released items of every round, flattened.
+
+    Args:
+      calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``).
+      max_items_per_user: Δ0, re-sampled in every round.
+      seed: test-only; round 0 draws exactly what Weighted Gaussian would, so
+        one round at ratio 1 reproduces it.
+      removal: "side_input" or "join" (see the module docstring).
+
+    After expansion, ``released_per_round`` holds each round's PCollection.
+    """
+
+    def __init__(self, calibration: RoundsCalibration, max_items_per_user: int,
+                 seed: int | None = None, removal: str = "side_input",
+                 hot_key_fanout: int | None = None):
+        super().__init__()
+        if removal not in REMOVALS:
+            raise ValueError(f"removal must be one of {REMOVALS}, got {removal!r}")
+        self._calibration = calibration
+        self._max_items = max_items_per_user
+        self._seed = seed
+        self._removal = removal
+        self._fanout = hot_key_fanout
+        self.released_per_round = []
+
+    def expand(self, pairs):
+        # First one record of distinct items per user.
+        user_items = (pairs
+                      | "ValidatePairs" >> ValidatePairs()
+                      | "ItemCountsPerUser" >> ItemCountsPerUser()
+                      | "DistinctItems" >> beam.MapTuple(lambda user, counts: (user, tuple(counts))))
+        remove = (RemoveReleasedBySideInput if self._removal == "side_input"
+                  else RemoveReleasedByJoin)
+        self.released_per_round = []
+        # Then one Weighted Gaussian selection per round on what is left.
+        for i, calibration in enumerate(self._calibration.rounds):
+            salt = "" if i == 0 else f"round{i}"
+            remaining = user_items
+            if self.released_per_round:
+                released_so_far = (self.released_per_round
+                                   | f"Round{i}/ReleasedSoFar" >> beam.Flatten())
+                remaining = user_items | f"Round{i}/RemoveReleased" >> remove(released_so_far)
+            released = (remaining
+                        | f"Round{i}/SampleItemsPerUser" >> SampleItemsPerUser(
+                            self._max_items, self._seed, salt)
+                        | f"Round{i}/WeightedHistogram" >> WeightedHistogram(
+                            policies.weighted_gaussian_weight, self._fanout)
+                        | f"Round{i}/NoisyThreshold" >> NoisyThreshold(
+                            calibration, self._seed, salt))
+            self.released_per_round.append(released)
+        # Finally the union of all rounds (disjoint by construction).
+        return self.released_per_round | "UnionOfRounds" >> beam.Flatten()
