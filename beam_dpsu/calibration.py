@@ -37,6 +37,7 @@ class Calibration:
       sensitivity: the histogram's ℓ_p sensitivity the noise was calibrated to.
       budget: the budget this calibration spends.
       source: where the formulas come from (paper and section).
+      cutoff: Γ of a sequential policy (None for the parallel mechanisms).
     """
 
     noise: str
@@ -47,6 +48,7 @@ class Calibration:
     sensitivity: float
     budget: Budget | ZCDPBudget
     source: str
+    cutoff: float | None = None
 
     def __post_init__(self):
         if self.noise not in (LAPLACE, GAUSSIAN):
@@ -66,6 +68,7 @@ class Calibration:
             "sensitivity_norm": self.sensitivity_norm,
             "sensitivity": self.sensitivity,
             "source": self.source,
+            **({} if self.cutoff is None else {"cutoff": self.cutoff}),
         }
 
 

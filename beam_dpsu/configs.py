@@ -17,13 +17,18 @@ config                 update per user         noise            source
 
 Iterative: ``SIPS`` runs Weighted Gaussian for several rounds with a rising
 budget, removing each round's released items from the users' sets (dp-sips §4).
+
+Sequential (each user's update depends on the histogram so far; users are
+visited in a keyed-hash order): ``PolicyLaplace`` (ℓ1-descent, dpsu §4),
+``PolicyGaussian`` (ℓ2-descent, dpsu §5), ``GreedyWithoutSampling`` (GW and
+GW-KT, gw §3–4).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -39,6 +44,9 @@ __all__ = [
     "WeightedLaplace",
     "WeightedGaussian",
     "SIPS",
+    "PolicyLaplace",
+    "PolicyGaussian",
+    "GreedyWithoutSampling",
     "MECHANISMS",
     "mechanism_from_name",
 ]
@@ -217,9 +225,152 @@ class SIPS(MechanismConfig):
                                         "Theorem 1, Corollary 9")
 
 
+def _check_alpha(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"alpha must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"alpha must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _check_shards(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"shards must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+class SequentialMechanism(MechanismConfig):
+    """A mechanism whose users update the histogram one after another (a policy).
+
+    Users are visited in the order of a keyed hash of their id; ``shards``
+    splits them over that many independent orders whose histograms are summed
+    (same sensitivity; see ``beam_dpsu.sequential``).
+    """
+
+    alpha: float
+    shards: int
+
+    def _with_cutoff(self, calibration: Calibration) -> Calibration:
+        cutoff = thresholds.policy_cutoff(calibration.release_threshold,
+                                          calibration.noise_scale, self.alpha)
+        return dataclasses.replace(calibration, cutoff=cutoff)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLaplace(SequentialMechanism):
+    """Policy Laplace: ℓ1-descent toward Γ = ρ_Lap + α/ε, Lap(1/ε) noise (dpsu §4, Alg. 3–4).
+
+    Attributes:
+      max_items_per_user: Δ0, distinct items sampled per user.
+      alpha: α ≥ 0 in the cutoff Γ = ρ + α·λ (the paper finds 2–6 works best).
+      shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+    """
+
+    max_items_per_user: int = 100
+    alpha: float = 3.0
+    shards: int = 1
+    name: ClassVar[str] = "policy-laplace"
+
+    def __post_init__(self):
+        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
+        object.__setattr__(self, "alpha", _check_alpha(self.alpha))
+        object.__setattr__(self, "shards", _check_shards(self.shards))
+
+    def calibrate(self, budget) -> Calibration:
+        return self._with_cutoff(laplace_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1"))
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyGaussian(SequentialMechanism):
+    """Policy Gaussian: ℓ2-descent toward Γ = ρ_Gauss + α·σ (dpsu §5, Alg. 5 and 7).
+
+    Algorithm 5 prints Γ ← ρ_Lap + α·σ; the intent, used here, is ρ_Gauss + α·σ.
+    The ℓ1-descent variant (Algorithm 8) is not private and is not offered.
+
+    Attributes:
+      max_items_per_user: Δ0, distinct items sampled per user.
+      alpha: α ≥ 0 in the cutoff Γ = ρ + α·σ.
+      shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+    """
+
+    max_items_per_user: int = 100
+    alpha: float = 3.0
+    shards: int = 1
+    name: ClassVar[str] = "policy-gaussian"
+
+    def __post_init__(self):
+        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
+        object.__setattr__(self, "alpha", _check_alpha(self.alpha))
+        object.__setattr__(self, "shards", _check_shards(self.shards))
+
+    def calibrate(self, budget) -> Calibration:
+        return self._with_cutoff(gaussian_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1"))
+
+
+@dataclasses.dataclass(frozen=True)
+class GreedyWithoutSampling(SequentialMechanism):
+    """GW: greedy updates without sampling, Lap(1/ε), ρ_GW = 1 − λ ln(2δ) (gw §3).
+
+    Each user fills its items toward Γ one at a time, most frequent (in the
+    user's own counts) first, until its budget of 1 is spent. No Δ0: every
+    item of the user is considered. With ``public_counts`` it is GW-KT (gw §4):
+    items are ordered by counts from public data (absent items count 1).
+
+    Attributes:
+      alpha: α ≥ 0 in Γ = ρ_GW + α·λ; Γ must be ≥ 1 (gw Theorem 1).
+      public_counts: None (GW), a mapping item → count, or a Beam
+        ``PCollection`` of (item, count) pairs (GW-KT), e.g. counted from a
+        public corpus in the same pipeline.
+      shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+    """
+
+    alpha: float = 3.0
+    public_counts: object = None
+    shards: int = 1
+    name: ClassVar[str] = "gw"
+
+    def __post_init__(self):
+        object.__setattr__(self, "alpha", _check_alpha(self.alpha))
+        object.__setattr__(self, "shards", _check_shards(self.shards))
+        pc = self.public_counts
+        if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):
+            raise TypeError("public_counts must be None, a mapping item -> count or a "
+                            f"PCollection of (item, count), got {type(pc).__name__}")
+
+    def calibrate(self, budget) -> Calibration:
+        calibration = self._with_cutoff(laplace_calibration(
+            budget, 1, 1.0, lambda lam, delta, _: thresholds.gw_threshold(lam, delta),
+            "gw (Carvalho et al. 2022) Algorithm 2, Theorem 1; §4 (KT)"))
+        if calibration.cutoff < 1.0:
+            raise ValueError(
+                f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "
+                "raise alpha or lower delta")
+        return calibration
+
+    def to_dict(self) -> dict:
+        pc = self.public_counts
+        public = (None if pc is None else
+                  f"mapping of {len(pc)} items" if isinstance(pc, Mapping) else "PCollection")
+        return {"name": "gw-kt" if pc is not None else self.name, "alpha": self.alpha,
+                "shards": self.shards, "public_counts": public}
+
+
+def _is_pcollection(value) -> bool:
+    try:
+        from apache_beam.pvalue import PCollection
+    except ImportError:  # pragma: no cover - beam is a dependency
+        return False
+    return isinstance(value, PCollection)
+
+
 MECHANISMS: dict[str, type] = {
     cls.name: cls for cls in (CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian,
-                              SIPS)
+                              SIPS, PolicyLaplace, PolicyGaussian, GreedyWithoutSampling)
 }
 
 _NOT_PRIVATE = {
@@ -231,11 +382,13 @@ _NOT_PRIVATE = {
 }
 
 
-def mechanism_from_name(name: str, **params) -> MechanismConfig:
+def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> MechanismConfig:
     """Builds a config from its kebab-case name, e.g. ``"weighted-gaussian"``.
 
-    Parameters the mechanism does not take are ignored only if they are None,
-    so a CLI can pass every option it has; anything else is an error.
+    Parameters that are None are ignored, so a CLI can pass every option it
+    has. A parameter the mechanism does not take is an error, unless
+    ``ignore_unused`` (for tools that run several mechanisms with one set of
+    flags).
     """
     if name in _NOT_PRIVATE:
         raise ValueError(_NOT_PRIVATE[name])
@@ -244,6 +397,6 @@ def mechanism_from_name(name: str, **params) -> MechanismConfig:
     cls = MECHANISMS[name]
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = {k for k, v in params.items() if k not in fields and v is not None}
-    if unknown:
+    if unknown and not ignore_unused:
         raise ValueError(f"mechanism {name!r} does not take {sorted(unknown)}")
     return cls(**{k: v for k, v in params.items() if k in fields and v is not None})

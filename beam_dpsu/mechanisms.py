@@ -8,15 +8,22 @@ eagerly and available as ``.report`` before the pipeline runs.
 
 from __future__ import annotations
 
+import hashlib
+import secrets
+
 import apache_beam as beam
 
 from beam_dpsu import noise
 from beam_dpsu.accounting import Budget, ZCDPBudget
 from beam_dpsu.bounding import BoundContributions
-from beam_dpsu.configs import SIPS, MechanismConfig, ParallelMechanism
+from beam_dpsu import policies
+from beam_dpsu.bounding import ItemCountsPerUser, SampleItemsPerUser, ValidatePairs
+from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
+                               PolicyGaussian, PolicyLaplace)
 from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.report import mechanism_report
 from beam_dpsu.selection import NoisyThreshold
+from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram
 from beam_dpsu.sips import SIPSRounds
 
 __all__ = ["SelectItems"]
@@ -55,13 +62,22 @@ class SelectItems(beam.PTransform):
         self.seed = noise.check_seed(seed)
         self.hot_key_fanout = hot_key_fanout
         self.calibration = mechanism.calibrate(budget)
+        # The secret key of the sequential policies' user order (and GW's item
+        # ties): fresh per run, derived from the seed only in seeded tests.
+        self._order_key = (secrets.token_bytes(32) if self.seed is None else
+                           hashlib.sha256(b"beam_dpsu/order/%d" % self.seed).digest())
         # Named intermediate releases (e.g. SIPS rounds), filled in by expand.
         self.released_by_stage: dict = {}
 
     @property
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
-        return mechanism_report(self.mechanism, self.calibration, self.seed)
+        extra = None
+        if isinstance(self.mechanism, (PolicyLaplace, PolicyGaussian, GreedyWithoutSampling)):
+            extra = {"user_order": "keyed hash of the user id; "
+                                   + ("key derived from the seed" if self.seed is not None
+                                      else "fresh secret key per run, not recorded")}
+        return mechanism_report(self.mechanism, self.calibration, self.seed, extra)
 
     def expand(self, pairs):
         mechanism = self.mechanism
@@ -72,6 +88,9 @@ class SelectItems(beam.PTransform):
             self.released_by_stage = {
                 f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
             return released
+        if isinstance(mechanism, (PolicyLaplace, PolicyGaussian, GreedyWithoutSampling)):
+            return pairs | "SequentialPolicy" >> _SequentialSelection(
+                mechanism, self.calibration, self.seed, self._order_key)
         if isinstance(mechanism, ParallelMechanism):
             return (pairs
                     | "BoundContributions" >> BoundContributions(
@@ -80,3 +99,38 @@ class SelectItems(beam.PTransform):
                         mechanism.item_weight, self.hot_key_fanout)
                     | "NoisyThreshold" >> NoisyThreshold(self.calibration, self.seed))
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
+
+
+class _SequentialSelection(beam.PTransform):
+    """Policy Laplace / Policy Gaussian / GW as a pipeline.
+
+    First bound contributions (validate, count items per user; the policies
+    then sample Δ0 items, GW orders all of them by frequency), then build the
+    policy histogram in keyed-hash user order in a stateful DoFn, finally
+    noise and threshold exactly as the parallel mechanisms do.
+    """
+
+    def __init__(self, mechanism, calibration, seed, order_key):
+        super().__init__()
+        self._mechanism = mechanism
+        self._calibration = calibration
+        self._seed = seed
+        self._key = order_key
+
+    def expand(self, pairs):
+        m = self._mechanism
+        user_counts = (pairs
+                       | "ValidatePairs" >> ValidatePairs()
+                       | "ItemCountsPerUser" >> ItemCountsPerUser())
+        if isinstance(m, GreedyWithoutSampling):
+            user_items = user_counts | "OrderItems" >> OrderItemsForGW(self._key, m.public_counts)
+            update = policies.greedy_update
+        else:
+            user_items = user_counts | "SampleItemsPerUser" >> SampleItemsPerUser(
+                m.max_items_per_user, self._seed)
+            update = (policies.l1_descent if isinstance(m, PolicyLaplace)
+                      else policies.l2_descent)
+        return (user_items
+                | "PolicyHistogram" >> SequentialPolicyHistogram(
+                    update, self._calibration.cutoff, self._key, m.shards)
+                | "NoisyThreshold" >> NoisyThreshold(self._calibration, self._seed))

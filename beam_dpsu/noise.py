@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["stable_hash64", "os_rng", "derived_rng", "check_seed"]
+__all__ = ["canonical_bytes", "stable_hash64", "os_rng", "derived_rng", "check_seed"]
 
 
 def check_seed(seed: Any) -> int | None:
@@ -27,7 +27,7 @@ def check_seed(seed: Any) -> int | None:
     return int(seed)
 
 
-def _canonical_bytes(value: Any) -> bytes:
+def canonical_bytes(value: Any) -> bytes:
     # Distinct types get distinct prefixes so that "1" and 1 and b"1" differ.
     if isinstance(value, bytes):
         return b"b" + value
@@ -38,7 +38,7 @@ def _canonical_bytes(value: Any) -> bytes:
     if isinstance(value, (int, np.integer)):
         return b"i" + str(int(value)).encode()
     if isinstance(value, tuple):
-        parts = [_canonical_bytes(v) for v in value]
+        parts = [canonical_bytes(v) for v in value]
         return b"t" + b"".join(len(p).to_bytes(8, "big") + p for p in parts)
     return b"r" + repr(value).encode("utf-8")
 
@@ -50,7 +50,7 @@ def stable_hash64(value: Any, key: bytes = b"") -> int:
     or seed anything that must agree across workers. With ``key`` this is a
     keyed hash (BLAKE2b MAC), unpredictable without the key.
     """
-    h = hashlib.blake2b(_canonical_bytes(value), digest_size=8, key=key[:64])
+    h = hashlib.blake2b(canonical_bytes(value), digest_size=8, key=key[:64])
     return int.from_bytes(h.digest(), "big")
 
 

@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     check_input_args(args)
     budget = budget_from_args(args)
-    mechanisms = [mechanism_from_args(args, name.strip())
+    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
     options = PipelineOptions(beam_args)
     tokenizer = tokenizer_from_args(args)
@@ -84,7 +84,8 @@ def main(argv=None) -> int:
             options)
         select_seconds = max(total - read_seconds, 1e-9)
         result = {
-            "mechanism": mechanism.name, "max_items_per_user": args.max_items_per_user,
+            "mechanism": mechanism.name,
+            "max_items_per_user": getattr(mechanism, "max_items_per_user", None),
             "budget": budget.to_dict(), "released": _read_count(out_path),
             "pairs": n_pairs, "pipeline_seconds": round(total, 2),
             "select_seconds": round(select_seconds, 2),

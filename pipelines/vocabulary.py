@@ -16,6 +16,7 @@ DirectRunner is the default.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import apache_beam as beam
@@ -27,7 +28,8 @@ from beam_dpsu.bounding import InvalidRecordError
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
 from beam_dpsu.text import Tokenizer
-from pipelines.inputs import FORMATS, InputFormatError, ReadPairs, check_input_exists
+from pipelines.inputs import (FORMATS, ROW_AS_USER, InputFormatError, ReadPairs,
+                              check_input_exists)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
@@ -62,8 +64,8 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     else:
         g.add_argument("--mechanism", default="weighted-gaussian",
                        help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
-    g.add_argument("--max-items-per-user", type=int, default=100,
-                   help="Δ0: distinct items sampled per user (default 100)")
+    g.add_argument("--max-items-per-user", type=int,
+                   help="Δ0: distinct items sampled per user (default 100; gw takes none)")
     g.add_argument("--rounds", type=int, help="sips: number of rounds (default 3)")
     g.add_argument("--ratio", type=float,
                    help="sips: ratio between consecutive rounds' budgets, 0 < r <= 1 "
@@ -71,6 +73,18 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     g.add_argument("--sips-removal", choices=("side_input", "join"),
                    help="sips: remove released items by side input (default) or by join "
                         "(for released sets too large for worker memory)")
+    g.add_argument("--alpha", type=float,
+                   help="policy-laplace/policy-gaussian/gw: α in the cutoff Γ = ρ + α·scale "
+                        "(default 3)")
+    g.add_argument("--shards", type=int,
+                   help="policy-laplace/policy-gaussian/gw: users split over this many "
+                        "independent orders, summed (default 1, the papers' algorithm)")
+    g.add_argument("--public-input",
+                   help="gw: a public corpus (glob) whose item counts order each user's items "
+                        "(GW-KT); free of privacy cost")
+    g.add_argument("--public-format", choices=("text", "csv"), default="text",
+                   help="format of --public-input: text (one document per line) or csv")
+    g.add_argument("--public-text-field", help="csv --public-input: the text column")
     g.add_argument("--hot-key-fanout", type=int,
                    help="fan-out of the per-item sum, for very skewed data on large runners")
 
@@ -115,14 +129,36 @@ def check_input_args(args) -> None:
     if args.skip_header_lines < 0:
         raise UsageError(f"--skip-header-lines must be >= 0, got {args.skip_header_lines}")
     check_input_exists(args.input)
+    public = getattr(args, "public_input", None)
+    if public:
+        if args.public_format == "csv" and not args.public_text_field:
+            raise UsageError("--public-format csv needs --public-text-field")
+        check_input_exists(public)
 
 
-def mechanism_from_args(args, name: str | None = None) -> configs.MechanismConfig:
+def with_public_counts(pipeline, args, mechanism, tokenizer):
+    """GW-KT: counts the public corpus in the pipeline and hands them to GW."""
+    if not getattr(args, "public_input", None):
+        return mechanism
+    if not isinstance(mechanism, configs.GreedyWithoutSampling):
+        raise UsageError(f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
+    public_counts = (pipeline
+                     | "ReadPublicItems" >> ReadPairs(
+                         args.public_input, args.public_format, ROW_AS_USER,
+                         args.public_text_field or None, tokenizer)
+                     | "PublicItems" >> beam.Values()
+                     | "CountPublicItems" >> beam.combiners.Count.PerElement())
+    return dataclasses.replace(mechanism, public_counts=public_counts)
+
+
+def mechanism_from_args(args, name: str | None = None,
+                        ignore_unused: bool = False) -> configs.MechanismConfig:
     """The mechanism config named ``name`` (default: --mechanism) with the flags it takes."""
     return configs.mechanism_from_name(
-        name or args.mechanism, max_items_per_user=args.max_items_per_user,
+        name or args.mechanism, ignore_unused, max_items_per_user=args.max_items_per_user,
         rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
-        removal=getattr(args, "sips_removal", None))
+        removal=getattr(args, "sips_removal", None), alpha=getattr(args, "alpha", None),
+        shards=getattr(args, "shards", None))
 
 
 def parse_args(argv):
@@ -195,9 +231,11 @@ class WriteReport(beam.PTransform):
 def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectItems:
     """Adds the job to ``pipeline``: read, select, write items and report."""
     # First read every input record as (user, item) occurrences.
+    tokenizer = tokenizer_from_args(args)
     pairs = pipeline | "ReadPairs" >> ReadPairs(
         args.input, args.format, args.user_field, args.text_field,
-        tokenizer_from_args(args), args.skip_header_lines)
+        tokenizer, args.skip_header_lines)
+    mechanism = with_public_counts(pipeline, args, mechanism, tokenizer)
     # Then release items with the chosen mechanism.
     select = SelectItems(mechanism, budget, seed=args.seed, hot_key_fanout=args.hot_key_fanout)
     released = pairs | "SelectItems" >> select

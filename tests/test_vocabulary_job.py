@@ -94,6 +94,52 @@ def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
     assert code == 2 and "mechanism 'weighted-laplace' does not take ['rounds']" in err
 
 
+@pytest.mark.parametrize("args", [
+    ["--mechanism", "policy-laplace", "--alpha", "2"],
+    ["--mechanism", "policy-gaussian", "--shards", "2"],
+    ["--mechanism", "gw"],
+])
+def test_job_sequential_mechanisms(tmp_path, args):
+    src = tmp_path / "pairs.csv"
+    src.write_text("\n".join([f"user{u},common" for u in range(60)] + ["loner,secret"]) + "\n")
+    out = tmp_path / "out"
+    max_items = [] if "gw" in args else ["--max-items-per-user", "3"]
+    assert vocabulary.main(["--input", str(src), *args, *max_items, "--epsilon", "5",
+                            "--delta", "1e-6", "--output", str(out)]) == 0
+    items, report = read_output(out)
+    assert items == ["common"]
+    assert report["cutoff"] > report["release_threshold"]
+
+
+def test_job_gw_kt_with_public_corpus(tmp_path):
+    # Two users hold 'common' three times and 'rare' once. At ε = 20, δ = 1e-6:
+    # ρ_GW = 1.66, Γ = ρ + 3λ = 1.81. Plain GW spends each user's budget on
+    # 'common' first (1 + 0.81 = Γ; 'rare' gets 0.19); GW-KT, whose public
+    # corpus only has 'rare', spends it on 'rare' first. The item at Γ is
+    # released w.p. 1 − ½e^{−3} ≈ 0.975 and the other never (seeded here).
+    public = tmp_path / "public.txt"
+    public.write_text("rare words here\n" * 5)
+    src = tmp_path / "pairs.csv"
+    src.write_text("".join(f"user{u},common\n" * 3 + f"user{u},rare\n" for u in range(2)))
+    released = {}
+    for name, extra in (("gw", []), ("gw-kt", ["--public-input", str(public)])):
+        out = tmp_path / name
+        assert vocabulary.main(["--input", str(src), "--mechanism", "gw", *extra,
+                                "--epsilon", "20", "--delta", "1e-6", "--seed", "1",
+                                "--output", str(out)]) == 0
+        items, report = read_output(out)
+        assert report["mechanism"]["name"] == name
+        released[name] = items
+    assert released == {"gw": ["common"], "gw-kt": ["rare"]}
+
+
+def test_job_public_input_needs_gw(tmp_path, capsys):
+    path = write_csv(tmp_path, "u1,cat\n")
+    code, err = run_job(["--input", path, "--public-input", path, "--mechanism",
+                         "weighted-gaussian", *BASE, "--output", str(tmp_path / "o")], capsys)
+    assert code == 2 and "--public-input applies to --mechanism gw only" in err
+
+
 def test_job_jsonl_and_text_formats(tmp_path):
     jsonl = tmp_path / "posts.jsonl.gz"
     with gzip.open(jsonl, "wt", encoding="utf-8") as f:
