@@ -26,6 +26,7 @@ __all__ = [
     "BudgetAccountant",
     "BudgetExceededError",
     "geometric_split_weights",
+    "gaussian_noise_schedule",
     "analytic_gaussian_sigma",
     "gaussian_mechanism_delta",
     "zcdp_delta_for_epsilon",
@@ -77,6 +78,23 @@ def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
         return [1.0 / rounds] * rounds
     norm = (1.0 - ratio) / (1.0 - ratio ** rounds)
     return [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
+
+
+def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
+    """σ_1..σ_T whose composition is a Gaussian mechanism with σ* = ``sigma_total``.
+
+    dpne Theorem 2.1 with Proposition 2.3 (Dong, Roth & Su): T Gaussian
+    mechanisms of ℓ2 sensitivity 1 compose to one with 1/σ*² = Σ_k 1/σ_k².
+    ``decay`` = c gives σ_k = c·σ_{k−1} (dpne §3.1.1; c = 1: equal σ_k), so
+    σ_1 = σ*·√(Σ_{k<T} c^{−2k}).
+    """
+    sigma_total = _check_positive("sigma_total", sigma_total)
+    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
+        raise ValueError(f"levels must be an int >= 1, got {levels!r}")
+    decay = _check_positive("decay", decay)
+    powers = decay ** np.arange(levels, dtype=np.float64)  # σ_k / σ_1
+    sigma_1 = sigma_total * math.sqrt(float(np.sum(powers ** -2.0)))
+    return [float(sigma_1 * p) for p in powers]
 
 
 class BudgetExceededError(ValueError):

@@ -8,9 +8,6 @@ eagerly and available as ``.report`` before the pipeline runs.
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-
 import apache_beam as beam
 
 from beam_dpsu import noise
@@ -23,7 +20,7 @@ from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, Par
 from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.report import mechanism_report
 from beam_dpsu.selection import NoisyThreshold
-from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram
+from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
 from beam_dpsu.sips import SIPSRounds
 
 __all__ = ["SelectItems"]
@@ -64,8 +61,7 @@ class SelectItems(beam.PTransform):
         self.calibration = mechanism.calibrate(budget)
         # The secret key of the sequential policies' user order (and GW's item
         # ties): fresh per run, derived from the seed only in seeded tests.
-        self._order_key = (secrets.token_bytes(32) if self.seed is None else
-                           hashlib.sha256(b"beam_dpsu/order/%d" % self.seed).digest())
+        self._order_key = run_order_key(self.seed)
         # Named intermediate releases (e.g. SIPS rounds), filled in by expand.
         self.released_by_stage: dict = {}
 

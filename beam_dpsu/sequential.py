@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import secrets
 import typing
 from typing import Hashable, Iterable, Mapping, Sequence
 
@@ -39,8 +40,16 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from beam_dpsu.noise import canonical_bytes, stable_hash64
 from beam_dpsu.policies import apply_policy, gw_item_order
 
-__all__ = ["user_order_key", "shard_of", "sharded_policy_histogram",
+__all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
            "SequentialPolicyHistogram", "OrderItemsForGW"]
+
+
+def run_order_key(seed: int | None = None) -> bytes:
+    """The secret key of one run's user order: fresh OS randomness, or derived
+    from the seed in seeded (test-only) runs."""
+    if seed is None:
+        return secrets.token_bytes(32)
+    return hashlib.sha256(b"beam_dpsu/order/%d" % seed).digest()
 
 
 def _mac(user_id, key: bytes) -> bytes:

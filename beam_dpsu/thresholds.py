@@ -24,6 +24,7 @@ __all__ = [
     "weighted_gaussian_threshold",
     "gw_threshold",
     "policy_cutoff",
+    "dpne_level_threshold",
 ]
 
 
@@ -140,3 +141,26 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
     if not math.isfinite(alpha) or alpha < 0:
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
     return float(threshold) + alpha * _check_scale("noise_scale", noise_scale)
+
+
+def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int) -> float:
+    """ρ_k = σ_k·Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)) for levels k ≥ 2 of DPNE.
+
+    dpne §2, "Controlling spurious n-grams": with this ρ_k the expected number
+    of released k-grams that no user holds is at most η·min(|S_{k−1}|, |V_k|)
+    (Proposition 2.2). ρ_k does not affect privacy (Theorem 2.1); it depends
+    only on released sets. With no valid k-gram (|V_k| = 0) nothing can be
+    released and the threshold is +inf.
+    """
+    sigma = _check_scale("sigma", sigma)
+    eta = float(eta)
+    if not 0.0 < eta < 1.0:
+        raise ValueError(f"eta must lie strictly between 0 and 1, got {eta!r}")
+    if n_previous < 0 or n_valid < 0:
+        raise ValueError(f"set sizes must be >= 0, got {n_previous!r} and {n_valid!r}")
+    if n_valid == 0:
+        return math.inf
+    tail = eta * min(1.0, n_previous / n_valid)
+    if tail <= 0.0:
+        return math.inf
+    return float(sigma * -special.ndtri(tail))

@@ -1,0 +1,122 @@
+"""k-gram sets for DPNE, as pure functions (dpne §2 and App. A).
+
+An n-gram is a tuple of tokens. Level k of DPNE only counts *valid* k-grams:
+
+* ``pruning="both"`` (the default, dpne Algorithm 1): V_k = (S_{k−1} × S_1) ∩
+  (S_1 × S_{k−1}), i.e. both (k−1)-subgrams are in S_{k−1} (for a downward
+  closed S_1..S_{k−1} the outer tokens are then in S_1 too);
+* ``pruning="single"`` (dpne §3.1.1): V_k = S_{k−1} × S_1, the prefix in
+  S_{k−1} and the last token in S_1.
+
+|V_k| is counted exactly without materialising V_k: for "both", a valid
+k-gram is x + (y[−1],) for x, y ∈ S_{k−1} with x[1:] = y[:−1], so
+|V_k| = Σ_o #{x: x[1:] = o}·#{y: y[:−1] = o} over the (k−2)-token overlaps o
+(at k = 2 the overlap is empty and |V_2| = |S_1|²). Uniform samples of V_k
+follow the same structure: an overlap with probability ∝ its product, then x
+and y uniformly within it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["PRUNINGS", "kgrams_of", "is_valid", "valid_kgram_count", "ValidKgramSampler"]
+
+PRUNINGS = ("both", "single")
+
+
+def _check_pruning(pruning: str) -> str:
+    if pruning not in PRUNINGS:
+        raise ValueError(f"pruning must be one of {PRUNINGS}, got {pruning!r}")
+    return pruning
+
+
+def kgrams_of(tokens: Sequence[str], k: int) -> list[tuple]:
+    """The k-grams of one document (n-grams never cross documents)."""
+    return [tuple(tokens[i:i + k]) for i in range(len(tokens) - k + 1)]
+
+
+def is_valid(kgram: tuple, previous: set | dict, unigrams: set | dict, pruning: str) -> bool:
+    """Whether ``kgram`` (k ≥ 2) is in V_k for released (k−1)-grams ``previous``."""
+    if kgram[:-1] not in previous:
+        return False
+    if pruning == "both":
+        return kgram[1:] in previous
+    return (kgram[-1],) in unigrams
+
+
+def valid_kgram_count(previous: Iterable[tuple], unigrams: Iterable[tuple],
+                      pruning: str = "both") -> int:
+    """|V_k| exactly, from S_{k−1} (and S_1 for "single"), without listing V_k."""
+    _check_pruning(pruning)
+    previous = list(previous)
+    if pruning == "single":
+        return len(previous) * len(set(unigrams))
+    suffixes = Counter(x[1:] for x in previous)
+    prefixes = Counter(y[:-1] for y in previous)
+    return sum(n * prefixes.get(o, 0) for o, n in suffixes.items())
+
+
+class ValidKgramSampler:
+    """Uniform samples from V_k ∖ excluded (dpne App. A, spurious k-grams).
+
+    Built once per level from S_{k−1} (and S_1); ``sample(n, excluded, rng)``
+    returns n distinct valid k-grams outside ``excluded`` (supp H_k), each
+    subset of size n equally likely. That is exactly the set of zero-weight
+    valid k-grams a Bernoulli(Φ(−ρ_k/σ_k)) draw per k-gram would release,
+    given that n of them are released.
+    """
+
+    def __init__(self, previous: Iterable[tuple], unigrams: Iterable[tuple], pruning: str = "both"):
+        _check_pruning(pruning)
+        self._pruning = pruning
+        previous = sorted(set(previous))
+        if pruning == "single":
+            self._left = {(): previous}
+            self._right = {(): sorted(u[0] for u in set(unigrams))}
+        else:
+            left, right = defaultdict(list), defaultdict(list)
+            for x in previous:
+                left[x[1:]].append(x)         # x contributes its whole self
+                right[x[:-1]].append(x[-1])   # y contributes its last token
+            self._left = dict(left)
+            self._right = dict(right)
+        self._overlaps = [o for o in sorted(self._left) if o in self._right]
+        sizes = np.array([len(self._left[o]) * len(self._right[o]) for o in self._overlaps],
+                         dtype=np.float64)
+        self.size = int(sizes.sum())
+        self._weights = sizes / sizes.sum() if self.size else sizes
+
+    def all(self) -> list[tuple]:
+        """Every valid k-gram (only for small V_k: tests and the enumeration path)."""
+        return [x + (z,) for o in self._overlaps for x in self._left[o] for z in self._right[o]]
+
+    def sample(self, n: int, excluded, rng: np.random.Generator) -> list[tuple]:
+        """n distinct valid k-grams not in ``excluded`` (a subset of V_k), uniformly."""
+        if n <= 0:
+            return []
+        available = self.size - len(excluded)
+        if n > available:
+            raise ValueError(f"cannot draw {n} spurious k-grams from {available} candidates")
+        # Enumerate when the candidates are few or n is a large share of them;
+        # otherwise rejection-sample (expected O(n) draws when n ≪ available).
+        if available <= 4 * n + 10_000:
+            candidates = [w for w in self.all() if w not in excluded]
+            chosen = rng.choice(len(candidates), size=n, replace=False)
+            return sorted(candidates[i] for i in chosen)
+        chosen: set = set()
+        while len(chosen) < n:
+            groups = rng.choice(len(self._overlaps), size=max(64, 2 * (n - len(chosen))),
+                                p=self._weights)
+            for g in groups:
+                o = self._overlaps[g]
+                left, right = self._left[o], self._right[o]
+                w = left[rng.integers(len(left))] + (right[rng.integers(len(right))],)
+                if w not in excluded and w not in chosen:
+                    chosen.add(w)
+                    if len(chosen) == n:
+                        break
+        return sorted(chosen)

@@ -1,0 +1,424 @@
+"""DPNE: differentially private n-gram extraction, level by level (dpne §2, App. A).
+
+``ExtractNgrams(max_n, budget)`` takes ``PCollection[(user_id, tokens)]``
+(one element per document; n-grams never cross documents) and returns
+``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T.
+
+The levels are unrolled when the pipeline is built. First each user's
+documents are grouped into one record. Level 1 is Weighted Gaussian (or
+Policy Gaussian) over the users' tokens with σ_1 and ρ_1 (Theorem 2.1). Then
+for each k ≥ 2: every user's valid k-grams (both (k−1)-subgrams released,
+or the prefix only with ``pruning="single"``; S_1 and S_{k−1} arrive as side
+inputs) are sampled to Δ_k and weighted 1/√|U|; the sums get N(0, σ_k²) noise
+and are kept above ρ_k = σ_k Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)), where |V_k| is
+counted exactly by joining S_{k−1} with itself on the (k−2)-token overlap.
+Finally the zero-weight valid k-grams the histogram over all of V_k would
+have released are drawn: B_k ~ Binomial(|V_k| − |supp H_k|, Φ(−ρ_k/σ_k))
+k-grams sampled uniformly from V_k ∖ supp H_k. This spurious sampling is part
+of the privacy guarantee, not cosmetic: without it, which zero-weight k-grams
+are missing from the output depends on the data (DESIGN §3).
+
+Privacy (Theorem 2.1): the levels are Gaussian mechanisms of ℓ2 sensitivity 1
+whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²), σ* being the analytic Gaussian at
+(ε, δ/2), plus the (0, δ/2) threshold event of level 1. Under ``ZCDPBudget(ρ,
+δ)`` σ* = 1/√(2ρ) and level 1's threshold gets all of δ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import typing
+from typing import Sequence
+
+import apache_beam as beam
+import numpy as np
+from scipy import special
+
+from beam_dpsu import noise, policies, thresholds
+from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
+from beam_dpsu.bounding import InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser
+from beam_dpsu.calibration import GAUSSIAN, Calibration, release_mask
+from beam_dpsu.configs import WeightedGaussian
+from beam_dpsu.histograms import WeightedHistogram
+from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
+from beam_dpsu.mechanisms import SelectItems
+from beam_dpsu.report import SEEDED_NOTE
+from beam_dpsu.selection import NoisyThreshold
+from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
+
+__all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "LEVEL1_POLICIES", "BASELINES"]
+
+LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
+BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
+
+
+def check_document(record):
+    """Returns a (user_id, tuple of tokens) document; raises naming a bad record."""
+    if not isinstance(record, tuple) or len(record) != 2:
+        raise InvalidRecordError(f"expected a (user_id, tokens) document, got {record!r:.200}")
+    user_id, tokens = record
+    if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
+        raise InvalidRecordError(f"document has a missing user id: {record!r:.200}")
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+        raise InvalidRecordError(
+            f"tokens must be a sequence of str (not {type(tokens).__name__}) in {record!r:.200}")
+    for t in tokens:
+        if not isinstance(t, str) or not t:
+            raise InvalidRecordError(f"token {t!r} is not a non-empty str in {record!r:.200}")
+    return user_id, tuple(tokens)
+
+
+def _max_items_per_level(max_items_per_user, max_n: int) -> list[int]:
+    values = ([max_items_per_user] * max_n if isinstance(max_items_per_user, (int, np.integer))
+              and not isinstance(max_items_per_user, bool) else list(max_items_per_user))
+    if len(values) != max_n:
+        raise ValueError(f"max_items_per_user needs one value per level (max_n = {max_n}), "
+                         f"got {len(values)}: {values!r}")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"max_items_per_user must be ints >= 1, got {v!r}")
+    return [int(v) for v in values]
+
+
+def _total_sigma(budget) -> tuple[float, float]:
+    """(σ*, δ for level 1's threshold) under a budget (dpne Theorem 2.1; dp-sips Def. 12)."""
+    if isinstance(budget, Budget):
+        return analytic_gaussian_sigma(budget.epsilon, budget.delta / 2.0), budget.delta / 2.0
+    if isinstance(budget, ZCDPBudget):
+        return 1.0 / math.sqrt(2.0 * budget.rho), budget.delta
+    raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+
+
+def _gaussian(budget, sigma: float, threshold: float, threshold_delta: float, source: str,
+              cutoff=None) -> Calibration:
+    return Calibration(noise=GAUSSIAN, noise_scale=sigma, release_threshold=threshold,
+                       threshold_delta=threshold_delta, sensitivity_norm=2, sensitivity=1.0,
+                       budget=budget, source=source, cutoff=cutoff)
+
+
+class _ValidKgramsPerUser(beam.DoFn):
+    """(user, documents) → (user, distinct valid k-grams), or nothing if none."""
+
+    def __init__(self, k: int, pruning: str):
+        self._k = k
+        self._pruning = pruning
+
+    def process(self, user_docs, previous, unigrams):
+        user_id, docs = user_docs
+        valid = {g for doc in docs for g in kgrams_of(doc, self._k)
+                 if is_valid(g, previous, unigrams, self._pruning)}
+        if valid:
+            yield user_id, tuple(valid)
+
+
+class _LevelThresholdFn(beam.DoFn):
+    """Noise N(0, σ_k²) and the data-dependent threshold ρ_k (a side input)."""
+
+    def __init__(self, sigma: float, seed, salt: str):
+        self._sigma = sigma
+        self._seed = seed
+        self._salt = salt
+        self._rng = None
+
+    def setup(self):
+        self._rng = noise.os_rng()
+
+    def process(self, item_weight, rho):
+        item, weight = item_weight
+        rng = self._rng if self._seed is None else noise.derived_rng(
+            self._seed, "noise", self._salt, item)
+        if weight + rng.normal(0.0, self._sigma) > rho:
+            yield item
+
+
+class _SpuriousFn(beam.DoFn):
+    """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
+
+    def __init__(self, k: int, sigma: float, pruning: str, seed):
+        self._k = k
+        self._sigma = sigma
+        self._pruning = pruning
+        self._seed = seed
+
+    def process(self, _, previous, unigrams, support, n_valid, rho):
+        rng = (noise.os_rng() if self._seed is None
+               else noise.derived_rng(self._seed, "spurious", self._k))
+        support = set(support)
+        p = float(special.ndtr(-rho / self._sigma)) if math.isfinite(rho) else 0.0
+        n = int(rng.binomial(n_valid - len(support), p)) if n_valid > len(support) else 0
+        sampler = ValidKgramSampler(previous, unigrams, self._pruning)
+        yield from sampler.sample(n, support, rng)
+
+
+class _CountValidKgrams(beam.PTransform):
+    """|V_k| from S_{k−1} by a join on the (k−2)-token overlap (or |S_{k−1}|·|S_1|)."""
+
+    def __init__(self, pruning: str, unigrams):
+        super().__init__()
+        self._pruning = pruning
+        self._unigrams = unigrams
+
+    def expand(self, previous):
+        count = beam.combiners.Count.Globally
+        if self._pruning == "single":
+            n_unigrams = beam.pvalue.AsSingleton(self._unigrams | "CountUnigrams" >> count())
+            return (previous | "CountPrevious" >> count()
+                    | "TimesUnigrams" >> beam.Map(lambda n, m: n * m, n_unigrams))
+        # Overlaps are tuples of varying length (() at k = 2): typed Any so
+        # Beam does not infer a fixed-length tuple coder from the lambdas.
+        suffixes = previous | "BySuffix" >> beam.Map(
+            lambda x: (x[1:], 1)).with_output_types(typing.Tuple[typing.Any, int])
+        prefixes = previous | "ByPrefix" >> beam.Map(
+            lambda y: (y[:-1], 1)).with_output_types(typing.Tuple[typing.Any, int])
+        return ({"left": suffixes, "right": prefixes}
+                | "JoinOnOverlap" >> beam.CoGroupByKey()
+                | "PairsPerOverlap" >> beam.Map(
+                    lambda kv: len(kv[1]["left"]) * len(kv[1]["right"]))
+                | "SumPairs" >> beam.CombineGlobally(sum))
+
+
+class ExtractNgrams(beam.PTransform):
+    """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
+
+    Args:
+      max_n: T, the longest n-gram length.
+      budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
+      max_items_per_user: Δ_k, one int for every level or one per level.
+      eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
+      pruning: "both" (default) or "single" (see ``beam_dpsu.kgrams``).
+      noise_decay: c > 0 with σ_k = c·σ_{k−1} (1 = the same σ at every level).
+      level1: "weighted-gaussian" (default) or "policy-gaussian" (ℓ2-descent,
+        with cutoff ρ_1 + alpha·σ_1, in a stateful DoFn).
+      alpha: α of the level-1 policy cutoff.
+      seed: test-only seed.
+
+    After expansion ``released_per_level`` holds each level's PCollection and
+    ``level_stats`` a PCollection of one dict per level k ≥ 2 (Δ_k, σ_k, ρ_k,
+    |S_{k−1}|, |V_k|, expected and drawn spurious count, released count).
+    """
+
+    def __init__(self, max_n: int, budget, max_items_per_user=100, eta: float = 0.01,
+                 pruning: str = "both", noise_decay: float = 1.0,
+                 level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None):
+        super().__init__(label)
+        if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or max_n < 1:
+            raise ValueError(f"max_n must be an int >= 1, got {max_n!r}")
+        if not 0.0 < float(eta) < 1.0:
+            raise ValueError(f"eta must lie strictly between 0 and 1, got {eta!r}")
+        if pruning not in PRUNINGS:
+            raise ValueError(f"pruning must be one of {PRUNINGS}, got {pruning!r}")
+        if level1 not in LEVEL1_POLICIES:
+            raise ValueError(f"level1 must be one of {LEVEL1_POLICIES}, got {level1!r}")
+        self.max_n = int(max_n)
+        self.budget = budget
+        self.max_items = _max_items_per_level(max_items_per_user, self.max_n)
+        self.eta = float(eta)
+        self.pruning = pruning
+        self.noise_decay = float(noise_decay)
+        self.level1 = level1
+        self.alpha = float(alpha)
+        self.seed = noise.check_seed(seed)
+        # Everything the privacy guarantee rests on is fixed here.
+        self.sigma_total, self.threshold_delta = _total_sigma(budget)
+        self.sigmas = gaussian_noise_schedule(self.sigma_total, self.max_n, self.noise_decay)
+        rho_1 = thresholds.weighted_gaussian_threshold(self.sigmas[0], self.threshold_delta,
+                                                       self.max_items[0])
+        cutoff = (thresholds.policy_cutoff(rho_1, self.sigmas[0], self.alpha)
+                  if level1 == "policy-gaussian" else None)
+        self.level1_calibration = _gaussian(budget, self.sigmas[0], rho_1, self.threshold_delta,
+                                            "dpne Theorem 2.1", cutoff)
+        self.released_per_level: list = []
+        self.level_stats = None
+
+    @property
+    def report(self) -> dict:
+        from beam_dpsu import __version__
+        report = {
+            "library": f"beam_dpsu {__version__}",
+            "guarantee": "user-level (add/remove one user with all their records)",
+            "mechanism": {"name": "dpne", "max_n": self.max_n, "eta": self.eta,
+                          "pruning": self.pruning, "noise_decay": self.noise_decay,
+                          "level1": self.level1},
+            "budget": self.budget.to_dict(),
+            "sigma_total": self.sigma_total,
+            "source": "dpne (Kim et al. 2021) §2, Theorem 2.1, Algorithm 2",
+            "levels": [{"k": k + 1, "max_items_per_user": self.max_items[k],
+                        "sigma": self.sigmas[k]} for k in range(self.max_n)],
+            "seeded": self.seed is not None,
+        }
+        report["levels"][0]["release_threshold"] = self.level1_calibration.release_threshold
+        report["levels"][0]["threshold_delta"] = self.threshold_delta
+        if self.level1_calibration.cutoff is not None:
+            report["levels"][0]["cutoff"] = self.level1_calibration.cutoff
+        if self.seed is not None:
+            report["seed"] = self.seed
+            report["seeded_note"] = SEEDED_NOTE
+        return report
+
+    def _level1(self, user_docs):
+        tokens = user_docs | "Level1/DistinctTokens" >> beam.MapTuple(
+            lambda user, docs: (user, tuple({t for doc in docs for t in doc})))
+        sampled = tokens | "Level1/SampleItemsPerUser" >> SampleItemsPerUser(
+            self.max_items[0], self.seed, "level1")
+        if self.level1 == "policy-gaussian":
+            key = run_order_key(self.seed)
+            histogram = sampled | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
+                policies.l2_descent, self.level1_calibration.cutoff, key)
+        else:
+            histogram = sampled | "Level1/WeightedHistogram" >> WeightedHistogram(
+                policies.weighted_gaussian_weight)
+        return (histogram
+                | "Level1/NoisyThreshold" >> NoisyThreshold(self.level1_calibration, self.seed,
+                                                            "level1")
+                | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any))
+
+    def _level(self, k: int, user_docs, previous, unigrams):
+        """Level k ≥ 2: returns (released k-grams, stats dict)."""
+        L = f"Level{k}"
+        sigma, max_items = self.sigmas[k - 1], self.max_items[k - 1]
+        count = beam.combiners.Count.Globally
+        keyed = lambda pc, name: beam.pvalue.AsDict(  # noqa: E731
+            pc | f"{L}/{name}AsKeys" >> beam.Map(lambda g: (g, None)))
+        # First the users' valid k-grams, sampled to Δ_k and summed.
+        histogram = (user_docs
+                     | f"{L}/ValidKgrams" >> beam.ParDo(
+                         _ValidKgramsPerUser(k, self.pruning),
+                         keyed(previous, "Previous"), keyed(unigrams, "Unigrams"))
+                     | f"{L}/SampleItemsPerUser" >> SampleItemsPerUser(max_items, self.seed, L)
+                     | f"{L}/WeightedHistogram" >> WeightedHistogram(
+                         policies.weighted_gaussian_weight))
+        # Then ρ_k from |S_{k−1}| and the exact |V_k|.
+        n_previous = previous | f"{L}/CountPrevious" >> count()
+        n_valid = previous | f"{L}/CountValid" >> _CountValidKgrams(self.pruning, unigrams)
+        eta = self.eta
+        rho = (n_previous | f"{L}/Threshold" >> beam.Map(
+            lambda n_prev, n_val: thresholds.dpne_level_threshold(sigma, eta, n_prev, n_val),
+            beam.pvalue.AsSingleton(n_valid)))
+        released = histogram | f"{L}/NoisyThreshold" >> beam.ParDo(
+            _LevelThresholdFn(sigma, self.seed, L), beam.pvalue.AsSingleton(rho))
+        # Finally the spurious k-grams of V_k ∖ supp H_k.
+        support = histogram | f"{L}/Support" >> beam.Keys()
+        spurious = (previous.pipeline
+                    | f"{L}/Once" >> beam.Create([None])
+                    | f"{L}/DrawSpurious" >> beam.ParDo(
+                        _SpuriousFn(k, sigma, self.pruning, self.seed),
+                        beam.pvalue.AsList(previous), beam.pvalue.AsList(unigrams),
+                        beam.pvalue.AsList(support), beam.pvalue.AsSingleton(n_valid),
+                        beam.pvalue.AsSingleton(rho)))
+        level = (released, spurious) | f"{L}/WithSpurious" >> beam.Flatten()
+
+        def stats(_, n_prev, n_val, rho_k, n_support, n_released, n_spurious):
+            p = float(special.ndtr(-rho_k / sigma)) if math.isfinite(rho_k) else 0.0
+            return {"k": k, "max_items_per_user": max_items, "sigma": sigma,
+                    "release_threshold": rho_k if math.isfinite(rho_k) else None,
+                    "previous_released": n_prev, "valid_kgrams": n_val,
+                    "support": n_support,
+                    "expected_spurious": max(n_val - n_support, 0) * p,
+                    "spurious_bound": eta * min(n_prev, n_val),
+                    "spurious": n_spurious, "released_from_users": n_released,
+                    "released": n_released + n_spurious}
+
+        single = beam.pvalue.AsSingleton
+        level_stats = (previous.pipeline
+                       | f"{L}/StatsOnce" >> beam.Create([None])
+                       | f"{L}/Stats" >> beam.Map(
+                           stats, single(n_previous), single(n_valid), single(rho),
+                           single(support | f"{L}/CountSupport" >> count()),
+                           single(released | f"{L}/CountReleased" >> count()),
+                           single(spurious | f"{L}/CountSpurious" >> count())))
+        return level, level_stats
+
+    def expand(self, documents):
+        # First one record per user with all their documents.
+        user_docs = (documents
+                     | "CheckDocuments" >> beam.Map(check_document)
+                     | "DocumentsPerUser" >> beam.GroupByKey()
+                     | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
+        # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
+        unigrams = self._level1(user_docs)
+        self.released_per_level = [unigrams]
+        all_stats = []
+        previous = unigrams
+        for k in range(2, self.max_n + 1):
+            previous, level_stats = self._level(k, user_docs, previous, unigrams)
+            self.released_per_level.append(previous)
+            all_stats.append(level_stats)
+        self.level_stats = (all_stats | "AllLevelStats" >> beam.Flatten() if all_stats
+                            else documents.pipeline | "NoLevelStats" >> beam.Create([]))
+        # Finally the union of all levels.
+        return self.released_per_level | "UnionOfLevels" >> beam.Flatten()
+
+
+class NgramsByDPSU(beam.PTransform):
+    """The DPSU baselines of dpne Table 3, on (user_id, tokens) documents.
+
+    * "dpsu-all": Weighted Gaussian once over the n-grams of every length
+      1..T, with Δ = T·Δ0.
+    * "dpsu-even": one Weighted Gaussian per length k, the budget split
+      evenly: σ_k = √T·σ* (Gaussian composition, dpne Prop. 2.3) and each
+      threshold with 1/T of level 1's δ share.
+    * "dpsu-single": the whole budget on the n-grams of one length ``n``.
+    """
+
+    def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100,
+                 n: int | None = None, seed=None):
+        super().__init__()
+        if variant not in BASELINES:
+            raise ValueError(f"variant must be one of {BASELINES}, got {variant!r}")
+        if variant == "dpsu-single" and (n is None or not 1 <= n <= max_n):
+            raise ValueError(f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
+        self.variant, self.max_n, self.budget = variant, int(max_n), budget
+        self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
+
+    def _ngram_pairs(self, docs, lengths, label, as_text=False):
+        # SelectItems takes str items: n-grams travel as JSON lists, decoded after.
+        encode = (lambda g: json.dumps(g)) if as_text else (lambda g: g)
+        return docs | label >> beam.FlatMap(
+            lambda d: ((d[0], encode(g)) for k in lengths for g in set(kgrams_of(d[1], k))))
+
+    def expand(self, documents):
+        docs = documents | "CheckDocuments" >> beam.Map(check_document)
+        decode = beam.Map(lambda text: tuple(json.loads(text)))
+        if self.variant == "dpsu-all":
+            pairs = self._ngram_pairs(docs, range(1, self.max_n + 1), "AllNgrams", True)
+            return (pairs
+                    | "SelectAll" >> SelectItems(WeightedGaussian(self.max_n * self.max_items),
+                                                 self.budget, seed=self.seed)
+                    | "Decode" >> decode)
+        if self.variant == "dpsu-single":
+            pairs = self._ngram_pairs(docs, [self.n], "Ngrams", True)
+            return (pairs
+                    | "SelectSingle" >> SelectItems(WeightedGaussian(self.max_items),
+                                                    self.budget, seed=self.seed)
+                    | "Decode" >> decode)
+        sigma_total, threshold_delta = _total_sigma(self.budget)
+        sigma = sigma_total * math.sqrt(self.max_n)
+        delta_k = threshold_delta / self.max_n
+        calibration = _gaussian(
+            self.budget, sigma,
+            thresholds.weighted_gaussian_threshold(sigma, delta_k, self.max_items), delta_k,
+            "dpne Table 3 (DPSU-even); Proposition 2.3")
+        outputs = []
+        for k in range(1, self.max_n + 1):
+            pairs = self._ngram_pairs(docs, [k], f"Ngrams{k}")
+            outputs.append(
+                pairs
+                | f"Level{k}/Bound" >> _BoundPairs(self.max_items, self.seed, f"even{k}")
+                | f"Level{k}/Histogram" >> WeightedHistogram(policies.weighted_gaussian_weight)
+                | f"Level{k}/NoisyThreshold" >> NoisyThreshold(calibration, self.seed,
+                                                               f"even{k}"))
+        return outputs | "Union" >> beam.Flatten()
+
+
+class _BoundPairs(beam.PTransform):
+    """(user, n-gram) pairs → (user, ≤ Δ sampled distinct n-grams)."""
+
+    def __init__(self, max_items, seed, salt):
+        super().__init__()
+        self._max_items, self._seed, self._salt = max_items, seed, salt
+
+    def expand(self, pairs):
+        return (pairs
+                | "PerUser" >> ItemCountsPerUser()
+                | "Sample" >> SampleItemsPerUser(self._max_items, self._seed, self._salt))
