@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import zipfile
 from typing import Iterator
 
 import apache_beam as beam
@@ -31,9 +32,11 @@ from apache_beam.io.filesystems import FileSystems
 from beam_dpsu.text import Tokenizer
 
 __all__ = ["FORMATS", "InputFormatError", "check_input_exists", "parse_pairs", "parse_csv",
-           "parse_jsonl", "parse_text", "ReadUserTexts", "ReadPairs"]
+           "parse_jsonl", "parse_text", "parse_msnbc", "ReadUserTexts", "ReadPairs",
+           "ReadDocuments"]
 
 FORMATS = ("pairs", "csv", "jsonl", "text")
+DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc")
 
 ROW_AS_USER = "@row"
 
@@ -169,6 +172,43 @@ def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[
         yield f"{path}:{lineno}", line
 
 
+def _msnbc_stream(path: str, stream):
+    """The .seq member of a zipped MSNBC file, or the stream itself."""
+    if not path.lower().endswith(".zip"):
+        return stream
+    archive = zipfile.ZipFile(io.BytesIO(stream.read()))
+    members = [n for n in archive.namelist()
+               if not n.endswith("/") and not n.startswith("__MACOSX/")]
+    if len(members) != 1:
+        raise InputFormatError(f"{path}: expected one sequence file in the zip, got {members}")
+    return archive.open(members[0])
+
+
+def parse_msnbc(path: str, stream) -> Iterator[tuple[str, tuple]]:
+    """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
+
+    The header (lines starting with '%' up to '% Sequences:' and the blank
+    lines around it) is skipped; every other line is one user's visit
+    sequence, space-separated category numbers.
+    """
+    in_header, seen_data = True, False
+    for lineno, line in _lines(path, _msnbc_stream(path, stream)):
+        if in_header:
+            if lineno == 1 and not line.startswith("%"):
+                in_header = False
+            elif line.startswith("% Sequences"):
+                in_header = False
+                continue
+            else:
+                continue
+        if not line.strip():
+            if not seen_data:  # the blank line(s) between header and data
+                continue
+            raise InputFormatError(f"{path}:{lineno}: empty visit sequence")
+        seen_data = True
+        yield f"{path}:{lineno}", tuple(line.split())
+
+
 class _ReadFiles(beam.PTransform):
     """Matches ``pattern`` and applies ``parse(path, binary stream)`` to each file."""
 
@@ -238,3 +278,31 @@ class ReadPairs(beam.PTransform):
                 | "Tokenize" >> beam.FlatMap(
                     lambda record: ((record[0], token) for token in tokenizer(record[1]))))
 
+
+
+class ReadDocuments(beam.PTransform):
+    """Files → (user, tokens) documents, for n-gram extraction.
+
+    csv/jsonl/text are tokenised with ``tokenizer``; ``msnbc`` is the UCI
+    sequence file, one user per line (its header skipped).
+    """
+
+    def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
+                 text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
+                 skip_header_lines: int = 0):
+        super().__init__()
+        if fmt not in DOCUMENT_FORMATS:
+            raise ValueError(f"unknown document format {fmt!r}; choose one of "
+                             f"{list(DOCUMENT_FORMATS)}")
+        self._pattern, self._fmt = pattern, fmt
+        self._user_field, self._text_field = user_field, text_field
+        self._tokenizer, self._skip = tokenizer, skip_header_lines
+
+    def expand(self, pbegin):
+        if self._fmt == "msnbc":
+            return pbegin | "ReadMsnbc" >> _ReadFiles(self._pattern, parse_msnbc)
+        tokenizer = self._tokenizer
+        return (pbegin
+                | "ReadUserTexts" >> ReadUserTexts(self._pattern, self._fmt, self._user_field,
+                                                   self._text_field, self._skip)
+                | "Tokenize" >> beam.Map(lambda record: (record[0], tuple(tokenizer(record[1])))))

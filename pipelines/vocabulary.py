@@ -38,13 +38,15 @@ class UsageError(ValueError):
     """A bad command-line parameter."""
 
 
-def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+def add_input_arguments(parser: argparse.ArgumentParser, formats=FORMATS,
+                        default_format: str = "pairs") -> None:
     """The input and tokeniser flags shared by the jobs."""
     g = parser.add_argument_group("input")
     g.add_argument("--input", required=True, help="file pattern (glob) of the input files")
-    g.add_argument("--format", default="pairs", choices=FORMATS,
+    g.add_argument("--format", default=default_format, choices=formats,
                    help="pairs: CSV user,item lines; csv/jsonl: records with --user-field and "
-                        "--text-field; text: one user per line (default: pairs)")
+                        "--text-field; text: one user per line; msnbc: the UCI MSNBC sequence "
+                        f"file, zipped or not (default: {default_format})")
     g.add_argument("--user-field",
                    help="csv/jsonl: the field holding the user id; csv: '@row' makes each row "
                         "its own user")

@@ -1,0 +1,207 @@
+"""TestPipeline tests of ExtractNgrams, the DPSU baselines and the n-gram job."""
+
+import glob
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
+from beam_dpsu.kgrams import ValidKgramSampler
+from beam_dpsu.ngrams import ExtractNgrams, NgramsByDPSU
+from pipelines import ngrams as ngrams_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
+
+
+def phrase_corpus(n_users=300, seed=0):
+    """Users write a few documents from a small phrase book, so n-grams repeat."""
+    rng = np.random.default_rng(seed)
+    phrases = [("the", "cat", "sat", "down"), ("a", "dog", "ran", "home"),
+               ("the", "dog", "sat"), ("cat", "ran", "down", "the", "road")]
+    docs = []
+    for u in range(n_users):
+        for _ in range(int(rng.integers(1, 3))):
+            docs.append((f"user{u}", phrases[int(rng.integers(len(phrases)))]))
+    return docs
+
+
+def downward_closed(ngrams):
+    s = set(ngrams)
+    return all(g[:-1] in s and g[1:] in s for g in s if len(g) > 1)
+
+
+@pytest.mark.parametrize("eta", [0.01, 0.5])
+def test_output_is_downward_closed_with_both_pruning(eta):
+    # At η = 0.5 many spurious k-grams are drawn; they too must keep the output
+    # closed under subgrams (dpne Proposition 2.1).
+    extract = ExtractNgrams(4, Budget(3.0, 1e-5), max_items_per_user=6, eta=eta)
+    with TestPipeline() as p:
+        released = p | beam.Create(phrase_corpus()) | extract
+
+        def check(ngrams):
+            assert len(ngrams) == len(set(ngrams)), "an n-gram was released twice"
+            assert downward_closed(ngrams), sorted(ngrams)
+            assert any(len(g) == 3 for g in ngrams)
+
+        assert_that(released, check)
+
+
+def test_level_stats_and_report():
+    extract = ExtractNgrams(3, ZCDPBudget(1.0, 1e-5), max_items_per_user=[8, 6, 4],
+                            noise_decay=0.8, seed=4)
+    report = extract.report
+    assert [lvl["max_items_per_user"] for lvl in report["levels"]] == [8, 6, 4]
+    sigmas = [lvl["sigma"] for lvl in report["levels"]]
+    assert sigmas[1] == pytest.approx(0.8 * sigmas[0])
+    assert 1 / np.sqrt(sum(1 / s ** 2 for s in sigmas)) == pytest.approx(1 / np.sqrt(2.0))
+    with TestPipeline() as p:
+        released = p | beam.Create(phrase_corpus()) | extract
+
+        def check_stats(stats):
+            by_k = {s["k"]: s for s in stats}
+            assert sorted(by_k) == [2, 3]
+            assert by_k[2]["valid_kgrams"] == by_k[2]["previous_released"] ** 2
+            for s in stats:
+                assert s["expected_spurious"] <= s["spurious_bound"] + 1e-12
+                assert s["released"] == s["released_from_users"] + s["spurious"]
+                assert s["support"] <= s["valid_kgrams"]
+
+        assert_that(extract.level_stats, check_stats, label="Stats")
+        assert_that(released, lambda g: None, label="Released")
+
+
+def test_spurious_kgrams_when_no_user_holds_a_valid_kgram():
+    # Every document is a single token: no user holds any 2-gram, so whatever
+    # level 2 releases is spurious: drawn from V_2 = S_1 × S_1, never held.
+    docs = [(f"u{i}", (f"w{i % 8}",)) for i in range(800)]
+    extract = ExtractNgrams(2, Budget(5.0, 1e-5), max_items_per_user=1, eta=0.9, seed=2)
+    with TestPipeline() as p:
+        released = p | beam.Create(docs) | extract
+
+        def check(ngrams):
+            unigrams = {g for g in ngrams if len(g) == 1}
+            bigrams = {g for g in ngrams if len(g) == 2}
+            assert len(unigrams) == 8
+            assert bigrams, "η = 0.9 of |S_1| = 8 expects ~7 spurious bigrams"
+            assert bigrams <= set(ValidKgramSampler(unigrams, unigrams).all())
+
+        assert_that(released, check)
+
+        def check_stats(stats):
+            (s,) = stats
+            assert s["support"] == 0 and s["released_from_users"] == 0
+            assert s["spurious"] == s["released"] > 0
+
+        assert_that(extract.level_stats, check_stats, label="Stats")
+
+
+@pytest.mark.parametrize("variant,n", [("dpsu-all", None), ("dpsu-even", None),
+                                       ("dpsu-single", 2)])
+def test_dpsu_baselines(variant, n):
+    held = {g for _, doc in phrase_corpus() for k in range(1, 4)
+            for g in [tuple(doc[i:i + k]) for i in range(len(doc) - k + 1)]}
+    with TestPipeline() as p:
+        released = (p | beam.Create(phrase_corpus())
+                    | NgramsByDPSU(variant, 3, Budget(3.0, 1e-5), 6, n=n))
+
+        def check(ngrams):
+            assert ngrams and set(ngrams) <= held
+            if variant == "dpsu-single":
+                assert {len(g) for g in ngrams} == {2}
+
+        assert_that(released, check)
+
+
+def test_extract_ngrams_validation():
+    with pytest.raises(ValueError, match="max_items_per_user needs one value per level"):
+        ExtractNgrams(3, Budget(1, 1e-5), max_items_per_user=[5, 5])
+    with pytest.raises(ValueError, match="pruning must be one of"):
+        ExtractNgrams(3, Budget(1, 1e-5), pruning="left")
+    with pytest.raises(ValueError, match="eta must lie strictly between 0 and 1"):
+        ExtractNgrams(3, Budget(1, 1e-5), eta=0)
+    with pytest.raises(ValueError, match="dpsu-single needs 1 <= n <= max_n"):
+        NgramsByDPSU("dpsu-single", 3, Budget(1, 1e-5))
+    with pytest.raises(InvalidRecordError, match="token 3 is not a non-empty str"):
+        with TestPipeline() as p:
+            _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
+
+
+def read_job_output(out):
+    ngrams = []
+    for path in glob.glob(os.path.join(out, "ngrams-*.txt")):
+        with open(path, encoding="utf-8") as f:
+            ngrams += [tuple(line.split()) for line in f if line.strip()]
+    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
+        return ngrams, json.load(f)
+
+
+def test_ngram_job_on_msnbc_slice(tmp_path):
+    out = str(tmp_path / "out")
+    assert ngrams_job.main(["--input", MSNBC_1K, "--format", "msnbc", "--max-n", "4",
+                            "--max-items-per-user", "10", "--epsilon", "4", "--delta", "1e-5",
+                            "--output", out]) == 0
+    ngrams, report = read_job_output(out)
+    assert report["non_private_counts"]["users"] == 994  # 1,001 lines − 7 header lines
+    assert report["released_ngrams"] == len(ngrams)
+    assert sum(report["released_per_length"].values()) == len(ngrams)
+    assert report["released_per_length"]["1"] >= 10
+    assert {t for g in ngrams for t in g} <= {str(i) for i in range(1, 18)}
+    assert downward_closed(ngrams)
+    assert [s["k"] for s in report["level_stats"]] == [2, 3, 4]
+
+
+def test_seeded_ngram_job_is_reproducible(tmp_path):
+    runs = []
+    for i in range(2):
+        out = str(tmp_path / f"out{i}")
+        assert ngrams_job.main(["--input", MSNBC_1K, "--format", "msnbc", "--max-n", "3",
+                                "--max-items-per-user", "10", "--epsilon", "2", "--delta", "1e-5",
+                                "--eta", "0.3", "--seed", "8", "--output", out]) == 0
+        ngrams, report = read_job_output(out)
+        assert report["seeded"] is True
+        runs.append(sorted(ngrams))
+    assert runs[0] == runs[1] and runs[0]
+
+
+def test_ngram_job_text_corpus_and_baseline(tmp_path):
+    src = tmp_path / "docs.txt"
+    src.write_text("\n".join(" ".join(doc) for _, doc in phrase_corpus()) + "\n")
+    out = str(tmp_path / "out")
+    assert ngrams_job.main(["--input", str(src), "--max-n", "3", "--method", "dpsu-even",
+                            "--epsilon", "3", "--delta", "1e-5", "--max-items-per-user", "6",
+                            "--output", out]) == 0
+    ngrams, report = read_job_output(out)
+    assert report["mechanism"]["name"] == "dpsu-even" and ngrams
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--max-items-per-user", "5,5"], "max_items_per_user needs one value per level"),
+    (["--max-items-per-user", "x"], None),
+    (["--method", "dpsu-single"], "dpsu-single needs 1 <= n <= max_n"),
+])
+def test_ngram_job_bad_parameters(tmp_path, capsys, args, message):
+    src = tmp_path / "docs.txt"
+    src.write_text("a b c\n")
+    if message is None:
+        with pytest.raises(SystemExit):  # argparse rejects it with a usage message
+            ngrams_job.main(["--input", str(src), "--max-n", "3", *args, "--epsilon", "1",
+                             "--delta", "1e-5", "--output", str(tmp_path / "o")])
+        assert "--max-items-per-user takes an int" in capsys.readouterr().err
+        return
+    code = ngrams_job.main(["--input", str(src), "--max-n", "3", *args, "--epsilon", "1",
+                            "--delta", "1e-5", "--output", str(tmp_path / "o")])
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_ngram_job_rejects_empty_msnbc_sequence(tmp_path, capsys):
+    src = tmp_path / "bad.seq"
+    src.write_text("% Sequences:\n\n1 2\n\n3\n")
+    code = ngrams_job.main(["--input", str(src), "--format", "msnbc", "--epsilon", "1",
+                            "--delta", "1e-5", "--output", str(tmp_path / "o")])
+    assert code == 2 and "bad.seq:4: empty visit sequence" in capsys.readouterr().err
