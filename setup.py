@@ -18,7 +18,8 @@ setup(
         "scipy>=1.10",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.7"],
+        "bench": ["pipeline-dp>=0.3"],
         "plot": ["matplotlib>=3.7"],
     },
     classifiers=[

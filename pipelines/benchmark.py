@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_dpsu.mechanisms import SelectItems
 from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (add_budget_arguments, add_input_arguments,
+from pipelines.vocabulary import (flags, add_budget_arguments, add_input_arguments,
                                   add_mechanism_arguments, budget_from_args, check_input_args,
                                   mechanism_from_args, tokenizer_from_args)
 
@@ -53,9 +53,9 @@ def main(argv=None) -> int:
     add_input_arguments(parser)
     add_mechanism_arguments(parser, several=True)
     add_budget_arguments(parser)
-    parser.add_argument("--workdir", default="/tmp/beam_dpsu_benchmark",
+    parser.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_benchmark",
                         help="scratch directory for the counts")
-    parser.add_argument("--json", action="store_true", help="print one JSON line per result")
+    parser.add_argument(*flags("json"), action="store_true", help="print one JSON line per result")
     args, beam_args = parser.parse_known_args(argv)
     check_input_args(args)
     budget = budget_from_args(args)

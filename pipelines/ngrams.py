@@ -24,7 +24,7 @@ from beam_dpsu.kgrams import PRUNINGS
 from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU
 from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
 from pipelines.inputs import DOCUMENT_FORMATS, InputFormatError, ReadDocuments
-from pipelines.vocabulary import (UsageError, add_budget_arguments, add_input_arguments,
+from pipelines.vocabulary import (flags, UsageError, add_budget_arguments, add_input_arguments,
                                   budget_from_args, check_input_args, tokenizer_from_args)
 
 METHODS = ("dpne",) + BASELINES
@@ -46,25 +46,25 @@ def build_parser() -> argparse.ArgumentParser:
                     "(DPNE). Unknown flags are passed to Beam as pipeline options.")
     add_input_arguments(parser, DOCUMENT_FORMATS, default_format="text")
     g = parser.add_argument_group("n-grams")
-    g.add_argument("--max-n", type=int, default=3, help="T: the longest n-gram (default 3)")
-    g.add_argument("--max-items-per-user", type=_max_items, default=100,
+    g.add_argument(*flags("max-n"), type=int, default=3, help="T: the longest n-gram (default 3)")
+    g.add_argument(*flags("max-items-per-user"), type=_max_items, default=100,
                    help="Δ_k: one int for all levels or one per level, comma-separated "
                         "(default 100)")
-    g.add_argument("--eta", type=float, default=0.01,
+    g.add_argument(*flags("eta"), type=float, default=0.01,
                    help="η: expected spurious k-grams ≤ η·|S_{k−1}| per level (default 0.01)")
-    g.add_argument("--noise-decay", type=float, default=1.0,
+    g.add_argument(*flags("noise-decay"), type=float, default=1.0,
                    help="c: σ_k = c·σ_{k−1} (default 1, the same noise at every level)")
-    g.add_argument("--pruning", choices=PRUNINGS, default="both",
+    g.add_argument(*flags("pruning"), choices=PRUNINGS, default="both",
                    help="valid k-grams: both (k−1)-subgrams released (default) or the prefix only")
-    g.add_argument("--level1", choices=LEVEL1_POLICIES, default="weighted-gaussian",
+    g.add_argument(*flags("level1"), choices=LEVEL1_POLICIES, default="weighted-gaussian",
                    help="the unigram mechanism (default weighted-gaussian)")
-    g.add_argument("--alpha", type=float, default=3.0,
+    g.add_argument(*flags("alpha"), type=float, default=3.0,
                    help="policy-gaussian level 1: α in the cutoff (default 3)")
-    g.add_argument("--method", choices=METHODS, default="dpne",
+    g.add_argument(*flags("method"), choices=METHODS, default="dpne",
                    help="dpne (default) or a DPSU baseline of dpne Table 3")
-    g.add_argument("--single-n", type=int, help="dpsu-single: the one length to extract")
+    g.add_argument(*flags("single-n"), type=int, help="dpsu-single: the one length to extract")
     add_budget_arguments(parser)
-    parser.add_argument("--output", required=True, help="output directory (local or gs://…)")
+    parser.add_argument(*flags("output"), required=True, help="output directory (local or gs://…)")
     return parser
 
 

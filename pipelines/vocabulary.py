@@ -38,65 +38,84 @@ class UsageError(ValueError):
     """A bad command-line parameter."""
 
 
+def boolean(text: str) -> bool:
+    """A flag value: true/false, yes/no, 1/0 (Flex Templates pass --flag=value)."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "1"):
+        return True
+    if value in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def flags(name: str) -> tuple[str, ...]:
+    """``--a-b`` and its ``--a_b`` spelling: Dataflow Flex Template parameter names
+    cannot contain hyphens, so every job flag accepts both."""
+    underscored = name.replace("-", "_")
+    return (f"--{name}",) if underscored == name else (f"--{name}", f"--{underscored}")
+
+
 def add_input_arguments(parser: argparse.ArgumentParser, formats=FORMATS,
                         default_format: str = "pairs") -> None:
     """The input and tokeniser flags shared by the jobs."""
     g = parser.add_argument_group("input")
-    g.add_argument("--input", required=True, help="file pattern (glob) of the input files")
-    g.add_argument("--format", default=default_format, choices=formats,
+    g.add_argument(*flags("input"), required=True, help="file pattern (glob) of the input files")
+    g.add_argument(*flags("format"), default=default_format, choices=formats,
                    help="pairs: CSV user,item lines; csv/jsonl: records with --user-field and "
                         "--text-field; text: one user per line; msnbc: the UCI MSNBC sequence "
                         f"file, zipped or not (default: {default_format})")
-    g.add_argument("--user-field",
+    g.add_argument(*flags("user-field"),
                    help="csv/jsonl: the field holding the user id; csv: '@row' makes each row "
                         "its own user")
-    g.add_argument("--text-field", help="csv/jsonl: the field holding the user's text")
-    g.add_argument("--skip-header-lines", type=int, default=0,
+    g.add_argument(*flags("text-field"), help="csv/jsonl: the field holding the user's text")
+    g.add_argument(*flags("skip-header-lines"), type=int, default=0,
                    help="pairs/text: lines to skip at the top of each file (default 0)")
-    g.add_argument("--keep-case", action="store_true", help="do not lower-case tokens")
-    g.add_argument("--keep-urls", action="store_true", help="do not strip URLs before tokenising")
+    g.add_argument(*flags("keep-case"), type=boolean, nargs="?", const=True, default=False,
+                   help="do not lower-case tokens (--keep-case or --keep-case=true)")
+    g.add_argument(*flags("keep-urls"), type=boolean, nargs="?", const=True, default=False,
+                   help="do not strip URLs before tokenising")
 
 
 def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = False) -> None:
     """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters."""
     g = parser.add_argument_group("mechanism")
     if several:
-        g.add_argument("--mechanisms", default="weighted-gaussian",
+        g.add_argument(*flags("mechanisms"), default="weighted-gaussian",
                        help=f"comma-separated names from {sorted(configs.MECHANISMS)}")
     else:
-        g.add_argument("--mechanism", default="weighted-gaussian",
+        g.add_argument(*flags("mechanism"), default="weighted-gaussian",
                        help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
-    g.add_argument("--max-items-per-user", type=int,
+    g.add_argument(*flags("max-items-per-user"), type=int,
                    help="Δ0: distinct items sampled per user (default 100; gw takes none)")
-    g.add_argument("--rounds", type=int, help="sips: number of rounds (default 3)")
-    g.add_argument("--ratio", type=float,
+    g.add_argument(*flags("rounds"), type=int, help="sips: number of rounds (default 3)")
+    g.add_argument(*flags("ratio"), type=float,
                    help="sips: ratio between consecutive rounds' budgets, 0 < r <= 1 "
                         "(default 1/3)")
-    g.add_argument("--sips-removal", choices=("side_input", "join"),
+    g.add_argument(*flags("sips-removal"), choices=("side_input", "join"),
                    help="sips: remove released items by side input (default) or by join "
                         "(for released sets too large for worker memory)")
-    g.add_argument("--alpha", type=float,
+    g.add_argument(*flags("alpha"), type=float,
                    help="policy-laplace/policy-gaussian/gw: α in the cutoff Γ = ρ + α·scale "
                         "(default 3)")
-    g.add_argument("--shards", type=int,
+    g.add_argument(*flags("shards"), type=int,
                    help="policy-laplace/policy-gaussian/gw: users split over this many "
                         "independent orders, summed (default 1, the papers' algorithm)")
-    g.add_argument("--public-input",
+    g.add_argument(*flags("public-input"),
                    help="gw: a public corpus (glob) whose item counts order each user's items "
                         "(GW-KT); free of privacy cost")
-    g.add_argument("--public-format", choices=("text", "csv"), default="text",
+    g.add_argument(*flags("public-format"), choices=("text", "csv"), default="text",
                    help="format of --public-input: text (one document per line) or csv")
-    g.add_argument("--public-text-field", help="csv --public-input: the text column")
-    g.add_argument("--hot-key-fanout", type=int,
+    g.add_argument(*flags("public-text-field"), help="csv --public-input: the text column")
+    g.add_argument(*flags("hot-key-fanout"), type=int,
                    help="fan-out of the per-item sum, for very skewed data on large runners")
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("privacy budget (user-level)")
-    g.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
-    g.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
-    g.add_argument("--delta", type=float, required=True, help="δ of the budget")
-    g.add_argument("--seed", type=int,
+    g.add_argument(*flags("epsilon"), type=float, help="ε of an (ε, δ)-DP budget")
+    g.add_argument(*flags("rho"), type=float, help="ρ of a δ-approximate ρ-zCDP budget")
+    g.add_argument(*flags("delta"), type=float, required=True, help="δ of the budget")
+    g.add_argument(*flags("seed"), type=int,
                    help="TESTS ONLY: fixed seed for noise and sampling; the release is then "
                         "not private and the report says so")
 
@@ -109,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_input_arguments(parser)
     add_mechanism_arguments(parser)
     add_budget_arguments(parser)
-    parser.add_argument("--output", required=True, help="output directory (local or gs://…)")
+    parser.add_argument(*flags("output"), required=True, help="output directory (local or gs://…)")
     return parser
 
 
