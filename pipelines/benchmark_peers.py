@@ -60,6 +60,9 @@ def main(argv=None) -> int:
     parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw")
     parser.add_argument(*flags("epsilon"), type=float, required=True)
     parser.add_argument(*flags("delta"), type=float, required=True)
+    parser.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES),
+                        help="PipelineDP strategies to run (its weighted Gaussian recomputes "
+                             "σ for every partition and is slow on large vocabularies)")
     parser.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_peers")
     args, beam_args = parser.parse_known_args(argv)
     try:
@@ -82,15 +85,21 @@ def main(argv=None) -> int:
         return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
                                             args.text_field, tokenizer, args.skip_header_lines)
 
+    strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
+    unknown = set(strategies) - set(PEER_STRATEGIES)
+    if unknown:
+        print(f"error: unknown PipelineDP strategies {sorted(unknown)}; choose from "
+              f"{list(PEER_STRATEGIES)}", file=sys.stderr)
+        return 2
     runs = [(f"PipelineDP {s.lower()}", lambda pairs, s=s: pipeline_dp_select(
-        pairs, s, budget, max_items)) for s in PEER_STRATEGIES]
+        pairs, s, budget, max_items)) for s in strategies]
     for name in args.mechanisms.split(","):
         mechanism = mechanism_from_args(args, name.strip(), ignore_unused=True)
         runs.append((f"beam_dpsu {mechanism.name}",
                      lambda pairs, m=mechanism: pairs | SelectItems(m, budget)))
 
     print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), Δ0 = {max_items}")
-    print(f"{'selection':>42} | {'released':>9} | {'wall s':>7}")
+    print(f"{'selection':>42} | {'released':>9} | {'wall s':>7}", flush=True)
     for i, (name, select) in enumerate(runs):
         out = f"{args.workdir}/run{i}.txt"
         start = time.perf_counter()
