@@ -9,7 +9,7 @@ All of this happens before any aggregate across users (DESIGN §4.1).
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any
 
 import apache_beam as beam
 import numpy as np

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from beam_dpsu import accounting, thresholds
+from beam_dpsu import accounting
 from beam_dpsu.accounting import Budget, ZCDPBudget
 
 __all__ = ["Calibration", "RoundsCalibration", "laplace_calibration", "gaussian_calibration", "noise", "release_mask"]

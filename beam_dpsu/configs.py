@@ -69,6 +69,15 @@ class MechanismConfig:
 
     name: ClassVar[str]
 
+    def __post_init__(self):
+        # Validates whichever of the shared parameters the config has.
+        checks = {"max_items_per_user": _check_max_items, "alpha": _check_alpha,
+                  "shards": _check_shards}
+        for field in dataclasses.fields(self):
+            if field.name in checks:
+                object.__setattr__(self, field.name,
+                                   checks[field.name](getattr(self, field.name)))
+
     def calibrate(self, budget) -> Calibration:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -81,9 +90,6 @@ class ParallelMechanism(MechanismConfig):
 
     max_items_per_user: int
     item_weight: ClassVar[Callable[[int], float]]
-
-    def __post_init__(self):
-        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,9 +202,9 @@ class SIPS(MechanismConfig):
     name: ClassVar[str] = "sips"
 
     def __post_init__(self):
+        super().__post_init__()
         if self.removal not in ("side_input", "join"):
             raise ValueError(f"removal must be 'side_input' or 'join', got {self.removal!r}")
-        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
         accounting.geometric_split_weights(self.rounds, self.ratio)  # validates both
         object.__setattr__(self, "rounds", int(self.rounds))
         object.__setattr__(self, "ratio", float(self.ratio))
@@ -272,11 +278,6 @@ class PolicyLaplace(SequentialMechanism):
     shards: int = 1
     name: ClassVar[str] = "policy-laplace"
 
-    def __post_init__(self):
-        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
-        object.__setattr__(self, "alpha", _check_alpha(self.alpha))
-        object.__setattr__(self, "shards", _check_shards(self.shards))
-
     def calibrate(self, budget) -> Calibration:
         return self._with_cutoff(laplace_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
@@ -300,11 +301,6 @@ class PolicyGaussian(SequentialMechanism):
     alpha: float = 3.0
     shards: int = 1
     name: ClassVar[str] = "policy-gaussian"
-
-    def __post_init__(self):
-        object.__setattr__(self, "max_items_per_user", _check_max_items(self.max_items_per_user))
-        object.__setattr__(self, "alpha", _check_alpha(self.alpha))
-        object.__setattr__(self, "shards", _check_shards(self.shards))
 
     def calibrate(self, budget) -> Calibration:
         return self._with_cutoff(gaussian_calibration(
@@ -335,8 +331,7 @@ class GreedyWithoutSampling(SequentialMechanism):
     name: ClassVar[str] = "gw"
 
     def __post_init__(self):
-        object.__setattr__(self, "alpha", _check_alpha(self.alpha))
-        object.__setattr__(self, "shards", _check_shards(self.shards))
+        super().__post_init__()
         pc = self.public_counts
         if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):
             raise TypeError("public_counts must be None, a mapping item -> count or a "

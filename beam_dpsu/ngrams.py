@@ -38,10 +38,10 @@ from scipy import special
 from beam_dpsu import noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.bounding import InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser
-from beam_dpsu.calibration import GAUSSIAN, Calibration, release_mask
+from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import WeightedHistogram
-from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
+from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, is_valid, kgrams_of
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.selection import NoisyThreshold

@@ -23,9 +23,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_dpsu.mechanisms import SelectItems
 from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (flags, add_budget_arguments, add_input_arguments,
+from pipelines.vocabulary import (add_budget_arguments, add_input_arguments,
                                   add_mechanism_arguments, budget_from_args, check_input_args,
-                                  mechanism_from_args, tokenizer_from_args)
+                                  mechanism_from_args, flags, tokenizer_from_args)
 
 
 def _count_into(pcoll, path: str, label: str):

@@ -26,8 +26,8 @@ from beam_dpsu.accounting import Budget
 from beam_dpsu.mechanisms import SelectItems
 from pipelines.benchmark import _count_into, _read_count
 from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (flags, UsageError, add_input_arguments, add_mechanism_arguments,
-                                  check_input_args, mechanism_from_args, tokenizer_from_args)
+from pipelines.vocabulary import (UsageError, add_input_arguments, add_mechanism_arguments,
+                                  check_input_args, mechanism_from_args, flags, tokenizer_from_args)
 
 PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "WEIGHTED_GAUSSIAN_THRESHOLDING")
 
@@ -35,7 +35,6 @@ PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "WEIGHTED_GAUSSIAN_THRESHOLDING")
 def pipeline_dp_select(pairs, strategy_name: str, budget: Budget, max_items: int):
     """PipelineDP's select_partitions on (user, item) pairs (its Beam backend)."""
     import pipeline_dp
-    from pipeline_dp import private_beam  # noqa: F401  (registers the Beam backend)
 
     accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=budget.epsilon,
                                                    total_delta=budget.delta)

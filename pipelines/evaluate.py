@@ -39,8 +39,8 @@ from beam_dpsu.accounting import Budget, ZCDPBudget
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import NON_PRIVATE_NOTE
 from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (flags, UsageError, add_input_arguments, add_mechanism_arguments,
-                                  check_input_args, mechanism_from_args, tokenizer_from_args)
+from pipelines.vocabulary import (UsageError, add_input_arguments, add_mechanism_arguments,
+                                  check_input_args, mechanism_from_args, flags, tokenizer_from_args)
 
 
 def _floats(text: str) -> list[float]:

@@ -19,13 +19,13 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_dpsu.bounding import InvalidRecordError
 from beam_dpsu.kgrams import PRUNINGS
 from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU
 from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
-from pipelines.inputs import DOCUMENT_FORMATS, InputFormatError, ReadDocuments
-from pipelines.vocabulary import (flags, UsageError, add_budget_arguments, add_input_arguments,
-                                  budget_from_args, check_input_args, tokenizer_from_args)
+from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments
+from pipelines.vocabulary import (UsageError, add_budget_arguments, add_input_arguments,
+                                  budget_from_args, check_input_args, flags,
+                                  run_reporting_errors, tokenizer_from_args)
 
 METHODS = ("dpne",) + BASELINES
 
@@ -157,13 +157,7 @@ def run(argv=None) -> None:
 
 
 def main(argv=None) -> int:
-    """Runs the job; a bad parameter or record prints one clear line and exits non-zero."""
-    try:
-        run(argv)
-    except (UsageError, InputFormatError, InvalidRecordError, ValueError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return run_reporting_errors(run, argv)
 
 
 if __name__ == "__main__":

@@ -278,14 +278,18 @@ def run(argv=None) -> None:
         build_pipeline(pipeline, args, mechanism, budget)
 
 
-def main(argv=None) -> int:
-    """Runs the job; a bad parameter or record prints one clear line and exits non-zero."""
+def run_reporting_errors(run_job, argv) -> int:
+    """Runs a job; a bad parameter or record prints one clear line and exits 2."""
     try:
-        run(argv)
+        run_job(argv)
     except (UsageError, InputFormatError, InvalidRecordError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def main(argv=None) -> int:
+    return run_reporting_errors(run, argv)
 
 
 if __name__ == "__main__":

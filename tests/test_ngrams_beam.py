@@ -8,7 +8,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.testing.util import assert_that
 
 from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
 from beam_dpsu.kgrams import ValidKgramSampler
