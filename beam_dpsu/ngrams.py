@@ -66,7 +66,8 @@ def check_document(record):
     for t in tokens:
         if not isinstance(t, str) or not t:
             raise InvalidRecordError(f"token {t!r} is not a non-empty str in {record!r:.200}")
-    return user_id, tuple(tokens)
+    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
+    return user_id, tuple(str(t) for t in tokens)
 
 
 def _max_items_per_level(max_items_per_user, max_n: int) -> list[int]:
@@ -187,7 +188,9 @@ class ExtractNgrams(beam.PTransform):
       max_items_per_user: Δ_k, one int for every level or one per level.
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.kgrams``).
-      noise_decay: c > 0 with σ_k = c·σ_{k−1} (1 = the same σ at every level).
+      noise_schedule: "equal" (the same σ_k at every level, default) or a
+        number c > 0 with σ_k = c·σ_{k−1} (dpne §3.1.1); either way
+        1/σ*² = Σ 1/σ_k².
       level1: "weighted-gaussian" (default) or "policy-gaussian" (ℓ2-descent,
         with cutoff ρ_1 + alpha·σ_1, in a stateful DoFn).
       alpha: α of the level-1 policy cutoff.
@@ -199,7 +202,7 @@ class ExtractNgrams(beam.PTransform):
     """
 
     def __init__(self, max_n: int, budget, max_items_per_user=100, eta: float = 0.01,
-                 pruning: str = "both", noise_decay: float = 1.0,
+                 pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None):
         super().__init__(label)
         if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or max_n < 1:
@@ -215,7 +218,13 @@ class ExtractNgrams(beam.PTransform):
         self.max_items = _max_items_per_level(max_items_per_user, self.max_n)
         self.eta = float(eta)
         self.pruning = pruning
-        self.noise_decay = float(noise_decay)
+        if noise_schedule == "equal":
+            self.noise_decay = 1.0
+        elif isinstance(noise_schedule, (int, float)) and not isinstance(noise_schedule, bool):
+            self.noise_decay = float(noise_schedule)
+        else:
+            raise ValueError(
+                f"noise_schedule must be 'equal' or a decay factor c > 0, got {noise_schedule!r}")
         self.level1 = level1
         self.alpha = float(alpha)
         self.seed = noise.check_seed(seed)

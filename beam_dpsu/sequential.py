@@ -3,7 +3,7 @@
 A policy histogram visits users one at a time, each update depending on the
 histogram so far. The visiting order must be the same for the users common
 to neighbouring datasets, so it is the order of a keyed hash of the user id
-(BLAKE2b MAC, a fresh random key per run), never arrival order or the id.
+(HMAC-SHA256, a fresh random key per run), never arrival order or the id.
 
 The pipeline: first each user record is keyed by its shard (another part of
 the keyed hash) and encoded as one compact value; then a stateful DoFn per
@@ -27,6 +27,7 @@ top when the window closes. Raise P when a shard would not fit a worker.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import pickle
 import secrets
 import typing
@@ -53,17 +54,17 @@ def run_order_key(seed: int | None = None) -> bytes:
 
 
 def _mac(user_id, key: bytes) -> bytes:
-    return hashlib.blake2b(canonical_bytes(user_id), digest_size=24, key=key[:64]).digest()
+    return hmac.new(key, canonical_bytes(user_id), hashlib.sha256).digest()
 
 
 def user_order_key(user_id, key: bytes) -> bytes:
-    """The user's position in the visiting order: a keyed hash of its id."""
+    """The user's position in the visiting order: HMAC-SHA256 of its id (16 bytes)."""
     return _mac(user_id, key)[:16]
 
 
 def shard_of(user_id, shards: int, key: bytes) -> int:
     """The shard of a user, from bytes of the keyed hash not used for the order."""
-    return int.from_bytes(_mac(user_id, key)[16:], "big") % shards
+    return int.from_bytes(_mac(user_id, key)[16:24], "big") % shards
 
 
 def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], update,

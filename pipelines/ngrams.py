@@ -75,7 +75,7 @@ def parse_args(argv):
     if args.method == "dpne":
         transform = ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                   args.pruning, args.noise_decay, args.level1, args.alpha,
-                                  seed=args.seed)
+                                  seed=args.seed)  # --noise-decay 1 is the equal schedule
     else:
         if not isinstance(args.max_items_per_user, int):
             raise UsageError(f"--method {args.method} takes one --max-items-per-user value")

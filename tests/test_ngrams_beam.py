@@ -8,7 +8,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
-from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import assert_that, equal_to
 
 from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
 from beam_dpsu.kgrams import ValidKgramSampler
@@ -54,7 +54,7 @@ def test_output_is_downward_closed_with_both_pruning(eta):
 
 def test_level_stats_and_report():
     extract = ExtractNgrams(3, ZCDPBudget(1.0, 1e-5), max_items_per_user=[8, 6, 4],
-                            noise_decay=0.8, seed=4)
+                            noise_schedule=0.8, seed=4)
     report = extract.report
     assert [lvl["max_items_per_user"] for lvl in report["levels"]] == [8, 6, 4]
     sigmas = [lvl["sigma"] for lvl in report["levels"]]
@@ -125,6 +125,12 @@ def test_extract_ngrams_validation():
         ExtractNgrams(3, Budget(1, 1e-5), pruning="left")
     with pytest.raises(ValueError, match="eta must lie strictly between 0 and 1"):
         ExtractNgrams(3, Budget(1, 1e-5), eta=0)
+    with pytest.raises(ValueError, match="noise_schedule must be 'equal' or a decay factor"):
+        ExtractNgrams(3, Budget(1, 1e-5), noise_schedule="fast")
+    with pytest.raises(ValueError, match="decay must be a finite number > 0"):
+        ExtractNgrams(3, Budget(1, 1e-5), noise_schedule=-0.5)
+    equal = ExtractNgrams(3, Budget(1, 1e-5))
+    assert equal.sigmas == pytest.approx([equal.sigma_total * 3 ** 0.5] * 3)
     with pytest.raises(ValueError, match="dpsu-single needs 1 <= n <= max_n"):
         NgramsByDPSU("dpsu-single", 3, Budget(1, 1e-5))
     with pytest.raises(InvalidRecordError, match="token 3 is not a non-empty str"):
@@ -205,3 +211,25 @@ def test_ngram_job_rejects_empty_msnbc_sequence(tmp_path, capsys):
     code = ngrams_job.main(["--input", str(src), "--format", "msnbc", "--epsilon", "1",
                             "--delta", "1e-5", "--output", str(tmp_path / "o")])
     assert code == 2 and "bad.seq:4: empty visit sequence" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("pruning", ["both", "single"])
+def test_exact_valid_count_by_beam_join_equals_brute_force(seed, pruning):
+    import itertools
+    from beam_dpsu.ngrams import _CountValidKgrams
+    rng = np.random.default_rng(seed)
+    tokens = "abcde"
+    unigrams = [(t,) for t in tokens if rng.random() < 0.8] or [("a",)]
+    k = int(rng.integers(2, 5))
+    previous = (unigrams if k == 2 else
+                sorted({tuple(str(t) for t in rng.choice(list(tokens), size=k - 1))
+                        for _ in range(25)}))
+    prev, uni = set(previous), set(unigrams)
+    brute = sum(1 for w in itertools.product(tokens, repeat=k)
+                if w[:-1] in prev and (w[1:] in prev if pruning == "both" else (w[-1],) in uni))
+    with TestPipeline() as p:
+        prev_pc = p | "Previous" >> beam.Create(previous)
+        uni_pc = p | "Unigrams" >> beam.Create(unigrams)
+        counted = prev_pc | _CountValidKgrams(pruning, uni_pc)
+        assert_that(counted, equal_to([brute]))
