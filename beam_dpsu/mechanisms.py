@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from beam_dpsu import noise
+from beam_dpsu import noise, policies
 from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.bounding import BoundContributions
-from beam_dpsu import policies
-from beam_dpsu.bounding import ItemCountsPerUser, SampleItemsPerUser, ValidatePairs
+from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, SampleItemsPerUser,
+                                ValidatePairs)
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
-                               PolicyGaussian, PolicyLaplace)
+                               PolicyLaplace, SequentialMechanism)
 from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.report import mechanism_report
 from beam_dpsu.selection import NoisyThreshold
@@ -69,7 +68,7 @@ class SelectItems(beam.PTransform):
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
         extra = None
-        if isinstance(self.mechanism, (PolicyLaplace, PolicyGaussian, GreedyWithoutSampling)):
+        if isinstance(self.mechanism, SequentialMechanism):
             extra = {"user_order": "keyed hash of the user id; "
                                    + ("key derived from the seed" if self.seed is not None
                                       else "fresh secret key per run, not recorded")}
@@ -84,7 +83,7 @@ class SelectItems(beam.PTransform):
             self.released_by_stage = {
                 f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
             return released
-        if isinstance(mechanism, (PolicyLaplace, PolicyGaussian, GreedyWithoutSampling)):
+        if isinstance(mechanism, SequentialMechanism):
             return pairs | "SequentialPolicy" >> _SequentialSelection(
                 mechanism, self.calibration, self.seed, self._order_key)
         if isinstance(mechanism, ParallelMechanism):
