@@ -52,14 +52,6 @@ __all__ = [
 ]
 
 
-def _check_max_items(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"max_items_per_user must be an int, got {value!r}")
-    if value < 1:
-        raise ValueError(f"max_items_per_user must be >= 1, got {value!r}")
-    return int(value)
-
-
 class MechanismConfig:
     """Base class of every mechanism config.
 
@@ -71,7 +63,7 @@ class MechanismConfig:
 
     def __post_init__(self):
         # Validates whichever of the shared parameters the config has.
-        checks = {"max_items_per_user": _check_max_items, "alpha": _check_alpha,
+        checks = {"max_items_per_user": thresholds.check_max_items, "alpha": _check_alpha,
                   "shards": _check_shards}
         for field in dataclasses.fields(self):
             if field.name in checks:

@@ -76,10 +76,7 @@ def _max_items_per_level(max_items_per_user, max_n: int) -> list[int]:
     if len(values) != max_n:
         raise ValueError(f"max_items_per_user needs one value per level (max_n = {max_n}), "
                          f"got {len(values)}: {values!r}")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"max_items_per_user must be ints >= 1, got {v!r}")
-    return [int(v) for v in values]
+    return [thresholds.check_max_items(v) for v in values]
 
 
 def _total_sigma(budget) -> tuple[float, float]:

@@ -28,7 +28,8 @@ __all__ = [
 ]
 
 
-def _check_max_items(max_items_per_user: int) -> int:
+def check_max_items(max_items_per_user: int) -> int:
+    """Validates Δ0: an int >= 1."""
     if isinstance(max_items_per_user, bool) or not isinstance(max_items_per_user, (int, np.integer)):
         raise TypeError(f"max_items_per_user must be an int, got {max_items_per_user!r}")
     if max_items_per_user < 1:
@@ -74,7 +75,7 @@ def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_us
     """
     lam = _check_scale("laplace_scale", laplace_scale)
     delta = _check_delta(delta)
-    d0 = _check_max_items(max_items_per_user)
+    d0 = check_max_items(max_items_per_user)
     return float(1.0 + lam * _laplace_tail_quantile(delta, np.float64(d0)))
 
 
@@ -86,7 +87,7 @@ def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int
     """
     sigma = _check_scale("sigma", sigma)
     delta = _check_delta(delta)
-    d0 = _check_max_items(max_items_per_user)
+    d0 = check_max_items(max_items_per_user)
     return float(1.0 + sigma * _gaussian_tail_quantile(delta, np.float64(d0)))
 
 
@@ -99,7 +100,7 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float, max_items_per
     """
     lam = _check_scale("laplace_scale", laplace_scale)
     delta = _check_delta(delta)
-    d0 = _check_max_items(max_items_per_user)
+    d0 = check_max_items(max_items_per_user)
     t = np.arange(1, d0 + 1, dtype=np.float64)
     return float(np.max(1.0 / t + lam * _laplace_tail_quantile(delta, t)))
 
@@ -114,7 +115,7 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     """
     sigma = _check_scale("sigma", sigma)
     delta = _check_delta(delta)
-    d0 = _check_max_items(max_items_per_user)
+    d0 = check_max_items(max_items_per_user)
     t = np.arange(1, d0 + 1, dtype=np.float64)
     return float(np.max(1.0 / np.sqrt(t) + sigma * _gaussian_tail_quantile(delta, t)))
 
