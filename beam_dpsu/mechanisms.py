@@ -21,6 +21,7 @@ from beam_dpsu.report import mechanism_report
 from beam_dpsu.selection import NoisyThreshold
 from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
 from beam_dpsu.sips import SIPSRounds
+from beam_dpsu.windowing import require_global_window
 
 __all__ = ["SelectItems"]
 
@@ -75,6 +76,7 @@ class SelectItems(beam.PTransform):
         return mechanism_report(self.mechanism, self.calibration, self.seed, extra)
 
     def expand(self, pairs):
+        require_global_window(pairs, "SelectItems")
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
