@@ -13,19 +13,19 @@ pipelines on this machine: compare mechanisms within one run only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from types import SimpleNamespace
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+import apache_beam as beam  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from beam_dpsu.mechanisms import SelectItems
-from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (add_budget_arguments, add_input_arguments,
-                                  add_mechanism_arguments, budget_from_args, check_input_args,
-                                  mechanism_from_args, flags, tokenizer_from_args)
+from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
+
+PROG = "python -m pipelines.benchmark"
 
 
 def _count_into(pcoll, path: str, label: str):
@@ -47,36 +47,55 @@ def time_pipeline(build, options: PipelineOptions) -> float:
     return time.perf_counter() - start
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.benchmark", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_input_arguments(parser)
-    add_mechanism_arguments(parser, several=True)
-    add_budget_arguments(parser)
-    parser.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_benchmark",
-                        help="scratch directory for the counts")
-    parser.add_argument(*flags("json"), action="store_true", help="print one JSON line per result")
-    args, beam_args = parser.parse_known_args(argv)
-    check_input_args(args)
-    budget = budget_from_args(args)
-    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
+def build_parser() -> cli.JobArgumentParser:
+    parser = cli.JobArgumentParser(
+        prog=PROG,
+        description="Time SelectItems per mechanism on real data on this machine: a "
+                    "read-only pipeline first, then one pipeline per mechanism; prints "
+                    "released items and input pairs per second of selection.",
+        examples=[f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field "
+                  "review --mechanisms weighted-gaussian,sips --rho 0.1 --delta 1e-5 "
+                  "--max-items-per-user 100"])
+    cli.add_input_arguments(parser, FORMATS)
+    cli.add_mechanism_arguments(parser, several=True)
+    cli.add_budget_arguments(parser)
+    g = parser.add_argument_group("benchmark")
+    g.add_argument(*cli.flags("workdir"), default="/tmp/beam_dpsu_benchmark", metavar="FOLDER",
+                   help="scratch folder for the counts")
+    g.add_argument(*cli.flags("json"), action="store_true",
+                   help="print one JSON line per result")
+    return parser
+
+
+def prepare(argv):
+    args, options = cli.parse_job_args(build_parser(), argv)
+    budget = cli.budget_from_args(args)
+    mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
-    options = PipelineOptions(beam_args)
-    tokenizer = tokenizer_from_args(args)
+    for mechanism in mechanisms:
+        mechanism.calibrate(budget)
+    args.files = cli.resolve_input(args, FORMATS)
+    return SimpleNamespace(args=args, options=options, budget=budget, mechanisms=mechanisms,
+                           output=args.workdir)
+
+
+def run_prepared(job) -> str:
+    args, options, budget = job.args, job.options, job.budget
+    tokenizer = cli.tokenizer_from_args(args)
 
     def read(p):
         return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                            args.text_field, tokenizer, args.skip_header_lines)
+                                            args.text_field, tokenizer, args.skip_header_lines,
+                                            files=args.files)
 
     # First the cost of reading and tokenising alone.
     pairs_path = f"{args.workdir}/pairs.txt"
     read_seconds = time_pipeline(lambda p: _count_into(read(p), pairs_path, "Pairs"), options)
     n_pairs = _read_count(pairs_path)
-    print(f"read+tokenise: {n_pairs:,} pairs in {read_seconds:.1f} s", file=sys.stderr)
+    cli.progress(f"read+tokenise: {n_pairs:,} pairs in {read_seconds:.1f} s")
 
     # Then each mechanism on the same input.
-    results = []
-    for mechanism in mechanisms:
+    for mechanism in job.mechanisms:
         select = SelectItems(mechanism, budget, hot_key_fanout=args.hot_key_fanout)
         out_path = f"{args.workdir}/{mechanism.name}.txt"
         total = time_pipeline(
@@ -91,14 +110,17 @@ def main(argv=None) -> int:
             "select_seconds": round(select_seconds, 2),
             "pairs_per_second": round(n_pairs / select_seconds),
         }
-        results.append(result)
         if args.json:
-            print(json.dumps(result))
+            print(json.dumps(result), flush=True)
         else:
             print(f"{mechanism.name:>20}: released {result['released']:>7,}  "
                   f"pipeline {total:7.1f} s  SelectItems {select_seconds:7.1f} s  "
-                  f"{result['pairs_per_second']:>10,} pairs/s")
-    return 0
+                  f"{result['pairs_per_second']:>10,} pairs/s", flush=True)
+    return ""
+
+
+def main(argv=None) -> int:
+    return cli.run_job("benchmark", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,19 @@ time side by side. PipelineDP is an optional dependency of this script only.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
+from types import SimpleNamespace
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+import apache_beam as beam  # noqa: E402
 
-from beam_dpsu.accounting import Budget
-from beam_dpsu.mechanisms import SelectItems
-from pipelines.benchmark import _count_into, _read_count
-from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (UsageError, add_input_arguments, add_mechanism_arguments,
-                                  check_input_args, mechanism_from_args, flags, tokenizer_from_args)
+from beam_dpsu.accounting import Budget  # noqa: E402
+from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from pipelines.benchmark import _count_into, _read_count  # noqa: E402
+from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
+
+PROG = "python -m pipelines.benchmark_peers"
 
 PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "WEIGHTED_GAUSSIAN_THRESHOLDING")
 
@@ -50,50 +50,65 @@ def pipeline_dp_select(pairs, strategy_name: str, budget: Budget, max_items: int
     return selected
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.benchmark_peers",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_input_arguments(parser)
-    add_mechanism_arguments(parser, several=True)
+def build_parser() -> cli.JobArgumentParser:
+    parser = cli.JobArgumentParser(
+        prog=PROG,
+        description="PipelineDP's partition selection next to beam_dpsu's mechanisms on the "
+                    "same data and (ε, δ) budget: released items and wall time side by side.",
+        examples=[f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field "
+                  "review --epsilon 1 --delta 1e-5 --max-items-per-user 100"])
+    cli.add_input_arguments(parser, FORMATS)
+    cli.add_mechanism_arguments(parser, several=True)
     parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw")
-    parser.add_argument(*flags("epsilon"), type=float, required=True)
-    parser.add_argument(*flags("delta"), type=float, required=True)
-    parser.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES),
-                        help="PipelineDP strategies to run (its weighted Gaussian recomputes "
-                             "σ for every partition and is slow on large vocabularies)")
-    parser.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_peers")
-    args, beam_args = parser.parse_known_args(argv)
+    g = parser.add_argument_group("budget and peers")
+    g.add_argument(*cli.flags("epsilon"), type=float, required=True, metavar="E",
+                   help="ε of the (ε, δ)-DP budget every selection gets")
+    g.add_argument(*cli.flags("delta"), type=float, required=True, metavar="D",
+                   help="δ of the budget")
+    g.add_argument(*cli.flags("peer-strategies"), default=",".join(PEER_STRATEGIES),
+                   metavar="NAMES",
+                   help="PipelineDP strategies to run (its weighted Gaussian recomputes σ for "
+                        "every partition and is slow on large vocabularies)")
+    g.add_argument(*cli.flags("workdir"), default="/tmp/beam_dpsu_peers", metavar="FOLDER",
+                   help="scratch folder for the counts")
+    return parser
+
+
+def prepare(argv):
+    args, options = cli.parse_job_args(build_parser(), argv)
     try:
         import pipeline_dp  # noqa: F401
     except ImportError:
-        print("error: this benchmark needs PipelineDP: pip install -e '.[bench]'", file=sys.stderr)
-        return 2
-    try:
-        check_input_args(args)
-    except (UsageError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise cli.UsageError("this benchmark needs PipelineDP: pip install -e '.[bench]'") \
+            from None
     budget = Budget(args.epsilon, args.delta)
-    max_items = args.max_items_per_user or 100
-    args.max_items_per_user = max_items
-    options = PipelineOptions(beam_args)
-    tokenizer = tokenizer_from_args(args)
-
-    def read(p):
-        return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                            args.text_field, tokenizer, args.skip_header_lines)
-
+    args.max_items_per_user = args.max_items_per_user or 100
     strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
     unknown = set(strategies) - set(PEER_STRATEGIES)
     if unknown:
-        print(f"error: unknown PipelineDP strategies {sorted(unknown)}; choose from "
-              f"{list(PEER_STRATEGIES)}", file=sys.stderr)
-        return 2
+        raise cli.UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
+                             f"{list(PEER_STRATEGIES)}")
+    mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
+                  for name in args.mechanisms.split(",") if name.strip()]
+    for mechanism in mechanisms:
+        mechanism.calibrate(budget)
+    args.files = cli.resolve_input(args, FORMATS)
+    return SimpleNamespace(args=args, options=options, budget=budget, strategies=strategies,
+                           mechanisms=mechanisms, output=args.workdir)
+
+
+def run_prepared(job) -> str:
+    args, budget, max_items = job.args, job.budget, job.args.max_items_per_user
+    tokenizer = cli.tokenizer_from_args(args)
+
+    def read(p):
+        return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
+                                            args.text_field, tokenizer, args.skip_header_lines,
+                                            files=args.files)
+
     runs = [(f"PipelineDP {s.lower()}", lambda pairs, s=s: pipeline_dp_select(
-        pairs, s, budget, max_items)) for s in strategies]
-    for name in args.mechanisms.split(","):
-        mechanism = mechanism_from_args(args, name.strip(), ignore_unused=True)
+        pairs, s, budget, max_items)) for s in job.strategies]
+    for mechanism in job.mechanisms:
         runs.append((f"beam_dpsu {mechanism.name}",
                      lambda pairs, m=mechanism: pairs | SelectItems(m, budget)))
 
@@ -102,11 +117,15 @@ def main(argv=None) -> int:
     for i, (name, select) in enumerate(runs):
         out = f"{args.workdir}/run{i}.txt"
         start = time.perf_counter()
-        with beam.Pipeline(options=options) as p:
+        with beam.Pipeline(options=job.options) as p:
             _count_into(select(read(p)), out, "Released")
         seconds = time.perf_counter() - start
         print(f"{name:>42} | {_read_count(out):>9,} | {seconds:>7.1f}", flush=True)
-    return 0
+    return ""
+
+
+def main(argv=None) -> int:
+    return cli.run_job("benchmark_peers", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,28 @@
 """The evaluation job: released items per mechanism over a budget grid, with trials.
 
     python -m pipelines.evaluate --input ../shared/data/imdb_50k_reviews.csv.gz \\
-        --format csv --user-field @row --text-field review \\
+        --user-field @row --text-field review \\
         --mechanisms weighted-gaussian,policy-gaussian,gw,sips \\
         --epsilons 1,2,3,4 --delta 1e-5 --trials 3 --k-anonymity 20 --output eval/
 
+FOR EVALUATION ONLY: it releases from the same data once per mechanism,
+budget and trial, so the privacy loss of the whole evaluation is the sum of
+all of them, and its summary holds raw counts. Publish nothing from it.
+
 First the input is read and tokenised once into a per-user cache (JSON
-lines) in the output directory. Then every (mechanism, budget, trial) runs as
-its own pipeline on that cache, with fresh OS randomness, and its released
-items and wall time are recorded. Finally it writes:
+lines) in a temporary folder, removed when the job ends (``--cache-dir``
+keeps it where you say instead; it holds raw user data). Then every
+(mechanism, budget, trial) runs as its own pipeline on that cache, with fresh
+OS randomness, and its released items and wall time are recorded. Finally it
+writes to ``--output`` (which never holds raw data):
 
 * ``results.csv``: mechanism, budget, trial, released, wall seconds (and the
   k-anonymity coverage with ``--k-anonymity``),
-* ``summary.md``: mean ± std of released items per mechanism and budget,
-* ``utility.png``: released items vs ε (or ρ), one line per mechanism.
+* ``summary.md``: the data set, its number of users (a raw count), each
+  mechanism's parameters (Δ0 …), the budgets, and the mean ± std of released
+  items per mechanism and budget,
+* ``utility.png``: released items vs ε (or ρ), one line per mechanism
+  (needs matplotlib, checked before anything runs; ``--no-plot`` skips it).
 
 ``--k-anonymity K`` also reports the share of items held by ≥ K users that
 each run released (dpsu Table 3). Those counts come from the raw data: they
@@ -28,19 +37,28 @@ import glob
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+from types import SimpleNamespace
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+import apache_beam as beam  # noqa: E402
 
-from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.mechanisms import SelectItems
-from beam_dpsu.report import NON_PRIVATE_NOTE
-from pipelines.inputs import ReadPairs
-from pipelines.vocabulary import (UsageError, add_input_arguments, add_mechanism_arguments,
-                                  check_input_args, mechanism_from_args, flags, tokenizer_from_args)
+from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
+from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.output import WriteReleased  # noqa: E402
+from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
+
+PROG = "python -m pipelines.evaluate"
+EVALUATION_NOTE = (
+    "This evaluation releases from the same data once per mechanism, budget and trial: "
+    "the privacy loss of the whole evaluation is the sum of all those releases, and the "
+    "user count and coverage figures are raw (not private). It is for comparing "
+    "mechanisms only; publish nothing from it.")
 
 
 def _floats(text: str) -> list[float]:
@@ -53,26 +71,47 @@ def _floats(text: str) -> list[float]:
     return values
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.evaluate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_input_arguments(parser)
-    add_mechanism_arguments(parser, several=True)
+def build_parser() -> cli.JobArgumentParser:
+    parser = cli.JobArgumentParser(
+        prog=PROG,
+        description="Evaluate mechanisms: released items per mechanism over a grid of "
+                    "budgets, with trials; writes results.csv, summary.md and utility.png. "
+                    "For evaluation only: it releases from the same data many times.",
+        examples=[
+            f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
+            "--mechanisms weighted-gaussian,sips,gw --epsilons 1,2,4 --delta 1e-5 "
+            "--trials 3 --output eval/",
+        ])
+    cli.add_input_arguments(parser, FORMATS)
+    cli.add_mechanism_arguments(parser, several=True)
     g = parser.add_argument_group("budget grid (user-level)")
-    g.add_argument(*flags("epsilons"), type=_floats, help="comma-separated ε values of (ε, δ)-DP")
-    g.add_argument(*flags("rhos"), type=_floats, help="comma-separated ρ values of zCDP")
-    g.add_argument(*flags("delta"), type=float, required=True, help="δ of every budget")
-    parser.add_argument(*flags("trials"), type=int, default=1, help="runs per mechanism and budget")
-    parser.add_argument(*flags("k-anonymity"), type=int,
-                        help="also report the share of items held by >= K users that each run "
-                             "releases (non-private, evaluation only)")
-    parser.add_argument(*flags("output"), required=True, help="output directory (local)")
+    g.add_argument(*cli.flags("epsilons"), type=_floats, metavar="E,E…",
+                   help="comma-separated ε values of (ε, δ)-DP budgets")
+    g.add_argument(*cli.flags("rhos"), type=_floats, metavar="R,R…",
+                   help="comma-separated ρ values of zCDP budgets; give --epsilons or --rhos")
+    g.add_argument(*cli.flags("delta"), type=float, required=True, metavar="D",
+                   help="δ of every budget")
+    g = parser.add_argument_group("evaluation")
+    g.add_argument(*cli.flags("trials"), type=int, default=1, metavar="N",
+                   help="runs per mechanism and budget, each with fresh randomness")
+    g.add_argument(*cli.flags("k-anonymity"), type=int, metavar="K",
+                   help="also report the share of items held by >= K users that each run "
+                        "releases (raw counts, evaluation only)")
+    g.add_argument(*cli.flags("dataset"), metavar="NAME",
+                   help="the data set's name in summary.md (default: the input file name)")
+    g.add_argument(*cli.flags("no-plot"), action="store_true",
+                   help="do not draw utility.png (which needs matplotlib)")
+    g.add_argument(*cli.flags("cache-dir"), metavar="FOLDER",
+                   help="keep the tokenised per-user cache (raw user data) in FOLDER; by "
+                        "default it lives in a temporary folder removed at exit")
+    g.add_argument(*cli.flags("output"), required=True, metavar="FOLDER",
+                   help="local output folder for results.csv, summary.md and utility.png")
     return parser
 
 
 def budgets_from_args(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
-        raise UsageError("give exactly one of --epsilons or --rhos")
+        raise cli.UsageError("give exactly one of --epsilons or --rhos")
     if args.epsilons is not None:
         return [Budget(e, args.delta) for e in args.epsilons]
     return [ZCDPBudget(r, args.delta) for r in args.rhos]
@@ -86,8 +125,13 @@ def budget_x(budget) -> float:
     return budget.epsilon if isinstance(budget, Budget) else budget.rho
 
 
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def check_plotting() -> None:
+    """utility.png needs matplotlib: checked before any pipeline runs."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise cli.UsageError("utility.png needs matplotlib: pip install -e '.[plot]', or "
+                             "give --no-plot") from None
 
 
 # -- the per-user cache ----------------------------------------------------------
@@ -95,15 +139,20 @@ def progress(message: str) -> None:
 
 def build_cache(args, options, cache_dir: str) -> None:
     """Reads and tokenises the input once: one JSON line [user, [items…]] per user."""
-    tokenizer = tokenizer_from_args(args)
+    tokenizer = cli.tokenizer_from_args(args)
     with beam.Pipeline(options=options) as p:
         _ = (p
              | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                        args.text_field, tokenizer, args.skip_header_lines)
+                                        args.text_field, tokenizer, args.skip_header_lines,
+                                        files=args.files)
              | "GroupByUser" >> beam.GroupByKey()
              | "AsJson" >> beam.MapTuple(lambda user, items: json.dumps([user, list(items)]))
              | "WriteCache" >> beam.io.WriteToText(os.path.join(cache_dir, "users"),
                                                    file_name_suffix=".jsonl"))
+
+
+def _cache_files(cache_dir: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(cache_dir, "users-*.jsonl")))
 
 
 def read_cache_pairs(p, cache_dir: str):
@@ -116,10 +165,19 @@ def read_cache_pairs(p, cache_dir: str):
             | "AsPairs" >> beam.FlatMap(pairs))
 
 
+def count_users(cache_dir: str) -> int:
+    """Users in the cache (one line each): a raw count, for the evaluation summary."""
+    n = 0
+    for path in _cache_files(cache_dir):
+        with open(path, encoding="utf-8") as f:
+            n += sum(1 for line in f if line.strip())
+    return n
+
+
 def items_held_by_at_least(cache_dir: str, k: int) -> set:
     """Items held by ≥ k distinct users (raw counts; NOT private)."""
     holders: dict = {}
-    for path in glob.glob(os.path.join(cache_dir, "users-*.jsonl")):
+    for path in _cache_files(cache_dir):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 _, items = json.loads(line)
@@ -134,7 +192,7 @@ def run_trial(options, cache_dir: str, mechanism, budget, out_prefix: str) -> tu
     with beam.Pipeline(options=options) as p:
         _ = (read_cache_pairs(p, cache_dir)
              | "SelectItems" >> SelectItems(mechanism, budget)
-             | "WriteReleased" >> beam.io.WriteToText(out_prefix, file_name_suffix=".txt"))
+             | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
     seconds = time.perf_counter() - start
     released = []
     for path in glob.glob(out_prefix + "-*.txt"):
@@ -147,12 +205,43 @@ def run_trial(options, cache_dir: str, mechanism, budget, out_prefix: str) -> tu
 # -- outputs ---------------------------------------------------------------------
 
 
-def write_summary(rows: list[dict], path: str, k_anonymity: int | None) -> None:
+def _mechanism_line(mechanism) -> str:
+    params = {k: v for k, v in mechanism.to_dict().items()
+              if k not in ("name", "public_counts") and v is not None}
+    if "max_items_per_user" in params:
+        params["Δ0"] = params.pop("max_items_per_user")
+    elif mechanism.name == "gw":
+        params["Δ0"] = "none (all of a user's items)"
+    text = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                     for k, v in params.items())
+    return f"* `{mechanism.name}`: {text}"
+
+
+def write_summary(rows: list[dict], path: str, k_anonymity: int | None,
+                  context: dict) -> None:
+    """summary.md: what was evaluated on which data, then released items per cell.
+
+    ``context`` holds ``dataset``, ``input``, ``users`` (a raw count),
+    ``mechanisms`` (configs), ``budgets`` and ``trials``.
+    """
     groups: dict = {}
     for row in rows:
         groups.setdefault((row["mechanism"], row["budget"]), []).append(row)
+    budgets = context["budgets"]
+    if isinstance(budgets[0], Budget):
+        grid = "(ε, δ)-DP with ε ∈ {" + ", ".join(f"{b.epsilon:g}" for b in budgets) + "}"
+    else:
+        grid = "δ-approximate ρ-zCDP with ρ ∈ {" + ", ".join(f"{b.rho:g}" for b in budgets) + "}"
     lines = ["# Evaluation summary", "",
-             "Released items, mean ± standard deviation over trials.", ""]
+             f"**For evaluation only.** {EVALUATION_NOTE}", "",
+             f"* Data set: {context['dataset']} (`{context['input']}`), "
+             f"{context['users']:,} users (raw count)",
+             f"* Budgets (user-level): {grid}, δ = {budgets[0].delta:g}; "
+             f"{context['trials']} trial{'s' * (context['trials'] != 1)} each, fresh "
+             "randomness per trial",
+             "* Mechanisms:"]
+    lines += ["  " + _mechanism_line(m) for m in context["mechanisms"]]
+    lines += ["", "Released items, mean ± standard deviation over trials.", ""]
     header = "| mechanism | budget | trials | released | wall seconds |"
     rule = "|---|---|---|---|---|"
     if k_anonymity:
@@ -181,12 +270,9 @@ def write_summary(rows: list[dict], path: str, k_anonymity: int | None) -> None:
 
 
 def write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("utility.png needs matplotlib: pip install -e '.[plot]'") from None
+    import matplotlib  # present: check_plotting ran before any work
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for mechanism in dict.fromkeys(r["mechanism"] for r in rows):
         points: dict = {}
@@ -207,35 +293,56 @@ def write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    try:
-        return _main(argv)
-    except (UsageError, ValueError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-def _main(argv) -> int:
-    args, beam_args = build_parser().parse_known_args(argv)
-    check_input_args(args)
+def prepare(argv):
+    """Everything checked before any work: flags, grid, mechanisms, matplotlib, input."""
+    args, options = cli.parse_job_args(build_parser(), argv)
     budgets = budgets_from_args(args)
     if args.trials < 1:
-        raise UsageError(f"--trials must be >= 1, got {args.trials}")
+        raise cli.UsageError(f"--trials must be >= 1, got {args.trials}")
     if args.k_anonymity is not None and args.k_anonymity < 1:
-        raise UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
-    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
+        raise cli.UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
+    if "://" in args.output:
+        raise cli.UsageError(f"--output must be a local folder, got {args.output!r}")
+    mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
+    if not mechanisms:
+        raise cli.UsageError("--mechanisms names no mechanism")
     for budget in budgets:  # calibrate everything before running anything
         for mechanism in mechanisms:
             mechanism.calibrate(budget)
-    options = PipelineOptions(beam_args)
-    os.makedirs(args.output, exist_ok=True)
-    cache_dir = os.path.join(args.output, "cache")
+    if not args.no_plot:
+        check_plotting()
+    args.files = cli.resolve_input(args, FORMATS)
+    return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
+                           output=args.output)
 
-    progress(f"reading and tokenising {args.input} …")
-    start = time.perf_counter()
-    build_cache(args, options, cache_dir)
-    progress(f"cached the input in {time.perf_counter() - start:.1f} s")
+
+def run_prepared(job) -> str:
+    args = job.args
+    if args.cache_dir:
+        os.makedirs(args.cache_dir, exist_ok=True)
+        work_dir = args.cache_dir
+    else:
+        work_dir = tempfile.mkdtemp(prefix="beam_dpsu_eval_")
+    try:
+        return _evaluate(job, work_dir)
+    finally:
+        if not args.cache_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _evaluate(job, work_dir: str) -> str:
+    args, options, budgets, mechanisms = job.args, job.options, job.budgets, job.mechanisms
+    cache_dir = os.path.join(work_dir, "cache")
+    if _cache_files(cache_dir):
+        cli.progress(f"using the cache in {cache_dir}")
+    else:
+        cli.progress(f"reading and tokenising {args.input} into "
+                     + (cache_dir if args.cache_dir else "a temporary cache") + " …")
+        start = time.perf_counter()
+        build_cache(args, options, cache_dir)
+        cli.progress(f"cached the input in {time.perf_counter() - start:.1f} s")
+    users = count_users(cache_dir)
     frequent = (items_held_by_at_least(cache_dir, args.k_anonymity)
                 if args.k_anonymity else None)
 
@@ -247,7 +354,7 @@ def _main(argv) -> int:
             for trial in range(1, args.trials + 1):
                 done += 1
                 released, seconds = run_trial(options, cache_dir, mechanism, budget,
-                                              os.path.join(args.output, "released"))
+                                              os.path.join(work_dir, "released"))
                 row = {"mechanism": mechanism.name, "budget": budget_label(budget),
                        "x": budget_x(budget), "trial": trial, "released": len(released),
                        "wall_seconds": round(seconds, 3)}
@@ -255,8 +362,9 @@ def _main(argv) -> int:
                     row["k_anonymity_coverage"] = (
                         len(frequent & set(released)) / len(frequent) if frequent else math.nan)
                 rows.append(row)
-                progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
-                         f"trial {trial}/{args.trials}: {len(released):,} items in {seconds:.1f} s")
+                cli.progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
+                             f"trial {trial}/{args.trials}: {len(released):,} items in "
+                             f"{seconds:.1f} s")
 
     fields = ["mechanism", "budget", "trial", "released", "wall_seconds"]
     if frequent is not None:
@@ -265,12 +373,24 @@ def _main(argv) -> int:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    write_summary(rows, os.path.join(args.output, "summary.md"), args.k_anonymity)
-    x_name = "ε" if isinstance(budgets[0], Budget) else "ρ (zCDP)"
-    write_plot(rows, os.path.join(args.output, "utility.png"), x_name,
-               f"Released items vs {x_name} (δ = {args.delta:g})")
-    progress(f"wrote results.csv, summary.md and utility.png to {args.output}")
-    return 0
+    context = {"dataset": args.dataset or os.path.basename(args.input.rstrip("/")),
+               "input": args.input, "users": users, "mechanisms": mechanisms,
+               "budgets": budgets, "trials": args.trials}
+    write_summary(rows, os.path.join(args.output, "summary.md"), args.k_anonymity, context)
+    written = ["results.csv", "summary.md"]
+    if not args.no_plot:
+        x_name = "ε" if isinstance(budgets[0], Budget) else "ρ (zCDP)"
+        write_plot(rows, os.path.join(args.output, "utility.png"), x_name,
+                   f"Released items vs {x_name} on {context['dataset']} "
+                   f"(δ = {args.delta:g})")
+        written.append("utility.png")
+    return (f"evaluated {total} runs ({len(mechanisms)} mechanisms × {len(budgets)} budgets × "
+            f"{args.trials} trials) on {context['dataset']}; wrote {', '.join(written)} to "
+            f"{args.output}")
+
+
+def main(argv=None) -> int:
+    return cli.run_job("evaluate", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

@@ -1,33 +1,40 @@
 """The n-gram job: release the n-grams (lengths 1..T) of a user corpus with DPNE.
 
-    python -m pipelines.ngrams --input ../shared/data/msnbc990928.zip --format msnbc \\
+    python -m pipelines.ngrams --input ../shared/data/msnbc990928.zip \\
         --max-n 6 --max-items-per-user 10 --epsilon 1 --delta 1e-7 --eta 0.01 --output out/
 
-Writes ``OUT/ngrams-*.txt`` (one released n-gram per line, tokens joined by a
-space) and ``OUT/report.json``: the privacy parameters, per-level statistics
-(Δ_k, σ_k, ρ_k, |S_{k−1}|, |V_k|, expected and drawn spurious n-grams), the
-released count per length, and input counts that are NOT private.
-``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any other
-flag is a Beam pipeline option (``--runner`` …); DirectRunner by default.
+Writes ``OUT/ngrams-00000-of-00001.txt`` (the released n-grams, one per line,
+tokens joined by a space, sorted; ``--num-shards`` splits them by a hash of
+the n-gram) and ``OUT/report.json``: the privacy parameters, per level the
+DP-safe figures (Δ_k, σ_k, the threshold ρ_k, |S_{k−1}|, |V_k|, the bound on
+expected spurious n-grams, the number released) and the released count per
+length. Raw figures (users, documents, tokens; per level the support and how
+many released n-grams were held by users or spurious) are NOT private and are
+computed, into ``non_private_counts``, only with ``--non-private-stats``.
+``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any
+other flag must be a Beam pipeline option (``--runner`` …); DirectRunner by
+default.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from types import SimpleNamespace
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+import apache_beam as beam  # noqa: E402
 
-from beam_dpsu.kgrams import PRUNINGS
-from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU
-from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
-from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments
-from pipelines.vocabulary import (UsageError, add_budget_arguments, add_input_arguments,
-                                  budget_from_args, check_input_args, flags,
-                                  run_reporting_errors, tokenizer_from_args)
+from beam_dpsu.kgrams import PRUNINGS  # noqa: E402
+from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
+from beam_dpsu.output import WriteReleased  # noqa: E402
+from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments  # noqa: E402
+
+__all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats"]
 
 METHODS = ("dpne",) + BASELINES
+PROG = "python -m pipelines.ngrams"
 
 
 def _max_items(text: str):
@@ -39,49 +46,73 @@ def _max_items(text: str):
     return values[0] if len(values) == 1 else values
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.ngrams",
-        description="Release the n-grams of a user corpus under user-level differential privacy "
-                    "(DPNE). Unknown flags are passed to Beam as pipeline options.")
-    add_input_arguments(parser, DOCUMENT_FORMATS, default_format="text")
-    g = parser.add_argument_group("n-grams")
-    g.add_argument(*flags("max-n"), type=int, default=3, help="T: the longest n-gram (default 3)")
-    g.add_argument(*flags("max-items-per-user"), type=_max_items, default=100,
-                   help="Δ_k: one int for all levels or one per level, comma-separated "
-                        "(default 100)")
-    g.add_argument(*flags("eta"), type=float, default=0.01,
-                   help="η: expected spurious k-grams ≤ η·|S_{k−1}| per level (default 0.01)")
-    g.add_argument(*flags("noise-decay"), type=float, default=1.0,
-                   help="c: σ_k = c·σ_{k−1} (default 1, the same noise at every level)")
-    g.add_argument(*flags("pruning"), choices=PRUNINGS, default="both",
-                   help="valid k-grams: both (k−1)-subgrams released (default) or the prefix only")
-    g.add_argument(*flags("level1"), choices=LEVEL1_POLICIES, default="weighted-gaussian",
-                   help="the unigram mechanism (default weighted-gaussian)")
-    g.add_argument(*flags("alpha"), type=float, default=3.0,
-                   help="policy-gaussian level 1: α in the cutoff (default 3)")
-    g.add_argument(*flags("method"), choices=METHODS, default="dpne",
-                   help="dpne (default) or a DPSU baseline of dpne Table 3")
-    g.add_argument(*flags("single-n"), type=int, help="dpsu-single: the one length to extract")
-    add_budget_arguments(parser)
-    parser.add_argument(*flags("output"), required=True, help="output directory (local or gs://…)")
+def build_parser() -> cli.JobArgumentParser:
+    parser = cli.JobArgumentParser(
+        prog=PROG,
+        description="Release the n-grams (word sequences of length 1 to T) of a user corpus "
+                    "under user-level differential privacy with DPNE (Kim et al. 2021): "
+                    "level k only considers k-grams whose (k−1)-grams level k−1 released. "
+                    "Writes the released n-grams, sorted, and report.json.",
+        examples=[
+            f"{PROG} --input ../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 "
+            "--epsilon 1 --delta 1e-7 --eta 0.01 --output out/ngrams",
+            f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
+            "--max-n 3 --rho 0.5 --delta 1e-6 --max-items-per-user 50 --output out/imdb-ngrams",
+        ])
+    cli.add_input_arguments(parser, DOCUMENT_FORMATS)
+    g = parser.add_argument_group("n-grams (DPNE)")
+    g.add_argument(*cli.flags("max-n"), type=int, default=3, metavar="T",
+                   help="T, the longest n-gram length")
+    g.add_argument(*cli.flags("max-items-per-user"), type=_max_items, default=100,
+                   metavar="N[,N…]",
+                   help="Δ_k, the contribution bound per level: how many distinct k-grams of "
+                        "each user are sampled; one int for every length or one per length, "
+                        "comma-separated")
+    g.add_argument(*cli.flags("eta"), type=float, default=0.01, metavar="η",
+                   help="η, the spurious-n-gram rate: at level k, at most η times as many "
+                        "k-grams no user holds as (k−1)-grams released, in expectation "
+                        "(η·|S_{k−1}|, S_{k−1} the released (k−1)-grams)")
+    g.add_argument(*cli.flags("noise-decay"), type=float, default=1.0, metavar="C",
+                   help="c: the noise of level k is c times that of level k−1 (σ_k = "
+                        "c·σ_{k−1}); 1 gives every level the same noise")
+    g.add_argument(*cli.flags("pruning"), choices=PRUNINGS, default="both",
+                   help="which k-grams level k considers: both = both (k−1)-subgrams were "
+                        "released; single = the prefix was")
+    g.add_argument(*cli.flags("level1"), choices=LEVEL1_POLICIES, default="weighted-gaussian",
+                   help="the mechanism of level 1 (single words)")
+    g.add_argument(*cli.flags("alpha"), type=float, default=3.0, metavar="A",
+                   help="policy-gaussian level 1: α, how far above the threshold users fill "
+                        "an item, in noise scales")
+    g.add_argument(*cli.flags("method"), choices=METHODS, default="dpne",
+                   help="dpne, or a DPSU baseline of dpne Table 3: dpsu-all (one selection "
+                        "over every length), dpsu-even (one per length, budget split evenly), "
+                        "dpsu-single (one length, --single-n)")
+    g.add_argument(*cli.flags("single-n"), type=int, metavar="N",
+                   help="dpsu-single: the one n-gram length to release")
+    cli.add_budget_arguments(parser)
+    cli.add_output_arguments(parser, "ngrams")
+    cli.add_non_private_stats_argument(
+        parser, "users, documents, tokens; per level the support and the held and spurious "
+                "n-grams released")
     return parser
 
 
 def parse_args(argv):
-    args, beam_args = build_parser().parse_known_args(argv)
-    check_input_args(args)
-    budget = budget_from_args(args)
+    """(job arguments, Beam PipelineOptions, the n-gram transform); raises on bad input."""
+    args, options = cli.parse_job_args(build_parser(), argv)
+    budget = cli.budget_from_args(args)
     if args.method == "dpne":
         transform = ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                   args.pruning, args.noise_decay, args.level1, args.alpha,
-                                  seed=args.seed)  # --noise-decay 1 is the equal schedule
+                                  seed=args.seed, non_private_stats=args.non_private_stats)
     else:
         if not isinstance(args.max_items_per_user, int):
-            raise UsageError(f"--method {args.method} takes one --max-items-per-user value")
+            raise cli.UsageError(f"--method {args.method} takes one --max-items-per-user value")
         transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
                                  args.single_n, seed=args.seed)
-    return args, PipelineOptions(beam_args), transform
+    cli.check_num_shards(args)
+    args.files = cli.resolve_input(args, DOCUMENT_FORMATS)
+    return args, options, transform
 
 
 def _static_report(transform, args) -> dict:
@@ -95,7 +126,7 @@ def _static_report(transform, args) -> dict:
 
 
 class DocumentStats(beam.PTransform):
-    """Raw (NOT private) counts: users, documents, tokens."""
+    """Raw (NOT private) counts: users, documents, tokens; only with --non-private-stats."""
 
     def expand(self, documents):
         count = beam.combiners.Count.Globally
@@ -114,50 +145,88 @@ class DocumentStats(beam.PTransform):
 def build_pipeline(pipeline, args, transform) -> None:
     # First read the documents as (user, tokens).
     documents = pipeline | "ReadDocuments" >> ReadDocuments(
-        args.input, args.format, args.user_field, args.text_field, tokenizer_from_args(args),
-        args.skip_header_lines)
+        args.input, args.format, args.user_field, args.text_field,
+        cli.tokenizer_from_args(args), args.skip_header_lines,
+        files=getattr(args, "files", None), log_records=args.non_private_stats)
     # Then extract the n-grams.
     released = documents | "Extract" >> transform
-    # Finally write them, and the report with per-length and per-level counts.
+    # Finally write them sorted (held and spurious n-grams alike), and the report:
+    # per-length and per-level figures of the release, raw figures only if asked.
     out = args.output.rstrip("/")
-    _ = (released
-         | "Format" >> beam.Map(" ".join)
-         | "WriteNgrams" >> beam.io.WriteToText(f"{out}/ngrams", file_name_suffix=".txt"))
+    written = released | "WriteNgrams" >> WriteReleased(
+        f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
+    cli.log_written(written, "ngrams")
+    if isinstance(transform, ExtractNgrams):
+        for k, level in enumerate(transform.released_per_level, start=1):
+            _ = level | f"LogLevel{k}" >> cli.LogCount(
+                f"DPNE level {k} of {args.max_n}: released {{n:,}} {k}-grams")
     per_length = (released
                   | "Length" >> beam.Map(len)
                   | "CountPerLength" >> beam.combiners.Count.PerElement()
                   | "AsDict" >> beam.combiners.ToDict())
-    level_stats = (transform.level_stats | "StatsList" >> beam.combiners.ToList()
-                   if isinstance(transform, ExtractNgrams)
-                   else pipeline | "NoStats" >> beam.Create([[]]))
+    single = beam.pvalue.AsSingleton
+    side = {"lengths": single(per_length)}
+    if isinstance(transform, ExtractNgrams):
+        side["levels"] = single(transform.level_stats | "StatsList" >> beam.combiners.ToList())
+    if args.non_private_stats:
+        side["stats"] = single(documents | "DocumentStats" >> DocumentStats())
+        if isinstance(transform, ExtractNgrams):
+            side["raw_levels"] = single(transform.non_private_level_stats
+                                        | "RawStatsList" >> beam.combiners.ToList())
     static = _static_report(transform, args)
 
-    def assemble(stats, lengths, levels):
+    def assemble(_, lengths, levels=None, stats=None, raw_levels=None):
         report = dict(static)
         report["released_per_length"] = {str(k): lengths.get(k, 0)
                                          for k in range(1, args.max_n + 1)}
         report["released_ngrams"] = sum(lengths.values())
         if levels:
             report["level_stats"] = sorted(levels, key=lambda s: s["k"])
-        report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
-        return to_json(report)
+        if stats is not None:
+            raw = dict(stats)
+            if raw_levels:
+                raw["level_stats"] = sorted(raw_levels, key=lambda s: s["k"])
+            report["non_private_counts"] = {**raw, "note": NON_PRIVATE_NOTE}
+        return report
 
-    _ = (documents
-         | "DocumentStats" >> DocumentStats()
-         | "AssembleReport" >> beam.Map(assemble, beam.pvalue.AsSingleton(per_length),
-                                        beam.pvalue.AsSingleton(level_stats))
-         | "WriteReport" >> beam.io.WriteToText(f"{out}/report", file_name_suffix=".json",
-                                                shard_name_template=""))
+    _ = (pipeline
+         | "ReportOnce" >> beam.Create([None])
+         | "AssembleReport" >> beam.Map(assemble, **side)
+         | "WriteReport" >> cli.WriteJson(f"{out}/report.json"))
+
+
+def prepare(argv):
+    args, options, transform = parse_args(argv)
+    return SimpleNamespace(args=args, options=options, transform=transform, output=args.output)
+
+
+def run_prepared(job) -> str:
+    args, transform = job.args, job.transform
+    files = args.files
+    cli.progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
+                 f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
+                 f"{args.method} under {cli.describe_budget(transform.budget)}")
+    with beam.Pipeline(options=job.options) as pipeline:
+        build_pipeline(pipeline, args, transform)
+    out = args.output.rstrip("/")
+    report = cli.read_json(f"{out}/report.json")
+    per_length = ", ".join(f"{n:,} of length {k}"
+                           for k, n in report["released_per_length"].items())
+    shards = (f"ngrams-00000-of-{args.num_shards:05d}.txt" if args.num_shards == 1
+              else f"ngrams-*-of-{args.num_shards:05d}.txt")
+    return (f"released {report['released_ngrams']:,} n-grams ({per_length}) with "
+            f"{args.method} under {cli.describe_budget(transform.budget)}"
+            + (" (SEEDED: not private)" if args.seed is not None else "")
+            + f"; wrote {out}/{shards} and {out}/report.json")
 
 
 def run(argv=None) -> None:
-    args, options, transform = parse_args(argv)
-    with beam.Pipeline(options=options) as pipeline:
-        build_pipeline(pipeline, args, transform)
+    """Runs the job; raises on bad parameters or records (for library use)."""
+    run_prepared(prepare(argv))
 
 
 def main(argv=None) -> int:
-    return run_reporting_errors(run, argv)
+    return cli.run_job("ngrams", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

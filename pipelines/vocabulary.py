@@ -1,168 +1,84 @@
 """The vocabulary job: release the words (or items) of a user corpus under user-level DP.
 
-    python -m pipelines.vocabulary --input 'reviews*.csv.gz' --format csv \\
+    python -m pipelines.vocabulary --input 'reviews*.csv.gz' \\
         --user-field author --text-field body \\
         --mechanism weighted-gaussian --rho 0.1 --delta 1e-5 \\
         --max-items-per-user 100 --output out/
 
-Writes ``OUT/items-*.txt`` (one released item per line) and
-``OUT/report.json``: the privacy report of the selection, the number of
-released items, and input counts (users, pairs, distinct items) which are NOT
-private. Any other flag is a Beam pipeline option (``--runner``,
-``--direct_num_workers``, Dataflow's ``--project``/``--region``/…); the
-DirectRunner is the default.
+Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
+sorted; ``--num-shards`` splits them by a hash of the item) and
+``OUT/report.json``: the privacy report of the selection and the number of
+released items (per SIPS round too). Raw counts of the input (users, pairs,
+distinct items) are NOT private: they are computed, into
+``non_private_counts``, only with ``--non-private-stats``. Any other flag
+must be a Beam pipeline option (``--runner``, ``--direct_num_workers``,
+Dataflow's ``--project``/``--region``/…); the DirectRunner is the default.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
+from types import SimpleNamespace
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+import apache_beam as beam  # noqa: E402
 
-from beam_dpsu import configs
-from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.bounding import InvalidRecordError
-from beam_dpsu.mechanisms import SelectItems
-from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
-from beam_dpsu.text import Tokenizer
-from pipelines.inputs import (FORMATS, ROW_AS_USER, InputFormatError, ReadPairs,
-                              check_input_exists)
+from beam_dpsu import configs  # noqa: E402
+from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.output import WriteReleased  # noqa: E402
+from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
-
-class UsageError(ValueError):
-    """A bad command-line parameter."""
+PROG = "python -m pipelines.vocabulary"
 
 
-def boolean(text: str) -> bool:
-    """A flag value: true/false, yes/no, 1/0 (Flex Templates pass --flag=value)."""
-    value = text.strip().lower()
-    if value in ("true", "yes", "1"):
-        return True
-    if value in ("false", "no", "0"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def flags(name: str) -> tuple[str, ...]:
-    """``--a-b`` and its ``--a_b`` spelling: Dataflow Flex Template parameter names
-    cannot contain hyphens, so every job flag accepts both."""
-    underscored = name.replace("-", "_")
-    return (f"--{name}",) if underscored == name else (f"--{name}", f"--{underscored}")
-
-
-def add_input_arguments(parser: argparse.ArgumentParser, formats=FORMATS,
-                        default_format: str = "pairs") -> None:
-    """The input and tokeniser flags shared by the jobs."""
-    g = parser.add_argument_group("input")
-    g.add_argument(*flags("input"), required=True, help="file pattern (glob) of the input files")
-    g.add_argument(*flags("format"), default=default_format, choices=formats,
-                   help="pairs: CSV user,item lines; csv/jsonl: records with --user-field and "
-                        "--text-field; text: one user per line; msnbc: the UCI MSNBC sequence "
-                        f"file, zipped or not (default: {default_format})")
-    g.add_argument(*flags("user-field"),
-                   help="csv/jsonl: the field holding the user id; csv: '@row' makes each row "
-                        "its own user")
-    g.add_argument(*flags("text-field"), help="csv/jsonl: the field holding the user's text")
-    g.add_argument(*flags("skip-header-lines"), type=int, default=0,
-                   help="pairs/text: lines to skip at the top of each file (default 0)")
-    g.add_argument(*flags("keep-case"), type=boolean, nargs="?", const=True, default=False,
-                   help="do not lower-case tokens (--keep-case or --keep-case=true)")
-    g.add_argument(*flags("keep-urls"), type=boolean, nargs="?", const=True, default=False,
-                   help="do not strip URLs before tokenising")
-
-
-def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = False) -> None:
-    """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters."""
-    g = parser.add_argument_group("mechanism")
-    if several:
-        g.add_argument(*flags("mechanisms"), default="weighted-gaussian",
-                       help=f"comma-separated names from {sorted(configs.MECHANISMS)}")
-    else:
-        g.add_argument(*flags("mechanism"), default="weighted-gaussian",
-                       help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
-    g.add_argument(*flags("max-items-per-user"), type=int,
-                   help="Δ0: distinct items sampled per user (default 100; gw takes none)")
-    g.add_argument(*flags("rounds"), type=int, help="sips: number of rounds (default 3)")
-    g.add_argument(*flags("ratio"), type=float,
-                   help="sips: ratio between consecutive rounds' budgets, 0 < r <= 1 "
-                        "(default 1/3)")
-    g.add_argument(*flags("sips-removal"), choices=("side_input", "join"),
-                   help="sips: remove released items by side input (default) or by join "
-                        "(for released sets too large for worker memory)")
-    g.add_argument(*flags("alpha"), type=float,
-                   help="policy-laplace/policy-gaussian/gw: α in the cutoff Γ = ρ + α·scale "
-                        "(default 3)")
-    g.add_argument(*flags("shards"), type=int,
-                   help="policy-laplace/policy-gaussian/gw: users split over this many "
-                        "independent orders, summed (default 1, the papers' algorithm)")
-    g.add_argument(*flags("public-input"),
-                   help="gw: a public corpus (glob) whose item counts order each user's items "
-                        "(GW-KT); free of privacy cost")
-    g.add_argument(*flags("public-format"), choices=("text", "csv"), default="text",
-                   help="format of --public-input: text (one document per line) or csv")
-    g.add_argument(*flags("public-text-field"), help="csv --public-input: the text column")
-    g.add_argument(*flags("hot-key-fanout"), type=int,
-                   help="fan-out of the per-item sum, for very skewed data on large runners")
-
-
-def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("privacy budget (user-level)")
-    g.add_argument(*flags("epsilon"), type=float, help="ε of an (ε, δ)-DP budget")
-    g.add_argument(*flags("rho"), type=float, help="ρ of a δ-approximate ρ-zCDP budget")
-    g.add_argument(*flags("delta"), type=float, required=True, help="δ of the budget")
-    g.add_argument(*flags("seed"), type=int,
-                   help="TESTS ONLY: fixed seed for noise and sampling; the release is then "
-                        "not private and the report says so")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.vocabulary",
-        description="Release the vocabulary of a user corpus under user-level differential "
-                    "privacy. Unknown flags are passed to Beam as pipeline options.")
-    add_input_arguments(parser)
-    add_mechanism_arguments(parser)
-    add_budget_arguments(parser)
-    parser.add_argument(*flags("output"), required=True, help="output directory (local or gs://…)")
+def build_parser() -> cli.JobArgumentParser:
+    parser = cli.JobArgumentParser(
+        prog=PROG,
+        description="Release the vocabulary (the distinct words or items) of a user corpus "
+                    "under user-level differential privacy. Writes the released items, "
+                    "sorted, and report.json.",
+        examples=[
+            f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
+            "--rho 0.1 --delta 1e-5 --max-items-per-user 100 --output out/vocabulary",
+            f"{PROG} --input 'pairs-*.csv' --format pairs --mechanism sips --epsilon 1 "
+            "--delta 1e-6 --max-items-per-user 20 --output out/keys "
+            "--direct_num_workers 4 --direct_running_mode multi_processing",
+        ])
+    cli.add_input_arguments(parser, FORMATS)
+    cli.add_mechanism_arguments(parser)
+    cli.add_budget_arguments(parser)
+    cli.add_output_arguments(parser, "items")
+    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items")
     return parser
 
 
-def budget_from_args(args) -> Budget | ZCDPBudget:
-    if (args.epsilon is None) == (args.rho is None):
-        raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
-    if args.epsilon is not None:
-        return Budget(args.epsilon, args.delta)
-    return ZCDPBudget(args.rho, args.delta)
+def parse_args(argv):
+    """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input.
 
-
-def tokenizer_from_args(args) -> Tokenizer:
-    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
-
-
-def check_input_args(args) -> None:
-    if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
-        raise UsageError(f"--format {args.format} needs --user-field and --text-field")
-    if args.skip_header_lines < 0:
-        raise UsageError(f"--skip-header-lines must be >= 0, got {args.skip_header_lines}")
-    check_input_exists(args.input)
-    public = getattr(args, "public_input", None)
-    if public:
-        if args.public_format == "csv" and not args.public_text_field:
-            raise UsageError("--public-format csv needs --public-text-field")
-        check_input_exists(public)
+    Everything that needs no pipeline is checked here: flags, budget,
+    mechanism parameters, and the first record of every input file.
+    """
+    args, options = cli.parse_job_args(build_parser(), argv)
+    budget = cli.budget_from_args(args)
+    mechanism = cli.mechanism_from_args(args)
+    mechanism.calibrate(budget)  # a mechanism/budget mismatch fails before any input is read
+    cli.check_num_shards(args)
+    if args.public_input and not isinstance(mechanism, configs.GreedyWithoutSampling):
+        raise cli.UsageError(
+            f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
+    args.files = cli.resolve_input(args, FORMATS)
+    cli.check_public_input(args)
+    return args, options, mechanism, budget
 
 
 def with_public_counts(pipeline, args, mechanism, tokenizer):
     """GW-KT: counts the public corpus in the pipeline and hands them to GW."""
     if not getattr(args, "public_input", None):
         return mechanism
-    if not isinstance(mechanism, configs.GreedyWithoutSampling):
-        raise UsageError(f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
     public_counts = (pipeline
                      | "ReadPublicItems" >> ReadPairs(
                          args.public_input, args.public_format, ROW_AS_USER,
@@ -172,30 +88,11 @@ def with_public_counts(pipeline, args, mechanism, tokenizer):
     return dataclasses.replace(mechanism, public_counts=public_counts)
 
 
-def mechanism_from_args(args, name: str | None = None,
-                        ignore_unused: bool = False) -> configs.MechanismConfig:
-    """The mechanism config named ``name`` (default: --mechanism) with the flags it takes."""
-    return configs.mechanism_from_name(
-        name or args.mechanism, ignore_unused, max_items_per_user=args.max_items_per_user,
-        rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
-        removal=getattr(args, "sips_removal", None), alpha=getattr(args, "alpha", None),
-        shards=getattr(args, "shards", None))
-
-
-def parse_args(argv):
-    """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input."""
-    args, beam_args = build_parser().parse_known_args(argv)
-    check_input_args(args)
-    budget = budget_from_args(args)
-    mechanism = mechanism_from_args(args)
-    return args, PipelineOptions(beam_args), mechanism, budget
-
-
 class InputStats(beam.PTransform):
     """(user, item) pairs → one dict of raw counts: users, pairs, distinct items.
 
-    These counts are exact and NOT differentially private; they are for the
-    operator's report only.
+    These counts are exact and NOT differentially private; the job computes
+    them only with ``--non-private-stats``.
     """
 
     def expand(self, pairs):
@@ -215,81 +112,82 @@ class InputStats(beam.PTransform):
                     items=beam.pvalue.AsSingleton(n_items)))
 
 
-class WriteReport(beam.PTransform):
-    """Writes ``OUT/report.json``: the static report plus the run's counts."""
-
-    def __init__(self, output: str, static_report: dict, released, released_by_stage=None):
-        super().__init__()
-        self._output = output.rstrip("/")
-        self._static = static_report
-        self._released = released
-        self._by_stage = dict(released_by_stage or {})
-
-    def expand(self, input_stats):
-        static = self._static
-        count = beam.combiners.Count.Globally
-        n_released = self._released | "CountReleased" >> count()
-        stage_counts = {
-            name: beam.pvalue.AsSingleton(pc | f"Count_{name}" >> count())
-            for name, pc in self._by_stage.items()}
-
-        def assemble(stats, released, **by_stage):
-            report = dict(static)
-            report["released_items"] = released
-            if by_stage:
-                report["released_by_stage"] = by_stage
-            report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
-            return to_json(report)
-
-        return (input_stats
-                | "AssembleReport" >> beam.Map(
-                    assemble, released=beam.pvalue.AsSingleton(n_released), **stage_counts)
-                | "WriteReportJson" >> beam.io.WriteToText(
-                    f"{self._output}/report", file_name_suffix=".json",
-                    shard_name_template=""))
-
-
 def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectItems:
     """Adds the job to ``pipeline``: read, select, write items and report."""
     # First read every input record as (user, item) occurrences.
-    tokenizer = tokenizer_from_args(args)
+    tokenizer = cli.tokenizer_from_args(args)
     pairs = pipeline | "ReadPairs" >> ReadPairs(
-        args.input, args.format, args.user_field, args.text_field,
-        tokenizer, args.skip_header_lines)
+        args.input, args.format, args.user_field, args.text_field, tokenizer,
+        args.skip_header_lines, files=getattr(args, "files", None),
+        log_records=args.non_private_stats)
     mechanism = with_public_counts(pipeline, args, mechanism, tokenizer)
     # Then release items with the chosen mechanism.
     select = SelectItems(mechanism, budget, seed=args.seed, hot_key_fanout=args.hot_key_fanout)
     released = pairs | "SelectItems" >> select
-    # Finally write the released items and the report.
+    # Finally write the released items, sorted, and the report. Both depend on
+    # the released set and the parameters only (raw counts are opt-in).
     out = args.output.rstrip("/")
-    _ = (released
-         | "FormatItems" >> beam.Map(lambda item: item.decode("utf-8", "backslashreplace")
-                                     if isinstance(item, bytes) else item)
-         | "WriteItems" >> beam.io.WriteToText(f"{out}/items", file_name_suffix=".txt"))
-    _ = (pairs
-         | "InputStats" >> InputStats()
-         | "WriteReport" >> WriteReport(out, select.report, released, select.released_by_stage))
+    written = released | "WriteItems" >> WriteReleased(
+        f"{out}/items", file_name_suffix=".txt", num_shards=args.num_shards)
+    cli.log_written(written, "items")
+    counts = {"released_items": released | "CountReleased" >> cli.LogCount(
+        f"{mechanism.name}: released {{n:,}} items")}
+    rounds = len(select.released_by_stage)
+    for i, (stage, pcoll) in enumerate(select.released_by_stage.items(), start=1):
+        counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
+            f"SIPS round {i} of {rounds}: released {{n:,}} items")
+    static = select.report
+
+    def assemble(_, released_items, stats=None, **by_stage):
+        report = dict(static)
+        report["released_items"] = released_items
+        if by_stage:
+            report["released_by_stage"] = by_stage
+        if stats is not None:
+            report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
+        return report
+
+    side = {name: beam.pvalue.AsSingleton(pc) for name, pc in counts.items()}
+    if args.non_private_stats:
+        side["stats"] = beam.pvalue.AsSingleton(pairs | "InputStats" >> InputStats())
+    _ = (pipeline
+         | "ReportOnce" >> beam.Create([None])
+         | "AssembleReport" >> beam.Map(assemble, **side)
+         | "WriteReport" >> cli.WriteJson(f"{out}/report.json"))
     return select
 
 
-def run(argv=None) -> None:
+def prepare(argv):
     args, options, mechanism, budget = parse_args(argv)
-    with beam.Pipeline(options=options) as pipeline:
-        build_pipeline(pipeline, args, mechanism, budget)
+    return SimpleNamespace(args=args, options=options, mechanism=mechanism, budget=budget,
+                           output=args.output)
 
 
-def run_reporting_errors(run_job, argv) -> int:
-    """Runs a job; a bad parameter or record prints one clear line and exits 2."""
-    try:
-        run_job(argv)
-    except (UsageError, InputFormatError, InvalidRecordError, ValueError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+def run_prepared(job) -> str:
+    args, mechanism = job.args, job.mechanism
+    files = args.files
+    cli.progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
+                 f"({args.input}); releasing items with {mechanism.name} under "
+                 f"{cli.describe_budget(job.budget)}")
+    with beam.Pipeline(options=job.options) as pipeline:
+        build_pipeline(pipeline, args, mechanism, job.budget)
+    out = args.output.rstrip("/")
+    report = cli.read_json(f"{out}/report.json")
+    shards = (f"items-00000-of-{args.num_shards:05d}.txt" if args.num_shards == 1
+              else f"items-*-of-{args.num_shards:05d}.txt")
+    return (f"released {report['released_items']:,} items with {mechanism.name} under "
+            f"{cli.describe_budget(job.budget)}"
+            + (" (SEEDED: not private)" if args.seed is not None else "")
+            + f"; wrote {out}/{shards} and {out}/report.json")
+
+
+def run(argv=None) -> None:
+    """Runs the job; raises on bad parameters or records (for library use)."""
+    run_prepared(prepare(argv))
 
 
 def main(argv=None) -> int:
-    return run_reporting_errors(run, argv)
+    return cli.run_job("vocabulary", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

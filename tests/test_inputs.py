@@ -28,7 +28,7 @@ def test_tokenize_options_and_unicode():
 def test_parse_pairs():
     rows = list(parse_pairs("f", stream('u1,cat\n\n"u,2", dog \n')))
     assert rows == [("u1", "cat"), ("u,2", "dog")]
-    with pytest.raises(InputFormatError, match="f:1: missing item"):
+    with pytest.raises(InputFormatError, match=r"f:1: field 2 \(item\) is empty"):
         list(parse_pairs("f", stream("u1,\n")))
 
 
@@ -40,7 +40,7 @@ def test_parse_csv_multiline_fields_and_row_users():
 
 
 def test_parse_csv_reports_bad_utf8():
-    with pytest.raises(InputFormatError, match="not valid UTF-8"):
+    with pytest.raises(InputFormatError, match="is not UTF-8 text"):
         list(parse_csv("f", io.BytesIO(b"user,text\nu1,\xff\xfe\n"), "user", "text"))
 
 
@@ -48,11 +48,100 @@ def test_parse_jsonl_errors():
     assert list(parse_jsonl("f", stream('{"u": 7, "t": "hi"}\n'), "u", "t")) == [("7", "hi")]
     with pytest.raises(InputFormatError, match="f:1: not valid JSON"):
         list(parse_jsonl("f", stream("{oops\n"), "u", "t"))
-    with pytest.raises(InputFormatError, match="f:1: text field 't' must be a string, got None"):
+    with pytest.raises(InputFormatError, match="f:1: text field .t. is missing"):
         list(parse_jsonl("f", stream('{"u": "a"}\n'), "u", "t"))
-    with pytest.raises(InputFormatError, match="f:1: missing or non-scalar user id field 'u'"):
+    with pytest.raises(InputFormatError, match="f:1: user id field .u. is missing or empty"):
         list(parse_jsonl("f", stream('{"t": "x"}\n'), "u", "t"))
 
 
 def test_parse_text_users_are_lines():
     assert list(parse_text("f", stream("a b\nc\n"), skip_header_lines=1)) == [("f:2", "c")]
+
+
+# -- errors name the file, line, record and field, never the record's text --------------
+
+SECRET = "alice@example.com"
+
+
+def test_parse_errors_never_quote_the_record():
+    cases = [
+        (lambda: list(parse_pairs("f", stream(f"{SECRET}\n"))), "f:1: expected 2 fields"),
+        (lambda: list(parse_pairs("f", stream(f"{SECRET},\n"))), "f:1: field 2 (item) is empty"),
+        (lambda: list(parse_jsonl("f", stream(f'{{"u": ["{SECRET}"], "t": "x"}}\n'), "u", "t")),
+         "f:1: user id field 'u' must be a string or an integer, got a list"),
+        (lambda: list(parse_jsonl("f", stream(f'{{"u": "a", "t": {{"x": "{SECRET}"}}}}\n'),
+                                  "u", "t")),
+         "f:1: text field 't' must be a string, got a dict"),
+        (lambda: list(parse_jsonl("f", stream(f'["{SECRET}"]\n'), "u", "t")),
+         "f:1: expected a JSON object, got a JSON list"),
+        (lambda: list(parse_csv("f", stream(f"{SECRET},b\n1,2\n"), "user", "text")),
+         "f: the header (line 1, 2 fields) has no field 'user'"),
+    ]
+    for run, message in cases:
+        with pytest.raises(InputFormatError) as err:
+            run()
+        assert message in str(err.value)
+        assert SECRET not in str(err.value)
+
+
+def test_parse_pairs_refuses_a_header_row_unless_skipped():
+    with pytest.raises(InputFormatError, match=r"f:1 looks like a header row.*--skip-header-lines 1"):
+        list(parse_pairs("f", stream("user_id,Item\nu1,cat\n")))
+    assert list(parse_pairs("f", stream("user_id,item\nu1,cat\n"), 1)) == [("u1", "cat")]
+    assert list(parse_pairs("f", stream("u1,item\n"))) == [("u1", "item")]  # data, not a header
+
+
+def test_binary_and_corrupt_files_are_named(tmp_path):
+    from apache_beam.io.filesystems import FileSystems
+    from pipelines.inputs import inspect_input
+
+    random_gz = tmp_path / "random.csv.gz"
+    random_gz.write_bytes(bytes(range(256)) * 20)
+    with pytest.raises(InputFormatError,
+                       match=r"random.csv.gz: cannot be decompressed as gzip \(zlib.error\)"):
+        inspect_input([str(random_gz)], "csv", "u", "t")
+    binary = tmp_path / "data.txt"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01")
+    with pytest.raises(InputFormatError, match=r"data.txt: line 1 is not UTF-8 text"):
+        inspect_input([str(binary)], "text")
+    nul = tmp_path / "nul.csv"
+    nul.write_bytes(b"u1\x00,cat\n")
+    with pytest.raises(InputFormatError, match=r"nul.csv: line 1 holds a NUL byte"):
+        list(parse_pairs(str(nul), FileSystems.open(str(nul))))
+
+
+def test_empty_input_and_header_only_input(tmp_path):
+    from pipelines.inputs import inspect_input
+
+    empty, header = tmp_path / "a.csv", tmp_path / "b.csv"
+    empty.write_text("")
+    header.write_text("user,text\n")
+    with pytest.raises(InputFormatError, match=r"no records in the input: all 2 files .* are "
+                                               r"empty or only a header"):
+        inspect_input([str(empty), str(header)], "csv", "user", "text")
+    header.write_text("user,text\nu1,hi\n")
+    inspect_input([str(empty), str(header)], "csv", "user", "text")  # one file has a record
+
+
+@pytest.mark.parametrize("names,formats,expected", [
+    (["a.csv", "b.CSV.gz"], ("pairs", "csv"), "csv"),
+    (["a.jsonl.bz2"], ("csv", "jsonl"), "jsonl"),
+    (["a.txt.zst", "b.txt"], ("text",), "text"),
+    (["msnbc990928.zip"], ("text", "msnbc"), "msnbc"),
+    (["msnbc.seq.gz"], ("text", "msnbc"), "msnbc"),
+])
+def test_infer_format(names, formats, expected):
+    from pipelines.inputs import infer_format
+    assert infer_format(names, formats) == expected
+
+
+@pytest.mark.parametrize("names,formats,message", [
+    (["a.parquet"], ("csv",), "cannot tell the format of a.parquet from its name; give --format"),
+    (["a.zip"], ("pairs", "csv", "jsonl", "text"), "cannot tell the format of a.zip"),
+    (["a.csv", "b.txt"], ("csv", "text"), "different formats (a.csv → csv, b.txt → text)"),
+])
+def test_infer_format_errors(names, formats, message):
+    from pipelines.inputs import infer_format
+    with pytest.raises(InputFormatError) as err:
+        infer_format(names, formats)
+    assert message in str(err.value)

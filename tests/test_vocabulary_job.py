@@ -1,19 +1,23 @@
-"""End-to-end tests of ``python -m pipelines.vocabulary`` on small files."""
+"""End-to-end tests of ``python -m pipelines.vocabulary`` on small files (DirectRunner)."""
 
 import glob
 import gzip
 import json
 import os
+import random
 import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from pipelines import vocabulary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
+BASE = ["--epsilon", "1", "--delta", "1e-5"]
+RAW_FIELDS = {"non_private_counts", "users", "pairs", "distinct_items"}
 
 
 def read_output(out_dir):
@@ -25,39 +29,80 @@ def read_output(out_dir):
         return items, json.load(f)
 
 
+def output_bytes(out_dir) -> dict:
+    """Every file the job wrote, name → bytes."""
+    files = {}
+    for path in sorted(glob.glob(os.path.join(out_dir, "*"))):
+        with open(path, "rb") as f:
+            files[os.path.basename(path)] = f.read()
+    return files
+
+
 def run_job(args, capsys=None):
     code = vocabulary.main(args)
     err = capsys.readouterr().err if capsys else ""
     return code, err
 
 
-def test_job_on_example_imdb_slice(tmp_path):
+def raw_keys(report) -> set:
+    """Keys anywhere in the report that name raw-data figures."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k in RAW_FIELDS:
+                    found.add(k)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(report)
+    return found
+
+
+def test_job_on_example_imdb_slice(tmp_path, capsys):
+    # --format is inferred from '.csv.gz'; the report holds no raw figure by default.
     out = tmp_path / "out"
     code = vocabulary.main([
-        "--input", EXAMPLE, "--format", "csv", "--user-field", "user", "--text-field", "review",
+        "--input", EXAMPLE, "--user-field", "user", "--text-field", "review",
         "--mechanism", "weighted-gaussian", "--rho", "0.5", "--delta", "1e-5",
         "--max-items-per-user", "50", "--output", str(out)])
     assert code == 0
+    captured = capsys.readouterr()
     items, report = read_output(out)
+    assert sorted(os.listdir(out)) == ["items-00000-of-00001.txt", "report.json"]
     assert report["mechanism"] == {"name": "weighted-gaussian", "max_items_per_user": 50}
     assert report["budget"] == {"type": "approx-zcdp", "rho": 0.5, "delta": 1e-5}
     assert report["released_items"] == len(items) > 50
-    counts = report["non_private_counts"]
-    assert counts["users"] == 2000 and counts["pairs"] > 100_000
-    assert counts["distinct_items"] > len(items)
-    assert "NOT differentially private" in counts["note"]
+    assert not raw_keys(report)
+    assert items == sorted(items)
     assert {"the", "movie", "film"} <= set(items)
     assert all(item == item.lower() and " " not in item for item in items)
+    # One summary line on stdout; progress on stderr, free of Beam's noise.
+    summary = captured.out.strip().splitlines()
+    assert len(summary) == 1
+    assert re.match(rf"released {len(items):,} items with weighted-gaussian under ρ = 0.5 "
+                    r"zCDP, δ = 1e-05 \(≈ \(ε = [\d.]+, δ = 2e-05\)-DP\); wrote .*"
+                    r"items-00000-of-00001.txt and .*report.json$", summary[0]), summary[0]
+    assert "reading 1 csv file" in captured.err
+    assert f"weighted-gaussian: released {len(items):,} items" in captured.err
+    assert "apitools" not in captured.err and "Discarding" not in captured.err
+
+
+def write_pairs(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
 
 
 @pytest.mark.parametrize("mechanism", ["count-laplace", "count-gaussian", "weighted-laplace",
                                        "weighted-gaussian"])
 def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
-    src = tmp_path / "pairs.csv"
     lines = [f"user{u},common" for u in range(60)] + ["loner,secret"]
-    src.write_text("user,item\n" + "\n".join(lines) + "\n")
+    src = write_pairs(tmp_path / "pairs.csv", ["user,item"] + lines)
     out = tmp_path / "out"
-    code = vocabulary.main(["--input", str(src), "--skip-header-lines", "1",
+    code = vocabulary.main(["--input", src, "--format", "pairs", "--skip-header-lines", "1",
                             "--mechanism", mechanism, "--max-items-per-user", "1",
                             "--epsilon", "50", "--delta", "1e-6", "--seed", "3",
                             "--output", str(out)])
@@ -65,11 +110,27 @@ def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
     items, report = read_output(out)
     assert items == ["common"]
     assert report["seeded"] is True and report["seed"] == 3
-    assert report["non_private_counts"]["users"] == 61
-    assert report["non_private_counts"]["distinct_items"] == 2
+    assert "non_private_counts" not in report
 
 
-def test_job_sips_reports_rounds(tmp_path):
+def test_non_private_stats_are_opt_in(tmp_path, capsys):
+    lines = [f"user{u},common" for u in range(60)] + ["loner,secret", "user1,common"]
+    src = write_pairs(tmp_path / "pairs.csv", lines)
+    out = tmp_path / "out"
+    assert vocabulary.main(["--input", src, "--format", "pairs", "--max-items-per-user", "1",
+                            "--epsilon", "50", "--delta", "1e-6", "--non-private-stats",
+                            "--output", str(out)]) == 0
+    _, report = read_output(out)
+    counts = report["non_private_counts"]
+    assert {k: counts[k] for k in ("users", "pairs", "distinct_items")} == {
+        "users": 61, "pairs": 62, "distinct_items": 2}
+    assert "NOT differentially private" in counts["note"]
+    # Raw counts stay under non_private_counts; the progress line says so too.
+    assert raw_keys({k: v for k, v in report.items() if k != "non_private_counts"}) == set()
+    assert "read 62 records from" in capsys.readouterr().err
+
+
+def test_job_sips_reports_rounds(tmp_path, capsys):
     out = tmp_path / "out"
     code = vocabulary.main([
         "--input", EXAMPLE, "--format", "csv", "--user-field", "user", "--text-field", "review",
@@ -85,12 +146,73 @@ def test_job_sips_reports_rounds(tmp_path):
     assert by_stage["round_0"] + by_stage["round_1"] == report["released_items"] == len(items)
     assert len(set(items)) == len(items)
     assert report["dp_equivalents"][0]["delta"] == pytest.approx(2e-5)
+    err = capsys.readouterr().err
+    assert f"SIPS round 1 of 2: released {by_stage['round_0']:,} items" in err
+    assert f"SIPS round 2 of 2: released {by_stage['round_1']:,} items" in err
+
+
+# -- only the released set leaves: permuted and re-split input, same bytes ---------------
+
+
+def zipf_pairs(n_users=400, seed=0):
+    """Users holding 1–12 items of a Zipf vocabulary: some items sit near the threshold."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for u in range(n_users):
+        items = {f"w{int(rng.zipf(1.3)) % 300}" for _ in range(int(rng.integers(1, 13)))}
+        lines += [f"u{u},{item}" for item in sorted(items)]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def permuted_inputs(tmp_path_factory):
+    """The same pairs as one file in user order, and permuted over three files."""
+    base = tmp_path_factory.mktemp("permuted")
+    lines = zipf_pairs()
+    one = write_pairs(base / "one.csv", lines)
+    shuffled = list(lines)
+    random.Random(7).shuffle(shuffled)
+    split = base / "split"
+    split.mkdir()
+    for i, part in enumerate((shuffled[:500], shuffled[500:900], shuffled[900:])):
+        with gzip.open(split / f"part{i}.csv.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(part) + "\n")
+    return one, str(split / "part*.csv.gz")
+
+
+@pytest.mark.parametrize("mechanism,extra", [
+    ("weighted-gaussian", ["--num-shards", "3"]),
+    ("sips", []),
+    ("policy-gaussian", []),
+])
+def test_permuted_and_resplit_input_gives_identical_files(tmp_path, permuted_inputs,
+                                                          mechanism, extra):
+    one, split = permuted_inputs
+    outputs = []
+    for name, pattern in (("one", one), ("split", split)):
+        out = tmp_path / name
+        assert vocabulary.main(["--input", pattern, "--format", "pairs", "--mechanism",
+                                mechanism, "--max-items-per-user", "5", "--rho", "2",
+                                "--delta", "1e-5", "--seed", "11", *extra,
+                                "--output", str(out)]) == 0
+        outputs.append(output_bytes(out))
+    assert outputs[0] == outputs[1]
+    items, report = read_output(tmp_path / "one")
+    assert 5 < len(items) < 300  # a real release: neither nothing nor everything
+    assert not raw_keys(report)
+    shards = int(extra[1]) if extra else 1
+    assert len([n for n in outputs[0] if n.startswith("items-")]) == shards
+    for name, data in outputs[0].items():  # every shard is sorted
+        if name.startswith("items-"):
+            lines = data.decode().splitlines()
+            assert lines == sorted(lines)
 
 
 def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
     path = write_csv(tmp_path, "u1,cat\n")
-    code, err = run_job(["--input", path, "--mechanism", "weighted-laplace", "--rounds", "2",
-                         *BASE, "--output", str(tmp_path / "o")], capsys)
+    code, err = run_job(["--input", path, "--format", "pairs", "--mechanism",
+                         "weighted-laplace", "--rounds", "2", *BASE,
+                         "--output", str(tmp_path / "o")], capsys)
     assert code == 2 and "mechanism 'weighted-laplace' does not take ['rounds']" in err
 
 
@@ -100,12 +222,12 @@ def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
     ["--mechanism", "gw"],
 ])
 def test_job_sequential_mechanisms(tmp_path, args):
-    src = tmp_path / "pairs.csv"
-    src.write_text("\n".join([f"user{u},common" for u in range(60)] + ["loner,secret"]) + "\n")
+    src = write_pairs(tmp_path / "pairs.csv",
+                      [f"user{u},common" for u in range(60)] + ["loner,secret"])
     out = tmp_path / "out"
     max_items = [] if "gw" in args else ["--max-items-per-user", "3"]
-    assert vocabulary.main(["--input", str(src), *args, *max_items, "--epsilon", "5",
-                            "--delta", "1e-6", "--output", str(out)]) == 0
+    assert vocabulary.main(["--input", src, "--format", "pairs", *args, *max_items,
+                            "--epsilon", "5", "--delta", "1e-6", "--output", str(out)]) == 0
     items, report = read_output(out)
     assert items == ["common"]
     assert report["cutoff"] > report["release_threshold"]
@@ -124,8 +246,8 @@ def test_job_gw_kt_with_public_corpus(tmp_path):
     released = {}
     for name, extra in (("gw", []), ("gw-kt", ["--public-input", str(public)])):
         out = tmp_path / name
-        assert vocabulary.main(["--input", str(src), "--mechanism", "gw", *extra,
-                                "--epsilon", "20", "--delta", "1e-6", "--seed", "1",
+        assert vocabulary.main(["--input", str(src), "--format", "pairs", "--mechanism", "gw",
+                                *extra, "--epsilon", "20", "--delta", "1e-6", "--seed", "1",
                                 "--output", str(out)]) == 0
         items, report = read_output(out)
         assert report["mechanism"]["name"] == name
@@ -135,50 +257,50 @@ def test_job_gw_kt_with_public_corpus(tmp_path):
 
 def test_job_public_input_needs_gw(tmp_path, capsys):
     path = write_csv(tmp_path, "u1,cat\n")
-    code, err = run_job(["--input", path, "--public-input", path, "--mechanism",
-                         "weighted-gaussian", *BASE, "--output", str(tmp_path / "o")], capsys)
+    code, err = run_job(["--input", path, "--format", "pairs", "--public-input", path,
+                         "--mechanism", "weighted-gaussian", *BASE,
+                         "--output", str(tmp_path / "o")], capsys)
     assert code == 2 and "--public-input applies to --mechanism gw only" in err
 
 
-def test_job_jsonl_and_text_formats(tmp_path):
+def test_job_jsonl_and_text_formats_inferred(tmp_path):
     jsonl = tmp_path / "posts.jsonl.gz"
     with gzip.open(jsonl, "wt", encoding="utf-8") as f:
         for u in range(50):
             f.write(json.dumps({"author": u, "body": "Hello WORLD, see https://x.example/y"}) + "\n")
     out = tmp_path / "out_jsonl"
-    assert vocabulary.main(["--input", str(jsonl), "--format", "jsonl", "--user-field", "author",
+    assert vocabulary.main(["--input", str(jsonl), "--user-field", "author",
                             "--text-field", "body", "--epsilon", "50", "--delta", "1e-6",
                             "--max-items-per-user", "5", "--output", str(out)]) == 0
     items, report = read_output(out)
-    assert sorted(items) == ["hello", "see", "world"]  # URL stripped, lower-cased
-    assert report["non_private_counts"]["users"] == 50
+    assert items == ["hello", "see", "world"]  # URL stripped, lower-cased, sorted
 
     text = tmp_path / "lines.txt"
     text.write_text("\n".join(["Alpha beta"] * 40) + "\n")
     out = tmp_path / "out_text"
-    assert vocabulary.main(["--input", str(text), "--format", "text", "--keep-case",
-                            "--epsilon", "50", "--delta", "1e-6", "--output", str(out)]) == 0
+    assert vocabulary.main(["--input", str(text), "--keep-case", "--epsilon", "50",
+                            "--delta", "1e-6", "--output", str(out)]) == 0
     items, report = read_output(out)
-    assert sorted(items) == ["Alpha", "beta"]
-    assert report["non_private_counts"]["users"] == 40  # one user per line
+    assert items == ["Alpha", "beta"]
 
 
-def write_csv(tmp_path, body):
-    path = tmp_path / "in.csv"
+def write_csv(tmp_path, body, name="in.csv"):
+    path = tmp_path / name
     path.write_text(body)
     return str(path)
 
 
-BASE = ["--epsilon", "1", "--delta", "1e-5"]
-
-
 @pytest.mark.parametrize("body,fields,message", [
-    ("user,text\nu1,hello\n,world\n", ["--user-field", "user", "--text-field", "text"],
-     r"in.csv:3: missing user id field 'user'"),
+    # Found on the first record, before any pipeline runs.
+    ("user,text\n,world\n", ["--user-field", "user", "--text-field", "text"],
+     r"in.csv:2: record 1: user id field 'user' is missing or empty"),
     ("user,body\nu1,hello\n", ["--user-field", "user", "--text-field", "text"],
-     r"header has no field 'text'"),
-    ("user,text\nu1\n", ["--user-field", "user", "--text-field", "text"],
-     r"in.csv:2: missing text field 'text'"),
+     r"in.csv: the header \(line 1, 2 fields\) has no field 'text'"),
+    ("user,text\n", ["--user-field", "user", "--text-field", "text"],
+     r"no records in the input: .*in.csv is empty or only a header"),
+    # Found in the pipeline (a later record).
+    ("user,text\nu1,hello\nsecret-user\n", ["--user-field", "user", "--text-field", "text"],
+     r"in.csv:3: record 2: text field 'text' is missing \(the row has fewer fields"),
 ])
 def test_job_bad_csv_records(tmp_path, capsys, body, fields, message):
     path = write_csv(tmp_path, body)
@@ -186,12 +308,17 @@ def test_job_bad_csv_records(tmp_path, capsys, body, fields, message):
                          "--output", str(tmp_path / "o")], capsys)
     assert code == 2
     assert re.search(message, err), err
+    assert len(err.strip().splitlines()) == 1 or "error:" in err.strip().splitlines()[-1]
+    assert "secret-user" not in err and "hello" not in err  # no record text
+    assert not os.path.exists(tmp_path / "o")  # the folder this run created is gone
 
 
-def test_job_bad_pairs_record(tmp_path, capsys):
-    path = write_csv(tmp_path, "u1,cat\nu2\n")
-    code, err = run_job(["--input", path, *BASE, "--output", str(tmp_path / "o")], capsys)
-    assert code == 2 and "in.csv:2: expected 2 fields 'user,item', got 1" in err
+def test_job_bad_pairs_record_names_line_not_text(tmp_path, capsys):
+    path = write_csv(tmp_path, "u1,cat\nsecret-user\n")
+    code, err = run_job(["--input", path, "--format", "pairs", *BASE,
+                         "--output", str(tmp_path / "o")], capsys)
+    assert code == 2 and "in.csv:2: expected 2 fields user,item, got 1" in err
+    assert "secret-user" not in err
 
 
 @pytest.mark.parametrize("args,message", [
@@ -200,23 +327,73 @@ def test_job_bad_pairs_record(tmp_path, capsys):
     (["--epsilon", "1", "--rho", "0.1", "--delta", "1e-5"], "give exactly one of --epsilon"),
     (["--epsilon", "1", "--delta", "2"], "delta must lie strictly between 0 and 1, got 2.0"),
     (["--mechanism", "magic", *BASE], "unknown mechanism 'magic'"),
+    (["--mechanism", "wieghted-gaussian", *BASE], "did you mean weighted-gaussian"),
     (["--mechanism", "policy-gaussian-l1", *BASE], "not differentially private"),
     (["--max-items-per-user", "0", *BASE], "max_items_per_user must be >= 1, got 0"),
     (["--format", "csv", *BASE], "--format csv needs --user-field and --text-field"),
+    (BASE, "--format csv (inferred from the file name) needs --user-field and --text-field; "
+           "for headerless lines of user,item give --format pairs"),
+    (["--format", "pairs", "--num-shards", "0", *BASE], "--num-shards must be >= 1, got 0"),
+    (["--format", "pairs", "--mechansim", "sips", *BASE],
+     "unknown flag --mechansim; did you mean --mechanism?"),
+    (["--format", "pairs", "--max-item-per-user", "5", *BASE],
+     "unknown flag --max-item-per-user; did you mean --max-items-per-user"),
+    (["--format", "pairs", "--mech", "sips", *BASE], "unknown flag --mech;"),
+    (["--format", "pairs", "--direct_num_worker", "2", *BASE],
+     "unknown flag --direct_num_worker; did you mean --direct_num_workers"),
+    (["--format", "pairs", "--runner", "NoSuchRunner", *BASE],
+     "--runner NoSuchRunner: Unexpected pipeline runner: NoSuchRunner"),
+    (["--format", "pairs", "--epsilon", "x", "--delta", "1e-5"],
+     "argument --epsilon: invalid float value: 'x'"),
+    (["--format", "pairs", "--epsilon", "1"], "the following arguments are required: --delta"),
 ])
 def test_job_bad_parameters(tmp_path, capsys, args, message):
     path = write_csv(tmp_path, "u1,cat\n")
     full = ["--input", path, "--output", str(tmp_path / "o")] + args
     code, err = run_job(full, capsys)
     assert code == 2
+    lines = err.strip().splitlines()
+    assert lines == [lines[-1]] and lines[0].startswith("error: "), err
     assert message in err, err
     assert not os.path.exists(tmp_path / "o")
 
 
-def test_job_as_a_subprocess_exits_non_zero_on_bad_input(tmp_path):
-    path = write_csv(tmp_path, "u1,cat\n,dog\n")
+@pytest.mark.parametrize("output,message", [
+    ("/proc/beam_dpsu_out", "cannot write output folder '/proc/beam_dpsu_out'"),
+    ("{file}/out", "is a file"),
+    ("{file}", "it is a file, not a folder"),
+])
+def test_unwritable_output_fails_before_the_pipeline(tmp_path, capsys, output, message):
+    path = write_csv(tmp_path, "u1,cat\n")
+    code, err = run_job(["--input", path, "--format", "pairs", *BASE,
+                         "--output", output.format(file=path)], capsys)
+    assert code == 2 and message in err, err
+    assert "reading" not in err  # nothing ran
+
+
+def test_job_as_a_subprocess_prints_one_error_line(tmp_path):
+    # The bad record is on line 2, so it is found inside the pipeline: Beam's
+    # ERROR log and traceback must not reach the user, nor must the record.
+    path = write_csv(tmp_path, "u1,cat\n,secret-item\n")
+    out = tmp_path / "o"
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.vocabulary", "--input", path, *BASE,
-         "--output", str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True)
+        [sys.executable, "-m", "pipelines.vocabulary", "--input", path, "--format", "pairs",
+         *BASE, "--output", str(out)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2
-    assert "error: " in proc.stderr and "in.csv:2: missing user id" in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("[vocabulary")]
+    assert lines == [f"error: {path}:2: field 1 (user id) is empty"], proc.stderr
+    assert "secret-item" not in proc.stderr and proc.stdout == ""
+    assert not out.exists()  # no output folder, no beam-temp-* left behind
+
+
+def test_help_shows_one_spelling_defaults_and_an_example(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        vocabulary.main(["--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "--max-items-per-user N" in text and "--max_items_per_user" not in text.split(
+        "examples:")[0]
+    assert "(default: weighted-gaussian)" in text and "(default: 1)" in text
+    assert "examples:\n  python -m pipelines.vocabulary --input" in text
+    assert "msnbc" not in text  # the vocabulary job does not read it
+    assert "--direct_num_workers" in text
