@@ -1,8 +1,4 @@
-"""TestPipeline tests of ExtractNgrams, the DPSU baselines and the n-gram job."""
-
-import glob
-import json
-import os
+"""TestPipeline tests of ExtractNgrams and the DPSU baselines (the job: test_ngrams_job.py)."""
 
 import apache_beam as beam
 import numpy as np
@@ -13,10 +9,6 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
 from beam_dpsu.kgrams import ValidKgramSampler
 from beam_dpsu.ngrams import ExtractNgrams, NgramsByDPSU
-from pipelines import ngrams as ngrams_job
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 
 
 def phrase_corpus(n_users=300, seed=0):
@@ -145,81 +137,6 @@ def test_extract_ngrams_validation():
     with pytest.raises(InvalidRecordError, match=r"token 1 of a document \(field 1\) must be a non-empty str, got a int"):
         with TestPipeline() as p:
             _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
-
-
-def read_job_output(out):
-    ngrams = []
-    for path in glob.glob(os.path.join(out, "ngrams-*.txt")):
-        with open(path, encoding="utf-8") as f:
-            ngrams += [tuple(line.split()) for line in f if line.strip()]
-    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
-        return ngrams, json.load(f)
-
-
-def test_ngram_job_on_msnbc_slice(tmp_path):
-    out = str(tmp_path / "out")
-    assert ngrams_job.main(["--input", MSNBC_1K, "--format", "msnbc", "--max-n", "4",
-                            "--max-items-per-user", "10", "--epsilon", "4", "--delta", "1e-5",
-                            "--output", out]) == 0
-    ngrams, report = read_job_output(out)
-    assert report["non_private_counts"]["users"] == 994  # 1,001 lines − 7 header lines
-    assert report["released_ngrams"] == len(ngrams)
-    assert sum(report["released_per_length"].values()) == len(ngrams)
-    assert report["released_per_length"]["1"] >= 10
-    assert {t for g in ngrams for t in g} <= {str(i) for i in range(1, 18)}
-    assert downward_closed(ngrams)
-    assert [s["k"] for s in report["level_stats"]] == [2, 3, 4]
-
-
-def test_seeded_ngram_job_is_reproducible(tmp_path):
-    runs = []
-    for i in range(2):
-        out = str(tmp_path / f"out{i}")
-        assert ngrams_job.main(["--input", MSNBC_1K, "--format", "msnbc", "--max-n", "3",
-                                "--max-items-per-user", "10", "--epsilon", "2", "--delta", "1e-5",
-                                "--eta", "0.3", "--seed", "8", "--output", out]) == 0
-        ngrams, report = read_job_output(out)
-        assert report["seeded"] is True
-        runs.append(sorted(ngrams))
-    assert runs[0] == runs[1] and runs[0]
-
-
-def test_ngram_job_text_corpus_and_baseline(tmp_path):
-    src = tmp_path / "docs.txt"
-    src.write_text("\n".join(" ".join(doc) for _, doc in phrase_corpus()) + "\n")
-    out = str(tmp_path / "out")
-    assert ngrams_job.main(["--input", str(src), "--max-n", "3", "--method", "dpsu-even",
-                            "--epsilon", "3", "--delta", "1e-5", "--max-items-per-user", "6",
-                            "--output", out]) == 0
-    ngrams, report = read_job_output(out)
-    assert report["mechanism"]["name"] == "dpsu-even" and ngrams
-
-
-@pytest.mark.parametrize("args,message", [
-    (["--max-items-per-user", "5,5"], "max_items_per_user needs one value per level"),
-    (["--max-items-per-user", "x"], None),
-    (["--method", "dpsu-single"], "dpsu-single needs 1 <= n <= max_n"),
-])
-def test_ngram_job_bad_parameters(tmp_path, capsys, args, message):
-    src = tmp_path / "docs.txt"
-    src.write_text("a b c\n")
-    if message is None:
-        with pytest.raises(SystemExit):  # argparse rejects it with a usage message
-            ngrams_job.main(["--input", str(src), "--max-n", "3", *args, "--epsilon", "1",
-                             "--delta", "1e-5", "--output", str(tmp_path / "o")])
-        assert "--max-items-per-user takes an int" in capsys.readouterr().err
-        return
-    code = ngrams_job.main(["--input", str(src), "--max-n", "3", *args, "--epsilon", "1",
-                            "--delta", "1e-5", "--output", str(tmp_path / "o")])
-    assert code == 2 and message in capsys.readouterr().err
-
-
-def test_ngram_job_rejects_empty_msnbc_sequence(tmp_path, capsys):
-    src = tmp_path / "bad.seq"
-    src.write_text("% Sequences:\n\n1 2\n\n3\n")
-    code = ngrams_job.main(["--input", str(src), "--format", "msnbc", "--epsilon", "1",
-                            "--delta", "1e-5", "--output", str(tmp_path / "o")])
-    assert code == 2 and "bad.seq:4: empty visit sequence" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
