@@ -241,10 +241,17 @@ class _BeamOptionsParser(_BeamArgumentParser):
 
 
 def _closest(flag: str, candidates: Iterable[str], n: int = 3) -> list[str]:
-    """The valid flags closest to ``flag``, compared with hyphens and underscores alike."""
-    norm = {c.replace("_", "-"): c for c in candidates}
-    matches = difflib.get_close_matches(flag.replace("_", "-"), list(norm), n=n, cutoff=0.6)
-    return [norm[m] for m in matches]
+    """The valid flags closest to ``flag`` (hyphens and underscores alike): similarity
+    ≥ 0.7 and within 0.1 of the best match, at most ``n``."""
+    norm = {c.replace("_", "-"): c for c in candidates if c not in ("-h", "--help")}
+    target = flag.replace("_", "-")
+    scored = sorted(((difflib.SequenceMatcher(None, target, c).ratio(), c) for c in norm),
+                    reverse=True)
+    scored = [(r, c) for r, c in scored if r >= 0.7]
+    if not scored:
+        return []
+    best = scored[0][0]
+    return [norm[c] for r, c in scored[:n] if r >= best - 0.1]
 
 
 def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):

@@ -1,5 +1,6 @@
 """End-to-end test of the evaluation job on a small file."""
 
+import builtins
 import csv
 import os
 
@@ -18,11 +19,14 @@ def pairs_file(tmp_path):
 
 def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = evaluate.main(["--input", pairs_file, "--mechanisms", "weighted-gaussian,gw",
+    code = evaluate.main(["--input", pairs_file, "--format", "pairs",
+                          "--mechanisms", "weighted-gaussian,gw",
                           "--epsilons", "1,4", "--delta", "1e-5", "--trials", "2",
                           "--max-items-per-user", "6", "--k-anonymity", "5",
-                          "--output", str(out)])
+                          "--dataset", "toy pairs", "--output", str(out)])
     assert code == 0
+    # No raw data in the output folder: the per-user cache lived in a temporary folder.
+    assert sorted(os.listdir(out)) == ["results.csv", "summary.md", "utility.png"]
     with open(out / "results.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 * 2 * 2
@@ -35,19 +39,55 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
                  if r["mechanism"] == "weighted-gaussian" and r["budget"] == b) for b in ("eps=1", "eps=4")}
     assert wg["eps=4"] >= wg["eps=1"]
     summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "**For evaluation only.**" in summary
+    assert "releases from the same data once per mechanism, budget and trial" in summary
+    assert f"* Data set: toy pairs (`{pairs_file}`), 150 users (raw count)" in summary
+    assert "(ε, δ)-DP with ε ∈ {1, 4}, δ = 1e-05; 2 trials each" in summary
+    assert "* `weighted-gaussian`: Δ0 = 6" in summary
+    assert "* `gw`: alpha = 3, shards = 1, Δ0 = none" in summary
     assert "| weighted-gaussian | eps=4 | 2 |" in summary
     assert "NOT differentially private" in summary
     with open(out / "utility.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(out / "utility.png") > 10_000
+    captured = capsys.readouterr()
+    assert "[8/8] gw eps=4 trial 2/2" in captured.err  # progress per mechanism and trial
+    assert captured.out.startswith("evaluated 8 runs (2 mechanisms × 2 budgets × 2 trials) "
+                                   "on toy pairs; wrote results.csv, summary.md, utility.png")
+
+
+def test_evaluation_keeps_the_cache_only_where_asked(pairs_file, tmp_path):
+    out, cache = tmp_path / "eval", tmp_path / "cache"
+    assert evaluate.main(["--input", pairs_file, "--format", "pairs", "--mechanisms",
+                          "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
+                          "--cache-dir", str(cache), "--output", str(out)]) == 0
+    assert sorted(os.listdir(out)) == ["results.csv", "summary.md"]
+    assert [n for n in os.listdir(cache / "cache") if n.startswith("users-")]
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "* Data set: pairs.csv" in summary and "ρ-zCDP with ρ ∈ {1}" in summary
+
+
+def test_missing_matplotlib_is_reported_before_any_work(pairs_file, tmp_path, capsys,
+                                                        monkeypatch):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1",
+                          "--delta", "1e-5", "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert "[8/8] gw eps=4 trial 2/2" in err  # progress per mechanism and trial
+    assert code == 2 and "utility.png needs matplotlib" in err and "--no-plot" in err
+    assert "reading" not in err and not (tmp_path / "o").exists()
 
 
 def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
-    code = evaluate.main(["--input", pairs_file, "--epsilons", "1", "--rhos", "0.1",
-                          "--delta", "1e-5", "--output", str(tmp_path / "o")])
+    code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1",
+                          "--rhos", "0.1", "--delta", "1e-5", "--output", str(tmp_path / "o")])
     assert code == 2 and "give exactly one of --epsilons or --rhos" in capsys.readouterr().err
-    code = evaluate.main(["--input", pairs_file, "--epsilons", "1,-2", "--delta", "1e-5",
-                          "--output", str(tmp_path / "o")])
+    code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1,-2",
+                          "--delta", "1e-5", "--output", str(tmp_path / "o")])
     assert code == 2 and "epsilon must be a finite number > 0, got -2.0" in capsys.readouterr().err
