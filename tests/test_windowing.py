@@ -85,6 +85,17 @@ def test_unbounded_input_is_refused(name):
         _ = stream | transform_named(name)
 
 
+def test_global_window_with_early_firings_is_refused():
+    from apache_beam.transforms import trigger
+    p = beam.Pipeline()
+    panes = (p | beam.Create([("u", "a")])
+             | beam.WindowInto(window.GlobalWindows(),
+                               trigger=trigger.Repeatedly(trigger.AfterCount(1)),
+                               accumulation_mode=trigger.AccumulationMode.DISCARDING))
+    with pytest.raises(NonGlobalWindowError, match="default trigger.*Repeatedly"):
+        _ = panes | SelectItems(WeightedGaussian(3), BUDGET)
+
+
 def test_writer_refuses_windows_too():
     p = beam.Pipeline()
     with pytest.raises(NonGlobalWindowError, match="WriteReleased needs its input"):
