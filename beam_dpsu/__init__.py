@@ -40,7 +40,9 @@ from beam_dpsu.configs import (  # noqa: E402
 )
 from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
+from beam_dpsu.windowing import NonGlobalWindowError, require_global_window  # noqa: E402
 
 __all__ = [
     "Budget",
@@ -65,5 +67,8 @@ __all__ = [
     "mechanism_from_name",
     "WeightedHistogram",
     "SelectItems",
+    "WriteReleased",
     "NoisyThreshold",
+    "NonGlobalWindowError",
+    "require_global_window",
 ]

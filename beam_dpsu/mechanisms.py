@@ -34,6 +34,14 @@ class SelectItems(beam.PTransform):
     mechanism's per-user weights into a histogram over held items only,
     finally add noise and keep the items above the release threshold.
 
+    The input must be bounded and in the global window (bounding is global:
+    a windowed input would bound each user once per window), else
+    ``NonGlobalWindowError`` when the pipeline is built. The output
+    PCollection means a *set*: the guarantee covers which items are in it,
+    nothing else. Write it with ``beam_dpsu.WriteReleased`` (sorted lines in
+    hash-chosen shards), never with ``WriteToText``, whose line order follows
+    the input and the histogram's insertion order.
+
     Args:
       mechanism: a config, e.g. ``WeightedGaussian(max_items_per_user=100)``.
       budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``; the
