@@ -206,6 +206,13 @@ class BudgetAccountant:
         self._spent.append(part)
         return part
 
+    def __repr__(self) -> str:
+        def fmt(values: dict) -> str:
+            return ", ".join(f"{k}={v:.6g}" for k, v in values.items())
+
+        return (f"BudgetAccountant(total={self.total!r}, spent=({fmt(self.spent())}), "
+                f"remaining=({fmt(self.remaining())}), parts={len(self._spent)})")
+
 
 # ---------------------------------------------------------------------------
 # Analytic Gaussian mechanism (Balle & Wang 2018; dpsu Proposition 2.2)

@@ -82,9 +82,10 @@ def test_vocabulary_job_on_the_portable_runner(job_endpoint, pairs_file, tmp_pat
     extra = [] if mechanism == "gw" else ["--max-items-per-user", "2"]
     if mechanism == "gw":  # GW-KT: the public counts arrive as a side input
         extra += ["--public-input", pairs_file, "--public-format", "text"]
-    code = vocabulary.main(["--input", pairs_file, "--mechanism", mechanism, *extra,
-                            "--epsilon", "20", "--delta", "1e-6", "--seed", "1",
-                            "--output", out, *portable(job_endpoint)])
+    code = vocabulary.main(["--input", pairs_file, "--format", "pairs", "--mechanism",
+                            mechanism, *extra, "--epsilon", "20", "--delta", "1e-6",
+                            "--seed", "1", "--non-private-stats", "--output", out,
+                            *portable(job_endpoint)])
     assert code == 0
     items, report = read_items(out)
     assert items == ["also", "common"]
@@ -103,7 +104,8 @@ def test_ngram_job_on_the_portable_runner(job_endpoint, tmp_path):
 
 def test_vocabulary_job_multi_processing(pairs_file, tmp_path):
     out = str(tmp_path / "out")
-    assert vocabulary.main(["--input", pairs_file, "--mechanism", "policy-gaussian",
+    assert vocabulary.main(["--input", pairs_file, "--format", "pairs",
+                            "--mechanism", "policy-gaussian",
                             "--max-items-per-user", "2", "--epsilon", "20", "--delta", "1e-6",
                             "--seed", "1", "--output", out, "--direct_num_workers", "2",
                             "--direct_running_mode", "multi_processing"]) == 0
