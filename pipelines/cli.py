@@ -135,6 +135,9 @@ __all__ = [
 
 LOG = logging.getLogger("pipelines")
 
+NOTHING_RELEASED = (" (nothing cleared the release threshold: expected when few users hold "
+                    "each item, e.g. on a small input, by design)")
+
 
 class UsageError(ValueError):
     """A bad command-line parameter or a job that cannot start as asked."""

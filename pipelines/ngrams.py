@@ -217,7 +217,8 @@ def run_prepared(job) -> str:
     return (f"released {report['released_ngrams']:,} n-grams ({per_length}) with "
             f"{args.method} under {cli.describe_budget(transform.budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {out}/{shards} and {out}/report.json")
+            + f"; wrote {out}/{shards} and {out}/report.json"
+            + (cli.NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))
 
 
 def run(argv=None) -> None:

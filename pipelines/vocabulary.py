@@ -175,10 +175,12 @@ def run_prepared(job) -> str:
     report = cli.read_json(f"{out}/report.json")
     shards = (f"items-00000-of-{args.num_shards:05d}.txt" if args.num_shards == 1
               else f"items-*-of-{args.num_shards:05d}.txt")
-    return (f"released {report['released_items']:,} items with {mechanism.name} under "
+    released = report["released_items"]
+    return (f"released {released:,} items with {mechanism.name} under "
             f"{cli.describe_budget(job.budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {out}/{shards} and {out}/report.json")
+            + f"; wrote {out}/{shards} and {out}/report.json"
+            + (cli.NOTHING_RELEASED if released == 0 else ""))
 
 
 def run(argv=None) -> None:

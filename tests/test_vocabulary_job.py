@@ -397,3 +397,16 @@ def test_help_shows_one_spelling_defaults_and_an_example(capsys):
     assert "examples:\n  python -m pipelines.vocabulary --input" in text
     assert "msnbc" not in text  # the vocabulary job does not read it
     assert "--direct_num_workers" in text
+
+
+def test_tiny_input_says_that_releasing_nothing_is_expected(tmp_path, capsys):
+    src = write_pairs(tmp_path / "tiny.csv", ["alice,cat", "bob,cat", "bob,dog"])
+    out = tmp_path / "out"
+    # Seeded: 'cat' (weight 1.7 against a threshold of 11.7, σ = 2.24) would
+    # otherwise be released with probability Φ(−4.5) ≈ 4e-6.
+    assert vocabulary.main(["--input", src, "--format", "pairs", "--rho", "0.1",
+                            "--delta", "1e-5", "--seed", "1", "--output", str(out)]) == 0
+    items, report = read_output(out)
+    assert items == [] and report["released_items"] == 0
+    assert "released 0 items" in (text := capsys.readouterr().out)
+    assert "nothing cleared the release threshold" in text
