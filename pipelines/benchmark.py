@@ -57,7 +57,7 @@ def build_parser() -> cli.JobArgumentParser:
                   "review --mechanisms weighted-gaussian,sips --rho 0.1 --delta 1e-5 "
                   "--max-items-per-user 100"])
     cli.add_input_arguments(parser, FORMATS)
-    cli.add_mechanism_arguments(parser, several=True)
+    cli.add_mechanism_arguments(parser, several=True, public_input=False)
     cli.add_budget_arguments(parser)
     g = parser.add_argument_group("benchmark")
     g.add_argument(*cli.flags("workdir"), default="/tmp/beam_dpsu_benchmark", metavar="FOLDER",

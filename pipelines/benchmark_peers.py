@@ -58,7 +58,7 @@ def build_parser() -> cli.JobArgumentParser:
         examples=[f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field "
                   "review --epsilon 1 --delta 1e-5 --max-items-per-user 100"])
     cli.add_input_arguments(parser, FORMATS)
-    cli.add_mechanism_arguments(parser, several=True)
+    cli.add_mechanism_arguments(parser, several=True, public_input=False)
     parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw")
     g = parser.add_argument_group("budget and peers")
     g.add_argument(*cli.flags("epsilon"), type=float, required=True, metavar="E",
@@ -110,7 +110,8 @@ def run_prepared(job) -> str:
         pairs, s, budget, max_items)) for s in job.strategies]
     for mechanism in job.mechanisms:
         runs.append((f"beam_dpsu {mechanism.name}",
-                     lambda pairs, m=mechanism: pairs | SelectItems(m, budget)))
+                     lambda pairs, m=mechanism: pairs | SelectItems(
+                         m, budget, hot_key_fanout=args.hot_key_fanout)))
 
     print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), Δ0 = {max_items}")
     print(f"{'selection':>42} | {'released':>9} | {'wall s':>7}", flush=True)

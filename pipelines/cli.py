@@ -296,8 +296,8 @@ def add_input_arguments(parser: argparse.ArgumentParser, formats: Sequence[str])
     """--input, --format (one of ``formats``), fields, header lines, tokeniser flags."""
     g = parser.add_argument_group("input")
     g.add_argument(*flags("input"), required=True, metavar="PATTERN",
-                   help="input file or glob (local, gs://, …); .gz, .bz2, .zst and .deflate "
-                        "files are decompressed")
+                   help="input file or glob (local, gs://, …); .gz, .bz2, .zst, .deflate and "
+                        ".xz files are decompressed")
     inferable = ", ".join(f"{ext} → {fmt}" for ext, fmt in
                           ((".csv", "csv"), (".jsonl", "jsonl"), (".txt", "text"),
                            (".zip/.seq", "msnbc")) if fmt in formats)
@@ -319,8 +319,10 @@ def add_input_arguments(parser: argparse.ArgumentParser, formats: Sequence[str])
                    metavar="BOOL", help="do not strip URLs before tokenising")
 
 
-def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = False) -> None:
-    """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters."""
+def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = False,
+                            public_input: bool = True) -> None:
+    """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters;
+    ``public_input``: GW-KT's public corpus flags, for jobs that read it."""
     g = parser.add_argument_group("mechanism (see README 'Mechanisms')")
     names = ", ".join(sorted(configs.MECHANISMS))
     if several:
@@ -347,6 +349,14 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     g.add_argument(*flags("shards"), type=int, metavar="P",
                    help="policy-laplace/policy-gaussian/gw: split users over P independent "
                         "orders and sum them, for scale (default: 1, the papers' algorithm)")
+    if public_input:
+        _add_public_input_arguments(g)
+    g.add_argument(*flags("hot-key-fanout"), type=int, metavar="N",
+                   help="fan-out of the per-item sum, for very skewed data on large runners "
+                        "(default: none)")
+
+
+def _add_public_input_arguments(g) -> None:
     g.add_argument(*flags("public-input"), metavar="PATTERN",
                    help="gw: a public corpus whose item counts order each user's items "
                         "(GW-KT); costs no privacy budget")
@@ -354,9 +364,6 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
                    help="format of --public-input: text (one document per line) or csv")
     g.add_argument(*flags("public-text-field"), metavar="FIELD",
                    help="csv --public-input: the text column")
-    g.add_argument(*flags("hot-key-fanout"), type=int, metavar="N",
-                   help="fan-out of the per-item sum, for very skewed data on large runners "
-                        "(default: none)")
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser) -> None:

@@ -83,7 +83,7 @@ def build_parser() -> cli.JobArgumentParser:
             "--trials 3 --output eval/",
         ])
     cli.add_input_arguments(parser, FORMATS)
-    cli.add_mechanism_arguments(parser, several=True)
+    cli.add_mechanism_arguments(parser, several=True, public_input=False)
     g = parser.add_argument_group("budget grid (user-level)")
     g.add_argument(*cli.flags("epsilons"), type=_floats, metavar="E,E…",
                    help="comma-separated ε values of (ε, δ)-DP budgets")
@@ -186,12 +186,13 @@ def items_held_by_at_least(cache_dir: str, k: int) -> set:
     return {item for item, n in holders.items() if n >= k}
 
 
-def run_trial(options, cache_dir: str, mechanism, budget, out_prefix: str) -> tuple[list, float]:
+def run_trial(options, cache_dir: str, mechanism, budget, out_prefix: str,
+              hot_key_fanout: int | None = None) -> tuple[list, float]:
     """One fresh-randomness run; returns (released items, wall seconds)."""
     start = time.perf_counter()
     with beam.Pipeline(options=options) as p:
         _ = (read_cache_pairs(p, cache_dir)
-             | "SelectItems" >> SelectItems(mechanism, budget)
+             | "SelectItems" >> SelectItems(mechanism, budget, hot_key_fanout=hot_key_fanout)
              | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
     seconds = time.perf_counter() - start
     released = []
@@ -354,7 +355,8 @@ def _evaluate(job, work_dir: str) -> str:
             for trial in range(1, args.trials + 1):
                 done += 1
                 released, seconds = run_trial(options, cache_dir, mechanism, budget,
-                                              os.path.join(work_dir, "released"))
+                                              os.path.join(work_dir, "released"),
+                                              args.hot_key_fanout)
                 row = {"mechanism": mechanism.name, "budget": budget_label(budget),
                        "x": budget_x(budget), "trial": trial, "released": len(released),
                        "wall_seconds": round(seconds, 3)}
