@@ -19,6 +19,7 @@ from beam_dpsu.windowing import require_global_window
 
 __all__ = [
     "InvalidRecordError",
+    "canonical_user_id",
     "check_pair",
     "ValidatePairs",
     "ItemCountsPerUser",
@@ -32,13 +33,38 @@ class InvalidRecordError(ValueError):
     """A record that cannot be attributed to one user and one text item."""
 
 
-def check_pair(record: Any) -> tuple:
-    """Returns ``record`` if it is a (user_id, item) pair; raises naming what is wrong.
+def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
+    """The user id as a plain str, bytes, int or tuple of these; raises naming its type.
 
-    The user id must be present (not None, not an empty string) and hashable;
-    the item must be a non-empty str or bytes. The error names the field and
-    the type found, never the record's values: runner logs keep error text,
-    and a user id or item there would leave the pipeline unprotected.
+    One user must be one key wherever the runner groups: ``numpy.int64(7)``
+    and ``7``, or ``1`` and ``True``, would otherwise be one user in one
+    bundle and two in another, and types Beam cannot encode deterministically
+    (floats, dates, Decimals) fail later with the value in the error.
+    """
+    if isinstance(user_id, (bool, np.bool_)):
+        raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int "
+                                 "or tuple of these, got a bool")
+    if isinstance(user_id, str):
+        return str(user_id)
+    if isinstance(user_id, bytes):
+        return bytes(user_id)
+    if isinstance(user_id, (int, np.integer)):
+        return int(user_id)
+    if isinstance(user_id, tuple) and user_id:
+        return tuple(canonical_user_id(part, record) for part in user_id)
+    raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int or "
+                             f"tuple of these, got a {type(user_id).__name__}")
+
+
+def check_pair(record: Any) -> tuple:
+    """Returns ``record`` as a plain (user_id, item) pair; raises naming what is wrong.
+
+    The user id must be present (not None, not an empty string) and a str,
+    bytes, int or tuple of these (see ``canonical_user_id``); the item must be
+    a non-empty str or bytes (subclasses such as ``numpy.str_`` become plain
+    str). The error names the field and the type found, never the record's
+    values: runner logs keep error text, and a user id or item there would
+    leave the pipeline unprotected.
     """
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
@@ -48,17 +74,17 @@ def check_pair(record: Any) -> tuple:
     if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
         raise InvalidRecordError("a (user_id, item) record has a missing user id "
                                  "(None or empty) in field 0")
-    try:
-        hash(user_id)
-    except TypeError:
-        raise InvalidRecordError(
-            f"user id (field 0) must be hashable, got a {type(user_id).__name__}") from None
-    if not isinstance(item, (str, bytes)):
+    user_id = canonical_user_id(user_id)
+    if isinstance(item, str):
+        item = str(item)
+    elif isinstance(item, bytes):
+        item = bytes(item)
+    else:
         raise InvalidRecordError(
             f"item (field 1) must be str or bytes, got a {type(item).__name__}")
     if not item:
         raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
-    return record
+    return user_id, item
 
 
 class ValidatePairs(beam.PTransform):
@@ -144,22 +170,53 @@ class _SampleItemsFn(beam.DoFn):
         yield user_id, tuple(sampled)
 
 
+class _DistinctItemsFn(beam.CombineFn):
+    """Merges one user's records into the distinct items they hold."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, distinct, items):
+        distinct.update(dict.fromkeys(items))
+        return distinct
+
+    def merge_accumulators(self, accumulators):
+        accumulators = iter(accumulators)
+        merged = next(accumulators)
+        for acc in accumulators:
+            merged.update(acc)
+        return merged
+
+    def extract_output(self, distinct):
+        return tuple(distinct)
+
+
 class SampleItemsPerUser(beam.PTransform):
     """(user_id, items) → (user_id, tuple of ≤ Δ0 distinct items sampled uniformly).
 
+    A user may arrive in several records (rows, or windows re-merged into the
+    global one): they are first merged per user, so each user is sampled, and
+    bounded, once. ``one_record_per_user=True`` skips that shuffle; it is for
+    inputs that are already one record per user by construction (the output
+    of ``ItemCountsPerUser`` or a ``GroupByKey``), as inside the mechanisms.
     ``salt`` makes seeded samples of several rounds independent of each other.
     """
 
-    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
+                 one_record_per_user: bool = False):
         super().__init__()
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
         self._max_items = max_items_per_user
         self._seed = noise.check_seed(seed)
         self._salt = salt
+        self._one_record_per_user = bool(one_record_per_user)
 
     def expand(self, user_records):
         require_global_window(user_records, "SampleItemsPerUser")
+        if not self._one_record_per_user:
+            user_records = user_records | "MergeRecordsPerUser" >> beam.CombinePerKey(
+                _DistinctItemsFn())
         return user_records | "SampleDistinctItems" >> beam.ParDo(
             _SampleItemsFn(self._max_items, self._seed, self._salt))
 
@@ -177,4 +234,5 @@ class BoundContributions(beam.PTransform):
         return (pairs
                 | "ValidatePairs" >> ValidatePairs()
                 | "ItemCountsPerUser" >> ItemCountsPerUser()
-                | "SampleItemsPerUser" >> SampleItemsPerUser(self._max_items, self._seed))
+                | "SampleItemsPerUser" >> SampleItemsPerUser(self._max_items, self._seed,
+                                                             one_record_per_user=True))

@@ -21,6 +21,10 @@ __all__ = ["WeightedHistogram"]
 class WeightedHistogram(beam.PTransform):
     """(user_id, distinct items) → (item, Σ_users item_weight(|W_user|)).
 
+    Its input must be one bounded record per user, e.g. the output of
+    ``BoundContributions`` or ``SampleItemsPerUser``: it sums records as they
+    come, so a user given in two records would count twice.
+
     Args:
       item_weight: the per-item weight of a user holding n items
         (e.g. ``policies.weighted_gaussian_weight``).

@@ -100,7 +100,9 @@ class ValidKgramSampler:
             return []
         available = self.size - len(excluded)
         if n > available:
-            raise ValueError(f"cannot draw {n} spurious k-grams from {available} candidates")
+            # No figure in the message: |V_k| − |supp H_k| is a raw support size.
+            raise ValueError("asked for more spurious k-grams than there are zero-weight "
+                             "valid k-grams")
         # Enumerate when the candidates are few or n is a large share of them;
         # otherwise rejection-sample (expected O(n) draws when n ≪ available).
         if available <= 4 * n + 10_000:

@@ -71,6 +71,9 @@ class SelectItems(beam.PTransform):
         # ties): fresh per run, derived from the seed only in seeded tests.
         self._order_key = run_order_key(self.seed)
         # Named intermediate releases (e.g. SIPS rounds), filled in by expand.
+        # Which round released an item is more than the set (covered by the
+        # composition of the rounds, but not by "only the set leaves"): write
+        # these only when asked for by name.
         self.released_by_stage: dict = {}
 
     @property
@@ -132,7 +135,7 @@ class _SequentialSelection(beam.PTransform):
             update = policies.greedy_update
         else:
             user_items = user_counts | "SampleItemsPerUser" >> SampleItemsPerUser(
-                m.max_items_per_user, self._seed)
+                m.max_items_per_user, self._seed, one_record_per_user=True)
             update = (policies.l1_descent if isinstance(m, PolicyLaplace)
                       else policies.l2_descent)
         return (user_items

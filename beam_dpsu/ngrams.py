@@ -37,7 +37,8 @@ from scipy import special
 
 from beam_dpsu import noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
-from beam_dpsu.bounding import InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser
+from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser,
+                                canonical_user_id)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import WeightedHistogram
@@ -68,6 +69,7 @@ def check_document(record):
     if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
         raise InvalidRecordError("a (user_id, tokens) document has a missing user id "
                                  "(None or empty) in field 0")
+    user_id = canonical_user_id(user_id, "(user_id, tokens) document")
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
         raise InvalidRecordError(
             f"tokens (field 1) must be a sequence of str, got a {type(tokens).__name__}")
@@ -76,6 +78,12 @@ def check_document(record):
             raise InvalidRecordError(
                 f"token {position} of a document (field 1) must be a non-empty str, got "
                 + ("an empty str" if isinstance(t, str) else f"a {type(t).__name__}"))
+        # Released n-grams are written as tokens joined by a space: a token
+        # with whitespace would make ("new york",) and ("new", "york") one line.
+        if any(c.isspace() for c in t):
+            raise InvalidRecordError(
+                f"token {position} of a document (field 1) contains whitespace; tokens are "
+                "written space-separated, so split them first")
     # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
     return user_id, tuple(str(t) for t in tokens)
 
@@ -291,7 +299,7 @@ class ExtractNgrams(beam.PTransform):
         tokens = user_docs | "Level1/DistinctTokens" >> beam.MapTuple(
             lambda user, docs: (user, tuple({t for doc in docs for t in doc})))
         sampled = tokens | "Level1/SampleItemsPerUser" >> SampleItemsPerUser(
-            self.max_items[0], self.seed, "level1")
+            self.max_items[0], self.seed, "level1", one_record_per_user=True)
         if self.level1 == "policy-gaussian":
             key = run_order_key(self.seed)
             histogram = sampled | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
@@ -316,7 +324,8 @@ class ExtractNgrams(beam.PTransform):
                      | f"{L}/ValidKgrams" >> beam.ParDo(
                          _ValidKgramsPerUser(k, self.pruning),
                          keyed(previous, "Previous"), keyed(unigrams, "Unigrams"))
-                     | f"{L}/SampleItemsPerUser" >> SampleItemsPerUser(max_items, self.seed, L)
+                     | f"{L}/SampleItemsPerUser" >> SampleItemsPerUser(
+                         max_items, self.seed, L, one_record_per_user=True)
                      | f"{L}/WeightedHistogram" >> WeightedHistogram(
                          policies.weighted_gaussian_weight))
         # Then ρ_k from |S_{k−1}| and the exact |V_k|.
@@ -471,4 +480,5 @@ class _BoundPairs(beam.PTransform):
     def expand(self, pairs):
         return (pairs
                 | "PerUser" >> ItemCountsPerUser()
-                | "Sample" >> SampleItemsPerUser(self._max_items, self._seed, self._salt))
+                | "Sample" >> SampleItemsPerUser(self._max_items, self._seed, self._salt,
+                                                  one_record_per_user=True))

@@ -1,4 +1,4 @@
-"""Writing a released set so that nothing but the set leaves (DESIGN §4, invariant 6).
+r"""Writing a released set so that nothing but the set leaves (DESIGN §4, invariant 6).
 
 The DP guarantee covers the released *set*. A PCollection has no order, but a
 file does: written with ``WriteToText``, released items come out in the order
@@ -18,10 +18,20 @@ either.
 
 Each shard is sorted in memory on one worker: raise ``num_shards`` when the
 released set would not fit one worker (about 100 bytes per item in Python).
+A shard is written to a temporary name and renamed, so a failed write never
+leaves a partial file under the final name.
+
+Lines: a str item is its text, bytes are decoded as UTF-8 (invalid bytes as
+``\xNN``), an n-gram is its tokens joined by a space (``check_document``
+refuses tokens with whitespace); a backslash is written ``\\`` and line
+breaks ``\n`` / ``\r``, so one item is one line and distinct str items give
+distinct lines. A set mixing str and bytes items that decode alike would
+write the same line twice: release one type per set.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable
 
 import apache_beam as beam
@@ -32,14 +42,15 @@ from beam_dpsu.windowing import require_global_window
 
 __all__ = ["release_order", "format_released", "shard_path", "WriteReleased"]
 
-_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})
+_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r"})
 
 
 def release_order(value: Any):
-    """A total order on released items (str, bytes, tuples of them, numbers).
+    """A total order on released items: str, bytes and tuples of them (n-grams).
 
-    str sorts before bytes before tuples (n-grams), each in its natural order,
-    so mixed collections sort without comparing unlike types.
+    str sorts before bytes before tuples, each in its natural order, so mixed
+    collections sort without comparing unlike types. Anything else is refused:
+    its order (or its repr) need not be the same in every process.
     """
     if isinstance(value, str):
         return (0, value)
@@ -47,22 +58,22 @@ def release_order(value: Any):
         return (1, value)
     if isinstance(value, tuple):
         return (2, tuple(release_order(v) for v in value))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (3, value)
-    return (4, repr(value))
+    raise TypeError(f"released items must be str, bytes or tuples of them, got a "
+                    f"{type(value).__name__}; pass sort_key to WriteReleased")
 
 
 def format_released(value: Any) -> str:
-    """The line of a released item: its text (bytes decoded as UTF-8, invalid bytes
-    escaped), an n-gram's tokens joined by a space; line breaks inside an item
-    are written as ``\\n`` / ``\\r`` so one item is always one line."""
+    """The line of a released item (see the module docstring for the escaping)."""
     if isinstance(value, bytes):
-        value = value.decode("utf-8", "backslashreplace")
-    elif isinstance(value, tuple):
-        value = " ".join(format_released(v) for v in value)
-    elif not isinstance(value, str):
+        # Escape first, then decode: invalid bytes become \xNN, which no
+        # escaped backslash can imitate.
+        escaped = value.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
+        return escaped.decode("utf-8", "backslashreplace")
+    if isinstance(value, tuple):
+        return " ".join(format_released(v) for v in value)
+    if not isinstance(value, str):
         value = str(value)
-    return value.translate(_LINE_BREAKS)
+    return value.translate(_ESCAPES)
 
 
 def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) -> str:
@@ -85,12 +96,15 @@ class _WriteShardFn(beam.DoFn):
         elements = sorted(grouped["elements"], key=lambda e: release_order(self._sort_key(e)))
         text = "".join(self._format_line(e) + "\n" for e in elements)
         path = shard_path(self._prefix, shard, self._num_shards, self._suffix)
-        # FileSystems infers compression from the suffix (.gz, .bz2, …).
-        handle = FileSystems.create(path)
+        # FileSystems infers compression from the suffix (.gz, .bz2, …); the
+        # temporary name keeps it. Lone surrogates are escaped, not fatal.
+        temporary = f"{self._prefix}.tmp-{uuid.uuid4().hex}-{shard:05d}{self._suffix}"
+        handle = FileSystems.create(temporary)
         try:
-            handle.write(text.encode("utf-8"))
+            handle.write(text.encode("utf-8", "backslashreplace"))
         finally:
             handle.close()
+        FileSystems.rename([temporary], [path])
         yield path
 
 

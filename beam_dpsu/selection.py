@@ -12,6 +12,7 @@ import numpy as np
 
 from beam_dpsu import noise
 from beam_dpsu.calibration import Calibration, release_mask
+from beam_dpsu.windowing import require_global_window
 
 __all__ = ["NoisyThreshold"]
 
@@ -52,5 +53,6 @@ class NoisyThreshold(beam.PTransform):
         self._salt = salt
 
     def expand(self, histogram):
+        require_global_window(histogram, "NoisyThreshold")
         return histogram | "AddNoiseAndThreshold" >> beam.ParDo(
             _NoisyThresholdFn(self._calibration, self._seed, self._salt))

@@ -118,6 +118,9 @@ class _PolicyHistogramFn(beam.DoFn):
 class SequentialPolicyHistogram(beam.PTransform):
     """(user_id, items in the user's priority order) → (item, weight).
 
+    Its input must be one bounded record per user (e.g. the output of
+    ``SampleItemsPerUser``): each record is visited as one user.
+
     Args:
       update: the policy, e.g. ``policies.l1_descent``.
       cutoff: Γ.
@@ -179,7 +182,12 @@ class OrderItemsForGW(beam.PTransform):
         if self._public is None or isinstance(self._public, Mapping):
             public = self._public
             return user_counts | "OrderByCounts" >> beam.Map(order, public)
-        public = self._public | "ValidatePublicCounts" >> beam.Map(_check_public_count)
+        # The public side input is global too, and an item listed twice (e.g. in
+        # two public files) counts once with the sum, whatever the file split.
+        require_global_window(self._public, "OrderItemsForGW (public_counts)")
+        public = (self._public
+                  | "ValidatePublicCounts" >> beam.Map(_check_public_count)
+                  | "SumPublicCounts" >> beam.CombinePerKey(sum))
         return user_counts | "OrderByPublicCounts" >> beam.Map(
             order, beam.pvalue.AsDict(public))
 

@@ -58,6 +58,7 @@ class RemoveReleasedByJoin(beam.PTransform):
         self._released = released
 
     def expand(self, user_items):
+        require_global_window(user_items, "RemoveReleasedByJoin")
         by_item = user_items | "ByItem" >> beam.FlatMap(
             lambda record: ((item, record[0]) for item in record[1]))
         released = self._released | "ReleasedKeys" >> beam.Map(lambda item: (item, True))
@@ -121,7 +122,7 @@ class SIPSRounds(beam.PTransform):
                 remaining = user_items | f"Round{i}/RemoveReleased" >> remove(released_so_far)
             released = (remaining
                         | f"Round{i}/SampleItemsPerUser" >> SampleItemsPerUser(
-                            self._max_items, self._seed, salt)
+                            self._max_items, self._seed, salt, one_record_per_user=True)
                         | f"Round{i}/WeightedHistogram" >> WeightedHistogram(
                             policies.weighted_gaussian_weight, self._fanout)
                         | f"Round{i}/NoisyThreshold" >> NoisyThreshold(

@@ -113,7 +113,10 @@ def test_seeded_run_equals_the_pure_core_with_the_same_seed():
     (("secret-user", 3), r"item \(field 1\) must be str or bytes, got a int"),
     (("secret-user", ""), "empty item in field 1"),
     (("secret-user",), r"expected a \(user_id, item\) pair, got a tuple of 1 fields"),
-    ((["secret-user"], "secret-item"), "user id \\(field 0\\) must be hashable, got a list"),
+    ((["secret-user"], "secret-item"), "user id \\(field 0\\).*must be a str, bytes, int or "
+                                       "tuple of these, got a list"),
+    ((1.5, "secret-item"), "user id \\(field 0\\).*got a float"),
+    ((True, "secret-item"), "user id \\(field 0\\).*got a bool"),
 ])
 def test_bad_records_fail_the_pipeline_with_a_clear_error(record, message):
     with pytest.raises(InvalidRecordError, match=message) as raised:
@@ -164,3 +167,13 @@ def test_mechanism_from_name():
         mechanism_from_name("nope")
     with pytest.raises(ValueError, match="not differentially private.*corrigendum"):
         mechanism_from_name("policy-gaussian-l1")
+
+
+def test_one_user_is_one_key_whatever_the_id_type():
+    # numpy.int64(7) and 7 are one user; so are numpy.str_ items and str.
+    import numpy as np
+    pairs = [(np.int64(7), np.str_("a")), (7, "b"), (7, "c"), (np.int64(7), "d")]
+    with TestPipeline() as p:
+        users = (p | beam.Create(pairs) | BoundContributions(10)
+                 | beam.MapTuple(lambda user, items: (type(user).__name__, sorted(items))))
+        assert_that(users, equal_to([("int", ["a", "b", "c", "d"])]))

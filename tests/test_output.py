@@ -74,8 +74,8 @@ def test_pairs_sort_by_key_with_a_format(tmp_path):
 
 
 def test_release_order_is_total_over_mixed_types():
-    values = [("b", "a"), b"x", "y", ("a",), 3, "a"]
-    assert sorted(values, key=release_order) == ["a", "y", b"x", ("a",), ("b", "a"), 3]
+    values = [("b", "a"), b"x", "y", ("a",), "a"]
+    assert sorted(values, key=release_order) == ["a", "y", b"x", ("a",), ("b", "a")]
 
 
 def test_num_shards_is_validated():
@@ -126,3 +126,22 @@ def test_permuted_and_resplit_input_gives_identical_files(tmp_path, name, factor
     second = release_files(factory, shuffled, str(tmp_path / "b" / "items"), splits=3)
     assert first == second
     assert sum(len(c) for c in first.values()) > 0, "nothing released: the test proves nothing"
+
+
+def test_distinct_items_give_distinct_lines():
+    # Review finding: "a\nb" and "a\\nb", b"\xff" and b"\\xff" wrote the same line.
+    items = ["a\nb", "a\\nb", "a\\b", "x\ud800"]
+    lines = [format_released(i) for i in items]
+    assert len(set(lines)) == len(lines)
+    raw = [b"\xff", b"\\xff", b"a\nb", b"a\\nb"]
+    assert len({format_released(i) for i in raw}) == len(raw)
+
+
+def test_unorderable_items_are_refused():
+    with pytest.raises(TypeError, match="released items must be str, bytes or tuples"):
+        release_order(1.5)
+
+
+def test_write_leaves_no_temporary_files(tmp_path):
+    write(["a", "b"], str(tmp_path / "items"), num_shards=2)
+    assert sorted(os.listdir(tmp_path)) == ["items-00000-of-00002.txt", "items-00001-of-00002.txt"]

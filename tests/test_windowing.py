@@ -108,3 +108,21 @@ def test_rewindowing_into_the_global_window_is_accepted():
                 | "Global" >> beam.WindowInto(window.GlobalWindows())
                 | SelectItems(WeightedGaussian(3), BUDGET))
     assert released is not None
+
+
+def test_records_rewindowed_into_the_global_window_are_bounded_once_per_user():
+    # Review finding: per-window GroupByKey, then re-windowed to the global
+    # window and sampled. Each of the user's 6 window records used to be
+    # sampled to Δ0 = 1 on its own: 6 items at weight 1, ‖H − H′‖₂² = 6.
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+    with TestPipeline() as p:
+        histogram = (p | beam.Create([(f"i{t}", t * 10) for t in range(6)])
+                     | beam.Map(lambda e: window.TimestampedValue(("u", e[0]), e[1]))
+                     | beam.WindowInto(window.FixedWindows(10))
+                     | beam.GroupByKey()
+                     | "Global" >> beam.WindowInto(window.GlobalWindows())
+                     | SampleItemsPerUser(1)
+                     | WeightedHistogram(policies.weighted_gaussian_weight)
+                     | beam.Values())
+        assert_that(histogram, equal_to([1.0]))
