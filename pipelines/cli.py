@@ -559,19 +559,23 @@ def remove_output(folder: str, created: bool) -> None:
 
 
 def _write_file(text: str, path: str) -> str:
-    handle = FileSystems.create(path)
+    """Writes ``text`` to a temporary name beside ``path``, then renames it: a failed
+    write never leaves a partial file under the final name."""
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    handle = FileSystems.create(temporary)
     try:
         handle.write(text.encode("utf-8"))
     finally:
         handle.close()
+    FileSystems.rename([temporary], [path])
     return path
 
 
 class WriteJson(beam.PTransform):
     """Writes the one dict of a PCollection as a JSON file at ``path``.
 
-    Written directly (no temporary folder), as strict JSON with keys in
-    insertion order, so the same report is the same bytes.
+    Written as one file (no temporary folder; a temporary name renamed), as
+    strict JSON with keys in insertion order, so the same report is the same bytes.
     """
 
     def __init__(self, path: str):
