@@ -1,0 +1,71 @@
+"""The jobs of beam_dpsu: vocabulary, ngrams, evaluate, benchmark (see README "The jobs").
+
+Importing this package installs a logging filter that drops Beam's noise
+(:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.cli``, so that
+it is installed before Beam loads and also in the DirectRunner's worker
+processes, which import ``pipelines.inputs`` when they unpickle the jobs'
+DoFns.
+"""
+
+import logging
+
+
+
+class _BeamNoiseFilter(logging.Filter):
+    """Drops Beam log records that say nothing useful to a job's user.
+
+    * ``apitools not found, and bigquery client libraries are not available``:
+      logged on every run without the GCP extras, whatever the job does;
+    * ``Discarding unparseable args``: the jobs validate every flag themselves;
+    * the ERROR log (with traceback) Beam writes before re-raising an
+      exception from a DoFn, when the exception is one the job reports as a
+      clean ``error:`` line (bad record, bad input file, windowed input).
+    """
+
+    _MESSAGES = ("apitools not found", "Discarding unparseable args",
+                 "No semi_persistent_directory found")
+    _CLEAN_ERRORS = ("InputFormatError", "InvalidRecordError", "NonGlobalWindowError",
+                     "UsageError")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is not ours to judge
+            message = str(record.msg)
+        if any(m in message for m in self._MESSAGES):
+            return False
+        if record.levelno >= logging.ERROR and record.name.startswith("apache_beam"):
+            exc = record.exc_info[1] if record.exc_info else None
+            text = f"{type(exc).__name__ if exc else ''} {message}"
+            if isinstance(record.msg, BaseException):
+                text += f" {type(record.msg).__name__}"
+            if any(name in text for name in self._CLEAN_ERRORS):
+                return False
+        return True
+
+
+BEAM_NOISE_FILTER = _BeamNoiseFilter()
+_NOISY_LOGGERS = ("", "apache_beam.options.pipeline_options", "apache_beam.runners.common",
+                  "apache_beam.runners.worker.sdk_worker",
+                  "apache_beam.runners.worker.bundle_processor",
+                  # relays the log lines of the DirectRunner's worker processes
+                  "apache_beam.runners.portability.local_job_service")
+
+
+def quiet_beam() -> None:
+    """Installs the noise filter on the loggers Beam's noise comes from (idempotent).
+
+    A logger's filters see only records logged on that logger itself, so the
+    filter goes on each source logger and on the root handlers (which see
+    records propagated from every logger).
+    """
+    for name in _NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if BEAM_NOISE_FILTER not in logger.filters:
+            logger.addFilter(BEAM_NOISE_FILTER)
+    for handler in logging.getLogger().handlers:
+        if BEAM_NOISE_FILTER not in handler.filters:
+            handler.addFilter(BEAM_NOISE_FILTER)
+
+
+quiet_beam()

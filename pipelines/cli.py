@@ -22,9 +22,10 @@ What a new user meets, and where it is handled:
   missing column or an empty input fails in a second with a clear message.
 * Output (:func:`prepare_output`): checked writable before the pipeline
   starts; a folder this run created is removed again if the run fails.
-* Beam's noise (:class:`_BeamNoiseFilter`): the ``apitools not found`` warning,
+* Beam's noise (``pipelines._BeamNoiseFilter``, installed when the package is
+  imported): the ``apitools not found`` warning,
   ``Discarding unparseable args`` and Beam's ERROR log of an exception the job
-  reports itself are dropped; installed when this module is imported.
+  reports itself are dropped.
 * Progress (:data:`LOG`, :class:`LogCount`, :func:`log_written`): lines on
   stderr naming the stage, SIPS round and DPNE level with their released
   counts, and one summary line on stdout when the job succeeds.
@@ -51,63 +52,7 @@ import time
 import uuid
 from typing import Callable, Iterable, Sequence
 
-# -- Beam's noise ------------------------------------------------------------------------
-# Installed before apache_beam is imported: Beam logs the apitools warning on
-# the root logger while its modules load.
-
-
-class _BeamNoiseFilter(logging.Filter):
-    """Drops Beam log records that say nothing useful to a job's user.
-
-    * ``apitools not found, and bigquery client libraries are not available``:
-      logged on every run without the GCP extras, whatever the job does;
-    * ``Discarding unparseable args``: the jobs validate every flag themselves;
-    * the ERROR log (with traceback) Beam writes before re-raising an
-      exception from a DoFn, when the exception is one the job reports as a
-      clean ``error:`` line (bad record, bad input file, windowed input).
-    """
-
-    _MESSAGES = ("apitools not found", "Discarding unparseable args")
-    _CLEAN_ERRORS = ("InputFormatError", "InvalidRecordError", "NonGlobalWindowError",
-                     "UsageError")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = str(record.msg)
-        if any(m in message for m in self._MESSAGES):
-            return False
-        if record.levelno >= logging.ERROR and record.name.startswith("apache_beam"):
-            exc = record.exc_info[1] if record.exc_info else None
-            text = f"{type(exc).__name__ if exc else ''} {message}"
-            if isinstance(record.msg, BaseException):
-                text += f" {type(record.msg).__name__}"
-            if any(name in text for name in self._CLEAN_ERRORS):
-                return False
-        return True
-
-
-BEAM_NOISE_FILTER = _BeamNoiseFilter()
-_NOISY_LOGGERS = ("", "apache_beam.options.pipeline_options", "apache_beam.runners.common",
-                  "apache_beam.runners.worker.sdk_worker",
-                  "apache_beam.runners.worker.bundle_processor")
-
-
-def quiet_beam() -> None:
-    """Installs the noise filter on the loggers Beam's noise comes from (idempotent).
-
-    A logger's filters see only records logged on that logger itself, so the
-    filter goes on each source logger and on the root handlers (which see
-    records propagated from every logger).
-    """
-    for name in _NOISY_LOGGERS:
-        logger = logging.getLogger(name)
-        if BEAM_NOISE_FILTER not in logger.filters:
-            logger.addFilter(BEAM_NOISE_FILTER)
-    for handler in logging.getLogger().handlers:
-        if BEAM_NOISE_FILTER not in handler.filters:
-            handler.addFilter(BEAM_NOISE_FILTER)
-
-
-quiet_beam()
+from pipelines import BEAM_NOISE_FILTER, quiet_beam  # noqa: E402  (first: quiets Beam)
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -279,6 +224,10 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
         close = _closest(name, parser.option_names() + beam_flags)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         raise UsageError(f"unknown flag {name}{hint} (see {parser.prog} --help)")
+    if ("multi_processing" in " ".join(rest) and not any(
+            a.startswith("--default_sdk_harness_log_level") for a in rest)):
+        # The DirectRunner's worker processes log at INFO to the console otherwise.
+        rest = rest + ["--default_sdk_harness_log_level=WARNING"]
     options = PipelineOptions(rest)
     runner = options.view_as(StandardOptions).runner
     if runner is not None:
