@@ -26,6 +26,7 @@ from beam_dpsu.accounting import (  # noqa: E402
     zcdp_to_dp,
 )
 from beam_dpsu.bounding import BoundContributions, InvalidRecordError  # noqa: E402
+from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace  # noqa: E402
 from beam_dpsu.configs import (  # noqa: E402
     CountGaussian,
     CountLaplace,
@@ -41,6 +42,12 @@ from beam_dpsu.configs import (  # noqa: E402
 from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
+from beam_dpsu.counts import (  # noqa: E402
+    CountReleased,
+    SelectionAndCountsBudget,
+    count_calibration,
+    split_selection_and_counts,
+)
 
 __all__ = [
     "Budget",
@@ -66,4 +73,10 @@ __all__ = [
     "WeightedHistogram",
     "SelectItems",
     "NoisyThreshold",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "CountReleased",
+    "SelectionAndCountsBudget",
+    "count_calibration",
+    "split_selection_and_counts",
 ]

@@ -121,6 +121,7 @@ def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
 def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
+    accounting.require_delta(budget, source)
     lam = l1_sensitivity / _laplace_epsilon(budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
@@ -138,6 +139,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
     ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
     """
+    accounting.require_delta(budget, source)
     if isinstance(budget, Budget):
         sigma = accounting.analytic_gaussian_sigma(budget.epsilon, budget.delta / 2.0,
                                                    l2_sensitivity)

@@ -73,6 +73,12 @@ class MechanismConfig:
     def calibrate(self, budget) -> Calibration:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _check_budget(self, budget):
+        """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
+        if not isinstance(budget, (Budget, ZCDPBudget)):
+            raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        return accounting.require_delta(budget, f"mechanism {self.name!r}")
+
     def to_dict(self) -> dict:
         return {"name": self.name, **dataclasses.asdict(self)}
 
@@ -97,6 +103,7 @@ class CountLaplace(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return laplace_calibration(
             budget, self.max_items_per_user, float(self.max_items_per_user),
             thresholds.count_laplace_threshold,
@@ -116,6 +123,7 @@ class CountGaussian(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return gaussian_calibration(
             budget, self.max_items_per_user, math.sqrt(self.max_items_per_user),
             thresholds.count_gaussian_threshold,
@@ -135,6 +143,7 @@ class WeightedLaplace(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return laplace_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
@@ -157,6 +166,7 @@ class WeightedGaussian(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return gaussian_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
@@ -202,6 +212,7 @@ class SIPS(MechanismConfig):
         object.__setattr__(self, "ratio", float(self.ratio))
 
     def zcdp_budget(self, budget) -> ZCDPBudget:
+        budget = self._check_budget(budget)
         if isinstance(budget, ZCDPBudget):
             return budget
         if isinstance(budget, Budget):
@@ -214,6 +225,7 @@ class SIPS(MechanismConfig):
         return total.split(accounting.geometric_split_weights(self.rounds, self.ratio))
 
     def calibrate(self, budget) -> RoundsCalibration:
+        budget = self._check_budget(budget)
         # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
         round_mechanism = WeightedGaussian(self.max_items_per_user)
         rounds = tuple(round_mechanism.calibrate(part) for part in self.round_budgets(budget))
@@ -271,6 +283,7 @@ class PolicyLaplace(SequentialMechanism):
     name: ClassVar[str] = "policy-laplace"
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return self._with_cutoff(laplace_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1"))
@@ -295,6 +308,7 @@ class PolicyGaussian(SequentialMechanism):
     name: ClassVar[str] = "policy-gaussian"
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return self._with_cutoff(gaussian_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1"))
@@ -330,6 +344,7 @@ class GreedyWithoutSampling(SequentialMechanism):
                             f"PCollection of (item, count), got {type(pc).__name__}")
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         calibration = self._with_cutoff(laplace_calibration(
             budget, 1, 1.0, lambda lam, delta, _: thresholds.gw_threshold(lam, delta),
             "gw (Carvalho et al. 2022) Algorithm 2, Theorem 1; §4 (KT)"))
