@@ -37,7 +37,7 @@ from beam_dpsu.report import to_json
 from beam_dpsu.text import Tokenizer
 from pipelines.inputs import ReadDocuments
 
-MAX_LENGTH = 1000  # tokens; longer reviews count as this long in the mean
+MAX_LENGTH = 500  # tokens; longer reviews count as this long in the mean
 
 
 def split_budget(total: Budget, aggregation_share: float,
@@ -51,8 +51,8 @@ def split_budget(total: Budget, aggregation_share: float,
         Budget(total.epsilon * aggregation_share, 0.0))  # Laplace on public partitions: pure
 
 
-def aggregate_over_released(documents, released, aggregation: Budget, max_words_per_user: int,
-                            max_length: int = MAX_LENGTH):
+def aggregate_over_released(documents, released, aggregation: Budget,
+                            max_partitions_per_user: int, max_length: int = MAX_LENGTH):
     """PipelineDP: (word, (reviews, mean length)) for every released word, under ``aggregation``.
 
     Returns the aggregates and PipelineDP's accountant, whose
@@ -66,7 +66,7 @@ def aggregate_over_released(documents, released, aggregation: Budget, max_words_
     params = pipeline_dp.AggregateParams(
         metrics=[pipeline_dp.Metrics.COUNT, pipeline_dp.Metrics.MEAN],
         noise_kind=pipeline_dp.NoiseKind.LAPLACE,
-        max_partitions_contributed=max_words_per_user,
+        max_partitions_contributed=max_partitions_per_user,
         max_contributions_per_partition=1,
         min_value=0.0, max_value=float(max_length))
     extractors = pipeline_dp.DataExtractors(
@@ -82,12 +82,16 @@ def aggregate_over_released(documents, released, aggregation: Budget, max_words_
 
 
 def build_pipeline(pipeline, documents, total: Budget, aggregation_share: float = 0.5,
-                   max_words_per_user: int = 100, seed: int | None = None,
-                   accountant: BudgetAccountant | None = None, max_length: int = MAX_LENGTH):
+                   max_words_per_user: int = 100, max_partitions_per_user: int = 25,
+                   seed: int | None = None, accountant: BudgetAccountant | None = None,
+                   max_length: int = MAX_LENGTH):
     """Selection then aggregation on ``documents`` ((user, tokens)); returns (rows, report).
 
-    ``rows`` is a PCollection of (word, reviews, mean length); ``seed`` fixes
-    beam_dpsu's selection only (tests; PipelineDP always draws fresh noise).
+    ``max_words_per_user`` is the selection's Δ0; ``max_partitions_per_user``
+    PipelineDP's bound on the released words each user is aggregated on
+    (smaller: less noise per word, more users' words left out). ``rows`` is a
+    PCollection of (word, reviews, mean length); ``seed`` fixes beam_dpsu's
+    selection only (tests; PipelineDP always draws fresh noise).
     """
     accountant = BudgetAccountant(total) if accountant is None else accountant
     selection, aggregation = split_budget(total, aggregation_share, accountant)
@@ -98,7 +102,7 @@ def build_pipeline(pipeline, documents, total: Budget, aggregation_share: float 
                 | "SelectWords" >> select)
     # Then aggregate over exactly the released words with PipelineDP.
     aggregates, pdp_accountant, params = aggregate_over_released(
-        documents, released, aggregation, max_words_per_user, max_length)
+        documents, released, aggregation, max_partitions_per_user, max_length)
     pdp_accountant.compute_budgets()
     rows = aggregates | "AsRows" >> beam.MapTuple(
         lambda word, metrics: (word, metrics.count, metrics.mean))
@@ -127,7 +131,10 @@ def main(argv=None) -> int:
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--aggregation-share", type=float, default=0.5,
                         help="share of ε for PipelineDP's aggregation (default 0.5)")
-    parser.add_argument("--max-words-per-user", type=int, default=100)
+    parser.add_argument("--max-words-per-user", type=int, default=100,
+                        help="Δ0 of the selection (default 100)")
+    parser.add_argument("--max-partitions-per-user", type=int, default=25,
+                        help="released words each user is aggregated on (default 25)")
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
     try:
@@ -141,7 +148,8 @@ def main(argv=None) -> int:
             documents = p | "Read" >> ReadDocuments(args.input, "csv", args.user_field,
                                                     args.text_field, Tokenizer())
             rows, report = build_pipeline(p, documents, total, args.aggregation_share,
-                                          args.max_words_per_user)
+                                          args.max_words_per_user,
+                                          args.max_partitions_per_user)
             _ = (rows
                  | "All" >> beam.combiners.ToList()
                  | "Sorted" >> beam.FlatMap(sorted)

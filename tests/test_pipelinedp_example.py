@@ -40,7 +40,8 @@ def test_every_released_word_gets_one_aggregate_and_no_other_word_does():
     with TestPipeline() as p:
         docs = p | beam.Create(documents())
         rows, report = example.build_pipeline(p, docs, total, 0.5, max_words_per_user=3,
-                                              seed=1, accountant=accountant, max_length=4)
+                                              max_partitions_per_user=3, seed=1,
+                                              accountant=accountant, max_length=4)
 
         def check(rows):
             by_word = {w: (n, mean) for w, n, mean in rows}
@@ -83,7 +84,8 @@ def test_main_writes_sorted_word_stats_and_report(tmp_path):
             writer.writerow([user, " ".join(tokens)])
     out = tmp_path / "out"
     assert example.main(["--input", str(src), "--epsilon", "4", "--delta", "1e-5",
-                         "--max-words-per-user", "3", "--output", str(out)]) == 0
+                         "--max-words-per-user", "3", "--max-partitions-per-user", "2",
+                         "--output", str(out)]) == 0
     lines = (out / "word_stats.tsv").read_text().splitlines()
     words = [line.split("\t")[0] for line in lines]
     assert words == sorted(words) and {"film", "great"} <= set(words)
