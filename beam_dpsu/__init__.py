@@ -42,7 +42,9 @@ from beam_dpsu.configs import (  # noqa: E402
 )
 from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
+from beam_dpsu.windowing import NonGlobalWindowError, require_global_window  # noqa: E402
 from beam_dpsu.counts import (  # noqa: E402
     CountReleased,
     SelectionAndCountsBudget,
@@ -74,7 +76,10 @@ __all__ = [
     "mechanism_from_name",
     "WeightedHistogram",
     "SelectItems",
+    "WriteReleased",
     "NoisyThreshold",
+    "NonGlobalWindowError",
+    "require_global_window",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "CountReleased",

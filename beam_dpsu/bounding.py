@@ -15,6 +15,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu import noise
+from beam_dpsu.windowing import require_global_window
 
 __all__ = [
     "InvalidRecordError",
@@ -32,26 +33,31 @@ class InvalidRecordError(ValueError):
 
 
 def check_pair(record: Any) -> tuple:
-    """Returns ``record`` if it is a (user_id, item) pair; raises naming it otherwise.
+    """Returns ``record`` if it is a (user_id, item) pair; raises naming what is wrong.
 
     The user id must be present (not None, not an empty string) and hashable;
-    the item must be a non-empty str or bytes.
+    the item must be a non-empty str or bytes. The error names the field and
+    the type found, never the record's values: runner logs keep error text,
+    and a user id or item there would leave the pipeline unprotected.
     """
     if not isinstance(record, tuple) or len(record) != 2:
-        raise InvalidRecordError(
-            f"expected a (user_id, item) pair, got {record!r:.200}")
+        shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
+                 else f"a {type(record).__name__}")
+        raise InvalidRecordError(f"expected a (user_id, item) pair, got {shape}")
     user_id, item = record
     if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
-        raise InvalidRecordError(f"record has a missing user id: {record!r:.200}")
+        raise InvalidRecordError("a (user_id, item) record has a missing user id "
+                                 "(None or empty) in field 0")
     try:
         hash(user_id)
     except TypeError:
-        raise InvalidRecordError(f"user id must be hashable, got {user_id!r:.200}") from None
+        raise InvalidRecordError(
+            f"user id (field 0) must be hashable, got a {type(user_id).__name__}") from None
     if not isinstance(item, (str, bytes)):
         raise InvalidRecordError(
-            f"item must be str or bytes, got {type(item).__name__} in record {record!r:.200}")
+            f"item (field 1) must be str or bytes, got a {type(item).__name__}")
     if not item:
-        raise InvalidRecordError(f"record has an empty item: {record!r:.200}")
+        raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
     return record
 
 
@@ -92,6 +98,7 @@ class ItemCountsPerUser(beam.PTransform):
     """
 
     def expand(self, pairs):
+        require_global_window(pairs, "ItemCountsPerUser")
         return pairs | "CombineItemsPerUser" >> beam.CombinePerKey(_ItemCountsFn())
 
 
@@ -152,6 +159,7 @@ class SampleItemsPerUser(beam.PTransform):
         self._salt = salt
 
     def expand(self, user_records):
+        require_global_window(user_records, "SampleItemsPerUser")
         return user_records | "SampleDistinctItems" >> beam.ParDo(
             _SampleItemsFn(self._max_items, self._seed, self._salt))
 
@@ -165,6 +173,7 @@ class BoundContributions(beam.PTransform):
         self._seed = seed
 
     def expand(self, pairs):
+        require_global_window(pairs, "BoundContributions")
         return (pairs
                 | "ValidatePairs" >> ValidatePairs()
                 | "ItemCountsPerUser" >> ItemCountsPerUser()

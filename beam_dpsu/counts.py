@@ -38,7 +38,6 @@ import random
 from fractions import Fraction
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_dpsu import __version__, noise
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
@@ -46,6 +45,7 @@ from beam_dpsu.bounding import ItemCountsPerUser, SampleItemsPerUser, ValidatePa
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.thresholds import check_max_items
+from beam_dpsu.windowing import require_global_window
 
 __all__ = [
     "CountsCalibration",
@@ -53,7 +53,6 @@ __all__ = [
     "SelectionAndCountsBudget",
     "split_selection_and_counts",
     "CountReleased",
-    "require_global_window",
 ]
 
 DEFAULT_COUNTS_SHARE = 0.25
@@ -176,23 +175,6 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                     counts_share=share)
 
 
-def require_global_window(pcoll, what: str) -> None:
-    """Refuses unbounded or non-globally-windowed input (DESIGN §4.7: bounding is global).
-
-    A user's records must all be seen together to bound their contribution;
-    per-window bounding would let a user contribute Δ0 items per window.
-    """
-    if not getattr(pcoll, "is_bounded", True):
-        raise ValueError(
-            f"{what} is unbounded (streaming); counts bound each user across the whole "
-            "input, so they need a bounded PCollection")
-    windowfn = pcoll.windowing.windowfn
-    if not isinstance(windowfn, GlobalWindows):
-        raise ValueError(
-            f"{what} is in {type(windowfn).__name__} windows; contribution bounding is "
-            "global, never per window: apply beam.WindowInto(window.GlobalWindows()) first")
-
-
 class _KeepReleasedFn(beam.DoFn):
     """(user, {item: occurrences}) → (user, [released items it holds]); drops users with none."""
 
@@ -278,8 +260,9 @@ class CountReleased(beam.PTransform):
         return report
 
     def expand(self, pairs):
-        require_global_window(pairs, "the (user_id, item) input of CountReleased")
-        require_global_window(self.released, "the released items given to CountReleased")
+        # Bounding is global (DESIGN §4.7): both inputs must be in the global window.
+        require_global_window(pairs, "CountReleased (its (user_id, item) input)")
+        require_global_window(self.released, "CountReleased (its released items)")
         released = self.released
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))

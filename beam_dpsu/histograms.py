@@ -13,6 +13,7 @@ from typing import Callable
 import apache_beam as beam
 
 from beam_dpsu import policies
+from beam_dpsu.windowing import require_global_window
 
 __all__ = ["WeightedHistogram"]
 
@@ -36,6 +37,7 @@ class WeightedHistogram(beam.PTransform):
         self._fanout = hot_key_fanout
 
     def expand(self, user_items):
+        require_global_window(user_items, "WeightedHistogram")
         item_weight = self._item_weight
         sum_per_item = beam.CombinePerKey(sum)
         if self._fanout:

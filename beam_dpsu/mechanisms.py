@@ -22,6 +22,7 @@ from beam_dpsu.calibration import KeepProbabilityCalibration
 from beam_dpsu.selection import KeepWithProbability, NoisyThreshold
 from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
 from beam_dpsu.sips import SIPSRounds
+from beam_dpsu.windowing import require_global_window
 
 __all__ = ["SelectItems"]
 
@@ -33,6 +34,14 @@ class SelectItems(beam.PTransform):
     records, group by user, dedupe, sample ≤ Δ0 items), then sum the
     mechanism's per-user weights into a histogram over held items only,
     finally add noise and keep the items above the release threshold.
+
+    The input must be bounded and in the global window (bounding is global:
+    a windowed input would bound each user once per window), else
+    ``NonGlobalWindowError`` when the pipeline is built. The output
+    PCollection means a *set*: the guarantee covers which items are in it,
+    nothing else. Write it with ``beam_dpsu.WriteReleased`` (sorted lines in
+    hash-chosen shards), never with ``WriteToText``, whose line order follows
+    the input and the histogram's insertion order.
 
     Args:
       mechanism: a config, e.g. ``WeightedGaussian(max_items_per_user=100)``.
@@ -76,6 +85,7 @@ class SelectItems(beam.PTransform):
         return mechanism_report(self.mechanism, self.calibration, self.seed, extra)
 
     def expand(self, pairs):
+        require_global_window(pairs, "SelectItems")
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,

@@ -46,6 +46,7 @@ from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.selection import NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
+from beam_dpsu.windowing import require_global_window
 
 __all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "LEVEL1_POLICIES", "BASELINES"]
 
@@ -54,18 +55,27 @@ BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
 
 
 def check_document(record):
-    """Returns a (user_id, tuple of tokens) document; raises naming a bad record."""
+    """Returns a (user_id, tuple of tokens) document; raises naming what is wrong.
+
+    The error names the field, the token position and the type found, never
+    the user id or the text (runner logs keep error messages).
+    """
     if not isinstance(record, tuple) or len(record) != 2:
-        raise InvalidRecordError(f"expected a (user_id, tokens) document, got {record!r:.200}")
+        shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
+                 else f"a {type(record).__name__}")
+        raise InvalidRecordError(f"expected a (user_id, tokens) document, got {shape}")
     user_id, tokens = record
     if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
-        raise InvalidRecordError(f"document has a missing user id: {record!r:.200}")
+        raise InvalidRecordError("a (user_id, tokens) document has a missing user id "
+                                 "(None or empty) in field 0")
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
         raise InvalidRecordError(
-            f"tokens must be a sequence of str (not {type(tokens).__name__}) in {record!r:.200}")
-    for t in tokens:
+            f"tokens (field 1) must be a sequence of str, got a {type(tokens).__name__}")
+    for position, t in enumerate(tokens):
         if not isinstance(t, str) or not t:
-            raise InvalidRecordError(f"token {t!r} is not a non-empty str in {record!r:.200}")
+            raise InvalidRecordError(
+                f"token {position} of a document (field 1) must be a non-empty str, got "
+                + ("an empty str" if isinstance(t, str) else f"a {type(t).__name__}"))
     # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
     return user_id, tuple(str(t) for t in tokens)
 
@@ -194,15 +204,28 @@ class ExtractNgrams(beam.PTransform):
         with cutoff ρ_1 + alpha·σ_1, in a stateful DoFn).
       alpha: α of the level-1 policy cutoff.
       seed: test-only seed.
+      non_private_stats: also compute, per level, raw-data figures that are
+        NOT differentially private (support of H_k, k-grams released from
+        users' weight, spurious draws, expected spurious count) as
+        ``non_private_level_stats``. Off by default: they cost extra passes
+        and must stay out of anything published.
+
+    The output PCollection means a *set*: held and spurious k-grams are
+    indistinguishable in it, and it carries no order. Write it with
+    ``beam_dpsu.output.WriteReleased`` (sorted lines), never in the order a
+    runner produces it (the spurious draws arrive as one block).
 
     After expansion ``released_per_level`` holds each level's PCollection and
-    ``level_stats`` a PCollection of one dict per level k ≥ 2 (Δ_k, σ_k, ρ_k,
-    |S_{k−1}|, |V_k|, expected and drawn spurious count, released count).
+    ``level_stats`` a PCollection of one dict per level k ≥ 2 holding only
+    parameters and functions of the released set: Δ_k, σ_k, ρ_k, |S_{k−1}|,
+    |V_k|, the bound η·min(|S_{k−1}|, |V_k|) on expected spurious k-grams,
+    and the number released.
     """
 
     def __init__(self, max_n: int, budget, max_items_per_user=100, eta: float = 0.01,
                  pruning: str = "both", noise_schedule="equal",
-                 level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None):
+                 level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
+                 non_private_stats: bool = False):
         super().__init__(label)
         if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or max_n < 1:
             raise ValueError(f"max_n must be an int >= 1, got {max_n!r}")
@@ -236,8 +259,10 @@ class ExtractNgrams(beam.PTransform):
                   if level1 == "policy-gaussian" else None)
         self.level1_calibration = _gaussian(budget, self.sigmas[0], rho_1, self.threshold_delta,
                                             "dpne Theorem 2.1", cutoff)
+        self.non_private_stats = bool(non_private_stats)
         self.released_per_level: list = []
         self.level_stats = None
+        self.non_private_level_stats = None
 
     @property
     def report(self) -> dict:
@@ -282,7 +307,7 @@ class ExtractNgrams(beam.PTransform):
                 | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any))
 
     def _level(self, k: int, user_docs, previous, unigrams):
-        """Level k ≥ 2: returns (released k-grams, stats dict)."""
+        """Level k ≥ 2: returns (released k-grams, DP-safe stats, raw stats or None)."""
         L = f"Level{k}"
         sigma, max_items = self.sigmas[k - 1], self.max_items[k - 1]
         count = beam.combiners.Count.Globally
@@ -316,28 +341,41 @@ class ExtractNgrams(beam.PTransform):
                         beam.pvalue.AsSingleton(rho)))
         level = (released, spurious) | f"{L}/WithSpurious" >> beam.Flatten()
 
-        def stats(_, n_prev, n_val, rho_k, n_support, n_released, n_spurious):
-            p = float(special.ndtr(-rho_k / sigma)) if math.isfinite(rho_k) else 0.0
+        # Everything here is a function of S_{k−1}, S_1 and the level's release.
+        def stats(_, n_prev, n_val, rho_k, n_level):
             return {"k": k, "max_items_per_user": max_items, "sigma": sigma,
                     "release_threshold": rho_k if math.isfinite(rho_k) else None,
                     "previous_released": n_prev, "valid_kgrams": n_val,
-                    "support": n_support,
-                    "expected_spurious": max(n_val - n_support, 0) * p,
                     "spurious_bound": eta * min(n_prev, n_val),
-                    "spurious": n_spurious, "released_from_users": n_released,
-                    "released": n_released + n_spurious}
+                    "released": n_level}
 
         single = beam.pvalue.AsSingleton
         level_stats = (previous.pipeline
                        | f"{L}/StatsOnce" >> beam.Create([None])
                        | f"{L}/Stats" >> beam.Map(
                            stats, single(n_previous), single(n_valid), single(rho),
-                           single(support | f"{L}/CountSupport" >> count()),
-                           single(released | f"{L}/CountReleased" >> count()),
-                           single(spurious | f"{L}/CountSpurious" >> count())))
-        return level, level_stats
+                           single(level | f"{L}/CountLevel" >> count())))
+        if not self.non_private_stats:
+            return level, level_stats, None
+
+        # Raw figures (opt-in): which part came from users' weight, which was spurious.
+        def raw_stats(_, n_val, rho_k, n_support, n_released, n_spurious):
+            p = float(special.ndtr(-rho_k / sigma)) if math.isfinite(rho_k) else 0.0
+            return {"k": k, "support": n_support,
+                    "expected_spurious": max(n_val - n_support, 0) * p,
+                    "spurious": n_spurious, "released_from_users": n_released}
+
+        raw = (previous.pipeline
+               | f"{L}/RawStatsOnce" >> beam.Create([None])
+               | f"{L}/RawStats" >> beam.Map(
+                   raw_stats, single(n_valid), single(rho),
+                   single(support | f"{L}/CountSupport" >> count()),
+                   single(released | f"{L}/CountReleased" >> count()),
+                   single(spurious | f"{L}/CountSpurious" >> count())))
+        return level, level_stats, raw
 
     def expand(self, documents):
+        require_global_window(documents, "ExtractNgrams")
         # First one record per user with all their documents.
         user_docs = (documents
                      | "CheckDocuments" >> beam.Map(check_document)
@@ -346,14 +384,19 @@ class ExtractNgrams(beam.PTransform):
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
         unigrams = self._level1(user_docs)
         self.released_per_level = [unigrams]
-        all_stats = []
+        all_stats, all_raw = [], []
         previous = unigrams
         for k in range(2, self.max_n + 1):
-            previous, level_stats = self._level(k, user_docs, previous, unigrams)
+            previous, level_stats, raw = self._level(k, user_docs, previous, unigrams)
             self.released_per_level.append(previous)
             all_stats.append(level_stats)
+            all_raw.append(raw)
         self.level_stats = (all_stats | "AllLevelStats" >> beam.Flatten() if all_stats
                             else documents.pipeline | "NoLevelStats" >> beam.Create([]))
+        if self.non_private_stats:
+            self.non_private_level_stats = (
+                all_raw | "AllRawLevelStats" >> beam.Flatten() if all_raw
+                else documents.pipeline | "NoRawLevelStats" >> beam.Create([]))
         # Finally the union of all levels.
         return self.released_per_level | "UnionOfLevels" >> beam.Flatten()
 
@@ -388,6 +431,7 @@ class NgramsByDPSU(beam.PTransform):
             lambda d: ((d[0], encode(g)) for k in lengths for g in set(kgrams_of(d[1], k))))
 
     def expand(self, documents):
+        require_global_window(documents, "NgramsByDPSU")
         docs = documents | "CheckDocuments" >> beam.Map(check_document)
         decode = beam.Map(lambda text: tuple(json.loads(text)))
         if self.variant == "dpsu-all":

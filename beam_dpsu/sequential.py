@@ -40,6 +40,7 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
 from beam_dpsu.noise import canonical_bytes, stable_hash64
 from beam_dpsu.policies import apply_policy, gw_item_order
+from beam_dpsu.windowing import require_global_window
 
 __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
            "SequentialPolicyHistogram", "OrderItemsForGW"]
@@ -134,6 +135,9 @@ class SequentialPolicyHistogram(beam.PTransform):
         self._shards = shards
 
     def expand(self, user_items):
+        # The timer fires at the end of the window: in any window but the
+        # global one, each window would be its own policy over its own users.
+        require_global_window(user_items, "SequentialPolicyHistogram")
         key, shards = self._key, self._shards
 
         def keyed_by_shard(record):
@@ -181,9 +185,13 @@ class OrderItemsForGW(beam.PTransform):
 
 
 def _check_public_count(record):
+    # Public data, but the message still names only the shape and the field.
     if not isinstance(record, tuple) or len(record) != 2:
-        raise ValueError(f"public counts must be (item, count) pairs, got {record!r:.200}")
-    item, count = record
+        raise ValueError("public counts must be (item, count) pairs, got a "
+                         f"{type(record).__name__}")
+    _, count = record
     if isinstance(count, bool) or not isinstance(count, (int, float)) or count < 0:
-        raise ValueError(f"public count of {item!r:.100} must be a number >= 0, got {count!r}")
+        raise ValueError("a public count (field 1 of an (item, count) pair) must be a number "
+                         f">= 0, got a {type(count).__name__}"
+                         + (" below 0" if isinstance(count, (int, float)) else ""))
     return record

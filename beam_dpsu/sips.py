@@ -28,6 +28,7 @@ from beam_dpsu.bounding import ItemCountsPerUser, SampleItemsPerUser, ValidatePa
 from beam_dpsu.calibration import RoundsCalibration
 from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.selection import NoisyThreshold
+from beam_dpsu.windowing import require_global_window
 
 __all__ = ["REMOVALS", "RemoveReleasedBySideInput", "RemoveReleasedByJoin", "SIPSRounds"]
 
@@ -101,6 +102,7 @@ class SIPSRounds(beam.PTransform):
         self.released_per_round = []
 
     def expand(self, pairs):
+        require_global_window(pairs, "SIPSRounds")
         # First one record of distinct items per user.
         user_items = (pairs
                       | "ValidatePairs" >> ValidatePairs()

@@ -15,7 +15,7 @@ from beam_dpsu import (Budget, BudgetAccountant, BudgetExceededError, CountRelea
                        DiscreteGaussian, DiscreteLaplace, InvalidRecordError, SelectItems,
                        WeightedGaussian, ZCDPBudget, count_calibration,
                        split_selection_and_counts)
-from beam_dpsu.counts import require_global_window
+from beam_dpsu.windowing import NonGlobalWindowError
 from beam_dpsu.noise import stable_hash64
 from tests.test_discrete_noise import chi_square_pvalue
 
@@ -208,19 +208,16 @@ def test_windowed_input_is_refused():
     released = p | "Released" >> beam.Create(["a"])
     windowed = (p | "Pairs" >> beam.Create([("u", "a")])
                 | beam.WindowInto(window.FixedWindows(60)))
-    with pytest.raises(ValueError, match="FixedWindows windows; contribution bounding is global"):
+    with pytest.raises(NonGlobalWindowError,
+                       match=r"CountReleased \(its \(user_id, item\) input\) needs its input in "
+                             "the global window, but it is windowed by FixedWindows"):
         _ = windowed | "Count1" >> CountReleased(released, Budget(1.0), 5)
-    with pytest.raises(ValueError, match="released items given to CountReleased is in "
-                                         "FixedWindows"):
+    with pytest.raises(NonGlobalWindowError,
+                       match=r"CountReleased \(its released items\) needs its input in the "
+                             "global window"):
         _ = (p | "Pairs2" >> beam.Create([("u", "a")])
              | "Count2" >> CountReleased(
                  released | "W" >> beam.WindowInto(window.FixedWindows(5)), Budget(1.0), 5))
-
-    class Unbounded:
-        is_bounded = False
-
-    with pytest.raises(ValueError, match="is unbounded"):
-        require_global_window(Unbounded(), "input")
 
 
 def test_bad_arguments_and_records():

@@ -1,0 +1,54 @@
+"""Bounding is global: every transform that bounds or aggregates users refuses windows.
+
+A user's contribution is bounded across the whole input (DESIGN §4, invariant 7).
+Beam groups by (key, window), so a ``GroupByKey`` or ``CombinePerKey`` over a
+PCollection in fixed, sliding or session windows would bound each user once
+per window: a user whose records fall in 6 windows would contribute Δ0 items 6
+times, and the noise calibrated for one user would cover a sixth of them.
+An unbounded (streaming) PCollection has no end at which a global bound
+could be applied. A global window with a trigger other than the default
+would fire several panes, each grouped on its own: the same per-pane
+bounding. All three are refused when the pipeline is built, before any data
+moves.
+"""
+
+from __future__ import annotations
+
+from apache_beam.transforms.trigger import DefaultTrigger
+from apache_beam.transforms.window import GlobalWindows
+
+__all__ = ["NonGlobalWindowError", "require_global_window"]
+
+
+class NonGlobalWindowError(ValueError):
+    """A PCollection given to a bounding transform is windowed or unbounded."""
+
+
+def require_global_window(pcoll, transform: str):
+    """Returns ``pcoll`` if it is bounded and in the global window; raises otherwise.
+
+    Args:
+      pcoll: the input PCollection of a transform that bounds contributions.
+      transform: the transform's name, for the error message.
+    """
+    windowfn = getattr(getattr(pcoll, "windowing", None), "windowfn", None)
+    if windowfn is not None and not isinstance(windowfn, GlobalWindows):
+        raise NonGlobalWindowError(
+            f"{transform} needs its input in the global window, but it is windowed by "
+            f"{type(windowfn).__name__}: contributions would be bounded per window, so a "
+            "user with records in several windows would be counted several times and the "
+            "privacy guarantee would not hold. Apply "
+            "beam.WindowInto(beam.window.GlobalWindows()) before it, over the whole input "
+            "you mean to release from.")
+    triggerfn = getattr(getattr(pcoll, "windowing", None), "triggerfn", None)
+    if triggerfn is not None and not isinstance(triggerfn, DefaultTrigger):
+        raise NonGlobalWindowError(
+            f"{transform} needs the global window with its default trigger, but the input has "
+            f"the trigger {type(triggerfn).__name__}: each pane would be bounded on its own. "
+            "Apply beam.WindowInto(beam.window.GlobalWindows()) (default trigger) before it.")
+    if getattr(pcoll, "is_bounded", True) is False:
+        raise NonGlobalWindowError(
+            f"{transform} needs a bounded (batch) input: an unbounded PCollection has no end "
+            "at which each user's contribution can be bounded once. Read a finite snapshot "
+            "(e.g. a batch read of the files or table) instead.")
+    return pcoll

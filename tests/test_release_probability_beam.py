@@ -1,0 +1,117 @@
+"""Statistical tests through Beam: what a lone user or an unseen k-gram risks.
+
+``test_release_probability.py`` checks the noise-and-threshold core; these
+tests run the whole transforms (bounding, histogram, sequential order, SIPS
+rounds, DPNE levels) on the DirectRunner with OS randomness, so a bug in the
+data movement (a user bounded twice, a weight doubled, a round reusing noise)
+shows up too.
+
+* ``SelectItems``: N users each hold items nobody else holds. Their items do
+  not interact, so the users are N independent trials of the worst case of the
+  proofs; the number of users with any item released is Binomial(N, p) with
+  p ≤ the δ the mechanism gives its thresholds.
+* ``ExtractNgrams``: users hold single tokens (every unigram certainly
+  released) and a few two-token documents; every valid bigram nobody holds is
+  released independently with probability Φ(−ρ_2/σ_2) (dpne App. A).
+
+False-failure rate: each one-sided check uses the 1 − 1e-8 quantile, the
+two-sided DPNE check 1e-8 in each tail; the 9 checks below fail by chance
+with probability < 2e-7 in all.
+"""
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from scipy import special, stats
+
+from beam_dpsu import SelectItems, configs
+from beam_dpsu.accounting import Budget
+from beam_dpsu.ngrams import ExtractNgrams
+
+QUANTILE = 1 - 1e-8
+N_USERS = 2_000
+MAX_ITEMS = 4
+BUDGET = Budget(1.0, 0.2)  # δ large enough to measure a rate
+
+MECHANISMS = [
+    configs.CountLaplace(MAX_ITEMS), configs.CountGaussian(MAX_ITEMS),
+    configs.WeightedLaplace(MAX_ITEMS), configs.WeightedGaussian(MAX_ITEMS),
+    configs.SIPS(MAX_ITEMS, rounds=3),
+    configs.PolicyLaplace(MAX_ITEMS), configs.PolicyGaussian(MAX_ITEMS),
+    configs.GreedyWithoutSampling(),
+]
+
+
+def lone_users():
+    """N users, user u holding 1..Δ0+1 items only it holds (the last size is sampled down)."""
+    return [(f"user{u}", f"item{u}.{j}")
+            for u in range(N_USERS) for j in range(1 + u % (MAX_ITEMS + 1))]
+
+
+def threshold_delta(select) -> float:
+    """The δ a mechanism spends on its thresholds (for SIPS, summed over its rounds)."""
+    calibration = select.calibration
+    if hasattr(calibration, "rounds"):
+        return sum(c.threshold_delta for c in calibration.rounds)
+    return calibration.threshold_delta
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS, ids=lambda m: m.name)
+def test_a_lone_users_items_are_released_with_probability_at_most_delta(mechanism):
+    select = SelectItems(mechanism, BUDGET)
+    delta = threshold_delta(select)
+    assert delta <= BUDGET.delta
+    bound = stats.binom.ppf(QUANTILE, N_USERS, delta)
+    with TestPipeline() as p:
+        users_with_a_release = (
+            p | beam.Create(lone_users())
+            | select
+            | "Owner" >> beam.Map(lambda item: item.split(".")[0])
+            | "Distinct" >> beam.Distinct()
+            | beam.combiners.Count.Globally())
+
+        def check(counts):
+            (count,) = counts
+            assert count <= bound, (mechanism.name, count, bound, delta)
+
+        assert_that(users_with_a_release, check)
+
+
+def test_unseen_valid_kgrams_are_released_at_the_spurious_rate():
+    n_tokens, eta = 150, 0.9
+    tokens = [f"w{i}" for i in range(n_tokens)]
+    # 40 single-token documents per token: S_1 is every token (weight 40 ≫ ρ_1).
+    docs = [(f"u{t}.{j}", (tok,)) for t, tok in enumerate(tokens) for j in range(40)]
+    # A few users hold bigrams; those are in supp H_2 and excluded from the count.
+    held = {(tokens[i], tokens[i + 1]) for i in range(0, 60, 2)}
+    docs += [(f"h{i}", g) for i, g in enumerate(sorted(held))]
+    extract = ExtractNgrams(2, Budget(3.0, 1e-5), max_items_per_user=2, eta=eta)
+    with TestPipeline() as p:
+        released = p | beam.Create(docs) | extract
+        unseen = (released
+                  | "Bigrams" >> beam.Filter(lambda g: len(g) == 2 and g not in held)
+                  | "CountUnseen" >> beam.combiners.Count.Globally())
+        unigrams = (released
+                    | "Unigrams" >> beam.Filter(lambda g: len(g) == 1)
+                    | "CountUnigrams" >> beam.combiners.Count.Globally())
+        sigma = extract.sigmas[1]
+
+        def check(_, n_unseen, n_unigrams, level):
+            assert n_unigrams == n_tokens
+            n_valid = level["valid_kgrams"]
+            assert n_valid == n_tokens ** 2
+            p = float(special.ndtr(-level["release_threshold"] / sigma))
+            # ρ_2 = σ_2 Φ⁻¹(1 − η·|S_1|/|V_2|): p is η/|S_1| (dpne §2).
+            assert p == pytest.approx(eta / n_tokens, rel=1e-9)
+            candidates = n_valid - len(held)
+            low = stats.binom.ppf(1e-8, candidates, p)
+            high = stats.binom.ppf(QUANTILE, candidates, p)
+            assert low <= n_unseen <= high, (n_unseen, low, high)
+            return True
+
+        checked = (p | "Once" >> beam.Create([None])
+                   | beam.Map(check, beam.pvalue.AsSingleton(unseen),
+                              beam.pvalue.AsSingleton(unigrams),
+                              beam.pvalue.AsSingleton(extract.level_stats)))
+        assert_that(checked, equal_to([True]))
