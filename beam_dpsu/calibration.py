@@ -130,6 +130,11 @@ class KeepProbabilityCalibration:
     budget: Budget
     source: str
 
+    @property
+    def threshold_delta(self) -> float:
+        """δ: a user alone on t ≤ Δ0 items has one released w.p. 1 − (1 − δ/Δ0)^t ≤ δ."""
+        return self.budget.delta
+
     def keep_probability(self, counts) -> np.ndarray:
         """π(count) for each count (vectorised)."""
         return thresholds.truncated_geometric_keep_probability(

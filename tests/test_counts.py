@@ -8,6 +8,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import window
 
@@ -218,6 +219,14 @@ def test_windowed_input_is_refused():
         _ = (p | "Pairs2" >> beam.Create([("u", "a")])
              | "Count2" >> CountReleased(
                  released | "W" >> beam.WindowInto(window.FixedWindows(5)), Budget(1.0), 5))
+
+
+def test_unbounded_input_is_refused():
+    p = TestPipeline()
+    released = p | "Released" >> beam.Create(["a"])
+    stream = p | TestStream().add_elements([("u", "a")]).advance_watermark_to_infinity()
+    with pytest.raises(NonGlobalWindowError, match="needs a bounded \\(batch\\) input"):
+        _ = stream | CountReleased(released, Budget(1.0), 5)
 
 
 def test_bad_arguments_and_records():
