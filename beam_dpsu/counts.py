@@ -41,7 +41,8 @@ import apache_beam as beam
 
 from beam_dpsu import __version__, noise
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
-from beam_dpsu.bounding import ItemCountsPerUser, SampleItemsPerUser, ValidatePairs
+from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser,
+                                check_pair)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.thresholds import check_max_items
@@ -53,6 +54,7 @@ __all__ = [
     "SelectionAndCountsBudget",
     "split_selection_and_counts",
     "CountReleased",
+    "check_count_pair",
 ]
 
 DEFAULT_COUNTS_SHARE = 0.25
@@ -175,6 +177,23 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                     counts_share=share)
 
 
+def check_count_pair(record):
+    """A (user_id, item) record whose item is a str, bytes or an n-gram; raises otherwise.
+
+    As ``bounding.check_pair``, and an n-gram (a non-empty tuple of non-empty
+    str, as ``ExtractNgrams`` releases) is an item too. Errors name the field,
+    never the values.
+    """
+    if isinstance(record, tuple) and len(record) == 2 and isinstance(record[1], tuple):
+        gram = record[1]
+        if not gram or not all(isinstance(token, str) and token for token in gram):
+            raise InvalidRecordError(
+                "an n-gram item (field 1) must be a non-empty tuple of non-empty str")
+        check_pair((record[0], "n-gram"))  # the user id
+        return record
+    return check_pair(record)
+
+
 class _KeepReleasedFn(beam.DoFn):
     """(user, {item: occurrences}) → (user, [released items it holds]); drops users with none."""
 
@@ -204,6 +223,8 @@ class _AddDiscreteNoiseFn(beam.DoFn):
 
 class CountReleased(beam.PTransform):
     """(user_id, item) records → (item, noisy user count) for exactly the released items.
+
+    Items are str, bytes or n-grams (tuples of str, as ``ExtractNgrams`` releases).
 
     The pipeline it builds: first check the records and count each user once
     per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
@@ -267,7 +288,7 @@ class CountReleased(beam.PTransform):
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
         user_items = (pairs
-                      | "ValidatePairs" >> ValidatePairs()
+                      | "ValidatePairs" >> beam.Map(check_count_pair)
                       | "DedupePerUser" >> ItemCountsPerUser()
                       | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
                       | "SampleItemsPerUser" >> SampleItemsPerUser(
