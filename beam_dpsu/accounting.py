@@ -355,7 +355,8 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     Golden values in dp-sips App. B, Tables 4–5.
     """
     rho = _check_positive("rho", rho)
-    delta_cdp = 0.0 if delta_cdp == 0 else _check_probability("delta_cdp", delta_cdp)  # 0: pure zCDP
+    # δ_CDP = 0 is pure ρ-zCDP (Corollary 9 then is Lemma 8 alone).
+    delta_cdp = 0.0 if delta_cdp == 0 else _check_probability("delta_cdp", delta_cdp)
     delta_dp = _check_probability("delta_dp", delta_dp)
     if delta_dp <= delta_cdp:
         raise ValueError(

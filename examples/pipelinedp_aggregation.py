@@ -26,7 +26,6 @@ word: an order that depends only on the released set) and ``OUT/report.json``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 

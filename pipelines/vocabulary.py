@@ -11,7 +11,8 @@ released items, and input counts (users, pairs, distinct items) which are NOT
 private. With ``--with-counts`` it also writes ``OUT/counts-*.tsv``
 (``item<TAB>noisy number of users holding it`` for every released item and no
 other, in the items' order), paid for by a share of the budget
-(``--counts-share``, default 0.25); the report then records both parts. Any other flag is a Beam pipeline option (``--runner``,
+(``--counts-share``, default 0.25); the report then records both parts.
+Any other flag is a Beam pipeline option (``--runner``,
 ``--direct_num_workers``, Dataflow's ``--project``/``--region``/…); the
 DirectRunner is the default.
 """

@@ -58,7 +58,8 @@ def test_discrete_gaussian_matches_its_pmf(sigma_squared):
     assert chi_square_pvalue(dist.samples(N), dist) > ALPHA
 
 
-@pytest.mark.parametrize("dist", [DiscreteLaplace(3), DiscreteGaussian(9)], ids=["laplace", "gaussian"])
+@pytest.mark.parametrize("dist", [DiscreteLaplace(3), DiscreteGaussian(9)],
+                         ids=["laplace", "gaussian"])
 def test_samples_are_symmetric(dist):
     draws = np.asarray(dist.samples(N))
     positive, negative = int((draws > 0).sum()), int((draws < 0).sum())

@@ -107,7 +107,8 @@ def test_config_calibration_splits_the_budget_over_max_items():
     cal = TruncatedGeometric(10).calibrate(Budget(1.0, 1e-5))
     assert cal.epsilon_per_item == pytest.approx(0.1) and cal.delta_per_item == pytest.approx(1e-6)
     assert (cal.crossover, cal.users_kept_surely) == (109, 218)
-    assert mechanism_from_name("truncated-geometric", max_items_per_user=10) == TruncatedGeometric(10)
+    assert mechanism_from_name("truncated-geometric",
+                               max_items_per_user=10) == TruncatedGeometric(10)
     assert MECHANISMS["truncated-geometric"] is TruncatedGeometric
     with pytest.raises(ValueError, match="truncated-geometric' is \\(ε, δ\\)-DP only"):
         TruncatedGeometric(10).calibrate(ZCDPBudget(0.1, 1e-5))
