@@ -9,7 +9,8 @@ The same (user, item) pairs go through PipelineDP's ``select_partitions``
 (its default truncated-geometric strategy and its Weighted Gaussian strategy,
 both at (ε, δ) with ``max_partitions_contributed`` = Δ0) and through our
 mechanisms (``--mechanisms``, default weighted-gaussian, policy-gaussian,
-sips, gw), one DirectRunner pipeline each. It prints released items and wall
+sips, gw, truncated-geometric — the last is the same algorithm as PipelineDP's
+default strategy), one DirectRunner pipeline each. It prints released items and wall
 time side by side. PipelineDP is an optional dependency of this script only.
 """
 
@@ -56,7 +57,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_input_arguments(parser)
     add_mechanism_arguments(parser, several=True)
-    parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw")
+    parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw,truncated-geometric")
     parser.add_argument(*flags("epsilon"), type=float, required=True)
     parser.add_argument(*flags("delta"), type=float, required=True)
     parser.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES),

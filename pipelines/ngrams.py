@@ -4,9 +4,12 @@
         --max-n 6 --max-items-per-user 10 --epsilon 1 --delta 1e-7 --eta 0.01 --output out/
 
 Writes ``OUT/ngrams-*.txt`` (one released n-gram per line, tokens joined by a
-space) and ``OUT/report.json``: the privacy parameters, per-level statistics
-(Δ_k, σ_k, ρ_k, |S_{k−1}|, |V_k|, expected and drawn spurious n-grams), the
-released count per length, and input counts that are NOT private.
+space, sorted) and ``OUT/report.json``: the privacy parameters, per-level
+statistics (Δ_k, σ_k, ρ_k, |S_{k−1}|, |V_k|, expected and drawn spurious
+n-grams), the released count per length, and input counts that are NOT
+private. With ``--with-counts`` it also writes ``OUT/counts-*.tsv``
+(``n-gram<TAB>noisy number of users holding it`` for every released n-gram, in
+the n-grams' order), paid for by ``--counts-share`` of the budget (default 0.25).
 ``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any other
 flag is a Beam pipeline option (``--runner`` …); DirectRunner by default.
 """
@@ -19,13 +22,16 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_dpsu.kgrams import PRUNINGS
+from beam_dpsu.kgrams import PRUNINGS, kgrams_of
 from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU
+from beam_dpsu.output import WriteReleased
 from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
 from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments
-from pipelines.vocabulary import (UsageError, add_budget_arguments, add_input_arguments,
-                                  budget_from_args, check_input_args, flags,
-                                  run_reporting_errors, tokenizer_from_args)
+from pipelines.vocabulary import (UsageError, add_budget_arguments, add_counts_arguments,
+                                  add_input_arguments, budget_from_args,
+                                  budget_parts_from_args, check_input_args, count_released,
+                                  flags, run_reporting_errors, tokenizer_from_args,
+                                  with_counts_report)
 
 METHODS = ("dpne",) + BASELINES
 
@@ -64,14 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dpne (default) or a DPSU baseline of dpne Table 3")
     g.add_argument(*flags("single-n"), type=int, help="dpsu-single: the one length to extract")
     add_budget_arguments(parser)
+    add_counts_arguments(parser)
     parser.add_argument(*flags("output"), required=True, help="output directory (local or gs://…)")
     return parser
 
 
 def parse_args(argv):
+    """(job arguments, Beam PipelineOptions, transform); with --with-counts the
+    transform gets the selection's part of the budget and ``args.budget_parts``
+    holds both parts."""
     args, beam_args = build_parser().parse_known_args(argv)
     check_input_args(args)
-    budget = budget_from_args(args)
+    total = budget_from_args(args)
+    args.budget_parts = budget_parts_from_args(args, total)
+    budget = total if args.budget_parts is None else args.budget_parts.selection
     if args.method == "dpne":
         transform = ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                   args.pruning, args.noise_decay, args.level1, args.alpha,
@@ -111,6 +123,14 @@ class DocumentStats(beam.PTransform):
                     single(users), single(docs), single(tokens)))
 
 
+def counts_max_items(args) -> int:
+    """Δ0 of the counts: --counts-max-items-per-user, else the largest Δ_k."""
+    if args.counts_max_items_per_user is not None:
+        return args.counts_max_items_per_user
+    per_level = args.max_items_per_user
+    return max(per_level) if isinstance(per_level, list) else per_level
+
+
 def build_pipeline(pipeline, args, transform) -> None:
     # First read the documents as (user, tokens).
     documents = pipeline | "ReadDocuments" >> ReadDocuments(
@@ -118,11 +138,19 @@ def build_pipeline(pipeline, args, transform) -> None:
         args.skip_header_lines)
     # Then extract the n-grams.
     released = documents | "Extract" >> transform
-    # Finally write them, and the report with per-length and per-level counts.
+    # Finally write them (sorted), their counts, and the report with per-length and
+    # per-level counts.
     out = args.output.rstrip("/")
-    _ = (released
-         | "Format" >> beam.Map(" ".join)
-         | "WriteNgrams" >> beam.io.WriteToText(f"{out}/ngrams", file_name_suffix=".txt"))
+    _ = released | "WriteNgrams" >> WriteReleased(f"{out}/ngrams", ".txt")
+    counter = None
+    if args.budget_parts is not None:
+        # Every user's n-grams of lengths 1..T (CountReleased keeps the released ones).
+        max_n = args.max_n
+        user_ngrams = documents | "UserNgrams" >> beam.FlatMap(
+            lambda doc: ((doc[0], gram) for k in range(1, max_n + 1)
+                         for gram in kgrams_of(doc[1], k)))
+        counter = count_released(user_ngrams, released, args.budget_parts,
+                                 counts_max_items(args), args.seed, out)
     per_length = (released
                   | "Length" >> beam.Map(len)
                   | "CountPerLength" >> beam.combiners.Count.PerElement()
@@ -130,7 +158,7 @@ def build_pipeline(pipeline, args, transform) -> None:
     level_stats = (transform.level_stats | "StatsList" >> beam.combiners.ToList()
                    if isinstance(transform, ExtractNgrams)
                    else pipeline | "NoStats" >> beam.Create([[]]))
-    static = _static_report(transform, args)
+    static = with_counts_report(_static_report(transform, args), args.budget_parts, counter)
 
     def assemble(stats, lengths, levels):
         report = dict(static)

@@ -5,10 +5,14 @@
         --mechanism weighted-gaussian --rho 0.1 --delta 1e-5 \\
         --max-items-per-user 100 --output out/
 
-Writes ``OUT/items-*.txt`` (one released item per line) and
+Writes ``OUT/items-*.txt`` (one released item per line, sorted) and
 ``OUT/report.json``: the privacy report of the selection, the number of
 released items, and input counts (users, pairs, distinct items) which are NOT
-private. Any other flag is a Beam pipeline option (``--runner``,
+private. With ``--with-counts`` it also writes ``OUT/counts-*.tsv``
+(``item<TAB>noisy number of users holding it`` for every released item and no
+other, in the items' order), paid for by a share of the budget
+(``--counts-share``, default 0.25); the report then records both parts.
+Any other flag is a Beam pipeline option (``--runner``,
 ``--direct_num_workers``, Dataflow's ``--project``/``--region``/…); the
 DirectRunner is the default.
 """
@@ -25,7 +29,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_dpsu import configs
 from beam_dpsu.accounting import Budget, ZCDPBudget
 from beam_dpsu.bounding import InvalidRecordError
+from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased, SelectionAndCountsBudget,
+                              split_selection_and_counts)
 from beam_dpsu.mechanisms import SelectItems
+from beam_dpsu.output import WriteReleased, format_released
 from beam_dpsu.report import NON_PRIVATE_NOTE, to_json
 from beam_dpsu.text import Tokenizer
 from pipelines.inputs import (FORMATS, ROW_AS_USER, InputFormatError, ReadPairs,
@@ -120,6 +127,60 @@ def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
                         "not private and the report says so")
 
 
+def add_counts_arguments(parser: argparse.ArgumentParser) -> None:
+    """--with-counts and its budget share and Δ0 (vocabulary and n-gram jobs)."""
+    g = parser.add_argument_group("counts of the released items (optional)")
+    g.add_argument(*flags("with-counts"), type=boolean, nargs="?", const=True, default=False,
+                   help="also write OUT/counts-*.tsv: item<TAB>noisy number of users holding "
+                        "it, for every released item (exact discrete Laplace noise under "
+                        "--epsilon, discrete Gaussian under --rho), paid for by "
+                        "--counts-share of the budget")
+    g.add_argument(*flags("counts-share"), type=float,
+                   help="with --with-counts: the share of ε (or ρ) spent on the counts, "
+                        f"0 < share < 1 (default {DEFAULT_COUNTS_SHARE}); the selection gets "
+                        "the rest and all of δ")
+    g.add_argument(*flags("counts-max-items-per-user"), type=int,
+                   help="with --with-counts: Δ0 of the counts, the most released items each "
+                        "user is counted on, sampled uniformly (default: --max-items-per-user, "
+                        "or 100)")
+
+
+def budget_parts_from_args(args, budget) -> SelectionAndCountsBudget | None:
+    """The selection and counts parts of the budget with --with-counts, else None."""
+    if not args.with_counts:
+        if args.counts_share is not None or args.counts_max_items_per_user is not None:
+            raise UsageError("--counts-share and --counts-max-items-per-user need --with-counts")
+        return None
+    share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
+    return split_selection_and_counts(budget, share)
+
+
+def count_released(pairs, released, parts: SelectionAndCountsBudget, max_items_per_user: int,
+                   seed, out: str) -> CountReleased:
+    """Counts the released items and writes OUT/counts-*.tsv in the items' order."""
+    counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed)
+    _ = (pairs
+         | "CountReleased" >> counter
+         | "WriteCounts" >> WriteReleased(f"{out}/counts", ".tsv", format_line=count_line,
+                                          sort_key=lambda kv: kv[0]))
+    return counter
+
+
+def count_line(item_count) -> str:
+    """``item<TAB>count``; a tab inside the item is written as ``\\t`` (like line breaks)."""
+    item, count = item_count
+    return format_released(item).replace("\t", "\\t") + "\t" + str(count)
+
+
+def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
+                       counter: CountReleased | None) -> dict:
+    """The selection's report plus, with counts, the budget split and the counts' report."""
+    if parts is None:
+        return report
+    return {**report, "total_budget": parts.total.to_dict(), "budget_split": parts.to_dict(),
+            "counts": counter.report}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.vocabulary",
@@ -128,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_input_arguments(parser)
     add_mechanism_arguments(parser)
     add_budget_arguments(parser)
+    add_counts_arguments(parser)
     parser.add_argument(*flags("output"), required=True, help="output directory (local or gs://…)")
     return parser
 
@@ -183,11 +245,16 @@ def mechanism_from_args(args, name: str | None = None,
 
 
 def parse_args(argv):
-    """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input."""
+    """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input.
+
+    With --with-counts the budget is the total; ``build_pipeline`` splits it.
+    """
     args, beam_args = build_parser().parse_known_args(argv)
     check_input_args(args)
     budget = budget_from_args(args)
     mechanism = mechanism_from_args(args)
+    parts = budget_parts_from_args(args, budget)  # validated now, before anything runs
+    mechanism.calibrate(budget if parts is None else parts.selection)
     return args, PipelineOptions(beam_args), mechanism, budget
 
 
@@ -257,19 +324,30 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
         args.input, args.format, args.user_field, args.text_field,
         tokenizer, args.skip_header_lines)
     mechanism = with_public_counts(pipeline, args, mechanism, tokenizer)
-    # Then release items with the chosen mechanism.
-    select = SelectItems(mechanism, budget, seed=args.seed, hot_key_fanout=args.hot_key_fanout)
+    # Then release items with the chosen mechanism (on its part of the budget
+    # when the counts take a share of it).
+    parts = budget_parts_from_args(args, budget)
+    select = SelectItems(mechanism, budget if parts is None else parts.selection,
+                         seed=args.seed, hot_key_fanout=args.hot_key_fanout)
     released = pairs | "SelectItems" >> select
-    # Finally write the released items and the report.
+    # Finally write the released items (sorted), their counts and the report.
     out = args.output.rstrip("/")
-    _ = (released
-         | "FormatItems" >> beam.Map(lambda item: item.decode("utf-8", "backslashreplace")
-                                     if isinstance(item, bytes) else item)
-         | "WriteItems" >> beam.io.WriteToText(f"{out}/items", file_name_suffix=".txt"))
+    _ = released | "WriteItems" >> WriteReleased(f"{out}/items", ".txt")
+    counter = None
+    if parts is not None:
+        counter = count_released(pairs, released, parts, counts_max_items(args), args.seed, out)
     _ = (pairs
          | "InputStats" >> InputStats()
-         | "WriteReport" >> WriteReport(out, select.report, released, select.released_by_stage))
+         | "WriteReport" >> WriteReport(out, with_counts_report(select.report, parts, counter),
+                                        released, select.released_by_stage))
     return select
+
+
+def counts_max_items(args) -> int:
+    """Δ0 of the counts: --counts-max-items-per-user, else --max-items-per-user, else 100."""
+    if args.counts_max_items_per_user is not None:
+        return args.counts_max_items_per_user
+    return args.max_items_per_user or 100
 
 
 def run(argv=None) -> None:

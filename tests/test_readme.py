@@ -39,3 +39,13 @@ def test_composition_pattern_from_readme():
     accountant.spend(aggregation_budget)
     with pytest.raises(beam_dpsu.BudgetExceededError):
         accountant.spend(beam_dpsu.Budget(0.01, 1e-9))
+
+
+def test_readme_counts_example_runs(capsys):
+    block = next(b for b in python_blocks() if "CountReleased" in b)
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.startswith("discrete_gaussian 14.14213")  # σ² = Δ0/(2ρ) = 20/(2·0.05) = 200
+    # Both items are released (300 holders each) and counted once each.
+    counted = [line for line in out.splitlines() if line.startswith("(")]
+    assert sorted(line.split(",")[0] for line in counted) == ["('cat'", "('dog'"]

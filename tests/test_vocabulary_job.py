@@ -198,7 +198,14 @@ def test_job_bad_pairs_record(tmp_path, capsys):
     (["--input", "/nonexistent/*.csv", *BASE], "no input file matches '/nonexistent/*.csv'"),
     (["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be a finite number > 0, got -1.0"),
     (["--epsilon", "1", "--rho", "0.1", "--delta", "1e-5"], "give exactly one of --epsilon"),
-    (["--epsilon", "1", "--delta", "2"], "delta must lie strictly between 0 and 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "2"], "delta must satisfy 0 <= delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "0"], "mechanism 'weighted-gaussian' needs delta > 0"),
+    (["--counts-share", "0.5", *BASE], "--counts-share and --counts-max-items-per-user need "
+                                       "--with-counts"),
+    (["--with-counts", "--counts-share", "1.5", *BASE],
+     "counts_share must lie strictly between 0 and 1, got 1.5"),
+    (["--with-counts", "--counts-max-items-per-user", "0", *BASE],
+     "max_items_per_user must be >= 1, got 0"),
     (["--mechanism", "magic", *BASE], "unknown mechanism 'magic'"),
     (["--mechanism", "policy-gaussian-l1", *BASE], "not differentially private"),
     (["--max-items-per-user", "0", *BASE], "max_items_per_user must be >= 1, got 0"),
@@ -220,3 +227,50 @@ def test_job_as_a_subprocess_exits_non_zero_on_bad_input(tmp_path):
          "--output", str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "error: " in proc.stderr and "in.csv:2: missing user id" in proc.stderr
+
+
+def read_counts(out_dir):
+    lines = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "counts-*.tsv"))):
+        with open(path, encoding="utf-8") as f:
+            lines += [line.rstrip("\n").split("\t") for line in f]
+    return lines
+
+
+@pytest.mark.parametrize("budget,noise", [(["--epsilon", "4"], "discrete_laplace"),
+                                          (["--rho", "2"], "discrete_gaussian")])
+def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, noise):
+    src = tmp_path / "pairs.csv"
+    lines = ([f"user{u},common" for u in range(300)] + [f"user{u},also" for u in range(120)]
+             + [f"user{u},rare{u}" for u in range(40)])
+    src.write_text("\n".join(reversed(lines)) + "\n")
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", str(src), "--mechanism", "weighted-gaussian",
+                            "--max-items-per-user", "3", *budget, "--delta", "1e-6",
+                            "--with-counts", "--counts-max-items-per-user", "2",
+                            "--output", str(out)])
+    assert code == 0
+    items, report = read_output(out)
+    counts = read_counts(out)
+    # Every released item exactly once, no other, in the items' (sorted) order.
+    assert [item for item, _ in counts] == items == sorted(items)
+    assert {"also", "common"} <= set(items) and all(len(row) == 2 for row in counts)
+    by_item = {item: int(c) for item, c in counts}
+    # Users hold ≤ 2 items, so the true counts are 300 and 120. The noise is
+    # discrete Laplace of scale Δ0/ε = 2/1 or discrete Gaussian with σ² = 2/(2·0.5):
+    # |error| ≥ 50 has probability < e^{-25} < 2e-11 per count.
+    assert abs(by_item["common"] - 300) < 50 and abs(by_item["also"] - 120) < 50
+    split = report["budget_split"]
+    assert split["counts_share"] == 0.25
+    assert report["total_budget"] == split["total"]
+    assert report["budget"] == split["selection"] and split["selection"]["delta"] == 1e-6
+    assert split["counts"]["delta"] == 0.0
+    assert report["counts"]["noise"] == noise and report["counts"]["max_items_per_user"] == 2
+    assert report["counts"]["budget"] == split["counts"]
+
+
+def test_job_without_counts_writes_none(tmp_path):
+    path = write_csv(tmp_path, "\n".join(f"u{i},cat" for i in range(50)) + "\n")
+    out = tmp_path / "out"
+    assert vocabulary.main(["--input", path, *BASE, "--output", str(out)]) == 0
+    assert not glob.glob(os.path.join(out, "counts-*")) and "counts" not in read_output(out)[1]
