@@ -189,8 +189,8 @@ def check_count_pair(record):
         if not gram or not all(isinstance(token, str) and token for token in gram):
             raise InvalidRecordError(
                 "an n-gram item (field 1) must be a non-empty tuple of non-empty str")
-        check_pair((record[0], "n-gram"))  # the user id
-        return record
+        user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
+        return user_id, tuple(str(token) for token in gram)
     return check_pair(record)
 
 
@@ -292,7 +292,8 @@ class CountReleased(beam.PTransform):
                       | "DedupePerUser" >> ItemCountsPerUser()
                       | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
                       | "SampleItemsPerUser" >> SampleItemsPerUser(
-                          self.calibration.max_items_per_user, self.seed, salt="counts"))
+                          self.calibration.max_items_per_user, self.seed, salt="counts",
+                          one_record_per_user=True))
         ones = user_items | "OnePerUserItem" >> beam.FlatMap(
             lambda record: ((item, 1) for item in record[1]))
         zeros = released | "ZeroPerReleased" >> beam.Map(lambda item: (item, 0))
