@@ -26,12 +26,14 @@ from beam_dpsu.accounting import (  # noqa: E402
     zcdp_to_dp,
 )
 from beam_dpsu.bounding import BoundContributions, InvalidRecordError  # noqa: E402
+from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace  # noqa: E402
 from beam_dpsu.configs import (  # noqa: E402
     CountGaussian,
     CountLaplace,
     MECHANISMS,
     SIPS,
     GreedyWithoutSampling,
+    TruncatedGeometric,
     PolicyGaussian,
     PolicyLaplace,
     WeightedGaussian,
@@ -44,6 +46,12 @@ from beam_dpsu.ngrams import ExtractNgrams  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError, require_global_window  # noqa: E402
+from beam_dpsu.counts import (  # noqa: E402
+    CountReleased,
+    SelectionAndCountsBudget,
+    count_calibration,
+    split_selection_and_counts,
+)
 
 __all__ = [
     "Budget",
@@ -61,6 +69,7 @@ __all__ = [
     "MECHANISMS",
     "SIPS",
     "GreedyWithoutSampling",
+    "TruncatedGeometric",
     "PolicyGaussian",
     "PolicyLaplace",
     "WeightedGaussian",
@@ -73,4 +82,10 @@ __all__ = [
     "NoisyThreshold",
     "NonGlobalWindowError",
     "require_global_window",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "CountReleased",
+    "SelectionAndCountsBudget",
+    "count_calibration",
+    "split_selection_and_counts",
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "ZCDPBudget",
     "BudgetAccountant",
     "BudgetExceededError",
+    "require_delta",
     "geometric_split_weights",
     "gaussian_noise_schedule",
     "analytic_gaussian_sigma",
@@ -51,6 +52,31 @@ def _check_probability(name: str, value: float) -> float:
     if not 0.0 < value < 1.0:
         raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
     return value
+
+
+def _check_budget_delta(value: float) -> float:
+    """δ of a budget: 0 (a pure budget) or in (0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"delta must be a number, got {value!r}")
+    value = float(value)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"delta must satisfy 0 <= delta < 1, got {value!r}")
+    return value
+
+
+def require_delta(budget, what: str):
+    """Returns ``budget`` if its δ > 0; otherwise a clear error naming ``what``.
+
+    Releasing an item that a single user holds has positive probability in
+    every set-union mechanism, so none of them is pure: each needs δ > 0 for
+    its threshold (or keep probability). Counts of released items do not.
+    """
+    if budget.delta <= 0.0:
+        raise ValueError(
+            f"{what} needs delta > 0: selecting items is never pure differential privacy "
+            f"(an item held by one user must be released with probability at most delta), "
+            f"got a pure budget {budget.to_dict()}")
+    return budget
 
 
 def _check_split_weights(weights: Sequence[float]) -> np.ndarray:
@@ -107,16 +133,18 @@ class Budget:
 
     Attributes:
       epsilon: ε > 0, the multiplicative privacy loss bound.
-      delta: 0 < δ < 1, the additive slack; for set union it must be positive
-        because releasing an item held by one user is impossible at δ = 0.
+      delta: 0 <= δ < 1, the additive slack. δ = 0 is pure ε-DP, which counts
+        with discrete Laplace noise need; every set-union mechanism needs
+        δ > 0 (releasing an item held by one user is impossible at δ = 0)
+        and refuses a pure budget.
     """
 
     epsilon: float
-    delta: float
+    delta: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _check_probability("delta", self.delta))
+        object.__setattr__(self, "delta", _check_budget_delta(self.delta))
 
     def split(self, weights: Sequence[float]) -> list["Budget"]:
         """Splits into parts proportional to ``weights`` (basic composition).
@@ -137,16 +165,17 @@ class ZCDPBudget:
 
     Attributes:
       rho: ρ > 0, the zero-concentrated DP parameter.
-      delta: 0 < δ < 1, the probability of the event outside which the
-        mechanism is ρ-zCDP (δ_CDP in dp-sips App. B).
+      delta: 0 <= δ < 1, the probability of the event outside which the
+        mechanism is ρ-zCDP (δ_CDP in dp-sips App. B). δ = 0 is pure ρ-zCDP
+        (counts with discrete Gaussian noise); set-union mechanisms need δ > 0.
     """
 
     rho: float
-    delta: float
+    delta: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "rho", _check_positive("rho", self.rho))
-        object.__setattr__(self, "delta", _check_probability("delta", self.delta))
+        object.__setattr__(self, "delta", _check_budget_delta(self.delta))
 
     def split(self, weights: Sequence[float]) -> list["ZCDPBudget"]:
         """Splits into parts proportional to ``weights``.
@@ -205,6 +234,23 @@ class BudgetAccountant:
                     f"(already spent {spent[f]!r})")
         self._spent.append(part)
         return part
+
+    def spend_all(self, *parts):
+        """Spends every part, or none of them if together they do not fit."""
+        for part in parts:
+            if type(part) is not type(self.total):
+                raise TypeError(f"cannot spend a {type(part).__name__} from a "
+                                f"{type(self.total).__name__} total")
+        spent = self.spent()
+        for f in self._fields():
+            limit = getattr(self.total, f)
+            need = sum(getattr(part, f) for part in parts)
+            if spent[f] + need > limit * (1 + self._TOLERANCE):
+                raise BudgetExceededError(
+                    f"spending {f}={need!r} in {len(parts)} parts would exceed the total "
+                    f"{f}={limit!r} (already spent {spent[f]!r})")
+        self._spent.extend(parts)
+        return parts
 
     def __repr__(self) -> str:
         def fmt(values: dict) -> str:
@@ -316,7 +362,8 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     Golden values in dp-sips App. B, Tables 4–5.
     """
     rho = _check_positive("rho", rho)
-    delta_cdp = _check_probability("delta_cdp", delta_cdp)
+    # δ_CDP = 0 is pure ρ-zCDP (Corollary 9 then is Lemma 8 alone).
+    delta_cdp = 0.0 if delta_cdp == 0 else _check_probability("delta_cdp", delta_cdp)
     delta_dp = _check_probability("delta_dp", delta_dp)
     if delta_dp <= delta_cdp:
         raise ValueError(

@@ -13,10 +13,11 @@ import math
 
 import numpy as np
 
-from beam_dpsu import accounting
+from beam_dpsu import accounting, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget
 
-__all__ = ["Calibration", "RoundsCalibration", "laplace_calibration", "gaussian_calibration", "noise", "release_mask"]
+__all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration",
+           "laplace_calibration", "gaussian_calibration", "noise", "release_mask"]
 
 LAPLACE = "laplace"
 GAUSSIAN = "gaussian"
@@ -103,6 +104,62 @@ class RoundsCalibration:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class KeepProbabilityCalibration:
+    """A selection that keeps an item held by n users with probability π(n), no noise.
+
+    The truncated-geometric partition selection (Desfontaines et al. 2022):
+    each user adds 1 to each of ≤ Δ0 items, and each item is then kept
+    independently with probability π(count) computed for (ε/Δ0, δ/Δ0).
+
+    Attributes:
+      epsilon_per_item: ε' = ε/Δ0, the ε of one item's keep decision.
+      delta_per_item: δ' = δ/Δ0, the δ of one item's keep decision.
+      crossover: n1 of Theorem 1: π grows by e^{ε'} per user up to n1 users.
+      users_kept_surely: n2 + 1: items held by this many users are always kept.
+      max_items_per_user: Δ0.
+      budget: the budget this calibration spends.
+      source: where the formulas come from.
+    """
+
+    epsilon_per_item: float
+    delta_per_item: float
+    crossover: int
+    users_kept_surely: int
+    max_items_per_user: int
+    budget: Budget
+    source: str
+
+    @property
+    def threshold_delta(self) -> float:
+        """δ: a user alone on t ≤ Δ0 items has one released w.p. 1 − (1 − δ/Δ0)^t ≤ δ."""
+        return self.budget.delta
+
+    def keep_probability(self, counts) -> np.ndarray:
+        """π(count) for each count (vectorised)."""
+        return thresholds.truncated_geometric_keep_probability(
+            np.rint(np.asarray(counts, dtype=np.float64)), self.epsilon_per_item,
+            self.delta_per_item)
+
+    def keep_mask(self, counts, rng: np.random.Generator) -> np.ndarray:
+        """Which items are kept: U < π(count) with U uniform on [0, 1)."""
+        pi = self.keep_probability(counts)
+        return rng.random(pi.shape) < pi
+
+    def to_dict(self) -> dict:
+        return {
+            "budget": self.budget.to_dict(),
+            "selection": "keep each item with probability pi(users holding it)",
+            "epsilon_per_item": self.epsilon_per_item,
+            "delta_per_item": self.delta_per_item,
+            "crossover": self.crossover,
+            "users_kept_surely": self.users_kept_surely,
+            "sensitivity_norm": 0,  # ℓ0: a user changes ≤ Δ0 counts, each by 1
+            "sensitivity": self.max_items_per_user,
+            "source": self.source,
+        }
+
+
 def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
     """ε of the Laplace step: ε itself, or √(2ρ) under zCDP.
 
@@ -121,6 +178,7 @@ def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
 def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
+    accounting.require_delta(budget, source)
     lam = l1_sensitivity / _laplace_epsilon(budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
@@ -138,6 +196,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
     ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
     """
+    accounting.require_delta(budget, source)
     if isinstance(budget, Budget):
         sigma = accounting.analytic_gaussian_sigma(budget.epsilon, budget.delta / 2.0,
                                                    l2_sensitivity)

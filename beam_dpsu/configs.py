@@ -6,14 +6,15 @@ config and a budget and builds the pipeline.
 
 Parallel mechanisms (each user's update is independent of the others):
 
-=====================  ======================  ===============  =====================
-config                 update per user         noise            source
-=====================  ======================  ===============  =====================
-``CountLaplace``       +1 to ≤ Δ0 items        Lap(Δ0/ε)        dpsu §1.1
-``CountGaussian``      +1 to ≤ Δ0 items        σ(ε, δ/2, √Δ0)   dpsu §1.1
-``WeightedLaplace``    +1/|W|                  Lap(1/ε)         dpsu Thm B.1
-``WeightedGaussian``   +1/√|W|                 σ(ε, δ/2, 1)     dpsu Thm B.2, dp-sips Thm 1
-=====================  ======================  ===============  =====================
+======================  ======================  ===============  =========================
+config                  update per user         noise            source
+======================  ======================  ===============  =========================
+``CountLaplace``        +1 to ≤ Δ0 items        Lap(Δ0/ε)        dpsu §1.1
+``CountGaussian``       +1 to ≤ Δ0 items        σ(ε, δ/2, √Δ0)   dpsu §1.1
+``WeightedLaplace``     +1/|W|                  Lap(1/ε)         dpsu Thm B.1
+``WeightedGaussian``    +1/√|W|                 σ(ε, δ/2, 1)     dpsu Thm B.2, dp-sips Thm 1
+``TruncatedGeometric``  +1 to ≤ Δ0 items        keep w.p. π(n)   Desfontaines et al. Thm 1
+======================  ======================  ===============  =========================
 
 Iterative: ``SIPS`` runs Weighted Gaussian for several rounds with a rising
 budget, removing each round's released items from the users' sets (dp-sips §4).
@@ -34,8 +35,8 @@ import numpy as np
 
 from beam_dpsu import accounting, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.calibration import (Calibration, RoundsCalibration, gaussian_calibration,
-                                   laplace_calibration)
+from beam_dpsu.calibration import (Calibration, KeepProbabilityCalibration, RoundsCalibration,
+                                   gaussian_calibration, laplace_calibration)
 
 __all__ = [
     "MechanismConfig",
@@ -47,6 +48,7 @@ __all__ = [
     "PolicyLaplace",
     "PolicyGaussian",
     "GreedyWithoutSampling",
+    "TruncatedGeometric",
     "MECHANISMS",
     "mechanism_from_name",
 ]
@@ -73,6 +75,12 @@ class MechanismConfig:
     def calibrate(self, budget) -> Calibration:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _check_budget(self, budget):
+        """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
+        if not isinstance(budget, (Budget, ZCDPBudget)):
+            raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        return accounting.require_delta(budget, f"mechanism {self.name!r}")
+
     def to_dict(self) -> dict:
         return {"name": self.name, **dataclasses.asdict(self)}
 
@@ -97,6 +105,7 @@ class CountLaplace(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return laplace_calibration(
             budget, self.max_items_per_user, float(self.max_items_per_user),
             thresholds.count_laplace_threshold,
@@ -116,6 +125,7 @@ class CountGaussian(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return gaussian_calibration(
             budget, self.max_items_per_user, math.sqrt(self.max_items_per_user),
             thresholds.count_gaussian_threshold,
@@ -135,6 +145,7 @@ class WeightedLaplace(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return laplace_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
@@ -157,9 +168,51 @@ class WeightedGaussian(ParallelMechanism):
     item_weight: ClassVar = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return gaussian_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class TruncatedGeometric(ParallelMechanism):
+    """Truncated geometric: the optimal partition selection for users holding one item.
+
+    Desfontaines, Voss, Gipson & Mandayam 2022, PoPETs ("Differentially
+    private partition selection", arXiv 2006.03684) Theorem 1: each user adds 1 to each of
+    ≤ Δ0 sampled items, and an item held by n users is kept with probability
+    π(n), π(0) = 0, π(n) = min(e^ε'·π(n−1) + δ', 1 − e^{−ε'}·(1 − π(n−1) − δ'), 1).
+    With Δ0 = 1 this is the best (ε, δ)-DP selection there is; with Δ0 > 1
+    each item's decision gets (ε' = ε/Δ0, δ' = δ/Δ0) and basic composition
+    over the user's ≤ Δ0 items gives (ε, δ), as in PipelineDP (whose PyDP
+    backend uses δ' = 1 − (1 − δ)^{1/Δ0}, larger by a factor 1 + O(δ)).
+    The baseline the set-union papers are compared with, not a set-union
+    mechanism of its own: it ignores how many items a user holds.
+
+    (ε, δ)-DP only: it has no zCDP calibration, so a ``ZCDPBudget`` is refused.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "truncated-geometric"
+    item_weight: ClassVar = staticmethod(policies.count_weight)
+
+    def calibrate(self, budget) -> KeepProbabilityCalibration:
+        budget = self._check_budget(budget)
+        if not isinstance(budget, Budget):
+            raise ValueError(
+                "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) "
+                "and has no zCDP calibration: give it a Budget(epsilon, delta)")
+        d0 = self.max_items_per_user
+        eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
+        n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
+        return KeepProbabilityCalibration(
+            epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,
+            users_kept_surely=n2 + 1, max_items_per_user=d0, budget=budget,
+            source="Desfontaines, Voss, Gipson & Mandayam 2022 (PoPETs; arXiv 2006.03684) "
+                   "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,6 +255,7 @@ class SIPS(MechanismConfig):
         object.__setattr__(self, "ratio", float(self.ratio))
 
     def zcdp_budget(self, budget) -> ZCDPBudget:
+        budget = self._check_budget(budget)
         if isinstance(budget, ZCDPBudget):
             return budget
         if isinstance(budget, Budget):
@@ -214,6 +268,7 @@ class SIPS(MechanismConfig):
         return total.split(accounting.geometric_split_weights(self.rounds, self.ratio))
 
     def calibrate(self, budget) -> RoundsCalibration:
+        budget = self._check_budget(budget)
         # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
         round_mechanism = WeightedGaussian(self.max_items_per_user)
         rounds = tuple(round_mechanism.calibrate(part) for part in self.round_budgets(budget))
@@ -271,6 +326,7 @@ class PolicyLaplace(SequentialMechanism):
     name: ClassVar[str] = "policy-laplace"
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return self._with_cutoff(laplace_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1"))
@@ -295,6 +351,7 @@ class PolicyGaussian(SequentialMechanism):
     name: ClassVar[str] = "policy-gaussian"
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         return self._with_cutoff(gaussian_calibration(
             budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1"))
@@ -330,6 +387,7 @@ class GreedyWithoutSampling(SequentialMechanism):
                             f"PCollection of (item, count), got {type(pc).__name__}")
 
     def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
         calibration = self._with_cutoff(laplace_calibration(
             budget, 1, 1.0, lambda lam, delta, _: thresholds.gw_threshold(lam, delta),
             "gw (Carvalho et al. 2022) Algorithm 2, Theorem 1; §4 (KT)"))
@@ -357,7 +415,8 @@ def _is_pcollection(value) -> bool:
 
 MECHANISMS: dict[str, type] = {
     cls.name: cls for cls in (CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian,
-                              SIPS, PolicyLaplace, PolicyGaussian, GreedyWithoutSampling)
+                              SIPS, PolicyLaplace, PolicyGaussian, GreedyWithoutSampling,
+                              TruncatedGeometric)
 }
 
 _NOT_PRIVATE = {

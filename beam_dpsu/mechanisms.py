@@ -18,7 +18,8 @@ from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, Par
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.report import mechanism_report
-from beam_dpsu.selection import NoisyThreshold
+from beam_dpsu.calibration import KeepProbabilityCalibration
+from beam_dpsu.selection import KeepWithProbability, NoisyThreshold
 from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
 from beam_dpsu.sips import SIPSRounds
 from beam_dpsu.windowing import require_global_window
@@ -100,12 +101,15 @@ class SelectItems(beam.PTransform):
             return pairs | "SequentialPolicy" >> _SequentialSelection(
                 mechanism, self.calibration, self.seed, self._order_key)
         if isinstance(mechanism, ParallelMechanism):
-            return (pairs
-                    | "BoundContributions" >> BoundContributions(
-                        mechanism.max_items_per_user, self.seed)
-                    | "WeightedHistogram" >> WeightedHistogram(
-                        mechanism.item_weight, self.hot_key_fanout)
-                    | "NoisyThreshold" >> NoisyThreshold(self.calibration, self.seed))
+            histogram = (pairs
+                         | "BoundContributions" >> BoundContributions(
+                             mechanism.max_items_per_user, self.seed)
+                         | "WeightedHistogram" >> WeightedHistogram(
+                             mechanism.item_weight, self.hot_key_fanout))
+            if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
+                return histogram | "KeepWithProbability" >> KeepWithProbability(
+                    self.calibration, self.seed)
+            return histogram | "NoisyThreshold" >> NoisyThreshold(self.calibration, self.seed)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
 
 

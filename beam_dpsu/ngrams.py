@@ -35,7 +35,7 @@ import apache_beam as beam
 import numpy as np
 from scipy import special
 
-from beam_dpsu import noise, policies, thresholds
+from beam_dpsu import accounting, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser,
                                 canonical_user_id)
@@ -99,6 +99,8 @@ def _max_items_per_level(max_items_per_user, max_n: int) -> list[int]:
 
 def _total_sigma(budget) -> tuple[float, float]:
     """(σ*, δ for level 1's threshold) under a budget (dpne Theorem 2.1; dp-sips Def. 12)."""
+    if isinstance(budget, (Budget, ZCDPBudget)):
+        accounting.require_delta(budget, "DPNE n-gram extraction")
     if isinstance(budget, Budget):
         return analytic_gaussian_sigma(budget.epsilon, budget.delta / 2.0), budget.delta / 2.0
     if isinstance(budget, ZCDPBudget):
@@ -426,6 +428,8 @@ class NgramsByDPSU(beam.PTransform):
             raise ValueError(f"variant must be one of {BASELINES}, got {variant!r}")
         if variant == "dpsu-single" and (n is None or not 1 <= n <= max_n):
             raise ValueError(f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
+        if isinstance(budget, (Budget, ZCDPBudget)):  # refused when built, not when run
+            accounting.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
 

@@ -1,8 +1,12 @@
-"""Noise and threshold as a Beam PTransform.
+"""The release step of a selection as Beam PTransforms.
 
-Each (item, weight) of a histogram gets independent noise from the
-calibration, and the item is released iff weight + noise > ρ. The decision is
-``calibration.release_mask``, the same pure function the statistical tests run.
+``NoisyThreshold``: each (item, weight) of a histogram gets independent noise
+from the calibration, and the item is released iff weight + noise > ρ. The
+decision is ``calibration.release_mask``, the same pure function the
+statistical tests run.
+
+``KeepWithProbability``: each (item, count) is released with probability
+π(count) (truncated geometric; ``KeepProbabilityCalibration.keep_mask``).
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu import noise
-from beam_dpsu.calibration import Calibration, release_mask
+from beam_dpsu.calibration import Calibration, KeepProbabilityCalibration, release_mask
 from beam_dpsu.windowing import require_global_window
 
-__all__ = ["NoisyThreshold"]
+__all__ = ["NoisyThreshold", "KeepWithProbability"]
 
 
 class _NoisyThresholdFn(beam.DoFn):
@@ -56,3 +60,39 @@ class NoisyThreshold(beam.PTransform):
         require_global_window(histogram, "NoisyThreshold")
         return histogram | "AddNoiseAndThreshold" >> beam.ParDo(
             _NoisyThresholdFn(self._calibration, self._seed, self._salt))
+
+
+class _KeepWithProbabilityFn(beam.DoFn):
+
+    def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None):
+        self._calibration = calibration
+        self._seed = seed
+        self._rng = None
+
+    def setup(self):
+        self._rng = noise.os_rng()
+
+    def process(self, item_count):
+        item, count = item_count
+        rng = self._rng if self._seed is None else noise.derived_rng(self._seed, "keep", item)
+        if self._calibration.keep_mask(np.float64(count), rng):
+            yield item
+
+
+class KeepWithProbability(beam.PTransform):
+    """(item, users holding it) → item, kept independently with probability π(count).
+
+    Args:
+      calibration: the keep probabilities (``TruncatedGeometric.calibrate``).
+      seed: test-only; None draws from OS entropy.
+    """
+
+    def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None = None):
+        super().__init__()
+        self._calibration = calibration
+        self._seed = noise.check_seed(seed)
+
+    def expand(self, histogram):
+        require_global_window(histogram, "KeepWithProbability")
+        return histogram | "KeepWithProbability" >> beam.ParDo(
+            _KeepWithProbabilityFn(self._calibration, self._seed))

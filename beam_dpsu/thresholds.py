@@ -25,6 +25,9 @@ __all__ = [
     "gw_threshold",
     "policy_cutoff",
     "dpne_level_threshold",
+    "truncated_geometric_crossovers",
+    "truncated_geometric_keep_probability",
+    "truncated_geometric_recursion",
 ]
 
 
@@ -165,3 +168,68 @@ def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int
     if tail <= 0.0:
         return math.inf
     return float(sigma * -special.ndtri(tail))
+
+
+def _check_epsilon(epsilon: float) -> float:
+    epsilon = float(epsilon)
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    return epsilon
+
+
+def truncated_geometric_recursion(max_users: int, epsilon: float, delta: float) -> np.ndarray:
+    """π(0..max_users) by the defining recursion of the optimal partition selection.
+
+    Desfontaines, Voss, Gipson & Mandayam 2022 ("Differentially private
+    partition selection", PoPETs; arXiv 2006.03684), Theorem 1: for a
+    partition held by n users each contributing to it alone,
+    π(0) = 0, π(n) = min(e^ε·π(n−1) + δ, 1 − e^{−ε}·(1 − π(n−1) − δ), 1)
+    is the largest keep probability with which keeping it is (ε, δ)-DP.
+    O(max_users); the closed form below is what the mechanism runs.
+    """
+    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    if max_users < 0:
+        raise ValueError(f"max_users must be >= 0, got {max_users!r}")
+    grow, shrink = math.exp(epsilon), math.exp(-epsilon)
+    pi = np.zeros(int(max_users) + 1)
+    for n in range(1, len(pi)):
+        p = pi[n - 1]
+        pi[n] = min(grow * p + delta, 1.0 - shrink * (1.0 - p - delta), 1.0)
+    return pi
+
+
+def truncated_geometric_crossovers(epsilon: float, delta: float) -> tuple[int, int]:
+    """(n1, n2): π grows geometrically up to n1, its complement shrinks geometrically up to n2.
+
+    Desfontaines et al. 2022 Theorem 1. The first branch of the recursion is
+    the minimum while π(n−1) ≤ (1 − δ)/(e^ε + 1), which gives
+    n1 = 1 + ⌊ln(1 + tanh(ε/2)·(1/δ − 1))/ε⌋; after n1, 1 − π(n) + c shrinks
+    by e^{−ε} per user (c = δ/(e^ε − 1)) until π reaches 1 after
+    n2 = n1 + ⌊ln(1 + (e^ε − 1)·(1 − π(n1))/δ)/ε⌋; π(n) = 1 for n > n2.
+    """
+    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    n1 = 1 + math.floor(math.log1p(math.tanh(epsilon / 2.0) * (1.0 / delta - 1.0)) / epsilon)
+    pi_n1 = delta * math.expm1(n1 * epsilon) / math.expm1(epsilon)
+    n2 = n1 + math.floor(math.log1p(math.expm1(epsilon) * (1.0 - pi_n1) / delta) / epsilon)
+    return n1, n2
+
+
+def truncated_geometric_keep_probability(n, epsilon: float, delta: float) -> np.ndarray:
+    """π(n) in closed form, vectorised over n (Desfontaines et al. 2022 Theorem 1).
+
+    π(n) = 0 for n ≤ 0; δ·(e^{nε} − 1)/(e^ε − 1) for 0 < n ≤ n1;
+    1 + c − e^{−(n−n1)ε}·(1 − π(n1) + c) with c = δ/(e^ε − 1) for n1 < n ≤ n2;
+    1 for n > n2 (``truncated_geometric_crossovers`` gives n1, n2). This is
+    the (ε, δ)-DP optimum for users who each hold the partition once; with Δ0
+    partitions per user the caller passes (ε/Δ0, δ/Δ0).
+    """
+    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    n1, n2 = truncated_geometric_crossovers(epsilon, delta)
+    n = np.asarray(n, dtype=np.float64)
+    em1 = math.expm1(epsilon)
+    c = delta / em1
+    pi_n1 = delta * math.expm1(n1 * epsilon) / em1
+    low = delta * np.expm1(np.clip(n, 0, n1) * epsilon) / em1
+    high = 1.0 + c - np.exp(-np.clip(n - n1, 0, None) * epsilon) * (1.0 - pi_n1 + c)
+    pi = np.where(n <= 0, 0.0, np.where(n <= n1, low, np.where(n <= n2, high, 1.0)))
+    return np.clip(pi, 0.0, 1.0)

@@ -9,7 +9,8 @@ The same (user, item) pairs go through PipelineDP's ``select_partitions``
 (its default truncated-geometric strategy and its Weighted Gaussian strategy,
 both at (ε, δ) with ``max_partitions_contributed`` = Δ0) and through our
 mechanisms (``--mechanisms``, default weighted-gaussian, policy-gaussian,
-sips, gw), one DirectRunner pipeline each. It prints released items and wall
+sips, gw, truncated-geometric — the last is the same algorithm as PipelineDP's
+default strategy), one DirectRunner pipeline each. It prints released items and wall
 time side by side. PipelineDP is an optional dependency of this script only.
 """
 
@@ -59,7 +60,7 @@ def build_parser() -> cli.JobArgumentParser:
                   "review --epsilon 1 --delta 1e-5 --max-items-per-user 100"])
     cli.add_input_arguments(parser, FORMATS)
     cli.add_mechanism_arguments(parser, several=True, public_input=False)
-    parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw")
+    parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw,truncated-geometric")
     g = parser.add_argument_group("budget and peers")
     g.add_argument(*cli.flags("epsilon"), type=float, required=True, metavar="E",
                    help="ε of the (ε, δ)-DP budget every selection gets")

@@ -63,6 +63,10 @@ from apache_beam.runners.runner import create_runner  # noqa: E402
 from beam_dpsu import configs  # noqa: E402
 from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.bounding import InvalidRecordError  # noqa: E402
+from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
+                              SelectionAndCountsBudget, count_calibration,
+                              split_selection_and_counts)
+from beam_dpsu.output import WriteReleased, format_released  # noqa: E402
 from beam_dpsu.report import to_json  # noqa: E402
 from beam_dpsu.text import Tokenizer  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError  # noqa: E402
@@ -72,7 +76,8 @@ from pipelines.inputs import (FORMAT_HELP, ROW_AS_USER, InputFormatError,  # noq
 __all__ = [
     "UsageError", "JobArgumentParser", "flags", "boolean", "parse_job_args",
     "add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
-    "add_output_arguments", "add_non_private_stats_argument", "resolve_input", "check_num_shards",
+    "add_output_arguments", "add_non_private_stats_argument", "add_counts_arguments",
+    "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input", "check_num_shards",
     "budget_from_args", "describe_budget", "tokenizer_from_args", "mechanism_from_args",
     "check_public_input", "prepare_output", "WriteJson", "read_json", "LogCount",
     "log_written", "LOG", "progress", "run_job", "error_message",
@@ -354,6 +359,25 @@ def add_non_private_stats_argument(parser: argparse.ArgumentParser, what: str) -
                              "NOT differentially private and cost extra passes over the data")
 
 
+def add_counts_arguments(parser: argparse.ArgumentParser, default_max_items: str) -> None:
+    """--with-counts and its budget share and Δ0 (vocabulary and n-gram jobs)."""
+    g = parser.add_argument_group("counts of the released items (optional)")
+    g.add_argument(*flags("with-counts"), type=boolean, nargs="?", const=True, default=False,
+                   metavar="BOOL",
+                   help="also write OUT/counts-*.tsv: item<TAB>noisy number of users holding "
+                        "it, for every released item (exact discrete Laplace noise under "
+                        "--epsilon, discrete Gaussian under --rho), paid for by "
+                        "--counts-share of the budget")
+    g.add_argument(*flags("counts-share"), type=float, metavar="S",
+                   help="with --with-counts: the share of ε (or ρ) spent on the counts, "
+                        f"0 < S < 1 (default: {DEFAULT_COUNTS_SHARE}); the selection gets "
+                        "the rest and all of δ")
+    g.add_argument(*flags("counts-max-items-per-user"), type=int, metavar="N",
+                   help="with --with-counts: Δ0 of the counts, the most released items each "
+                        "user is counted on, sampled uniformly (default: "
+                        f"{default_max_items})")
+
+
 # -- turning arguments into checked values -----------------------------------------------
 
 
@@ -395,6 +419,50 @@ def check_public_input(args) -> None:
     inspect_input(files, args.public_format,
                   ROW_AS_USER if args.public_format == "csv" else None,
                   args.public_text_field or None, 0)
+
+
+def budget_parts_from_args(args, budget) -> SelectionAndCountsBudget | None:
+    """The selection and counts parts of the budget with --with-counts, else None."""
+    if not args.with_counts:
+        if args.counts_share is not None or args.counts_max_items_per_user is not None:
+            raise UsageError("--counts-share and --counts-max-items-per-user need --with-counts")
+        return None
+    share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
+    return split_selection_and_counts(budget, share)
+
+
+def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int) -> None:
+    """The counts' calibration, computed now so a bad Δ0 fails before anything runs."""
+    if parts is not None:
+        count_calibration(parts.counts, max_items_per_user)
+
+
+def count_line(item_count) -> str:
+    """``item<TAB>count``; a tab inside the item is written as ``\\t`` (like line breaks)."""
+    item, count = item_count
+    return format_released(item).replace("\t", "\\t") + "\t" + str(count)
+
+
+def count_released(records, released, parts: SelectionAndCountsBudget,
+                   max_items_per_user: int, seed, out: str, num_shards: int = 1
+                   ) -> CountReleased:
+    """Counts the released items and writes OUT/counts-*.tsv in the items' order and
+    shards (both sorted and sharded by the item alone)."""
+    counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed)
+    _ = (records
+         | "CountReleased" >> counter
+         | "WriteCounts" >> WriteReleased(f"{out}/counts", ".tsv", num_shards=num_shards,
+                                          format_line=count_line, sort_key=lambda kv: kv[0]))
+    return counter
+
+
+def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
+                       counter: CountReleased | None) -> dict:
+    """The selection's report plus, with counts, the budget split and the counts' report."""
+    if parts is None:
+        return report
+    return {**report, "total_budget": parts.total.to_dict(), "budget_split": parts.to_dict(),
+            "counts": counter.report}
 
 
 def budget_from_args(args) -> Budget | ZCDPBudget:

@@ -8,7 +8,10 @@ tokens joined by a space, sorted; ``--num-shards`` splits them by a hash of
 the n-gram) and ``OUT/report.json``: the privacy parameters, per level the
 DP-safe figures (Δ_k, σ_k, the threshold ρ_k, |S_{k−1}|, |V_k|, the bound on
 expected spurious n-grams, the number released) and the released count per
-length. Raw figures (users, documents, tokens; per level the support and how
+length. With ``--with-counts`` it also writes ``OUT/counts-*.tsv``
+(``n-gram<TAB>noisy number of users holding it`` for every released n-gram, in
+the n-grams' order), paid for by ``--counts-share`` of the budget (default
+0.25). Raw figures (users, documents, tokens; per level the support and how
 many released n-grams were held by users or spurious) are NOT private and are
 computed, into ``non_private_counts``, only with ``--non-private-stats``.
 ``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any
@@ -25,7 +28,7 @@ from types import SimpleNamespace
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
 
-from beam_dpsu.kgrams import PRUNINGS  # noqa: E402
+from beam_dpsu.kgrams import PRUNINGS, kgrams_of  # noqa: E402
 from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
@@ -90,6 +93,7 @@ def build_parser() -> cli.JobArgumentParser:
     g.add_argument(*cli.flags("single-n"), type=int, metavar="N",
                    help="dpsu-single: the one n-gram length to release")
     cli.add_budget_arguments(parser)
+    cli.add_counts_arguments(parser, "the largest --max-items-per-user")
     cli.add_output_arguments(parser, "ngrams")
     cli.add_non_private_stats_argument(
         parser, "users, documents, tokens; per level the support and the held and spurious "
@@ -98,9 +102,15 @@ def build_parser() -> cli.JobArgumentParser:
 
 
 def parse_args(argv):
-    """(job arguments, Beam PipelineOptions, the n-gram transform); raises on bad input."""
+    """(job arguments, Beam PipelineOptions, the n-gram transform); raises on bad input.
+
+    With --with-counts the transform gets the selection's part of the budget
+    and ``args.budget_parts`` holds both parts.
+    """
     args, options = cli.parse_job_args(build_parser(), argv)
-    budget = cli.budget_from_args(args)
+    total = cli.budget_from_args(args)
+    args.budget_parts = cli.budget_parts_from_args(args, total)
+    budget = total if args.budget_parts is None else args.budget_parts.selection
     if args.method == "dpne":
         transform = ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                   args.pruning, args.noise_decay, args.level1, args.alpha,
@@ -111,6 +121,7 @@ def parse_args(argv):
         transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
                                  args.single_n, seed=args.seed)
     cli.check_num_shards(args)
+    cli.check_counts(args.budget_parts, counts_max_items(args))
     args.files = cli.resolve_input(args, DOCUMENT_FORMATS)
     return args, options, transform
 
@@ -142,6 +153,14 @@ class DocumentStats(beam.PTransform):
                     single(users), single(docs), single(tokens)))
 
 
+def counts_max_items(args) -> int:
+    """Δ0 of the counts: --counts-max-items-per-user, else the largest Δ_k."""
+    if args.counts_max_items_per_user is not None:
+        return args.counts_max_items_per_user
+    per_level = args.max_items_per_user
+    return max(per_level) if isinstance(per_level, list) else per_level
+
+
 def build_pipeline(pipeline, args, transform) -> None:
     # First read the documents as (user, tokens).
     documents = pipeline | "ReadDocuments" >> ReadDocuments(
@@ -156,6 +175,16 @@ def build_pipeline(pipeline, args, transform) -> None:
     written = released | "WriteNgrams" >> WriteReleased(
         f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
     cli.log_written(written, "ngrams")
+    counter = None
+    parts = getattr(args, "budget_parts", None)
+    if parts is not None:
+        # Every user's n-grams of lengths 1..T (CountReleased keeps the released ones).
+        max_n = args.max_n
+        user_ngrams = documents | "UserNgrams" >> beam.FlatMap(
+            lambda doc: ((doc[0], gram) for k in range(1, max_n + 1)
+                         for gram in kgrams_of(doc[1], k)))
+        counter = cli.count_released(user_ngrams, released, parts, counts_max_items(args),
+                                     args.seed, out, args.num_shards)
     if isinstance(transform, ExtractNgrams):
         for k, level in enumerate(transform.released_per_level, start=1):
             _ = level | f"LogLevel{k}" >> cli.LogCount(
@@ -173,7 +202,7 @@ def build_pipeline(pipeline, args, transform) -> None:
         if isinstance(transform, ExtractNgrams):
             side["raw_levels"] = single(transform.non_private_level_stats
                                         | "RawStatsList" >> beam.combiners.ToList())
-    static = _static_report(transform, args)
+    static = cli.with_counts_report(_static_report(transform, args), parts, counter)
 
     def assemble(_, lengths, levels=None, stats=None, raw_levels=None):
         report = dict(static)
@@ -205,19 +234,23 @@ def run_prepared(job) -> str:
     files = args.files
     cli.progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
                  f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
-                 f"{args.method} under {cli.describe_budget(transform.budget)}")
+                 f"{args.method} under {cli.describe_budget(transform.budget)}"
+                 + (" (the selection's part)" if args.budget_parts is not None else ""))
     with beam.Pipeline(options=job.options) as pipeline:
         build_pipeline(pipeline, args, transform)
     out = args.output.rstrip("/")
     report = cli.read_json(f"{out}/report.json")
     per_length = ", ".join(f"{n:,} of length {k}"
                            for k, n in report["released_per_length"].items())
-    shards = (f"ngrams-00000-of-{args.num_shards:05d}.txt" if args.num_shards == 1
-              else f"ngrams-*-of-{args.num_shards:05d}.txt")
+    shard = "00000" if args.num_shards == 1 else "*"
+    shards = f"ngrams-{shard}-of-{args.num_shards:05d}.txt"
+    counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
+              if args.with_counts else "")
+    budget = transform.budget if args.budget_parts is None else args.budget_parts.total
     return (f"released {report['released_ngrams']:,} n-grams ({per_length}) with "
-            f"{args.method} under {cli.describe_budget(transform.budget)}"
+            f"{args.method} under {cli.describe_budget(budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {out}/{shards} and {out}/report.json"
+            + f"; wrote {out}/{shards}{counts} and {out}/report.json"
             + (cli.NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))
 
 

@@ -8,9 +8,13 @@
 Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
 sorted; ``--num-shards`` splits them by a hash of the item) and
 ``OUT/report.json``: the privacy report of the selection and the number of
-released items (per SIPS round too). Raw counts of the input (users, pairs,
-distinct items) are NOT private: they are computed, into
-``non_private_counts``, only with ``--non-private-stats``. Any other flag
+released items (per SIPS round too). With ``--with-counts`` it also writes
+``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
+released item and no other, in the items' order), paid for by a share of the
+budget (``--counts-share``, default 0.25); the report then records both
+parts. Raw counts of the input (users, pairs, distinct items) are NOT
+private: they are computed, into ``non_private_counts``, only with
+``--non-private-stats``. Any other flag
 must be a Beam pipeline option (``--runner``, ``--direct_num_workers``,
 Dataflow's ``--project``/``--region``/…); the DirectRunner is the default.
 """
@@ -51,6 +55,7 @@ def build_parser() -> cli.JobArgumentParser:
     cli.add_input_arguments(parser, FORMATS)
     cli.add_mechanism_arguments(parser)
     cli.add_budget_arguments(parser)
+    cli.add_counts_arguments(parser, "--max-items-per-user, or 100")
     cli.add_output_arguments(parser, "items")
     cli.add_non_private_stats_argument(parser, "users, pairs, distinct items")
     return parser
@@ -60,12 +65,16 @@ def parse_args(argv):
     """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input.
 
     Everything that needs no pipeline is checked here: flags, budget,
-    mechanism parameters, and the first record of every input file.
+    mechanism parameters, and the first record of every input file. With
+    --with-counts the budget is the total; ``build_pipeline`` splits it.
     """
     args, options = cli.parse_job_args(build_parser(), argv)
     budget = cli.budget_from_args(args)
     mechanism = cli.mechanism_from_args(args)
-    mechanism.calibrate(budget)  # a mechanism/budget mismatch fails before any input is read
+    parts = cli.budget_parts_from_args(args, budget)
+    # A mechanism/budget mismatch fails before any input is read.
+    mechanism.calibrate(budget if parts is None else parts.selection)
+    cli.check_counts(parts, counts_max_items(args))
     cli.check_num_shards(args)
     if args.public_input and not isinstance(mechanism, configs.GreedyWithoutSampling):
         raise cli.UsageError(
@@ -121,22 +130,30 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats)
     mechanism = with_public_counts(pipeline, args, mechanism, tokenizer)
-    # Then release items with the chosen mechanism.
-    select = SelectItems(mechanism, budget, seed=args.seed, hot_key_fanout=args.hot_key_fanout)
+    # Then release items with the chosen mechanism (on its part of the budget
+    # when the counts take a share of it).
+    parts = cli.budget_parts_from_args(args, budget)
+    select = SelectItems(mechanism, budget if parts is None else parts.selection,
+                         seed=args.seed, hot_key_fanout=args.hot_key_fanout)
     released = pairs | "SelectItems" >> select
-    # Finally write the released items, sorted, and the report. Both depend on
-    # the released set and the parameters only (raw counts are opt-in).
+    # Finally write the released items, sorted, their counts, and the report. All
+    # depend on the released set, its noisy counts and the parameters only (raw
+    # counts are opt-in).
     out = args.output.rstrip("/")
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=".txt", num_shards=args.num_shards)
     cli.log_written(written, "items")
-    counts = {"released_items": released | "CountReleased" >> cli.LogCount(
+    counter = None
+    if parts is not None:
+        counter = cli.count_released(pairs, released, parts, counts_max_items(args),
+                                     args.seed, out, args.num_shards)
+    released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
         f"{mechanism.name}: released {{n:,}} items")}
     rounds = len(select.released_by_stage)
     for i, (stage, pcoll) in enumerate(select.released_by_stage.items(), start=1):
-        counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
+        released_counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
             f"SIPS round {i} of {rounds}: released {{n:,}} items")
-    static = select.report
+    static = cli.with_counts_report(select.report, parts, counter)
 
     def assemble(_, released_items, stats=None, **by_stage):
         report = dict(static)
@@ -147,7 +164,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
         return report
 
-    side = {name: beam.pvalue.AsSingleton(pc) for name, pc in counts.items()}
+    side = {name: beam.pvalue.AsSingleton(pc) for name, pc in released_counts.items()}
     if args.non_private_stats:
         side["stats"] = beam.pvalue.AsSingleton(pairs | "InputStats" >> InputStats())
     _ = (pipeline
@@ -155,6 +172,13 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
          | "AssembleReport" >> beam.Map(assemble, **side)
          | "WriteReport" >> cli.WriteJson(f"{out}/report.json"))
     return select
+
+
+def counts_max_items(args) -> int:
+    """Δ0 of the counts: --counts-max-items-per-user, else --max-items-per-user, else 100."""
+    if args.counts_max_items_per_user is not None:
+        return args.counts_max_items_per_user
+    return args.max_items_per_user or 100
 
 
 def prepare(argv):
@@ -173,13 +197,15 @@ def run_prepared(job) -> str:
         build_pipeline(pipeline, args, mechanism, job.budget)
     out = args.output.rstrip("/")
     report = cli.read_json(f"{out}/report.json")
-    shards = (f"items-00000-of-{args.num_shards:05d}.txt" if args.num_shards == 1
-              else f"items-*-of-{args.num_shards:05d}.txt")
+    shard = "00000" if args.num_shards == 1 else "*"
+    shards = f"items-{shard}-of-{args.num_shards:05d}.txt"
+    counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
+              if args.with_counts else "")
     released = report["released_items"]
     return (f"released {released:,} items with {mechanism.name} under "
             f"{cli.describe_budget(job.budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {out}/{shards} and {out}/report.json"
+            + f"; wrote {out}/{shards}{counts} and {out}/report.json"
             + (cli.NOTHING_RELEASED if released == 0 else ""))
 
 

@@ -12,6 +12,7 @@ from beam_dpsu.accounting import (
     analytic_gaussian_sigma,
     dp_to_zcdp,
     gaussian_mechanism_delta,
+    require_delta,
     zcdp_delta_for_epsilon,
     zcdp_to_dp,
 )
@@ -25,10 +26,29 @@ def test_budget_rejects_bad_epsilon(eps):
         Budget(eps, 1e-5)
 
 
-@pytest.mark.parametrize("delta", [0, 1, -0.1, 1.5])
+@pytest.mark.parametrize("delta", [1, -0.1, 1.5, float("nan")])
 def test_budget_rejects_bad_delta(delta):
-    with pytest.raises(ValueError, match=r"delta must lie strictly between 0 and 1, got"):
+    with pytest.raises(ValueError, match=r"delta must satisfy 0 <= delta < 1, got"):
         Budget(1.0, delta)
+    with pytest.raises(ValueError, match=r"delta must satisfy 0 <= delta < 1, got"):
+        ZCDPBudget(0.1, delta)
+
+
+def test_pure_budgets_are_accepted_and_split():
+    # δ = 0: pure ε-DP (discrete Laplace counts) and pure ρ-zCDP (discrete Gaussian).
+    assert Budget(1.0, 0) == Budget(1.0) == Budget(1.0, 0.0)
+    assert ZCDPBudget(0.5).delta == 0.0
+    parts = Budget(2.0, 0).split([1, 3])
+    assert [p.epsilon for p in parts] == [0.5, 1.5] and {p.delta for p in parts} == {0.0}
+    # Pure ρ-zCDP implies (ε, δ)-DP for every δ > 0 (dp-sips Corollary 9 at δ_CDP = 0).
+    assert ZCDPBudget(0.1, 0).to_dp(1e-5).epsilon == pytest.approx(zcdp_to_dp(0.1, 1e-12, 1e-5),
+                                                                   rel=1e-4)
+
+
+def test_require_delta_names_what_needs_it():
+    assert require_delta(Budget(1.0, 1e-6), "x") == Budget(1.0, 1e-6)
+    with pytest.raises(ValueError, match=r"mechanism 'sips' needs delta > 0.*pure budget"):
+        require_delta(ZCDPBudget(0.1, 0), "mechanism 'sips'")
 
 
 @pytest.mark.parametrize("rho", [0, -0.1, float("inf")])

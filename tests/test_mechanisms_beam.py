@@ -7,7 +7,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_dpsu import (Budget, BoundContributions, CountGaussian, CountLaplace,
+from beam_dpsu import (MECHANISMS, Budget, BoundContributions, CountGaussian, CountLaplace,
                        InvalidRecordError, SelectItems, WeightedGaussian, WeightedLaplace,
                        ZCDPBudget, mechanism_from_name)
 from beam_dpsu.histograms import WeightedHistogram
@@ -177,3 +177,25 @@ def test_one_user_is_one_key_whatever_the_id_type():
         users = (p | beam.Create(pairs) | BoundContributions(10)
                  | beam.MapTuple(lambda user, items: (type(user).__name__, sorted(items))))
         assert_that(users, equal_to([("int", ["a", "b", "c", "d"])]))
+
+
+@pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)], ids=["pure-dp", "pure-zcdp"])
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+def test_every_mechanism_refuses_a_pure_budget(name, budget):
+    # Releasing an item held by one user needs δ > 0; a pure budget (valid for
+    # counts) must be refused with an error naming the mechanism.
+    mechanism = mechanism_from_name(name)
+    with pytest.raises(ValueError, match=f"mechanism '{name}' needs delta > 0"):
+        SelectItems(mechanism, budget)
+    with pytest.raises(ValueError, match="needs delta > 0"):
+        mechanism.calibrate(budget)
+
+
+@pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)], ids=["pure-dp", "pure-zcdp"])
+def test_ngram_extraction_refuses_a_pure_budget(budget):
+    from beam_dpsu.ngrams import ExtractNgrams, NgramsByDPSU
+    with pytest.raises(ValueError, match="DPNE n-gram extraction needs delta > 0"):
+        ExtractNgrams(3, budget)
+    for variant in ("dpsu-all", "dpsu-even", "dpsu-single"):
+        with pytest.raises(ValueError, match=f"n-gram baseline '{variant}' needs delta > 0"):
+            NgramsByDPSU(variant, 3, budget, n=2)

@@ -107,6 +107,34 @@ def test_dpne_permuted_and_resplit_input_gives_identical_files(tmp_path, permute
             assert lines == sorted(lines, key=lambda line: tuple(line.split(" ")))
 
 
+def test_ngram_job_with_counts(tmp_path):
+    # Text corpus: 60 users "new york city", 30 "new york", one "secret phrase here".
+    src = tmp_path / "docs.txt"
+    src.write_text("\n".join(["new york city"] * 60 + ["new york"] * 30
+                             + ["secret phrase here"]) + "\n")
+    out = str(tmp_path / "out")
+    assert ngrams_job.main(["--input", str(src), "--max-n", "3", "--max-items-per-user", "6",
+                            "--rho", "2", "--delta", "1e-6", "--with-counts",
+                            "--counts-share", "0.5", "--output", out]) == 0
+    ngrams, report = read_job_output(out)
+    lines = []
+    for path in sorted(glob.glob(os.path.join(out, "counts-*.tsv"))):
+        with open(path, encoding="utf-8") as f:
+            lines += [line.rstrip("\n").split("\t") for line in f]
+    with open(glob.glob(os.path.join(out, "ngrams-*.txt"))[0], encoding="utf-8") as f:
+        ngram_lines = [line.rstrip("\n") for line in f]
+    # One count per released n-gram, none else, in the n-grams' order.
+    assert [g for g, _ in lines] == ngram_lines and len(ngram_lines) == len(ngrams)
+    by_gram = {g: int(c) for g, c in lines}
+    # Users hold ≤ 6 n-grams, so 'new york' has 90 holders, 'new york city' 60;
+    # noise σ² = Δ0/(2ρ) = 6/(2·1) = 3: |error| ≥ 30 has probability < 1e-60.
+    assert abs(by_gram["new york"] - 90) < 30 and abs(by_gram["new york city"] - 60) < 30
+    assert report["counts"]["noise"] == "discrete_gaussian"
+    assert report["counts"]["sigma_squared"] == 3.0
+    assert report["budget"] == {"type": "approx-zcdp", "rho": 1.0, "delta": 1e-6}
+    assert report["total_budget"] == {"type": "approx-zcdp", "rho": 2.0, "delta": 1e-6}
+
+
 def test_ngram_job_text_corpus_and_baseline(tmp_path):
     src = tmp_path / "docs.txt"
     src.write_text("\n".join(" ".join(doc) for _, doc in phrase_corpus()) + "\n")

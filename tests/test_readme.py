@@ -19,12 +19,16 @@ def run_block(index, capsys) -> str:
     return capsys.readouterr().out
 
 
+def block_index(word: str) -> int:
+    return next(i for i, b in enumerate(python_blocks()) if word in b)
+
+
 def test_readme_has_the_blocks_tested_here():
-    assert len(python_blocks()) == 3
+    assert len(python_blocks()) == 4
 
 
 def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
-    out = run_block(0, capsys).splitlines()
+    out = run_block(block_index("SelectItems(beam_dpsu.WeightedGaussian"), capsys).splitlines()
     sigma, threshold = map(float, out[0].split())
     assert sigma == pytest.approx(2.23607, rel=1e-5) and threshold == pytest.approx(11.726, rel=1e-4)
     # "cat" (51 users) is released with probability 1 − Φ(−17) ≈ 1; "dog" (one user)
@@ -33,7 +37,7 @@ def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
 
 
 def test_ngram_block_prints_the_sorted_ngrams(capsys):
-    lines = [line for line in run_block(1, capsys).splitlines() if line]
+    lines = [line for line in run_block(block_index("ExtractNgrams"), capsys).splitlines() if line]
     # Every held n-gram has 200 users behind it, far above every threshold ρ_k.
     # A spurious k-gram (a valid one no user holds) is drawn with probability
     # Φ(−ρ_k/σ_k) each among the few unheld valid ones, so do not pin
@@ -43,10 +47,18 @@ def test_ngram_block_prints_the_sorted_ngrams(capsys):
 
 
 def test_composition_block_runs_end_to_end(capsys):
-    out = run_block(2, capsys).splitlines()
+    out = run_block(block_index("BudgetAccountant(budget)"), capsys).splitlines()
     # 300 users hold "common" (far above the threshold); "secret" has one user:
     # released with probability ≤ δ = 2.5e-7.
     assert out[0] == "common"
     assert out[1].startswith("BudgetAccountant(total=Budget(epsilon=2.0, delta=1e-06), "
                              "spent=(epsilon=2, delta=1e-06)")
     assert out[2].startswith("refused: spending epsilon=0.01 would exceed the total")
+
+
+def test_readme_counts_example_runs(capsys):
+    out = run_block(block_index("CountReleased"), capsys)
+    assert out.startswith("discrete_gaussian 14.14213")  # σ² = Δ0/(2ρ) = 20/(2·0.05) = 200
+    # Both items are released (300 holders each) and counted once each.
+    counted = [line for line in out.splitlines() if line.startswith("(")]
+    assert sorted(line.split(",")[0] for line in counted) == ["('cat'", "('dog'"]

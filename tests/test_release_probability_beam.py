@@ -15,7 +15,7 @@ shows up too.
   released independently with probability Φ(−ρ_2/σ_2) (dpne App. A).
 
 False-failure rate: each one-sided check uses the 1 − 1e-8 quantile, the
-two-sided DPNE check 1e-8 in each tail; the 9 checks below fail by chance
+two-sided DPNE check 1e-8 in each tail; the 10 checks below fail by chance
 with probability < 2e-7 in all.
 """
 
@@ -39,7 +39,7 @@ MECHANISMS = [
     configs.WeightedLaplace(MAX_ITEMS), configs.WeightedGaussian(MAX_ITEMS),
     configs.SIPS(MAX_ITEMS, rounds=3),
     configs.PolicyLaplace(MAX_ITEMS), configs.PolicyGaussian(MAX_ITEMS),
-    configs.GreedyWithoutSampling(),
+    configs.GreedyWithoutSampling(), configs.TruncatedGeometric(MAX_ITEMS),
 ]
 
 

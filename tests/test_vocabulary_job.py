@@ -325,7 +325,14 @@ def test_job_bad_pairs_record_names_line_not_text(tmp_path, capsys):
     (["--input", "/nonexistent/*.csv", *BASE], "no input file matches '/nonexistent/*.csv'"),
     (["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be a finite number > 0, got -1.0"),
     (["--epsilon", "1", "--rho", "0.1", "--delta", "1e-5"], "give exactly one of --epsilon"),
-    (["--epsilon", "1", "--delta", "2"], "delta must lie strictly between 0 and 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "2"], "delta must satisfy 0 <= delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "0"], "mechanism 'weighted-gaussian' needs delta > 0"),
+    (["--counts-share", "0.5", *BASE], "--counts-share and --counts-max-items-per-user need "
+                                       "--with-counts"),
+    (["--with-counts", "--counts-share", "1.5", *BASE],
+     "counts_share must lie strictly between 0 and 1, got 1.5"),
+    (["--with-counts", "--counts-max-items-per-user", "0", *BASE],
+     "max_items_per_user must be >= 1, got 0"),
     (["--mechanism", "magic", *BASE], "unknown mechanism 'magic'"),
     (["--mechanism", "wieghted-gaussian", *BASE], "did you mean weighted-gaussian"),
     (["--mechanism", "policy-gaussian-l1", *BASE], "not differentially private"),
@@ -393,7 +400,8 @@ def test_help_shows_one_spelling_defaults_and_an_example(capsys):
     text = capsys.readouterr().out
     assert "--max-items-per-user N" in text and "--max_items_per_user" not in text.split(
         "examples:")[0]
-    assert "(default: weighted-gaussian)" in text and "(default: 1)" in text
+    flat = " ".join(text.split())
+    assert "(default: weighted-gaussian)" in flat and "(default: 1)" in flat
     assert "examples:\n  python -m pipelines.vocabulary --input" in text
     assert "msnbc" not in text  # the vocabulary job does not read it
     assert "--direct_num_workers" in text
@@ -410,3 +418,54 @@ def test_tiny_input_says_that_releasing_nothing_is_expected(tmp_path, capsys):
     assert items == [] and report["released_items"] == 0
     assert "released 0 items" in (text := capsys.readouterr().out)
     assert "nothing cleared the release threshold" in text
+
+
+# -- --with-counts ----------------------------------------------------------------------
+
+
+def read_counts(out_dir):
+    lines = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "counts-*.tsv"))):
+        with open(path, encoding="utf-8") as f:
+            lines += [line.rstrip("\n").split("\t") for line in f]
+    return lines
+
+
+@pytest.mark.parametrize("budget,noise", [(["--epsilon", "4"], "discrete_laplace"),
+                                          (["--rho", "2"], "discrete_gaussian")])
+def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, noise):
+    src = tmp_path / "pairs.csv"
+    lines = ([f"user{u},common" for u in range(300)] + [f"user{u},also" for u in range(120)]
+             + [f"user{u},rare{u}" for u in range(40)])
+    src.write_text("\n".join(reversed(lines)) + "\n")
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", str(src), "--format", "pairs", "--mechanism",
+                            "weighted-gaussian", "--max-items-per-user", "3", *budget,
+                            "--delta", "1e-6", "--with-counts", "--counts-max-items-per-user",
+                            "2", "--output", str(out)])
+    assert code == 0
+    items, report = read_output(out)
+    counts = read_counts(out)
+    # Every released item exactly once, no other, in the items' (sorted) order.
+    assert [item for item, _ in counts] == items == sorted(items)
+    assert {"also", "common"} <= set(items) and all(len(row) == 2 for row in counts)
+    by_item = {item: int(c) for item, c in counts}
+    # Users hold ≤ 2 items, so the true counts are 300 and 120. The noise is
+    # discrete Laplace of scale Δ0/ε = 2/1 or discrete Gaussian with σ² = 2/(2·0.5):
+    # |error| ≥ 50 has probability < e^{-25} < 2e-11 per count.
+    assert abs(by_item["common"] - 300) < 50 and abs(by_item["also"] - 120) < 50
+    split = report["budget_split"]
+    assert split["counts_share"] == 0.25
+    assert report["total_budget"] == split["total"]
+    assert report["budget"] == split["selection"] and split["selection"]["delta"] == 1e-6
+    assert split["counts"]["delta"] == 0.0
+    assert report["counts"]["noise"] == noise and report["counts"]["max_items_per_user"] == 2
+    assert report["counts"]["budget"] == split["counts"]
+
+
+def test_job_without_counts_writes_none(tmp_path):
+    path = write_csv(tmp_path, "\n".join(f"u{i},cat" for i in range(50)) + "\n")
+    out = tmp_path / "out"
+    assert vocabulary.main(["--input", path, "--format", "pairs", *BASE,
+                            "--output", str(out)]) == 0
+    assert not glob.glob(os.path.join(out, "counts-*")) and "counts" not in read_output(out)[1]

@@ -1,0 +1,304 @@
+"""Noisy user counts of the released items, and the budget split that pays for them.
+
+``CountReleased(released, budget, max_items_per_user)`` takes the
+(user_id, item) records and the ``PCollection`` of released items and returns
+``(item, noisy count of users holding it)`` for exactly the released items:
+every released item gets one count (0 + noise if no bounded user holds it),
+and no other item gets any.
+
+Unlike the threshold decisions of a selection, these numbers are published,
+so the noise must not be floating point (its low bits would leak the true
+count; Mironov 2012): counts are integers plus exact discrete noise
+(``beam_dpsu.discrete_noise``, Canonne, Kamath & Steinke 2020).
+
+Privacy. First each user's records are deduplicated, restricted to the
+released items and sampled uniformly down to at most Δ0 of them (OS
+randomness). Then each user adds 1 to each kept item, so adding or removing
+one user changes at most Δ0 counts by 1 each: ℓ1 sensitivity Δ0, ℓ2
+sensitivity √Δ0. Finally:
+
+* ``Budget(ε, δ)``: discrete Laplace noise of scale Δ0/ε, pure ε-DP
+  (CKS §1.1, eq. (2); Ghosh, Roughgarden & Sundararajan 2009); δ is unused.
+* ``ZCDPBudget(ρ, δ)``: discrete Gaussian noise with σ² = Δ0/(2ρ), pure
+  ρ-zCDP (CKS Theorem 4 with Proposition 3 for the ℓ2 sensitivity √Δ0);
+  δ is unused.
+
+The released set is an earlier DP output, so counting on it is adaptive
+composition: selection and counts together spend the sum of their budgets
+(basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ under
+zCDP, dp-sips Lemma 6). ``split_selection_and_counts`` makes that split from
+one total and records it in a ``BudgetAccountant``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from fractions import Fraction
+
+import apache_beam as beam
+
+from beam_dpsu import __version__, noise
+from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
+from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser,
+                                check_pair)
+from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
+from beam_dpsu.report import SEEDED_NOTE
+from beam_dpsu.thresholds import check_max_items
+from beam_dpsu.windowing import require_global_window
+
+__all__ = [
+    "CountsCalibration",
+    "count_calibration",
+    "SelectionAndCountsBudget",
+    "split_selection_and_counts",
+    "CountReleased",
+    "check_count_pair",
+]
+
+DEFAULT_COUNTS_SHARE = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class CountsCalibration:
+    """The noise of the released items' counts, fixed when the transform is built.
+
+    Attributes:
+      noise: the exact discrete distribution added to each count.
+      max_items_per_user: Δ0, the most released items a user is counted for.
+      sensitivity_norm: 1 (discrete Laplace) or 2 (discrete Gaussian).
+      sensitivity: Δ0 in ℓ1 or √Δ0 in ℓ2: how far one user moves the counts.
+      budget: the budget the counts spend (its δ is not used).
+      source: where the calibration comes from.
+    """
+
+    noise: DiscreteLaplace | DiscreteGaussian
+    max_items_per_user: int
+    sensitivity_norm: int
+    sensitivity: float
+    budget: Budget | ZCDPBudget
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"budget": self.budget.to_dict(), **self.noise.to_dict(),
+                "max_items_per_user": self.max_items_per_user,
+                "sensitivity_norm": self.sensitivity_norm, "sensitivity": self.sensitivity,
+                "source": self.source}
+
+
+def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> CountsCalibration:
+    """The count noise under ``budget`` when each user counts on ≤ Δ0 items.
+
+    * ``Budget(ε, δ)``: discrete Laplace with scale Δ0/ε — ℓ1 sensitivity Δ0,
+      ε-DP (CKS §1.1, eq. (2)).
+    * ``ZCDPBudget(ρ, δ)``: discrete Gaussian with σ² = Δ0/(2ρ) — ℓ2
+      sensitivity √Δ0, ρ-zCDP (CKS Theorem 4, Proposition 3).
+
+    Both are pure, so δ may be 0 (and is not spent). The scales are exact
+    fractions of the float parameters.
+    """
+    d0 = check_max_items(max_items_per_user)
+    if isinstance(budget, Budget):
+        return CountsCalibration(
+            noise=DiscreteLaplace(Fraction(d0) / Fraction(budget.epsilon)),
+            max_items_per_user=d0, sensitivity_norm=1, sensitivity=float(d0), budget=budget,
+            source="Canonne, Kamath & Steinke 2020 §1.1 eq. (2), Algorithm 2 (discrete Laplace)")
+    if isinstance(budget, ZCDPBudget):
+        return CountsCalibration(
+            noise=DiscreteGaussian(Fraction(d0) / (2 * Fraction(budget.rho))),
+            max_items_per_user=d0, sensitivity_norm=2, sensitivity=math.sqrt(d0), budget=budget,
+            source="Canonne, Kamath & Steinke 2020 Theorem 4, Proposition 3, Algorithm 3 "
+                   "(discrete Gaussian)")
+    raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectionAndCountsBudget:
+    """One total budget split between a selection and the counts of what it released.
+
+    Attributes:
+      total: the budget the two parts compose to.
+      selection: the selection's part: (1 − share)·ε (or ·ρ) and all of δ.
+      counts: the counts' part: share·ε (or ·ρ) and δ = 0 (the counts are pure).
+      counts_share: the share of ε (or ρ) given to the counts.
+    """
+
+    total: Budget | ZCDPBudget
+    selection: Budget | ZCDPBudget
+    counts: Budget | ZCDPBudget
+    counts_share: float
+
+    def to_dict(self) -> dict:
+        rule = ("basic composition: ε and δ add (Dwork & Roth Thm 3.16)"
+                if isinstance(self.total, Budget)
+                else "zCDP composition: ρ and δ add (dp-sips Lemma 6)")
+        return {"total": self.total.to_dict(), "selection": self.selection.to_dict(),
+                "counts": self.counts.to_dict(), "counts_share": self.counts_share,
+                "composition": rule}
+
+
+def _check_share(counts_share) -> float:
+    if isinstance(counts_share, bool) or not isinstance(counts_share, (int, float)):
+        raise TypeError(f"counts_share must be a number, got {counts_share!r}")
+    share = float(counts_share)
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"counts_share must lie strictly between 0 and 1, got {counts_share!r}")
+    return share
+
+
+def split_selection_and_counts(total: Budget | ZCDPBudget,
+                               counts_share: float = DEFAULT_COUNTS_SHARE,
+                               accountant: BudgetAccountant | None = None
+                               ) -> SelectionAndCountsBudget:
+    """Splits ``total`` into a selection part and a counts part, and spends both.
+
+    The counts get ``counts_share`` of ε (or ρ) and δ = 0, since their
+    discrete noise is pure; the selection gets the rest of ε (or ρ) and all of
+    δ. The parts compose to ``total``: basic composition for (ε, δ) (Dwork &
+    Roth Thm 3.16), additive ρ and δ for approximate zCDP (dp-sips Lemma 6).
+
+    Both parts are spent from ``accountant`` (by default a fresh one over
+    ``total``): if it has less than ``total`` left, ``BudgetExceededError``
+    is raised and nothing is returned.
+    """
+    share = _check_share(counts_share)
+    if isinstance(total, Budget):
+        selection = Budget(total.epsilon * (1.0 - share), total.delta)
+        counts = Budget(total.epsilon * share, 0.0)
+    elif isinstance(total, ZCDPBudget):
+        selection = ZCDPBudget(total.rho * (1.0 - share), total.delta)
+        counts = ZCDPBudget(total.rho * share, 0.0)
+    else:
+        raise TypeError(f"total must be a Budget or ZCDPBudget, got {total!r}")
+    accountant = BudgetAccountant(total) if accountant is None else accountant
+    accountant.spend_all(selection, counts)
+    return SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
+                                    counts_share=share)
+
+
+def check_count_pair(record):
+    """A (user_id, item) record whose item is a str, bytes or an n-gram; raises otherwise.
+
+    As ``bounding.check_pair``, and an n-gram (a non-empty tuple of non-empty
+    str, as ``ExtractNgrams`` releases) is an item too. Errors name the field,
+    never the values.
+    """
+    if isinstance(record, tuple) and len(record) == 2 and isinstance(record[1], tuple):
+        gram = record[1]
+        if not gram or not all(isinstance(token, str) and token for token in gram):
+            raise InvalidRecordError(
+                "an n-gram item (field 1) must be a non-empty tuple of non-empty str")
+        user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
+        return user_id, tuple(str(token) for token in gram)
+    return check_pair(record)
+
+
+class _KeepReleasedFn(beam.DoFn):
+    """(user, {item: occurrences}) → (user, [released items it holds]); drops users with none."""
+
+    def process(self, user_counts, released):
+        user_id, counts = user_counts
+        kept = [item for item in counts if item in released]
+        if kept:
+            yield user_id, kept
+
+
+class _AddDiscreteNoiseFn(beam.DoFn):
+
+    def __init__(self, calibration: CountsCalibration, seed: int | None):
+        self._noise = calibration.noise
+        self._seed = seed
+        self._rng = None
+
+    def setup(self):
+        self._rng = os_random()
+
+    def process(self, item_count):
+        item, count = item_count
+        rng = self._rng if self._seed is None else random.Random(
+            noise.stable_hash64(("count-noise", self._seed, item)))
+        yield item, int(count) + self._noise.sample(rng)
+
+
+class CountReleased(beam.PTransform):
+    """(user_id, item) records → (item, noisy user count) for exactly the released items.
+
+    Items are str, bytes or n-grams (tuples of str, as ``ExtractNgrams`` releases).
+
+    The pipeline it builds: first check the records and count each user once
+    per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
+    uniformly; then sum 1 per (user, item) and add a zero for every released
+    item, so each released item has exactly one count; finally add exact
+    discrete noise (see the module docstring for the calibration).
+
+    Args:
+      released: ``PCollection`` of released items (e.g. ``SelectItems``'
+        output), a set: its items are public once released.
+      budget: ``Budget(ε, δ)`` (discrete Laplace, scale Δ0/ε) or
+        ``ZCDPBudget(ρ, δ)`` (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and
+        is not spent. Use ``split_selection_and_counts`` to pay for the
+        selection and the counts from one total.
+      max_items_per_user: Δ0, the most released items each user is counted
+        for (sampled uniformly among the released items the user holds).
+      seed: test-only fixed seed; None (default) uses OS randomness.
+
+    The released set reaches the workers as a side input (it must fit in a
+    worker's memory, as a vocabulary does).
+
+    Example::
+
+        parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
+        released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
+        counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
+    """
+
+    def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
+                 seed: int | None = None, label=None):
+        super().__init__(label)
+        if not isinstance(released, beam.pvalue.PCollection):
+            raise TypeError("released must be the PCollection of released items, "
+                            f"got {type(released).__name__}")
+        self.released = released
+        self.budget = budget
+        self.seed = noise.check_seed(seed)
+        self.calibration = count_calibration(budget, max_items_per_user)
+
+    @property
+    def report(self) -> dict:
+        """The privacy parameters of the counts (no data needed)."""
+        report = {
+            "library": f"beam_dpsu {__version__}",
+            "guarantee": "user-level (add/remove one user with all their records)",
+            "counted": "distinct users holding each released item, each user counted on at "
+                       "most max_items_per_user released items (sampled uniformly)",
+            **self.calibration.to_dict(),
+            "seeded": self.seed is not None,
+        }
+        if self.seed is not None:
+            report["seed"] = self.seed
+            report["seeded_note"] = SEEDED_NOTE
+        return report
+
+    def expand(self, pairs):
+        # Bounding is global (DESIGN §4.7): both inputs must be in the global window.
+        require_global_window(pairs, "CountReleased (its (user_id, item) input)")
+        require_global_window(self.released, "CountReleased (its released items)")
+        released = self.released
+        released_set = beam.pvalue.AsDict(
+            released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
+        user_items = (pairs
+                      | "ValidatePairs" >> beam.Map(check_count_pair)
+                      | "DedupePerUser" >> ItemCountsPerUser()
+                      | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
+                      | "SampleItemsPerUser" >> SampleItemsPerUser(
+                          self.calibration.max_items_per_user, self.seed, salt="counts",
+                          one_record_per_user=True))
+        ones = user_items | "OnePerUserItem" >> beam.FlatMap(
+            lambda record: ((item, 1) for item in record[1]))
+        zeros = released | "ZeroPerReleased" >> beam.Map(lambda item: (item, 0))
+        return ((ones, zeros)
+                | "FlattenCounts" >> beam.Flatten()
+                | "CountPerItem" >> beam.CombinePerKey(sum)
+                | "AddDiscreteNoise" >> beam.ParDo(
+                    _AddDiscreteNoiseFn(self.calibration, self.seed)))

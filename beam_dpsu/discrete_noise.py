@@ -1,0 +1,245 @@
+"""Exact discrete Laplace and discrete Gaussian samplers on integer randomness.
+
+Published numbers (counts) must not carry floating-point noise: the low bits
+of a float Laplace or Gaussian draw leak the value it was added to (Mironov
+2012). These samplers are those of Canonne, Kamath & Steinke 2020, "The
+Discrete Gaussian for Differential Privacy" (CKS), §5: they use only uniform
+integers (``rng.randrange``) and exact rational arithmetic, so every output
+has exactly the probability of the stated distribution.
+
+* ``bernoulli_exp(γ)``: Bernoulli(exp(−γ)) for rational γ ≥ 0 (CKS Algorithm 1),
+* ``sample_discrete_laplace(scale)``: P[X = x] ∝ exp(−|x|/scale) on ℤ (CKS
+  Algorithm 2; the "geometric mechanism" of Ghosh, Roughgarden & Sundararajan),
+* ``sample_discrete_gaussian(σ²)``: P[X = x] ∝ exp(−x²/(2σ²)) on ℤ (CKS Algorithm 3).
+
+Parameters are turned into exact ``fractions.Fraction`` values (a float is
+converted exactly, bit for bit). Randomness comes from the operating system
+(``random.SystemRandom``) unless a caller passes its own ``random.Random`` —
+which only tests do, with a fixed seed.
+
+Pure Python; no numpy needed except in the pmf helpers used by tests and reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import random
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = [
+    "os_random",
+    "to_fraction",
+    "bernoulli_exp",
+    "DiscreteLaplace",
+    "DiscreteGaussian",
+    "sample_discrete_laplace",
+    "sample_discrete_gaussian",
+]
+
+
+def os_random() -> random.Random:
+    """A generator of uniform integers from the operating system's entropy."""
+    return random.SystemRandom()
+
+
+def to_fraction(name: str, value) -> Fraction:
+    """``value`` (int, float, Fraction) as an exact positive finite Fraction."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Rational, float, np.floating)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    exact = Fraction(value) if not isinstance(value, np.floating) else Fraction(float(value))
+    if exact <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return exact
+
+
+def _bernoulli_exp_int(num: int, den: int, rng) -> bool:
+    """Bernoulli(exp(−num/den)) for integers num ≥ 0, den ≥ 1 (CKS Algorithm 1).
+
+    For γ = num/den ≤ 1: draw A_k ~ Bernoulli(γ/k) for k = 1, 2, … until the
+    first A_k = 0; K = that k; return [K odd]. P[K odd] = Σ_k (−γ)^k/k! = e^{−γ}.
+    For γ > 1: e^{−γ} = (e^{−1})^{⌊γ⌋}·e^{−(γ − ⌊γ⌋)}, one independent
+    Bernoulli per factor, stopping at the first 0.
+    """
+    if num > den:
+        whole, rest = divmod(num, den)
+        for _ in range(whole):
+            if not _bernoulli_exp_int(1, 1, rng):
+                return False
+        num = rest
+    # Now γ = num/den ∈ [0, 1]. Bernoulli(γ/k) = [U < num] with U uniform on {0,…,den·k − 1}.
+    k = 1
+    while rng.randrange(den * k) < num:
+        k += 1
+    return k % 2 == 1
+
+
+def bernoulli_exp(gamma, rng=None) -> bool:
+    """One draw of Bernoulli(exp(−γ)) for rational γ ≥ 0, exactly (CKS Algorithm 1)."""
+    if isinstance(gamma, bool) or not isinstance(gamma, (numbers.Rational, float)):
+        raise TypeError(f"gamma must be a number, got {gamma!r}")
+    if isinstance(gamma, float) and not math.isfinite(gamma):
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    gamma = Fraction(gamma)
+    if gamma < 0:
+        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    return _bernoulli_exp_int(gamma.numerator, gamma.denominator, rng or os_random())
+
+
+def _discrete_laplace_int(s: int, t: int, rng) -> int:
+    """One draw with P[Y = y] ∝ exp(−|y|·s/t), i.e. scale t/s (CKS Algorithm 2).
+
+    X = U + t·V with U uniform on {0,…,t−1} accepted w.p. exp(−U/t) and V
+    geometric (number of successes of Bernoulli(e^{−1}) before a failure), so
+    P[X = x] ∝ exp(−x/t); Y = ⌊X/s⌋ is geometric with ratio exp(−s/t). A
+    random sign, rejecting (−, 0) so that 0 is not counted twice.
+    """
+    while True:
+        u = rng.randrange(t)
+        if not _bernoulli_exp_int(u, t, rng):
+            continue
+        v = 0
+        while _bernoulli_exp_int(1, 1, rng):
+            v += 1
+        y = (u + t * v) // s
+        negative = rng.randrange(2) == 1
+        if negative and y == 0:
+            continue
+        return -y if negative else y
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteLaplace:
+    """The discrete Laplace distribution: P[X = x] ∝ exp(−|x|/scale), x ∈ ℤ.
+
+    Adding it to an integer query of ℓ1 sensitivity Δ with scale = Δ/ε is
+    ε-DP (CKS §1.1, eq. (2); Ghosh et al. 2009).
+
+    Attributes:
+      scale: t > 0, exact (a float is converted to the Fraction it equals).
+    """
+
+    scale: Fraction
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", to_fraction("scale", self.scale))
+
+    def sample(self, rng: random.Random | None = None) -> int:
+        """One exact draw; OS randomness unless ``rng`` is given (tests only)."""
+        return _discrete_laplace_int(self.scale.denominator, self.scale.numerator,
+                                     rng or os_random())
+
+    def samples(self, n: int, rng: random.Random | None = None) -> list[int]:
+        rng = rng or os_random()
+        s, t = self.scale.denominator, self.scale.numerator
+        return [_discrete_laplace_int(s, t, rng) for _ in range(n)]
+
+    def pmf(self, x) -> np.ndarray:
+        """P[X = x] = (1 − q)/(1 + q)·q^{|x|}, q = exp(−1/scale) (CKS §1.1)."""
+        a = 1.0 / float(self.scale)
+        x = np.abs(np.asarray(x, dtype=np.float64))
+        return np.tanh(a / 2.0) * np.exp(-a * x)
+
+    def cdf(self, x) -> np.ndarray:
+        """P[X ≤ x] = q^{−x}/(1 + q) for x < 0, 1 − q^{x+1}/(1 + q) for x ≥ 0."""
+        a = 1.0 / float(self.scale)
+        x = np.floor(np.asarray(x, dtype=np.float64))
+        q = math.exp(-a)
+        neg = np.exp(a * np.minimum(x, 0.0)) / (1.0 + q)
+        pos = 1.0 - np.exp(-a * (np.maximum(x, 0.0) + 1.0)) / (1.0 + q)
+        return np.where(x < 0, neg, pos)
+
+    def variance(self) -> float:
+        """Var X = 2q/(1 − q)², q = exp(−1/scale)."""
+        a = 1.0 / float(self.scale)
+        return 2.0 * math.exp(-a) / math.expm1(-a) ** 2
+
+    def to_dict(self) -> dict:
+        return {"noise": "discrete_laplace", "scale": float(self.scale),
+                "scale_exact": str(self.scale), "std": math.sqrt(self.variance())}
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscreteGaussian:
+    """The discrete Gaussian: P[X = x] ∝ exp(−x²/(2σ²)), x ∈ ℤ (CKS Definition 1).
+
+    Adding it to an integer vector query of ℓ2 sensitivity Δ2 is
+    (Δ2²/(2σ²))-zCDP (CKS Theorem 4, via Proposition 3 for vectors).
+    Its variance is below σ² (CKS Proposition 5).
+
+    Attributes:
+      sigma_squared: σ² > 0, exact.
+    """
+
+    sigma_squared: Fraction
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma_squared", to_fraction("sigma_squared",
+                                                              self.sigma_squared))
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(self.sigma_squared)
+
+    def sample(self, rng: random.Random | None = None) -> int:
+        """One exact draw (CKS Algorithm 3); OS randomness unless ``rng`` is given."""
+        return self.samples(1, rng)[0]
+
+    def samples(self, n: int, rng: random.Random | None = None) -> list[int]:
+        rng = rng or os_random()
+        a, b = self.sigma_squared.numerator, self.sigma_squared.denominator  # σ² = a/b
+        # t = ⌊σ⌋ + 1; ⌊√(a/b)⌋ = ⌊√(ab)⌋ // b exactly.
+        t = math.isqrt(a * b) // b + 1
+        # Accept Y ~ DiscreteLaplace(t) w.p. exp(−(|Y| − σ²/t)²/(2σ²)):
+        # with σ² = a/b that exponent is (|Y|·t·b − a)² / (2·t²·a·b).
+        den = 2 * t * t * a * b
+        out = []
+        while len(out) < n:
+            y = _discrete_laplace_int(1, t, rng)
+            if _bernoulli_exp_int((abs(y) * t * b - a) ** 2, den, rng):
+                out.append(y)
+        return out
+
+    def _support(self) -> np.ndarray:
+        # Beyond 40σ + 10 the mass is below e^{−800}: nothing a float can hold.
+        reach = int(40 * self.sigma) + 10
+        return np.arange(-reach, reach + 1)
+
+    def pmf(self, x) -> np.ndarray:
+        """exp(−x²/(2σ²)) / Σ_y exp(−y²/(2σ²)), the normaliser summed numerically."""
+        s2 = float(self.sigma_squared)
+        norm = float(np.sum(np.exp(-self._support().astype(np.float64) ** 2 / (2.0 * s2))))
+        x = np.asarray(x, dtype=np.float64)
+        return np.exp(-x ** 2 / (2.0 * s2)) / norm
+
+    def cdf(self, x) -> np.ndarray:
+        """P[X ≤ x], summed over the support."""
+        y = self._support()
+        cumulative = np.cumsum(self.pmf(y))
+        idx = np.searchsorted(y, np.floor(np.asarray(x, dtype=np.float64)), side="right") - 1
+        return np.where(idx < 0, 0.0, cumulative[np.clip(idx, 0, len(y) - 1)])
+
+    def variance(self) -> float:
+        y = self._support()
+        return float(np.sum(self.pmf(y) * y.astype(np.float64) ** 2))
+
+    def to_dict(self) -> dict:
+        return {"noise": "discrete_gaussian", "sigma": self.sigma,
+                "sigma_squared": float(self.sigma_squared),
+                "sigma_squared_exact": str(self.sigma_squared),
+                "std": math.sqrt(self.variance())}
+
+
+def sample_discrete_laplace(scale, rng: random.Random | None = None) -> int:
+    """One exact draw of the discrete Laplace with the given scale (CKS Algorithm 2)."""
+    return DiscreteLaplace(scale).sample(rng)
+
+
+def sample_discrete_gaussian(sigma_squared, rng: random.Random | None = None) -> int:
+    """One exact draw of the discrete Gaussian N_ℤ(0, σ²) (CKS Algorithm 3)."""
+    return DiscreteGaussian(sigma_squared).sample(rng)
