@@ -86,7 +86,8 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
         g.add_argument(*flags("mechanism"), default="weighted-gaussian",
                        help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
     g.add_argument(*flags("max-items-per-user"), type=int,
-                   help="Δ0: distinct items sampled per user (default 100; gw takes none)")
+                   help="Δ0: distinct items per user, sampled uniformly (default 100) or, "
+                        "for gw, the user's most frequent ones (default 30)")
     g.add_argument(*flags("rounds"), type=int, help="sips: number of rounds (default 3)")
     g.add_argument(*flags("ratio"), type=float,
                    help="sips: ratio between consecutive rounds' budgets, 0 < r <= 1 "
