@@ -318,15 +318,19 @@ class GreedyWithoutSampling(SequentialMechanism):
     This is not the published GW, which takes no Δ0, noises only items of
     positive weight and uses ρ_GW = 1 − λ·ln(2δ): that rule is not DP (users
     after the extra one can push other users' items from weight 0 to > 0;
-    DESIGN §3). The fix costs utility on data whose users repeat few items
-    (IMDb at ε = 1.7: about 3,400 items released by the published rule,
-    about 2,600 by this one at Δ0 = 30; ``docs/benchmarks.md``).
+    DESIGN §3). The fix costs utility: on IMDb at ε = 1.7 the published
+    rule released about 3,400 items, this one about 2,650 at Δ0 = 30
+    (``docs/benchmarks.md``).
 
     Attributes:
       max_items_per_user: Δ0, the number of a user's most frequent (GW) or
         most publicly frequent (GW-KT) items it may spend its budget on; all
         of them are noised. Smaller Δ0 lowers ρ; larger lets a user reach
-        further down its list.
+        further down its list. None (the default) means 30 for GW and 300
+        for GW-KT, the best of 10/30/100/300 (GW) and 30/100/300/1000
+        (GW-KT) on IMDb at ε = 1.7: a GW-KT list starts with the most common
+        public words, which reach Γ after a few users, so it needs to be
+        longer to leave the user items to spend on.
       alpha: α ≥ 0 in Γ = ρ + α·λ; Γ must be ≥ 1 (gw Theorem 1).
       public_counts: None (GW), a mapping item → count, or a Beam
         ``PCollection`` of (item, count) pairs (GW-KT), e.g. counted from a
@@ -334,13 +338,20 @@ class GreedyWithoutSampling(SequentialMechanism):
       shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
     """
 
-    max_items_per_user: int = 30
+    max_items_per_user: int | None = None
     alpha: float = 3.0
     public_counts: object = None
     shards: int = 1
     name: ClassVar[str] = "gw"
 
+    DEFAULT_MAX_ITEMS: ClassVar[int] = 30
+    DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
+
     def __post_init__(self):
+        if self.max_items_per_user is None:
+            object.__setattr__(self, "max_items_per_user",
+                               self.DEFAULT_MAX_ITEMS if self.public_counts is None
+                               else self.DEFAULT_MAX_ITEMS_KT)
         super().__post_init__()
         pc = self.public_counts
         if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):

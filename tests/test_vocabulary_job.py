@@ -123,7 +123,7 @@ def test_job_gw_default_max_items(tmp_path):
 
 def test_job_gw_kt_with_public_corpus(tmp_path):
     # Two users hold 'common' three times and 'rare' once. At ε = 20, δ = 1e-6:
-    # ρ = 1.66 (Δ0 = 30; the zero-weight keys barely move it at this ε),
+    # ρ = 1.66 (Δ0 = 30 or 300; the zero-weight keys barely move it at this ε),
     # Γ = ρ + 3λ = 1.81. Plain GW spends each user's budget on
     # 'common' first (1 + 0.81 = Γ; 'rare' gets 0.19); GW-KT, whose public
     # corpus only has 'rare', spends it on 'rare' first. The item at Γ is
@@ -140,6 +140,7 @@ def test_job_gw_kt_with_public_corpus(tmp_path):
                                 "--output", str(out)]) == 0
         items, report = read_output(out)
         assert report["mechanism"]["name"] == name
+        assert report["mechanism"]["max_items_per_user"] == {"gw": 30, "gw-kt": 300}[name]
         released[name] = items
     assert released == {"gw": ["common"], "gw-kt": ["rare"]}
 
