@@ -93,7 +93,9 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
         g.add_argument(*flags("mechanism"), default="weighted-gaussian",
                        help=f"one of {sorted(configs.MECHANISMS)} (default weighted-gaussian)")
     g.add_argument(*flags("max-items-per-user"), type=int,
-                   help="Δ0: distinct items sampled per user (default 100; gw takes none)")
+                   help="Δ0: distinct items per user, sampled uniformly (default 100) or, "
+                        "for gw, the user's most frequent ones (default 30; 300 with "
+                        "--public-input)")
     g.add_argument(*flags("rounds"), type=int, help="sips: number of rounds (default 3)")
     g.add_argument(*flags("ratio"), type=float,
                    help="sips: ratio between consecutive rounds' budgets, 0 < r <= 1 "
@@ -231,7 +233,9 @@ def with_public_counts(pipeline, args, mechanism, tokenizer):
                          args.public_text_field or None, tokenizer)
                      | "PublicItems" >> beam.Values()
                      | "CountPublicItems" >> beam.combiners.Count.PerElement())
-    return dataclasses.replace(mechanism, public_counts=public_counts)
+    # Without --max-items-per-user, GW-KT gets its own default Δ0 (None → 300).
+    return dataclasses.replace(mechanism, public_counts=public_counts,
+                               max_items_per_user=args.max_items_per_user)
 
 
 def mechanism_from_args(args, name: str | None = None,

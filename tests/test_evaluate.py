@@ -44,6 +44,18 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
     assert "[8/8] gw eps=4 trial 2/2" in err  # progress per mechanism and trial
 
 
+def test_every_tool_passes_max_items_to_gw(pairs_file):
+    # evaluate and the benchmarks build their mechanisms with mechanism_from_args:
+    # GW gets --max-items-per-user like the mechanisms that sample.
+    from beam_dpsu import GreedyWithoutSampling, WeightedGaussian
+    from pipelines.vocabulary import mechanism_from_args
+    args, _ = evaluate.build_parser().parse_known_args([
+        "--input", pairs_file, "--mechanisms", "gw,weighted-gaussian", "--epsilons", "1",
+        "--delta", "1e-5", "--max-items-per-user", "6", "--output", "o"])
+    assert mechanism_from_args(args, "gw", ignore_unused=True) == GreedyWithoutSampling(6)
+    assert mechanism_from_args(args, "weighted-gaussian", ignore_unused=True) == WeightedGaussian(6)
+
+
 def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
     code = evaluate.main(["--input", pairs_file, "--epsilons", "1", "--rhos", "0.1",
                           "--delta", "1e-5", "--output", str(tmp_path / "o")])
