@@ -22,7 +22,9 @@ budget, removing each round's released items from the users' sets (dp-sips §4).
 Sequential (each user's update depends on the histogram so far; users are
 visited in a keyed-hash order): ``PolicyLaplace`` (ℓ1-descent, dpsu §4),
 ``PolicyGaussian`` (ℓ2-descent, dpsu §5), ``GreedyWithoutSampling`` (GW and
-GW-KT, gw §3–4).
+GW-KT, gw §3–4, with the top-Δ0 cap, zero-weight keys noised and the
+threshold of DESIGN §3 that close the published proof's gap). Every one
+bounds each user to a list of ≤ Δ0 items and noises every item of every list.
 """
 
 from __future__ import annotations
@@ -359,27 +361,54 @@ class PolicyGaussian(SequentialMechanism):
 
 @dataclasses.dataclass(frozen=True)
 class GreedyWithoutSampling(SequentialMechanism):
-    """GW: greedy updates without sampling, Lap(1/ε), ρ_GW = 1 − λ ln(2δ) (gw §3).
+    """GW: greedy updates on each user's top-Δ0 items, Lap(1/ε) (gw §3, as fixed in DESIGN §3).
 
-    Each user fills its items toward Γ one at a time, most frequent (in the
-    user's own counts) first, until its budget of 1 is spent. No Δ0: every
-    item of the user is considered. With ``public_counts`` it is GW-KT (gw §4):
-    items are ordered by counts from public data (absent items count 1).
+    Each user keeps its Δ0 most frequent items (by its own counts; ties by a
+    keyed hash of the item) and fills them toward Γ one at a time, most
+    frequent first, until its budget of 1 is spent. With ``public_counts`` it
+    is GW-KT (gw §4): items are ranked by counts from public data (absent
+    items count 1). Every item of every user's list is noised and
+    thresholded, zero weight included, and the threshold ρ solves
+    1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = ½·e^{−(ρ−w)ε}
+    (``thresholds.gw_threshold``; the proof is in ``beam_dpsu.policies``).
+
+    This is not the published GW, which takes no Δ0, noises only items of
+    positive weight and uses ρ_GW = 1 − λ·ln(2δ): that rule is not DP (users
+    after the extra one can push other users' items from weight 0 to > 0;
+    DESIGN §3). The fix costs utility: on IMDb at ε = 1.7 the published
+    rule released about 3,400 items, this one about 2,650 at Δ0 = 30
+    (``docs/benchmarks.md``).
 
     Attributes:
-      alpha: α ≥ 0 in Γ = ρ_GW + α·λ; Γ must be ≥ 1 (gw Theorem 1).
+      max_items_per_user: Δ0, the number of a user's most frequent (GW) or
+        most publicly frequent (GW-KT) items it may spend its budget on; all
+        of them are noised. Smaller Δ0 lowers ρ; larger lets a user reach
+        further down its list. None (the default) means 30 for GW and 300
+        for GW-KT, the best of 10/30/100/300 (GW) and 30/100/300/1000
+        (GW-KT) on IMDb at ε = 1.7: a GW-KT list starts with the most common
+        public words, which reach Γ after a few users, so it needs to be
+        longer to leave the user items to spend on.
+      alpha: α ≥ 0 in Γ = ρ + α·λ; Γ must be ≥ 1 (gw Theorem 1).
       public_counts: None (GW), a mapping item → count, or a Beam
         ``PCollection`` of (item, count) pairs (GW-KT), e.g. counted from a
         public corpus in the same pipeline.
       shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
     """
 
+    max_items_per_user: int | None = None
     alpha: float = 3.0
     public_counts: object = None
     shards: int = 1
     name: ClassVar[str] = "gw"
 
+    DEFAULT_MAX_ITEMS: ClassVar[int] = 30
+    DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
+
     def __post_init__(self):
+        if self.max_items_per_user is None:
+            object.__setattr__(self, "max_items_per_user",
+                               self.DEFAULT_MAX_ITEMS if self.public_counts is None
+                               else self.DEFAULT_MAX_ITEMS_KT)
         super().__post_init__()
         pc = self.public_counts
         if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):
@@ -389,8 +418,9 @@ class GreedyWithoutSampling(SequentialMechanism):
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
         calibration = self._with_cutoff(laplace_calibration(
-            budget, 1, 1.0, lambda lam, delta, _: thresholds.gw_threshold(lam, delta),
-            "gw (Carvalho et al. 2022) Algorithm 2, Theorem 1; §4 (KT)"))
+            budget, self.max_items_per_user, 1.0, thresholds.gw_threshold,
+            "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
+            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 (DESIGN §3)"))
         if calibration.cutoff < 1.0:
             raise ValueError(
                 f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "
@@ -401,7 +431,8 @@ class GreedyWithoutSampling(SequentialMechanism):
         pc = self.public_counts
         public = (None if pc is None else
                   f"mapping of {len(pc)} items" if isinstance(pc, Mapping) else "PCollection")
-        return {"name": "gw-kt" if pc is not None else self.name, "alpha": self.alpha,
+        return {"name": "gw-kt" if pc is not None else self.name,
+                "max_items_per_user": self.max_items_per_user, "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}
 
 

@@ -117,9 +117,10 @@ class _SequentialSelection(beam.PTransform):
     """Policy Laplace / Policy Gaussian / GW as a pipeline.
 
     First bound contributions (validate, count items per user; the policies
-    then sample Δ0 items, GW orders all of them by frequency), then build the
+    then sample Δ0 items, GW keeps its top Δ0 by frequency), then build the
     policy histogram in keyed-hash user order in a stateful DoFn, finally
-    noise and threshold exactly as the parallel mechanisms do.
+    noise and threshold every key of it (GW's zero weights included) exactly
+    as the parallel mechanisms do.
     """
 
     def __init__(self, mechanism, calibration, seed, order_key):
@@ -135,7 +136,8 @@ class _SequentialSelection(beam.PTransform):
                        | "ValidatePairs" >> ValidatePairs()
                        | "ItemCountsPerUser" >> ItemCountsPerUser())
         if isinstance(m, GreedyWithoutSampling):
-            user_items = user_counts | "OrderItems" >> OrderItemsForGW(self._key, m.public_counts)
+            user_items = user_counts | "TopItemsPerUser" >> OrderItemsForGW(
+                self._key, m.max_items_per_user, m.public_counts)
             update = policies.greedy_update
         else:
             user_items = user_counts | "SampleItemsPerUser" >> SampleItemsPerUser(

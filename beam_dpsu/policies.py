@@ -1,19 +1,69 @@
 """Per-user histogram update rules, as pure functions.
 
-A user holds a set W of at most Δ0 distinct items (after bounding). The
-parallel mechanisms add the same weight to each item of W, independent of
-other users, so the histogram is a plain sum and can be built by
-``CombinePerKey(sum)``. What bounds the histogram's sensitivity is the weight:
+Parallel rules. A user holds a set W of at most Δ0 distinct items (after
+bounding). The parallel mechanisms add the same weight to each item of W,
+independent of other users, so the histogram is a plain sum and can be built
+by ``CombinePerKey(sum)``. What bounds the histogram's sensitivity is the weight:
 
 * Count:            +1 to each item        ℓ1 ≤ Δ0, ℓ2 ≤ √Δ0  (dpsu §1.1)
 * Weighted Laplace: +1/|W| to each item    ℓ1 ≤ 1            (dpsu Alg. 9, Thm B.1)
 * Weighted Gaussian: +1/√|W| to each item  ℓ2 ≤ 1            (dpsu Alg. 10, Thm B.2)
 
-The Beam histogram transform and the property tests call the same functions.
+Sequential rules (policies). Users are visited one after another in a fixed
+order (a keyed hash of the user id); each user's update depends on the
+histogram so far. Every user first bounds its items to a list of at most Δ0:
+a uniform sample (Policy Laplace, Policy Gaussian) or its top Δ0 by its own
+counts (GW) or by public counts (GW-KT), ties by a keyed hash of the item.
+
+Which keys are noised. ``policy_histogram`` returns exactly the histogram
+that is noised and thresholded, and its keys are *every item of every user's
+list*, whatever weight it got (``apply_policy`` writes each of them). So the
+key set depends only on the bounded lists, never on how the histogram
+evolved, and for neighbours D′ = D ∪ {x} it grows only by x's own ≤ Δ0 items
+(DESIGN §4.8). For Policy Laplace and Policy Gaussian this is the papers'
+support of H: with Γ > 0 (always, as ρ > 1 for δ < ½) ℓ1- and ℓ2-descent
+give every item below Γ a positive increment, so every sampled item has
+positive weight. GW gives weight 0 to the items after its budget runs out:
+those keys are noised too (weight 0), which is what its proof needs.
+
+GW and GW-KT: proof of (ε, δ)-DP (DESIGN §3, binding fix of gw §3, Thm 1).
+The published GW leaves out zero-weight items and caps nothing. Its Lemma 2
+assumes only x creates keys outside supp(H), which is false: x filling shared
+items near Γ makes later users spend leftover budget further down their
+lists, so items of *other* users go from weight 0 (never noised) to > 0; with
+m of them at 1/m each the release chance is ≈ m·e^{−(1−1/m)ε}·δ, unbounded
+in m (``tests/test_sequential_policies.py`` has a fixed-order example at
+3.3·δ). Here instead, let L_i be user i's top-Δ0 list and H, H′ the
+histograms of D and D′ = D ∪ {x}. L_i (i ≠ x) is the same in both (it
+depends on C_i or the public counts and the keyed item hash only), and so is
+the order of the common users.
+
+1. Keys. keys(H) = K = ∪_{i≠x} L_i and keys(H′) = K ∪ L_x: the new keys
+   U = L_x ∖ K are at most Δ0 items of x.
+2. ε on K. The greedy update of a user on its fixed list is monotone in the
+   histogram and spends less budget on a histogram that is higher everywhere,
+   so by induction over the users after x, H′ ≥ H pointwise and
+   ‖H′ − H‖₁ ≤ 1 (gw Lemma 1, properties P1 and P2; sharding keeps it, x is
+   in one shard). Laplace noise of scale 1/ε on K is then ε-DP (under a
+   ``ZCDPBudget``, ε = √(2ρ) gives ρ-zCDP).
+3. δ on U. Only x holds the items of U, so their weights are x's increments:
+   at most Δ0 keys, w_u ≥ 0, Σ w_u ≤ 1. P[some key of U released]
+   = 1 − Π_u F(ρ − w_u) with F the Laplace CDF, which is log-concave, so
+   −Σ ln F(ρ − w_u) is convex in w and largest at a vertex of
+   {w ≥ 0, Σ w ≤ 1}: one key at weight 1, the other Δ0 − 1 at 0. ρ solves
+   1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ (``thresholds.gw_threshold``), so
+   this chance is ≤ δ.
+4. Conditioned on no key of U being released, the output is the K part,
+   ε-indistinguishable by 2.; with 3. this gives (ε, δ)-DP exactly as in the
+   proof of gw Theorem 1. Γ ≥ 1 is still required (gw Theorem 1; DESIGN §4.5),
+   though the bound in 3. does not use it.
+
+The Beam histogram transforms and the property tests call the same functions.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
@@ -103,6 +153,8 @@ def l1_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
     λ is found exactly from the sorted gaps. If Σ G ≤ 1 every item is filled to
     Γ (Algorithm 4 prints ``H1|W ← H0|W`` there; the intent, per DESIGN §3, is
     ``H1|W ← (Γ,…,Γ)``). The policy is ℓ1-contractive (dpsu Lemma 4.1).
+    With Γ > 0 every item below Γ gets a positive increment (λ > 0), so
+    every sampled item ends with positive weight.
     """
     gaps = np.maximum(cutoff - np.asarray(weights, dtype=np.float64), 0.0)
     if gaps.sum() <= 1.0:
@@ -122,7 +174,9 @@ def l2_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
 
     Moves the user's items toward (Γ,…,Γ) by an ℓ2 distance of at most 1:
     H1 = H0 + G / max(‖G‖₂, 1) with G = Γ − H0, reaching Γ exactly when
-    ‖G‖₂ ≤ 1. The policy is ℓ2-contractive (dpsu Lemma 5.2).
+    ‖G‖₂ ≤ 1. The policy is ℓ2-contractive (dpsu Lemma 5.2). With Γ > 0
+    every item below Γ gets a positive increment, so every sampled item ends
+    with positive weight.
     """
     gaps = cutoff - np.asarray(weights, dtype=np.float64)
     norm = math.sqrt(float(np.dot(gaps, gaps)))
@@ -135,8 +189,9 @@ def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
     With a budget of 1, the first item below Γ is filled toward Γ, then the
     next, until the budget is spent or every item has reached Γ (the
     termination the printed algorithm lacks; dp-sips footnote 1). Items at Γ
-    get 0; so does every item after the budget runs out. ℓ1 sensitivity 1
-    (gw Lemma 1).
+    get 0; so does every item after the budget runs out (those stay keys of
+    the histogram at weight 0 and are noised; module docstring). ℓ1
+    sensitivity 1 (gw Lemma 1).
     """
     weights = np.asarray(weights, dtype=np.float64)
     increments = np.zeros_like(weights)
@@ -159,9 +214,12 @@ def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
 def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: float) -> None:
     """Applies one user's policy update to ``histogram`` in place.
 
-    Only items with a positive increment are written, so an item enters the
-    histogram only when a user who holds it gives it weight (never a
-    zero-weight key: see DESIGN §3 on the GW reference code).
+    Every item of the user's (already bounded) list is written, with whatever
+    increment the policy gives it, 0 included: the histogram's keys are the
+    union of the users' lists, which is what keeps the noised key set of
+    neighbours apart only by the extra user's items (module docstring). For
+    ℓ1- and ℓ2-descent with Γ > 0 every increment of a new item is positive,
+    so there the keys are also exactly the items of positive weight.
     """
     if not items:
         return
@@ -169,27 +227,37 @@ def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: flo
                           count=len(items))
     increments = update(current, cutoff)
     for item, old, inc in zip(items, current, increments):
-        if inc > 0.0:
-            histogram[item] = old + inc
+        histogram[item] = float(old + inc)
 
 
 def policy_histogram(users_items: Iterable[Sequence[Hashable]], update, cutoff: float) -> dict:
-    """The histogram built by visiting users in the given order (dpsu Algorithm 2)."""
+    """The histogram that gets noised: users visited in the given order (dpsu Algorithm 2).
+
+    ``users_items`` are the users' bounded lists (sampled for the Policy
+    mechanisms, ``gw_item_order`` for GW), in visiting order. Every key of
+    the result is noised and thresholded, zero weights included.
+    """
     hist: dict = {}
     for items in users_items:
         apply_policy(hist, list(items), update, cutoff)
     return hist
 
 
-def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int],
+def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,
                   public_counts: Mapping | None = None) -> list:
-    """A user's items in GW priority order (gw Algorithm 2, line 8; §4 for KT).
+    """A user's top-Δ0 items in GW priority order (gw Algorithm 2, line 8; §4 for KT).
 
     Most frequent first by the user's own counts C_i, or, with
     ``public_counts`` (GW-KT), by the public counts (items absent from the
-    public data count 1). Ties are broken by ``tie_key(item)`` (a keyed hash),
-    which depends on the item alone, never on the histogram.
+    public data count 1); only the first Δ0 are kept (the cap that bounds the
+    extra user's keys; module docstring). Ties are broken by
+    ``tie_key(item)`` (a keyed hash), which depends on the item alone, never
+    on the histogram.
     """
     if public_counts is None:
-        return sorted(counts, key=lambda u: (-counts[u], tie_key(u)))
-    return sorted(counts, key=lambda u: (-public_counts.get(u, 1), tie_key(u)))
+        def priority(u):
+            return (-counts[u], tie_key(u))
+    else:
+        def priority(u):
+            return (-public_counts.get(u, 1), tie_key(u))
+    return heapq.nsmallest(max_items_per_user, counts, key=priority)

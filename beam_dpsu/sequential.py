@@ -9,7 +9,9 @@ The pipeline: first each user record is keyed by its shard (another part of
 the keyed hash) and encoded as one compact value; then a stateful DoFn per
 shard buffers its users in bag state and, when the window closes (the end of
 a batch input), sorts them by keyed hash and applies the policy in that
-order; finally the shard histograms are summed per item.
+order; finally the shard histograms are summed per item. The output has one
+(item, weight) per item of any user's list, weight 0 included (GW), and every
+one of them is noised: see ``beam_dpsu.policies`` for why.
 
 Shards. With ``shards=P`` the users are split over P keys, one ordered policy
 per shard. An extra user lands in exactly one shard, so only that shard's
@@ -18,8 +20,9 @@ sensitivity 1 (``tests/test_sequential_policies.py`` checks it). P = 1 is
 the papers' algorithm; P > 1 lets the runner work on P shards in parallel.
 
 Memory. A shard holds its users in state as (16-byte order key, pickled
-tuple of items): about Σ_users (60 + Σ_items (len(item) + 2)) bytes, e.g.
-~100 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when P = 1.
+tuple of its ≤ Δ0 items): about Σ_users (60 + Σ_items (len(item) + 2)) bytes,
+e.g. ~100 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when
+P = 1.
 Sorting and the histogram (a dict over the shard's distinct items) come on
 top when the window closes. Raise P when a shard would not fit a worker.
 """
@@ -40,6 +43,7 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
 from beam_dpsu.noise import canonical_bytes, stable_hash64
 from beam_dpsu.policies import apply_policy, gw_item_order
+from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import require_global_window
 
 __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
@@ -157,38 +161,42 @@ class SequentialPolicyHistogram(beam.PTransform):
 
 
 class OrderItemsForGW(beam.PTransform):
-    """(user_id, {item: count}) → (user_id, items in GW priority order).
+    """(user_id, {item: count}) → (user_id, the user's top-Δ0 items in GW priority order).
 
     Most frequent first, by the user's own counts (GW) or by public counts
     (GW-KT: a mapping, or a PCollection of (item, count) read as a dict side
-    input); ties broken by a keyed hash of the item (gw Algorithm 2, line 8).
+    input); ties broken by a keyed hash of the item (gw Algorithm 2, line 8);
+    only the first Δ0 are kept (``policies.gw_item_order``). Every item of
+    these lists becomes a noised key of the policy histogram, weight 0
+    included (the proof in ``beam_dpsu.policies``).
     """
 
-    def __init__(self, order_key: bytes, public_counts=None):
+    def __init__(self, order_key: bytes, max_items_per_user: int, public_counts=None):
         super().__init__()
         self._key = order_key
+        self._max_items = check_max_items(max_items_per_user)
         self._public = public_counts
 
     def expand(self, user_counts):
-        key = self._key
+        key, max_items = self._key, self._max_items
 
         def tie_key(item):
             return stable_hash64(item, key=key)
 
         def order(record, public=None):
             user_id, counts = record
-            return user_id, gw_item_order(counts, tie_key, public)
+            return user_id, gw_item_order(counts, tie_key, max_items, public)
 
         if self._public is None or isinstance(self._public, Mapping):
             public = self._public
-            return user_counts | "OrderByCounts" >> beam.Map(order, public)
+            return user_counts | "TopItemsByCounts" >> beam.Map(order, public)
         # The public side input is global too, and an item listed twice (e.g. in
         # two public files) counts once with the sum, whatever the file split.
         require_global_window(self._public, "OrderItemsForGW (public_counts)")
         public = (self._public
                   | "ValidatePublicCounts" >> beam.Map(_check_public_count)
                   | "SumPublicCounts" >> beam.CombinePerKey(sum))
-        return user_counts | "OrderByPublicCounts" >> beam.Map(
+        return user_counts | "TopItemsByPublicCounts" >> beam.Map(
             order, beam.pvalue.AsDict(public))
 
 

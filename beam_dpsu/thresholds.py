@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 __all__ = [
     "count_laplace_threshold",
@@ -23,6 +23,7 @@ __all__ = [
     "weighted_laplace_threshold",
     "weighted_gaussian_threshold",
     "gw_threshold",
+    "gw_release_probability",
     "policy_cutoff",
     "dpne_level_threshold",
     "truncated_geometric_crossovers",
@@ -99,7 +100,8 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float, max_items_per
 
     dpsu Theorem 4.1 / Theorem B.1:
     ρ_Lap = max_{1 ≤ t ≤ Δ0} 1/t + λ·ln(1/(2(1 − (1 − δ)^{1/t}))).
-    With λ = 1/ε this is the paper's formula; at Δ0 = 1 it equals ρ_GW.
+    With λ = 1/ε this is the paper's formula; at Δ0 = 1 it equals
+    ``gw_threshold(λ, δ, 1)`` = 1 − λ·ln(2δ).
     """
     lam = _check_scale("laplace_scale", laplace_scale)
     delta = _check_delta(delta)
@@ -123,16 +125,57 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     return float(np.max(1.0 / np.sqrt(t) + sigma * _gaussian_tail_quantile(delta, t)))
 
 
-def gw_threshold(laplace_scale: float, delta: float) -> float:
-    """ρ_GW = 1 − λ·ln(2δ) for Greedy updates Without sampling, noise Lap(λ).
+def _laplace_log_cdf(z: float) -> float:
+    """ln P[Lap(0, 1) ≤ z], without cancellation on either side of 0."""
+    if z < 0.0:
+        return z - math.log(2.0)
+    return math.log1p(-0.5 * math.exp(-z))
 
-    gw-item-frequency-dpsu §3 (a user adds at most 1 in total to items only
-    they hold). Equals ``weighted_laplace_threshold`` at Δ0 = 1 up to the
-    (1 − δ) vs 1 − δ rounding: 1 + λ·ln(1/(2δ)).
+
+def gw_release_probability(laplace_scale: float, threshold: float, weights) -> float:
+    """P[at least one of the keys is released]: 1 − Π_u P[w_u + Lap(λ) ≤ ρ].
+
+    The chance that any of the extra user's own keys (weights ``weights``,
+    noised independently) crosses ρ. Exact (Laplace CDF), evaluated in logs.
+    """
+    lam = _check_scale("laplace_scale", laplace_scale)
+    log_none = math.fsum(_laplace_log_cdf((threshold - float(w)) / lam) for w in weights)
+    return -math.expm1(log_none)
+
+
+def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) -> float:
+    """ρ of GW and GW-KT with top-Δ0 lists and every held item noised, noise Lap(λ).
+
+    ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = P[w + Lap(λ) > ρ]
+    (= ½·e^{−(ρ−w)/λ} for w ≤ ρ): the worst case of the keys only the extra
+    user holds, one at weight 1 and Δ0 − 1 at weight 0 (DESIGN §3, binding
+    fix of gw §3; the proof is in ``beam_dpsu.policies``). At Δ0 = 1 it is
+    the published ρ_GW = 1 − λ·ln(2δ) of gw §3 eq. (1); the published GW
+    used that with uncapped lists, which is not sound. Solved by Brent's
+    method between ρ(Δ0 = 1) (a lower bound: more keys only add release
+    chances) and an upper bound found by doubling; accurate to ~1e-12.
     """
     lam = _check_scale("laplace_scale", laplace_scale)
     delta = _check_delta(delta)
-    return float(1.0 - lam * math.log(2.0 * delta))
+    d0 = check_max_items(max_items_per_user)
+    log_delta = math.log(delta)
+
+    def excess(rho: float) -> float:
+        # ln P[some worst-case key released] − ln δ; decreasing in ρ.
+        log_none = (_laplace_log_cdf((rho - 1.0) / lam)
+                    + (d0 - 1) * _laplace_log_cdf(rho / lam))
+        return math.log(-math.expm1(log_none)) - log_delta
+
+    # One key at weight 1 alone is released w.p. δ at ρ1 (the Laplace quantile).
+    rho1 = 1.0 + lam * (-math.log(2.0 * delta) if delta <= 0.5 else math.log(2.0 * (1.0 - delta)))
+    if d0 == 1:
+        return float(rho1)
+    step = lam * math.log(d0) + lam
+    hi = rho1 + step
+    while excess(hi) > 0.0:
+        step *= 2.0
+        hi = rho1 + step
+    return float(optimize.brentq(excess, rho1, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps))
 
 
 def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:

@@ -287,7 +287,9 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
                        help=f"one of: {names}")
     g.add_argument(*flags("max-items-per-user"), type=int, metavar="N",
                    help="Δ0, the contribution bound: how many distinct items of each user are "
-                        "sampled before anything is counted (default: 100; gw takes none)")
+                        "kept before anything is counted, sampled uniformly (default: 100) or, "
+                        "for gw, the user's most frequent ones (default: 30; 300 with "
+                        "--public-input)")
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3)")
     g.add_argument(*flags("ratio"), type=float, metavar="R",

@@ -211,8 +211,6 @@ def _mechanism_line(mechanism) -> str:
               if k not in ("name", "public_counts") and v is not None}
     if "max_items_per_user" in params:
         params["Δ0"] = params.pop("max_items_per_user")
-    elif mechanism.name == "gw":
-        params["Δ0"] = "none (all of a user's items)"
     text = ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
                      for k, v in params.items())
     return f"* `{mechanism.name}`: {text}"

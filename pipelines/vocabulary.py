@@ -94,7 +94,9 @@ def with_public_counts(pipeline, args, mechanism, tokenizer):
                          args.public_text_field or None, tokenizer)
                      | "PublicItems" >> beam.Values()
                      | "CountPublicItems" >> beam.combiners.Count.PerElement())
-    return dataclasses.replace(mechanism, public_counts=public_counts)
+    # Without --max-items-per-user, GW-KT gets its own default Δ0 (None → 300).
+    return dataclasses.replace(mechanism, public_counts=public_counts,
+                               max_items_per_user=args.max_items_per_user)
 
 
 class InputStats(beam.PTransform):

@@ -44,7 +44,7 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
     assert f"* Data set: toy pairs (`{pairs_file}`), 150 users (raw count)" in summary
     assert "(ε, δ)-DP with ε ∈ {1, 4}, δ = 1e-05; 2 trials each" in summary
     assert "* `weighted-gaussian`: Δ0 = 6" in summary
-    assert "* `gw`: alpha = 3, shards = 1, Δ0 = none" in summary
+    assert "* `gw`: alpha = 3, shards = 1, Δ0 = 6" in summary
     assert "| weighted-gaussian | eps=4 | 2 |" in summary
     assert "NOT differentially private" in summary
     with open(out / "utility.png", "rb") as f:
@@ -82,6 +82,18 @@ def test_missing_matplotlib_is_reported_before_any_work(pairs_file, tmp_path, ca
     err = capsys.readouterr().err
     assert code == 2 and "utility.png needs matplotlib" in err and "--no-plot" in err
     assert "reading" not in err and not (tmp_path / "o").exists()
+
+
+def test_every_tool_passes_max_items_to_gw(pairs_file):
+    # evaluate and the benchmarks build their mechanisms with mechanism_from_args:
+    # GW gets --max-items-per-user like the mechanisms that sample.
+    from beam_dpsu import GreedyWithoutSampling, WeightedGaussian
+    from pipelines.cli import mechanism_from_args
+    args, _ = evaluate.build_parser().parse_known_args([
+        "--input", pairs_file, "--mechanisms", "gw,weighted-gaussian", "--epsilons", "1",
+        "--delta", "1e-5", "--max-items-per-user", "6", "--output", "o"])
+    assert mechanism_from_args(args, "gw", ignore_unused=True) == GreedyWithoutSampling(6)
+    assert mechanism_from_args(args, "weighted-gaussian", ignore_unused=True) == WeightedGaussian(6)
 
 
 def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):

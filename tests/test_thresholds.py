@@ -20,10 +20,66 @@ def test_weighted_laplace_golden():
 
 
 def test_gw_golden_equals_laplace_at_one_item():
-    # DESIGN §4: ρ_GW = 1 − λ ln(2δ) = 4.1023 = ρ_Lap(Δ0 = 1) (gw §3).
-    assert thresholds.gw_threshold(1 / EPS, DELTA) == pytest.approx(4.1023, abs=5e-5)
-    assert thresholds.gw_threshold(1 / EPS, DELTA) == pytest.approx(
+    # DESIGN §4: ρ_GW = 1 − λ ln(2δ) = 4.1023 = ρ_Lap(Δ0 = 1) (gw §3): the fixed
+    # threshold at Δ0 = 1 is the published one.
+    assert thresholds.gw_threshold(1 / EPS, DELTA, 1) == pytest.approx(4.1023, abs=5e-5)
+    assert thresholds.gw_threshold(1 / EPS, DELTA, 1) == pytest.approx(
         thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 1), rel=1e-9)
+    assert thresholds.gw_threshold(1 / EPS, DELTA, 1) == pytest.approx(
+        1 - math.log(2 * DELTA) / EPS, rel=1e-12)
+
+
+@pytest.mark.parametrize("epsilon,delta,max_items,expected", [
+    # DESIGN §3 (binding fix of gw §3): ε = 1.7, δ = 8.1142e-5 (dp-sips Table 2's GW budget).
+    (1.7, 8.1142e-5, 1, 6.13304),
+    (1.7, 8.1142e-5, 30, 7.21549),
+    (1.7, 8.1142e-5, 100, 7.86768),
+    (1.0, 1e-5, 50, 14.76558),
+])
+def test_gw_threshold_golden(epsilon, delta, max_items, expected):
+    assert thresholds.gw_threshold(1 / epsilon, delta, max_items) == pytest.approx(
+        expected, abs=5e-6)
+
+
+@pytest.mark.parametrize("epsilon,delta", [(1.7, 8.1142e-5), (1.0, 1e-5), (3.0, DELTA),
+                                           (0.1, 1e-9), (5.0, 0.3), (1.0, 1e-200)])
+@pytest.mark.parametrize("max_items", [1, 2, 10, 100, 1000])
+def test_gw_worst_case_release_probability_is_delta(epsilon, delta, max_items):
+    # The exact chance that one of the extra user's keys is released, in the
+    # worst case of the proof (one key at weight 1, Δ0 − 1 at 0), is δ at ρ:
+    # computed independently with scipy's Laplace survival function.
+    lam = 1 / epsilon
+    rho = thresholds.gw_threshold(lam, delta, max_items)
+    weights = [1.0] + [0.0] * (max_items - 1)
+    survival = stats.laplace(scale=lam).sf
+    if delta > 1e-100:  # 1 − Π(1 − p) in plain floats loses precision below that
+        exact = 1 - (1 - survival(rho - 1)) * (1 - survival(rho)) ** (max_items - 1)
+        assert exact == pytest.approx(delta, rel=1e-6)
+    assert thresholds.gw_release_probability(lam, rho, weights) <= delta * (1 + 1e-9)
+    assert thresholds.gw_release_probability(lam, rho, weights) == pytest.approx(delta, rel=1e-9)
+    # Any other admissible split of x's budget over ≤ Δ0 keys releases less (convexity).
+    rng = np.random.default_rng(max_items)
+    for _ in range(20):
+        w = rng.dirichlet(np.ones(max_items)) * rng.uniform(0, 1)
+        assert thresholds.gw_release_probability(lam, rho, w) <= delta * (1 + 1e-9)
+
+
+def test_gw_threshold_grows_with_delta0_and_is_below_the_union_bound():
+    lam, delta = 1 / 1.7, 8.1142e-5
+    rhos = [thresholds.gw_threshold(lam, delta, d) for d in (1, 3, 10, 30, 100, 300)]
+    assert rhos == sorted(rhos) and len(set(rhos)) == len(rhos)
+    # The union bound p(1) + (Δ0 − 1)·p(0) = δ gives a slightly larger ρ.
+    union = lam * math.log((math.exp(1 / lam) + 99) / (2 * delta))
+    assert rhos[4] < union < rhos[4] + 1e-3
+
+
+def test_gw_threshold_validation():
+    with pytest.raises(ValueError, match="max_items_per_user must be >= 1, got 0"):
+        thresholds.gw_threshold(1.0, 1e-5, 0)
+    with pytest.raises(ValueError, match="delta"):
+        thresholds.gw_threshold(1.0, 1.0, 10)
+    with pytest.raises(ValueError, match="must be a finite number > 0"):
+        thresholds.gw_threshold(0.0, 1e-5, 10)
 
 
 def test_weighted_gaussian_golden():

@@ -225,17 +225,28 @@ def test_job_sequential_mechanisms(tmp_path, args):
     src = write_pairs(tmp_path / "pairs.csv",
                       [f"user{u},common" for u in range(60)] + ["loner,secret"])
     out = tmp_path / "out"
-    max_items = [] if "gw" in args else ["--max-items-per-user", "3"]
-    assert vocabulary.main(["--input", src, "--format", "pairs", *args, *max_items,
-                            "--epsilon", "5", "--delta", "1e-6", "--output", str(out)]) == 0
+    assert vocabulary.main(["--input", src, "--format", "pairs", *args,
+                            "--max-items-per-user", "3", "--epsilon", "5", "--delta", "1e-6",
+                            "--output", str(out)]) == 0
     items, report = read_output(out)
     assert items == ["common"]
     assert report["cutoff"] > report["release_threshold"]
+    assert report["mechanism"]["max_items_per_user"] == 3
+
+
+def test_job_gw_default_max_items(tmp_path):
+    src = write_pairs(tmp_path / "pairs.csv", [f"user{u},common" for u in range(60)])
+    out = tmp_path / "out"
+    assert vocabulary.main(["--input", src, "--format", "pairs", "--mechanism", "gw",
+                            "--epsilon", "5", "--delta", "1e-6", "--output", str(out)]) == 0
+    items, report = read_output(out)
+    assert items == ["common"] and report["mechanism"]["max_items_per_user"] == 30
 
 
 def test_job_gw_kt_with_public_corpus(tmp_path):
     # Two users hold 'common' three times and 'rare' once. At ε = 20, δ = 1e-6:
-    # ρ_GW = 1.66, Γ = ρ + 3λ = 1.81. Plain GW spends each user's budget on
+    # ρ = 1.66 (Δ0 = 30 or 300; the zero-weight keys barely move it at this ε),
+    # Γ = ρ + 3λ = 1.81. Plain GW spends each user's budget on
     # 'common' first (1 + 0.81 = Γ; 'rare' gets 0.19); GW-KT, whose public
     # corpus only has 'rare', spends it on 'rare' first. The item at Γ is
     # released w.p. 1 − ½e^{−3} ≈ 0.975 and the other never (seeded here).
@@ -251,6 +262,7 @@ def test_job_gw_kt_with_public_corpus(tmp_path):
                                 "--output", str(out)]) == 0
         items, report = read_output(out)
         assert report["mechanism"]["name"] == name
+        assert report["mechanism"]["max_items_per_user"] == {"gw": 30, "gw-kt": 300}[name]
         released[name] = items
     assert released == {"gw": ["common"], "gw-kt": ["rare"]}
 
