@@ -414,6 +414,9 @@ class GreedyWithoutSampling(SequentialMechanism):
         if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):
             raise TypeError("public_counts must be None, a mapping item -> count or a "
                             f"PCollection of (item, count), got {type(pc).__name__}")
+        if isinstance(pc, Mapping):
+            for count in pc.values():
+                policies.check_public_count(count)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)

@@ -46,7 +46,7 @@ the order of the common users.
    ‖H′ − H‖₁ ≤ 1 (gw Lemma 1, properties P1 and P2; sharding keeps it, x is
    in one shard). Laplace noise of scale 1/ε on K is then ε-DP (under a
    ``ZCDPBudget``, ε = √(2ρ) gives ρ-zCDP).
-3. δ on U. Only x holds the items of U, so their weights are x's increments:
+3. δ on U. Only x lists the items of U (others may hold them beyond their top Δ0), so their weights are x's increments:
    at most Δ0 keys, w_u ≥ 0, Σ w_u ≤ 1. P[some key of U released]
    = 1 − Π_u F(ρ − w_u) with F the Laplace CDF, which is log-concave, so
    −Σ ln F(ρ − w_u) is convex in w and largest at a vertex of
@@ -68,6 +68,8 @@ import math
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from beam_dpsu.noise import canonical_bytes
 
 __all__ = [
     "count_weight",
@@ -243,6 +245,18 @@ def policy_histogram(users_items: Iterable[Sequence[Hashable]], update, cutoff: 
     return hist
 
 
+def check_public_count(count) -> float:
+    """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
+    the users' top-Δ0 lists, depend on processing order); raises naming its type."""
+    if (isinstance(count, bool) or not isinstance(count, (int, float, np.integer, np.floating))
+            or not math.isfinite(count) or count < 0):
+        raise ValueError("a public count (field 1 of an (item, count) pair) must be a finite "
+                         f"number >= 0, got a {type(count).__name__}"
+                         + (" that is NaN, infinite or below 0" if isinstance(count, (int, float))
+                            else ""))
+    return count
+
+
 def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,
                   public_counts: Mapping | None = None) -> list:
     """A user's top-Δ0 items in GW priority order (gw Algorithm 2, line 8; §4 for KT).
@@ -254,10 +268,12 @@ def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items
     ``tie_key(item)`` (a keyed hash), which depends on the item alone, never
     on the histogram.
     """
+    # The item's canonical bytes end the key, so the order is total even on a
+    # 64-bit hash collision and never falls back to the dict's order.
     if public_counts is None:
         def priority(u):
-            return (-counts[u], tie_key(u))
+            return (-counts[u], tie_key(u), canonical_bytes(u))
     else:
         def priority(u):
-            return (-public_counts.get(u, 1), tie_key(u))
+            return (-public_counts.get(u, 1), tie_key(u), canonical_bytes(u))
     return heapq.nsmallest(max_items_per_user, counts, key=priority)

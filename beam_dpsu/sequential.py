@@ -42,7 +42,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
 from beam_dpsu.noise import canonical_bytes, stable_hash64
-from beam_dpsu.policies import apply_policy, gw_item_order
+from beam_dpsu.policies import apply_policy, check_public_count, gw_item_order
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import require_global_window
 
@@ -205,9 +205,5 @@ def _check_public_count(record):
     if not isinstance(record, tuple) or len(record) != 2:
         raise ValueError("public counts must be (item, count) pairs, got a "
                          f"{type(record).__name__}")
-    _, count = record
-    if isinstance(count, bool) or not isinstance(count, (int, float)) or count < 0:
-        raise ValueError("a public count (field 1 of an (item, count) pair) must be a number "
-                         f">= 0, got a {type(count).__name__}"
-                         + (" below 0" if isinstance(count, (int, float)) else ""))
+    check_public_count(record[1])
     return record

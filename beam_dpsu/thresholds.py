@@ -170,12 +170,19 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
     rho1 = 1.0 + lam * (-math.log(2.0 * delta) if delta <= 0.5 else math.log(2.0 * (1.0 - delta)))
     if d0 == 1:
         return float(rho1)
+    if excess(rho1) <= 0.0:
+        # At very large ε the zero-weight keys add nothing representable.
+        return float(rho1)
     step = lam * math.log(d0) + lam
     hi = rho1 + step
     while excess(hi) > 0.0:
         step *= 2.0
         hi = rho1 + step
-    return float(optimize.brentq(excess, rho1, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps))
+    rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps))
+    # Brent's root may sit a few ulps on the unsafe side: step up until it is not.
+    while excess(rho) > 0.0:
+        rho = math.nextafter(rho, math.inf)
+    return rho
 
 
 def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:

@@ -384,3 +384,20 @@ def test_shard_assignment_is_stable_and_spread():
     assert shards == [shard_of(f"user{i}", 4, b"k" * 16) for i in range(400)]
     assert set(shards) == {0, 1, 2, 3}
     assert math.isclose(shards.count(0) / 400, 0.25, abs_tol=0.1)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, "3"])
+def test_public_counts_must_be_finite_numbers(bad):
+    # Review finding: NaN public counts made heapq's order, and so a user's
+    # top-Δ0 list, depend on the order of the user's counts dict.
+    from beam_dpsu import GreedyWithoutSampling
+    with pytest.raises(ValueError, match="public count .* must be a finite number >= 0"):
+        GreedyWithoutSampling(public_counts={"a": 1, "b": bad})
+
+
+def test_gw_order_is_total_even_on_equal_priorities():
+    # Equal counts and a constant tie key: the order must still not follow the dict.
+    counts_a = {"x": 1, "y": 1, "z": 1}
+    counts_b = {"z": 1, "x": 1, "y": 1}
+    order = gw_item_order(counts_a, lambda u: 0, 2)
+    assert order == gw_item_order(counts_b, lambda u: 0, 2) == ["x", "y"]

@@ -143,3 +143,27 @@ def test_threshold_validation(fn):
         fn(-1.0, 1e-5, 10)
     with pytest.raises(TypeError, match="max_items_per_user must be an int"):
         fn(1.0, 1e-5, 2.5)
+
+
+@pytest.mark.parametrize("epsilon", [34.0, 40.0, 50.0, 200.0])
+def test_gw_threshold_at_very_large_epsilon(epsilon):
+    # Review finding: the zero-weight keys' term underflows and Brent's bracket
+    # had no sign change ("f(a) and f(b) must have different signs").
+    rho = thresholds.gw_threshold(1 / epsilon, 1e-5, 30)
+    assert rho >= 1.0
+    weights = [1.0] + [0.0] * 29
+    assert thresholds.gw_release_probability(1 / epsilon, rho, weights) <= 1e-5 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("epsilon,delta,max_items", [(1.0, 0.3, 2), (1.7, 8.1142e-5, 30),
+                                                     (0.5, 0.1, 7)])
+def test_gw_threshold_never_lands_on_the_unsafe_side(epsilon, delta, max_items):
+    # Review finding: Brent's root sat up to 8e-14·δ above δ; the threshold is
+    # stepped up to the first float where the worst case is at most δ.
+    lam = 1 / epsilon
+    rho = thresholds.gw_threshold(lam, delta, max_items)
+    weights = [1.0] + [0.0] * (max_items - 1)
+    log_none = (math.log(1 - 0.5 * math.exp(-(rho - 1) / lam)) if rho >= 1 else None)
+    assert log_none is not None
+    worst = -math.expm1(log_none + (max_items - 1) * math.log1p(-0.5 * math.exp(-rho / lam)))
+    assert worst <= delta * (1 + 1e-15)
