@@ -155,6 +155,16 @@ class Budget:
         w = _check_split_weights(weights)
         return [Budget(self.epsilon * x, self.delta * x) for x in w]
 
+    def to_zcdp(self) -> "ZCDPBudget":
+        """The zCDP budget a pure ε-DP mechanism spends: ρ = ε²/2 (Bun & Steinke 2016,
+        Proposition 1.4), so a pure-DP part (e.g. a Laplace aggregation) can be
+        accounted beside zCDP parts. Only for δ = 0: an (ε, δ > 0) guarantee has
+        no such conversion."""
+        if self.delta != 0:
+            raise ValueError("only a pure budget (delta = 0) converts to zCDP: ε-DP implies "
+                             f"(ε²/2)-zCDP; got delta = {self.delta!r}")
+        return ZCDPBudget(self.epsilon ** 2 / 2.0, 0.0)
+
     def to_dict(self) -> dict:
         return {"type": "approx-dp", "epsilon": self.epsilon, "delta": self.delta}
 

@@ -209,6 +209,16 @@ class TruncatedGeometric(ParallelMechanism):
                 "and has no zCDP calibration: give it a Budget(epsilon, delta)")
         d0 = self.max_items_per_user
         eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
+        # π near 1 is a float64 compared with a 53-bit uniform; the drop side
+        # multiplies its rounding error by e^ε'. Keep a margin for it, so the
+        # probabilities actually used still meet (ε', δ').
+        margin = math.exp(eps_item) * 2.0 ** -50
+        if margin >= delta_item / 2:
+            raise ValueError(
+                f"truncated-geometric: per-item ε = {eps_item:g} is too large for δ per item "
+                f"= {delta_item:g} (float64 keep probabilities cannot meet it); lower epsilon, "
+                "raise delta or raise max_items_per_user")
+        delta_item -= margin
         n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
         return KeepProbabilityCalibration(
             epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,

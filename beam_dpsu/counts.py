@@ -194,6 +194,17 @@ def check_count_pair(record):
     return check_pair(record)
 
 
+def _plain_item(item):
+    if isinstance(item, str):
+        return str(item)
+    if isinstance(item, bytes):
+        return bytes(item)
+    if isinstance(item, tuple):
+        return tuple(str(token) for token in item)
+    raise InvalidRecordError(f"released items must be str, bytes or n-grams (tuples of str), "
+                             f"got a {type(item).__name__}")
+
+
 class _KeepReleasedFn(beam.DoFn):
     """(user, {item: occurrences}) → (user, [released items it holds]); drops users with none."""
 
@@ -284,7 +295,9 @@ class CountReleased(beam.PTransform):
         # Bounding is global (DESIGN §4.7): both inputs must be in the global window.
         require_global_window(pairs, "CountReleased (its (user_id, item) input)")
         require_global_window(self.released, "CountReleased (its released items)")
-        released = self.released
+        # Released items as plain str/bytes/tuples of str (numpy.str_ and the
+        # like cannot be encoded deterministically as keys).
+        released = self.released | "CanonicalReleased" >> beam.Map(_plain_item)
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
         user_items = (pairs

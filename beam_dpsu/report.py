@@ -13,7 +13,7 @@ import math
 from beam_dpsu import __version__
 from beam_dpsu.accounting import ZCDPBudget
 
-__all__ = ["mechanism_report", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
+__all__ = ["mechanism_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
 
 NON_PRIVATE_NOTE = (
     "These counts are computed from the raw input without noise. They are NOT "
@@ -24,7 +24,7 @@ SEEDED_NOTE = (
     "the release is NOT differentially private. Seeds are for tests only.")
 
 
-def _dp_equivalents(budget: ZCDPBudget) -> list[dict]:
+def dp_equivalents(budget: ZCDPBudget) -> list[dict]:
     """(ε, δ_DP) guarantees implied by a zCDP budget (dp-sips Corollary 9), at a few δ_DP."""
     out = []
     for factor in (2.0, 5.0, 10.0):
@@ -46,7 +46,7 @@ def mechanism_report(mechanism, calibration, seed, extra: dict | None = None) ->
     # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
     zcdp = getattr(calibration, "zcdp_budget", calibration.budget)
     if isinstance(zcdp, ZCDPBudget):
-        report["dp_equivalents"] = _dp_equivalents(zcdp)
+        report["dp_equivalents"] = dp_equivalents(zcdp)
     if seed is not None:
         report["seed"] = seed
         report["seeded_note"] = SEEDED_NOTE

@@ -67,7 +67,7 @@ from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
                               SelectionAndCountsBudget, count_calibration,
                               split_selection_and_counts)
 from beam_dpsu.output import WriteReleased, format_released  # noqa: E402
-from beam_dpsu.report import to_json  # noqa: E402
+from beam_dpsu.report import dp_equivalents, to_json  # noqa: E402
 from beam_dpsu.text import Tokenizer  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError  # noqa: E402
 from pipelines.inputs import (FORMAT_HELP, ROW_AS_USER, InputFormatError,  # noqa: E402
@@ -463,8 +463,16 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
     """The selection's report plus, with counts, the budget split and the counts' report."""
     if parts is None:
         return report
-    return {**report, "total_budget": parts.total.to_dict(), "budget_split": parts.to_dict(),
-            "counts": counter.report}
+    report = dict(report)
+    # The selection's (ε, δ) equivalents describe its share only: keep them
+    # under a name that says so, and state the total's (zCDP adds up).
+    if "dp_equivalents" in report:
+        report["selection_dp_equivalents"] = report.pop("dp_equivalents")
+    report.update({"total_budget": parts.total.to_dict(), "budget_split": parts.to_dict(),
+                   "counts": counter.report})
+    if isinstance(parts.total, ZCDPBudget):
+        report["dp_equivalents"] = dp_equivalents(parts.total)
+    return report
 
 
 def budget_from_args(args) -> Budget | ZCDPBudget:

@@ -180,3 +180,12 @@ def test_dp_to_zcdp_is_largest_rho_meeting_target(eps, delta_dp, delta_cdp):
 def test_conversion_rejects_delta_dp_below_delta_cdp():
     with pytest.raises(ValueError, match="delta_dp must exceed delta_cdp"):
         zcdp_to_dp(0.1, 1e-5, 1e-6)
+
+
+def test_pure_budget_converts_to_zcdp():
+    # Bun & Steinke 2016 Prop. 1.4: ε-DP ⇒ (ε²/2)-zCDP; a pure-DP aggregation
+    # can then be accounted beside a zCDP selection.
+    from beam_dpsu.accounting import Budget, ZCDPBudget
+    assert Budget(1.0).to_zcdp() == ZCDPBudget(0.5, 0.0)
+    with pytest.raises(ValueError, match="only a pure budget"):
+        Budget(1.0, 1e-6).to_zcdp()

@@ -236,3 +236,23 @@ def test_bad_arguments_and_records():
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([(None, "a")])
                  | CountReleased(p | "Released" >> beam.Create(["a"]), Budget(1.0), 5))
+
+
+def test_numpy_str_released_items_are_counted():
+    # Review finding: released numpy.str_ items failed in Beam's deterministic
+    # key coder; they are counted as the plain str they equal.
+    import numpy as np
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that
+    from beam_dpsu import Budget
+    from beam_dpsu.counts import CountReleased
+    with TestPipeline() as p:
+        pairs = p | "Pairs" >> beam.Create([("u1", "a"), ("u2", "a")])
+        released = p | "Released" >> beam.Create([np.str_("a")])
+        counts = pairs | CountReleased(released, Budget(1e6, 0), max_items_per_user=1)
+
+        def check(rows):
+            assert [(type(item), item, count) for item, count in rows] == [(str, "a", 2)]
+
+        assert_that(counts, check)

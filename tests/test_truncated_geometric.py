@@ -165,3 +165,16 @@ def test_beam_run_unseeded_releases_only_held_items():
             assert set(items) <= {item for _, item in dataset()}
 
         assert_that(released, check)
+
+
+def test_float_margin_and_refusal_at_huge_per_item_epsilon():
+    # Review finding: at ε' = 15, δ' = 1e-12 the float64 keep probabilities broke
+    # the (ε', δ') constraints by 15·δ'. The calibration keeps a margin of
+    # e^{ε'}·2⁻⁵⁰ from δ', and refuses budgets where that margin would eat δ'.
+    import math
+    from beam_dpsu import Budget, TruncatedGeometric
+    cal = TruncatedGeometric(1).calibrate(Budget(3.0, 1e-5))
+    assert cal.delta_per_item == pytest.approx(1e-5 - math.exp(3.0) * 2.0 ** -50, rel=1e-12)
+    assert cal.delta_per_item < 1e-5
+    with pytest.raises(ValueError, match="per-item ε = 15 is too large"):
+        TruncatedGeometric(1).calibrate(Budget(15.0, 1e-12))

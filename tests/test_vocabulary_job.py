@@ -473,6 +473,17 @@ def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, no
     assert split["counts"]["delta"] == 0.0
     assert report["counts"]["noise"] == noise and report["counts"]["max_items_per_user"] == 2
     assert report["counts"]["budget"] == split["counts"]
+    if noise == "discrete_gaussian":
+        # Review finding: the top-level equivalents stated the selection's
+        # share (ρ = 1.5) as if it were the whole run (ρ = 2).
+        from beam_dpsu import ZCDPBudget
+        total = ZCDPBudget(2.0, 1e-6)
+        assert report["dp_equivalents"][0]["epsilon"] == pytest.approx(
+            total.to_dp(2e-6).epsilon)
+        assert (report["selection_dp_equivalents"][0]["epsilon"]
+                < report["dp_equivalents"][0]["epsilon"])
+    else:
+        assert "dp_equivalents" not in report
 
 
 def test_job_without_counts_writes_none(tmp_path):
