@@ -1,14 +1,32 @@
 """Contribution bounding as Beam PTransforms.
 
-First every (user_id, item) record is checked (a bad record fails the
-pipeline with an error naming it; nothing is dropped silently), then each
-user's records are combined into one compact per-user record of item counts,
-and finally each user's distinct items are sampled uniformly down to Δ0.
-All of this happens before any aggregate across users (DESIGN §4.1).
+Input forms. The bounding transforms (and so ``SelectItems``) take a
+PCollection of either
+
+* ``(user_id, item)`` pairs, one element per occurrence, or
+* ``(user_id, items)`` per-user records: ``items`` a list, tuple, set or
+  numpy array of str/bytes items, an item repeated once per occurrence (GW
+  uses the frequencies). A CSV row, a document or a session already is such
+  a record: reading it as one saves an element, and a shuffle entry, per pair.
+
+The forms may be mixed, and a user may arrive in any number of elements of
+either form: they are always merged into one record per user before
+anything is bounded (DESIGN §4.1), so a user split over many rows is still
+one user.
+
+The pipeline: first every element is checked and turned into
+``(user_id, {item: occurrences})`` (a bad element fails the pipeline with an
+error naming the field, position and type, never a value; nothing is dropped
+silently); then a combiner merges each user's elements into one record
+(runners merge a bundle's elements before the shuffle, so an input of one
+row per user moves one compact record per user); finally each user's
+distinct items are sampled uniformly down to Δ0.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import apache_beam as beam
@@ -21,12 +39,15 @@ __all__ = [
     "InvalidRecordError",
     "canonical_user_id",
     "check_pair",
-    "ValidatePairs",
+    "item_counts",
+    "MergeItemCounts",
     "ItemCountsPerUser",
     "sample_items",
     "SampleItemsPerUser",
     "BoundContributions",
 ]
+
+_ELEMENT = "(user_id, item) pair or (user_id, items) record"
 
 
 class InvalidRecordError(ValueError):
@@ -71,61 +92,149 @@ def check_pair(record: Any) -> tuple:
                  else f"a {type(record).__name__}")
         raise InvalidRecordError(f"expected a (user_id, item) pair, got {shape}")
     user_id, item = record
-    if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
-        raise InvalidRecordError("a (user_id, item) record has a missing user id "
-                                 "(None or empty) in field 0")
-    user_id = canonical_user_id(user_id)
-    if isinstance(item, str):
-        item = str(item)
-    elif isinstance(item, bytes):
-        item = bytes(item)
-    else:
+    user_id = _check_user_id(user_id, "(user_id, item) record")
+    if not isinstance(item, (str, bytes)):
         raise InvalidRecordError(
             f"item (field 1) must be str or bytes, got a {type(item).__name__}")
     if not item:
         raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
-    return user_id, item
+    return user_id, _plain(item)
 
 
-class ValidatePairs(beam.PTransform):
-    """Checks each element is a valid (user_id, item) pair; fails on the first bad one."""
+def _check_user_id(user_id, what: str):
+    if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
+        raise InvalidRecordError(f"a {what} has a missing user id (None or empty) in field 0")
+    return canonical_user_id(user_id, what)
 
-    def expand(self, pairs):
-        return pairs | "CheckPair" >> beam.Map(check_pair)
+
+def _bad_item(item) -> str | None:
+    """Why ``item`` is not an item (a non-empty str or bytes), or None if it is one."""
+    if not isinstance(item, (str, bytes)):
+        return f"must be str or bytes, got a {type(item).__name__}"
+    if not item:
+        return "is empty"
+    return None
 
 
-class _ItemCountsFn(beam.CombineFn):
-    """Accumulates one user's items into {item: occurrences}."""
+def _plain(item):
+    # numpy.str_ and other subclasses become plain str/bytes (Beam encodes
+    # those deterministically as keys).
+    return str(item) if isinstance(item, str) else bytes(item)
+
+
+def _record_error(items) -> InvalidRecordError:
+    """The error for a record with a bad item, naming its position when the record has order."""
+    positions = (enumerate(items) if isinstance(items, (list, tuple))
+                 else ((None, item) for item in items))
+    for position, item in positions:
+        try:
+            hash(item)
+            problem = _bad_item(item)
+        except TypeError:
+            problem = f"must be str or bytes, got a {type(item).__name__}"
+        if problem:
+            where = "an item" if position is None else f"item {position}"
+            return InvalidRecordError(f"{where} of a (user_id, items) record (field 1) "
+                                      f"{problem}")
+    raise AssertionError("_record_error called on a record without a bad item")
+
+
+def item_counts(element: Any) -> tuple:
+    """One input element → (canonical user id, {item: occurrences}); raises naming the problem.
+
+    ``element`` is a ``(user_id, item)`` pair (one occurrence) or a
+    ``(user_id, items)`` record (an iterable of items, each occurrence once).
+    User ids as in ``canonical_user_id``; items must be non-empty str or bytes
+    (``numpy.str_`` and other subclasses become plain str/bytes). A record may
+    be empty: that user holds nothing. The error names the field, the item's
+    position and the type found, never a value (runner logs keep errors).
+    """
+    if not isinstance(element, tuple) or len(element) != 2:
+        shape = (f"a tuple of {len(element)} fields" if isinstance(element, tuple)
+                 else f"a {type(element).__name__}")
+        raise InvalidRecordError(f"expected a {_ELEMENT}, got {shape}")
+    user_id, value = element
+    if isinstance(value, (str, bytes)):
+        user_id = _check_user_id(user_id, "(user_id, item) record")
+        if not value:
+            raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
+        return user_id, {_plain(value): 1}
+    user_id = _check_user_id(user_id, "(user_id, items) record")
+    if isinstance(value, Mapping) or not isinstance(value, (Iterable, np.ndarray)):
+        raise InvalidRecordError(
+            f"field 1 must be an item (str or bytes) or a list, tuple, set or array of "
+            f"items, got a {type(value).__name__}"
+            + ("; give the items as a list, an item repeated once per occurrence"
+               if isinstance(value, Mapping) else ""))
+    if isinstance(value, np.ndarray):
+        value = value.tolist()  # numpy.str_ → str in one C call
+    elif not isinstance(value, (list, tuple, set, frozenset)):
+        value = tuple(value)  # a one-shot iterable: kept, to name a bad item's position
+    try:
+        counts = dict(Counter(value))  # C speed: the hot path of every job
+    except TypeError:  # an unhashable item
+        raise _record_error(value) from None
+    # Plain non-empty str is the common case, checked in one pass; anything
+    # else takes the slow path that canonicalises or names the bad item.
+    if "" in counts or not all(type(item) is str for item in counts):
+        plain: dict = {}
+        for item, c in counts.items():
+            if _bad_item(item):
+                raise _record_error(value)
+            key = _plain(item)
+            plain[key] = plain.get(key, 0) + c
+        counts = plain
+    return user_id, counts
+
+
+class _MergeItemCountsFn(beam.CombineFn):
+    """Merges one user's {item: occurrences} records into one."""
 
     def create_accumulator(self):
         return {}
 
-    def add_input(self, counts, item):
-        counts[item] = counts.get(item, 0) + 1
-        return counts
-
-    def merge_accumulators(self, accumulators):
-        accumulators = iter(accumulators)
-        merged = next(accumulators)
-        for acc in accumulators:
-            for item, c in acc.items():
-                merged[item] = merged.get(item, 0) + c
+    def add_input(self, merged, counts):
+        if not merged:
+            return dict(counts)
+        for item, c in counts.items():
+            merged[item] = merged.get(item, 0) + c
         return merged
 
-    def extract_output(self, counts):
-        return counts
+    def merge_accumulators(self, accumulators):
+        merged = {}
+        for acc in accumulators:
+            merged = self.add_input(merged, acc)
+        return merged
+
+    def extract_output(self, merged):
+        return merged
+
+
+class MergeItemCounts(beam.PTransform):
+    """(user_id, {item: occurrences}) records → one merged record per user.
+
+    A combiner, so runners merge a bundle's records of one user before the
+    shuffle. Global window only: per window it would bound users per window.
+    """
+
+    def expand(self, user_counts):
+        require_global_window(user_counts, "MergeItemCounts")
+        return user_counts | "MergePerUser" >> beam.CombinePerKey(_MergeItemCountsFn())
 
 
 class ItemCountsPerUser(beam.PTransform):
-    """(user_id, item) occurrences → (user_id, {item: count}), one record per user.
+    """Pairs and/or per-user records → (user_id, {item: occurrences}), one record per user.
 
-    A combiner, so runners pre-aggregate before the shuffle. GW uses the
-    counts; the other mechanisms only the keys (deduplication).
+    Checks every element (``item_counts``), then merges each user's elements
+    with a combiner. GW uses the counts; the other mechanisms only the keys
+    (deduplication).
     """
 
-    def expand(self, pairs):
-        require_global_window(pairs, "ItemCountsPerUser")
-        return pairs | "CombineItemsPerUser" >> beam.CombinePerKey(_ItemCountsFn())
+    def expand(self, elements):
+        require_global_window(elements, "ItemCountsPerUser")
+        return (elements
+                | "CheckAndCount" >> beam.Map(item_counts)
+                | "MergePerUser" >> MergeItemCounts())
 
 
 def _sort_key(item):
@@ -160,79 +269,75 @@ class _SampleItemsFn(beam.DoFn):
         self._rng = noise.os_rng()
 
     def process(self, user_record):
-        user_id, counts = user_record
+        user_id, items = user_record
+        if not items:  # a user holding nothing contributes nothing
+            return
         if self._seed is None:
-            sampled = sample_items(counts, self._max_items, self._rng)
+            sampled = sample_items(items, self._max_items, self._rng)
         else:
-            sampled = sample_items(counts, self._max_items,
+            sampled = sample_items(items, self._max_items,
                                    noise.derived_rng(self._seed, "sample", self._salt, user_id),
                                    ordered=True)
         yield user_id, tuple(sampled)
 
 
-class _DistinctItemsFn(beam.CombineFn):
-    """Merges one user's records into the distinct items they hold."""
+class SampleEachUser(beam.PTransform):
+    """Samples ≤ Δ0 of each record's distinct items; for internal use only.
 
-    def create_accumulator(self):
-        return {}
-
-    def add_input(self, distinct, items):
-        distinct.update(dict.fromkeys(items))
-        return distinct
-
-    def merge_accumulators(self, accumulators):
-        accumulators = iter(accumulators)
-        merged = next(accumulators)
-        for acc in accumulators:
-            merged.update(acc)
-        return merged
-
-    def extract_output(self, distinct):
-        return tuple(distinct)
-
-
-class SampleItemsPerUser(beam.PTransform):
-    """(user_id, items) → (user_id, tuple of ≤ Δ0 distinct items sampled uniformly).
-
-    A user may arrive in several records (rows, or windows re-merged into the
-    global one): they are first merged per user, so each user is sampled, and
-    bounded, once. ``one_record_per_user=True`` skips that shuffle; it is for
-    inputs that are already one record per user by construction (the output
-    of ``ItemCountsPerUser`` or a ``GroupByKey``), as inside the mechanisms.
-    ``salt`` makes seeded samples of several rounds independent of each other.
+    Its input must already be one record per user, with distinct items
+    (the output of ``ItemCountsPerUser`` or of a transform of it that keeps
+    one record per user): it samples each record as it comes, so a user given
+    in two records would be bounded twice. The public ``SampleItemsPerUser``
+    merges first. Empty records are left out (those users hold nothing).
     """
 
-    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
-                 one_record_per_user: bool = False):
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
         super().__init__()
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
         self._max_items = max_items_per_user
         self._seed = noise.check_seed(seed)
         self._salt = salt
-        self._one_record_per_user = bool(one_record_per_user)
 
     def expand(self, user_records):
-        require_global_window(user_records, "SampleItemsPerUser")
-        if not self._one_record_per_user:
-            user_records = user_records | "MergeRecordsPerUser" >> beam.CombinePerKey(
-                _DistinctItemsFn())
+        require_global_window(user_records, "SampleEachUser")
         return user_records | "SampleDistinctItems" >> beam.ParDo(
             _SampleItemsFn(self._max_items, self._seed, self._salt))
 
 
+class SampleItemsPerUser(beam.PTransform):
+    """Pairs and/or per-user records → (user_id, tuple of ≤ Δ0 distinct items sampled uniformly).
+
+    A user may arrive in several elements (rows, pairs, or windows re-merged
+    into the global one): first they are checked and merged per user
+    (``ItemCountsPerUser``), so each user is sampled, and bounded, once;
+    then each user's distinct items are sampled. ``salt`` makes seeded
+    samples of several rounds independent of each other.
+    """
+
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
+        super().__init__()
+        self._sample = SampleEachUser(max_items_per_user, seed, salt)
+
+    def expand(self, elements):
+        require_global_window(elements, "SampleItemsPerUser")
+        return (elements
+                | "ItemCountsPerUser" >> ItemCountsPerUser()
+                | "SampleEachUser" >> self._sample)
+
+
 class BoundContributions(beam.PTransform):
-    """(user_id, item) occurrences → (user_id, ≤ Δ0 distinct items): validate, group, sample."""
+    """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items): check, merge, sample.
+
+    The bounding step of the parallel mechanisms of ``SelectItems``.
+    """
 
     def __init__(self, max_items_per_user: int, seed: int | None = None):
         super().__init__()
-        self._max_items = max_items_per_user
-        self._seed = seed
+        self._sample = SampleEachUser(max_items_per_user, seed)
 
-    def expand(self, pairs):
-        require_global_window(pairs, "BoundContributions")
-        return (pairs
-                | "ValidatePairs" >> ValidatePairs()
+    def expand(self, elements):
+        require_global_window(elements, "BoundContributions")
+        return (elements
                 | "ItemCountsPerUser" >> ItemCountsPerUser()
-                | "SampleItemsPerUser" >> SampleItemsPerUser(self._max_items, self._seed,
-                                                             one_record_per_user=True))
+                | "SampleItemsPerUser" >> self._sample)

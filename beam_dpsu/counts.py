@@ -41,8 +41,7 @@ import apache_beam as beam
 
 from beam_dpsu import __version__, noise
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
-from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser,
-                                check_pair)
+from beam_dpsu.bounding import InvalidRecordError, MergeItemCounts, SampleEachUser, check_pair
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.thresholds import check_max_items
@@ -300,13 +299,15 @@ class CountReleased(beam.PTransform):
         released = self.released | "CanonicalReleased" >> beam.Map(_plain_item)
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
+        # An n-gram item is a tuple, so the pairs are counted here rather than
+        # by ItemCountsPerUser (which reads a tuple as a record of items).
         user_items = (pairs
                       | "ValidatePairs" >> beam.Map(check_count_pair)
-                      | "DedupePerUser" >> ItemCountsPerUser()
+                      | "AsItemCounts" >> beam.MapTuple(lambda user, item: (user, {item: 1}))
+                      | "DedupePerUser" >> MergeItemCounts()
                       | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
-                      | "SampleItemsPerUser" >> SampleItemsPerUser(
-                          self.calibration.max_items_per_user, self.seed, salt="counts",
-                          one_record_per_user=True))
+                      | "SampleItemsPerUser" >> SampleEachUser(
+                          self.calibration.max_items_per_user, self.seed, salt="counts"))
         ones = user_items | "OnePerUserItem" >> beam.FlatMap(
             lambda record: ((item, 1) for item in record[1]))
         zeros = released | "ZeroPerReleased" >> beam.Map(lambda item: (item, 0))

@@ -1,9 +1,13 @@
 """Weighted histograms as Beam PTransforms.
 
 The parallel mechanisms' histogram is a sum of independent per-user
-contributions (``policies.user_contribution``), so it is a ``CombinePerKey``:
-first each bounded user record becomes (item, weight) pairs, then the
-weights are summed per item. Only items some user holds ever get a key.
+contributions (``policies.user_contribution``): first the users' bounded
+records are summed into a partial histogram per bundle (a dict in the
+worker, flushed at the end of the bundle or when it grows past
+``PARTIAL_HISTOGRAM_KEYS`` items, so memory stays bounded), then the partial
+sums are summed per item with ``CombinePerKey``. This moves one element per
+(bundle, item) instead of one per (user, item). Only items some user holds
+ever get a key.
 """
 
 from __future__ import annotations
@@ -11,11 +15,41 @@ from __future__ import annotations
 from typing import Callable
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_dpsu import policies
 from beam_dpsu.windowing import require_global_window
 
-__all__ = ["WeightedHistogram"]
+__all__ = ["PARTIAL_HISTOGRAM_KEYS", "WeightedHistogram"]
+
+# The most items a bundle's partial histogram holds before it is flushed
+# (about 100 bytes each in Python: ~25 MB per worker thread).
+PARTIAL_HISTOGRAM_KEYS = 1 << 18
+
+
+class _PartialHistogramFn(beam.DoFn):
+    """Sums the users of a bundle into one partial histogram, emitted per item."""
+
+    def __init__(self, item_weight: Callable[[int], float], max_keys: int):
+        self._item_weight = item_weight
+        self._max_keys = max_keys
+        self._partial: dict = {}
+
+    def start_bundle(self):
+        self._partial = {}
+
+    def process(self, user_record):
+        policies.add_user_contribution(self._partial, user_record[1], self._item_weight)
+        if len(self._partial) >= self._max_keys:
+            partial, self._partial = self._partial, {}
+            yield from partial.items()
+
+    def finish_bundle(self):
+        # Bounding is global (the transform refuses other windows), so every
+        # partial sum belongs to the global window.
+        partial, self._partial = self._partial, {}
+        for item_weight in partial.items():
+            yield GlobalWindows.windowed_value(item_weight)
 
 
 class WeightedHistogram(beam.PTransform):
@@ -31,22 +65,28 @@ class WeightedHistogram(beam.PTransform):
       hot_key_fanout: if set, spreads each item's partial sums over this many
         intermediate keys before the final sum, which balances the Zipf head
         (a few items held by most users) across workers on large runners.
+      max_partial_keys: the most items a bundle's partial histogram holds
+        before it is flushed downstream (bounds a worker's memory).
     """
 
-    def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None):
+    def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None,
+                 max_partial_keys: int = PARTIAL_HISTOGRAM_KEYS):
         super().__init__()
         if hot_key_fanout is not None and (not isinstance(hot_key_fanout, int) or hot_key_fanout < 1):
             raise ValueError(f"hot_key_fanout must be None or an int >= 1, got {hot_key_fanout!r}")
+        if isinstance(max_partial_keys, bool) or not isinstance(max_partial_keys, int) \
+                or max_partial_keys < 1:
+            raise ValueError(f"max_partial_keys must be an int >= 1, got {max_partial_keys!r}")
         self._item_weight = item_weight
         self._fanout = hot_key_fanout
+        self._max_keys = max_partial_keys
 
     def expand(self, user_items):
         require_global_window(user_items, "WeightedHistogram")
-        item_weight = self._item_weight
         sum_per_item = beam.CombinePerKey(sum)
         if self._fanout:
             sum_per_item = sum_per_item.with_hot_key_fanout(self._fanout)
         return (user_items
-                | "UserContribution" >> beam.FlatMap(
-                    lambda record: policies.user_contribution(record[1], item_weight))
+                | "SumUsersPerBundle" >> beam.ParDo(
+                    _PartialHistogramFn(self._item_weight, self._max_keys))
                 | "SumPerItem" >> sum_per_item)

@@ -1,7 +1,9 @@
 """The public set-union transform: ``SelectItems(mechanism, budget)``.
 
 ``SelectItems`` takes ``PCollection[(user_id, item)]`` (one element per
-occurrence) and returns ``PCollection[item]`` of released items. It is
+occurrence) or per-user records ``PCollection[(user_id, items)]`` (a row or
+document of one user; see ``beam_dpsu.bounding``), and returns
+``PCollection[item]`` of released items. It is
 calibrated when it is constructed: thresholds and noise scales are computed
 eagerly and available as ``.report`` before the pipeline runs.
 """
@@ -12,8 +14,7 @@ import apache_beam as beam
 
 from beam_dpsu import noise, policies
 from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, SampleItemsPerUser,
-                                ValidatePairs)
+from beam_dpsu.bounding import BoundContributions, ItemCountsPerUser, SampleEachUser
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.histograms import WeightedHistogram
@@ -28,10 +29,18 @@ __all__ = ["SelectItems"]
 
 
 class SelectItems(beam.PTransform):
-    """Releases the items of (user_id, item) pairs under user-level DP.
+    """Releases the items held by users under user-level DP.
 
-    The pipeline it builds: first bound each user's contribution (validate
-    records, group by user, dedupe, sample ≤ Δ0 items), then sum the
+    Its input is a PCollection of ``(user_id, item)`` pairs, one per
+    occurrence, or of ``(user_id, items)`` per-user records (``items`` a list,
+    tuple, set or numpy array of str/bytes, each occurrence once), or a mix:
+    a user may span any number of elements, which are merged into one
+    before anything is bounded. Records are the faster form when the data
+    already comes as rows or documents of one user: read them as records
+    rather than exploding them into pairs.
+
+    The pipeline it builds: first bound each user's contribution (check
+    elements, merge them per user, dedupe, sample ≤ Δ0 items), then sum the
     mechanism's per-user weights into a histogram over held items only,
     finally add noise and keep the items above the release threshold.
 
@@ -54,6 +63,9 @@ class SelectItems(beam.PTransform):
     Example::
 
         released = pairs | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5))
+        # or, with one element per document:
+        released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
+                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
     """
 
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
@@ -87,21 +99,21 @@ class SelectItems(beam.PTransform):
                                       else "fresh secret key per run, not recorded")}
         return mechanism_report(self.mechanism, self.calibration, self.seed, extra)
 
-    def expand(self, pairs):
-        require_global_window(pairs, "SelectItems")
+    def expand(self, elements):
+        require_global_window(elements, "SelectItems")
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
                                 mechanism.removal, self.hot_key_fanout)
-            released = pairs | "SIPSRounds" >> rounds
+            released = elements | "SIPSRounds" >> rounds
             self.released_by_stage = {
                 f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
             return released
         if isinstance(mechanism, SequentialMechanism):
-            return pairs | "SequentialPolicy" >> _SequentialSelection(
+            return elements | "SequentialPolicy" >> _SequentialSelection(
                 mechanism, self.calibration, self.seed, self._order_key)
         if isinstance(mechanism, ParallelMechanism):
-            histogram = (pairs
+            histogram = (elements
                          | "BoundContributions" >> BoundContributions(
                              mechanism.max_items_per_user, self.seed)
                          | "WeightedHistogram" >> WeightedHistogram(
@@ -116,7 +128,7 @@ class SelectItems(beam.PTransform):
 class _SequentialSelection(beam.PTransform):
     """Policy Laplace / Policy Gaussian / GW as a pipeline.
 
-    First bound contributions (validate, count items per user; the policies
+    First bound contributions (check, count items per user; the policies
     then sample Δ0 items, GW keeps its top Δ0 by frequency), then build the
     policy histogram in keyed-hash user order in a stateful DoFn, finally
     noise and threshold every key of it (GW's zero weights included) exactly
@@ -130,18 +142,16 @@ class _SequentialSelection(beam.PTransform):
         self._seed = seed
         self._key = order_key
 
-    def expand(self, pairs):
+    def expand(self, elements):
         m = self._mechanism
-        user_counts = (pairs
-                       | "ValidatePairs" >> ValidatePairs()
-                       | "ItemCountsPerUser" >> ItemCountsPerUser())
+        user_counts = elements | "ItemCountsPerUser" >> ItemCountsPerUser()
         if isinstance(m, GreedyWithoutSampling):
             user_items = user_counts | "TopItemsPerUser" >> OrderItemsForGW(
                 self._key, m.max_items_per_user, m.public_counts)
             update = policies.greedy_update
         else:
-            user_items = user_counts | "SampleItemsPerUser" >> SampleItemsPerUser(
-                m.max_items_per_user, self._seed, one_record_per_user=True)
+            user_items = user_counts | "SampleItemsPerUser" >> SampleEachUser(
+                m.max_items_per_user, self._seed)
             update = (policies.l1_descent if isinstance(m, PolicyLaplace)
                       else policies.l2_descent)
         return (user_items

@@ -37,7 +37,7 @@ from scipy import special
 
 from beam_dpsu import accounting, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
-from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleItemsPerUser,
+from beam_dpsu.bounding import (InvalidRecordError, MergeItemCounts, SampleEachUser,
                                 canonical_user_id)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
@@ -45,7 +45,7 @@ from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, is_valid, kgrams_of
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import SEEDED_NOTE
-from beam_dpsu.selection import NoisyThreshold
+from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
 from beam_dpsu.windowing import require_global_window
 
@@ -130,24 +130,20 @@ class _ValidKgramsPerUser(beam.DoFn):
             yield user_id, tuple(valid)
 
 
-class _LevelThresholdFn(beam.DoFn):
+class _LevelThresholdFn(BatchedDecisionFn):
     """Noise N(0, σ_k²) and the data-dependent threshold ρ_k (a side input)."""
 
     def __init__(self, sigma: float, seed, salt: str):
+        super().__init__("noise", seed, salt)
         self._sigma = sigma
-        self._seed = seed
-        self._salt = salt
-        self._rng = None
+        self._rho = None
 
-    def setup(self):
-        self._rng = noise.os_rng()
+    def decide(self, weights, rng):
+        return weights + rng.normal(0.0, self._sigma, weights.shape) > self._rho
 
     def process(self, item_weight, rho):
-        item, weight = item_weight
-        rng = self._rng if self._seed is None else noise.derived_rng(
-            self._seed, "noise", self._salt, item)
-        if weight + rng.normal(0.0, self._sigma) > rho:
-            yield item
+        self._rho = rho  # one value per pipeline, the same in every call
+        yield from super().process(item_weight)
 
 
 class _SpuriousFn(beam.DoFn):
@@ -300,8 +296,8 @@ class ExtractNgrams(beam.PTransform):
     def _level1(self, user_docs):
         tokens = user_docs | "Level1/DistinctTokens" >> beam.MapTuple(
             lambda user, docs: (user, tuple({t for doc in docs for t in doc})))
-        sampled = tokens | "Level1/SampleItemsPerUser" >> SampleItemsPerUser(
-            self.max_items[0], self.seed, "level1", one_record_per_user=True)
+        sampled = tokens | "Level1/SampleItemsPerUser" >> SampleEachUser(
+            self.max_items[0], self.seed, "level1")
         if self.level1 == "policy-gaussian":
             key = run_order_key(self.seed)
             histogram = sampled | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
@@ -326,8 +322,7 @@ class ExtractNgrams(beam.PTransform):
                      | f"{L}/ValidKgrams" >> beam.ParDo(
                          _ValidKgramsPerUser(k, self.pruning),
                          keyed(previous, "Previous"), keyed(unigrams, "Unigrams"))
-                     | f"{L}/SampleItemsPerUser" >> SampleItemsPerUser(
-                         max_items, self.seed, L, one_record_per_user=True)
+                     | f"{L}/SampleItemsPerUser" >> SampleEachUser(max_items, self.seed, L)
                      | f"{L}/WeightedHistogram" >> WeightedHistogram(
                          policies.weighted_gaussian_weight))
         # Then ρ_k from |S_{k−1}| and the exact |V_k|.
@@ -482,7 +477,9 @@ class _BoundPairs(beam.PTransform):
         self._max_items, self._seed, self._salt = max_items, seed, salt
 
     def expand(self, pairs):
+        # n-grams are tuples: counted here, not by ItemCountsPerUser (which
+        # reads a tuple as a record of items).
         return (pairs
-                | "PerUser" >> ItemCountsPerUser()
-                | "Sample" >> SampleItemsPerUser(self._max_items, self._seed, self._salt,
-                                                  one_record_per_user=True))
+                | "AsItemCounts" >> beam.MapTuple(lambda user, gram: (user, {gram: 1}))
+                | "PerUser" >> MergeItemCounts()
+                | "Sample" >> SampleEachUser(self._max_items, self._seed, self._salt))

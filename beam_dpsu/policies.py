@@ -76,6 +76,7 @@ __all__ = [
     "weighted_laplace_weight",
     "weighted_gaussian_weight",
     "user_contribution",
+    "add_user_contribution",
     "weighted_histogram",
     "histogram_distance",
     "l1_descent",
@@ -119,13 +120,24 @@ def user_contribution(items: Iterable[Hashable],
     return [(item, w) for item in distinct]
 
 
+def add_user_contribution(histogram: dict, items: Iterable[Hashable],
+                          item_weight: Callable[[int], float]) -> None:
+    """Adds one user's ``user_contribution`` to ``histogram`` in place."""
+    distinct = dict.fromkeys(items)
+    if not distinct:
+        return
+    w = item_weight(len(distinct))
+    get = histogram.get
+    for item in distinct:
+        histogram[item] = get(item, 0.0) + w
+
+
 def weighted_histogram(users_items: Iterable[Iterable[Hashable]],
                        item_weight: Callable[[int], float]) -> dict:
     """The histogram Σ_users user_contribution(W_i); only held items appear in it."""
     hist: dict = {}
     for items in users_items:
-        for item, w in user_contribution(items, item_weight):
-            hist[item] = hist.get(item, 0.0) + w
+        add_user_contribution(hist, items, item_weight)
     return hist
 
 

@@ -13,31 +13,80 @@ from __future__ import annotations
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.transforms.window import GlobalWindows
 
 from beam_dpsu import noise
 from beam_dpsu.calibration import Calibration, KeepProbabilityCalibration, release_mask
 from beam_dpsu.windowing import require_global_window
 
-__all__ = ["NoisyThreshold", "KeepWithProbability"]
+__all__ = ["NOISE_BATCH", "BatchedDecisionFn", "NoisyThreshold", "KeepWithProbability"]
 
 
-class _NoisyThresholdFn(beam.DoFn):
+# How many (item, weight) pairs share one vectorised noise draw.
+NOISE_BATCH = 4096
 
-    def __init__(self, calibration: Calibration, seed: int | None, salt: str):
-        self._calibration = calibration
+
+class BatchedDecisionFn(beam.DoFn):
+    """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
+
+    Unseeded, pairs are buffered and decided ``NOISE_BATCH`` at a time (one
+    numpy draw of independent noise per batch, the rest at the end of the
+    bundle): the same distribution per item as one draw each, at a fraction
+    of the cost. Seeded (tests only), each item is decided at once with a
+    generator derived from (seed, stage, salt, item), so the result does not
+    depend on how the runner splits bundles.
+    """
+
+    def __init__(self, stage: str, seed: int | None, salt: str | None):
         self._seed = seed
-        self._salt = salt
+        # What a seeded item's generator is derived from, besides the seed.
+        self._derivation = (stage,) if salt is None else (stage, salt)
         self._rng = None
+        self._items: list = []
+        self._weights: list = []
+
+    def decide(self, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The boolean keep-mask of a batch of weights (the pure decision)."""
+        raise NotImplementedError
 
     def setup(self):
         self._rng = noise.os_rng()
 
+    def start_bundle(self):
+        self._items, self._weights = [], []
+
     def process(self, item_weight):
         item, weight = item_weight
-        rng = self._rng if self._seed is None else noise.derived_rng(
-            self._seed, "noise", self._salt, item)
-        if release_mask(np.float64(weight), self._calibration, rng):
-            yield item
+        if self._seed is not None:
+            rng = noise.derived_rng(self._seed, *self._derivation, item)
+            if self.decide(np.array([weight], dtype=np.float64), rng)[0]:
+                yield item
+            return
+        self._items.append(item)
+        self._weights.append(weight)
+        if len(self._items) >= NOISE_BATCH:
+            yield from self._flush()
+
+    def finish_bundle(self):
+        for item in self._flush():
+            yield GlobalWindows.windowed_value(item)
+
+    def _flush(self) -> list:
+        if not self._items:
+            return []
+        items, weights = self._items, np.asarray(self._weights, dtype=np.float64)
+        self._items, self._weights = [], []
+        return [items[i] for i in np.flatnonzero(self.decide(weights, self._rng))]
+
+
+class _NoisyThresholdFn(BatchedDecisionFn):
+
+    def __init__(self, calibration: Calibration, seed: int | None, salt: str):
+        super().__init__("noise", seed, salt)
+        self._calibration = calibration
+
+    def decide(self, weights, rng):
+        return release_mask(weights, self._calibration, rng)
 
 
 class NoisyThreshold(beam.PTransform):
@@ -62,21 +111,14 @@ class NoisyThreshold(beam.PTransform):
             _NoisyThresholdFn(self._calibration, self._seed, self._salt))
 
 
-class _KeepWithProbabilityFn(beam.DoFn):
+class _KeepWithProbabilityFn(BatchedDecisionFn):
 
     def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None):
+        super().__init__("keep", seed, None)
         self._calibration = calibration
-        self._seed = seed
-        self._rng = None
 
-    def setup(self):
-        self._rng = noise.os_rng()
-
-    def process(self, item_count):
-        item, count = item_count
-        rng = self._rng if self._seed is None else noise.derived_rng(self._seed, "keep", item)
-        if self._calibration.keep_mask(np.float64(count), rng):
-            yield item
+    def decide(self, counts, rng):
+        return self._calibration.keep_mask(counts, rng)
 
 
 class KeepWithProbability(beam.PTransform):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from beam_dpsu import policies
-from beam_dpsu.bounding import ItemCountsPerUser, SampleItemsPerUser, ValidatePairs
+from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser
 from beam_dpsu.calibration import RoundsCalibration
 from beam_dpsu.histograms import WeightedHistogram
 from beam_dpsu.selection import NoisyThreshold
@@ -77,7 +77,8 @@ class RemoveReleasedByJoin(beam.PTransform):
 
 
 class SIPSRounds(beam.PTransform):
-    """(user_id, item) pairs → released items of every round, flattened.
+    """(user_id, item) pairs and/or (user_id, items) records → released items of every
+    round, flattened.
 
     Args:
       calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``).
@@ -102,11 +103,10 @@ class SIPSRounds(beam.PTransform):
         self._fanout = hot_key_fanout
         self.released_per_round = []
 
-    def expand(self, pairs):
-        require_global_window(pairs, "SIPSRounds")
+    def expand(self, elements):
+        require_global_window(elements, "SIPSRounds")
         # First one record of distinct items per user.
-        user_items = (pairs
-                      | "ValidatePairs" >> ValidatePairs()
+        user_items = (elements
                       | "ItemCountsPerUser" >> ItemCountsPerUser()
                       | "DistinctItems" >> beam.MapTuple(lambda user, counts: (user, tuple(counts))))
         remove = (RemoveReleasedBySideInput if self._removal == "side_input"
@@ -121,8 +121,8 @@ class SIPSRounds(beam.PTransform):
                                    | f"Round{i}/ReleasedSoFar" >> beam.Flatten())
                 remaining = user_items | f"Round{i}/RemoveReleased" >> remove(released_so_far)
             released = (remaining
-                        | f"Round{i}/SampleItemsPerUser" >> SampleItemsPerUser(
-                            self._max_items, self._seed, salt, one_record_per_user=True)
+                        | f"Round{i}/SampleItemsPerUser" >> SampleEachUser(
+                            self._max_items, self._seed, salt)
                         | f"Round{i}/WeightedHistogram" >> WeightedHistogram(
                             policies.weighted_gaussian_weight, self._fanout)
                         | f"Round{i}/NoisyThreshold" >> NoisyThreshold(

@@ -1,122 +1,269 @@
-"""Throughput and utility of SelectItems on real data, on the DirectRunner.
+"""How fast the jobs run, against reading their input: wall time, pairs/s and peak memory.
 
-    python -m pipelines.benchmark --input ../shared/data/imdb_50k_reviews.csv.gz \\
-        --format csv --user-field @row --text-field review \\
-        --mechanisms weighted-gaussian --rho 0.1 --delta 1e-5 --max-items-per-user 100
+    python -m pipelines.benchmark --job vocabulary \\
+        --mechanisms weighted-gaussian,policy-gaussian,sips,gw -- \\
+        --input ../shared/data/imdb_50k_reviews.csv.gz --user-field @row --text-field review \\
+        --rho 0.1 --delta 1e-5 --max-items-per-user 100
+    python -m pipelines.benchmark --job ngrams -- \\
+        --input ../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 \\
+        --epsilon 1 --delta 1e-7
 
-First a read-only pipeline (read, tokenise, count pairs) is timed, then one
-pipeline per mechanism (read, tokenise, SelectItems, count released). The
-time SelectItems adds is the difference, and pairs/second is the number of
-input pairs over that difference. Both are wall-clock times of whole
-pipelines on this machine: compare mechanisms within one run only.
+Everything after ``--`` is the job's own command line (without ``--output``
+and, for the vocabulary job, without ``--mechanism``). In one run it times,
+each in a fresh Python process on this machine:
+
+1. a read-only pipeline over the same files: match, read, parse and
+   tokenise every record and count the (user, item) pairs, the least any job
+   must do (``--read-only`` runs just that);
+2. the job itself, end to end (``python -m pipelines.vocabulary`` once per
+   mechanism, or ``python -m pipelines.ngrams``), writing to a scratch folder;
+3. with ``--before DIR``, the same job from another checkout of the project
+   (e.g. ``git worktree add /tmp/before <commit>``), interleaved with 2., so a
+   change is compared with what it replaces on the same data in one run.
+
+Each line reports the median wall time over ``--repeats`` runs, its ratio to
+the read-only pipeline's, pairs (item occurrences) per second of the job,
+the peak resident memory of the job's process tree (``ru_maxrss`` of the
+largest process) and what the job released. Wall times depend on the
+machine and on what else runs on it: compare lines of one run only.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from types import SimpleNamespace
 
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
-from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
-
-from beam_dpsu.mechanisms import SelectItems  # noqa: E402
-from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
 
 PROG = "python -m pipelines.benchmark"
-
-
-def _count_into(pcoll, path: str, label: str):
-    """Counts ``pcoll`` and writes the number to ``path`` (read back after the run)."""
-    return (pcoll
-            | f"Count{label}" >> beam.combiners.Count.Globally()
-            | f"Write{label}" >> beam.io.WriteToText(path, shard_name_template=""))
-
-
-def _read_count(path: str) -> int:
-    with open(path, encoding="utf-8") as f:
-        return int(f.read().strip())
-
-
-def time_pipeline(build, options: PipelineOptions) -> float:
-    start = time.perf_counter()
-    with beam.Pipeline(options=options) as p:
-        build(p)
-    return time.perf_counter() - start
+JOBS = ("vocabulary", "ngrams")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def build_parser() -> cli.JobArgumentParser:
     parser = cli.JobArgumentParser(
         prog=PROG,
-        description="Time SelectItems per mechanism on real data on this machine: a "
-                    "read-only pipeline first, then one pipeline per mechanism; prints "
-                    "released items and input pairs per second of selection.",
-        examples=[f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field "
-                  "review --mechanisms weighted-gaussian,sips --rho 0.1 --delta 1e-5 "
-                  "--max-items-per-user 100"])
-    cli.add_input_arguments(parser, FORMATS)
-    cli.add_mechanism_arguments(parser, several=True, public_input=False)
-    cli.add_budget_arguments(parser)
+        description="Time a job against a read-only pipeline over the same files, in fresh "
+                    "processes on this machine: wall time, its ratio to reading, pairs per "
+                    "second and peak memory; optionally against another checkout (--before). "
+                    "Give the job's own flags after --.",
+        examples=[
+            f"{PROG} --job vocabulary --mechanisms weighted-gaussian,sips -- --input "
+            "examples/imdb_2k.csv.gz --user-field user --text-field review --rho 0.1 "
+            "--delta 1e-5 --max-items-per-user 100",
+            f"{PROG} --job ngrams --before /tmp/before -- --input "
+            "../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 --epsilon 1 "
+            "--delta 1e-7",
+        ])
     g = parser.add_argument_group("benchmark")
-    g.add_argument(*cli.flags("workdir"), default="/tmp/beam_dpsu_benchmark", metavar="FOLDER",
-                   help="scratch folder for the counts")
+    g.add_argument(*cli.flags("job"), choices=JOBS, default="vocabulary",
+                   help="the job to time")
+    g.add_argument(*cli.flags("mechanisms"), default="weighted-gaussian", metavar="M[,M…]",
+                   help="vocabulary job: the mechanisms to time, one job run each")
+    g.add_argument(*cli.flags("repeats"), type=int, default=1, metavar="N",
+                   help="runs of each pipeline; the median wall time is reported")
+    g.add_argument(*cli.flags("before"), metavar="DIR",
+                   help="another checkout of the project whose job is timed too, "
+                        "interleaved with this one's (same flags, same data)")
+    g.add_argument(*cli.flags("workdir"), metavar="FOLDER",
+                   help="scratch folder for the jobs' outputs (default: a temporary folder, "
+                        "removed at the end)")
     g.add_argument(*cli.flags("json"), action="store_true",
-                   help="print one JSON line per result")
+                   help="print one JSON line per result instead of a table row")
+    g.add_argument(*cli.flags("read-only"), action="store_true",
+                   help="run only the read-only pipeline in this process and print its pair "
+                        "count as JSON (what the benchmark times)")
     return parser
 
 
+def _split_argv(argv):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        raise cli.UsageError("give the job's own flags after --, e.g. -- --input FILE "
+                             "--rho 0.1 --delta 1e-5")
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]
+
+
+def _job_module(job: str):
+    if job == "vocabulary":
+        from pipelines import vocabulary
+        return vocabulary
+    from pipelines import ngrams
+    return ngrams
+
+
 def prepare(argv):
-    args, options = cli.parse_job_args(build_parser(), argv)
-    budget = cli.budget_from_args(args)
-    mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
-                  for name in args.mechanisms.split(",") if name.strip()]
+    own, job_argv = _split_argv(argv)
+    args = build_parser().parse_args(own)
+    if args.repeats < 1:
+        raise cli.UsageError(f"--repeats must be >= 1, got {args.repeats}")
+    if any(a == "--output" or a.startswith("--output=") for a in job_argv):
+        raise cli.UsageError("leave --output out of the job's flags: the benchmark writes to "
+                             "its scratch folder")
+    if args.before and not os.path.isdir(os.path.join(args.before, "pipelines")):
+        raise cli.UsageError(f"--before {args.before!r} is not a checkout of this project "
+                             "(no pipelines/ folder)")
+    mechanisms = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
+    if args.job == "ngrams":
+        mechanisms = [None]
+    # The job's own parser checks its flags and the input before anything runs.
+    module = _job_module(args.job)
+    probe = ["--output", os.path.join(tempfile.gettempdir(), "beam_dpsu_benchmark_probe")]
     for mechanism in mechanisms:
-        mechanism.calibrate(budget)
-    args.files = cli.resolve_input(args, FORMATS)
-    return SimpleNamespace(args=args, options=options, budget=budget, mechanisms=mechanisms,
-                           output=args.workdir)
+        extra = [] if mechanism is None else ["--mechanism", mechanism]
+        job_args = module.parse_args(job_argv + extra + probe)[0]
+    return SimpleNamespace(args=args, job_argv=job_argv, mechanisms=mechanisms,
+                           job_args=job_args, output=None)
+
+
+# -- the read-only pipeline -----------------------------------------------------------------
+
+
+def read_only_pipeline(pipeline, job: str, job_args, count_path: str) -> None:
+    """Read, parse and tokenise every record; write the number of (user, item) pairs."""
+    from pipelines.inputs import ReadDocuments, ReadUserItems
+    read = ReadUserItems if job == "vocabulary" else ReadDocuments
+    tokenizer = cli.tokenizer_from_args(job_args)
+    _ = (pipeline
+         | "Read" >> read(job_args.input, job_args.format, job_args.user_field,
+                          job_args.text_field, tokenizer, job_args.skip_header_lines,
+                          files=job_args.files)
+         | "PairsPerRecord" >> beam.Map(
+             lambda e: 1 if isinstance(e[1], (str, bytes)) else len(e[1]))
+         | "SumPairs" >> beam.CombineGlobally(sum)
+         | "Write" >> beam.io.WriteToText(count_path, shard_name_template=""))
+
+
+def _run_read_only(job) -> str:
+    args = job.args
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "pairs.txt")
+        with beam.Pipeline() as pipeline:
+            read_only_pipeline(pipeline, args.job, job.job_args, path)
+        with open(path, encoding="utf-8") as f:
+            pairs = int(f.read().strip() or 0)
+    print(json.dumps({"pairs": pairs}), flush=True)
+    return ""
+
+
+# -- timing processes ------------------------------------------------------------------------
+
+
+def time_process(command, cwd: str, log_path: str) -> tuple[float, float]:
+    """Runs ``command`` in a fresh process; (wall seconds, peak RSS in MiB); raises on failure."""
+    env = dict(os.environ, PYTHONPATH=cwd)
+    with open(log_path, "w", encoding="utf-8") as log:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=log)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        with open(log_path, encoding="utf-8") as log:
+            lines = [line for line in log.read().splitlines() if line.strip()]
+        raise RuntimeError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
+                           f"{lines[-1] if lines else 'no output'}; see {log_path}")
+    # ru_maxrss: KiB on Linux, the largest process of the tree that was waited for.
+    return wall, usage.ru_maxrss / 1024.0
+
+
+def _released(job: str, output: str) -> int:
+    report = cli.read_json(os.path.join(output, "report.json"))
+    return report["released_items" if job == "vocabulary" else "released_ngrams"]
+
+
+def _measure(runs: int, run_once):
+    results = [run_once(i) for i in range(runs)]
+    walls = [r[0] for r in results]
+    return statistics.median(walls), max(r[1] for r in results), results[-1][2]
 
 
 def run_prepared(job) -> str:
-    args, options, budget = job.args, job.options, job.budget
-    tokenizer = cli.tokenizer_from_args(args)
+    args = job.args
+    if args.read_only:
+        return _run_read_only(job)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="beam_dpsu_benchmark_")
+    os.makedirs(workdir, exist_ok=True)
+    try:
+        return _benchmark(job, workdir)
+    finally:
+        if not args.workdir:
+            import shutil
+            shutil.rmtree(workdir, ignore_errors=True)
 
-    def read(p):
-        return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                            args.text_field, tokenizer, args.skip_header_lines,
-                                            files=args.files)
 
-    # First the cost of reading and tokenising alone.
-    pairs_path = f"{args.workdir}/pairs.txt"
-    read_seconds = time_pipeline(lambda p: _count_into(read(p), pairs_path, "Pairs"), options)
-    n_pairs = _read_count(pairs_path)
-    cli.progress(f"read+tokenise: {n_pairs:,} pairs in {read_seconds:.1f} s")
+def _benchmark(job, workdir: str) -> str:
+    args = job.args
+    python = sys.executable
+    # First the read-only pipeline (this checkout's reader, for both codes).
+    read_command = [python, "-m", "pipelines.benchmark", "--read-only", "--job", args.job,
+                    "--", *job.job_argv]
+    pairs_box = {}
 
-    # Then each mechanism on the same input.
+    def read_once(i):
+        log = os.path.join(workdir, f"read-only-{i}.log")
+        wall, rss = time_process(read_command, ROOT, log)
+        with open(log, encoding="utf-8") as f:
+            pairs_box["pairs"] = json.loads(f.read().strip().splitlines()[-1])["pairs"]
+        return wall, rss, None
+
+    read_wall, read_rss, _ = _measure(args.repeats, read_once)
+    pairs = pairs_box["pairs"]
+    cli.progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB)")
+    _emit(args, {"job": args.job, "mechanism": "read-only", "code": "read-only",
+                 "pairs": pairs, "wall_seconds": round(read_wall, 2), "ratio_to_read": 1.0,
+                 "pairs_per_second": round(pairs / read_wall), "peak_mib": round(read_rss),
+                 "released": None})
+    # Then the job, per mechanism, this checkout and --before interleaved.
+    codes = [("this", ROOT)] + ([("before", os.path.abspath(args.before))] if args.before
+                                else [])
     for mechanism in job.mechanisms:
-        select = SelectItems(mechanism, budget, hot_key_fanout=args.hot_key_fanout)
-        out_path = f"{args.workdir}/{mechanism.name}.txt"
-        total = time_pipeline(
-            lambda p: _count_into(read(p) | "SelectItems" >> select, out_path, "Released"),
-            options)
-        select_seconds = max(total - read_seconds, 1e-9)
-        result = {
-            "mechanism": mechanism.name,
-            "max_items_per_user": getattr(mechanism, "max_items_per_user", None),
-            "budget": budget.to_dict(), "released": _read_count(out_path),
-            "pairs": n_pairs, "pipeline_seconds": round(total, 2),
-            "select_seconds": round(select_seconds, 2),
-            "pairs_per_second": round(n_pairs / select_seconds),
-        }
-        if args.json:
-            print(json.dumps(result), flush=True)
-        else:
-            print(f"{mechanism.name:>20}: released {result['released']:>7,}  "
-                  f"pipeline {total:7.1f} s  SelectItems {select_seconds:7.1f} s  "
-                  f"{result['pairs_per_second']:>10,} pairs/s", flush=True)
+        for code, root in codes:
+            name = f"{code}-{mechanism or args.job}"
+            output = os.path.join(workdir, name)
+            command = [python, "-m", f"pipelines.{args.job}", *job.job_argv,
+                       "--output", output]
+            if mechanism is not None:
+                command += ["--mechanism", mechanism]
+
+            def job_once(i, command=command, name=name, output=output, root=root):
+                wall, rss = time_process(command, root, os.path.join(workdir, f"{name}-{i}.log"))
+                return wall, rss, _released(args.job, output)
+
+            wall, rss, released = _measure(args.repeats, job_once)
+            _emit(args, {"job": args.job, "mechanism": mechanism or "dpne", "code": code,
+                         "pairs": pairs, "wall_seconds": round(wall, 2),
+                         "ratio_to_read": round(wall / read_wall, 2),
+                         "pairs_per_second": round(pairs / wall), "peak_mib": round(rss),
+                         "released": released})
     return ""
+
+
+_HEADER = False
+
+
+def _emit(args, result: dict) -> None:
+    global _HEADER
+    if args.json:
+        print(json.dumps(result), flush=True)
+        return
+    if not _HEADER:
+        print(f"{'mechanism':>20} {'code':>9} {'wall s':>8} {'× read':>7} {'pairs/s':>11} "
+              f"{'peak MiB':>9} {'released':>9}", flush=True)
+        _HEADER = True
+    released = "" if result["released"] is None else f"{result['released']:,}"
+    print(f"{result['mechanism']:>20} {result['code']:>9} {result['wall_seconds']:>8.1f} "
+          f"{result['ratio_to_read']:>7.2f} {result['pairs_per_second']:>11,} "
+          f"{result['peak_mib']:>9,} {released:>9}", flush=True)
 
 
 def main(argv=None) -> int:

@@ -25,12 +25,23 @@ import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.accounting import Budget  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
-from pipelines.benchmark import _count_into, _read_count  # noqa: E402
 from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
 
 PROG = "python -m pipelines.benchmark_peers"
 
 PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "WEIGHTED_GAUSSIAN_THRESHOLDING")
+
+
+def _count_into(pcoll, path: str, label: str):
+    """Counts ``pcoll`` and writes the number to ``path`` (read back after the run)."""
+    return (pcoll
+            | f"Count{label}" >> beam.combiners.Count.Globally()
+            | f"Write{label}" >> beam.io.WriteToText(path, shard_name_template=""))
+
+
+def _read_count(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        return int(f.read().strip())
 
 
 def pipeline_dp_select(pairs, strategy_name: str, budget: Budget, max_items: int):

@@ -1,4 +1,10 @@
-"""Reading user data into (user_id, item) pairs or (user_id, tokens) documents, for the jobs.
+"""Reading user data into (user_id, items) records, (user_id, item) pairs or (user_id,
+tokens) documents, for the jobs.
+
+A row or document of text formats is read as one per-user record (its
+tokens), the compact form ``SelectItems`` takes (``ReadUserItems``), and
+never exploded into one element per token; ``ReadPairs`` does that, for
+consumers that need pairs.
 
 Formats (``--format``; inferred from the file names when not given, see
 :func:`infer_format`):
@@ -46,7 +52,7 @@ from beam_dpsu.text import Tokenizer
 __all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "InputFormatError",
            "check_input_exists", "infer_format", "inspect_input", "record_parser",
            "parse_pairs", "parse_csv", "parse_jsonl", "parse_text", "parse_msnbc",
-           "ReadUserTexts", "ReadPairs", "ReadDocuments"]
+           "ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments"]
 
 FORMATS = ("pairs", "csv", "jsonl", "text")
 DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc")
@@ -439,10 +445,13 @@ class ReadUserTexts(beam.PTransform):
                                                   self._log_records)
 
 
-class ReadPairs(beam.PTransform):
-    """Files of any format → (user, item) pairs, one per occurrence.
+class ReadUserItems(beam.PTransform):
+    """Files of any format → what ``SelectItems`` takes, in its most compact form.
 
-    Text formats are tokenised with ``tokenizer``; ``pairs`` is read as is.
+    Text formats (csv, jsonl, text): one ``(user, tokens)`` record per row or
+    line, tokenised with ``tokenizer``. ``pairs``: one ``(user, item)`` pair
+    per line, as written. A user may span several rows or lines:
+    ``SelectItems`` merges them per user before bounding.
     """
 
     def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
@@ -469,8 +478,23 @@ class ReadPairs(beam.PTransform):
                 | "ReadUserTexts" >> ReadUserTexts(self._pattern, self._fmt, self._user_field,
                                                    self._text_field, self._skip, self._files,
                                                    self._log_records)
-                | "Tokenize" >> beam.FlatMap(
-                    lambda record: ((record[0], token) for token in tokenizer(record[1]))))
+                | "Tokenize" >> beam.MapTuple(lambda user, text: (user, tokenizer(text))))
+
+
+class ReadPairs(ReadUserItems):
+    """Files of any format → (user, item) pairs, one per occurrence.
+
+    Text formats are tokenised with ``tokenizer`` and each token becomes a
+    pair; ``pairs`` is read as is. Prefer ``ReadUserItems`` for
+    ``SelectItems``: one record per row instead of one element per token.
+    """
+
+    def expand(self, pbegin):
+        elements = super().expand(pbegin)
+        if self._fmt == "pairs":
+            return elements
+        return elements | "AsPairs" >> beam.FlatMapTuple(
+            lambda user, tokens: ((user, token) for token in tokens))
 
 
 class ReadDocuments(beam.PTransform):

@@ -32,7 +32,7 @@ from beam_dpsu import configs  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
-from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs  # noqa: E402
+from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
@@ -99,21 +99,29 @@ def with_public_counts(pipeline, args, mechanism, tokenizer):
                                max_items_per_user=args.max_items_per_user)
 
 
+def _items_of(element) -> list:
+    """The items of a (user, item) pair or a (user, items) record."""
+    value = element[1]
+    return [value] if isinstance(value, (str, bytes)) else list(value)
+
+
 class InputStats(beam.PTransform):
-    """(user, item) pairs → one dict of raw counts: users, pairs, distinct items.
+    """(user, item) pairs and/or (user, items) records → one dict of raw counts: users,
+    pairs (item occurrences), distinct items.
 
     These counts are exact and NOT differentially private; the job computes
     them only with ``--non-private-stats``.
     """
 
-    def expand(self, pairs):
+    def expand(self, elements):
         count = beam.combiners.Count.Globally
-        n_pairs = pairs | "CountPairs" >> count()
-        n_users = (pairs | "Users" >> beam.Keys() | "DistinctUsers" >> beam.Distinct()
+        n_pairs = (elements | "PairsPerElement" >> beam.Map(lambda e: len(_items_of(e)))
+                   | "SumPairs" >> beam.CombineGlobally(sum))
+        n_users = (elements | "Users" >> beam.Keys() | "DistinctUsers" >> beam.Distinct()
                    | "CountUsers" >> count())
-        n_items = (pairs | "Items" >> beam.Values() | "DistinctItems" >> beam.Distinct()
-                   | "CountItems" >> count())
-        return (pairs.pipeline
+        n_items = (elements | "Items" >> beam.FlatMap(_items_of)
+                   | "DistinctItems" >> beam.Distinct() | "CountItems" >> count())
+        return (elements.pipeline
                 | "Seed" >> beam.Create([None])
                 | "Assemble" >> beam.Map(
                     lambda _, users, pairs_, items: {
@@ -125,9 +133,10 @@ class InputStats(beam.PTransform):
 
 def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectItems:
     """Adds the job to ``pipeline``: read, select, write items and report."""
-    # First read every input record as (user, item) occurrences.
+    # First read every row or document as one (user, tokens) record (a pairs
+    # file as (user, item) pairs): never one element per token.
     tokenizer = cli.tokenizer_from_args(args)
-    pairs = pipeline | "ReadPairs" >> ReadPairs(
+    elements = pipeline | "ReadUserItems" >> ReadUserItems(
         args.input, args.format, args.user_field, args.text_field, tokenizer,
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats)
@@ -137,7 +146,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
     parts = cli.budget_parts_from_args(args, budget)
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout)
-    released = pairs | "SelectItems" >> select
+    released = elements | "SelectItems" >> select
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw
     # counts are opt-in).
@@ -147,6 +156,9 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
     cli.log_written(written, "items")
     counter = None
     if parts is not None:
+        # CountReleased takes (user, item) pairs (its items may be n-grams).
+        pairs = elements | "AsPairs" >> beam.FlatMap(
+            lambda e: ((e[0], item) for item in _items_of(e)))
         counter = cli.count_released(pairs, released, parts, counts_max_items(args),
                                      args.seed, out, args.num_shards)
     released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
@@ -168,7 +180,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
 
     side = {name: beam.pvalue.AsSingleton(pc) for name, pc in released_counts.items()}
     if args.non_private_stats:
-        side["stats"] = beam.pvalue.AsSingleton(pairs | "InputStats" >> InputStats())
+        side["stats"] = beam.pvalue.AsSingleton(elements | "InputStats" >> InputStats())
     _ = (pipeline
          | "ReportOnce" >> beam.Create([None])
          | "AssembleReport" >> beam.Map(assemble, **side)
