@@ -136,14 +136,17 @@ def _record_error(items) -> InvalidRecordError:
             where = "an item" if position is None else f"item {position}"
             return InvalidRecordError(f"{where} of a (user_id, items) record (field 1) "
                                       f"{problem}")
-    raise AssertionError("_record_error called on a record without a bad item")
+    return InvalidRecordError("field 1 of a (user_id, items) record cannot be read as "
+                              "items (non-empty str or bytes)")
 
 
-def item_counts(element: Any) -> tuple:
+def item_counts(element: Any, occurrences: bool = True) -> tuple:
     """One input element → (canonical user id, {item: occurrences}); raises naming the problem.
 
     ``element`` is a ``(user_id, item)`` pair (one occurrence) or a
     ``(user_id, items)`` record (an iterable of items, each occurrence once).
+    With ``occurrences=False`` every item of the element counts 1 (for the
+    mechanisms that use only a user's distinct items; about twice as fast).
     User ids as in ``canonical_user_id``; items must be non-empty str or bytes
     (``numpy.str_`` and other subclasses become plain str/bytes). A record may
     be empty: that user holds nothing. The error names the field, the item's
@@ -167,22 +170,26 @@ def item_counts(element: Any) -> tuple:
             + ("; give the items as a list, an item repeated once per occurrence"
                if isinstance(value, Mapping) else ""))
     if isinstance(value, np.ndarray):
+        if value.ndim != 1:  # a 0-d array of a string would be split into characters
+            raise InvalidRecordError(f"field 1 must be a 1-D array of items, got a "
+                                     f"{value.ndim}-D array")
         value = value.tolist()  # numpy.str_ → str in one C call
     elif not isinstance(value, (list, tuple, set, frozenset)):
         value = tuple(value)  # a one-shot iterable: kept, to name a bad item's position
     try:
-        counts = dict(Counter(value))  # C speed: the hot path of every job
+        # C speed: the hot path of every job.
+        counts = dict(Counter(value)) if occurrences else dict.fromkeys(value, 1)
     except TypeError:  # an unhashable item
         raise _record_error(value) from None
-    # Plain non-empty str is the common case, checked in one pass; anything
-    # else takes the slow path that canonicalises or names the bad item.
-    if "" in counts or not all(type(item) is str for item in counts):
+    # Plain non-empty str is the common case, checked in one C-level pass;
+    # anything else takes the slow path that canonicalises or names the bad item.
+    if "" in counts or (counts and set(map(type, counts)) != {str}):
         plain: dict = {}
         for item, c in counts.items():
             if _bad_item(item):
                 raise _record_error(value)
             key = _plain(item)
-            plain[key] = plain.get(key, 0) + c
+            plain[key] = (plain.get(key, 0) + c) if occurrences else 1
         counts = plain
     return user_id, counts
 
@@ -227,14 +234,24 @@ class ItemCountsPerUser(beam.PTransform):
 
     Checks every element (``item_counts``), then merges each user's elements
     with a combiner. GW uses the counts; the other mechanisms only the keys
-    (deduplication).
+    (deduplication), and pass ``occurrences=False``: then an item counts
+    once per element that holds it, which is cheaper to compute.
     """
+
+    def __init__(self, occurrences: bool = True):
+        super().__init__()
+        self._occurrences = bool(occurrences)
 
     def expand(self, elements):
         require_global_window(elements, "ItemCountsPerUser")
+        check = item_counts if self._occurrences else _distinct_items
         return (elements
-                | "CheckAndCount" >> beam.Map(item_counts)
+                | "CheckAndCount" >> beam.Map(check)
                 | "MergePerUser" >> MergeItemCounts())
+
+
+def _distinct_items(element) -> tuple:
+    return item_counts(element, occurrences=False)
 
 
 def _sort_key(item):
@@ -322,7 +339,7 @@ class SampleItemsPerUser(beam.PTransform):
     def expand(self, elements):
         require_global_window(elements, "SampleItemsPerUser")
         return (elements
-                | "ItemCountsPerUser" >> ItemCountsPerUser()
+                | "ItemCountsPerUser" >> ItemCountsPerUser(occurrences=False)
                 | "SampleEachUser" >> self._sample)
 
 
@@ -339,5 +356,5 @@ class BoundContributions(beam.PTransform):
     def expand(self, elements):
         require_global_window(elements, "BoundContributions")
         return (elements
-                | "ItemCountsPerUser" >> ItemCountsPerUser()
+                | "ItemCountsPerUser" >> ItemCountsPerUser(occurrences=False)
                 | "SampleItemsPerUser" >> self._sample)

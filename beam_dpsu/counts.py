@@ -41,7 +41,8 @@ import apache_beam as beam
 
 from beam_dpsu import __version__, noise
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
-from beam_dpsu.bounding import InvalidRecordError, MergeItemCounts, SampleEachUser, check_pair
+from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, MergeItemCounts,
+                                SampleEachUser, check_pair)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.thresholds import check_max_items
@@ -53,7 +54,7 @@ __all__ = [
     "SelectionAndCountsBudget",
     "split_selection_and_counts",
     "CountReleased",
-    "check_count_pair",
+    "check_ngram_pair",
 ]
 
 DEFAULT_COUNTS_SHARE = 0.25
@@ -176,30 +177,40 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                     counts_share=share)
 
 
-def check_count_pair(record):
-    """A (user_id, item) record whose item is a str, bytes or an n-gram; raises otherwise.
+def check_ngram_pair(record):
+    """A (user_id, n-gram) pair, the n-gram a non-empty tuple of non-empty str; raises otherwise.
 
-    As ``bounding.check_pair``, and an n-gram (a non-empty tuple of non-empty
-    str, as ``ExtractNgrams`` releases) is an item too. Errors name the field,
-    never the values.
+    User ids as in ``bounding.check_pair``. Errors name the field, never the values.
     """
-    if isinstance(record, tuple) and len(record) == 2 and isinstance(record[1], tuple):
-        gram = record[1]
-        if not gram or not all(isinstance(token, str) and token for token in gram):
-            raise InvalidRecordError(
-                "an n-gram item (field 1) must be a non-empty tuple of non-empty str")
-        user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
-        return user_id, tuple(str(token) for token in gram)
-    return check_pair(record)
+    if not isinstance(record, tuple) or len(record) != 2:
+        shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
+                 else f"a {type(record).__name__}")
+        raise InvalidRecordError(f"expected a (user_id, n-gram) pair, got {shape}")
+    gram = record[1]
+    if (not isinstance(gram, tuple) or not gram
+            or not all(isinstance(token, str) and token for token in gram)):
+        raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "
+                                 f"non-empty str, got a {type(gram).__name__}")
+    user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
+    return user_id, tuple(str(token) for token in gram)
 
 
-def _plain_item(item):
-    if isinstance(item, str):
-        return str(item)
-    if isinstance(item, bytes):
-        return bytes(item)
+def _released_item(item, ngrams: bool):
+    """A released item as a plain str/bytes (or n-gram: tuple of str); raises on the wrong kind.
+
+    Released n-grams counted as text items (or the reverse) would match no
+    user's items and get a zero count each, silently: refused instead.
+    """
     if isinstance(item, tuple):
+        if not ngrams:
+            raise InvalidRecordError("a released item is an n-gram (a tuple): count n-grams "
+                                     "with CountReleased(..., ngrams=True)")
         return tuple(str(token) for token in item)
+    if isinstance(item, (str, bytes)):
+        if ngrams:
+            raise InvalidRecordError("a released item is a str or bytes, not an n-gram: count "
+                                     "text items with CountReleased(..., ngrams=False)")
+        return str(item) if isinstance(item, str) else bytes(item)
     raise InvalidRecordError(f"released items must be str, bytes or n-grams (tuples of str), "
                              f"got a {type(item).__name__}")
 
@@ -232,9 +243,14 @@ class _AddDiscreteNoiseFn(beam.DoFn):
 
 
 class CountReleased(beam.PTransform):
-    """(user_id, item) records → (item, noisy user count) for exactly the released items.
+    """Users' items → (item, noisy user count) for exactly the released items.
 
-    Items are str, bytes or n-grams (tuples of str, as ``ExtractNgrams`` releases).
+    Its input is what ``SelectItems`` takes: ``(user_id, item)`` pairs and/or
+    ``(user_id, items)`` per-user records of str/bytes items (a tuple is a
+    record there). With ``ngrams=True`` the items are n-grams (tuples of
+    str, as ``ExtractNgrams`` releases) and the input is ``(user_id, n-gram)``
+    pairs. Released items of the other kind are refused, so that a mix-up
+    cannot silently give every item a count of zero.
 
     The pipeline it builds: first check the records and count each user once
     per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
@@ -252,6 +268,7 @@ class CountReleased(beam.PTransform):
       max_items_per_user: Δ0, the most released items each user is counted
         for (sampled uniformly among the released items the user holds).
       seed: test-only fixed seed; None (default) uses OS randomness.
+      ngrams: the items are n-grams (see above).
 
     The released set reaches the workers as a side input (it must fit in a
     worker's memory, as a vocabulary does).
@@ -264,7 +281,7 @@ class CountReleased(beam.PTransform):
     """
 
     def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
-                 seed: int | None = None, label=None):
+                 seed: int | None = None, ngrams: bool = False, label=None):
         super().__init__(label)
         if not isinstance(released, beam.pvalue.PCollection):
             raise TypeError("released must be the PCollection of released items, "
@@ -272,6 +289,7 @@ class CountReleased(beam.PTransform):
         self.released = released
         self.budget = budget
         self.seed = noise.check_seed(seed)
+        self.ngrams = bool(ngrams)
         self.calibration = count_calibration(budget, max_items_per_user)
 
     @property
@@ -290,21 +308,26 @@ class CountReleased(beam.PTransform):
             report["seeded_note"] = SEEDED_NOTE
         return report
 
-    def expand(self, pairs):
+    def expand(self, elements):
         # Bounding is global (DESIGN §4.7): both inputs must be in the global window.
-        require_global_window(pairs, "CountReleased (its (user_id, item) input)")
+        require_global_window(elements, "CountReleased (its users' items)")
         require_global_window(self.released, "CountReleased (its released items)")
         # Released items as plain str/bytes/tuples of str (numpy.str_ and the
-        # like cannot be encoded deterministically as keys).
-        released = self.released | "CanonicalReleased" >> beam.Map(_plain_item)
+        # like cannot be encoded deterministically as keys), of the kind counted.
+        ngrams = self.ngrams
+        released = self.released | "CanonicalReleased" >> beam.Map(_released_item, ngrams)
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
-        # An n-gram item is a tuple, so the pairs are counted here rather than
-        # by ItemCountsPerUser (which reads a tuple as a record of items).
-        user_items = (pairs
-                      | "ValidatePairs" >> beam.Map(check_count_pair)
-                      | "AsItemCounts" >> beam.MapTuple(lambda user, item: (user, {item: 1}))
-                      | "DedupePerUser" >> MergeItemCounts()
+        if ngrams:
+            # An n-gram is a tuple, so the pairs are counted here rather than by
+            # ItemCountsPerUser (which reads a tuple as a record of items).
+            user_counts = (elements
+                           | "ValidatePairs" >> beam.Map(check_ngram_pair)
+                           | "AsItemCounts" >> beam.MapTuple(lambda user, g: (user, {g: 1}))
+                           | "DedupePerUser" >> MergeItemCounts())
+        else:
+            user_counts = elements | "DedupePerUser" >> ItemCountsPerUser(occurrences=False)
+        user_items = (user_counts
                       | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
                       | "SampleItemsPerUser" >> SampleEachUser(
                           self.calibration.max_items_per_user, self.seed, salt="counts"))

@@ -15,15 +15,14 @@ from __future__ import annotations
 from typing import Callable
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_dpsu import policies
-from beam_dpsu.windowing import require_global_window
+from beam_dpsu.windowing import in_global_window, require_global_window
 
 __all__ = ["PARTIAL_HISTOGRAM_KEYS", "WeightedHistogram"]
 
-# The most items a bundle's partial histogram holds before it is flushed
-# (about 100 bytes each in Python: ~25 MB per worker thread).
+# The most (user size, item) counts a bundle's partial histogram holds before
+# it is flushed (about 100 bytes each in Python: ~25 MB per worker thread).
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
 
 
@@ -33,23 +32,25 @@ class _PartialHistogramFn(beam.DoFn):
     def __init__(self, item_weight: Callable[[int], float], max_keys: int):
         self._item_weight = item_weight
         self._max_keys = max_keys
-        self._partial: dict = {}
+        self._partial = None
 
     def start_bundle(self):
-        self._partial = {}
+        self._partial = policies.WeightedHistogramBuilder(self._item_weight)
 
     def process(self, user_record):
-        policies.add_user_contribution(self._partial, user_record[1], self._item_weight)
-        if len(self._partial) >= self._max_keys:
-            partial, self._partial = self._partial, {}
-            yield from partial.items()
+        self._partial.add(user_record[1])
+        if self._partial.entries >= self._max_keys:
+            yield from self._flush()
 
     def finish_bundle(self):
+        yield from self._flush()
+
+    def _flush(self):
         # Bounding is global (the transform refuses other windows), so every
-        # partial sum belongs to the global window.
-        partial, self._partial = self._partial, {}
-        for item_weight in partial.items():
-            yield GlobalWindows.windowed_value(item_weight)
+        # partial sum belongs to the global window; all get one timestamp.
+        partial = self._partial
+        self._partial = policies.WeightedHistogramBuilder(self._item_weight)
+        return map(in_global_window, partial.histogram().items())
 
 
 class WeightedHistogram(beam.PTransform):

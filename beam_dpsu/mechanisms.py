@@ -144,7 +144,9 @@ class _SequentialSelection(beam.PTransform):
 
     def expand(self, elements):
         m = self._mechanism
-        user_counts = elements | "ItemCountsPerUser" >> ItemCountsPerUser()
+        # GW orders a user's items by their occurrences; the policies only sample.
+        user_counts = elements | "ItemCountsPerUser" >> ItemCountsPerUser(
+            occurrences=isinstance(m, GreedyWithoutSampling))
         if isinstance(m, GreedyWithoutSampling):
             user_items = user_counts | "TopItemsPerUser" >> OrderItemsForGW(
                 self._key, m.max_items_per_user, m.public_counts)

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -76,7 +77,7 @@ __all__ = [
     "weighted_laplace_weight",
     "weighted_gaussian_weight",
     "user_contribution",
-    "add_user_contribution",
+    "WeightedHistogramBuilder",
     "weighted_histogram",
     "histogram_distance",
     "l1_descent",
@@ -120,25 +121,53 @@ def user_contribution(items: Iterable[Hashable],
     return [(item, w) for item in distinct]
 
 
-def add_user_contribution(histogram: dict, items: Iterable[Hashable],
-                          item_weight: Callable[[int], float]) -> None:
-    """Adds one user's ``user_contribution`` to ``histogram`` in place."""
-    distinct = dict.fromkeys(items)
-    if not distinct:
-        return
-    w = item_weight(len(distinct))
-    get = histogram.get
-    for item in distinct:
-        histogram[item] = get(item, 0.0) + w
+class WeightedHistogramBuilder:
+    """Builds Σ_users user_contribution(W_i) from users' item sets, fast and in a fixed order.
+
+    A parallel rule's weight depends only on |W|, so the histogram is
+    Σ_n item_weight(n) · #{users with |W| = n holding the item}. Users are
+    counted per (size, item) with C-level ``Counter`` updates, and the weights
+    are applied once per (size, item), sizes in increasing order: each item's
+    sum is the same whatever order the users came in.
+
+    ``entries`` is the number of (size, item) counts held (the memory used).
+    """
+
+    def __init__(self, item_weight: Callable[[int], float]):
+        self._item_weight = item_weight
+        self._users_by_size: dict = {}
+        self.entries = 0
+
+    def add(self, items: Iterable[Hashable]) -> None:
+        """Adds one user's distinct items (duplicates count once)."""
+        distinct = dict.fromkeys(items)
+        if not distinct:
+            return
+        users = self._users_by_size.get(len(distinct))
+        if users is None:
+            users = self._users_by_size[len(distinct)] = Counter()
+        before = len(users)
+        users.update(distinct.keys())
+        self.entries += len(users) - before
+
+    def histogram(self) -> dict:
+        """The histogram {item: Σ weights} of the users added so far."""
+        hist: dict = {}
+        get = hist.get
+        for size in sorted(self._users_by_size):
+            w = self._item_weight(size)
+            for item, users in self._users_by_size[size].items():
+                hist[item] = get(item, 0.0) + users * w
+        return hist
 
 
 def weighted_histogram(users_items: Iterable[Iterable[Hashable]],
                        item_weight: Callable[[int], float]) -> dict:
     """The histogram Σ_users user_contribution(W_i); only held items appear in it."""
-    hist: dict = {}
+    builder = WeightedHistogramBuilder(item_weight)
     for items in users_items:
-        add_user_contribution(hist, items, item_weight)
-    return hist
+        builder.add(items)
+    return builder.histogram()
 
 
 def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:

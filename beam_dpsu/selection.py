@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_dpsu import noise
 from beam_dpsu.calibration import Calibration, KeepProbabilityCalibration, release_mask
-from beam_dpsu.windowing import require_global_window
+from beam_dpsu.windowing import in_global_window, require_global_window
 
-__all__ = ["NOISE_BATCH", "BatchedDecisionFn", "NoisyThreshold", "KeepWithProbability"]
+__all__ = ["NOISE_BATCH", "NoisyThreshold", "KeepWithProbability"]
 
 
 # How many (item, weight) pairs share one vectorised noise draw.
@@ -28,6 +27,9 @@ NOISE_BATCH = 4096
 
 class BatchedDecisionFn(beam.DoFn):
     """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
+
+    Internal: only for the transforms here and in ``beam_dpsu.ngrams``, which
+    refuse any window but the global one when they are built.
 
     Unseeded, pairs are buffered and decided ``NOISE_BATCH`` at a time (one
     numpy draw of independent noise per batch, the rest at the end of the
@@ -60,7 +62,7 @@ class BatchedDecisionFn(beam.DoFn):
         if self._seed is not None:
             rng = noise.derived_rng(self._seed, *self._derivation, item)
             if self.decide(np.array([weight], dtype=np.float64), rng)[0]:
-                yield item
+                yield in_global_window(item)
             return
         self._items.append(item)
         self._weights.append(weight)
@@ -68,15 +70,17 @@ class BatchedDecisionFn(beam.DoFn):
             yield from self._flush()
 
     def finish_bundle(self):
-        for item in self._flush():
-            yield GlobalWindows.windowed_value(item)
+        yield from self._flush()
 
     def _flush(self) -> list:
+        # Every output gets the same window and timestamp, whichever batch
+        # decided it (``in_global_window``).
         if not self._items:
             return []
         items, weights = self._items, np.asarray(self._weights, dtype=np.float64)
         self._items, self._weights = [], []
-        return [items[i] for i in np.flatnonzero(self.decide(weights, self._rng))]
+        return [in_global_window(items[i])
+                for i in np.flatnonzero(self.decide(weights, self._rng))]
 
 
 class _NoisyThresholdFn(BatchedDecisionFn):

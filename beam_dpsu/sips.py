@@ -107,7 +107,7 @@ class SIPSRounds(beam.PTransform):
         require_global_window(elements, "SIPSRounds")
         # First one record of distinct items per user.
         user_items = (elements
-                      | "ItemCountsPerUser" >> ItemCountsPerUser()
+                      | "ItemCountsPerUser" >> ItemCountsPerUser(occurrences=False)
                       | "DistinctItems" >> beam.MapTuple(lambda user, counts: (user, tuple(counts))))
         remove = (RemoveReleasedBySideInput if self._removal == "side_input"
                   else RemoveReleasedByJoin)

@@ -15,9 +15,13 @@ moves.
 from __future__ import annotations
 
 from apache_beam.transforms.trigger import DefaultTrigger
-from apache_beam.transforms.window import GlobalWindows
+from apache_beam.transforms.window import GlobalWindow, GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
 
-__all__ = ["NonGlobalWindowError", "require_global_window"]
+__all__ = ["NonGlobalWindowError", "require_global_window", "in_global_window"]
+
+_GLOBAL_WINDOW = (GlobalWindow(),)
+_END_OF_GLOBAL_WINDOW = GlobalWindow().max_timestamp()
 
 
 class NonGlobalWindowError(ValueError):
@@ -52,3 +56,15 @@ def require_global_window(pcoll, transform: str):
             "at which each user's contribution can be bounded once. Read a finite snapshot "
             "(e.g. a batch read of the files or table) instead.")
     return pcoll
+
+
+def in_global_window(value) -> WindowedValue:
+    """``value`` as an element of the global window, stamped with its end.
+
+    For DoFns that emit from ``finish_bundle`` (after batching): every output,
+    whether emitted there or from ``process``, gets this one window and
+    timestamp (the end of the global window, as a ``GroupByKey`` output has),
+    so how outputs fell into batches leaves no trace in their metadata. Only
+    for transforms that refuse every other window (above).
+    """
+    return WindowedValue(value, _END_OF_GLOBAL_WINDOW, _GLOBAL_WINDOW)

@@ -446,11 +446,12 @@ def count_line(item_count) -> str:
 
 
 def count_released(records, released, parts: SelectionAndCountsBudget,
-                   max_items_per_user: int, seed, out: str, num_shards: int = 1
-                   ) -> CountReleased:
+                   max_items_per_user: int, seed, out: str, num_shards: int = 1,
+                   ngrams: bool = False) -> CountReleased:
     """Counts the released items and writes OUT/counts-*.tsv in the items' order and
     shards (both sorted and sharded by the item alone)."""
-    counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed)
+    counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed,
+                            ngrams=ngrams)
     _ = (records
          | "CountReleased" >> counter
          | "WriteCounts" >> WriteReleased(f"{out}/counts", ".tsv", num_shards=num_shards,

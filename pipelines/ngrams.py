@@ -184,7 +184,7 @@ def build_pipeline(pipeline, args, transform) -> None:
             lambda doc: ((doc[0], gram) for k in range(1, max_n + 1)
                          for gram in kgrams_of(doc[1], k)))
         counter = cli.count_released(user_ngrams, released, parts, counts_max_items(args),
-                                     args.seed, out, args.num_shards)
+                                     args.seed, out, args.num_shards, ngrams=True)
     if isinstance(transform, ExtractNgrams):
         for k, level in enumerate(transform.released_per_level, start=1):
             _ = level | f"LogLevel{k}" >> cli.LogCount(

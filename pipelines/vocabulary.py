@@ -117,7 +117,9 @@ class InputStats(beam.PTransform):
         count = beam.combiners.Count.Globally
         n_pairs = (elements | "PairsPerElement" >> beam.Map(lambda e: len(_items_of(e)))
                    | "SumPairs" >> beam.CombineGlobally(sum))
-        n_users = (elements | "Users" >> beam.Keys() | "DistinctUsers" >> beam.Distinct()
+        # Users holding at least one item (a row without tokens adds no user).
+        n_users = (elements | "NonEmpty" >> beam.Filter(lambda e: len(_items_of(e)) > 0)
+                   | "Users" >> beam.Keys() | "DistinctUsers" >> beam.Distinct()
                    | "CountUsers" >> count())
         n_items = (elements | "Items" >> beam.FlatMap(_items_of)
                    | "DistinctItems" >> beam.Distinct() | "CountItems" >> count())
@@ -156,10 +158,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
     cli.log_written(written, "items")
     counter = None
     if parts is not None:
-        # CountReleased takes (user, item) pairs (its items may be n-grams).
-        pairs = elements | "AsPairs" >> beam.FlatMap(
-            lambda e: ((e[0], item) for item in _items_of(e)))
-        counter = cli.count_released(pairs, released, parts, counts_max_items(args),
+        counter = cli.count_released(elements, released, parts, counts_max_items(args),
                                      args.seed, out, args.num_shards)
     released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
         f"{mechanism.name}: released {{n:,}} items")}

@@ -210,7 +210,7 @@ def test_windowed_input_is_refused():
     windowed = (p | "Pairs" >> beam.Create([("u", "a")])
                 | beam.WindowInto(window.FixedWindows(60)))
     with pytest.raises(NonGlobalWindowError,
-                       match=r"CountReleased \(its \(user_id, item\) input\) needs its input in "
+                       match=r"CountReleased \(its users' items\) needs its input in "
                              "the global window, but it is windowed by FixedWindows"):
         _ = windowed | "Count1" >> CountReleased(released, Budget(1.0), 5)
     with pytest.raises(NonGlobalWindowError,
@@ -256,3 +256,39 @@ def test_numpy_str_released_items_are_counted():
             assert [(type(item), item, count) for item, count in rows] == [(str, "a", 2)]
 
         assert_that(counts, check)
+
+
+def test_records_and_pairs_are_counted_alike():
+    # Review finding: (user, tuple of tokens) records, which SelectItems takes,
+    # were read as one n-gram each and every count came out 0, silently.
+    elements = ([(f"u{i}", ("apple", "pear", "apple")) for i in range(20)]
+                + [("v1", "apple"), ("v1", ["pear"]), ("v2", {"pear", "fig"})])
+    with TestPipeline() as p:
+        released = p | "Released" >> beam.Create(["apple", "pear"])
+        counts = (p | "Elements" >> beam.Create(elements)
+                  | CountReleased(released, EXACT, max_items_per_user=5))
+        assert_that(counts, equal_to([("apple", 21), ("pear", 22)]))
+
+
+def test_ngrams_are_counted_with_ngrams_true_and_a_mix_up_is_refused():
+    pairs = [("u1", ("new", "york")), ("u2", ("new", "york")), ("u2", ("york",))]
+    with TestPipeline() as p:
+        released = p | "Released" >> beam.Create([("new", "york"), ("york",)])
+        counts = (p | "Pairs" >> beam.Create(pairs)
+                  | CountReleased(released, EXACT, max_items_per_user=5, ngrams=True))
+        assert_that(counts, equal_to([(("new", "york"), 2), (("york",), 1)]))
+    # Released n-grams counted as text items (or the reverse) would all get 0.
+    with pytest.raises(InvalidRecordError, match=r"released item is an n-gram .* ngrams=True"):
+        with TestPipeline() as p:
+            _ = (p | "Pairs" >> beam.Create([("u1", ["new"])])
+                 | CountReleased(p | "Released" >> beam.Create([("new", "york")]), EXACT, 5))
+    with pytest.raises(InvalidRecordError, match=r"released item is a str .* ngrams=False"):
+        with TestPipeline() as p:
+            _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
+                 | CountReleased(p | "Released" >> beam.Create(["new"]), EXACT, 5, ngrams=True))
+    with pytest.raises(InvalidRecordError, match=r"n-gram item \(field 1\) must be a non-empty "
+                                                 r"tuple of non-empty str, got a str"):
+        with TestPipeline() as p:
+            _ = (p | "Pairs" >> beam.Create([("u1", "new")])
+                 | CountReleased(p | "Released" >> beam.Create([("new",)]), EXACT, 5,
+                                 ngrams=True))

@@ -99,3 +99,46 @@ def test_user_contribution_dedupes_and_weights():
 def test_weight_rejects_empty_user():
     with pytest.raises(ValueError, match="at least 1 item, got 0"):
         policies.weighted_gaussian_weight(0)
+
+
+@SETTINGS
+@given(neighbours())
+def test_the_key_set_grows_only_by_the_extra_users_items(pair):
+    # DESIGN §4.8: keys(H(D ∪ {x})) ∖ keys(H(D)) ⊆ W_x, and nothing is lost.
+    d, d_plus = pair
+    extra = [user for user in d_plus if user not in d] or [d_plus[0]]
+    for weight in (policies.count_weight, policies.weighted_laplace_weight,
+                   policies.weighted_gaussian_weight):
+        h, h2 = weighted_histogram(d, weight), weighted_histogram(d_plus, weight)
+        new_keys = set(h2) - set(h)
+        assert set(h) <= set(h2)
+        assert any(new_keys <= set(user) and len(new_keys) <= MAX_ITEMS for user in extra)
+
+
+@SETTINGS
+@given(DATASET, st.randoms(use_true_random=False))
+def test_the_builder_sums_user_contributions_in_an_order_free_way(users, rnd):
+    # The per-(size, item) sum equals the per-user sum, and is bit-identical
+    # for any order of the users (so a bundle's partial sums do not depend on
+    # the order the runner delivers users in).
+    for weight in (policies.weighted_laplace_weight, policies.weighted_gaussian_weight):
+        naive: dict = {}
+        for user in users:
+            for item, w in policies.user_contribution(user, weight):
+                naive[item] = naive.get(item, 0.0) + w
+        built = weighted_histogram(users, weight)
+        assert set(built) == set(naive)
+        assert all(math.isclose(built[k], naive[k], rel_tol=1e-12) for k in naive)
+        shuffled = list(users)
+        rnd.shuffle(shuffled)
+        assert weighted_histogram(shuffled, weight) == built
+
+
+def test_the_builder_counts_its_entries():
+    builder = policies.WeightedHistogramBuilder(policies.weighted_gaussian_weight)
+    builder.add(["a", "b"])
+    builder.add(["b", "a", "a"])  # same size, same items: no new entry
+    builder.add(["a"])
+    builder.add([])
+    assert builder.entries == 3
+    assert builder.histogram() == pytest.approx({"a": 2 / math.sqrt(2) + 1, "b": 2 / math.sqrt(2)})
