@@ -271,7 +271,7 @@ def sample_items(items, max_items_per_user: int, rng: np.random.Generator,
     if len(items) <= max_items_per_user:
         return items
     chosen = rng.choice(len(items), size=max_items_per_user, replace=False)
-    return [items[i] for i in chosen]
+    return [items[i] for i in chosen.tolist()]  # Python ints index a list faster
 
 
 class _SampleItemsFn(beam.DoFn):
@@ -323,7 +323,7 @@ class SampleEachUser(beam.PTransform):
 
 
 class SampleItemsPerUser(beam.PTransform):
-    """Pairs and/or per-user records → (user_id, tuple of ≤ Δ0 distinct items sampled uniformly).
+    """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items sampled uniformly).
 
     A user may arrive in several elements (rows, pairs, or windows re-merged
     into the global one): first they are checked and merged per user

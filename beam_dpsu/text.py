@@ -38,6 +38,10 @@ class Tokenizer:
             text = _URL.sub(" ", text)
         if self.strip_markup:
             text = _MARKUP.sub(" ", text)
+        if self.lowercase and text.isascii():
+            # One C call instead of one per token: on ASCII text lower-casing
+            # maps letters to letters, so the tokens are the same.
+            return _WORD.findall(text.lower())
         tokens = _WORD.findall(text)
         if self.lowercase:
             tokens = [t.lower() for t in tokens]

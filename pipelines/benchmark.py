@@ -134,15 +134,14 @@ def prepare(argv):
 
 def read_only_pipeline(pipeline, job: str, job_args, count_path: str) -> None:
     """Read, parse and tokenise every record; write the number of (user, item) pairs."""
-    from pipelines.inputs import ReadDocuments, ReadUserItems
+    from pipelines.inputs import ReadDocuments, ReadUserItems, items_of
     read = ReadUserItems if job == "vocabulary" else ReadDocuments
     tokenizer = cli.tokenizer_from_args(job_args)
     _ = (pipeline
          | "Read" >> read(job_args.input, job_args.format, job_args.user_field,
                           job_args.text_field, tokenizer, job_args.skip_header_lines,
                           files=job_args.files)
-         | "PairsPerRecord" >> beam.Map(
-             lambda e: 1 if isinstance(e[1], (str, bytes)) else len(e[1]))
+         | "PairsPerRecord" >> beam.Map(lambda e: len(items_of(e[1])))
          | "SumPairs" >> beam.CombineGlobally(sum)
          | "Write" >> beam.io.WriteToText(count_path, shard_name_template=""))
 

@@ -51,7 +51,7 @@ from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
-from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
+from pipelines.inputs import FORMATS, ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluate"
 EVALUATION_NOTE = (
@@ -138,15 +138,17 @@ def check_plotting() -> None:
 
 
 def build_cache(args, options, cache_dir: str) -> None:
-    """Reads and tokenises the input once: one JSON line [user, [items…]] per user."""
+    """Reads and tokenises the input once: one JSON line [user, [items…]] per user
+    (each row read as one record, grouped by user)."""
     tokenizer = cli.tokenizer_from_args(args)
     with beam.Pipeline(options=options) as p:
         _ = (p
-             | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                        args.text_field, tokenizer, args.skip_header_lines,
-                                        files=args.files)
+             | "ReadUserItems" >> ReadUserItems(args.input, args.format, args.user_field,
+                                                args.text_field, tokenizer,
+                                                args.skip_header_lines, files=args.files)
              | "GroupByUser" >> beam.GroupByKey()
-             | "AsJson" >> beam.MapTuple(lambda user, items: json.dumps([user, list(items)]))
+             | "AsJson" >> beam.MapTuple(lambda user, records: json.dumps(
+                 [user, [item for record in records for item in items_of(record)]]))
              | "WriteCache" >> beam.io.WriteToText(os.path.join(cache_dir, "users"),
                                                    file_name_suffix=".jsonl"))
 
@@ -155,14 +157,11 @@ def _cache_files(cache_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(cache_dir, "users-*.jsonl")))
 
 
-def read_cache_pairs(p, cache_dir: str):
-    def pairs(line):
-        user, items = json.loads(line)
-        return ((user, item) for item in items)
-
+def read_cache_records(p, cache_dir: str):
+    """The cache as (user, items) records, one per user (what SelectItems takes)."""
     return (p
             | "ReadCache" >> beam.io.ReadFromText(os.path.join(cache_dir, "users-*.jsonl"))
-            | "AsPairs" >> beam.FlatMap(pairs))
+            | "AsRecords" >> beam.Map(lambda line: tuple(json.loads(line))))
 
 
 def count_users(cache_dir: str) -> int:
@@ -191,7 +190,7 @@ def run_trial(options, cache_dir: str, mechanism, budget, out_prefix: str,
     """One fresh-randomness run; returns (released items, wall seconds)."""
     start = time.perf_counter()
     with beam.Pipeline(options=options) as p:
-        _ = (read_cache_pairs(p, cache_dir)
+        _ = (read_cache_records(p, cache_dir)
              | "SelectItems" >> SelectItems(mechanism, budget, hot_key_fanout=hot_key_fanout)
              | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
     seconds = time.perf_counter() - start

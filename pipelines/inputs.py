@@ -52,7 +52,7 @@ from beam_dpsu.text import Tokenizer
 __all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "InputFormatError",
            "check_input_exists", "infer_format", "inspect_input", "record_parser",
            "parse_pairs", "parse_csv", "parse_jsonl", "parse_text", "parse_msnbc",
-           "ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments"]
+           "ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments", "items_of"]
 
 FORMATS = ("pairs", "csv", "jsonl", "text")
 DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc")
@@ -443,6 +443,12 @@ class ReadUserTexts(beam.PTransform):
     def expand(self, pbegin):
         return pbegin | "ReadFiles" >> _ReadFiles(self._pattern, self._parse, self._files,
                                                   self._log_records)
+
+
+def items_of(value) -> list:
+    """The items in field 1 of what ``ReadUserItems`` gives: one item (a pairs file's
+    line) or a row's tokens."""
+    return [value] if isinstance(value, (str, bytes)) else list(value)
 
 
 class ReadUserItems(beam.PTransform):

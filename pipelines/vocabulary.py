@@ -32,7 +32,7 @@ from beam_dpsu import configs  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
-from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems  # noqa: E402
+from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems, items_of  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
@@ -99,12 +99,6 @@ def with_public_counts(pipeline, args, mechanism, tokenizer):
                                max_items_per_user=args.max_items_per_user)
 
 
-def _items_of(element) -> list:
-    """The items of a (user, item) pair or a (user, items) record."""
-    value = element[1]
-    return [value] if isinstance(value, (str, bytes)) else list(value)
-
-
 class InputStats(beam.PTransform):
     """(user, item) pairs and/or (user, items) records → one dict of raw counts: users,
     pairs (item occurrences), distinct items.
@@ -115,13 +109,13 @@ class InputStats(beam.PTransform):
 
     def expand(self, elements):
         count = beam.combiners.Count.Globally
-        n_pairs = (elements | "PairsPerElement" >> beam.Map(lambda e: len(_items_of(e)))
+        n_pairs = (elements | "PairsPerElement" >> beam.Map(lambda e: len(items_of(e[1])))
                    | "SumPairs" >> beam.CombineGlobally(sum))
         # Users holding at least one item (a row without tokens adds no user).
-        n_users = (elements | "NonEmpty" >> beam.Filter(lambda e: len(_items_of(e)) > 0)
+        n_users = (elements | "NonEmpty" >> beam.Filter(lambda e: len(items_of(e[1])) > 0)
                    | "Users" >> beam.Keys() | "DistinctUsers" >> beam.Distinct()
                    | "CountUsers" >> count())
-        n_items = (elements | "Items" >> beam.FlatMap(_items_of)
+        n_items = (elements | "Items" >> beam.FlatMap(lambda e: items_of(e[1]))
                    | "DistinctItems" >> beam.Distinct() | "CountItems" >> count())
         return (elements.pipeline
                 | "Seed" >> beam.Create([None])

@@ -3,8 +3,10 @@
 import io
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from beam_dpsu.text import Tokenizer, tokenize
+from beam_dpsu.text import _MARKUP, _URL, _WORD, Tokenizer, tokenize
 from pipelines.inputs import (InputFormatError, parse_csv, parse_jsonl, parse_pairs,
                               parse_text)
 
@@ -23,6 +25,16 @@ def test_tokenize_options_and_unicode():
     assert Tokenizer(strip_urls=False)("http://a.b") == ["http", "a", "b"]
     with pytest.raises(TypeError, match="text must be str, got int"):
         tokenize(3)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abcXYZ09 _'’.,<>/:-İßΣé\n\t")), max_size=60))
+def test_the_ascii_fast_path_gives_the_tokens_of_per_token_lower_casing(text):
+    # Lower-casing a whole ASCII text before splitting is one C call; the
+    # tokens must be those of splitting first and lower-casing each token
+    # (on non-ASCII text the two differ, e.g. 'İ', so that keeps the slow path).
+    reference = [t.lower() for t in _WORD.findall(_MARKUP.sub(" ", _URL.sub(" ", text)))]
+    assert tokenize(text) == reference
 
 
 def test_parse_pairs():

@@ -24,7 +24,7 @@ def block_index(word: str) -> int:
 
 
 def test_readme_has_the_blocks_tested_here():
-    assert len(python_blocks()) == 4
+    assert len(python_blocks()) == 5
 
 
 def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
@@ -34,6 +34,15 @@ def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
     # "cat" (51 users) is released with probability 1 − Φ(−17) ≈ 1; "dog" (one user)
     # with probability Φ((0.707 − 11.73)/2.24) < 1e-6: this fails by chance < 1e-6.
     assert out[1:] == ["cat"]
+
+
+def test_records_block_releases_the_common_items(capsys):
+    out = run_block(block_index("One element per review"), capsys)
+    # 300 users hold each common item (weight 150 against σ = 1 and ρ ≈ 6.7);
+    # 'rare' and 'word' are ann's alone: one of them is released with
+    # probability ≤ δ = 1e-7 (the threshold's guarantee), so this fails by
+    # chance < 1e-6.
+    assert out.strip() == "['a', 'cat', 'film', 'good']"
 
 
 def test_ngram_block_prints_the_sorted_ngrams(capsys):
