@@ -43,6 +43,7 @@ __all__ = [
     "MergeItemCounts",
     "ItemCountsPerUser",
     "sample_items",
+    "sample_user_items",
     "SampleItemsPerUser",
     "BoundContributions",
 ]
@@ -274,6 +275,17 @@ def sample_items(items, max_items_per_user: int, rng: np.random.Generator,
     return [items[i] for i in chosen.tolist()]  # Python ints index a list faster
 
 
+def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator,
+                      seed: int | None = None, salt: str = "") -> list:
+    """One user's uniform sample of ≤ Δ0 distinct items: from ``rng`` (OS entropy), or,
+    seeded (tests only), from a generator derived from (seed, salt, user id), so the
+    sample does not depend on which worker or bundle the user lands in."""
+    if seed is None:
+        return sample_items(items, max_items_per_user, rng)
+    return sample_items(items, max_items_per_user,
+                        noise.derived_rng(seed, "sample", salt, user_id), ordered=True)
+
+
 class _SampleItemsFn(beam.DoFn):
 
     def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
@@ -289,13 +301,8 @@ class _SampleItemsFn(beam.DoFn):
         user_id, items = user_record
         if not items:  # a user holding nothing contributes nothing
             return
-        if self._seed is None:
-            sampled = sample_items(items, self._max_items, self._rng)
-        else:
-            sampled = sample_items(items, self._max_items,
-                                   noise.derived_rng(self._seed, "sample", self._salt, user_id),
-                                   ordered=True)
-        yield user_id, tuple(sampled)
+        yield user_id, tuple(sample_user_items(user_id, items, self._max_items, self._rng,
+                                               self._seed, self._salt))
 
 
 class SampleEachUser(beam.PTransform):

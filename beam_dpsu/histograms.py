@@ -19,15 +19,18 @@ import apache_beam as beam
 from beam_dpsu import policies
 from beam_dpsu.windowing import in_global_window, require_global_window
 
-__all__ = ["PARTIAL_HISTOGRAM_KEYS", "WeightedHistogram"]
+__all__ = ["PARTIAL_HISTOGRAM_KEYS", "PartialHistogramFn", "WeightedHistogram"]
 
 # The most (user size, item) counts a bundle's partial histogram holds before
 # it is flushed (about 100 bytes each in Python: ~25 MB per worker thread).
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
 
 
-class _PartialHistogramFn(beam.DoFn):
-    """Sums the users of a bundle into one partial histogram, emitted per item."""
+class PartialHistogramFn(beam.DoFn):
+    """Sums the users of a bundle into one partial histogram, emitted per item.
+
+    Internal: ``WeightedHistogram``'s step, and the base of DPNE's block sums.
+    """
 
     def __init__(self, item_weight: Callable[[int], float], max_keys: int):
         self._item_weight = item_weight
@@ -89,5 +92,5 @@ class WeightedHistogram(beam.PTransform):
             sum_per_item = sum_per_item.with_hot_key_fanout(self._fanout)
         return (user_items
                 | "SumUsersPerBundle" >> beam.ParDo(
-                    _PartialHistogramFn(self._item_weight, self._max_keys))
+                    PartialHistogramFn(self._item_weight, self._max_keys))
                 | "SumPerItem" >> sum_per_item)

@@ -26,6 +26,7 @@ whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²), σ* being the analytic Gaussi
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import typing
@@ -38,11 +39,11 @@ from scipy import special
 from beam_dpsu import accounting, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.bounding import (InvalidRecordError, MergeItemCounts, SampleEachUser,
-                                canonical_user_id)
+                                canonical_user_id, sample_user_items)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
-from beam_dpsu.histograms import WeightedHistogram
-from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, is_valid, kgrams_of
+from beam_dpsu.histograms import PARTIAL_HISTOGRAM_KEYS, PartialHistogramFn, WeightedHistogram
+from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
@@ -73,6 +74,10 @@ def check_document(record):
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
         raise InvalidRecordError(
             f"tokens (field 1) must be a sequence of str, got a {type(tokens).__name__}")
+    # The common case in C calls: plain str tokens, none empty and none with
+    # whitespace, exactly when splitting them joined by spaces gives them back.
+    if set(map(type, tokens)) <= {str} and " ".join(tokens).split() == list(tokens):
+        return user_id, tuple(tokens)
     for position, t in enumerate(tokens):
         if not isinstance(t, str) or not t:
             raise InvalidRecordError(
@@ -115,19 +120,68 @@ def _gaussian(budget, sigma: float, threshold: float, threshold_delta: float, so
                        budget=budget, source=source, cutoff=cutoff)
 
 
-class _ValidKgramsPerUser(beam.DoFn):
-    """(user, documents) → (user, distinct valid k-grams), or nothing if none."""
+# Users per element in the levels: a level's per-user work (its items, the
+# sample, the weights) runs as a plain Python loop over a block of users,
+# not as one Beam element per user and step (MSNBC has a million users).
+USERS_PER_BLOCK = 1024
 
-    def __init__(self, k: int, pruning: str):
-        self._k = k
-        self._pruning = pruning
 
-    def process(self, user_docs, previous, unigrams):
-        user_id, docs = user_docs
-        valid = {g for doc in docs for g in kgrams_of(doc, self._k)
-                 if is_valid(g, previous, unigrams, self._pruning)}
-        if valid:
-            yield user_id, tuple(valid)
+def _distinct_tokens(docs) -> list:
+    """Level 1: a user's distinct tokens."""
+    return list({t for doc in docs for t in doc})
+
+
+def _valid_kgrams(k: int, pruning: str, docs, previous, unigrams) -> list:
+    """Level k ≥ 2: a user's distinct valid k-grams (``kgrams.is_valid``, inlined).
+
+    A k-gram at position i is valid when its prefix, the (k−1)-gram at i, was
+    released and (``both``) so was its suffix, the (k−1)-gram at i + 1, or
+    (``single``) its last token.
+    """
+    valid = set()
+    for doc in docs:
+        n = len(doc) - k + 1
+        if n <= 0:
+            continue
+        released = [doc[i:i + k - 1] in previous for i in range(n + 1)]
+        for i in range(n):
+            if released[i] and (released[i + 1] if pruning == "both"
+                                 else (doc[i + k - 1],) in unigrams):
+                valid.add(doc[i:i + k])
+    return list(valid)
+
+
+class _BlockHistogramFn(PartialHistogramFn):
+    """Blocks of (user, documents) → partial sums of the users' weighted level items.
+
+    For each user of a block: its items at this level (``items_of(docs,
+    *side inputs)``), sampled to Δ_k (``bounding.sample_user_items``, the same
+    draws as ``SampleEachUser``), each weighted 1/√|sample| and summed into the
+    bundle's partial histogram (``WeightedHistogram``'s, flushed the same way).
+    The input has one element per user before blocking (after the
+    ``GroupByKey``), so each user is bounded once.
+    """
+
+    def __init__(self, items_of, max_items: int, seed, salt: str):
+        super().__init__(policies.weighted_gaussian_weight, PARTIAL_HISTOGRAM_KEYS)
+        self._items_of = items_of
+        self._max_items = max_items
+        self._seed = seed
+        self._salt = salt
+        self._rng = None
+
+    def setup(self):
+        self._rng = noise.os_rng()
+
+    def process(self, block, *side_inputs):
+        items_of, partial = self._items_of, self._partial
+        for user_id, docs in block:
+            items = items_of(docs, *side_inputs)
+            if items:
+                partial.add(sample_user_items(user_id, items, self._max_items, self._rng,
+                                              self._seed, self._salt))
+        if partial.entries >= self._max_keys:
+            yield from self._flush()
 
 
 class _LevelThresholdFn(BatchedDecisionFn):
@@ -293,24 +347,28 @@ class ExtractNgrams(beam.PTransform):
             report["seeded_note"] = SEEDED_NOTE
         return report
 
-    def _level1(self, user_docs):
-        tokens = user_docs | "Level1/DistinctTokens" >> beam.MapTuple(
-            lambda user, docs: (user, tuple({t for doc in docs for t in doc})))
-        sampled = tokens | "Level1/SampleItemsPerUser" >> SampleEachUser(
-            self.max_items[0], self.seed, "level1")
+    def _level1(self, user_docs, user_blocks):
         if self.level1 == "policy-gaussian":
+            # A sequential policy visits users one by one, in keyed-hash order.
             key = run_order_key(self.seed)
-            histogram = sampled | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
-                policies.l2_descent, self.level1_calibration.cutoff, key)
+            histogram = (user_docs
+                         | "Level1/DistinctTokens" >> beam.MapTuple(
+                             lambda user, docs: (user, tuple(_distinct_tokens(docs))))
+                         | "Level1/SampleItemsPerUser" >> SampleEachUser(
+                             self.max_items[0], self.seed, "level1")
+                         | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
+                             policies.l2_descent, self.level1_calibration.cutoff, key))
         else:
-            histogram = sampled | "Level1/WeightedHistogram" >> WeightedHistogram(
-                policies.weighted_gaussian_weight)
+            histogram = (user_blocks
+                         | "Level1/SumUsersPerBundle" >> beam.ParDo(_BlockHistogramFn(
+                             _distinct_tokens, self.max_items[0], self.seed, "level1"))
+                         | "Level1/SumPerItem" >> beam.CombinePerKey(sum))
         return (histogram
                 | "Level1/NoisyThreshold" >> NoisyThreshold(self.level1_calibration, self.seed,
                                                             "level1")
                 | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any))
 
-    def _level(self, k: int, user_docs, previous, unigrams):
+    def _level(self, k: int, user_blocks, previous, unigrams):
         """Level k ≥ 2: returns (released k-grams, DP-safe stats, raw stats or None)."""
         L = f"Level{k}"
         sigma, max_items = self.sigmas[k - 1], self.max_items[k - 1]
@@ -318,13 +376,12 @@ class ExtractNgrams(beam.PTransform):
         keyed = lambda pc, name: beam.pvalue.AsDict(  # noqa: E731
             pc | f"{L}/{name}AsKeys" >> beam.Map(lambda g: (g, None)))
         # First the users' valid k-grams, sampled to Δ_k and summed.
-        histogram = (user_docs
-                     | f"{L}/ValidKgrams" >> beam.ParDo(
-                         _ValidKgramsPerUser(k, self.pruning),
+        histogram = (user_blocks
+                     | f"{L}/SumUsersPerBundle" >> beam.ParDo(
+                         _BlockHistogramFn(functools.partial(_valid_kgrams, k, self.pruning),
+                                           max_items, self.seed, L),
                          keyed(previous, "Previous"), keyed(unigrams, "Unigrams"))
-                     | f"{L}/SampleItemsPerUser" >> SampleEachUser(max_items, self.seed, L)
-                     | f"{L}/WeightedHistogram" >> WeightedHistogram(
-                         policies.weighted_gaussian_weight))
+                     | f"{L}/SumPerItem" >> beam.CombinePerKey(sum))
         # Then ρ_k from |S_{k−1}| and the exact |V_k|.
         n_previous = previous | f"{L}/CountPrevious" >> count()
         n_valid = previous | f"{L}/CountValid" >> _CountValidKgrams(self.pruning, unigrams)
@@ -385,13 +442,15 @@ class ExtractNgrams(beam.PTransform):
                      | "CheckDocuments" >> beam.Map(check_document)
                      | "DocumentsPerUser" >> beam.GroupByKey()
                      | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
+        user_blocks = user_docs | "UserBlocks" >> beam.BatchElements(
+            min_batch_size=USERS_PER_BLOCK, max_batch_size=USERS_PER_BLOCK)
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
-        unigrams = self._level1(user_docs)
+        unigrams = self._level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]
         all_stats, all_raw = [], []
         previous = unigrams
         for k in range(2, self.max_n + 1):
-            previous, level_stats, raw = self._level(k, user_docs, previous, unigrams)
+            previous, level_stats, raw = self._level(k, user_blocks, previous, unigrams)
             self.released_per_level.append(previous)
             all_stats.append(level_stats)
             all_raw.append(raw)

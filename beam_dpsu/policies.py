@@ -63,7 +63,6 @@ The Beam histogram transforms and the property tests call the same functions.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import Counter
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
@@ -147,7 +146,12 @@ class WeightedHistogramBuilder:
         if users is None:
             users = self._users_by_size[len(distinct)] = Counter()
         before = len(users)
-        users.update(distinct.keys())
+        if len(distinct) > 8:
+            users.update(distinct.keys())  # a C loop
+        else:  # a few items: cheaper than Counter.update's own checks
+            get = users.get
+            for item in distinct:
+                users[item] = get(item, 0) + 1
         self.entries += len(users) - before
 
     def histogram(self) -> dict:
@@ -309,12 +313,20 @@ def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items
     ``tie_key(item)`` (a keyed hash), which depends on the item alone, never
     on the histogram.
     """
-    # The item's canonical bytes end the key, so the order is total even on a
-    # 64-bit hash collision and never falls back to the dict's order.
+    # The order is by (count, tie key, canonical bytes of the item): total even
+    # on a 64-bit hash collision, never the dict's order. The bytes are only
+    # computed when (count, tie key) ties near the top (a collision, or a
+    # constant tie key): a C-level sort of the rest is the GW hot path.
     if public_counts is None:
-        def priority(u):
-            return (-counts[u], tie_key(u), canonical_bytes(u))
+        ranked = [(-c, tie_key(u), u) for u, c in counts.items()]
     else:
-        def priority(u):
-            return (-public_counts.get(u, 1), tie_key(u), canonical_bytes(u))
-    return heapq.nsmallest(max_items_per_user, counts, key=priority)
+        ranked = [(-public_counts.get(u, 1), tie_key(u), u) for u in counts]
+    ranked.sort(key=_count_and_tie)
+    top = ranked[:max_items_per_user + 1]
+    if any(a[:2] == b[:2] for a, b in zip(top, top[1:])):
+        ranked.sort(key=lambda r: (r[0], r[1], canonical_bytes(r[2])))
+    return [r[2] for r in ranked[:max_items_per_user]]
+
+
+def _count_and_tie(ranked_item: tuple) -> tuple:
+    return ranked_item[:2]

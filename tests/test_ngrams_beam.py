@@ -3,12 +3,14 @@
 import apache_beam as beam
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
 from beam_dpsu.kgrams import ValidKgramSampler
-from beam_dpsu.ngrams import ExtractNgrams, NgramsByDPSU
+from beam_dpsu.ngrams import ExtractNgrams, NgramsByDPSU, check_document
 
 
 def phrase_corpus(n_users=300, seed=0):
@@ -159,3 +161,19 @@ def test_exact_valid_count_by_beam_join_equals_brute_force(seed, pruning):
         uni_pc = p | "Unigrams" >> beam.Create(unigrams)
         counted = prev_pc | _CountValidKgrams(pruning, uni_pc)
         assert_that(counted, equal_to([brute]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["a", "b", "", " ", "a b", "c\t", "\u2003", "é"]),
+                          st.integers(0, 3), st.sampled_from([np.str_("a"), b"a"])),
+                max_size=6).map(tuple))
+def test_check_document_accepts_exactly_non_empty_str_tokens_without_whitespace(tokens):
+    # The fast path (one join and split) must agree with the per-token rule.
+    ok = all(isinstance(t, str) and t and not any(c.isspace() for c in t) for t in tokens)
+    if ok:
+        user, checked = check_document(("u", tokens))
+        assert checked == tuple(str(t) for t in tokens)
+        assert all(type(t) is str for t in checked)
+    else:
+        with pytest.raises(InvalidRecordError, match=r"^token \d+ of a document \(field 1\)"):
+            check_document(("u", tokens))
