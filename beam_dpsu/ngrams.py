@@ -151,20 +151,30 @@ def _valid_kgrams(k: int, pruning: str, docs, previous, unigrams) -> list:
     return list(valid)
 
 
-class _BlockHistogramFn(PartialHistogramFn):
-    """Blocks of (user, documents) → partial sums of the users' weighted level items.
+def _block_by_longest_document(users: list) -> list:
+    """A block of (user, documents) as (user, documents, longest document's length),
+    longest first, so a level k can stop at the first user with no k-gram."""
+    block = [(user, docs, max(map(len, docs), default=0)) for user, docs in users]
+    block.sort(key=lambda user: -user[2])
+    return block
 
-    For each user of a block: its items at this level (``items_of(docs,
-    *side inputs)``), sampled to Δ_k (``bounding.sample_user_items``, the same
-    draws as ``SampleEachUser``), each weighted 1/√|sample| and summed into the
-    bundle's partial histogram (``WeightedHistogram``'s, flushed the same way).
-    The input has one element per user before blocking (after the
+
+class _BlockHistogramFn(PartialHistogramFn):
+    """Blocks of (user, documents, longest) → partial sums of the users' weighted level items.
+
+    For each user of a block with a document of at least ``min_length``
+    tokens: its items at this level (``items_of(docs, *side inputs)``),
+    sampled to Δ_k (``bounding.sample_user_items``, the same draws as
+    ``SampleEachUser``), each weighted 1/√|sample| and summed into the
+    bundle's partial histogram (``WeightedHistogram``'s, flushed the same
+    way). The input has one element per user before blocking (after the
     ``GroupByKey``), so each user is bounded once.
     """
 
-    def __init__(self, items_of, max_items: int, seed, salt: str):
+    def __init__(self, items_of, min_length: int, max_items: int, seed, salt: str):
         super().__init__(policies.weighted_gaussian_weight, PARTIAL_HISTOGRAM_KEYS)
         self._items_of = items_of
+        self._min_length = min_length
         self._max_items = max_items
         self._seed = seed
         self._salt = salt
@@ -174,12 +184,16 @@ class _BlockHistogramFn(PartialHistogramFn):
         self._rng = noise.os_rng()
 
     def process(self, block, *side_inputs):
-        items_of, partial = self._items_of, self._partial
-        for user_id, docs in block:
+        items_of, partial, max_items = self._items_of, self._partial, self._max_items
+        for user_id, docs, longest in block:
+            if longest < self._min_length:
+                break  # the block is sorted: no later user has an item here
             items = items_of(docs, *side_inputs)
+            if len(items) > max_items or (items and self._seed is not None):
+                items = sample_user_items(user_id, items, max_items, self._rng, self._seed,
+                                          self._salt)
             if items:
-                partial.add(sample_user_items(user_id, items, self._max_items, self._rng,
-                                              self._seed, self._salt))
+                partial.add(items)
         if partial.entries >= self._max_keys:
             yield from self._flush()
 
@@ -361,7 +375,7 @@ class ExtractNgrams(beam.PTransform):
         else:
             histogram = (user_blocks
                          | "Level1/SumUsersPerBundle" >> beam.ParDo(_BlockHistogramFn(
-                             _distinct_tokens, self.max_items[0], self.seed, "level1"))
+                             _distinct_tokens, 1, self.max_items[0], self.seed, "level1"))
                          | "Level1/SumPerItem" >> beam.CombinePerKey(sum))
         return (histogram
                 | "Level1/NoisyThreshold" >> NoisyThreshold(self.level1_calibration, self.seed,
@@ -379,7 +393,7 @@ class ExtractNgrams(beam.PTransform):
         histogram = (user_blocks
                      | f"{L}/SumUsersPerBundle" >> beam.ParDo(
                          _BlockHistogramFn(functools.partial(_valid_kgrams, k, self.pruning),
-                                           max_items, self.seed, L),
+                                           k, max_items, self.seed, L),
                          keyed(previous, "Previous"), keyed(unigrams, "Unigrams"))
                      | f"{L}/SumPerItem" >> beam.CombinePerKey(sum))
         # Then ρ_k from |S_{k−1}| and the exact |V_k|.
@@ -442,8 +456,10 @@ class ExtractNgrams(beam.PTransform):
                      | "CheckDocuments" >> beam.Map(check_document)
                      | "DocumentsPerUser" >> beam.GroupByKey()
                      | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
-        user_blocks = user_docs | "UserBlocks" >> beam.BatchElements(
-            min_batch_size=USERS_PER_BLOCK, max_batch_size=USERS_PER_BLOCK)
+        user_blocks = (user_docs
+                       | "UserBlocks" >> beam.BatchElements(
+                           min_batch_size=USERS_PER_BLOCK, max_batch_size=USERS_PER_BLOCK)
+                       | "LongestFirst" >> beam.Map(_block_by_longest_document))
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
         unigrams = self._level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]
