@@ -205,6 +205,9 @@ def _released_item(item, ngrams: bool):
         if not ngrams:
             raise InvalidRecordError("a released item is an n-gram (a tuple): count n-grams "
                                      "with CountReleased(..., ngrams=True)")
+        if not item or not all(isinstance(token, str) and token for token in item):
+            raise InvalidRecordError("a released n-gram must be a non-empty tuple of "
+                                     "non-empty str")
         return tuple(str(token) for token in item)
     if isinstance(item, (str, bytes)):
         if ngrams:

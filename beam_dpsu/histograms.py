@@ -69,8 +69,8 @@ class WeightedHistogram(beam.PTransform):
       hot_key_fanout: if set, spreads each item's partial sums over this many
         intermediate keys before the final sum, which balances the Zipf head
         (a few items held by most users) across workers on large runners.
-      max_partial_keys: the most items a bundle's partial histogram holds
-        before it is flushed downstream (bounds a worker's memory).
+      max_partial_keys: the most (user size, item) counts a bundle's partial
+        histogram holds before it is flushed downstream (bounds a worker's memory).
     """
 
     def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None,

@@ -48,7 +48,7 @@ from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
-from beam_dpsu.windowing import require_global_window
+from beam_dpsu.windowing import in_global_window, require_global_window
 
 __all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "LEVEL1_POLICIES", "BASELINES"]
 
@@ -230,7 +230,9 @@ class _SpuriousFn(beam.DoFn):
         p = float(special.ndtr(-rho / self._sigma)) if math.isfinite(rho) else 0.0
         n = int(rng.binomial(n_valid - len(support), p)) if n_valid > len(support) else 0
         sampler = ValidKgramSampler(previous, unigrams, self._pruning)
-        yield from sampler.sample(n, support, rng)
+        # Stamped like the k-grams released from users' weight, so nothing
+        # about an output tells whether it was spurious (DESIGN §4.6).
+        yield from map(in_global_window, sampler.sample(n, support, rng))
 
 
 class _CountValidKgrams(beam.PTransform):

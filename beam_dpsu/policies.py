@@ -139,6 +139,9 @@ class WeightedHistogramBuilder:
 
     def add(self, items: Iterable[Hashable]) -> None:
         """Adds one user's distinct items (duplicates count once)."""
+        if isinstance(items, (str, bytes)):  # one item, not a user's items
+            raise TypeError(f"a user's items must be a collection of items, got a "
+                            f"{type(items).__name__}")
         distinct = dict.fromkeys(items)
         if not distinct:
             return

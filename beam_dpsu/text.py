@@ -33,7 +33,7 @@ class Tokenizer:
 
     def __call__(self, text: str) -> list[str]:
         if not isinstance(text, str):
-            raise TypeError(f"text must be str, got {type(text).__name__}: {text!r:.100}")
+            raise TypeError(f"text must be str, got {type(text).__name__}")
         if self.strip_urls:
             text = _URL.sub(" ", text)
         if self.strip_markup:

@@ -222,7 +222,8 @@ def _benchmark(job, workdir: str) -> str:
 
     read_wall, read_median, read_rss, _ = _measure(args.repeats, read_once)
     pairs = pairs_box["pairs"]
-    cli.progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB)")
+    cli.progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB; "
+                 "non-private figures, for evaluation only)")
     _emit(args, {"job": args.job, "mechanism": "read-only", "code": "read-only",
                  "pairs": pairs, "wall_seconds": round(read_wall, 2),
                  "median_seconds": round(read_median, 2), "ratio_to_read": 1.0,

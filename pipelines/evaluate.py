@@ -139,7 +139,7 @@ def check_plotting() -> None:
 
 def build_cache(args, options, cache_dir: str) -> None:
     """Reads and tokenises the input once: one JSON line [user, [items…]] per user
-    (each row read as one record, grouped by user)."""
+    holding items (each row read as one record, grouped by user)."""
     tokenizer = cli.tokenizer_from_args(args)
     with beam.Pipeline(options=options) as p:
         _ = (p
@@ -147,8 +147,10 @@ def build_cache(args, options, cache_dir: str) -> None:
                                                 args.text_field, tokenizer,
                                                 args.skip_header_lines, files=args.files)
              | "GroupByUser" >> beam.GroupByKey()
-             | "AsJson" >> beam.MapTuple(lambda user, records: json.dumps(
-                 [user, [item for record in records for item in items_of(record)]]))
+             | "UserItems" >> beam.MapTuple(lambda user, records: (
+                 user, [item for record in records for item in items_of(record)]))
+             | "HoldingItems" >> beam.Filter(lambda user_items: len(user_items[1]) > 0)
+             | "AsJson" >> beam.Map(json.dumps)
              | "WriteCache" >> beam.io.WriteToText(os.path.join(cache_dir, "users"),
                                                    file_name_suffix=".jsonl"))
 

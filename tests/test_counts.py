@@ -286,6 +286,13 @@ def test_ngrams_are_counted_with_ngrams_true_and_a_mix_up_is_refused():
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
                  | CountReleased(p | "Released" >> beam.Create(["new"]), EXACT, 5, ngrams=True))
+    # Review finding: a released "n-gram" with non-str tokens was turned into
+    # strings and silently counted 0.
+    with pytest.raises(InvalidRecordError, match=r"released n-gram must be a non-empty tuple"):
+        with TestPipeline() as p:
+            _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
+                 | CountReleased(p | "Released" >> beam.Create([("new", 1)]), EXACT, 5,
+                                 ngrams=True))
     with pytest.raises(InvalidRecordError, match=r"n-gram item \(field 1\) must be a non-empty "
                                                  r"tuple of non-empty str, got a str"):
         with TestPipeline() as p:

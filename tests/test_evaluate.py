@@ -103,3 +103,23 @@ def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
     code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1,-2",
                           "--delta", "1e-5", "--output", str(tmp_path / "o")])
     assert code == 2 and "epsilon must be a finite number > 0, got -2.0" in capsys.readouterr().err
+
+
+def test_the_cache_holds_only_users_holding_items(tmp_path):
+    # Review finding: a user whose rows tokenise to nothing was cached as
+    # [user, []] and counted in the summary's raw user count.
+    import os
+    from types import SimpleNamespace
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.evaluate import build_cache, count_users
+    path = tmp_path / "in.csv"
+    path.write_text("user,text\nu1,hello world\nu2,<br /> http://x.y ...\n", encoding="utf-8")
+    args = SimpleNamespace(input=str(path), format="csv", user_field="user", text_field="text",
+                           skip_header_lines=0, files=[str(path)], keep_case=False,
+                           keep_urls=False)
+    cache = tmp_path / "cache"
+    os.makedirs(cache)
+    build_cache(args, PipelineOptions([]), str(cache))
+    assert count_users(str(cache)) == 1

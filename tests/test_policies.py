@@ -141,4 +141,6 @@ def test_the_builder_counts_its_entries():
     builder.add(["a"])
     builder.add([])
     assert builder.entries == 3
+    with pytest.raises(TypeError, match="a user's items must be a collection of items, got a str"):
+        builder.add("cat")  # one item, which would be split into characters
     assert builder.histogram() == pytest.approx({"a": 2 / math.sqrt(2) + 1, "b": 2 / math.sqrt(2)})
