@@ -195,14 +195,8 @@ def run_prepared(job) -> str:
     args = job.args
     if args.read_only:
         return _run_read_only(job)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="beam_dpsu_benchmark_")
-    os.makedirs(workdir, exist_ok=True)
-    try:
+    with cli.scratch_folder(args.workdir, "beam_dpsu_benchmark_") as workdir:
         return _benchmark(job, workdir)
-    finally:
-        if not args.workdir:
-            import shutil
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _benchmark(job, workdir: str) -> str:

@@ -39,6 +39,7 @@ only with ``--non-private-stats``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import difflib
 import json
@@ -47,6 +48,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -615,6 +617,20 @@ class WriteJson(beam.PTransform):
         return (reports
                 | "ToJson" >> beam.Map(to_json)
                 | "WriteFile" >> beam.Map(lambda text: _write_file(text + "\n", path)))
+
+
+@contextlib.contextmanager
+def scratch_folder(folder: str | None, prefix: str):
+    """``folder`` (created if needed, and kept), or a temporary folder removed at the end."""
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        yield folder
+        return
+    temporary = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield temporary
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def read_json(path: str) -> dict:

@@ -37,10 +37,8 @@ import glob
 import json
 import math
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from types import SimpleNamespace
 
@@ -319,16 +317,8 @@ def prepare(argv):
 
 def run_prepared(job) -> str:
     args = job.args
-    if args.cache_dir:
-        os.makedirs(args.cache_dir, exist_ok=True)
-        work_dir = args.cache_dir
-    else:
-        work_dir = tempfile.mkdtemp(prefix="beam_dpsu_eval_")
-    try:
+    with cli.scratch_folder(args.cache_dir, "beam_dpsu_eval_") as work_dir:
         return _evaluate(job, work_dir)
-    finally:
-        if not args.cache_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _evaluate(job, work_dir: str) -> str:
