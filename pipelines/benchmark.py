@@ -91,6 +91,7 @@ def build_parser() -> cli.JobArgumentParser:
 def _split_argv(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv:
+        build_parser().parse_args(argv)  # --help, and the benchmark's own flags checked
         raise cli.UsageError("give the job's own flags after --, e.g. -- --input FILE "
                              "--rho 0.1 --delta 1e-5")
     i = argv.index("--")

@@ -1,0 +1,31 @@
+"""The benchmark job: the read-only pipeline and a job timed in fresh processes."""
+
+import json
+
+from pipelines import benchmark
+
+JOB = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field", "review",
+       "--rho", "0.1", "--delta", "1e-5", "--max-items-per-user", "20"]
+
+
+def test_benchmark_times_the_job_against_reading_and_labels_raw_figures(capsys, monkeypatch):
+    monkeypatch.chdir(benchmark.ROOT)
+    assert benchmark.main(["--job", "vocabulary", "--mechanisms", "weighted-gaussian",
+                           "--json", "--", *JOB]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    read, job = lines
+    assert read["mechanism"] == "read-only" and read["pairs"] == 448_001
+    assert job["mechanism"] == "weighted-gaussian" and job["code"] == "this"
+    assert job["pairs"] == read["pairs"] and job["released"] >= 0
+    # Both times are rounded to 0.01 s in the output.
+    assert abs(job["ratio_to_read"] - job["wall_seconds"] / read["wall_seconds"]) < 0.02
+    assert job["peak_mib"] > 0 and all(line["non_private"] for line in lines)
+
+
+def test_bad_benchmark_command_lines_fail_with_one_error_line(capsys):
+    assert benchmark.main(["--job", "vocabulary"]) == 2
+    assert capsys.readouterr().err.startswith("error: give the job's own flags after --")
+    assert benchmark.main(["--before", "/nonexistent", "--", *JOB]) == 2
+    assert "is not a checkout of this project" in capsys.readouterr().err
+    assert benchmark.main(["--", *JOB, "--output", "x"]) == 2
+    assert "leave --output out" in capsys.readouterr().err
