@@ -151,6 +151,35 @@ def _valid_kgrams(k: int, pruning: str, docs, previous, unigrams) -> list:
     return list(valid)
 
 
+class _UserBlocksFn(beam.DoFn):
+    """(user, documents) → blocks of up to ``size`` users, longest document first.
+
+    Not ``beam.BatchElements``: that logs how many elements it has batched,
+    which here is the number of users (DESIGN §4.6). Every block is stamped
+    like the other outputs (``in_global_window``).
+    """
+
+    def __init__(self, size: int):
+        self._size = size
+        self._block: list = []
+
+    def start_bundle(self):
+        self._block = []
+
+    def process(self, user_docs):
+        self._block.append(user_docs)
+        if len(self._block) >= self._size:
+            yield self._flush()
+
+    def finish_bundle(self):
+        if self._block:
+            yield self._flush()
+
+    def _flush(self):
+        block, self._block = self._block, []
+        return in_global_window(_block_by_longest_document(block))
+
+
 def _block_by_longest_document(users: list) -> list:
     """A block of (user, documents) as (user, documents, longest document's length),
     longest first, so a level k can stop at the first user with no k-gram."""
@@ -165,7 +194,8 @@ class _BlockHistogramFn(PartialHistogramFn):
     For each user of a block with a document of at least ``min_length``
     tokens: its items at this level (``items_of(docs, *side inputs)``),
     sampled to Δ_k (``bounding.sample_user_items``, the same draws as
-    ``SampleEachUser``), each weighted 1/√|sample| and summed into the
+    ``SampleEachUser``; an unseeded user within Δ_k keeps all its items
+    without a draw, as ``sample_items`` would), each weighted 1/√|sample| and summed into the
     bundle's partial histogram (``WeightedHistogram``'s, flushed the same
     way). The input has one element per user before blocking (after the
     ``GroupByKey``), so each user is bounded once.
@@ -458,10 +488,7 @@ class ExtractNgrams(beam.PTransform):
                      | "CheckDocuments" >> beam.Map(check_document)
                      | "DocumentsPerUser" >> beam.GroupByKey()
                      | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
-        user_blocks = (user_docs
-                       | "UserBlocks" >> beam.BatchElements(
-                           min_batch_size=USERS_PER_BLOCK, max_batch_size=USERS_PER_BLOCK)
-                       | "LongestFirst" >> beam.Map(_block_by_longest_document))
+        user_blocks = user_docs | "UserBlocks" >> beam.ParDo(_UserBlocksFn(USERS_PER_BLOCK))
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
         unigrams = self._level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]

@@ -213,6 +213,11 @@ class _TopItemsFn(beam.DoFn):
         self._ties = {}
 
     def _tie_key(self, item) -> int:
+        # Only plain str/bytes are cached: for them equality is identity of
+        # the canonical bytes, while 1, 1.0 and True are one dict key with
+        # three tie keys (a user's list would depend on who came first).
+        if type(item) is not str and type(item) is not bytes:
+            return stable_hash64(item, key=self._key)
         tie = self._ties.get(item)
         if tie is None:
             if len(self._ties) >= TIE_KEY_CACHE:

@@ -200,3 +200,30 @@ def test_held_and_spurious_ngrams_carry_one_timestamp():
         grams = p | beam.Create(docs) | extract
         stamps = grams | beam.ParDo(_Timestamp()) | beam.Distinct()
         assert_that(stamps, equal_to([GlobalWindow().max_timestamp().micros // 1000]))
+
+
+def test_blocking_users_logs_no_count_of_users(caplog):
+    # Review finding: beam.BatchElements logged "element_count=<users>" at
+    # INFO after each bundle (runners' workers log at INFO). The levels'
+    # blocks must not log anything that counts users.
+    import logging
+    docs = [(f"u{j}", ("a", "b", "c")) for j in range(37)]
+    with caplog.at_level(logging.INFO):
+        with TestPipeline() as p:
+            _ = p | beam.Create(docs) | ExtractNgrams(3, ZCDPBudget(1.0, 1e-5),
+                                                      max_items_per_user=5)
+    messages = [record.getMessage() for record in caplog.records]
+    assert not any("element_count" in m or "BatchElements" in m for m in messages), messages
+
+
+def test_users_are_blocked_once_each_longest_document_first():
+    from beam_dpsu.ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(3)
+    fn.start_bundle()
+    users = [(f"u{j}", (("a",) * (j % 4),)) for j in range(7)]
+    blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
+    values = [wv.value for wv in blocks]
+    assert [len(b) for b in values] == [3, 3, 1]
+    assert sorted(u for b in values for u, _, _ in b) == sorted(u for u, _ in users)
+    assert all([n for _, _, n in b] == sorted((n for _, _, n in b), reverse=True)
+               for b in values)

@@ -219,3 +219,21 @@ def test_gw_single_user_with_1000_items_releases_with_probability_at_most_delta(
     # ... and not far below it: the threshold is not wastefully high (fails by
     # chance w.p. < 1e-8 too).
     assert hits >= stats.binom.ppf(1e-8, n, budget.delta), hits
+
+
+def test_a_users_gw_list_does_not_depend_on_who_the_worker_saw_first():
+    # Review finding: the per-worker tie-key cache was keyed by equality, so
+    # 1, 1.0 and True shared an entry though their keyed hashes differ: user
+    # B's list changed after another user holding the int 1 was ordered.
+    from beam_dpsu.sequential import _TopItemsFn
+    key = b"k" * 32
+    z = next(f"z{i}" for i in range(1000)
+             if (stable_hash64(1.0, key=key) < stable_hash64(f"z{i}", key=key))
+             != (stable_hash64(1, key=key) < stable_hash64(f"z{i}", key=key)))
+    user_b = ("B", {1.0: 1, z: 1})
+    alone = _TopItemsFn(key, 1)
+    alone.setup()
+    shared = _TopItemsFn(key, 1)
+    shared.setup()
+    list(shared.process(("A", {1: 5})))
+    assert list(shared.process(user_b)) == list(alone.process(user_b))
