@@ -34,7 +34,6 @@ it: compare lines of one run only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics

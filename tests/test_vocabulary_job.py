@@ -216,10 +216,17 @@ def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
     assert code == 2 and "mechanism 'weighted-laplace' does not take ['rounds']" in err
 
 
+# The 60 users fill "common" up to the cutoff Γ = ρ + α·scale and stop, so it
+# is released unless the noise falls below −α·scale: with α = 3 that is
+# ½e^{−3} = 2.5% for Laplace (these tests failed by chance). α = 25 makes it
+# ½e^{−25} < 1e-10 (Laplace) and Φ(−25) < 1e-100 (Gaussian).
+SURE = ["--alpha", "25"]
+
+
 @pytest.mark.parametrize("args", [
-    ["--mechanism", "policy-laplace", "--alpha", "2"],
-    ["--mechanism", "policy-gaussian", "--shards", "2"],
-    ["--mechanism", "gw"],
+    ["--mechanism", "policy-laplace", *SURE],
+    ["--mechanism", "policy-gaussian", "--shards", "2", *SURE],
+    ["--mechanism", "gw", *SURE],
 ])
 def test_job_sequential_mechanisms(tmp_path, args):
     src = write_pairs(tmp_path / "pairs.csv",
@@ -237,7 +244,7 @@ def test_job_sequential_mechanisms(tmp_path, args):
 def test_job_gw_default_max_items(tmp_path):
     src = write_pairs(tmp_path / "pairs.csv", [f"user{u},common" for u in range(60)])
     out = tmp_path / "out"
-    assert vocabulary.main(["--input", src, "--format", "pairs", "--mechanism", "gw",
+    assert vocabulary.main(["--input", src, "--format", "pairs", "--mechanism", "gw", *SURE,
                             "--epsilon", "5", "--delta", "1e-6", "--output", str(out)]) == 0
     items, report = read_output(out)
     assert items == ["common"] and report["mechanism"]["max_items_per_user"] == 30
