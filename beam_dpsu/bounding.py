@@ -41,6 +41,7 @@ __all__ = [
     "check_pair",
     "item_counts",
     "MergeItemCounts",
+    "WholeItemCountsPerUser",
     "ItemCountsPerUser",
     "sample_items",
     "sample_user_items",
@@ -228,6 +229,20 @@ class MergeItemCounts(beam.PTransform):
     def expand(self, user_counts):
         require_global_window(user_counts, "MergeItemCounts")
         return user_counts | "MergePerUser" >> beam.CombinePerKey(_MergeItemCountsFn())
+
+
+class WholeItemCountsPerUser(beam.PTransform):
+    """Checked (user_id, item) pairs, each item taken whole → (user_id, {item: occurrences}).
+
+    For items that are tuples (n-grams), which ``ItemCountsPerUser`` would read
+    as records of items. The pairs must already be checked (user ids canonical).
+    """
+
+    def expand(self, pairs):
+        require_global_window(pairs, "WholeItemCountsPerUser")
+        return (pairs
+                | "AsItemCounts" >> beam.MapTuple(lambda user, item: (user, {item: 1}))
+                | "MergePerUser" >> MergeItemCounts())
 
 
 class ItemCountsPerUser(beam.PTransform):

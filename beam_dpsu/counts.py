@@ -41,8 +41,8 @@ import apache_beam as beam
 
 from beam_dpsu import __version__, noise
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
-from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, MergeItemCounts,
-                                SampleEachUser, check_pair)
+from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
+                                WholeItemCountsPerUser, check_pair)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.report import SEEDED_NOTE
 from beam_dpsu.thresholds import check_max_items
@@ -177,6 +177,12 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                     counts_share=share)
 
 
+def _is_ngram(value) -> bool:
+    """A non-empty tuple of non-empty str."""
+    return (isinstance(value, tuple) and bool(value)
+            and all(isinstance(token, str) and token for token in value))
+
+
 def check_ngram_pair(record):
     """A (user_id, n-gram) pair, the n-gram a non-empty tuple of non-empty str; raises otherwise.
 
@@ -187,8 +193,7 @@ def check_ngram_pair(record):
                  else f"a {type(record).__name__}")
         raise InvalidRecordError(f"expected a (user_id, n-gram) pair, got {shape}")
     gram = record[1]
-    if (not isinstance(gram, tuple) or not gram
-            or not all(isinstance(token, str) and token for token in gram)):
+    if not _is_ngram(gram):
         raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "
                                  f"non-empty str, got a {type(gram).__name__}")
     user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
@@ -205,7 +210,7 @@ def _released_item(item, ngrams: bool):
         if not ngrams:
             raise InvalidRecordError("a released item is an n-gram (a tuple): count n-grams "
                                      "with CountReleased(..., ngrams=True)")
-        if not item or not all(isinstance(token, str) and token for token in item):
+        if not _is_ngram(item):
             raise InvalidRecordError("a released n-gram must be a non-empty tuple of "
                                      "non-empty str")
         return tuple(str(token) for token in item)
@@ -322,12 +327,9 @@ class CountReleased(beam.PTransform):
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
         if ngrams:
-            # An n-gram is a tuple, so the pairs are counted here rather than by
-            # ItemCountsPerUser (which reads a tuple as a record of items).
             user_counts = (elements
                            | "ValidatePairs" >> beam.Map(check_ngram_pair)
-                           | "AsItemCounts" >> beam.MapTuple(lambda user, g: (user, {g: 1}))
-                           | "DedupePerUser" >> MergeItemCounts())
+                           | "DedupePerUser" >> WholeItemCountsPerUser())
         else:
             user_counts = elements | "DedupePerUser" >> ItemCountsPerUser(occurrences=False)
         user_items = (user_counts

@@ -38,7 +38,7 @@ from scipy import special
 
 from beam_dpsu import accounting, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
-from beam_dpsu.bounding import (InvalidRecordError, MergeItemCounts, SampleEachUser,
+from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, sample_user_items)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
@@ -581,9 +581,6 @@ class _BoundPairs(beam.PTransform):
         self._max_items, self._seed, self._salt = max_items, seed, salt
 
     def expand(self, pairs):
-        # n-grams are tuples: counted here, not by ItemCountsPerUser (which
-        # reads a tuple as a record of items).
         return (pairs
-                | "AsItemCounts" >> beam.MapTuple(lambda user, gram: (user, {gram: 1}))
-                | "PerUser" >> MergeItemCounts()
+                | "PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
                 | "Sample" >> SampleEachUser(self._max_items, self._seed, self._salt))
