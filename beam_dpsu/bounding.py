@@ -14,6 +14,17 @@ either form: they are always merged into one record per user before
 anything is bounded (DESIGN §4.1), so a user split over many rows is still
 one user.
 
+Privacy unit. That is ``privacy_unit="user_id"``, the default: neighbouring
+datasets differ by all the elements that share one user id. With
+``privacy_unit="element"`` they differ by one element instead (Tumult
+Analytics calls this ``AddOneRow``): each element is a collection of items
+(a list, set or 1-D array; a tuple is refused, since a ``(user_id, item)``
+pair is one) holding *all* the data of one person, e.g. one document per
+author when every author wrote one, or the output of the caller's own
+group-by-user. There is nothing to merge, so the per-user shuffle is left
+out; each element gets an internal id that only orders and seeds it (fresh
+OS randomness; derived from its items in seeded tests) and never leaves.
+
 The pipeline: first every element is checked and turned into
 ``(user_id, {item: occurrences})`` (a bad element fails the pipeline with an
 error naming the field, position and type, never a value; nothing is dropped
@@ -25,6 +36,7 @@ distinct items are sampled uniformly down to Δ0.
 
 from __future__ import annotations
 
+import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -36,10 +48,13 @@ from beam_dpsu import noise
 from beam_dpsu.windowing import require_global_window
 
 __all__ = [
+    "PRIVACY_UNITS",
+    "check_privacy_unit",
     "InvalidRecordError",
     "canonical_user_id",
     "check_pair",
     "item_counts",
+    "element_item_counts",
     "MergeItemCounts",
     "WholeItemCountsPerUser",
     "ItemCountsPerUser",
@@ -50,6 +65,18 @@ __all__ = [
 ]
 
 _ELEMENT = "(user_id, item) pair or (user_id, items) record"
+
+# What identifies the unit of privacy: a user id shared by any number of
+# elements (merged before bounding), or each element on its own.
+PRIVACY_UNITS = ("user_id", "element")
+
+
+def check_privacy_unit(privacy_unit: Any) -> str:
+    """Validates ``privacy_unit`` (one of ``PRIVACY_UNITS``); raises naming the choices."""
+    if privacy_unit not in PRIVACY_UNITS:
+        raise ValueError(f"privacy_unit must be one of {list(PRIVACY_UNITS)}, got "
+                         f"{privacy_unit!r}")
+    return privacy_unit
 
 
 class InvalidRecordError(ValueError):
@@ -124,7 +151,7 @@ def _plain(item):
     return str(item) if isinstance(item, str) else bytes(item)
 
 
-def _record_error(items) -> InvalidRecordError:
+def _record_error(items, record: str = "a (user_id, items) record (field 1)") -> InvalidRecordError:
     """The error for a record with a bad item, naming its position when the record has order."""
     positions = (enumerate(items) if isinstance(items, (list, tuple))
                  else ((None, item) for item in items))
@@ -136,10 +163,8 @@ def _record_error(items) -> InvalidRecordError:
             problem = f"must be str or bytes, got a {type(item).__name__}"
         if problem:
             where = "an item" if position is None else f"item {position}"
-            return InvalidRecordError(f"{where} of a (user_id, items) record (field 1) "
-                                      f"{problem}")
-    return InvalidRecordError("field 1 of a (user_id, items) record cannot be read as "
-                              "items (non-empty str or bytes)")
+            return InvalidRecordError(f"{where} of {record} {problem}")
+    return InvalidRecordError(f"{record} cannot be read as items (non-empty str or bytes)")
 
 
 def item_counts(element: Any, occurrences: bool = True) -> tuple:
@@ -171,9 +196,15 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
             f"items, got a {type(value).__name__}"
             + ("; give the items as a list, an item repeated once per occurrence"
                if isinstance(value, Mapping) else ""))
+    return user_id, _counts_of(value, occurrences, "a (user_id, items) record (field 1)",
+                               "field 1")
+
+
+def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
+    """{item: occurrences} of an iterable of items; raises naming ``record`` and the position."""
     if isinstance(value, np.ndarray):
         if value.ndim != 1:  # a 0-d array of a string would be split into characters
-            raise InvalidRecordError(f"field 1 must be a 1-D array of items, got a "
+            raise InvalidRecordError(f"{field} must be a 1-D array of items, got a "
                                      f"{value.ndim}-D array")
         value = value.tolist()  # numpy.str_ → str in one C call
     elif not isinstance(value, (list, tuple, set, frozenset)):
@@ -182,18 +213,52 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
         # C speed: the hot path of every job.
         counts = dict(Counter(value)) if occurrences else dict.fromkeys(value, 1)
     except TypeError:  # an unhashable item
-        raise _record_error(value) from None
+        raise _record_error(value, record) from None
     # Plain non-empty str is the common case, checked in one C-level pass;
     # anything else takes the slow path that canonicalises or names the bad item.
     if "" in counts or (counts and set(map(type, counts)) != {str}):
         plain: dict = {}
         for item, c in counts.items():
             if _bad_item(item):
-                raise _record_error(value)
+                raise _record_error(value, record)
             key = _plain(item)
             plain[key] = (plain.get(key, 0) + c) if occurrences else 1
         counts = plain
-    return user_id, counts
+    return counts
+
+
+def element_item_counts(element: Any, occurrences: bool = True,
+                        seed: int | None = None) -> tuple:
+    """One element of ``privacy_unit="element"`` input → (element id, {item: occurrences}).
+
+    ``element`` is all the data of one person: a list, set, frozenset or 1-D
+    numpy array of items (non-empty str or bytes), an item repeated once per
+    occurrence. A str, bytes, tuple or mapping is refused: a lone item, a
+    ``(user_id, item)`` pair or counts are not a person's items, and reading
+    them as such would release user ids. The id only orders and seeds the
+    element inside the pipeline (the sequential policies' keyed-hash order,
+    seeded samples); it is never written. It is 128 bits of OS randomness, or,
+    with a test-only ``seed``, a hash of the element's items and counts, so a
+    seeded run gives the same output for the same elements in any order
+    (equal elements get equal ids, which is harmless: they are interchangeable).
+    Errors name the item's position and type, never a value.
+    """
+    if isinstance(element, (str, bytes, tuple, Mapping)) or \
+            not isinstance(element, (Iterable, np.ndarray)):
+        hint = ""
+        if isinstance(element, tuple):
+            hint = ("; a tuple could be a (user_id, item) pair: give each person's items as "
+                    "a list or set, or use privacy_unit='user_id' for keyed records")
+        elif isinstance(element, (str, bytes)):
+            hint = "; tokenise a document into a list of items first"
+        raise InvalidRecordError(
+            "with privacy_unit='element' each element must be a list, set or 1-D array of "
+            f"one person's items, got a {type(element).__name__}{hint}")
+    counts = _counts_of(element, occurrences, "an element", "an element")
+    if seed is None:
+        return secrets.randbits(128), counts
+    content = tuple(sorted(counts.items(), key=lambda ic: _sort_key(ic[0])))
+    return noise.stable_hash64(("element", content)), counts
 
 
 class _MergeItemCountsFn(beam.CombineFn):
@@ -252,14 +317,25 @@ class ItemCountsPerUser(beam.PTransform):
     with a combiner. GW uses the counts; the other mechanisms only the keys
     (deduplication), and pass ``occurrences=False``: then an item counts
     once per element that holds it, which is cheaper to compute.
+
+    With ``privacy_unit="element"`` each element is one person's items
+    (``element_item_counts``): it is checked and given an internal id, and
+    nothing is merged (no shuffle). ``seed`` (tests only) makes those ids
+    a function of the elements' items.
     """
 
-    def __init__(self, occurrences: bool = True):
+    def __init__(self, occurrences: bool = True, privacy_unit: str = "user_id",
+                 seed: int | None = None):
         super().__init__()
         self._occurrences = bool(occurrences)
+        self._privacy_unit = check_privacy_unit(privacy_unit)
+        self._seed = noise.check_seed(seed)
 
     def expand(self, elements):
         require_global_window(elements, "ItemCountsPerUser")
+        if self._privacy_unit == "element":
+            return elements | "CheckElements" >> beam.Map(
+                element_item_counts, self._occurrences, self._seed)
         check = item_counts if self._occurrences else _distinct_items
         return (elements
                 | "CheckAndCount" >> beam.Map(check)
@@ -351,32 +427,42 @@ class SampleItemsPerUser(beam.PTransform):
     into the global one): first they are checked and merged per user
     (``ItemCountsPerUser``), so each user is sampled, and bounded, once;
     then each user's distinct items are sampled. ``salt`` makes seeded
-    samples of several rounds independent of each other.
+    samples of several rounds independent of each other. With
+    ``privacy_unit="element"`` each element is one person (module docstring)
+    and its output id is internal.
     """
 
-    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
+                 privacy_unit: str = "user_id"):
         super().__init__()
         self._sample = SampleEachUser(max_items_per_user, seed, salt)
+        self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                         seed=seed)
 
     def expand(self, elements):
         require_global_window(elements, "SampleItemsPerUser")
         return (elements
-                | "ItemCountsPerUser" >> ItemCountsPerUser(occurrences=False)
+                | "ItemCountsPerUser" >> self._counts
                 | "SampleEachUser" >> self._sample)
 
 
 class BoundContributions(beam.PTransform):
     """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items): check, merge, sample.
 
-    The bounding step of the parallel mechanisms of ``SelectItems``.
+    The bounding step of the parallel mechanisms of ``SelectItems``. With
+    ``privacy_unit="element"`` each element is one person (module docstring):
+    check and sample, nothing to merge.
     """
 
-    def __init__(self, max_items_per_user: int, seed: int | None = None):
+    def __init__(self, max_items_per_user: int, seed: int | None = None,
+                 privacy_unit: str = "user_id"):
         super().__init__()
         self._sample = SampleEachUser(max_items_per_user, seed)
+        self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                         seed=seed)
 
     def expand(self, elements):
         require_global_window(elements, "BoundContributions")
         return (elements
-                | "ItemCountsPerUser" >> ItemCountsPerUser(occurrences=False)
+                | "ItemCountsPerUser" >> self._counts
                 | "SampleItemsPerUser" >> self._sample)

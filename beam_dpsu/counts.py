@@ -42,9 +42,9 @@ import apache_beam as beam
 from beam_dpsu import __version__, noise
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
-                                WholeItemCountsPerUser, check_pair)
+                                WholeItemCountsPerUser, check_pair, check_privacy_unit)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
-from beam_dpsu.report import SEEDED_NOTE
+from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import require_global_window
 
@@ -277,6 +277,8 @@ class CountReleased(beam.PTransform):
         for (sampled uniformly among the released items the user holds).
       seed: test-only fixed seed; None (default) uses OS randomness.
       ngrams: the items are n-grams (see above).
+      privacy_unit: ``"user_id"`` (default) or ``"element"``: each element is
+        all of one person's items, as in ``SelectItems`` (not with ``ngrams``).
 
     The released set reaches the workers as a side input (it must fit in a
     worker's memory, as a vocabulary does).
@@ -289,7 +291,8 @@ class CountReleased(beam.PTransform):
     """
 
     def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
-                 seed: int | None = None, ngrams: bool = False, label=None):
+                 seed: int | None = None, ngrams: bool = False, label=None,
+                 privacy_unit: str = "user_id"):
         super().__init__(label)
         if not isinstance(released, beam.pvalue.PCollection):
             raise TypeError("released must be the PCollection of released items, "
@@ -298,6 +301,10 @@ class CountReleased(beam.PTransform):
         self.budget = budget
         self.seed = noise.check_seed(seed)
         self.ngrams = bool(ngrams)
+        self.privacy_unit = check_privacy_unit(privacy_unit)
+        if self.ngrams and self.privacy_unit != "user_id":
+            raise ValueError("CountReleased counts n-grams from (user_id, n-gram) pairs: "
+                             "privacy_unit='element' is for items, not n-grams")
         self.calibration = count_calibration(budget, max_items_per_user)
 
     @property
@@ -305,7 +312,8 @@ class CountReleased(beam.PTransform):
         """The privacy parameters of the counts (no data needed)."""
         report = {
             "library": f"beam_dpsu {__version__}",
-            "guarantee": "user-level (add/remove one user with all their records)",
+            "guarantee": GUARANTEES[self.privacy_unit],
+            "privacy_unit": self.privacy_unit,
             "counted": "distinct users holding each released item, each user counted on at "
                        "most max_items_per_user released items (sampled uniformly)",
             **self.calibration.to_dict(),
@@ -331,7 +339,8 @@ class CountReleased(beam.PTransform):
                            | "ValidatePairs" >> beam.Map(check_ngram_pair)
                            | "DedupePerUser" >> WholeItemCountsPerUser())
         else:
-            user_counts = elements | "DedupePerUser" >> ItemCountsPerUser(occurrences=False)
+            user_counts = elements | "DedupePerUser" >> ItemCountsPerUser(
+                occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed)
         user_items = (user_counts
                       | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
                       | "SampleItemsPerUser" >> SampleEachUser(

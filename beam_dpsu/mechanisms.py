@@ -14,7 +14,8 @@ import apache_beam as beam
 
 from beam_dpsu import noise, policies
 from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.bounding import BoundContributions, ItemCountsPerUser, SampleEachUser
+from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, SampleEachUser,
+                                check_privacy_unit)
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.histograms import WeightedHistogram
@@ -59,6 +60,13 @@ class SelectItems(beam.PTransform):
       seed: test-only fixed seed; None (default) uses OS entropy.
       hot_key_fanout: optional fan-out for the per-item sum (see
         ``WeightedHistogram``); useful on large runners with Zipf data.
+      privacy_unit: ``"user_id"`` (default): neighbours differ by all the
+        elements of one user id, which are merged before bounding.
+        ``"element"``: neighbours differ by one element, and each element
+        is a list, set or 1-D array holding *all* of one person's items (no
+        user id): nothing is merged, which saves the per-user shuffle. Use it
+        only when no person can appear in two elements, e.g. one document
+        per author, or after your own group-by-user.
 
     Example::
 
@@ -66,10 +74,15 @@ class SelectItems(beam.PTransform):
         # or, with one element per document:
         released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
                     | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
+        # or, when each document is one person's only one:
+        released = (docs | beam.Map(lambda d: d["text"].split())
+                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                                  privacy_unit="element"))
     """
 
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
-                 seed: int | None = None, hot_key_fanout: int | None = None, label=None):
+                 seed: int | None = None, hot_key_fanout: int | None = None, label=None,
+                 privacy_unit: str = "user_id"):
         super().__init__(label)
         if not isinstance(mechanism, MechanismConfig):
             raise TypeError(f"mechanism must be a beam_dpsu mechanism config, got {mechanism!r}")
@@ -79,6 +92,7 @@ class SelectItems(beam.PTransform):
         self.budget = budget
         self.seed = noise.check_seed(seed)
         self.hot_key_fanout = hot_key_fanout
+        self.privacy_unit = check_privacy_unit(privacy_unit)
         self.calibration = mechanism.calibrate(budget)
         # The secret key of the sequential policies' user order (and GW's item
         # ties): fresh per run, derived from the seed only in seeded tests.
@@ -97,25 +111,26 @@ class SelectItems(beam.PTransform):
             extra = {"user_order": "keyed hash of the user id; "
                                    + ("key derived from the seed" if self.seed is not None
                                       else "fresh secret key per run, not recorded")}
-        return mechanism_report(self.mechanism, self.calibration, self.seed, extra)
+        return mechanism_report(self.mechanism, self.calibration, self.seed, extra,
+                                self.privacy_unit)
 
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
-                                mechanism.removal, self.hot_key_fanout)
+                                mechanism.removal, self.hot_key_fanout, self.privacy_unit)
             released = elements | "SIPSRounds" >> rounds
             self.released_by_stage = {
                 f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
             return released
         if isinstance(mechanism, SequentialMechanism):
             return elements | "SequentialPolicy" >> _SequentialSelection(
-                mechanism, self.calibration, self.seed, self._order_key)
+                mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit)
         if isinstance(mechanism, ParallelMechanism):
             histogram = (elements
                          | "BoundContributions" >> BoundContributions(
-                             mechanism.max_items_per_user, self.seed)
+                             mechanism.max_items_per_user, self.seed, self.privacy_unit)
                          | "WeightedHistogram" >> WeightedHistogram(
                              mechanism.item_weight, self.hot_key_fanout))
             if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
@@ -135,8 +150,9 @@ class _SequentialSelection(beam.PTransform):
     as the parallel mechanisms do.
     """
 
-    def __init__(self, mechanism, calibration, seed, order_key):
+    def __init__(self, mechanism, calibration, seed, order_key, privacy_unit):
         super().__init__()
+        self._privacy_unit = privacy_unit
         self._mechanism = mechanism
         self._calibration = calibration
         self._seed = seed
@@ -146,7 +162,8 @@ class _SequentialSelection(beam.PTransform):
         m = self._mechanism
         # GW orders a user's items by their occurrences; the policies only sample.
         user_counts = elements | "ItemCountsPerUser" >> ItemCountsPerUser(
-            occurrences=isinstance(m, GreedyWithoutSampling))
+            occurrences=isinstance(m, GreedyWithoutSampling), privacy_unit=self._privacy_unit,
+            seed=self._seed)
         if isinstance(m, GreedyWithoutSampling):
             user_items = user_counts | "TopItemsPerUser" >> OrderItemsForGW(
                 self._key, m.max_items_per_user, m.public_counts)

@@ -13,7 +13,7 @@ import math
 from beam_dpsu import __version__
 from beam_dpsu.accounting import ZCDPBudget
 
-__all__ = ["mechanism_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
+__all__ = ["GUARANTEES", "mechanism_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
 
 NON_PRIVATE_NOTE = (
     "These counts are computed from the raw input without noise. They are NOT "
@@ -34,11 +34,20 @@ def dp_equivalents(budget: ZCDPBudget) -> list[dict]:
     return out
 
 
-def mechanism_report(mechanism, calibration, seed, extra: dict | None = None) -> dict:
+GUARANTEES = {
+    "user_id": "user-level (add/remove one user with all their records)",
+    "element": "element-level (add/remove one input element, which holds all the data of "
+               "one person)",
+}
+
+
+def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
+                     privacy_unit: str = "user_id") -> dict:
     """The report of one selection: mechanism, budget, noise, threshold, seeding."""
     report = {
         "library": f"beam_dpsu {__version__}",
-        "guarantee": "user-level (add/remove one user with all their records)",
+        "guarantee": GUARANTEES[privacy_unit],
+        "privacy_unit": privacy_unit,
         "mechanism": mechanism.to_dict(),
         **calibration.to_dict(),
         "seeded": seed is not None,

@@ -86,13 +86,14 @@ class SIPSRounds(beam.PTransform):
       seed: test-only; round 0 draws exactly what Weighted Gaussian would, so
         one round at ratio 1 reproduces it.
       removal: "side_input" or "join" (see the module docstring).
+      privacy_unit: "user_id" (default) or "element" (``beam_dpsu.bounding``).
 
     After expansion, ``released_per_round`` holds each round's PCollection.
     """
 
     def __init__(self, calibration: RoundsCalibration, max_items_per_user: int,
                  seed: int | None = None, removal: str = "side_input",
-                 hot_key_fanout: int | None = None):
+                 hot_key_fanout: int | None = None, privacy_unit: str = "user_id"):
         super().__init__()
         if removal not in REMOVALS:
             raise ValueError(f"removal must be one of {REMOVALS}, got {removal!r}")
@@ -101,13 +102,15 @@ class SIPSRounds(beam.PTransform):
         self._seed = seed
         self._removal = removal
         self._fanout = hot_key_fanout
+        self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                         seed=seed)
         self.released_per_round = []
 
     def expand(self, elements):
         require_global_window(elements, "SIPSRounds")
         # First one record of distinct items per user.
         user_items = (elements
-                      | "ItemCountsPerUser" >> ItemCountsPerUser(occurrences=False)
+                      | "ItemCountsPerUser" >> self._counts
                       | "DistinctItems" >> beam.MapTuple(lambda user, counts: (user, tuple(counts))))
         remove = (RemoveReleasedBySideInput if self._removal == "side_input"
                   else RemoveReleasedByJoin)

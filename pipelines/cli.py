@@ -449,16 +449,28 @@ def count_line(item_count) -> str:
 
 def count_released(records, released, parts: SelectionAndCountsBudget,
                    max_items_per_user: int, seed, out: str, num_shards: int = 1,
-                   ngrams: bool = False) -> CountReleased:
+                   ngrams: bool = False, privacy_unit: str = "user_id") -> CountReleased:
     """Counts the released items and writes OUT/counts-*.tsv in the items' order and
     shards (both sorted and sharded by the item alone)."""
     counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed,
-                            ngrams=ngrams)
+                            ngrams=ngrams, privacy_unit=privacy_unit)
     _ = (records
          | "CountReleased" >> counter
          | "WriteCounts" >> WriteReleased(f"{out}/counts", ".tsv", num_shards=num_shards,
                                           format_line=count_line, sort_key=lambda kv: kv[0]))
     return counter
+
+
+def privacy_unit_from_args(args) -> str:
+    """"element" when the job makes each record its own user (csv with ``--user-field
+    @row``, text: one user per line), else "user_id" (records merged per user id).
+
+    Those records' ids (``<file>:<row>``) are distinct by construction, so
+    the per-user merge, a shuffle of every record, has nothing to merge.
+    """
+    if args.format == "text" or (args.format == "csv" and args.user_field == ROW_AS_USER):
+        return "element"
+    return "user_id"
 
 
 def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,

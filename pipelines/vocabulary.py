@@ -137,12 +137,19 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats)
     mechanism = with_public_counts(pipeline, args, mechanism, tokenizer)
+    # When every row is its own user (@row, text lines), each record is one
+    # privacy unit: the selection takes the rows' tokens as they are, with no
+    # per-user shuffle. Otherwise a user's rows are merged by user id.
+    privacy_unit = cli.privacy_unit_from_args(args)
+    selected = (elements if privacy_unit == "user_id"
+                else elements | "RowTokens" >> beam.Values())
     # Then release items with the chosen mechanism (on its part of the budget
     # when the counts take a share of it).
     parts = cli.budget_parts_from_args(args, budget)
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
-                         seed=args.seed, hot_key_fanout=args.hot_key_fanout)
-    released = elements | "SelectItems" >> select
+                         seed=args.seed, hot_key_fanout=args.hot_key_fanout,
+                         privacy_unit=privacy_unit)
+    released = selected | "SelectItems" >> select
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw
     # counts are opt-in).
@@ -152,8 +159,9 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
     cli.log_written(written, "items")
     counter = None
     if parts is not None:
-        counter = cli.count_released(elements, released, parts, counts_max_items(args),
-                                     args.seed, out, args.num_shards)
+        counter = cli.count_released(selected, released, parts, counts_max_items(args),
+                                     args.seed, out, args.num_shards,
+                                     privacy_unit=privacy_unit)
     released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
         f"{mechanism.name}: released {{n:,}} items")}
     rounds = len(select.released_by_stage)

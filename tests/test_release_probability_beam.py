@@ -15,7 +15,7 @@ shows up too.
   released independently with probability Φ(−ρ_2/σ_2) (dpne App. A).
 
 False-failure rate: each one-sided check uses the 1 − 1e-8 quantile, the
-two-sided DPNE check 1e-8 in each tail; the 10 checks below fail by chance
+two-sided DPNE check 1e-8 in each tail; the 14 checks below fail by chance
 with probability < 2e-7 in all.
 """
 
@@ -57,15 +57,34 @@ def threshold_delta(select) -> float:
     return calibration.threshold_delta
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS, ids=lambda m: m.name)
-def test_a_lone_users_items_are_released_with_probability_at_most_delta(mechanism):
-    select = SelectItems(mechanism, BUDGET)
+# privacy_unit="element" (one person per element, nothing merged): the
+# parallel, SIPS and sequential paths.
+ELEMENT_MECHANISMS = [configs.WeightedGaussian(MAX_ITEMS), configs.SIPS(MAX_ITEMS, rounds=3),
+                      configs.PolicyGaussian(MAX_ITEMS), configs.GreedyWithoutSampling()]
+
+
+def lone_elements():
+    """The lone users, each one element (a list of its items)."""
+    by_user = {}
+    for user, item in lone_users():
+        by_user.setdefault(user, []).append(item)
+    return list(by_user.values())
+
+
+@pytest.mark.parametrize("mechanism, privacy_unit",
+                         [(m, "user_id") for m in MECHANISMS]
+                         + [(m, "element") for m in ELEMENT_MECHANISMS],
+                         ids=lambda v: getattr(v, "name", v))
+def test_a_lone_users_items_are_released_with_probability_at_most_delta(mechanism,
+                                                                        privacy_unit):
+    select = SelectItems(mechanism, BUDGET, privacy_unit=privacy_unit)
     delta = threshold_delta(select)
     assert delta <= BUDGET.delta
     bound = stats.binom.ppf(QUANTILE, N_USERS, delta)
+    data = lone_users() if privacy_unit == "user_id" else lone_elements()
     with TestPipeline() as p:
         users_with_a_release = (
-            p | beam.Create(lone_users())
+            p | beam.Create(data)
             | select
             | "Owner" >> beam.Map(lambda item: item.split(".")[0])
             | "Distinct" >> beam.Distinct()

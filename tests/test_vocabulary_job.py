@@ -91,6 +91,22 @@ def test_job_on_example_imdb_slice(tmp_path, capsys):
     assert "apitools" not in captured.err and "Discarding" not in captured.err
 
 
+@pytest.mark.parametrize("fields, unit", [(["--user-field", "@row"], "element"),
+                                          (["--user-field", "user"], "user_id")])
+def test_privacy_unit_follows_the_user_field(tmp_path, fields, unit):
+    # @row makes every row its own person, so rows are not merged per user id
+    # (the per-user shuffle is left out); a user column is merged per user.
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", EXAMPLE, *fields, "--text-field", "review",
+                            "--rho", "0.5", "--delta", "1e-5", "--max-items-per-user", "50",
+                            "--with-counts", "--output", str(out)])
+    assert code == 0
+    items, report = read_output(out)
+    assert report["privacy_unit"] == report["counts"]["privacy_unit"] == unit
+    assert report["guarantee"].startswith("element-level" if unit == "element" else "user-level")
+    assert {"the", "movie", "film"} <= set(items)
+
+
 def write_pairs(path, lines):
     path.write_text("\n".join(lines) + "\n")
     return str(path)
