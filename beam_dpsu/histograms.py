@@ -16,10 +16,12 @@ from typing import Callable
 
 import apache_beam as beam
 
-from beam_dpsu import policies
+from beam_dpsu import noise, policies
+from beam_dpsu.bounding import sample_user_items
 from beam_dpsu.windowing import in_global_window, require_global_window
 
-__all__ = ["PARTIAL_HISTOGRAM_KEYS", "PartialHistogramFn", "WeightedHistogram"]
+__all__ = ["PARTIAL_HISTOGRAM_KEYS", "PartialHistogramFn", "WeightedHistogram",
+           "SampledWeightedHistogram"]
 
 # The most (user size, item) counts a bundle's partial histogram holds before
 # it is flushed (about 100 bytes each in Python: ~25 MB per worker thread).
@@ -85,12 +87,72 @@ class WeightedHistogram(beam.PTransform):
         self._fanout = hot_key_fanout
         self._max_keys = max_partial_keys
 
-    def expand(self, user_items):
-        require_global_window(user_items, "WeightedHistogram")
+    def sum_per_item(self):
+        """The per-item sum of partial histograms (with the hot-key fan-out, if any)."""
         sum_per_item = beam.CombinePerKey(sum)
         if self._fanout:
             sum_per_item = sum_per_item.with_hot_key_fanout(self._fanout)
+        return sum_per_item
+
+    def expand(self, user_items):
+        require_global_window(user_items, "WeightedHistogram")
         return (user_items
                 | "SumUsersPerBundle" >> beam.ParDo(
                     PartialHistogramFn(self._item_weight, self._max_keys))
-                | "SumPerItem" >> sum_per_item)
+                | "SumPerItem" >> self.sum_per_item())
+
+
+class _SampleAndSumFn(PartialHistogramFn):
+    """(user_id, distinct items) → partial sums of the users' weights, each user sampled to Δ0.
+
+    ``SampleEachUser`` and ``PartialHistogramFn`` in one step: the same draws
+    (``sample_user_items``), and the sample goes straight into the bundle's
+    partial histogram, without a tuple per user, a step between, or a second
+    deduplication (a sample of distinct items is distinct).
+    """
+
+    def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str):
+        super().__init__(item_weight, max_keys)
+        self._max_items = max_items
+        self._seed = seed
+        self._salt = salt
+        self._rng = None
+
+    def setup(self):
+        self._rng = noise.os_rng()
+
+    def process(self, user_record):
+        user_id, items = user_record
+        if not items:  # a user holding nothing contributes nothing
+            return
+        self._partial.add_distinct(sample_user_items(
+            user_id, items, self._max_items, self._rng, self._seed, self._salt))
+        if self._partial.entries >= self._max_keys:
+            yield from self._flush()
+
+
+class SampledWeightedHistogram(beam.PTransform):
+    """(user_id, distinct items) → (item, Σ_users item_weight(|sample|)), each user's items
+    first sampled uniformly to ≤ Δ0.
+
+    ``SampleEachUser`` followed by ``WeightedHistogram``, fused. Internal:
+    its input must be one record per user whose items are distinct (a dict
+    of item counts, or a tuple of its keys), as ``ItemCountsPerUser`` makes
+    them: a user given twice would be bounded twice, a repeated item counted
+    twice. ``salt`` separates seeded samples of several rounds.
+    """
+
+    def __init__(self, item_weight: Callable[[int], float], max_items_per_user: int,
+                 seed: int | None = None, salt: str = "", hot_key_fanout: int | None = None):
+        super().__init__()
+        if max_items_per_user < 1:
+            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
+        self._sum = WeightedHistogram(item_weight, hot_key_fanout)
+        self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
+                                   noise.check_seed(seed), salt)
+
+    def expand(self, user_items):
+        require_global_window(user_items, "SampledWeightedHistogram")
+        return (user_items
+                | "SampleAndSumPerBundle" >> beam.ParDo(self._fn)
+                | "SumPerItem" >> self._sum.sum_per_item())

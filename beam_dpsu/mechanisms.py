@@ -14,11 +14,10 @@ import apache_beam as beam
 
 from beam_dpsu import noise, policies
 from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, SampleEachUser,
-                                check_privacy_unit)
+from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
-from beam_dpsu.histograms import WeightedHistogram
+from beam_dpsu.histograms import SampledWeightedHistogram
 from beam_dpsu.report import mechanism_report
 from beam_dpsu.calibration import KeepProbabilityCalibration
 from beam_dpsu.selection import KeepWithProbability, NoisyThreshold
@@ -128,11 +127,14 @@ class SelectItems(beam.PTransform):
             return elements | "SequentialPolicy" >> _SequentialSelection(
                 mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit)
         if isinstance(mechanism, ParallelMechanism):
+            # BoundContributions and WeightedHistogram, with the sample and
+            # the partial sum in one step.
             histogram = (elements
-                         | "BoundContributions" >> BoundContributions(
-                             mechanism.max_items_per_user, self.seed, self.privacy_unit)
-                         | "WeightedHistogram" >> WeightedHistogram(
-                             mechanism.item_weight, self.hot_key_fanout))
+                         | "ItemCountsPerUser" >> ItemCountsPerUser(
+                             occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed)
+                         | "SampledWeightedHistogram" >> SampledWeightedHistogram(
+                             mechanism.item_weight, mechanism.max_items_per_user, self.seed,
+                             hot_key_fanout=self.hot_key_fanout))
             if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
                 return histogram | "KeepWithProbability" >> KeepWithProbability(
                     self.calibration, self.seed)

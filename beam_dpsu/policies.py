@@ -142,7 +142,13 @@ class WeightedHistogramBuilder:
         if isinstance(items, (str, bytes)):  # one item, not a user's items
             raise TypeError(f"a user's items must be a collection of items, got a "
                             f"{type(items).__name__}")
-        distinct = dict.fromkeys(items)
+        self.add_distinct(dict.fromkeys(items).keys())
+
+    def add_distinct(self, distinct) -> None:
+        """Adds one user's items known to be distinct (a dict's keys, a sample of them):
+        ``add`` without its deduplication. A repeated item would count twice."""
+        if type(distinct) is dict:  # its keys, not its values as counts
+            distinct = distinct.keys()
         if not distinct:
             return
         users = self._users_by_size.get(len(distinct))
@@ -150,7 +156,7 @@ class WeightedHistogramBuilder:
             users = self._users_by_size[len(distinct)] = Counter()
         before = len(users)
         if len(distinct) > 8:
-            users.update(distinct.keys())  # a C loop
+            users.update(distinct)  # a C loop
         else:  # a few items: cheaper than Counter.update's own checks
             get = users.get
             for item in distinct:

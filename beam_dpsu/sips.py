@@ -24,9 +24,9 @@ from __future__ import annotations
 import apache_beam as beam
 
 from beam_dpsu import policies
-from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser
+from beam_dpsu.bounding import ItemCountsPerUser
 from beam_dpsu.calibration import RoundsCalibration
-from beam_dpsu.histograms import WeightedHistogram
+from beam_dpsu.histograms import SampledWeightedHistogram
 from beam_dpsu.selection import NoisyThreshold
 from beam_dpsu.windowing import require_global_window
 
@@ -45,9 +45,15 @@ class RemoveReleasedBySideInput(beam.PTransform):
     def expand(self, user_items):
         released = (self._released
                     | "AsKeys" >> beam.Map(lambda item: (item, None)))
-        return user_items | "DropReleased" >> beam.Map(
-            lambda record, done: (record[0], tuple(i for i in record[1] if i not in done)),
-            done=beam.pvalue.AsDict(released))
+        return user_items | "DropReleased" >> beam.Map(_drop_released,
+                                                       done=beam.pvalue.AsDict(released))
+
+
+def _drop_released(record, done) -> tuple:
+    """(user, distinct items) minus the items in ``done`` (a C-level set difference, whose
+    order does not matter: a user's items are sampled, or sorted when seeded)."""
+    user_id, items = record
+    return user_id, tuple(set(items).difference(done))
 
 
 class RemoveReleasedByJoin(beam.PTransform):
@@ -124,10 +130,9 @@ class SIPSRounds(beam.PTransform):
                                    | f"Round{i}/ReleasedSoFar" >> beam.Flatten())
                 remaining = user_items | f"Round{i}/RemoveReleased" >> remove(released_so_far)
             released = (remaining
-                        | f"Round{i}/SampleItemsPerUser" >> SampleEachUser(
-                            self._max_items, self._seed, salt)
-                        | f"Round{i}/WeightedHistogram" >> WeightedHistogram(
-                            policies.weighted_gaussian_weight, self._fanout)
+                        | f"Round{i}/SampledWeightedHistogram" >> SampledWeightedHistogram(
+                            policies.weighted_gaussian_weight, self._max_items, self._seed,
+                            salt, self._fanout)
                         | f"Round{i}/NoisyThreshold" >> NoisyThreshold(
                             calibration, self._seed, salt))
             self.released_per_round.append(released)

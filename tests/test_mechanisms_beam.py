@@ -10,7 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_dpsu import (MECHANISMS, Budget, BoundContributions, CountGaussian, CountLaplace,
                        InvalidRecordError, SelectItems, WeightedGaussian, WeightedLaplace,
                        ZCDPBudget, mechanism_from_name)
-from beam_dpsu.histograms import WeightedHistogram
+from beam_dpsu.histograms import SampledWeightedHistogram, WeightedHistogram
 from beam_dpsu import policies
 from beam_dpsu.bounding import sample_items
 from beam_dpsu.calibration import release_mask
@@ -85,6 +85,31 @@ def test_weighted_histogram_sums_user_weights():
         hist = (p | beam.Create(users)
                 | WeightedHistogram(policies.weighted_gaussian_weight, hot_key_fanout=2))
         assert_that(hist, equal_to([("x", 1.5), ("y", 0.5), ("z", 0.5), ("w", 0.5)]))
+
+
+def test_sampled_weighted_histogram_bounds_each_user_then_sums():
+    # alice holds 50 distinct items, bounded to Δ0 = 7 (weight 1/√7 each);
+    # bob's 2 are kept whole (1/√2 each); an empty record adds nothing.
+    users = [("alice", {f"w{i}": 1 for i in range(50)}), ("bob", ("w1", "x")), ("eve", ())]
+    with TestPipeline() as p:
+        hist = (p | beam.Create(users)
+                | SampledWeightedHistogram(policies.weighted_gaussian_weight, 7,
+                                           hot_key_fanout=2))
+
+        def check(pairs):
+            weights = dict(pairs)
+            assert len(pairs) == len(weights)
+            alice = {k: w for k, w in weights.items() if k != "x"}
+            assert weights["x"] == pytest.approx(1 / math.sqrt(2))
+            # 7 sampled items of alice's (w1 may also carry bob's 1/√2).
+            solo = {k: w - (1 / math.sqrt(2) if k == "w1" else 0) for k, w in alice.items()}
+            solo = {k: w for k, w in solo.items() if w > 1e-12}
+            assert len(solo) == 7 and set(solo) <= {f"w{i}" for i in range(50)}
+            assert all(w == pytest.approx(1 / math.sqrt(7)) for w in solo.values())
+
+        assert_that(hist, check)
+    with pytest.raises(ValueError, match="max_items_per_user must be >= 1"):
+        SampledWeightedHistogram(policies.weighted_gaussian_weight, 0)
 
 
 def test_seeded_run_equals_the_pure_core_with_the_same_seed():

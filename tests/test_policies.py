@@ -134,6 +134,19 @@ def test_the_builder_sums_user_contributions_in_an_order_free_way(users, rnd):
         assert weighted_histogram(shuffled, weight) == built
 
 
+def test_the_builder_adds_known_distinct_items_as_add_does():
+    plain, distinct = (policies.WeightedHistogramBuilder(policies.weighted_gaussian_weight)
+                       for _ in range(2))
+    users = [["a", "b", "c"], ["b"], [f"i{k}" for k in range(12)] + ["a"]]
+    for items in users:
+        plain.add(items)
+    distinct.add_distinct(dict.fromkeys(users[0], 5))  # a dict: its keys, never its values
+    distinct.add_distinct(tuple(users[1]))
+    distinct.add_distinct(users[2])
+    assert distinct.histogram() == plain.histogram()
+    assert distinct.entries == plain.entries
+
+
 def test_the_builder_counts_its_entries():
     builder = policies.WeightedHistogramBuilder(policies.weighted_gaussian_weight)
     builder.add(["a", "b"])

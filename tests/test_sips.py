@@ -120,6 +120,13 @@ def expected_weighted_gaussian(pairs, max_items, calibration, seed):
                   if release_mask(w, calibration, derived_rng(seed, "noise", "", item)))
 
 
+def test_side_input_removal_drops_exactly_the_released_items():
+    from beam_dpsu.sips import _drop_released
+    user, items = _drop_released(("u", ("a", "b", "c", b"a")), {"a": None, "c": None})
+    assert user == "u" and len(items) == 2 and set(items) == {b"a", "b"}
+    assert _drop_released(("u", ("a",)), {"a": None}) == ("u", ())
+
+
 def test_one_round_at_ratio_one_is_weighted_gaussian_under_zcdp():
     budget, seed = ZCDPBudget(0.5, 1e-3), 21
     sips = SelectItems(SIPS(max_items_per_user=6, rounds=1, ratio=1.0), budget, seed=seed)
