@@ -19,7 +19,8 @@ datasets differ by all the elements that share one user id. With
 ``privacy_unit="element"`` they differ by one element instead (Tumult
 Analytics calls this ``AddOneRow``): each element is a collection of items
 (a list, set or 1-D array; a tuple is refused, since a ``(user_id, item)``
-pair is one) holding *all* the data of one person, e.g. one document per
+pair is one; a list is always items, never a ``[user, item]`` row) holding
+*all* the data of one person, e.g. one document per
 author when every author wrote one, or the output of the caller's own
 group-by-user. There is nothing to merge, so the per-user shuffle is left
 out; each element gets an internal id that only orders and seeds it (fresh
@@ -227,15 +228,26 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
     return counts
 
 
+# What an element of privacy_unit="element" input may be: exactly these types
+# (not subclasses of other iterables such as beam.Row, generators or dict views,
+# which keyed data arrives as). A list is taken as one person's items even when
+# it is [user, item]: keyed rows must be given as keyed records instead.
+_ELEMENT_TYPES = (list, set, frozenset, np.ndarray)
+
+
 def element_item_counts(element: Any, occurrences: bool = True,
                         seed: int | None = None) -> tuple:
     """One element of ``privacy_unit="element"`` input → (element id, {item: occurrences}).
 
     ``element`` is all the data of one person: a list, set, frozenset or 1-D
     numpy array of items (non-empty str or bytes), an item repeated once per
-    occurrence. A str, bytes, tuple or mapping is refused: a lone item, a
-    ``(user_id, item)`` pair or counts are not a person's items, and reading
-    them as such would release user ids. The id only orders and seeds the
+    occurrence. Anything else is refused — a str or bytes (a lone item or an
+    untokenised document), a tuple (a ``(user_id, item)`` pair), a mapping,
+    a ``beam.Row``, a generator or view, a numeric array — since reading keyed
+    data as a person's items would release user ids. A list is always read as
+    items: a ``[user, item]`` list from ``csv.reader`` or a JSON array would
+    be one person holding its user id as an item, so give keyed rows as keyed
+    records with ``privacy_unit="user_id"``. The id only orders and seeds the
     element inside the pipeline (the sequential policies' keyed-hash order,
     seeded samples); it is never written. It is 128 bits of OS randomness, or,
     with a test-only ``seed``, a hash of the element's items and counts, so a
@@ -243,17 +255,19 @@ def element_item_counts(element: Any, occurrences: bool = True,
     (equal elements get equal ids, which is harmless: they are interchangeable).
     Errors name the item's position and type, never a value.
     """
-    if isinstance(element, (str, bytes, tuple, Mapping)) or \
-            not isinstance(element, (Iterable, np.ndarray)):
+    if not isinstance(element, _ELEMENT_TYPES) or (
+            isinstance(element, np.ndarray) and element.dtype.kind not in "USO"):
         hint = ""
         if isinstance(element, tuple):
             hint = ("; a tuple could be a (user_id, item) pair: give each person's items as "
                     "a list or set, or use privacy_unit='user_id' for keyed records")
         elif isinstance(element, (str, bytes)):
             hint = "; tokenise a document into a list of items first"
+        elif isinstance(element, np.ndarray):
+            hint = f" of dtype kind {element.dtype.kind!r}, not of strings"
         raise InvalidRecordError(
-            "with privacy_unit='element' each element must be a list, set or 1-D array of "
-            f"one person's items, got a {type(element).__name__}{hint}")
+            "with privacy_unit='element' each element must be a list, set, frozenset or 1-D "
+            f"array of one person's items, got a {type(element).__name__}{hint}")
     counts = _counts_of(element, occurrences, "an element", "an element")
     if seed is None:
         return secrets.randbits(128), counts

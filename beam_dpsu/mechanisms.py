@@ -107,7 +107,9 @@ class SelectItems(beam.PTransform):
         """The privacy parameters of this selection (no data needed)."""
         extra = None
         if isinstance(self.mechanism, SequentialMechanism):
-            extra = {"user_order": "keyed hash of the user id; "
+            ordered = ("the user id" if self.privacy_unit == "user_id"
+                       else "a random id per element (a hash of its items when seeded)")
+            extra = {"user_order": f"keyed hash of {ordered}; "
                                    + ("key derived from the seed" if self.seed is not None
                                       else "fresh secret key per run, not recorded")}
         return mechanism_report(self.mechanism, self.calibration, self.seed, extra,

@@ -21,6 +21,8 @@ input is faster.
 
 from __future__ import annotations
 
+import secrets
+
 import apache_beam as beam
 
 from beam_dpsu import policies
@@ -65,21 +67,30 @@ class RemoveReleasedByJoin(beam.PTransform):
 
     def expand(self, user_items):
         require_global_window(user_items, "RemoveReleasedByJoin")
-        by_item = user_items | "ByItem" >> beam.FlatMap(
-            lambda record: ((item, record[0]) for item in record[1]))
+        # Each record is tagged with a random nonce, and regrouped by (user,
+        # nonce): records are one per person, but seeded element ids (a hash
+        # of the items) are equal for equal elements, which must stay apart.
+        by_item = user_items | "ByItem" >> beam.FlatMap(_pairs_by_item)
         released = self._released | "ReleasedKeys" >> beam.Map(lambda item: (item, True))
 
         def kept_pairs(joined):
             item, groups = joined
             if not groups["released"]:
-                for user in groups["users"]:
-                    yield user, item
+                for tagged_user in groups["users"]:
+                    yield tagged_user, item
 
         return ({"users": by_item, "released": released}
                 | "JoinOnItem" >> beam.CoGroupByKey()
                 | "KeepUnreleased" >> beam.FlatMap(kept_pairs)
                 | "RegroupByUser" >> beam.GroupByKey()
-                | "AsTuple" >> beam.MapTuple(lambda user, items: (user, tuple(items))))
+                | "AsTuple" >> beam.MapTuple(
+                    lambda tagged_user, items: (tagged_user[0], tuple(items))))
+
+
+def _pairs_by_item(record):
+    """(user, items) → (item, (user, nonce)) per item; the nonce keeps records apart."""
+    tagged_user = (record[0], secrets.randbits(64))
+    return ((item, tagged_user) for item in record[1])
 
 
 class SIPSRounds(beam.PTransform):

@@ -67,6 +67,11 @@ def test_counts_of_ngrams_are_keyed_only():
     (["ok", 3], "item 1 of an element must be str or bytes, got a int"),
     (["ok", ["secret"]], "item 1 of an element must be str or bytes, got a list"),
     (np.array([["a", "b"]]), "an element must be a 1-D array of items, got a 2-D array"),
+    # Review finding: keyed rows in other shapes than a tuple passed as people.
+    (beam.Row(user="alice", item="secret"), "got a Row"),
+    ((x for x in ["alice", "secret"]), "got a generator"),
+    ({"alice": 1, "secret": 1}.keys(), "got a dict_keys"),
+    (np.array([7, 8]), "got a ndarray of dtype kind 'i', not of strings"),
 ])
 def test_bad_elements_are_refused_without_their_values(element, message):
     with pytest.raises(InvalidRecordError, match=message) as error:
@@ -147,6 +152,40 @@ def test_seeded_release_does_not_depend_on_the_elements_order(mechanism):
                 | beam.Map(lambda _, a, b: bool(a) and a == b,
                            beam.pvalue.AsSingleton(runs[0]), beam.pvalue.AsSingleton(runs[1])))
         assert_that(same, equal_to([True]))
+
+
+def test_keyed_rows_as_beam_rows_fail_the_pipeline_instead_of_releasing_ids():
+    # Review finding: beam.Row(user, item) was read as a person holding the
+    # user id as an item, and a heavy user's id was released.
+    rows = ([beam.Row(user="alice", item=f"word{i}") for i in range(200)]
+            + [beam.Row(user=f"bob{i}", item="common") for i in range(200)])
+    # (In a pipeline a Row is a schema'd NamedTuple: refused as a tuple.)
+    with pytest.raises(Exception, match="must be a list, set, frozenset or 1-D array"):
+        with TestPipeline() as p:
+            _ = (p | beam.Create(rows)
+                 | SelectItems(WeightedGaussian(10), Budget(1, 1e-6), privacy_unit="element"))
+
+
+def test_seeded_sips_join_keeps_equal_elements_apart():
+    # Review finding: seeded element ids are a hash of the items, so five equal
+    # elements share one id, and the join removal regrouped them into one
+    # record (each item 5 times): five people counted as one.
+    from beam_dpsu.sips import RemoveReleasedByJoin
+    with TestPipeline() as p:
+        records = (p | "Elements" >> beam.Create([["a", "b", "c"]] * 5)
+                   | ItemCountsPerUser(occurrences=False, privacy_unit="element", seed=3)
+                   | beam.MapTuple(lambda user, counts: (user, tuple(counts))))
+        released = p | "Released" >> beam.Create(["c"])
+        remaining = (records | RemoveReleasedByJoin(released)
+                     | beam.MapTuple(lambda user, items: tuple(sorted(items))))
+        assert_that(remaining, equal_to([("a", "b")] * 5))
+
+
+def test_sequential_report_says_what_orders_the_elements():
+    select = SelectItems(configs.PolicyGaussian(3), HUGE, privacy_unit="element")
+    assert "random id per element" in select.report["user_order"]
+    keyed = SelectItems(configs.PolicyGaussian(3), HUGE)
+    assert "keyed hash of the user id" in keyed.report["user_order"]
 
 
 def test_counts_in_element_mode_count_each_element_once():
