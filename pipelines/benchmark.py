@@ -97,6 +97,23 @@ def _split_argv(argv):
     return argv[:i], argv[i + 1:]
 
 
+_PATH_FLAGS = ("--input", "--public-input", "--public_input")
+
+
+def _absolute_inputs(job_argv: list) -> list:
+    """``job_argv`` with the values of --input/--public-input made absolute (local paths)."""
+    out = list(job_argv)
+    for i, arg in enumerate(out):
+        flag, eq, value = arg.partition("=")
+        if flag not in _PATH_FLAGS:
+            continue
+        if eq and "://" not in value:
+            out[i] = f"{flag}={os.path.abspath(value)}"
+        elif not eq and i + 1 < len(out) and "://" not in out[i + 1]:
+            out[i + 1] = os.path.abspath(out[i + 1])
+    return out
+
+
 def _job_module(job: str):
     if job == "vocabulary":
         from pipelines import vocabulary
@@ -116,6 +133,9 @@ def prepare(argv):
     if args.before and not os.path.isdir(os.path.join(args.before, "pipelines")):
         raise cli.UsageError(f"--before {args.before!r} is not a checkout of this project "
                              "(no pipelines/ folder)")
+    # The jobs run in the folder of their checkout (--before's too): input
+    # paths given relative to here are made absolute.
+    job_argv = _absolute_inputs(job_argv)
     mechanisms = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
     if args.job == "ngrams":
         mechanisms = [None]
@@ -173,7 +193,7 @@ def time_process(command, cwd: str, log_path: str) -> tuple[float, float]:
     if process.returncode != 0:
         with open(log_path, encoding="utf-8") as log:
             lines = [line for line in log.read().splitlines() if line.strip()]
-        raise RuntimeError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
+        raise cli.UsageError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
                            f"{lines[-1] if lines else 'no output'}; see {log_path}")
     # ru_maxrss: KiB on Linux, the largest process of the tree that was waited for.
     return wall, usage.ru_maxrss / 1024.0

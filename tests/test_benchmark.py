@@ -29,3 +29,22 @@ def test_bad_benchmark_command_lines_fail_with_one_error_line(capsys):
     assert "is not a checkout of this project" in capsys.readouterr().err
     assert benchmark.main(["--", *JOB, "--output", "x"]) == 2
     assert "leave --output out" in capsys.readouterr().err
+
+
+def test_input_paths_are_made_absolute_for_every_checkout(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    argv = ["--input", "data/x.csv", "--public-input=pub/*.txt", "--input", "gs://b/x.csv",
+            "--rho", "0.1"]
+    assert benchmark._absolute_inputs(argv) == [
+        "--input", str(tmp_path / "data" / "x.csv"), f"--public-input={tmp_path}/pub/*.txt",
+        "--input", "gs://b/x.csv", "--rho", "0.1"]
+
+
+def test_a_failing_job_is_one_error_line_not_a_traceback(capsys, monkeypatch, tmp_path):
+    # A --before checkout whose job cannot run: the benchmark names it and exits 2.
+    (tmp_path / "pipelines").mkdir()
+    monkeypatch.chdir(benchmark.ROOT)
+    assert benchmark.main(["--before", str(tmp_path), "--", *JOB]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "failed (exit 1)" in err[-1]
+    assert not any("Traceback" in line for line in err)
