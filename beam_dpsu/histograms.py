@@ -20,8 +20,9 @@ from beam_dpsu import noise, policies
 from beam_dpsu.bounding import sample_user_items
 from beam_dpsu.windowing import in_global_window, require_global_window
 
-__all__ = ["PARTIAL_HISTOGRAM_KEYS", "PartialHistogramFn", "WeightedHistogram",
-           "SampledWeightedHistogram"]
+# SampledWeightedHistogram is internal (it trusts its input's items to be
+# distinct), so it is not exported.
+__all__ = ["PARTIAL_HISTOGRAM_KEYS", "PartialHistogramFn", "WeightedHistogram"]
 
 # The most (user size, item) counts a bundle's partial histogram holds before
 # it is flushed (about 100 bytes each in Python: ~25 MB per worker thread).

@@ -147,7 +147,7 @@ class WeightedHistogramBuilder:
     def add_distinct(self, distinct) -> None:
         """Adds one user's items known to be distinct (a dict's keys, a sample of them):
         ``add`` without its deduplication. A repeated item would count twice."""
-        if type(distinct) is dict:  # its keys, not its values as counts
+        if isinstance(distinct, Mapping):  # its keys, never its values as counts
             distinct = distinct.keys()
         if not distinct:
             return

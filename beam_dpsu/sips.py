@@ -21,7 +21,7 @@ input is faster.
 
 from __future__ import annotations
 
-import secrets
+from collections import Counter
 
 import apache_beam as beam
 
@@ -67,30 +67,42 @@ class RemoveReleasedByJoin(beam.PTransform):
 
     def expand(self, user_items):
         require_global_window(user_items, "RemoveReleasedByJoin")
-        # Each record is tagged with a random nonce, and regrouped by (user,
-        # nonce): records are one per person, but seeded element ids (a hash
-        # of the items) are equal for equal elements, which must stay apart.
+        # Keyed by the user id alone (a deterministic shuffle key); equal
+        # seeded elements share an id and are split apart again after the
+        # regroup (``_records_of``).
         by_item = user_items | "ByItem" >> beam.FlatMap(_pairs_by_item)
         released = self._released | "ReleasedKeys" >> beam.Map(lambda item: (item, True))
 
         def kept_pairs(joined):
             item, groups = joined
             if not groups["released"]:
-                for tagged_user in groups["users"]:
-                    yield tagged_user, item
+                for user in groups["users"]:
+                    yield user, item
 
         return ({"users": by_item, "released": released}
                 | "JoinOnItem" >> beam.CoGroupByKey()
                 | "KeepUnreleased" >> beam.FlatMap(kept_pairs)
                 | "RegroupByUser" >> beam.GroupByKey()
-                | "AsTuple" >> beam.MapTuple(
-                    lambda tagged_user, items: (tagged_user[0], tuple(items))))
+                | "AsRecords" >> beam.FlatMapTuple(_records_of))
 
 
 def _pairs_by_item(record):
-    """(user, items) → (item, (user, nonce)) per item; the nonce keeps records apart."""
-    tagged_user = (record[0], secrets.randbits(64))
-    return ((item, tagged_user) for item in record[1])
+    """(user, distinct items) → (item, user) per item."""
+    user_id = record[0]
+    return ((item, user_id) for item in record[1])
+
+
+def _records_of(user_id, items):
+    """A regrouped user's records: one per person behind the id.
+
+    Records are one per user id, except seeded ``privacy_unit="element"``
+    runs, where k equal elements share an id (a hash of their items): each
+    remaining item then arrives k times, and k records are rebuilt, the
+    j-th holding the items seen more than j times.
+    """
+    counts = Counter(items)
+    for j in range(max(counts.values(), default=0)):
+        yield user_id, tuple(item for item, c in counts.items() if c > j)
 
 
 class SIPSRounds(beam.PTransform):

@@ -127,6 +127,17 @@ def test_side_input_removal_drops_exactly_the_released_items():
     assert _drop_released(("u", ("a",)), {"a": None}) == ("u", ())
 
 
+def test_join_removal_groups_on_the_user_id_alone():
+    # Review finding: a random nonce in the join's shuffle key meant a runner
+    # that recomputes part of a map task could regroup one user as two
+    # records (each then sampled to Δ0). The key must be the user id alone:
+    # two tagging passes over the same record must give the same keys.
+    from beam_dpsu.sips import _pairs_by_item
+    record = ("alice", ("a", "b", "c"))
+    assert list(_pairs_by_item(record)) == list(_pairs_by_item(record))
+    assert {key for _, key in _pairs_by_item(record)} == {"alice"}
+
+
 def test_one_round_at_ratio_one_is_weighted_gaussian_under_zcdp():
     budget, seed = ZCDPBudget(0.5, 1e-3), 21
     sips = SelectItems(SIPS(max_items_per_user=6, rounds=1, ratio=1.0), budget, seed=seed)
