@@ -61,6 +61,7 @@ __all__ = [
     "ItemCountsPerUser",
     "sample_items",
     "sample_user_items",
+    "UserSampler",
     "SampleItemsPerUser",
     "BoundContributions",
 ]
@@ -391,23 +392,40 @@ def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Ge
                         noise.derived_rng(seed, "sample", salt, user_id), ordered=True)
 
 
+class UserSampler:
+    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own.
+
+    For DoFns: call ``setup`` in the DoFn's ``setup`` (a fresh OS-seeded
+    generator per worker), then ``sampler(user_id, items)`` per user.
+    """
+
+    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
+        self.max_items = max_items_per_user
+        self.seed = seed
+        self.salt = salt
+        self._rng = None
+
+    def setup(self) -> None:
+        self._rng = noise.os_rng()
+
+    def __call__(self, user_id, items) -> list:
+        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
+                                 self.salt)
+
+
 class _SampleItemsFn(beam.DoFn):
 
     def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
-        self._max_items = max_items_per_user
-        self._seed = seed
-        self._salt = salt
-        self._rng = None
+        self._sample = UserSampler(max_items_per_user, seed, salt)
 
     def setup(self):
-        self._rng = noise.os_rng()
+        self._sample.setup()
 
     def process(self, user_record):
         user_id, items = user_record
         if not items:  # a user holding nothing contributes nothing
             return
-        yield user_id, tuple(sample_user_items(user_id, items, self._max_items, self._rng,
-                                               self._seed, self._salt))
+        yield user_id, tuple(self._sample(user_id, items))
 
 
 class SampleEachUser(beam.PTransform):

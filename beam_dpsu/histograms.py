@@ -17,7 +17,7 @@ from typing import Callable
 import apache_beam as beam
 
 from beam_dpsu import noise, policies
-from beam_dpsu.bounding import sample_user_items
+from beam_dpsu.bounding import UserSampler
 from beam_dpsu.windowing import in_global_window, require_global_window
 
 # SampledWeightedHistogram is internal (it trusts its input's items to be
@@ -114,20 +114,16 @@ class _SampleAndSumFn(PartialHistogramFn):
 
     def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str):
         super().__init__(item_weight, max_keys)
-        self._max_items = max_items
-        self._seed = seed
-        self._salt = salt
-        self._rng = None
+        self._sample = UserSampler(max_items, seed, salt)
 
     def setup(self):
-        self._rng = noise.os_rng()
+        self._sample.setup()
 
     def process(self, user_record):
         user_id, items = user_record
         if not items:  # a user holding nothing contributes nothing
             return
-        self._partial.add_distinct(sample_user_items(
-            user_id, items, self._max_items, self._rng, self._seed, self._salt))
+        self._partial.add_distinct(self._sample(user_id, items))
         if self._partial.entries >= self._max_keys:
             yield from self._flush()
 

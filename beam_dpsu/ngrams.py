@@ -39,7 +39,7 @@ from scipy import special
 from beam_dpsu import accounting, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
-                                canonical_user_id, sample_user_items)
+                                UserSampler, canonical_user_id)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import PARTIAL_HISTOGRAM_KEYS, PartialHistogramFn, WeightedHistogram
@@ -205,23 +205,20 @@ class _BlockHistogramFn(PartialHistogramFn):
         super().__init__(policies.weighted_gaussian_weight, PARTIAL_HISTOGRAM_KEYS)
         self._items_of = items_of
         self._min_length = min_length
-        self._max_items = max_items
-        self._seed = seed
-        self._salt = salt
-        self._rng = None
+        self._sample = UserSampler(max_items, seed, salt)
 
     def setup(self):
-        self._rng = noise.os_rng()
+        self._sample.setup()
 
     def process(self, block, *side_inputs):
-        items_of, partial, max_items = self._items_of, self._partial, self._max_items
+        items_of, partial, sample = self._items_of, self._partial, self._sample
+        max_items, seeded = sample.max_items, sample.seed is not None
         for user_id, docs, longest in block:
             if longest < self._min_length:
                 break  # the block is sorted: no later user has an item here
             items = items_of(docs, *side_inputs)
-            if len(items) > max_items or (items and self._seed is not None):
-                items = sample_user_items(user_id, items, max_items, self._rng, self._seed,
-                                          self._salt)
+            if len(items) > max_items or (items and seeded):
+                items = sample(user_id, items)
             if items:
                 partial.add(items)
         if partial.entries >= self._max_keys:
