@@ -464,6 +464,8 @@ class SampleItemsPerUser(beam.PTransform):
     and its output id is internal.
     """
 
+    _NAME = "SampleItemsPerUser"  # in window errors
+
     def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
                  privacy_unit: str = "user_id"):
         super().__init__()
@@ -472,29 +474,22 @@ class SampleItemsPerUser(beam.PTransform):
                                          seed=seed)
 
     def expand(self, elements):
-        require_global_window(elements, "SampleItemsPerUser")
+        require_global_window(elements, self._NAME)
         return (elements
                 | "ItemCountsPerUser" >> self._counts
                 | "SampleEachUser" >> self._sample)
 
 
-class BoundContributions(beam.PTransform):
+class BoundContributions(SampleItemsPerUser):
     """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items): check, merge, sample.
 
-    The bounding step of the parallel mechanisms of ``SelectItems``. With
-    ``privacy_unit="element"`` each element is one person (module docstring):
-    check and sample, nothing to merge.
+    The bounding step of the parallel mechanisms (``SampleItemsPerUser``
+    without a salt). With ``privacy_unit="element"`` each element is one
+    person (module docstring): check and sample, nothing to merge.
     """
+
+    _NAME = "BoundContributions"
 
     def __init__(self, max_items_per_user: int, seed: int | None = None,
                  privacy_unit: str = "user_id"):
-        super().__init__()
-        self._sample = SampleEachUser(max_items_per_user, seed)
-        self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
-                                         seed=seed)
-
-    def expand(self, elements):
-        require_global_window(elements, "BoundContributions")
-        return (elements
-                | "ItemCountsPerUser" >> self._counts
-                | "SampleItemsPerUser" >> self._sample)
+        super().__init__(max_items_per_user, seed, privacy_unit=privacy_unit)
