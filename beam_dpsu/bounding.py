@@ -231,8 +231,9 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
 
 # What an element of privacy_unit="element" input may be: these types (or
 # subclasses of them), not other iterables such as beam.Row (a tuple),
-# generators or dict views, which keyed data arrives as. A list is taken as one person's items even when
-# it is [user, item]: keyed rows must be given as keyed records instead.
+# generators or dict views, which keyed data arrives as. A list is taken as
+# one person's items even when it is [user, item]: keyed rows must be given
+# as keyed records instead.
 _ELEMENT_TYPES = (list, set, frozenset, np.ndarray)
 
 
