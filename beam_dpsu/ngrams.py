@@ -2,10 +2,13 @@
 
 ``ExtractNgrams(max_n, budget)`` takes ``PCollection[(user_id, tokens)]``
 (one element per document; n-grams never cross documents) and returns
-``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T.
+``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T. With
+``privacy_unit="element"`` it takes ``PCollection[list[str]]`` instead: each
+element one document holding all the data of one person (no user id).
 
 The levels are unrolled when the pipeline is built. First each user's
-documents are grouped into one record. Level 1 is Weighted Gaussian (or
+documents are grouped into one record (with ``privacy_unit="element"`` each
+element already is one). Level 1 is Weighted Gaussian (or
 Policy Gaussian) over the users' tokens with σ_1 and ρ_1 (Theorem 2.1). Then
 for each k ≥ 2: every user's valid k-grams (both (k−1)-subgrams released,
 or the prefix only with ``pruning="single"``; S_1 and S_{k−1} arrive as side
@@ -29,6 +32,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import pickle
+import secrets
 import typing
 from typing import Sequence
 
@@ -39,21 +44,46 @@ from scipy import special
 from beam_dpsu import accounting, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
-                                UserSampler, canonical_user_id)
+                                UserSampler, canonical_user_id, check_privacy_unit)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import PARTIAL_HISTOGRAM_KEYS, PartialHistogramFn, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of
 from beam_dpsu.mechanisms import SelectItems
-from beam_dpsu.report import SEEDED_NOTE
+from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
 from beam_dpsu.windowing import in_global_window, require_global_window
 
-__all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "LEVEL1_POLICIES", "BASELINES"]
+__all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "element_document", "LEVEL1_POLICIES", "BASELINES"]
 
 LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
 BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
+
+
+def _plain_tokens(tokens) -> bool:
+    """Plain str tokens, none empty and none with whitespace: exactly when
+    splitting them joined by spaces gives them back (C calls, the common case)."""
+    return set(map(type, tokens)) <= {str} and " ".join(tokens).split() == list(tokens)
+
+
+def _checked_tokens(tokens, where: str) -> tuple:
+    """``tokens`` as a tuple of plain str; raises naming the position and type, never a value."""
+    if _plain_tokens(tokens):
+        return tuple(tokens)
+    for position, t in enumerate(tokens):
+        if not isinstance(t, str) or not t:
+            raise InvalidRecordError(
+                f"token {position} of {where} must be a non-empty str, got "
+                + ("an empty str" if isinstance(t, str) else f"a {type(t).__name__}"))
+        # Released n-grams are written as tokens joined by a space: a token
+        # with whitespace would make ("new york",) and ("new", "york") one line.
+        if any(c.isspace() for c in t):
+            raise InvalidRecordError(
+                f"token {position} of {where} contains whitespace; tokens are "
+                "written space-separated, so split them first")
+    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
+    return tuple(str(t) for t in tokens)
 
 
 def check_document(record):
@@ -62,6 +92,10 @@ def check_document(record):
     The error names the field, the token position and the type found, never
     the user id or the text (runner logs keep error messages).
     """
+    if type(record) is tuple and len(record) == 2:  # the common case first
+        user_id, tokens = record
+        if type(user_id) is str and user_id and type(tokens) is tuple and _plain_tokens(tokens):
+            return record
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
                  else f"a {type(record).__name__}")
@@ -74,23 +108,38 @@ def check_document(record):
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
         raise InvalidRecordError(
             f"tokens (field 1) must be a sequence of str, got a {type(tokens).__name__}")
-    # The common case in C calls: plain str tokens, none empty and none with
-    # whitespace, exactly when splitting them joined by spaces gives them back.
-    if set(map(type, tokens)) <= {str} and " ".join(tokens).split() == list(tokens):
-        return user_id, tuple(tokens)
-    for position, t in enumerate(tokens):
-        if not isinstance(t, str) or not t:
-            raise InvalidRecordError(
-                f"token {position} of a document (field 1) must be a non-empty str, got "
-                + ("an empty str" if isinstance(t, str) else f"a {type(t).__name__}"))
-        # Released n-grams are written as tokens joined by a space: a token
-        # with whitespace would make ("new york",) and ("new", "york") one line.
-        if any(c.isspace() for c in t):
-            raise InvalidRecordError(
-                f"token {position} of a document (field 1) contains whitespace; tokens are "
-                "written space-separated, so split them first")
-    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
-    return user_id, tuple(str(t) for t in tokens)
+    return user_id, _checked_tokens(tokens, "a document (field 1)")
+
+
+def element_document(element, seed: int | None = None) -> tuple:
+    """One element of ``privacy_unit="element"`` input → (element id, tuple of tokens).
+
+    ``element`` is a list of str tokens: one document holding all the data of
+    one person. A tuple is refused (a ``(user_id, tokens)`` document is one),
+    and so is a str (an untokenised text). The id only orders the element
+    (a policy-gaussian level 1) and seeds its samples inside the pipeline;
+    it is never written: 128 bits of OS randomness, or, with a test-only
+    ``seed``, a hash of the tokens (equal documents are interchangeable).
+    Errors name the token's position and type, never a value.
+    """
+    tokens = element_tokens(element)
+    if seed is None:
+        return secrets.randbits(128), tokens
+    return noise.stable_hash64(("document", tokens)), tokens
+
+
+def element_tokens(element) -> tuple:
+    """``element_document`` without the id: the checked tokens, as a tuple of str."""
+    if type(element) is not list:
+        hint = ""
+        if isinstance(element, tuple):
+            hint = ("; a tuple could be a (user_id, tokens) document: give each person's "
+                    "tokens as a list, or use privacy_unit='user_id' for keyed documents")
+        elif isinstance(element, (str, bytes)):
+            hint = "; tokenise the text into a list of tokens first"
+        raise InvalidRecordError("with privacy_unit='element' each element must be a list of "
+                                 f"one person's tokens, got a {type(element).__name__}{hint}")
+    return _checked_tokens(element, "an element")
 
 
 def _max_items_per_level(max_items_per_user, max_n: int) -> list[int]:
@@ -151,16 +200,26 @@ def _valid_kgrams(k: int, pruning: str, docs, previous, unigrams) -> list:
     return list(valid)
 
 
+def _one_document(id_tokens: tuple) -> tuple:
+    """(element id, tokens) → (element id, (tokens,)): a person with one document."""
+    return id_tokens[0], (id_tokens[1],)
+
+
 class _UserBlocksFn(beam.DoFn):
     """(user, documents) → blocks of up to ``size`` users, longest document first.
 
+    A block is one pickled ``bytes`` value: every level re-reads all blocks
+    (a stage each, after the level before), and Beam decodes one bytes value
+    several times faster than a list of tuples of str. Unseeded, the user ids
+    are left out of it (only seeded samples use them), which halves it.
     Not ``beam.BatchElements``: that logs how many elements it has batched,
     which here is the number of users (DESIGN §4.6). Every block is stamped
     like the other outputs (``in_global_window``).
     """
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, keep_ids: bool):
         self._size = size
+        self._keep_ids = keep_ids
         self._block: list = []
 
     def start_bundle(self):
@@ -177,7 +236,10 @@ class _UserBlocksFn(beam.DoFn):
 
     def _flush(self):
         block, self._block = self._block, []
-        return in_global_window(_block_by_longest_document(block))
+        if not self._keep_ids:
+            block = [(None, docs) for _, docs in block]
+        return in_global_window(pickle.dumps(_block_by_longest_document(block),
+                                             protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _block_by_longest_document(users: list) -> list:
@@ -189,7 +251,7 @@ def _block_by_longest_document(users: list) -> list:
 
 
 class _BlockHistogramFn(PartialHistogramFn):
-    """Blocks of (user, documents, longest) → partial sums of the users' weighted level items.
+    """Pickled blocks of (user, documents, longest) → partial sums of the users' weighted level items.
 
     For each user of a block with a document of at least ``min_length``
     tokens: its items at this level (``items_of(docs, *side inputs)``),
@@ -198,7 +260,7 @@ class _BlockHistogramFn(PartialHistogramFn):
     without a draw, as ``sample_items`` would), each weighted 1/√|sample| and summed into the
     bundle's partial histogram (``WeightedHistogram``'s, flushed the same
     way). The input has one element per user before blocking (after the
-    ``GroupByKey``), so each user is bounded once.
+    ``GroupByKey``, or one element per person), so each user is bounded once.
     """
 
     def __init__(self, items_of, min_length: int, max_items: int, seed, salt: str):
@@ -213,7 +275,7 @@ class _BlockHistogramFn(PartialHistogramFn):
     def process(self, block, *side_inputs):
         items_of, partial, sample = self._items_of, self._partial, self._sample
         max_items, seeded = sample.max_items, sample.seed is not None
-        for user_id, docs, longest in block:
+        for user_id, docs, longest in pickle.loads(block):
             if longest < self._min_length:
                 break  # the block is sorted: no later user has an item here
             items = items_of(docs, *side_inputs)
@@ -305,6 +367,12 @@ class ExtractNgrams(beam.PTransform):
         with cutoff ρ_1 + alpha·σ_1, in a stateful DoFn).
       alpha: α of the level-1 policy cutoff.
       seed: test-only seed.
+      privacy_unit: "user_id" (default): neighbours differ by one user id's
+        documents, grouped per user first; or "element": each element is a
+        list of str tokens, one document holding all the data of one person
+        (e.g. one session per visitor), and neighbours differ by one element.
+        Nothing is grouped, so the per-user shuffle is left out
+        (``element_document``).
       non_private_stats: also compute, per level, raw-data figures that are
         NOT differentially private (support of H_k, k-grams released from
         users' weight, spurious draws, expected spurious count) as
@@ -326,8 +394,9 @@ class ExtractNgrams(beam.PTransform):
     def __init__(self, max_n: int, budget, max_items_per_user=100, eta: float = 0.01,
                  pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
-                 non_private_stats: bool = False):
+                 non_private_stats: bool = False, privacy_unit: str = "user_id"):
         super().__init__(label)
+        self.privacy_unit = check_privacy_unit(privacy_unit)
         if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or max_n < 1:
             raise ValueError(f"max_n must be an int >= 1, got {max_n!r}")
         if not 0.0 < float(eta) < 1.0:
@@ -370,7 +439,8 @@ class ExtractNgrams(beam.PTransform):
         from beam_dpsu import __version__
         report = {
             "library": f"beam_dpsu {__version__}",
-            "guarantee": "user-level (add/remove one user with all their records)",
+            "guarantee": GUARANTEES[self.privacy_unit],
+            "privacy_unit": self.privacy_unit,
             "mechanism": {"name": "dpne", "max_n": self.max_n, "eta": self.eta,
                           "pruning": self.pruning, "noise_decay": self.noise_decay,
                           "level1": self.level1},
@@ -480,12 +550,23 @@ class ExtractNgrams(beam.PTransform):
 
     def expand(self, documents):
         require_global_window(documents, "ExtractNgrams")
-        # First one record per user with all their documents.
-        user_docs = (documents
-                     | "CheckDocuments" >> beam.Map(check_document)
-                     | "DocumentsPerUser" >> beam.GroupByKey()
-                     | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
-        user_blocks = user_docs | "UserBlocks" >> beam.ParDo(_UserBlocksFn(USERS_PER_BLOCK))
+        # First one record per user with all their documents: grouped by user
+        # id, or each element one person's only document.
+        if self.privacy_unit == "element" and self.seed is None and self.level1 != "policy-gaussian":
+            # Only a seeded sample or the policy's order reads an id: none is drawn.
+            user_docs = documents | "CheckElements" >> beam.Map(
+                lambda element: (None, (element_tokens(element),)))
+        elif self.privacy_unit == "element":
+            seed = self.seed
+            user_docs = documents | "CheckElements" >> beam.Map(
+                lambda element: _one_document(element_document(element, seed)))
+        else:
+            user_docs = (documents
+                         | "CheckDocuments" >> beam.Map(check_document)
+                         | "DocumentsPerUser" >> beam.GroupByKey()
+                         | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
+        user_blocks = user_docs | "UserBlocks" >> beam.ParDo(
+            _UserBlocksFn(USERS_PER_BLOCK, keep_ids=self.seed is not None))
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
         unigrams = self._level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]

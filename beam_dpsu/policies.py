@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections import abc
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -147,7 +148,7 @@ class WeightedHistogramBuilder:
     def add_distinct(self, distinct) -> None:
         """Adds one user's items known to be distinct (a dict's keys, a sample of them):
         ``add`` without its deduplication. A repeated item would count twice."""
-        if isinstance(distinct, Mapping):  # its keys, never its values as counts
+        if isinstance(distinct, abc.Mapping):  # its keys, never its values as counts
             distinct = distinct.keys()
         if not distinct:
             return

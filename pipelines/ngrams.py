@@ -34,7 +34,8 @@ from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
 from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments  # noqa: E402
 
-__all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats"]
+__all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
+           "privacy_unit_from_args"]
 
 METHODS = ("dpne",) + BASELINES
 PROG = "python -m pipelines.ngrams"
@@ -112,9 +113,12 @@ def parse_args(argv):
     args.budget_parts = cli.budget_parts_from_args(args, total)
     budget = total if args.budget_parts is None else args.budget_parts.selection
     if args.method == "dpne":
-        transform = ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
-                                  args.pruning, args.noise_decay, args.level1, args.alpha,
-                                  seed=args.seed, non_private_stats=args.non_private_stats)
+        def dpne(privacy_unit):
+            return ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
+                                 args.pruning, args.noise_decay, args.level1, args.alpha,
+                                 seed=args.seed, non_private_stats=args.non_private_stats,
+                                 privacy_unit=privacy_unit)
+        transform = dpne("user_id")  # bad parameters fail before any input is read
     else:
         if not isinstance(args.max_items_per_user, int):
             raise cli.UsageError(f"--method {args.method} takes one --max-items-per-user value")
@@ -123,7 +127,19 @@ def parse_args(argv):
     cli.check_num_shards(args)
     cli.check_counts(args.budget_parts, counts_max_items(args))
     args.files = cli.resolve_input(args, DOCUMENT_FORMATS)
+    if args.method == "dpne" and privacy_unit_from_args(args) == "element":
+        transform = dpne("element")  # the format is known (maybe inferred) only now
     return args, options, transform
+
+
+def privacy_unit_from_args(args) -> str:
+    """"element" when every record is its own user: msnbc (one visitor per line), and
+    what ``cli.privacy_unit_from_args`` says for the text formats; else "user_id".
+
+    Those records' ids (``<file>:<line>``) are distinct by construction, so
+    grouping documents per user, a shuffle of every document, has nothing to group.
+    """
+    return "element" if args.format == "msnbc" else cli.privacy_unit_from_args(args)
 
 
 def _static_report(transform, args) -> dict:
@@ -167,8 +183,12 @@ def build_pipeline(pipeline, args, transform) -> None:
         args.input, args.format, args.user_field, args.text_field,
         cli.tokenizer_from_args(args), args.skip_header_lines,
         files=getattr(args, "files", None), log_records=args.non_private_stats)
-    # Then extract the n-grams.
-    released = documents | "Extract" >> transform
+    # Then extract the n-grams: from each record's tokens alone where every
+    # record is its own user (see privacy_unit_from_args).
+    extract_input = documents
+    if getattr(transform, "privacy_unit", "user_id") == "element":
+        extract_input = documents | "OnePersonEach" >> beam.Map(lambda doc: list(doc[1]))
+    released = extract_input | "Extract" >> transform
     # Finally write them sorted (held and spurious n-grams alike), and the report:
     # per-length and per-level figures of the release, raw figures only if asked.
     out = args.output.rstrip("/")

@@ -1,5 +1,7 @@
 """TestPipeline tests of ExtractNgrams and the DPSU baselines (the job: test_ngrams_job.py)."""
 
+import pickle
+
 import apache_beam as beam
 import numpy as np
 import pytest
@@ -218,12 +220,88 @@ def test_blocking_users_logs_no_count_of_users(caplog):
 
 def test_users_are_blocked_once_each_longest_document_first():
     from beam_dpsu.ngrams import _UserBlocksFn
-    fn = _UserBlocksFn(3)
+    fn = _UserBlocksFn(3, keep_ids=True)
     fn.start_bundle()
     users = [(f"u{j}", (("a",) * (j % 4),)) for j in range(7)]
     blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
-    values = [wv.value for wv in blocks]
+    values = [pickle.loads(wv.value) for wv in blocks]
     assert [len(b) for b in values] == [3, 3, 1]
     assert sorted(u for b in values for u, _, _ in b) == sorted(u for u, _ in users)
     assert all([n for _, _, n in b] == sorted((n for _, _, n in b), reverse=True)
                for b in values)
+
+
+# -- privacy_unit="element": each element is one person's only document -------------------
+
+
+def test_element_mode_output_is_downward_closed_and_held():
+    # Unseeded, as in production: no element id is drawn, nothing is grouped.
+    extract = ExtractNgrams(3, Budget(3.0, 1e-5), max_items_per_user=6, eta=0.01,
+                            privacy_unit="element")
+    assert extract.report["privacy_unit"] == "element"
+    assert extract.report["guarantee"].startswith("element-level")
+    elements = [list(doc) for _, doc in phrase_corpus()]
+    held = {tuple(doc[i:i + k]) for doc in elements for k in (1, 2)
+            for i in range(len(doc) - k + 1)}
+    with TestPipeline() as p:
+        released = p | beam.Create(elements) | extract
+
+        def check(ngrams):
+            assert len(ngrams) == len(set(ngrams))
+            assert downward_closed(ngrams)
+            assert any(len(g) == 3 for g in ngrams)
+            # η = 0.01 of |S_1| ≤ 11 expects ≤ 0.11 spurious bigrams: some held one is there.
+            assert {g for g in ngrams if len(g) == 1} <= held
+
+        assert_that(released, check)
+
+
+@pytest.mark.parametrize("level1", ["weighted-gaussian", "policy-gaussian"])
+def test_seeded_element_mode_is_independent_of_input_order(level1):
+    elements = [list(doc) for _, doc in phrase_corpus(n_users=120, seed=5)]
+    with TestPipeline() as p:
+        runs = [(p | f"Create{i}" >> beam.Create(order)
+                 | f"Extract{i}" >> ExtractNgrams(3, Budget(2.0, 1e-5), max_items_per_user=2,
+                                                  seed=7, level1=level1,
+                                                  privacy_unit="element"))
+                for i, order in enumerate((elements, elements[::-1]))]
+
+        def same(_, first, second):
+            assert first and sorted(first) == sorted(second)
+            return True
+
+        checked = (p | "Once" >> beam.Create([None])
+                   | beam.Map(same, beam.pvalue.AsList(runs[0]), beam.pvalue.AsList(runs[1])))
+        assert_that(checked, equal_to([True]))
+
+
+@pytest.mark.parametrize("element, message", [
+    (("alice", ("a", "b")), r"got a tuple; a tuple could be a \(user_id, tokens\) document"),
+    ("the cat sat", r"got a str; tokenise the text into a list of tokens first"),
+    ({"a", "b"}, r"must be a list of one person's tokens, got a set"),
+    (["a", 3], r"token 1 of an element must be a non-empty str, got a int"),
+    (["secret token"], r"token 0 of an element contains whitespace"),
+])
+def test_element_mode_refuses_what_is_not_one_persons_tokens(element, message):
+    with pytest.raises(InvalidRecordError, match=message) as raised:
+        with TestPipeline() as p:
+            _ = p | beam.Create([element]) | ExtractNgrams(2, Budget(1, 1e-5),
+                                                           privacy_unit="element")
+    assert "secret" not in str(raised.value) and "alice" not in str(raised.value)
+
+
+def test_privacy_unit_is_validated():
+    with pytest.raises(ValueError, match=r"privacy_unit must be one of \['user_id', 'element'\]"):
+        ExtractNgrams(2, Budget(1, 1e-5), privacy_unit="row")
+
+
+def test_unseeded_blocks_hold_no_user_id():
+    # Only a seeded sample reads a user id: unseeded, the blocks every level
+    # re-reads carry none (half their size on MSNBC).
+    from beam_dpsu.ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(4, keep_ids=False)
+    fn.start_bundle()
+    users = [(f"user{j}", (("a", "b"),)) for j in range(3)]
+    blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
+    (block,) = [pickle.loads(wv.value) for wv in blocks]
+    assert [(u, docs) for u, docs, _ in block] == [(None, (("a", "b"),))] * 3

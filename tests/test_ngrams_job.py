@@ -44,6 +44,8 @@ def test_ngram_job_on_msnbc_slice(tmp_path, capsys):
     assert {t for g in ngrams for t in g} <= {str(i) for i in range(1, 18)}
     assert downward_closed(ngrams)
     assert [s["k"] for s in report["level_stats"]] == [2, 3, 4]
+    # One visitor per line: no per-user grouping (each line is its own person).
+    assert report["privacy_unit"] == "element"
     assert "non_private_counts" not in report
     assert not any(RAW_LEVEL_FIELDS & set(s) for s in report["level_stats"])
     captured = capsys.readouterr()
@@ -101,6 +103,7 @@ def test_dpne_permuted_and_resplit_input_gives_identical_files(tmp_path, permute
                                   "report.json"]
     ngrams, report = read_job_output(str(tmp_path / "one"))
     assert report["released_per_length"]["3"] > 0 and "non_private_counts" not in report
+    assert report["privacy_unit"] == "user_id"  # a user field: documents grouped per user
     for name, data in outputs[0].items():
         if name.startswith("ngrams-"):
             lines = data.decode().splitlines()

@@ -10,13 +10,15 @@ shows up too.
   not interact, so the users are N independent trials of the worst case of the
   proofs; the number of users with any item released is Binomial(N, p) with
   p ≤ the δ the mechanism gives its thresholds.
-* ``ExtractNgrams``: users hold single tokens (every unigram certainly
-  released) and a few two-token documents; every valid bigram nobody holds is
-  released independently with probability Φ(−ρ_2/σ_2) (dpne App. A).
+* ``ExtractNgrams``: lone users (per user id or per element) risk their
+  n-grams with probability at most level 1's threshold δ; and, with users
+  holding single tokens (every unigram certainly released) and a few
+  two-token documents, every valid bigram nobody holds is released
+  independently with probability Φ(−ρ_2/σ_2) (dpne App. A).
 
 False-failure rate: each one-sided check uses the 1 − 1e-8 quantile, the
-two-sided DPNE check 1e-8 in each tail; the 14 checks below fail by chance
-with probability < 2e-7 in all.
+two-sided DPNE check 1e-8 in each tail; the 16 checks below fail by chance
+with probability < 2e-7 in all (15 one-sided and one two-sided: 1.7e-7).
 """
 
 import apache_beam as beam
@@ -93,6 +95,33 @@ def test_a_lone_users_items_are_released_with_probability_at_most_delta(mechanis
         def check(counts):
             (count,) = counts
             assert count <= bound, (mechanism.name, count, bound, delta)
+
+        assert_that(users_with_a_release, check)
+
+
+@pytest.mark.parametrize("privacy_unit", ["user_id", "element"])
+def test_a_lone_users_ngrams_are_released_with_probability_at_most_delta(privacy_unit):
+    # Each user's one document holds tokens nobody else holds (1..Δ1+1 of
+    # them, so some are sampled down): any n-gram of it needs one of its
+    # unigrams, released with probability ≤ level 1's threshold δ.
+    extract = ExtractNgrams(2, BUDGET, max_items_per_user=MAX_ITEMS,
+                            privacy_unit=privacy_unit)
+    delta = extract.threshold_delta
+    bound = stats.binom.ppf(QUANTILE, N_USERS, delta)
+    docs = [[f"user{u}.{j}" for j in range(1 + u % (MAX_ITEMS + 1))] for u in range(N_USERS)]
+    data = docs if privacy_unit == "element" else [(f"u{u}", tuple(d))
+                                                    for u, d in enumerate(docs)]
+    with TestPipeline() as p:
+        users_with_a_release = (
+            p | beam.Create(data)
+            | extract
+            | "Owners" >> beam.FlatMap(lambda gram: {t.split(".")[0] for t in gram})
+            | "Distinct" >> beam.Distinct()
+            | beam.combiners.Count.Globally())
+
+        def check(counts):
+            (count,) = counts
+            assert count <= bound, (privacy_unit, count, bound, delta)
 
         assert_that(users_with_a_release, check)
 
