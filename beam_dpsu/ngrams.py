@@ -41,13 +41,13 @@ import apache_beam as beam
 import numpy as np
 from scipy import special
 
-from beam_dpsu import accounting, noise, policies, thresholds
+from beam_dpsu import accounting, docblocks, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
-                                UserSampler, canonical_user_id, check_privacy_unit)
+                                canonical_user_id, check_privacy_unit)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
-from beam_dpsu.histograms import PARTIAL_HISTOGRAM_KEYS, PartialHistogramFn, WeightedHistogram
+from beam_dpsu.histograms import PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
@@ -169,35 +169,24 @@ def _gaussian(budget, sigma: float, threshold: float, threshold_delta: float, so
                        budget=budget, source=source, cutoff=cutoff)
 
 
-# Users per element in the levels: a level's per-user work (its items, the
-# sample, the weights) runs as a plain Python loop over a block of users,
-# not as one Beam element per user and step (MSNBC has a million users).
-USERS_PER_BLOCK = 1024
+# Users per block in the levels: a level's per-user work (its items, the
+# sample, the weights) runs as array operations over a block of users
+# (``beam_dpsu.docblocks``), not as one Beam element per user and step
+# (MSNBC has a million users).
+USERS_PER_BLOCK = 4096
 
 
 def _distinct_tokens(docs) -> list:
-    """Level 1: a user's distinct tokens."""
+    """A user's distinct tokens (level 1 of policy-gaussian)."""
     return list({t for doc in docs for t in doc})
 
 
-def _valid_kgrams(k: int, pruning: str, docs, previous, unigrams) -> list:
-    """Level k ≥ 2: a user's distinct valid k-grams (``kgrams.is_valid``, inlined).
-
-    A k-gram at position i is valid when its prefix, the (k−1)-gram at i, was
-    released and (``both``) so was its suffix, the (k−1)-gram at i + 1, or
-    (``single``) its last token.
-    """
-    valid = set()
-    for doc in docs:
-        n = len(doc) - k + 1
-        if n <= 0:
-            continue
-        released = [doc[i:i + k - 1] in previous for i in range(n + 1)]
-        for i in range(n):
-            if released[i] and (released[i + 1] if pruning == "both"
-                                 else (doc[i + k - 1],) in unigrams):
-                valid.add(doc[i:i + k])
-    return list(valid)
+def _element_list(element) -> tuple:
+    """An element as (no id, (its tokens,)), its type checked (``element_tokens``'s
+    rule); its tokens are checked per block, on the block's distinct tokens."""
+    if type(element) is not list:
+        element_tokens(element)  # raises naming the type
+    return None, (element,)
 
 
 def _one_document(id_tokens: tuple) -> tuple:
@@ -206,20 +195,21 @@ def _one_document(id_tokens: tuple) -> tuple:
 
 
 class _UserBlocksFn(beam.DoFn):
-    """(user, documents) → blocks of up to ``size`` users, longest document first.
+    """(user, documents) → blocks of up to ``size`` users, as pickled ``DocumentBlock``s.
 
-    A block is one pickled ``bytes`` value: every level re-reads all blocks
-    (a stage each, after the level before), and Beam decodes one bytes value
-    several times faster than a list of tuples of str. Unseeded, the user ids
-    are left out of it (only seeded samples use them), which halves it.
+    A block is one ``bytes`` value: every level re-reads all blocks (a stage
+    each, after the level before), and Beam decodes one bytes value many
+    times faster than a list of tuples of str. Unseeded, the user ids are
+    left out (only seeded samples read them).
     Not ``beam.BatchElements``: that logs how many elements it has batched,
     which here is the number of users (DESIGN §4.6). Every block is stamped
     like the other outputs (``in_global_window``).
     """
 
-    def __init__(self, size: int, keep_ids: bool):
+    def __init__(self, size: int, keep_ids: bool, check_tokens: bool = False):
         self._size = size
         self._keep_ids = keep_ids
+        self._check_tokens = check_tokens
         self._block: list = []
 
     def start_bundle(self):
@@ -235,56 +225,68 @@ class _UserBlocksFn(beam.DoFn):
             yield self._flush()
 
     def _flush(self):
-        block, self._block = self._block, []
-        if not self._keep_ids:
-            block = [(None, docs) for _, docs in block]
-        return in_global_window(pickle.dumps(_block_by_longest_document(block),
-                                             protocol=pickle.HIGHEST_PROTOCOL))
+        users, self._block = self._block, []
+        try:
+            block = docblocks.encode_block(users, self._keep_ids)
+        except TypeError:  # an unhashable token
+            if not self._check_tokens:
+                raise
+            block = None
+        if self._check_tokens and (block is None or not _plain_tokens(block.vocab)):
+            # Elements whose tokens were not checked yet (``_element_list``):
+            # checking the block's distinct tokens is checking them all. Some
+            # token is not a plain str: raise naming it, or make it one.
+            users = [(user, tuple(_checked_tokens(doc, "an element") for doc in docs))
+                     for user, docs in users]
+            block = docblocks.encode_block(users, self._keep_ids)
+        return in_global_window(pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _block_by_longest_document(users: list) -> list:
-    """A block of (user, documents) as (user, documents, longest document's length),
-    longest first, so a level k can stop at the first user with no k-gram."""
-    block = [(user, docs, max(map(len, docs), default=0)) for user, docs in users]
-    block.sort(key=lambda user: -user[2])
-    return block
+class _BlockHistogramFn(beam.DoFn):
+    """Pickled ``DocumentBlock``s → partial sums of the users' weighted level items.
 
-
-class _BlockHistogramFn(PartialHistogramFn):
-    """Pickled blocks of (user, documents, longest) → partial sums of the users' weighted level items.
-
-    For each user of a block with a document of at least ``min_length``
-    tokens: its items at this level (``items_of(docs, *side inputs)``),
-    sampled to Δ_k (``bounding.sample_user_items``, the same draws as
-    ``SampleEachUser``; an unseeded user within Δ_k keeps all its items
-    without a draw, as ``sample_items`` would), each weighted 1/√|sample| and summed into the
-    bundle's partial histogram (``WeightedHistogram``'s, flushed the same
-    way). The input has one element per user before blocking (after the
-    ``GroupByKey``, or one element per person), so each user is bounded once.
+    ``level_sums(block, *side inputs, rng=…)`` gives the block's
+    [(item, Σ weights)]: each user's items at this level sampled to Δ_k and
+    weighted 1/√|sample| (``beam_dpsu.docblocks``). The partial sums of a
+    bundle are added up per item and flushed at ``max_keys`` items (bounding
+    a worker's memory) and at the bundle's end. The input has one element per
+    user before blocking (after the ``GroupByKey``, or one element per
+    person), so each user is bounded once.
     """
 
-    def __init__(self, items_of, min_length: int, max_items: int, seed, salt: str):
-        super().__init__(policies.weighted_gaussian_weight, PARTIAL_HISTOGRAM_KEYS)
-        self._items_of = items_of
-        self._min_length = min_length
-        self._sample = UserSampler(max_items, seed, salt)
+    def __init__(self, level_sums, max_keys: int = PARTIAL_HISTOGRAM_KEYS):
+        self._level_sums = level_sums
+        self._max_keys = max_keys
+        self._partial: dict = {}
+        self._rng = None
 
     def setup(self):
-        self._sample.setup()
+        self._rng = noise.os_rng()  # a fresh OS-seeded generator per worker
+
+    def start_bundle(self):
+        self._partial = {}
 
     def process(self, block, *side_inputs):
-        items_of, partial, sample = self._items_of, self._partial, self._sample
-        max_items, seeded = sample.max_items, sample.seed is not None
-        for user_id, docs, longest in pickle.loads(block):
-            if longest < self._min_length:
-                break  # the block is sorted: no later user has an item here
-            items = items_of(docs, *side_inputs)
-            if len(items) > max_items or (items and seeded):
-                items = sample(user_id, items)
-            if items:
-                partial.add(items)
-        if partial.entries >= self._max_keys:
+        partial = self._partial
+        get = partial.get
+        for item, weight in self._level_sums(pickle.loads(block), *side_inputs, rng=self._rng):
+            partial[item] = get(item, 0.0) + weight
+        if len(partial) >= self._max_keys:
             yield from self._flush()
+
+    def finish_bundle(self):
+        yield from self._flush()
+
+    def _flush(self):
+        partial, self._partial = self._partial, {}
+        # Bounding is global, so every partial sum belongs to the global window.
+        return map(in_global_window, partial.items())
+
+
+def _level_sums(block, previous, unigrams, *, k, pruning, max_items, seed, salt, rng):
+    """``docblocks.level_sums`` with the side inputs S_{k−1}, S_1 in call order."""
+    return docblocks.level_sums(block, k, pruning, previous, unigrams, max_items,
+                                policies.weighted_gaussian_weight, rng, seed, salt)
 
 
 class _LevelThresholdFn(BatchedDecisionFn):
@@ -474,7 +476,10 @@ class ExtractNgrams(beam.PTransform):
         else:
             histogram = (user_blocks
                          | "Level1/SumUsersPerBundle" >> beam.ParDo(_BlockHistogramFn(
-                             _distinct_tokens, 1, self.max_items[0], self.seed, "level1"))
+                             functools.partial(docblocks.level1_sums,
+                                               max_items=self.max_items[0],
+                                               item_weight=policies.weighted_gaussian_weight,
+                                               seed=self.seed, salt="level1")))
                          | "Level1/SumPerItem" >> beam.CombinePerKey(sum))
         return (histogram
                 | "Level1/NoisyThreshold" >> NoisyThreshold(self.level1_calibration, self.seed,
@@ -491,8 +496,9 @@ class ExtractNgrams(beam.PTransform):
         # First the users' valid k-grams, sampled to Δ_k and summed.
         histogram = (user_blocks
                      | f"{L}/SumUsersPerBundle" >> beam.ParDo(
-                         _BlockHistogramFn(functools.partial(_valid_kgrams, k, self.pruning),
-                                           k, max_items, self.seed, L),
+                         _BlockHistogramFn(functools.partial(
+                             _level_sums, k=k, pruning=self.pruning, max_items=max_items,
+                             seed=self.seed, salt=L)),
                          keyed(previous, "Previous"), keyed(unigrams, "Unigrams"))
                      | f"{L}/SumPerItem" >> beam.CombinePerKey(sum))
         # Then ρ_k from |S_{k−1}| and the exact |V_k|.
@@ -554,8 +560,7 @@ class ExtractNgrams(beam.PTransform):
         # id, or each element one person's only document.
         if self.privacy_unit == "element" and self.seed is None and self.level1 != "policy-gaussian":
             # Only a seeded sample or the policy's order reads an id: none is drawn.
-            user_docs = documents | "CheckElements" >> beam.Map(
-                lambda element: (None, (element_tokens(element),)))
+            user_docs = documents | "CheckElements" >> beam.Map(_element_list)
         elif self.privacy_unit == "element":
             seed = self.seed
             user_docs = documents | "CheckElements" >> beam.Map(
@@ -566,7 +571,8 @@ class ExtractNgrams(beam.PTransform):
                          | "DocumentsPerUser" >> beam.GroupByKey()
                          | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
         user_blocks = user_docs | "UserBlocks" >> beam.ParDo(
-            _UserBlocksFn(USERS_PER_BLOCK, keep_ids=self.seed is not None))
+            _UserBlocksFn(USERS_PER_BLOCK, keep_ids=self.seed is not None,
+                          check_tokens=self.privacy_unit == "element"))
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
         unigrams = self._level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]

@@ -142,20 +142,3 @@ def test_level_thresholds_golden():
     assert thresholds.dpne_level_threshold(1.0, 0.01, 5, 0) == math.inf
     with pytest.raises(ValueError, match="eta must lie strictly between 0 and 1"):
         thresholds.dpne_level_threshold(1.0, 1.5, 5, 5)
-
-
-@settings(max_examples=300, deadline=None)
-@given(released_sets(), st.sampled_from(["both", "single"]),
-       st.lists(st.lists(st.sampled_from(TOKENS), max_size=8).map(tuple), max_size=4))
-def test_a_users_valid_kgrams_are_those_is_valid_accepts(sets, pruning, docs):
-    # The DPNE levels inline the validity check (per user, in blocks); it must
-    # keep exactly the k-grams of the user's documents that is_valid accepts.
-    from beam_dpsu.ngrams import _valid_kgrams
-    k, unigrams, previous = sets
-    if k == 2:
-        previous = unigrams
-    previous, unigrams = dict.fromkeys(previous), dict.fromkeys(unigrams)
-    expected = {g for doc in docs for g in kgrams_of(doc, k)
-                if is_valid(g, previous, unigrams, pruning)}
-    got = _valid_kgrams(k, pruning, docs, previous, unigrams)
-    assert len(got) == len(set(got)) and set(got) == expected

@@ -218,17 +218,23 @@ def test_blocking_users_logs_no_count_of_users(caplog):
     assert not any("element_count" in m or "BatchElements" in m for m in messages), messages
 
 
-def test_users_are_blocked_once_each_longest_document_first():
+def test_users_are_blocked_once_each():
     from beam_dpsu.ngrams import _UserBlocksFn
     fn = _UserBlocksFn(3, keep_ids=True)
     fn.start_bundle()
-    users = [(f"u{j}", (("a",) * (j % 4),)) for j in range(7)]
+    users = [(f"u{j}", (("a",) * (j % 4), ("b", "c"))) for j in range(7)]
     blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
     values = [pickle.loads(wv.value) for wv in blocks]
-    assert [len(b) for b in values] == [3, 3, 1]
-    assert sorted(u for b in values for u, _, _ in b) == sorted(u for u, _ in users)
-    assert all([n for _, _, n in b] == sorted((n for _, _, n in b), reverse=True)
-               for b in values)
+    assert [len(b.user_ids) for b in values] == [3, 3, 1]
+    assert [u for b in values for u in b.user_ids] == [u for u, _ in users]
+    # Each block holds its users' documents, in order.
+    for block, first in zip(values, (0, 3, 6)):
+        docs = np.split(np.array(block.vocab, dtype=object)[block.tokens],
+                        np.cumsum(block.doc_lengths)[:-1])
+        assert [tuple(d) for d in docs] == [doc for _, ds in users[first:first + 3]
+                                            for doc in ds]
+        assert block.doc_users.tolist() == [i for i in range(len(block.user_ids))
+                                            for _ in range(2)]
 
 
 # -- privacy_unit="element": each element is one person's only document -------------------
@@ -297,11 +303,12 @@ def test_privacy_unit_is_validated():
 
 def test_unseeded_blocks_hold_no_user_id():
     # Only a seeded sample reads a user id: unseeded, the blocks every level
-    # re-reads carry none (half their size on MSNBC).
+    # re-reads carry none.
     from beam_dpsu.ngrams import _UserBlocksFn
     fn = _UserBlocksFn(4, keep_ids=False)
     fn.start_bundle()
     users = [(f"user{j}", (("a", "b"),)) for j in range(3)]
     blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
     (block,) = [pickle.loads(wv.value) for wv in blocks]
-    assert [(u, docs) for u, docs, _ in block] == [(None, (("a", "b"),))] * 3
+    assert block.user_ids is None and block.vocab == ["a", "b"]
+    assert b"user" not in blocks[0].value

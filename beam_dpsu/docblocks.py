@@ -1,0 +1,195 @@
+"""DPNE's level work on blocks of users, in numpy (dpne §2, Algorithm 1 lines 4–9).
+
+Every DPNE level re-reads all users' documents (a pass each, after the level
+before has released its set). Per user and level, the Python way costs a
+slice, a tuple and a set lookup per token position; a ``DocumentBlock``
+holds a block of users' documents as arrays instead (token ids into the
+block's own vocabulary), and one level over the block is a handful of
+array operations plus one set lookup per *distinct* (k−1)-gram of the block.
+
+What a level computes is exactly the per-user rule (``ngrams._valid_kgrams``
+is the reference; ``tests/test_docblocks.py`` checks the two agree): each
+user's distinct valid k-grams, sampled uniformly to Δ_k, each weighted
+1/√|sample| (``policies.weighted_gaussian_weight``), summed per k-gram over
+the block's users. A user's sample and weights depend on its own documents
+and the released sets only, so the sum moves by at most 1 in ℓ2 when a user
+is added (dpne Theorem 2.1).
+
+Sampling: a user with more than Δ_k distinct items keeps the Δ_k with the
+smallest of independent uniform priorities (a uniform sample without
+replacement), drawn from the worker's OS-seeded generator; seeded (tests
+only), from ``bounding.sample_user_items``'s generator derived from (seed,
+salt, user id), the same draws as ``SampleEachUser``, whatever block the user
+lands in.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from typing import Callable, Hashable, NamedTuple, Sequence
+
+import numpy as np
+
+from beam_dpsu.bounding import sample_user_items
+
+__all__ = ["DocumentBlock", "encode_block", "sampled_weighted_sums", "level1_sums",
+           "level_sums"]
+
+
+class DocumentBlock(NamedTuple):
+    """A block of users' documents as arrays (what a level re-reads).
+
+    ``vocab`` lists the block's distinct tokens; ``tokens`` is every document's
+    token ids, documents concatenated; ``doc_lengths[d]`` and ``doc_users[d]``
+    are document d's length and its user's index in the block; ``user_ids``
+    the users' ids (only seeded samples read them), or None.
+    """
+    vocab: list
+    tokens: np.ndarray
+    doc_lengths: np.ndarray
+    doc_users: np.ndarray
+    user_ids: list | None
+
+
+def encode_block(users: Sequence[tuple], keep_ids: bool) -> DocumentBlock:
+    """``[(user_id, documents), …]`` (documents: sequences of str) → a ``DocumentBlock``."""
+    flat = list(chain.from_iterable(chain.from_iterable(docs for _, docs in users)))
+    index = dict.fromkeys(flat)  # the distinct tokens, in order of first use
+    for i, token in enumerate(index):
+        index[token] = i
+    token_type = np.min_scalar_type(max(len(index) - 1, 0))
+    return DocumentBlock(
+        vocab=list(index),
+        tokens=np.fromiter(map(index.__getitem__, flat), dtype=token_type, count=len(flat)),
+        doc_lengths=np.fromiter((len(doc) for _, docs in users for doc in docs), dtype=np.int64),
+        doc_users=np.fromiter((u for u, (_, docs) in enumerate(users) for _ in docs),
+                              dtype=np.int64),
+        user_ids=[user for user, _ in users] if keep_ids else None)
+
+
+def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int, n_tokens: int) -> np.ndarray:
+    """One int64 key per position of ``starts``, equal exactly when the ``length``-grams
+    there are equal: the token ids as digits base ``n_tokens``, renumbered densely
+    (``np.unique``) only when one more digit could overflow."""
+    keys = tokens[starts].astype(np.int64)
+    bound = max(n_tokens, 1)  # keys < bound
+    for j in range(1, length):
+        if bound > (1 << 62) // max(n_tokens, 1):
+            keys = np.unique(keys, return_inverse=True)[1].astype(np.int64)
+            bound = max(int(keys.max(initial=0)) + 1, 1)
+        keys = keys * n_tokens + tokens[starts + j]
+        bound *= max(n_tokens, 1)
+    return keys
+
+
+def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, max_items: int,
+                          item_weight: Callable[[int], float], rng: np.random.Generator | None,
+                          seeded_sample=None) -> np.ndarray:
+    """Σ_users item_weight(|S_u|) on each item of S_u, per item index (length ``n_items``).
+
+    ``(users[j], items[j])`` are occurrences (repeats count once); S_u is
+    user u's distinct items, sampled uniformly to ``max_items`` when it holds
+    more: by priorities from ``rng``, or, with ``seeded_sample(u, item
+    indices) → kept item indices`` (seeded tests), by that.
+    """
+    if users.size == 0:
+        return np.zeros(n_items)
+    pairs = np.unique(users.astype(np.int64) * n_items + items)  # sorted by user, distinct
+    user, item = pairs // n_items, pairs % n_items
+    starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
+    counts = np.diff(np.r_[starts, user.size])
+    if counts.max() > max_items:
+        if seeded_sample is None:
+            # Within each user's run (user is sorted), order by priority; keep the first Δ.
+            # (Each user's run keeps its place, so the kept pairs stay grouped by user.)
+            order = np.lexsort((rng.random(user.size), user))
+            rank = np.arange(user.size) - np.repeat(starts, counts)
+            keep = order[rank < max_items]
+        else:
+            keep = np.ones(user.size, dtype=bool)
+            for s, c in zip(starts[counts > max_items].tolist(),
+                            counts[counts > max_items].tolist()):
+                kept = seeded_sample(int(user[s]), item[s:s + c])
+                keep[s:s + c] = np.isin(item[s:s + c], kept)
+            keep = np.flatnonzero(keep)
+        user, item = user[keep], item[keep]
+        counts = np.minimum(counts, max_items)
+    weight_of_size = np.array([0.0] + [item_weight(n) for n in range(1, max_items + 1)])
+    weights = np.repeat(weight_of_size[counts], counts)
+    return np.bincount(item, weights=weights, minlength=n_items)
+
+
+def _seeded_sampler(block: DocumentBlock, label: Callable[[int], Hashable], max_items: int,
+                    seed: int | None, salt: str):
+    """``sampled_weighted_sums``' seeded_sample for this block (None unseeded)."""
+    if seed is None:
+        return None
+
+    def sample(user: int, item_indices: np.ndarray) -> list:
+        by_label = {label(i): i for i in item_indices.tolist()}
+        chosen = sample_user_items(block.user_ids[user], list(by_label), max_items, None,
+                                   seed, salt)
+        return [by_label[g] for g in chosen]
+
+    return sample
+
+
+def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=None,
+                salt: str = "") -> list:
+    """Level 1: [(token, Σ weights)] over the block's users' distinct tokens."""
+    users = np.repeat(block.doc_users, block.doc_lengths)
+    vocab = block.vocab
+    sums = sampled_weighted_sums(users, block.tokens, len(vocab), max_items, item_weight, rng,
+                                 _seeded_sampler(block, vocab.__getitem__, max_items, seed,
+                                                 salt))
+    held = np.flatnonzero(sums)
+    return list(zip([vocab[i] for i in held.tolist()], sums[held].tolist()))
+
+
+def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, max_items: int,
+               item_weight, rng, seed=None, salt: str = "") -> list:
+    """Level k ≥ 2: [(k-gram, Σ weights)] over the block's users' distinct valid k-grams.
+
+    A k-gram at position i is valid when its prefix, the (k−1)-gram at i, is
+    in ``previous`` (S_{k−1}) and (``both``) so is its suffix, the (k−1)-gram
+    at i + 1, or (``single``) its last token is in ``unigrams`` (S_1);
+    ``previous`` and ``unigrams`` are containers of token tuples.
+    """
+    tokens, vocab = block.tokens, block.vocab
+    n = tokens.size
+    ends = np.repeat(np.cumsum(block.doc_lengths), block.doc_lengths)  # each position's doc end
+    positions = np.arange(n)
+    # First a dense id per distinct (k−1)-gram of the block, at every position
+    # that starts one, built a token at a time: (id so far, next token) → id.
+    starts = np.flatnonzero(positions + (k - 1) <= ends)
+    if starts.size == 0:
+        return []
+    _, first, gram = np.unique(_gram_keys(tokens, starts, k - 1, len(vocab)),
+                               return_index=True, return_inverse=True)
+    # Then one lookup per distinct (k−1)-gram: was it released?
+    words = np.array(vocab, dtype=object)[tokens].tolist()  # the block's text, in C
+    released_gram = np.array([tuple(words[p:p + k - 1]) in previous
+                              for p in starts[first].tolist()], dtype=bool)
+    released = np.zeros(n + 1, dtype=bool)
+    released[starts] = released_gram[gram]
+    gram_at = np.zeros(n, dtype=np.int64)
+    gram_at[starts] = gram
+    # Then the valid k-grams: prefix released and suffix (or last token) too.
+    kgram_starts = np.flatnonzero(positions + k <= ends)
+    if pruning == "both":
+        valid = released[kgram_starts] & released[kgram_starts + 1]
+    else:
+        unigram_ok = np.array([(t,) in unigrams for t in vocab], dtype=bool)
+        valid = released[kgram_starts] & unigram_ok[tokens[kgram_starts + k - 1]]
+    at = kgram_starts[valid]
+    if at.size == 0:
+        return []
+    kgram_keys = gram_at[at] * len(vocab) + tokens[at + k - 1]  # < positions · |vocab|
+    _, first, kgram = np.unique(kgram_keys, return_index=True, return_inverse=True)
+    labels = [tuple(words[p:p + k]) for p in at[first].tolist()]
+    users = np.repeat(block.doc_users, block.doc_lengths)[at]
+    sums = sampled_weighted_sums(users, kgram, len(labels), max_items, item_weight, rng,
+                                 _seeded_sampler(block, labels.__getitem__, max_items, seed,
+                                                 salt))
+    held = np.flatnonzero(sums)
+    return list(zip([labels[i] for i in held.tolist()], sums[held].tolist()))
