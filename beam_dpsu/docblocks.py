@@ -82,6 +82,37 @@ def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int, n_tokens: in
     return keys
 
 
+# ``_gram_keys`` are the token ids as digits (never renumbered) below this.
+_DIGIT_KEYS = 1 << 62
+
+
+def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
+    """``_gram_keys``' digit keys of the ``length``-grams of ``grams`` made only of
+    the block's tokens (the others occur nowhere in it)."""
+    index = {t: i for i, t in enumerate(vocab)}
+    base = len(vocab)
+    keys = []
+    for gram in grams:
+        if len(gram) != length:
+            continue
+        key = 0
+        for token in gram:
+            i = index.get(token)
+            if i is None:
+                break
+            key = key * base + i
+        else:
+            keys.append(key)
+    return np.array(keys, dtype=np.int64)
+
+
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` by a sort: numpy 2's hash-based ``unique`` is ~10× slower
+    on a million int64."""
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if ordered.size else ordered
+
+
 def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, max_items: int,
                           item_weight: Callable[[int], float], rng: np.random.Generator | None,
                           seeded_sample=None) -> np.ndarray:
@@ -94,7 +125,7 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
     """
     if users.size == 0:
         return np.zeros(n_items)
-    pairs = np.unique(users.astype(np.int64) * n_items + items)  # sorted by user, distinct
+    pairs = _distinct_sorted(users.astype(np.int64) * n_items + items)  # grouped by user
     user, item = pairs // n_items, pairs % n_items
     starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
     counts = np.diff(np.r_[starts, user.size])
@@ -164,12 +195,17 @@ def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, m
     starts = np.flatnonzero(positions + (k - 1) <= ends)
     if starts.size == 0:
         return []
-    _, first, gram = np.unique(_gram_keys(tokens, starts, k - 1, len(vocab)),
-                               return_index=True, return_inverse=True)
-    # Then one lookup per distinct (k−1)-gram: was it released?
+    keys = _gram_keys(tokens, starts, k - 1, len(vocab))
+    _, first, gram = np.unique(keys, return_index=True, return_inverse=True)
+    # Then which distinct (k−1)-grams were released: by their keys when the
+    # keys are the token ids as digits and S_{k−1} is the smaller side, else
+    # one lookup per distinct (k−1)-gram.
     words = np.array(vocab, dtype=object)[tokens].tolist()  # the block's text, in C
-    released_gram = np.array([tuple(words[p:p + k - 1]) in previous
-                              for p in starts[first].tolist()], dtype=bool)
+    if len(vocab) ** (k - 1) < _DIGIT_KEYS and len(previous) < first.size:
+        released_gram = np.isin(keys[first], _digit_keys(previous, vocab, k - 1))
+    else:
+        released_gram = np.array([tuple(words[p:p + k - 1]) in previous
+                                  for p in starts[first].tolist()], dtype=bool)
     released = np.zeros(n + 1, dtype=bool)
     released[starts] = released_gram[gram]
     gram_at = np.zeros(n, dtype=np.int64)

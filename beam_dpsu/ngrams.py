@@ -14,7 +14,8 @@ for each k ≥ 2: every user's valid k-grams (both (k−1)-subgrams released,
 or the prefix only with ``pruning="single"``; S_1 and S_{k−1} arrive as side
 inputs) are sampled to Δ_k and weighted 1/√|U|; the sums get N(0, σ_k²) noise
 and are kept above ρ_k = σ_k Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)), where |V_k| is
-counted exactly by joining S_{k−1} with itself on the (k−2)-token overlap.
+counted exactly from S_{k−1} (``kgrams.valid_kgram_count``: its pairs that
+share a (k−2)-token overlap).
 Finally the zero-weight valid k-grams the histogram over all of V_k would
 have released are drawn: B_k ~ Binomial(|V_k| − |supp H_k|, Φ(−ρ_k/σ_k))
 k-grams sampled uniformly from V_k ∖ supp H_k. This spurious sampling is part
@@ -48,7 +49,7 @@ from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCou
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
-from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of
+from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
@@ -283,6 +284,11 @@ class _BlockHistogramFn(beam.DoFn):
         return map(in_global_window, partial.items())
 
 
+def _as_keys(grams, label: str):
+    """A released set as a dict side input (constant-time lookups in the level blocks)."""
+    return beam.pvalue.AsDict(grams | label >> beam.Map(lambda g: (g, None)))
+
+
 def _level_sums(block, previous, unigrams, *, k, pruning, max_items, seed, salt, rng):
     """``docblocks.level_sums`` with the side inputs S_{k−1}, S_1 in call order."""
     return docblocks.level_sums(block, k, pruning, previous, unigrams, max_items,
@@ -300,8 +306,8 @@ class _LevelThresholdFn(BatchedDecisionFn):
     def decide(self, weights, rng):
         return weights + rng.normal(0.0, self._sigma, weights.shape) > self._rho
 
-    def process(self, item_weight, rho):
-        self._rho = rho  # one value per pipeline, the same in every call
+    def process(self, item_weight, parameters):
+        self._rho = parameters["rho"]  # one value per pipeline, the same in every call
         yield from super().process(item_weight)
 
 
@@ -314,7 +320,8 @@ class _SpuriousFn(beam.DoFn):
         self._pruning = pruning
         self._seed = seed
 
-    def process(self, _, previous, unigrams, support, n_valid, rho):
+    def process(self, _, previous, unigrams, support, parameters):
+        n_valid, rho = parameters["n_valid"], parameters["rho"]
         rng = (noise.os_rng() if self._seed is None
                else noise.derived_rng(self._seed, "spurious", self._k))
         support = set(support)
@@ -324,33 +331,6 @@ class _SpuriousFn(beam.DoFn):
         # Stamped like the k-grams released from users' weight, so nothing
         # about an output tells whether it was spurious (DESIGN §4.6).
         yield from map(in_global_window, sampler.sample(n, support, rng))
-
-
-class _CountValidKgrams(beam.PTransform):
-    """|V_k| from S_{k−1} by a join on the (k−2)-token overlap (or |S_{k−1}|·|S_1|)."""
-
-    def __init__(self, pruning: str, unigrams):
-        super().__init__()
-        self._pruning = pruning
-        self._unigrams = unigrams
-
-    def expand(self, previous):
-        count = beam.combiners.Count.Globally
-        if self._pruning == "single":
-            n_unigrams = beam.pvalue.AsSingleton(self._unigrams | "CountUnigrams" >> count())
-            return (previous | "CountPrevious" >> count()
-                    | "TimesUnigrams" >> beam.Map(lambda n, m: n * m, n_unigrams))
-        # Overlaps are tuples of varying length (() at k = 2): typed Any so
-        # Beam does not infer a fixed-length tuple coder from the lambdas.
-        suffixes = previous | "BySuffix" >> beam.Map(
-            lambda x: (x[1:], 1)).with_output_types(typing.Tuple[typing.Any, int])
-        prefixes = previous | "ByPrefix" >> beam.Map(
-            lambda y: (y[:-1], 1)).with_output_types(typing.Tuple[typing.Any, int])
-        return ({"left": suffixes, "right": prefixes}
-                | "JoinOnOverlap" >> beam.CoGroupByKey()
-                | "PairsPerOverlap" >> beam.Map(
-                    lambda kv: len(kv[1]["left"]) * len(kv[1]["right"]))
-                | "SumPairs" >> beam.CombineGlobally(sum))
 
 
 class ExtractNgrams(beam.PTransform):
@@ -486,60 +466,63 @@ class ExtractNgrams(beam.PTransform):
                                                             "level1")
                 | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any))
 
-    def _level(self, k: int, user_blocks, previous, unigrams):
+    def _level(self, k: int, user_blocks, previous, unigrams, unigram_keys):
         """Level k ≥ 2: returns (released k-grams, DP-safe stats, raw stats or None)."""
         L = f"Level{k}"
         sigma, max_items = self.sigmas[k - 1], self.max_items[k - 1]
         count = beam.combiners.Count.Globally
-        keyed = lambda pc, name: beam.pvalue.AsDict(  # noqa: E731
-            pc | f"{L}/{name}AsKeys" >> beam.Map(lambda g: (g, None)))
         # First the users' valid k-grams, sampled to Δ_k and summed.
         histogram = (user_blocks
                      | f"{L}/SumUsersPerBundle" >> beam.ParDo(
                          _BlockHistogramFn(functools.partial(
                              _level_sums, k=k, pruning=self.pruning, max_items=max_items,
                              seed=self.seed, salt=L)),
-                         keyed(previous, "Previous"), keyed(unigrams, "Unigrams"))
+                         _as_keys(previous, f"{L}/PreviousAsKeys"), unigram_keys)
                      | f"{L}/SumPerItem" >> beam.CombinePerKey(sum))
-        # Then ρ_k from |S_{k−1}| and the exact |V_k|.
-        n_previous = previous | f"{L}/CountPrevious" >> count()
-        n_valid = previous | f"{L}/CountValid" >> _CountValidKgrams(self.pruning, unigrams)
-        eta = self.eta
-        rho = (n_previous | f"{L}/Threshold" >> beam.Map(
-            lambda n_prev, n_val: thresholds.dpne_level_threshold(sigma, eta, n_prev, n_val),
-            beam.pvalue.AsSingleton(n_valid)))
+        # Then ρ_k from |S_{k−1}| and the exact |V_k| (S_{k−1} is held in
+        # memory anyway: the spurious draw below samples V_k from it).
+        eta, pruning = self.eta, self.pruning
+        single, as_list = beam.pvalue.AsSingleton, beam.pvalue.AsList
+
+        def level_parameters(_, prev, uni):
+            n_prev, n_val = len(prev), valid_kgram_count(prev, uni, pruning)
+            return {"n_previous": n_prev, "n_valid": n_val,
+                    "rho": thresholds.dpne_level_threshold(sigma, eta, n_prev, n_val)}
+
+        parameters = single(previous.pipeline
+                            | f"{L}/ParametersOnce" >> beam.Create([None])
+                            | f"{L}/Parameters" >> beam.Map(
+                                level_parameters, as_list(previous), as_list(unigrams)))
         released = histogram | f"{L}/NoisyThreshold" >> beam.ParDo(
-            _LevelThresholdFn(sigma, self.seed, L), beam.pvalue.AsSingleton(rho))
+            _LevelThresholdFn(sigma, self.seed, L), parameters)
         # Finally the spurious k-grams of V_k ∖ supp H_k.
         support = histogram | f"{L}/Support" >> beam.Keys()
         spurious = (previous.pipeline
                     | f"{L}/Once" >> beam.Create([None])
                     | f"{L}/DrawSpurious" >> beam.ParDo(
                         _SpuriousFn(k, sigma, self.pruning, self.seed),
-                        beam.pvalue.AsList(previous), beam.pvalue.AsList(unigrams),
-                        beam.pvalue.AsList(support), beam.pvalue.AsSingleton(n_valid),
-                        beam.pvalue.AsSingleton(rho)))
+                        as_list(previous), as_list(unigrams), as_list(support), parameters))
         level = (released, spurious) | f"{L}/WithSpurious" >> beam.Flatten()
 
         # Everything here is a function of S_{k−1}, S_1 and the level's release.
-        def stats(_, n_prev, n_val, rho_k, n_level):
+        def stats(_, params, n_level):
+            rho_k, n_prev, n_val = params["rho"], params["n_previous"], params["n_valid"]
             return {"k": k, "max_items_per_user": max_items, "sigma": sigma,
                     "release_threshold": rho_k if math.isfinite(rho_k) else None,
                     "previous_released": n_prev, "valid_kgrams": n_val,
                     "spurious_bound": eta * min(n_prev, n_val),
                     "released": n_level}
 
-        single = beam.pvalue.AsSingleton
         level_stats = (previous.pipeline
                        | f"{L}/StatsOnce" >> beam.Create([None])
                        | f"{L}/Stats" >> beam.Map(
-                           stats, single(n_previous), single(n_valid), single(rho),
-                           single(level | f"{L}/CountLevel" >> count())))
+                           stats, parameters, single(level | f"{L}/CountLevel" >> count())))
         if not self.non_private_stats:
             return level, level_stats, None
 
         # Raw figures (opt-in): which part came from users' weight, which was spurious.
-        def raw_stats(_, n_val, rho_k, n_support, n_released, n_spurious):
+        def raw_stats(_, params, n_support, n_released, n_spurious):
+            n_val, rho_k = params["n_valid"], params["rho"]
             p = float(special.ndtr(-rho_k / sigma)) if math.isfinite(rho_k) else 0.0
             return {"k": k, "support": n_support,
                     "expected_spurious": max(n_val - n_support, 0) * p,
@@ -548,7 +531,7 @@ class ExtractNgrams(beam.PTransform):
         raw = (previous.pipeline
                | f"{L}/RawStatsOnce" >> beam.Create([None])
                | f"{L}/RawStats" >> beam.Map(
-                   raw_stats, single(n_valid), single(rho),
+                   raw_stats, parameters,
                    single(support | f"{L}/CountSupport" >> count()),
                    single(released | f"{L}/CountReleased" >> count()),
                    single(spurious | f"{L}/CountSpurious" >> count())))
@@ -578,8 +561,10 @@ class ExtractNgrams(beam.PTransform):
         self.released_per_level = [unigrams]
         all_stats, all_raw = [], []
         previous = unigrams
+        unigram_keys = _as_keys(unigrams, "UnigramsAsKeys") if self.max_n > 1 else None
         for k in range(2, self.max_n + 1):
-            previous, level_stats, raw = self._level(k, user_blocks, previous, unigrams)
+            previous, level_stats, raw = self._level(k, user_blocks, previous, unigrams,
+                                                     unigram_keys)
             self.released_per_level.append(previous)
             all_stats.append(level_stats)
             all_raw.append(raw)

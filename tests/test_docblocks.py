@@ -157,3 +157,30 @@ def test_an_empty_block_and_users_without_documents():
     assert level1_sums(block, 3, weighted_gaussian_weight, np.random.default_rng(0)) == []
     assert level_sums(block, 2, "both", {("a",)}, {("a",)}, 3, weighted_gaussian_weight,
                       np.random.default_rng(0)) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(released_sets(), st.sampled_from(["both", "single"]), users_docs)
+def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users):
+    # Two ways to tell which (k−1)-grams were released: their digit keys
+    # (S_{k−1} encoded in the block's token ids) or one set lookup each.
+    import beam_dpsu.docblocks as docblocks
+    k, unigrams, previous = sets
+    if k == 2:
+        previous = unigrams
+    previous = set(previous) | {("zz",) * (k - 1)}  # a gram of no block token
+    unigrams = set(unigrams)
+    block = block_of(users)
+
+    def run():
+        return as_dict(level_sums(block, k, pruning, previous, unigrams, BIG,
+                                  weighted_gaussian_weight, np.random.default_rng(0)))
+
+    by_keys = run()
+    original = docblocks._DIGIT_KEYS
+    try:
+        docblocks._DIGIT_KEYS = 0  # never digit keys: one lookup per distinct gram
+        by_lookups = run()
+    finally:
+        docblocks._DIGIT_KEYS = original
+    assert by_keys == by_lookups

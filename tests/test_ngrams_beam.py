@@ -144,28 +144,6 @@ def test_extract_ngrams_validation():
             _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("pruning", ["both", "single"])
-def test_exact_valid_count_by_beam_join_equals_brute_force(seed, pruning):
-    import itertools
-    from beam_dpsu.ngrams import _CountValidKgrams
-    rng = np.random.default_rng(seed)
-    tokens = "abcde"
-    unigrams = [(t,) for t in tokens if rng.random() < 0.8] or [("a",)]
-    k = int(rng.integers(2, 5))
-    previous = (unigrams if k == 2 else
-                sorted({tuple(str(t) for t in rng.choice(list(tokens), size=k - 1))
-                        for _ in range(25)}))
-    prev, uni = set(previous), set(unigrams)
-    brute = sum(1 for w in itertools.product(tokens, repeat=k)
-                if w[:-1] in prev and (w[1:] in prev if pruning == "both" else (w[-1],) in uni))
-    with TestPipeline() as p:
-        prev_pc = p | "Previous" >> beam.Create(previous)
-        uni_pc = p | "Unigrams" >> beam.Create(unigrams)
-        counted = prev_pc | _CountValidKgrams(pruning, uni_pc)
-        assert_that(counted, equal_to([brute]))
-
-
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "", " ", "a b", "c\t", "\u2003", "é"]),
                           st.integers(0, 3), st.sampled_from([np.str_("a"), b"a"])),
