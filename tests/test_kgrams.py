@@ -106,7 +106,8 @@ def test_spurious_count_follows_the_binomial():
     fn = _SpuriousFn(2, sigma, "both", seed=None)
     p = special.ndtr(-rho / sigma)
     n_valid, runs = 100, 3000
-    total = sum(len(list(fn.process(None, unigrams, unigrams, [], n_valid, rho)))
+    parameters = {"n_previous": len(unigrams), "n_valid": n_valid, "rho": rho}
+    total = sum(len(list(fn.process(None, unigrams, unigrams, [], parameters)))
                 for _ in range(runs))
     lo, hi = stats.binom.ppf([0.5e-8, 1 - 0.5e-8], runs * n_valid, p)
     assert lo <= total <= hi, (total, lo, hi)
