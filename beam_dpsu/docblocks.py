@@ -7,8 +7,9 @@ holds a block of users' documents as arrays instead (token ids into the
 block's own vocabulary), and one level over the block is a handful of
 array operations plus one set lookup per *distinct* (k−1)-gram of the block.
 
-What a level computes is exactly the per-user rule (``ngrams._valid_kgrams``
-is the reference; ``tests/test_docblocks.py`` checks the two agree): each
+What a level computes is exactly the per-user rule (``kgrams.is_valid`` on
+every k-gram of a user's documents; ``tests/test_docblocks.py`` checks they
+agree): each
 user's distinct valid k-grams, sampled uniformly to Δ_k, each weighted
 1/√|sample| (``policies.weighted_gaussian_weight``), summed per k-gram over
 the block's users. A user's sample and weights depend on its own documents
@@ -67,23 +68,36 @@ def encode_block(users: Sequence[tuple], keep_ids: bool) -> DocumentBlock:
         user_ids=[user for user, _ in users] if keep_ids else None)
 
 
+# ``_gram_keys`` are the token ids as digits (never renumbered) below this.
+_DIGIT_KEYS = 1 << 62
+
+
 def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int, n_tokens: int) -> np.ndarray:
     """One int64 key per position of ``starts``, equal exactly when the ``length``-grams
     there are equal: the token ids as digits base ``n_tokens``, renumbered densely
-    (``np.unique``) only when one more digit could overflow."""
+    (``_pair_ids``) only when one more digit could overflow."""
     keys = tokens[starts].astype(np.int64)
-    bound = max(n_tokens, 1)  # keys < bound
+    base = max(n_tokens, 1)
+    bound = base  # keys < bound
     for j in range(1, length):
-        if bound > (1 << 62) // max(n_tokens, 1):
-            keys = np.unique(keys, return_inverse=True)[1].astype(np.int64)
-            bound = max(int(keys.max(initial=0)) + 1, 1)
-        keys = keys * n_tokens + tokens[starts + j]
-        bound *= max(n_tokens, 1)
+        if bound * base < _DIGIT_KEYS:
+            keys = keys * n_tokens + tokens[starts + j]
+            bound *= base
+        else:  # one more digit could overflow: number the pairs densely instead
+            keys = _pair_ids(keys, tokens[starts + j])[1]
+            bound = keys.size
     return keys
 
 
-# ``_gram_keys`` are the token ids as digits (never renumbered) below this.
-_DIGIT_KEYS = 1 << 62
+def _pair_ids(left: np.ndarray, right: np.ndarray) -> tuple:
+    """(first index, dense id) of each distinct (left[i], right[i]) pair, by a sort:
+    no arithmetic on the values, so no overflow whatever their range."""
+    order = np.lexsort((right, left))
+    a, b = left[order], right[order]
+    new = np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])] if order.size else np.ones(0, bool)
+    ids = np.empty(order.size, dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return order[new], ids
 
 
 def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
@@ -145,7 +159,7 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
             keep = np.flatnonzero(keep)
         user, item = user[keep], item[keep]
         counts = np.minimum(counts, max_items)
-    weight_of_size = np.array([0.0] + [item_weight(n) for n in range(1, max_items + 1)])
+    weight_of_size = np.array([0.0] + [item_weight(n) for n in range(1, int(counts.max()) + 1)])
     weights = np.repeat(weight_of_size[counts], counts)
     return np.bincount(item, weights=weights, minlength=n_items)
 
@@ -220,8 +234,7 @@ def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, m
     at = kgram_starts[valid]
     if at.size == 0:
         return []
-    kgram_keys = gram_at[at] * len(vocab) + tokens[at + k - 1]  # < positions · |vocab|
-    _, first, kgram = np.unique(kgram_keys, return_index=True, return_inverse=True)
+    first, kgram = _pair_ids(gram_at[at], tokens[at + k - 1])  # (prefix, last token)
     labels = [tuple(words[p:p + k]) for p in at[first].tolist()]
     users = np.repeat(block.doc_users, block.doc_lengths)[at]
     sums = sampled_weighted_sums(users, kgram, len(labels), max_items, item_weight, rng,

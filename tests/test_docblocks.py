@@ -184,3 +184,29 @@ def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users)
     finally:
         docblocks._DIGIT_KEYS = original
     assert by_keys == by_lookups
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=8), st.integers(1, 4),
+       st.randoms(use_true_random=False))
+def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes, max_items,
+                                                                            shuffler):
+    # Review finding: only the seeded path had a sensitivity test, and a sample
+    # ordered by priority alone (users mixed up) passed every test. Users hold
+    # disjoint items, given in a shuffled order: each keeps exactly
+    # min(count, Δ) of its own items, each weighted 1/√kept (ℓ2 = 1 per user).
+    pairs = [(u, f"{u}.{j}") for u, n in enumerate(sizes) for j in range(n)]
+    shuffler.shuffle(pairs)
+    labels = sorted({item for _, item in pairs})
+    index = {item: i for i, item in enumerate(labels)}
+    users = np.array([u for u, _ in pairs], dtype=np.int64)
+    items = np.array([index[item] for _, item in pairs], dtype=np.int64)
+    sums = sampled_weighted_sums(users, items, len(labels), max_items,
+                                 weighted_gaussian_weight, noise.os_rng())
+    for u, n in enumerate(sizes):
+        mine = sums[[index[f"{u}.{j}"] for j in range(n)]]
+        kept = min(n, max_items)
+        assert np.count_nonzero(mine) == kept
+        if kept:
+            assert mine[mine > 0] == pytest.approx(1 / math.sqrt(kept))
+            assert float((mine ** 2).sum()) == pytest.approx(1.0)

@@ -290,3 +290,18 @@ def test_unseeded_blocks_hold_no_user_id():
     (block,) = [pickle.loads(wv.value) for wv in blocks]
     assert block.user_ids is None and block.vocab == ["a", "b"]
     assert b"user" not in blocks[0].value
+
+
+def test_unseeded_element_mode_with_a_policy_gaussian_level1():
+    # Review gap: the policy orders elements by their (random) ids.
+    elements = [list(doc) for _, doc in phrase_corpus()]
+    with TestPipeline() as p:
+        released = p | beam.Create(elements) | ExtractNgrams(
+            3, Budget(3.0, 1e-5), max_items_per_user=6, level1="policy-gaussian",
+            privacy_unit="element")
+
+        def check(ngrams):
+            assert len(ngrams) == len(set(ngrams)) and downward_closed(ngrams)
+            assert any(len(g) == 2 for g in ngrams)
+
+        assert_that(released, check)
