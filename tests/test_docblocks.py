@@ -38,6 +38,12 @@ def block_of(users, keep_ids=False):
     return encode_block([(f"u{i}", docs) for i, docs in enumerate(users)], keep_ids)
 
 
+def level_sets(sets):
+    """(k, S_{k−1}, S_1) as sets from ``released_sets`` (S_{k−1} = S_1 at level 2)."""
+    k, unigrams, previous = sets
+    return k, set(unigrams if k == 2 else previous), set(unigrams)
+
+
 def as_dict(pairs):
     out = dict(pairs)
     assert len(out) == len(pairs), "an item was summed twice"
@@ -47,10 +53,7 @@ def as_dict(pairs):
 @settings(max_examples=300, deadline=None)
 @given(released_sets(), st.sampled_from(["both", "single"]), users_docs)
 def test_level_sums_are_the_per_user_rule_when_nothing_is_sampled(sets, pruning, users):
-    k, unigrams, previous = sets
-    if k == 2:
-        previous = unigrams
-    previous, unigrams = set(previous), set(unigrams)
+    k, previous, unigrams = level_sets(sets)
     expected = weighted_histogram([valid_of(docs, k, previous, unigrams, pruning)
                                    for docs in users], weighted_gaussian_weight)
     got = as_dict(level_sums(block_of(users), k, pruning, previous, unigrams, BIG,
@@ -77,10 +80,7 @@ def test_one_more_user_moves_the_sums_by_at_most_1_in_l2_and_only_on_its_own_kgr
         sets, pruning, users, extra_doc, max_items, seed):
     # Seeded, a user's sample depends on (seed, salt, its id) only, so the
     # block with the extra user differs by that user's contribution alone.
-    k, unigrams, previous = sets
-    if k == 2:
-        previous = unigrams
-    previous, unigrams = set(previous), set(unigrams)
+    k, previous, unigrams = level_sets(sets)
     extra = (extra_doc, extra_doc[::-1])
     rng = np.random.default_rng(0)
 
@@ -165,11 +165,8 @@ def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users)
     # Two ways to tell which (k−1)-grams were released: their digit keys
     # (S_{k−1} encoded in the block's token ids) or one set lookup each.
     import beam_dpsu.docblocks as docblocks
-    k, unigrams, previous = sets
-    if k == 2:
-        previous = unigrams
-    previous = set(previous) | {("zz",) * (k - 1)}  # a gram of no block token
-    unigrams = set(unigrams)
+    k, previous, unigrams = level_sets(sets)
+    previous |= {("zz",) * (k - 1)}  # a gram of no block token
     block = block_of(users)
 
     def run():

@@ -74,18 +74,22 @@ def test_ngram_job_non_private_stats(tmp_path):
 @pytest.fixture(scope="module")
 def permuted_documents(tmp_path_factory):
     """The same documents as one JSON-lines file, and permuted over two files."""
-    base = tmp_path_factory.mktemp("docs")
     lines = [json.dumps({"user": user, "text": " ".join(doc)})
              for user, doc in phrase_corpus(n_users=250, seed=3)]
-    one = base / "one.jsonl"
+    return write_permuted(tmp_path_factory.mktemp("docs"), lines, "jsonl", 150, seed=5)
+
+
+def write_permuted(base, lines, ext, split_at, seed):
+    """``lines`` as one file, and shuffled over two files: (the file, a glob of the two)."""
+    one = base / f"one.{ext}"
     one.write_text("\n".join(lines) + "\n")
     shuffled = list(lines)
-    random.Random(5).shuffle(shuffled)
+    random.Random(seed).shuffle(shuffled)
     split = base / "split"
     split.mkdir()
-    (split / "a.jsonl").write_text("\n".join(shuffled[:150]) + "\n")
-    (split / "b.jsonl").write_text("\n".join(shuffled[150:]) + "\n")
-    return str(one), str(split / "*.jsonl")
+    (split / f"a.{ext}").write_text("\n".join(shuffled[:split_at]) + "\n")
+    (split / f"b.{ext}").write_text("\n".join(shuffled[split_at:]) + "\n")
+    return str(one), str(split / f"*.{ext}")
 
 
 def test_dpne_permuted_and_resplit_input_gives_identical_files(tmp_path, permuted_documents):
@@ -196,16 +200,8 @@ def test_dpne_on_text_permuted_and_resplit_gives_identical_files(tmp_path):
     # Review gap: one person per line (element mode, no user ids): a seeded
     # run on the same lines in another order and split writes the same bytes.
     lines = [" ".join(doc) for _, doc in phrase_corpus(n_users=250, seed=4)]
-    one = tmp_path / "one.txt"
-    one.write_text("\n".join(lines) + "\n")
-    shuffled = list(lines)
-    random.Random(7).shuffle(shuffled)
-    split = tmp_path / "split"
-    split.mkdir()
-    (split / "a.txt").write_text("\n".join(shuffled[:100]) + "\n")
-    (split / "b.txt").write_text("\n".join(shuffled[100:]) + "\n")
     outputs = []
-    for name, pattern in (("one", str(one)), ("split", str(split / "*.txt"))):
+    for name, pattern in zip(("one", "split"), write_permuted(tmp_path, lines, "txt", 100, 7)):
         out = str(tmp_path / f"out-{name}")
         assert ngrams_job.main(["--input", pattern, "--max-n", "3", "--max-items-per-user", "2",
                                 "--eta", "0.5", "--epsilon", "2", "--delta", "1e-5",
