@@ -68,17 +68,23 @@ def encode_block(users: Sequence[tuple], keep_ids: bool) -> DocumentBlock:
         user_ids=[user for user, _ in users] if keep_ids else None)
 
 
-# ``_gram_keys`` are the token ids as digits (never renumbered) below this.
+# Keys stay below this (int64 with a bit to spare).
 _DIGIT_KEYS = 1 << 62
 
 
-def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int, n_tokens: int) -> np.ndarray:
-    """One int64 key per position of ``starts``, equal exactly when the ``length``-grams
-    there are equal: the token ids as digits base ``n_tokens``, renumbered densely
-    (``_pair_ids``) only when one more digit could overflow."""
+def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int,
+               n_tokens: int) -> tuple[np.ndarray, bool]:
+    """(one int64 key per position of ``starts``, whether they are digit keys).
+
+    Keys are equal exactly when the ``length``-grams there are equal: the
+    token ids as digits base ``n_tokens`` (then ``_digit_keys`` encodes a
+    gram the same way), renumbered densely (``_pair_ids``) only when one more
+    digit could overflow.
+    """
     keys = tokens[starts].astype(np.int64)
     base = max(n_tokens, 1)
     bound = base  # keys < bound
+    digits = True
     for j in range(1, length):
         if bound * base < _DIGIT_KEYS:
             keys = keys * n_tokens + tokens[starts + j]
@@ -86,7 +92,8 @@ def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int, n_tokens: in
         else:  # one more digit could overflow: number the pairs densely instead
             keys = _pair_ids(keys, tokens[starts + j])[1]
             bound = keys.size
-    return keys
+            digits = False
+    return keys, digits and bound < _DIGIT_KEYS
 
 
 def _pair_ids(left: np.ndarray, right: np.ndarray) -> tuple:
@@ -152,8 +159,8 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
             keep = order[rank < max_items]
         else:
             keep = np.ones(user.size, dtype=bool)
-            for s, c in zip(starts[counts > max_items].tolist(),
-                            counts[counts > max_items].tolist()):
+            over = counts > max_items
+            for s, c in zip(starts[over].tolist(), counts[over].tolist()):
                 kept = seeded_sample(int(user[s]), item[s:s + c])
                 keep[s:s + c] = np.isin(item[s:s + c], kept)
             keep = np.flatnonzero(keep)
@@ -205,17 +212,17 @@ def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, m
     ends = np.repeat(np.cumsum(block.doc_lengths), block.doc_lengths)  # each position's doc end
     positions = np.arange(n)
     # First a dense id per distinct (k−1)-gram of the block, at every position
-    # that starts one, built a token at a time: (id so far, next token) → id.
+    # that starts one, from its key (``_gram_keys``).
     starts = np.flatnonzero(positions + (k - 1) <= ends)
     if starts.size == 0:
         return []
-    keys = _gram_keys(tokens, starts, k - 1, len(vocab))
+    keys, digit_keys = _gram_keys(tokens, starts, k - 1, len(vocab))
     _, first, gram = np.unique(keys, return_index=True, return_inverse=True)
     # Then which distinct (k−1)-grams were released: by their keys when the
     # keys are the token ids as digits and S_{k−1} is the smaller side, else
     # one lookup per distinct (k−1)-gram.
     words = np.array(vocab, dtype=object)[tokens].tolist()  # the block's text, in C
-    if len(vocab) ** (k - 1) < _DIGIT_KEYS and len(previous) < first.size:
+    if digit_keys and len(previous) < first.size:
         released_gram = np.isin(keys[first], _digit_keys(previous, vocab, k - 1))
     else:
         released_gram = np.array([tuple(words[p:p + k - 1]) in previous

@@ -144,7 +144,9 @@ def test_gram_keys_are_equal_exactly_when_grams_are(tokens, length, n_tokens):
     # n_tokens 2**40 forces the dense renumbering (one more digit could overflow).
     tokens = np.array(tokens, dtype=np.int64)
     starts = np.arange(max(tokens.size - length + 1, 0))
-    keys = _gram_keys(tokens, starts, length, n_tokens).tolist()
+    keys, digits = _gram_keys(tokens, starts, length, n_tokens)
+    keys = keys.tolist()
+    assert digits == (n_tokens ** length < 2**62)
     grams = [tuple(tokens[s:s + length].tolist()) for s in starts]
     for i in range(len(grams)):
         for j in range(len(grams)):
