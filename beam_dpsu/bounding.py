@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
+from operator import itemgetter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -378,8 +379,12 @@ def sample_items(items, max_items_per_user: int, rng: np.random.Generator,
         items.sort(key=_sort_key)
     if len(items) <= max_items_per_user:
         return items
-    chosen = rng.choice(len(items), size=max_items_per_user, replace=False)
-    return [items[i] for i in chosen.tolist()]  # Python ints index a list faster
+    # The first Δ0 of a uniform permutation: a uniform Δ0-subset, and one
+    # numpy call (``choice(replace=False)`` costs about twice as much).
+    chosen = rng.permutation(len(items))[:max_items_per_user].tolist()
+    if len(chosen) == 1:  # itemgetter of one index gives the item, not a tuple
+        return [items[chosen[0]]]
+    return list(itemgetter(*chosen)(items))
 
 
 def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator,

@@ -26,14 +26,14 @@ lands in.
 
 from __future__ import annotations
 
-from itertools import chain
+from array import array
 from typing import Callable, Hashable, NamedTuple, Sequence
 
 import numpy as np
 
 from beam_dpsu.bounding import sample_user_items
 
-__all__ = ["DocumentBlock", "encode_block", "sampled_weighted_sums", "level1_sums",
+__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums", "level1_sums",
            "level_sums"]
 
 
@@ -52,20 +52,81 @@ class DocumentBlock(NamedTuple):
     user_ids: list | None
 
 
+class _Vocabulary(dict):
+    """token → id, numbered in order of first use; ``check(token)`` (if any) runs on
+    each new token, and raises for one a block may not hold."""
+
+    def __init__(self, check: Callable[[Hashable], bool] | None):
+        super().__init__()
+        self._check = check
+
+    def __missing__(self, token):
+        if self._check is not None and not self._check(token):
+            raise BadToken
+        self[token] = i = len(self)
+        return i
+
+
+class BadToken(ValueError):
+    """A token failed the builder's check (the caller re-checks its record, to name it)."""
+
+
+class BlockBuilder:
+    """Builds a ``DocumentBlock`` user by user.
+
+    Each document's tokens become ids as it arrives (one C-level dict lookup
+    per token), so a block in the making is a few flat arrays and one
+    vocabulary, not a tuple per user: nothing for the garbage collector to
+    walk, and no second pass over the tokens when the block is built.
+    """
+
+    def __init__(self, keep_ids: bool, check: Callable[[Hashable], bool] | None = None):
+        self._index = _Vocabulary(check)
+        self._tokens = array("q")
+        self._doc_lengths = array("q")
+        self._doc_users = array("q")
+        self._user_ids = [] if keep_ids else None
+        self.users = 0
+
+    @property
+    def tokens(self) -> int:
+        """The number of tokens added so far."""
+        return len(self._tokens)
+
+    def add(self, user_id, documents) -> None:
+        """Adds one user's documents (sequences of tokens). If a token fails the check
+        (``BadToken``) or is unhashable (``TypeError``), nothing of the user is added."""
+        tokens, lengths = self._tokens, self._doc_lengths
+        n_tokens, n_docs = len(tokens), len(lengths)
+        try:
+            for doc in documents:
+                tokens.extend(map(self._index.__getitem__, doc))
+                lengths.append(len(doc))
+        except (BadToken, TypeError):
+            del tokens[n_tokens:], lengths[n_docs:]
+            raise
+        self._doc_users.extend([self.users] * (len(lengths) - n_docs))
+        if self._user_ids is not None:
+            self._user_ids.append(user_id)
+        self.users += 1
+
+    def build(self) -> DocumentBlock:
+        index = self._index
+        token_type = np.min_scalar_type(max(len(index) - 1, 0))
+        return DocumentBlock(
+            vocab=list(index),
+            tokens=np.frombuffer(self._tokens, dtype=np.int64).astype(token_type),
+            doc_lengths=np.frombuffer(self._doc_lengths, dtype=np.int64).copy(),
+            doc_users=np.frombuffer(self._doc_users, dtype=np.int64).copy(),
+            user_ids=self._user_ids)
+
+
 def encode_block(users: Sequence[tuple], keep_ids: bool) -> DocumentBlock:
     """``[(user_id, documents), …]`` (documents: sequences of str) → a ``DocumentBlock``."""
-    flat = list(chain.from_iterable(chain.from_iterable(docs for _, docs in users)))
-    index = dict.fromkeys(flat)  # the distinct tokens, in order of first use
-    for i, token in enumerate(index):
-        index[token] = i
-    token_type = np.min_scalar_type(max(len(index) - 1, 0))
-    return DocumentBlock(
-        vocab=list(index),
-        tokens=np.fromiter(map(index.__getitem__, flat), dtype=token_type, count=len(flat)),
-        doc_lengths=np.fromiter((len(doc) for _, docs in users for doc in docs), dtype=np.int64),
-        doc_users=np.fromiter((u for u, (_, docs) in enumerate(users) for _ in docs),
-                              dtype=np.int64),
-        user_ids=[user for user, _ in users] if keep_ids else None)
+    builder = BlockBuilder(keep_ids)
+    for user_id, documents in users:
+        builder.add(user_id, documents)
+    return builder.build()
 
 
 # Keys stay below this (int64 with a bit to spare).

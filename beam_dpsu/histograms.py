@@ -123,7 +123,9 @@ class _SampleAndSumFn(PartialHistogramFn):
         user_id, items = user_record
         if not items:  # a user holding nothing contributes nothing
             return
-        self._partial.add_distinct(self._sample(user_id, items))
+        # A user within Δ0 keeps every item: no sample (nor copy) to draw.
+        self._partial.add_distinct(items if len(items) <= self._sample.max_items
+                                   else self._sample(user_id, items))
         if self._partial.entries >= self._max_keys:
             yield from self._flush()
 

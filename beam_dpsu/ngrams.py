@@ -68,6 +68,11 @@ def _plain_tokens(tokens) -> bool:
     return set(map(type, tokens)) <= {str} and " ".join(tokens).split() == list(tokens)
 
 
+def _plain_token(token) -> bool:
+    """One token as ``_plain_tokens`` wants it: a plain, non-empty str without whitespace."""
+    return type(token) is str and token.split() == [token]
+
+
 def _checked_tokens(tokens, where: str) -> tuple:
     """``tokens`` as a tuple of plain str; raises naming the position and type, never a value."""
     if _plain_tokens(tokens):
@@ -170,24 +175,20 @@ def _gaussian(budget, sigma: float, threshold: float, threshold_delta: float, so
                        budget=budget, source=source, cutoff=cutoff)
 
 
-# Users per block in the levels: a level's per-user work (its items, the
+# Blocks of users in the levels: a level's per-user work (its items, the
 # sample, the weights) runs as array operations over a block of users
 # (``beam_dpsu.docblocks``), not as one Beam element per user and step
-# (MSNBC has a million users).
-USERS_PER_BLOCK = 4096
+# (MSNBC has a million users). A block ends at whichever comes first of
+# USERS_PER_BLOCK users or TOKENS_PER_BLOCK tokens: large enough that a
+# level's fixed cost per block (the released set's keys, one pickle) is
+# spread over many users, small enough to keep a block's arrays to tens of MB.
+USERS_PER_BLOCK = 1 << 16
+TOKENS_PER_BLOCK = 1 << 20
 
 
 def _distinct_tokens(docs) -> list:
     """A user's distinct tokens (level 1 of policy-gaussian)."""
     return list({t for doc in docs for t in doc})
-
-
-def _element_list(element) -> tuple:
-    """An element as (no id, (its tokens,)), its type checked (``element_tokens``'s
-    rule); its tokens are checked per block, on the block's distinct tokens."""
-    if type(element) is not list:
-        element_tokens(element)  # raises naming the type
-    return None, (element,)
 
 
 def _one_document(id_tokens: tuple) -> tuple:
@@ -196,50 +197,62 @@ def _one_document(id_tokens: tuple) -> tuple:
 
 
 class _UserBlocksFn(beam.DoFn):
-    """(user, documents) → blocks of up to ``size`` users, as pickled ``DocumentBlock``s.
+    """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
 
-    A block is one ``bytes`` value: every level re-reads all blocks (a stage
-    each, after the level before), and Beam decodes one bytes value many
-    times faster than a list of tuples of str. Unseeded, the user ids are
-    left out (only seeded samples read them).
+    A block holds up to ``size`` users and ends once it holds ``max_tokens``
+    tokens; it is built user by user (``docblocks.BlockBuilder``). It is one
+    ``bytes`` value: every level re-reads all blocks (a stage each, after the
+    level before), and Beam decodes one bytes value many times faster than a
+    list of tuples of str. Unseeded, the user ids are left out (only seeded
+    samples read them).
+
+    With ``elements`` its input is ``privacy_unit="element"`` elements
+    themselves (lists of tokens, no id): their type is checked here (the
+    rule of ``element_tokens``), and each token the first time the block
+    meets it (``_plain_token``); an element with a token that fails is
+    re-checked whole, which raises naming the token or makes it plain str.
+    One Beam step per element instead of two.
+
     Not ``beam.BatchElements``: that logs how many elements it has batched,
     which here is the number of users (DESIGN §4.6). Every block is stamped
     like the other outputs (``in_global_window``).
     """
 
-    def __init__(self, size: int, keep_ids: bool, check_tokens: bool = False):
+    def __init__(self, size: int, keep_ids: bool, max_tokens: int = TOKENS_PER_BLOCK,
+                 elements: bool = False):
         self._size = size
         self._keep_ids = keep_ids
-        self._check_tokens = check_tokens
-        self._block: list = []
+        self._max_tokens = max_tokens
+        self._elements = elements
+        self._builder = None
+
+    def _new_builder(self):
+        return docblocks.BlockBuilder(self._keep_ids,
+                                      _plain_token if self._elements else None)
 
     def start_bundle(self):
-        self._block = []
+        self._builder = self._new_builder()
 
     def process(self, user_docs):
-        self._block.append(user_docs)
-        if len(self._block) >= self._size:
+        builder = self._builder
+        if self._elements:
+            if type(user_docs) is not list:
+                element_tokens(user_docs)  # raises naming the type
+            try:
+                builder.add(None, (user_docs,))
+            except (docblocks.BadToken, TypeError):
+                builder.add(None, (element_tokens(user_docs),))
+        else:
+            builder.add(*user_docs)
+        if builder.users >= self._size or builder.tokens >= self._max_tokens:
             yield self._flush()
 
     def finish_bundle(self):
-        if self._block:
+        if self._builder.users:
             yield self._flush()
 
     def _flush(self):
-        users, self._block = self._block, []
-        try:
-            block = docblocks.encode_block(users, self._keep_ids)
-        except TypeError:  # an unhashable token
-            if not self._check_tokens:
-                raise
-            block = None
-        if self._check_tokens and (block is None or not _plain_tokens(block.vocab)):
-            # Elements whose tokens were not checked yet (``_element_list``):
-            # checking the block's distinct tokens is checking them all. Some
-            # token is not a plain str: raise naming it, or make it one.
-            users = [(user, tuple(_checked_tokens(doc, "an element") for doc in docs))
-                     for user, docs in users]
-            block = docblocks.encode_block(users, self._keep_ids)
+        block, self._builder = self._builder.build(), self._new_builder()
         return in_global_window(pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL))
 
 
@@ -542,20 +555,24 @@ class ExtractNgrams(beam.PTransform):
         # First one record per user with all their documents: grouped by user
         # id, or each element one person's only document.
         if self.privacy_unit == "element" and self.seed is None and self.level1 != "policy-gaussian":
-            # Only a seeded sample or the policy's order reads an id: none is drawn.
-            user_docs = documents | "CheckElements" >> beam.Map(_element_list)
-        elif self.privacy_unit == "element":
-            seed = self.seed
-            user_docs = documents | "CheckElements" >> beam.Map(
-                lambda element: _one_document(element_document(element, seed)))
+            # Only a seeded sample or the policy's order reads an id: none is
+            # drawn, and the elements are checked as they are blocked.
+            user_docs = None
+            user_blocks = documents | "UserBlocks" >> beam.ParDo(
+                _UserBlocksFn(USERS_PER_BLOCK, keep_ids=False, elements=True))
         else:
-            user_docs = (documents
-                         | "CheckDocuments" >> beam.Map(check_document)
-                         | "DocumentsPerUser" >> beam.GroupByKey()
-                         | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
-        user_blocks = user_docs | "UserBlocks" >> beam.ParDo(
-            _UserBlocksFn(USERS_PER_BLOCK, keep_ids=self.seed is not None,
-                          check_tokens=self.privacy_unit == "element"))
+            if self.privacy_unit == "element":
+                seed = self.seed
+                user_docs = documents | "CheckElements" >> beam.Map(
+                    lambda element: _one_document(element_document(element, seed)))
+            else:
+                user_docs = (documents
+                             | "CheckDocuments" >> beam.Map(check_document)
+                             | "DocumentsPerUser" >> beam.GroupByKey()
+                             | "AsTuples" >> beam.MapTuple(
+                                 lambda user, docs: (user, tuple(docs))))
+            user_blocks = user_docs | "UserBlocks" >> beam.ParDo(
+                _UserBlocksFn(USERS_PER_BLOCK, keep_ids=self.seed is not None))
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
         unigrams = self._level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]

@@ -18,8 +18,8 @@ from scipy import stats
 
 from beam_dpsu import noise
 from beam_dpsu.bounding import sample_user_items
-from beam_dpsu.docblocks import (_gram_keys, encode_block, level1_sums, level_sums,
-                                 sampled_weighted_sums)
+from beam_dpsu.docblocks import (BadToken, BlockBuilder, _gram_keys, encode_block, level1_sums,
+                                 level_sums, sampled_weighted_sums)
 from beam_dpsu.kgrams import is_valid, kgrams_of
 from beam_dpsu.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
 from tests.test_kgrams import TOKENS, released_sets
@@ -209,3 +209,37 @@ def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes
         if kept:
             assert mine[mine > 0] == pytest.approx(1 / math.sqrt(kept))
             assert float((mine ** 2).sum()) == pytest.approx(1.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(users_docs)
+def test_a_block_built_user_by_user_holds_every_document_in_order(users):
+    builder = BlockBuilder(keep_ids=True)
+    for i, docs in enumerate(users):
+        builder.add(f"u{i}", docs)
+    assert builder.users == len(users)
+    assert builder.tokens == sum(len(doc) for docs in users for doc in docs)
+    block = builder.build()
+    words = np.array(block.vocab + [None], dtype=object)[block.tokens]
+    ends = np.cumsum(block.doc_lengths)
+    got = [tuple(words[e - n:e]) for e, n in zip(ends.tolist(), block.doc_lengths.tolist())]
+    assert got == [doc for docs in users for doc in docs]
+    assert block.doc_users.tolist() == [i for i, docs in enumerate(users) for _ in docs]
+    assert block.user_ids == [f"u{i}" for i in range(len(users))]
+    assert len(set(block.vocab)) == len(block.vocab)
+
+
+def test_a_user_with_a_token_the_check_refuses_adds_nothing():
+    builder = BlockBuilder(keep_ids=False, check=lambda t: type(t) is str and t != "bad")
+    builder.add(None, (("a", "b"),))
+    for docs in ((("c", "bad"),), (("d",), ("e", ["unhashable"]))):
+        with pytest.raises((BadToken, TypeError)):
+            builder.add(None, docs)
+        assert builder.users == 1 and builder.tokens == 2
+    builder.add(None, (("b", "c"),))
+    block = builder.build()
+    assert block.doc_lengths.tolist() == [2, 2] and block.doc_users.tolist() == [0, 1]
+    # Tokens met before the refused one may stay in the vocabulary: they
+    # occur nowhere in the block, so every level gives them nothing.
+    words = np.array(block.vocab, dtype=object)[block.tokens].tolist()
+    assert words == ["a", "b", "b", "c"] and "bad" not in block.vocab

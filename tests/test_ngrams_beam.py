@@ -305,3 +305,29 @@ def test_unseeded_element_mode_with_a_policy_gaussian_level1():
             assert any(len(g) == 2 for g in ngrams)
 
         assert_that(released, check)
+
+
+def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
+    from beam_dpsu.ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(100, keep_ids=False, max_tokens=5, elements=True)
+    fn.start_bundle()
+    elements = [["a", "b", "c"], [np.str_("b"), "d"], ["e"], ["a"]]
+    blocks = [b for e in elements for b in fn.process(e)] + list(fn.finish_bundle())
+    values = [pickle.loads(wv.value) for wv in blocks]
+    assert [b.doc_lengths.tolist() for b in values] == [[3, 2], [1, 1]]
+    assert all(type(t) is str for b in values for t in b.vocab)
+    assert values[0].vocab == ["a", "b", "c", "d"] and values[0].user_ids is None
+
+
+@pytest.mark.parametrize("element, message", [
+    (["a", ["b"]], r"token 1 of an element must be a non-empty str, got a list"),
+    (["a", ""], r"token 1 of an element must be a non-empty str, got an empty str"),
+    (("a", "b"), r"got a tuple"),
+])
+def test_element_blocks_refuse_a_bad_element_by_position_and_type(element, message):
+    from beam_dpsu.ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(100, keep_ids=False, elements=True)
+    fn.start_bundle()
+    list(fn.process(["a", "b"]))
+    with pytest.raises(InvalidRecordError, match=message):
+        list(fn.process(element))
