@@ -158,14 +158,47 @@ def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int,
 
 
 def _pair_ids(left: np.ndarray, right: np.ndarray) -> tuple:
-    """(first index, dense id) of each distinct (left[i], right[i]) pair, by a sort:
-    no arithmetic on the values, so no overflow whatever their range."""
+    """(an index of each distinct (left[i], right[i]) pair, its dense id), ids in
+    increasing (left, right) order: by a table when the pairs' range is small, else by
+    a sort (no arithmetic on the values, so no overflow whatever their range)."""
+    if left.size and left.min() >= 0 and right.min() >= 0:
+        width = int(right.max()) + 1
+        bound = (int(left.max()) + 1) * width
+        if bound <= _table_limit(left.size):
+            return _dense_ids(left * width + right, bound)
     order = np.lexsort((right, left))
     a, b = left[order], right[order]
     new = np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])] if order.size else np.ones(0, bool)
     ids = np.empty(order.size, dtype=np.int64)
     ids[order] = np.cumsum(new) - 1
     return order[new], ids
+
+
+def _table_limit(n: int) -> int:
+    """The largest key range counted by a table (``_dense_ids``) for n keys: a sort's
+    O(n log n) costs more than a table's O(n + range) up to about this."""
+    return max(1 << 22, 4 * n)
+
+
+def _dense_ids(keys: np.ndarray, bound: int) -> tuple:
+    """(an index of each distinct key, each key's dense id) for keys in [0, bound),
+    ids in increasing key order (``np.unique``'s), by a table of the range: no sort."""
+    present = np.zeros(bound, dtype=bool)
+    present[keys] = True
+    rank = np.cumsum(present) - 1
+    ids = rank[keys]
+    where = np.empty(int(rank[-1]) + 1 if bound else 0, dtype=np.int64)
+    where[ids] = np.arange(keys.size)  # any occurrence represents its key
+    return where, ids
+
+
+def _unique_ids(keys: np.ndarray, bound: int) -> tuple:
+    """``_dense_ids`` of non-negative keys below ``bound``, by a table when the range
+    is small, else by ``np.unique``."""
+    if bound <= _table_limit(keys.size):
+        return _dense_ids(keys, bound)
+    _, where, ids = np.unique(keys, return_index=True, return_inverse=True)
+    return where, ids
 
 
 def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
@@ -207,29 +240,53 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
     """
     if users.size == 0:
         return np.zeros(n_items)
-    pairs = _distinct_sorted(users.astype(np.int64) * n_items + items)  # grouped by user
-    user, item = pairs // n_items, pairs % n_items
-    starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
-    counts = np.diff(np.r_[starts, user.size])
-    if counts.max() > max_items:
+    user, item = _distinct_pairs(users, items, n_items)
+    counts = np.bincount(user)
+    over = counts > max_items
+    if over.any():
+        # Only the pairs of users holding more than Δ are sampled: grouped by
+        # user, each user's kept ones are those it ranks first, by random
+        # priority (or the seeded sample's).
+        pairs = np.flatnonzero(over[user])
         if seeded_sample is None:
-            # Within each user's run (user is sorted), order by priority; keep the first Δ.
-            # (Each user's run keeps its place, so the kept pairs stay grouped by user.)
-            order = np.lexsort((rng.random(user.size), user))
-            rank = np.arange(user.size) - np.repeat(starts, counts)
-            keep = order[rank < max_items]
+            order = np.lexsort((rng.random(pairs.size), user[pairs]))
         else:
-            keep = np.ones(user.size, dtype=bool)
-            over = counts > max_items
-            for s, c in zip(starts[over].tolist(), counts[over].tolist()):
-                kept = seeded_sample(int(user[s]), item[s:s + c])
-                keep[s:s + c] = np.isin(item[s:s + c], kept)
-            keep = np.flatnonzero(keep)
+            order = np.lexsort((item[pairs], user[pairs]))
+        pairs = pairs[order]
+        grouped = user[pairs]
+        starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+        sizes = np.diff(np.r_[starts, grouped.size])
+        if seeded_sample is None:
+            dropped = pairs[np.arange(grouped.size) - np.repeat(starts, sizes) >= max_items]
+        else:
+            kept = np.zeros(grouped.size, dtype=bool)
+            for s, c in zip(starts.tolist(), sizes.tolist()):
+                own = item[pairs[s:s + c]]
+                kept[s:s + c] = np.isin(own, seeded_sample(int(grouped[s]), own))
+            dropped = pairs[~kept]
+        keep = np.ones(user.size, dtype=bool)
+        keep[dropped] = False
         user, item = user[keep], item[keep]
         counts = np.minimum(counts, max_items)
     weight_of_size = np.array([0.0] + [item_weight(n) for n in range(1, int(counts.max()) + 1)])
-    weights = np.repeat(weight_of_size[counts], counts)
-    return np.bincount(item, weights=weights, minlength=n_items)
+    return np.bincount(item, weights=weight_of_size[counts[user]], minlength=n_items)
+
+
+def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple:
+    """(user, item) of each distinct (users[j], items[j]) pair.
+
+    When users come in non-decreasing order and item ids fit 16 bits, a
+    stable sort by item (a radix sort, linear) puts each item's occurrences in
+    user order, so a repeated pair sits next to itself; otherwise the pairs
+    are sorted by one combined key.
+    """
+    if n_items <= 1 << 16 and (users.size < 2 or bool((users[1:] >= users[:-1]).all())):
+        order = np.argsort(items.astype(np.uint16), kind="stable")
+        user, item = users[order].astype(np.int64), items[order].astype(np.int64)
+        new = np.r_[True, (item[1:] != item[:-1]) | (user[1:] != user[:-1])]
+        return user[new], item[new]
+    pairs = _distinct_sorted(users.astype(np.int64) * n_items + items)
+    return pairs // n_items, pairs % n_items
 
 
 def _seeded_sampler(block: DocumentBlock, label: Callable[[int], Hashable], max_items: int,
@@ -278,7 +335,7 @@ def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, m
     if starts.size == 0:
         return []
     keys, digit_keys = _gram_keys(tokens, starts, k - 1, len(vocab))
-    _, first, gram = np.unique(keys, return_index=True, return_inverse=True)
+    first, gram = _unique_ids(keys, int(keys.max()) + 1)
     # Then which distinct (k−1)-grams were released: by their keys when the
     # keys are the token ids as digits and S_{k−1} is the smaller side, else
     # one lookup per distinct (k−1)-gram.

@@ -243,3 +243,26 @@ def test_a_user_with_a_token_the_check_refuses_adds_nothing():
     # occur nowhere in the block, so every level gives them nothing.
     words = np.array(block.vocab, dtype=object)[block.tokens].tolist()
     assert words == ["a", "b", "b", "c"] and "bad" not in block.vocab
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), max_size=40),
+       st.integers(1, 4), st.randoms(use_true_random=False))
+def test_repeats_count_once_whether_users_come_in_order_or_not(pairs, max_items, shuffler):
+    # Users in order take the linear path (a radix sort by item), shuffled
+    # ones the combined-key sort: both give each user's distinct items.
+    reference = weighted_histogram([{i for u2, i in pairs if u2 == u} for u in range(7)],
+                                   weighted_gaussian_weight)
+    in_order = sorted(pairs, key=lambda p: p[0])  # by user only: items stay mixed
+    shuffled = list(pairs)
+    shuffler.shuffle(shuffled)
+    for given_pairs in (in_order, shuffled):
+        users = np.array([u for u, _ in given_pairs], dtype=np.int64)
+        items = np.array([i for _, i in given_pairs], dtype=np.int64)
+        sums = sampled_weighted_sums(users, items, 10, BIG, weighted_gaussian_weight, None)
+        assert {i: w for i, w in enumerate(sums.tolist()) if w} == pytest.approx(reference)
+        # Sampled to Δ: each user adds min(n, Δ) items of weight 1/√min(n, Δ).
+        sampled = sampled_weighted_sums(users, items, 10, max_items, weighted_gaussian_weight,
+                                        noise.os_rng())
+        sizes = [len({i for u2, i in pairs if u2 == u}) for u in range(7)]
+        assert sampled.sum() == pytest.approx(sum(math.sqrt(min(n, max_items)) for n in sizes))
