@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import pickle
 import secrets
@@ -324,6 +325,17 @@ class _LevelThresholdFn(BatchedDecisionFn):
         yield from super().process(item_weight)
 
 
+def _level_logger(name: str | None, k: int, max_n: int):
+    """A function logging level k's release size to logger ``name`` (none if None)."""
+    if name is None:
+        return lambda n: None
+
+    def log(n: int) -> None:
+        logging.getLogger(name).info(f"DPNE level {k} of {max_n}: released {n:,} {k}-grams")
+
+    return log
+
+
 class _SpuriousFn(beam.DoFn):
     """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
 
@@ -373,6 +385,10 @@ class ExtractNgrams(beam.PTransform):
         users' weight, spurious draws, expected spurious count) as
         ``non_private_level_stats``. Off by default: they cost extra passes
         and must stay out of anything published.
+      progress_logger: the name of a ``logging`` logger that gets one INFO
+        line per level as soon as the level after it knows the release's size
+        ("DPNE level k of T: released n k-grams"; the last at the end), or
+        None (default) for none. A level's size is a function of its release.
 
     The output PCollection means a *set*: held and spurious k-grams are
     indistinguishable in it, and it carries no order. Write it with
@@ -389,9 +405,11 @@ class ExtractNgrams(beam.PTransform):
     def __init__(self, max_n: int, budget, max_items_per_user=100, eta: float = 0.01,
                  pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
-                 non_private_stats: bool = False, privacy_unit: str = "user_id"):
+                 non_private_stats: bool = False, privacy_unit: str = "user_id",
+                 progress_logger: str | None = None):
         super().__init__(label)
         self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.progress_logger = progress_logger
         if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or max_n < 1:
             raise ValueError(f"max_n must be an int >= 1, got {max_n!r}")
         if not 0.0 < float(eta) < 1.0:
@@ -480,7 +498,8 @@ class ExtractNgrams(beam.PTransform):
                 | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any))
 
     def _level(self, k: int, user_blocks, previous, unigrams, unigram_keys):
-        """Level k ≥ 2: returns (released k-grams, DP-safe stats, raw stats or None)."""
+        """Level k ≥ 2: returns (released k-grams, its parameters (one dict: |S_{k−1}|,
+        |V_k|, ρ_k), raw stats or None)."""
         L = f"Level{k}"
         sigma, max_items = self.sigmas[k - 1], self.max_items[k - 1]
         count = beam.combiners.Count.Globally
@@ -497,41 +516,34 @@ class ExtractNgrams(beam.PTransform):
         eta, pruning = self.eta, self.pruning
         single, as_list = beam.pvalue.AsSingleton, beam.pvalue.AsList
 
+        # (The step that first knows |S_{k−1}| also reports level k−1's release.)
+        log_previous = _level_logger(self.progress_logger, k - 1, self.max_n)
+
         def level_parameters(_, prev, uni):
             n_prev, n_val = len(prev), valid_kgram_count(prev, uni, pruning)
+            log_previous(n_prev)
             return {"n_previous": n_prev, "n_valid": n_val,
                     "rho": thresholds.dpne_level_threshold(sigma, eta, n_prev, n_val)}
 
-        parameters = single(previous.pipeline
-                            | f"{L}/ParametersOnce" >> beam.Create([None])
-                            | f"{L}/Parameters" >> beam.Map(
-                                level_parameters, as_list(previous), as_list(unigrams)))
+        parameters_once = (previous.pipeline
+                           | f"{L}/ParametersOnce" >> beam.Create([None])
+                           | f"{L}/Parameters" >> beam.Map(
+                               level_parameters, as_list(previous), as_list(unigrams)))
+        parameters = single(parameters_once)
         released = histogram | f"{L}/NoisyThreshold" >> beam.ParDo(
             _LevelThresholdFn(sigma, self.seed, L), parameters)
         # Finally the spurious k-grams of V_k ∖ supp H_k.
         support = histogram | f"{L}/Support" >> beam.Keys()
+        # (From a root of its own, not from the parameters' step: fused with it,
+        # this step would wait for the support, which waits for ρ_k.)
         spurious = (previous.pipeline
                     | f"{L}/Once" >> beam.Create([None])
                     | f"{L}/DrawSpurious" >> beam.ParDo(
                         _SpuriousFn(k, sigma, self.pruning, self.seed),
                         as_list(previous), as_list(unigrams), as_list(support), parameters))
         level = (released, spurious) | f"{L}/WithSpurious" >> beam.Flatten()
-
-        # Everything here is a function of S_{k−1}, S_1 and the level's release.
-        def stats(_, params, n_level):
-            rho_k, n_prev, n_val = params["rho"], params["n_previous"], params["n_valid"]
-            return {"k": k, "max_items_per_user": max_items, "sigma": sigma,
-                    "release_threshold": rho_k if math.isfinite(rho_k) else None,
-                    "previous_released": n_prev, "valid_kgrams": n_val,
-                    "spurious_bound": eta * min(n_prev, n_val),
-                    "released": n_level}
-
-        level_stats = (previous.pipeline
-                       | f"{L}/StatsOnce" >> beam.Create([None])
-                       | f"{L}/Stats" >> beam.Map(
-                           stats, parameters, single(level | f"{L}/CountLevel" >> count())))
         if not self.non_private_stats:
-            return level, level_stats, None
+            return level, parameters_once, None
 
         # Raw figures (opt-in): which part came from users' weight, which was spurious.
         def raw_stats(_, params, n_support, n_released, n_spurious):
@@ -548,7 +560,23 @@ class ExtractNgrams(beam.PTransform):
                    single(support | f"{L}/CountSupport" >> count()),
                    single(released | f"{L}/CountReleased" >> count()),
                    single(spurious | f"{L}/CountSpurious" >> count())))
-        return level, level_stats, raw
+        return level, parameters_once, raw
+
+    def _level_stats(self, _, n_last: int, *parameters) -> list:
+        """Levels 2..T's figures, from each level's parameters and |S_k| (all DP-safe:
+        functions of the released sets and the parameters)."""
+        _level_logger(self.progress_logger, self.max_n, self.max_n)(n_last)
+        released = [p["n_previous"] for p in parameters[1:]] + [n_last]
+        stats = []
+        for k, params, n_level in zip(range(2, self.max_n + 1), parameters, released):
+            rho_k, n_prev, n_val = params["rho"], params["n_previous"], params["n_valid"]
+            stats.append({"k": k, "max_items_per_user": self.max_items[k - 1],
+                          "sigma": self.sigmas[k - 1],
+                          "release_threshold": rho_k if math.isfinite(rho_k) else None,
+                          "previous_released": n_prev, "valid_kgrams": n_val,
+                          "spurious_bound": self.eta * min(n_prev, n_val),
+                          "released": n_level})
+        return stats
 
     def expand(self, documents):
         require_global_window(documents, "ExtractNgrams")
@@ -576,17 +604,25 @@ class ExtractNgrams(beam.PTransform):
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
         unigrams = self._level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]
-        all_stats, all_raw = [], []
+        all_parameters, all_raw = [], []
         previous = unigrams
         unigram_keys = _as_keys(unigrams, "UnigramsAsKeys") if self.max_n > 1 else None
         for k in range(2, self.max_n + 1):
-            previous, level_stats, raw = self._level(k, user_blocks, previous, unigrams,
-                                                     unigram_keys)
+            previous, parameters, raw = self._level(k, user_blocks, previous, unigrams,
+                                                    unigram_keys)
             self.released_per_level.append(previous)
-            all_stats.append(level_stats)
+            all_parameters.append(parameters)
             all_raw.append(raw)
-        self.level_stats = (all_stats | "AllLevelStats" >> beam.Flatten() if all_stats
-                            else documents.pipeline | "NoLevelStats" >> beam.Create([]))
+        # The levels' figures in one step, once the last level is counted:
+        # level k's release is |S_k|, which level k+1's parameters hold.
+        self.level_stats = (
+            documents.pipeline
+            | "LevelStatsOnce" >> beam.Create([None])
+            | "LevelStats" >> beam.FlatMap(
+                self._level_stats,
+                beam.pvalue.AsSingleton(previous | "CountLastLevel"
+                                        >> beam.combiners.Count.Globally()),
+                *[beam.pvalue.AsSingleton(p) for p in all_parameters]))
         if self.non_private_stats:
             self.non_private_level_stats = (
                 all_raw | "AllRawLevelStats" >> beam.Flatten() if all_raw

@@ -117,7 +117,7 @@ def parse_args(argv):
             return ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                  args.pruning, args.noise_decay, args.level1, args.alpha,
                                  seed=args.seed, non_private_stats=args.non_private_stats,
-                                 privacy_unit=privacy_unit)
+                                 privacy_unit=privacy_unit, progress_logger=cli.LOG.name)
         transform = dpne("user_id")  # bad parameters fail before any input is read
     else:
         if not isinstance(args.max_items_per_user, int):
@@ -205,10 +205,7 @@ def build_pipeline(pipeline, args, transform) -> None:
                          for gram in kgrams_of(doc[1], k)))
         counter = cli.count_released(user_ngrams, released, parts, counts_max_items(args),
                                      args.seed, out, args.num_shards, ngrams=True)
-    if isinstance(transform, ExtractNgrams):
-        for k, level in enumerate(transform.released_per_level, start=1):
-            _ = level | f"LogLevel{k}" >> cli.LogCount(
-                f"DPNE level {k} of {args.max_n}: released {{n:,}} {k}-grams")
+    # (DPNE logs each level's release itself: progress_logger.)
     per_length = (released
                   | "Length" >> beam.Map(len)
                   | "CountPerLength" >> beam.combiners.Count.PerElement()
