@@ -35,6 +35,7 @@ built, so that most mistakes fail at once.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -311,12 +312,13 @@ def _msnbc_stream(path: str, stream):
     return archive.open(members[0])
 
 
-def parse_msnbc(path: str, stream) -> Iterator[tuple[str, tuple]]:
+def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tuple] | list]:
     """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
 
     The header (lines starting with '%' up to '% Sequences:' and the blank
     lines around it) is skipped; every other line is one user's visit
-    sequence, space-separated category numbers.
+    sequence, space-separated category numbers. Without ``ids`` each line is
+    just its list of categories (one person's only element).
     """
     in_header, seen_data = True, False
     for lineno, line in _lines(path, _msnbc_stream(path, stream)):
@@ -333,7 +335,7 @@ def parse_msnbc(path: str, stream) -> Iterator[tuple[str, tuple]]:
                 continue
             raise InputFormatError(f"{path}:{lineno}: empty visit sequence")
         seen_data = True
-        yield f"{path}:{lineno}", tuple(line.split())
+        yield (f"{path}:{lineno}", tuple(line.split())) if ids else line.split()
 
 
 def record_parser(fmt: str, user_field: str | None = None, text_field: str | None = None,
@@ -507,13 +509,18 @@ class ReadDocuments(beam.PTransform):
     """Files → (user, tokens) documents, for n-gram extraction.
 
     csv/jsonl/text are tokenised with ``tokenizer``; ``msnbc`` is the UCI
-    sequence file, one user per line (its header skipped).
+    sequence file, one user per line (its header skipped). With
+    ``as_elements`` each record is only its list of tokens, no user id (what
+    ``ExtractNgrams(privacy_unit="element")`` takes, where every record is
+    its own user): no id is made, and no step is added to drop it.
     """
 
     def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
                  text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
-                 skip_header_lines: int = 0, files=None, log_records: bool = False):
+                 skip_header_lines: int = 0, files=None, log_records: bool = False,
+                 as_elements: bool = False):
         super().__init__()
+        self._as_elements = as_elements
         if fmt not in DOCUMENT_FORMATS:
             raise ValueError(f"unknown document format {fmt!r}; choose one of "
                              f"{list(DOCUMENT_FORMATS)}")
@@ -524,11 +531,14 @@ class ReadDocuments(beam.PTransform):
 
     def expand(self, pbegin):
         if self._fmt == "msnbc":
-            return pbegin | "ReadMsnbc" >> _ReadFiles(self._pattern, parse_msnbc, self._files,
+            parse = functools.partial(parse_msnbc, ids=not self._as_elements)
+            return pbegin | "ReadMsnbc" >> _ReadFiles(self._pattern, parse, self._files,
                                                       self._log_records)
         tokenizer = self._tokenizer
+        tokenize = ((lambda record: tokenizer(record[1])) if self._as_elements
+                    else (lambda record: (record[0], tuple(tokenizer(record[1])))))
         return (pbegin
                 | "ReadUserTexts" >> ReadUserTexts(self._pattern, self._fmt, self._user_field,
                                                    self._text_field, self._skip, self._files,
                                                    self._log_records)
-                | "Tokenize" >> beam.Map(lambda record: (record[0], tuple(tokenizer(record[1])))))
+                | "Tokenize" >> beam.Map(tokenize))

@@ -178,15 +178,20 @@ def counts_max_items(args) -> int:
 
 
 def build_pipeline(pipeline, args, transform) -> None:
-    # First read the documents as (user, tokens).
-    documents = pipeline | "ReadDocuments" >> ReadDocuments(
+    # First read the documents: where every record is its own user (see
+    # privacy_unit_from_args) the n-grams are extracted from each record's
+    # tokens alone, read as such unless the counts or raw statistics need the
+    # records' ids too.
+    parts = getattr(args, "budget_parts", None)
+    elements = getattr(transform, "privacy_unit", "user_id") == "element"
+    read_elements = elements and parts is None and not args.non_private_stats
+
+    documents = extract_input = pipeline | "ReadDocuments" >> ReadDocuments(
         args.input, args.format, args.user_field, args.text_field,
         cli.tokenizer_from_args(args), args.skip_header_lines,
-        files=getattr(args, "files", None), log_records=args.non_private_stats)
-    # Then extract the n-grams: from each record's tokens alone where every
-    # record is its own user (see privacy_unit_from_args).
-    extract_input = documents
-    if getattr(transform, "privacy_unit", "user_id") == "element":
+        files=getattr(args, "files", None), log_records=args.non_private_stats,
+        as_elements=read_elements)
+    if elements and not read_elements:
         extract_input = documents | "OnePersonEach" >> beam.Map(lambda doc: list(doc[1]))
     released = extract_input | "Extract" >> transform
     # Finally write them sorted (held and spurious n-grams alike), and the report:
@@ -196,7 +201,6 @@ def build_pipeline(pipeline, args, transform) -> None:
         f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
     cli.log_written(written, "ngrams")
     counter = None
-    parts = getattr(args, "budget_parts", None)
     if parts is not None:
         # Every user's n-grams of lengths 1..T (CountReleased keeps the released ones).
         max_n = args.max_n

@@ -157,3 +157,26 @@ def test_infer_format_errors(names, formats, message):
     with pytest.raises(InputFormatError) as err:
         infer_format(names, formats)
     assert message in str(err.value)
+
+
+def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
+    # What ExtractNgrams(privacy_unit="element") takes: each record's tokens as
+    # a list, in place of the (path:line, tokens) documents, for every format.
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+    from pipelines.inputs import ReadDocuments
+    seq = tmp_path / "msnbc.seq"
+    seq.write_text("% Different categories:\n% Sequences:\n\n1 1 2\n3\n", encoding="utf-8")
+    text = tmp_path / "lines.txt"
+    text.write_text("The cat sat.\nA dog!\n", encoding="utf-8")
+    for path, fmt, expected in ((seq, "msnbc", [["1", "1", "2"], ["3"]]),
+                                (text, "text", [["the", "cat", "sat"], ["a", "dog"]])):
+        with TestPipeline() as p:
+            both = [p | f"Read{fmt}{a}" >> ReadDocuments(str(path), fmt, as_elements=a)
+                    for a in (True, False)]
+            assert_that(both[0] | f"Types{fmt}" >> beam.Map(lambda e: (type(e), e)),
+                        equal_to([(list, e) for e in expected]), label=f"Elements{fmt}")
+            assert_that(both[1], equal_to([(f"{path}:{i}", tuple(e)) for i, e in
+                                           zip((4, 5) if fmt == "msnbc" else (1, 2), expected)]),
+                        label=f"Documents{fmt}")
