@@ -110,6 +110,21 @@ class BlockBuilder:
             self._user_ids.append(user_id)
         self.users += 1
 
+    def add_document(self, user_id, document) -> None:
+        """``add(user_id, (document,))``, faster: a user with one document."""
+        tokens = self._tokens
+        n_tokens = len(tokens)
+        try:
+            tokens.extend(map(self._index.__getitem__, document))
+        except (BadToken, TypeError):
+            del tokens[n_tokens:]
+            raise
+        self._doc_lengths.append(len(tokens) - n_tokens)
+        self._doc_users.append(self.users)
+        if self._user_ids is not None:
+            self._user_ids.append(user_id)
+        self.users += 1
+
     def build(self) -> DocumentBlock:
         index = self._index
         token_type = np.min_scalar_type(max(len(index) - 1, 0))

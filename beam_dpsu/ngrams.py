@@ -240,9 +240,9 @@ class _UserBlocksFn(beam.DoFn):
             if type(user_docs) is not list:
                 element_tokens(user_docs)  # raises naming the type
             try:
-                builder.add(None, (user_docs,))
+                builder.add_document(None, user_docs)
             except (docblocks.BadToken, TypeError):
-                builder.add(None, (element_tokens(user_docs),))
+                builder.add_document(None, element_tokens(user_docs))
         else:
             builder.add(*user_docs)
         if builder.users >= self._size or builder.tokens >= self._max_tokens:
