@@ -304,6 +304,14 @@ def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple
     return pairs // n_items, pairs % n_items
 
 
+def _grams_at(words: np.ndarray, tokens: np.ndarray, positions: np.ndarray,
+              length: int) -> list:
+    """The ``length``-grams (tuples of tokens) starting at ``positions``, decoded
+    in C: only these grams, not the block's whole text."""
+    ids = tokens[positions[:, None] + np.arange(length)]
+    return list(map(tuple, words[ids].tolist()))
+
+
 def _seeded_sampler(block: DocumentBlock, label: Callable[[int], Hashable], max_items: int,
                     seed: int | None, salt: str):
     """``sampled_weighted_sums``' seeded_sample for this block (None unseeded)."""
@@ -354,12 +362,13 @@ def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, m
     # Then which distinct (k−1)-grams were released: by their keys when the
     # keys are the token ids as digits and S_{k−1} is the smaller side, else
     # one lookup per distinct (k−1)-gram.
-    words = np.array(vocab, dtype=object)[tokens].tolist()  # the block's text, in C
+    words = np.array(vocab, dtype=object)
     if digit_keys and len(previous) < first.size:
         released_gram = np.isin(keys[first], _digit_keys(previous, vocab, k - 1))
     else:
-        released_gram = np.array([tuple(words[p:p + k - 1]) in previous
-                                  for p in starts[first].tolist()], dtype=bool)
+        released_gram = np.array([g in previous for g in _grams_at(words, tokens,
+                                                                  starts[first], k - 1)],
+                                 dtype=bool)
     released = np.zeros(n + 1, dtype=bool)
     released[starts] = released_gram[gram]
     gram_at = np.zeros(n, dtype=np.int64)
@@ -375,7 +384,7 @@ def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, m
     if at.size == 0:
         return []
     first, kgram = _pair_ids(gram_at[at], tokens[at + k - 1])  # (prefix, last token)
-    labels = [tuple(words[p:p + k]) for p in at[first].tolist()]
+    labels = _grams_at(words, tokens, at[first], k)
     users = np.repeat(block.doc_users, block.doc_lengths)[at]
     sums = sampled_weighted_sums(users, kgram, len(labels), max_items, item_weight, rng,
                                  _seeded_sampler(block, labels.__getitem__, max_items, seed,
