@@ -66,6 +66,11 @@ class _Vocabulary(dict):
         self[token] = i = len(self)
         return i
 
+    def truncate(self, size: int) -> None:
+        """Forgets the tokens numbered ``size`` and after (the newest ones)."""
+        while len(self) > size:
+            self.popitem()  # dicts pop their last insertion first
+
 
 class BadToken(ValueError):
     """A token failed the builder's check (the caller re-checks its record, to name it)."""
@@ -95,15 +100,17 @@ class BlockBuilder:
 
     def add(self, user_id, documents) -> None:
         """Adds one user's documents (sequences of tokens). If a token fails the check
-        (``BadToken``) or is unhashable (``TypeError``), nothing of the user is added."""
+        (``BadToken``) or is unhashable (``TypeError``), nothing of the user is added:
+        not its tokens, nor the new words they brought to the vocabulary."""
         tokens, lengths = self._tokens, self._doc_lengths
-        n_tokens, n_docs = len(tokens), len(lengths)
+        n_tokens, n_docs, n_vocab = len(tokens), len(lengths), len(self._index)
         try:
             for doc in documents:
                 tokens.extend(map(self._index.__getitem__, doc))
                 lengths.append(len(doc))
         except (BadToken, TypeError):
             del tokens[n_tokens:], lengths[n_docs:]
+            self._index.truncate(n_vocab)
             raise
         self._doc_users.extend([self.users] * (len(lengths) - n_docs))
         if self._user_ids is not None:
@@ -113,11 +120,12 @@ class BlockBuilder:
     def add_document(self, user_id, document) -> None:
         """``add(user_id, (document,))``, faster: a user with one document."""
         tokens = self._tokens
-        n_tokens = len(tokens)
+        n_tokens, n_vocab = len(tokens), len(self._index)
         try:
             tokens.extend(map(self._index.__getitem__, document))
         except (BadToken, TypeError):
             del tokens[n_tokens:]
+            self._index.truncate(n_vocab)
             raise
         self._doc_lengths.append(len(tokens) - n_tokens)
         self._doc_users.append(self.users)
