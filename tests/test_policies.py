@@ -133,6 +133,38 @@ def test_the_builder_sums_user_contributions_in_an_order_free_way(users, rnd):
         shuffled = list(users)
         rnd.shuffle(shuffled)
         assert weighted_histogram(shuffled, weight) == built
+        assert _per_size_counter_histogram(users, weight) == built
+
+
+def _per_size_counter_histogram(users, weight) -> dict:
+    # The earlier builder (a Counter per size): the id counts must give the
+    # same sums, bit for bit.
+    by_size: dict = {}
+    for user in users:
+        distinct = dict.fromkeys(user)
+        if distinct:
+            by_size.setdefault(len(distinct), Counter()).update(distinct.keys())
+    hist: dict = {}
+    for size in sorted(by_size):
+        for item, n in by_size[size].items():
+            hist[item] = hist.get(item, 0.0) + n * weight(size)
+    return hist
+
+
+@given(DATASET, st.integers(1, 6))
+def test_folding_ids_into_counts_changes_no_sum(users, fold):
+    # Lists of ids folded into count arrays early (at `fold` ids), late or
+    # never, and histogram() asked for midway: the same sums, bit for bit.
+    weight = policies.weighted_gaussian_weight
+    expected = weighted_histogram(users, weight)
+    folding = policies.WeightedHistogramBuilder(weight)
+    folding.FOLD_IDS = fold
+    for i, user in enumerate(users):
+        folding.add(user)
+        if i == len(users) // 2:
+            folding.histogram()
+    assert folding.histogram() == expected
+    assert folding.entries <= len(expected) + sum(len(set(u)) for u in users) // 8 + 1
 
 
 def test_the_builder_adds_known_distinct_items_as_add_does():
@@ -153,12 +185,17 @@ def test_the_builder_adds_known_distinct_items_as_add_does():
 
 
 def test_the_builder_counts_its_entries():
+    # One entry per distinct item, plus one per eight ids held.
     builder = policies.WeightedHistogramBuilder(policies.weighted_gaussian_weight)
     builder.add(["a", "b"])
-    builder.add(["b", "a", "a"])  # same size, same items: no new entry
+    builder.add(["b", "a", "a"])  # same items: no new item, two more ids
     builder.add(["a"])
     builder.add([])
-    assert builder.entries == 3
+    assert builder.entries == 2 + 5 // 8
+    builder.add([f"i{k}" for k in range(20)])
+    assert builder.entries == 22 + 25 // 8
     with pytest.raises(TypeError, match="a user's items must be a collection of items, got a str"):
         builder.add("cat")  # one item, which would be split into characters
-    assert builder.histogram() == pytest.approx({"a": 2 / math.sqrt(2) + 1, "b": 2 / math.sqrt(2)})
+    assert builder.histogram() == pytest.approx(
+        {"a": 2 / math.sqrt(2) + 1, "b": 2 / math.sqrt(2), **{f"i{k}": 1 / math.sqrt(20)
+                                                             for k in range(20)}})
