@@ -64,6 +64,8 @@ The Beam histogram transforms and the property tests call the same functions.
 from __future__ import annotations
 
 import math
+from itertools import compress, repeat
+from operator import is_
 from collections import abc
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
@@ -184,15 +186,15 @@ class WeightedHistogramBuilder:
             self._fold(size)
 
     def _with_new_ids(self, distinct, ids: list) -> list:
+        # Most users bring a new item or two (a Zipf vocabulary's tail): only
+        # those are visited in Python (picked out in C); the ids are then read
+        # again in C, from entries the first pass has just brought into the cache.
         known, items = self._ids, self._items
-        for position, (item, i) in enumerate(zip(distinct, ids)):
-            if i is None:
-                i = known.get(item)  # a repeated new item (only if not distinct)
-                if i is None:
-                    i = known[item] = len(items)
-                    items.append(item)
-                ids[position] = i
-        return ids
+        for item in compress(distinct, map(is_, ids, repeat(None))):
+            if item not in known:  # (a repeated new item, if not distinct)
+                known[item] = len(items)
+                items.append(item)
+        return list(map(known.__getitem__, distinct))
 
     def _size_counts(self, size: int) -> np.ndarray:
         """The exact number of users of this size holding each item, by id."""

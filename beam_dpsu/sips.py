@@ -22,6 +22,7 @@ input is faster.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import filterfalse
 
 import apache_beam as beam
 
@@ -47,15 +48,17 @@ class RemoveReleasedBySideInput(beam.PTransform):
     def expand(self, user_items):
         released = (self._released
                     | "AsKeys" >> beam.Map(lambda item: (item, None)))
-        return user_items | "DropReleased" >> beam.Map(_drop_released,
+        return user_items | "DropReleased" >> beam.FlatMap(_drop_released,
                                                        done=beam.pvalue.AsDict(released))
 
 
-def _drop_released(record, done) -> tuple:
-    """(user, distinct items) minus the items in ``done`` (a C-level set difference, whose
-    order does not matter: a user's items are sampled, or sorted when seeded)."""
+def _drop_released(record, done):
+    """(user, distinct items) minus the items in ``done``, in their order (a C-level
+    filter); a user left with nothing is dropped (it adds nothing to later rounds)."""
     user_id, items = record
-    return user_id, tuple(set(items).difference(done))
+    remaining = tuple(filterfalse(done.__contains__, items))
+    if remaining:
+        yield user_id, remaining
 
 
 class RemoveReleasedByJoin(beam.PTransform):
@@ -144,14 +147,16 @@ class SIPSRounds(beam.PTransform):
         remove = (RemoveReleasedBySideInput if self._removal == "side_input"
                   else RemoveReleasedByJoin)
         self.released_per_round = []
-        # Then one Weighted Gaussian selection per round on what is left.
+        # Then one Weighted Gaussian selection per round on what is left: each
+        # round's users less the previous round's release, so the users less
+        # every earlier release. The most frequent items go first, so later
+        # rounds read and move much smaller records than the first.
+        remaining = user_items
         for i, calibration in enumerate(self._calibration.rounds):
             salt = "" if i == 0 else f"round{i}"
-            remaining = user_items
             if self.released_per_round:
-                released_so_far = (self.released_per_round
-                                   | f"Round{i}/ReleasedSoFar" >> beam.Flatten())
-                remaining = user_items | f"Round{i}/RemoveReleased" >> remove(released_so_far)
+                remaining = remaining | f"Round{i}/RemoveReleased" >> remove(
+                    self.released_per_round[-1])
             released = (remaining
                         | f"Round{i}/SampledWeightedHistogram" >> SampledWeightedHistogram(
                             policies.weighted_gaussian_weight, self._max_items, self._seed,
