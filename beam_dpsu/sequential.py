@@ -42,7 +42,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
 from beam_dpsu.noise import canonical_bytes, stable_hash64
-from beam_dpsu.policies import apply_policy, check_public_count, gw_item_order
+from beam_dpsu.policies import apply_policy, check_public_count, gw_item_order, policy_histogram
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import require_global_window
 
@@ -112,9 +112,9 @@ class _PolicyHistogramFn(beam.DoFn):
 
     @on_timer(WINDOW_END)
     def emit_histogram(self, users=beam.DoFn.StateParam(USERS)):
-        histogram: dict = {}
-        for _, encoded_items in sorted(users.read()):
-            apply_policy(histogram, pickle.loads(encoded_items), self._update, self._cutoff)
+        histogram = policy_histogram(
+            (pickle.loads(encoded_items) for _, encoded_items in sorted(users.read())),
+            self._update, self._cutoff)
         users.clear()
         yield from histogram.items()
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from beam_dpsu import thresholds
 from beam_dpsu.bounding import sample_items
 from beam_dpsu.noise import derived_rng, stable_hash64
-from beam_dpsu.policies import (gw_item_order, greedy_update, histogram_distance, l1_descent,
-                                l2_descent, policy_histogram)
+from beam_dpsu.policies import (apply_policy, gw_item_order, greedy_update, histogram_distance,
+                                l1_descent, l2_descent, policy_histogram)
 from beam_dpsu.sequential import shard_of, sharded_policy_histogram
 
 # --- hand-worked examples -------------------------------------------------------------
@@ -87,6 +87,27 @@ def test_policy_histogram_keys_are_every_listed_item():
     # GW: the first user spends 1 on 'a' and gives b, c weight 0.
     assert policy_histogram(users, greedy_update, 1.5) == {
         "a": 1.5, "b": 0.0, "c": 0.0, "d": 0.5, "e": 1.0}
+
+
+@given(st.lists(st.lists(st.sampled_from("abcdefghij"), max_size=6, unique=True), max_size=40),
+       st.floats(0.5, 4.0))
+def test_policy_histogram_is_apply_policy_user_by_user(users, cutoff):
+    # The array form gives the dict reference's weights bit for bit, and the
+    # same keys, zero weights included (GW), for every policy.
+    for update in (greedy_update, l1_descent, l2_descent):
+        reference: dict = {}
+        for items in users:
+            apply_policy(reference, items, update, cutoff)
+        got = policy_histogram(iter(tuple(items) for items in users), update, cutoff)
+        assert got == reference and list(got) == list(reference)
+
+
+def test_policy_histogram_grows_past_its_first_array():
+    users = [[f"i{k}", f"i{k + 1}"] for k in range(0, 3000, 2)] + [["i0", "i2999"]]
+    reference: dict = {}
+    for items in users:
+        apply_policy(reference, items, l2_descent, 2.0)
+    assert policy_histogram(users, l2_descent, 2.0) == reference
 
 
 # --- Algorithm 8, kept here only to prove the property test can fail -------------------
