@@ -12,6 +12,7 @@ ever get a key.
 
 from __future__ import annotations
 
+import zlib
 from typing import Callable
 
 import apache_beam as beam
@@ -22,11 +23,65 @@ from beam_dpsu.windowing import in_global_window, require_global_window
 
 # SampledWeightedHistogram is internal (it trusts its input's items to be
 # distinct), so it is not exported.
-__all__ = ["PARTIAL_HISTOGRAM_KEYS", "PartialHistogramFn", "WeightedHistogram"]
+__all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "WeightedHistogram",
+           "shard_of_item", "split_by_shard", "MergeHistogramsFn"]
 
 # The most (user size, item) counts a bundle's partial histogram holds before
 # it is flushed (about 100 bytes each in Python: ~25 MB per worker thread).
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
+
+# The parallel mechanisms move their partial histograms as this many dicts
+# per flush, keyed by a stable hash shard of the item, instead of one element
+# per item: the runner's per-element work (encoding, pre-combining,
+# shuffling, one DoFn call per item) was most of the cost after the sums.
+# Each shard is merged, noised and thresholded as a whole; 64 shards leave
+# the runner that many keys to spread over workers.
+HISTOGRAM_SHARDS = 64
+
+
+def shard_of_item(item, shards: int) -> int:
+    """The shard of a str or bytes item: CRC-32 of its bytes, the same in every
+    process (str as UTF-8, lone surrogates passed through), modulo ``shards``."""
+    data = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else item
+    return zlib.crc32(data) % shards
+
+
+def split_by_shard(histogram: dict, shards: int) -> dict:
+    """{item: weight} → {shard: {item: weight}}, only the shards that hold items."""
+    by_shard: dict = {}
+    for item, weight in histogram.items():
+        shard = shard_of_item(item, shards)
+        part = by_shard.get(shard)
+        if part is None:
+            part = by_shard[shard] = {}
+        part[item] = weight
+    return by_shard
+
+
+class MergeHistogramsFn(beam.CombineFn):
+    """Sums {item: weight} dicts per item (one shard's partial histograms)."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, merged, histogram):
+        if not merged:
+            return dict(histogram)
+        get = merged.get
+        for item, weight in histogram.items():
+            merged[item] = get(item, 0.0) + weight
+        return merged
+
+    def merge_accumulators(self, accumulators):
+        # The largest is the base: the others are added to it item by item.
+        accumulators = sorted(accumulators, key=len, reverse=True)
+        merged = dict(accumulators[0]) if accumulators else {}
+        for histogram in accumulators[1:]:
+            merged = self.add_input(merged, histogram)
+        return merged
+
+    def extract_output(self, merged):
+        return merged
 
 
 class PartialHistogramFn(beam.DoFn):
@@ -35,9 +90,11 @@ class PartialHistogramFn(beam.DoFn):
     Internal: ``WeightedHistogram``'s step, and the base of DPNE's block sums.
     """
 
-    def __init__(self, item_weight: Callable[[int], float], max_keys: int):
+    def __init__(self, item_weight: Callable[[int], float], max_keys: int,
+                 shards: int | None = None):
         self._item_weight = item_weight
         self._max_keys = max_keys
+        self._shards = shards
         self._partial = None
 
     def start_bundle(self):
@@ -56,7 +113,9 @@ class PartialHistogramFn(beam.DoFn):
         # partial sum belongs to the global window; all get one timestamp.
         partial = self._partial
         self._partial = policies.WeightedHistogramBuilder(self._item_weight)
-        return map(in_global_window, partial.histogram().items())
+        if self._shards is None:
+            return map(in_global_window, partial.histogram().items())
+        return map(in_global_window, split_by_shard(partial.histogram(), self._shards).items())
 
 
 class WeightedHistogram(beam.PTransform):
@@ -112,8 +171,9 @@ class _SampleAndSumFn(PartialHistogramFn):
     deduplication (a sample of distinct items is distinct).
     """
 
-    def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str):
-        super().__init__(item_weight, max_keys)
+    def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str,
+                 shards: int):
+        super().__init__(item_weight, max_keys, shards)
         self._sample = UserSampler(max_items, seed, salt)
 
     def setup(self):
@@ -131,14 +191,16 @@ class _SampleAndSumFn(PartialHistogramFn):
 
 
 class SampledWeightedHistogram(beam.PTransform):
-    """(user_id, distinct items) → (item, Σ_users item_weight(|sample|)), each user's items
-    first sampled uniformly to ≤ Δ0.
+    """(user_id, distinct items) → (shard, {item: Σ_users item_weight(|sample|)}), each
+    user's items first sampled uniformly to ≤ Δ0; one dict per shard that holds items.
 
     ``SampleEachUser`` followed by ``WeightedHistogram``, fused. Internal:
     its input must be one record per user whose items are distinct (a dict
     of item counts, or a tuple of its keys), as ``ItemCountsPerUser`` makes
     them: a user given twice would be bounded twice, a repeated item counted
-    twice. ``salt`` separates seeded samples of several rounds.
+    twice. ``salt`` separates seeded samples of several rounds. Its output is
+    a histogram split by ``shard_of_item`` into ``HISTOGRAM_SHARDS`` dicts
+    (noise it with ``NoisyThreshold.per_shard`` or ``KeepWithProbability.per_shard``).
     """
 
     def __init__(self, item_weight: Callable[[int], float], max_items_per_user: int,
@@ -146,12 +208,16 @@ class SampledWeightedHistogram(beam.PTransform):
         super().__init__()
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
-        self._sum = WeightedHistogram(item_weight, hot_key_fanout)
+        WeightedHistogram(item_weight, hot_key_fanout)  # validates the fan-out
+        self._fanout = hot_key_fanout
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
-                                   noise.check_seed(seed), salt)
+                                   noise.check_seed(seed), salt, HISTOGRAM_SHARDS)
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")
+        sum_per_shard = beam.CombinePerKey(MergeHistogramsFn())
+        if self._fanout:
+            sum_per_shard = sum_per_shard.with_hot_key_fanout(self._fanout)
         return (user_items
                 | "SampleAndSumPerBundle" >> beam.ParDo(self._fn)
-                | "SumPerItem" >> self._sum.sum_per_item())
+                | "SumPerShard" >> sum_per_shard)

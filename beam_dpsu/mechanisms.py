@@ -137,10 +137,12 @@ class SelectItems(beam.PTransform):
                          | "SampledWeightedHistogram" >> SampledWeightedHistogram(
                              mechanism.item_weight, mechanism.max_items_per_user, self.seed,
                              hot_key_fanout=self.hot_key_fanout))
+            # The histogram comes as one dict per shard: each is decided whole.
             if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
-                return histogram | "KeepWithProbability" >> KeepWithProbability(
+                return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
                     self.calibration, self.seed)
-            return histogram | "NoisyThreshold" >> NoisyThreshold(self.calibration, self.seed)
+            return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(self.calibration,
+                                                                             self.seed)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
 
 

@@ -72,6 +72,18 @@ class BatchedDecisionFn(beam.DoFn):
     def finish_bundle(self):
         yield from self._flush()
 
+    def decide_histogram(self, histogram: dict) -> list:
+        """The items of a whole {item: weight} histogram that ``decide`` keeps, in one
+        vectorised draw (seeded: one derived generator per item, as in ``process``)."""
+        if self._seed is not None:
+            return [in_global_window(item) for item, weight in histogram.items()
+                    if self.decide(np.array([weight], dtype=np.float64),
+                                   noise.derived_rng(self._seed, *self._derivation, item))[0]]
+        items = list(histogram)
+        weights = np.fromiter(histogram.values(), dtype=np.float64, count=len(items))
+        return [in_global_window(items[i])
+                for i in np.flatnonzero(self.decide(weights, self._rng))]
+
     def _flush(self) -> list:
         # Every output gets the same window and timestamp, whichever batch
         # decided it (``in_global_window``).
@@ -81,6 +93,31 @@ class BatchedDecisionFn(beam.DoFn):
         self._items, self._weights = [], []
         return [in_global_window(items[i])
                 for i in np.flatnonzero(self.decide(weights, self._rng))]
+
+
+class _PerShardFn(beam.DoFn):
+    """(shard, {item: weight}) → the items ``decision`` keeps; every item decided once."""
+
+    def __init__(self, decision: BatchedDecisionFn):
+        self._decision = decision
+
+    def setup(self):
+        self._decision.setup()
+
+    def process(self, shard_histogram):
+        yield from self._decision.decide_histogram(shard_histogram[1])
+
+
+class _PerShard(beam.PTransform):
+
+    def __init__(self, decision: BatchedDecisionFn, name: str):
+        super().__init__()
+        self._decision = decision
+        self._name = name
+
+    def expand(self, shard_histograms):
+        require_global_window(shard_histograms, self._name)
+        return shard_histograms | "DecidePerShard" >> beam.ParDo(_PerShardFn(self._decision))
 
 
 class _NoisyThresholdFn(BatchedDecisionFn):
@@ -108,6 +145,14 @@ class NoisyThreshold(beam.PTransform):
         self._calibration = calibration
         self._seed = noise.check_seed(seed)
         self._salt = salt
+
+    @staticmethod
+    def per_shard(calibration: Calibration, seed: int | None = None,
+                  salt: str = "") -> beam.PTransform:
+        """The same release for a histogram given as (shard, {item: weight}) dicts, each
+        item in exactly one of them (``SampledWeightedHistogram``'s output)."""
+        return _PerShard(_NoisyThresholdFn(calibration, noise.check_seed(seed), salt),
+                         "NoisyThreshold")
 
     def expand(self, histogram):
         require_global_window(histogram, "NoisyThreshold")
@@ -137,6 +182,13 @@ class KeepWithProbability(beam.PTransform):
         super().__init__()
         self._calibration = calibration
         self._seed = noise.check_seed(seed)
+
+    @staticmethod
+    def per_shard(calibration: KeepProbabilityCalibration,
+                  seed: int | None = None) -> beam.PTransform:
+        """The same release for a histogram given as (shard, {item: count}) dicts."""
+        return _PerShard(_KeepWithProbabilityFn(calibration, noise.check_seed(seed)),
+                         "KeepWithProbability")
 
     def expand(self, histogram):
         require_global_window(histogram, "KeepWithProbability")

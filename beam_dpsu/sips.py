@@ -161,7 +161,7 @@ class SIPSRounds(beam.PTransform):
                         | f"Round{i}/SampledWeightedHistogram" >> SampledWeightedHistogram(
                             policies.weighted_gaussian_weight, self._max_items, self._seed,
                             salt, self._fanout)
-                        | f"Round{i}/NoisyThreshold" >> NoisyThreshold(
+                        | f"Round{i}/NoisyThreshold" >> NoisyThreshold.per_shard(
                             calibration, self._seed, salt))
             self.released_per_round.append(released)
         # Finally the union of all rounds (disjoint by construction).

@@ -12,6 +12,7 @@ and against the pure core.
 import math
 import random
 from collections import Counter
+import zlib
 
 import apache_beam as beam
 import numpy as np
@@ -27,6 +28,7 @@ from beam_dpsu import (MECHANISMS, BoundContributions, Budget, InvalidRecordErro
 from beam_dpsu.bounding import (ItemCountsPerUser, SampleItemsPerUser, _MergeItemCountsFn,
                                 item_counts)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
+from beam_dpsu.histograms import MergeHistogramsFn, shard_of_item, split_by_shard
 from beam_dpsu.selection import NOISE_BATCH, KeepWithProbability, NoisyThreshold
 
 # --- the pure part ----------------------------------------------------------------------
@@ -271,6 +273,57 @@ def test_batched_noise_decides_every_item_once_across_batches():
     with TestPipeline() as p:
         released = p | beam.Create(histogram) | NoisyThreshold(calibration)
         assert_that(released, equal_to(expected))
+
+
+def test_items_go_to_a_stable_shard():
+    # CRC-32 of the item's bytes: the same in every process (golden values),
+    # str as UTF-8 (lone surrogates too), so a str and its bytes share a shard.
+    assert shard_of_item("the", 64) == zlib.crc32(b"the") % 64 == 38
+    assert shard_of_item(b"the", 64) == shard_of_item("the", 64)
+    assert shard_of_item("caf\u00e9", 1000) == zlib.crc32("café".encode()) % 1000
+    assert 0 <= shard_of_item("\ud800", 64) < 64
+    histogram = {f"i{k}": float(k) for k in range(500)}
+    parts = split_by_shard(histogram, 7)
+    assert sorted(parts) == list(range(7))
+    assert {k: w for part in parts.values() for k, w in part.items()} == histogram
+    assert all(shard_of_item(k, 7) == s for s, part in parts.items() for k in part)
+
+
+def test_merging_shard_histograms_sums_per_item():
+    merge = MergeHistogramsFn()
+    first = {"a": 1.0, "b": 2.0}
+    acc = merge.add_input(merge.create_accumulator(), first)
+    acc = merge.add_input(acc, {"b": 0.5, "c": 4.0})
+    assert first == {"a": 1.0, "b": 2.0}  # an input is never changed
+    other = merge.add_input(merge.create_accumulator(), {"c": 1.0, "d": 1.0})
+    merged = merge.extract_output(merge.merge_accumulators([other, acc, {}]))
+    assert merged == {"a": 1.0, "b": 2.5, "c": 5.0, "d": 1.0}
+    assert merge.merge_accumulators([]) == {}
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_per_shard_noise_decides_every_item_once(seed):
+    # A shard larger than a noise batch and several shards: each item decided
+    # once, whole shards at a time. σ = 1e-6 against a margin of 50: a wrong
+    # decision by chance has probability below 1e-300 (never, in practice).
+    calibration = Calibration(noise=GAUSSIAN, noise_scale=1e-6, release_threshold=50.0,
+                              threshold_delta=1e-6, sensitivity_norm=2, sensitivity=1.0,
+                              budget=Budget(1.0, 1e-6), source="test")
+    histogram = {f"i{j}": 100.0 if j % 3 else 0.0 for j in range(3 * NOISE_BATCH)}
+    shards = list(split_by_shard(histogram, 2).items()) + [(5, {"lone": 100.0})]
+    with TestPipeline() as p:
+        released = (p | beam.Create(shards) | NoisyThreshold.per_shard(calibration, seed))
+        assert_that(released, equal_to([k for k, w in histogram.items() if w > 50] + ["lone"]))
+
+
+def test_per_shard_keep_with_probability_keeps_certain_items_and_drops_impossible_ones():
+    calibration = configs.TruncatedGeometric(2).calibrate(Budget(1.0, 1e-5))
+    sure = int(math.ceil(calibration.users_kept_surely))
+    counts = {f"i{j}": sure if j % 2 else 0 for j in range(NOISE_BATCH + 77)}
+    with TestPipeline() as p:
+        kept = (p | beam.Create(list(split_by_shard(counts, 3).items()))
+                | KeepWithProbability.per_shard(calibration))
+        assert_that(kept, equal_to([item for item, c in counts.items() if c]))
 
 
 def test_batched_keep_with_probability_keeps_certain_items_and_drops_impossible_ones():

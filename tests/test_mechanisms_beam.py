@@ -10,7 +10,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_dpsu import (MECHANISMS, Budget, BoundContributions, CountGaussian, CountLaplace,
                        InvalidRecordError, SelectItems, WeightedGaussian, WeightedLaplace,
                        ZCDPBudget, mechanism_from_name)
-from beam_dpsu.histograms import SampledWeightedHistogram, WeightedHistogram
+from beam_dpsu.histograms import (HISTOGRAM_SHARDS, SampledWeightedHistogram, WeightedHistogram,
+                                  shard_of_item)
 from beam_dpsu import policies
 from beam_dpsu.bounding import sample_items
 from beam_dpsu.calibration import release_mask
@@ -96,7 +97,12 @@ def test_sampled_weighted_histogram_bounds_each_user_then_sums():
                 | SampledWeightedHistogram(policies.weighted_gaussian_weight, 7,
                                            hot_key_fanout=2))
 
-        def check(pairs):
+        def check(shards):
+            # One dict per shard, each item in its own shard and no other.
+            assert len({shard for shard, _ in shards}) == len(shards)
+            pairs = [(k, w) for shard, part in shards for k, w in part.items()]
+            assert all(shard_of_item(k, HISTOGRAM_SHARDS) == shard
+                       for shard, part in shards for k in part)
             weights = dict(pairs)
             assert len(pairs) == len(weights)
             alice = {k: w for k, w in weights.items() if k != "x"}
