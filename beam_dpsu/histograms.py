@@ -4,10 +4,13 @@ The parallel mechanisms' histogram is a sum of independent per-user
 contributions (``policies.user_contribution``): first the users' bounded
 records are summed into a partial histogram per bundle (a dict in the
 worker, flushed at the end of the bundle or when it grows past
-``PARTIAL_HISTOGRAM_KEYS`` items, so memory stays bounded), then the partial
-sums are summed per item with ``CombinePerKey``. This moves one element per
-(bundle, item) instead of one per (user, item). Only items some user holds
-ever get a key.
+``PARTIAL_HISTOGRAM_KEYS`` entries, so memory stays bounded), then the
+partial sums are summed per item with ``CombinePerKey``. This moves one
+element per (bundle, item) instead of one per (user, item). Inside
+``SelectItems`` (``SampledWeightedHistogram``) a flush is instead one dict per
+shard of the items (``shard_of_item``, ``HISTOGRAM_SHARDS``), summed per shard
+(``MergeHistogramsFn``) and noised whole: one element per (bundle, shard).
+Only items some user holds ever get a key.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from beam_dpsu.windowing import in_global_window, require_global_window
 __all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "WeightedHistogram",
            "shard_of_item", "split_by_shard", "MergeHistogramsFn"]
 
-# The most (user size, item) counts a bundle's partial histogram holds before
-# it is flushed (about 100 bytes each in Python: ~25 MB per worker thread).
+# The most entries a bundle's partial histogram holds before it is flushed
+# (``WeightedHistogramBuilder.entries``, about 100 bytes each: ~25 MB per
+# worker thread).
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
 
 # The parallel mechanisms move their partial histograms as this many dicts
@@ -131,8 +135,9 @@ class WeightedHistogram(beam.PTransform):
       hot_key_fanout: if set, spreads each item's partial sums over this many
         intermediate keys before the final sum, which balances the Zipf head
         (a few items held by most users) across workers on large runners.
-      max_partial_keys: the most (user size, item) counts a bundle's partial
-        histogram holds before it is flushed downstream (bounds a worker's memory).
+      max_partial_keys: the most entries (``WeightedHistogramBuilder.entries``) a
+        bundle's partial histogram holds before it is flushed downstream
+        (bounds a worker's memory).
     """
 
     def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None,

@@ -8,9 +8,13 @@ round's calibration; finally the rounds' releases are flattened.
 
 Removing released items
 -----------------------
-``removal="side_input"`` (default) broadcasts the union of earlier releases to
-every worker as a dict side input: no extra shuffle, but every worker holds
-the whole released set in memory (roughly 100–200 bytes per item in Python, so
+Each round removes the previous round's release from the records the
+previous round read, so round i reads every user less all earlier releases;
+the released items are the frequent ones, so later rounds read much smaller
+records, and users left with nothing are dropped.
+``removal="side_input"`` (default) broadcasts a round's release to every
+worker as a dict side input: no extra shuffle, but every worker holds the
+released set in memory (roughly 100–200 bytes per item in Python, so
 about 1–2 GB for 10 million items). ``removal="join"`` instead keys every
 (user, item) by item, co-groups with the released items and regroups by user:
 two extra shuffles of all pairs per round, but no per-worker memory bound.
