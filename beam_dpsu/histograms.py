@@ -21,7 +21,7 @@ from typing import Callable
 import apache_beam as beam
 
 from beam_dpsu import noise, policies
-from beam_dpsu.bounding import UserSampler
+from beam_dpsu.bounding import UserSampler, _MergeItemCountsFn
 from beam_dpsu.windowing import in_global_window, require_global_window
 
 # SampledWeightedHistogram is internal (it trusts its input's items to be
@@ -62,30 +62,9 @@ def split_by_shard(histogram: dict, shards: int) -> dict:
     return by_shard
 
 
-class MergeHistogramsFn(beam.CombineFn):
-    """Sums {item: weight} dicts per item (one shard's partial histograms)."""
-
-    def create_accumulator(self):
-        return {}
-
-    def add_input(self, merged, histogram):
-        if not merged:
-            return dict(histogram)
-        get = merged.get
-        for item, weight in histogram.items():
-            merged[item] = get(item, 0.0) + weight
-        return merged
-
-    def merge_accumulators(self, accumulators):
-        # The largest is the base: the others are added to it item by item.
-        accumulators = sorted(accumulators, key=len, reverse=True)
-        merged = dict(accumulators[0]) if accumulators else {}
-        for histogram in accumulators[1:]:
-            merged = self.add_input(merged, histogram)
-        return merged
-
-    def extract_output(self, merged):
-        return merged
+class MergeHistogramsFn(_MergeItemCountsFn):
+    """Sums {item: weight} dicts per item (one shard's partial histograms); an input
+    dict is never changed (the first is copied, later ones are added to the copy)."""
 
 
 class PartialHistogramFn(beam.DoFn):
