@@ -280,7 +280,7 @@ def element_item_counts(element: Any, occurrences: bool = True,
 
 class _MergeItemCountsFn(beam.CombineFn):
     """Merges one user's {item: occurrences} records into one (sums dicts per key;
-    ``histograms.MergeHistogramsFn`` is the same for partial histograms)."""
+    ``histograms.merge_histograms`` does the same for partial histograms)."""
 
     def create_accumulator(self):
         return {}
@@ -293,10 +293,9 @@ class _MergeItemCountsFn(beam.CombineFn):
         return merged
 
     def merge_accumulators(self, accumulators):
-        # The largest is the base (copied): the others are added to it item by item.
-        accumulators = sorted(accumulators, key=len, reverse=True)
-        merged = dict(accumulators[0]) if accumulators else {}
-        for acc in accumulators[1:]:
+        # One pass (the first copied by add_input): never all of them at once.
+        merged = {}
+        for acc in accumulators:
             merged = self.add_input(merged, acc)
         return merged
 

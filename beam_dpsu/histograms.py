@@ -8,8 +8,10 @@ worker, flushed at the end of the bundle or when it grows past
 partial sums are summed per item with ``CombinePerKey``. This moves one
 element per (bundle, item) instead of one per (user, item). Inside
 ``SelectItems`` (``SampledWeightedHistogram``) a flush is instead one dict per
-shard of the items (``shard_of_item``, ``HISTOGRAM_SHARDS``), summed per shard
-(``MergeHistogramsFn``) and noised whole: one element per (bundle, shard).
+shard of the items (``shard_of_item``, ``HISTOGRAM_SHARDS``), grouped and
+summed per shard (``merge_histograms``) and noised whole: one element per
+(bundle flush, shard). A worker then holds one flush, and one shard's sum:
+1/64 of the distinct items.
 Only items some user holds ever get a key.
 """
 
@@ -27,7 +29,7 @@ from beam_dpsu.windowing import in_global_window, require_global_window
 # SampledWeightedHistogram is internal (it trusts its input's items to be
 # distinct), so it is not exported.
 __all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "WeightedHistogram",
-           "shard_of_item", "split_by_shard", "MergeHistogramsFn"]
+           "shard_of_item", "split_by_shard", "merge_histograms"]
 
 # The most entries a bundle's partial histogram holds before it is flushed
 # (``WeightedHistogramBuilder.entries``, about 100 bytes each: ~25 MB per
@@ -62,9 +64,11 @@ def split_by_shard(histogram: dict, shards: int) -> dict:
     return by_shard
 
 
-class MergeHistogramsFn(_MergeItemCountsFn):
-    """Sums {item: weight} dicts per item (one shard's partial histograms); an input
-    dict is never changed (the first is copied, later ones are added to the copy)."""
+def merge_histograms(shard_histograms) -> tuple:
+    """(shard, {item: weight} dicts) → (shard, their sum per item), in one pass over
+    the dicts (the first copied; no input is changed)."""
+    shard, histograms = shard_histograms
+    return shard, _MergeItemCountsFn().merge_accumulators(histograms)
 
 
 class PartialHistogramFn(beam.DoFn):
@@ -184,7 +188,8 @@ class SampledWeightedHistogram(beam.PTransform):
     them: a user given twice would be bounded twice, a repeated item counted
     twice. ``salt`` separates seeded samples of several rounds. Its output is
     a histogram split by ``shard_of_item`` into ``HISTOGRAM_SHARDS`` dicts
-    (noise it with ``NoisyThreshold.per_shard`` or ``KeepWithProbability.per_shard``).
+    (times ``hot_key_fanout``, if set; noise it with ``NoisyThreshold.per_shard``
+    or ``KeepWithProbability.per_shard``).
     """
 
     def __init__(self, item_weight: Callable[[int], float], max_items_per_user: int,
@@ -193,15 +198,18 @@ class SampledWeightedHistogram(beam.PTransform):
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
         WeightedHistogram(item_weight, hot_key_fanout)  # validates the fan-out
-        self._fanout = hot_key_fanout
+        # The fan-out spreads the sum over more shards (fewer items each).
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
-                                   noise.check_seed(seed), salt, HISTOGRAM_SHARDS)
+                                   noise.check_seed(seed), salt,
+                                   HISTOGRAM_SHARDS * (hot_key_fanout or 1))
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")
-        sum_per_shard = beam.CombinePerKey(MergeHistogramsFn())
-        if self._fanout:
-            sum_per_shard = sum_per_shard.with_hot_key_fanout(self._fanout)
+        # A GroupByKey, not a CombinePerKey: a combiner's pre-combine keeps
+        # its 64 keys' sums until the bundle ends (it evicts by key count),
+        # so a worker would hold every distinct item of its bundle; this way
+        # each flush leaves the worker, and a shard's sum is built once.
         return (user_items
                 | "SampleAndSumPerBundle" >> beam.ParDo(self._fn)
-                | "SumPerShard" >> sum_per_shard)
+                | "GroupShards" >> beam.GroupByKey()
+                | "SumPerShard" >> beam.Map(merge_histograms))

@@ -57,9 +57,9 @@ class SelectItems(beam.PTransform):
       budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``; the
         whole budget is spent by this transform.
       seed: test-only fixed seed; None (default) uses OS entropy.
-      hot_key_fanout: optional fan-out for the sum of partial histograms
-        (per shard of items for the parallel mechanisms and SIPS; see
-        ``WeightedHistogram``); useful on large runners.
+      hot_key_fanout: optional fan-out for the sum of partial histograms: the
+        parallel mechanisms and SIPS sum them in 64 × fan-out shards of the
+        items (``beam_dpsu.histograms``); useful on large runners.
       privacy_unit: ``"user_id"`` (default): neighbours differ by all the
         elements of one user id, which are merged before bounding.
         ``"element"``: neighbours differ by one element, and each element

@@ -28,7 +28,7 @@ from beam_dpsu import (MECHANISMS, BoundContributions, Budget, InvalidRecordErro
 from beam_dpsu.bounding import (ItemCountsPerUser, SampleItemsPerUser, _MergeItemCountsFn,
                                 item_counts)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
-from beam_dpsu.histograms import MergeHistogramsFn, shard_of_item, split_by_shard
+from beam_dpsu.histograms import merge_histograms, shard_of_item, split_by_shard
 from beam_dpsu.selection import NOISE_BATCH, KeepWithProbability, NoisyThreshold
 
 # --- the pure part ----------------------------------------------------------------------
@@ -290,15 +290,11 @@ def test_items_go_to_a_stable_shard():
 
 
 def test_merging_shard_histograms_sums_per_item():
-    merge = MergeHistogramsFn()
-    first = {"a": 1.0, "b": 2.0}
-    acc = merge.add_input(merge.create_accumulator(), first)
-    acc = merge.add_input(acc, {"b": 0.5, "c": 4.0})
-    assert first == {"a": 1.0, "b": 2.0}  # an input is never changed
-    other = merge.add_input(merge.create_accumulator(), {"c": 1.0, "d": 1.0})
-    merged = merge.extract_output(merge.merge_accumulators([other, acc, {}]))
-    assert merged == {"a": 1.0, "b": 2.5, "c": 5.0, "d": 1.0}
-    assert merge.merge_accumulators([]) == {}
+    first, second = {"a": 1.0, "b": 2.0}, {"b": 0.5, "c": 4.0}
+    shard, merged = merge_histograms((7, iter([first, {}, second, {"c": 1.0, "d": 1.0}])))
+    assert shard == 7 and merged == {"a": 1.0, "b": 2.5, "c": 5.0, "d": 1.0}
+    assert first == {"a": 1.0, "b": 2.0} and second == {"b": 0.5, "c": 4.0}  # unchanged
+    assert merge_histograms((0, [])) == (0, {})
 
 
 @pytest.mark.parametrize("seed", [None, 3])

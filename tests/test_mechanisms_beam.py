@@ -101,7 +101,7 @@ def test_sampled_weighted_histogram_bounds_each_user_then_sums():
             # One dict per shard, each item in its own shard and no other.
             assert len({shard for shard, _ in shards}) == len(shards)
             pairs = [(k, w) for shard, part in shards for k, w in part.items()]
-            assert all(shard_of_item(k, HISTOGRAM_SHARDS) == shard
+            assert all(shard_of_item(k, 2 * HISTOGRAM_SHARDS) == shard  # fan-out 2
                        for shard, part in shards for k in part)
             weights = dict(pairs)
             assert len(pairs) == len(weights)
@@ -116,6 +116,28 @@ def test_sampled_weighted_histogram_bounds_each_user_then_sums():
         assert_that(hist, check)
     with pytest.raises(ValueError, match="max_items_per_user must be >= 1"):
         SampledWeightedHistogram(policies.weighted_gaussian_weight, 0)
+
+
+def test_shard_sums_leave_each_flush_to_the_shuffle():
+    # Review finding: summing the shards with a CombinePerKey let its
+    # pre-combine (evicting by key count, with only 64 keys) keep every
+    # flushed item of a bundle on the worker: flushing no longer bounded
+    # memory. The shard sum must not be a combiner.
+    p = beam.Pipeline()
+    _ = (p | beam.Create([("u", ("a",))])
+         | SampledWeightedHistogram(policies.weighted_gaussian_weight, 7))
+    kinds = []
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, node):
+            kinds.append(type(node.transform).__name__)
+
+        def enter_composite_transform(self, node):
+            kinds.append(type(node.transform).__name__)
+
+    p.visit(Visitor())
+    assert "GroupByKey" in kinds
+    assert not {"CombinePerKey", "CombineGlobally"} & set(kinds)
 
 
 def test_seeded_run_equals_the_pure_core_with_the_same_seed():
