@@ -60,8 +60,7 @@ class BatchedDecisionFn(beam.DoFn):
     def process(self, item_weight):
         item, weight = item_weight
         if self._seed is not None:
-            rng = noise.derived_rng(self._seed, *self._derivation, item)
-            if self.decide(np.array([weight], dtype=np.float64), rng)[0]:
+            if self._seeded_keeps(item, weight):
                 yield in_global_window(item)
             return
         self._items.append(item)
@@ -77,22 +76,27 @@ class BatchedDecisionFn(beam.DoFn):
         vectorised draw (seeded: one derived generator per item, as in ``process``)."""
         if self._seed is not None:
             return [in_global_window(item) for item, weight in histogram.items()
-                    if self.decide(np.array([weight], dtype=np.float64),
-                                   noise.derived_rng(self._seed, *self._derivation, item))[0]]
+                    if self._seeded_keeps(item, weight)]
         items = list(histogram)
-        weights = np.fromiter(histogram.values(), dtype=np.float64, count=len(items))
+        return self._kept(items, np.fromiter(histogram.values(), dtype=np.float64,
+                                             count=len(items)))
+
+    def _seeded_keeps(self, item, weight) -> bool:
+        rng = noise.derived_rng(self._seed, *self._derivation, item)
+        return bool(self.decide(np.array([weight], dtype=np.float64), rng)[0])
+
+    def _kept(self, items: list, weights: np.ndarray) -> list:
+        # Every output gets the same window and timestamp, whichever batch
+        # decided it (``in_global_window``).
         return [in_global_window(items[i])
                 for i in np.flatnonzero(self.decide(weights, self._rng))]
 
     def _flush(self) -> list:
-        # Every output gets the same window and timestamp, whichever batch
-        # decided it (``in_global_window``).
         if not self._items:
             return []
         items, weights = self._items, np.asarray(self._weights, dtype=np.float64)
         self._items, self._weights = [], []
-        return [in_global_window(items[i])
-                for i in np.flatnonzero(self.decide(weights, self._rng))]
+        return self._kept(items, weights)
 
 
 class _PerShardFn(beam.DoFn):
