@@ -72,7 +72,8 @@ def merge_histograms(shard_histograms) -> tuple:
 
 
 class PartialHistogramFn(beam.DoFn):
-    """Sums the users of a bundle into one partial histogram, emitted per item.
+    """Sums the users of a bundle into one partial histogram, emitted per item
+    (or, with ``shards``, as one dict per shard of the items).
 
     Internal: ``WeightedHistogram``'s step, and the base of DPNE's block sums.
     """
@@ -126,8 +127,7 @@ class WeightedHistogram(beam.PTransform):
     def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None,
                  max_partial_keys: int = PARTIAL_HISTOGRAM_KEYS):
         super().__init__()
-        if hot_key_fanout is not None and (not isinstance(hot_key_fanout, int) or hot_key_fanout < 1):
-            raise ValueError(f"hot_key_fanout must be None or an int >= 1, got {hot_key_fanout!r}")
+        _check_fanout(hot_key_fanout)
         if isinstance(max_partial_keys, bool) or not isinstance(max_partial_keys, int) \
                 or max_partial_keys < 1:
             raise ValueError(f"max_partial_keys must be an int >= 1, got {max_partial_keys!r}")
@@ -148,6 +148,11 @@ class WeightedHistogram(beam.PTransform):
                 | "SumUsersPerBundle" >> beam.ParDo(
                     PartialHistogramFn(self._item_weight, self._max_keys))
                 | "SumPerItem" >> self.sum_per_item())
+
+
+def _check_fanout(hot_key_fanout) -> None:
+    if hot_key_fanout is not None and (not isinstance(hot_key_fanout, int) or hot_key_fanout < 1):
+        raise ValueError(f"hot_key_fanout must be None or an int >= 1, got {hot_key_fanout!r}")
 
 
 class _SampleAndSumFn(PartialHistogramFn):
@@ -197,7 +202,7 @@ class SampledWeightedHistogram(beam.PTransform):
         super().__init__()
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
-        WeightedHistogram(item_weight, hot_key_fanout)  # validates the fan-out
+        _check_fanout(hot_key_fanout)
         # The fan-out spreads the sum over more shards (fewer items each).
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
                                    noise.check_seed(seed), salt,

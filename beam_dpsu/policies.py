@@ -122,6 +122,25 @@ def user_contribution(items: Iterable[Hashable],
     return [(item, w) for item in distinct]
 
 
+def _item_ids(items: Sequence[Hashable], ids: dict, listed: list) -> list:
+    """The ids of ``items`` in ``ids`` ({item: id}); an item seen for the first time
+    gets the next id (``len(listed)``) and is appended to ``listed``.
+
+    One C-level dict lookup per item. Most users bring a new item or two (a
+    Zipf vocabulary's tail): only those are visited in Python (picked out in
+    C), and the ids are then read again in C, from entries the first pass has
+    just brought into the cache. ``items`` is read twice (not an iterator).
+    """
+    found = list(map(ids.get, items))
+    if None not in found:
+        return found
+    for item in compress(items, map(is_, found, repeat(None))):
+        if item not in ids:  # (an item repeated in ``items``)
+            ids[item] = len(listed)
+            listed.append(item)
+    return list(map(ids.__getitem__, items))
+
+
 class WeightedHistogramBuilder:
     """Builds Σ_users user_contribution(W_i) from users' item sets, fast and in a fixed order.
 
@@ -174,9 +193,7 @@ class WeightedHistogramBuilder:
         size = len(distinct)
         if not size:
             return
-        ids = list(map(self._ids.get, distinct))
-        if None in ids:  # items seen for the first time
-            ids = self._with_new_ids(distinct, ids)
+        ids = _item_ids(distinct, self._ids, self._items)
         pending = self._pending.get(size)
         if pending is None:
             pending = self._pending[size] = []
@@ -184,17 +201,6 @@ class WeightedHistogramBuilder:
         self._pending_ids += size
         if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._items):
             self._fold(size)
-
-    def _with_new_ids(self, distinct, ids: list) -> list:
-        # Most users bring a new item or two (a Zipf vocabulary's tail): only
-        # those are visited in Python (picked out in C); the ids are then read
-        # again in C, from entries the first pass has just brought into the cache.
-        known, items = self._ids, self._items
-        for item in compress(distinct, map(is_, ids, repeat(None))):
-            if item not in known:  # (a repeated new item, if not distinct)
-                known[item] = len(items)
-                items.append(item)
-        return list(map(known.__getitem__, distinct))
 
     def _size_counts(self, size: int) -> np.ndarray:
         """The exact number of users of this size holding each item, by id."""
@@ -354,16 +360,10 @@ def policy_histogram(users_items: Iterable[Sequence[Hashable]], update, cutoff: 
             user_items = list(user_items)  # read twice below
         if not user_items:
             continue
-        ids_of_user = list(map(ids.get, user_items))
-        if None in ids_of_user:  # items listed for the first time weigh 0
-            for item in compress(user_items, map(is_, ids_of_user, repeat(None))):
-                if item not in ids:
-                    ids[item] = len(items)
-                    items.append(item)
-            ids_of_user = list(map(ids.__getitem__, user_items))
-            if len(items) > len(hist):
-                hist = np.concatenate((hist, np.zeros(max(len(items), len(hist)))))
-        index = np.array(ids_of_user, dtype=np.intp)
+        # Items listed for the first time get ids, and weigh 0 until updated.
+        index = np.array(_item_ids(user_items, ids, items), dtype=np.intp)
+        if len(items) > len(hist):
+            hist = np.concatenate((hist, np.zeros(max(len(items), len(hist)))))
         current = hist[index]
         hist[index] = current + update(current, cutoff)
     return dict(zip(items, hist[:len(items)].tolist()))

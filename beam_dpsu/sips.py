@@ -53,7 +53,7 @@ class RemoveReleasedBySideInput(beam.PTransform):
         released = (self._released
                     | "AsKeys" >> beam.Map(lambda item: (item, None)))
         return user_items | "DropReleased" >> beam.FlatMap(_drop_released,
-                                                       done=beam.pvalue.AsDict(released))
+                                                           done=beam.pvalue.AsDict(released))
 
 
 def _drop_released(record, done):
