@@ -17,7 +17,7 @@ from beam_dpsu.accounting import Budget, ZCDPBudget
 from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
-from beam_dpsu.histograms import SampledWeightedHistogram
+from beam_dpsu.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
 from beam_dpsu.report import mechanism_report
 from beam_dpsu.calibration import KeepProbabilityCalibration
 from beam_dpsu.selection import KeepWithProbability, NoisyThreshold
@@ -180,7 +180,9 @@ class _SequentialSelection(beam.PTransform):
                 m.max_items_per_user, self._seed)
             update = (policies.l1_descent if isinstance(m, PolicyLaplace)
                       else policies.l2_descent)
+        # The histogram comes as one dict per shard of the items: each is noised whole.
         return (user_items
                 | "PolicyHistogram" >> SequentialPolicyHistogram(
-                    update, self._calibration.cutoff, self._key, m.shards)
-                | "NoisyThreshold" >> NoisyThreshold(self._calibration, self._seed))
+                    update, self._calibration.cutoff, self._key, m.shards,
+                    item_shards=HISTOGRAM_SHARDS)
+                | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))

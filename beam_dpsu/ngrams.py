@@ -49,7 +49,7 @@ from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCou
                                 canonical_user_id, check_privacy_unit)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
 from beam_dpsu.configs import WeightedGaussian
-from beam_dpsu.histograms import PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
+from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
@@ -477,13 +477,16 @@ class ExtractNgrams(beam.PTransform):
         if self.level1 == "policy-gaussian":
             # A sequential policy visits users one by one, in keyed-hash order.
             key = run_order_key(self.seed)
-            histogram = (user_docs
-                         | "Level1/DistinctTokens" >> beam.MapTuple(
-                             lambda user, docs: (user, tuple(_distinct_tokens(docs))))
-                         | "Level1/SampleItemsPerUser" >> SampleEachUser(
-                             self.max_items[0], self.seed, "level1")
-                         | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
-                             policies.l2_descent, self.level1_calibration.cutoff, key))
+            released = (user_docs
+                        | "Level1/DistinctTokens" >> beam.MapTuple(
+                            lambda user, docs: (user, tuple(_distinct_tokens(docs))))
+                        | "Level1/SampleItemsPerUser" >> SampleEachUser(
+                            self.max_items[0], self.seed, "level1")
+                        | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
+                            policies.l2_descent, self.level1_calibration.cutoff, key,
+                            item_shards=HISTOGRAM_SHARDS)
+                        | "Level1/NoisyThreshold" >> NoisyThreshold.per_shard(
+                            self.level1_calibration, self.seed, "level1"))
         else:
             histogram = (user_blocks
                          | "Level1/SumUsersPerBundle" >> beam.ParDo(_BlockHistogramFn(
@@ -492,10 +495,10 @@ class ExtractNgrams(beam.PTransform):
                                                item_weight=policies.weighted_gaussian_weight,
                                                seed=self.seed, salt="level1")))
                          | "Level1/SumPerItem" >> beam.CombinePerKey(sum))
-        return (histogram
-                | "Level1/NoisyThreshold" >> NoisyThreshold(self.level1_calibration, self.seed,
-                                                            "level1")
-                | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any))
+            released = histogram | "Level1/NoisyThreshold" >> NoisyThreshold(
+                self.level1_calibration, self.seed, "level1")
+        return released | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
+            typing.Any)
 
     def _level(self, k: int, user_blocks, previous, unigrams, unigram_keys):
         """Level k ≥ 2: returns (released k-grams, its parameters (one dict: |S_{k−1}|,

@@ -86,6 +86,7 @@ __all__ = [
     "greedy_update",
     "apply_policy",
     "policy_histogram",
+    "policy_weights",
     "gw_item_order",
 ]
 
@@ -348,25 +349,35 @@ def policy_histogram(users_items: Iterable[Sequence[Hashable]], update, cutoff: 
 
     ``apply_policy`` once per user on a dict, computed on an array: each item
     gets an id the first time it is listed (a C-level dict lookup per listed
-    item), and a user's update reads and writes its items' weights by id.
-    The arithmetic is ``apply_policy``'s, so the weights are the same bit for
-    bit; the dict's Python work per item was most of a sequential policy's cost.
+    item), and the users' id arrays go through ``policy_weights``. The
+    arithmetic is ``apply_policy``'s, so the weights are the same bit for bit.
     """
     ids: dict = {}
     items: list = []
-    hist = np.zeros(1024)
+    users_ids = []
     for user_items in users_items:
         if not isinstance(user_items, (list, tuple)):
-            user_items = list(user_items)  # read twice below
-        if not user_items:
-            continue
-        # Items listed for the first time get ids, and weigh 0 until updated.
-        index = np.array(_item_ids(user_items, ids, items), dtype=np.intp)
-        if len(items) > len(hist):
-            hist = np.concatenate((hist, np.zeros(max(len(items), len(hist)))))
-        current = hist[index]
-        hist[index] = current + update(current, cutoff)
-    return dict(zip(items, hist[:len(items)].tolist()))
+            user_items = list(user_items)  # read twice by _item_ids
+        users_ids.append(np.array(_item_ids(user_items, ids, items), dtype=np.intp))
+    weights = policy_weights(users_ids, len(items), update, cutoff)
+    return dict(zip(items, weights.tolist()))
+
+
+def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
+                   cutoff: float) -> np.ndarray:
+    """The policy histogram by item id: users' arrays of item ids in visiting order.
+
+    ``apply_policy``'s arithmetic on an array (a user's items' weights read,
+    updated and written back by id), so the weights are the same bit for bit;
+    the dict's Python work per item was most of a sequential policy's cost.
+    Items listed by no user keep weight 0 (the caller lists only listed ones).
+    """
+    weights = np.zeros(num_items)
+    for index in users_ids:
+        if len(index):
+            current = weights[index]
+            weights[index] = current + update(current, cutoff)
+    return weights
 
 
 def check_public_count(count) -> float:

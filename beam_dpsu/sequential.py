@@ -5,13 +5,18 @@ histogram so far. The visiting order must be the same for the users common
 to neighbouring datasets, so it is the order of a keyed hash of the user id
 (HMAC-SHA256, a fresh random key per run), never arrival order or the id.
 
-The pipeline: first each user record is keyed by its shard (another part of
-the keyed hash) and encoded as one compact value; then a stateful DoFn per
-shard buffers its users in bag state and, when the window closes (the end of
-a batch input), sorts them by keyed hash and applies the policy in that
-order; finally the shard histograms are summed per item. The output has one
-(item, weight) per item of any user's list, weight 0 included (GW), and every
-one of them is noised: see ``beam_dpsu.policies`` for why.
+The pipeline: first each worker packs the users of its bundle into one
+compact block per shard (``UserBlockBuilder``: the users' order keys, and
+their items as small ids into the block's own list of distinct items), a
+shard being another part of the keyed hash; then a stateful DoFn per shard
+buffers the blocks in bag state and, when the window closes (the end of a
+batch input), sorts all its users by keyed hash and applies the policy in
+that order (``shard_policy_histogram``); finally the shard histograms are
+summed per item. The output has one (item, weight) per item of any user's
+list, weight 0 included (GW), and every one of them is noised: see
+``beam_dpsu.policies`` for why. Only the visiting order matters to the
+histogram, so how users fall into bundles and blocks changes nothing but
+the time (the same weights bit for bit).
 
 Shards. With ``shards=P`` the users are split over P keys, one ordered policy
 per shard. An extra user lands in exactly one shard, so only that shard's
@@ -19,12 +24,15 @@ histogram changes, by at most 1 in the policy's norm: the sum keeps
 sensitivity 1 (``tests/test_sequential_policies.py`` checks it). P = 1 is
 the papers' algorithm; P > 1 lets the runner work on P shards in parallel.
 
-Memory. A shard holds its users in state as (16-byte order key, pickled
-tuple of its ≤ Δ0 items): about Σ_users (60 + Σ_items (len(item) + 2)) bytes,
-e.g. ~100 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when
-P = 1.
-Sorting and the histogram (a dict over the shard's distinct items) come on
-top when the window closes. Raise P when a shard would not fit a worker.
+Memory. A shard holds its users in state as blocks: 20 bytes per user (its
+16-byte order key and its length) and 4 bytes per listed item, plus each
+block's distinct items, about Σ_users (20 + 4·|list|) bytes + Σ_blocks
+Σ_distinct (len(item) + 5) bytes: e.g. ~25 MB for the 50,000 IMDb reviews at
+Δ0 = 100, all on one worker when P = 1. When the window closes the shard
+decodes them (8 more bytes per listed item) and builds one dict over its
+distinct items (~100 bytes each). Raise P when a shard would not fit a
+worker. A worker packing blocks holds at most ``USER_BLOCK_ITEMS`` listed
+items (~8 bytes each, plus the blocks' distinct items) before it sends them.
 """
 
 from __future__ import annotations
@@ -37,17 +45,25 @@ import typing
 from typing import Hashable, Iterable, Mapping, Sequence
 
 import apache_beam as beam
-from apache_beam.coders import BytesCoder, TupleCoder
+import numpy as np
+from apache_beam.coders import BytesCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
+from beam_dpsu.histograms import merge_histograms, split_by_shard
 from beam_dpsu.noise import canonical_bytes, stable_hash64
-from beam_dpsu.policies import apply_policy, check_public_count, gw_item_order, policy_histogram
+from beam_dpsu.policies import _item_ids, apply_policy, check_public_count, gw_item_order, \
+    policy_weights
 from beam_dpsu.thresholds import check_max_items
-from beam_dpsu.windowing import require_global_window
+from beam_dpsu.windowing import in_global_window, require_global_window
 
 __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
+           "USER_BLOCK_ITEMS", "UserBlockBuilder", "shard_policy_histogram",
            "SequentialPolicyHistogram", "OrderItemsForGW"]
+
+# The most listed items (plus one per user) a worker packs into blocks before
+# it sends them on: ~8 bytes each, plus the blocks' distinct items.
+USER_BLOCK_ITEMS = 1 << 20
 
 
 def run_order_key(seed: int | None = None) -> bytes:
@@ -69,7 +85,11 @@ def user_order_key(user_id, key: bytes) -> bytes:
 
 def shard_of(user_id, shards: int, key: bytes) -> int:
     """The shard of a user, from bytes of the keyed hash not used for the order."""
-    return int.from_bytes(_mac(user_id, key)[16:24], "big") % shards
+    return _shard_of_mac(_mac(user_id, key), shards)
+
+
+def _shard_of_mac(mac: bytes, shards: int) -> int:
+    return int.from_bytes(mac[16:24], "big") % shards
 
 
 def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], update,
@@ -93,30 +113,163 @@ def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], u
     return total
 
 
-class _PolicyHistogramFn(beam.DoFn):
-    """Buffers a shard's users; when the window closes applies the policy in order."""
+class UserBlockBuilder:
+    """Users of one shard packed into one compact block: ``add`` them, then ``encode``.
 
-    USERS = BagStateSpec("users", TupleCoder((BytesCoder(), BytesCoder())))
+    A block holds the users' 16-byte order keys, its distinct items (each
+    stored once), and each user's list as int32 ids into them, in the list's
+    order. Ids are given with one C-level dict lookup per listed item
+    (``policies._item_ids``). Users with an empty list hold nothing and are
+    not added.
+    """
+
+    def __init__(self):
+        self._order_keys: list = []
+        self._ids: dict = {}
+        self._items: list = []
+        self._listed: list = []  # the users' item ids, one list after another
+        self._lengths: list = []
+
+    def add(self, order_key: bytes, items: Sequence) -> None:
+        """One user: its order key (``user_order_key``) and its list (read twice)."""
+        if len(order_key) != 16:
+            raise ValueError(f"an order key has 16 bytes, got {len(order_key)}")
+        ids = _item_ids(items, self._ids, self._items)
+        self._order_keys.append(order_key)
+        self._listed.extend(ids)
+        self._lengths.append(len(ids))
+
+    def encode(self) -> bytes:
+        return pickle.dumps((b"".join(self._order_keys), self._items,
+                             np.array(self._listed, dtype=np.int32),
+                             np.array(self._lengths, dtype=np.int32)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> dict:
+    """A shard's policy histogram from its encoded blocks, in any number and order.
+
+    First every block's items get ids in one shard-wide list (a dict lookup
+    per distinct item of a block, then a numpy take per block), then the
+    users are sorted by order key (a lexicographic sort of the 16 bytes as
+    two big-endian 64-bit words), finally ``policy_weights`` visits them in
+    that order. Equal order keys (one user id in two records, against the
+    input's contract, or equal elements of a seeded run) are visited in the
+    order of their lists' canonical bytes, so even then the result does not
+    depend on how users fell into blocks.
+    """
+    ids: dict = {}
+    items: list = []
+    order_keys, listed, lengths = [], [], []
+    for block in blocks:
+        block_keys, block_items, block_listed, block_lengths = pickle.loads(block)
+        to_shard_ids = np.array(_item_ids(block_items, ids, items), dtype=np.int32)
+        order_keys.append(block_keys)
+        listed.append(to_shard_ids[block_listed])
+        lengths.append(block_lengths)
+    if not items:
+        return {}
+    listed = np.concatenate(listed)
+    lengths = np.concatenate(lengths).astype(np.intp)
+    starts = np.cumsum(lengths) - lengths
+    words = np.frombuffer(b"".join(order_keys), dtype=">u8").reshape(-1, 2)
+    order = np.lexsort((words[:, 1], words[:, 0]))
+    ties = np.flatnonzero((words[order[1:]] == words[order[:-1]]).all(axis=1))
+    if ties.size:
+        order = _order_ties(order, ties, words, listed, starts, lengths, items)
+    weights = policy_weights(
+        (listed[start:start + length]
+         for start, length in zip(starts[order].tolist(), lengths[order].tolist())),
+        len(items), update, cutoff)
+    return dict(zip(items, weights.tolist()))
+
+
+def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarray:
+    """``order`` with each run of equal order keys sorted by the users' lists."""
+    order = order.copy()
+
+    def content(user):
+        start = starts[user]
+        return tuple(canonical_bytes(items[i]) for i in listed[start:start + lengths[user]])
+
+    run_starts = ties[np.r_[True, np.diff(ties) > 1]]
+    for first in run_starts.tolist():
+        last = first + 1
+        while last + 1 < len(order) and (words[order[last + 1]] == words[order[first]]).all():
+            last += 1
+        order[first:last + 1] = sorted(order[first:last + 1].tolist(), key=content)
+    return order
+
+
+class _UserBlocksFn(beam.DoFn):
+    """(user_id, items) → (shard, encoded block of that shard's users in this bundle).
+
+    The keyed hash is computed once per user: its first 16 bytes are the
+    user's order key, the next 8 its shard. Blocks are sent when the bundle
+    ends, or sooner once ``max_items`` listed items are held.
+    """
+
+    def __init__(self, shards: int, order_key: bytes, max_items: int | None = None):
+        self._shards = shards
+        self._key = order_key
+        self._max_items = USER_BLOCK_ITEMS if max_items is None else max_items
+        self._blocks: dict = {}
+        self._held = 0
+
+    def start_bundle(self):
+        self._blocks, self._held = {}, 0
+
+    def process(self, record):
+        user_id, items = record
+        if not isinstance(items, (list, tuple)):
+            items = list(items)  # read twice by the block
+        if not items:  # a user holding nothing contributes nothing
+            return
+        mac = _mac(user_id, self._key)
+        shard = _shard_of_mac(mac, self._shards)
+        block = self._blocks.get(shard)
+        if block is None:
+            block = self._blocks[shard] = UserBlockBuilder()
+        block.add(mac[:16], items)
+        self._held += len(items) + 1
+        if self._held >= self._max_items:
+            yield from self._flush()
+
+    def finish_bundle(self):
+        yield from self._flush()
+
+    def _flush(self) -> list:
+        # Global window only (the transform refuses others): one window and
+        # timestamp for every block, whenever it was sent.
+        blocks, self._blocks, self._held = self._blocks, {}, 0
+        return [in_global_window((shard, block.encode())) for shard, block in blocks.items()]
+
+
+class _PolicyHistogramFn(beam.DoFn):
+    """Buffers a shard's blocks of users; when the window closes applies the policy in order."""
+
+    BLOCKS = BagStateSpec("blocks", BytesCoder())
     WINDOW_END = TimerSpec("window_end", TimeDomain.WATERMARK)
 
-    def __init__(self, update, cutoff: float):
+    def __init__(self, update, cutoff: float, item_shards: int | None):
         self._update = update
         self._cutoff = cutoff
+        self._item_shards = item_shards
 
     def process(self, element, window=beam.DoFn.WindowParam,
-                users=beam.DoFn.StateParam(USERS),
+                blocks=beam.DoFn.StateParam(BLOCKS),
                 window_end=beam.DoFn.TimerParam(WINDOW_END)):
-        _, user = element
-        users.add(user)
+        blocks.add(element[1])
         window_end.set(window.max_timestamp())
 
     @on_timer(WINDOW_END)
-    def emit_histogram(self, users=beam.DoFn.StateParam(USERS)):
-        histogram = policy_histogram(
-            (pickle.loads(encoded_items) for _, encoded_items in sorted(users.read())),
-            self._update, self._cutoff)
-        users.clear()
-        yield from histogram.items()
+    def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS)):
+        histogram = shard_policy_histogram(blocks.read(), self._update, self._cutoff)
+        blocks.clear()
+        if self._item_shards is None:
+            yield from histogram.items()
+        else:
+            yield from split_by_shard(histogram, self._item_shards).items()
 
 
 class SequentialPolicyHistogram(beam.PTransform):
@@ -126,38 +279,46 @@ class SequentialPolicyHistogram(beam.PTransform):
     ``SampleItemsPerUser``): each record is visited as one user.
 
     Args:
-      update: the policy, e.g. ``policies.l1_descent``.
+      update: the policy, e.g. ``policies.l2_descent``.
       cutoff: Γ.
       order_key: the run's secret key for the user order and shards.
       shards: P ≥ 1 (see the module docstring).
+      item_shards: None (default) for (item, weight) pairs; else the histogram
+        comes as (shard, {item: weight}) dicts, one per ``shard_of_item`` shard
+        of this many that holds items, for ``NoisyThreshold.per_shard`` (one
+        element per shard instead of one per item).
     """
 
-    def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1):
+    def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1,
+                 item_shards: int | None = None):
         super().__init__()
-        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
-            raise ValueError(f"shards must be an int >= 1, got {shards!r}")
+        for name, value in (("shards", shards), ("item_shards", item_shards)):
+            if (value is not None or name == "shards") and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self._update = update
         self._cutoff = cutoff
         self._key = order_key
         self._shards = shards
+        self._item_shards = item_shards
 
     def expand(self, user_items):
         # The timer fires at the end of the window: in any window but the
         # global one, each window would be its own policy over its own users.
         require_global_window(user_items, "SequentialPolicyHistogram")
-        key, shards = self._key, self._shards
-
-        def keyed_by_shard(record):
-            user_id, items = record
-            encoded = pickle.dumps(tuple(items), protocol=pickle.HIGHEST_PROTOCOL)
-            return shard_of(user_id, shards, key), (user_order_key(user_id, key), encoded)
-
-        return (user_items
-                | "KeyByShard" >> beam.Map(keyed_by_shard).with_output_types(
-                    typing.Tuple[int, typing.Tuple[bytes, bytes]])
-                | "ApplyPolicyInOrder" >> beam.ParDo(_PolicyHistogramFn(self._update,
-                                                                        self._cutoff))
-                | "SumShards" >> beam.CombinePerKey(sum))
+        shard_histograms = (
+            user_items
+            | "PackUserBlocks" >> beam.ParDo(
+                _UserBlocksFn(self._shards, self._key)).with_output_types(
+                typing.Tuple[int, bytes])
+            | "ApplyPolicyInOrder" >> beam.ParDo(
+                _PolicyHistogramFn(self._update, self._cutoff, self._item_shards)))
+        # Finally the P shard histograms are summed per item (or per item shard).
+        if self._item_shards is None:
+            return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
+        return (shard_histograms
+                | "GroupItemShards" >> beam.GroupByKey()
+                | "SumPerItemShard" >> beam.Map(merge_histograms))
 
 
 class OrderItemsForGW(beam.PTransform):
