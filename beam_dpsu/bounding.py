@@ -37,7 +37,6 @@ distinct items are sampled uniformly down to Δ0.
 
 from __future__ import annotations
 
-import secrets
 from collections import Counter
 from operator import itemgetter
 from collections.abc import Iterable, Mapping
@@ -273,7 +272,7 @@ def element_item_counts(element: Any, occurrences: bool = True,
             f"array of one person's items, got a {type(element).__name__}{hint}")
     counts = _counts_of(element, occurrences, "an element", "an element")
     if seed is None:
-        return secrets.randbits(128), counts
+        return noise.random_id128(), counts
     content = tuple(sorted(counts.items(), key=lambda ic: _sort_key(ic[0])))
     return noise.stable_hash64(("element", content)), counts
 

@@ -35,7 +35,6 @@ import json
 import logging
 import math
 import pickle
-import secrets
 import typing
 from typing import Sequence
 
@@ -131,7 +130,7 @@ def element_document(element, seed: int | None = None) -> tuple:
     """
     tokens = element_tokens(element)
     if seed is None:
-        return secrets.randbits(128), tokens
+        return noise.random_id128(), tokens
     return noise.stable_hash64(("document", tokens)), tokens
 
 
