@@ -18,8 +18,13 @@ each in a fresh Python process on this machine:
 2. the job itself, end to end (``python -m pipelines.vocabulary`` once per
    mechanism, or ``python -m pipelines.ngrams``), writing to a scratch folder;
 3. with ``--before DIR``, the same job from another checkout of the project
-   (e.g. ``git worktree add /tmp/before <commit>``), interleaved with 2., so a
-   change is compared with what it replaces on the same data in one run.
+   (e.g. ``git worktree add /tmp/before <commit>``), so a change is compared
+   with what it replaces on the same data in one run.
+
+The runs are interleaved: each of ``--repeats`` rounds runs every pipeline
+above once, so drift in the machine's speed during the run (other load,
+thermal or host throttling) weighs on the read-only pipeline and the jobs
+alike, and the ratios stay comparable.
 
 Each line reports the fastest and the median wall time over ``--repeats``
 runs (the fastest is the least disturbed by other load on the machine, and
@@ -204,9 +209,8 @@ def _released(job: str, output: str) -> int:
     return report["released_items" if job == "vocabulary" else "released_ngrams"]
 
 
-def _measure(runs: int, run_once):
-    """(fastest wall time, median wall time, peak MiB, last result) over ``runs`` runs."""
-    results = [run_once(i) for i in range(runs)]
+def _summary(results: list) -> tuple:
+    """(fastest wall time, median wall time, peak MiB, last result) of one pipeline's runs."""
     walls = [r[0] for r in results]
     return min(walls), statistics.median(walls), max(r[1] for r in results), results[-1][2]
 
@@ -222,7 +226,9 @@ def run_prepared(job) -> str:
 def _benchmark(job, workdir: str) -> str:
     args = job.args
     python = sys.executable
-    # First the read-only pipeline (this checkout's reader, for both codes).
+    # The read-only pipeline (this checkout's reader, for both codes), then the job per
+    # mechanism, this checkout and --before: each round runs every one of them once,
+    # so a machine that slows down or speeds up during the run weighs on all alike.
     read_command = [python, "-m", "pipelines.benchmark", "--read-only", "--job", args.job,
                     "--", *job.job_argv]
     pairs_box = {}
@@ -234,18 +240,9 @@ def _benchmark(job, workdir: str) -> str:
             pairs_box["pairs"] = json.loads(f.read().strip().splitlines()[-1])["pairs"]
         return wall, rss, None
 
-    read_wall, read_median, read_rss, _ = _measure(args.repeats, read_once)
-    pairs = pairs_box["pairs"]
-    cli.progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB; "
-                 "non-private figures, for evaluation only)")
-    _emit(args, {"job": args.job, "mechanism": "read-only", "code": "read-only",
-                 "pairs": pairs, "wall_seconds": round(read_wall, 2),
-                 "median_seconds": round(read_median, 2), "ratio_to_read": 1.0,
-                 "pairs_per_second": round(pairs / read_wall), "peak_mib": round(read_rss),
-                 "released": None})
-    # Then the job, per mechanism, this checkout and --before interleaved.
     codes = [("this", ROOT)] + ([("before", os.path.abspath(args.before))] if args.before
                                 else [])
+    pipelines = [("read-only", "read-only", read_once)]
     for mechanism in job.mechanisms:
         for code, root in codes:
             name = f"{code}-{mechanism or args.job}"
@@ -259,13 +256,25 @@ def _benchmark(job, workdir: str) -> str:
                 wall, rss = time_process(command, root, os.path.join(workdir, f"{name}-{i}.log"))
                 return wall, rss, _released(args.job, output)
 
-            wall, median, rss, released = _measure(args.repeats, job_once)
-            _emit(args, {"job": args.job, "mechanism": mechanism or "dpne", "code": code,
-                         "pairs": pairs, "wall_seconds": round(wall, 2),
-                         "median_seconds": round(median, 2),
-                         "ratio_to_read": round(wall / read_wall, 2),
-                         "pairs_per_second": round(pairs / wall), "peak_mib": round(rss),
-                         "released": released})
+            pipelines.append((mechanism or "dpne", code, job_once))
+    results: dict = {(m, code): [] for m, code, _ in pipelines}
+    for i in range(args.repeats):
+        for mechanism, code, run_once in pipelines:
+            results[mechanism, code].append(run_once(i))
+        if args.repeats > 1:
+            cli.progress(f"round {i + 1} of {args.repeats}: every pipeline ran once")
+    read_wall, read_median, read_rss, _ = _summary(results["read-only", "read-only"])
+    pairs = pairs_box["pairs"]
+    cli.progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB; "
+                 "non-private figures, for evaluation only)")
+    for mechanism, code, _ in pipelines:
+        wall, median, rss, released = _summary(results[mechanism, code])
+        _emit(args, {"job": args.job, "mechanism": mechanism, "code": code,
+                     "pairs": pairs, "wall_seconds": round(wall, 2),
+                     "median_seconds": round(median, 2),
+                     "ratio_to_read": round(wall / read_wall, 2),
+                     "pairs_per_second": round(pairs / wall), "peak_mib": round(rss),
+                     "released": released})
     return ""
 
 

@@ -48,3 +48,29 @@ def test_a_failing_job_is_one_error_line_not_a_traceback(capsys, monkeypatch, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and "failed (exit 1)" in err[-1]
     assert not any("Traceback" in line for line in err)
+
+
+def test_every_round_runs_each_pipeline_once_and_ratios_use_the_fastest(capsys, monkeypatch,
+                                                                         tmp_path):
+    # Interleaved rounds (read-only, job, before; then again): a machine that drifts
+    # during the run weighs on all of them alike.
+    ran = []
+    walls = iter([10.0, 14.0, 16.0, 8.0, 12.0, 20.0, 9.0, 13.0, 15.0])
+
+    def fake_time_process(command, cwd, log_path):
+        ran.append("read" if "--read-only" in command else
+                   "this" if cwd == benchmark.ROOT else "before")
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write(json.dumps({"pairs": 1000}) + "\n")
+        return next(walls), 100.0
+
+    monkeypatch.setattr(benchmark, "time_process", fake_time_process)
+    monkeypatch.setattr(benchmark, "_released", lambda job, output: 7)
+    (tmp_path / "pipelines").mkdir()  # the --before checkout
+    assert benchmark.main(["--mechanisms", "weighted-gaussian", "--repeats", "3",
+                           "--before", str(tmp_path), "--json", "--", *JOB]) == 0
+    assert ran == ["read", "this", "before"] * 3
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    assert [(r["code"], r["wall_seconds"], r["median_seconds"]) for r in lines] == [
+        ("read-only", 8.0, 9.0), ("this", 12.0, 13.0), ("before", 15.0, 16.0)]
+    assert [r["ratio_to_read"] for r in lines] == [1.0, 1.5, 1.88]
