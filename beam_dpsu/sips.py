@@ -34,6 +34,7 @@ from beam_dpsu import policies
 from beam_dpsu.bounding import ItemCountsPerUser
 from beam_dpsu.calibration import RoundsCalibration
 from beam_dpsu.histograms import SampledWeightedHistogram
+from beam_dpsu.records import UserItems
 from beam_dpsu.selection import NoisyThreshold
 from beam_dpsu.windowing import require_global_window
 
@@ -52,8 +53,14 @@ class RemoveReleasedBySideInput(beam.PTransform):
     def expand(self, user_items):
         released = (self._released
                     | "AsKeys" >> beam.Map(lambda item: (item, None)))
-        return user_items | "DropReleased" >> beam.FlatMap(_drop_released,
-                                                           done=beam.pvalue.AsDict(released))
+        return user_items | "DropReleased" >> beam.FlatMap(
+            _drop_released, done=beam.pvalue.AsDict(released)).with_output_types(UserItems)
+
+
+def _distinct_items(user_id, counts) -> UserItems:
+    """A user's {item: count} as its record of distinct items (``UserItemsCoder``
+    writes these compactly between the rounds' stages)."""
+    return UserItems(user_id, tuple(counts))
 
 
 def _drop_released(record, done):
@@ -62,7 +69,7 @@ def _drop_released(record, done):
     user_id, items = record
     remaining = tuple(filterfalse(done.__contains__, items))
     if remaining:
-        yield user_id, remaining
+        yield UserItems(user_id, remaining)
 
 
 class RemoveReleasedByJoin(beam.PTransform):
@@ -90,7 +97,7 @@ class RemoveReleasedByJoin(beam.PTransform):
                 | "JoinOnItem" >> beam.CoGroupByKey()
                 | "KeepUnreleased" >> beam.FlatMap(kept_pairs)
                 | "RegroupByUser" >> beam.GroupByKey()
-                | "AsRecords" >> beam.FlatMapTuple(_records_of))
+                | "AsRecords" >> beam.FlatMapTuple(_records_of).with_output_types(UserItems))
 
 
 def _pairs_by_item(record):
@@ -109,7 +116,7 @@ def _records_of(user_id, items):
     """
     counts = Counter(items)
     for j in range(max(counts.values(), default=0)):
-        yield user_id, tuple(item for item, c in counts.items() if c > j)
+        yield UserItems(user_id, tuple(item for item, c in counts.items() if c > j))
 
 
 class SIPSRounds(beam.PTransform):
@@ -147,7 +154,8 @@ class SIPSRounds(beam.PTransform):
         # First one record of distinct items per user.
         user_items = (elements
                       | "ItemCountsPerUser" >> self._counts
-                      | "DistinctItems" >> beam.MapTuple(lambda user, counts: (user, tuple(counts))))
+                      | "DistinctItems" >> beam.MapTuple(_distinct_items).with_output_types(
+                          UserItems))
         remove = (RemoveReleasedBySideInput if self._removal == "side_input"
                   else RemoveReleasedByJoin)
         self.released_per_round = []
