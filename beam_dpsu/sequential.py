@@ -27,7 +27,7 @@ the papers' algorithm; P > 1 lets the runner work on P shards in parallel.
 Memory. A shard holds its users in state as blocks: 20 bytes per user (its
 16-byte order key and its length) and 4 bytes per listed item, plus each
 block's distinct items, about Σ_users (20 + 4·|list|) bytes + Σ_blocks
-Σ_distinct (len(item) + 5) bytes: e.g. ~25 MB for the 50,000 IMDb reviews at
+Σ_distinct (len(item) + 5) bytes: e.g. ~21 MB for the 50,000 IMDb reviews at
 Δ0 = 100, all on one worker when P = 1. When the window closes the shard
 decodes them (8 more bytes per listed item) and builds one dict over its
 distinct items (~100 bytes each). Raise P when a shard would not fit a
