@@ -163,7 +163,7 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
     order_keys, listed, lengths = [], [], []
     for block in blocks:
         block_keys, block_items, block_listed, block_lengths = pickle.loads(block)
-        to_shard_ids = np.array(_item_ids(block_items, ids, items), dtype=np.int32)
+        to_shard_ids = _as_ids(_item_ids(block_items, ids, items), len(items))
         order_keys.append(block_keys)
         listed.append(to_shard_ids[block_listed])
         lengths.append(block_lengths)
@@ -182,6 +182,11 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
          for start, length in zip(starts[order].tolist(), lengths[order].tolist())),
         len(items), update, cutoff)
     return dict(zip(items, weights.tolist()))
+
+
+def _as_ids(ids: list, num_items: int) -> np.ndarray:
+    # 4 bytes per listed item, unless the shard has 2^31 distinct items or more.
+    return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
 
 
 def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarray:

@@ -161,3 +161,10 @@ def test_item_shards_split_the_same_histogram_into_one_dict_per_item_shard():
 def test_item_shards_must_be_a_positive_int(bad):
     with pytest.raises(ValueError, match="item_shards must be an int >= 1"):
         SequentialPolicyHistogram(l1_descent, 1.5, KEY, 1, item_shards=bad)
+
+
+def test_shard_ids_take_four_bytes_unless_the_shard_outgrows_int32():
+    assert sequential._as_ids([0, 5], 6).dtype == np.int32
+    assert sequential._as_ids([0, 2 ** 31 - 1], 2 ** 31).dtype == np.int32
+    wide = sequential._as_ids([0, 2 ** 31], 2 ** 31 + 1)
+    assert wide.dtype == np.int64 and wide[1] == 2 ** 31
