@@ -297,10 +297,9 @@ class SequentialPolicyHistogram(beam.PTransform):
     def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1,
                  item_shards: int | None = None):
         super().__init__()
-        for name, value in (("shards", shards), ("item_shards", item_shards)):
-            if (value is not None or name == "shards") and (
-                    isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        _check_count("shards", shards)
+        if item_shards is not None:
+            _check_count("item_shards", item_shards)
         self._update = update
         self._cutoff = cutoff
         self._key = order_key
@@ -324,6 +323,11 @@ class SequentialPolicyHistogram(beam.PTransform):
         return (shard_histograms
                 | "GroupItemShards" >> beam.GroupByKey()
                 | "SumPerItemShard" >> beam.Map(merge_histograms))
+
+
+def _check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
 class OrderItemsForGW(beam.PTransform):
