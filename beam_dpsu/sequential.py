@@ -155,8 +155,9 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
     two big-endian 64-bit words), finally ``policy_weights`` visits them in
     that order. Equal order keys (one user id in two records, against the
     input's contract, or equal elements of a seeded run) are visited in the
-    order of their lists' canonical bytes, so even then the result does not
-    depend on how users fell into blocks.
+    order of their lists' bytes, so even then the result does not depend on
+    how users fell into blocks (unlike ``sharded_policy_histogram``, which
+    visits equal keys in input order).
     """
     ids: dict = {}
     items: list = []
@@ -189,13 +190,22 @@ def _as_ids(ids: list, num_items: int) -> np.ndarray:
     return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
 
 
+def _tie_bytes(item) -> bytes:
+    # Type-tagged bytes that cannot fail (lone surrogates passed through): an
+    # error here would quote the item.
+    if isinstance(item, str):
+        return b"s" + item.encode("utf-8", "surrogatepass")
+    return canonical_bytes(item)
+
+
 def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarray:
     """``order`` with each run of equal order keys sorted by the users' lists."""
     order = order.copy()
 
     def content(user):
         start = starts[user]
-        return tuple(canonical_bytes(items[i]) for i in listed[start:start + lengths[user]])
+        return tuple(map(_tie_bytes, map(items.__getitem__,
+                                         listed[start:start + lengths[user]].tolist())))
 
     run_starts = ties[np.r_[True, np.diff(ties) > 1]]
     for first in run_starts.tolist():

@@ -168,3 +168,14 @@ def test_shard_ids_take_four_bytes_unless_the_shard_outgrows_int32():
     assert sequential._as_ids([0, 2 ** 31 - 1], 2 ** 31).dtype == np.int32
     wide = sequential._as_ids([0, 2 ** 31], 2 ** 31 + 1)
     assert wide.dtype == np.int64 and wide[1] == 2 ** 31
+
+
+def test_tied_lists_with_lone_surrogates_are_ordered_without_an_error():
+    # Review finding: the tie key encoded items strictly, so a lone surrogate
+    # raised an error that quoted the item's character.
+    users = [(b"t" * 16, ["\ud800", "x"]), (b"t" * 16, ["x"])]
+    for blocks in (packed(users, []), packed(users[::-1], [])):
+        got = shard_policy_histogram(blocks, l2_descent, 2.0)
+        assert set(got) == {"\ud800", "x"}
+    assert shard_policy_histogram(packed(users, []), l2_descent, 2.0) == \
+        shard_policy_histogram(packed(users[::-1], []), l2_descent, 2.0)
