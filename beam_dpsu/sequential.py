@@ -16,7 +16,8 @@ summed per item. The output has one (item, weight) per item of any user's
 list, weight 0 included (GW), and every one of them is noised: see
 ``beam_dpsu.policies`` for why. Only the visiting order matters to the
 histogram, so how users fall into bundles and blocks changes nothing but
-the time (the same weights bit for bit).
+the time (the same shard weights bit for bit; with P ≥ 3 shards their sum
+per item may differ in the last bit with the order the runner adds them).
 
 Shards. With ``shards=P`` the users are split over P keys, one ordered policy
 per shard. An extra user lands in exactly one shard, so only that shard's
