@@ -38,7 +38,9 @@ def canonical_bytes(value: Any) -> bytes:
     if isinstance(value, bytes):
         return b"b" + value
     if isinstance(value, str):
-        return b"s" + value.encode("utf-8")
+        # Lone surrogates passed through: strict encoding would raise an error
+        # quoting the character (a user id's or an item's).
+        return b"s" + value.encode("utf-8", "surrogatepass")
     if isinstance(value, (bool, np.bool_)):
         return b"?" + (b"1" if value else b"0")
     if isinstance(value, (int, np.integer)):

@@ -191,21 +191,13 @@ def _as_ids(ids: list, num_items: int) -> np.ndarray:
     return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
 
 
-def _tie_bytes(item) -> bytes:
-    # Type-tagged bytes that cannot fail (lone surrogates passed through): an
-    # error here would quote the item.
-    if isinstance(item, str):
-        return b"s" + item.encode("utf-8", "surrogatepass")
-    return canonical_bytes(item)
-
-
 def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarray:
     """``order`` with each run of equal order keys sorted by the users' lists."""
     order = order.copy()
 
     def content(user):
         start = starts[user]
-        return tuple(map(_tie_bytes, map(items.__getitem__,
+        return tuple(map(canonical_bytes, map(items.__getitem__,
                                          listed[start:start + lengths[user]].tolist())))
 
     run_starts = ties[np.r_[True, np.diff(ties) > 1]]

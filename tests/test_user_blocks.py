@@ -179,3 +179,9 @@ def test_tied_lists_with_lone_surrogates_are_ordered_without_an_error():
         assert set(got) == {"\ud800", "x"}
     assert shard_policy_histogram(packed(users, []), l2_descent, 2.0) == \
         shard_policy_histogram(packed(users[::-1], []), l2_descent, 2.0)
+
+
+def test_user_ids_with_lone_surrogates_get_order_keys_without_an_error():
+    # Review note: the keyed hash encoded ids strictly and raised quoting the id.
+    assert user_order_key("\ud800", KEY) != user_order_key("\ud801", KEY)
+    assert user_order_key("é", KEY) == user_order_key("é", KEY)
