@@ -38,6 +38,7 @@ distinct items are sampled uniformly down to Δ0.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import repeat
 from operator import itemgetter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -46,6 +47,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu import noise
+from beam_dpsu.text import Tokens
 from beam_dpsu.windowing import require_global_window
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "check_pair",
     "item_counts",
     "element_item_counts",
+    "element_distinct_items",
     "MergeItemCounts",
     "WholeItemCountsPerUser",
     "ItemCountsPerUser",
@@ -209,6 +212,8 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
             raise InvalidRecordError(f"{field} must be a 1-D array of items, got a "
                                      f"{value.ndim}-D array")
         value = value.tolist()  # numpy.str_ → str in one C call
+    elif type(value) is Tokens:  # a Tokenizer's output: non-empty plain str already
+        return dict(Counter(value)) if occurrences else dict.fromkeys(value, 1)
     elif not isinstance(value, (list, tuple, set, frozenset)):
         value = tuple(value)  # a one-shot iterable: kept, to name a bad item's position
     try:
@@ -257,6 +262,36 @@ def element_item_counts(element: Any, occurrences: bool = True,
     (equal elements get equal ids, which is harmless: they are interchangeable).
     Errors name the item's position and type, never a value.
     """
+    _check_element(element)
+    counts = _counts_of(element, occurrences, "an element", "an element")
+    return element_id(counts.items(), seed), counts
+
+
+def element_distinct_items(element: Any) -> set | dict:
+    """One element of ``privacy_unit="element"`` input → its distinct items, checked as
+    ``element_item_counts`` checks them (a set, or a dict whose keys they are).
+
+    For the mechanisms that use only the distinct items, without an id (which
+    only a seeded sample or a user order needs: ``element_id``). A
+    ``Tokens`` list becomes a set in one C call; anything else is checked
+    item by item.
+    """
+    if type(element) is Tokens:
+        return set(element)
+    _check_element(element)
+    return _counts_of(element, False, "an element", "an element")
+
+
+def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
+    """The internal id of an element from its (item, occurrences) pairs: 128 bits of OS
+    randomness, or with a test-only seed a hash of the pairs (the same in any order)."""
+    if seed is None:
+        return noise.random_id128()
+    content = tuple(sorted(item_counts, key=lambda ic: _sort_key(ic[0])))
+    return noise.stable_hash64(("element", content))
+
+
+def _check_element(element: Any) -> None:
     if not isinstance(element, _ELEMENT_TYPES) or (
             isinstance(element, np.ndarray) and element.dtype.kind not in "USO"):
         hint = ""
@@ -270,11 +305,6 @@ def element_item_counts(element: Any, occurrences: bool = True,
         raise InvalidRecordError(
             "with privacy_unit='element' each element must be a list, set, frozenset or 1-D "
             f"array of one person's items, got a {type(element).__name__}{hint}")
-    counts = _counts_of(element, occurrences, "an element", "an element")
-    if seed is None:
-        return noise.random_id128(), counts
-    content = tuple(sorted(counts.items(), key=lambda ic: _sort_key(ic[0])))
-    return noise.stable_hash64(("element", content)), counts
 
 
 class _MergeItemCountsFn(beam.CombineFn):
@@ -457,6 +487,49 @@ class SampleEachUser(beam.PTransform):
         require_global_window(user_records, "SampleEachUser")
         return user_records | "SampleDistinctItems" >> beam.ParDo(
             _SampleItemsFn(self._max_items, self._seed, self._salt))
+
+
+class _SampleElementsFn(beam.DoFn):
+
+    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
+        self._sample = UserSampler(max_items_per_user, seed, salt)
+
+    def setup(self):
+        self._sample.setup()
+
+    def process(self, element):
+        items = element_distinct_items(element)
+        if not items:  # a person holding nothing contributes nothing
+            return
+        element_id_ = element_id(zip(items, repeat(1)), self._sample.seed)
+        if self._sample.seed is None and len(items) <= self._sample.max_items:
+            # Within Δ0 an unseeded sample is every item: no draw, no copy
+            # (a seeded one is sorted first, to be the same in every process).
+            yield element_id_, items if isinstance(items, set) else list(items)
+        else:
+            yield element_id_, self._sample(element_id_, items)
+
+
+class SampleEachElement(beam.PTransform):
+    """Elements of ``privacy_unit="element"`` input → (element id, ≤ Δ0 distinct items
+    sampled uniformly); for internal use only.
+
+    ``ItemCountsPerUser(occurrences=False, privacy_unit="element")`` and
+    ``SampleEachUser`` in one step, with the same checks, ids and draws: a
+    seeded run gives the same records. The items come as a list, or as a set
+    when an unseeded element holds at most Δ0 of them. Empty elements are
+    left out (those people hold nothing).
+    """
+
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
+        super().__init__()
+        if max_items_per_user < 1:
+            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
+        self._fn = _SampleElementsFn(max_items_per_user, noise.check_seed(seed), salt)
+
+    def expand(self, elements):
+        require_global_window(elements, "SampleEachElement")
+        return elements | "CheckAndSampleElements" >> beam.ParDo(self._fn)
 
 
 class SampleItemsPerUser(beam.PTransform):

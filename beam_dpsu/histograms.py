@@ -18,12 +18,14 @@ Only items some user holds ever get a key.
 from __future__ import annotations
 
 import zlib
+from itertools import repeat
 from typing import Callable
 
 import apache_beam as beam
 
 from beam_dpsu import noise, policies
-from beam_dpsu.bounding import UserSampler, _MergeItemCountsFn
+from beam_dpsu.bounding import UserSampler, _MergeItemCountsFn, element_distinct_items, \
+    element_id
 from beam_dpsu.windowing import in_global_window, require_global_window
 
 # SampledWeightedHistogram is internal (it trusts its input's items to be
@@ -165,15 +167,23 @@ class _SampleAndSumFn(PartialHistogramFn):
     """
 
     def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str,
-                 shards: int):
+                 shards: int, elements: bool = False):
         super().__init__(item_weight, max_keys, shards)
         self._sample = UserSampler(max_items, seed, salt)
+        self._elements = elements
 
     def setup(self):
         self._sample.setup()
 
-    def process(self, user_record):
-        user_id, items = user_record
+    def process(self, record):
+        if self._elements:
+            # privacy_unit="element": the element is the user's record. Its id
+            # only seeds a seeded sample, so an unseeded run draws none.
+            items = element_distinct_items(record)
+            user_id = (None if self._sample.seed is None
+                       else element_id(zip(items, repeat(1)), self._sample.seed))
+        else:
+            user_id, items = record
         if not items:  # a user holding nothing contributes nothing
             return
         # A user within Δ0 keeps every item: no sample (nor copy) to draw.
@@ -191,14 +201,19 @@ class SampledWeightedHistogram(beam.PTransform):
     its input must be one record per user whose items are distinct (a dict
     of item counts, or a tuple of its keys), as ``ItemCountsPerUser`` makes
     them: a user given twice would be bounded twice, a repeated item counted
-    twice. ``salt`` separates seeded samples of several rounds. Its output is
+    twice. With ``elements=True`` its input is instead the elements of
+    ``privacy_unit="element"`` input, each checked and deduplicated here
+    (``element_distinct_items``): the same histogram as after
+    ``ItemCountsPerUser``, seeded samples included, one step and no id fewer.
+    ``salt`` separates seeded samples of several rounds. Its output is
     a histogram split by ``shard_of_item`` into ``HISTOGRAM_SHARDS`` dicts
     (times ``hot_key_fanout``, if set; noise it with ``NoisyThreshold.per_shard``
     or ``KeepWithProbability.per_shard``).
     """
 
     def __init__(self, item_weight: Callable[[int], float], max_items_per_user: int,
-                 seed: int | None = None, salt: str = "", hot_key_fanout: int | None = None):
+                 seed: int | None = None, salt: str = "", hot_key_fanout: int | None = None,
+                 elements: bool = False):
         super().__init__()
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
@@ -206,7 +221,7 @@ class SampledWeightedHistogram(beam.PTransform):
         # The fan-out spreads the sum over more shards (fewer items each).
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
                                    noise.check_seed(seed), salt,
-                                   HISTOGRAM_SHARDS * (hot_key_fanout or 1))
+                                   HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements)
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")

@@ -14,7 +14,8 @@ import apache_beam as beam
 
 from beam_dpsu import noise, policies
 from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
+from beam_dpsu.bounding import ItemCountsPerUser, SampleEachElement, SampleEachUser, \
+    check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
@@ -131,13 +132,15 @@ class SelectItems(beam.PTransform):
                 mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit)
         if isinstance(mechanism, ParallelMechanism):
             # BoundContributions and WeightedHistogram, with the sample and
-            # the partial sum in one step.
-            histogram = (elements
-                         | "ItemCountsPerUser" >> ItemCountsPerUser(
-                             occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed)
-                         | "SampledWeightedHistogram" >> SampledWeightedHistogram(
-                             mechanism.item_weight, mechanism.max_items_per_user, self.seed,
-                             hot_key_fanout=self.hot_key_fanout))
+            # the partial sum in one step; each element of privacy_unit="element"
+            # input is one user's record already, checked in that step too.
+            by_element = self.privacy_unit == "element"
+            user_records = elements if by_element else (
+                elements | "ItemCountsPerUser" >> ItemCountsPerUser(
+                    occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed))
+            histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
+                mechanism.item_weight, mechanism.max_items_per_user, self.seed,
+                hot_key_fanout=self.hot_key_fanout, elements=by_element)
             # The histogram comes as one dict per shard: each is decided whole.
             if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
                 return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
@@ -168,16 +171,27 @@ class _SequentialSelection(beam.PTransform):
     def expand(self, elements):
         m = self._mechanism
         # GW orders a user's items by their occurrences; the policies only sample.
-        user_counts = elements | "ItemCountsPerUser" >> ItemCountsPerUser(
-            occurrences=isinstance(m, GreedyWithoutSampling), privacy_unit=self._privacy_unit,
-            seed=self._seed)
         if isinstance(m, GreedyWithoutSampling):
-            user_items = user_counts | "TopItemsPerUser" >> OrderItemsForGW(
-                self._key, m.max_items_per_user, m.public_counts)
+            user_items = (elements
+                          | "ItemCountsPerUser" >> ItemCountsPerUser(
+                              occurrences=True, privacy_unit=self._privacy_unit,
+                              seed=self._seed)
+                          | "TopItemsPerUser" >> OrderItemsForGW(
+                              self._key, m.max_items_per_user, m.public_counts))
             update = policies.greedy_update
         else:
-            user_items = user_counts | "SampleItemsPerUser" >> SampleEachUser(
-                m.max_items_per_user, self._seed)
+            if self._privacy_unit == "element":
+                # Each element is one person's record already: checked, given
+                # its id and sampled in one step.
+                user_items = elements | "SampleEachElement" >> SampleEachElement(
+                    m.max_items_per_user, self._seed)
+            else:
+                user_items = (elements
+                              | "ItemCountsPerUser" >> ItemCountsPerUser(
+                                  occurrences=False, privacy_unit=self._privacy_unit,
+                                  seed=self._seed)
+                              | "SampleItemsPerUser" >> SampleEachUser(
+                                  m.max_items_per_user, self._seed))
             update = (policies.l1_descent if isinstance(m, PolicyLaplace)
                       else policies.l2_descent)
         # The histogram comes as one dict per shard of the items: each is noised whole.

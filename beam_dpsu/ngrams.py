@@ -136,7 +136,7 @@ def element_document(element, seed: int | None = None) -> tuple:
 
 def element_tokens(element) -> tuple:
     """``element_document`` without the id: the checked tokens, as a tuple of str."""
-    if type(element) is not list:
+    if not isinstance(element, list):  # a Tokenizer's Tokens too
         hint = ""
         if isinstance(element, tuple):
             hint = ("; a tuple could be a (user_id, tokens) document: give each person's "
@@ -236,7 +236,7 @@ class _UserBlocksFn(beam.DoFn):
     def process(self, user_docs):
         builder = self._builder
         if self._elements:
-            if type(user_docs) is not list:
+            if not isinstance(user_docs, list):
                 element_tokens(user_docs)  # raises naming the type
             try:
                 builder.add_document(None, user_docs)

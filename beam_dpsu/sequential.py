@@ -79,6 +79,19 @@ def _mac(user_id, key: bytes) -> bytes:
     return hmac.new(key, canonical_bytes(user_id), hashlib.sha256).digest()
 
 
+class _KeyedMac:
+    """``_mac`` under one key, for many users: the keyed state is made once and copied
+    per user (the same bytes; ~1 µs a user instead of ~5 for a fresh HMAC)."""
+
+    def __init__(self, key: bytes):
+        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
+
+    def __call__(self, user_id) -> bytes:
+        mac = self._keyed.copy()
+        mac.update(canonical_bytes(user_id))
+        return mac.digest()
+
+
 def user_order_key(user_id, key: bytes) -> bytes:
     """The user's position in the visiting order: HMAC-SHA256 of its id (16 bytes)."""
     return _mac(user_id, key)[:16]
@@ -223,17 +236,21 @@ class _UserBlocksFn(beam.DoFn):
         self._max_items = USER_BLOCK_ITEMS if max_items is None else max_items
         self._blocks: dict = {}
         self._held = 0
+        self._mac = None
+
+    def setup(self):
+        self._mac = _KeyedMac(self._key)
 
     def start_bundle(self):
         self._blocks, self._held = {}, 0
 
     def process(self, record):
         user_id, items = record
-        if not isinstance(items, (list, tuple)):
-            items = list(items)  # read twice by the block
+        if not isinstance(items, (list, tuple, set, frozenset)):
+            items = list(items)  # read twice by the block (in one order)
         if not items:  # a user holding nothing contributes nothing
             return
-        mac = _mac(user_id, self._key)
+        mac = self._mac(user_id)
         shard = _shard_of_mac(mac, self._shards)
         block = self._blocks.get(shard)
         if block is None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_dpsu.text import _MARKUP, _URL, _WORD, Tokenizer, tokenize
+from beam_dpsu.text import _MARKUP, _URL, _WORD, Tokenizer, Tokens, tokenize
 from pipelines.inputs import (InputFormatError, parse_csv, parse_jsonl, parse_pairs,
                               parse_text)
 
@@ -35,6 +35,17 @@ def test_the_ascii_fast_path_gives_the_tokens_of_per_token_lower_casing(text):
     # (on non-ASCII text the two differ, e.g. 'İ', so that keeps the slow path).
     reference = [t.lower() for t in _WORD.findall(_MARKUP.sub(" ", _URL.sub(" ", text)))]
     assert tokenize(text) == reference
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abcXYZ09 _'’.,<>/:-İßΣé\n\t\u0130\ufb03")),
+               max_size=60), st.booleans(), st.booleans())
+def test_tokens_are_non_empty_plain_str_as_selection_trusts_them(text, lowercase, strip_urls):
+    # SelectItems skips its per-item check for a Tokens list: whatever the
+    # text and options, a Tokenizer must give only non-empty plain str.
+    tokens = Tokenizer(lowercase=lowercase, strip_urls=strip_urls)(text)
+    assert type(tokens) is Tokens
+    assert all(type(t) is str and t for t in tokens)
 
 
 def test_parse_pairs():
@@ -175,8 +186,9 @@ def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
         with TestPipeline() as p:
             both = [p | f"Read{fmt}{a}" >> ReadDocuments(str(path), fmt, as_elements=a)
                     for a in (True, False)]
-            assert_that(both[0] | f"Types{fmt}" >> beam.Map(lambda e: (type(e), e)),
-                        equal_to([(list, e) for e in expected]), label=f"Elements{fmt}")
+            # A list (the tokenizer's is a Tokens, a list it vouches for).
+            assert_that(both[0] | f"Types{fmt}" >> beam.Map(lambda e: (isinstance(e, list), e)),
+                        equal_to([(True, e) for e in expected]), label=f"Elements{fmt}")
             assert_that(both[1], equal_to([(f"{path}:{i}", tuple(e)) for i, e in
                                            zip((4, 5) if fmt == "msnbc" else (1, 2), expected)]),
                         label=f"Documents{fmt}")

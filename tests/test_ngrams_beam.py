@@ -259,6 +259,28 @@ def test_seeded_element_mode_is_independent_of_input_order(level1):
         assert_that(checked, equal_to([True]))
 
 
+def test_element_mode_takes_the_tokenizers_output_as_the_same_lists():
+    # Found when the Tokenizer began returning Tokens (a list subclass): the
+    # element check took only exact lists and refused every tokenised text.
+    from beam_dpsu.text import Tokens, tokenize
+    elements = [list(doc) for _, doc in phrase_corpus(n_users=120, seed=5)]
+    tokens = [tokenize(" ".join(doc)) for doc in elements]
+    assert all(type(t) is Tokens for t in tokens) and tokens == elements
+    with TestPipeline() as p:
+        runs = [(p | f"Create{i}" >> beam.Create(given)
+                 | f"Extract{i}" >> ExtractNgrams(3, Budget(2.0, 1e-5), max_items_per_user=2,
+                                                  seed=7, privacy_unit="element"))
+                for i, given in enumerate((elements, tokens))]
+
+        def same(_, first, second):
+            assert first and sorted(first) == sorted(second)
+            return True
+
+        checked = (p | "Once" >> beam.Create([None])
+                   | beam.Map(same, beam.pvalue.AsList(runs[0]), beam.pvalue.AsList(runs[1])))
+        assert_that(checked, equal_to([True]))
+
+
 @pytest.mark.parametrize("element, message", [
     (("alice", ("a", "b")), r"got a tuple; a tuple could be a \(user_id, tokens\) document"),
     ("the cat sat", r"got a str; tokenise the text into a list of tokens first"),

@@ -23,8 +23,11 @@ from hypothesis import strategies as st
 
 from beam_dpsu import (Budget, CountLaplace, CountReleased, InvalidRecordError, SelectItems,
                        WeightedGaussian, configs, policies)
-from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, check_privacy_unit,
+from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, SampleEachElement,
+                                SampleEachUser, check_privacy_unit, element_distinct_items,
                                 element_item_counts, sample_items)
+from beam_dpsu.histograms import SampledWeightedHistogram
+from beam_dpsu.text import Tokenizer
 from beam_dpsu.noise import derived_rng, stable_hash64
 from beam_dpsu.policies import gw_item_order, histogram_distance
 from beam_dpsu.sequential import sharded_policy_histogram
@@ -217,7 +220,89 @@ def test_element_mode_has_no_per_user_shuffle():
     keyed, element = pipeline_steps("user_id"), pipeline_steps("element")
     assert any("MergePerUser" in s for s in keyed), keyed  # the test can see the merge
     assert not any("MergePerUser" in s for s in element), element
-    assert any(s.endswith("ItemCountsPerUser/CheckElements") for s in element), element
+    # Each element is checked where it is sampled and summed (one step, no id).
+    assert any(s.endswith("SampledWeightedHistogram/SampleAndSumPerBundle") for s in element), \
+        element
+    assert not any("ItemCountsPerUser" in s for s in element), element
+
+
+# -- elements checked, given their ids and sampled in one step ---------------------------------
+
+# Elements over and within Δ0 = 3, with repeats, as lists and as a tokenizer's Tokens.
+SAMPLED_ELEMENTS = ([["a", "b", "c", "d", "e", "a"], ["b", "b"], ["x", "c", "y", "z"],
+                     ["d"], [], ["e", "f", "g", "h", "i", "j"]]
+                    + [Tokenizer()(text) for text in ("One two three four five", "two two",
+                                                      "Three FOUR six seven", "")])
+
+
+def test_tokens_skip_only_the_item_check():
+    tokens = Tokenizer()("b a b c")
+    assert element_distinct_items(tokens) == {"a", "b", "c"}
+    assert set(element_distinct_items(["b", "a", "b", "c"])) == {"a", "b", "c"}
+    assert element_item_counts(tokens, occurrences=False, seed=1) == element_item_counts(
+        ["b", "a", "b", "c"], occurrences=False, seed=1)
+    # A plain list is still checked item by item, with the position named.
+    with pytest.raises(InvalidRecordError, match="item 1 of an element must be str or bytes"):
+        element_distinct_items(["a", 3])
+    with pytest.raises(InvalidRecordError, match="must be a list, set"):
+        element_distinct_items(("a", "b"))
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_sampling_elements_in_one_step_draws_what_the_two_steps_drew(seed):
+    # SampleEachElement is ItemCountsPerUser + SampleEachUser fused: seeded, the
+    # same records (ids and samples); unseeded, samples of the same items.
+    def canonical(records):
+        return sorted((user if seed is not None else 0, tuple(sorted(items)))
+                      for user, items in records)
+
+    with TestPipeline() as p:
+        elements = p | beam.Create(SAMPLED_ELEMENTS)
+        fused = elements | "Fused" >> SampleEachElement(3, seed)
+        two_steps = (elements
+                     | ItemCountsPerUser(occurrences=False, privacy_unit="element", seed=seed)
+                     | SampleEachUser(3, seed))
+        both = ((fused | "AllFused" >> beam.combiners.ToList()),
+                (two_steps | "AllTwoSteps" >> beam.combiners.ToList()))
+        if seed is None:  # unseeded: those within Δ0 whole, the others 3 of theirs
+            out = both[0] | beam.Map(lambda r: (
+                sorted(sorted(items) for _, items in r if len(items) < 3),
+                sorted(len(items) for _, items in r)))
+            assert_that(out, equal_to([([["b"], ["d"], ["two"]], [1, 1, 1, 3, 3, 3, 3, 3])]))
+        else:  # the two empty elements hold nothing
+            merged = (both[0] | beam.Map(lambda a, b: canonical(a) == canonical(b) and len(a),
+                                         beam.pvalue.AsSingleton(both[1])))
+            assert_that(merged, equal_to([8]))
+
+
+def test_weighted_histogram_of_elements_is_the_histogram_after_item_counts():
+    # Seeded, the fused element path samples with the same ids, so the
+    # histogram is the same as ItemCountsPerUser's followed by the sum.
+    def summed(shards):
+        return {item: round(w, 12) for _, part in shards for item, w in part.items()}
+
+    with TestPipeline() as p:
+        elements = p | beam.Create(SAMPLED_ELEMENTS)
+        fused = elements | "Fused" >> SampledWeightedHistogram(
+            policies.weighted_gaussian_weight, 3, seed=11, elements=True)
+        two_steps = (elements
+                     | ItemCountsPerUser(occurrences=False, privacy_unit="element", seed=11)
+                     | "TwoSteps" >> SampledWeightedHistogram(
+                         policies.weighted_gaussian_weight, 3, seed=11))
+        same = ((fused | "AllFused" >> beam.combiners.ToList())
+                | beam.Map(lambda a, b: summed(a) == summed(b) and len(summed(a)) >= 12,
+                           beam.pvalue.AsSingleton(
+                               two_steps | "AllTwoSteps" >> beam.combiners.ToList())))
+        assert_that(same, equal_to([True]))
+
+
+def test_bad_elements_fail_the_fused_steps_naming_the_position():
+    for transform in (SampleEachElement(3),
+                      SampledWeightedHistogram(policies.weighted_gaussian_weight, 3,
+                                               elements=True)):
+        with pytest.raises(Exception, match="item 2 of an element must be str or bytes"):
+            with TestPipeline() as p:
+                _ = p | beam.Create([["a", "b", None]]) | transform
 
 
 def test_element_ids_reach_the_bounding_unchanged():

@@ -185,3 +185,18 @@ def test_user_ids_with_lone_surrogates_get_order_keys_without_an_error():
     # Review note: the keyed hash encoded ids strictly and raised quoting the id.
     assert user_order_key("\ud800", KEY) != user_order_key("\ud801", KEY)
     assert user_order_key("é", KEY) == user_order_key("é", KEY)
+
+
+USER_ID = st.one_of(st.text(max_size=12), st.binary(max_size=12), st.integers(0, 1 << 130),
+                    st.tuples(st.text(max_size=3), st.integers()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.binary(max_size=100), user_ids=st.lists(USER_ID, max_size=8))
+def test_the_keyed_mac_made_once_gives_every_user_its_hmac(key, user_ids):
+    # The packing step copies one keyed HMAC state per user instead of keying a
+    # fresh one: the order keys and shards must be those of the HMAC itself,
+    # for keys shorter and longer than SHA-256's block, user after user.
+    mac = sequential._KeyedMac(key)
+    for user_id in user_ids + user_ids:
+        assert mac(user_id) == sequential._mac(user_id, key)
