@@ -38,7 +38,6 @@ distinct items are sampled uniformly down to Δ0.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import repeat
 from operator import itemgetter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -487,49 +486,6 @@ class SampleEachUser(beam.PTransform):
         require_global_window(user_records, "SampleEachUser")
         return user_records | "SampleDistinctItems" >> beam.ParDo(
             _SampleItemsFn(self._max_items, self._seed, self._salt))
-
-
-class _SampleElementsFn(beam.DoFn):
-
-    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
-        self._sample = UserSampler(max_items_per_user, seed, salt)
-
-    def setup(self):
-        self._sample.setup()
-
-    def process(self, element):
-        items = element_distinct_items(element)
-        if not items:  # a person holding nothing contributes nothing
-            return
-        element_id_ = element_id(zip(items, repeat(1)), self._sample.seed)
-        if self._sample.seed is None and len(items) <= self._sample.max_items:
-            # Within Δ0 an unseeded sample is every item: no draw, no copy
-            # (a seeded one is sorted first, to be the same in every process).
-            yield element_id_, items if isinstance(items, set) else list(items)
-        else:
-            yield element_id_, self._sample(element_id_, items)
-
-
-class SampleEachElement(beam.PTransform):
-    """Elements of ``privacy_unit="element"`` input → (element id, ≤ Δ0 distinct items
-    sampled uniformly); for internal use only.
-
-    ``ItemCountsPerUser(occurrences=False, privacy_unit="element")`` and
-    ``SampleEachUser`` in one step, with the same checks, ids and draws: a
-    seeded run gives the same records. The items come as a list, or as a set
-    when an unseeded element holds at most Δ0 of them. Empty elements are
-    left out (those people hold nothing).
-    """
-
-    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
-        super().__init__()
-        if max_items_per_user < 1:
-            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
-        self._fn = _SampleElementsFn(max_items_per_user, noise.check_seed(seed), salt)
-
-    def expand(self, elements):
-        require_global_window(elements, "SampleEachElement")
-        return elements | "CheckAndSampleElements" >> beam.ParDo(self._fn)
 
 
 class SampleItemsPerUser(beam.PTransform):

@@ -14,8 +14,7 @@ import apache_beam as beam
 
 from beam_dpsu import noise, policies
 from beam_dpsu.accounting import Budget, ZCDPBudget
-from beam_dpsu.bounding import ItemCountsPerUser, SampleEachElement, SampleEachUser, \
-    check_privacy_unit
+from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
@@ -179,12 +178,14 @@ class _SequentialSelection(beam.PTransform):
                           | "TopItemsPerUser" >> OrderItemsForGW(
                               self._key, m.max_items_per_user, m.public_counts))
             update = policies.greedy_update
+            sample_elements = None
         else:
+            update = (policies.l1_descent if isinstance(m, PolicyLaplace)
+                      else policies.l2_descent)
             if self._privacy_unit == "element":
-                # Each element is one person's record already: checked, given
-                # its id and sampled in one step.
-                user_items = elements | "SampleEachElement" >> SampleEachElement(
-                    m.max_items_per_user, self._seed)
+                # Each element is one person's record already: it is checked,
+                # sampled and packed for the policy in one step.
+                user_items, sample_elements = elements, m.max_items_per_user
             else:
                 user_items = (elements
                               | "ItemCountsPerUser" >> ItemCountsPerUser(
@@ -192,11 +193,11 @@ class _SequentialSelection(beam.PTransform):
                                   seed=self._seed)
                               | "SampleItemsPerUser" >> SampleEachUser(
                                   m.max_items_per_user, self._seed))
-            update = (policies.l1_descent if isinstance(m, PolicyLaplace)
-                      else policies.l2_descent)
+                sample_elements = None
         # The histogram comes as one dict per shard of the items: each is noised whole.
         return (user_items
                 | "PolicyHistogram" >> SequentialPolicyHistogram(
                     update, self._calibration.cutoff, self._key, m.shards,
-                    item_shards=HISTOGRAM_SHARDS)
+                    item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
+                    seed=self._seed)
                 | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))

@@ -4,11 +4,16 @@ A policy histogram visits users one at a time, each update depending on the
 histogram so far. The visiting order must be the same for the users common
 to neighbouring datasets, so it is the order of a keyed hash of the user id
 (HMAC-SHA256, a fresh random key per run), never arrival order or the id.
+An element of ``privacy_unit="element"`` input has no id to hash: unseeded,
+it gets 32 fresh random bytes in place of the keyed hash, as independent
+of the data as the HMAC of a random id.
 
 The pipeline: first each worker packs the users of its bundle into one
 compact block per shard (``UserBlockBuilder``: the users' order keys, and
 their items as small ids into the block's own list of distinct items), a
-shard being another part of the keyed hash; then a stateful DoFn per shard
+shard being another part of the keyed hash (elements of ``privacy_unit="element"``
+input are checked and sampled in the same step, ``_ElementBlocksFn``); then,
+past a ``Reshuffle`` that ends the stage, a stateful DoFn per shard
 buffers the blocks in bag state and, when the window closes (the end of a
 batch input), sorts all its users by keyed hash and applies the policy in
 that order (``shard_policy_histogram``); finally the shard histograms are
@@ -43,6 +48,7 @@ import hmac
 import pickle
 import secrets
 import typing
+from itertools import repeat
 from typing import Hashable, Iterable, Mapping, Sequence
 
 import apache_beam as beam
@@ -51,8 +57,9 @@ from apache_beam.coders import BytesCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
+from beam_dpsu.bounding import UserSampler, element_distinct_items, element_id
 from beam_dpsu.histograms import merge_histograms, split_by_shard
-from beam_dpsu.noise import canonical_bytes, stable_hash64
+from beam_dpsu.noise import canonical_bytes, check_seed, random_id128, stable_hash64
 from beam_dpsu.policies import _item_ids, apply_policy, check_public_count, gw_item_order, \
     policy_weights
 from beam_dpsu.thresholds import check_max_items
@@ -250,15 +257,18 @@ class _UserBlocksFn(beam.DoFn):
             items = list(items)  # read twice by the block (in one order)
         if not items:  # a user holding nothing contributes nothing
             return
-        mac = self._mac(user_id)
+        if self._add(self._mac(user_id), items):
+            yield from self._flush()
+
+    def _add(self, mac: bytes, items) -> bool:
+        """Adds one user by its keyed hash (order key, then shard); True when full."""
         shard = _shard_of_mac(mac, self._shards)
         block = self._blocks.get(shard)
         if block is None:
             block = self._blocks[shard] = UserBlockBuilder()
         block.add(mac[:16], items)
         self._held += len(items) + 1
-        if self._held >= self._max_items:
-            yield from self._flush()
+        return self._held >= self._max_items
 
     def finish_bundle(self):
         yield from self._flush()
@@ -268,6 +278,45 @@ class _UserBlocksFn(beam.DoFn):
         # timestamp for every block, whenever it was sent.
         blocks, self._blocks, self._held = self._blocks, {}, 0
         return [in_global_window((shard, block.encode())) for shard, block in blocks.items()]
+
+
+class _ElementBlocksFn(_UserBlocksFn):
+    """Elements of ``privacy_unit="element"`` input → blocks, as ``_UserBlocksFn`` makes
+    them from the records of ``ItemCountsPerUser`` followed by ``SampleEachUser``.
+
+    Each element is checked and deduplicated (``element_distinct_items``),
+    sampled to Δ0 and packed in one step. Unseeded, it gets 32 fresh random
+    bytes in place of its keyed hash: the HMAC of a random element id would
+    be no more random, and each person's order key and shard are still
+    independent of the data. Seeded (tests only), its id is ``element_id``'s
+    and its sample and keyed hash are that id's, so the blocks hold what the
+    two steps would give.
+    """
+
+    def __init__(self, shards: int, order_key: bytes, max_items_per_user: int,
+                 seed: int | None, max_items: int | None = None):
+        super().__init__(shards, order_key, max_items)
+        self._sample = UserSampler(max_items_per_user, seed, "")
+
+    def setup(self):
+        super().setup()
+        self._sample.setup()
+
+    def process(self, element):
+        items = element_distinct_items(element)
+        if not items:  # a person holding nothing contributes nothing
+            return
+        sample = self._sample
+        if sample.seed is None:
+            mac = random_id128().to_bytes(16, "big") + random_id128().to_bytes(16, "big")
+            if len(items) > sample.max_items:  # within Δ0 the sample is every item
+                items = sample(None, items)
+        else:
+            id_ = element_id(zip(items, repeat(1)), sample.seed)
+            items = sample(id_, items)
+            mac = self._mac(id_)
+        if self._add(mac, items):
+            yield from self._flush()
 
 
 class _PolicyHistogramFn(beam.DoFn):
@@ -312,18 +361,28 @@ class SequentialPolicyHistogram(beam.PTransform):
         comes as (shard, {item: weight}) dicts, one per ``shard_of_item`` shard
         of this many that holds items, for ``NoisyThreshold.per_shard`` (one
         element per shard instead of one per item).
+      sample_elements: None (default), or Δ0: the input is then the elements
+        of ``privacy_unit="element"`` input, each one person's record, checked,
+        deduplicated and sampled to Δ0 here (``_ElementBlocksFn``) instead of
+        by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
+      seed: with ``sample_elements``, a test-only seed for the elements' ids
+        and samples (None, the default, draws from the OS).
     """
 
     def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1,
-                 item_shards: int | None = None):
+                 item_shards: int | None = None, sample_elements: int | None = None,
+                 seed: int | None = None):
         super().__init__()
         _check_count("shards", shards)
         if item_shards is not None:
             _check_count("item_shards", item_shards)
+        if sample_elements is None:
+            self._pack = _UserBlocksFn(shards, order_key)
+        else:
+            self._pack = _ElementBlocksFn(shards, order_key, check_max_items(sample_elements),
+                                          check_seed(seed))
         self._update = update
         self._cutoff = cutoff
-        self._key = order_key
-        self._shards = shards
         self._item_shards = item_shards
 
     def expand(self, user_items):
@@ -332,9 +391,12 @@ class SequentialPolicyHistogram(beam.PTransform):
         require_global_window(user_items, "SequentialPolicyHistogram")
         shard_histograms = (
             user_items
-            | "PackUserBlocks" >> beam.ParDo(
-                _UserBlocksFn(self._shards, self._key)).with_output_types(
+            | "PackUserBlocks" >> beam.ParDo(self._pack).with_output_types(
                 typing.Tuple[int, bytes])
+            # A stage boundary (a few blocks per bundle move): fused with the
+            # packing, two of these transforms on one input lost one's
+            # end-of-window timer on the DirectRunner, and with it its output.
+            | "EndStage" >> beam.Reshuffle()
             | "ApplyPolicyInOrder" >> beam.ParDo(
                 _PolicyHistogramFn(self._update, self._cutoff, self._item_shards)))
         # Finally the P shard histograms are summed per item (or per item shard).

@@ -11,6 +11,7 @@ sequential policy grows only by the extra element's items with its ids, and
 that a seeded run does not depend on the elements' order.
 """
 
+import pickle
 import random
 
 import apache_beam as beam
@@ -23,14 +24,14 @@ from hypothesis import strategies as st
 
 from beam_dpsu import (Budget, CountLaplace, CountReleased, InvalidRecordError, SelectItems,
                        WeightedGaussian, configs, policies)
-from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, SampleEachElement,
-                                SampleEachUser, check_privacy_unit, element_distinct_items,
-                                element_item_counts, sample_items)
+from beam_dpsu.bounding import (BoundContributions, ItemCountsPerUser, SampleEachUser,
+                                check_privacy_unit, element_distinct_items, element_item_counts,
+                                sample_items)
 from beam_dpsu.histograms import SampledWeightedHistogram
 from beam_dpsu.text import Tokenizer
 from beam_dpsu.noise import derived_rng, stable_hash64
 from beam_dpsu.policies import gw_item_order, histogram_distance
-from beam_dpsu.sequential import sharded_policy_histogram
+from beam_dpsu.sequential import SequentialPolicyHistogram, sharded_policy_histogram
 
 HUGE = Budget(epsilon=1e6, delta=0.4)  # for parameter checks
 # Noise of scale ~1e-6 and thresholds ≥ 6.4 noise scales above 1: an item
@@ -201,11 +202,11 @@ def test_counts_in_element_mode_count_each_element_once():
         assert_that(counts, equal_to([("x", 25), ("y", 25)]))
 
 
-def pipeline_steps(privacy_unit: str) -> list:
+def pipeline_steps(privacy_unit: str, mechanism=None) -> list:
     """The full labels of the steps SelectItems builds (the pipeline is not run)."""
     pipeline = beam.Pipeline()
     _ = (pipeline | beam.Create([["a"]])
-         | SelectItems(WeightedGaussian(3), HUGE, privacy_unit=privacy_unit))
+         | SelectItems(mechanism or WeightedGaussian(3), HUGE, privacy_unit=privacy_unit))
     steps = []
 
     class Steps(beam.pipeline.PipelineVisitor):
@@ -226,7 +227,16 @@ def test_element_mode_has_no_per_user_shuffle():
     assert not any("ItemCountsPerUser" in s for s in element), element
 
 
-# -- elements checked, given their ids and sampled in one step ---------------------------------
+@pytest.mark.parametrize("mechanism", [configs.PolicyGaussian(3), configs.PolicyLaplace(3)])
+def test_element_mode_packs_the_policys_blocks_in_the_step_that_checks_and_samples(mechanism):
+    keyed, element = pipeline_steps("user_id", mechanism), pipeline_steps("element", mechanism)
+    assert any("SampleItemsPerUser" in s for s in keyed), keyed
+    assert not any("ItemCountsPerUser" in s or "SampleItemsPerUser" in s for s in element), \
+        element
+    assert any(s.endswith("PolicyHistogram/PackUserBlocks") for s in element), element
+
+
+# -- elements checked, sampled and summed or packed in one step --------------------------------
 
 # Elements over and within Δ0 = 3, with repeats, as lists and as a tokenizer's Tokens.
 SAMPLED_ELEMENTS = ([["a", "b", "c", "d", "e", "a"], ["b", "b"], ["x", "c", "y", "z"],
@@ -248,39 +258,13 @@ def test_tokens_skip_only_the_item_check():
         element_distinct_items(("a", "b"))
 
 
-@pytest.mark.parametrize("seed", [None, 5])
-def test_sampling_elements_in_one_step_draws_what_the_two_steps_drew(seed):
-    # SampleEachElement is ItemCountsPerUser + SampleEachUser fused: seeded, the
-    # same records (ids and samples); unseeded, samples of the same items.
-    def canonical(records):
-        return sorted((user if seed is not None else 0, tuple(sorted(items)))
-                      for user, items in records)
-
-    with TestPipeline() as p:
-        elements = p | beam.Create(SAMPLED_ELEMENTS)
-        fused = elements | "Fused" >> SampleEachElement(3, seed)
-        two_steps = (elements
-                     | ItemCountsPerUser(occurrences=False, privacy_unit="element", seed=seed)
-                     | SampleEachUser(3, seed))
-        both = ((fused | "AllFused" >> beam.combiners.ToList()),
-                (two_steps | "AllTwoSteps" >> beam.combiners.ToList()))
-        if seed is None:  # unseeded: those within Δ0 whole, the others 3 of theirs
-            out = both[0] | beam.Map(lambda r: (
-                sorted(sorted(items) for _, items in r if len(items) < 3),
-                sorted(len(items) for _, items in r)))
-            assert_that(out, equal_to([([["b"], ["d"], ["two"]], [1, 1, 1, 3, 3, 3, 3, 3])]))
-        else:  # the two empty elements hold nothing
-            merged = (both[0] | beam.Map(lambda a, b: canonical(a) == canonical(b) and len(a),
-                                         beam.pvalue.AsSingleton(both[1])))
-            assert_that(merged, equal_to([8]))
+def summed(shards):
+    return {item: round(w, 12) for _, part in shards for item, w in part.items()}
 
 
 def test_weighted_histogram_of_elements_is_the_histogram_after_item_counts():
     # Seeded, the fused element path samples with the same ids, so the
     # histogram is the same as ItemCountsPerUser's followed by the sum.
-    def summed(shards):
-        return {item: round(w, 12) for _, part in shards for item, w in part.items()}
-
     with TestPipeline() as p:
         elements = p | beam.Create(SAMPLED_ELEMENTS)
         fused = elements | "Fused" >> SampledWeightedHistogram(
@@ -296,13 +280,62 @@ def test_weighted_histogram_of_elements_is_the_histogram_after_item_counts():
         assert_that(same, equal_to([True]))
 
 
+@pytest.mark.parametrize("update", [policies.l1_descent, policies.l2_descent])
+def test_policy_histogram_of_elements_is_the_histogram_after_item_counts_and_samples(update):
+    # Seeded, packing the elements themselves gives them the ids, samples and
+    # keyed hashes ItemCountsPerUser and SampleEachUser would: the same
+    # histogram, bit for bit (one shard).
+    key = b"order-key-for-tests"
+    with TestPipeline() as p:
+        elements = p | beam.Create(SAMPLED_ELEMENTS)
+        fused = elements | "Fused" >> SequentialPolicyHistogram(
+            update, 2.5, key, item_shards=4, sample_elements=3, seed=11)
+        two_steps = (elements
+                     | ItemCountsPerUser(occurrences=False, privacy_unit="element", seed=11)
+                     | SampleEachUser(3, seed=11)
+                     | "TwoSteps" >> SequentialPolicyHistogram(update, 2.5, key, item_shards=4))
+        same = ((fused | "AllFused" >> beam.combiners.ToList())
+                | beam.Map(lambda a, b: summed(a) == summed(b) and len(summed(a)) >= 12,
+                           beam.pvalue.AsSingleton(
+                               two_steps | "AllTwoSteps" >> beam.combiners.ToList())))
+        assert_that(same, equal_to([True]))
+
+
+def test_unseeded_element_blocks_sample_each_element_and_key_it_at_random():
+    # Unseeded, each element gets 32 random bytes as its keyed hash: equal
+    # elements (two people) get different order keys, and an element over
+    # Δ0 = 3 lists 3 of its distinct items, one within lists them all.
+    from beam_dpsu.sequential import _ElementBlocksFn
+    fn = _ElementBlocksFn(4, b"key", 3, None)
+    fn.setup()
+    fn.start_bundle()
+    elements = SAMPLED_ELEMENTS + [["q", "r"], ["q", "r"]]
+    assert not [b for e in elements for b in fn.process(e)]  # nothing sent mid-bundle
+    blocks = [wv.value for wv in fn.finish_bundle()]
+    users = []
+    for shard, block in blocks:
+        assert 0 <= shard < 4
+        keys, items, listed, lengths = pickle.loads(block)
+        starts = np.cumsum(lengths) - lengths
+        users += [(keys[16 * u:16 * u + 16], sorted(items[i] for i in listed[s:s + n]))
+                  for u, (s, n) in enumerate(zip(starts, lengths))]
+    assert len(users) == 10 == len({k for k, _ in users})  # the two empty ones hold nothing
+    within = sorted(items for _, items in users if len(items) < 3)
+    assert within == [["b"], ["d"], ["q", "r"], ["q", "r"], ["two"]]
+    held = [set(e) for e in SAMPLED_ELEMENTS if len(set(e)) > 3]
+    over = [set(items) for _, items in users if len(items) == 3]
+    assert len(over) == len(held) == 5 and all(any(o <= h for h in held) for o in over)
+
+
 def test_bad_elements_fail_the_fused_steps_naming_the_position():
-    for transform in (SampleEachElement(3),
+    for transform in (SequentialPolicyHistogram(policies.l2_descent, 2.0, b"k",
+                                                sample_elements=3),
                       SampledWeightedHistogram(policies.weighted_gaussian_weight, 3,
                                                elements=True)):
-        with pytest.raises(Exception, match="item 2 of an element must be str or bytes"):
+        with pytest.raises(Exception, match="item 2 of an element must be str or bytes") as e:
             with TestPipeline() as p:
-                _ = p | beam.Create([["a", "b", None]]) | transform
+                _ = p | beam.Create([["secret", "b", None]]) | transform
+        assert "secret" not in str(e.value)
 
 
 def test_element_ids_reach_the_bounding_unchanged():
