@@ -240,6 +240,17 @@ def test_element_mode_output_is_downward_closed_and_held():
         assert_that(released, check)
 
 
+def assert_same_release(p, first, second):
+    """Asserts in pipeline ``p`` that two released PCollections hold the same n-grams."""
+    def same(_, first, second):
+        assert first and sorted(first) == sorted(second)
+        return True
+
+    checked = (p | "Once" >> beam.Create([None])
+               | beam.Map(same, beam.pvalue.AsList(first), beam.pvalue.AsList(second)))
+    assert_that(checked, equal_to([True]))
+
+
 @pytest.mark.parametrize("level1", ["weighted-gaussian", "policy-gaussian"])
 def test_seeded_element_mode_is_independent_of_input_order(level1):
     elements = [list(doc) for _, doc in phrase_corpus(n_users=120, seed=5)]
@@ -249,14 +260,7 @@ def test_seeded_element_mode_is_independent_of_input_order(level1):
                                                   seed=7, level1=level1,
                                                   privacy_unit="element"))
                 for i, order in enumerate((elements, elements[::-1]))]
-
-        def same(_, first, second):
-            assert first and sorted(first) == sorted(second)
-            return True
-
-        checked = (p | "Once" >> beam.Create([None])
-                   | beam.Map(same, beam.pvalue.AsList(runs[0]), beam.pvalue.AsList(runs[1])))
-        assert_that(checked, equal_to([True]))
+        assert_same_release(p, *runs)
 
 
 def test_element_mode_takes_the_tokenizers_output_as_the_same_lists():
@@ -271,14 +275,7 @@ def test_element_mode_takes_the_tokenizers_output_as_the_same_lists():
                  | f"Extract{i}" >> ExtractNgrams(3, Budget(2.0, 1e-5), max_items_per_user=2,
                                                   seed=7, privacy_unit="element"))
                 for i, given in enumerate((elements, tokens))]
-
-        def same(_, first, second):
-            assert first and sorted(first) == sorted(second)
-            return True
-
-        checked = (p | "Once" >> beam.Create([None])
-                   | beam.Map(same, beam.pvalue.AsList(runs[0]), beam.pvalue.AsList(runs[1])))
-        assert_that(checked, equal_to([True]))
+        assert_same_release(p, *runs)
 
 
 @pytest.mark.parametrize("element, message", [
