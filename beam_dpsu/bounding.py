@@ -212,7 +212,9 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
                                      f"{value.ndim}-D array")
         value = value.tolist()  # numpy.str_ → str in one C call
     elif type(value) is Tokens:  # a Tokenizer's output: non-empty plain str already
-        return dict(Counter(value)) if occurrences else dict.fromkeys(value, 1)
+        counts = dict(Counter(value)) if occurrences else dict.fromkeys(value, 1)
+        if _plain_tokens(counts):
+            return counts
     elif not isinstance(value, (list, tuple, set, frozenset)):
         value = tuple(value)  # a one-shot iterable: kept, to name a bad item's position
     try:
@@ -266,6 +268,12 @@ def element_item_counts(element: Any, occurrences: bool = True,
     return element_id(counts.items(), seed), counts
 
 
+def _plain_tokens(distinct) -> bool:
+    """Whether distinct items are all non-empty plain str (a Tokens list can be changed
+    after the Tokenizer made it): one C-level pass over the distinct items only."""
+    return not distinct or ("" not in distinct and set(map(type, distinct)) == {str})
+
+
 def element_distinct_items(element: Any) -> set | dict:
     """One element of ``privacy_unit="element"`` input → its distinct items, checked as
     ``element_item_counts`` checks them (a set, or a dict whose keys they are).
@@ -276,7 +284,9 @@ def element_distinct_items(element: Any) -> set | dict:
     item by item.
     """
     if type(element) is Tokens:
-        return set(element)
+        distinct = set(element)
+        if _plain_tokens(distinct):
+            return distinct
     _check_element(element)
     return _counts_of(element, False, "an element", "an element")
 

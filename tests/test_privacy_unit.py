@@ -394,3 +394,16 @@ def test_an_extra_element_adds_only_its_own_keys(mechanism, elements, extra, pos
     new = set(h_plus) - set(h)
     assert new <= set(x_list) and len(new) <= max_items
     assert histogram_distance(h, h_plus, norm) <= 1 + 1e-9
+
+
+def test_a_tokens_list_changed_by_hand_is_checked_like_any_list():
+    # Review finding: a Tokens list mutated after the Tokenizer (or built by
+    # hand) skipped the item check: "" was released, None failed unnamed.
+    for bad, message in ((["", "ok"], "item 0 of an element is empty"),
+                         (["ok", None], "item 1 of an element must be str or bytes")):
+        tokens = Tokenizer()("ok")
+        tokens[:] = bad
+        with pytest.raises(InvalidRecordError, match=message):
+            element_distinct_items(tokens)
+        with pytest.raises(InvalidRecordError, match=message):
+            element_item_counts(tokens, occurrences=False, seed=1)
