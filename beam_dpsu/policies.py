@@ -64,9 +64,8 @@ The Beam histogram transforms and the property tests call the same functions.
 from __future__ import annotations
 
 import math
-from itertools import compress, repeat
-from operator import is_
-from collections import abc
+from collections import abc, defaultdict
+from itertools import count
 from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -78,6 +77,7 @@ __all__ = [
     "weighted_laplace_weight",
     "weighted_gaussian_weight",
     "user_contribution",
+    "ItemIds",
     "WeightedHistogramBuilder",
     "weighted_histogram",
     "histogram_distance",
@@ -123,23 +123,40 @@ def user_contribution(items: Iterable[Hashable],
     return [(item, w) for item in distinct]
 
 
-def _item_ids(items: Sequence[Hashable], ids: dict, listed: list) -> list:
-    """The ids of ``items`` in ``ids`` ({item: id}); an item seen for the first time
-    gets the next id (``len(listed)``) and is appended to ``listed``.
+class ItemIds:
+    """Small integer ids for items, numbered 0, 1, 2, … in order of first sight.
 
-    One C-level dict lookup per item. Most users bring a new item or two (a
-    Zipf vocabulary's tail): only those are visited in Python (picked out in
-    C), and the ids are then read again in C, from entries the first pass has
-    just brought into the cache. ``items`` is read twice (not an iterator).
+    ``ids(items)`` is one C-level dict lookup per item, a new item included:
+    the index is a ``defaultdict`` whose factory is a counter, so a missing
+    item is numbered without a Python call. (Most users bring a new item or
+    two, a Zipf vocabulary's tail: a lookup that fell back to Python for them
+    made a second pass over most users' items.)
     """
-    found = list(map(ids.get, items))
-    if None not in found:
-        return found
-    for item in compress(items, map(is_, found, repeat(None))):
-        if item not in ids:  # (an item repeated in ``items``)
-            ids[item] = len(listed)
-            listed.append(item)
-    return list(map(ids.__getitem__, items))
+
+    __slots__ = ("_index",)
+
+    def __init__(self):
+        self._index = defaultdict(count().__next__)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def ids(self, items: Iterable[Hashable]) -> list:
+        """The ids of ``items``, in their order; a new item gets the next id. If an
+        item fails (unhashable), the items first seen in this call get no id."""
+        index = self._index
+        size = len(index)
+        try:
+            return list(map(index.__getitem__, items))
+        except BaseException:
+            while len(index) > size:
+                index.popitem()  # dicts pop their last insertion first
+            index.default_factory = count(size).__next__
+            raise
+
+    def items(self) -> list:
+        """The items seen so far, by id."""
+        return list(self._index)
 
 
 class WeightedHistogramBuilder:
@@ -168,8 +185,7 @@ class WeightedHistogramBuilder:
 
     def __init__(self, item_weight: Callable[[int], float]):
         self._item_weight = item_weight
-        self._ids: dict = {}
-        self._items: list = []
+        self._ids = ItemIds()
         self._pending: dict = {}  # size → ids of its users' items, not yet counted
         self._counts: dict = {}  # size → int64 counts per id (folded lists)
         self._pending_ids = 0
@@ -177,7 +193,7 @@ class WeightedHistogramBuilder:
 
     @property
     def entries(self) -> int:
-        return len(self._items) + (self._pending_ids + self._count_cells) // 8
+        return len(self._ids) + (self._pending_ids + self._count_cells) // 8
 
     def add(self, items: Iterable[Hashable]) -> None:
         """Adds one user's distinct items (duplicates count once)."""
@@ -194,19 +210,19 @@ class WeightedHistogramBuilder:
         size = len(distinct)
         if not size:
             return
-        ids = _item_ids(distinct, self._ids, self._items)
+        ids = self._ids.ids(distinct)
         pending = self._pending.get(size)
         if pending is None:
             pending = self._pending[size] = []
         pending.extend(ids)
         self._pending_ids += size
-        if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._items):
+        if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._ids):
             self._fold(size)
 
     def _size_counts(self, size: int) -> np.ndarray:
         """The exact number of users of this size holding each item, by id."""
         counts = np.bincount(np.array(self._pending.get(size, ()), dtype=np.intp),
-                             minlength=len(self._items))
+                             minlength=len(self._ids))
         folded = self._counts.get(size)
         if folded is not None:
             counts[:len(folded)] += folded
@@ -222,10 +238,10 @@ class WeightedHistogramBuilder:
 
     def histogram(self) -> dict:
         """The histogram {item: Σ weights} of the users added so far."""
-        hist = np.zeros(len(self._items))
+        hist = np.zeros(len(self._ids))
         for size in sorted(set(self._pending) | set(self._counts)):
             hist += self._item_weight(size) * self._size_counts(size)
-        return dict(zip(self._items, hist.tolist()))
+        return dict(zip(self._ids.items(), hist.tolist()))
 
 
 def weighted_histogram(users_items: Iterable[Iterable[Hashable]],
@@ -352,15 +368,10 @@ def policy_histogram(users_items: Iterable[Sequence[Hashable]], update, cutoff: 
     item), and the users' id arrays go through ``policy_weights``. The
     arithmetic is ``apply_policy``'s, so the weights are the same bit for bit.
     """
-    ids: dict = {}
-    items: list = []
-    users_ids = []
-    for user_items in users_items:
-        if not isinstance(user_items, (list, tuple)):
-            user_items = list(user_items)  # read twice by _item_ids
-        users_ids.append(np.array(_item_ids(user_items, ids, items), dtype=np.intp))
-    weights = policy_weights(users_ids, len(items), update, cutoff)
-    return dict(zip(items, weights.tolist()))
+    ids = ItemIds()
+    users_ids = [np.array(ids.ids(user_items), dtype=np.intp) for user_items in users_items]
+    weights = policy_weights(users_ids, len(ids), update, cutoff)
+    return dict(zip(ids.items(), weights.tolist()))
 
 
 def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,

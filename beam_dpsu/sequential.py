@@ -60,7 +60,7 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from beam_dpsu.bounding import UserSampler, element_distinct_items, element_id
 from beam_dpsu.histograms import merge_histograms, split_by_shard
 from beam_dpsu.noise import canonical_bytes, check_seed, random_id128, stable_hash64
-from beam_dpsu.policies import _item_ids, apply_policy, check_public_count, gw_item_order, \
+from beam_dpsu.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
     policy_weights
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import in_global_window, require_global_window
@@ -140,28 +140,27 @@ class UserBlockBuilder:
     A block holds the users' 16-byte order keys, its distinct items (each
     stored once), and each user's list as int32 ids into them, in the list's
     order. Ids are given with one C-level dict lookup per listed item
-    (``policies._item_ids``). Users with an empty list hold nothing and are
+    (``policies.ItemIds``). Users with an empty list hold nothing and are
     not added.
     """
 
     def __init__(self):
         self._order_keys: list = []
-        self._ids: dict = {}
-        self._items: list = []
+        self._ids = ItemIds()
         self._listed: list = []  # the users' item ids, one list after another
         self._lengths: list = []
 
     def add(self, order_key: bytes, items: Sequence) -> None:
-        """One user: its order key (``user_order_key``) and its list (read twice)."""
+        """One user: its order key (``user_order_key``) and its list."""
         if len(order_key) != 16:
             raise ValueError(f"an order key has 16 bytes, got {len(order_key)}")
-        ids = _item_ids(items, self._ids, self._items)
+        ids = self._ids.ids(items)
         self._order_keys.append(order_key)
         self._listed.extend(ids)
         self._lengths.append(len(ids))
 
     def encode(self) -> bytes:
-        return pickle.dumps((b"".join(self._order_keys), self._items,
+        return pickle.dumps((b"".join(self._order_keys), self._ids.items(),
                              np.array(self._listed, dtype=np.int32),
                              np.array(self._lengths, dtype=np.int32)),
                             protocol=pickle.HIGHEST_PROTOCOL)
@@ -180,17 +179,17 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
     how users fell into blocks (unlike ``sharded_policy_histogram``, which
     visits equal keys in input order).
     """
-    ids: dict = {}
-    items: list = []
+    ids = ItemIds()
     order_keys, listed, lengths = [], [], []
     for block in blocks:
         block_keys, block_items, block_listed, block_lengths = pickle.loads(block)
-        to_shard_ids = _as_ids(_item_ids(block_items, ids, items), len(items))
+        to_shard_ids = _as_ids(ids.ids(block_items), len(ids))
         order_keys.append(block_keys)
         listed.append(to_shard_ids[block_listed])
         lengths.append(block_lengths)
-    if not items:
+    if not len(ids):
         return {}
+    items = ids.items()
     listed = np.concatenate(listed)
     lengths = np.concatenate(lengths).astype(np.intp)
     starts = np.cumsum(lengths) - lengths
@@ -254,7 +253,7 @@ class _UserBlocksFn(beam.DoFn):
     def process(self, record):
         user_id, items = record
         if not isinstance(items, (list, tuple, set, frozenset)):
-            items = list(items)  # read twice by the block (in one order)
+            items = list(items)  # its length is needed too
         if not items:  # a user holding nothing contributes nothing
             return
         if self._add(self._mac(user_id), items):

@@ -199,3 +199,26 @@ def test_the_builder_counts_its_entries():
     assert builder.histogram() == pytest.approx(
         {"a": 2 / math.sqrt(2) + 1, "b": 2 / math.sqrt(2), **{f"i{k}": 1 / math.sqrt(20)
                                                              for k in range(20)}})
+
+
+def test_item_ids_number_items_in_order_of_first_sight():
+    ids = policies.ItemIds()
+    assert ids.ids(["b", "a", "b"]) == [0, 1, 0]
+    assert ids.ids(iter(["c", "a"])) == [2, 1]  # read once: an iterator will do
+    assert ids.items() == ["b", "a", "c"] and len(ids) == 3
+
+
+def test_an_unhashable_item_leaves_no_id_behind():
+    # A failed user must not leave its new items as keys: a key of the
+    # histogram is noised and may be released, even at weight 0.
+    ids = policies.ItemIds()
+    ids.ids(["a"])
+    with pytest.raises(TypeError):
+        ids.ids(["b", "a", "c", ["unhashable"]])
+    assert ids.items() == ["a"]
+    assert ids.ids(["d", "b"]) == [1, 2]  # numbering goes on where it stopped
+    builder = policies.WeightedHistogramBuilder(policies.weighted_laplace_weight)
+    builder.add_distinct(["x"])
+    with pytest.raises(TypeError):
+        builder.add_distinct(["y", {}])
+    assert builder.histogram() == {"x": 1.0}
