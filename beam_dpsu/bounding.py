@@ -38,6 +38,7 @@ distinct items are sampled uniformly down to Δ0.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import repeat
 from operator import itemgetter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -58,6 +59,7 @@ __all__ = [
     "item_counts",
     "element_item_counts",
     "element_distinct_items",
+    "distinct_element_id",
     "MergeItemCounts",
     "WholeItemCountsPerUser",
     "ItemCountsPerUser",
@@ -298,6 +300,12 @@ def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
         return noise.random_id128()
     content = tuple(sorted(item_counts, key=lambda ic: _sort_key(ic[0])))
     return noise.stable_hash64(("element", content))
+
+
+def distinct_element_id(distinct_items: Iterable, seed: int | None = None) -> int:
+    """``element_id`` of an element known only by its distinct items (each counted
+    once), as ``element_item_counts(element, occurrences=False, seed=seed)`` gives it."""
+    return element_id(zip(distinct_items, repeat(1)), seed)
 
 
 def _check_element(element: Any) -> None:

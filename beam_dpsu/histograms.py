@@ -18,14 +18,13 @@ Only items some user holds ever get a key.
 from __future__ import annotations
 
 import zlib
-from itertools import repeat
 from typing import Callable
 
 import apache_beam as beam
 
 from beam_dpsu import noise, policies
-from beam_dpsu.bounding import UserSampler, _MergeItemCountsFn, element_distinct_items, \
-    element_id
+from beam_dpsu.bounding import UserSampler, _MergeItemCountsFn, distinct_element_id, \
+    element_distinct_items
 from beam_dpsu.windowing import in_global_window, require_global_window
 
 # SampledWeightedHistogram is internal (it trusts its input's items to be
@@ -181,7 +180,7 @@ class _SampleAndSumFn(PartialHistogramFn):
             # only seeds a seeded sample, so an unseeded run draws none.
             items = element_distinct_items(record)
             user_id = (None if self._sample.seed is None
-                       else element_id(zip(items, repeat(1)), self._sample.seed))
+                       else distinct_element_id(items, self._sample.seed))
         else:
             user_id, items = record
         if not items:  # a user holding nothing contributes nothing

@@ -108,11 +108,8 @@ class SelectItems(beam.PTransform):
         """The privacy parameters of this selection (no data needed)."""
         extra = None
         if isinstance(self.mechanism, SequentialMechanism):
-            ordered = ("the user id" if self.privacy_unit == "user_id"
-                       else "a random id per element (a hash of its items when seeded)")
-            extra = {"user_order": f"keyed hash of {ordered}; "
-                                   + ("key derived from the seed" if self.seed is not None
-                                      else "fresh secret key per run, not recorded")}
+            extra = {"user_order": _user_order(self.mechanism, self.privacy_unit,
+                                               self.seed)}
         return mechanism_report(self.mechanism, self.calibration, self.seed, extra,
                                 self.privacy_unit)
 
@@ -147,6 +144,18 @@ class SelectItems(beam.PTransform):
             return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(self.calibration,
                                                                              self.seed)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
+
+
+def _user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
+    """What orders a sequential mechanism's users, for its report."""
+    key = ("key derived from the seed" if seed is not None
+           else "fresh secret key per run, not recorded")
+    if privacy_unit == "user_id":
+        return f"keyed hash of the user id; {key}"
+    if seed is None and not isinstance(mechanism, GreedyWithoutSampling):
+        # _ElementBlocksFn: the bytes stand in for the keyed hash of a random id.
+        return "32 fresh random bytes per element (no key), drawn from the OS"
+    return f"keyed hash of a random id per element (a hash of its items when seeded); {key}"
 
 
 class _SequentialSelection(beam.PTransform):
@@ -199,5 +208,5 @@ class _SequentialSelection(beam.PTransform):
                 | "PolicyHistogram" >> SequentialPolicyHistogram(
                     update, self._calibration.cutoff, self._key, m.shards,
                     item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
-                    seed=self._seed)
+                    seed=None if sample_elements is None else self._seed)
                 | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))

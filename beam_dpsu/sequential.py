@@ -48,7 +48,6 @@ import hmac
 import pickle
 import secrets
 import typing
-from itertools import repeat
 from typing import Hashable, Iterable, Mapping, Sequence
 
 import apache_beam as beam
@@ -57,7 +56,7 @@ from apache_beam.coders import BytesCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
-from beam_dpsu.bounding import UserSampler, element_distinct_items, element_id
+from beam_dpsu.bounding import UserSampler, distinct_element_id, element_distinct_items
 from beam_dpsu.histograms import merge_histograms, split_by_shard
 from beam_dpsu.noise import canonical_bytes, check_seed, random_id128, stable_hash64
 from beam_dpsu.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
@@ -287,7 +286,7 @@ class _ElementBlocksFn(_UserBlocksFn):
     sampled to Δ0 and packed in one step. Unseeded, it gets 32 fresh random
     bytes in place of its keyed hash: the HMAC of a random element id would
     be no more random, and each person's order key and shard are still
-    independent of the data. Seeded (tests only), its id is ``element_id``'s
+    independent of the data. Seeded (tests only), its id is ``distinct_element_id``'s
     and its sample and keyed hash are that id's, so the blocks hold what the
     two steps would give.
     """
@@ -311,7 +310,7 @@ class _ElementBlocksFn(_UserBlocksFn):
             if len(items) > sample.max_items:  # within Δ0 the sample is every item
                 items = sample(None, items)
         else:
-            id_ = element_id(zip(items, repeat(1)), sample.seed)
+            id_ = distinct_element_id(items, sample.seed)
             items = sample(id_, items)
             mac = self._mac(id_)
         if self._add(mac, items):
@@ -364,8 +363,8 @@ class SequentialPolicyHistogram(beam.PTransform):
         of ``privacy_unit="element"`` input, each one person's record, checked,
         deduplicated and sampled to Δ0 here (``_ElementBlocksFn``) instead of
         by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
-      seed: with ``sample_elements``, a test-only seed for the elements' ids
-        and samples (None, the default, draws from the OS).
+      seed: only with ``sample_elements``: a test-only seed for the elements'
+        ids and samples (None, the default, draws from the OS).
     """
 
     def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1,
@@ -375,11 +374,15 @@ class SequentialPolicyHistogram(beam.PTransform):
         _check_count("shards", shards)
         if item_shards is not None:
             _check_count("item_shards", item_shards)
+        seed = check_seed(seed)
         if sample_elements is None:
+            if seed is not None:  # records come sampled: nothing here would use it
+                raise ValueError("SequentialPolicyHistogram takes a seed only with "
+                                 "sample_elements (it seeds the elements' ids and samples)")
             self._pack = _UserBlocksFn(shards, order_key)
         else:
-            self._pack = _ElementBlocksFn(shards, order_key, check_max_items(sample_elements),
-                                          check_seed(seed))
+            self._pack = _ElementBlocksFn(
+                shards, order_key, check_max_items(sample_elements, "sample_elements"), seed)
         self._update = update
         self._cutoff = cutoff
         self._item_shards = item_shards

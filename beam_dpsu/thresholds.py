@@ -32,12 +32,12 @@ __all__ = [
 ]
 
 
-def check_max_items(max_items_per_user: int) -> int:
-    """Validates Δ0: an int >= 1."""
+def check_max_items(max_items_per_user: int, name: str = "max_items_per_user") -> int:
+    """Validates Δ0: an int >= 1 (errors call it ``name``)."""
     if isinstance(max_items_per_user, bool) or not isinstance(max_items_per_user, (int, np.integer)):
-        raise TypeError(f"max_items_per_user must be an int, got {max_items_per_user!r}")
+        raise TypeError(f"{name} must be an int, got {max_items_per_user!r}")
     if max_items_per_user < 1:
-        raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
+        raise ValueError(f"{name} must be >= 1, got {max_items_per_user!r}")
     return int(max_items_per_user)
 
 

@@ -187,7 +187,14 @@ def test_seeded_sips_join_keeps_equal_elements_apart():
 
 def test_sequential_report_says_what_orders_the_elements():
     select = SelectItems(configs.PolicyGaussian(3), HUGE, privacy_unit="element")
-    assert "random id per element" in select.report["user_order"]
+    assert "32 fresh random bytes per element" in select.report["user_order"]
+    # Noticed after the fused element step: the report still said a keyed hash.
+    assert "keyed hash" not in select.report["user_order"]
+    seeded = SelectItems(configs.PolicyGaussian(3), HUGE, privacy_unit="element", seed=4)
+    assert seeded.report["user_order"].startswith("keyed hash of a random id per element (a "
+                                                  "hash of its items when seeded); key derived")
+    gw = SelectItems(configs.GreedyWithoutSampling(3), HUGE, privacy_unit="element")
+    assert gw.report["user_order"].startswith("keyed hash of a random id per element")
     keyed = SelectItems(configs.PolicyGaussian(3), HUGE)
     assert "keyed hash of the user id" in keyed.report["user_order"]
 

@@ -163,6 +163,19 @@ def test_item_shards_must_be_a_positive_int(bad):
         SequentialPolicyHistogram(l1_descent, 1.5, KEY, 1, item_shards=bad)
 
 
+def test_bad_sample_elements_and_seed_are_named():
+    # Noticed in review: a bad sample_elements was reported as max_items_per_user,
+    # and a seed without sample_elements was taken unchecked and never used.
+    with pytest.raises(ValueError, match="sample_elements must be >= 1, got 0"):
+        SequentialPolicyHistogram(l1_descent, 1.5, KEY, sample_elements=0)
+    with pytest.raises(TypeError, match="sample_elements must be an int"):
+        SequentialPolicyHistogram(l1_descent, 1.5, KEY, sample_elements=2.5)
+    with pytest.raises(ValueError, match="seed must be None or a non-negative int"):
+        SequentialPolicyHistogram(l1_descent, 1.5, KEY, sample_elements=3, seed=-1)
+    with pytest.raises(ValueError, match="takes a seed only with sample_elements"):
+        SequentialPolicyHistogram(l1_descent, 1.5, KEY, seed=7)
+
+
 def test_shard_ids_take_four_bytes_unless_the_shard_outgrows_int32():
     assert sequential._as_ids([0, 5], 6).dtype == np.int32
     assert sequential._as_ids([0, 2 ** 31 - 1], 2 ** 31).dtype == np.int32
