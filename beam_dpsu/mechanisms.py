@@ -155,7 +155,9 @@ def _user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
     if seed is None and not isinstance(mechanism, GreedyWithoutSampling):
         # _ElementBlocksFn: the bytes stand in for the keyed hash of a random id.
         return "32 fresh random bytes per element (no key), drawn from the OS"
-    return f"keyed hash of a random id per element (a hash of its items when seeded); {key}"
+    seeded = ("its items and their occurrences" if isinstance(mechanism, GreedyWithoutSampling)
+              else "its distinct items")
+    return f"keyed hash of a random id per element (a hash of {seeded} when seeded); {key}"
 
 
 class _SequentialSelection(beam.PTransform):

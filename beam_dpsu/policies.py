@@ -141,9 +141,14 @@ class ItemIds:
     def __len__(self) -> int:
         return len(self._index)
 
+    def __reduce__(self):
+        # By its items: a counter cannot be pickled or copied from Python 3.14 on.
+        return _item_ids_of, (self.items(),)
+
     def ids(self, items: Iterable[Hashable]) -> list:
-        """The ids of ``items``, in their order; a new item gets the next id. If an
-        item fails (unhashable), the items first seen in this call get no id."""
+        """The ids of ``items`` (any iterable, read once), in their order; a new item
+        gets the next id. If the call fails (an unhashable item, an iterator that
+        raises), the items first seen in it get no id."""
         index = self._index
         size = len(index)
         try:
@@ -157,6 +162,13 @@ class ItemIds:
     def items(self) -> list:
         """The items seen so far, by id."""
         return list(self._index)
+
+
+def _item_ids_of(items: list) -> ItemIds:
+    """An ``ItemIds`` that has seen ``items``, in that order."""
+    ids = ItemIds()
+    ids.ids(items)
+    return ids
 
 
 class WeightedHistogramBuilder:
@@ -356,7 +368,7 @@ def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: flo
         histogram[item] = float(old + inc)
 
 
-def policy_histogram(users_items: Iterable[Sequence[Hashable]], update, cutoff: float) -> dict:
+def policy_histogram(users_items: Iterable[Iterable[Hashable]], update, cutoff: float) -> dict:
     """The histogram that gets noised: users visited in the given order (dpsu Algorithm 2).
 
     ``users_items`` are the users' bounded lists (sampled for the Policy

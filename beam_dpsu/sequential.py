@@ -149,7 +149,7 @@ class UserBlockBuilder:
         self._listed: list = []  # the users' item ids, one list after another
         self._lengths: list = []
 
-    def add(self, order_key: bytes, items: Sequence) -> None:
+    def add(self, order_key: bytes, items: Iterable) -> None:
         """One user: its order key (``user_order_key``) and its list."""
         if len(order_key) != 16:
             raise ValueError(f"an order key has 16 bytes, got {len(order_key)}")

@@ -222,3 +222,13 @@ def test_an_unhashable_item_leaves_no_id_behind():
     with pytest.raises(TypeError):
         builder.add_distinct(["y", {}])
     assert builder.histogram() == {"x": 1.0}
+
+
+def test_item_ids_copy_and_pickle_by_their_items():
+    import copy
+    import pickle
+    ids = policies.ItemIds()
+    ids.ids(["b", "a"])
+    for twin in (pickle.loads(pickle.dumps(ids)), copy.deepcopy(ids)):
+        assert twin.items() == ["b", "a"] and twin.ids(["c", "a"]) == [2, 1]
+    assert ids.items() == ["b", "a"]  # the copies are their own

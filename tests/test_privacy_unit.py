@@ -192,7 +192,7 @@ def test_sequential_report_says_what_orders_the_elements():
     assert "keyed hash" not in select.report["user_order"]
     seeded = SelectItems(configs.PolicyGaussian(3), HUGE, privacy_unit="element", seed=4)
     assert seeded.report["user_order"].startswith("keyed hash of a random id per element (a "
-                                                  "hash of its items when seeded); key derived")
+                                                  "hash of its distinct items when seeded); key")
     gw = SelectItems(configs.GreedyWithoutSampling(3), HUGE, privacy_unit="element")
     assert gw.report["user_order"].startswith("keyed hash of a random id per element")
     keyed = SelectItems(configs.PolicyGaussian(3), HUGE)
