@@ -213,10 +213,6 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
             raise InvalidRecordError(f"{field} must be a 1-D array of items, got a "
                                      f"{value.ndim}-D array")
         value = value.tolist()  # numpy.str_ → str in one C call
-    elif type(value) is Tokens:  # a Tokenizer's output: non-empty plain str already
-        counts = dict(Counter(value)) if occurrences else dict.fromkeys(value, 1)
-        if _plain_tokens(counts):
-            return counts
     elif not isinstance(value, (list, tuple, set, frozenset)):
         value = tuple(value)  # a one-shot iterable: kept, to name a bad item's position
     try:
@@ -226,7 +222,7 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
         raise _record_error(value, record) from None
     # Plain non-empty str is the common case, checked in one C-level pass;
     # anything else takes the slow path that canonicalises or names the bad item.
-    if "" in counts or (counts and set(map(type, counts)) != {str}):
+    if not _plain_tokens(counts):
         plain: dict = {}
         for item, c in counts.items():
             if _bad_item(item):
@@ -271,8 +267,8 @@ def element_item_counts(element: Any, occurrences: bool = True,
 
 
 def _plain_tokens(distinct) -> bool:
-    """Whether distinct items are all non-empty plain str (a Tokens list can be changed
-    after the Tokenizer made it): one C-level pass over the distinct items only."""
+    """Whether distinct items are all non-empty plain str (as a Tokenizer makes them; a
+    Tokens list can be changed after): one C-level pass over the distinct items only."""
     return not distinct or ("" not in distinct and set(map(type, distinct)) == {str})
 
 

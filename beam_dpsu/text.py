@@ -20,11 +20,12 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 class Tokens(list):
     """What a ``Tokenizer`` returns: a list of non-empty plain ``str`` tokens.
 
-    ``SelectItems`` and the bounding transforms take a list of this type as
-    already checked: they skip the per-item type check that any other list
-    of items goes through (about a sixth of a parallel mechanism's cost
-    above reading). Only a ``Tokenizer`` should make one; a ``Tokens`` filled
-    with anything else is not checked again.
+    With ``privacy_unit="element"``, ``SelectItems`` takes the distinct items
+    of a list of this type in one ``set`` call and checks them in one C-level
+    pass (``bounding.element_distinct_items``). Only a ``Tokenizer`` should
+    make one; a ``Tokens`` changed or built with other items fails that pass
+    and is checked item by item like any other list, errors naming the
+    position.
     """
 
     __slots__ = ()
