@@ -43,7 +43,7 @@ from beam_dpsu.configs import (  # noqa: E402
 from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.ngrams import ExtractNgrams  # noqa: E402
-from beam_dpsu.output import WriteReleased  # noqa: E402
+from beam_dpsu.output import WriteReleased, read_counts, read_released, unescape  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError, require_global_window  # noqa: E402
 from beam_dpsu.counts import (  # noqa: E402
@@ -79,6 +79,9 @@ __all__ = [
     "SelectItems",
     "ExtractNgrams",
     "WriteReleased",
+    "read_released",
+    "read_counts",
+    "unescape",
     "NoisyThreshold",
     "NonGlobalWindowError",
     "require_global_window",

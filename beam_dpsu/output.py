@@ -23,16 +23,25 @@ leaves a partial file under the final name.
 
 Lines: a str item is its text, bytes are decoded as UTF-8 (invalid bytes as
 ``\xNN``), an n-gram is its tokens joined by a space (``check_document``
-refuses tokens with whitespace); a backslash is written ``\\`` and line
-breaks ``\n`` / ``\r``, so one item is one line and distinct str items give
-distinct lines. A set mixing str and bytes items that decode alike would
+refuses tokens with whitespace). One item is one line however the file is
+split (``for line in f`` or ``str.splitlines()``): a backslash is written
+``\\``, line breaks ``\n`` / ``\r``, and every other character that
+``str.splitlines()`` breaks at (``\x0b \x0c \x1c \x1d \x1e \x85 \u2028
+\u2029``), like a lone surrogate, as ``\uXXXX``; in a counts TSV a tab is
+``\t``. ``\xNN`` is always a raw byte of a bytes item, ``\uXXXX`` always a
+character. Items without these characters are written as their own text.
+The escaping is reversible: ``unescape(line)`` (``as_bytes=True`` for bytes
+items), ``parse_count_line``, and ``read_released`` / ``read_counts``, which
+read the shards back. Distinct str items give distinct lines, and so do
+distinct bytes items; a set mixing str and bytes items that decode alike would
 write the same line twice: release one type per set.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -40,9 +49,22 @@ from apache_beam.io.filesystems import FileSystems
 from beam_dpsu.noise import stable_hash64
 from beam_dpsu.windowing import require_global_window
 
-__all__ = ["release_order", "format_released", "shard_path", "WriteReleased"]
+__all__ = ["release_order", "format_released", "format_count_line", "unescape",
+           "parse_count_line", "read_released", "read_counts", "shard_path", "WriteReleased"]
 
-_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r"})
+# Every character str.splitlines() breaks a line at (tests/test_output.py checks
+# the list against splitlines itself), then lone surrogates, which UTF-8 cannot
+# hold: each as \uXXXX, except the two a reader knows best.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_CHARACTER_ESCAPES = {
+    **{chr(c): f"\\u{c:04x}" for c in (*map(ord, _LINE_BREAKS), *range(0xD800, 0xE000))},
+    "\n": "\\n", "\r": "\\r"}
+# Bytes have the backslash doubled before decoding (which writes invalid bytes
+# as \xNN), and decoded UTF-8 holds no surrogates.
+_DECODED_BYTES_ESCAPES = str.maketrans(_CHARACTER_ESCAPES)
+_ESCAPES = str.maketrans({"\\": "\\\\", **_CHARACTER_ESCAPES})
+_SINGLE_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|.|$)", re.S)
 
 
 def release_order(value: Any):
@@ -67,13 +89,100 @@ def format_released(value: Any) -> str:
     if isinstance(value, bytes):
         # Escape first, then decode: invalid bytes become \xNN, which no
         # escaped backslash can imitate.
-        escaped = value.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
-        return escaped.decode("utf-8", "backslashreplace")
+        escaped = value.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+        return escaped.translate(_DECODED_BYTES_ESCAPES)
     if isinstance(value, tuple):
         return " ".join(format_released(v) for v in value)
     if not isinstance(value, str):
         value = str(value)
     return value.translate(_ESCAPES)
+
+
+def format_count_line(item_count) -> str:
+    """``item<TAB>count``: the item's line with a tab written ``\\t``."""
+    item, count = item_count
+    return format_released(item).replace("\t", "\\t") + "\t" + str(count)
+
+
+def unescape(line: str, as_bytes: bool = False) -> str | bytes:
+    """The item a line of ``format_released`` stands for (without its newline).
+
+    ``as_bytes=True`` for a release of bytes items: ``\\xNN`` is then a raw
+    byte and the rest is UTF-8. An n-gram line is its tokens joined by a
+    space: unescape each of ``line.split(" ")``. Raises ``ValueError`` on an
+    escape ``format_released`` never writes.
+    """
+    if "\\" not in line:
+        return line.encode("utf-8") if as_bytes else line
+    parts: list = []
+    start = 0
+    for escape in _ESCAPE.finditer(line):
+        parts.append(line[start:escape.start()])
+        parts.append(_unescaped(escape.group(1), as_bytes))
+        start = escape.end()
+    parts.append(line[start:])
+    if as_bytes:
+        return b"".join(p if isinstance(p, bytes) else p.encode("utf-8") for p in parts)
+    return "".join(parts)
+
+
+def _unescaped(code: str, as_bytes: bool) -> str | bytes:
+    if code in _SINGLE_ESCAPES:
+        return _SINGLE_ESCAPES[code]
+    if len(code) == 5:  # uXXXX
+        return chr(int(code[1:], 16))
+    if len(code) == 3:  # xNN
+        if not as_bytes:
+            raise ValueError("\\xNN is a raw byte of a bytes item: unescape with as_bytes=True")
+        return bytes([int(code[1:], 16)])
+    raise ValueError(f"not a line written by format_released: unknown escape "
+                     f"{'a trailing backslash' if not code else repr(chr(92) + code)}")
+
+
+def parse_count_line(line: str, as_bytes: bool = False, ngrams: bool = False) -> tuple:
+    """``(item, count)`` of a ``format_count_line`` line (see ``read_released``)."""
+    item, tab, count = line.rstrip("\r\n").rpartition("\t")
+    if not tab:
+        raise ValueError("not a line written by format_count_line: no tab")
+    return _item(item, as_bytes, ngrams), int(count)
+
+
+def _item(line: str, as_bytes: bool, ngrams: bool):
+    if ngrams:
+        return tuple(unescape(token, as_bytes) for token in line.split(" "))
+    return unescape(line, as_bytes)
+
+
+def _lines(source: str | Iterable[str]):
+    """The lines of every file ``source`` matches (a path or glob on any Beam
+    filesystem, compressed by suffix), or of an iterable of lines."""
+    if not isinstance(source, str):
+        yield from (line.rstrip("\r\n") for line in source)
+        return
+    paths = sorted(m.path for r in FileSystems.match([source]) for m in r.metadata_list)
+    if not paths:
+        raise ValueError(f"no file matches {source}")
+    for path in paths:
+        with FileSystems.open(path) as handle:
+            # Lines end in \n only: every other line break is escaped.
+            yield from handle.read().decode("utf-8").split("\n")[:-1]
+
+
+def read_released(source: str | Iterable[str], as_bytes: bool = False,
+                  ngrams: bool = False) -> list:
+    """The items of a release written by ``WriteReleased``, unescaped.
+
+    ``source`` is a path or glob (``"out/items-*.txt"``, any Beam filesystem)
+    or the lines themselves; ``ngrams=True`` gives each line as a tuple of
+    tokens; ``as_bytes=True`` for a release of bytes items.
+    """
+    return [_item(line, as_bytes, ngrams) for line in _lines(source)]
+
+
+def read_counts(source: str | Iterable[str], as_bytes: bool = False,
+                ngrams: bool = False) -> list:
+    """``(item, count)`` pairs of a counts TSV (``counts-*.tsv``), unescaped."""
+    return [parse_count_line(line, as_bytes, ngrams) for line in _lines(source)]
 
 
 def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) -> str:

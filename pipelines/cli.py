@@ -68,7 +68,7 @@ from beam_dpsu.bounding import InvalidRecordError  # noqa: E402
 from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
                               SelectionAndCountsBudget, count_calibration,
                               split_selection_and_counts)
-from beam_dpsu.output import WriteReleased, format_released  # noqa: E402
+from beam_dpsu.output import WriteReleased, format_count_line  # noqa: E402
 from beam_dpsu.report import dp_equivalents, to_json  # noqa: E402
 from beam_dpsu.text import Tokenizer  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError  # noqa: E402
@@ -443,8 +443,7 @@ def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int
 
 def count_line(item_count) -> str:
     """``item<TAB>count``; a tab inside the item is written as ``\\t`` (like line breaks)."""
-    item, count = item_count
-    return format_released(item).replace("\t", "\\t") + "\t" + str(count)
+    return format_count_line(item_count)
 
 
 def count_released(records, released, parts: SelectionAndCountsBudget,

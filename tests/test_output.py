@@ -145,3 +145,142 @@ def test_unorderable_items_are_refused():
 def test_write_leaves_no_temporary_files(tmp_path):
     write(["a", "b"], str(tmp_path / "items"), num_shards=2)
     assert sorted(os.listdir(tmp_path)) == ["items-00000-of-00002.txt", "items-00001-of-00002.txt"]
+
+
+# --- lines are items: every line boundary str.splitlines() knows is escaped (issue 25, 9) ---
+#
+# The finding: format_released escaped \\, \n and \r only. An item holding
+# \x0b, \x0c, \x1c-\x1e, \x85, \u2028 or \u2029 was one line for `for line in f`
+# but several for str.splitlines(), and the counts TSV misaligned.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from beam_dpsu.output import (format_count_line, parse_count_line, read_counts,  # noqa: E402
+                              read_released, unescape)
+from pipelines.cli import count_line  # noqa: E402
+
+# Every character that breaks a str line somewhere, found by asking splitlines itself.
+LINE_BREAKS = [chr(c) for c in range(0x110000) if len(f"a{chr(c)}b".splitlines()) > 1]
+
+# Any code point, lone surrogates included (Beam's str coder refuses those, the
+# formatting does not).
+any_text = st.text(st.characters(codec=None, categories=None))
+
+
+def test_splitlines_breaks_at_the_characters_the_finding_names():
+    assert set(LINE_BREAKS) == set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+@pytest.mark.parametrize("char", LINE_BREAKS + ["\t", "\\"], ids=lambda c: f"U+{ord(c):04X}")
+def test_every_line_break_is_escaped_in_items_and_counts(char):
+    item = f"a{char}b"
+    for line in (format_released(item), format_count_line((item, 3)),
+                 format_released(item.encode("utf-8"))):
+        assert line.splitlines() == [line] and "\n" not in line
+    assert unescape(format_released(item)) == item
+    assert unescape(format_released(item.encode("utf-8")), as_bytes=True) == item.encode("utf-8")
+    assert parse_count_line(format_count_line((item, 3))) == (item, 3)
+    assert format_count_line((item, 3)).count("\t") == 1
+
+
+def test_ordinary_items_are_written_as_before():
+    # Byte-identical to the lines of earlier releases: only \\, \n and \r (and, in
+    # the TSV, tab) were escaped there, and items without them are their own text.
+    assert format_released("caf\u00e9 \x1f\x00 \u00a0") == "caf\u00e9 \x1f\x00 \u00a0"
+    assert format_released("a\\b\nc\rd") == "a\\\\b\\nc\\rd"
+    assert format_released(b"raw\xff\\\n") == "raw\\xff\\\\\\n"
+    assert format_count_line(("a\tb", 7)) == "a\\tb\t7" == count_line(("a\tb", 7))
+    assert format_released(("the", "cat")) == "the cat"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(any_text)
+def test_any_str_item_round_trips_as_one_line(item):
+    line = format_released(item)
+    assert line.splitlines() in ([line], []) and "\n" not in line
+    line.encode("utf-8")  # a line is always valid UTF-8: surrogates are escaped too
+    assert unescape(line) == item
+    assert parse_count_line(format_count_line((item, 5))) == (item, 5)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary())
+def test_any_bytes_item_round_trips_as_one_line(item):
+    line = format_released(item)
+    assert line.splitlines() in ([line], []) and "\n" not in line
+    assert unescape(line, as_bytes=True) == item
+    assert parse_count_line(format_count_line((item, 5)), as_bytes=True) == (item, 5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(any_text, unique=True), st.lists(st.binary(), unique=True))
+def test_distinct_items_of_one_type_give_distinct_lines(texts, raws):
+    assert len({format_released(t) for t in texts}) == len(texts)
+    assert len({format_released(r) for r in raws}) == len(raws)
+
+
+@pytest.mark.parametrize("line", ["a\\", "a\\q", "a\\u12", "\\x4"])
+def test_unescape_refuses_what_format_released_never_writes(line):
+    with pytest.raises(ValueError, match="not a line written by format_released"):
+        unescape(line)
+
+
+def test_a_raw_byte_escape_needs_as_bytes():
+    with pytest.raises(ValueError, match="as_bytes=True"):
+        unescape(format_released(b"\xff"))
+
+
+def read_back(prefix):
+    """The lines of every shard, split both ways; both must agree."""
+    by_iteration, by_splitlines = [], []
+    for path in sorted(glob.glob(prefix + "*")):
+        with open(path, encoding="utf-8") as f:
+            by_iteration += [line.rstrip("\n") for line in f]
+        with open(path, encoding="utf-8") as f:
+            by_splitlines += f.read().splitlines()
+    assert by_iteration == by_splitlines
+    return by_iteration
+
+
+# Beam's str coder refuses lone surrogates: the pipeline part draws text without them.
+beam_text = st.text(st.characters(codec="utf-8"), max_size=6)
+
+
+# A handful of pipelines (each a few seconds on the DirectRunner); the formatting
+# itself is swept with thousands of examples above.
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sets(beam_text | st.sampled_from(LINE_BREAKS).map(lambda c: f"x{c}y"),
+               min_size=1, max_size=8),
+       st.integers(min_value=1, max_value=3))
+def test_released_items_and_counts_round_trip_through_the_writers(tmp_path_factory, items,
+                                                                  num_shards):
+    folder = tmp_path_factory.mktemp("release")
+    counts = {item: i for i, item in enumerate(sorted(items))}
+    with TestPipeline() as p:
+        released = p | "Items" >> beam.Create(sorted(items))
+        _ = released | "WriteItems" >> WriteReleased(str(folder / "items"), num_shards=num_shards)
+        _ = (p | "Counts" >> beam.Create(sorted(counts.items()))
+             | "WriteCounts" >> WriteReleased(str(folder / "counts"), ".tsv", num_shards=num_shards,
+                                              format_line=count_line, sort_key=lambda kv: kv[0]))
+    item_lines = read_back(str(folder / "items"))
+    assert len(item_lines) == len(items)
+    assert {unescape(line) for line in item_lines} == items
+    count_lines = read_back(str(folder / "counts"))
+    assert dict(parse_count_line(line) for line in count_lines) == counts
+    # The readers do the same from the files (and from lines).
+    assert sorted(read_released(str(folder / "items-*"))) == sorted(items)
+    assert dict(read_counts(str(folder / "counts-*"))) == counts
+    assert sorted(read_released(item_lines)) == sorted(items)
+
+
+def test_read_released_reads_ngrams_and_bytes(tmp_path):
+    with TestPipeline() as p:
+        _ = p | "N" >> beam.Create([("the", "c\u2028t"), ("a",)]) | "WN" >> WriteReleased(
+            str(tmp_path / "ngrams"))
+        _ = p | "B" >> beam.Create([b"\xff\x85", b"\xc2\x85"]) | "WB" >> WriteReleased(
+            str(tmp_path / "raw"))
+    assert sorted(read_released(str(tmp_path / "ngrams-*"), ngrams=True)) == [
+        ("a",), ("the", "c\u2028t")]
+    assert sorted(read_released(str(tmp_path / "raw-*"), as_bytes=True)) == [
+        b"\xc2\x85", b"\xff\x85"]
