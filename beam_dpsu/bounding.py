@@ -47,6 +47,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu import noise
+from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.text import Tokens
 from beam_dpsu.windowing import require_global_window
 
@@ -241,6 +242,7 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
 _ELEMENT_TYPES = (list, set, frozenset, np.ndarray)
 
 
+@draws_randomness  # the element's id (unseeded)
 def element_item_counts(element: Any, occurrences: bool = True,
                         seed: int | None = None) -> tuple:
     """One element of ``privacy_unit="element"`` input → (element id, {item: occurrences}).
@@ -463,6 +465,7 @@ class UserSampler:
                                  self.salt)
 
 
+@draws_randomness
 class _SampleItemsFn(beam.DoFn):
 
     def __init__(self, max_items_per_user: int, seed: int | None, salt: str):

@@ -44,6 +44,7 @@ from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
+from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import require_global_window
@@ -233,6 +234,7 @@ class _KeepReleasedFn(beam.DoFn):
             yield user_id, kept
 
 
+@draws_randomness
 class _AddDiscreteNoiseFn(beam.DoFn):
 
     def __init__(self, calibration: CountsCalibration, seed: int | None):
@@ -352,4 +354,6 @@ class CountReleased(beam.PTransform):
                 | "FlattenCounts" >> beam.Flatten()
                 | "CountPerItem" >> beam.CombinePerKey(sum)
                 | "AddDiscreteNoise" >> beam.ParDo(
-                    _AddDiscreteNoiseFn(self.calibration, self.seed)))
+                    _AddDiscreteNoiseFn(self.calibration, self.seed))
+                # The noisy counts are drawn once, whoever reads them (invariant 11).
+                | "Checkpoint" >> beam.Reshuffle())

@@ -25,6 +25,7 @@ import apache_beam as beam
 from beam_dpsu import noise, policies
 from beam_dpsu.bounding import UserSampler, _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
+from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.windowing import in_global_window, require_global_window
 
 # SampledWeightedHistogram is internal (it trusts its input's items to be
@@ -156,6 +157,7 @@ def _check_fanout(hot_key_fanout) -> None:
         raise ValueError(f"hot_key_fanout must be None or an int >= 1, got {hot_key_fanout!r}")
 
 
+@draws_randomness
 class _SampleAndSumFn(PartialHistogramFn):
     """(user_id, distinct items) → partial sums of the users' weights, each user sampled to Δ0.
 

@@ -51,6 +51,7 @@ from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
 from beam_dpsu.mechanisms import SelectItems
+from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
@@ -196,6 +197,12 @@ def _one_document(id_tokens: tuple) -> tuple:
     return id_tokens[0], (id_tokens[1],)
 
 
+@draws_randomness  # the element's id (unseeded)
+def _element_as_user(element, seed) -> tuple:
+    """An element as (element id, (tokens,)) (``element_document``)."""
+    return _one_document(element_document(element, seed))
+
+
 class _UserBlocksFn(beam.DoFn):
     """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
 
@@ -256,6 +263,7 @@ class _UserBlocksFn(beam.DoFn):
         return in_global_window(pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL))
 
 
+@draws_randomness
 class _BlockHistogramFn(beam.DoFn):
     """Pickled ``DocumentBlock``s → partial sums of the users' weighted level items.
 
@@ -335,6 +343,7 @@ def _level_logger(name: str | None, k: int, max_n: int):
     return log
 
 
+@draws_randomness
 class _SpuriousFn(beam.DoFn):
     """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
 
@@ -592,9 +601,7 @@ class ExtractNgrams(beam.PTransform):
                 _UserBlocksFn(USERS_PER_BLOCK, keep_ids=False, elements=True))
         else:
             if self.privacy_unit == "element":
-                seed = self.seed
-                user_docs = documents | "CheckElements" >> beam.Map(
-                    lambda element: _one_document(element_document(element, seed)))
+                user_docs = documents | "CheckElements" >> beam.Map(_element_as_user, self.seed)
             else:
                 user_docs = (documents
                              | "CheckDocuments" >> beam.Map(check_document)

@@ -16,6 +16,7 @@ import numpy as np
 
 from beam_dpsu import noise
 from beam_dpsu.calibration import Calibration, KeepProbabilityCalibration, release_mask
+from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.windowing import in_global_window, require_global_window
 
 __all__ = ["NOISE_BATCH", "NoisyThreshold", "KeepWithProbability"]
@@ -25,6 +26,7 @@ __all__ = ["NOISE_BATCH", "NoisyThreshold", "KeepWithProbability"]
 NOISE_BATCH = 4096
 
 
+@draws_randomness
 class BatchedDecisionFn(beam.DoFn):
     """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
 
@@ -99,6 +101,7 @@ class BatchedDecisionFn(beam.DoFn):
         return self._kept(items, weights)
 
 
+@draws_randomness
 class _PerShardFn(beam.DoFn):
     """(shard, {item: weight}) → the items ``decision`` keeps; every item decided once."""
 
@@ -121,7 +124,9 @@ class _PerShard(beam.PTransform):
 
     def expand(self, shard_histograms):
         require_global_window(shard_histograms, self._name)
-        return shard_histograms | "DecidePerShard" >> beam.ParDo(_PerShardFn(self._decision))
+        return (shard_histograms
+                | "DecidePerShard" >> beam.ParDo(_PerShardFn(self._decision))
+                | "Checkpoint" >> beam.Reshuffle())
 
 
 class _NoisyThresholdFn(BatchedDecisionFn):
@@ -160,8 +165,10 @@ class NoisyThreshold(beam.PTransform):
 
     def expand(self, histogram):
         require_global_window(histogram, "NoisyThreshold")
-        return histogram | "AddNoiseAndThreshold" >> beam.ParDo(
-            _NoisyThresholdFn(self._calibration, self._seed, self._salt))
+        return (histogram
+                | "AddNoiseAndThreshold" >> beam.ParDo(
+                    _NoisyThresholdFn(self._calibration, self._seed, self._salt))
+                | "Checkpoint" >> beam.Reshuffle())
 
 
 class _KeepWithProbabilityFn(BatchedDecisionFn):
@@ -196,5 +203,7 @@ class KeepWithProbability(beam.PTransform):
 
     def expand(self, histogram):
         require_global_window(histogram, "KeepWithProbability")
-        return histogram | "KeepWithProbability" >> beam.ParDo(
-            _KeepWithProbabilityFn(self._calibration, self._seed))
+        return (histogram
+                | "KeepWithProbability" >> beam.ParDo(
+                    _KeepWithProbabilityFn(self._calibration, self._seed))
+                | "Checkpoint" >> beam.Reshuffle())

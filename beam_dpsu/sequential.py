@@ -61,6 +61,7 @@ from beam_dpsu.histograms import merge_histograms, split_by_shard
 from beam_dpsu.noise import canonical_bytes, check_seed, random_id128, stable_hash64
 from beam_dpsu.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
     policy_weights
+from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import in_global_window, require_global_window
 
@@ -278,6 +279,7 @@ class _UserBlocksFn(beam.DoFn):
         return [in_global_window((shard, block.encode())) for shard, block in blocks.items()]
 
 
+@draws_randomness
 class _ElementBlocksFn(_UserBlocksFn):
     """Elements of ``privacy_unit="element"`` input → blocks, as ``_UserBlocksFn`` makes
     them from the records of ``ItemCountsPerUser`` followed by ``SampleEachUser``.

@@ -1,0 +1,131 @@
+"""A random draw is seen once (DESIGN §4, invariant 11).
+
+A runner may run a step more than once: it retries a failed bundle, and a
+runner like Spark recomputes a lost partition from its inputs. A step that
+draws randomness (noise, a sample, spurious k-grams, an element's id or
+order key) then draws again. That is harmless while the draw has one
+consumer, which sees one attempt's output. It breaks the guarantee when
+the draw fans out: a SIPS round's release feeds both the output and the
+next round, a DPNE level's release the output and the next level, a
+selection's release the written items and ``CountReleased``. Recomputed for
+one consumer, the two consumers would see two different draws (an item
+released in the output but not removed from the next round, two releases
+from one budget).
+
+The rule: a PCollection that carries a random draw is checkpointed with
+``beam.Reshuffle`` before two or more steps consume it (its output is
+then materialised: every consumer reads the same draw). The library
+checkpoints the smallest collection that carries a draw: a release (about
+the size of the released set), a DPNE level's histogram and spurious
+draws, the noisy counts; never all per-user records.
+
+Steps that draw randomness say so: a DoFn class, or a function given to
+``beam.Map``/``FlatMap``, carries ``DRAWS_RANDOMNESS = True`` (set with
+``draws_randomness``). ``random_fanouts(pipeline)`` walks a built pipeline
+graph and lists every collection downstream of such a step, not yet past a
+``Reshuffle``, that two or more steps consume; the tests require it to be
+empty for every public transform and job.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import apache_beam as beam
+from apache_beam.pipeline import PipelineVisitor
+from apache_beam.transforms.util import Reshuffle
+
+__all__ = ["draws_randomness", "step_draws_randomness", "random_fanouts"]
+
+
+def draws_randomness(obj):
+    """Marks a DoFn class or a function as one that draws randomness (returns it)."""
+    obj.DRAWS_RANDOMNESS = True
+    return obj
+
+
+def step_draws_randomness(transform) -> bool:
+    """Whether a leaf transform runs a DoFn or a function marked ``DRAWS_RANDOMNESS``."""
+    fn = getattr(transform, "fn", None)
+    if fn is None:
+        return False
+    if getattr(fn, "DRAWS_RANDOMNESS", False):
+        return True
+    # beam.FlatMap wraps its function in a DoFn; beam.Map first wraps it in a
+    # closure (the tests check that a marked Map is found).
+    inner = getattr(fn, "_fn", None)
+    candidates = [inner] + [cell.cell_contents for cell in getattr(inner, "__closure__", None) or ()]
+    for candidate in candidates:
+        while isinstance(candidate, functools.partial):
+            candidate = candidate.func
+        if getattr(candidate, "DRAWS_RANDOMNESS", False) is True:
+            return True
+    return False
+
+
+class _GraphVisitor(PipelineVisitor):
+    """Collects the steps in application order: leaves, and each Reshuffle as one step."""
+
+    def __init__(self):
+        self.steps = []
+        self._inside_reshuffle = 0
+
+    def enter_composite_transform(self, applied):
+        if isinstance(applied.transform, Reshuffle):
+            if not self._inside_reshuffle:
+                self.steps.append(applied)
+            self._inside_reshuffle += 1
+
+    def leave_composite_transform(self, applied):
+        if isinstance(applied.transform, Reshuffle):
+            self._inside_reshuffle -= 1
+
+    def visit_transform(self, applied):
+        if not self._inside_reshuffle:
+            self.steps.append(applied)
+
+
+def _inputs(applied) -> list:
+    main = [pc for pc in applied.inputs if isinstance(pc, beam.pvalue.PCollection)]
+    side = [s.pvalue for s in applied.side_inputs]
+    return main + side
+
+
+def random_fanouts(pipeline: beam.Pipeline) -> list[str]:
+    """The fan-outs of random draws not checkpointed by a ``Reshuffle``, one line each.
+
+    A collection is random when a step that draws randomness made it, or when
+    any input (main or side) of the step that made it is random; a Reshuffle's
+    output is not. Each random collection that two or more steps consume is
+    one finding, naming its producer, the draws behind it and its consumers.
+    """
+    visitor = _GraphVisitor()
+    pipeline.visit(visitor)
+    draws_behind: dict = {}  # random PCollection → labels of the draws it carries
+    consumers: dict = {}
+    producers: dict = {}
+    for applied in visitor.steps:
+        inputs = _inputs(applied)
+        for pc in set(inputs):
+            consumers.setdefault(pc, []).append(applied.full_label)
+        if isinstance(applied.transform, Reshuffle):
+            continue  # its output is materialised: every reader sees one draw
+        draws = set().union(*(draws_behind.get(pc, set()) for pc in inputs))
+        if step_draws_randomness(applied.transform):
+            draws.add(applied.full_label)
+        if draws:
+            for pc in applied.outputs.values():
+                draws_behind[pc] = draws
+                producers[pc] = applied.full_label
+    # Findings by producer: the outputs of one step are one draw, however many.
+    readers_of: dict = {}
+    for pc, producer in producers.items():
+        readers_of.setdefault(producer, set()).update(consumers.get(pc, []))
+    findings = []
+    for producer, readers in readers_of.items():
+        if len(readers) >= 2:
+            draws = set().union(*(d for pc, d in draws_behind.items() if producers[pc] == producer))
+            findings.append(f"{producer} (random from {', '.join(sorted(draws))}) is read "
+                            f"by {len(readers)} steps without a Reshuffle: "
+                            f"{', '.join(sorted(readers))}")
+    return sorted(findings)
