@@ -521,7 +521,10 @@ class ExtractNgrams(beam.PTransform):
                              _level_sums, k=k, pruning=self.pruning, max_items=max_items,
                              seed=self.seed, salt=L)),
                          _as_keys(previous, f"{L}/PreviousAsKeys"), unigram_keys)
-                     | f"{L}/SumPerItem" >> beam.CombinePerKey(sum))
+                     | f"{L}/SumPerItem" >> beam.CombinePerKey(sum)
+                     # Its samples are read twice (the noise and the support the
+                     # spurious draws avoid): one H_k for both (invariant 11).
+                     | f"{L}/CheckpointHistogram" >> beam.Reshuffle())
         # Then ρ_k from |S_{k−1}| and the exact |V_k| (S_{k−1} is held in
         # memory anyway: the spurious draw below samples V_k from it).
         eta, pruning = self.eta, self.pruning
@@ -541,8 +544,12 @@ class ExtractNgrams(beam.PTransform):
                            | f"{L}/Parameters" >> beam.Map(
                                level_parameters, as_list(previous), as_list(unigrams)))
         parameters = single(parameters_once)
-        released = histogram | f"{L}/NoisyThreshold" >> beam.ParDo(
-            _LevelThresholdFn(sigma, self.seed, L), parameters)
+        # The level's release feeds the output, the next level and its stats:
+        # checkpointed, like the spurious draws below (invariant 11).
+        released = (histogram
+                    | f"{L}/NoisyThreshold" >> beam.ParDo(
+                        _LevelThresholdFn(sigma, self.seed, L), parameters)
+                    | f"{L}/CheckpointReleased" >> beam.Reshuffle())
         # Finally the spurious k-grams of V_k ∖ supp H_k.
         support = histogram | f"{L}/Support" >> beam.Keys()
         # (From a root of its own, not from the parameters' step: fused with it,
@@ -551,7 +558,8 @@ class ExtractNgrams(beam.PTransform):
                     | f"{L}/Once" >> beam.Create([None])
                     | f"{L}/DrawSpurious" >> beam.ParDo(
                         _SpuriousFn(k, sigma, self.pruning, self.seed),
-                        as_list(previous), as_list(unigrams), as_list(support), parameters))
+                        as_list(previous), as_list(unigrams), as_list(support), parameters)
+                    | f"{L}/CheckpointSpurious" >> beam.Reshuffle())
         level = (released, spurious) | f"{L}/WithSpurious" >> beam.Flatten()
         if not self.non_private_stats:
             return level, parameters_once, None
@@ -593,13 +601,16 @@ class ExtractNgrams(beam.PTransform):
         require_global_window(documents, "ExtractNgrams")
         # First one record per user with all their documents: grouped by user
         # id, or each element one person's only document.
-        if self.privacy_unit == "element" and self.seed is None and self.level1 != "policy-gaussian":
-            # Only a seeded sample or the policy's order reads an id: none is
-            # drawn, and the elements are checked as they are blocked.
-            user_docs = None
+        unseeded_elements = self.privacy_unit == "element" and self.seed is None
+        user_docs = None
+        if unseeded_elements:
+            # Only a seeded sample or the policy's order reads an id: the blocks
+            # get none, and the elements are checked as they are blocked. A
+            # level-1 policy draws its ids on its own branch, so that no draw
+            # feeds two steps (invariant 11).
             user_blocks = documents | "UserBlocks" >> beam.ParDo(
                 _UserBlocksFn(USERS_PER_BLOCK, keep_ids=False, elements=True))
-        else:
+        if not unseeded_elements or self.level1 == "policy-gaussian":
             if self.privacy_unit == "element":
                 user_docs = documents | "CheckElements" >> beam.Map(_element_as_user, self.seed)
             else:
@@ -608,6 +619,7 @@ class ExtractNgrams(beam.PTransform):
                              | "DocumentsPerUser" >> beam.GroupByKey()
                              | "AsTuples" >> beam.MapTuple(
                                  lambda user, docs: (user, tuple(docs))))
+        if not unseeded_elements:
             user_blocks = user_docs | "UserBlocks" >> beam.ParDo(
                 _UserBlocksFn(USERS_PER_BLOCK, keep_ids=self.seed is not None))
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.

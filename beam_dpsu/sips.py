@@ -31,7 +31,7 @@ from itertools import filterfalse
 import apache_beam as beam
 
 from beam_dpsu import policies
-from beam_dpsu.bounding import ItemCountsPerUser
+from beam_dpsu.bounding import ItemCountsPerUser, element_distinct_items
 from beam_dpsu.calibration import RoundsCalibration
 from beam_dpsu.histograms import SampledWeightedHistogram
 from beam_dpsu.records import UserItems
@@ -61,6 +61,12 @@ def _distinct_items(user_id, counts) -> UserItems:
     """A user's {item: count} as its record of distinct items (``UserItemsCoder``
     writes these compactly between the rounds' stages)."""
     return UserItems(user_id, tuple(counts))
+
+
+def _anonymous_record(element) -> UserItems:
+    """An unseeded element as a record without an id: nothing reads one (samples come
+    from the worker's generator; the side-input removal keeps the record whole)."""
+    return UserItems(0, tuple(element_distinct_items(element)))
 
 
 def _drop_released(record, done):
@@ -147,15 +153,27 @@ class SIPSRounds(beam.PTransform):
         self._fanout = hot_key_fanout
         self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
                                          seed=seed)
+        self._privacy_unit = privacy_unit
         self.released_per_round = []
 
     def expand(self, elements):
         require_global_window(elements, "SIPSRounds")
-        # First one record of distinct items per user.
-        user_items = (elements
-                      | "ItemCountsPerUser" >> self._counts
-                      | "DistinctItems" >> beam.MapTuple(_distinct_items).with_output_types(
-                          UserItems))
+        # First one record of distinct items per user. The records are read by
+        # every round, so they must carry no random draw (invariant 11):
+        # unseeded elements get an id only when the join regroups by it.
+        unseeded_elements = self._privacy_unit == "element" and self._seed is None
+        if unseeded_elements and self._removal == "side_input":
+            user_items = elements | "CheckElements" >> beam.Map(
+                _anonymous_record).with_output_types(UserItems)
+        else:
+            user_items = (elements
+                          | "ItemCountsPerUser" >> self._counts
+                          | "DistinctItems" >> beam.MapTuple(_distinct_items).with_output_types(
+                              UserItems))
+        if unseeded_elements and self._removal == "join":
+            # The random ids are drawn once; this moves every record once more
+            # (the join itself moves every pair twice per round).
+            user_items = user_items | "CheckpointElementIds" >> beam.Reshuffle()
         remove = (RemoveReleasedBySideInput if self._removal == "side_input"
                   else RemoveReleasedByJoin)
         self.released_per_round = []
