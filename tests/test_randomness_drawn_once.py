@@ -151,6 +151,19 @@ def test_vocabulary_job_checkpoints_its_draws(tmp_path, argv):
     assert random_fanouts(p) == []
 
 
+@pytest.mark.parametrize("argv", [
+    ["--input", "examples/msnbc_1k.seq", "--non-private-stats"],
+    ["--input", "examples/msnbc_1k.seq", "--method", "dpsu-even"],
+    ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field", "review",
+     "--with-counts"],
+])
+def test_ngrams_job_checkpoints_its_draws(tmp_path, argv):
+    from pipelines import ngrams
+    p = job_pipeline(ngrams, [*argv, "--max-n", "3", "--max-items-per-user", "5",
+                              "--rho", "1", "--delta", "1e-6", "--output", str(tmp_path / "out")])
+    assert random_fanouts(p) == []
+
+
 # --- the checker has teeth ---------------------------------------------------------
 
 @draws_randomness
