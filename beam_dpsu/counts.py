@@ -9,7 +9,10 @@ and no other item gets any.
 Unlike the threshold decisions of a selection, these numbers are published,
 so the noise must not be floating point (its low bits would leak the true
 count; Mironov 2012): counts are integers plus exact discrete noise
-(``beam_dpsu.discrete_noise``, Canonne, Kamath & Steinke 2020).
+(``beam_dpsu.discrete_noise``, Canonne, Kamath & Steinke 2020). The noisy
+counts end in a ``Reshuffle``, so that whoever reads them twice reads one
+draw (DESIGN §4, invariant 11; ``beam_dpsu.randomness``); it moves one pair per
+released item.
 
 Privacy. First each user's records are deduplicated, restricted to the
 released items and sampled uniformly down to at most Δ0 of them (OS

@@ -54,7 +54,8 @@ def step_draws_randomness(transform) -> bool:
     # beam.FlatMap wraps its function in a DoFn; beam.Map first wraps it in a
     # closure (the tests check that a marked Map is found).
     inner = getattr(fn, "_fn", None)
-    candidates = [inner] + [cell.cell_contents for cell in getattr(inner, "__closure__", None) or ()]
+    closure = getattr(inner, "__closure__", None) or ()
+    candidates = [inner] + [cell.cell_contents for cell in closure]
     for candidate in candidates:
         while isinstance(candidate, functools.partial):
             candidate = candidate.func

@@ -7,6 +7,13 @@ statistical tests run.
 
 ``KeepWithProbability``: each (item, count) is released with probability
 π(count) (truncated geometric; ``KeepProbabilityCalibration.keep_mask``).
+
+A random draw is seen once (DESIGN §4, invariant 11; ``beam_dpsu.randomness``):
+a release is read by several steps (the written items and ``CountReleased``,
+the next SIPS round, the next DPNE level), and a runner that retried or
+recomputed the decision could show each a different draw. So every release
+here ends in a ``Reshuffle``, which materialises it once; it moves the
+released set once more (small next to the histogram it was decided from).
 """
 
 from __future__ import annotations

@@ -21,6 +21,17 @@ two extra shuffles of all pairs per round, but no per-worker memory bound.
 Use the join when a round may release more than a few million items (more
 than ~10% of a worker's memory at the figures above); below that the side
 input is faster.
+
+Drawn once
+----------
+A round's release feeds both the output and the next round's removal: it is
+checkpointed (``NoisyThreshold.per_shard`` ends in a ``Reshuffle``) so that a
+runner that recomputes it cannot remove one draw and output another (DESIGN
+§4, invariant 11; ``beam_dpsu.randomness``). The users' records, read by
+every round, carry no draw: unseeded ``privacy_unit="element"`` records get
+no random id with the side-input removal (nothing reads one), and with the
+join, which regroups by id, the ids are checkpointed once (one more move of
+every record; the join moves every pair twice per round).
 """
 
 from __future__ import annotations
