@@ -552,12 +552,8 @@ class ExtractNgrams(beam.PTransform):
                            | f"{L}/Parameters" >> beam.Map(
                                level_parameters, as_list(previous), as_list(unigrams)))
         parameters = single(parameters_once)
-        # The level's release feeds the output, the next level and its stats:
-        # checkpointed, like the spurious draws below (invariant 11).
-        released = (histogram
-                    | f"{L}/NoisyThreshold" >> beam.ParDo(
-                        _LevelThresholdFn(sigma, self.seed, L), parameters)
-                    | f"{L}/CheckpointReleased" >> beam.Reshuffle())
+        released = histogram | f"{L}/NoisyThreshold" >> beam.ParDo(
+            _LevelThresholdFn(sigma, self.seed, L), parameters)
         # Finally the spurious k-grams of V_k ∖ supp H_k.
         support = histogram | f"{L}/Support" >> beam.Keys()
         # (From a root of its own, not from the parameters' step: fused with it,
@@ -566,11 +562,18 @@ class ExtractNgrams(beam.PTransform):
                     | f"{L}/Once" >> beam.Create([None])
                     | f"{L}/DrawSpurious" >> beam.ParDo(
                         _SpuriousFn(k, sigma, self.pruning, self.seed),
-                        as_list(previous), as_list(unigrams), as_list(support), parameters)
-                    | f"{L}/CheckpointSpurious" >> beam.Reshuffle())
-        level = (released, spurious) | f"{L}/WithSpurious" >> beam.Flatten()
+                        as_list(previous), as_list(unigrams), as_list(support), parameters))
+        # The level feeds the output, the next level and its stats: it is
+        # checkpointed before it fans out (invariant 11); the raw stats also
+        # count its two parts, each checkpointed then.
         if not self.non_private_stats:
+            level = ((released, spurious)
+                     | f"{L}/WithSpurious" >> beam.Flatten()
+                     | f"{L}/Checkpoint" >> beam.Reshuffle())
             return level, parameters_once, None
+        released = released | f"{L}/CheckpointReleased" >> beam.Reshuffle()
+        spurious = spurious | f"{L}/CheckpointSpurious" >> beam.Reshuffle()
+        level = (released, spurious) | f"{L}/WithSpurious" >> beam.Flatten()
 
         # Raw figures (opt-in): which part came from users' weight, which was spurious.
         def raw_stats(_, params, n_support, n_released, n_spurious):
