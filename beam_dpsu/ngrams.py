@@ -25,10 +25,10 @@ are missing from the output depends on the data (DESIGN §3).
 Drawn once (DESIGN §4, invariant 11; ``beam_dpsu.randomness``): each level's
 release feeds the output, the next level and the level stats, and H_k's
 sampled sums feed both the noise and the support the spurious draws avoid. So
-H_k, each level's release and its spurious draws are checkpointed with a
-``Reshuffle`` before they fan out (one more move of |supp H_k| sums per level,
-and of the released set); an unseeded element's random id is drawn only on
-the level-1 policy's branch, the one that reads it.
+H_k and each level (its release with its spurious draws) are checkpointed with
+a ``Reshuffle`` before they fan out (one more move of |supp H_k| sums and of
+the level per level); an unseeded element's random id is drawn only on the
+level-1 policy's branch, the one that reads it.
 
 Privacy (Theorem 2.1): the levels are Gaussian mechanisms of ℓ2 sensitivity 1
 whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²), σ* being the analytic Gaussian at
