@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -253,6 +254,9 @@ def _benchmark(job, workdir: str) -> str:
                 command += ["--mechanism", mechanism]
 
             def job_once(i, command=command, name=name, output=output, root=root):
+                # A job refuses an output folder that holds files (and --before's
+                # checkout may not know --overwrite): each run starts without one.
+                shutil.rmtree(output, ignore_errors=True)
                 wall, rss = time_process(command, root, os.path.join(workdir, f"{name}-{i}.log"))
                 return wall, rss, _released(args.job, output)
 

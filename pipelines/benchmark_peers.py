@@ -16,6 +16,7 @@ time side by side. PipelineDP is an optional dependency of this script only.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from types import SimpleNamespace
@@ -106,7 +107,7 @@ def prepare(argv):
         mechanism.calibrate(budget)
     args.files = cli.resolve_input(args, FORMATS)
     return SimpleNamespace(args=args, options=options, budget=budget, strategies=strategies,
-                           mechanisms=mechanisms, output=args.workdir)
+                           mechanisms=mechanisms, output=None)
 
 
 def run_prepared(job) -> str:
@@ -127,6 +128,7 @@ def run_prepared(job) -> str:
 
     print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), Δ0 = {max_items}")
     print(f"{'selection':>42} | {'released':>9} | {'wall s':>7}", flush=True)
+    os.makedirs(args.workdir, exist_ok=True)  # scratch, kept: not a release folder
     for i, (name, select) in enumerate(runs):
         out = f"{args.workdir}/run{i}.txt"
         start = time.perf_counter()

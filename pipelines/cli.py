@@ -20,8 +20,11 @@ What a new user meets, and where it is handled:
   then the first record of each file parsed on the launching machine before
   any pipeline is built, so a wrong format, a corrupt or binary file, a
   missing column or an empty input fails in a second with a clear message.
-* Output (:func:`prepare_output`): checked writable before the pipeline
-  starts; a folder this run created is removed again if the run fails.
+* Output (:func:`prepare_output`): a folder that holds files is refused
+  unless ``--overwrite``; the run writes into a hidden sibling folder renamed
+  into place when it succeeds, so the folder appears complete or not at all.
+* Interrupts (:func:`run_job`): SIGINT/SIGTERM end a job with one line
+  ``interrupted`` (exit 130/143) and leave no output.
 * Beam's noise (``pipelines._BeamNoiseFilter``, installed when the package is
   imported): the ``apitools not found`` warning,
   ``Discarding unparseable args`` and Beam's ERROR log of an exception the job
@@ -81,7 +84,8 @@ __all__ = [
     "add_output_arguments", "add_non_private_stats_argument", "add_counts_arguments",
     "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input", "check_num_shards",
     "budget_from_args", "describe_budget", "tokenizer_from_args", "mechanism_from_args",
-    "check_public_input", "prepare_output", "WriteJson", "read_json", "LogCount",
+    "check_public_input", "prepare_output", "written_whole", "run_with_output", "staging_of",
+    "add_overwrite_argument", "WriteJson", "read_json", "LogCount",
     "log_written", "LOG", "progress", "run_job", "error_message",
 ]
 
@@ -351,6 +355,16 @@ def add_output_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                    help=f"number of {what} files; lines are sorted and each {what[:-1]} goes "
                         "to the file its own hash picks, so the files depend on the released "
                         "set only")
+    add_overwrite_argument(g)
+
+
+def add_overwrite_argument(group) -> None:
+    """--overwrite: replace an --output folder that holds files (refused otherwise)."""
+    group.add_argument(*flags("overwrite"), type=boolean, nargs="?", const=True, default=False,
+                       metavar="BOOL",
+                       help="replace the --output folder if it holds files: everything in it "
+                            "goes (without this flag such a folder is refused); the new folder "
+                            "takes its place only once it is complete")
 
 
 def add_non_private_stats_argument(parser: argparse.ArgumentParser, what: str) -> None:
@@ -537,44 +551,195 @@ def check_num_shards(args) -> None:
 
 
 # -- output ------------------------------------------------------------------------------
+#
+# One folder, one release (DESIGN §4 invariant 9): a job writes into a folder
+# that holds nothing (or, with --overwrite, replaces all of it), and the folder
+# appears complete or not at all. The run writes into a hidden sibling (same
+# parent: one filesystem, so a rename moves it) that is renamed into place
+# once everything is written; a failed or interrupted run removes the sibling.
+
+STAGING = ".beam_dpsu-staging-"
 
 
 def _is_local(path: str) -> bool:
     return "://" not in path
 
 
-def prepare_output(folder: str) -> bool:
-    """Checks that ``folder`` can be written, before any pipeline runs.
+def _sibling(folder: str, kind: str = STAGING) -> str:
+    """A hidden, unique name beside ``folder``: ``PARENT/.NAME.beam_dpsu-staging-<hex>``."""
+    parent, name = folder.rstrip("/").rsplit("/", 1) if "/" in folder.rstrip("/") \
+        else (".", folder.rstrip("/"))
+    return f"{parent}/.{name}{kind}{uuid.uuid4().hex[:12]}"
 
-    A local folder is created (with its parents) and a probe file written and
-    removed in it; a remote one (gs://, s3://, …) must have a Beam
-    filesystem. Returns whether this call created the folder, so that a failed
-    run can remove it again (:func:`remove_output`).
+
+def _refuse_used(folder: str) -> None:
+    raise UsageError(f"--output {folder} already holds files (an earlier release?); give "
+                     "--overwrite to replace the whole folder, or choose a new or empty one")
+
+
+def _swap_folders(a: str, b: str) -> bool:
+    """Exchanges two folders' names in one step (Linux ``renameat2`` RENAME_EXCHANGE), so
+    that ``b`` always holds one of them whole; False where the system cannot."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+class _LocalOutput:
+    """A local output folder written whole or not at all.
+
+    ``staging`` is a hidden sibling the run writes into; :meth:`commit`
+    renames it onto the final path (an empty or missing folder) or, with
+    ``--overwrite``, exchanges it with the old folder in one step (two
+    renames where the system has no exchange: the final path is then missing
+    for an instant, never a mix) and removes the old one afterwards.
     """
-    if not _is_local(folder):
+
+    def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+        self.folder, self.overwrite = folder, overwrite
+        self._path = os.path.abspath(folder)
+        if os.path.exists(self._path) and not os.path.isdir(self._path):
+            raise UsageError(f"cannot write output {folder!r}: it is a file, not a folder")
+        if os.path.isdir(self._path) and os.listdir(self._path):
+            if not overwrite:
+                _refuse_used(folder)
+            self._check_replaceable(inputs)
+        parent = os.path.dirname(self._path)
+        self._created = _missing_ancestor(parent)  # removed again if the run fails
+        self.staging = _sibling(self._path)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            os.mkdir(self.staging)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            blocker = _existing_ancestor(parent)
+            if blocker and not os.path.isdir(blocker):
+                reason = f"{blocker} is a file"
+            self._remove_created()
+            raise UsageError(f"cannot write output folder {folder!r}: {reason}") from None
+
+    def _check_replaceable(self, inputs: Sequence[str]) -> None:
+        inside = self._path.rstrip(os.sep) + os.sep
+        if (os.getcwd() + os.sep).startswith(inside):
+            raise UsageError(f"--overwrite would remove {self.folder}, which holds the working "
+                             "folder; choose another --output")
+        for f in inputs:
+            if f and _is_local(f) and os.path.abspath(f).startswith(inside):
+                raise UsageError(f"--output {self.folder} holds the input {f}; --overwrite "
+                                 "would remove it: choose another --output")
+
+    def commit(self) -> None:
+        try:
+            if os.path.isdir(self._path) and os.listdir(self._path):
+                if not self.overwrite:  # filled by someone else while the job ran
+                    _refuse_used(self.folder)
+                if _swap_folders(self.staging, self._path):
+                    shutil.rmtree(self.staging, ignore_errors=True)  # now the old folder
+                    return
+                old = _sibling(self._path, ".beam_dpsu-old-")
+                os.rename(self._path, old)
+                os.rename(self.staging, self._path)
+                shutil.rmtree(old, ignore_errors=True)
+                return
+            os.replace(self.staging, self._path)  # onto a missing or empty folder
+        except OSError as exc:
+            raise UsageError(f"cannot put output folder {self.folder!r} in place: "
+                             f"{exc.strerror or exc}") from None
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self._remove_created()
+
+    def _remove_created(self) -> None:
+        """Removes the parent folders this run created, while they are empty."""
+        if not self._created:
+            return
+        path = os.path.dirname(self._path)
+        while True:
+            try:
+                os.rmdir(path)
+            except OSError:
+                return
+            if path == self._created:
+                return
+            path = os.path.dirname(path)
+
+
+class _RemoteOutput:
+    """A remote output (gs://, s3://, …) through Beam's FileSystems: NOT atomic.
+
+    Object stores cannot rename a folder in one step. The run writes under a
+    hidden sibling prefix; :meth:`commit` then deletes the old files (with
+    ``--overwrite``; refused otherwise) and renames the new ones file by file.
+    A failed run never touches the output, but while :meth:`commit` runs (and
+    if it is cut short) the prefix can hold part of the old or new files.
+    """
+
+    def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+        self.folder, self.overwrite = folder.rstrip("/"), overwrite
         try:
             FileSystems.get_filesystem(folder)
         except ValueError as exc:
             raise UsageError(f"cannot write output {folder!r}: {exc}") from None
-        return False
-    existed = os.path.isdir(folder)
-    if os.path.exists(folder) and not existed:
-        raise UsageError(f"cannot write output {folder!r}: it is a file, not a folder")
-    try:
-        os.makedirs(folder, exist_ok=True)
-        probe = os.path.join(folder, f".beam_dpsu-probe-{uuid.uuid4().hex}")
-        with open(probe, "w", encoding="utf-8"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        parent = _existing_ancestor(folder)
-        if parent and os.path.exists(parent) and not os.path.isdir(parent):
-            reason = f"{parent} is a file"
-        if not existed:
-            remove_output(folder, True)
-        raise UsageError(f"cannot write output folder {folder!r}: {reason}") from None
-    return not existed
+        if self._files(self.folder) and not overwrite:
+            _refuse_used(folder)
+        self.staging = _sibling(self.folder)
+
+    @staticmethod
+    def _files(prefix: str) -> list[str]:
+        try:
+            return [m.path for m in FileSystems.match([prefix + "/**"])[0].metadata_list]
+        except Exception:  # noqa: BLE001 - Beam raises BeamIOError for "no such prefix"
+            return []
+
+    def commit(self) -> None:
+        old = self._files(self.folder)
+        if old:
+            if not self.overwrite:
+                _refuse_used(self.folder)
+            FileSystems.delete(old)
+        new = self._files(self.staging)
+        FileSystems.rename(new, [self.folder + p[len(self.staging):] for p in new])
+        self.discard()
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            left = self._files(self.staging)
+            if left:
+                FileSystems.delete(left)
+            if FileSystems.exists(self.staging):
+                FileSystems.delete([self.staging])
+
+
+def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+    """The output folder, checked before any pipeline runs; its ``staging`` is where the run
+    writes, :meth:`commit` puts it in place, :meth:`discard` removes it after a failure.
+
+    Refused: a folder that holds files, unless ``overwrite`` (then one that
+    holds an input file or the working folder); a file; an unwritable place.
+    """
+    if _is_local(folder):
+        return _LocalOutput(folder, overwrite, inputs)
+    return _RemoteOutput(folder, overwrite, inputs)
+
+
+def _missing_ancestor(path: str) -> str | None:
+    """The topmost folder of ``path`` (itself included) that does not exist yet."""
+    missing = None
+    while path and not os.path.exists(path):
+        missing = path
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 def _existing_ancestor(path: str) -> str | None:
@@ -587,17 +752,41 @@ def _existing_ancestor(path: str) -> str | None:
     return path
 
 
-def remove_output(folder: str, created: bool) -> None:
-    """After a failed run: removes ``folder`` if this run created it, else only the
-    ``beam-temp-*`` folders Beam's file sinks may have left in it."""
-    if not _is_local(folder) or not os.path.isdir(folder):
+@contextlib.contextmanager
+def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[str] = ()):
+    """Yields where to write ``folder`` (None: nothing); puts it in place when the block
+    ends, removes it if the block raises (an interrupt too)."""
+    if not folder:
+        yield None
         return
-    if created:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    for name in os.listdir(folder):
-        if name.startswith("beam-temp-"):
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+    output = prepare_output(folder, overwrite, inputs)
+    try:
+        yield output.staging
+    except BaseException:
+        output.discard()
+        raise
+    try:
+        with _INTERRUPTS.deferred():
+            output.commit()
+    except BaseException:
+        output.discard()
+        raise
+
+
+def run_with_output(job, run: Callable[..., str]) -> str:
+    """``run(job)`` with ``job.staging`` the place to write ``job.output`` (see
+    :func:`written_whole`); ``job.overwrite`` and ``job.inputs`` as in
+    :func:`prepare_output`."""
+    with written_whole(getattr(job, "output", None), getattr(job, "overwrite", False),
+                       getattr(job, "inputs", ())) as staging:
+        job.staging = staging
+        return run(job)
+
+
+def staging_of(job) -> str:
+    """Where the job writes its output: the staging folder when run through
+    :func:`run_with_output`, else ``job.output`` itself."""
+    return (getattr(job, "staging", None) or job.output).rstrip("/")
 
 
 def _write_file(text: str, path: str) -> str:
@@ -750,37 +939,96 @@ def error_message(exc: BaseException) -> str | None:
     return _STEP.sub("", text.strip().splitlines()[0] if text.strip() else text).strip()
 
 
+import signal  # noqa: E402
+import threading  # noqa: E402
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM while a job runs: one line ``interrupted``, exit 128 + signal.
+
+    The first signal is recorded and raised as ``KeyboardInterrupt`` wherever
+    the job is (Beam re-raises it from a step as a ``RuntimeError``, which is
+    why the signal is recorded rather than recognised by the exception's
+    type), and logging stops, so that Beam's ERROR log of the interrupted step
+    and its threads' lines do not follow. Later signals are ignored while the
+    job cleans up. While the output is put in place (:meth:`deferred`) a
+    signal is too late to stop it: the job then completes.
+    """
+
+    def __init__(self):
+        self.signal: int | None = None
+        self._defer = False
+        self._previous: dict = {}
+
+    def __enter__(self):
+        self.signal, self._defer = None, False
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+        logging.disable(logging.NOTSET)
+        return False
+
+    def _handle(self, signum, _frame):
+        if self.signal is not None or self._defer:
+            return
+        self.signal = signum
+        logging.disable(logging.CRITICAL)
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """No interrupt inside the block (putting the output folder in place)."""
+        if self.signal is not None:
+            raise KeyboardInterrupt  # one arrived and was swallowed on the way here
+        self._defer = True
+        try:
+            yield
+        finally:
+            self._defer = False
+
+
+_INTERRUPTS = _Interrupts()
+
+
 def run_job(name: str, argv, prepare: Callable, run: Callable[..., str]) -> int:
-    """Runs a job: one ``error: …`` line and exit code 2 for every expected failure.
+    """Runs a job: one ``error: …`` line and exit code 2 for every expected failure; one
+    line ``interrupted`` and exit 130 (SIGINT) or 143 (SIGTERM) for an interrupt.
 
     Args:
       name: the job's name in progress lines.
       argv: the command line (None: ``sys.argv[1:]``).
       prepare: argv → job; parses and checks everything that can be checked
-        without data, and exposes ``job.output`` (the output folder, or None).
+        without data, and exposes ``job.output`` (the output folder, or None),
+        ``job.overwrite`` and ``job.inputs`` (see :func:`prepare_output`).
         Bad parameters may raise ``ValueError``/``TypeError`` here.
-      run: job → the closing summary line; runs the pipeline(s).
+      run: job → the closing summary line; runs the pipeline(s), writing the
+        output into ``job.staging`` (:func:`staging_of`), which is put in
+        place as ``job.output`` when it returns (:func:`written_whole`).
     """
     configure_progress(name)
-    try:
-        job = prepare(argv)
-    except (ValueError, TypeError) as exc:  # includes UsageError and InputFormatError
-        print(f"error: {error_message(exc) or exc}", file=sys.stderr)
-        return 2
-    output = getattr(job, "output", None)
-    created = False
-    try:
-        if output:
-            created = prepare_output(output)
-        summary = run(job)
-    except Exception as exc:  # noqa: BLE001 - re-raised unless it is an expected failure
-        if output:
-            remove_output(output, created)
-        message = error_message(exc)
-        if message is None:
-            raise
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+    with _INTERRUPTS as interrupts:
+        try:
+            try:
+                job = prepare(argv)
+            except (ValueError, TypeError) as exc:  # includes UsageError, InputFormatError
+                print(f"error: {error_message(exc) or exc}", file=sys.stderr)
+                return 2
+            summary = run_with_output(job, run)
+        except BaseException as exc:  # noqa: BLE001 - re-raised unless expected
+            if interrupts.signal is not None or isinstance(exc, KeyboardInterrupt):
+                print("interrupted", file=sys.stderr, flush=True)
+                return 128 + (interrupts.signal or signal.SIGINT)
+            message = error_message(exc) if isinstance(exc, Exception) else None
+            if message is None:
+                raise
+            print(f"error: {message}", file=sys.stderr)
+            return 2
     if summary:
         print(summary, flush=True)
     return 0

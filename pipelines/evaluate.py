@@ -104,6 +104,7 @@ def build_parser() -> cli.JobArgumentParser:
                         "default it lives in a temporary folder removed at exit")
     g.add_argument(*cli.flags("output"), required=True, metavar="FOLDER",
                    help="local output folder for results.csv, summary.md and utility.png")
+    cli.add_overwrite_argument(g)
     return parser
 
 
@@ -301,6 +302,10 @@ def prepare(argv):
         raise cli.UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
     if "://" in args.output:
         raise cli.UsageError(f"--output must be a local folder, got {args.output!r}")
+    if args.cache_dir and (os.path.abspath(args.cache_dir) + os.sep).startswith(
+            os.path.abspath(args.output) + os.sep):
+        raise cli.UsageError("--cache-dir must not be inside --output: the output folder is "
+                             "written whole and replaced as a whole")
     mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
     if not mechanisms:
@@ -312,7 +317,8 @@ def prepare(argv):
         check_plotting()
     args.files = cli.resolve_input(args, FORMATS)
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
-                           output=args.output)
+                           output=args.output, overwrite=args.overwrite,
+                           inputs=args.files + [args.cache_dir or ""])
 
 
 def run_prepared(job) -> str:
@@ -323,6 +329,7 @@ def run_prepared(job) -> str:
 
 def _evaluate(job, work_dir: str) -> str:
     args, options, budgets, mechanisms = job.args, job.options, job.budgets, job.mechanisms
+    out = cli.staging_of(job)  # put in place as --output when the job ends
     cache_dir = os.path.join(work_dir, "cache")
     if _cache_files(cache_dir):
         cli.progress(f"using the cache in {cache_dir}")
@@ -360,18 +367,18 @@ def _evaluate(job, work_dir: str) -> str:
     fields = ["mechanism", "budget", "trial", "released", "wall_seconds"]
     if frequent is not None:
         fields.append("k_anonymity_coverage")
-    with open(os.path.join(args.output, "results.csv"), "w", newline="", encoding="utf-8") as f:
+    with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     context = {"dataset": args.dataset or os.path.basename(args.input.rstrip("/")),
                "input": args.input, "users": users, "mechanisms": mechanisms,
                "budgets": budgets, "trials": args.trials}
-    write_summary(rows, os.path.join(args.output, "summary.md"), args.k_anonymity, context)
+    write_summary(rows, os.path.join(out, "summary.md"), args.k_anonymity, context)
     written = ["results.csv", "summary.md"]
     if not args.no_plot:
         x_name = "ε" if isinstance(budgets[0], Budget) else "ρ (zCDP)"
-        write_plot(rows, os.path.join(args.output, "utility.png"), x_name,
+        write_plot(rows, os.path.join(out, "utility.png"), x_name,
                    f"Released items vs {x_name} on {context['dataset']} "
                    f"(δ = {args.delta:g})")
         written.append("utility.png")

@@ -177,7 +177,7 @@ def counts_max_items(args) -> int:
     return max(per_level) if isinstance(per_level, list) else per_level
 
 
-def build_pipeline(pipeline, args, transform) -> None:
+def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     # First read the documents: where every record is its own user (see
     # privacy_unit_from_args) the n-grams are extracted from each record's
     # tokens alone, read as such unless the counts or raw statistics need the
@@ -196,7 +196,7 @@ def build_pipeline(pipeline, args, transform) -> None:
     released = extract_input | "Extract" >> transform
     # Finally write them sorted (held and spurious n-grams alike), and the report:
     # per-length and per-level figures of the release, raw figures only if asked.
-    out = args.output.rstrip("/")
+    out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteNgrams" >> WriteReleased(
         f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
     cli.log_written(written, "ngrams")
@@ -247,7 +247,8 @@ def build_pipeline(pipeline, args, transform) -> None:
 
 def prepare(argv):
     args, options, transform = parse_args(argv)
-    return SimpleNamespace(args=args, options=options, transform=transform, output=args.output)
+    return SimpleNamespace(args=args, options=options, transform=transform, output=args.output,
+                           overwrite=args.overwrite, inputs=args.files)
 
 
 def run_prepared(job) -> str:
@@ -258,9 +259,9 @@ def run_prepared(job) -> str:
                  f"{args.method} under {cli.describe_budget(transform.budget)}"
                  + (" (the selection's part)" if args.budget_parts is not None else ""))
     with beam.Pipeline(options=job.options) as pipeline:
-        build_pipeline(pipeline, args, transform)
+        build_pipeline(pipeline, args, transform, cli.staging_of(job))
+    report = cli.read_json(f"{cli.staging_of(job)}/report.json")
     out = args.output.rstrip("/")
-    report = cli.read_json(f"{out}/report.json")
     per_length = ", ".join(f"{n:,} of length {k}"
                            for k, n in report["released_per_length"].items())
     shard = "00000" if args.num_shards == 1 else "*"
@@ -277,7 +278,7 @@ def run_prepared(job) -> str:
 
 def run(argv=None) -> None:
     """Runs the job; raises on bad parameters or records (for library use)."""
-    run_prepared(prepare(argv))
+    cli.run_with_output(prepare(argv), run_prepared)
 
 
 def main(argv=None) -> int:

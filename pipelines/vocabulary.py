@@ -127,8 +127,10 @@ class InputStats(beam.PTransform):
                     items=beam.pvalue.AsSingleton(n_items)))
 
 
-def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectItems:
-    """Adds the job to ``pipeline``: read, select, write items and report."""
+def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
+                   out: str | None = None) -> SelectItems:
+    """Adds the job to ``pipeline``: read, select, write items and report (into ``out``,
+    default ``args.output``)."""
     # First read every row or document as one (user, tokens) record (a pairs
     # file as (user, item) pairs): never one element per token.
     tokenizer = cli.tokenizer_from_args(args)
@@ -153,7 +155,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw
     # counts are opt-in).
-    out = args.output.rstrip("/")
+    out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=".txt", num_shards=args.num_shards)
     cli.log_written(written, "items")
@@ -199,7 +201,8 @@ def counts_max_items(args) -> int:
 def prepare(argv):
     args, options, mechanism, budget = parse_args(argv)
     return SimpleNamespace(args=args, options=options, mechanism=mechanism, budget=budget,
-                           output=args.output)
+                           output=args.output, overwrite=args.overwrite,
+                           inputs=args.files + [args.public_input or ""])
 
 
 def run_prepared(job) -> str:
@@ -209,9 +212,9 @@ def run_prepared(job) -> str:
                  f"({args.input}); releasing items with {mechanism.name} under "
                  f"{cli.describe_budget(job.budget)}")
     with beam.Pipeline(options=job.options) as pipeline:
-        build_pipeline(pipeline, args, mechanism, job.budget)
+        build_pipeline(pipeline, args, mechanism, job.budget, cli.staging_of(job))
+    report = cli.read_json(f"{cli.staging_of(job)}/report.json")
     out = args.output.rstrip("/")
-    report = cli.read_json(f"{out}/report.json")
     shard = "00000" if args.num_shards == 1 else "*"
     shards = f"items-{shard}-of-{args.num_shards:05d}.txt"
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
@@ -226,7 +229,7 @@ def run_prepared(job) -> str:
 
 def run(argv=None) -> None:
     """Runs the job; raises on bad parameters or records (for library use)."""
-    run_prepared(prepare(argv))
+    cli.run_with_output(prepare(argv), run_prepared)
 
 
 def main(argv=None) -> int:

@@ -198,8 +198,8 @@ def test_swap_replaces_a_folder_in_one_step(tmp_path):
 
 def test_remote_output_is_refused_when_it_holds_files_and_renamed_file_by_file(tmp_path):
     final = str(tmp_path / "bucket" / "out")
-    os.makedirs(os.path.join(final, "sub"))
-    with open(os.path.join(final, "sub", "old.txt"), "w") as f:
+    os.makedirs(final)  # (object stores have no folders: only files are moved)
+    with open(os.path.join(final, "old.txt"), "w") as f:
         f.write("old")
     with pytest.raises(cli.UsageError, match="--overwrite"):
         cli._RemoteOutput(final, overwrite=False)
