@@ -604,7 +604,7 @@ class _LocalOutput:
 
     def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
         self.folder, self.overwrite = folder, overwrite
-        self._path = os.path.abspath(folder)
+        self._path = os.path.realpath(folder)  # a symlinked folder: replaced where it is
         if os.path.exists(self._path) and not os.path.isdir(self._path):
             raise UsageError(f"cannot write output {folder!r}: it is a file, not a folder")
         if os.path.isdir(self._path) and os.listdir(self._path):
@@ -631,7 +631,7 @@ class _LocalOutput:
             raise UsageError(f"--overwrite would remove {self.folder}, which holds the working "
                              "folder; choose another --output")
         for f in inputs:
-            if f and _is_local(f) and os.path.abspath(f).startswith(inside):
+            if f and _is_local(f) and os.path.realpath(f).startswith(inside):
                 raise UsageError(f"--output {self.folder} holds the input {f}; --overwrite "
                                  "would remove it: choose another --output")
 
@@ -759,17 +759,19 @@ def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[
     if not folder:
         yield None
         return
-    output = prepare_output(folder, overwrite, inputs)
+    output = None
     try:
+        with _INTERRUPTS.held():  # an interrupt waits until the sibling exists
+            output = prepare_output(folder, overwrite, inputs)
         yield output.staging
-    except BaseException:
-        output.discard()
-        raise
-    try:
-        with _INTERRUPTS.deferred():
+        if _INTERRUPTS.signal is not None:
+            raise KeyboardInterrupt  # one came and was swallowed on the way here
+        with _INTERRUPTS.held(then_raise=False):  # once started, too late to stop
             output.commit()
     except BaseException:
-        output.discard()
+        if output is not None:
+            with _INTERRUPTS.held(then_raise=False):
+                output.discard()
         raise
 
 
@@ -951,17 +953,17 @@ class _Interrupts:
     why the signal is recorded rather than recognised by the exception's
     type), and logging stops, so that Beam's ERROR log of the interrupted step
     and its threads' lines do not follow. Later signals are ignored while the
-    job cleans up. While the output is put in place (:meth:`deferred`) a
+    job cleans up. Once the output is being put in place (:meth:`held`) a
     signal is too late to stop it: the job then completes.
     """
 
     def __init__(self):
         self.signal: int | None = None
-        self._defer = False
+        self._held, self._pending = False, None
         self._previous: dict = {}
 
     def __enter__(self):
-        self.signal, self._defer = None, False
+        self.signal, self._held, self._pending = None, False, None
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -975,22 +977,28 @@ class _Interrupts:
         return False
 
     def _handle(self, signum, _frame):
-        if self.signal is not None or self._defer:
+        if self._held:
+            self._pending = self._pending or signum
             return
+        if self.signal is None:
+            self._interrupt(signum)
+
+    def _interrupt(self, signum):
         self.signal = signum
         logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
-    def deferred(self):
-        """No interrupt inside the block (putting the output folder in place)."""
-        if self.signal is not None:
-            raise KeyboardInterrupt  # one arrived and was swallowed on the way here
-        self._defer = True
+    def held(self, then_raise: bool = True):
+        """A signal inside the block waits until it ends, then interrupts (or, without
+        ``then_raise``, is dropped: the block put the output in place or cleaned up)."""
+        self._held, self._pending = True, None
         try:
             yield
         finally:
-            self._defer = False
+            self._held = False
+        if then_raise and self._pending is not None and self.signal is None:
+            self._interrupt(self._pending)
 
 
 _INTERRUPTS = _Interrupts()
