@@ -607,8 +607,8 @@ class _LocalOutput:
         self._path = os.path.realpath(folder)  # a symlinked folder: replaced where it is
         if os.path.exists(self._path) and not os.path.isdir(self._path):
             raise UsageError(f"cannot write output {folder!r}: it is a file, not a folder")
-        if os.path.isdir(self._path) and os.listdir(self._path):
-            if not overwrite:
+        if os.path.isdir(self._path):
+            if os.listdir(self._path) and not overwrite:
                 _refuse_used(folder)
             self._check_replaceable(inputs)
         parent = os.path.dirname(self._path)
@@ -628,8 +628,8 @@ class _LocalOutput:
     def _check_replaceable(self, inputs: Sequence[str]) -> None:
         inside = self._path.rstrip(os.sep) + os.sep
         if (os.getcwd() + os.sep).startswith(inside):
-            raise UsageError(f"--overwrite would remove {self.folder}, which holds the working "
-                             "folder; choose another --output")
+            raise UsageError(f"--output {self.folder} holds the working folder, which the "
+                             "job would replace; choose another --output")
         for f in inputs:
             if f and _is_local(f) and os.path.realpath(f).startswith(inside):
                 raise UsageError(f"--output {self.folder} holds the input {f}; --overwrite "

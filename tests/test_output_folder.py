@@ -193,6 +193,20 @@ def test_swap_replaces_a_folder_in_one_step(tmp_path):
     assert names(old) == ["a"] and names(new) == ["b"]
 
 
+@pytest.mark.parametrize("exchange", [True, False])
+def test_overwrite_puts_the_new_folder_in_place_whole(tmp_path, monkeypatch, exchange):
+    if not exchange:  # a system without renameat2: two renames, the old folder removed after
+        monkeypatch.setattr(cli, "_swap_folders", lambda a, b: False)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    output = cli.prepare_output(str(out), overwrite=True)
+    (tmp_path / output.staging / "new.txt").write_text("new")
+    assert names(out) == ["old.txt"]  # untouched while the run writes
+    output.commit()
+    assert names(out) == ["new.txt"] and names(tmp_path) == ["out"]
+
+
 # -- remote outputs (gs://…): the same steps through Beam's FileSystems, tried on local paths
 
 
