@@ -645,7 +645,11 @@ class _LocalOutput:
                     return
                 old = _sibling(self._path, ".beam_dpsu-old-")
                 os.rename(self._path, old)
-                os.rename(self.staging, self._path)
+                try:
+                    os.rename(self.staging, self._path)
+                except OSError:
+                    os.rename(old, self._path)  # the old folder back, whole
+                    raise
                 shutil.rmtree(old, ignore_errors=True)
                 return
             os.replace(self.staging, self._path)  # onto a missing or empty folder
@@ -690,14 +694,20 @@ class _RemoteOutput:
             raise UsageError(f"cannot write output {folder!r}: {exc}") from None
         if self._files(self.folder) and not overwrite:
             _refuse_used(folder)
+        inside = [f for f in inputs if f and f.startswith(self.folder + "/")]
+        if inside:
+            raise UsageError(f"--output {folder} holds the input {inside[0]}; choose another "
+                             "--output")
         self.staging = _sibling(self.folder)
 
     @staticmethod
     def _files(prefix: str) -> list[str]:
+        """Every file under ``prefix`` (none when it does not exist)."""
         try:
             return [m.path for m in FileSystems.match([prefix + "/**"])[0].metadata_list]
-        except Exception:  # noqa: BLE001 - Beam raises BeamIOError for "no such prefix"
-            return []
+        except Exception as exc:  # noqa: BLE001 - BeamIOError wraps the store's own error
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UsageError(f"cannot list output {prefix!r}: {first}") from None
 
     def commit(self) -> None:
         old = self._files(self.folder)
@@ -710,7 +720,7 @@ class _RemoteOutput:
         self.discard()
 
     def discard(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # best effort, after a failure already reported
             left = self._files(self.staging)
             if left:
                 FileSystems.delete(left)

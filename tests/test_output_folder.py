@@ -217,6 +217,8 @@ def test_remote_output_is_refused_when_it_holds_files_and_renamed_file_by_file(t
         f.write("old")
     with pytest.raises(cli.UsageError, match="--overwrite"):
         cli._RemoteOutput(final, overwrite=False)
+    with pytest.raises(cli.UsageError, match="holds the input"):
+        cli._RemoteOutput(final, overwrite=True, inputs=[final + "/old.txt"])
     output = cli._RemoteOutput(final, overwrite=True)
     assert os.path.basename(output.staging).startswith(".out.")
     os.makedirs(output.staging, exist_ok=True)
