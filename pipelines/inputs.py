@@ -323,10 +323,11 @@ def open_input(path: str, raw=None):
     return _WholeDecompression(path, raw, compression)
 
 
-def _byte_lines(path: str, stream) -> Iterator[bytes]:
-    """The lines of a binary stream, line ends kept, split where ``io``'s universal
-    newlines split (``\n``, ``\r\n``, ``\r``; UTF-8 holds these bytes only as
-    themselves), so that every line can be decoded, and its number known, alone."""
+def _byte_line_blocks(path: str, stream) -> Iterator[list[bytes]]:
+    """The lines of a binary stream, line ends kept, in blocks of about ``_READ_SIZE``
+    bytes, split where ``io``'s universal newlines split (``\n``, ``\r\n``,
+    ``\r``; UTF-8 holds these bytes only as themselves), so that every line can be
+    decoded, and its number known, alone."""
     pending: list[bytes] = []  # the start of a line not yet ended
     while True:
         try:
@@ -343,15 +344,12 @@ def _byte_lines(path: str, stream) -> Iterator[bytes]:
             pending.append(chunk)  # a long line: joined once, when it ends
             continue
         lines = (b"".join(pending) + chunk if pending else chunk).splitlines(keepends=True)
-        last = lines.pop()
         # An unended last line, or one ending in \r whose \n may be in the next chunk.
-        pending = [last]
-        if last.endswith(b"\n"):
-            lines.append(last)
-            pending = []
-        yield from lines
+        pending = [] if lines[-1].endswith(b"\n") else [lines.pop()]
+        if lines:
+            yield lines
     if pending:
-        yield b"".join(pending)
+        yield [b"".join(pending)]
 
 
 # Leading bytes of files that are not text, for a hint when one is read as text.
@@ -363,21 +361,37 @@ _MAGIC_HINTS = ((b"PK\x03\x04", "it is a zip archive: only --format msnbc reads 
                                       "decompressed"))
 
 
-def _decoded_lines(path: str, stream) -> Iterator[tuple[int, str]]:
-    """(line number, line with its end) for each line of a UTF-8 text stream; a line
-    that is not UTF-8 or holds a NUL byte raises, naming its true number."""
-    for lineno, raw in enumerate(_byte_lines(path, stream), start=1):
+def _decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each line of a UTF-8 text stream, its end kept or
+    stripped; a line that is not UTF-8 or holds a NUL byte raises, naming its
+    true number. (Decoded a block at a time; a failing block is searched.)"""
+    lineno = 0
+    for block in _byte_line_blocks(path, stream):
+        try:
+            if b"\x00" in b"".join(block):
+                raise ValueError("NUL")
+            lines = [raw.decode("utf-8") for raw in block]
+        except ValueError:  # UnicodeDecodeError too: find the line
+            _check_each_line(path, lineno, block)
+            raise
+        if not keep_ends:
+            lines = [line.rstrip("\r\n") for line in lines]
+        yield from zip(range(lineno + 1, lineno + 1 + len(lines)), lines)
+        lineno += len(lines)
+
+
+def _check_each_line(path: str, lineno: int, block: list[bytes]) -> None:
+    for lineno, raw in enumerate(block, start=lineno + 1):
         if b"\x00" in raw:
             raise InputFormatError(f"{path}:{lineno}: the line holds a NUL byte (a binary "
                                    "file?)" + _magic_hint(lineno, raw))
         try:
-            line = raw.decode("utf-8")
+            raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputFormatError(
                 f"{path}:{lineno}: the line is not UTF-8 text (at byte {exc.start + 1} of the "
                 "line; a binary file, or another encoding?)" + _magic_hint(lineno, raw)) \
                 from None
-        yield lineno, line
 
 
 def _magic_hint(lineno: int, raw: bytes) -> str:
@@ -389,8 +403,7 @@ def _magic_hint(lineno: int, raw: bytes) -> str:
 
 
 def _lines(path: str, stream) -> Iterator[tuple[int, str]]:
-    for lineno, line in _decoded_lines(path, stream):
-        yield lineno, line.rstrip("\r\n")
+    return _decoded_lines(path, stream, keep_ends=False)
 
 
 def _looks_like_header(fields: Sequence[str]) -> bool:
@@ -666,11 +679,6 @@ def _msnbc_stream(path: str, stream):
     return archive.open(members[0])
 
 
-# A visit sequence: page category numbers separated by spaces (a trailing one
-# in the UCI file).
-_MSNBC_SEQUENCE = re.compile(r"[ \t]*[0-9]+(?:[ \t]+[0-9]+)*[ \t]*")
-
-
 def _not_msnbc(path: str, lineno: int, line: str) -> InputFormatError:
     stripped = line.lstrip()
     if stripped.startswith("{"):
@@ -702,14 +710,16 @@ def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tupl
                 continue
             else:
                 continue
-        if not line.strip():
+        categories = line.split()
+        if not categories:
             if not seen_data:  # the blank line(s) between header and data
                 continue
             raise InputFormatError(f"{path}:{lineno}: empty visit sequence")
-        if not _MSNBC_SEQUENCE.fullmatch(line):
+        digits = "".join(categories)
+        if not (digits.isascii() and digits.isdigit()):
             raise _not_msnbc(path, lineno, line)
         seen_data = True
-        yield (f"{path}:{lineno}", tuple(line.split())) if ids else line.split()
+        yield (f"{path}:{lineno}", tuple(categories)) if ids else categories
 
 
 def record_parser(fmt: str, user_field: str | None = None, text_field: str | None = None,

@@ -378,3 +378,71 @@ def test_ngrams_job_refuses_a_csv_as_msnbc(tmp_path, capsys):
     assert code == 2
     assert_one_error_line(capsys.readouterr().err, f"{IMDB_2K}:1:", "--format csv")
     assert not out.exists()
+
+
+# -- the line and field scanners agree with io and csv -----------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LINE_BYTES = st.lists(st.sampled_from([b"a", b"b", b"\n", b"\r", b"\r\n", b",", b'"', b" ",
+                                       "é".encode(), b"\x0b", "\u2028".encode()]),
+                      max_size=60).map(b"".join)
+
+
+class ShortReads(io.BytesIO):
+    """A stream giving at most ``size`` bytes a read, as a network file may."""
+
+    def __init__(self, data, size):
+        super().__init__(data)
+        self.size = size
+
+    def read(self, n=-1):
+        return super().read(self.size if n < 0 else min(n, self.size))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=LINE_BYTES, read_size=st.integers(1, 8))
+def test_lines_are_split_as_io_splits_them(data, read_size):
+    # Whatever the reads (chunk boundaries anywhere, a \r\n cut in two), the
+    # lines are those io.TextIOWrapper(newline="") gives, as the old reader's were.
+    expected = list(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline=""))
+    got = list(inputs._decoded_lines("f", ShortReads(data, read_size)))
+    assert got == list(enumerate(expected, start=1))
+
+
+CSV_FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\n\r')), max_size=12)
+
+
+def records_and_scans(text):
+    """csv's rows of ``text``, each with the scanner's fields of the lines it was read from."""
+    import csv
+    lines = inputs._RecordLines("f", io.BytesIO(text.encode()))
+    for row in csv.reader(lines):
+        yield row, inputs._csv_fields(lines.record, lines.record_start), lines.ended
+        lines.next_record()
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.lists(CSV_FIELD, min_size=1, max_size=4), min_size=1, max_size=4),
+       cut=st.integers(0, 200))
+def test_the_field_scanner_agrees_with_the_csv_module(rows, cut):
+    import csv
+    out = io.StringIO()
+    csv.writer(out).writerows(rows)
+    text = out.getvalue()
+    # Written records: as many fields as csv reads, none left open.
+    for row, fields, _ in records_and_scans(text):
+        assert len(fields) == len(row)
+        assert not any(open_ for _, _, open_ in fields)
+    # Cut anywhere: the file ends inside a quoted field exactly when the csv
+    # module (strict) finds an unexpected end of data.
+    cut_text = text[:cut]
+    try:
+        list(csv.reader(io.StringIO(cut_text, newline=""), strict=True))
+        ends_in_quote = False
+    except csv.Error as exc:
+        ends_in_quote = "unexpected end of data" in str(exc)
+    open_at_end = any(ended and fields and fields[-1][2]
+                      for _, fields, ended in records_and_scans(cut_text))
+    assert open_at_end == ends_in_quote
