@@ -492,11 +492,25 @@ class _RecordLines:
         except StopIteration:
             self.ended = True
             raise
-        self.record.append(line)
+        if self.record or line.strip("\r\n"):
+            self.record.append(line)
+        else:  # a blank line between records: csv reads it as an empty row, skipped
+            self.record_start = self.lineno + 1
         return line
 
     def next_record(self):
         self.record, self.record_start = [], self.lineno + 1
+
+    def check_closed(self, path: str) -> None:
+        """After a record: raises if the file ended inside it with a quote still open
+        (csv ends the record there, quote or not)."""
+        if self.ended:
+            fields = _csv_fields(self.record, self.record_start)
+            if fields and fields[-1][2]:
+                raise InputFormatError(
+                    f"{path}:{fields[-1][0]}: a quoted field that begins on this line is "
+                    "never closed (an unterminated quote would read the rest of the file "
+                    "into it)")
 
 
 def _csv_fields(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int, bool]]:
@@ -539,12 +553,6 @@ def _csv_fields(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int,
     return fields
 
 
-def _unterminated_quote(path: str, fields) -> InputFormatError:
-    return InputFormatError(
-        f"{path}:{fields[-1][0]}: a quoted field that begins on this line is never closed "
-        "(an unterminated quote would read the rest of the file into it)")
-
-
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """A headed CSV file → (user, text) per row.
 
@@ -560,10 +568,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
     row_number = 0
     try:
         header = reader.fieldnames or []
-        if lines.ended and header:
-            fields = _csv_fields(lines.record, lines.record_start)
-            if fields and fields[-1][2]:
-                raise _unterminated_quote(path, fields)
+        lines.check_closed(path)
         lines.next_record()
         if not header:
             return  # an empty file: no header, no records
@@ -576,10 +581,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                     f"{path}: the header (line 1, {len(header)} fields) has no field "
                     f"{name!r}{hint}")
         for row_number, row in enumerate(reader, start=1):
-            if lines.ended:  # csv ends a record at the end of the file, quote or not
-                fields = _csv_fields(lines.record, lines.record_start)
-                if fields and fields[-1][2]:
-                    raise _unterminated_quote(path, fields)
+            lines.check_closed(path)
             where = f"{path}:{lines.record_start}: record {row_number}"
             lines.next_record()
             user = f"{path}:{row_number}" if row_is_user else row.get(user_field)

@@ -446,3 +446,12 @@ def test_the_field_scanner_agrees_with_the_csv_module(rows, cut):
     open_at_end = any(ended and fields and fields[-1][2]
                       for _, fields, ended in records_and_scans(cut_text))
     assert open_at_end == ends_in_quote
+
+
+def test_csv_errors_name_the_line_a_record_begins_on_after_blank_lines():
+    body = 'user,text\n\nu1,"a\nb"\n\n\n,"c\nd"\n'
+    with pytest.raises(InputFormatError, match=r"^f.csv:7: record 2: user id field"):
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+    body = 'user,text\n\n\nu1,"never closed\n\n'
+    with pytest.raises(InputFormatError, match=r"^f.csv:4: a quoted field .* never closed"):
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
