@@ -67,7 +67,8 @@ def test_a_whole_compressed_file_is_read_whole(tmp_path, suffix):
     path.write_bytes(COMPRESSORS[suffix](BODY))
     records = read_file(path)
     assert len(records) == 20000
-    assert records[-1] == (f"{path}:20000", f"user20000 read page {20000 * 7919 % 1000} of the site")
+    assert records[-1] == (f"{path}:20000", f"user20000 read page {20000 * 7919 % 1000} of "
+                                            "the site")
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
@@ -455,3 +456,25 @@ def test_csv_errors_name_the_line_a_record_begins_on_after_blank_lines():
     body = 'user,text\n\n\nu1,"never closed\n\n'
     with pytest.raises(InputFormatError, match=r"^f.csv:4: a quoted field .* never closed"):
         list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+
+
+def test_zstd_without_its_module_is_refused_not_misread(tmp_path, monkeypatch):
+    from apache_beam.io.filesystem import CompressionTypes
+    monkeypatch.delitem(inputs._DECOMPRESSORS, CompressionTypes.ZSTD)
+    path = tmp_path / "lines.txt.zst"
+    path.write_bytes(b"\x28\xb5\x2f\xfd anything")
+    with pytest.raises(InputFormatError, match=r"lines.txt.zst: reading zstd files needs the "
+                                               r"zstandard module"):
+        inspect_input([str(path)], "text")
+
+
+def test_the_text_job_names_the_line_of_a_bad_byte(tmp_path, capsys):
+    path = tmp_path / "lines.txt"
+    path.write_bytes(with_bad_byte([f"user {i} writes words\n" for i in range(1, 60001)],
+                                   50002))
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", str(path), "--epsilon", "1", "--delta", "1e-5",
+                            "--output", str(out)])
+    assert code == 2
+    assert_one_error_line(capsys.readouterr().err, f"{path}:50002: the line is not UTF-8")
+    assert not out.exists()
