@@ -195,14 +195,16 @@ class _ZstdMember:
         # Beam's own window limit (2 GiB) for files it writes and reads.
         self._decompressor = zstandard.ZstdDecompressor(
             max_window_size=1 << 31).decompressobj()
-        self._input = b""
+        self._input, self._fed = b"", 0  # input given, and how much of it was fed
         self.needs_input = True
 
     def decompress(self, data: bytes, max_length: int) -> bytes:
-        self._input += data
-        feed, self._input = self._input[:self._FEED], self._input[self._FEED:]
+        if data:
+            self._input, self._fed = self._input[self._fed:] + data, 0
+        feed = self._input[self._fed:self._fed + self._FEED]
+        self._fed += len(feed)
         out = self._decompressor.decompress(feed) if feed else b""
-        self.needs_input = not self._input
+        self.needs_input = self._fed >= len(self._input)
         return out
 
     @property
@@ -211,7 +213,7 @@ class _ZstdMember:
 
     @property
     def unused_data(self) -> bytes:
-        return self._decompressor.unused_data + self._input
+        return self._decompressor.unused_data + self._input[self._fed:]
 
 
 _DECOMPRESSORS = {
@@ -267,7 +269,7 @@ class _WholeDecompression(io.RawIOBase):
                 if not data:
                     if not self._members:
                         raise InputFormatError(
-                            f"{self._path}: the file is empty, which is no {self._name} data "
+                            f"{self._path}: the file is empty, not {self._name} data "
                             "(a compressed file holds at least a header)")
                     return b""
                 self._member, self._input = self._new_member(), data
