@@ -107,12 +107,18 @@ def build_parser() -> cli.JobArgumentParser:
     return parser
 
 
+# The grid's flags for the library's names (cli.FLAG_OF has the single-budget ones).
+GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanisms"}
+
+
 def budgets_from_args(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
         raise cli.UsageError("give exactly one of --epsilons or --rhos")
-    if args.epsilons is not None:
-        return [Budget(e, args.delta) for e in args.epsilons]
-    return [ZCDPBudget(r, args.delta) for r in args.rhos]
+    with cli.flag_errors(**GRID_FLAGS):
+        budgets = ([Budget(e, args.delta) for e in args.epsilons] if args.epsilons is not None
+                   else [ZCDPBudget(r, args.delta) for r in args.rhos])
+    cli.require_selection_delta(args.delta)
+    return budgets
 
 
 def budget_label(budget) -> str:
@@ -305,9 +311,10 @@ def prepare(argv):
                   for name in args.mechanisms.split(",") if name.strip()]
     if not mechanisms:
         raise cli.UsageError("--mechanisms names no mechanism")
-    for budget in budgets:  # calibrate everything before running anything
-        for mechanism in mechanisms:
-            mechanism.calibrate(budget)
+    with cli.flag_errors(**GRID_FLAGS):
+        for budget in budgets:  # calibrate everything before running anything
+            for mechanism in mechanisms:
+                mechanism.calibrate(budget)
     if not args.no_plot:
         check_plotting()
     args.files = cli.resolve_input(args, FORMATS)

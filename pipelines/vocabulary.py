@@ -73,7 +73,8 @@ def parse_args(argv):
     mechanism = cli.mechanism_from_args(args)
     parts = cli.budget_parts_from_args(args, budget)
     # A mechanism/budget mismatch fails before any input is read.
-    mechanism.calibrate(budget if parts is None else parts.selection)
+    with cli.flag_errors():
+        mechanism.calibrate(budget if parts is None else parts.selection)
     cli.check_counts(parts, counts_max_items(args))
     cli.check_num_shards(args)
     if args.public_input and not isinstance(mechanism, configs.GreedyWithoutSampling):

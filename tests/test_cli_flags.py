@@ -132,7 +132,6 @@ VOCABULARY_ERRORS = [
     (["--mechanism", "truncated-geometric", "--rho", "0.1", "--delta", "1e-5"], "--epsilon"),
     (["--mechanism", "truncated-geometric", "--epsilon", "40", "--delta", "1e-15",
       "--max-items-per-user", "1"], "--epsilon"),
-    (["--mechanism", "gw", "--alpha", "0", "--epsilon", "1", "--delta", "0.4"], "--alpha"),
     (["--with-counts", "--counts-share", "1.5", *BUDGET], "--counts-share"),
     (["--with-counts", "--counts-share", "0", *BUDGET], "--counts-share"),
     (["--with-counts", "--counts-max-items-per-user", "0", *BUDGET],
