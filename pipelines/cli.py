@@ -880,7 +880,9 @@ def progress(message: str) -> None:
 
 
 class LogCount(beam.PTransform):
-    """Counts a PCollection and logs ``message.format(n=count)``; returns the count.
+    """Counts a PCollection and logs ``message.format(n=count, s=…)``; returns the count.
+
+    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}").
 
     For released sets only (a round's or a level's release), whose size is a
     DP output: logging it says nothing the release does not.
@@ -894,7 +896,7 @@ class LogCount(beam.PTransform):
         message = self._message
 
         def log(n):
-            logging.getLogger("pipelines").info(message.format(n=n))
+            logging.getLogger("pipelines").info(message.format(n=n, s="" if n == 1 else "s"))
             return n
 
         return (pcoll

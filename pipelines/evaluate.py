@@ -49,6 +49,7 @@ from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.text import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluate"
@@ -361,7 +362,7 @@ def _evaluate(job, work_dir: str) -> str:
                         len(frequent & set(released)) / len(frequent) if frequent else math.nan)
                 rows.append(row)
                 cli.progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
-                             f"trial {trial}/{args.trials}: {len(released):,} items in "
+                             f"trial {trial}/{args.trials}: {plural(len(released), 'item')} in "
                              f"{seconds:.1f} s")
 
     fields = ["mechanism", "budget", "trial", "released", "wall_seconds"]
@@ -382,8 +383,8 @@ def _evaluate(job, work_dir: str) -> str:
                    f"Released items vs {x_name} on {context['dataset']} "
                    f"(δ = {args.delta:g})")
         written.append("utility.png")
-    return (f"evaluated {total} runs ({len(mechanisms)} mechanisms × {len(budgets)} budgets × "
-            f"{args.trials} trials) on {context['dataset']}; wrote {', '.join(written)} to "
+    return (f"evaluated {plural(total, 'run')} ({plural(len(mechanisms), 'mechanism')} × "
+            f"{plural(len(budgets), 'budget')} × {plural(args.trials, 'trial')}) on {context['dataset']}; wrote {', '.join(written)} to "
             f"{args.output}")
 
 

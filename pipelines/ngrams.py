@@ -33,6 +33,7 @@ from beam_dpsu.kgrams import PRUNINGS, kgrams_of  # noqa: E402
 from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.text import plural  # noqa: E402
 from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
@@ -291,7 +292,7 @@ def run_prepared(job) -> str:
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
               if args.with_counts else "")
     budget = transform.budget if args.budget_parts is None else args.budget_parts.total
-    return (f"released {report['released_ngrams']:,} n-grams ({per_length}) with "
+    return (f"released {plural(report['released_ngrams'], 'n-gram')} ({per_length}) with "
             f"{args.method} under {cli.describe_budget(budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
