@@ -72,7 +72,8 @@ tokenize = Tokenizer()
 def a_type(value) -> str:
     """``value``'s type name with its article: "an int", "a str", "an ndarray"."""
     name = type(value).__name__
-    return ("an " if name[:1].lower() in "aeio" else "a ") + name
+    # By sound: "an int", "an ndarray" (en-dee-array), "a uint8", "a str".
+    return ("an " if name.lower().startswith(("a", "e", "i", "o", "nd")) else "a ") + name
 
 
 def plural(n: int, noun: str) -> str:
