@@ -11,7 +11,12 @@ What a new user meets, and where it is handled:
 * Flags (:class:`JobArgumentParser`): no abbreviations; ``--a-b`` and
   ``--a_b`` both accepted (Dataflow Flex Template parameter names cannot hold
   hyphens) but only ``--a-b`` shown in ``--help``; defaults shown; argparse's
-  own errors become one line.
+  own errors become one line; a negative number is a value (``--delta -1e-5``
+  gets the range error) and a flag given twice is an error naming it.
+* Parameters (:func:`flag_errors`): a library ``ValueError`` about a bad
+  parameter is reworded in flags through one mapping (:data:`FLAG_OF`), so an
+  error says ``--max-items-per-user``, never ``max_items_per_user=`` or a
+  ``Budget(...)``.
 * Unknown flags (:func:`parse_job_args`): whatever the job does not know is
   parsed as Beam pipeline options by a parser built from Beam's own option
   classes; anything neither knows is an error naming the flag and the closest
@@ -322,7 +327,16 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
             a.startswith("--default_sdk_harness_log_level") for a in rest)):
         # The DirectRunner's worker processes log at INFO to the console otherwise.
         rest = rest + ["--default_sdk_harness_log_level=WARNING"]
-    options = PipelineOptions(rest)
+    # Beam parses the options again with its own parser, which would read a
+    # negative number (-1e-5) as a flag: give such values as --flag=value.
+    joined = []
+    for arg in rest:
+        if joined and _NEGATIVE_NUMBER.match(arg) and joined[-1].startswith("--") \
+                and "=" not in joined[-1]:
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    options = PipelineOptions(joined)
     runner = options.view_as(StandardOptions).runner
     if runner is not None:
         try:
