@@ -259,8 +259,8 @@ class BudgetAccountant:
             need = sum(getattr(part, f) for part in parts)
             if spent[f] + need > limit * (1 + self._TOLERANCE):
                 raise BudgetExceededError(
-                    f"spending {f}={need!r} in {plural(len(parts), 'part')} would exceed the total "
-                    f"{f}={limit!r} (already spent {spent[f]!r})")
+                    f"spending {f}={need!r} in {plural(len(parts), 'part')} would exceed the "
+                    f"total {f}={limit!r} (already spent {spent[f]!r})")
         self._spent.extend(parts)
         return parts
 

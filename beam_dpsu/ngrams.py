@@ -331,7 +331,8 @@ def _level_logger(name: str | None, k: int, max_n: int):
         return lambda n: None
 
     def log(n: int) -> None:
-        logging.getLogger(name).info(f"DPNE level {k} of {max_n}: released {plural(n, f'{k}-gram')}")
+        logging.getLogger(name).info(
+            f"DPNE level {k} of {max_n}: released {plural(n, f'{k}-gram')}")
 
     return log
 

@@ -384,8 +384,8 @@ def _evaluate(job, work_dir: str) -> str:
                    f"(δ = {args.delta:g})")
         written.append("utility.png")
     return (f"evaluated {plural(total, 'run')} ({plural(len(mechanisms), 'mechanism')} × "
-            f"{plural(len(budgets), 'budget')} × {plural(args.trials, 'trial')}) on {context['dataset']}; wrote {', '.join(written)} to "
-            f"{args.output}")
+            f"{plural(len(budgets), 'budget')} × {plural(args.trials, 'trial')}) on "
+            f"{context['dataset']}; wrote {', '.join(written)} to {args.output}")
 
 
 def main(argv=None) -> int:
