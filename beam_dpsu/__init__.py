@@ -11,6 +11,9 @@ data held by users, under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
         released = pairs | beam_dpsu.SelectItems(
             beam_dpsu.WeightedGaussian(max_items_per_user=100),
             beam_dpsu.ZCDPBudget(rho=0.1, delta=1e-5))
+
+Free text becomes items with ``beam_dpsu.tokenize`` (or a
+``beam_dpsu.Tokenizer(lowercase=False, ...)`` of your own).
 """
 
 __version__ = "0.1.0"
@@ -45,6 +48,7 @@ from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.ngrams import ExtractNgrams  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
+from beam_dpsu.text import Tokenizer, Tokens, tokenize  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError, require_global_window  # noqa: E402
 from beam_dpsu.counts import (  # noqa: E402
     CountReleased,
@@ -80,6 +84,9 @@ __all__ = [
     "ExtractNgrams",
     "WriteReleased",
     "NoisyThreshold",
+    "Tokenizer",
+    "Tokens",
+    "tokenize",
     "NonGlobalWindowError",
     "require_global_window",
     "DiscreteGaussian",

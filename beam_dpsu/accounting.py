@@ -20,6 +20,8 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, special
 
+from beam_dpsu.text import a_type, plural
+
 __all__ = [
     "Budget",
     "ZCDPBudget",
@@ -234,7 +236,7 @@ class BudgetAccountant:
         """Records ``part`` as spent and returns it; raises if it does not fit."""
         if type(part) is not type(self.total):
             raise TypeError(
-                f"cannot spend a {type(part).__name__} from a {type(self.total).__name__} total")
+                f"cannot spend {a_type(part)} from {a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
@@ -249,16 +251,16 @@ class BudgetAccountant:
         """Spends every part, or none of them if together they do not fit."""
         for part in parts:
             if type(part) is not type(self.total):
-                raise TypeError(f"cannot spend a {type(part).__name__} from a "
-                                f"{type(self.total).__name__} total")
+                raise TypeError(f"cannot spend {a_type(part)} from "
+                                f"{a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
             need = sum(getattr(part, f) for part in parts)
             if spent[f] + need > limit * (1 + self._TOLERANCE):
                 raise BudgetExceededError(
-                    f"spending {f}={need!r} in {len(parts)} parts would exceed the total "
-                    f"{f}={limit!r} (already spent {spent[f]!r})")
+                    f"spending {f}={need!r} in {plural(len(parts), 'part')} would exceed the "
+                    f"total {f}={limit!r} (already spent {spent[f]!r})")
         self._spent.extend(parts)
         return parts
 

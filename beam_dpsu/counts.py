@@ -45,6 +45,7 @@ from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEac
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
+from beam_dpsu.text import a_type
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import require_global_window
 
@@ -190,12 +191,12 @@ def check_ngram_pair(record):
     """
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else f"a {type(record).__name__}")
+                 else f"{a_type(record)}")
         raise InvalidRecordError(f"expected a (user_id, n-gram) pair, got {shape}")
     gram = record[1]
     if not _is_ngram(gram):
         raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "
-                                 f"non-empty str, got a {type(gram).__name__}")
+                                 f"non-empty str, got {a_type(gram)}")
     user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
     return user_id, tuple(str(token) for token in gram)
 
@@ -220,7 +221,7 @@ def _released_item(item, ngrams: bool):
                                      "text items with CountReleased(..., ngrams=False)")
         return str(item) if isinstance(item, str) else bytes(item)
     raise InvalidRecordError(f"released items must be str, bytes or n-grams (tuples of str), "
-                             f"got a {type(item).__name__}")
+                             f"got {a_type(item)}")
 
 
 class _KeepReleasedFn(beam.DoFn):

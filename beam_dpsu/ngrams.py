@@ -47,6 +47,7 @@ from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, ga
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
+from beam_dpsu.text import a_type, plural
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
@@ -81,7 +82,7 @@ def _checked_tokens(tokens, where: str) -> tuple:
         if not isinstance(t, str) or not t:
             raise InvalidRecordError(
                 f"token {position} of {where} must be a non-empty str, got "
-                + ("an empty str" if isinstance(t, str) else f"a {type(t).__name__}"))
+                + ("an empty str" if isinstance(t, str) else f"{a_type(t)}"))
         # Released n-grams are written as tokens joined by a space: a token
         # with whitespace would make ("new york",) and ("new", "york") one line.
         if any(c.isspace() for c in t):
@@ -104,7 +105,7 @@ def check_document(record):
             return record
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else f"a {type(record).__name__}")
+                 else f"{a_type(record)}")
         raise InvalidRecordError(f"expected a (user_id, tokens) document, got {shape}")
     user_id, tokens = record
     if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
@@ -113,7 +114,7 @@ def check_document(record):
     user_id = canonical_user_id(user_id, "(user_id, tokens) document")
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
         raise InvalidRecordError(
-            f"tokens (field 1) must be a sequence of str, got a {type(tokens).__name__}")
+            f"tokens (field 1) must be a sequence of str, got {a_type(tokens)}")
     return user_id, _checked_tokens(tokens, "a document (field 1)")
 
 
@@ -144,7 +145,7 @@ def element_tokens(element) -> tuple:
         elif isinstance(element, (str, bytes)):
             hint = "; tokenise the text into a list of tokens first"
         raise InvalidRecordError("with privacy_unit='element' each element must be a list of "
-                                 f"one person's tokens, got a {type(element).__name__}{hint}")
+                                 f"one person's tokens, got {a_type(element)}{hint}")
     return _checked_tokens(element, "an element")
 
 
@@ -330,7 +331,8 @@ def _level_logger(name: str | None, k: int, max_n: int):
         return lambda n: None
 
     def log(n: int) -> None:
-        logging.getLogger(name).info(f"DPNE level {k} of {max_n}: released {n:,} {k}-grams")
+        logging.getLogger(name).info(
+            f"DPNE level {k} of {max_n}: released {plural(n, f'{k}-gram')}")
 
     return log
 

@@ -61,6 +61,7 @@ from beam_dpsu.histograms import merge_histograms, split_by_shard
 from beam_dpsu.noise import canonical_bytes, check_seed, random_id128, stable_hash64
 from beam_dpsu.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
     policy_weights
+from beam_dpsu.text import a_type
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import in_global_window, require_global_window
 
@@ -487,7 +488,7 @@ class _TopItemsFn(beam.DoFn):
 def _check_public_count(record):
     # Public data, but the message still names only the shape and the field.
     if not isinstance(record, tuple) or len(record) != 2:
-        raise ValueError("public counts must be (item, count) pairs, got a "
-                         f"{type(record).__name__}")
+        raise ValueError("public counts must be (item, count) pairs, got "
+                         f"{a_type(record)}")
     check_public_count(record[1])
     return record

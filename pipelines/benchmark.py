@@ -71,7 +71,7 @@ def build_parser() -> cli.JobArgumentParser:
             f"{PROG} --job ngrams --before /tmp/before -- --input "
             "../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 --epsilon 1 "
             "--delta 1e-7",
-        ])
+        ], beam_options=False)
     g = parser.add_argument_group("benchmark")
     g.add_argument(*cli.flags("job"), choices=JOBS, default="vocabulary",
                    help="the job to time")

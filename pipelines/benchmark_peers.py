@@ -94,7 +94,9 @@ def prepare(argv):
     except ImportError:
         raise cli.UsageError("this benchmark needs PipelineDP: pip install -e '.[bench]'") \
             from None
-    budget = Budget(args.epsilon, args.delta)
+    with cli.flag_errors():
+        budget = Budget(args.epsilon, args.delta)
+    cli.require_selection_delta(budget.delta)
     args.max_items_per_user = args.max_items_per_user or 100
     strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
     unknown = set(strategies) - set(PEER_STRATEGIES)
@@ -103,8 +105,9 @@ def prepare(argv):
                              f"{list(PEER_STRATEGIES)}")
     mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
-    for mechanism in mechanisms:
-        mechanism.calibrate(budget)
+    with cli.flag_errors(mechanism="--mechanisms"):
+        for mechanism in mechanisms:
+            mechanism.calibrate(budget)
     args.files = cli.resolve_input(args, FORMATS)
     return SimpleNamespace(args=args, options=options, budget=budget, strategies=strategies,
                            mechanisms=mechanisms, output=None)

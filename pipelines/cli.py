@@ -11,7 +11,12 @@ What a new user meets, and where it is handled:
 * Flags (:class:`JobArgumentParser`): no abbreviations; ``--a-b`` and
   ``--a_b`` both accepted (Dataflow Flex Template parameter names cannot hold
   hyphens) but only ``--a-b`` shown in ``--help``; defaults shown; argparse's
-  own errors become one line.
+  own errors become one line; a negative number is a value (``--delta -1e-5``
+  gets the range error) and a flag given twice is an error naming it.
+* Parameters (:func:`flag_errors`): a library ``ValueError`` about a bad
+  parameter is reworded in flags through one mapping (:data:`FLAG_OF`), so an
+  error says ``--max-items-per-user``, never ``max_items_per_user=`` or a
+  ``Budget(...)``.
 * Unknown flags (:func:`parse_job_args`): whatever the job does not know is
   parsed as Beam pipeline options by a parser built from Beam's own option
   classes; anything neither knows is an error naming the flag and the closest
@@ -65,7 +70,7 @@ from apache_beam.options.pipeline_options import (PipelineOptions,  # noqa: E402
                                                   StandardOptions, _BeamArgumentParser)
 from apache_beam.runners.runner import create_runner  # noqa: E402
 
-from beam_dpsu import configs  # noqa: E402
+from beam_dpsu import configs, noise  # noqa: E402
 from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.bounding import InvalidRecordError  # noqa: E402
 from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
@@ -122,8 +127,18 @@ def boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _fill(text: str, width: int = 88) -> str:
+    """``textwrap.fill`` that never breaks a flag (``--keep-case``) at its hyphens."""
+    return textwrap.fill(text, width=width, break_on_hyphens=False)
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """One spelling per flag, defaults shown, examples (the epilog) kept as written."""
+
+    def _split_lines(self, text, width):
+        # argparse's own wrapping breaks at hyphens: "--keep-" / "case".
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False)
 
     def _format_action_invocation(self, action):
         shown = [s for s in action.option_strings
@@ -156,23 +171,99 @@ def _wrap_command(command: str, width: int = 86) -> str:
     return "\n".join(lines + [line])
 
 
-class JobArgumentParser(argparse.ArgumentParser):
+# A value that starts with "-" but is a number (or a comma-separated list of
+# them, e.g. --epsilons -1,2): argparse's own pattern misses -1e-5, -.5e-2 and
+# -inf and would read them as flags ("expected one argument").
+_NUMBER = r"(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)"
+_NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:,\s*-?{_NUMBER})*$", re.IGNORECASE)
+
+
+def _shown_flag(action) -> str:
+    """The spelling ``--help`` shows (``--a-b``, not ``--a_b``)."""
+    return next((s for s in action.option_strings if s.startswith("--")),
+                action.option_strings[0])
+
+
+class _GivenOnce:
+    """An action that refuses its flag a second time in one command line, where
+    argparse would let the last value win silently (``--epsilon 1 --epsilon 2``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = parser.__dict__.setdefault("_given_flags", set())
+        if self.dest in given:
+            parser.error(f"{_shown_flag(self)} is given more than once: give each flag once")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _StoreOnce(_GivenOnce, argparse._StoreAction):
+    pass
+
+
+class _StoreConstOnce(_GivenOnce, argparse._StoreConstAction):
+    pass
+
+
+class _StoreTrueOnce(_GivenOnce, argparse._StoreTrueAction):
+    pass
+
+
+class _StoreFalseOnce(_GivenOnce, argparse._StoreFalseAction):
+    pass
+
+
+class _StrictValues:
+    """Parser mixin: negative numbers are values, single-valued flags are given once
+    (list-valued ones, action="append", may repeat)."""
+
+    def _strict_values(self):
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+        for name, action in ((None, _StoreOnce), ("store", _StoreOnce),
+                             ("store_const", _StoreConstOnce), ("store_true", _StoreTrueOnce),
+                             ("store_false", _StoreFalseOnce)):
+            self.register("action", name, action)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given_flags = set()  # one command line at a time
+        return super().parse_known_args(args, namespace)
+
+
+class JobArgumentParser(_StrictValues, argparse.ArgumentParser):
     """The jobs' argument parser: no abbreviations, errors as :class:`UsageError`.
+
+    Negative numbers are values (``--delta -1e-5`` gets the range error), and
+    a flag given twice is an error naming it.
 
     Args:
       prog: e.g. ``"python -m pipelines.vocabulary"``.
       description: what the job does, in a sentence or two.
       examples: command lines shown under "examples:" at the end of ``--help``.
+      beam_options: whether other flags are Beam pipeline options (the help says so).
     """
 
-    def __init__(self, prog: str, description: str, examples: Sequence[str] = ()):
-        epilog = "examples:\n" + "\n\n".join(_wrap_command(e) for e in examples) + "\n\n"
-        epilog += textwrap.fill(
-            "Flags are also accepted with underscores (--max_items_per_user). Any other flag "
-            "must be a Beam pipeline option: --runner, --direct_num_workers N (local "
-            "parallelism), --project, --region, --temp_location, …", width=88)
-        super().__init__(prog=prog, description=textwrap.fill(description, width=88),
-                         epilog=epilog, formatter_class=HelpFormatter, allow_abbrev=False)
+    def __init__(self, prog: str, description: str, examples: Sequence[str] = (),
+                 beam_options: bool = True):
+        self._examples = "examples:\n" + "\n\n".join(_wrap_command(e) for e in examples)
+        self._beam_options = beam_options
+        super().__init__(prog=prog, description=_fill(description),
+                         formatter_class=HelpFormatter, allow_abbrev=False)
+        self._strict_values()
+
+    def format_help(self):
+        # The epilog names flags of this parser only, so it is written when shown.
+        underscored = [s for a in self._actions for s in a.option_strings
+                       if s.startswith("--") and "_" in s]
+        example = ("--max_items_per_user" if "--max_items_per_user" in underscored
+                   else next(iter(underscored), None))
+        notes = []
+        if example:
+            notes.append(f"Flags are also accepted with underscores ({example}).")
+        if self._beam_options:
+            notes.append("Any other flag must be a Beam pipeline option: --runner, "
+                         "--direct_num_workers N (local parallelism), --project, --region, "
+                         "--temp_location, …")
+        self.epilog = self._examples + ("\n\n" + _fill(" ".join(notes)) if notes else "")
+        return super().format_help()
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
@@ -184,11 +275,12 @@ class JobArgumentParser(argparse.ArgumentParser):
                                                       in a.option_strings)})
 
 
-class _BeamOptionsParser(_BeamArgumentParser):
+class _BeamOptionsParser(_StrictValues, _BeamArgumentParser):
     """Beam's own option parser (every registered ``PipelineOptions`` class), strict."""
 
     def __init__(self):
         super().__init__(allow_abbrev=False, add_help=False)
+        self._strict_values()
         seen = set()
         for cls in PipelineOptions.__subclasses__():
             if cls.__name__ not in seen:
@@ -239,7 +331,16 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
             a.startswith("--default_sdk_harness_log_level") for a in rest)):
         # The DirectRunner's worker processes log at INFO to the console otherwise.
         rest = rest + ["--default_sdk_harness_log_level=WARNING"]
-    options = PipelineOptions(rest)
+    # Beam parses the options again with its own parser, which would read a
+    # negative number (-1e-5) as a flag: give such values as --flag=value.
+    joined = []
+    for arg in rest:
+        if joined and _NEGATIVE_NUMBER.match(arg) and joined[-1].startswith("--") \
+                and "=" not in joined[-1]:
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    options = PipelineOptions(joined)
     runner = options.view_as(StandardOptions).runner
     if runner is not None:
         try:
@@ -247,6 +348,78 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
         except (ValueError, ImportError) as exc:
             raise UsageError(f"--runner {runner}: {str(exc).split('. ')[0]}") from None
     return args, options
+
+
+# -- library errors in the jobs' words ---------------------------------------------------
+
+# The library's parameter names and the flags that set them, in one place: a
+# library ValueError that reaches a job's error line is worded in flags
+# (:func:`flag_errors`); the library's own messages stay as they are.
+FLAG_OF = {
+    "epsilon": "--epsilon", "delta": "--delta", "rho": "--rho",
+    "mechanism": "--mechanism", "max_items_per_user": "--max-items-per-user",
+    "rounds": "--rounds", "ratio": "--ratio", "removal": "--sips-removal",
+    "alpha": "--alpha", "shards": "--shards", "hot_key_fanout": "--hot-key-fanout",
+    "counts_share": "--counts-share", "num_shards": "--num-shards", "seed": "--seed",
+    "max_n": "--max-n", "eta": "--eta", "decay": "--noise-decay",
+    "noise_schedule": "--noise-decay", "pruning": "--pruning", "level1": "--level1",
+}
+_BUDGET_DICT = re.compile(r"\{'type': '[\w-]+'((?:, '\w+': [^,}]+)+)\}")
+_BUDGET_REPR = re.compile(r"\b(?:ZCDP)?Budget\(((?:\w+=[^,)]+(?:, )?)+)\)")
+_BUDGET_TYPE = re.compile(r"\b(?:an? )?(?:ZCDP)?Budget\((\w+), (\w+)\)")
+_NAME_LIST = re.compile(r"\[('\w+'(?:, '\w+')*)\]")
+
+
+def _number(text: str) -> str:
+    try:
+        return f"{float(text):g}"
+    except ValueError:
+        return text
+
+
+def in_flags(message: str, flag_of: dict | None = None) -> str:
+    """A library message in the words of the command line: parameter names as
+    flags (where they name the parameter: at the start, before ``must``/``needs``/
+    ``=``, after raise/lower/give), budget reprs and dicts as flags with values."""
+    names = FLAG_OF if flag_of is None else flag_of
+
+    def pairs(text, pattern):
+        out = []
+        for name, value in re.findall(pattern, text):
+            if name in names:
+                out.append(f"{names[name]} {_number(value.strip().strip(chr(39)))}")
+        return " ".join(out)
+
+    message = _BUDGET_DICT.sub(lambda m: pairs(m.group(1), r"'(\w+)': ([^,]+)"), message)
+    message = _BUDGET_REPR.sub(lambda m: pairs(m.group(1), r"(\w+)=([^,]+)"), message)
+    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups()),
+                               message)
+    message = _NAME_LIST.sub(
+        lambda m: (", ".join(names[n.strip("'")] for n in m.group(1).split(", "))
+                   if all(n.strip("'") in names for n in m.group(1).split(", "))
+                   else m.group(0)), message)
+    for name in sorted(names, key=len, reverse=True):
+        flag = names[name]
+        # mechanism 'sips' → --mechanism sips; name=value / name = value → flag value
+        message = re.sub(rf"(?<![\w-]){name} '([^']*)'", rf"{flag} \1", message)
+        message = re.sub(rf"(?<![\w-]){name} ?= ?(?!=)", f"{flag} ", message)
+        message = re.sub(rf"^{name}\b|(?<![\w-]){name}(?= (?:must|needs)\b)"
+                         rf"|(?<=raise ){name}\b|(?<=lower ){name}\b|(?<=give ){name}\b",
+                         flag, message)
+    return message
+
+
+@contextlib.contextmanager
+def flag_errors(**flag_of):
+    """Library ``ValueError``/``TypeError`` raised inside become :class:`UsageError` in
+    flags (:func:`in_flags`); ``flag_of`` overrides :data:`FLAG_OF` for this call
+    (e.g. ``max_items_per_user="--counts-max-items-per-user"``)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, _CLEAN_ERRORS):
+            raise
+        raise UsageError(in_flags(str(exc), {**FLAG_OF, **flag_of})) from None
 
 
 # -- argument groups ---------------------------------------------------------------------
@@ -294,8 +467,8 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     g.add_argument(*flags("max-items-per-user"), type=int, metavar="N",
                    help="Δ0, the contribution bound: how many distinct items of each user are "
                         "kept before anything is counted, sampled uniformly (default: 100) or, "
-                        "for gw, the user's most frequent ones (default: 30; 300 with "
-                        "--public-input)")
+                        "for gw, the user's most frequent ones (default: 30"
+                        + ("; 300 with --public-input)" if public_input else ")"))
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3)")
     g.add_argument(*flags("ratio"), type=float, metavar="R",
@@ -423,6 +596,10 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     skip = getattr(args, "skip_header_lines", 0) or 0
     if skip < 0:
         raise UsageError(f"--skip-header-lines must be >= 0, got {skip}")
+    if skip and args.format not in ("pairs", "text"):
+        # A csv/jsonl header names the fields; msnbc skips its own header.
+        raise UsageError(f"--skip-header-lines applies to --format pairs or text, not "
+                         f"{args.format}")
     inspect_input(files, args.format, args.user_field, args.text_field, skip)
     return files
 
@@ -446,13 +623,15 @@ def budget_parts_from_args(args, budget) -> SelectionAndCountsBudget | None:
             raise UsageError("--counts-share and --counts-max-items-per-user need --with-counts")
         return None
     share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
-    return split_selection_and_counts(budget, share)
+    with flag_errors():
+        return split_selection_and_counts(budget, share)
 
 
 def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int) -> None:
     """The counts' calibration, computed now so a bad Δ0 fails before anything runs."""
     if parts is not None:
-        count_calibration(parts.counts, max_items_per_user)
+        with flag_errors(max_items_per_user="--counts-max-items-per-user"):
+            count_calibration(parts.counts, max_items_per_user)
 
 
 def count_line(item_count) -> str:
@@ -505,11 +684,24 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
 
 
 def budget_from_args(args) -> Budget | ZCDPBudget:
+    """The job's budget from --epsilon or --rho and --delta (and --seed checked)."""
     if (args.epsilon is None) == (args.rho is None):
         raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
-    if args.epsilon is not None:
-        return Budget(args.epsilon, args.delta)
-    return ZCDPBudget(args.rho, args.delta)
+    with flag_errors():
+        budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
+                  else ZCDPBudget(args.rho, args.delta))
+        noise.check_seed(getattr(args, "seed", None))
+    require_selection_delta(budget.delta)
+    return budget
+
+
+def require_selection_delta(delta: float) -> None:
+    """Every job selects items, which is never pure DP: --delta 0 is refused here, in
+    flags (the library would name the selection's share of the budget)."""
+    if delta <= 0:
+        raise UsageError(f"--delta must be > 0, got {delta:g}: selecting items is never pure "
+                         "differential privacy (an item held by one user is released with "
+                         "probability at most δ)")
 
 
 def describe_budget(budget) -> str:
@@ -530,7 +722,11 @@ def tokenizer_from_args(args) -> Tokenizer:
 def mechanism_from_args(args, name: str | None = None,
                         ignore_unused: bool = False) -> configs.MechanismConfig:
     """The mechanism config named ``name`` (default: --mechanism) with the flags it takes."""
+    flag_of = {} if name is None else {"mechanism": "--mechanisms"}  # one of several
     name = (name or args.mechanism).strip()
+    fanout = getattr(args, "hot_key_fanout", None)
+    if fanout is not None and fanout < 1:
+        raise UsageError(f"--hot-key-fanout must be >= 1, got {fanout}")
     if name not in configs.MECHANISMS:
         close = difflib.get_close_matches(name, list(configs.MECHANISMS), n=2, cutoff=0.6)
         try:
@@ -538,11 +734,12 @@ def mechanism_from_args(args, name: str | None = None,
         except ValueError as exc:
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise UsageError(f"{exc}{hint}") from None
-    return configs.mechanism_from_name(
-        name, ignore_unused, max_items_per_user=args.max_items_per_user,
-        rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
-        removal=getattr(args, "sips_removal", None), alpha=getattr(args, "alpha", None),
-        shards=getattr(args, "shards", None))
+    with flag_errors(**flag_of):
+        return configs.mechanism_from_name(
+            name, ignore_unused, max_items_per_user=args.max_items_per_user,
+            rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
+            removal=getattr(args, "sips_removal", None), alpha=getattr(args, "alpha", None),
+            shards=getattr(args, "shards", None))
 
 
 def check_num_shards(args) -> None:
@@ -898,7 +1095,9 @@ def progress(message: str) -> None:
 
 
 class LogCount(beam.PTransform):
-    """Counts a PCollection and logs ``message.format(n=count)``; returns the count.
+    """Counts a PCollection and logs ``message.format(n=count, s=…)``; returns the count.
+
+    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}").
 
     For released sets only (a round's or a level's release), whose size is a
     DP output: logging it says nothing the release does not.
@@ -912,7 +1111,7 @@ class LogCount(beam.PTransform):
         message = self._message
 
         def log(n):
-            logging.getLogger("pipelines").info(message.format(n=n))
+            logging.getLogger("pipelines").info(message.format(n=n, s="" if n == 1 else "s"))
             return n
 
         return (pcoll

@@ -49,6 +49,7 @@ from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.text import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluate"
@@ -108,12 +109,18 @@ def build_parser() -> cli.JobArgumentParser:
     return parser
 
 
+# The grid's flags for the library's names (cli.FLAG_OF has the single-budget ones).
+GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanisms"}
+
+
 def budgets_from_args(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
         raise cli.UsageError("give exactly one of --epsilons or --rhos")
-    if args.epsilons is not None:
-        return [Budget(e, args.delta) for e in args.epsilons]
-    return [ZCDPBudget(r, args.delta) for r in args.rhos]
+    with cli.flag_errors(**GRID_FLAGS):
+        budgets = ([Budget(e, args.delta) for e in args.epsilons] if args.epsilons is not None
+                   else [ZCDPBudget(r, args.delta) for r in args.rhos])
+    cli.require_selection_delta(args.delta)
+    return budgets
 
 
 def budget_label(budget) -> str:
@@ -310,9 +317,10 @@ def prepare(argv):
                   for name in args.mechanisms.split(",") if name.strip()]
     if not mechanisms:
         raise cli.UsageError("--mechanisms names no mechanism")
-    for budget in budgets:  # calibrate everything before running anything
-        for mechanism in mechanisms:
-            mechanism.calibrate(budget)
+    with cli.flag_errors(**GRID_FLAGS):
+        for budget in budgets:  # calibrate everything before running anything
+            for mechanism in mechanisms:
+                mechanism.calibrate(budget)
     if not args.no_plot:
         check_plotting()
     args.files = cli.resolve_input(args, FORMATS)
@@ -361,7 +369,7 @@ def _evaluate(job, work_dir: str) -> str:
                         len(frequent & set(released)) / len(frequent) if frequent else math.nan)
                 rows.append(row)
                 cli.progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
-                             f"trial {trial}/{args.trials}: {len(released):,} items in "
+                             f"trial {trial}/{args.trials}: {plural(len(released), 'item')} in "
                              f"{seconds:.1f} s")
 
     fields = ["mechanism", "budget", "trial", "released", "wall_seconds"]
@@ -382,9 +390,9 @@ def _evaluate(job, work_dir: str) -> str:
                    f"Released items vs {x_name} on {context['dataset']} "
                    f"(δ = {args.delta:g})")
         written.append("utility.png")
-    return (f"evaluated {total} runs ({len(mechanisms)} mechanisms × {len(budgets)} budgets × "
-            f"{args.trials} trials) on {context['dataset']}; wrote {', '.join(written)} to "
-            f"{args.output}")
+    return (f"evaluated {plural(total, 'run')} ({plural(len(mechanisms), 'mechanism')} × "
+            f"{plural(len(budgets), 'budget')} × {plural(args.trials, 'trial')}) on "
+            f"{context['dataset']}; wrote {', '.join(written)} to {args.output}")
 
 
 def main(argv=None) -> int:

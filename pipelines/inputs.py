@@ -57,7 +57,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_dpsu.text import Tokenizer
+from beam_dpsu.text import Tokenizer, a_type, plural
 
 try:  # what Beam reads .zst with; without it .zst files are refused, not misread
     import zstandard
@@ -624,12 +624,12 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
                                    "or empty")
         if isinstance(user, bool) or not isinstance(user, (str, int)):
             raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} must be a "
-                                   f"string or an integer, got a {type(user).__name__}")
+                                   f"string or an integer, got {a_type(user)}")
         if value is None:
             raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} is missing")
         if not isinstance(value, str):
             raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} must be a "
-                                   f"string, got a {type(value).__name__}")
+                                   f"string, got {a_type(value)}")
         yield str(user), value
 
 
@@ -796,7 +796,7 @@ class _ParseFileFn(beam.DoFn):
         finally:
             stream.close()
         if self._log_records:
-            _LOG.info(f"read {n:,} records from {path} (non-private count)")
+            _LOG.info(f"read {plural(n, 'record')} from {path} (non-private count)")
 
 
 class _ReadFiles(beam.PTransform):

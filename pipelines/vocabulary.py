@@ -32,6 +32,7 @@ from beam_dpsu import configs  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.text import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems, items_of  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
@@ -73,7 +74,8 @@ def parse_args(argv):
     mechanism = cli.mechanism_from_args(args)
     parts = cli.budget_parts_from_args(args, budget)
     # A mechanism/budget mismatch fails before any input is read.
-    mechanism.calibrate(budget if parts is None else parts.selection)
+    with cli.flag_errors():
+        mechanism.calibrate(budget if parts is None else parts.selection)
     cli.check_counts(parts, counts_max_items(args))
     cli.check_num_shards(args)
     if args.public_input and not isinstance(mechanism, configs.GreedyWithoutSampling):
@@ -165,11 +167,11 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                                      args.seed, out, args.num_shards,
                                      privacy_unit=privacy_unit)
     released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
-        f"{mechanism.name}: released {{n:,}} items")}
+        f"{mechanism.name}: released {{n:,}} item{{s}}")}
     rounds = len(select.released_by_stage)
     for i, (stage, pcoll) in enumerate(select.released_by_stage.items(), start=1):
         released_counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
-            f"SIPS round {i} of {rounds}: released {{n:,}} items")
+            f"SIPS round {i} of {rounds}: released {{n:,}} item{{s}}")
     static = cli.with_counts_report(select.report, parts, counter)
 
     def assemble(_, released_items, stats=None, **by_stage):
@@ -220,7 +222,7 @@ def run_prepared(job) -> str:
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
               if args.with_counts else "")
     released = report["released_items"]
-    return (f"released {released:,} items with {mechanism.name} under "
+    return (f"released {plural(released, 'item')} with {mechanism.name} under "
             f"{cli.describe_budget(job.budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"

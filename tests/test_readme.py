@@ -71,3 +71,31 @@ def test_readme_counts_example_runs(capsys):
     # Both items are released (300 holders each) and counted once each.
     counted = [line for line in out.splitlines() if line.startswith("(")]
     assert sorted(line.split(",")[0] for line in counted) == ["('cat'", "('dog'"]
+
+
+def test_tokenize_is_shown_and_reachable_from_the_top_level():
+    # README's tokenize is the package's: importable as written, and named so.
+    import beam_dpsu
+    from beam_dpsu import Tokenizer, Tokens, tokenize
+    assert tokenize is beam_dpsu.tokenize and isinstance(tokenize, Tokenizer)
+    assert isinstance(tokenize("A <br /> Cat, http://x.y/z cat"), Tokens)
+    assert tokenize("A <br /> Cat, http://x.y/z cat") == ["a", "cat", "cat"]
+    assert {"tokenize", "Tokenizer", "Tokens"} <= set(beam_dpsu.__all__)
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    # Every code span that uses them says where they come from.
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)  # (code blocks run above)
+    spans = [s for s in re.findall(r"`([^`]+)`", prose) if re.search(r"\bTokeni[sz]er\b|"
+                                                                     r"\btokenize\b", s)]
+    assert spans, "README shows no tokenize"
+    assert [s for s in spans if not re.search(r"beam_dpsu[. ]", s)] == []
+
+
+def test_readme_names_only_what_beam_dpsu_has():
+    import importlib
+    import beam_dpsu
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        names = set(re.findall(r"\bbeam_dpsu\.(\w+)", f.read()))
+    missing = [n for n in sorted(names) if not hasattr(beam_dpsu, n)
+               and importlib.util.find_spec(f"beam_dpsu.{n}") is None]
+    assert missing == []
