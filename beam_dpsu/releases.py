@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import itertools
 import logging
 
 import apache_beam as beam
@@ -49,6 +50,21 @@ _SEED_ANNOUNCED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "beam_dpsu_seed_announced", default=False)
 
 
+_PIPELINE_NUMBERS = itertools.count(1)
+
+
+def _pipeline_number(pipeline) -> int:
+    """A number naming ``pipeline`` for this process (``id()`` may be reused once it is gone)."""
+    number = getattr(pipeline, "_beam_dpsu_number", None)
+    if number is None:
+        number = next(_PIPELINE_NUMBERS)
+        try:
+            pipeline._beam_dpsu_number = number
+        except AttributeError:  # not a Pipeline (no input pipeline known)
+            pass
+    return number
+
+
 class AppliedTwiceError(RuntimeError):
     """A release transform object was applied a second time (two releases, one budget)."""
 
@@ -65,7 +81,7 @@ def _expand_once(expand):
         current = getattr(pipeline, "_current_transform", None)
         label = current().full_label if current is not None else self.label
         self._refuse_second_application(pipeline, label)
-        self._applied_as = (label, id(pipeline))
+        self._applied_as = (label, _pipeline_number(pipeline))
         token = _EXPANDING.set(expanding + (self,))
         try:
             with seed_announced():
@@ -86,7 +102,7 @@ class ReleaseTransform(beam.PTransform):
     application raises ``AppliedTwiceError`` before anything is added.
     """
 
-    # (full label, id of the pipeline) once applied; plain values, so the
+    # (full label, number of the pipeline) once applied; plain values, so the
     # transform pickles and copies as before.
     _applied_as: tuple | None = None
 
@@ -98,9 +114,9 @@ class ReleaseTransform(beam.PTransform):
     def _refuse_second_application(self, pipeline, label: str) -> None:
         if self._applied_as is None:
             return
-        first, pipeline_id = self._applied_as
+        first, number = self._applied_as
         name = type(self).__name__
-        where = "this pipeline" if pipeline_id == id(pipeline) else "another pipeline"
+        where = "this pipeline" if number == _pipeline_number(pipeline) else "another pipeline"
         raise AppliedTwiceError(
             f"{name} is already applied as {first!r} in {where}: one {name} object is one "
             f"budget, and applying it again (as {label!r}) would make two releases, each "
