@@ -69,28 +69,40 @@ class AppliedTwiceError(RuntimeError):
     """A release transform object was applied a second time (two releases, one budget)."""
 
 
+@contextlib.contextmanager
+def _one_application(transform, pvalueish):
+    """Claims ``transform`` for this application while it expands; frees it on failure."""
+    expanding = _EXPANDING.get()
+    if any(t is transform for t in expanding):  # a subclass's super().expand(): same application
+        yield
+        return
+    pipeline = getattr(pvalueish, "pipeline", None)
+    current = getattr(pipeline, "_current_transform", None)
+    label = current().full_label if current is not None else transform.label
+    transform._refuse_second_application(pipeline, label)
+    transform._applied_as = (label, _pipeline_number(pipeline))
+    token = _EXPANDING.set(expanding + (transform,))
+    try:
+        with seed_announced():
+            yield
+    except BaseException:
+        transform._applied_as = None  # nothing was released: the object is free again
+        raise
+    finally:
+        _EXPANDING.reset(token)
+
+
 def _expand_once(expand):
-    """Wraps a release transform's ``expand``: claims the object, then expands it."""
+    """Wraps a release transform's ``expand``: claims the object, then expands it.
+
+    (The wrapper refers to module-level names only, so a subclass defined in
+    ``__main__``, which Beam pickles by value, still pickles.)
+    """
 
     @functools.wraps(expand)
     def expand_once(self, pvalueish):
-        expanding = _EXPANDING.get()
-        if any(t is self for t in expanding):  # a subclass's super().expand(): same application
+        with _one_application(self, pvalueish):
             return expand(self, pvalueish)
-        pipeline = getattr(pvalueish, "pipeline", None)
-        current = getattr(pipeline, "_current_transform", None)
-        label = current().full_label if current is not None else self.label
-        self._refuse_second_application(pipeline, label)
-        self._applied_as = (label, _pipeline_number(pipeline))
-        token = _EXPANDING.set(expanding + (self,))
-        try:
-            with seed_announced():
-                return expand(self, pvalueish)
-        except BaseException:
-            self._applied_as = None  # nothing was released: the object is free again
-            raise
-        finally:
-            _EXPANDING.reset(token)
 
     return expand_once
 

@@ -57,7 +57,8 @@ def build_parser() -> cli.JobArgumentParser:
     cli.add_budget_arguments(parser)
     cli.add_counts_arguments(parser, "--max-items-per-user, or 100")
     cli.add_output_arguments(parser, "items")
-    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items")
+    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items; items released "
+                                               "per SIPS round")
     return parser
 
 

@@ -22,6 +22,7 @@ from beam_dpsu import (SIPS, Budget, BudgetAccountant, BudgetExceededError, Coun
                        ExtractNgrams, NoisyThreshold, SelectItems, WeightedGaussian,
                        ZCDPBudget)
 from beam_dpsu.ngrams import NgramsByDPSU
+from beam_dpsu.sips import SIPSRounds
 
 BUDGET = Budget(1.0, 1e-5)
 # Far above every threshold below: 300 users hold "common", no one else anything.
@@ -116,6 +117,35 @@ def test_a_release_embedded_in_a_composite_runs_once():
     with TestPipeline() as p:
         released = p | beam.Create(PAIRS) | "Outer" >> Outer()
         assert_that(released, equal_to(["common"]))
+
+
+def test_a_subclass_calling_super_expand_is_one_application():
+    # A class defined here (or in a notebook) is pickled by value; the refused
+    # application below leaves a node that Beam pickles when the pipeline runs.
+    class Logged(SelectItems):
+        def expand(self, pairs):
+            return super().expand(pairs) | "Same" >> beam.Map(lambda item: item)
+
+    s = Logged(WeightedGaussian(30), BUDGET, seed=3)
+    with TestPipeline() as p:
+        pairs = p | beam.Create(PAIRS)
+        assert_that(pairs | "a" >> s, equal_to(["common"]))
+        with pytest.raises(RuntimeError, match="Logged is already applied as 'a'"):
+            pairs | "b" >> s
+
+
+def test_composites_that_release_are_applied_once_too():
+    p = beam.Pipeline()
+    docs = p | beam.Create(DOCS)
+    baseline = NgramsByDPSU("dpsu-even", 2, BUDGET, 4, seed=3)
+    docs | "a" >> baseline
+    with pytest.raises(RuntimeError, match="NgramsByDPSU is already applied as 'a'"):
+        docs | "b" >> baseline
+    rounds = SIPSRounds(SIPS(30).calibrate(ZCDPBudget(0.5, 1e-5)), 30, seed=3)
+    pairs = p | "Pairs" >> beam.Create(PAIRS)
+    pairs | "c" >> rounds
+    with pytest.raises(RuntimeError, match="SIPSRounds is already applied as 'c'"):
+        pairs | "d" >> rounds
 
 
 def test_a_failed_expansion_does_not_use_up_the_object():
