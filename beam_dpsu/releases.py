@@ -1,6 +1,6 @@
 """One budget, one release (DESIGN §4.9); a seed is announced (§4.2).
 
-A release transform (``SelectItems``, ``ExtractNgrams``, ``CountReleased``,
+A release transform (``SelectItems``, ``ExtractNgrams``, ``CountReleased``, ``SIPSRounds``,
 ``NgramsByDPSU``) holds one budget and spends all of it each time it is
 expanded: applied twice it would make two independent releases under one
 accounted budget. ``ReleaseTransform`` therefore lets each object be expanded
