@@ -45,6 +45,7 @@ from beam_dpsu.configs import (  # noqa: E402
 )
 from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.releases import AppliedTwiceError  # noqa: E402
 from beam_dpsu.ngrams import ExtractNgrams  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
@@ -81,6 +82,7 @@ __all__ = [
     "mechanism_from_name",
     "WeightedHistogram",
     "SelectItems",
+    "AppliedTwiceError",
     "ExtractNgrams",
     "WriteReleased",
     "NoisyThreshold",

@@ -232,8 +232,13 @@ class BudgetAccountant:
         spent = self.spent()
         return {f: getattr(self.total, f) - spent[f] for f in self._fields()}
 
-    def spend(self, part: Budget | ZCDPBudget) -> Budget | ZCDPBudget:
-        """Records ``part`` as spent and returns it; raises if it does not fit."""
+    def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
+        """Records ``part`` as spent and returns it; raises if it does not fit.
+
+        ``what`` names the spender in the error (e.g. ``"SelectItems (sips)"``):
+        release transforms given ``accountant=`` spend their budget here when
+        they are built.
+        """
         if type(part) is not type(self.total):
             raise TypeError(
                 f"cannot spend {a_type(part)} from {a_type(self.total)} total")
@@ -241,9 +246,10 @@ class BudgetAccountant:
         for f in self._fields():
             limit = getattr(self.total, f)
             if spent[f] + getattr(part, f) > limit * (1 + self._TOLERANCE):
+                asks = "" if what is None else f"{what} asks for {part!r}: "
                 raise BudgetExceededError(
-                    f"spending {f}={getattr(part, f)!r} would exceed the total {f}={limit!r} "
-                    f"(already spent {spent[f]!r})")
+                    f"{asks}spending {f}={getattr(part, f)!r} would exceed the total "
+                    f"{f}={limit!r} (already spent {spent[f]!r})")
         self._spent.append(part)
         return part
 

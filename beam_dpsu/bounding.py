@@ -47,6 +47,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu import noise
+from beam_dpsu.releases import seed_announced, warn_if_seeded
 from beam_dpsu.text import Tokens, a_type
 from beam_dpsu.windowing import require_global_window
 
@@ -391,6 +392,7 @@ class ItemCountsPerUser(beam.PTransform):
         self._occurrences = bool(occurrences)
         self._privacy_unit = check_privacy_unit(privacy_unit)
         self._seed = noise.check_seed(seed)
+        warn_if_seeded(self._seed, "ItemCountsPerUser")
 
     def expand(self, elements):
         require_global_window(elements, "ItemCountsPerUser")
@@ -494,6 +496,7 @@ class SampleEachUser(beam.PTransform):
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
         self._max_items = max_items_per_user
         self._seed = noise.check_seed(seed)
+        warn_if_seeded(self._seed, "SampleEachUser")
         self._salt = salt
 
     def expand(self, user_records):
@@ -519,9 +522,11 @@ class SampleItemsPerUser(beam.PTransform):
     def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
                  privacy_unit: str = "user_id"):
         super().__init__()
-        self._sample = SampleEachUser(max_items_per_user, seed, salt)
-        self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
-                                         seed=seed)
+        warn_if_seeded(noise.check_seed(seed), self._NAME)
+        with seed_announced():
+            self._sample = SampleEachUser(max_items_per_user, seed, salt)
+            self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                             seed=seed)
 
     def expand(self, elements):
         require_global_window(elements, self._NAME)

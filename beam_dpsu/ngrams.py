@@ -52,6 +52,7 @@ from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
 from beam_dpsu.mechanisms import SelectItems
+from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
@@ -359,12 +360,14 @@ class _SpuriousFn(beam.DoFn):
         yield from map(in_global_window, sampler.sample(n, support, rng))
 
 
-class ExtractNgrams(beam.PTransform):
+class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
     Args:
       max_n: T, the longest n-gram length.
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
+        this transform is built (``BudgetExceededError`` past its total).
       max_items_per_user: Δ_k, one int for every level or one per level.
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.kgrams``).
@@ -374,7 +377,7 @@ class ExtractNgrams(beam.PTransform):
       level1: "weighted-gaussian" (default) or "policy-gaussian" (ℓ2-descent,
         with cutoff ρ_1 + alpha·σ_1, in a stateful DoFn).
       alpha: α of the level-1 policy cutoff.
-      seed: test-only seed.
+      seed: test-only seed (logs a WARNING when the transform is built).
       privacy_unit: "user_id" (default): neighbours differ by one user id's
         documents, grouped per user first; or "element": each element is a
         list of str tokens, one document holding all the data of one person
@@ -390,6 +393,9 @@ class ExtractNgrams(beam.PTransform):
         line per level as soon as the level after it knows the release's size
         ("DPNE level k of T: released n k-grams"; the last at the end), or
         None (default) for none. A level's size is a function of its release.
+
+    One object is one release: applying the same ``ExtractNgrams`` twice is
+    refused (``AppliedTwiceError``) when the pipeline is built.
 
     The output PCollection means a *set*: held and spurious k-grams are
     indistinguishable in it, and it carries no order. Write it with
@@ -407,7 +413,7 @@ class ExtractNgrams(beam.PTransform):
                  pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
                  non_private_stats: bool = False, privacy_unit: str = "user_id",
-                 progress_logger: str | None = None):
+                 progress_logger: str | None = None, accountant=None):
         super().__init__(label)
         self.privacy_unit = check_privacy_unit(privacy_unit)
         self.progress_logger = progress_logger
@@ -443,6 +449,9 @@ class ExtractNgrams(beam.PTransform):
                   if level1 == "policy-gaussian" else None)
         self.level1_calibration = _gaussian(budget, self.sigmas[0], rho_1, self.threshold_delta,
                                             "dpne Theorem 2.1", cutoff)
+        # Spent once calibration succeeded: a refused construction spends nothing.
+        spend_from(accountant, budget, "ExtractNgrams")
+        warn_if_seeded(self.seed, "ExtractNgrams")
         self.non_private_stats = bool(non_private_stats)
         self.released_per_level: list = []
         self.level_stats = None
@@ -635,7 +644,7 @@ class ExtractNgrams(beam.PTransform):
         return self.released_per_level | "UnionOfLevels" >> beam.Flatten()
 
 
-class NgramsByDPSU(beam.PTransform):
+class NgramsByDPSU(ReleaseTransform):
     """The DPSU baselines of dpne Table 3, on (user_id, tokens) documents.
 
     * "dpsu-all": Weighted Gaussian once over the n-grams of every length
@@ -657,6 +666,7 @@ class NgramsByDPSU(beam.PTransform):
             accounting.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
+        warn_if_seeded(seed, "NgramsByDPSU")
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):
         # SelectItems takes str items: n-grams travel as JSON lists, decoded after.

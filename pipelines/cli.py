@@ -35,8 +35,9 @@ What a new user meets, and where it is handled:
   ``Discarding unparseable args`` and Beam's ERROR log of an exception the job
   reports itself are dropped.
 * Progress (:data:`LOG`, :class:`LogCount`, :func:`log_written`): lines on
-  stderr naming the stage, SIPS round and DPNE level with their released
-  counts, and one summary line on stdout when the job succeeds.
+  stderr naming the stage and DPNE level with their released counts (SIPS
+  rounds' only with ``--non-private-stats``), and one summary line on stdout
+  when the job succeeds.
 
 Only the released set leaves (DESIGN §4, invariant 6): progress lines and
 error messages name files, line numbers, fields, parameters and released

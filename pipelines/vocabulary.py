@@ -8,7 +8,7 @@
 Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
 sorted; ``--num-shards`` splits them by a hash of the item) and
 ``OUT/report.json``: the privacy report of the selection and the number of
-released items (per SIPS round too). With ``--with-counts`` it also writes
+released items (per SIPS round only with ``--non-private-stats``). With ``--with-counts`` it also writes
 ``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
 released item and no other, in the items' order), paid for by a share of the
 budget (``--counts-share``, default 0.25); the report then records both
@@ -58,7 +58,8 @@ def build_parser() -> cli.JobArgumentParser:
     cli.add_budget_arguments(parser)
     cli.add_counts_arguments(parser, "--max-items-per-user, or 100")
     cli.add_output_arguments(parser, "items")
-    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items")
+    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items; items released "
+                                               "per SIPS round")
     return parser
 
 
@@ -152,7 +153,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     parts = cli.budget_parts_from_args(args, budget)
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
-                         privacy_unit=privacy_unit)
+                         privacy_unit=privacy_unit, non_private_stats=args.non_private_stats)
     released = selected | "SelectItems" >> select
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw
@@ -168,19 +169,21 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                                      privacy_unit=privacy_unit)
     released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
         f"{mechanism.name}: released {{n:,}} item{{s}}")}
-    rounds = len(select.released_by_stage)
-    for i, (stage, pcoll) in enumerate(select.released_by_stage.items(), start=1):
+    # Per-round sizes of SIPS are not a function of the released set (which
+    # round released an item is more than the set): only with --non-private-stats.
+    by_stage = select.non_private_released_by_stage
+    for i, (stage, pcoll) in enumerate(by_stage.items(), start=1):
         released_counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
-            f"SIPS round {i} of {rounds}: released {{n:,}} item{{s}}")
+            f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
     static = cli.with_counts_report(select.report, parts, counter)
 
     def assemble(_, released_items, stats=None, **by_stage):
         report = dict(static)
         report["released_items"] = released_items
-        if by_stage:
-            report["released_by_stage"] = by_stage
         if stats is not None:
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
+            if by_stage:
+                report["non_private_counts"]["released_by_stage"] = by_stage
         return report
 
     side = {name: beam.pvalue.AsSingleton(pc) for name, pc in released_counts.items()}

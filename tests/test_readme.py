@@ -24,7 +24,7 @@ def block_index(word: str) -> int:
 
 
 def test_readme_has_the_blocks_tested_here():
-    assert len(python_blocks()) == 5
+    assert len(python_blocks()) == 6
 
 
 def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
@@ -63,6 +63,13 @@ def test_composition_block_runs_end_to_end(capsys):
     assert out[1].startswith("BudgetAccountant(total=Budget(epsilon=2.0, delta=1e-06), "
                              "spent=(epsilon=2, delta=1e-06)")
     assert out[2].startswith("refused: spending epsilon=0.01 would exceed the total")
+
+
+def test_shared_accountant_block_refuses_the_overspending_transform(capsys):
+    out = run_block(block_index("accountant=accountant"), capsys)
+    assert out.startswith("refused: SelectItems (weighted-gaussian) asks for "
+                          "Budget(epsilon=0.5, delta=1e-09): spending epsilon=0.5 would exceed "
+                          "the total epsilon=2.0 (already spent 1.75)")
 
 
 def test_readme_counts_example_runs(capsys):

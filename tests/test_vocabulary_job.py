@@ -146,25 +146,45 @@ def test_non_private_stats_are_opt_in(tmp_path, capsys):
     assert "read 62 records from" in capsys.readouterr().err
 
 
+SIPS_ARGS = ["--input", EXAMPLE, "--format", "csv", "--user-field", "user",
+             "--text-field", "review", "--mechanism", "sips", "--rounds", "2", "--ratio", "0.5",
+             "--rho", "0.5", "--delta", "1e-5", "--max-items-per-user", "50", "--seed", "3"]
+
+
 def test_job_sips_reports_rounds(tmp_path, capsys):
     out = tmp_path / "out"
-    code = vocabulary.main([
-        "--input", EXAMPLE, "--format", "csv", "--user-field", "user", "--text-field", "review",
-        "--mechanism", "sips", "--rounds", "2", "--ratio", "0.5", "--rho", "0.5",
-        "--delta", "1e-5", "--max-items-per-user", "50", "--output", str(out)])
+    code = vocabulary.main(SIPS_ARGS + ["--output", str(out), "--non-private-stats"])
     assert code == 0
     items, report = read_output(out)
     assert report["mechanism"] == {"name": "sips", "max_items_per_user": 50, "rounds": 2,
                                    "ratio": 0.5, "removal": "side_input"}
     assert [r["round"] for r in report["rounds"]] == [0, 1]
     assert report["rounds"][1]["rho"] == pytest.approx(2 * report["rounds"][0]["rho"])
-    by_stage = report["released_by_stage"]
+    # Per-round sizes only under non_private_counts, asked for by the flag.
+    assert "released_by_stage" not in report
+    by_stage = report["non_private_counts"]["released_by_stage"]
     assert by_stage["round_0"] + by_stage["round_1"] == report["released_items"] == len(items)
     assert len(set(items)) == len(items)
     assert report["dp_equivalents"][0]["delta"] == pytest.approx(2e-5)
     err = capsys.readouterr().err
-    assert f"SIPS round 1 of 2: released {by_stage['round_0']:,} items" in err
-    assert f"SIPS round 2 of 2: released {by_stage['round_1']:,} items" in err
+    assert (f"SIPS round 1 of 2: released {by_stage['round_0']:,} items (non-private)"
+            in err)
+    assert (f"SIPS round 2 of 2: released {by_stage['round_1']:,} items (non-private)"
+            in err)
+
+
+def test_job_sips_keeps_round_sizes_without_non_private_stats(tmp_path, capsys):
+    # Issue 25, finding 10: which round released an item is not a function of
+    # the released set (DESIGN §4.6): by default neither report nor log says it.
+    out = tmp_path / "out"
+    assert vocabulary.main(SIPS_ARGS + ["--output", str(out)]) == 0
+    items, report = read_output(out)
+    assert report["released_items"] == len(items) > 0
+    assert "released_by_stage" not in json.dumps(report)
+    assert "round_0" not in json.dumps(report)
+    err = capsys.readouterr().err
+    assert "SIPS round" not in err
+    assert f"sips: released {len(items):,} items" in err
 
 
 # -- only the released set leaves: permuted and re-split input, same bytes ---------------
