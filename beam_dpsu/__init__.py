@@ -11,6 +11,9 @@ data held by users, under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
         released = pairs | beam_dpsu.SelectItems(
             beam_dpsu.WeightedGaussian(max_items_per_user=100),
             beam_dpsu.ZCDPBudget(rho=0.1, delta=1e-5))
+
+Free text becomes items with ``beam_dpsu.tokenize`` (or a
+``beam_dpsu.Tokenizer(lowercase=False, ...)`` of your own).
 """
 
 __version__ = "0.1.0"
@@ -42,9 +45,11 @@ from beam_dpsu.configs import (  # noqa: E402
 )
 from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.releases import AppliedTwiceError  # noqa: E402
 from beam_dpsu.ngrams import ExtractNgrams  # noqa: E402
 from beam_dpsu.output import WriteReleased, read_counts, read_released, unescape  # noqa: E402
 from beam_dpsu.selection import NoisyThreshold  # noqa: E402
+from beam_dpsu.text import Tokenizer, Tokens, tokenize  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError, require_global_window  # noqa: E402
 from beam_dpsu.counts import (  # noqa: E402
     CountReleased,
@@ -77,12 +82,16 @@ __all__ = [
     "mechanism_from_name",
     "WeightedHistogram",
     "SelectItems",
+    "AppliedTwiceError",
     "ExtractNgrams",
     "WriteReleased",
     "read_released",
     "read_counts",
     "unescape",
     "NoisyThreshold",
+    "Tokenizer",
+    "Tokens",
+    "tokenize",
     "NonGlobalWindowError",
     "require_global_window",
     "DiscreteGaussian",

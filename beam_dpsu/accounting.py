@@ -20,6 +20,8 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, special
 
+from beam_dpsu.text import a_type, plural
+
 __all__ = [
     "Budget",
     "ZCDPBudget",
@@ -230,18 +232,24 @@ class BudgetAccountant:
         spent = self.spent()
         return {f: getattr(self.total, f) - spent[f] for f in self._fields()}
 
-    def spend(self, part: Budget | ZCDPBudget) -> Budget | ZCDPBudget:
-        """Records ``part`` as spent and returns it; raises if it does not fit."""
+    def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
+        """Records ``part`` as spent and returns it; raises if it does not fit.
+
+        ``what`` names the spender in the error (e.g. ``"SelectItems (sips)"``):
+        release transforms given ``accountant=`` spend their budget here when
+        they are built.
+        """
         if type(part) is not type(self.total):
             raise TypeError(
-                f"cannot spend a {type(part).__name__} from a {type(self.total).__name__} total")
+                f"cannot spend {a_type(part)} from {a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
             if spent[f] + getattr(part, f) > limit * (1 + self._TOLERANCE):
+                asks = "" if what is None else f"{what} asks for {part!r}: "
                 raise BudgetExceededError(
-                    f"spending {f}={getattr(part, f)!r} would exceed the total {f}={limit!r} "
-                    f"(already spent {spent[f]!r})")
+                    f"{asks}spending {f}={getattr(part, f)!r} would exceed the total "
+                    f"{f}={limit!r} (already spent {spent[f]!r})")
         self._spent.append(part)
         return part
 
@@ -249,16 +257,16 @@ class BudgetAccountant:
         """Spends every part, or none of them if together they do not fit."""
         for part in parts:
             if type(part) is not type(self.total):
-                raise TypeError(f"cannot spend a {type(part).__name__} from a "
-                                f"{type(self.total).__name__} total")
+                raise TypeError(f"cannot spend {a_type(part)} from "
+                                f"{a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
             need = sum(getattr(part, f) for part in parts)
             if spent[f] + need > limit * (1 + self._TOLERANCE):
                 raise BudgetExceededError(
-                    f"spending {f}={need!r} in {len(parts)} parts would exceed the total "
-                    f"{f}={limit!r} (already spent {spent[f]!r})")
+                    f"spending {f}={need!r} in {plural(len(parts), 'part')} would exceed the "
+                    f"total {f}={limit!r} (already spent {spent[f]!r})")
         self._spent.extend(parts)
         return parts
 

@@ -48,7 +48,8 @@ import numpy as np
 
 from beam_dpsu import noise
 from beam_dpsu.randomness import draws_randomness
-from beam_dpsu.text import Tokens
+from beam_dpsu.releases import seed_announced, warn_if_seeded
+from beam_dpsu.text import Tokens, a_type
 from beam_dpsu.windowing import require_global_window
 
 __all__ = [
@@ -110,7 +111,7 @@ def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
     if isinstance(user_id, tuple) and user_id:
         return tuple(canonical_user_id(part, record) for part in user_id)
     raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int or "
-                             f"tuple of these, got a {type(user_id).__name__}")
+                             f"tuple of these, got {a_type(user_id)}")
 
 
 def check_pair(record: Any) -> tuple:
@@ -125,13 +126,13 @@ def check_pair(record: Any) -> tuple:
     """
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else f"a {type(record).__name__}")
+                 else f"{a_type(record)}")
         raise InvalidRecordError(f"expected a (user_id, item) pair, got {shape}")
     user_id, item = record
     user_id = _check_user_id(user_id, "(user_id, item) record")
     if not isinstance(item, (str, bytes)):
         raise InvalidRecordError(
-            f"item (field 1) must be str or bytes, got a {type(item).__name__}")
+            f"item (field 1) must be str or bytes, got {a_type(item)}")
     if not item:
         raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
     return user_id, _plain(item)
@@ -146,7 +147,7 @@ def _check_user_id(user_id, what: str):
 def _bad_item(item) -> str | None:
     """Why ``item`` is not an item (a non-empty str or bytes), or None if it is one."""
     if not isinstance(item, (str, bytes)):
-        return f"must be str or bytes, got a {type(item).__name__}"
+        return f"must be str or bytes, got {a_type(item)}"
     if not item:
         return "is empty"
     return None
@@ -167,7 +168,7 @@ def _record_error(items, record: str = "a (user_id, items) record (field 1)") ->
             hash(item)
             problem = _bad_item(item)
         except TypeError:
-            problem = f"must be str or bytes, got a {type(item).__name__}"
+            problem = f"must be str or bytes, got {a_type(item)}"
         if problem:
             where = "an item" if position is None else f"item {position}"
             return InvalidRecordError(f"{where} of {record} {problem}")
@@ -188,7 +189,7 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
     """
     if not isinstance(element, tuple) or len(element) != 2:
         shape = (f"a tuple of {len(element)} fields" if isinstance(element, tuple)
-                 else f"a {type(element).__name__}")
+                 else f"{a_type(element)}")
         raise InvalidRecordError(f"expected a {_ELEMENT}, got {shape}")
     user_id, value = element
     if isinstance(value, (str, bytes)):
@@ -200,7 +201,7 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
     if isinstance(value, Mapping) or not isinstance(value, (Iterable, np.ndarray)):
         raise InvalidRecordError(
             f"field 1 must be an item (str or bytes) or a list, tuple, set or array of "
-            f"items, got a {type(value).__name__}"
+            f"items, got {a_type(value)}"
             + ("; give the items as a list, an item repeated once per occurrence"
                if isinstance(value, Mapping) else ""))
     return user_id, _counts_of(value, occurrences, "a (user_id, items) record (field 1)",
@@ -319,7 +320,7 @@ def _check_element(element: Any) -> None:
             hint = f" of dtype kind {element.dtype.kind!r}, not of strings"
         raise InvalidRecordError(
             "with privacy_unit='element' each element must be a list, set, frozenset or 1-D "
-            f"array of one person's items, got a {type(element).__name__}{hint}")
+            f"array of one person's items, got {a_type(element)}{hint}")
 
 
 class _MergeItemCountsFn(beam.CombineFn):
@@ -393,6 +394,7 @@ class ItemCountsPerUser(beam.PTransform):
         self._occurrences = bool(occurrences)
         self._privacy_unit = check_privacy_unit(privacy_unit)
         self._seed = noise.check_seed(seed)
+        warn_if_seeded(self._seed, "ItemCountsPerUser")
 
     def expand(self, elements):
         require_global_window(elements, "ItemCountsPerUser")
@@ -497,6 +499,7 @@ class SampleEachUser(beam.PTransform):
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
         self._max_items = max_items_per_user
         self._seed = noise.check_seed(seed)
+        warn_if_seeded(self._seed, "SampleEachUser")
         self._salt = salt
 
     def expand(self, user_records):
@@ -522,9 +525,11 @@ class SampleItemsPerUser(beam.PTransform):
     def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
                  privacy_unit: str = "user_id"):
         super().__init__()
-        self._sample = SampleEachUser(max_items_per_user, seed, salt)
-        self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
-                                         seed=seed)
+        warn_if_seeded(noise.check_seed(seed), self._NAME)
+        with seed_announced():
+            self._sample = SampleEachUser(max_items_per_user, seed, salt)
+            self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                             seed=seed)
 
     def expand(self, elements):
         require_global_window(elements, self._NAME)

@@ -48,7 +48,9 @@ from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEac
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.randomness import draws_randomness
+from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
+from beam_dpsu.text import a_type
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import require_global_window
 
@@ -194,12 +196,12 @@ def check_ngram_pair(record):
     """
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else f"a {type(record).__name__}")
+                 else f"{a_type(record)}")
         raise InvalidRecordError(f"expected a (user_id, n-gram) pair, got {shape}")
     gram = record[1]
     if not _is_ngram(gram):
         raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "
-                                 f"non-empty str, got a {type(gram).__name__}")
+                                 f"non-empty str, got {a_type(gram)}")
     user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
     return user_id, tuple(str(token) for token in gram)
 
@@ -224,7 +226,7 @@ def _released_item(item, ngrams: bool):
                                      "text items with CountReleased(..., ngrams=False)")
         return str(item) if isinstance(item, str) else bytes(item)
     raise InvalidRecordError(f"released items must be str, bytes or n-grams (tuples of str), "
-                             f"got a {type(item).__name__}")
+                             f"got {a_type(item)}")
 
 
 class _KeepReleasedFn(beam.DoFn):
@@ -255,7 +257,7 @@ class _AddDiscreteNoiseFn(beam.DoFn):
         yield item, int(count) + self._noise.sample(rng)
 
 
-class CountReleased(beam.PTransform):
+class CountReleased(ReleaseTransform):
     """Users' items → (item, noisy user count) for exactly the released items.
 
     Its input is what ``SelectItems`` takes: ``(user_id, item)`` pairs and/or
@@ -278,12 +280,20 @@ class CountReleased(beam.PTransform):
         ``ZCDPBudget(ρ, δ)`` (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and
         is not spent. Use ``split_selection_and_counts`` to pay for the
         selection and the counts from one total.
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
+        this transform is built (``BudgetExceededError`` past its total). Not
+        with ``split_selection_and_counts(..., accountant)``, which spent
+        both parts already.
       max_items_per_user: Δ0, the most released items each user is counted
         for (sampled uniformly among the released items the user holds).
-      seed: test-only fixed seed; None (default) uses OS randomness.
+      seed: test-only fixed seed; None (default) uses OS randomness. A seeded
+        transform logs a WARNING when it is built.
       ngrams: the items are n-grams (see above).
       privacy_unit: ``"user_id"`` (default) or ``"element"``: each element is
         all of one person's items, as in ``SelectItems`` (not with ``ngrams``).
+
+    One object is one release of counts: applying it twice is refused
+    (``AppliedTwiceError``) when the pipeline is built.
 
     The released set reaches the workers as a side input (it must fit in a
     worker's memory, as a vocabulary does).
@@ -297,7 +307,7 @@ class CountReleased(beam.PTransform):
 
     def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
                  seed: int | None = None, ngrams: bool = False, label=None,
-                 privacy_unit: str = "user_id"):
+                 privacy_unit: str = "user_id", accountant=None):
         super().__init__(label)
         if not isinstance(released, beam.pvalue.PCollection):
             raise TypeError("released must be the PCollection of released items, "
@@ -311,6 +321,9 @@ class CountReleased(beam.PTransform):
             raise ValueError("CountReleased counts n-grams from (user_id, n-gram) pairs: "
                              "privacy_unit='element' is for items, not n-grams")
         self.calibration = count_calibration(budget, max_items_per_user)
+        # Spent once calibration succeeded: a refused construction spends nothing.
+        spend_from(accountant, budget, "CountReleased")
+        warn_if_seeded(self.seed, "CountReleased")
 
     @property
     def report(self) -> dict:

@@ -23,6 +23,7 @@ from typing import Callable
 import apache_beam as beam
 
 from beam_dpsu import noise, policies
+from beam_dpsu.releases import warn_if_seeded
 from beam_dpsu.bounding import UserSampler, _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
 from beam_dpsu.randomness import draws_randomness
@@ -219,6 +220,7 @@ class SampledWeightedHistogram(beam.PTransform):
         if max_items_per_user < 1:
             raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
         _check_fanout(hot_key_fanout)
+        warn_if_seeded(noise.check_seed(seed), "SampledWeightedHistogram")
         # The fan-out spreads the sum over more shards (fewer items each).
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
                                    noise.check_seed(seed), salt,

@@ -18,6 +18,7 @@ from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
+from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.report import mechanism_report
 from beam_dpsu.calibration import KeepProbabilityCalibration
 from beam_dpsu.selection import KeepWithProbability, NoisyThreshold
@@ -28,7 +29,7 @@ from beam_dpsu.windowing import require_global_window
 __all__ = ["SelectItems"]
 
 
-class SelectItems(beam.PTransform):
+class SelectItems(ReleaseTransform):
     """Releases the items held by users under user-level DP.
 
     Its input is a PCollection of ``(user_id, item)`` pairs, one per
@@ -52,11 +53,20 @@ class SelectItems(beam.PTransform):
     hash-chosen shards), never with ``WriteToText``, whose line order follows
     the input and the histogram's insertion order.
 
+    One object is one release: it spends its whole budget once, so applying
+    the same ``SelectItems`` a second time (in this or another pipeline) is
+    refused with ``AppliedTwiceError`` when the pipeline is built. Reuse its
+    output PCollection, or build a second ``SelectItems`` with its own budget.
+
     Args:
       mechanism: a config, e.g. ``WeightedGaussian(max_items_per_user=100)``.
       budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``; the
         whole budget is spent by this transform.
-      seed: test-only fixed seed; None (default) uses OS entropy.
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from, when
+        this transform is built: transforms sharing one accountant raise
+        ``BudgetExceededError`` as soon as their budgets sum past its total.
+      seed: test-only fixed seed; None (default) uses OS entropy. A seeded
+        transform logs a WARNING (``beam_dpsu`` logger) when it is built.
       hot_key_fanout: optional fan-out for the sum of partial histograms: the
         parallel mechanisms and SIPS sum them in 64 × fan-out shards of the
         items (``beam_dpsu.histograms``); useful on large runners.
@@ -67,6 +77,10 @@ class SelectItems(beam.PTransform):
         user id): nothing is merged, which saves the per-user shuffle. Use it
         only when no person can appear in two elements, e.g. one document
         per author, or after your own group-by-user.
+      non_private_stats: also keep each SIPS round's release, after
+        expansion, as ``non_private_released_by_stage`` (``{"round_0":
+        PCollection, ...}``). Off by default: which round released an item is
+        NOT a function of the released set; keep it out of anything published.
 
     Example::
 
@@ -82,7 +96,8 @@ class SelectItems(beam.PTransform):
 
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
                  seed: int | None = None, hot_key_fanout: int | None = None, label=None,
-                 privacy_unit: str = "user_id"):
+                 privacy_unit: str = "user_id", accountant=None,
+                 non_private_stats: bool = False):
         super().__init__(label)
         if not isinstance(mechanism, MechanismConfig):
             raise TypeError(f"mechanism must be a beam_dpsu mechanism config, got {mechanism!r}")
@@ -94,14 +109,18 @@ class SelectItems(beam.PTransform):
         self.hot_key_fanout = hot_key_fanout
         self.privacy_unit = check_privacy_unit(privacy_unit)
         self.calibration = mechanism.calibrate(budget)
+        # Spent once calibration succeeded: a refused construction spends nothing.
+        spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
+        warn_if_seeded(self.seed, "SelectItems")
         # The secret key of the sequential policies' user order (and GW's item
         # ties): fresh per run, derived from the seed only in seeded tests.
         self._order_key = run_order_key(self.seed)
-        # Named intermediate releases (e.g. SIPS rounds), filled in by expand.
-        # Which round released an item is more than the set (covered by the
-        # composition of the rounds, but not by "only the set leaves"): write
-        # these only when asked for by name.
-        self.released_by_stage: dict = {}
+        # Named intermediate releases (SIPS rounds), filled in by expand only
+        # when asked for by name. Which round released an item is more than the
+        # set (covered by the composition of the rounds, but not by "only the
+        # set leaves"), so it is opt-in and labelled non-private.
+        self.non_private_stats = bool(non_private_stats)
+        self.non_private_released_by_stage: dict = {}
 
     @property
     def report(self) -> dict:
@@ -120,8 +139,9 @@ class SelectItems(beam.PTransform):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
                                 mechanism.removal, self.hot_key_fanout, self.privacy_unit)
             released = elements | "SIPSRounds" >> rounds
-            self.released_by_stage = {
-                f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
+            if self.non_private_stats:
+                self.non_private_released_by_stage = {
+                    f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
             return released
         if isinstance(mechanism, SequentialMechanism):
             return elements | "SequentialPolicy" >> _SequentialSelection(

@@ -55,11 +55,13 @@ from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, ga
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)
 from beam_dpsu.calibration import GAUSSIAN, Calibration
+from beam_dpsu.text import a_type, plural
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.randomness import draws_randomness
+from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
@@ -90,7 +92,7 @@ def _checked_tokens(tokens, where: str) -> tuple:
         if not isinstance(t, str) or not t:
             raise InvalidRecordError(
                 f"token {position} of {where} must be a non-empty str, got "
-                + ("an empty str" if isinstance(t, str) else f"a {type(t).__name__}"))
+                + ("an empty str" if isinstance(t, str) else f"{a_type(t)}"))
         # Released n-grams are written as tokens joined by a space: a token
         # with whitespace would make ("new york",) and ("new", "york") one line.
         if any(c.isspace() for c in t):
@@ -113,7 +115,7 @@ def check_document(record):
             return record
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else f"a {type(record).__name__}")
+                 else f"{a_type(record)}")
         raise InvalidRecordError(f"expected a (user_id, tokens) document, got {shape}")
     user_id, tokens = record
     if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
@@ -122,7 +124,7 @@ def check_document(record):
     user_id = canonical_user_id(user_id, "(user_id, tokens) document")
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
         raise InvalidRecordError(
-            f"tokens (field 1) must be a sequence of str, got a {type(tokens).__name__}")
+            f"tokens (field 1) must be a sequence of str, got {a_type(tokens)}")
     return user_id, _checked_tokens(tokens, "a document (field 1)")
 
 
@@ -153,7 +155,7 @@ def element_tokens(element) -> tuple:
         elif isinstance(element, (str, bytes)):
             hint = "; tokenise the text into a list of tokens first"
         raise InvalidRecordError("with privacy_unit='element' each element must be a list of "
-                                 f"one person's tokens, got a {type(element).__name__}{hint}")
+                                 f"one person's tokens, got {a_type(element)}{hint}")
     return _checked_tokens(element, "an element")
 
 
@@ -346,7 +348,8 @@ def _level_logger(name: str | None, k: int, max_n: int):
         return lambda n: None
 
     def log(n: int) -> None:
-        logging.getLogger(name).info(f"DPNE level {k} of {max_n}: released {n:,} {k}-grams")
+        logging.getLogger(name).info(
+            f"DPNE level {k} of {max_n}: released {plural(n, f'{k}-gram')}")
 
     return log
 
@@ -374,12 +377,14 @@ class _SpuriousFn(beam.DoFn):
         yield from map(in_global_window, sampler.sample(n, support, rng))
 
 
-class ExtractNgrams(beam.PTransform):
+class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
     Args:
       max_n: T, the longest n-gram length.
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
+        this transform is built (``BudgetExceededError`` past its total).
       max_items_per_user: Δ_k, one int for every level or one per level.
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.kgrams``).
@@ -389,7 +394,7 @@ class ExtractNgrams(beam.PTransform):
       level1: "weighted-gaussian" (default) or "policy-gaussian" (ℓ2-descent,
         with cutoff ρ_1 + alpha·σ_1, in a stateful DoFn).
       alpha: α of the level-1 policy cutoff.
-      seed: test-only seed.
+      seed: test-only seed (logs a WARNING when the transform is built).
       privacy_unit: "user_id" (default): neighbours differ by one user id's
         documents, grouped per user first; or "element": each element is a
         list of str tokens, one document holding all the data of one person
@@ -405,6 +410,9 @@ class ExtractNgrams(beam.PTransform):
         line per level as soon as the level after it knows the release's size
         ("DPNE level k of T: released n k-grams"; the last at the end), or
         None (default) for none. A level's size is a function of its release.
+
+    One object is one release: applying the same ``ExtractNgrams`` twice is
+    refused (``AppliedTwiceError``) when the pipeline is built.
 
     The output PCollection means a *set*: held and spurious k-grams are
     indistinguishable in it, and it carries no order. Write it with
@@ -422,7 +430,7 @@ class ExtractNgrams(beam.PTransform):
                  pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
                  non_private_stats: bool = False, privacy_unit: str = "user_id",
-                 progress_logger: str | None = None):
+                 progress_logger: str | None = None, accountant=None):
         super().__init__(label)
         self.privacy_unit = check_privacy_unit(privacy_unit)
         self.progress_logger = progress_logger
@@ -458,6 +466,9 @@ class ExtractNgrams(beam.PTransform):
                   if level1 == "policy-gaussian" else None)
         self.level1_calibration = _gaussian(budget, self.sigmas[0], rho_1, self.threshold_delta,
                                             "dpne Theorem 2.1", cutoff)
+        # Spent once calibration succeeded: a refused construction spends nothing.
+        spend_from(accountant, budget, "ExtractNgrams")
+        warn_if_seeded(self.seed, "ExtractNgrams")
         self.non_private_stats = bool(non_private_stats)
         self.released_per_level: list = []
         self.level_stats = None
@@ -663,7 +674,7 @@ class ExtractNgrams(beam.PTransform):
         return self.released_per_level | "UnionOfLevels" >> beam.Flatten()
 
 
-class NgramsByDPSU(beam.PTransform):
+class NgramsByDPSU(ReleaseTransform):
     """The DPSU baselines of dpne Table 3, on (user_id, tokens) documents.
 
     * "dpsu-all": Weighted Gaussian once over the n-grams of every length
@@ -685,6 +696,7 @@ class NgramsByDPSU(beam.PTransform):
             accounting.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
+        warn_if_seeded(seed, "NgramsByDPSU")
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):
         # SelectItems takes str items: n-grams travel as JSON lists, decoded after.

@@ -47,6 +47,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsu.noise import stable_hash64
+from beam_dpsu.text import a_type
 from beam_dpsu.windowing import require_global_window
 
 __all__ = ["release_order", "format_released", "format_count_line", "unescape",
@@ -80,8 +81,8 @@ def release_order(value: Any):
         return (1, value)
     if isinstance(value, tuple):
         return (2, tuple(release_order(v) for v in value))
-    raise TypeError(f"released items must be str, bytes or tuples of them, got a "
-                    f"{type(value).__name__}; pass sort_key to WriteReleased")
+    raise TypeError(f"released items must be str, bytes or tuples of them, got "
+                    f"{a_type(value)}; pass sort_key to WriteReleased")
 
 
 def format_released(value: Any) -> str:

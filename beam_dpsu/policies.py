@@ -71,6 +71,7 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from beam_dpsu.noise import canonical_bytes
+from beam_dpsu.text import a_type
 
 __all__ = [
     "count_weight",
@@ -210,8 +211,8 @@ class WeightedHistogramBuilder:
     def add(self, items: Iterable[Hashable]) -> None:
         """Adds one user's distinct items (duplicates count once)."""
         if isinstance(items, (str, bytes)):  # one item, not a user's items
-            raise TypeError(f"a user's items must be a collection of items, got a "
-                            f"{type(items).__name__}")
+            raise TypeError(f"a user's items must be a collection of items, got "
+                            f"{a_type(items)}")
         self.add_distinct(dict.fromkeys(items).keys())
 
     def add_distinct(self, distinct) -> None:
@@ -409,7 +410,7 @@ def check_public_count(count) -> float:
     if (isinstance(count, bool) or not isinstance(count, (int, float, np.integer, np.floating))
             or not math.isfinite(count) or count < 0):
         raise ValueError("a public count (field 1 of an (item, count) pair) must be a finite "
-                         f"number >= 0, got a {type(count).__name__}"
+                         f"number >= 0, got {a_type(count)}"
                          + (" that is NaN, infinite or below 0" if isinstance(count, (int, float))
                             else ""))
     return count

@@ -24,6 +24,7 @@ import numpy as np
 from beam_dpsu import noise
 from beam_dpsu.calibration import Calibration, KeepProbabilityCalibration, release_mask
 from beam_dpsu.randomness import draws_randomness
+from beam_dpsu.releases import warn_if_seeded
 from beam_dpsu.windowing import in_global_window, require_global_window
 
 __all__ = ["NOISE_BATCH", "NoisyThreshold", "KeepWithProbability"]
@@ -160,6 +161,7 @@ class NoisyThreshold(beam.PTransform):
         super().__init__()
         self._calibration = calibration
         self._seed = noise.check_seed(seed)
+        warn_if_seeded(self._seed, "NoisyThreshold")
         self._salt = salt
 
     @staticmethod
@@ -167,6 +169,7 @@ class NoisyThreshold(beam.PTransform):
                   salt: str = "") -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: weight}) dicts, each
         item in exactly one of them (``SampledWeightedHistogram``'s output)."""
+        warn_if_seeded(seed, "NoisyThreshold")
         return _PerShard(_NoisyThresholdFn(calibration, noise.check_seed(seed), salt),
                          "NoisyThreshold")
 
@@ -200,11 +203,13 @@ class KeepWithProbability(beam.PTransform):
         super().__init__()
         self._calibration = calibration
         self._seed = noise.check_seed(seed)
+        warn_if_seeded(self._seed, "KeepWithProbability")
 
     @staticmethod
     def per_shard(calibration: KeepProbabilityCalibration,
                   seed: int | None = None) -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: count}) dicts."""
+        warn_if_seeded(seed, "KeepWithProbability")
         return _PerShard(_KeepWithProbabilityFn(calibration, noise.check_seed(seed)),
                          "KeepWithProbability")
 

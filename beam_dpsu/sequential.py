@@ -59,9 +59,11 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from beam_dpsu.bounding import UserSampler, distinct_element_id, element_distinct_items
 from beam_dpsu.histograms import merge_histograms, split_by_shard
 from beam_dpsu.noise import canonical_bytes, check_seed, random_id128, stable_hash64
+from beam_dpsu.releases import warn_if_seeded
 from beam_dpsu.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
     policy_weights
 from beam_dpsu.randomness import draws_randomness
+from beam_dpsu.text import a_type
 from beam_dpsu.thresholds import check_max_items
 from beam_dpsu.windowing import in_global_window, require_global_window
 
@@ -377,6 +379,7 @@ class SequentialPolicyHistogram(beam.PTransform):
         if item_shards is not None:
             _check_count("item_shards", item_shards)
         seed = check_seed(seed)
+        warn_if_seeded(seed, "SequentialPolicyHistogram")
         if sample_elements is None:
             if seed is not None:  # records come sampled: nothing here would use it
                 raise ValueError("SequentialPolicyHistogram takes a seed only with "
@@ -489,7 +492,7 @@ class _TopItemsFn(beam.DoFn):
 def _check_public_count(record):
     # Public data, but the message still names only the shape and the field.
     if not isinstance(record, tuple) or len(record) != 2:
-        raise ValueError("public counts must be (item, count) pairs, got a "
-                         f"{type(record).__name__}")
+        raise ValueError("public counts must be (item, count) pairs, got "
+                         f"{a_type(record)}")
     check_public_count(record[1])
     return record

@@ -46,6 +46,7 @@ from beam_dpsu.bounding import ItemCountsPerUser, element_distinct_items
 from beam_dpsu.calibration import RoundsCalibration
 from beam_dpsu.histograms import SampledWeightedHistogram
 from beam_dpsu.records import UserItems
+from beam_dpsu.releases import ReleaseTransform, seed_announced, warn_if_seeded
 from beam_dpsu.selection import NoisyThreshold
 from beam_dpsu.windowing import require_global_window
 
@@ -136,7 +137,7 @@ def _records_of(user_id, items):
         yield UserItems(user_id, tuple(item for item, c in counts.items() if c > j))
 
 
-class SIPSRounds(beam.PTransform):
+class SIPSRounds(ReleaseTransform):
     """(user_id, item) pairs and/or (user_id, items) records → released items of every
     round, flattened.
 
@@ -148,7 +149,11 @@ class SIPSRounds(beam.PTransform):
       removal: "side_input" or "join" (see the module docstring).
       privacy_unit: "user_id" (default) or "element" (``beam_dpsu.bounding``).
 
-    After expansion, ``released_per_round`` holds each round's PCollection.
+    After expansion, ``released_per_round`` holds each round's PCollection:
+    which round released an item is NOT a function of the released set
+    (``SelectItems`` exposes it only with ``non_private_stats=True``). Like
+    ``SelectItems``, one object is one release: a second application is
+    refused when the pipeline is built.
     """
 
     def __init__(self, calibration: RoundsCalibration, max_items_per_user: int,
@@ -162,8 +167,10 @@ class SIPSRounds(beam.PTransform):
         self._seed = seed
         self._removal = removal
         self._fanout = hot_key_fanout
-        self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
-                                         seed=seed)
+        warn_if_seeded(seed, "SIPSRounds")
+        with seed_announced():
+            self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                             seed=seed)
         self._privacy_unit = privacy_unit
         self.released_per_round = []
 

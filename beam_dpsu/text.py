@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-__all__ = ["Tokens", "Tokenizer", "tokenize"]
+__all__ = ["Tokens", "Tokenizer", "tokenize", "a_type", "plural"]
 
 _URL = re.compile(r"(?:https?://|ftp://|www\.)\S+", re.IGNORECASE)
 _MARKUP = re.compile(r"<[^<>]{0,200}>")
@@ -64,3 +64,18 @@ class Tokenizer:
 
 
 tokenize = Tokenizer()
+
+
+# -- wording of messages -----------------------------------------------------------
+
+
+def a_type(value) -> str:
+    """``value``'s type name with its article: "an int", "a str", "an ndarray"."""
+    name = type(value).__name__
+    # By sound: "an int", "an ndarray" (en-dee-array), "a uint8", "a str".
+    return ("an " if name.lower().startswith(("a", "e", "i", "o", "nd")) else "a ") + name
+
+
+def plural(n: int, noun: str) -> str:
+    """``n`` and ``noun`` agreeing in number: "1 budget", "2 budgets", "1,200 n-grams"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

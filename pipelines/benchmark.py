@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,7 @@ def build_parser() -> cli.JobArgumentParser:
             f"{PROG} --job ngrams --before /tmp/before -- --input "
             "../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 --epsilon 1 "
             "--delta 1e-7",
-        ])
+        ], beam_options=False)
     g = parser.add_argument_group("benchmark")
     g.add_argument(*cli.flags("job"), choices=JOBS, default="vocabulary",
                    help="the job to time")
@@ -253,6 +254,9 @@ def _benchmark(job, workdir: str) -> str:
                 command += ["--mechanism", mechanism]
 
             def job_once(i, command=command, name=name, output=output, root=root):
+                # A job refuses an output folder that holds files (and --before's
+                # checkout may not know --overwrite): each run starts without one.
+                shutil.rmtree(output, ignore_errors=True)
                 wall, rss = time_process(command, root, os.path.join(workdir, f"{name}-{i}.log"))
                 return wall, rss, _released(args.job, output)
 

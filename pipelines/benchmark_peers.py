@@ -16,6 +16,7 @@ time side by side. PipelineDP is an optional dependency of this script only.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from types import SimpleNamespace
@@ -93,7 +94,9 @@ def prepare(argv):
     except ImportError:
         raise cli.UsageError("this benchmark needs PipelineDP: pip install -e '.[bench]'") \
             from None
-    budget = Budget(args.epsilon, args.delta)
+    with cli.flag_errors():
+        budget = Budget(args.epsilon, args.delta)
+    cli.require_selection_delta(budget.delta)
     args.max_items_per_user = args.max_items_per_user or 100
     strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
     unknown = set(strategies) - set(PEER_STRATEGIES)
@@ -102,11 +105,12 @@ def prepare(argv):
                              f"{list(PEER_STRATEGIES)}")
     mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
-    for mechanism in mechanisms:
-        mechanism.calibrate(budget)
+    with cli.flag_errors(mechanism="--mechanisms"):
+        for mechanism in mechanisms:
+            mechanism.calibrate(budget)
     args.files = cli.resolve_input(args, FORMATS)
     return SimpleNamespace(args=args, options=options, budget=budget, strategies=strategies,
-                           mechanisms=mechanisms, output=args.workdir)
+                           mechanisms=mechanisms, output=None)
 
 
 def run_prepared(job) -> str:
@@ -127,6 +131,7 @@ def run_prepared(job) -> str:
 
     print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), Δ0 = {max_items}")
     print(f"{'selection':>42} | {'released':>9} | {'wall s':>7}", flush=True)
+    os.makedirs(args.workdir, exist_ok=True)  # scratch, kept: not a release folder
     for i, (name, select) in enumerate(runs):
         out = f"{args.workdir}/run{i}.txt"
         start = time.perf_counter()

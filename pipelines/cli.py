@@ -11,7 +11,12 @@ What a new user meets, and where it is handled:
 * Flags (:class:`JobArgumentParser`): no abbreviations; ``--a-b`` and
   ``--a_b`` both accepted (Dataflow Flex Template parameter names cannot hold
   hyphens) but only ``--a-b`` shown in ``--help``; defaults shown; argparse's
-  own errors become one line.
+  own errors become one line; a negative number is a value (``--delta -1e-5``
+  gets the range error) and a flag given twice is an error naming it.
+* Parameters (:func:`flag_errors`): a library ``ValueError`` about a bad
+  parameter is reworded in flags through one mapping (:data:`FLAG_OF`), so an
+  error says ``--max-items-per-user``, never ``max_items_per_user=`` or a
+  ``Budget(...)``.
 * Unknown flags (:func:`parse_job_args`): whatever the job does not know is
   parsed as Beam pipeline options by a parser built from Beam's own option
   classes; anything neither knows is an error naming the flag and the closest
@@ -20,15 +25,19 @@ What a new user meets, and where it is handled:
   then the first record of each file parsed on the launching machine before
   any pipeline is built, so a wrong format, a corrupt or binary file, a
   missing column or an empty input fails in a second with a clear message.
-* Output (:func:`prepare_output`): checked writable before the pipeline
-  starts; a folder this run created is removed again if the run fails.
+* Output (:func:`prepare_output`): a folder that holds files is refused
+  unless ``--overwrite``; the run writes into a hidden sibling folder renamed
+  into place when it succeeds, so the folder appears complete or not at all.
+* Interrupts (:func:`run_job`): SIGINT/SIGTERM end a job with one line
+  ``interrupted`` (exit 130/143) and leave no output.
 * Beam's noise (``pipelines._BeamNoiseFilter``, installed when the package is
   imported): the ``apitools not found`` warning,
   ``Discarding unparseable args`` and Beam's ERROR log of an exception the job
   reports itself are dropped.
 * Progress (:data:`LOG`, :class:`LogCount`, :func:`log_written`): lines on
-  stderr naming the stage, SIPS round and DPNE level with their released
-  counts, and one summary line on stdout when the job succeeds.
+  stderr naming the stage and DPNE level with their released counts (SIPS
+  rounds' only with ``--non-private-stats``), and one summary line on stdout
+  when the job succeeds.
 
 Only the released set leaves (DESIGN §4, invariant 6): progress lines and
 error messages name files, line numbers, fields, parameters and released
@@ -62,7 +71,7 @@ from apache_beam.options.pipeline_options import (PipelineOptions,  # noqa: E402
                                                   StandardOptions, _BeamArgumentParser)
 from apache_beam.runners.runner import create_runner  # noqa: E402
 
-from beam_dpsu import configs  # noqa: E402
+from beam_dpsu import configs, noise  # noqa: E402
 from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.bounding import InvalidRecordError  # noqa: E402
 from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
@@ -81,7 +90,8 @@ __all__ = [
     "add_output_arguments", "add_non_private_stats_argument", "add_counts_arguments",
     "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input", "check_num_shards",
     "budget_from_args", "describe_budget", "tokenizer_from_args", "mechanism_from_args",
-    "check_public_input", "prepare_output", "WriteJson", "read_json", "LogCount",
+    "check_public_input", "prepare_output", "written_whole", "run_with_output", "staging_of",
+    "add_overwrite_argument", "WriteJson", "read_json", "LogCount",
     "log_written", "LOG", "progress", "run_job", "error_message",
 ]
 
@@ -118,8 +128,18 @@ def boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _fill(text: str, width: int = 88) -> str:
+    """``textwrap.fill`` that never breaks a flag (``--keep-case``) at its hyphens."""
+    return textwrap.fill(text, width=width, break_on_hyphens=False)
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """One spelling per flag, defaults shown, examples (the epilog) kept as written."""
+
+    def _split_lines(self, text, width):
+        # argparse's own wrapping breaks at hyphens: "--keep-" / "case".
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False)
 
     def _format_action_invocation(self, action):
         shown = [s for s in action.option_strings
@@ -152,23 +172,99 @@ def _wrap_command(command: str, width: int = 86) -> str:
     return "\n".join(lines + [line])
 
 
-class JobArgumentParser(argparse.ArgumentParser):
+# A value that starts with "-" but is a number (or a comma-separated list of
+# them, e.g. --epsilons -1,2): argparse's own pattern misses -1e-5, -.5e-2 and
+# -inf and would read them as flags ("expected one argument").
+_NUMBER = r"(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)"
+_NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:,\s*-?{_NUMBER})*$", re.IGNORECASE)
+
+
+def _shown_flag(action) -> str:
+    """The spelling ``--help`` shows (``--a-b``, not ``--a_b``)."""
+    return next((s for s in action.option_strings if s.startswith("--")),
+                action.option_strings[0])
+
+
+class _GivenOnce:
+    """An action that refuses its flag a second time in one command line, where
+    argparse would let the last value win silently (``--epsilon 1 --epsilon 2``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = parser.__dict__.setdefault("_given_flags", set())
+        if self.dest in given:
+            parser.error(f"{_shown_flag(self)} is given more than once: give each flag once")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _StoreOnce(_GivenOnce, argparse._StoreAction):
+    pass
+
+
+class _StoreConstOnce(_GivenOnce, argparse._StoreConstAction):
+    pass
+
+
+class _StoreTrueOnce(_GivenOnce, argparse._StoreTrueAction):
+    pass
+
+
+class _StoreFalseOnce(_GivenOnce, argparse._StoreFalseAction):
+    pass
+
+
+class _StrictValues:
+    """Parser mixin: negative numbers are values, single-valued flags are given once
+    (list-valued ones, action="append", may repeat)."""
+
+    def _strict_values(self):
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+        for name, action in ((None, _StoreOnce), ("store", _StoreOnce),
+                             ("store_const", _StoreConstOnce), ("store_true", _StoreTrueOnce),
+                             ("store_false", _StoreFalseOnce)):
+            self.register("action", name, action)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given_flags = set()  # one command line at a time
+        return super().parse_known_args(args, namespace)
+
+
+class JobArgumentParser(_StrictValues, argparse.ArgumentParser):
     """The jobs' argument parser: no abbreviations, errors as :class:`UsageError`.
+
+    Negative numbers are values (``--delta -1e-5`` gets the range error), and
+    a flag given twice is an error naming it.
 
     Args:
       prog: e.g. ``"python -m pipelines.vocabulary"``.
       description: what the job does, in a sentence or two.
       examples: command lines shown under "examples:" at the end of ``--help``.
+      beam_options: whether other flags are Beam pipeline options (the help says so).
     """
 
-    def __init__(self, prog: str, description: str, examples: Sequence[str] = ()):
-        epilog = "examples:\n" + "\n\n".join(_wrap_command(e) for e in examples) + "\n\n"
-        epilog += textwrap.fill(
-            "Flags are also accepted with underscores (--max_items_per_user). Any other flag "
-            "must be a Beam pipeline option: --runner, --direct_num_workers N (local "
-            "parallelism), --project, --region, --temp_location, …", width=88)
-        super().__init__(prog=prog, description=textwrap.fill(description, width=88),
-                         epilog=epilog, formatter_class=HelpFormatter, allow_abbrev=False)
+    def __init__(self, prog: str, description: str, examples: Sequence[str] = (),
+                 beam_options: bool = True):
+        self._examples = "examples:\n" + "\n\n".join(_wrap_command(e) for e in examples)
+        self._beam_options = beam_options
+        super().__init__(prog=prog, description=_fill(description),
+                         formatter_class=HelpFormatter, allow_abbrev=False)
+        self._strict_values()
+
+    def format_help(self):
+        # The epilog names flags of this parser only, so it is written when shown.
+        underscored = [s for a in self._actions for s in a.option_strings
+                       if s.startswith("--") and "_" in s]
+        example = ("--max_items_per_user" if "--max_items_per_user" in underscored
+                   else next(iter(underscored), None))
+        notes = []
+        if example:
+            notes.append(f"Flags are also accepted with underscores ({example}).")
+        if self._beam_options:
+            notes.append("Any other flag must be a Beam pipeline option: --runner, "
+                         "--direct_num_workers N (local parallelism), --project, --region, "
+                         "--temp_location, …")
+        self.epilog = self._examples + ("\n\n" + _fill(" ".join(notes)) if notes else "")
+        return super().format_help()
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
@@ -180,11 +276,12 @@ class JobArgumentParser(argparse.ArgumentParser):
                                                       in a.option_strings)})
 
 
-class _BeamOptionsParser(_BeamArgumentParser):
+class _BeamOptionsParser(_StrictValues, _BeamArgumentParser):
     """Beam's own option parser (every registered ``PipelineOptions`` class), strict."""
 
     def __init__(self):
         super().__init__(allow_abbrev=False, add_help=False)
+        self._strict_values()
         seen = set()
         for cls in PipelineOptions.__subclasses__():
             if cls.__name__ not in seen:
@@ -235,7 +332,16 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
             a.startswith("--default_sdk_harness_log_level") for a in rest)):
         # The DirectRunner's worker processes log at INFO to the console otherwise.
         rest = rest + ["--default_sdk_harness_log_level=WARNING"]
-    options = PipelineOptions(rest)
+    # Beam parses the options again with its own parser, which would read a
+    # negative number (-1e-5) as a flag: give such values as --flag=value.
+    joined = []
+    for arg in rest:
+        if joined and _NEGATIVE_NUMBER.match(arg) and joined[-1].startswith("--") \
+                and "=" not in joined[-1]:
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    options = PipelineOptions(joined)
     runner = options.view_as(StandardOptions).runner
     if runner is not None:
         try:
@@ -243,6 +349,78 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
         except (ValueError, ImportError) as exc:
             raise UsageError(f"--runner {runner}: {str(exc).split('. ')[0]}") from None
     return args, options
+
+
+# -- library errors in the jobs' words ---------------------------------------------------
+
+# The library's parameter names and the flags that set them, in one place: a
+# library ValueError that reaches a job's error line is worded in flags
+# (:func:`flag_errors`); the library's own messages stay as they are.
+FLAG_OF = {
+    "epsilon": "--epsilon", "delta": "--delta", "rho": "--rho",
+    "mechanism": "--mechanism", "max_items_per_user": "--max-items-per-user",
+    "rounds": "--rounds", "ratio": "--ratio", "removal": "--sips-removal",
+    "alpha": "--alpha", "shards": "--shards", "hot_key_fanout": "--hot-key-fanout",
+    "counts_share": "--counts-share", "num_shards": "--num-shards", "seed": "--seed",
+    "max_n": "--max-n", "eta": "--eta", "decay": "--noise-decay",
+    "noise_schedule": "--noise-decay", "pruning": "--pruning", "level1": "--level1",
+}
+_BUDGET_DICT = re.compile(r"\{'type': '[\w-]+'((?:, '\w+': [^,}]+)+)\}")
+_BUDGET_REPR = re.compile(r"\b(?:ZCDP)?Budget\(((?:\w+=[^,)]+(?:, )?)+)\)")
+_BUDGET_TYPE = re.compile(r"\b(?:an? )?(?:ZCDP)?Budget\((\w+), (\w+)\)")
+_NAME_LIST = re.compile(r"\[('\w+'(?:, '\w+')*)\]")
+
+
+def _number(text: str) -> str:
+    try:
+        return f"{float(text):g}"
+    except ValueError:
+        return text
+
+
+def in_flags(message: str, flag_of: dict | None = None) -> str:
+    """A library message in the words of the command line: parameter names as
+    flags (where they name the parameter: at the start, before ``must``/``needs``/
+    ``=``, after raise/lower/give), budget reprs and dicts as flags with values."""
+    names = FLAG_OF if flag_of is None else flag_of
+
+    def pairs(text, pattern):
+        out = []
+        for name, value in re.findall(pattern, text):
+            if name in names:
+                out.append(f"{names[name]} {_number(value.strip().strip(chr(39)))}")
+        return " ".join(out)
+
+    message = _BUDGET_DICT.sub(lambda m: pairs(m.group(1), r"'(\w+)': ([^,]+)"), message)
+    message = _BUDGET_REPR.sub(lambda m: pairs(m.group(1), r"(\w+)=([^,]+)"), message)
+    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups()),
+                               message)
+    message = _NAME_LIST.sub(
+        lambda m: (", ".join(names[n.strip("'")] for n in m.group(1).split(", "))
+                   if all(n.strip("'") in names for n in m.group(1).split(", "))
+                   else m.group(0)), message)
+    for name in sorted(names, key=len, reverse=True):
+        flag = names[name]
+        # mechanism 'sips' → --mechanism sips; name=value / name = value → flag value
+        message = re.sub(rf"(?<![\w-]){name} '([^']*)'", rf"{flag} \1", message)
+        message = re.sub(rf"(?<![\w-]){name} ?= ?(?!=)", f"{flag} ", message)
+        message = re.sub(rf"^{name}\b|(?<![\w-]){name}(?= (?:must|needs)\b)"
+                         rf"|(?<=raise ){name}\b|(?<=lower ){name}\b|(?<=give ){name}\b",
+                         flag, message)
+    return message
+
+
+@contextlib.contextmanager
+def flag_errors(**flag_of):
+    """Library ``ValueError``/``TypeError`` raised inside become :class:`UsageError` in
+    flags (:func:`in_flags`); ``flag_of`` overrides :data:`FLAG_OF` for this call
+    (e.g. ``max_items_per_user="--counts-max-items-per-user"``)."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, _CLEAN_ERRORS):
+            raise
+        raise UsageError(in_flags(str(exc), {**FLAG_OF, **flag_of})) from None
 
 
 # -- argument groups ---------------------------------------------------------------------
@@ -290,8 +468,8 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     g.add_argument(*flags("max-items-per-user"), type=int, metavar="N",
                    help="Δ0, the contribution bound: how many distinct items of each user are "
                         "kept before anything is counted, sampled uniformly (default: 100) or, "
-                        "for gw, the user's most frequent ones (default: 30; 300 with "
-                        "--public-input)")
+                        "for gw, the user's most frequent ones (default: 30"
+                        + ("; 300 with --public-input)" if public_input else ")"))
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3)")
     g.add_argument(*flags("ratio"), type=float, metavar="R",
@@ -351,6 +529,16 @@ def add_output_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                    help=f"number of {what} files; lines are sorted and each {what[:-1]} goes "
                         "to the file its own hash picks, so the files depend on the released "
                         "set only")
+    add_overwrite_argument(g)
+
+
+def add_overwrite_argument(group) -> None:
+    """--overwrite: replace an --output folder that holds files (refused otherwise)."""
+    group.add_argument(*flags("overwrite"), type=boolean, nargs="?", const=True, default=False,
+                       metavar="BOOL",
+                       help="replace the --output folder if it holds files: everything in it "
+                            "goes (without this flag such a folder is refused); the new folder "
+                            "takes its place only once it is complete")
 
 
 def add_non_private_stats_argument(parser: argparse.ArgumentParser, what: str) -> None:
@@ -409,6 +597,10 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     skip = getattr(args, "skip_header_lines", 0) or 0
     if skip < 0:
         raise UsageError(f"--skip-header-lines must be >= 0, got {skip}")
+    if skip and args.format not in ("pairs", "text"):
+        # A csv/jsonl header names the fields; msnbc skips its own header.
+        raise UsageError(f"--skip-header-lines applies to --format pairs or text, not "
+                         f"{args.format}")
     inspect_input(files, args.format, args.user_field, args.text_field, skip)
     return files
 
@@ -432,13 +624,15 @@ def budget_parts_from_args(args, budget) -> SelectionAndCountsBudget | None:
             raise UsageError("--counts-share and --counts-max-items-per-user need --with-counts")
         return None
     share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
-    return split_selection_and_counts(budget, share)
+    with flag_errors():
+        return split_selection_and_counts(budget, share)
 
 
 def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int) -> None:
     """The counts' calibration, computed now so a bad Δ0 fails before anything runs."""
     if parts is not None:
-        count_calibration(parts.counts, max_items_per_user)
+        with flag_errors(max_items_per_user="--counts-max-items-per-user"):
+            count_calibration(parts.counts, max_items_per_user)
 
 
 def count_line(item_count) -> str:
@@ -490,11 +684,24 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
 
 
 def budget_from_args(args) -> Budget | ZCDPBudget:
+    """The job's budget from --epsilon or --rho and --delta (and --seed checked)."""
     if (args.epsilon is None) == (args.rho is None):
         raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
-    if args.epsilon is not None:
-        return Budget(args.epsilon, args.delta)
-    return ZCDPBudget(args.rho, args.delta)
+    with flag_errors():
+        budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
+                  else ZCDPBudget(args.rho, args.delta))
+        noise.check_seed(getattr(args, "seed", None))
+    require_selection_delta(budget.delta)
+    return budget
+
+
+def require_selection_delta(delta: float) -> None:
+    """Every job selects items, which is never pure DP: --delta 0 is refused here, in
+    flags (the library would name the selection's share of the budget)."""
+    if delta <= 0:
+        raise UsageError(f"--delta must be > 0, got {delta:g}: selecting items is never pure "
+                         "differential privacy (an item held by one user is released with "
+                         "probability at most δ)")
 
 
 def describe_budget(budget) -> str:
@@ -515,7 +722,11 @@ def tokenizer_from_args(args) -> Tokenizer:
 def mechanism_from_args(args, name: str | None = None,
                         ignore_unused: bool = False) -> configs.MechanismConfig:
     """The mechanism config named ``name`` (default: --mechanism) with the flags it takes."""
+    flag_of = {} if name is None else {"mechanism": "--mechanisms"}  # one of several
     name = (name or args.mechanism).strip()
+    fanout = getattr(args, "hot_key_fanout", None)
+    if fanout is not None and fanout < 1:
+        raise UsageError(f"--hot-key-fanout must be >= 1, got {fanout}")
     if name not in configs.MECHANISMS:
         close = difflib.get_close_matches(name, list(configs.MECHANISMS), n=2, cutoff=0.6)
         try:
@@ -523,11 +734,12 @@ def mechanism_from_args(args, name: str | None = None,
         except ValueError as exc:
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise UsageError(f"{exc}{hint}") from None
-    return configs.mechanism_from_name(
-        name, ignore_unused, max_items_per_user=args.max_items_per_user,
-        rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
-        removal=getattr(args, "sips_removal", None), alpha=getattr(args, "alpha", None),
-        shards=getattr(args, "shards", None))
+    with flag_errors(**flag_of):
+        return configs.mechanism_from_name(
+            name, ignore_unused, max_items_per_user=args.max_items_per_user,
+            rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
+            removal=getattr(args, "sips_removal", None), alpha=getattr(args, "alpha", None),
+            shards=getattr(args, "shards", None))
 
 
 def check_num_shards(args) -> None:
@@ -536,44 +748,205 @@ def check_num_shards(args) -> None:
 
 
 # -- output ------------------------------------------------------------------------------
+#
+# One folder, one release (DESIGN §4 invariant 9): a job writes into a folder
+# that holds nothing (or, with --overwrite, replaces all of it), and the folder
+# appears complete or not at all. The run writes into a hidden sibling (same
+# parent: one filesystem, so a rename moves it) that is renamed into place
+# once everything is written; a failed or interrupted run removes the sibling.
+
+STAGING = ".beam_dpsu-staging-"
 
 
 def _is_local(path: str) -> bool:
     return "://" not in path
 
 
-def prepare_output(folder: str) -> bool:
-    """Checks that ``folder`` can be written, before any pipeline runs.
+def _sibling(folder: str, kind: str = STAGING) -> str:
+    """A hidden, unique name beside ``folder``: ``PARENT/.NAME.beam_dpsu-staging-<hex>``."""
+    parent, name = folder.rstrip("/").rsplit("/", 1) if "/" in folder.rstrip("/") \
+        else (".", folder.rstrip("/"))
+    return f"{parent}/.{name}{kind}{uuid.uuid4().hex[:12]}"
 
-    A local folder is created (with its parents) and a probe file written and
-    removed in it; a remote one (gs://, s3://, …) must have a Beam
-    filesystem. Returns whether this call created the folder, so that a failed
-    run can remove it again (:func:`remove_output`).
+
+def _refuse_used(folder: str) -> None:
+    raise UsageError(f"--output {folder} already holds files (an earlier release?); give "
+                     "--overwrite to replace the whole folder, or choose a new or empty one")
+
+
+def _swap_folders(a: str, b: str) -> bool:
+    """Exchanges two folders' names in one step (Linux ``renameat2`` RENAME_EXCHANGE), so
+    that ``b`` always holds one of them whole; False where the system cannot."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+class _LocalOutput:
+    """A local output folder written whole or not at all.
+
+    ``staging`` is a hidden sibling the run writes into; :meth:`commit`
+    renames it onto the final path (an empty or missing folder) or, with
+    ``--overwrite``, exchanges it with the old folder in one step (two
+    renames where the system has no exchange: the final path is then missing
+    for an instant, never a mix) and removes the old one afterwards.
     """
-    if not _is_local(folder):
+
+    def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+        self.folder, self.overwrite = folder, overwrite
+        self._path = os.path.realpath(folder)  # a symlinked folder: replaced where it is
+        if os.path.exists(self._path) and not os.path.isdir(self._path):
+            raise UsageError(f"cannot write output {folder!r}: it is a file, not a folder")
+        if os.path.isdir(self._path):
+            if os.listdir(self._path) and not overwrite:
+                _refuse_used(folder)
+            self._check_replaceable(inputs)
+        parent = os.path.dirname(self._path)
+        self._created = _missing_ancestor(parent)  # removed again if the run fails
+        self.staging = _sibling(self._path)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            os.mkdir(self.staging)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            blocker = _existing_ancestor(parent)
+            if blocker and not os.path.isdir(blocker):
+                reason = f"{blocker} is a file"
+            self._remove_created()
+            raise UsageError(f"cannot write output folder {folder!r}: {reason}") from None
+
+    def _check_replaceable(self, inputs: Sequence[str]) -> None:
+        inside = self._path.rstrip(os.sep) + os.sep
+        if (os.getcwd() + os.sep).startswith(inside):
+            raise UsageError(f"--output {self.folder} holds the working folder, which the "
+                             "job would replace; choose another --output")
+        for f in inputs:
+            if f and _is_local(f) and os.path.realpath(f).startswith(inside):
+                raise UsageError(f"--output {self.folder} holds the input {f}; --overwrite "
+                                 "would remove it: choose another --output")
+
+    def commit(self) -> None:
+        try:
+            if os.path.isdir(self._path) and os.listdir(self._path):
+                if not self.overwrite:  # filled by someone else while the job ran
+                    _refuse_used(self.folder)
+                if _swap_folders(self.staging, self._path):
+                    shutil.rmtree(self.staging, ignore_errors=True)  # now the old folder
+                    return
+                old = _sibling(self._path, ".beam_dpsu-old-")
+                os.rename(self._path, old)
+                try:
+                    os.rename(self.staging, self._path)
+                except OSError:
+                    os.rename(old, self._path)  # the old folder back, whole
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
+                return
+            os.replace(self.staging, self._path)  # onto a missing or empty folder
+        except OSError as exc:
+            raise UsageError(f"cannot put output folder {self.folder!r} in place: "
+                             f"{exc.strerror or exc}") from None
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self._remove_created()
+
+    def _remove_created(self) -> None:
+        """Removes the parent folders this run created, while they are empty."""
+        if not self._created:
+            return
+        path = os.path.dirname(self._path)
+        while True:
+            try:
+                os.rmdir(path)
+            except OSError:
+                return
+            if path == self._created:
+                return
+            path = os.path.dirname(path)
+
+
+class _RemoteOutput:
+    """A remote output (gs://, s3://, …) through Beam's FileSystems: NOT atomic.
+
+    Object stores cannot rename a folder in one step. The run writes under a
+    hidden sibling prefix; :meth:`commit` then deletes the old files (with
+    ``--overwrite``; refused otherwise) and renames the new ones file by file.
+    A failed run never touches the output, but while :meth:`commit` runs (and
+    if it is cut short) the prefix can hold part of the old or new files.
+    """
+
+    def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+        self.folder, self.overwrite = folder.rstrip("/"), overwrite
         try:
             FileSystems.get_filesystem(folder)
         except ValueError as exc:
             raise UsageError(f"cannot write output {folder!r}: {exc}") from None
-        return False
-    existed = os.path.isdir(folder)
-    if os.path.exists(folder) and not existed:
-        raise UsageError(f"cannot write output {folder!r}: it is a file, not a folder")
-    try:
-        os.makedirs(folder, exist_ok=True)
-        probe = os.path.join(folder, f".beam_dpsu-probe-{uuid.uuid4().hex}")
-        with open(probe, "w", encoding="utf-8"):
-            pass
-        os.remove(probe)
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        parent = _existing_ancestor(folder)
-        if parent and os.path.exists(parent) and not os.path.isdir(parent):
-            reason = f"{parent} is a file"
-        if not existed:
-            remove_output(folder, True)
-        raise UsageError(f"cannot write output folder {folder!r}: {reason}") from None
-    return not existed
+        if self._files(self.folder) and not overwrite:
+            _refuse_used(folder)
+        inside = [f for f in inputs if f and f.startswith(self.folder + "/")]
+        if inside:
+            raise UsageError(f"--output {folder} holds the input {inside[0]}; choose another "
+                             "--output")
+        self.staging = _sibling(self.folder)
+
+    @staticmethod
+    def _files(prefix: str) -> list[str]:
+        """Every file under ``prefix`` (none when it does not exist)."""
+        try:
+            return [m.path for m in FileSystems.match([prefix + "/**"])[0].metadata_list]
+        except Exception as exc:  # noqa: BLE001 - BeamIOError wraps the store's own error
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UsageError(f"cannot list output {prefix!r}: {first}") from None
+
+    def commit(self) -> None:
+        old = self._files(self.folder)
+        if old:
+            if not self.overwrite:
+                _refuse_used(self.folder)
+            FileSystems.delete(old)
+        new = self._files(self.staging)
+        FileSystems.rename(new, [self.folder + p[len(self.staging):] for p in new])
+        self.discard()
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):  # best effort, after a failure already reported
+            left = self._files(self.staging)
+            if left:
+                FileSystems.delete(left)
+            if FileSystems.exists(self.staging):
+                FileSystems.delete([self.staging])
+
+
+def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+    """The output folder, checked before any pipeline runs; its ``staging`` is where the run
+    writes, :meth:`commit` puts it in place, :meth:`discard` removes it after a failure.
+
+    Refused: a folder that holds files, unless ``overwrite`` (then one that
+    holds an input file or the working folder); a file; an unwritable place.
+    """
+    if _is_local(folder):
+        return _LocalOutput(folder, overwrite, inputs)
+    return _RemoteOutput(folder, overwrite, inputs)
+
+
+def _missing_ancestor(path: str) -> str | None:
+    """The topmost folder of ``path`` (itself included) that does not exist yet."""
+    missing = None
+    while path and not os.path.exists(path):
+        missing = path
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 def _existing_ancestor(path: str) -> str | None:
@@ -586,17 +959,43 @@ def _existing_ancestor(path: str) -> str | None:
     return path
 
 
-def remove_output(folder: str, created: bool) -> None:
-    """After a failed run: removes ``folder`` if this run created it, else only the
-    ``beam-temp-*`` folders Beam's file sinks may have left in it."""
-    if not _is_local(folder) or not os.path.isdir(folder):
+@contextlib.contextmanager
+def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[str] = ()):
+    """Yields where to write ``folder`` (None: nothing); puts it in place when the block
+    ends, removes it if the block raises (an interrupt too)."""
+    if not folder:
+        yield None
         return
-    if created:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    for name in os.listdir(folder):
-        if name.startswith("beam-temp-"):
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+    output = None
+    try:
+        with _INTERRUPTS.held():  # an interrupt waits until the sibling exists
+            output = prepare_output(folder, overwrite, inputs)
+        yield output.staging
+        if _INTERRUPTS.signal is not None:
+            raise KeyboardInterrupt  # one came and was swallowed on the way here
+        with _INTERRUPTS.held(then_raise=False):  # once started, too late to stop
+            output.commit()
+    except BaseException:
+        if output is not None:
+            with _INTERRUPTS.held(then_raise=False):
+                output.discard()
+        raise
+
+
+def run_with_output(job, run: Callable[..., str]) -> str:
+    """``run(job)`` with ``job.staging`` the place to write ``job.output`` (see
+    :func:`written_whole`); ``job.overwrite`` and ``job.inputs`` as in
+    :func:`prepare_output`."""
+    with written_whole(getattr(job, "output", None), getattr(job, "overwrite", False),
+                       getattr(job, "inputs", ())) as staging:
+        job.staging = staging
+        return run(job)
+
+
+def staging_of(job) -> str:
+    """Where the job writes its output: the staging folder when run through
+    :func:`run_with_output`, else ``job.output`` itself."""
+    return (getattr(job, "staging", None) or job.output).rstrip("/")
 
 
 def _write_file(text: str, path: str) -> str:
@@ -696,7 +1095,9 @@ def progress(message: str) -> None:
 
 
 class LogCount(beam.PTransform):
-    """Counts a PCollection and logs ``message.format(n=count)``; returns the count.
+    """Counts a PCollection and logs ``message.format(n=count, s=…)``; returns the count.
+
+    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}").
 
     For released sets only (a round's or a level's release), whose size is a
     DP output: logging it says nothing the release does not.
@@ -710,7 +1111,7 @@ class LogCount(beam.PTransform):
         message = self._message
 
         def log(n):
-            logging.getLogger("pipelines").info(message.format(n=n))
+            logging.getLogger("pipelines").info(message.format(n=n, s="" if n == 1 else "s"))
             return n
 
         return (pcoll
@@ -749,37 +1150,102 @@ def error_message(exc: BaseException) -> str | None:
     return _STEP.sub("", text.strip().splitlines()[0] if text.strip() else text).strip()
 
 
+import signal  # noqa: E402
+import threading  # noqa: E402
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM while a job runs: one line ``interrupted``, exit 128 + signal.
+
+    The first signal is recorded and raised as ``KeyboardInterrupt`` wherever
+    the job is (Beam re-raises it from a step as a ``RuntimeError``, which is
+    why the signal is recorded rather than recognised by the exception's
+    type), and logging stops, so that Beam's ERROR log of the interrupted step
+    and its threads' lines do not follow. Later signals are ignored while the
+    job cleans up. Once the output is being put in place (:meth:`held`) a
+    signal is too late to stop it: the job then completes.
+    """
+
+    def __init__(self):
+        self.signal: int | None = None
+        self._held, self._pending = False, None
+        self._previous: dict = {}
+
+    def __enter__(self):
+        self.signal, self._held, self._pending = None, False, None
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+        logging.disable(logging.NOTSET)
+        return False
+
+    def _handle(self, signum, _frame):
+        if self._held:
+            self._pending = self._pending or signum
+            return
+        if self.signal is None:
+            self._interrupt(signum)
+
+    def _interrupt(self, signum):
+        self.signal = signum
+        logging.disable(logging.CRITICAL)
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held(self, then_raise: bool = True):
+        """A signal inside the block waits until it ends, then interrupts (or, without
+        ``then_raise``, is dropped: the block put the output in place or cleaned up)."""
+        self._held, self._pending = True, None
+        try:
+            yield
+        finally:
+            self._held = False
+        if then_raise and self._pending is not None and self.signal is None:
+            self._interrupt(self._pending)
+
+
+_INTERRUPTS = _Interrupts()
+
+
 def run_job(name: str, argv, prepare: Callable, run: Callable[..., str]) -> int:
-    """Runs a job: one ``error: …`` line and exit code 2 for every expected failure.
+    """Runs a job: one ``error: …`` line and exit code 2 for every expected failure; one
+    line ``interrupted`` and exit 130 (SIGINT) or 143 (SIGTERM) for an interrupt.
 
     Args:
       name: the job's name in progress lines.
       argv: the command line (None: ``sys.argv[1:]``).
       prepare: argv → job; parses and checks everything that can be checked
-        without data, and exposes ``job.output`` (the output folder, or None).
+        without data, and exposes ``job.output`` (the output folder, or None),
+        ``job.overwrite`` and ``job.inputs`` (see :func:`prepare_output`).
         Bad parameters may raise ``ValueError``/``TypeError`` here.
-      run: job → the closing summary line; runs the pipeline(s).
+      run: job → the closing summary line; runs the pipeline(s), writing the
+        output into ``job.staging`` (:func:`staging_of`), which is put in
+        place as ``job.output`` when it returns (:func:`written_whole`).
     """
     configure_progress(name)
-    try:
-        job = prepare(argv)
-    except (ValueError, TypeError) as exc:  # includes UsageError and InputFormatError
-        print(f"error: {error_message(exc) or exc}", file=sys.stderr)
-        return 2
-    output = getattr(job, "output", None)
-    created = False
-    try:
-        if output:
-            created = prepare_output(output)
-        summary = run(job)
-    except Exception as exc:  # noqa: BLE001 - re-raised unless it is an expected failure
-        if output:
-            remove_output(output, created)
-        message = error_message(exc)
-        if message is None:
-            raise
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+    with _INTERRUPTS as interrupts:
+        try:
+            try:
+                job = prepare(argv)
+            except (ValueError, TypeError) as exc:  # includes UsageError, InputFormatError
+                print(f"error: {error_message(exc) or exc}", file=sys.stderr)
+                return 2
+            summary = run_with_output(job, run)
+        except BaseException as exc:  # noqa: BLE001 - re-raised unless expected
+            if interrupts.signal is not None or isinstance(exc, KeyboardInterrupt):
+                print("interrupted", file=sys.stderr, flush=True)
+                return 128 + (interrupts.signal or signal.SIGINT)
+            message = error_message(exc) if isinstance(exc, Exception) else None
+            if message is None:
+                raise
+            print(f"error: {message}", file=sys.stderr)
+            return 2
     if summary:
         print(summary, flush=True)
     return 0

@@ -49,6 +49,7 @@ from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.text import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluate"
@@ -104,15 +105,22 @@ def build_parser() -> cli.JobArgumentParser:
                         "default it lives in a temporary folder removed at exit")
     g.add_argument(*cli.flags("output"), required=True, metavar="FOLDER",
                    help="local output folder for results.csv, summary.md and utility.png")
+    cli.add_overwrite_argument(g)
     return parser
+
+
+# The grid's flags for the library's names (cli.FLAG_OF has the single-budget ones).
+GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanisms"}
 
 
 def budgets_from_args(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
         raise cli.UsageError("give exactly one of --epsilons or --rhos")
-    if args.epsilons is not None:
-        return [Budget(e, args.delta) for e in args.epsilons]
-    return [ZCDPBudget(r, args.delta) for r in args.rhos]
+    with cli.flag_errors(**GRID_FLAGS):
+        budgets = ([Budget(e, args.delta) for e in args.epsilons] if args.epsilons is not None
+                   else [ZCDPBudget(r, args.delta) for r in args.rhos])
+    cli.require_selection_delta(args.delta)
+    return budgets
 
 
 def budget_label(budget) -> str:
@@ -301,18 +309,24 @@ def prepare(argv):
         raise cli.UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
     if "://" in args.output:
         raise cli.UsageError(f"--output must be a local folder, got {args.output!r}")
+    if args.cache_dir and (os.path.abspath(args.cache_dir) + os.sep).startswith(
+            os.path.abspath(args.output) + os.sep):
+        raise cli.UsageError("--cache-dir must not be inside --output: the output folder is "
+                             "written whole and replaced as a whole")
     mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
     if not mechanisms:
         raise cli.UsageError("--mechanisms names no mechanism")
-    for budget in budgets:  # calibrate everything before running anything
-        for mechanism in mechanisms:
-            mechanism.calibrate(budget)
+    with cli.flag_errors(**GRID_FLAGS):
+        for budget in budgets:  # calibrate everything before running anything
+            for mechanism in mechanisms:
+                mechanism.calibrate(budget)
     if not args.no_plot:
         check_plotting()
     args.files = cli.resolve_input(args, FORMATS)
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
-                           output=args.output)
+                           output=args.output, overwrite=args.overwrite,
+                           inputs=args.files + [args.cache_dir or ""])
 
 
 def run_prepared(job) -> str:
@@ -323,6 +337,7 @@ def run_prepared(job) -> str:
 
 def _evaluate(job, work_dir: str) -> str:
     args, options, budgets, mechanisms = job.args, job.options, job.budgets, job.mechanisms
+    out = cli.staging_of(job)  # put in place as --output when the job ends
     cache_dir = os.path.join(work_dir, "cache")
     if _cache_files(cache_dir):
         cli.progress(f"using the cache in {cache_dir}")
@@ -354,30 +369,30 @@ def _evaluate(job, work_dir: str) -> str:
                         len(frequent & set(released)) / len(frequent) if frequent else math.nan)
                 rows.append(row)
                 cli.progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
-                             f"trial {trial}/{args.trials}: {len(released):,} items in "
+                             f"trial {trial}/{args.trials}: {plural(len(released), 'item')} in "
                              f"{seconds:.1f} s")
 
     fields = ["mechanism", "budget", "trial", "released", "wall_seconds"]
     if frequent is not None:
         fields.append("k_anonymity_coverage")
-    with open(os.path.join(args.output, "results.csv"), "w", newline="", encoding="utf-8") as f:
+    with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     context = {"dataset": args.dataset or os.path.basename(args.input.rstrip("/")),
                "input": args.input, "users": users, "mechanisms": mechanisms,
                "budgets": budgets, "trials": args.trials}
-    write_summary(rows, os.path.join(args.output, "summary.md"), args.k_anonymity, context)
+    write_summary(rows, os.path.join(out, "summary.md"), args.k_anonymity, context)
     written = ["results.csv", "summary.md"]
     if not args.no_plot:
         x_name = "ε" if isinstance(budgets[0], Budget) else "ρ (zCDP)"
-        write_plot(rows, os.path.join(args.output, "utility.png"), x_name,
+        write_plot(rows, os.path.join(out, "utility.png"), x_name,
                    f"Released items vs {x_name} on {context['dataset']} "
                    f"(δ = {args.delta:g})")
         written.append("utility.png")
-    return (f"evaluated {total} runs ({len(mechanisms)} mechanisms × {len(budgets)} budgets × "
-            f"{args.trials} trials) on {context['dataset']}; wrote {', '.join(written)} to "
-            f"{args.output}")
+    return (f"evaluated {plural(total, 'run')} ({plural(len(mechanisms), 'mechanism')} × "
+            f"{plural(len(budgets), 'budget')} × {plural(args.trials, 'trial')}) on "
+            f"{context['dataset']}; wrote {', '.join(written)} to {args.output}")
 
 
 def main(argv=None) -> int:

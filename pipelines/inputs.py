@@ -20,27 +20,36 @@ Formats (``--format``; inferred from the file names when not given, see
 * ``msnbc`` (n-grams only): the UCI MSNBC sequence file, zipped or not.
 
 Files are matched with Beam's filesystems (local, gs://, …) and decompressed
-by extension (.gz, .bz2, .zst, .deflate, .xz/.lzma). Each file is parsed whole
-by one worker, which keeps line numbers for error messages and lets CSV fields
-span lines.
+by extension (.gz, .bz2, .zst/.zstd, .deflate, .xz/.lzma) with Python's
+decompressors, to the end-of-stream marker of the last member: a truncated or
+corrupt file is an error, never a shorter read (Beam's own reader stops
+silently where a cut file ends). Each file is parsed whole by one worker,
+which keeps true line numbers for error messages (every line is decoded on
+its own) and lets CSV fields span lines, up to ``FIELD_SIZE_LIMIT``
+characters; a quote never closed is an error naming the line it opens on.
 
 A record that cannot be read fails the pipeline with an ``InputFormatError``
 naming the file, the line (and record) number and the field, and saying what
 is wrong; it never quotes the record, a user id or text (runner logs keep
 error messages). Nothing is skipped silently. :func:`inspect_input` parses the
-first record of each file on the launching machine, before a pipeline is
-built, so that most mistakes fail at once.
+first records of each file on the launching machine, before a pipeline is
+built, so that most mistakes (a wrong ``--format`` among them: each parser
+checks its format's shape and hints at the right one) fail at once.
 """
 
 from __future__ import annotations
 
+import bz2
 import csv
 import functools
 import io
 import json
 import logging
+import lzma
 import os
+import re
 import zipfile
+import zlib
 from typing import Callable, Iterator, Sequence
 
 import apache_beam as beam
@@ -48,10 +57,15 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from beam_dpsu.text import Tokenizer
+from beam_dpsu.text import Tokenizer, a_type, plural
 
-__all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "InputFormatError",
-           "check_input_exists", "infer_format", "inspect_input", "record_parser",
+try:  # what Beam reads .zst with; without it .zst files are refused, not misread
+    import zstandard
+except ImportError:  # pragma: no cover - an apache-beam dependency
+    zstandard = None
+
+__all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "FIELD_SIZE_LIMIT", "InputFormatError",
+           "check_input_exists", "open_input", "infer_format", "inspect_input", "record_parser",
            "parse_pairs", "parse_csv", "parse_jsonl", "parse_text", "parse_msnbc",
            "ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments", "items_of"]
 
@@ -80,7 +94,16 @@ _ITEM_HEADERS = {"item", "items", "word", "words", "token", "tokens", "term", "k
                  "review", "body", "content", "value", "name", "partition", "category",
                  "query", "url", "page", "document", "sequence"}
 
-csv.field_size_limit(1 << 30)
+# The longest CSV field read, in characters (the csv module's limit, which is
+# process-wide; the parsers set it). 16 Mi characters is over a thousand times
+# a long review or article, and keeps a worker's memory per field bounded
+# (≤ 64 MiB as a str), so a runaway quote stops there instead of reading a
+# whole large file into one field. The csv module's own default, 128 Ki
+# characters, would refuse long legitimate texts.
+FIELD_SIZE_LIMIT = 16 * 1024 * 1024
+
+# Records of each file that inspect_input parses on the launching machine.
+INSPECT_RECORDS = 100
 
 _LOG = logging.getLogger("pipelines")
 
@@ -130,61 +153,259 @@ def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
     return next(iter(found))
 
 
-class _RawReader(io.RawIOBase):
-    """Adapts Beam's file objects (e.g. ``CompressedFile``, which lacks parts of the
-    ``io`` protocol) so ``io.TextIOWrapper`` can stream them; a read or decompression
-    failure becomes an ``InputFormatError`` naming the file."""
+# Compressed bytes read from a file at a time; also the most one read asks a
+# decompressor for, so memory stays bounded whatever the compression ratio.
+_READ_SIZE = 1 << 20
 
-    def __init__(self, path: str, stream):
+_COMPRESSION_NAMES = {CompressionTypes.GZIP: "gzip", CompressionTypes.BZIP2: "bzip2",
+                      CompressionTypes.DEFLATE: "deflate (zlib)", CompressionTypes.ZSTD: "zstd",
+                      CompressionTypes.LZMA: "xz/lzma"}
+
+
+class _ZlibMember:
+    """A zlib decompressor with the ``needs_input`` protocol of ``bz2``/``lzma``'s."""
+
+    def __init__(self, wbits: int):
+        self._decompressor = zlib.decompressobj(wbits)
+        self.needs_input = True
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        out = self._decompressor.decompress(self._decompressor.unconsumed_tail + data,
+                                            max_length)
+        # Input left over, or a full buffer (zlib may hold more): call again with b"".
+        self.needs_input = not self._decompressor.unconsumed_tail and len(out) < max_length
+        return out
+
+    @property
+    def eof(self) -> bool:
+        return self._decompressor.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._decompressor.unused_data
+
+
+class _ZstdMember:
+    """A zstd frame decompressor with the same protocol; zstandard's has no
+    ``max_length``, so it is fed 64 KiB at a time."""
+
+    _FEED = 1 << 16
+
+    def __init__(self):
+        # Beam's own window limit (2 GiB) for files it writes and reads.
+        self._decompressor = zstandard.ZstdDecompressor(
+            max_window_size=1 << 31).decompressobj()
+        self._input, self._fed = b"", 0  # input given, and how much of it was fed
+        self.needs_input = True
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        if data:
+            self._input, self._fed = self._input[self._fed:] + data, 0
+        feed = self._input[self._fed:self._fed + self._FEED]
+        self._fed += len(feed)
+        out = self._decompressor.decompress(feed) if feed else b""
+        self.needs_input = self._fed >= len(self._input)
+        return out
+
+    @property
+    def eof(self) -> bool:
+        return self._decompressor.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._decompressor.unused_data + self._input[self._fed:]
+
+
+_DECOMPRESSORS = {
+    CompressionTypes.GZIP: lambda: _ZlibMember(zlib.MAX_WBITS | 16),
+    CompressionTypes.DEFLATE: lambda: _ZlibMember(zlib.MAX_WBITS),
+    CompressionTypes.BZIP2: bz2.BZ2Decompressor,
+    CompressionTypes.LZMA: lzma.LZMADecompressor,  # FORMAT_AUTO: .xz and .lzma alike
+}
+if zstandard is not None:
+    _DECOMPRESSORS[CompressionTypes.ZSTD] = _ZstdMember
+
+
+def _error_kind(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__name__}".replace("builtins.", "")
+
+
+class _WholeDecompression(io.RawIOBase):
+    """The decompressed bytes of a file, read to the end-of-stream marker of its
+    last member; anything else is an ``InputFormatError`` naming the file.
+
+    Beam's ``CompressedFile`` stops silently where a cut-short file ends, so a
+    truncated file would read as a shorter good one. Here a file that ends
+    inside a member is *truncated*; bytes after a member must be another
+    member (concatenated gzip/bzip2/xz/zstd files are read whole), else the
+    file is *corrupt*; an empty file is no compressed stream at all.
+    """
+
+    def __init__(self, path: str, raw, compression: str):
         super().__init__()
-        self._path = path
-        self._stream = stream
+        self._path, self._raw = path, raw
+        self._name = _COMPRESSION_NAMES[compression]
+        self._new_member = _DECOMPRESSORS[compression]
+        self._member = None  # the decompressor of the member being read, None between
+        self._input = b""  # compressed bytes read, not yet given to a decompressor
+        self._members = 0
+        self._output = memoryview(b"")  # decompressed bytes not yet returned
 
     def readable(self):
         return True
 
-    def readinto(self, buffer):
+    def _read_raw(self) -> bytes:
         try:
-            data = self._stream.read(len(buffer))
-        except InputFormatError:
-            raise
-        except Exception as exc:  # zlib.error, OSError, EOFError, ZstdError, LZMAError, …
-            compression = CompressionTypes.detect_compression_type(self._path)
-            what = ("cannot be decompressed as " + compression
-                    if compression != CompressionTypes.UNCOMPRESSED else "cannot be read")
-            kind = f"{type(exc).__module__}.{type(exc).__name__}".replace("builtins.", "")
-            raise InputFormatError(
-                f"{self._path}: {what} ({kind}); is it corrupt or misnamed?") from None
-        buffer[:len(data)] = data
-        return len(data)
+            return self._raw.read(_READ_SIZE)
+        except Exception as exc:  # noqa: BLE001 - OSError and the filesystems' own errors
+            raise InputFormatError(f"{self._path}: cannot be read ({_error_kind(exc)})") \
+                from None
+
+    def _decompress(self) -> bytes:
+        """The next decompressed bytes; b"" only at the end of the last member."""
+        while True:
+            if self._member is None:
+                data = self._input or self._read_raw()
+                if not data:
+                    if not self._members:
+                        raise InputFormatError(
+                            f"{self._path}: the file is empty, not {self._name} data "
+                            "(a compressed file holds at least a header)")
+                    return b""
+                self._member, self._input = self._new_member(), data
+                self._members += 1
+            member = self._member
+            if member.needs_input:
+                data, self._input = self._input or self._read_raw(), b""
+                if not data:
+                    raise InputFormatError(
+                        f"{self._path}: the {self._name} data is truncated: the file ends "
+                        "before its end-of-stream marker (cut short in a copy or download?)")
+            else:
+                data = b""
+            try:
+                out = member.decompress(data, _READ_SIZE)
+            except Exception as exc:  # noqa: BLE001 - zlib.error, OSError, LZMAError, ZstdError
+                where = " after its first stream" if self._members > 1 else ""
+                raise InputFormatError(
+                    f"{self._path}: cannot be decompressed as {self._name}{where} "
+                    f"({_error_kind(exc)}); is it corrupt or misnamed?") from None
+            if member.eof:
+                self._input, self._member = member.unused_data, None
+            if out:
+                return out
+
+    def readinto(self, buffer):
+        if not self._output:
+            self._output = memoryview(self._decompress())
+        n = min(len(buffer), len(self._output))
+        buffer[:n] = self._output[:n]
+        self._output = self._output[n:]
+        return n
 
     def close(self):
-        self._stream.close()
+        self._raw.close()
         super().close()
 
 
-def _text(path: str, stream) -> io.TextIOWrapper:
-    """A UTF-8 text stream over a binary file object, with newlines left intact for csv."""
-    return io.TextIOWrapper(io.BufferedReader(_RawReader(path, stream), 1 << 20),
-                            encoding="utf-8", newline="")
+def open_input(path: str, raw=None):
+    """A binary stream of ``path``'s contents, decompressed by its extension and read
+    to the end-of-stream marker (a truncated or corrupt file raises an
+    ``InputFormatError`` naming it). ``raw`` is the file opened without
+    decompression; by default it is opened with Beam's filesystems."""
+    if raw is None:
+        raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    compression = CompressionTypes.detect_compression_type(path)
+    if compression == CompressionTypes.UNCOMPRESSED:
+        return raw
+    if compression not in _DECOMPRESSORS:
+        raw.close()
+        raise InputFormatError(f"{path}: reading {compression} files needs the zstandard "
+                               "module (pip install zstandard)")
+    return _WholeDecompression(path, raw, compression)
 
 
-def _not_utf8(path: str, where: str) -> InputFormatError:
-    return InputFormatError(f"{path}: {where} is not UTF-8 text (a binary file, or another "
-                            "encoding?)")
+def _byte_line_blocks(path: str, stream) -> Iterator[list[bytes]]:
+    """The lines of a binary stream, line ends kept, in blocks of about ``_READ_SIZE``
+    bytes, split where ``io``'s universal newlines split (``\n``, ``\r\n``,
+    ``\r``; UTF-8 holds these bytes only as themselves), so that every line can be
+    decoded, and its number known, alone."""
+    pending: list[bytes] = []  # the start of a line not yet ended
+    while True:
+        try:
+            chunk = stream.read(_READ_SIZE)
+        except InputFormatError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - zipfile.BadZipFile (bad CRC), OSError, …
+            raise InputFormatError(f"{path}: cannot be read ({_error_kind(exc)}); is it "
+                                   "corrupt?") from None
+        if not chunk:
+            break
+        if (b"\n" not in chunk and b"\r" not in chunk
+                and not (pending and pending[-1].endswith(b"\r"))):
+            pending.append(chunk)  # a long line: joined once, when it ends
+            continue
+        lines = (b"".join(pending) + chunk if pending else chunk).splitlines(keepends=True)
+        # An unended last line, or one ending in \r whose \n may be in the next chunk.
+        pending = [] if lines[-1].endswith(b"\n") else [lines.pop()]
+        if lines:
+            yield lines
+    if pending:
+        yield [b"".join(pending)]
+
+
+# Leading bytes of files that are not text, for a hint when one is read as text.
+_MAGIC_HINTS = ((b"PK\x03\x04", "it is a zip archive: only --format msnbc reads zip files"),
+                (b"\x1f\x8b", "it holds gzip data: name it .gz to have it decompressed"),
+                (b"BZh", "it may hold bzip2 data: name it .bz2 to have it decompressed"),
+                (b"\xfd7zXZ\x00", "it holds xz data: name it .xz to have it decompressed"),
+                (b"\x28\xb5\x2f\xfd", "it holds zstd data: name it .zst to have it "
+                                      "decompressed"))
+
+
+def _decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each line of a UTF-8 text stream, its end kept or
+    stripped; a line that is not UTF-8 or holds a NUL byte raises, naming its
+    true number. (Decoded a block at a time; a failing block is searched.)"""
+    lineno = 0
+    for block in _byte_line_blocks(path, stream):
+        try:
+            if b"\x00" in b"".join(block):
+                raise ValueError("NUL")
+            lines = [raw.decode("utf-8") for raw in block]
+        except ValueError:  # UnicodeDecodeError too: find the line
+            _check_each_line(path, lineno, block)
+            raise
+        if not keep_ends:
+            lines = [line.rstrip("\r\n") for line in lines]
+        yield from zip(range(lineno + 1, lineno + 1 + len(lines)), lines)
+        lineno += len(lines)
+
+
+def _check_each_line(path: str, lineno: int, block: list[bytes]) -> None:
+    for lineno, raw in enumerate(block, start=lineno + 1):
+        if b"\x00" in raw:
+            raise InputFormatError(f"{path}:{lineno}: the line holds a NUL byte (a binary "
+                                   "file?)" + _magic_hint(lineno, raw))
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputFormatError(
+                f"{path}:{lineno}: the line is not UTF-8 text (at byte {exc.start + 1} of the "
+                "line; a binary file, or another encoding?)" + _magic_hint(lineno, raw)) \
+                from None
+
+
+def _magic_hint(lineno: int, raw: bytes) -> str:
+    if lineno == 1:
+        for magic, hint in _MAGIC_HINTS:
+            if raw.startswith(magic):
+                return f"; {hint}"
+    return ""
 
 
 def _lines(path: str, stream) -> Iterator[tuple[int, str]]:
-    text = _text(path, stream)
-    lineno = 0
-    try:
-        for lineno, line in enumerate(text, start=1):
-            if "\x00" in line:
-                raise InputFormatError(f"{path}: line {lineno} holds a NUL byte (a binary "
-                                       "file?)")
-            yield lineno, line.rstrip("\r\n")
-    except UnicodeDecodeError:
-        raise _not_utf8(path, f"line {lineno + 1}") from None
+    return _decoded_lines(path, stream, keep_ends=False)
 
 
 def _looks_like_header(fields: Sequence[str]) -> bool:
@@ -192,28 +413,58 @@ def _looks_like_header(fields: Sequence[str]) -> bool:
             and fields[1].strip().lower() in _ITEM_HEADERS)
 
 
+def _is_json_object(line: str) -> bool:
+    line = line.strip()
+    if not (line.startswith("{") and line.endswith("}")):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+_JSONL_HINT = "; the file looks like JSON lines: give --format jsonl"
+
+
+def _field_too_long(path: str, lineno: int) -> InputFormatError:
+    return InputFormatError(
+        f"{path}:{lineno}: a field that begins on this line is longer than the limit of "
+        f"{FIELD_SIZE_LIMIT:,} characters (an unterminated quote?)")
+
+
 def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
     """``user,item`` CSV lines → (user, item); both fields must be non-empty.
 
     A first line such as ``user,item`` (two usual column names) is refused
     unless ``skip_header_lines`` skips it: read as data it would be a user
-    holding one item.
+    holding one item. So is a first line that is a JSON object (a JSON lines
+    file).
     """
+    csv.field_size_limit(FIELD_SIZE_LIMIT)
+    first = True
     for lineno, line in _lines(path, stream):
         if lineno <= skip_header_lines or not line.strip():
             continue
         try:
             fields = next(csv.reader([line]))
         except csv.Error as exc:
+            if len(line) >= FIELD_SIZE_LIMIT:
+                raise _field_too_long(path, lineno) from None
             raise InputFormatError(f"{path}:{lineno}: malformed CSV ({exc})") from None
         if lineno == 1 and _looks_like_header(fields):
             raise InputFormatError(
                 f"{path}:1 looks like a header row, not a user,item pair; give "
                 "--skip-header-lines 1, or --format csv --user-field F --text-field T for a "
                 "headed CSV of texts")
+        if first and _is_json_object(line):
+            raise InputFormatError(f"{path}:{lineno}: a JSON object, not a user,item pair"
+                                   + _JSONL_HINT)
         if len(fields) != 2:
+            hint = ("; a headed CSV of texts? give --format csv --user-field F --text-field T"
+                    if first and len(fields) > 2 else "")
             raise InputFormatError(
-                f"{path}:{lineno}: expected 2 fields user,item, got {len(fields)}")
+                f"{path}:{lineno}: expected 2 fields user,item, got {len(fields)}{hint}")
+        first = False
         user, item = fields[0].strip(), fields[1].strip()
         if not user:
             raise InputFormatError(f"{path}:{lineno}: field 1 (user id) is empty")
@@ -222,27 +473,119 @@ def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple
         yield user, item
 
 
+class _RecordLines:
+    """Feeds a csv reader a file's lines, keeping the lines of the record being read,
+    so that an error can name the line where a field began (csv only knows the
+    line it stopped on, which may be the file's last)."""
+
+    def __init__(self, path: str, stream):
+        self._lines = _decoded_lines(path, stream)
+        self.lineno = 0
+        self.record: list[str] = []
+        self.record_start = 1
+        self.ended = False  # the file ended inside a record
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        try:
+            self.lineno, line = next(self._lines)
+        except StopIteration:
+            self.ended = True
+            raise
+        if self.record or line.strip("\r\n"):
+            self.record.append(line)
+        else:  # a blank line between records: csv reads it as an empty row, skipped
+            self.record_start = self.lineno + 1
+        return line
+
+    def next_record(self):
+        self.record, self.record_start = [], self.lineno + 1
+
+    def check_closed(self, path: str) -> None:
+        """After a record: raises if the file ended inside it with a quote still open
+        (csv ends the record there, quote or not)."""
+        if self.ended:
+            fields = _csv_fields(self.record, self.record_start)
+            if fields and fields[-1][2]:
+                raise InputFormatError(
+                    f"{path}:{fields[-1][0]}: a quoted field that begins on this line is "
+                    "never closed (an unterminated quote would read the rest of the file "
+                    "into it)")
+
+
+def _csv_fields(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int, bool]]:
+    """(line it begins on, length, whether a quote is still open at the end) of each
+    field of one CSV record, read as the csv module reads the default dialect
+    (non-strict: after a closing quote, characters up to the next comma join the
+    field; a quote inside an unquoted field is a character). For error messages."""
+    fields = []
+    quoted, start, size = False, first_lineno, 0
+    for lineno, line in enumerate(lines, start=first_lineno):
+        i = 0
+        end_of_line = len(line.rstrip("\r\n"))
+        while True:
+            if not quoted:
+                start = lineno
+                if not line.startswith('"', i):  # an unquoted field, to the next comma
+                    comma = line.find(",", i)
+                    fields.append((lineno, (end_of_line if comma < 0 else comma) - i, False))
+                    if comma < 0:
+                        break
+                    i = comma + 1
+                    continue
+                quoted, i, size = True, i + 1, 0
+            quote = line.find('"', i)
+            if quote < 0:  # the quoted field goes on on the next line
+                size += len(line) - i
+                break
+            if line.startswith('"', quote + 1):  # an escaped quote
+                size, i = size + quote + 1 - i, quote + 2
+                continue
+            quoted = False
+            comma = line.find(",", quote + 1)
+            size += quote - i + max(0, (end_of_line if comma < 0 else comma) - quote - 1)
+            fields.append((start, size, False))
+            if comma < 0:
+                break
+            i = comma + 1
+    if quoted:
+        fields.append((start, size, True))
+    return fields
+
+
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """A headed CSV file → (user, text) per row.
 
     ``user_field="@row"`` makes every row its own user (``<file>:<row>``), for
-    corpora such as IMDb where each document is one user.
+    corpora such as IMDb where each document is one user. A quoted field may
+    span lines; one never closed, or longer than ``FIELD_SIZE_LIMIT``
+    characters, is an error naming the line it begins on.
     """
-    reader = csv.DictReader(_text(path, stream))
+    csv.field_size_limit(FIELD_SIZE_LIMIT)
+    lines = _RecordLines(path, stream)
+    reader = csv.DictReader(lines)
     row_is_user = user_field == ROW_AS_USER
     row_number = 0
     try:
         header = reader.fieldnames or []
+        lines.check_closed(path)
+        lines.next_record()
         if not header:
             return  # an empty file: no header, no records
         for name in ((text_field,) if row_is_user else (user_field, text_field)):
             if name not in header:
                 # The header is not quoted: on a headerless file it is a record.
+                hint = (_JSONL_HINT if header[0].lstrip().startswith("{")
+                        else "; is the file headed, and is the field name right?")
                 raise InputFormatError(
                     f"{path}: the header (line 1, {len(header)} fields) has no field "
-                    f"{name!r}; is the file headed, and is the field name right?")
+                    f"{name!r}{hint}")
         for row_number, row in enumerate(reader, start=1):
-            where = f"{path}:{reader.line_num}: record {row_number}"
+            lines.check_closed(path)
+            where = f"{path}:{lines.record_start}: record {row_number}"
+            lines.next_record()
             user = f"{path}:{row_number}" if row_is_user else row.get(user_field)
             value = row.get(text_field)
             if user is None or not user.strip():
@@ -252,11 +595,11 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                 raise InputFormatError(f"{where}: text field {text_field!r} is missing "
                                        f"(the row has fewer fields than the header)")
             yield user.strip(), value
-    except UnicodeDecodeError:
-        raise _not_utf8(path, f"record {row_number + 1} (near line {reader.line_num + 1})") \
-            from None
     except csv.Error as exc:
-        raise InputFormatError(f"{path}:{reader.line_num}: record {row_number + 1}: "
+        fields = _csv_fields(lines.record, lines.record_start)
+        if "field limit" in str(exc) and fields:
+            raise _field_too_long(path, max(fields, key=lambda f: f[1])[0]) from None
+        raise InputFormatError(f"{path}:{lines.lineno}: record {row_number + 1}: "
                                f"malformed CSV ({exc})") from None
 
 
@@ -268,8 +611,10 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
+            hint = ("; the file looks like CSV: give --format csv (or pairs)"
+                    if "," in line and not line.lstrip().startswith(("{", "[")) else "")
             raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column "
-                                   f"{exc.colno})") from None
+                                   f"{exc.colno}){hint}") from None
         if not isinstance(record, dict):
             raise InputFormatError(
                 f"{path}:{lineno}: expected a JSON object, got a JSON {type(record).__name__}")
@@ -279,20 +624,45 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
                                    "or empty")
         if isinstance(user, bool) or not isinstance(user, (str, int)):
             raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} must be a "
-                                   f"string or an integer, got a {type(user).__name__}")
+                                   f"string or an integer, got {a_type(user)}")
         if value is None:
             raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} is missing")
         if not isinstance(value, str):
             raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} must be a "
-                                   f"string, got a {type(value).__name__}")
+                                   f"string, got {a_type(value)}")
         yield str(user), value
 
 
+# A text file whose first lines (up to this many, at least one) are all JSON
+# objects is a JSON lines file read with the wrong --format.
+_TEXT_SHAPE_LINES = 20
+
+
 def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
-    """One user per line → (``path:line``, line)."""
+    """One user per line → (``path:line``, line).
+
+    Refused: a file whose first lines are all JSON objects (give ``jsonl``).
+    """
+    first: list[tuple[int, str]] | None = []  # None once checked
     for lineno, line in _lines(path, stream):
         if lineno <= skip_header_lines:
             continue
+        if first is None:
+            yield f"{path}:{lineno}", line
+            continue
+        first.append((lineno, line))
+        if len(first) == _TEXT_SHAPE_LINES:
+            yield from _checked_text_lines(path, first)
+            first = None
+    if first:
+        yield from _checked_text_lines(path, first)
+
+
+def _checked_text_lines(path, first):
+    if first and all(_is_json_object(line) for _, line in first):
+        raise InputFormatError(f"{path}:{first[0][0]}: the first lines are JSON objects, not "
+                               "text" + _JSONL_HINT)
+    for lineno, line in first:
         yield f"{path}:{lineno}", line
 
 
@@ -303,7 +673,8 @@ def _msnbc_stream(path: str, stream):
     try:
         archive = zipfile.ZipFile(io.BytesIO(stream.read()))
     except zipfile.BadZipFile:
-        raise InputFormatError(f"{path}: not a valid zip file") from None
+        raise InputFormatError(f"{path}: not a valid zip file (corrupt or cut short?)") \
+            from None
     members = [n for n in archive.namelist()
                if not n.endswith("/") and not n.startswith("__MACOSX/")]
     if len(members) != 1:
@@ -312,13 +683,26 @@ def _msnbc_stream(path: str, stream):
     return archive.open(members[0])
 
 
+def _not_msnbc(path: str, lineno: int, line: str) -> InputFormatError:
+    stripped = line.lstrip()
+    if stripped.startswith("{"):
+        hint = _JSONL_HINT
+    elif "," in line:
+        hint = "; the file looks like CSV: give --format csv"
+    else:
+        hint = "; is --format right?"
+    return InputFormatError(f"{path}:{lineno}: not an MSNBC visit sequence (page category "
+                            f"numbers separated by spaces){hint}")
+
+
 def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tuple] | list]:
     """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
 
     The header (lines starting with '%' up to '% Sequences:' and the blank
     lines around it) is skipped; every other line is one user's visit
-    sequence, space-separated category numbers. Without ``ids`` each line is
-    just its list of categories (one person's only element).
+    sequence, space-separated category numbers (anything else is an error
+    naming the line). Without ``ids`` each line is just its list of
+    categories (one person's only element).
     """
     in_header, seen_data = True, False
     for lineno, line in _lines(path, _msnbc_stream(path, stream)):
@@ -330,12 +714,16 @@ def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tupl
                 continue
             else:
                 continue
-        if not line.strip():
+        categories = line.split()
+        if not categories:
             if not seen_data:  # the blank line(s) between header and data
                 continue
             raise InputFormatError(f"{path}:{lineno}: empty visit sequence")
+        digits = "".join(categories)
+        if not (digits.isascii() and digits.isdigit()):
+            raise _not_msnbc(path, lineno, line)
         seen_data = True
-        yield (f"{path}:{lineno}", tuple(line.split())) if ids else line.split()
+        yield (f"{path}:{lineno}", tuple(categories)) if ids else categories
 
 
 def record_parser(fmt: str, user_field: str | None = None, text_field: str | None = None,
@@ -358,19 +746,22 @@ def record_parser(fmt: str, user_field: str | None = None, text_field: str | Non
 
 def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
                   text_field: str | None = None, skip_header_lines: int = 0,
-                  max_files: int = 32) -> None:
-    """Parses the first record of each of the first ``max_files`` files; raises with the
-    file and what is wrong when one is corrupt, binary, lacks a field, or when none of
-    them holds a record (then the input is empty or headers only)."""
+                  max_files: int = 32, max_records: int = INSPECT_RECORDS) -> None:
+    """Parses the first ``max_records`` records of each of the first ``max_files``
+    files; raises with the file and what is wrong when one is corrupt, binary, of
+    another format than ``fmt`` (each parser checks its format's shape), lacks a
+    field, or when none of them holds a record (then the input is empty or headers
+    only). Only the start of each file is read: truncation shows at run time."""
     parse = record_parser(fmt, user_field, text_field, skip_header_lines)
     checked = list(files)[:max_files]
     any_record = False
     for path in checked:
-        stream = FileSystems.open(path)
+        stream = open_input(path)
         try:
-            for _ in parse(path, stream):
+            for n, _ in enumerate(parse(path, stream), start=1):
                 any_record = True
-                break
+                if n >= max_records:
+                    break
         finally:
             stream.close()
     if not any_record and len(checked) == len(files):
@@ -396,7 +787,8 @@ class _ParseFileFn(beam.DoFn):
         path = readable_file.metadata.path
         i = self._index.get(path)
         _LOG.info(f"reading {path}" + (f" (file {i} of {self._total})" if i else ""))
-        stream = readable_file.open()
+        stream = open_input(path, readable_file.open(
+            compression_type=CompressionTypes.UNCOMPRESSED))
         n = 0
         try:
             for n, record in enumerate(self._parse(path, stream), start=1):
@@ -404,7 +796,7 @@ class _ParseFileFn(beam.DoFn):
         finally:
             stream.close()
         if self._log_records:
-            _LOG.info(f"read {n:,} records from {path} (non-private count)")
+            _LOG.info(f"read {plural(n, 'record')} from {path} (non-private count)")
 
 
 class _ReadFiles(beam.PTransform):

@@ -28,10 +28,12 @@ from types import SimpleNamespace
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
 
+from beam_dpsu import thresholds  # noqa: E402
 from beam_dpsu.kgrams import PRUNINGS, kgrams_of  # noqa: E402
 from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.text import plural  # noqa: E402
 from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
@@ -118,18 +120,40 @@ def parse_args(argv):
                                  args.pruning, args.noise_decay, args.level1, args.alpha,
                                  seed=args.seed, non_private_stats=args.non_private_stats,
                                  privacy_unit=privacy_unit, progress_logger=cli.LOG.name)
-        transform = dpne("user_id")  # bad parameters fail before any input is read
+        with cli.flag_errors():
+            transform = dpne("user_id")  # bad parameters fail before any input is read
     else:
         if not isinstance(args.max_items_per_user, int):
             raise cli.UsageError(f"--method {args.method} takes one --max-items-per-user value")
-        transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
-                                 args.single_n, seed=args.seed)
+        check_single_n(args)
+        with cli.flag_errors():
+            thresholds.check_max_items(args.max_items_per_user)
+            transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
+                                     args.single_n, seed=args.seed)
+    if args.single_n is not None and args.method != "dpsu-single":
+        raise cli.UsageError(f"--single-n applies to --method dpsu-single only, not "
+                             f"{args.method}")
     cli.check_num_shards(args)
     cli.check_counts(args.budget_parts, counts_max_items(args))
     args.files = cli.resolve_input(args, DOCUMENT_FORMATS)
     if args.method == "dpne" and privacy_unit_from_args(args) == "element":
-        transform = dpne("element")  # the format is known (maybe inferred) only now
+        with cli.flag_errors():
+            transform = dpne("element")  # the format is known (maybe inferred) only now
     return args, options, transform
+
+
+def check_single_n(args) -> None:
+    """dpsu-single releases one length: --single-n, between 1 and --max-n."""
+    if args.method != "dpsu-single":
+        return
+    if args.single_n is None:
+        raise cli.UsageError("--method dpsu-single needs --single-n, the n-gram length to "
+                             "release")
+    with cli.flag_errors():
+        max_n = thresholds.check_max_items(args.max_n, "max_n")
+    if not 1 <= args.single_n <= max_n:
+        raise cli.UsageError(f"--single-n must lie between 1 and --max-n ({max_n}), got "
+                             f"{args.single_n}")
 
 
 def privacy_unit_from_args(args) -> str:
@@ -177,7 +201,7 @@ def counts_max_items(args) -> int:
     return max(per_level) if isinstance(per_level, list) else per_level
 
 
-def build_pipeline(pipeline, args, transform) -> None:
+def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     # First read the documents: where every record is its own user (see
     # privacy_unit_from_args) the n-grams are extracted from each record's
     # tokens alone, read as such unless the counts or raw statistics need the
@@ -196,7 +220,7 @@ def build_pipeline(pipeline, args, transform) -> None:
     released = extract_input | "Extract" >> transform
     # Finally write them sorted (held and spurious n-grams alike), and the report:
     # per-length and per-level figures of the release, raw figures only if asked.
-    out = args.output.rstrip("/")
+    out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteNgrams" >> WriteReleased(
         f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
     cli.log_written(written, "ngrams")
@@ -247,7 +271,8 @@ def build_pipeline(pipeline, args, transform) -> None:
 
 def prepare(argv):
     args, options, transform = parse_args(argv)
-    return SimpleNamespace(args=args, options=options, transform=transform, output=args.output)
+    return SimpleNamespace(args=args, options=options, transform=transform, output=args.output,
+                           overwrite=args.overwrite, inputs=args.files)
 
 
 def run_prepared(job) -> str:
@@ -258,9 +283,9 @@ def run_prepared(job) -> str:
                  f"{args.method} under {cli.describe_budget(transform.budget)}"
                  + (" (the selection's part)" if args.budget_parts is not None else ""))
     with beam.Pipeline(options=job.options) as pipeline:
-        build_pipeline(pipeline, args, transform)
+        build_pipeline(pipeline, args, transform, cli.staging_of(job))
+    report = cli.read_json(f"{cli.staging_of(job)}/report.json")
     out = args.output.rstrip("/")
-    report = cli.read_json(f"{out}/report.json")
     per_length = ", ".join(f"{n:,} of length {k}"
                            for k, n in report["released_per_length"].items())
     shard = "00000" if args.num_shards == 1 else "*"
@@ -268,7 +293,7 @@ def run_prepared(job) -> str:
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
               if args.with_counts else "")
     budget = transform.budget if args.budget_parts is None else args.budget_parts.total
-    return (f"released {report['released_ngrams']:,} n-grams ({per_length}) with "
+    return (f"released {plural(report['released_ngrams'], 'n-gram')} ({per_length}) with "
             f"{args.method} under {cli.describe_budget(budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
@@ -277,7 +302,7 @@ def run_prepared(job) -> str:
 
 def run(argv=None) -> None:
     """Runs the job; raises on bad parameters or records (for library use)."""
-    run_prepared(prepare(argv))
+    cli.run_with_output(prepare(argv), run_prepared)
 
 
 def main(argv=None) -> int:

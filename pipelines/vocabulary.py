@@ -8,7 +8,7 @@
 Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
 sorted; ``--num-shards`` splits them by a hash of the item) and
 ``OUT/report.json``: the privacy report of the selection and the number of
-released items (per SIPS round too). With ``--with-counts`` it also writes
+released items (per SIPS round only with ``--non-private-stats``). With ``--with-counts`` it also writes
 ``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
 released item and no other, in the items' order), paid for by a share of the
 budget (``--counts-share``, default 0.25); the report then records both
@@ -32,6 +32,7 @@ from beam_dpsu import configs  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.output import WriteReleased  # noqa: E402
 from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.text import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems, items_of  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
@@ -57,7 +58,8 @@ def build_parser() -> cli.JobArgumentParser:
     cli.add_budget_arguments(parser)
     cli.add_counts_arguments(parser, "--max-items-per-user, or 100")
     cli.add_output_arguments(parser, "items")
-    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items")
+    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items; items released "
+                                               "per SIPS round")
     return parser
 
 
@@ -73,7 +75,8 @@ def parse_args(argv):
     mechanism = cli.mechanism_from_args(args)
     parts = cli.budget_parts_from_args(args, budget)
     # A mechanism/budget mismatch fails before any input is read.
-    mechanism.calibrate(budget if parts is None else parts.selection)
+    with cli.flag_errors():
+        mechanism.calibrate(budget if parts is None else parts.selection)
     cli.check_counts(parts, counts_max_items(args))
     cli.check_num_shards(args)
     if args.public_input and not isinstance(mechanism, configs.GreedyWithoutSampling):
@@ -127,8 +130,10 @@ class InputStats(beam.PTransform):
                     items=beam.pvalue.AsSingleton(n_items)))
 
 
-def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectItems:
-    """Adds the job to ``pipeline``: read, select, write items and report."""
+def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
+                   out: str | None = None) -> SelectItems:
+    """Adds the job to ``pipeline``: read, select, write items and report (into ``out``,
+    default ``args.output``)."""
     # First read every row or document as one (user, tokens) record (a pairs
     # file as (user, item) pairs): never one element per token.
     tokenizer = cli.tokenizer_from_args(args)
@@ -148,12 +153,12 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
     parts = cli.budget_parts_from_args(args, budget)
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
-                         privacy_unit=privacy_unit)
+                         privacy_unit=privacy_unit, non_private_stats=args.non_private_stats)
     released = selected | "SelectItems" >> select
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw
     # counts are opt-in).
-    out = args.output.rstrip("/")
+    out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=".txt", num_shards=args.num_shards)
     cli.log_written(written, "items")
@@ -163,20 +168,22 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget) -> SelectIt
                                      args.seed, out, args.num_shards,
                                      privacy_unit=privacy_unit)
     released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
-        f"{mechanism.name}: released {{n:,}} items")}
-    rounds = len(select.released_by_stage)
-    for i, (stage, pcoll) in enumerate(select.released_by_stage.items(), start=1):
+        f"{mechanism.name}: released {{n:,}} item{{s}}")}
+    # Per-round sizes of SIPS are not a function of the released set (which
+    # round released an item is more than the set): only with --non-private-stats.
+    by_stage = select.non_private_released_by_stage
+    for i, (stage, pcoll) in enumerate(by_stage.items(), start=1):
         released_counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
-            f"SIPS round {i} of {rounds}: released {{n:,}} items")
+            f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
     static = cli.with_counts_report(select.report, parts, counter)
 
     def assemble(_, released_items, stats=None, **by_stage):
         report = dict(static)
         report["released_items"] = released_items
-        if by_stage:
-            report["released_by_stage"] = by_stage
         if stats is not None:
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
+            if by_stage:
+                report["non_private_counts"]["released_by_stage"] = by_stage
         return report
 
     side = {name: beam.pvalue.AsSingleton(pc) for name, pc in released_counts.items()}
@@ -199,7 +206,8 @@ def counts_max_items(args) -> int:
 def prepare(argv):
     args, options, mechanism, budget = parse_args(argv)
     return SimpleNamespace(args=args, options=options, mechanism=mechanism, budget=budget,
-                           output=args.output)
+                           output=args.output, overwrite=args.overwrite,
+                           inputs=args.files + [args.public_input or ""])
 
 
 def run_prepared(job) -> str:
@@ -209,15 +217,15 @@ def run_prepared(job) -> str:
                  f"({args.input}); releasing items with {mechanism.name} under "
                  f"{cli.describe_budget(job.budget)}")
     with beam.Pipeline(options=job.options) as pipeline:
-        build_pipeline(pipeline, args, mechanism, job.budget)
+        build_pipeline(pipeline, args, mechanism, job.budget, cli.staging_of(job))
+    report = cli.read_json(f"{cli.staging_of(job)}/report.json")
     out = args.output.rstrip("/")
-    report = cli.read_json(f"{out}/report.json")
     shard = "00000" if args.num_shards == 1 else "*"
     shards = f"items-{shard}-of-{args.num_shards:05d}.txt"
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
               if args.with_counts else "")
     released = report["released_items"]
-    return (f"released {released:,} items with {mechanism.name} under "
+    return (f"released {plural(released, 'item')} with {mechanism.name} under "
             f"{cli.describe_budget(job.budget)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
@@ -226,7 +234,7 @@ def run_prepared(job) -> str:
 
 def run(argv=None) -> None:
     """Runs the job; raises on bad parameters or records (for library use)."""
-    run_prepared(prepare(argv))
+    cli.run_with_output(prepare(argv), run_prepared)
 
 
 def main(argv=None) -> int:

@@ -61,7 +61,7 @@ def test_item_counts_canonicalises_user_ids_and_items():
     (("u", ["ok", 2.5]), r"^item 1 of .* must be str or bytes, got a float$"),
     (("u", {"ok", None}), r"^an item of .* must be str or bytes, got a NoneType$"),
     (("u", ({"a"},)), r"^item 0 of .* got a set$"),
-    (("u", (t for t in ["ok", 3])), r"^item 1 of a \(user_id, items\) record .* got a int$"),
+    (("u", (t for t in ["ok", 3])), r"^item 1 of a \(user_id, items\) record .* got an int$"),
     (("u", {"a": 1}), r"got a dict; give the items as a list"),
     (("u", 4), r"^field 1 must be an item \(str or bytes\) or a list, tuple, set or array"),
     # Review finding: a 0-d array of a string was split into characters, and a

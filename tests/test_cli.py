@@ -103,14 +103,17 @@ def test_error_message_strips_beam_context_and_unwraps_portable_errors():
 
 def test_prepare_output(tmp_path):
     out = tmp_path / "a" / "b"
-    assert cli.prepare_output(str(out)) is True and out.is_dir() and not os.listdir(out)
-    assert cli.prepare_output(str(out)) is False  # it existed
-    (out / "beam-temp-items-123").mkdir()
-    (out / "keep.txt").write_text("x")
-    cli.remove_output(str(out), created=False)
-    assert os.listdir(out) == ["keep.txt"]
-    cli.remove_output(str(out), created=True)
-    assert not out.exists()
+    output = cli.prepare_output(str(out))
+    # Nothing at the final path yet: a hidden sibling (its parent created) takes the run.
+    assert not out.exists() and os.listdir(tmp_path / "a") == [os.path.basename(output.staging)]
+    (tmp_path / "a" / output.staging / "x").write_text("x")
+    output.commit()
+    assert os.listdir(out) == ["x"] and os.listdir(tmp_path / "a") == ["b"]
+    with pytest.raises(cli.UsageError, match="give --overwrite"):
+        cli.prepare_output(str(out))
+    failed = cli.prepare_output(str(tmp_path / "c" / "d"))
+    failed.discard()  # the parents it created go too
+    assert os.listdir(tmp_path) == ["a"]
     a_file = tmp_path / "f"
     a_file.write_text("x")
     with pytest.raises(cli.UsageError, match="is a file"):

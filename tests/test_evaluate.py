@@ -102,7 +102,7 @@ def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
     assert code == 2 and "give exactly one of --epsilons or --rhos" in capsys.readouterr().err
     code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1,-2",
                           "--delta", "1e-5", "--output", str(tmp_path / "o")])
-    assert code == 2 and "epsilon must be a finite number > 0, got -2.0" in capsys.readouterr().err
+    assert code == 2 and "--epsilons must be a finite number > 0, got -2.0" in capsys.readouterr().err
 
 
 def test_the_cache_holds_only_users_holding_items(tmp_path):

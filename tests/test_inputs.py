@@ -125,11 +125,11 @@ def test_binary_and_corrupt_files_are_named(tmp_path):
         inspect_input([str(random_gz)], "csv", "u", "t")
     binary = tmp_path / "data.txt"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01")
-    with pytest.raises(InputFormatError, match=r"data.txt: line 1 is not UTF-8 text"):
+    with pytest.raises(InputFormatError, match=r"data.txt:1: the line is not UTF-8 text"):
         inspect_input([str(binary)], "text")
     nul = tmp_path / "nul.csv"
     nul.write_bytes(b"u1\x00,cat\n")
-    with pytest.raises(InputFormatError, match=r"nul.csv: line 1 holds a NUL byte"):
+    with pytest.raises(InputFormatError, match=r"nul.csv:1: the line holds a NUL byte"):
         list(parse_pairs(str(nul), FileSystems.open(str(nul))))
 
 

@@ -164,16 +164,16 @@ def test_seeded_run_equals_the_pure_core_with_the_same_seed():
     ((None, "secret-item"), "missing user id"),
     (("", "secret-item"), "missing user id"),
     (("secret-user", 3), r"field 1 must be an item \(str or bytes\) or a list, tuple, set or "
-                         r"array of items, got a int"),
+                         r"array of items, got an int"),
     (("secret-user", ""), "empty item in field 1"),
     # Per-user records: the bad item's position, never its value.
     ((None, ["secret-item"]), r"\(user_id, items\) record has a missing user id"),
     (("secret-user", ["secret-a", ""]), r"item 1 of a \(user_id, items\) record \(field 1\) "
                                         "is empty"),
     (("secret-user", ("secret-a", 3)), r"item 1 of a \(user_id, items\) record \(field 1\) "
-                                       "must be str or bytes, got a int"),
+                                       "must be str or bytes, got an int"),
     (("secret-user", ["secret-a", ["secret-b"]]), r"item 1 of .* got a list"),
-    (("secret-user", {"secret-a", 7}), r"an item of a \(user_id, items\) record .* got a int"),
+    (("secret-user", {"secret-a", 7}), r"an item of a \(user_id, items\) record .* got an int"),
     (("secret-user", {"secret-a": 2}), r"got a dict; give the items as a list"),
     (("secret-user",), r"expected a \(user_id, item\) pair or \(user_id, items\) record, got "
                        "a tuple of 1 fields"),

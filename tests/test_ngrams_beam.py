@@ -139,7 +139,7 @@ def test_extract_ngrams_validation():
     assert equal.sigmas == pytest.approx([equal.sigma_total * 3 ** 0.5] * 3)
     with pytest.raises(ValueError, match="dpsu-single needs 1 <= n <= max_n"):
         NgramsByDPSU("dpsu-single", 3, Budget(1, 1e-5))
-    with pytest.raises(InvalidRecordError, match=r"token 1 of a document \(field 1\) must be a non-empty str, got a int"):
+    with pytest.raises(InvalidRecordError, match=r"token 1 of a document \(field 1\) must be a non-empty str, got an int"):
         with TestPipeline() as p:
             _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
 
@@ -282,7 +282,7 @@ def test_element_mode_takes_the_tokenizers_output_as_the_same_lists():
     (("alice", ("a", "b")), r"got a tuple; a tuple could be a \(user_id, tokens\) document"),
     ("the cat sat", r"got a str; tokenise the text into a list of tokens first"),
     ({"a", "b"}, r"must be a list of one person's tokens, got a set"),
-    (["a", 3], r"token 1 of an element must be a non-empty str, got a int"),
+    (["a", 3], r"token 1 of an element must be a non-empty str, got an int"),
     (["secret token"], r"token 0 of an element contains whitespace"),
 ])
 def test_element_mode_refuses_what_is_not_one_persons_tokens(element, message):

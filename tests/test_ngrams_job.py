@@ -154,10 +154,13 @@ def test_ngram_job_text_corpus_and_baseline(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--max-items-per-user", "5,5"], "max_items_per_user needs one value per level"),
+    (["--max-items-per-user", "5,5"], "--max-items-per-user needs one value per level"),
     (["--max-items-per-user", "x"], "--max-items-per-user takes an int or a comma-separated"),
-    (["--method", "dpsu-single"], "dpsu-single needs 1 <= n <= max_n"),
-    (["--max-n", "3", "--etaa", "0.1"], "unknown flag --etaa; did you mean --eta"),
+    (["--method", "dpsu-single"], "--method dpsu-single needs --single-n"),
+    (["--method", "dpsu-single", "--single-n", "4"],
+     "--single-n must lie between 1 and --max-n (3), got 4"),
+    (["--single-n", "2"], "--single-n applies to --method dpsu-single only, not dpne"),
+    (["--etaa", "0.1"], "unknown flag --etaa; did you mean --eta"),
 ])
 def test_ngram_job_bad_parameters(tmp_path, capsys, args, message):
     src = tmp_path / "docs.txt"

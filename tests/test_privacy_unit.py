@@ -66,16 +66,16 @@ def test_counts_of_ngrams_are_keyed_only():
     (b"secret", "got a bytes; tokenise"),
     (("alice", "secret"), "got a tuple; a tuple could be a \\(user_id, item\\) pair"),
     ({"secret": 2}, "got a dict"),
-    (7, "got a int"),
+    (7, "got an int"),
     (["ok", ""], "item 1 of an element is empty"),
-    (["ok", 3], "item 1 of an element must be str or bytes, got a int"),
+    (["ok", 3], "item 1 of an element must be str or bytes, got an int"),
     (["ok", ["secret"]], "item 1 of an element must be str or bytes, got a list"),
     (np.array([["a", "b"]]), "an element must be a 1-D array of items, got a 2-D array"),
     # Review finding: keyed rows in other shapes than a tuple passed as people.
     (beam.Row(user="alice", item="secret"), "got a Row"),
     ((x for x in ["alice", "secret"]), "got a generator"),
     ({"alice": 1, "secret": 1}.keys(), "got a dict_keys"),
-    (np.array([7, 8]), "got a ndarray of dtype kind 'i', not of strings"),
+    (np.array([7, 8]), "got an ndarray of dtype kind 'i', not of strings"),
 ])
 def test_bad_elements_are_refused_without_their_values(element, message):
     with pytest.raises(InvalidRecordError, match=message) as error:

@@ -63,10 +63,10 @@ def test_every_selection_checkpoints_its_draws(name, unit, removal):
     p = beam.Pipeline()
     data = p | beam.Create(PAIRS if unit == "user_id" else ELEMENTS)
     budget = Budget(1.0, 1e-5) if name == "truncated-geometric" else BUDGET
-    select = SelectItems(m, budget, privacy_unit=unit)
+    select = SelectItems(m, budget, privacy_unit=unit, non_private_stats=True)
     released = data | "Select" >> select
     read_twice(released, "Released")
-    for stage, pcoll in select.released_by_stage.items():
+    for stage, pcoll in select.non_private_released_by_stage.items():
         read_twice(pcoll, stage)
     assert random_fanouts(p) == []
 
@@ -137,15 +137,15 @@ def job_pipeline(module, argv):
 
 
 @pytest.mark.parametrize("argv", [
-    ["--mechanism", "weighted-gaussian", "--with-counts"],
-    ["--mechanism", "sips", "--with-counts", "--non-private-stats"],
+    ["--mechanism", "weighted-gaussian", "--user-field", "user", "--with-counts"],
+    ["--mechanism", "sips", "--user-field", "user", "--with-counts", "--non-private-stats"],
     ["--mechanism", "gw", "--user-field", "@row"],
     ["--mechanism", "policy-gaussian", "--user-field", "@row", "--with-counts"],
 ])
 def test_vocabulary_job_checkpoints_its_draws(tmp_path, argv):
     from pipelines import vocabulary
     p = job_pipeline(vocabulary, [
-        "--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field", "review",
+        "--input", "examples/imdb_2k.csv.gz", "--text-field", "review",
         "--rho", "0.1", "--delta", "1e-5", "--max-items-per-user", "5",
         "--output", str(tmp_path / "out"), *argv])
     assert random_fanouts(p) == []

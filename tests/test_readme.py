@@ -24,7 +24,7 @@ def block_index(word: str) -> int:
 
 
 def test_readme_has_the_blocks_tested_here():
-    assert len(python_blocks()) == 5
+    assert len(python_blocks()) == 6
 
 
 def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
@@ -65,9 +65,44 @@ def test_composition_block_runs_end_to_end(capsys):
     assert out[2].startswith("refused: spending epsilon=0.01 would exceed the total")
 
 
+def test_shared_accountant_block_refuses_the_overspending_transform(capsys):
+    out = run_block(block_index("accountant=accountant"), capsys)
+    assert out.startswith("refused: SelectItems (weighted-gaussian) asks for "
+                          "Budget(epsilon=0.5, delta=1e-09): spending epsilon=0.5 would exceed "
+                          "the total epsilon=2.0 (already spent 1.75)")
+
+
 def test_readme_counts_example_runs(capsys):
     out = run_block(block_index("CountReleased"), capsys)
     assert out.startswith("discrete_gaussian 14.14213")  # σ² = Δ0/(2ρ) = 20/(2·0.05) = 200
     # Both items are released (300 holders each) and counted once each.
     counted = [line for line in out.splitlines() if line.startswith("(")]
     assert sorted(line.split(",")[0] for line in counted) == ["('cat'", "('dog'"]
+
+
+def test_tokenize_is_shown_and_reachable_from_the_top_level():
+    # README's tokenize is the package's: importable as written, and named so.
+    import beam_dpsu
+    from beam_dpsu import Tokenizer, Tokens, tokenize
+    assert tokenize is beam_dpsu.tokenize and isinstance(tokenize, Tokenizer)
+    assert isinstance(tokenize("A <br /> Cat, http://x.y/z cat"), Tokens)
+    assert tokenize("A <br /> Cat, http://x.y/z cat") == ["a", "cat", "cat"]
+    assert {"tokenize", "Tokenizer", "Tokens"} <= set(beam_dpsu.__all__)
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    # Every code span that uses them says where they come from.
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)  # (code blocks run above)
+    spans = [s for s in re.findall(r"`([^`]+)`", prose) if re.search(r"\bTokeni[sz]er\b|"
+                                                                     r"\btokenize\b", s)]
+    assert spans, "README shows no tokenize"
+    assert [s for s in spans if not re.search(r"beam_dpsu[. ]", s)] == []
+
+
+def test_readme_names_only_what_beam_dpsu_has():
+    import importlib
+    import beam_dpsu
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        names = set(re.findall(r"\bbeam_dpsu\.(\w+)", f.read()))
+    missing = [n for n in sorted(names) if not hasattr(beam_dpsu, n)
+               and importlib.util.find_spec(f"beam_dpsu.{n}") is None]
+    assert missing == []

@@ -117,16 +117,18 @@ def test_two_sequential_selections_of_one_input_both_release(privacy_unit):
     for user, item in corpus():
         by_user.setdefault(user, []).append(item)
     data = corpus() if privacy_unit == "user_id" else list(by_user.values())
-    selects = [SelectItems(m, Budget(2.0, 1e-3), seed=SEED, privacy_unit=privacy_unit)
-               for m in mechanisms]
+    def selects():  # one object per application (a second application is refused)
+        return [SelectItems(m, Budget(2.0, 1e-3), seed=SEED, privacy_unit=privacy_unit)
+                for m in mechanisms]
+
     # Pinned to the runner that showed the bug: the DirectRunner hands a batch
     # pipeline to Prism where Prism can be fetched, to the FnApiRunner otherwise.
     with TestPipeline(runner=FnApiRunner()) as p:
         shared = p | beam.Create(data)
-        runs = [shared | f"Select{i}" >> select for i, select in enumerate(selects)]
-        # Each selection run alone on its own copy of the input, for comparison.
+        runs = [shared | f"Select{i}" >> select for i, select in enumerate(selects())]
+        # Each selection run alone (same seed) on its own copy of the input, for comparison.
         alone = [p | f"Create{i}" >> beam.Create(data) | f"Alone{i}" >> select
-                 for i, select in enumerate(selects)]
+                 for i, select in enumerate(selects())]
 
         def same(_, together, by_itself):
             assert together and sorted(together) == sorted(by_itself)

@@ -94,14 +94,26 @@ def removal_dataset():
 @pytest.mark.parametrize("removal", ["side_input", "join"])
 def test_released_items_are_removed_from_later_rounds(removal):
     select = SelectItems(SIPS(max_items_per_user=4, rounds=3, ratio=1.0, removal=removal),
-                         TINY_NOISE, seed=5)
+                         TINY_NOISE, seed=5, non_private_stats=True)
     with TestPipeline() as p:
         released = p | beam.Create(removal_dataset()) | select
         assert_that(released, equal_to(["a", "c", "e", "f"]), label="Union")
-        stages = select.released_by_stage
+        stages = select.non_private_released_by_stage
         assert_that(stages["round_0"], equal_to(["a"]), label="Round0")
         assert_that(stages["round_1"], equal_to(["c", "e", "f"]), label="Round1")
         assert_that(stages["round_2"], equal_to([]), label="Round2")
+
+
+def test_round_releases_are_exposed_only_when_asked_for_by_name():
+    # Issue 25, finding 10: which round released an item is not a function of
+    # the released set (DESIGN §4.6), so SelectItems keeps the rounds' releases
+    # only with non_private_stats=True.
+    select = SelectItems(SIPS(max_items_per_user=4, rounds=3, ratio=1.0), TINY_NOISE, seed=5)
+    assert not hasattr(select, "released_by_stage")
+    with TestPipeline() as p:
+        released = p | beam.Create(removal_dataset()) | select
+        assert_that(released, equal_to(["a", "c", "e", "f"]))
+    assert select.non_private_released_by_stage == {}
 
 
 # --- equivalence with Weighted Gaussian ------------------------------------------------

@@ -146,25 +146,45 @@ def test_non_private_stats_are_opt_in(tmp_path, capsys):
     assert "read 62 records from" in capsys.readouterr().err
 
 
+SIPS_ARGS = ["--input", EXAMPLE, "--format", "csv", "--user-field", "user",
+             "--text-field", "review", "--mechanism", "sips", "--rounds", "2", "--ratio", "0.5",
+             "--rho", "0.5", "--delta", "1e-5", "--max-items-per-user", "50", "--seed", "3"]
+
+
 def test_job_sips_reports_rounds(tmp_path, capsys):
     out = tmp_path / "out"
-    code = vocabulary.main([
-        "--input", EXAMPLE, "--format", "csv", "--user-field", "user", "--text-field", "review",
-        "--mechanism", "sips", "--rounds", "2", "--ratio", "0.5", "--rho", "0.5",
-        "--delta", "1e-5", "--max-items-per-user", "50", "--output", str(out)])
+    code = vocabulary.main(SIPS_ARGS + ["--output", str(out), "--non-private-stats"])
     assert code == 0
     items, report = read_output(out)
     assert report["mechanism"] == {"name": "sips", "max_items_per_user": 50, "rounds": 2,
                                    "ratio": 0.5, "removal": "side_input"}
     assert [r["round"] for r in report["rounds"]] == [0, 1]
     assert report["rounds"][1]["rho"] == pytest.approx(2 * report["rounds"][0]["rho"])
-    by_stage = report["released_by_stage"]
+    # Per-round sizes only under non_private_counts, asked for by the flag.
+    assert "released_by_stage" not in report
+    by_stage = report["non_private_counts"]["released_by_stage"]
     assert by_stage["round_0"] + by_stage["round_1"] == report["released_items"] == len(items)
     assert len(set(items)) == len(items)
     assert report["dp_equivalents"][0]["delta"] == pytest.approx(2e-5)
     err = capsys.readouterr().err
-    assert f"SIPS round 1 of 2: released {by_stage['round_0']:,} items" in err
-    assert f"SIPS round 2 of 2: released {by_stage['round_1']:,} items" in err
+    assert (f"SIPS round 1 of 2: released {by_stage['round_0']:,} items (non-private)"
+            in err)
+    assert (f"SIPS round 2 of 2: released {by_stage['round_1']:,} items (non-private)"
+            in err)
+
+
+def test_job_sips_keeps_round_sizes_without_non_private_stats(tmp_path, capsys):
+    # Issue 25, finding 10: which round released an item is not a function of
+    # the released set (DESIGN §4.6): by default neither report nor log says it.
+    out = tmp_path / "out"
+    assert vocabulary.main(SIPS_ARGS + ["--output", str(out)]) == 0
+    items, report = read_output(out)
+    assert report["released_items"] == len(items) > 0
+    assert "released_by_stage" not in json.dumps(report)
+    assert "round_0" not in json.dumps(report)
+    err = capsys.readouterr().err
+    assert "SIPS round" not in err
+    assert f"sips: released {len(items):,} items" in err
 
 
 # -- only the released set leaves: permuted and re-split input, same bytes ---------------
@@ -229,7 +249,7 @@ def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
     code, err = run_job(["--input", path, "--format", "pairs", "--mechanism",
                          "weighted-laplace", "--rounds", "2", *BASE,
                          "--output", str(tmp_path / "o")], capsys)
-    assert code == 2 and "mechanism 'weighted-laplace' does not take ['rounds']" in err
+    assert code == 2 and "--mechanism weighted-laplace does not take --rounds" in err
 
 
 # The 60 users fill "common" up to the cutoff Γ = ρ + α·scale and stop, so it
@@ -358,20 +378,21 @@ def test_job_bad_pairs_record_names_line_not_text(tmp_path, capsys):
 
 @pytest.mark.parametrize("args,message", [
     (["--input", "/nonexistent/*.csv", *BASE], "no input file matches '/nonexistent/*.csv'"),
-    (["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be a finite number > 0, got -1.0"),
+    (["--epsilon", "-1", "--delta", "1e-5"], "--epsilon must be a finite number > 0, got -1.0"),
     (["--epsilon", "1", "--rho", "0.1", "--delta", "1e-5"], "give exactly one of --epsilon"),
-    (["--epsilon", "1", "--delta", "2"], "delta must satisfy 0 <= delta < 1, got 2.0"),
-    (["--epsilon", "1", "--delta", "0"], "mechanism 'weighted-gaussian' needs delta > 0"),
+    (["--epsilon", "1", "--delta", "2"], "--delta must satisfy 0 <= delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "0"], "--delta must be > 0, got 0: selecting items is never "
+                                         "pure differential privacy"),
     (["--counts-share", "0.5", *BASE], "--counts-share and --counts-max-items-per-user need "
                                        "--with-counts"),
     (["--with-counts", "--counts-share", "1.5", *BASE],
-     "counts_share must lie strictly between 0 and 1, got 1.5"),
+     "--counts-share must lie strictly between 0 and 1, got 1.5"),
     (["--with-counts", "--counts-max-items-per-user", "0", *BASE],
-     "max_items_per_user must be >= 1, got 0"),
+     "--counts-max-items-per-user must be >= 1, got 0"),
     (["--mechanism", "magic", *BASE], "unknown mechanism 'magic'"),
     (["--mechanism", "wieghted-gaussian", *BASE], "did you mean weighted-gaussian"),
     (["--mechanism", "policy-gaussian-l1", *BASE], "not differentially private"),
-    (["--max-items-per-user", "0", *BASE], "max_items_per_user must be >= 1, got 0"),
+    (["--max-items-per-user", "0", *BASE], "--max-items-per-user must be >= 1, got 0"),
     (["--format", "csv", *BASE], "--format csv needs --user-field and --text-field"),
     (BASE, "--format csv (inferred from the file name) needs --user-field and --text-field; "
            "for headerless lines of user,item give --format pairs"),
@@ -391,7 +412,8 @@ def test_job_bad_pairs_record_names_line_not_text(tmp_path, capsys):
 ])
 def test_job_bad_parameters(tmp_path, capsys, args, message):
     path = write_csv(tmp_path, "u1,cat\n")
-    full = ["--input", path, "--output", str(tmp_path / "o")] + args
+    full = (["--output", str(tmp_path / "o")] + ([] if "--input" in args else ["--input", path])
+            + args)  # each flag once (a repeated flag is an error of its own)
     code, err = run_job(full, capsys)
     assert code == 2
     lines = err.strip().splitlines()
