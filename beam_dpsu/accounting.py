@@ -409,9 +409,11 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
 def _log_zcdp_delta(rho: float, epsilon: float) -> float:
     """log δ*(ρ, ε) of dp-sips Lemma 8, minimised over α in log space."""
 
-    def log_obj(alpha: float) -> float:
-        return ((alpha - 1.0) * (alpha * rho - epsilon) - math.log(alpha - 1.0)
-                + alpha * math.log1p(-1.0 / alpha))
+    def log_obj(u: float) -> float:
+        # ln of the objective at α = 1 + u, in u so that α − 1 keeps its precision
+        # when u is tiny (huge ρ): (α−1)(αρ − ε) − ln(α−1) + α·ln(1 − 1/α), with
+        # ln(1 − 1/α) = ln u − ln(1 + u).
+        return u * ((rho - epsilon) + u * rho) + u * math.log(u) - (1.0 + u) * math.log1p(u)
 
     # The leading term (α−1)(αρ − ε) is minimised near α = (ε + ρ)/(2ρ); search
     # a generous bracket around it on t = log(α − 1), where the objective is
@@ -423,7 +425,7 @@ def _log_zcdp_delta(rho: float, epsilon: float) -> float:
         lowest = min(lowest, 1e-3 * (epsilon - rho) / (2.0 * rho))
     lo, hi = math.log(lowest), math.log(max(10.0 * centre, 10.0))
     with np.errstate(over="ignore", invalid="ignore"):
-        res = optimize.minimize_scalar(lambda t: log_obj(1.0 + math.exp(t)),
+        res = optimize.minimize_scalar(lambda t: log_obj(math.exp(t)),
                                        bounds=(lo, hi), method="bounded",
                                        options={"xatol": 1e-12, "maxiter": 1000})
     if not math.isfinite(res.fun) and res.fun != -math.inf:

@@ -212,13 +212,14 @@ class TruncatedGeometric(ParallelMechanism):
         # π near 1 is a float64 compared with a 53-bit uniform; the drop side
         # multiplies its rounding error by e^ε'. Keep a margin for it, so the
         # probabilities actually used still meet (ε', δ').
-        margin = math.exp(eps_item) * 2.0 ** -50
-        if margin >= delta_item / 2:
+        # Compared in logs: e^ε' overflows for huge ε.
+        if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
             raise ValueError(
-                f"truncated-geometric: per-item ε = {eps_item:g} is too large for δ per item "
-                f"= {delta_item:g} (float64 keep probabilities cannot meet it); lower epsilon, "
-                "raise delta or raise max_items_per_user")
-        delta_item -= margin
+                f"truncated-geometric: delta per item = delta/max_items_per_user = "
+                f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
+                f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
+                "lower epsilon or lower max_items_per_user")
+        delta_item -= math.exp(eps_item) * 2.0 ** -50
         n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
         return KeepProbabilityCalibration(
             epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,

@@ -141,11 +141,12 @@ def _sum_rounded_up(head: np.ndarray, tail: np.ndarray) -> np.ndarray:
     weight, released with probability ½. Knuth's TwoSum gives the exact
     rounding error; a positive one means the float sum is too small.
     """
-    total = head + tail
-    head_part = total - tail
-    tail_part = total - head_part
-    error = (head - head_part) + (tail - tail_part)
-    return np.where(error > 0, np.nextafter(total, np.inf), total)
+    with np.errstate(over="ignore", invalid="ignore"):  # ±inf stays, for the caller to refuse
+        total = head + tail
+        head_part = total - tail
+        tail_part = total - head_part
+        error = (head - head_part) + (tail - tail_part)
+        return np.where(np.isfinite(total) & (error > 0), np.nextafter(total, np.inf), total)
 
 
 def _finite_threshold(value: float, scale_name: str, scale: float, delta: float,
