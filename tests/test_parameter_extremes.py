@@ -274,3 +274,48 @@ def test_dpne_computes_or_refuses(epsilon, delta, max_n, d0):
         if transform is not None:
             assert all(math.isfinite(s) and s > 0 for s in transform.sigmas)
             assert math.isfinite(transform.level1_calibration.release_threshold)
+
+
+# -- the jobs: one `error:` line or a release, never a traceback --------------------
+
+def _run_vocabulary(tmp_path, capsys, *flags):
+    from pipelines import vocabulary
+    src = tmp_path / "pairs.csv"
+    src.write_text("".join(f"user{u},common\nuser{u},item{u % 3}\n" for u in range(40)))
+    code = vocabulary.main(["--input", str(src), "--format", "pairs", *flags,
+                            "--output", str(tmp_path / "out")])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.parametrize("name", sorted(configs.MECHANISMS))
+def test_vocabulary_job_at_max_items_10_to_12(tmp_path, capsys, name):
+    # Finding: "Unable to allocate 7.28 TiB" for WG, SIPS, PG, WL, PL. Users hold
+    # fewer items than Δ0, so bounding samples min(Δ0, |W|) of them.
+    code, err = _run_vocabulary(tmp_path, capsys, "--mechanism", name,
+                                "--max-items-per-user", "1000000000000",
+                                "--epsilon", "1", "--delta", "1e-6", "--with-counts")
+    if code == 2:  # truncated-geometric: δ/Δ0 is below float resolution
+        assert len(err) == 1 and err[0].startswith("error: ") and "max_items_per_user" in err[0]
+    else:
+        assert code == 0
+
+
+@pytest.mark.parametrize("flags", [["--rho", "1e20"], ["--epsilon", "1e300"],
+                                   ["--rho", "1e300", "--mechanism", "sips"],
+                                   ["--epsilon", "1e300", "--mechanism", "sips"]])
+def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):
+    # Findings: `--rho 1e20` (scipy traceback), `--epsilon 1e300` (NaN solver error).
+    code, err = _run_vocabulary(tmp_path, capsys, *flags, "--delta", "1e-5")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--epsilon", "1e-300", "--mechanism", "sips"], "epsilon = 1e-300 is too small"),
+    (["--epsilon", "1", "--max-items-per-user", str(2 ** 63)],
+     "max_items_per_user must be at most 2**63 - 1"),
+])
+def test_vocabulary_job_refuses_out_of_range_parameters_in_one_line(tmp_path, capsys, flags,
+                                                                     message):
+    code, err = _run_vocabulary(tmp_path, capsys, *flags, "--delta", "1e-5")
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
