@@ -118,9 +118,15 @@ def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0)
     if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
         raise ValueError(f"levels must be an int >= 1, got {levels!r}")
     decay = _check_positive("decay", decay)
-    powers = decay ** np.arange(levels, dtype=np.float64)  # σ_k / σ_1
-    sigma_1 = sigma_total * math.sqrt(float(np.sum(powers ** -2.0)))
-    return [float(sigma_1 * p) for p in powers]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        powers = decay ** np.arange(levels, dtype=np.float64)  # σ_k / σ_1
+        sigma_1 = sigma_total * math.sqrt(float(np.sum(powers ** -2.0)))
+        sigmas = [float(sigma_1 * p) for p in powers]
+    if not all(math.isfinite(s) and s > 0 for s in sigmas):
+        raise ValueError(
+            f"noise decay {decay:g} over {levels} levels gives a sigma outside the float range "
+            f"(sigma_1 = {sigmas[0]:g}, sigma_{levels} = {sigmas[-1]:g}); use a decay closer to 1")
+    return sigmas
 
 
 class BudgetExceededError(ValueError):

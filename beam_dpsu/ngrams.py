@@ -671,6 +671,9 @@ class NgramsByDPSU(beam.PTransform):
             accounting.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
+        if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
+            thresholds.check_max_items(self.max_n * self.max_items,
+                                       "max_n * max_items_per_user")
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):
         # SelectItems takes str items: n-grams travel as JSON lists, decoded after.

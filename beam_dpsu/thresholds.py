@@ -312,7 +312,12 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
     alpha = float(alpha)
     if not math.isfinite(alpha) or alpha < 0:
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-    return float(threshold) + alpha * _check_scale("noise_scale", noise_scale)
+    cutoff = float(threshold) + alpha * _check_scale("noise_scale", noise_scale)
+    if not math.isfinite(cutoff):
+        raise ValueError(f"the cutoff threshold + alpha * noise scale is not a finite float "
+                         f"(alpha = {alpha:g}, noise scale = {noise_scale:g}); lower alpha or "
+                         "raise epsilon (or rho)")
+    return cutoff
 
 
 def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int) -> float:

@@ -121,6 +121,14 @@ def test_max_n_has_a_stated_limit():
     with pytest.raises(ValueError, match=f"max_n must be at most {MAX_NGRAM_LENGTH}"):
         NgramsByDPSU("dpsu-all", 1000, Budget(1.0, 1e-6))
     ExtractNgrams(MAX_NGRAM_LENGTH, Budget(1.0, 1e-6))  # the limit itself is accepted
+    # dpsu-all selects over all lengths at once, with Δ = T·Δ0: refused when built.
+    with pytest.raises(ValueError, match=r"max_n \* max_items_per_user must be at most"):
+        NgramsByDPSU("dpsu-all", 3, Budget(1.0, 1e-6), 2 ** 63 - 1)
+
+
+def test_noise_decay_outside_float_range_is_refused():
+    with pytest.raises(ValueError, match="noise decay 1e-300 over 3 levels"):
+        ExtractNgrams(3, Budget(1.0, 1e-6), noise_schedule=1e-300)
 
 
 def test_ngrams_job_refuses_max_n_1000_in_one_line(capsys):
@@ -208,7 +216,7 @@ def _log_uniform(lo, hi):
     return st.floats(math.log10(lo), math.log10(hi)).map(lambda e: 10.0 ** e)
 
 
-CLEAN_WORDS = ("epsilon", "rho", "delta", "max_items_per_user", "mechanism")
+CLEAN_WORDS = ("epsilon", "rho", "delta", "max_items_per_user", "mechanism", "decay")
 
 
 def _computes_or_refuses(fn):
@@ -267,10 +275,12 @@ def test_conversions_compute_or_refuse(rho, delta, epsilon):
 
 @settings(max_examples=60, deadline=None)
 @given(epsilon=_log_uniform(1e-300, 1e300), delta=_log_uniform(1e-300, 0.9),
-       max_n=st.integers(1, 5), d0=st.one_of(st.integers(1, 100), st.integers(1, 2 ** 63 - 1)))
-def test_dpne_computes_or_refuses(epsilon, delta, max_n, d0):
+       max_n=st.integers(1, 5), d0=st.one_of(st.integers(1, 100), st.integers(1, 2 ** 63 - 1)),
+       decay=st.one_of(st.just("equal"), _log_uniform(1e-300, 1e300)))
+def test_dpne_computes_or_refuses(epsilon, delta, max_n, d0, decay):
     for budget in (Budget(epsilon, delta), ZCDPBudget(epsilon, delta)):
-        transform = _computes_or_refuses(lambda: ExtractNgrams(max_n, budget, d0))
+        transform = _computes_or_refuses(lambda: ExtractNgrams(max_n, budget, d0,
+                                                               noise_schedule=decay))
         if transform is not None:
             assert all(math.isfinite(s) and s > 0 for s in transform.sigmas)
             assert math.isfinite(transform.level1_calibration.release_threshold)
