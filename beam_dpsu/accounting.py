@@ -417,9 +417,13 @@ def _log_zcdp_delta(rho: float, epsilon: float) -> float:
 
     def log_obj(u: float) -> float:
         # ln of the objective at α = 1 + u, in u so that α − 1 keeps its precision
-        # when u is tiny (huge ρ): (α−1)(αρ − ε) − ln(α−1) + α·ln(1 − 1/α), with
-        # ln(1 − 1/α) = ln u − ln(1 + u).
-        return u * ((rho - epsilon) + u * rho) + u * math.log(u) - (1.0 + u) * math.log1p(u)
+        # when u is tiny (huge ρ): (α−1)(αρ − ε) − ln(α−1) + α·ln(1 − 1/α). The last
+        # two terms are u·ln u − (1 + u)·ln(1 + u) (no cancellation for u < 1) or
+        # −ln u − (1 + u)·ln(1 + 1/u) (none for u ≥ 1).
+        lead = u * ((rho - epsilon) + u * rho)
+        if u < 1.0:
+            return lead + u * math.log(u) - (1.0 + u) * math.log1p(u)
+        return lead - math.log(u) - (1.0 + u) * math.log1p(1.0 / u)
 
     # The leading term (α−1)(αρ − ε) is minimised near α = (ε + ρ)/(2ρ); search
     # a generous bracket around it on t = log(α − 1), where the objective is
@@ -474,7 +478,7 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     # tighter, so this ε brackets the root; it is the answer where floats cannot
     # resolve Lemma 8's optimum (ρ beyond ~1e15).
     classic = rho + 2.0 * math.sqrt(rho * -log_target)
-    lo, hi = 1e-12, classic + 10.0
+    lo, hi = min(1e-12, 1e-3 * classic), classic + 10.0
     if f(lo) <= 0:
         return lo
     if not math.isfinite(hi):
@@ -482,7 +486,13 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
                          "implies has an epsilon beyond float range")
     if f(hi) > 0:
         return classic
-    return float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
+    epsilon = float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
+    # Brent's root may sit on the unsafe side: move up until it is not.
+    for _ in range(1000):
+        if f(epsilon) <= 0:
+            return epsilon
+        epsilon *= 1.0 + 1e-12
+    return classic
 
 
 def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:

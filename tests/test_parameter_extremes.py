@@ -329,3 +329,42 @@ def test_vocabulary_job_refuses_out_of_range_parameters_in_one_line(tmp_path, ca
     code, err = _run_vocabulary(tmp_path, capsys, *flags, "--delta", "1e-5")
     assert code == 2
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def _zcdp_delta_upper(rho, epsilon):
+    """An upper bound on δ*(ρ, ε) of dp-sips Lemma 8, evaluated in 60-digit arithmetic:
+    the objective at the best α of a fine grid (every α gives a valid bound)."""
+    with mpmath.workdps(60):
+        r, e = mpmath.mpf(rho), mpmath.mpf(epsilon)
+
+        def log_obj(u):
+            return u * ((r - e) + u * r) - mpmath.log(u) + (1 + u) * mpmath.log1p(-1 / (1 + u))
+
+        # A log grid of u = α − 1 around the leading term's minimiser (or 1 when
+        # ε ≤ ρ), refined three times around the best point (the objective is
+        # unimodal in ln u).
+        best_u = max((e - r) / (2 * r), mpmath.mpf(1))
+        width = mpmath.mpf(12)  # decades on each side
+        for _ in range(4):
+            grid = [best_u * mpmath.power(10, width * k / 300) for k in range(-300, 301)]
+            best_u = min(grid, key=log_obj)
+            width /= 150
+        return mpmath.exp(min(log_obj(best_u), 0))
+
+
+@pytest.mark.parametrize("rho", [1e-300, 1e-20, 1e-3, 1.0, 1e6, 1e20, 1e300])
+@pytest.mark.parametrize("delta", [1e-300, 1e-10, 0.4])
+def test_zcdp_to_dp_epsilon_is_valid_in_exact_arithmetic(rho, delta):
+    epsilon = accounting.zcdp_to_dp(rho, 0.0, delta)
+    classic = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # Bun & Steinke Prop. 1.3
+    assert epsilon >= classic * (1 - 1e-12) or _zcdp_delta_upper(rho, epsilon) <= delta * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("epsilon", [1e-100, 1e-8, 1e-3, 1.0, 1e6, 1e20, 1e300])
+@pytest.mark.parametrize("delta", [1e-300, 1e-10, 0.4])
+def test_dp_to_zcdp_rho_is_valid_in_exact_arithmetic(epsilon, delta):
+    rho = accounting.dp_to_zcdp(epsilon, delta, delta / 2).rho
+    target = (delta - delta / 2) / (1 - delta / 2)
+    big_l = math.log(1 / target)
+    classic = (math.sqrt(big_l + epsilon) - math.sqrt(big_l)) ** 2
+    assert rho <= classic * (1 + 1e-9) or _zcdp_delta_upper(rho, epsilon) <= target * (1 + 1e-6)
