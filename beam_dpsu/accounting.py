@@ -488,10 +488,12 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
         return classic
     epsilon = float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
     # Brent's root may sit on the unsafe side: move up until it is not.
-    for _ in range(1000):
+    step = 1e-12
+    for _ in range(60):
         if f(epsilon) <= 0:
             return epsilon
-        epsilon *= 1.0 + 1e-12
+        epsilon *= 1.0 + step
+        step *= 2.0
     return classic
 
 
@@ -533,9 +535,10 @@ def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
         return ZCDPBudget(classic * (1.0 - 1e-9), delta_cdp)
     log_rho = optimize.brentq(f, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500)
     # Round conservatively: back off from the root until the guarantee holds.
-    rho = math.exp(log_rho) * (1.0 - 1e-9)
-    for _ in range(1000):
+    rho, step = math.exp(log_rho) * (1.0 - 1e-9), 1e-9
+    while step < 0.5:
         if holds(rho):
             return ZCDPBudget(rho, delta_cdp)
-        rho *= 1.0 - 1e-9
+        rho *= 1.0 - step
+        step *= 2.0
     return ZCDPBudget(classic * (1.0 - 1e-9), delta_cdp)
