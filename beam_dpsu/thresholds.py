@@ -4,7 +4,8 @@ Each function cites the theorem it implements; ``tests/test_thresholds.py``
 checks them against the golden values of DESIGN §4 and the papers. All
 quantities of the form (1 − δ)^{1/t} are evaluated as 1 − q with
 q = −expm1(log1p(−δ)/t), which keeps full precision for δ down to 1e-300
-(the naive power rounds to exactly 1 for δ < 1e-16).
+(the naive power rounds to exactly 1 for δ < 1e-16); where q itself
+underflows (δ = 1e-300, t near 2^63) its logarithm is used instead.
 
 Notation: λ Laplace scale, σ Gaussian standard deviation, Δ0 the maximum
 number of items a user contributes, t ranges over 1..Δ0.
@@ -82,8 +83,9 @@ def _log_one_minus_root(delta: float, t: np.ndarray, q: np.ndarray) -> np.ndarra
 def _laplace_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
     """ln(1 / (2(1 − (1 − δ)^{1/t}))): the Laplace(1) quantile that t items stay below w.p. 1 − δ."""
     q = _one_minus_root(delta, t)
-    return -(math.log(2.0) + _log_one_minus_root(delta, t, q)) if np.any(
-        q < np.finfo(np.float64).tiny) else -np.log(2.0 * q)
+    if np.any(q < np.finfo(np.float64).tiny):
+        return -(math.log(2.0) + _log_one_minus_root(delta, t, q))
+    return -np.log(2.0 * q)
 
 
 def _gaussian_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
@@ -111,10 +113,11 @@ def _candidate_items(max_items_per_user: int) -> np.ndarray:
       decreases in x, so increases in t, as does −1/t: the bracket increases.
     * Gaussian: with z = Φ⁻¹(1 − q), t^{3/2}·f′(t) = −½ + σ·√L·K(x), where
       K(x) = √x·e^{−x}/φ(z) and Φ(z) = e^{−x}. d ln K/dx = 1/(2x) − 1 − z·Φ(z)/φ(z)
-      < 0 for every z (x = −ln Φ(z)): as z → −∞ both sides tend to 1/z² with
-      the inequality's margin ≈ 2 ln|z|/z⁴, as z → +∞ the right side is about
-      twice the left; in between it is checked on a fine grid of z in
-      ``tests/test_parameter_extremes.py``. So K decreases in x, increases in t.
+      < 0 for every z (x = −ln Φ(z)): as z → −∞ both sides tend to 1/z² and
+      the right side exceeds the left by ≈ (2 ln|z| + ln 2π − 3)/z⁴ > 0, as
+      z → +∞ the right side is about twice the left; in between it is checked
+      on a fine grid of z in ``tests/test_parameter_extremes.py``. So K
+      decreases in x, i.e. increases in t.
 
     This covers dpsu Theorems 4.1/B.1 (ρ_Lap), 5.1/B.2 (ρ_Gauss) and each round
     of dp-sips Theorem 1. For robustness the first ``_EXACT_ITEMS`` t are all
@@ -196,7 +199,9 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float, max_items_per
     dpsu Theorem 4.1 / Theorem B.1:
     ρ_Lap = max_{1 ≤ t ≤ Δ0} 1/t + λ·ln(1/(2(1 − (1 − δ)^{1/t}))).
     With λ = 1/ε this is the paper's formula; at Δ0 = 1 it equals
-    ``gw_threshold(λ, δ, 1)`` = 1 − λ·ln(2δ).
+    ``gw_threshold(λ, δ, 1)`` = 1 − λ·ln(2δ). The maximum is taken over
+    t ≤ 64 and t = Δ0 only (``_candidate_items`` proves that suffices), and
+    ρ is rounded up, never down; a ρ that is not a finite float is refused.
     """
     lam = _check_scale("laplace_scale", laplace_scale)
     delta = _check_delta(delta)
@@ -213,7 +218,8 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     dpsu Theorem 5.1 / Theorem B.2 and dp-sips Theorem 1 (App. A):
     ρ = max_{1 ≤ t ≤ Δ0} 1/√t + σ·Φ⁻¹((1 − δ)^{1/t}).
     ``delta`` is the threshold's share: δ/2 under (ε, δ)-DP (dpsu prints
-    (1 − δ/2)^{1/t}), the whole δ under δ-approximate zCDP (dp-sips).
+    (1 − δ/2)^{1/t}), the whole δ under δ-approximate zCDP (dp-sips). The
+    maximum is taken over t ≤ 64 and t = Δ0 only (``_candidate_items``).
     """
     sigma = _check_scale("sigma", sigma)
     delta = _check_delta(delta)
