@@ -338,7 +338,7 @@ def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
     The smaller is taken, raised by a relative 1e-9 so that rounding in σ
     cannot move δ(σ) above δ. Used only where the exact equation of
     Proposition 2.2 cannot be solved to ``_GAUSSIAN_DELTA_RTOL`` in floats
-    (ε below about 1e-10 or above about 1e12, depending on δ).
+    (ε below about 1e-10 or above about 1e10, depending on δ).
     """
     z = float(special.ndtri(delta)) * -1.0
     large_eps = (z + math.hypot(z, math.sqrt(2.0) * math.sqrt(epsilon))) / 2.0 / epsilon
@@ -363,10 +363,10 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
     Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ (dpsu Proposition 2.2;
     Balle & Wang 2018, Algorithm 1) for σ by Brent's method on log σ, with δ(σ)
     evaluated in log space. δ(σ) is strictly decreasing in σ, so the root is
-    unique; the root is moved up until δ(σ) ≤ δ holds in floats. Where floats
-    cannot evaluate δ(σ) to a relative 1e-9 at the root (extreme ε; see
-    ``_log_gaussian_delta_error``), a closed-form σ that is never too small
-    is used instead (``_conservative_gaussian_sigma``). Any ε > 0 and
+    unique; the root is moved up until δ(σ)·(1 + e) ≤ δ holds in floats, with
+    e a bound on the relative float error of δ(σ). Where e exceeds 1e-3 at the
+    root (extreme ε; see ``_log_gaussian_delta_error``), a closed-form σ that
+    is never too small is used instead (``_conservative_gaussian_sigma``). Any ε > 0 and
     δ in (0, 1) give a finite σ/Δ; σ itself must be a finite float, else a
     ValueError.
     """
@@ -392,9 +392,12 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
             # Brent's root may sit a few ulps on the unsafe side, and δ(σ) is
             # known to a relative ``error``: move up until even δ(σ)·(1 + error) ≤ δ.
             step = max(error, 4.0 * np.finfo(np.float64).eps)
-            while f(log_s) > -2.0 * error:
+            for _ in range(60):
+                if f(log_s) <= -2.0 * error:
+                    s = math.exp(log_s)
+                    break
                 log_s += step
-            s = math.exp(log_s)
+                step *= 2.0
     if s is None:
         s = _conservative_gaussian_sigma(epsilon, delta)
     sigma = s * l2_sensitivity
