@@ -126,6 +126,13 @@ def test_max_n_has_a_stated_limit():
         NgramsByDPSU("dpsu-all", 3, Budget(1.0, 1e-6), 2 ** 63 - 1)
 
 
+def test_sips_rounds_have_a_stated_limit():
+    # Rounds are unrolled like n-gram levels; 100 is accepted, more is refused.
+    configs.SIPS(rounds=100).calibrate(ZCDPBudget(1.0, 1e-5))
+    with pytest.raises(ValueError, match="rounds must be at most 100"):
+        configs.SIPS(rounds=1000)
+
+
 def test_noise_decay_outside_float_range_is_refused():
     with pytest.raises(ValueError, match="noise decay 1e-300 over 3 levels"):
         ExtractNgrams(3, Budget(1.0, 1e-6), noise_schedule=1e-300)
