@@ -103,7 +103,12 @@ def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     if ratio == 1.0:
         return [1.0 / rounds] * rounds
     norm = (1.0 - ratio) / (1.0 - ratio ** rounds)
-    return [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
+    weights = [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
+    if weights[0] < 1e-300:  # the first round's share r^{I−1}·(1−r)/(1−r^I) underflows
+        raise ValueError(f"ratio = {ratio:g} over {rounds} rounds gives the first round a share "
+                         f"of {weights[0]:g} of the budget (below 1e-300); raise ratio or use "
+                         "fewer rounds")
+    return weights
 
 
 def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:

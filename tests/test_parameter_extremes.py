@@ -131,6 +131,9 @@ def test_sips_rounds_have_a_stated_limit():
     configs.SIPS(rounds=100).calibrate(ZCDPBudget(1.0, 1e-5))
     with pytest.raises(ValueError, match="rounds must be at most 100"):
         configs.SIPS(rounds=1000)
+    # Before: "split weights must be finite and > 0, got [0.0, 0.0, …]".
+    with pytest.raises(ValueError, match="ratio = 1e-300 over 3 rounds gives the first round"):
+        configs.SIPS(rounds=3, ratio=1e-300)
 
 
 def test_noise_decay_outside_float_range_is_refused():
