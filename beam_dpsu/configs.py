@@ -266,10 +266,11 @@ class SIPS(MechanismConfig):
         super().__post_init__()
         if self.removal not in ("side_input", "join"):
             raise ValueError(f"removal must be 'side_input' or 'join', got {self.removal!r}")
-        accounting.geometric_split_weights(self.rounds, self.ratio)  # validates both
-        if self.rounds > self.MAX_ROUNDS:
+        if (isinstance(self.rounds, (int, np.integer)) and not isinstance(self.rounds, bool)
+                and self.rounds > self.MAX_ROUNDS):
             raise ValueError(f"rounds must be at most {self.MAX_ROUNDS} (each round is a stage "
                              f"of the pipeline), got {self.rounds!r}")
+        accounting.geometric_split_weights(self.rounds, self.ratio)  # validates both
         object.__setattr__(self, "rounds", int(self.rounds))
         object.__setattr__(self, "ratio", float(self.ratio))
 
