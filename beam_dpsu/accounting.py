@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -470,6 +471,11 @@ def zcdp_delta_for_epsilon(rho: float, epsilon: float) -> float:
     return math.exp(_log_zcdp_delta(rho, epsilon))
 
 
+# Beyond this ρ Lemma 8's objective is not evaluated to the precision its root
+# needs (its terms reach ρ·ulp): the rounded-up Bun–Steinke bound is used.
+_LARGEST_RESOLVED_RHO = 1e12
+
+
 def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     """The smallest ε such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
 
@@ -493,13 +499,17 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     # Bun & Steinke 2016 Prop. 1.3: ρ-zCDP ⇒ (ρ + 2√(ρ ln(1/δ)), δ)-DP. Lemma 8 is
     # tighter, so this ε brackets the root; it is the answer where floats cannot
     # resolve Lemma 8's optimum (ρ beyond ~1e15).
-    classic = rho + 2.0 * math.sqrt(rho * -log_target)
+    # The float sum is moved up past its rounding error (a few ulps), so that it
+    # is never below the exact bound.
+    classic = (rho + 2.0 * math.sqrt(rho * -log_target)) * (1.0 + 16.0 * sys.float_info.epsilon)
     lo, hi = min(1e-12, 1e-3 * classic), classic + 10.0
-    if f(lo) <= 0:
-        return lo
     if not math.isfinite(hi):
         raise ValueError(f"rho = {rho:g} is too large: the (epsilon, delta)-DP guarantee it "
                          "implies has an epsilon beyond float range")
+    if rho > _LARGEST_RESOLVED_RHO:
+        return classic
+    if f(lo) <= 0:
+        return lo
     if f(hi) > 0:
         return classic
     epsilon = float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))

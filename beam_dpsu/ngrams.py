@@ -698,10 +698,13 @@ class NgramsByDPSU(ReleaseTransform):
       evenly: σ_k = √T·σ* (Gaussian composition, dpne Prop. 2.3) and each
       threshold with 1/T of level 1's δ share.
     * "dpsu-single": the whole budget on the n-grams of one length ``n``.
+
+    ``accountant``: optional ``BudgetAccountant`` to spend ``budget`` from when
+    this transform is built (``BudgetExceededError`` past its total).
     """
 
     def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100,
-                 n: int | None = None, seed=None):
+                 n: int | None = None, seed=None, accountant=None):
         super().__init__()
         if variant not in BASELINES:
             raise ValueError(f"variant must be one of {BASELINES}, got {variant!r}")
@@ -715,6 +718,7 @@ class NgramsByDPSU(ReleaseTransform):
         if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
             thresholds.check_max_items(self.max_n * self.max_items,
                                        "max_n * max_items_per_user")
+        spend_from(accountant, budget, f"NgramsByDPSU ({variant})")
         warn_if_seeded(seed, "NgramsByDPSU")
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):

@@ -9,10 +9,14 @@ built, saying why and what to do instead.
 
 Beam copies and pickles transforms (a DoFn may hold a bound method of one, a
 pipeline is serialised for a portable runner), but it expands each applied
-transform exactly once: none of that is a second application. A copy of an
-applied transform is still the same budget, and is refused too. A failed
-expansion (e.g. a windowed input refused) releases nothing and frees the
-object again.
+transform exactly once: none of that is a second application. A copy is
+still the same budget: every object gets a token when it is made, which its
+copies and pickles keep, and the tokens applied in this process are
+recorded, so a copy made before or after the first application is refused
+too. A transform that applies itself inside its own expansion is a second
+application; only ``super().expand()`` (the same node of the graph) is not.
+A failed expansion (e.g. a windowed input refused) releases nothing and
+frees the token again.
 
 Several release transforms may share one ``BudgetAccountant`` (``accountant=``):
 each spends its budget from it when it is built, so a pipeline whose parts sum
@@ -30,6 +34,7 @@ import contextvars
 import functools
 import itertools
 import logging
+import uuid
 
 import apache_beam as beam
 
@@ -52,6 +57,10 @@ _SEED_ANNOUNCED: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 _PIPELINE_NUMBERS = itertools.count(1)
 
+# Release token → (full label, pipeline number) of its one application in this
+# process. Copies share their original's token (see ``ReleaseTransform.__new__``).
+_APPLIED: dict[str, tuple[str, int]] = {}
+
 
 def _pipeline_number(pipeline) -> int:
     """A number naming ``pipeline`` for this process (``id()`` may be reused once it is gone)."""
@@ -73,20 +82,21 @@ class AppliedTwiceError(RuntimeError):
 def _one_application(transform, pvalueish):
     """Claims ``transform`` for this application while it expands; frees it on failure."""
     expanding = _EXPANDING.get()
-    if any(t is transform for t in expanding):  # a subclass's super().expand(): same application
-        yield
-        return
     pipeline = getattr(pvalueish, "pipeline", None)
     current = getattr(pipeline, "_current_transform", None)
     label = current().full_label if current is not None else transform.label
+    release = transform._release_token
+    if any(t is transform and _APPLIED.get(release, (None,))[0] == label for t in expanding):
+        yield  # a subclass's super().expand(): the same node, the same application
+        return
     transform._refuse_second_application(pipeline, label)
-    transform._applied_as = (label, _pipeline_number(pipeline))
+    _APPLIED[release] = (label, _pipeline_number(pipeline))
     token = _EXPANDING.set(expanding + (transform,))
     try:
         with seed_announced():
             yield
     except BaseException:
-        transform._applied_as = None  # nothing was released: the object is free again
+        _APPLIED.pop(release, None)  # nothing was released: the budget is free again
         raise
     finally:
         _EXPANDING.reset(token)
@@ -114,9 +124,13 @@ class ReleaseTransform(beam.PTransform):
     application raises ``AppliedTwiceError`` before anything is added.
     """
 
-    # (full label, number of the pipeline) once applied; plain values, so the
-    # transform pickles and copies as before.
-    _applied_as: tuple | None = None
+    def __new__(cls, *args, **kwargs):
+        # A token per object, made before ``__init__`` (subclasses need not call
+        # anything). Copies and pickles restore their original's ``__dict__``,
+        # token included: they are the same budget.
+        instance = super().__new__(cls)
+        instance._release_token = uuid.uuid4().hex
+        return instance
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -124,9 +138,9 @@ class ReleaseTransform(beam.PTransform):
             cls.expand = _expand_once(cls.__dict__["expand"])
 
     def _refuse_second_application(self, pipeline, label: str) -> None:
-        if self._applied_as is None:
+        if self._release_token not in _APPLIED:
             return
-        first, number = self._applied_as
+        first, number = _APPLIED[self._release_token]
         name = type(self).__name__
         where = "this pipeline" if number == _pipeline_number(pipeline) else "another pipeline"
         raise AppliedTwiceError(

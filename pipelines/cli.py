@@ -833,6 +833,9 @@ class _LocalOutput:
                                  "would remove it: choose another --output")
 
     def commit(self) -> None:
+        for name in os.listdir(self.staging):
+            if _LEFTOVER_TEMPORARY.search(name):
+                os.remove(os.path.join(self.staging, name))
         try:
             if os.path.isdir(self._path) and os.listdir(self._path):
                 if not self.overwrite:  # filled by someone else while the job ran
@@ -913,6 +916,10 @@ class _RemoteOutput:
                 _refuse_used(self.folder)
             FileSystems.delete(old)
         new = self._files(self.staging)
+        leftovers = [p for p in new if _LEFTOVER_TEMPORARY.search(p[len(self.staging):])]
+        if leftovers:
+            FileSystems.delete(leftovers)
+            new = [p for p in new if p not in leftovers]
         FileSystems.rename(new, [self.folder + p[len(self.staging):] for p in new])
         self.discard()
 
@@ -990,6 +997,12 @@ def run_with_output(job, run: Callable[..., str]) -> str:
                        getattr(job, "inputs", ())) as staging:
         job.staging = staging
         return run(job)
+
+
+# A writer's temporary file (``<name>.tmp-<32 hex>…``), renamed when complete; one
+# left behind by a worker that died before its rename (its bundle was retried
+# and wrote the file again) is not part of the release.
+_LEFTOVER_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}")
 
 
 def staging_of(job) -> str:
@@ -1119,10 +1132,16 @@ class LogCount(beam.PTransform):
                 | "Log" >> beam.Map(log))
 
 
-def log_written(paths, what: str):
-    """Logs each file a writer returns as written."""
-    return paths | f"Log{what.title()}Written" >> beam.Map(
-        lambda path: logging.getLogger("pipelines").info(f"wrote {path}"))
+def log_written(paths, what: str, staging: str | None = None, output: str | None = None):
+    """Logs each file a writer returns as written, named where it will be: under
+    ``output`` once the ``staging`` folder it was written into is put in place."""
+
+    def log(path):
+        if staging and output and path.startswith(staging.rstrip("/") + "/"):
+            path = output.rstrip("/") + path[len(staging.rstrip("/")):]
+        logging.getLogger("pipelines").info(f"wrote {path}")
+
+    return paths | f"Log{what.title()}Written" >> beam.Map(log)
 
 
 # -- running a job -----------------------------------------------------------------------

@@ -223,7 +223,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteNgrams" >> WriteReleased(
         f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
-    cli.log_written(written, "ngrams")
+    cli.log_written(written, "ngrams", staging=out, output=args.output)
     counter = None
     if parts is not None:
         # Every user's n-grams of lengths 1..T (CountReleased keeps the released ones).

@@ -161,7 +161,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=".txt", num_shards=args.num_shards)
-    cli.log_written(written, "items")
+    cli.log_written(written, "items", staging=out, output=args.output)
     counter = None
     if parts is not None:
         counter = cli.count_released(selected, released, parts, counts_max_items(args),

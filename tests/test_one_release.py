@@ -192,7 +192,53 @@ def test_composites_built_of_releases_still_work():
         assert_that(grams, equal_to([("the",), ("cat",), ("the", "cat")]), label="Grams")
 
 
+@pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy,
+                                       lambda t: pickler.loads(pickler.dumps(t))],
+                         ids=["copy", "deepcopy", "pickle"])
+@pytest.mark.parametrize("make", [select, extract], ids=["SelectItems", "ExtractNgrams"])
+def test_a_copy_made_before_the_first_application_is_the_same_budget(make, duplicate):
+    # Review finding: the "applied" mark lived on the instance, so a copy taken
+    # before the first application ran as a second, independent release.
+    s = make()
+    twin = duplicate(s)
+    p = beam.Pipeline()
+    data = p | beam.Create(DOCS if make is extract else PAIRS)
+    data | "a" >> s
+    with pytest.raises(RuntimeError, match="already applied as 'a'"):
+        data | "b" >> twin
+
+
+def test_a_release_applying_itself_inside_its_own_expansion_is_refused():
+    # Review finding: any nested entry counted as super().expand().
+    class Twice(SelectItems):
+        def expand(self, pairs):
+            first = super().expand(pairs)
+            return (first, pairs | "again" >> self)
+
+    p = beam.Pipeline()
+    with pytest.raises(RuntimeError, match="already applied"):
+        p | beam.Create(PAIRS) | Twice(WeightedGaussian(30), BUDGET)
+
+
+def test_super_expand_of_a_subclass_is_one_application():
+    class Labelled(SelectItems):
+        def expand(self, pairs):
+            return super().expand(pairs) | "Upper" >> beam.Map(str.upper)
+
+    with TestPipeline() as p:
+        assert_that(p | beam.Create(PAIRS) | Labelled(WeightedGaussian(30), BUDGET, seed=3),
+                    equal_to(["COMMON"]))
+
+
 # -- one accountant, several transforms: refused at construction ----------------------
+
+
+def test_dpsu_baselines_spend_from_an_accountant():
+    # Review note: NgramsByDPSU took no accountant, so it could not share a total.
+    accountant = BudgetAccountant(Budget(1.5, 1e-5))
+    NgramsByDPSU("dpsu-all", 2, Budget(1.0, 5e-6), 4, accountant=accountant)
+    with pytest.raises(BudgetExceededError, match="NgramsByDPSU"):
+        NgramsByDPSU("dpsu-even", 2, Budget(1.0, 5e-6), 4, accountant=accountant)
 
 
 def test_transforms_sharing_an_accountant_refuse_to_overspend_it():

@@ -207,6 +207,33 @@ def test_overwrite_puts_the_new_folder_in_place_whole(tmp_path, monkeypatch, exc
     assert names(out) == ["new.txt"] and names(tmp_path) == ["out"]
 
 
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_temporary_file_left_by_a_dead_worker_is_not_released(tmp_path, remote):
+    # Review finding: a worker that died between writing a shard's temporary
+    # file and renaming it left that file in the staging folder (its retried
+    # bundle wrote the shard again): it was moved into place with the release.
+    out = str(tmp_path / "out")
+    if remote:
+        os.makedirs(out)  # (object stores have no folders; local renames need one)
+    output = cli._RemoteOutput(out) if remote else cli.prepare_output(out)
+    os.makedirs(output.staging, exist_ok=True)
+    for name in ("items-00000-of-00001.txt", "report.json",
+                 "items.tmp-0123456789abcdef0123456789abcdef-00000.txt",
+                 "report.json.tmp-fedcba9876543210fedcba9876543210"):
+        with open(os.path.join(output.staging, name), "w") as f:
+            f.write(name)
+    output.commit()
+    assert names(out) == ["items-00000-of-00001.txt", "report.json"]
+
+
+def test_progress_names_the_written_files_where_they_end_up(pairs, tmp_path, capsys):
+    # Review finding: "wrote …" named the staging folder, gone after the rename.
+    out = tmp_path / "out"
+    assert vocab(pairs, out) == 0
+    wrote = [line for line in capsys.readouterr().err.splitlines() if "] wrote " in line]
+    assert wrote and all(f"wrote {out}/items-" in line for line in wrote)
+
+
 # -- remote outputs (gs://…): the same steps through Beam's FileSystems, tried on local paths
 
 
