@@ -203,8 +203,12 @@ def test_report_is_computed_at_construction():
     select = SelectItems(WeightedGaussian(100), Budget(3.0, math.exp(-10)))
     report = select.report
     assert report["noise"] == "gaussian"
-    assert report["noise_scale"] == pytest.approx(1.33279, abs=5e-6)
-    assert report["release_threshold"] == pytest.approx(6.8237, abs=5e-5)
+    # DESIGN §4's golden σ = 1.33279, ρ_G = 6.8237 are the δ/2 + δ/2 split;
+    # the optimal split (DESIGN §3, calibration.split_delta) lowers ρ_G.
+    assert report["noise_scale"] == pytest.approx(1.32038, abs=5e-5)
+    assert report["release_threshold"] == pytest.approx(6.81355, abs=5e-5)
+    assert report["release_threshold"] < 6.8237
+    assert report["delta_noise"] + report["threshold_delta"] <= math.exp(-10)
     assert report["mechanism"] == {"name": "weighted-gaussian", "max_items_per_user": 100}
     assert report["seeded"] is False and "seed" not in report
     zreport = SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5), seed=3).report
