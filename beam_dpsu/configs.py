@@ -163,8 +163,8 @@ class WeightedGaussian(ParallelMechanism):
 
     Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ_noise), threshold with
     δ_thr, δ_noise + δ_thr/(1 − δ_thr) = δ split to minimise the threshold
-    (``calibration.split_delta``; dpsu Theorem B.2 used δ/2 each). Under ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ), threshold
-    with δ (dp-sips Theorem 1).
+    (``calibration.split_delta``; dpsu Theorem B.2 used δ/2 each). Under
+    ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ), threshold with δ (dp-sips Theorem 1).
 
     Attributes:
       max_items_per_user: Δ0, the number of distinct items sampled per user.
@@ -394,6 +394,9 @@ class PolicyGaussian(SequentialMechanism):
 
     Algorithm 5 prints Γ ← ρ_Lap + α·σ; the intent, used here, is ρ_Gauss + α·σ.
     The ℓ1-descent variant (Algorithm 8) is not private and is not offered.
+    Under ``Budget(ε, δ)`` σ and ρ are Weighted Gaussian's (the δ split
+    minimises ρ, the weight an item needs to be released with probability ½;
+    Γ follows from it).
 
     Attributes:
       max_items_per_user: Δ0, distinct items sampled per user.
