@@ -20,19 +20,22 @@ Its δ is split, when the transform is built, into δ = δ_noise + δ_thr/(1 −
   Gaussian mechanism with μ² = Σ μ_r² (μ-GDP; Dong, Roth & Su 2022,
   Cor. 3.3), and μ-GDP is (ε, δ_G(μ, ε))-DP for every ε with δ_G the analytic
   Gaussian's δ (ibid. Cor. 2.13) — so the noise alone is (ε, δ_noise)-DP.
-* **Thresholds.** Let D′ = D ∪ {x}. The only keys noised under D′ but not
-  under D are x's own (≤ Δ0 per round, DESIGN §4 inv. 8); let E be the
-  event that none of them is released in any round. Each round's threshold
-  bounds that chance by δ_r given any history (the lone-user release
-  bound, dpsu Thm 5.1 / dp-sips App. A), so P[not E] ≤ δ_thr = Σ_r δ_r
-  (union bound). Let Ã be D′'s run with x's own keys never released; it
-  equals M(D′) on E, and (Ã, M(D)) is the composed Gaussian mechanism on
-  the common keys: its hockey-stick divergence at e^ε is ≤ δ_G(μ, ε) = δ_noise
-  both ways. Hence for every set S of outputs:
-  P[M(D′) ∈ S] ≤ P[Ã ∈ S] + δ_thr ≤ e^ε P[M(D) ∈ S] + δ_noise + δ_thr; and,
-  since M(D) never outputs x's own keys and x's keys' noise is independent
-  of the rest given the history, P[M(D′) ∈ S] ≥ (1 − δ_thr)·P[Ã ∈ S] for
-  every S of such outputs, so P[M(D) ∈ S] − e^ε P[M(D′) ∈ S]
+* **Thresholds.** Let D′ = D ∪ {x}. In round r the keys noised under D′
+  but not under D, keys(H_r(D′)) ∖ keys(H_r(D)), hold weight from x alone
+  (≤ Δ0 of them, DESIGN §4 inv. 8): x's "own keys" of that round. Let Ã be
+  D′'s run in which own keys are never released, and E the event that
+  M(D′) releases no own key in any round; M(D′) = Ã on E. Given Ã's whole
+  run, the own keys' noise is independent of it and each round's threshold
+  bounds their release chance by δ_r (the lone-user bound, dpsu Thm 5.1 /
+  dp-sips App. A; δ_r = 0 for DPNE levels k ≥ 2, which noise all of V_k), so P[E | Ã] ≥ 1 − Σ_r δ_r = 1 − δ_thr (union bound).
+  (Ã, M(D)) is the adaptive composition, round by round, of Gaussian
+  mechanisms of ℓ2 sensitivity ≤ Δ2 on keys(H_r(D)) (other users' sampling
+  is the same mixture on both sides, x's a mixture on one side: convexity
+  keeps each round μ_r-GDP), hence μ-GDP: its hockey-stick divergence at
+  e^ε is ≤ δ_G(μ, ε) = δ_noise both ways. For every set S of outputs:
+  P[M(D′) ∈ S] ≤ P[Ã ∈ S] + P[not E] ≤ e^ε P[M(D) ∈ S] + δ_noise + δ_thr; and
+  P[M(D′) ∈ S] ≥ P[Ã ∈ S, E] ≥ (1 − δ_thr)·P[Ã ∈ S], so
+  P[M(D) ∈ S] − e^ε P[M(D′) ∈ S]
   ≤ [P[M(D) ∈ S] − e^ε P[Ã ∈ S]] + δ_thr·e^ε P[Ã ∈ S] ≤ δ_noise + δ_thr/(1 − δ_thr)
   (where the left side is ≥ 0, e^ε(1 − δ_thr)P[Ã ∈ S] ≤ P[M(D) ∈ S] ≤ 1).
   Both directions: (ε, δ_noise + δ_thr/(1 − δ_thr))-DP ≤ (ε, δ)-DP. The
