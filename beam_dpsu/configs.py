@@ -302,6 +302,17 @@ class SIPS(MechanismConfig):
 
         return split_delta(budget.epsilon, budget.delta, last_threshold)
 
+    def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
+        """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total) with δ = δ_thr, or a clear error."""
+        rho = 0.5 * (1.0 / split.sigma_total) ** 2
+        w_first = accounting.geometric_split_weights(self.rounds, self.ratio)[0]
+        if not (math.isfinite(rho) and rho * w_first > 0.0):
+            raise ValueError(
+                f"epsilon = {budget.epsilon:g} is too small for sips over {self.rounds} rounds: "
+                f"the rounds' noise (sigma_total = {split.sigma_total:g}) is outside the float "
+                "range; raise epsilon or use fewer rounds")
+        return ZCDPBudget(rho, split.threshold_delta)
+
     def zcdp_budget(self, budget) -> ZCDPBudget:
         """The δ-approximate ρ-zCDP budget split over the rounds.
 
@@ -312,8 +323,7 @@ class SIPS(MechanismConfig):
         if isinstance(budget, ZCDPBudget):
             return budget
         if isinstance(budget, Budget):
-            split = self._delta_split(budget)
-            return ZCDPBudget(0.5 / split.sigma_total ** 2, split.threshold_delta)
+            return self._equivalent_zcdp(budget, self._delta_split(budget))
         raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
 
     def round_budgets(self, budget) -> list[ZCDPBudget]:
@@ -326,7 +336,7 @@ class SIPS(MechanismConfig):
         delta_noise = None
         if isinstance(budget, Budget):
             split = self._delta_split(budget)
-            total = ZCDPBudget(0.5 / split.sigma_total ** 2, split.threshold_delta)
+            total = self._equivalent_zcdp(budget, split)
             delta_noise = split.delta_noise
         else:
             total = budget
