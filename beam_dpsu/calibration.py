@@ -370,12 +370,18 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
     lo = float(grid[max(best - 1, 0)])
     hi = float(grid[min(best + 1, len(grid) - 1)])
 
+    # Infeasible points get a finite penalty above every feasible grid value
+    # (inf would make Brent's parabola steps nan).
+    worst = max(values[i].objective for i in feasible)
+    penalty = worst + 1.0 + abs(worst)
+
     def f(t: float) -> float:
         split = at(t)
-        return math.inf if split is None else split.objective
+        return penalty if split is None else split.objective
 
-    optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded",
-                             options={"xatol": 1e-3, "maxiter": 40})
+    with np.errstate(all="ignore"):
+        optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded",
+                                 options={"xatol": 1e-3, "maxiter": 40})
     return min(evaluated, key=lambda s: (s.objective, -s.threshold_delta))
 
 

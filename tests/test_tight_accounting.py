@@ -267,3 +267,15 @@ def test_gaussian_noise_schedule_matches_sips_shape():
     # DPNE already splits μ² by its schedule; SIPS now does the same.
     sigmas = gaussian_noise_schedule(2.0, 3, 0.5)
     assert 1 / math.sqrt(sum(s ** -2 for s in sigmas)) == pytest.approx(2.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("rounds,ratio", [(1, 1.0), (3, 1 / 3), (7, 0.9), (20, 0.5)])
+@pytest.mark.parametrize("budget", [Budget(0.1, 1e-10), IMDB, Budget(20.0, 0.1)], ids=str)
+def test_sips_rounds_as_split_keep_delta_noise_exactly(rounds, ratio, budget):
+    # The rounds' σ_i, as rounded in floats, compose (1/σ² = Σ 1/σ_i²) to a
+    # Gaussian whose exact δ at ε is still ≤ δ_noise; computed without warnings.
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal = configs.SIPS(100, rounds, ratio).calibrate(budget)
+    assert gaussian_mechanism_delta(cal.sigma_total, budget.epsilon) <= cal.delta_noise
