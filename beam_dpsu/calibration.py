@@ -344,7 +344,7 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
     finds the best cell, then a bounded Brent search (scipy's
     ``minimize_scalar``, ≤ 40 evaluations) refines it between its
     neighbours; the best point evaluated is returned, so the result is never
-    worse than the grid's (and, the grid containing t = 0, than δ/2 each).
+    worse than the grid's (and, the grid containing t = 0, than δ_thr = δ/2).
     Points where σ or the threshold cannot be computed count as infeasible.
     """
     epsilon = float(epsilon)

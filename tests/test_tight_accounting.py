@@ -120,7 +120,8 @@ def test_split_is_the_grid_optimum(epsilon, delta, d0):
     grid = brute_force_min(epsilon, delta, objective)
     assert split.objective <= grid + 1e-6 * grid
     # and the optimum is genuinely better than (or equal to) the even split.
-    even = objective(analytic_gaussian_sigma(epsilon, delta / 2), delta / 2)
+    even = objective(analytic_gaussian_sigma(epsilon, delta - threshold_delta_cost(delta / 2)),
+                     delta / 2)
     assert split.objective <= even
     assert split.delta_noise + threshold_delta_cost(split.threshold_delta) <= delta
 
@@ -155,7 +156,9 @@ def test_split_is_feasible_and_no_worse_than_even_at_extremes(epsilon, log_delta
     assert split.delta_noise > 0 and 0 < split.threshold_delta < delta
     assert split.delta_noise + threshold_delta_cost(split.threshold_delta) <= delta
     assert math.isfinite(split.objective)
-    even = objective(analytic_gaussian_sigma(epsilon, delta / 2), delta / 2)
+    # δ_thr = δ/2 (the grid's middle point), with its end-to-end cost.
+    even = objective(analytic_gaussian_sigma(epsilon, delta - threshold_delta_cost(delta / 2)),
+                     delta / 2)
     assert split.objective <= even * (1 + 1e-12)
     # σ is the analytic Gaussian at δ_noise: its exact δ is not above δ_noise.
     assert gaussian_mechanism_delta(split.sigma_total, epsilon) <= split.delta_noise * (1 + 1e-9)
