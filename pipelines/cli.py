@@ -22,7 +22,7 @@ What a new user meets, and where it is handled:
   classes; anything neither knows is an error naming the flag and the closest
   valid ones.
 * Input (:func:`resolve_input`): ``--format`` inferred from the file names,
-  then the first record of each file parsed on the launching machine before
+  then the first records (up to 100) of each file parsed on the launching machine before
   any pipeline is built, so a wrong format, a corrupt or binary file, a
   missing column or an empty input fails in a second with a clear message.
 * Output (:func:`prepare_output`): a folder that holds files is refused
@@ -577,10 +577,10 @@ def add_counts_arguments(parser: argparse.ArgumentParser, default_max_items: str
 def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[str]:
     """Infers ``args.format`` when it was not given and checks the input; returns its files.
 
-    The first record of (up to 32 of) the matched files is parsed here, before
-    any pipeline is built, so a wrong format, a corrupt or binary file, a
-    missing field or an input with no records fails at once (with the file,
-    line and field, never the record's text).
+    The first records (up to 100) of (up to 32 of) the matched files are
+    parsed here, before any pipeline is built, so a wrong format, a corrupt or
+    binary file, a missing field or an input with no records fails at once
+    (with the file, line and field, never the record's text).
     """
     files = check_input_exists(getattr(args, option))
     inferred = args.format is None

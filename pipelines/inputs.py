@@ -48,6 +48,7 @@ import logging
 import lzma
 import os
 import re
+import typing
 import zipfile
 import zlib
 from typing import Callable, Iterator, Sequence
@@ -162,7 +163,17 @@ _COMPRESSION_NAMES = {CompressionTypes.GZIP: "gzip", CompressionTypes.BZIP2: "bz
                       CompressionTypes.LZMA: "xz/lzma"}
 
 
-class _ZlibMember:
+class _Member:
+    """A wrapped decompressor's end-of-stream flag (``eof``), as ``bz2``/``lzma`` give it."""
+
+    _decompressor: typing.Any
+
+    @property
+    def eof(self) -> bool:
+        return self._decompressor.eof
+
+
+class _ZlibMember(_Member):
     """A zlib decompressor with the ``needs_input`` protocol of ``bz2``/``lzma``'s."""
 
     def __init__(self, wbits: int):
@@ -177,15 +188,11 @@ class _ZlibMember:
         return out
 
     @property
-    def eof(self) -> bool:
-        return self._decompressor.eof
-
-    @property
     def unused_data(self) -> bytes:
         return self._decompressor.unused_data
 
 
-class _ZstdMember:
+class _ZstdMember(_Member):
     """A zstd frame decompressor with the same protocol; zstandard's has no
     ``max_length``, so it is fed 64 KiB at a time."""
 
@@ -206,10 +213,6 @@ class _ZstdMember:
         out = self._decompressor.decompress(feed) if feed else b""
         self.needs_input = self._fed >= len(self._input)
         return out
-
-    @property
-    def eof(self) -> bool:
-        return self._decompressor.eof
 
     @property
     def unused_data(self) -> bytes:

@@ -67,7 +67,7 @@ def parse_args(argv):
     """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input.
 
     Everything that needs no pipeline is checked here: flags, budget,
-    mechanism parameters, and the first record of every input file. With
+    mechanism parameters, and the first records of every input file. With
     --with-counts the budget is the total; ``build_pipeline`` splits it.
     """
     args, options = cli.parse_job_args(build_parser(), argv)
