@@ -31,9 +31,13 @@ the level per level); an unseeded element's random id is drawn only on the
 level-1 policy's branch, the one that reads it.
 
 Privacy (Theorem 2.1): the levels are Gaussian mechanisms of ℓ2 sensitivity 1
-whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²), σ* being the analytic Gaussian at
-(ε, δ/2), plus the (0, δ/2) threshold event of level 1. Under ``ZCDPBudget(ρ,
-δ)`` σ* = 1/√(2ρ) and level 1's threshold gets all of δ.
+whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²; exactly one Gaussian mechanism,
+Dong, Roth & Su 2022, Cor. 3.3), σ* being the analytic Gaussian at
+(ε, δ_noise), plus the threshold event of level 1 (probability ≤ δ_thr; the
+only non-Gaussian part, levels k ≥ 2 noise all of V_k), with
+δ_noise + δ_thr/(1 − δ_thr) = δ split to minimise ρ_1 (the proof is in
+``beam_dpsu.calibration``). Under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ) and
+level 1's threshold gets all of δ.
 """
 
 from __future__ import annotations
@@ -51,10 +55,10 @@ import numpy as np
 from scipy import special
 
 from beam_dpsu import accounting, docblocks, noise, policies, thresholds
-from beam_dpsu.accounting import Budget, ZCDPBudget, analytic_gaussian_sigma, gaussian_noise_schedule
+from beam_dpsu.accounting import Budget, ZCDPBudget, gaussian_noise_schedule
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)
-from beam_dpsu.calibration import GAUSSIAN, Calibration
+from beam_dpsu.calibration import GAUSSIAN, Calibration, gaussian_dp_equivalents, split_delta
 from beam_dpsu.text import a_type, plural
 from beam_dpsu.configs import WeightedGaussian
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
@@ -184,22 +188,30 @@ def _max_items_per_level(max_items_per_user, max_n: int) -> list[int]:
     return [thresholds.check_max_items(v) for v in values]
 
 
-def _total_sigma(budget) -> tuple[float, float]:
-    """(σ*, δ for level 1's threshold) under a budget (dpne Theorem 2.1; dp-sips Def. 12)."""
+def _total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
+    """(σ*, δ_thr for the thresholds, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12).
+
+    Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
+    δ_noise + δ_thr/(1 − δ_thr) = δ is split to minimise
+    ``threshold_of(σ*, δ_thr)`` (``calibration.split_delta``, whose docstring
+    has the proof); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
+    δ_noise is None.
+    """
     if isinstance(budget, (Budget, ZCDPBudget)):
         accounting.require_delta(budget, "DPNE n-gram extraction")
     if isinstance(budget, Budget):
-        return analytic_gaussian_sigma(budget.epsilon, budget.delta / 2.0), budget.delta / 2.0
+        split = split_delta(budget.epsilon, budget.delta, threshold_of)
+        return split.sigma_total, split.threshold_delta, split.delta_noise
     if isinstance(budget, ZCDPBudget):
-        return 1.0 / math.sqrt(2.0 * budget.rho), budget.delta
+        return 1.0 / math.sqrt(2.0 * budget.rho), budget.delta, None
     raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
 
 
 def _gaussian(budget, sigma: float, threshold: float, threshold_delta: float, source: str,
-              cutoff=None) -> Calibration:
+              cutoff=None, delta_noise=None) -> Calibration:
     return Calibration(noise=GAUSSIAN, noise_scale=sigma, release_threshold=threshold,
                        threshold_delta=threshold_delta, sensitivity_norm=2, sensitivity=1.0,
-                       budget=budget, source=source, cutoff=cutoff)
+                       budget=budget, source=source, cutoff=cutoff, delta_noise=delta_noise)
 
 
 # Blocks of users in the levels: a level's per-user work (its items, the
@@ -473,14 +485,22 @@ class ExtractNgrams(ReleaseTransform):
         self.alpha = float(alpha)
         self.seed = noise.check_seed(seed)
         # Everything the privacy guarantee rests on is fixed here.
-        self.sigma_total, self.threshold_delta = _total_sigma(budget)
+        def level1_threshold(sigma_total: float, threshold_delta: float) -> float:
+            sigma_1 = gaussian_noise_schedule(sigma_total, self.max_n, self.noise_decay)[0]
+            return thresholds.weighted_gaussian_threshold(sigma_1, threshold_delta,
+                                                          self.max_items[0])
+
+        # Only level 1 has a threshold event (levels k ≥ 2 noise all of V_k):
+        # the δ split minimises ρ_1.
+        self.sigma_total, self.threshold_delta, self.delta_noise = _total_sigma(
+            budget, level1_threshold)
         self.sigmas = gaussian_noise_schedule(self.sigma_total, self.max_n, self.noise_decay)
         rho_1 = thresholds.weighted_gaussian_threshold(self.sigmas[0], self.threshold_delta,
                                                        self.max_items[0])
         cutoff = (thresholds.policy_cutoff(rho_1, self.sigmas[0], self.alpha)
                   if level1 == "policy-gaussian" else None)
         self.level1_calibration = _gaussian(budget, self.sigmas[0], rho_1, self.threshold_delta,
-                                            "dpne Theorem 2.1", cutoff)
+                                            "dpne Theorem 2.1", cutoff, self.delta_noise)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, "ExtractNgrams")
         warn_if_seeded(self.seed, "ExtractNgrams")
@@ -501,6 +521,7 @@ class ExtractNgrams(ReleaseTransform):
                           "level1": self.level1},
             "budget": self.budget.to_dict(),
             "sigma_total": self.sigma_total,
+            **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
             "source": "dpne (Kim et al. 2021) §2, Theorem 2.1, Algorithm 2",
             "levels": [{"k": k + 1, "max_items_per_user": self.max_items[k],
                         "sigma": self.sigmas[k]} for k in range(self.max_n)],
@@ -510,6 +531,9 @@ class ExtractNgrams(ReleaseTransform):
         report["levels"][0]["threshold_delta"] = self.threshold_delta
         if self.level1_calibration.cutoff is not None:
             report["levels"][0]["cutoff"] = self.level1_calibration.cutoff
+        # The levels compose to one Gaussian with σ* plus level 1's threshold event.
+        report["dp_equivalents"] = gaussian_dp_equivalents(
+            1.0 / self.sigma_total, self.threshold_delta, self.budget.delta)
         if self.seed is not None:
             report["seed"] = self.seed
             report["seeded_note"] = SEEDED_NOTE
@@ -743,13 +767,21 @@ class NgramsByDPSU(ReleaseTransform):
                     | "SelectSingle" >> SelectItems(WeightedGaussian(self.max_items),
                                                     self.budget, seed=self.seed)
                     | "Decode" >> decode)
-        sigma_total, threshold_delta = _total_sigma(self.budget)
+        # T equal Gaussian selections composing to σ* (each σ = √T·σ*), each
+        # threshold with δ_thr/T; the δ split minimises that (common) threshold.
+        max_n, max_items = self.max_n, self.max_items
+
+        def level_threshold(sigma_total: float, threshold_delta: float) -> float:
+            return thresholds.weighted_gaussian_threshold(
+                sigma_total * math.sqrt(max_n), threshold_delta / max_n, max_items)
+
+        sigma_total, threshold_delta, delta_noise = _total_sigma(self.budget, level_threshold)
         sigma = sigma_total * math.sqrt(self.max_n)
         delta_k = threshold_delta / self.max_n
         calibration = _gaussian(
             self.budget, sigma,
             thresholds.weighted_gaussian_threshold(sigma, delta_k, self.max_items), delta_k,
-            "dpne Table 3 (DPSU-even); Proposition 2.3")
+            "dpne Table 3 (DPSU-even); Proposition 2.3", delta_noise=delta_noise)
         outputs = []
         for k in range(1, self.max_n + 1):
             pairs = self._ngram_pairs(docs, [k], f"Ngrams{k}")

@@ -12,6 +12,7 @@ import math
 
 from beam_dpsu import __version__
 from beam_dpsu.accounting import ZCDPBudget
+from beam_dpsu.calibration import gaussian_dp_equivalents
 
 __all__ = ["GUARANTEES", "mechanism_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
 
@@ -52,9 +53,16 @@ def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
         **calibration.to_dict(),
         "seeded": seed is not None,
     }
-    # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
+    mu = getattr(calibration, "gaussian_mu", None)
     zcdp = getattr(calibration, "zcdp_budget", calibration.budget)
-    if isinstance(zcdp, ZCDPBudget):
+    if mu is not None:
+        # Gaussian noise (all rounds composed) is exactly μ-GDP: state the
+        # exact (ε′, δ′) curve plus the thresholds' δ (beam_dpsu.calibration),
+        # under either kind of budget; tighter than dp-sips Corollary 9.
+        report["dp_equivalents"] = gaussian_dp_equivalents(
+            mu, calibration.threshold_delta, calibration.budget.delta)
+    elif isinstance(zcdp, ZCDPBudget):
+        # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
         report["dp_equivalents"] = dp_equivalents(zcdp)
     if seed is not None:
         report["seed"] = seed

@@ -53,6 +53,7 @@ import copy
 import difflib
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -704,13 +705,21 @@ def require_selection_delta(delta: float) -> None:
                          "probability at most δ)")
 
 
-def describe_budget(budget) -> str:
-    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)``."""
+def describe_budget(budget, equivalents=None) -> str:
+    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)``.
+
+    ``equivalents``: the report's ``dp_equivalents`` for this budget, if any;
+    their ε at δ′ = 2δ is stated (exact for Gaussian mechanisms, smaller than
+    the zCDP conversion's), else the zCDP conversion (dp-sips Corollary 9).
+    """
     if isinstance(budget, ZCDPBudget):
         text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
         if 2 * budget.delta < 1:
-            dp = budget.to_dp(2 * budget.delta)
-            text += f" (≈ (ε = {dp.epsilon:.3g}, δ = {dp.delta:g})-DP)"
+            exact = [e for e in equivalents or ()
+                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)]
+            epsilon = (exact[0]["epsilon"] if exact
+                       else budget.to_dp(2 * budget.delta).epsilon)
+            text += f" (≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
         return text
     return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"
 

@@ -293,8 +293,10 @@ def run_prepared(job) -> str:
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
               if args.with_counts else "")
     budget = transform.budget if args.budget_parts is None else args.budget_parts.total
+    # The report's equivalents are this budget's only without counts.
+    equivalents = report.get("dp_equivalents") if args.budget_parts is None else None
     return (f"released {plural(report['released_ngrams'], 'n-gram')} ({per_length}) with "
-            f"{args.method} under {cli.describe_budget(budget)}"
+            f"{args.method} under {cli.describe_budget(budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
             + (cli.NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))

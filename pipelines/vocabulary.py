@@ -225,8 +225,11 @@ def run_prepared(job) -> str:
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
               if args.with_counts else "")
     released = report["released_items"]
+    # Without counts the report's equivalents are this budget's (exact for
+    # Gaussian mechanisms); with counts they state the total's.
+    equivalents = None if args.with_counts else report.get("dp_equivalents")
     return (f"released {plural(released, 'item')} with {mechanism.name} under "
-            f"{cli.describe_budget(job.budget)}"
+            f"{cli.describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
             + (cli.NOTHING_RELEASED if released == 0 else ""))

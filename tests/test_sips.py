@@ -11,7 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from scipy import stats
 
 from beam_dpsu import SIPS, Budget, SelectItems, WeightedGaussian, ZCDPBudget
-from beam_dpsu.accounting import dp_to_zcdp, geometric_split_weights
+from beam_dpsu.accounting import analytic_gaussian_sigma, dp_to_zcdp, geometric_split_weights
 from beam_dpsu.bounding import sample_items
 from beam_dpsu.calibration import release_mask
 from beam_dpsu.noise import derived_rng, os_rng
@@ -50,9 +50,16 @@ def test_round_thresholds_golden():
     assert cal.rounds[2].release_threshold == pytest.approx(14.25538, abs=1e-4)
 
 
-def test_budget_is_converted_with_half_of_delta_to_the_rounds():
+def test_budget_calibrates_all_rounds_as_one_gaussian():
+    # Tight accounting (DESIGN §3): the rounds' noise is one analytic Gaussian
+    # at (ε, δ_noise), δ_noise + δ_thr/(1 − δ_thr) = δ; it beats the old zCDP
+    # route (dp-sips Corollary 9 with δ/2 each) in equivalent ρ.
     cal = SIPS().calibrate(Budget(1.7, 8e-5))
-    assert cal.zcdp_budget == dp_to_zcdp(1.7, 8e-5, 4e-5)
+    assert cal.delta_noise + cal.threshold_delta / (1 - cal.threshold_delta) <= 8e-5
+    assert cal.sigma_total == pytest.approx(analytic_gaussian_sigma(1.7, cal.delta_noise),
+                                            rel=1e-9)
+    assert cal.zcdp_budget.rho == pytest.approx(0.5 / cal.sigma_total ** 2, rel=1e-12)
+    assert cal.zcdp_budget.rho > dp_to_zcdp(1.7, 8e-5, 4e-5).rho
     assert math.fsum(r.budget.rho for r in cal.rounds) == pytest.approx(cal.zcdp_budget.rho)
     report = SelectItems(SIPS(), Budget(1.7, 8e-5)).report
     assert report["budget"]["type"] == "approx-dp"
