@@ -30,7 +30,10 @@ The released set is an earlier DP output, so counting on it is adaptive
 composition: selection and counts together spend the sum of their budgets
 (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ under
 zCDP, dp-sips Lemma 6). ``split_selection_and_counts`` makes that split from
-one total and records it in a ``BudgetAccountant``.
+one total and records it in a ``BudgetAccountant``. The sum is an upper
+bound: given both parts' calibrations, ``composed_guarantees`` states the
+total as run with privacy-loss distributions (``beam_dpsu.pld``, proof in its
+docstring), an ε at the same δ that is never above the sum.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from fractions import Fraction
 
 import apache_beam as beam
 
-from beam_dpsu import __version__, noise
+from beam_dpsu import __version__, noise, pld
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
@@ -59,6 +62,7 @@ __all__ = [
     "count_calibration",
     "SelectionAndCountsBudget",
     "split_selection_and_counts",
+    "composed_guarantees",
     "CountReleased",
     "check_ngram_pair",
 ]
@@ -128,20 +132,59 @@ class SelectionAndCountsBudget:
       selection: the selection's part: (1 − share)·ε (or ·ρ) and all of δ.
       counts: the counts' part: share·ε (or ·ρ) and δ = 0 (the counts are pure).
       counts_share: the share of ε (or ρ) given to the counts.
+      composed: the tight total guarantee(s) once the parts' calibrations are
+        known (``composed_with``): ``pld.ComposedGuarantee`` each, ε ≤ the sum.
     """
 
     total: Budget | ZCDPBudget
     selection: Budget | ZCDPBudget
     counts: Budget | ZCDPBudget
     counts_share: float
+    composed: tuple = ()
+
+    def composed_with(self, selection_calibration, counts_calibration
+                      ) -> "SelectionAndCountsBudget":
+        """This split with its tight total guarantee(s), for the calibrations the
+        parts were given (see ``composed_guarantees``)."""
+        return dataclasses.replace(self, composed=composed_guarantees(
+            self.total, selection_calibration, counts_calibration))
 
     def to_dict(self) -> dict:
         rule = ("basic composition: ε and δ add (Dwork & Roth Thm 3.16)"
                 if isinstance(self.total, Budget)
                 else "zCDP composition: ρ and δ add (dp-sips Lemma 6)")
-        return {"total": self.total.to_dict(), "selection": self.selection.to_dict(),
-                "counts": self.counts.to_dict(), "counts_share": self.counts_share,
-                "composition": rule}
+        out = {"total": self.total.to_dict(), "selection": self.selection.to_dict(),
+               "counts": self.counts.to_dict(), "counts_share": self.counts_share,
+               "composition": rule}
+        if self.composed:
+            out["composed_guarantee"] = [g.to_dict() for g in self.composed]
+            out["composed_note"] = (
+                "the total (epsilon, delta) of the selection and counts as run, tightly "
+                "accounted (privacy-loss distributions); never above basic composition")
+        return out
+
+
+def composed_guarantees(total: Budget | ZCDPBudget, selection_calibration,
+                        counts_calibration) -> tuple:
+    """The tight (ε, δ) of a selection and its counts (``beam_dpsu.pld``), data-independent.
+
+    Under ``Budget(ε, δ)``: one guarantee at the total δ, its ε ≤ the total ε
+    (basic composition, which it is never above). Under ``ZCDPBudget(ρ, δ)``: at
+    δ_DP = 2δ, 5δ, 10δ (as ``report.dp_equivalents``), each ≤ the zCDP
+    conversion of the total (dp-sips Corollary 9). Empty when a part has no
+    known privacy-loss pair (the plain sum then stands alone).
+    """
+    if isinstance(total, Budget):
+        points = [(total.delta, total.epsilon)]
+    else:
+        points = [(f * total.delta, total.to_dp(f * total.delta).epsilon)
+                  for f in (2.0, 5.0, 10.0) if f * total.delta < 1.0]
+    out = []
+    for delta, basic in points:
+        found = pld.composed_guarantee(selection_calibration, counts_calibration, delta, basic)
+        if found is not None:
+            out.append(found)
+    return tuple(out)
 
 
 def _check_share(counts_share) -> float:
@@ -155,7 +198,9 @@ def _check_share(counts_share) -> float:
 
 def split_selection_and_counts(total: Budget | ZCDPBudget,
                                counts_share: float = DEFAULT_COUNTS_SHARE,
-                               accountant: BudgetAccountant | None = None
+                               accountant: BudgetAccountant | None = None,
+                               selection_mechanism=None,
+                               counts_max_items_per_user: int | None = None
                                ) -> SelectionAndCountsBudget:
     """Splits ``total`` into a selection part and a counts part, and spends both.
 
@@ -167,6 +212,13 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     Both parts are spent from ``accountant`` (by default a fresh one over
     ``total``): if it has less than ``total`` left, ``BudgetExceededError``
     is raised and nothing is returned.
+
+    With ``selection_mechanism`` (the selection's config, e.g.
+    ``WeightedGaussian(100)``) and ``counts_max_items_per_user`` (the Δ0 given
+    to ``CountReleased``), both parts are calibrated now and the result's
+    ``composed`` holds the tight total (ε, δ) of the two as run
+    (``composed_guarantees``; ``beam_dpsu.pld``): the split itself is
+    unchanged, the total is only stated more tightly (ε ≤ the sum).
     """
     share = _check_share(counts_share)
     if isinstance(total, Budget):
@@ -178,9 +230,17 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     else:
         raise TypeError(f"total must be a Budget or ZCDPBudget, got {total!r}")
     accountant = BudgetAccountant(total) if accountant is None else accountant
+    parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
+                                     counts_share=share)
+    if (selection_mechanism is None) != (counts_max_items_per_user is None):
+        raise ValueError("give both selection_mechanism and counts_max_items_per_user "
+                         "(to state the composed guarantee), or neither")
+    if selection_mechanism is not None:  # calibrated before anything is spent
+        parts = parts.composed_with(selection_mechanism.calibrate(selection),
+                                    count_calibration(counts, counts_max_items_per_user))
+    accountant = BudgetAccountant(total) if accountant is None else accountant
     accountant.spend_all(selection, counts)
-    return SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
-                                    counts_share=share)
+    return parts
 
 
 def _is_ngram(value) -> bool:

@@ -667,10 +667,16 @@ def privacy_unit_from_args(args) -> str:
 
 
 def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
-                       counter: CountReleased | None) -> dict:
-    """The selection's report plus, with counts, the budget split and the counts' report."""
+                       counter: CountReleased | None, selection_calibration=None) -> dict:
+    """The selection's report plus, with counts, the budget split and the counts' report.
+
+    With ``selection_calibration`` the split also states the tight total (ε, δ)
+    of the selection and counts as run (``budget_split.composed_guarantee``).
+    """
     if parts is None:
         return report
+    if selection_calibration is not None:
+        parts = parts.composed_with(selection_calibration, counter.calibration)
     report = dict(report)
     # The selection's (ε, δ) equivalents describe its share only: keep them
     # under a name that says so, and state the total's (zCDP adds up).

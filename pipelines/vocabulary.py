@@ -175,7 +175,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     for i, (stage, pcoll) in enumerate(by_stage.items(), start=1):
         released_counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
             f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
-    static = cli.with_counts_report(select.report, parts, counter)
+    static = cli.with_counts_report(select.report, parts, counter, select.calibration)
 
     def assemble(_, released_items, stats=None, **by_stage):
         report = dict(static)
