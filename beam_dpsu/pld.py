@@ -38,27 +38,42 @@ Closed forms are the fast path; the PLD accountant covers the rest:
   τ ≤ 2·Φ̄(11.6) < 1e-30 per count (Z = Σ e^{−x²/2σ²} ≥ σ√(2π) by Poisson
   summation, CKS), so (1 + e^ε)·Δ0·τ is added to δ.
 
-Proof (why the total is (ε, δ_loss(ε) + δ_threshold)). Let D' = D ∪ {x}. The
-selection's only non-Gaussian (non-Laplace) part is x's items that no other
-user holds: they exist only under D', and the event E that none of them is
-released has P[E] ≥ 1 − δ_threshold (the lone-user release test of each
-mechanism; for SIPS the union over rounds, Σ δ_r). Given E, the selection's
-output is a post-processing of the noisy histogram on keys that exist under
-both datasets, whose shift is within the mechanism's ℓ2 (ℓ1) sensitivity:
-the Gaussian (Laplace) pair above dominates it. The counts are computed on
-the released set: for every fixed set, the count vector moves by v ∈ {0, 1}^S
-with ≤ Δ0 ones (after x's uniform sampling to Δ0; a mixture over x's sample is
-dominated by its worst member, joint convexity of the hockey-stick divergence),
-and m < Δ0 ones is a post-processing of Δ0. So (selection | E, counts) is an
-adaptive composition of mechanisms each dominated by a fixed pair, which is
-dominated by the product pair (Dong, Roth & Su 2022, Thm 3.2, trade-off
-functions compose adaptively; Zhu, Dong & Wang 2022 for dominating pairs):
-it is (ε, δ_loss(ε))-close to the output under D, in both directions (all
-pairs used are symmetric). Removing the conditioning on E adds δ_threshold
-(Gopi et al. 2020, Lemma 2.1, both directions). The PLD computed with
-pessimistic rounding is an upper bound on δ_loss (Meiser & Mohammadi 2018;
-Koskela et al. 2021; the dp-accounting documentation), and ε is found by
-bisection keeping the upper end, so the reported ε is never below the true one.
+Proof (why the total is (ε, δ_loss(ε) + δ_threshold), both directions). Let
+D' = D ∪ {x}. Write "M on D' is δ'-approximately dominated by a pair (A, B)"
+when its output law is (1 − δ')·P' + δ'·P'' with (P', law on D) dominated
+by (A, B) in hockey-stick divergence, in both directions. Each part is so:
+
+1. A selection (one round): its only non-Gaussian part is x's items that no
+   other user holds; they exist only under D', and the event E that none is
+   released has P[E] ≥ 1 − δ_threshold (each mechanism's lone-user release
+   test). Their noise is independent of the other keys', so the law given E
+   is the noisy histogram on keys present in both datasets, post-processed;
+   one user moves it within the ℓ2 (ℓ1) sensitivity: the Gaussian pair of μ
+   (Balle & Wang 2018; rotation invariance) or the randomized-response pair
+   of ε_s. Moving mass between the two components makes the weight exactly
+   1 − δ_threshold. SIPS: every round is so for every earlier output, with
+   its own δ_r.
+2. The counts, for every fixed released set S: x moves the count vector by
+   v ∈ {0, 1}^S with ≤ Δ0 ones (for each of x's uniform Δ0-samples; the
+   mixture over samples is dominated by its worst member, by joint convexity
+   of the hockey-stick divergence), and m < Δ0 ones is a post-processing of
+   Δ0 ones: the Δ0-fold pair of one count (δ' = 0).
+3. Adaptive composition: expanding the product of the mixtures, the joint law
+   on D' is (1 − δ*)·P* + δ*·P** with δ* ≤ Σ δ_r (union bound) and P* the
+   adaptive composition of the dominated components, which the product of
+   the pairs dominates (Dong, Roth & Su 2022, Thm 3.2 for trade-off functions;
+   Zhu, Dong & Wang 2022, Thm 10 for dominating pairs): P* is (ε, δ_loss(ε))-
+   close to the law on D for every ε.
+4. Gopi et al. 2020, Lemma 2.1 (its proof uses only P ≥ (1 − δ*)P* and
+   P ≤ P* + δ*, so it holds for this mixture): the joint law on D' is
+   (ε, δ_loss(ε) + δ*)-close to that on D, both directions.
+
+Pessimistic rounding makes dp-accounting's δ an upper bound on δ_loss (Meiser
+& Mohammadi 2018; Koskela et al. 2021; its tails go to loss +∞), and ε is
+solved keeping the upper end, so the reported ε is never below the true one.
+A pure ε_s-DP part is dominated by randomized response (Kairouz, Oh &
+Viswanath 2015; DRS Prop. 2.5); an (ε_s, δ_s)-DP part by randomized response
+up to weight δ_s, which step 3 counts with the thresholds.
 """
 
 from __future__ import annotations
