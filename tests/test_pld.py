@@ -11,7 +11,7 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as dpa
 from scipy import integrate, stats
 
-from beam_dpsu import (Budget, SIPS, WeightedGaussian, WeightedLaplace, ZCDPBudget,
+from beam_dpsu import (Budget, BudgetAccountant, SIPS, WeightedGaussian, WeightedLaplace, ZCDPBudget,
                        count_calibration, split_selection_and_counts)
 from beam_dpsu import pld
 from beam_dpsu.accounting import analytic_gaussian_sigma
@@ -219,3 +219,49 @@ def test_counts_loss_closed_form_is_the_binomial_of_dp_accountings_discrete_lapl
         0.05, sensitivity=1, value_discretization_interval=1e-4).self_compose(10)
     for eps in (0.0, 0.1, 0.25, 0.4):
         assert theirs.get_delta_for_epsilon(eps) == pytest.approx(ours(eps), rel=1e-9, abs=1e-12)
+
+
+# --- the tight split: parts scaled up while the pair as run meets the total -----------
+
+def test_tight_split_meets_the_total_checked_by_integration():
+    accountant = BudgetAccountant(IMDB)
+    parts = split_selection_and_counts(IMDB, 0.25, accountant,
+                                       selection_mechanism=WeightedGaussian(100),
+                                       counts_max_items_per_user=20, composition="tight")
+    basic = split_selection_and_counts(IMDB, 0.25)
+    assert parts.scale > 1.2  # 1.279: the selection gets ε 1.69 instead of 1.32
+    assert parts.selection == Budget(basic.selection.epsilon * parts.scale, IMDB.delta)
+    assert parts.counts == Budget(basic.counts.epsilon * parts.scale, 0.0)
+    assert accountant.remaining() == {"epsilon": 0.0, "delta": 0.0}  # the total, once
+    (g,) = parts.composed
+    assert g.tight_epsilon <= IMDB.epsilon and g.epsilon <= IMDB.epsilon
+    assert parts.to_dict()["composition"].startswith("tight")
+    # Independently: the true δ at the total ε, by numerical integration, ≤ δ.
+    sel = WeightedGaussian(100).calibrate(parts.selection)
+    a, d0 = parts.counts.epsilon / 20, 20
+    k = np.arange(d0 + 1)
+    true = exact_delta_gaussian_with_losses(
+        1 / sel.noise_scale, a * (2 * k - d0), stats.binom.pmf(k, d0, 1 / (1 + math.exp(-a))),
+        IMDB.epsilon) + sel.threshold_delta
+    assert true <= IMDB.delta * (1 + 1e-7)
+    # ... and the scale is the largest: 0.1 % more breaks the total.
+    sel_more = WeightedGaussian(100).calibrate(Budget(parts.selection.epsilon * 1.001, IMDB.delta))
+    cnt_more = count_calibration(Budget(parts.counts.epsilon * 1.001, 0.0), 20)
+    assert pld.composed_epsilon(sel_more, cnt_more, IMDB.delta) > IMDB.epsilon
+
+
+def test_tight_split_keeps_the_sum_where_there_is_no_slack_and_under_zcdp():
+    lap = split_selection_and_counts(IMDB, 0.25, selection_mechanism=WeightedLaplace(100),
+                                     counts_max_items_per_user=20, composition="tight")
+    assert lap.scale == 1.0 and lap.selection == split_selection_and_counts(IMDB).selection
+    assert lap.to_dict()["composition"].startswith("basic")
+    accountant = BudgetAccountant(ZCDPBudget(0.1, 1e-5))
+    z = split_selection_and_counts(ZCDPBudget(0.1, 1e-5), 0.25, accountant,
+                                   selection_mechanism=WeightedGaussian(100),
+                                   counts_max_items_per_user=20, composition="tight")
+    assert z.scale == 1.0 and z.selection == split_selection_and_counts(z.total).selection
+    assert accountant.remaining()["rho"] == pytest.approx(0.0, abs=1e-15)
+    with pytest.raises(ValueError, match="needs selection_mechanism"):
+        split_selection_and_counts(IMDB, 0.25, composition="tight")
+    with pytest.raises(ValueError, match="composition must be"):
+        split_selection_and_counts(IMDB, 0.25, composition="pld")
