@@ -105,7 +105,12 @@ def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     if ratio == 1.0:
         return [1.0 / rounds] * rounds
     norm = (1.0 - ratio) / (1.0 - ratio ** rounds)
-    return [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
+    weights = [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
+    if weights[0] < 1e-300:  # the first round's share r^{I−1}·(1−r)/(1−r^I) underflows
+        raise ValueError(f"ratio = {ratio:g} over {rounds} rounds gives the first round a share "
+                         f"of {weights[0]:g} of the budget (below 1e-300); raise ratio or use "
+                         "fewer rounds")
+    return weights
 
 
 def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
@@ -120,9 +125,15 @@ def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0)
     if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
         raise ValueError(f"levels must be an int >= 1, got {levels!r}")
     decay = _check_positive("decay", decay)
-    powers = decay ** np.arange(levels, dtype=np.float64)  # σ_k / σ_1
-    sigma_1 = sigma_total * math.sqrt(float(np.sum(powers ** -2.0)))
-    return [float(sigma_1 * p) for p in powers]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        powers = decay ** np.arange(levels, dtype=np.float64)  # σ_k / σ_1
+        sigma_1 = sigma_total * math.sqrt(float(np.sum(powers ** -2.0)))
+        sigmas = [float(sigma_1 * p) for p in powers]
+    if not all(math.isfinite(s) and s > 0 for s in sigmas):
+        raise ValueError(
+            f"noise decay {decay:g} over {levels} levels gives a sigma outside the float range "
+            f"(sigma_1 = {sigmas[0]:g}, sigma_{levels} = {sigmas[-1]:g}); use a decay closer to 1")
+    return sigmas
 
 
 class BudgetExceededError(ValueError):
@@ -293,11 +304,59 @@ def _log_gaussian_delta(sigma: float, epsilon: float, l2_sensitivity: float) -> 
     a = l2_sensitivity / (2.0 * sigma)
     b = epsilon * sigma / l2_sensitivity
     l1 = special.log_ndtr(a - b)
+    if l1 == -math.inf:  # Φ(a − b) underflows even in logs: δ ≤ Φ(a − b) is 0
+        return -math.inf
     l2 = special.log_ndtr(-a - b)
     diff = epsilon + l2 - l1  # < 0 always (the mechanism is (ε, δ)-DP for some δ < Φ(a − b))
     if diff >= 0:
         return -math.inf
     return l1 + math.log(-math.expm1(diff))
+
+
+def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
+    """A bound on the relative float error of ``_log_gaussian_delta(s, ε, 1)``.
+
+    Two cancellations limit it: a − b when a ≈ b are huge (very large ε), and
+    ε + l2 − l1 when it is tiny (very small ε, where both Φ terms are near ½).
+    Rounding of a, b and the log terms is taken as 2 ulps each.
+    """
+    ulp = 2.0 * np.finfo(np.float64).eps
+    a, b = 1.0 / (2.0 * s), epsilon * s
+    x, y = a - b, -a - b
+    # d ln Φ(u)/du = φ(u)/Φ(u) ≤ |u| + 1 for every u.
+    err_x = ulp * (a + b) * (abs(x) + 1.0)
+    err_y = ulp * (a + b) * (abs(y) + 1.0)
+    l1, l2 = special.log_ndtr(x), special.log_ndtr(y)
+    diff = epsilon + l2 - l1
+    if not diff < 0:
+        return math.inf
+    err_diff = err_x + err_y + ulp * (epsilon + abs(l1) + abs(l2))
+    return err_x + err_diff * math.exp(diff) / -math.expm1(diff)
+
+
+# The largest relative error in δ(σ) that the exact solution may carry (the root
+# is then moved to δ(σ)·(1 + error) ≤ δ); beyond it the conservative closed form
+# is used (``_conservative_gaussian_sigma``).
+_GAUSSIAN_DELTA_RTOL = 1e-3
+
+
+def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
+    """A σ (for Δ = 1) with δ(σ) ≤ δ for sure, from two closed-form upper bounds.
+
+    * δ(σ) ≤ Φ(a − b) (the subtracted term is ≥ 0): a − b = −Φ⁻¹(1 − δ) = −z
+      solves εσ² − zσ − ½ = 0, σ = (z + √(z² + 2ε))/(2ε); tight for large ε.
+    * δ(σ; ε) ≤ δ(σ; 0) = 2Φ(1/(2σ)) − 1 (a mechanism that is (0, δ)-DP is
+      (ε, δ)-DP): σ = 1/(2√2·erfinv(δ)); tight for small ε.
+
+    The smaller is taken, raised by a relative 1e-9 so that rounding in σ
+    cannot move δ(σ) above δ. Used only where the exact equation of
+    Proposition 2.2 cannot be solved to ``_GAUSSIAN_DELTA_RTOL`` in floats
+    (ε below about 1e-10 or above about 1e10, depending on δ).
+    """
+    z = float(special.ndtri(delta)) * -1.0
+    large_eps = (z + math.hypot(z, math.sqrt(2.0) * math.sqrt(epsilon))) / 2.0 / epsilon
+    small_eps = 1.0 / (2.0 * math.sqrt(2.0) * float(special.erfinv(delta)))
+    return min(large_eps, small_eps) * (1.0 + 1e-9)
 
 
 def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float = 1.0) -> float:
@@ -317,7 +376,12 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
     Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ (dpsu Proposition 2.2;
     Balle & Wang 2018, Algorithm 1) for σ by Brent's method on log σ, with δ(σ)
     evaluated in log space. δ(σ) is strictly decreasing in σ, so the root is
-    unique. Robust for ε in [0.01, 20] and δ in [1e-12, 0.5] (tested).
+    unique; the root is moved up until δ(σ)·(1 + e) ≤ δ holds in floats, with
+    e a bound on the relative float error of δ(σ). Where e exceeds 1e-3 at the
+    root (extreme ε; see ``_log_gaussian_delta_error``), a closed-form σ that
+    is never too small is used instead (``_conservative_gaussian_sigma``). Any ε > 0 and
+    δ in (0, 1) give a finite σ/Δ; σ itself must be a finite float, else a
+    ValueError.
     """
     epsilon = _check_positive("epsilon", epsilon)
     delta = _check_probability("delta", delta)
@@ -329,12 +393,33 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
 
     # Bracket in units of Δ: σ/Δ between 1e-8 and 1e8 covers every (ε, δ) above.
     lo, hi = math.log(1e-8), math.log(1e8)
-    while f(lo) < 0:
+    while f(lo) < 0 and lo > -700.0:
         lo -= 5.0
-    while f(hi) > 0:
+    while f(hi) > 0 and hi < 700.0:
         hi += 5.0
-    log_s = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
-    return math.exp(log_s) * l2_sensitivity
+    s = None
+    if f(lo) >= 0 >= f(hi):
+        log_s = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
+        error = _log_gaussian_delta_error(math.exp(log_s), epsilon)
+        if error <= _GAUSSIAN_DELTA_RTOL:
+            # Brent's root may sit a few ulps on the unsafe side, and δ(σ) is
+            # known to a relative ``error``: move up until even δ(σ)·(1 + error) ≤ δ.
+            step = max(error, 4.0 * np.finfo(np.float64).eps)
+            for _ in range(60):
+                if f(log_s) <= -2.0 * error:
+                    s = math.exp(log_s)
+                    break
+                log_s += step
+                step *= 2.0
+    if s is None:
+        s = _conservative_gaussian_sigma(epsilon, delta)
+    sigma = s * l2_sensitivity
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(
+            f"the Gaussian noise for epsilon = {epsilon:g}, delta = {delta:g} and "
+            f"l2_sensitivity = {l2_sensitivity:g} has sigma = {sigma:g}, not a positive finite "
+            "float: raise epsilon or delta, or lower the sensitivity")
+    return sigma
 
 
 # ---------------------------------------------------------------------------
@@ -346,18 +431,31 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
 def _log_zcdp_delta(rho: float, epsilon: float) -> float:
     """log δ*(ρ, ε) of dp-sips Lemma 8, minimised over α in log space."""
 
-    def log_obj(alpha: float) -> float:
-        return ((alpha - 1.0) * (alpha * rho - epsilon) - math.log(alpha - 1.0)
-                + alpha * math.log1p(-1.0 / alpha))
+    def log_obj(u: float) -> float:
+        # ln of the objective at α = 1 + u, in u so that α − 1 keeps its precision
+        # when u is tiny (huge ρ): (α−1)(αρ − ε) − ln(α−1) + α·ln(1 − 1/α). The last
+        # two terms are u·ln u − (1 + u)·ln(1 + u) (no cancellation for u < 1) or
+        # −ln u − (1 + u)·ln(1 + 1/u) (none for u ≥ 1).
+        lead = u * ((rho - epsilon) + u * rho)
+        if u < 1.0:
+            return lead + u * math.log(u) - (1.0 + u) * math.log1p(u)
+        return lead - math.log(u) - (1.0 + u) * math.log1p(1.0 / u)
 
     # The leading term (α−1)(αρ − ε) is minimised near α = (ε + ρ)/(2ρ); search
     # a generous bracket around it on t = log(α − 1), where the objective is
-    # unimodal.
+    # unimodal. For huge ρ that minimiser is 1 + O(√(ln(1/δ)/ρ)): the lower end
+    # follows it down.
     centre = max((epsilon + rho) / (2.0 * rho), 1.0 + 1e-6)
-    lo, hi = math.log(1e-9), math.log(max(10.0 * centre, 10.0))
-    res = optimize.minimize_scalar(lambda t: log_obj(1.0 + math.exp(t)),
-                                   bounds=(lo, hi), method="bounded",
-                                   options={"xatol": 1e-12, "maxiter": 1000})
+    lowest = 1e-9
+    if epsilon > rho:
+        lowest = min(lowest, 1e-3 * (epsilon - rho) / (2.0 * rho))
+    lo, hi = math.log(lowest), math.log(max(10.0 * centre, 10.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        res = optimize.minimize_scalar(lambda t: log_obj(math.exp(t)),
+                                       bounds=(lo, hi), method="bounded",
+                                       options={"xatol": 1e-12, "maxiter": 1000})
+    if not math.isfinite(res.fun) and res.fun != -math.inf:
+        return 0.0  # no α is evaluable: δ* ≤ 1 is all that is known
     return min(0.0, float(res.fun))
 
 
@@ -392,10 +490,27 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     def f(eps: float) -> float:
         return _log_zcdp_delta(rho, eps) - log_target
 
-    lo, hi = 1e-12, rho + 2.0 * math.sqrt(rho * math.log(1.0 / target)) + 10.0
+    # Bun & Steinke 2016 Prop. 1.3: ρ-zCDP ⇒ (ρ + 2√(ρ ln(1/δ)), δ)-DP. Lemma 8 is
+    # tighter, so this ε brackets the root; it is the answer where floats cannot
+    # resolve Lemma 8's optimum (ρ beyond ~1e15).
+    classic = rho + 2.0 * math.sqrt(rho * -log_target)
+    lo, hi = min(1e-12, 1e-3 * classic), classic + 10.0
     if f(lo) <= 0:
         return lo
-    return float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
+    if not math.isfinite(hi):
+        raise ValueError(f"rho = {rho:g} is too large: the (epsilon, delta)-DP guarantee it "
+                         "implies has an epsilon beyond float range")
+    if f(hi) > 0:
+        return classic
+    epsilon = float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
+    # Brent's root may sit on the unsafe side: move up until it is not.
+    step = 1e-12
+    for _ in range(60):
+        if f(epsilon) <= 0:
+            return epsilon
+        epsilon *= 1.0 + step
+        step *= 2.0
+    return classic
 
 
 def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
@@ -417,11 +532,29 @@ def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
     def f(log_rho: float) -> float:
         return _log_zcdp_delta(math.exp(log_rho), epsilon) - log_target
 
-    lo, hi = math.log(1e-12), math.log(epsilon) + 5.0
+    def holds(rho: float) -> bool:
+        # The guarantee in the form Corollary 9 states it, in floats.
+        return delta_cdp + (1.0 - delta_cdp) * math.exp(_log_zcdp_delta(rho, epsilon)) <= delta_dp
+
+    # The classic conversion (Bun & Steinke 2016 Prop. 1.3) inverted:
+    # ε = ρ + 2√(ρL), L = ln(1/target), at √ρ = √(L + ε) − √L. Lemma 8 is
+    # tighter, so this ρ meets (ε, δ_DP) too: the lower end of the bracket, and
+    # the answer where Lemma 8 cannot be solved in floats.
+    big_l = -log_target
+    classic = epsilon / (math.sqrt(big_l + epsilon) + math.sqrt(big_l)) ** 2 * epsilon
+    if not (classic >= 1e-300 and math.isfinite(classic)):
+        raise ValueError(
+            f"epsilon = {epsilon:g} is too small to convert to zCDP at delta = {delta_dp:g}: "
+            "the largest rho meeting it is below 1e-300")
+    lo, hi = math.log(classic), math.log(epsilon) + 5.0
+    if not f(lo) <= 0 <= f(hi):
+        return ZCDPBudget(classic * (1.0 - 1e-9), delta_cdp)
     log_rho = optimize.brentq(f, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500)
-    # Round conservatively: back off from the root until the guarantee, checked
-    # in the form Corollary 9 states it, holds in floating point.
-    rho = math.exp(log_rho) * (1.0 - 1e-9)
-    while delta_cdp + (1.0 - delta_cdp) * math.exp(_log_zcdp_delta(rho, epsilon)) > delta_dp:
-        rho *= 1.0 - 1e-9
-    return ZCDPBudget(rho, delta_cdp)
+    # Round conservatively: back off from the root until the guarantee holds.
+    rho, step = math.exp(log_rho) * (1.0 - 1e-9), 1e-9
+    while step < 0.5:
+        if holds(rho):
+            return ZCDPBudget(rho, delta_cdp)
+        rho *= 1.0 - step
+        step *= 2.0
+    return ZCDPBudget(classic * (1.0 - 1e-9), delta_cdp)

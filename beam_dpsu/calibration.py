@@ -175,11 +175,23 @@ def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
     raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
 
 
+def _finite_noise_scale(scale: float, name: str, budget) -> float:
+    """``scale`` if it is a positive finite float, else an error naming the budget parameter."""
+    if math.isfinite(scale) and scale > 0:
+        return scale
+    param, value = (("epsilon", budget.epsilon) if isinstance(budget, Budget)
+                    else ("rho", budget.rho))
+    direction = "small" if scale > 0 else "large"
+    raise ValueError(
+        f"{param} = {value:g} is too {direction}: the noise scale {name} = {scale:g} is not a "
+        f"positive finite float")
+
+
 def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
     accounting.require_delta(budget, source)
-    lam = l1_sensitivity / _laplace_epsilon(budget)
+    lam = _finite_noise_scale(l1_sensitivity / _laplace_epsilon(budget), "lambda", budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
         release_threshold=threshold_fn(lam, budget.delta, max_items_per_user),
@@ -202,7 +214,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
                                                    l2_sensitivity)
         threshold_delta = budget.delta / 2.0
     elif isinstance(budget, ZCDPBudget):
-        sigma = l2_sensitivity / math.sqrt(2.0 * budget.rho)
+        sigma = _finite_noise_scale(l2_sensitivity / math.sqrt(2.0 * budget.rho), "sigma", budget)
         threshold_delta = budget.delta
     else:
         raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
 from fractions import Fraction
 
 import apache_beam as beam
@@ -97,6 +98,9 @@ class CountsCalibration:
                 "source": self.source}
 
 
+_LARGEST_FLOAT = Fraction(sys.float_info.max)
+
+
 def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> CountsCalibration:
     """The count noise under ``budget`` when each user counts on ≤ Δ0 items.
 
@@ -109,6 +113,14 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
     fractions of the float parameters.
     """
     d0 = check_max_items(max_items_per_user)
+    if isinstance(budget, (Budget, ZCDPBudget)):
+        scale = (Fraction(d0) / Fraction(budget.epsilon) if isinstance(budget, Budget)
+                 else Fraction(d0) / (2 * Fraction(budget.rho)))
+        if scale > _LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
+            param = "epsilon" if isinstance(budget, Budget) else "rho"
+            raise ValueError(
+                f"{param} = {getattr(budget, param):g} is too small for the counts at "
+                f"max_items_per_user = {d0}: the noise scale exceeds the float range")
     if isinstance(budget, Budget):
         return CountsCalibration(
             noise=DiscreteLaplace(Fraction(d0) / Fraction(budget.epsilon)),

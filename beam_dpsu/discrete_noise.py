@@ -210,10 +210,21 @@ class DiscreteGaussian:
         reach = int(40 * self.sigma) + 10
         return np.arange(-reach, reach + 1)
 
+    # From σ = 10 on, Σ_y exp(−y²/(2σ²)) = σ√(2π)·(1 + 2Σ_k exp(−2π²σ²k²)) (Poisson
+    # summation) and Var = σ²·(1 − O(σ²·exp(−2π²σ²))) equal their leading terms in
+    # float64 (exp(−1974) = 0): no support array, whose length grows with σ.
+    _CLOSED_FORM_SIGMA = 10.0
+
+    def _normaliser(self) -> float:
+        s2 = float(self.sigma_squared)
+        if self.sigma >= self._CLOSED_FORM_SIGMA:
+            return math.sqrt(2.0 * math.pi * s2)
+        return float(np.sum(np.exp(-self._support().astype(np.float64) ** 2 / (2.0 * s2))))
+
     def pmf(self, x) -> np.ndarray:
         """exp(−x²/(2σ²)) / Σ_y exp(−y²/(2σ²)), the normaliser summed numerically."""
         s2 = float(self.sigma_squared)
-        norm = float(np.sum(np.exp(-self._support().astype(np.float64) ** 2 / (2.0 * s2))))
+        norm = self._normaliser()
         x = np.asarray(x, dtype=np.float64)
         return np.exp(-x ** 2 / (2.0 * s2)) / norm
 
@@ -225,6 +236,8 @@ class DiscreteGaussian:
         return np.where(idx < 0, 0.0, cumulative[np.clip(idx, 0, len(y) - 1)])
 
     def variance(self) -> float:
+        if self.sigma >= self._CLOSED_FORM_SIGMA:
+            return float(self.sigma_squared)
         y = self._support()
         return float(np.sum(self.pmf(y) * y.astype(np.float64) ** 2))
 

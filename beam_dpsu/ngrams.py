@@ -72,6 +72,22 @@ __all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "element_document"
 LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
 BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
 
+# The longest n-gram length a transform takes. Levels are unrolled when the
+# pipeline is built (a few stages each): 100 levels build in ~8 s and run on
+# the DirectRunner; 1000 levels exhausted Python's recursion limit after
+# minutes. DPNE's evaluation stops at T = 10 (dpne §4).
+MAX_NGRAM_LENGTH = 100
+
+
+def check_max_n(max_n) -> int:
+    """Validates T: an int with 1 <= T <= ``MAX_NGRAM_LENGTH``."""
+    if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or max_n < 1:
+        raise ValueError(f"max_n must be an int >= 1, got {max_n!r}")
+    if max_n > MAX_NGRAM_LENGTH:
+        raise ValueError(f"max_n must be at most {MAX_NGRAM_LENGTH} (each length is a stage "
+                         f"of the pipeline), got {max_n!r}")
+    return int(max_n)
+
 
 def _plain_tokens(tokens) -> bool:
     """Plain str tokens, none empty and none with whitespace: exactly when
@@ -381,7 +397,7 @@ class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
     Args:
-      max_n: T, the longest n-gram length.
+      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (100).
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
       accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
         this transform is built (``BudgetExceededError`` past its total).
@@ -434,8 +450,7 @@ class ExtractNgrams(ReleaseTransform):
         super().__init__(label)
         self.privacy_unit = check_privacy_unit(privacy_unit)
         self.progress_logger = progress_logger
-        if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or max_n < 1:
-            raise ValueError(f"max_n must be an int >= 1, got {max_n!r}")
+        max_n = check_max_n(max_n)
         if not 0.0 < float(eta) < 1.0:
             raise ValueError(f"eta must lie strictly between 0 and 1, got {eta!r}")
         if pruning not in PRUNINGS:
@@ -690,12 +705,16 @@ class NgramsByDPSU(ReleaseTransform):
         super().__init__()
         if variant not in BASELINES:
             raise ValueError(f"variant must be one of {BASELINES}, got {variant!r}")
+        max_n = check_max_n(max_n)
         if variant == "dpsu-single" and (n is None or not 1 <= n <= max_n):
             raise ValueError(f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
         if isinstance(budget, (Budget, ZCDPBudget)):  # refused when built, not when run
             accounting.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
+        if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
+            thresholds.check_max_items(self.max_n * self.max_items,
+                                       "max_n * max_items_per_user")
         warn_if_seeded(seed, "NgramsByDPSU")
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):

@@ -471,7 +471,7 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
                         "for gw, the user's most frequent ones (default: 30"
                         + ("; 300 with --public-input)" if public_input else ")"))
     g.add_argument(*flags("rounds"), type=int, metavar="N",
-                   help="sips: number of rounds (default: 3)")
+                   help="sips: number of rounds (default: 3, at most 100)")
     g.add_argument(*flags("ratio"), type=float, metavar="R",
                    help="sips: each round gets R times the budget of the next, 0 < R <= 1 "
                         "(default: 1/3)")

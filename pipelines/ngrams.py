@@ -68,7 +68,7 @@ def build_parser() -> cli.JobArgumentParser:
     cli.add_input_arguments(parser, DOCUMENT_FORMATS)
     g = parser.add_argument_group("n-grams (DPNE)")
     g.add_argument(*cli.flags("max-n"), type=int, default=3, metavar="T",
-                   help="T, the longest n-gram length")
+                   help="T, the longest n-gram length (at most 100)")
     g.add_argument(*cli.flags("max-items-per-user"), type=_max_items, default=100,
                    metavar="N[,N…]",
                    help="Δ_k, the contribution bound per level: how many distinct k-grams of "
