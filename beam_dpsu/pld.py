@@ -16,7 +16,8 @@ Closed forms are the fast path; the PLD accountant covers the rest:
 * Counts with discrete Laplace noise: one user moves ≤ Δ0 counts by exactly 1,
   and the privacy loss of one count is ±a (a = 1/scale, CKS §1.1) with
   P[+a] = eᵃ/(1 + eᵃ). Δ0 counts: loss a·(2K − Δ0), K ~ Binomial(Δ0, eᵃ/(1 + eᵃ)),
-  exactly.
+  exactly (for Δ0 > 4000 on 4000 bins, each mass moved to a larger loss,
+  which only over-states δ).
 * Gaussian selection (ℓ2 sensitivity Δ2, σ): one Gaussian of μ = Δ2/σ; SIPS
   rounds compose to one Gaussian with μ² = Σ μ_r² (Dong, Roth & Su 2022,
   Cor. 3.3). δ_G(ε) = Φ(μ/2 − ε/μ) − e^ε·Φ(−μ/2 − ε/μ) (Balle & Wang 2018,
@@ -33,7 +34,8 @@ Closed forms are the fast path; the PLD accountant covers the rest:
   ``dp-accounting`` (``from_discrete_gaussian_mechanism``, Δ0-fold
   self-composition, pessimistic rounding, discretisation interval 1e-4),
   composed with the selection's PLD. Rounding costs < Δ0·1e-4 in ε (about
-  +0.05 at Δ0 = 1000), never below the true ε. Its noise is truncated to
+  +0.05 at Δ0 = 1000), never below the true ε. Beyond Δ0 = 1000 no tight
+  statement is made. Its noise is truncated to
   [−T, T], T = ⌈11.6σ⌉; the true noise differs by total variation
   τ ≤ 2·Φ̄(11.6) < 1e-30 per count (Z = Σ e^{−x²/2σ²} ≥ σ√(2π) by Poisson
   summation, CKS), so (1 + e^ε)·Δ0·τ is added to δ.
@@ -91,6 +93,7 @@ __all__ = [
     "composed_guarantee",
     "gaussian_composition_mu",
     "VALUE_DISCRETIZATION_INTERVAL",
+    "MAX_PLD_COUNTS",
 ]
 
 #: The PLD grid step (in privacy loss). Pessimistic rounding over-states each
@@ -98,6 +101,12 @@ __all__ = [
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
 # Relative margin on the δ target when solving for ε (floating point of the δ sums).
 _DELTA_MARGIN = 1e-9
+# The exact binomial loss of discrete Laplace counts is kept on at most this many
+# points (beyond, rounded up: ``_binomial_rounded_up``).
+_MAX_POINTS = 4001
+#: dp-accounting composes at most this many counts (about 1 s); beyond, discrete
+#: Gaussian counts get no tight statement (the zCDP sum stands).
+MAX_PLD_COUNTS = 1000
 # P[|X| > ⌈11.6σ⌉] for X discrete Gaussian (see the module docstring).
 _DISCRETE_GAUSSIAN_TAIL = 2.0 * float(stats.norm.sf(11.6))
 
@@ -167,17 +176,54 @@ def _selection_pair(selection):
     return None
 
 
+def _binomial_rounded_up(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """K ~ Binomial(n, p) on at most ``_MAX_POINTS`` points, every move upwards in K.
+
+    Exact for small n. Otherwise K is kept within 40 standard deviations of its
+    mean, in bins each placed at its largest K; the mass below goes to the
+    window's lowest K, the mass above (and any floating-point deficit) to
+    K = n. The loss a(2K − n) only grows, and δ(ε) = E[(1 − e^{ε−L})_+] grows
+    with L, so δ is over-stated, never under-stated.
+    """
+    if n + 1 <= _MAX_POINTS:
+        k = np.arange(n + 1, dtype=np.float64)
+        return k, stats.binom.pmf(k, n, p)
+    if n > 2 ** 53:  # K no longer exact in floats
+        raise ValueError("too many counts for the binomial closed form")
+    mean, sd = n * p, math.sqrt(n * p * (1.0 - p))
+    lo = max(0, math.floor(mean - 40.0 * sd))
+    hi = min(n, math.ceil(mean + 40.0 * sd))
+    width = max(1, math.ceil((hi - lo + 1) / (_MAX_POINTS - 2)))
+    tops = np.minimum(np.arange(lo + width - 1, hi + width, width, dtype=np.float64), hi)
+    bottoms = np.concatenate([[lo], tops[:-1] + 1])
+    # P[bottom ≤ K ≤ top] = sf(bottom − 1) − sf(top); the mass below lo joins the first bin.
+    mass = stats.binom.sf(bottoms - 1, n, p) - stats.binom.sf(tops, n, p)
+    mass[0] += stats.binom.cdf(lo - 1, n, p)
+    if not np.all(np.isfinite(mass)):
+        raise ValueError("binomial masses out of floating-point range")
+    mass = np.maximum(mass, 0.0)
+    k = np.concatenate([tops, [float(n)]])
+    prob = np.concatenate([mass, [max(0.0, 1.0 - float(np.sum(mass)))]])
+    return k, prob
+
+
 def _counts_pair(counts):
     """The counts' pair: Δ0 coordinates each moved by 1 (see the module docstring)."""
     from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace
     d0 = int(counts.max_items_per_user)
     if isinstance(counts.noise, DiscreteLaplace):
         a = 1.0 / float(counts.noise.scale)
-        k = np.arange(d0 + 1)
-        prob = stats.binom.pmf(k, d0, 1.0 / (1.0 + math.exp(-a)))
+        try:
+            k, prob = _binomial_rounded_up(d0, 1.0 / (1.0 + math.exp(-a)))
+        except ValueError:  # beyond floats: the counts' pure ε = Δ0·a bounds them
+            return _randomized_response(d0 * a), \
+                f"{d0} counts with discrete Laplace, bounded by their pure epsilon {d0 * a:.6g}"
         return _Discrete(a * (2.0 * k - d0), prob), \
             f"{d0} counts with discrete Laplace (a = {a:.6g}): binomial loss"
     if isinstance(counts.noise, DiscreteGaussian):
+        if d0 > MAX_PLD_COUNTS:
+            raise ValueError(f"no privacy-loss accounting for more than "
+                             f"{MAX_PLD_COUNTS} discrete Gaussian counts")
         return _DiscreteGaussianCounts(counts.noise.sigma, d0), \
             f"{d0} counts with discrete Gaussian (sigma = {counts.noise.sigma:.6g})"
     raise TypeError(f"unknown counts noise {type(counts.noise).__name__}")
@@ -230,6 +276,8 @@ def _counts_pld(counts, interval: float):
     from dp_accounting.pld import privacy_loss_distribution as pld
     from beam_dpsu.discrete_noise import DiscreteLaplace
     pair, _ = _counts_pair(counts)
+    if int(counts.max_items_per_user) > MAX_PLD_COUNTS:
+        raise ValueError(f"no PLD for more than {MAX_PLD_COUNTS} counts")
     if isinstance(counts.noise, DiscreteLaplace):
         one = pld.from_discrete_laplace_mechanism(1.0 / float(counts.noise.scale), sensitivity=1,
                                                   value_discretization_interval=interval)
@@ -267,9 +315,13 @@ class _Composition:
 
     def loss_delta(self, epsilon: float) -> float:
         if self._pld is not None:
-            return float(self._pld.get_delta_for_epsilon(epsilon)) + \
+            value = float(self._pld.get_delta_for_epsilon(epsilon)) + \
                 self.truncation_slack(epsilon)
-        return _closed_form_delta(self.sel, self.cnt, epsilon)
+        else:
+            value = _closed_form_delta(self.sel, self.cnt, epsilon)
+        if not math.isfinite(value):  # a NaN would pass every "δ ≤ target" test
+            raise ValueError(f"delta at epsilon = {epsilon!r} is not finite")
+        return value
 
     def epsilon(self, loss_delta: float) -> float:
         """The smallest ε (up to 1e-9, rounded up) with loss_delta(ε) ≤ the target."""
@@ -372,7 +424,7 @@ def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | N
     """
     try:
         comp = _Composition(selection, counts, method)
-    except ValueError:
+    except (ValueError, OverflowError, FloatingPointError):
         return None
     loss_delta = float(delta) - comp.threshold_delta
     if not loss_delta > 0:
@@ -382,7 +434,12 @@ def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | N
             epsilon=basic_epsilon, delta=float(delta), threshold_delta=comp.threshold_delta,
             tight_epsilon=None, basic_epsilon=basic_epsilon, method="basic",
             description="all of delta is the selection's threshold delta: basic composition")
-    tight = comp.epsilon(loss_delta)
+    try:
+        tight = comp.epsilon(loss_delta)
+    except (ValueError, OverflowError, FloatingPointError):  # e.g. ε beyond 1e4
+        return None
+    if not math.isfinite(tight):
+        return None
     return ComposedGuarantee(
         epsilon=tight if basic_epsilon is None else min(tight, basic_epsilon),
         delta=float(delta), threshold_delta=comp.threshold_delta, tight_epsilon=tight,
