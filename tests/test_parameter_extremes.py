@@ -147,7 +147,7 @@ def test_ngrams_job_refuses_max_n_1000_in_one_line(capsys):
                             "--epsilon", "1", "--delta", "1e-6", "--output", "unused-out"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err == [f"error: max_n must be at most {MAX_NGRAM_LENGTH} (each length is a stage "
+    assert err == [f"error: --max-n must be at most {MAX_NGRAM_LENGTH} (each length is a stage "
                    "of the pipeline), got 1000"]
 
 
@@ -315,7 +315,7 @@ def test_vocabulary_job_at_max_items_10_to_12(tmp_path, capsys, name):
                                 "--max-items-per-user", "1000000000000",
                                 "--epsilon", "1", "--delta", "1e-6", "--with-counts")
     if code == 2:  # truncated-geometric: δ/Δ0 is below float resolution
-        assert len(err) == 1 and err[0].startswith("error: ") and "max_items_per_user" in err[0]
+        assert len(err) == 1 and err[0].startswith("error: ") and "--max-items-per-user" in err[0]
     else:
         assert code == 0
 
@@ -330,9 +330,9 @@ def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--epsilon", "1e-300", "--mechanism", "sips"], "epsilon = 1e-300 is too small"),
+    (["--epsilon", "1e-300", "--mechanism", "sips"], "--epsilon 1e-300 is too small"),
     (["--epsilon", "1", "--max-items-per-user", str(2 ** 63)],
-     "max_items_per_user must be at most 2**63 - 1"),
+     "--max-items-per-user must be at most 2**63 - 1"),
 ])
 def test_vocabulary_job_refuses_out_of_range_parameters_in_one_line(tmp_path, capsys, flags,
                                                                      message):
