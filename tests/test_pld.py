@@ -265,3 +265,35 @@ def test_tight_split_keeps_the_sum_where_there_is_no_slack_and_under_zcdp():
         split_selection_and_counts(IMDB, 0.25, composition="tight")
     with pytest.raises(ValueError, match="composition must be"):
         split_selection_and_counts(IMDB, 0.25, composition="pld")
+
+
+# --- huge Δ0: rounded up, or bounded by the counts' pure ε ---------------------------
+
+def test_binomial_on_bins_only_overstates_delta():
+    n, a = 20000, 0.25 / 20000
+    p = 1 / (1 + math.exp(-a))
+    k_exact = np.arange(n + 1.0)
+    exact = pld._Discrete(a * (2 * k_exact - n), stats.binom.pmf(k_exact, n, p))
+    k, prob = pld._binomial_rounded_up(n, p)
+    assert len(k) <= 4001 and prob.sum() == pytest.approx(1.0, abs=1e-12)
+    binned = pld._Discrete(a * (2 * k - n), prob)
+    for eps in (0.2, 0.5, 0.8):
+        d_exact = pld._closed_form_delta(pld._Gaussian(0.4), exact, eps)
+        d_binned = pld._closed_form_delta(pld._Gaussian(0.4), binned, eps)
+        assert d_exact <= d_binned <= d_exact * 1.01
+
+
+def test_huge_counts_fall_back_to_their_pure_epsilon_not_to_nan():
+    # Finding (while writing this): at Δ0 = 2^63 − 1 the binomial masses were NaN,
+    # every "δ ≤ target" test passed, and the tight split scaled the parts by 1024.
+    parts = split_selection_and_counts(Budget(1.0, 1e-6), 0.25,
+                                       selection_mechanism=WeightedGaussian(100),
+                                       counts_max_items_per_user=2 ** 63 - 1,
+                                       composition="tight")
+    assert 1.0 < parts.scale < 1.05
+    (g,) = parts.composed
+    assert "bounded by their pure epsilon" in g.description and g.tight_epsilon <= 1.0
+    big = count_calibration(Budget(0.25), 10 ** 12)
+    sel = WeightedGaussian(100).calibrate(Budget(0.75, 1e-6))
+    assert pld.composed_epsilon(sel, big, 1e-6) < 1.0  # the binned binomial
+    assert pld.composed_guarantee(sel, count_calibration(ZCDPBudget(0.1), 2000), 1e-5) is None
