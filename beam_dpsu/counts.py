@@ -161,7 +161,7 @@ class SelectionAndCountsBudget:
         """This split with its tight total guarantee(s), for the calibrations the
         parts were given (see ``composed_guarantees``)."""
         return dataclasses.replace(self, composed=composed_guarantees(
-            self.total, selection_calibration, counts_calibration))
+            self, selection_calibration, counts_calibration))
 
     def to_dict(self) -> dict:
         if self.scale > 1.0:
@@ -185,21 +185,23 @@ class SelectionAndCountsBudget:
         return out
 
 
-def composed_guarantees(total: Budget | ZCDPBudget, selection_calibration,
+def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
                         counts_calibration) -> tuple:
     """The tight (ε, δ) of a selection and its counts (``beam_dpsu.pld``), data-independent.
 
-    Under ``Budget(ε, δ)``: one guarantee at the total δ, its ε ≤ the total ε
-    (basic composition, which it is never above). Under ``ZCDPBudget(ρ, δ)``: at
-    δ_DP = 2δ, 5δ, 10δ (as ``report.dp_equivalents``), each ≤ the zCDP
-    conversion of the total (dp-sips Corollary 9). Empty when a part has no
-    known privacy-loss pair (the plain sum then stands alone).
+    Under ``Budget(ε, δ)``: one guarantee at the total δ, its ε ≤ the parts' ε
+    sum (basic composition, which it is never above). Under ``ZCDPBudget(ρ, δ)``:
+    at δ_DP = 2δ, 5δ, 10δ (as ``report.dp_equivalents``), each ≤ the zCDP
+    conversion of the parts' sum (dp-sips Corollary 9). Empty when a part has
+    no known privacy-loss pair (the plain sum then stands alone).
     """
-    if isinstance(total, Budget):
-        points = [(total.delta, total.epsilon)]
+    sel, cnt = parts.selection, parts.counts
+    if isinstance(parts.total, Budget):
+        points = [(parts.total.delta, sel.epsilon + cnt.epsilon)]
     else:
-        points = [(f * total.delta, total.to_dp(f * total.delta).epsilon)
-                  for f in (2.0, 5.0, 10.0) if f * total.delta < 1.0]
+        spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
+        points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
+                  for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
     out = []
     for delta, basic in points:
         found = pld.composed_guarantee(selection_calibration, counts_calibration, delta, basic)

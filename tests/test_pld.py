@@ -190,7 +190,7 @@ def test_sips_rounds_compose_as_one_gaussian():
     parts = split_selection_and_counts(IMDB, 0.25)
     sel = SIPS(100).calibrate(parts.selection)
     cnt = count_calibration(parts.counts, 20)
-    (g,) = composed_guarantees(IMDB, sel, cnt)
+    (g,) = composed_guarantees(parts, sel, cnt)
     assert g.threshold_delta == pytest.approx(sum(r.threshold_delta for r in sel.rounds))
     mu = pld.gaussian_composition_mu([r.noise_scale for r in sel.rounds])
     assert f"mu = {mu:.6g}" in g.description and g.epsilon < IMDB.epsilon
@@ -234,7 +234,9 @@ def test_tight_split_meets_the_total_checked_by_integration():
     assert parts.counts == Budget(basic.counts.epsilon * parts.scale, 0.0)
     assert accountant.remaining() == {"epsilon": 0.0, "delta": 0.0}  # the total, once
     (g,) = parts.composed
-    assert g.tight_epsilon <= IMDB.epsilon and g.epsilon <= IMDB.epsilon
+    assert g.tight_epsilon <= IMDB.epsilon and g.epsilon == g.tight_epsilon
+    # Basic composition of the scaled parts is c·ε: not a bound on the total.
+    assert g.basic_epsilon == pytest.approx(parts.scale * IMDB.epsilon)
     assert parts.to_dict()["composition"].startswith("tight")
     # Independently: the true δ at the total ε, by numerical integration, ≤ δ.
     sel = WeightedGaussian(100).calibrate(parts.selection)

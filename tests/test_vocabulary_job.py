@@ -525,7 +525,7 @@ def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, no
         # while the two as calibrated compose to the total.
         (tight,) = composed
         assert tight["delta"] == 1e-6 and tight["epsilon"] <= 4.0
-        assert tight["basic_composition_epsilon"] == 4.0
+        assert tight["basic_composition_epsilon"] == pytest.approx(4.0 * split["scale"])
         assert split["composition"].startswith("tight") and split["scale"] > 1.0
         assert split["selection"]["epsilon"] == pytest.approx(0.75 * 4.0 * split["scale"])
         assert split["counts"]["epsilon"] == pytest.approx(0.25 * 4.0 * split["scale"])
