@@ -230,12 +230,12 @@ def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> f
     eps, delta = total.epsilon, total.delta
 
     def fits(c: float) -> bool:
-        try:
+        try:  # a scaled part out of range (e.g. ε overflowing) does not fit
             sel = selection_mechanism.calibrate(Budget(c * (1.0 - share) * eps, delta))
+            cnt = count_calibration(Budget(c * share * eps, 0.0), d0)
         except ValueError:
             return False
-        found = pld.composed_guarantee(sel, count_calibration(Budget(c * share * eps, 0.0), d0),
-                                       delta)
+        found = pld.composed_guarantee(sel, cnt, delta)
         return found is not None and found.tight_epsilon <= eps
 
     if not fits(1.0):
@@ -307,7 +307,6 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         counts = ZCDPBudget(total.rho * share, 0.0)
     else:
         raise TypeError(f"total must be a Budget or ZCDPBudget, got {total!r}")
-    accountant = BudgetAccountant(total) if accountant is None else accountant
     tight = scale > 1.0
     parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
                                      counts_share=share, scale=scale)
@@ -317,7 +316,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         # A tight split is only as good as its check: the composed total as run.
         if tight and not all(g.method != "basic" and g.tight_epsilon <= total.epsilon
                              for g in parts.composed):
-            raise AssertionError("tight split does not meet its total")  # pragma: no cover
+            raise RuntimeError("tight split does not meet its total")  # pragma: no cover
     accountant = BudgetAccountant(total) if accountant is None else accountant
     if tight:
         accountant.spend(total, "selection and counts (tight composition)")

@@ -143,7 +143,7 @@ def gaussian_composition_mu(sigmas, sensitivities=None) -> float:
     sens = np.ones_like(sigmas) if sensitivities is None else np.asarray(sensitivities, float)
     if sigmas.size == 0 or np.any(~np.isfinite(sigmas)) or np.any(sigmas <= 0):
         raise ValueError("sigmas must be finite and > 0")
-    return float(np.sqrt(np.sum((sens / sigmas) ** 2)))
+    return math.hypot(*(sens / sigmas))  # scaled: no overflow of (Δ/σ)²
 
 
 def _randomized_response(epsilon: float) -> _Discrete:
