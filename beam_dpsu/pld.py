@@ -232,7 +232,7 @@ def _counts_pair(counts):
 # --- closed forms -------------------------------------------------------------------
 
 def _gaussian_delta(mu: float, epsilon) -> np.ndarray:
-    """δ_G(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) for real ε (array), in log space."""
+    """δ_G(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) for real ε (an array), in logs."""
     eps = np.asarray(epsilon, dtype=np.float64)
     l1 = special.log_ndtr(mu / 2.0 - eps / mu)
     l2 = special.log_ndtr(-mu / 2.0 - eps / mu)

@@ -11,10 +11,9 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as dpa
 from scipy import integrate, stats
 
-from beam_dpsu import (Budget, BudgetAccountant, SIPS, WeightedGaussian, WeightedLaplace, ZCDPBudget,
-                       count_calibration, split_selection_and_counts)
+from beam_dpsu import (Budget, BudgetAccountant, SIPS, WeightedGaussian, WeightedLaplace,
+                       ZCDPBudget, count_calibration, split_selection_and_counts)
 from beam_dpsu import pld
-from beam_dpsu.accounting import analytic_gaussian_sigma
 from beam_dpsu.calibration import Calibration, RoundsCalibration
 from beam_dpsu.counts import composed_guarantees
 
