@@ -14,6 +14,10 @@ setup(
     packages=find_packages(include=["beam_dpsu", "beam_dpsu.*", "pipelines", "pipelines.*"]),
     install_requires=[
         "apache-beam>=2.60",
+        # dp-accounting: the privacy-loss-distribution accountant of beam_dpsu.pld
+        # (wheels only; no numpy or Beam downgrade: checked with pip install
+        # --dry-run; it pins attrs<24, which Beam accepts).
+        "dp-accounting>=0.4,<0.7",
         "numpy>=1.24",
         "scipy>=1.10",
     ],

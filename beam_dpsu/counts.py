@@ -30,7 +30,10 @@ The released set is an earlier DP output, so counting on it is adaptive
 composition: selection and counts together spend the sum of their budgets
 (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ under
 zCDP, dp-sips Lemma 6). ``split_selection_and_counts`` makes that split from
-one total and records it in a ``BudgetAccountant``.
+one total and records it in a ``BudgetAccountant``. The sum is an upper
+bound: given both parts' calibrations, ``composed_guarantees`` states the
+total as run with privacy-loss distributions (``beam_dpsu.pld``, proof in its
+docstring), an ε at the same δ that is never above the sum.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from fractions import Fraction
 
 import apache_beam as beam
 
-from beam_dpsu import __version__, noise
+from beam_dpsu import __version__, noise, pld
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
@@ -60,6 +63,7 @@ __all__ = [
     "count_calibration",
     "SelectionAndCountsBudget",
     "split_selection_and_counts",
+    "composed_guarantees",
     "CountReleased",
     "check_ngram_pair",
 ]
@@ -140,20 +144,70 @@ class SelectionAndCountsBudget:
       selection: the selection's part: (1 − share)·ε (or ·ρ) and all of δ.
       counts: the counts' part: share·ε (or ·ρ) and δ = 0 (the counts are pure).
       counts_share: the share of ε (or ρ) given to the counts.
+      composed: the tight total guarantee(s) once the parts' calibrations are
+        known (``composed_with``): ``pld.ComposedGuarantee`` each, ε ≤ the sum.
+      scale: c > 1 for a tight split (both ε's scaled by c), else 1.
     """
 
     total: Budget | ZCDPBudget
     selection: Budget | ZCDPBudget
     counts: Budget | ZCDPBudget
     counts_share: float
+    composed: tuple = ()
+    scale: float = 1.0
+
+    def composed_with(self, selection_calibration, counts_calibration
+                      ) -> "SelectionAndCountsBudget":
+        """This split with its tight total guarantee(s), for the calibrations the
+        parts were given (see ``composed_guarantees``)."""
+        return dataclasses.replace(self, composed=composed_guarantees(
+            self, selection_calibration, counts_calibration))
 
     def to_dict(self) -> dict:
-        rule = ("basic composition: ε and δ add (Dwork & Roth Thm 3.16)"
-                if isinstance(self.total, Budget)
-                else "zCDP composition: ρ and δ add (dp-sips Lemma 6)")
-        return {"total": self.total.to_dict(), "selection": self.selection.to_dict(),
-                "counts": self.counts.to_dict(), "counts_share": self.counts_share,
-                "composition": rule}
+        if self.scale > 1.0:
+            rule = (f"tight: both parts' epsilon scaled by {self.scale:.9g} so that the "
+                    "selection and counts as calibrated compose to the total "
+                    "(privacy-loss distributions, beam_dpsu.pld; see composed_guarantee)")
+        elif isinstance(self.total, Budget):
+            rule = "basic composition: ε and δ add (Dwork & Roth Thm 3.16)"
+        else:
+            rule = "zCDP composition: ρ and δ add (dp-sips Lemma 6)"
+        out = {"total": self.total.to_dict(), "selection": self.selection.to_dict(),
+               "counts": self.counts.to_dict(), "counts_share": self.counts_share,
+               "composition": rule}
+        if self.scale > 1.0:
+            out["scale"] = self.scale
+        if self.composed:
+            out["composed_guarantee"] = [g.to_dict() for g in self.composed]
+            out["composed_note"] = (
+                "the total (epsilon, delta) of the selection and counts as run, tightly "
+                "accounted (privacy-loss distributions); never above basic composition")
+        return out
+
+
+def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
+                        counts_calibration) -> tuple:
+    """The tight (ε, δ) of a selection and its counts (``beam_dpsu.pld``), data-independent.
+
+    Under ``Budget(ε, δ)``: one guarantee at the total δ, its ε ≤ the parts' ε
+    sum (basic composition, which it is never above). Under ``ZCDPBudget(ρ, δ)``:
+    at δ_DP = 2δ, 5δ, 10δ (as ``report.dp_equivalents``), each ≤ the zCDP
+    conversion of the parts' sum (dp-sips Corollary 9). Empty when a part has
+    no known privacy-loss pair (the plain sum then stands alone).
+    """
+    sel, cnt = parts.selection, parts.counts
+    if isinstance(parts.total, Budget):
+        points = [(parts.total.delta, sel.epsilon + cnt.epsilon)]
+    else:
+        spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
+        points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
+                  for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
+    out = []
+    for delta, basic in points:
+        found = pld.composed_guarantee(selection_calibration, counts_calibration, delta, basic)
+        if found is not None:
+            out.append(found)
+    return tuple(out)
 
 
 def _check_share(counts_share) -> float:
@@ -165,9 +219,44 @@ def _check_share(counts_share) -> float:
     return share
 
 
+def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
+    """The largest c ≥ 1 (to 1e-9) at which Budget(c(1−s)ε, δ) for the selection and
+    Budget(c·s·ε, 0) for the counts compose, as calibrated, to ε at δ; 1 if none.
+
+    Every accepted c is checked (the composed ε of the calibrations at c is
+    ≤ ε), so the result meets the total whether or not the map c ↦ ε is
+    monotone; bisection only makes it large.
+    """
+    eps, delta = total.epsilon, total.delta
+
+    def fits(c: float) -> bool:
+        try:  # a scaled part out of range (e.g. ε overflowing) does not fit
+            sel = selection_mechanism.calibrate(Budget(c * (1.0 - share) * eps, delta))
+            cnt = count_calibration(Budget(c * share * eps, 0.0), d0)
+        except ValueError:
+            return False
+        found = pld.composed_guarantee(sel, cnt, delta)
+        return found is not None and found.tight_epsilon <= eps
+
+    if not fits(1.0):
+        return 1.0
+    lo, hi = 1.0, 2.0
+    while fits(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1024.0:
+            return lo
+    while hi - lo > 1e-9 * lo:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def split_selection_and_counts(total: Budget | ZCDPBudget,
                                counts_share: float = DEFAULT_COUNTS_SHARE,
-                               accountant: BudgetAccountant | None = None
+                               accountant: BudgetAccountant | None = None,
+                               selection_mechanism=None,
+                               counts_max_items_per_user: int | None = None,
+                               composition: str = "basic"
                                ) -> SelectionAndCountsBudget:
     """Splits ``total`` into a selection part and a counts part, and spends both.
 
@@ -179,20 +268,61 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     Both parts are spent from ``accountant`` (by default a fresh one over
     ``total``): if it has less than ``total`` left, ``BudgetExceededError``
     is raised and nothing is returned.
+
+    With ``selection_mechanism`` (the selection's config, e.g.
+    ``WeightedGaussian(100)``) and ``counts_max_items_per_user`` (the Δ0 given
+    to ``CountReleased``), both parts are calibrated now and the result's
+    ``composed`` holds the tight total (ε, δ) of the two as run
+    (``composed_guarantees``; ``beam_dpsu.pld``): the split itself is
+    unchanged, the total is only stated more tightly (ε ≤ the sum).
+
+    ``composition="tight"`` (a ``Budget`` total, with both of the above) uses
+    that slack: both parts' ε are scaled by the largest c ≥ 1 at which the
+    composed ε of the two *as calibrated* is still ≤ the total ε at the total
+    δ (``_tight_scale``; c = 1 when there is none, e.g. a Laplace selection,
+    whose δ all goes to its threshold). The parts' ε then add up to c·ε, more
+    than the total: they are valid **only** for ``selection_mechanism`` and
+    counts with ``counts_max_items_per_user`` (other mechanisms, or a smaller
+    Δ0, can compose to more), and ``accountant`` is charged the total once.
+    Under a ``ZCDPBudget`` the split stays additive in ρ (the papers' meaning).
     """
     share = _check_share(counts_share)
+    if composition not in ("basic", "tight"):
+        raise ValueError(f"composition must be 'basic' or 'tight', got {composition!r}")
+    if (selection_mechanism is None) != (counts_max_items_per_user is None):
+        raise ValueError("give both selection_mechanism and counts_max_items_per_user "
+                         "(to state the composed guarantee), or neither")
+    if composition == "tight" and selection_mechanism is None:
+        raise ValueError("composition='tight' needs selection_mechanism and "
+                         "counts_max_items_per_user: the split is valid for those only")
+    scale = 1.0
     if isinstance(total, Budget):
-        selection = Budget(total.epsilon * (1.0 - share), total.delta)
-        counts = Budget(total.epsilon * share, 0.0)
+        if composition == "tight":
+            d0 = check_max_items(counts_max_items_per_user)
+            scale = _tight_scale(total, share, selection_mechanism, d0)
+        selection = Budget(scale * total.epsilon * (1.0 - share), total.delta)
+        counts = Budget(scale * total.epsilon * share, 0.0)
     elif isinstance(total, ZCDPBudget):
         selection = ZCDPBudget(total.rho * (1.0 - share), total.delta)
         counts = ZCDPBudget(total.rho * share, 0.0)
     else:
         raise TypeError(f"total must be a Budget or ZCDPBudget, got {total!r}")
+    tight = scale > 1.0
+    parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
+                                     counts_share=share, scale=scale)
+    if selection_mechanism is not None:  # calibrated before anything is spent
+        parts = parts.composed_with(selection_mechanism.calibrate(selection),
+                                    count_calibration(counts, counts_max_items_per_user))
+        # A tight split is only as good as its check: the composed total as run.
+        if tight and not all(g.method != "basic" and g.tight_epsilon <= total.epsilon
+                             for g in parts.composed):
+            raise RuntimeError("tight split does not meet its total")  # pragma: no cover
     accountant = BudgetAccountant(total) if accountant is None else accountant
-    accountant.spend_all(selection, counts)
-    return SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
-                                    counts_share=share)
+    if tight:
+        accountant.spend(total, "selection and counts (tight composition)")
+    else:
+        accountant.spend_all(selection, counts)
+    return parts
 
 
 def _is_ngram(value) -> bool:

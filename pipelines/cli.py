@@ -618,15 +618,33 @@ def check_public_input(args) -> None:
                   args.public_text_field or None, 0)
 
 
-def budget_parts_from_args(args, budget) -> SelectionAndCountsBudget | None:
-    """The selection and counts parts of the budget with --with-counts, else None."""
+def budget_parts_from_args(args, budget, mechanism=None,
+                           counts_max_items: int | None = None
+                           ) -> SelectionAndCountsBudget | None:
+    """The selection and counts parts of the budget with --with-counts, else None.
+
+    Given the selection ``mechanism`` and the counts' Δ0, a ``Budget`` total is
+    split tightly (``composition="tight"``: both parts scaled up while the two
+    as calibrated still compose to the total; beam_dpsu.pld): the job uses
+    exactly that mechanism and Δ0, which the tight split is valid for.
+    """
     if not args.with_counts:
         if args.counts_share is not None or args.counts_max_items_per_user is not None:
             raise UsageError("--counts-share and --counts-max-items-per-user need --with-counts")
         return None
     share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
     with flag_errors():
-        return split_selection_and_counts(budget, share)
+        basic = split_selection_and_counts(budget, share)
+    if mechanism is None or not isinstance(budget, Budget):
+        return basic
+    # Bad Δ0 or mechanism parameters fail here, named by their flags, as without
+    # the tight split.
+    check_counts(basic, counts_max_items)
+    with flag_errors():
+        mechanism.calibrate(basic.selection)
+        return split_selection_and_counts(budget, share, selection_mechanism=mechanism,
+                                          counts_max_items_per_user=counts_max_items,
+                                          composition="tight")
 
 
 def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int) -> None:
@@ -668,10 +686,16 @@ def privacy_unit_from_args(args) -> str:
 
 
 def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
-                       counter: CountReleased | None) -> dict:
-    """The selection's report plus, with counts, the budget split and the counts' report."""
+                       counter: CountReleased | None, selection_calibration=None) -> dict:
+    """The selection's report plus, with counts, the budget split and the counts' report.
+
+    With ``selection_calibration`` the split also states the tight total (ε, δ)
+    of the selection and counts as run (``budget_split.composed_guarantee``).
+    """
     if parts is None:
         return report
+    if selection_calibration is not None:
+        parts = parts.composed_with(selection_calibration, counter.calibration)
     report = dict(report)
     # The selection's (ε, δ) equivalents describe its share only: keep them
     # under a name that says so, and state the total's (zCDP adds up).

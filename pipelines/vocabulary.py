@@ -73,7 +73,7 @@ def parse_args(argv):
     args, options = cli.parse_job_args(build_parser(), argv)
     budget = cli.budget_from_args(args)
     mechanism = cli.mechanism_from_args(args)
-    parts = cli.budget_parts_from_args(args, budget)
+    parts = cli.budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
     with cli.flag_errors():
         mechanism.calibrate(budget if parts is None else parts.selection)
@@ -150,7 +150,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                 else elements | "RowTokens" >> beam.Values())
     # Then release items with the chosen mechanism (on its part of the budget
     # when the counts take a share of it).
-    parts = cli.budget_parts_from_args(args, budget)
+    parts = cli.budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats)
@@ -175,7 +175,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     for i, (stage, pcoll) in enumerate(by_stage.items(), start=1):
         released_counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
             f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
-    static = cli.with_counts_report(select.report, parts, counter)
+    static = cli.with_counts_report(select.report, parts, counter, select.calibration)
 
     def assemble(_, released_items, stats=None, **by_stage):
         report = dict(static)

@@ -518,6 +518,20 @@ def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, no
     assert split["counts"]["delta"] == 0.0
     assert report["counts"]["noise"] == noise and report["counts"]["max_items_per_user"] == 2
     assert report["counts"]["budget"] == split["counts"]
+    # The total as run, tightly accounted (beam_dpsu.pld): never above the sum.
+    composed = split["composed_guarantee"]
+    if noise == "discrete_laplace":
+        # Budget(ε, δ): the split is tight, both parts scaled up by the same c
+        # while the two as calibrated compose to the total.
+        (tight,) = composed
+        assert tight["delta"] == 1e-6 and tight["epsilon"] <= 4.0
+        assert tight["basic_composition_epsilon"] == pytest.approx(4.0 * split["scale"])
+        assert split["composition"].startswith("tight") and split["scale"] > 1.0
+        assert split["selection"]["epsilon"] == pytest.approx(0.75 * 4.0 * split["scale"])
+        assert split["counts"]["epsilon"] == pytest.approx(0.25 * 4.0 * split["scale"])
+    else:
+        assert [g["delta"] for g in composed] == pytest.approx([2e-6, 5e-6, 1e-5])
+        assert all(g["epsilon"] < g["basic_composition_epsilon"] for g in composed)
     if noise == "discrete_gaussian":
         # Review finding: the top-level equivalents stated the selection's
         # share (ρ = 1.5) as if it were the whole run (ρ = 2).
