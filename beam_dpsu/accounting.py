@@ -29,6 +29,7 @@ __all__ = [
     "BudgetAccountant",
     "BudgetExceededError",
     "require_delta",
+    "check_tight_part",
     "geometric_split_weights",
     "gaussian_noise_schedule",
     "analytic_gaussian_sigma",
@@ -216,6 +217,16 @@ class ZCDPBudget:
 
     def to_dict(self) -> dict:
         return {"type": "approx-zcdp", "rho": self.rho, "delta": self.delta}
+
+
+def check_tight_part(budget, what: str, given, bound_to) -> None:
+    """Refuses a tight split's part used with another mechanism or Δ0 than its own."""
+    if bound_to is not None and given != bound_to:
+        raise ValueError(
+            f"this budget is one part of a tight split (split_selection_and_counts("
+            f"composition='tight')) computed for {what} {bound_to!r}, not {given!r}: the "
+            "two parts compose to the total only as computed; split again for this "
+            f"{what}, or use composition='basic'")
 
 
 class BudgetAccountant:

@@ -47,7 +47,7 @@ from fractions import Fraction
 import apache_beam as beam
 
 from beam_dpsu import __version__, noise, pld
-from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget
+from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget, check_tight_part
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
@@ -62,6 +62,8 @@ __all__ = [
     "CountsCalibration",
     "count_calibration",
     "SelectionAndCountsBudget",
+    "TightSelectionBudget",
+    "TightCountsBudget",
     "split_selection_and_counts",
     "composed_guarantees",
     "CountReleased",
@@ -133,6 +135,23 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
             source="Canonne, Kamath & Steinke 2020 Theorem 4, Proposition 3, Algorithm 3 "
                    "(discrete Gaussian)")
     raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TightSelectionBudget(Budget):
+    """The selection's part of a tight split: more ε than a plain sum would give it,
+    valid only for the mechanism the split was computed for (``SelectItems``
+    refuses it with any other: the composed total would exceed what was asked)."""
+
+    for_mechanism: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TightCountsBudget(Budget):
+    """The counts' part of a tight split, valid only for the Δ0 the split was
+    computed for (``CountReleased`` refuses it with any other)."""
+
+    for_max_items_per_user: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,8 +319,14 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         if composition == "tight":
             d0 = check_max_items(counts_max_items_per_user)
             scale = _tight_scale(total, share, selection_mechanism, d0)
-        selection = Budget(scale * total.epsilon * (1.0 - share), total.delta)
-        counts = Budget(scale * total.epsilon * share, 0.0)
+        if composition == "tight":  # each part bound to what it was computed for
+            selection = TightSelectionBudget(scale * total.epsilon * (1.0 - share), total.delta,
+                                             for_mechanism=selection_mechanism)
+            counts = TightCountsBudget(scale * total.epsilon * share, 0.0,
+                                       for_max_items_per_user=d0)
+        else:
+            selection = Budget(scale * total.epsilon * (1.0 - share), total.delta)
+            counts = Budget(scale * total.epsilon * share, 0.0)
     elif isinstance(total, ZCDPBudget):
         selection = ZCDPBudget(total.rho * (1.0 - share), total.delta)
         counts = ZCDPBudget(total.rho * share, 0.0)
@@ -462,6 +487,8 @@ class CountReleased(ReleaseTransform):
         if self.ngrams and self.privacy_unit != "user_id":
             raise ValueError("CountReleased counts n-grams from (user_id, n-gram) pairs: "
                              "privacy_unit='element' is for items, not n-grams")
+        check_tight_part(budget, "max_items_per_user", max_items_per_user,
+                         getattr(budget, "for_max_items_per_user", None))
         self.calibration = count_calibration(budget, max_items_per_user)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, "CountReleased")

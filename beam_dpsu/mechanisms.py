@@ -13,7 +13,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from beam_dpsu import noise, policies
-from beam_dpsu.accounting import Budget, ZCDPBudget
+from beam_dpsu.accounting import Budget, ZCDPBudget, check_tight_part
 from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
@@ -108,6 +108,7 @@ class SelectItems(ReleaseTransform):
         self.seed = noise.check_seed(seed)
         self.hot_key_fanout = hot_key_fanout
         self.privacy_unit = check_privacy_unit(privacy_unit)
+        check_tight_part(budget, "mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.calibration = mechanism.calibrate(budget)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")

@@ -298,3 +298,54 @@ def test_huge_counts_fall_back_to_their_pure_epsilon_not_to_nan():
     sel = WeightedGaussian(100).calibrate(Budget(0.75, 1e-6))
     assert pld.composed_epsilon(sel, big, 1e-6) < 1.0  # the binned binomial
     assert pld.composed_guarantee(sel, count_calibration(ZCDPBudget(0.1), 2000), 1e-5) is None
+
+
+# -- review findings (each failed before its fix) ---------------------------------------
+
+
+def test_a_tight_part_is_refused_with_another_mechanism_or_counts_max_items():
+    # Review finding 1: a tight split's parts sum past the total (c·ε) and compose
+    # to it only for the mechanism and counts Δ0 they were computed for; used
+    # with WeightedLaplace, or counts at Δ0 = 1, the composed ε was 1.11 / 1.078 > 1.
+    import apache_beam as beam
+    from beam_dpsu import CountReleased, SelectItems
+    mechanism = WeightedGaussian(100)
+    parts = split_selection_and_counts(Budget(1.0, 1e-6), 0.1, selection_mechanism=mechanism,
+                                       counts_max_items_per_user=100, composition="tight")
+    assert parts.scale > 1.0
+    SelectItems(WeightedGaussian(100), parts.selection)  # the mechanism it was computed for
+    with pytest.raises(ValueError, match="tight split"):
+        SelectItems(WeightedLaplace(100), parts.selection)
+    with pytest.raises(ValueError, match="tight split"):
+        SelectItems(WeightedGaussian(30), parts.selection)
+    released = beam.Pipeline() | beam.Create(["a"])
+    CountReleased(released, parts.counts, max_items_per_user=100)
+    with pytest.raises(ValueError, match="tight split"):
+        CountReleased(released, parts.counts, max_items_per_user=1)
+
+
+def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
+    # Review finding 2: dp-accounting's composition is exact only to ~1e-16 in δ;
+    # at ZCDPBudget(3, 1e-10) the reported ε gave a true δ of 2.00000095e-10.
+    from decimal import Decimal, getcontext
+    mechanism = WeightedGaussian(100)
+    parts = split_selection_and_counts(ZCDPBudget(3.0, 1e-10), 0.5,
+                                       selection_mechanism=mechanism,
+                                       counts_max_items_per_user=1)
+    selection = mechanism.calibrate(parts.selection)
+    counts = count_calibration(parts.counts, 1)
+    pair, _, _ = pld._selection_pair(selection)
+    mu, s2 = pair.mu, float(counts.noise.sigma_squared)
+    xs = np.arange(-60, 61)
+    weights = np.exp(-xs * xs / (2 * s2))
+    weights /= weights.sum()
+    epsilon = 18.0697660868
+    # δ of the Gaussian pair at each shifted ε, by the Φ formula in high precision.
+    import mpmath
+    with mpmath.workdps(40):
+        exact = mpmath.fsum(
+            mpmath.mpf(float(w)) * (mpmath.ncdf(mu / 2 - (epsilon - (1 - 2 * x) / (2 * s2)) / mu)
+                                    - mpmath.e ** (epsilon - (1 - 2 * x) / (2 * s2))
+                                    * mpmath.ncdf(-mu / 2 - (epsilon - (1 - 2 * x) / (2 * s2)) / mu))
+            for x, w in zip(xs, weights))
+    assert pld._Composition(selection, counts).loss_delta(epsilon) >= float(exact)
