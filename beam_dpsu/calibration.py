@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 from scipy import optimize
@@ -316,9 +317,13 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     delta_noise = delta - threshold_delta_cost(threshold_delta)
     if not (0.0 < threshold_delta < 1.0 and delta_noise > 0.0):
         return None
-    # The sum must hold in floating point as well.
-    while delta_noise + threshold_delta_cost(threshold_delta) > delta:
+    # The sum must hold exactly, not only in floating point (review finding: the
+    # float check let it exceed δ by ~1e-16·δ).
+    exact_cost = Fraction(threshold_delta) / (1 - Fraction(threshold_delta))
+    while Fraction(delta_noise) + exact_cost > Fraction(delta):
         delta_noise = math.nextafter(delta_noise, 0.0)
+    if not delta_noise > 0.0:
+        return None
     try:
         sigma = accounting.analytic_gaussian_sigma(epsilon, delta_noise, l2_sensitivity)
         value = float(objective(sigma, threshold_delta))
@@ -444,15 +449,25 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
         def excess(eps: float) -> float:
             return accounting._log_gaussian_delta(sigma, eps, 1.0) - log_target
 
-        if excess(1e-12) <= 0.0:
+        def surely_met(eps: float) -> bool:
+            # δ_G(ε) as computed, raised by its float error bound, meets the target.
+            error = accounting._log_gaussian_delta_error(sigma, eps)
+            return math.isfinite(error) and excess(eps) + math.log1p(error) <= 0.0
+
+        # At ε′ = 0, δ_G = 2Φ(μ/2) − 1 = erf(μ/(2√2)), raised by a few ulps.
+        if math.erf(mu / (2.0 * math.sqrt(2.0))) * (1.0 + 1e-14) <= delta_dp - cost:
             eps = 0.0
         else:
             hi = 1.0
             while excess(hi) > 0.0:
                 hi *= 2.0
-            eps = float(optimize.brentq(excess, 1e-12, hi, xtol=1e-12, rtol=1e-12))
-            while excess(eps) > 0.0:  # the root's safe side
-                eps = math.nextafter(eps, math.inf)
+            eps = float(optimize.brentq(excess, 0.0, hi, xtol=1e-300, rtol=1e-12))
+            # The root's safe side, past the float error of δ_G: steps that
+            # double from a relative 1e-12 (never one ulp at a time).
+            step = 1e-12 * max(eps, 1e-300)
+            while not surely_met(eps):
+                eps += step
+                step *= 2.0
         out.append({"epsilon": eps, "delta": delta_dp})
     return out
 

@@ -282,3 +282,51 @@ def test_sips_rounds_as_split_keep_delta_noise_exactly(rounds, ratio, budget):
         warnings.simplefilter("error")
         cal = configs.SIPS(100, rounds, ratio).calibrate(budget)
     assert gaussian_mechanism_delta(cal.sigma_total, budget.epsilon) <= cal.delta_noise
+
+
+# -- review findings on the report's curve and the split (each failed before its fix) ----
+
+
+def _exact_total_delta(mu, threshold_delta, epsilon):
+    import mpmath
+    with mpmath.workdps(80):
+        m, e, t = mpmath.mpf(mu), mpmath.mpf(epsilon), mpmath.mpf(threshold_delta)
+        return (mpmath.ncdf(m / 2 - e / m) - mpmath.e ** e * mpmath.ncdf(-m / 2 - e / m)
+                + t / (1 - t))
+
+
+def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
+    # Finding: the safe-side walk went one ulp at a time (~1e10 steps at ε′ ≈ 1e-6).
+    from beam_dpsu import accounting as acc
+    from beam_dpsu.calibration import gaussian_dp_equivalents
+    calls = []
+    original = acc._log_gaussian_delta
+    monkeypatch.setattr(acc, "_log_gaussian_delta",
+                        lambda *a: calls.append(1) or original(*a))
+    c = configs.WeightedGaussian(100).calibrate(Budget(1e-6, 1e-9))
+    entries = gaussian_dp_equivalents(c.gaussian_mu, c.threshold_delta, 1e-9)
+    assert entries and len(calls) < 5000
+
+
+@pytest.mark.parametrize("budget", [Budget(1e-3, 1e-7), Budget(1e-12, 1e-5),
+                                    Budget(1e-3, 1e-12), Budget(1.765, 4.96e-5)])
+def test_every_stated_epsilon_holds_in_exact_arithmetic(budget):
+    # Findings: ε′ came out a relative 1e-10 too small (float error of δ_G
+    # ignored), and ε′ = 0 was claimed after checking only ε = 1e-12.
+    from beam_dpsu.calibration import gaussian_dp_equivalents
+    for mechanism in (configs.WeightedGaussian(1), configs.WeightedGaussian(100)):
+        c = mechanism.calibrate(budget)
+        for entry in gaussian_dp_equivalents(c.gaussian_mu, c.threshold_delta, budget.delta):
+            assert _exact_total_delta(c.gaussian_mu, c.threshold_delta,
+                                      entry["epsilon"]) <= entry["delta"]
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 1e300])
+def test_the_delta_split_holds_exactly_not_only_in_floats(epsilon):
+    # Finding: δ_noise + δ_thr/(1 − δ_thr) ≤ δ held in floats, exceeding δ by
+    # up to 1.1e-16·δ exactly.
+    from fractions import Fraction
+    from beam_dpsu import PolicyGaussian
+    c = PolicyGaussian(2 ** 63 - 1).calibrate(Budget(epsilon, 4.96e-5))
+    t = Fraction(c.threshold_delta)
+    assert Fraction(c.delta_noise) + t / (1 - t) <= Fraction(4.96e-5)
