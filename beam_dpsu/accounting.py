@@ -229,6 +229,14 @@ def check_tight_part(budget, what: str, given, bound_to) -> None:
             f"{what}, or use composition='basic'")
 
 
+def _budget_kind(budget) -> type:
+    """Budget or ZCDPBudget (subclasses, e.g. a tight split's parts, count as their base)."""
+    for kind in (Budget, ZCDPBudget):
+        if isinstance(budget, kind):
+            return kind
+    return type(budget)
+
+
 class BudgetAccountant:
     """Tracks spending against a total budget; overspending is an error.
 
@@ -262,7 +270,7 @@ class BudgetAccountant:
         release transforms given ``accountant=`` spend their budget here when
         they are built.
         """
-        if type(part) is not type(self.total):
+        if _budget_kind(part) is not _budget_kind(self.total):
             raise TypeError(
                 f"cannot spend {a_type(part)} from {a_type(self.total)} total")
         spent = self.spent()
@@ -279,7 +287,7 @@ class BudgetAccountant:
     def spend_all(self, *parts):
         """Spends every part, or none of them if together they do not fit."""
         for part in parts:
-            if type(part) is not type(self.total):
+            if _budget_kind(part) is not _budget_kind(self.total):
                 raise TypeError(f"cannot spend {a_type(part)} from "
                                 f"{a_type(self.total)} total")
         spent = self.spent()

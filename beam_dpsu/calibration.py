@@ -319,9 +319,17 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
         return None
     # The sum must hold exactly, not only in floating point (review finding: the
     # float check let it exceed δ by ~1e-16·δ).
-    exact_cost = Fraction(threshold_delta) / (1 - Fraction(threshold_delta))
-    while Fraction(delta_noise) + exact_cost > Fraction(delta):
+    # δ_noise is δ − cost in exact arithmetic, rounded down to a float.
+    room = Fraction(delta) - Fraction(threshold_delta) / (1 - Fraction(threshold_delta))
+    delta_noise = float(room)
+    if Fraction(delta_noise) > room:
         delta_noise = math.nextafter(delta_noise, 0.0)
+    # ... and the float sum must not round above δ either: step down by δ's ulp,
+    # doubling (δ_noise's own ulp may be far smaller; never one ulp at a time).
+    step = math.ulp(delta)
+    while delta_noise > 0.0 and delta_noise + threshold_delta_cost(threshold_delta) > delta:
+        delta_noise -= step
+        step *= 2.0
     if not delta_noise > 0.0:
         return None
     try:

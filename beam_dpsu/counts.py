@@ -319,7 +319,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         if composition == "tight":
             d0 = check_max_items(counts_max_items_per_user)
             scale = _tight_scale(total, share, selection_mechanism, d0)
-        if composition == "tight":  # each part bound to what it was computed for
+        if scale > 1.0:  # a tight split: each part bound to what it was computed for
             selection = TightSelectionBudget(scale * total.epsilon * (1.0 - share), total.delta,
                                              for_mechanism=selection_mechanism)
             counts = TightCountsBudget(scale * total.epsilon * share, 0.0,
