@@ -47,7 +47,6 @@ import json
 import logging
 import lzma
 import os
-import re
 import typing
 import zipfile
 import zlib
