@@ -6,8 +6,9 @@
         --epsilon 1 --delta 1e-5 --max-items-per-user 100
 
 The same (user, item) pairs go through PipelineDP's ``select_partitions``
-(its default truncated-geometric strategy and its Weighted Gaussian strategy,
-both at (ε, δ) with ``max_partitions_contributed`` = Δ0) and through our
+(each of its strategies — truncated geometric, its default; Laplace and
+Gaussian thresholding; weighted Gaussian — at (ε, δ) with
+``max_partitions_contributed`` = Δ0) and through our
 mechanisms (``--mechanisms``, default weighted-gaussian, policy-gaussian,
 sips, gw, truncated-geometric — the last is the same algorithm as PipelineDP's
 default strategy), one DirectRunner pipeline each. It prints released items and wall
@@ -30,7 +31,9 @@ from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
 
 PROG = "python -m pipelines.benchmark_peers"
 
-PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "WEIGHTED_GAUSSIAN_THRESHOLDING")
+# Every strategy PipelineDP 0.3 offers; "its best strategy" is the best of these.
+PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRESHOLDING",
+                   "WEIGHTED_GAUSSIAN_THRESHOLDING")
 
 
 def _count_into(pcoll, path: str, label: str):
