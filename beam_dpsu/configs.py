@@ -519,7 +519,9 @@ class GreedyWithoutSampling(SequentialMechanism):
         public = (None if pc is None else
                   f"mapping of {len(pc)} items" if isinstance(pc, Mapping) else "PCollection")
         return {"name": "gw-kt" if pc is not None else self.name,
-                "max_items_per_user": self.max_items_per_user, "alpha": self.alpha,
+                "max_items_per_user": (self.max_items_per_user.to_dict()
+                                       if delta0.is_auto(self.max_items_per_user)
+                                       else self.max_items_per_user), "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}
 
 

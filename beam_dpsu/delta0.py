@@ -173,6 +173,14 @@ def check_max_items_or_auto(value: Any, name: str = "max_items_per_user"):
     return thresholds.check_max_items(value, name)
 
 
+def _rest(total: float, part: float) -> float:
+    """total − part, rounded down until part + rest ≤ total in floats too."""
+    rest = total - part
+    while part + rest > total:
+        rest = math.nextafter(rest, 0.0)
+    return rest
+
+
 def split_budget(budget: Budget | ZCDPBudget, share: float):
     """(size_budget, selection_budget): the size histogram's part and the selection's.
 
@@ -182,11 +190,11 @@ def split_budget(budget: Budget | ZCDPBudget, share: float):
     """
     share = _check_share(share)
     if type(budget) is Budget:
-        return (Budget(budget.epsilon * share, 0.0),
-                Budget(budget.epsilon * (1.0 - share), budget.delta))
+        size = budget.epsilon * share
+        return Budget(size, 0.0), Budget(_rest(budget.epsilon, size), budget.delta)
     if type(budget) is ZCDPBudget:
-        return (ZCDPBudget(budget.rho * share, 0.0),
-                ZCDPBudget(budget.rho * (1.0 - share), budget.delta))
+        size = budget.rho * share
+        return ZCDPBudget(size, 0.0), ZCDPBudget(_rest(budget.rho, size), budget.delta)
     if isinstance(budget, (Budget, ZCDPBudget)):
         # A tight split's part is bound to one Δ0; "auto" has none yet.
         raise ValueError("max_items_per_user='auto' cannot take a part of a tight split "
@@ -328,8 +336,14 @@ class AutoPlan:
     user_mass: str
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
-        """M(Δ0)/T(Δ0) for each candidate, from the noisy counts (negatives read as 0)."""
-        counts = np.maximum(np.asarray(noisy_counts, dtype=np.float64), 0.0)
+        """M(Δ0)/T(Δ0) for each candidate, from the noisy counts.
+
+        The counts are used as they are, negatives included: the noise has mean
+        0, so M is unbiased. Clipping at 0 would add about half a noise scale
+        of users to every empty bin, the large sizes included, and push the
+        choice up on small data.
+        """
+        counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):
             raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
         lower = np.asarray(self.edges, dtype=np.float64)
