@@ -40,9 +40,10 @@ item is released (about half the time or more) when q_i·M(Δ0) ≥ T(Δ0), the
 release threshold in weight units. The released items are those with
 q_i ≥ T(Δ0)/M(Δ0); whatever the popularity profile, their number is
 largest where M(Δ0)/T(Δ0) is largest. That ratio is computed from the noisy
-size histogram (M) and the calibrations (T, data-independent, computed when
-the transform is built), and the rule takes the candidate that maximises it
-(ties go to the smaller Δ0).
+size histogram (M, taken two noise standard deviations low, see
+``AutoPlan.proxy``) and the calibrations (T, data-independent, computed
+when the transform is built), and the rule takes the candidate that
+maximises it (ties go to the smaller Δ0).
 
 The mass per mechanism (``user_mass``):
 
@@ -336,12 +337,17 @@ class AutoPlan:
     user_mass: str
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
-        """M(Δ0)/T(Δ0) for each candidate, from the noisy counts.
+        """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts.
 
         The counts are used as they are, negatives included: the noise has mean
-        0, so M is unbiased. Clipping at 0 would add about half a noise scale
-        of users to every empty bin, the large sizes included, and push the
-        choice up on small data.
+        0, so M is unbiased (clipping at 0 would add about half a noise scale
+        of users to every empty bin, the large sizes included). M is then taken
+        two noise standard deviations low, sd(M) = s·√(Σ_b g(m_b)²) with s the
+        noise's standard deviation: on small data the noise, not the users,
+        would otherwise decide between candidates whose masses are close, and
+        the largest of several noisy masses leans to the candidates that read
+        the most noisy bins, the large ones. On 50,000 users the margin is
+        about 0.2 % of M.
         """
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):
@@ -352,10 +358,12 @@ class AutoPlan:
         # open bin is only ever read at its lower edge, the largest candidate).
         middle = np.sqrt(lower * np.where(np.isfinite(upper), upper, lower))
         mass = MASSES[self.user_mass]
+        noise_sd = math.sqrt(size_noise(self.size_budget).variance())
         out = []
         for c, t in zip(self.candidates, self.weight_thresholds):
-            kept = np.where(lower >= c, float(c), np.minimum(middle, float(c)))
-            out.append(float(np.dot(counts, mass(kept))) / t)
+            g = mass(np.where(lower >= c, float(c), np.minimum(middle, float(c))))
+            lower_mass = float(np.dot(counts, g)) - 2.0 * noise_sd * math.sqrt(float(np.dot(g, g)))
+            out.append(lower_mass / t)
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
