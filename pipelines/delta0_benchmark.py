@@ -37,6 +37,7 @@ import dataclasses
 import io
 import math
 import os
+import random
 import sys
 import time
 from collections import defaultdict
@@ -47,7 +48,7 @@ from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 
 import numpy as np  # noqa: E402
 
-from beam_dpsu import policies  # noqa: E402
+from beam_dpsu import delta0, policies  # noqa: E402
 from beam_dpsu.accounting import ZCDPBudget  # noqa: E402
 from beam_dpsu.calibration import release_mask  # noqa: E402
 from beam_dpsu.configs import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
@@ -277,14 +278,15 @@ def auto_released_count(data: UserItemArrays, mechanism, budget, share: float,
                         rng: np.random.Generator) -> tuple[int, int]:
     """(Δ0 chosen, items released) with ``max_items_per_user="auto"``: a noisy histogram
     of the users' distinct-item counts at ``share`` of the budget, the rule's Δ0 from
-    it, the selection at the rest (``beam_dpsu.delta0``)."""
-    from beam_dpsu import delta0
-
-    size_budget, selection_budget = delta0.split_budget(budget, share)
-    noisy = delta0.noisy_size_histogram(delta0.size_counts(data.sizes.tolist()), size_budget,
-                                        rng)
-    chosen = delta0.choose_max_items_per_user(mechanism, selection_budget, noisy)
-    count = released_count(data, delta0.with_max_items(mechanism, chosen), selection_budget, rng)
+    it, the selection at the rest (``beam_dpsu.delta0``, as ``SelectItems`` runs it)."""
+    plan = delta0.plan_auto(delta0.with_max_items(mechanism, delta0.AutoMaxItems(share=share)),
+                            budget)
+    counts = delta0.size_counts(data.sizes.tolist(), np.asarray(plan.edges))
+    noisy = delta0.noisy_size_histogram(counts, plan.size_budget,
+                                        random.Random(int(rng.integers(2 ** 63))))
+    chosen = plan.choose(noisy)
+    count = released_count(data, delta0.with_max_items(mechanism, chosen),
+                           plan.selection_budget, rng)
     return chosen, count
 
 

@@ -9,7 +9,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 
-from beam_dpsu import SelectItems
+from beam_dpsu import SelectItems, delta0
 from beam_dpsu.accounting import ZCDPBudget
 from beam_dpsu.configs import SIPS, PolicyGaussian, WeightedGaussian
 from beam_dpsu.text import Tokenizer
@@ -106,14 +106,17 @@ def test_job_writes_the_grid_table_and_csv(tmp_path, capsys):
     out = tmp_path / "out"
     code = bench.main(["--output", str(out), "--datasets", "imdb,zipf-b", "--imdb", IMDB_2K,
                        "--synthetic-users", "300", "--grid", "5,50", "--grid-trials", "1",
-                       "--auto-trials", "0"])
+                       "--auto-trials", "1"])
     assert code == 0
     with open(out / "results.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 2 * 3 * 2
-    assert {r["max_items_per_user"] for r in rows} == {"5", "50"}
+    grid = [r for r in rows if r["arm"] == "grid"]
+    auto = [r for r in rows if r["arm"] == "auto"]
+    assert len(grid) == 2 * 3 * 2 and len(auto) == 2 * 3
+    assert {r["max_items_per_user"] for r in grid} == {"5", "50"}
+    assert {int(r["max_items_per_user"]) for r in auto} <= set(delta0.CANDIDATES)
     table = (out / "results.md").read_text(encoding="utf-8")
-    assert "| imdb | sips | " in table and "Δ0=50" in table
+    assert "| imdb | sips | " in table and "Δ0=50" in table and " %" in table
     assert "imdb sips grid Δ0=50 trial 0" in capsys.readouterr().err
 
 
