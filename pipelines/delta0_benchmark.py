@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
-import math
 import os
 import random
 import sys
