@@ -103,3 +103,39 @@ def test_pages_moved_from_readme_name_only_real_flags_and_names():
         names = set(re.findall(r"\bbeam_dpsu\.(\w+)", text))
         assert [n for n in sorted(names) if not hasattr(beam_dpsu, n)
                 and not os.path.exists(os.path.join(ROOT, "beam_dpsu", n + ".py"))] == [], page
+
+
+def documented_names(docstring, kinds) -> set:
+    if docstring is None:
+        return set()
+    return {item.name for section in docstring.parsed if section.kind.value in kinds
+            for item in section.value}
+
+
+def test_every_parameter_of_the_public_api_is_documented():
+    # The reference lists a parameter only if its docstring's Args (or, for a
+    # dataclass, Attributes) names it; griffe warns only about names that are
+    # there but wrong. ``label`` is Beam's PTransform label.
+    griffe = pytest.importorskip("griffe", reason=NO_DOCS_EXTRA)
+    package = griffe.load("beam_dpsu", search_paths=[ROOT], docstring_parser="google")
+    undocumented = {}
+    for name in beam_dpsu.__all__:
+        obj = package[name]
+        obj = obj.final_target if obj.is_alias else obj
+        if obj.is_class:
+            init = obj.members.get("__init__")
+            params = init.parameters if init is not None else obj.parameters
+            documented = documented_names(obj.docstring, ("parameters", "attributes"))
+            if init is not None:
+                documented |= documented_names(init.docstring, ("parameters",))
+        elif obj.is_function:
+            params = obj.parameters
+            documented = documented_names(obj.docstring, ("parameters",))
+        else:
+            continue
+        missing = [p.name for p in params if p.name not in documented | {"self", "label"}
+                   and p.kind.value != "variadic positional"
+                   and not (p.kind.value == "variadic keyword" and f"**{p.name}" in documented)]
+        if missing:
+            undocumented[name] = missing
+    assert undocumented == {}
