@@ -117,7 +117,7 @@ class CountLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-laplace"
-    item_weight: ClassVar = staticmethod(policies.count_weight)
+    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -137,7 +137,7 @@ class CountGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-gaussian"
-    item_weight: ClassVar = staticmethod(policies.count_weight)
+    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -157,7 +157,7 @@ class WeightedLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-laplace"
-    item_weight: ClassVar = staticmethod(policies.weighted_laplace_weight)
+    item_weight = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -181,7 +181,7 @@ class WeightedGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-gaussian"
-    item_weight: ClassVar = staticmethod(policies.weighted_gaussian_weight)
+    item_weight = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -213,7 +213,7 @@ class TruncatedGeometric(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "truncated-geometric"
-    item_weight: ClassVar = staticmethod(policies.count_weight)
+    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> KeepProbabilityCalibration:
         budget = self._check_budget(budget)
@@ -555,6 +555,19 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
     has. A parameter the mechanism does not take is an error, unless
     ``ignore_unused`` (for tools that run several mechanisms with one set of
     flags).
+
+    Args:
+      name: the mechanism's name, a key of ``MECHANISMS``.
+      ignore_unused: drop parameters the mechanism does not take instead of
+        refusing them.
+      **params: the config's fields, e.g. ``max_items_per_user=100``.
+
+    Returns:
+      The mechanism config.
+
+    Raises:
+      ValueError: an unknown or non-private name, or a parameter the mechanism
+        does not take.
     """
     if name in _NOT_PRIVATE:
         raise ValueError(_NOT_PRIVATE[name])

@@ -113,6 +113,13 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
 
     Both are pure, so δ may be 0 (and is not spent). The scales are exact
     fractions of the float parameters.
+
+    Args:
+      budget: the counts' ``Budget`` or ``ZCDPBudget`` (δ may be 0).
+      max_items_per_user: Δ0, the most released items one user is counted on.
+
+    Returns:
+      The counts' noise and its scale.
     """
     d0 = check_max_items(max_items_per_user)
     if isinstance(budget, (Budget, ZCDPBudget)):
@@ -304,6 +311,23 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     counts with ``counts_max_items_per_user`` (other mechanisms, or a smaller
     Δ0, can compose to more), and ``accountant`` is charged the total once.
     Under a ``ZCDPBudget`` the split stays additive in ρ (the papers' meaning).
+
+    Args:
+      total: the ``Budget`` or ``ZCDPBudget`` of selection and counts together.
+      counts_share: s in (0, 1), the counts' share of ε (or ρ).
+      accountant: the ``BudgetAccountant`` both parts are spent from; a fresh
+        ``BudgetAccountant(total)`` by default.
+      selection_mechanism: the selection's mechanism config, to state the total
+        tightly (``composed``).
+      counts_max_items_per_user: the Δ0 given to ``CountReleased``, with
+        ``selection_mechanism``.
+      composition: ``"basic"`` (default) or ``"tight"``.
+
+    Returns:
+      The two parts, with the total and, given the mechanisms, ``composed``.
+
+    Raises:
+      BudgetExceededError: ``accountant`` has less than ``total`` left.
     """
     share = _check_share(counts_share)
     if composition not in ("basic", "tight"):
