@@ -50,6 +50,7 @@ from beam_dpsu import __version__, noise, pld
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget, check_tight_part
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
+from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
@@ -474,7 +475,8 @@ class CountReleased(ReleaseTransform):
 
     def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
                  seed: int | None = None, ngrams: bool = False, label=None,
-                 privacy_unit: str = "user_id", accountant=None):
+                 privacy_unit: str = "user_id", accountant=None, user_field: str | None = None,
+                 item_field: str | None = None, items_field: str | None = None):
         super().__init__(label)
         if not isinstance(released, beam.pvalue.PCollection):
             raise TypeError("released must be the PCollection of released items, "
@@ -487,6 +489,8 @@ class CountReleased(ReleaseTransform):
         if self.ngrams and self.privacy_unit != "user_id":
             raise ValueError("CountReleased counts n-grams from (user_id, n-gram) pairs: "
                              "privacy_unit='element' is for items, not n-grams")
+        self.fields = input_fields(self.privacy_unit, user_field, self.ngrams,
+                                   item_field=item_field, items_field=items_field)
         check_tight_part(budget, "max_items_per_user", max_items_per_user,
                          getattr(budget, "for_max_items_per_user", None))
         self.calibration = count_calibration(budget, max_items_per_user)
@@ -515,6 +519,7 @@ class CountReleased(ReleaseTransform):
         # Bounding is global (DESIGN §4.7): both inputs must be in the global window.
         require_global_window(elements, "CountReleased (its users' items)")
         require_global_window(self.released, "CountReleased (its released items)")
+        elements = read_fields(elements, self.fields, "CountReleased")
         # Released items as plain str/bytes/tuples of str (numpy.str_ and the
         # like cannot be encoded deterministically as keys), of the kind counted.
         ngrams = self.ngrams

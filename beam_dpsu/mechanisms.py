@@ -17,6 +17,7 @@ from beam_dpsu.accounting import Budget, ZCDPBudget, check_tight_part
 from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
+from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
 from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.report import mechanism_report
@@ -97,7 +98,8 @@ class SelectItems(ReleaseTransform):
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
                  seed: int | None = None, hot_key_fanout: int | None = None, label=None,
                  privacy_unit: str = "user_id", accountant=None,
-                 non_private_stats: bool = False):
+                 non_private_stats: bool = False, user_field: str | None = None,
+                 item_field: str | None = None, items_field: str | None = None):
         super().__init__(label)
         if not isinstance(mechanism, MechanismConfig):
             raise TypeError(f"mechanism must be a beam_dpsu mechanism config, got {mechanism!r}")
@@ -108,6 +110,8 @@ class SelectItems(ReleaseTransform):
         self.seed = noise.check_seed(seed)
         self.hot_key_fanout = hot_key_fanout
         self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
+                                   items_field=items_field)
         check_tight_part(budget, "mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.calibration = mechanism.calibrate(budget)
         # Spent once calibration succeeded: a refused construction spends nothing.
@@ -135,6 +139,7 @@ class SelectItems(ReleaseTransform):
 
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
+        elements = read_fields(elements, self.fields, "SelectItems")
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,

@@ -61,6 +61,7 @@ from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCou
 from beam_dpsu.calibration import GAUSSIAN, Calibration, gaussian_dp_equivalents, split_delta
 from beam_dpsu.text import a_type, plural
 from beam_dpsu.configs import WeightedGaussian
+from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
 from beam_dpsu.mechanisms import SelectItems
@@ -458,9 +459,11 @@ class ExtractNgrams(ReleaseTransform):
                  pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
                  non_private_stats: bool = False, privacy_unit: str = "user_id",
-                 progress_logger: str | None = None, accountant=None):
+                 progress_logger: str | None = None, accountant=None,
+                 user_field: str | None = None, tokens_field: str | None = None):
         super().__init__(label)
         self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.fields = input_fields(self.privacy_unit, user_field, tokens_field=tokens_field)
         self.progress_logger = progress_logger
         max_n = check_max_n(max_n)
         if not 0.0 < float(eta) < 1.0:
@@ -660,6 +663,7 @@ class ExtractNgrams(ReleaseTransform):
 
     def expand(self, documents):
         require_global_window(documents, "ExtractNgrams")
+        documents = read_fields(documents, self.fields, "ExtractNgrams")
         # First one record per user with all their documents: grouped by user
         # id, or each element one person's only document.
         unseeded_elements = self.privacy_unit == "element" and self.seed is None
