@@ -244,10 +244,10 @@ def _ngram_pairs(record: tuple) -> list:
 def _schema_fields(element_type: Any) -> tuple[str, list[str]] | None:
     """(type name, field names) of a schema'd element type, or None if it has no schema."""
     if isinstance(element_type, RowTypeConstraint):
-        return "a beam.Row", [name for name, _ in element_type._fields]
+        return "beam.Row", [name for name, _ in element_type._fields]
     if isinstance(element_type, type) and issubclass(element_type, tuple) and hasattr(
             element_type, "_fields"):
-        return f"a {element_type.__name__} (NamedTuple)", list(element_type._fields)
+        return f"{element_type.__name__} (NamedTuple)", list(element_type._fields)
     return None
 
 
