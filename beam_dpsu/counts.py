@@ -430,10 +430,11 @@ class CountReleased(ReleaseTransform):
 
     Its input is what ``SelectItems`` takes: ``(user_id, item)`` pairs and/or
     ``(user_id, items)`` per-user records of str/bytes items (a tuple is a
-    record there). With ``ngrams=True`` the items are n-grams (tuples of
-    str, as ``ExtractNgrams`` releases) and the input is ``(user_id, n-gram)``
-    pairs. Released items of the other kind are refused, so that a mix-up
-    cannot silently give every item a count of zero.
+    record there), or Rows, NamedTuples or dicts with named fields. With
+    ``ngrams=True`` the items are n-grams (tuples of str, as ``ExtractNgrams``
+    releases) and the input is ``(user_id, n-gram)`` pairs. Released items of
+    the other kind are refused, so that a mix-up cannot silently give every item
+    a count of zero.
 
     The pipeline it builds: first check the records and count each user once
     per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
@@ -459,6 +460,17 @@ class CountReleased(ReleaseTransform):
       ngrams: the items are n-grams (see above).
       privacy_unit: ``"user_id"`` (default) or ``"element"``: each element is
         all of one person's items, as in ``SelectItems`` (not with ``ngrams``).
+      user_field: read the input as ``beam.Row``s, NamedTuples or dicts, as
+        ``SelectItems`` does: the field holding the user id (not with
+        ``privacy_unit="element"``).
+      item_field: the field holding one item per element (with ``ngrams``:
+        one n-gram, a list or tuple of str).
+      items_field: the field holding a list, tuple, set or array of items
+        (with ``ngrams``: of n-grams); not with ``item_field``.
+
+    Raises:
+      ValueError, TypeError, InvalidRecordError: for the field arguments and
+        the elements, as ``SelectItems`` raises them.
 
     One object is one release of counts: applying it twice is refused
     (``AppliedTwiceError``) when the pipeline is built.

@@ -31,7 +31,8 @@ from apache_beam.typehints.row_type import RowTypeConstraint
 from beam_dpsu.bounding import InvalidRecordError, canonical_user_id
 from beam_dpsu.text import a_type
 
-__all__ = ["InputFields", "input_fields", "FieldsToRecords"]
+__all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
+           "read_fields"]
 
 # What the value field holds, by argument: one item, a collection of items,
 # an ordered sequence of tokens (ExtractNgrams), or, for CountReleased(...,

@@ -5,6 +5,8 @@
 ``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T. With
 ``privacy_unit="element"`` it takes ``PCollection[list[str]]`` instead: each
 element one document holding all the data of one person (no user id).
+Either form may be read from named fields of ``beam.Row``s, NamedTuples or
+dicts (``user_field``, ``tokens_field``; ``beam_dpsu.fields``).
 
 The levels are unrolled when the pipeline is built. First each user's
 documents are grouped into one record (with ``privacy_unit="element"`` each
@@ -439,6 +441,16 @@ class ExtractNgrams(ReleaseTransform):
         line per level as soon as the level after it knows the release's size
         ("DPNE level k of T: released n k-grams"; the last at the end), or
         None (default) for none. A level's size is a function of its release.
+      user_field: read the input as ``beam.Row``s, NamedTuples or dicts
+        (``beam_dpsu.fields``): the field holding the user id. Not with
+        ``privacy_unit="element"``.
+      tokens_field: the field holding a document's tokens in order (a list,
+        tuple or 1-D array of str), as in a ``(user_id, tokens)`` document;
+        alone with ``privacy_unit="element"``.
+
+    Raises:
+      ValueError, TypeError, InvalidRecordError: for the field arguments and
+        the elements, as ``SelectItems`` raises them.
 
     One object is one release: applying the same ``ExtractNgrams`` twice is
     refused (``AppliedTwiceError``) when the pipeline is built.

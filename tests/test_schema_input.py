@@ -155,8 +155,9 @@ def test_extract_ngrams_from_fields_releases_what_documents_release(form):
         from_tuples = (p | "Tuples" >> beam.Create([(u, tuple(t)) for u, t in docs])
                        | "ExtractTuples" >> ExtractNgrams(2, budget, 4, seed=2))
         from_fields = (p | "Fields" >> beam.Create(as_rows(docs, FORMS[form]("words")))
-                       | "ExtractFields" >> ExtractNgrams(2, budget, 4, seed=2, user_field="author",
-                                                    tokens_field="words"))
+                       | "ExtractFields" >> ExtractNgrams(2, budget, 4, seed=2,
+                                                         user_field="author",
+                                                         tokens_field="words"))
         assert_same_release(from_tuples, from_fields)
 
 
