@@ -162,7 +162,7 @@ def test_extract_ngrams_from_fields_releases_what_documents_release(form):
 
 
 def test_element_privacy_unit_reads_the_items_field_alone():
-    people = [["w%d" % ((u + j) % 12) for j in range(u % 4 + 1)] for u in range(80)]
+    people = [[f"w{(u + j) % 12}" for j in range(u % 4 + 1)] for u in range(80)]
     rows = [beam.Row(words=tuple(items), n=len(items)) for items in people]
     docs = [[t for t in ["the", "cat", "sat"][: 1 + u % 3]] for u in range(40)]
     with TestPipeline() as p:
