@@ -38,7 +38,7 @@ from typing import Callable, ClassVar, Mapping
 
 import numpy as np
 
-from beam_dpsu import accounting, policies, thresholds
+from beam_dpsu import accounting, delta0, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget
 from beam_dpsu.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
                                    RoundsCalibration, gaussian_calibration, laplace_calibration,
@@ -71,7 +71,7 @@ class MechanismConfig:
 
     def __post_init__(self):
         # Validates whichever of the shared parameters the config has.
-        checks = {"max_items_per_user": thresholds.check_max_items, "alpha": _check_alpha,
+        checks = {"max_items_per_user": delta0.check_max_items_or_auto, "alpha": _check_alpha,
                   "shards": _check_shards}
         for field in dataclasses.fields(self):
             if field.name in checks:
@@ -83,12 +83,21 @@ class MechanismConfig:
 
     def _check_budget(self, budget):
         """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
+        if delta0.is_auto(getattr(self, "max_items_per_user", None)):
+            raise ValueError(
+                f"{self.name}: max_items_per_user='auto' is chosen from the data when the "
+                "pipeline runs, so this config has no calibration of its own; give it to "
+                "SelectItems (its report shows every candidate's), or calibrate "
+                "beam_dpsu.delta0.with_max_items(config, n)")
         if not isinstance(budget, (Budget, ZCDPBudget)):
             raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
         return accounting.require_delta(budget, f"mechanism {self.name!r}")
 
     def to_dict(self) -> dict:
-        return {"name": self.name, **dataclasses.asdict(self)}
+        out = {"name": self.name, **dataclasses.asdict(self)}
+        if delta0.is_auto(getattr(self, "max_items_per_user", None)):
+            out["max_items_per_user"] = self.max_items_per_user.to_dict()
+        return out
 
 
 class ParallelMechanism(MechanismConfig):
@@ -510,7 +519,9 @@ class GreedyWithoutSampling(SequentialMechanism):
         public = (None if pc is None else
                   f"mapping of {len(pc)} items" if isinstance(pc, Mapping) else "PCollection")
         return {"name": "gw-kt" if pc is not None else self.name,
-                "max_items_per_user": self.max_items_per_user, "alpha": self.alpha,
+                "max_items_per_user": (self.max_items_per_user.to_dict()
+                                       if delta0.is_auto(self.max_items_per_user)
+                                       else self.max_items_per_user), "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from beam_dpsu import noise, policies
+from beam_dpsu import delta0, noise, policies
+from beam_dpsu.auto import AutoSelection
 from beam_dpsu.accounting import Budget, ZCDPBudget, check_tight_part
 from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
@@ -21,7 +22,7 @@ from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, Par
 from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
 from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
-from beam_dpsu.report import mechanism_report
+from beam_dpsu.report import auto_report, mechanism_report
 from beam_dpsu.calibration import KeepProbabilityCalibration
 from beam_dpsu.selection import KeepWithProbability, NoisyThreshold
 from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
@@ -136,7 +137,21 @@ class SelectItems(ReleaseTransform):
         self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
                                    items_field=items_field)
         check_tight_part(budget, "mechanism", mechanism, getattr(budget, "for_mechanism", None))
-        self.calibration = mechanism.calibrate(budget)
+        # max_items_per_user="auto": a share of the budget picks Δ0 when the
+        # pipeline runs; every candidate's selection is calibrated now.
+        self.auto_plan = None
+        self._auto_branches: list = []
+        self.chosen_max_items_per_user = None
+        if delta0.is_auto(getattr(mechanism, "max_items_per_user", None)):
+            self.auto_plan = delta0.plan_auto(mechanism, budget)
+            self._auto_branches = [
+                SelectItems(delta0.with_max_items(mechanism, c), self.auto_plan.selection_budget,
+                            seed=seed, hot_key_fanout=hot_key_fanout, privacy_unit="element",
+                            non_private_stats=non_private_stats)
+                for c in self.auto_plan.candidates]
+            self.calibration = None
+        else:
+            self.calibration = mechanism.calibrate(budget)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
@@ -153,6 +168,11 @@ class SelectItems(ReleaseTransform):
     @property
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
+        if self.auto_plan is not None:
+            return auto_report(self.mechanism, self.budget, self.auto_plan,
+                               {c: branch.calibration for c, branch in
+                                zip(self.auto_plan.candidates, self._auto_branches)},
+                               self.seed, self.privacy_unit)
         extra = None
         if isinstance(self.mechanism, SequentialMechanism):
             extra = {"user_order": _user_order(self.mechanism, self.privacy_unit,
@@ -164,6 +184,19 @@ class SelectItems(ReleaseTransform):
         require_global_window(elements, "SelectItems")
         elements = read_fields(elements, self.fields, "SelectItems")
         mechanism = self.mechanism
+        if self.auto_plan is not None:
+            auto = AutoSelection(self.auto_plan, self._auto_branches,
+                                 occurrences=isinstance(mechanism, GreedyWithoutSampling),
+                                 privacy_unit=self.privacy_unit, seed=self.seed)
+            released = elements | "AutoMaxItemsPerUser" >> auto
+            self.chosen_max_items_per_user = auto.chosen_max_items_per_user
+            if self.non_private_stats and isinstance(mechanism, SIPS):
+                self.non_private_released_by_stage = {
+                    f"round_{i}": ([b.non_private_released_by_stage[f"round_{i}"]
+                                    for b in self._auto_branches]
+                                   | f"Round{i}OfChosen" >> beam.Flatten())
+                    for i in range(mechanism.rounds)}
+            return released
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
                                 mechanism.removal, self.hot_key_fanout, self.privacy_unit)
