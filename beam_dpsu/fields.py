@@ -169,7 +169,7 @@ def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
             f"{_names(_field_names(element))}") from None
 
 
-def _user_id(value: Any, element: Any, name: str):
+def _user_id(value: Any, element: Any, name: str) -> Any:
     if value is None or (isinstance(value, (str, bytes)) and not value):
         raise InvalidRecordError(f"field {name!r} (user_field) of {_element_kind(element)} "
                                  "is a missing user id (None or empty)")
@@ -190,10 +190,11 @@ def _as_list(value: Any) -> Any:
 class _ReadFields:
     """One element → its pair, record or document (or, without a user, its items)."""
 
-    def __init__(self, fields: InputFields):
+    def __init__(self, fields: InputFields) -> None:
         self._fields = fields
 
-    def _bad_value(self, value: Any, element: Any, expected: str, hint: str = ""):
+    def _bad_value(self, value: Any, element: Any, expected: str,
+                   hint: str = "") -> InvalidRecordError:
         f = self._fields
         return InvalidRecordError(f"field {f.value_field!r} ({f.value_arg}) of "
                                   f"{_element_kind(element)} must be {expected}, got "
@@ -237,7 +238,7 @@ class _ReadFields:
         return user_id, tuple(value) if f.kind == "tokens" else value
 
 
-def _ngram_pairs(record: tuple) -> list:
+def _ngram_pairs(record: tuple) -> list[tuple]:
     user_id, ngrams = record
     return [(user_id, gram) for gram in ngrams]
 
