@@ -29,7 +29,7 @@ from apache_beam.typehints import typehints
 from apache_beam.typehints.row_type import RowTypeConstraint
 
 from beam_dpsu.bounding import InvalidRecordError, canonical_user_id
-from beam_dpsu.text import a_type
+from beam_dpsu.text import a_type, plural
 
 __all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
            "read_fields"]
@@ -136,8 +136,6 @@ def _element_kind(element: Any) -> str:
 def _field_names(element: Any) -> list:
     if isinstance(element, beam.Row):
         return list(element.as_dict())
-    if isinstance(element, Mapping):
-        return [key for key in element if isinstance(key, str)]
     return list(getattr(element, "_fields", ()))
 
 
@@ -164,9 +162,13 @@ def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
     try:
         return get(name)
     except (AttributeError, KeyError):
+        if isinstance(element, Mapping):
+            # A dict's keys may be data (e.g. {user_id: items}): never listed.
+            fields = f"it has {plural(len(element), 'key')} (not listed: a dict's keys may be data)"
+        else:
+            fields = f"its fields: {_names(_field_names(element))}"
         raise InvalidRecordError(
-            f"{_element_kind(element)} has no field {name!r} ({arg}); its fields: "
-            f"{_names(_field_names(element))}") from None
+            f"{_element_kind(element)} has no field {name!r} ({arg}); {fields}") from None
 
 
 def _user_id(value: Any, element: Any, name: str) -> Any:

@@ -265,9 +265,13 @@ def test_a_schema_without_the_field_fails_when_built(elements, kind):
 
 @pytest.mark.parametrize("element,kwargs,message", [
     ({"author": "secret-user", "text": "secret-item"}, {"item_field": "word"},
-     r"^a dict has no field 'word' \(item_field\); its fields: 'author', 'text'"),
+     r"^a dict has no field 'word' \(item_field\); it has 2 keys \(not listed"),
     ({"name": "secret-user", "word": "secret-item"}, {"item_field": "word"},
-     r"^a dict has no field 'author' \(user_field\); its fields: 'name', 'word'"),
+     r"^a dict has no field 'author' \(user_field\); it has 2 keys \(not listed"),
+    # A dict keyed by data ({user_id: items}): its keys are user ids, never shown.
+    ({"secret-user": ["secret-item"]}, {"item_field": "word"},
+     r"^a dict has no field 'word' \(item_field\); it has 1 key \(not listed: a "
+     r"dict's keys may be data\)"),
     ({"author": None, "word": "secret-item"}, {"item_field": "word"},
      r"^field 'author' \(user_field\) of a dict is a missing user id \(None or empty\)"),
     ({"author": 1.5, "word": "secret-item"}, {"item_field": "word"},
