@@ -100,6 +100,9 @@ def prepare(argv):
     with cli.flag_errors():
         budget = Budget(args.epsilon, args.delta)
     cli.require_selection_delta(budget.delta)
+    if args.max_items_per_user == "auto":
+        raise cli.UsageError("--max-items-per-user auto is not offered here: PipelineDP's "
+                             "max_partitions_contributed takes a fixed int")
     args.max_items_per_user = args.max_items_per_user or 100
     strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
     unknown = set(strategies) - set(PEER_STRATEGIES)

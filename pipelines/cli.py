@@ -72,7 +72,7 @@ from apache_beam.options.pipeline_options import (PipelineOptions,  # noqa: E402
                                                   StandardOptions, _BeamArgumentParser)
 from apache_beam.runners.runner import create_runner  # noqa: E402
 
-from beam_dpsu import configs, noise  # noqa: E402
+from beam_dpsu import configs, delta0, noise  # noqa: E402
 from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.bounding import InvalidRecordError  # noqa: E402
 from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
@@ -454,6 +454,25 @@ def add_input_arguments(parser: argparse.ArgumentParser, formats: Sequence[str])
                    metavar="BOOL", help="do not strip URLs before tokenising")
 
 
+def int_or_auto(text: str):
+    """A --max-items-per-user value: an int, or "auto" (chosen privately, beam_dpsu.delta0)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int or 'auto', got {text!r}") from None
+
+
+def check_calibrates(mechanism, budget) -> None:
+    """Calibrates ``mechanism`` under ``budget`` now, so bad parameters fail before anything
+    runs; with --max-items-per-user auto, every candidate Δ0 (``delta0.plan_auto``)."""
+    if delta0.is_auto(getattr(mechanism, "max_items_per_user", None)):
+        delta0.plan_auto(mechanism, budget)
+    else:
+        mechanism.calibrate(budget)
+
+
 def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = False,
                             public_input: bool = True) -> None:
     """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters;
@@ -466,11 +485,13 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     else:
         g.add_argument(*flags("mechanism"), default="weighted-gaussian", metavar="NAME",
                        help=f"one of: {names}")
-    g.add_argument(*flags("max-items-per-user"), type=int, metavar="N",
+    g.add_argument(*flags("max-items-per-user"), type=int_or_auto, metavar="N|auto",
                    help="Δ0, the contribution bound: how many distinct items of each user are "
                         "kept before anything is counted, sampled uniformly (default: 100) or, "
                         "for gw, the user's most frequent ones (default: 30"
-                        + ("; 300 with --public-input)" if public_input else ")"))
+                        + ("; 300 with --public-input)" if public_input else ")")
+                        + "; 'auto' spends 5%% of the budget on choosing it privately "
+                          "(README 'Choosing Δ0')")
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3, at most 100)")
     g.add_argument(*flags("ratio"), type=float, metavar="R",
@@ -635,7 +656,9 @@ def budget_parts_from_args(args, budget, mechanism=None,
     share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
     with flag_errors():
         basic = split_selection_and_counts(budget, share)
-    if mechanism is None or not isinstance(budget, Budget):
+    if mechanism is None or not isinstance(budget, Budget) or delta0.is_auto(
+            getattr(mechanism, "max_items_per_user", None)):
+        # A tight split is computed for one Δ0; with "auto" there is none yet.
         return basic
     # Bad Δ0 or mechanism parameters fail here, named by their flags, as without
     # the tight split.

@@ -320,7 +320,7 @@ def prepare(argv):
     with cli.flag_errors(**GRID_FLAGS):
         for budget in budgets:  # calibrate everything before running anything
             for mechanism in mechanisms:
-                mechanism.calibrate(budget)
+                cli.check_calibrates(mechanism, budget)
     if not args.no_plot:
         check_plotting()
     args.files = cli.resolve_input(args, FORMATS)

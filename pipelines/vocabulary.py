@@ -76,7 +76,7 @@ def parse_args(argv):
     parts = cli.budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
     with cli.flag_errors():
-        mechanism.calibrate(budget if parts is None else parts.selection)
+        cli.check_calibrates(mechanism, budget if parts is None else parts.selection)
     cli.check_counts(parts, counts_max_items(args))
     cli.check_num_shards(args)
     if args.public_input and not isinstance(mechanism, configs.GreedyWithoutSampling):
@@ -169,6 +169,9 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                                      privacy_unit=privacy_unit)
     released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
         f"{mechanism.name}: released {{n:,}} item{{s}}")}
+    if select.chosen_max_items_per_user is not None:
+        # "auto": the chosen Δ0 is a DP output (the noisy size histogram's choice).
+        released_counts["chosen_max_items_per_user"] = select.chosen_max_items_per_user
     # Per-round sizes of SIPS are not a function of the released set (which
     # round released an item is more than the set): only with --non-private-stats.
     by_stage = select.non_private_released_by_stage
@@ -177,9 +180,11 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
             f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
     static = cli.with_counts_report(select.report, parts, counter, select.calibration)
 
-    def assemble(_, released_items, stats=None, **by_stage):
+    def assemble(_, released_items, stats=None, chosen_max_items_per_user=None, **by_stage):
         report = dict(static)
         report["released_items"] = released_items
+        if chosen_max_items_per_user is not None:
+            report["chosen_max_items_per_user"] = chosen_max_items_per_user
         if stats is not None:
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
             if by_stage:
@@ -200,6 +205,12 @@ def counts_max_items(args) -> int:
     """Δ0 of the counts: --counts-max-items-per-user, else --max-items-per-user, else 100."""
     if args.counts_max_items_per_user is not None:
         return args.counts_max_items_per_user
+    if args.max_items_per_user == "auto":
+        if args.with_counts:
+            raise cli.UsageError(
+                "--with-counts and --max-items-per-user auto need --counts-max-items-per-user: "
+                "the counts' Δ0 is not chosen privately")
+        return 100
     return args.max_items_per_user or 100
 
 
@@ -228,7 +239,10 @@ def run_prepared(job) -> str:
     # Without counts the report's equivalents are this budget's (exact for
     # Gaussian mechanisms); with counts they state the total's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
-    return (f"released {plural(released, 'item')} with {mechanism.name} under "
+    chosen = report.get("chosen_max_items_per_user")
+    return (f"released {plural(released, 'item')} with {mechanism.name}"
+            + ("" if chosen is None else f" (max items per user {chosen:,}, chosen privately)")
+            + " under "
             f"{cli.describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"

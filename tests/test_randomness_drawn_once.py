@@ -141,12 +141,15 @@ def job_pipeline(module, argv):
     ["--mechanism", "sips", "--user-field", "user", "--with-counts", "--non-private-stats"],
     ["--mechanism", "gw", "--user-field", "@row"],
     ["--mechanism", "policy-gaussian", "--user-field", "@row", "--with-counts"],
+    ["--mechanism", "sips", "--user-field", "user", "--with-counts", "--non-private-stats",
+     "--max-items-per-user", "auto", "--counts-max-items-per-user", "5"],
 ])
 def test_vocabulary_job_checkpoints_its_draws(tmp_path, argv):
     from pipelines import vocabulary
+    bound = [] if "--max-items-per-user" in argv else ["--max-items-per-user", "5"]
     p = job_pipeline(vocabulary, [
         "--input", "examples/imdb_2k.csv.gz", "--text-field", "review",
-        "--rho", "0.1", "--delta", "1e-5", "--max-items-per-user", "5",
+        "--rho", "0.1", "--delta", "1e-5", *bound,
         "--output", str(tmp_path / "out"), *argv])
     assert random_fanouts(p) == []
 

@@ -1,0 +1,66 @@
+"""--max-items-per-user auto in the jobs: the chosen Δ0 in the report and the summary."""
+
+import json
+
+import pytest
+
+from pipelines import benchmark_peers, cli, vocabulary
+
+BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field",
+        "review", "--rho", "0.1", "--delta", "1e-5"]
+
+
+def test_the_vocabulary_job_chooses_max_items_privately_and_reports_it(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = vocabulary.main([*BASE, "--mechanism", "weighted-gaussian", "--max-items-per-user",
+                            "auto", "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    chosen = report["chosen_max_items_per_user"]
+    assert chosen in report["max_items_per_user"]["candidates_calibrated"]
+    assert report["max_items_per_user"]["share"] == 0.05
+    assert report["budget"] == {"type": "approx-zcdp", "rho": 0.1, "delta": 1e-5}
+    summary = (captured.out + captured.err).strip().splitlines()
+    assert any(line.startswith("released ") and
+               f"(max items per user {chosen:,}, chosen privately)" in line for line in summary)
+
+
+@pytest.mark.parametrize("value,message", [
+    ("automatic", "expected an int or 'auto', got 'automatic'"),
+    ("1.5", "expected an int or 'auto'"),
+])
+def test_a_bad_value_is_one_error_line(value, message, capsys):
+    code = vocabulary.main([*BASE, "--max-items-per-user", value, "--output", "/tmp/x"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error:") and message in err[0]
+
+
+def test_int_or_auto():
+    assert cli.int_or_auto(" AUTO ") == "auto" and cli.int_or_auto("12") == 12
+
+
+def test_auto_with_counts_needs_the_counts_bound(tmp_path, capsys):
+    code = vocabulary.main([*BASE, "--max-items-per-user", "auto", "--with-counts",
+                            "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--counts-max-items-per-user" in err[0]
+
+
+def test_auto_with_counts_uses_the_basic_split(tmp_path, capsys):
+    out = tmp_path / "o"
+    code = vocabulary.main([*BASE[:-4], "--epsilon", "2", "--delta", "1e-5",
+                            "--max-items-per-user", "auto", "--with-counts",
+                            "--counts-max-items-per-user", "20", "--output", str(out)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["budget_split"]["composition"].startswith("basic composition")
+    assert report["total_budget"]["epsilon"] == 2
+
+
+def test_the_peer_benchmark_refuses_auto(capsys):
+    pytest.importorskip("pipeline_dp")
+    code = benchmark_peers.main([*BASE[:-4], "--epsilon", "1", "--delta", "1e-5",
+                                 "--max-items-per-user", "auto"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "fixed int" in err[-1]
