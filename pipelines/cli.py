@@ -597,6 +597,8 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     if inferred:
         args.format = infer_format(files, formats)
     how = " (inferred from the file name)" if inferred else ""
+    if items_field and args.format != "parquet":
+        raise UsageError(f"--items-field applies to --format parquet, not {args.format}{how}")
     if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
         hint = ("; for headerless lines of user,item give --format pairs"
                 if args.format == "csv" and "pairs" in formats else "")
@@ -608,8 +610,6 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     if args.format not in ("csv", "jsonl", "parquet") and (args.user_field or args.text_field):
         raise UsageError(f"--user-field and --text-field apply to --format csv, jsonl or "
                          f"parquet, not {args.format}")
-    if items_field and args.format != "parquet":
-        raise UsageError(f"--items-field applies to --format parquet, not {args.format}")
     skip = getattr(args, "skip_header_lines", 0) or 0
     if skip < 0:
         raise UsageError(f"--skip-header-lines must be >= 0, got {skip}")

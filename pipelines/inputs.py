@@ -378,7 +378,8 @@ _MAGIC_HINTS = ((b"PK\x03\x04", "it is a zip archive: only --format msnbc reads 
                 (b"BZh", "it may hold bzip2 data: name it .bz2 to have it decompressed"),
                 (b"\xfd7zXZ\x00", "it holds xz data: name it .xz to have it decompressed"),
                 (b"\x28\xb5\x2f\xfd", "it holds zstd data: name it .zst to have it "
-                                      "decompressed"))
+                                      "decompressed"),
+                (b"PAR1", "it is a Parquet file: give --format parquet"))
 
 
 def _decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[int, str]]:
@@ -877,8 +878,10 @@ class ParquetFields:
                                        f"{arrow_type}, expected {_PARQUET_EXPECTED[role]}")
 
     def check_footer_nulls(self, path: str, metadata: pq.FileMetaData) -> None:
-        """Raises when the footer's statistics count a null in a column read, naming the
-        rows of its row group (files without statistics are checked as they are read)."""
+        """Raises when the footer's statistics count a null in a user or text column,
+        naming the rows of its row group. (A list column's statistics count an empty
+        list as a null too; those, and files without statistics, are checked as they
+        are read.)"""
         first_row = 1
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
@@ -887,7 +890,7 @@ class ParquetFields:
                 if stats is None or not stats.has_null_count or not stats.null_count:
                     continue
                 for role, column in self.roles:
-                    if chunk.path_in_schema.split(".")[0] == column:
+                    if role != "items" and chunk.path_in_schema == column:
                         last_row = first_row + row_group.num_rows - 1
                         raise _parquet_null(path, role, column,
                                             f"rows {first_row}–{last_row} (row group "
