@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 
-import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -314,5 +313,6 @@ def test_format_inferred_from_parquet_suffix():
 @pytest.mark.parametrize("job", [vocabulary, ngrams, evaluate])
 def test_help_lists_parquet_and_the_items_field(job):
     text = " ".join(job.build_parser().format_help().split())
-    assert "parquet: Parquet files, read with --user-field and --text-field or --items-field" in text
+    assert ("parquet: Parquet files, read with --user-field and --text-field or "
+            "--items-field") in text
     assert ".parquet → parquet" in text and "--items-field FIELD" in text
