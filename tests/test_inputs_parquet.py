@@ -138,16 +138,29 @@ def test_peer_benchmark_reads_parquet(tmp_path, capsys):
     assert [line.split("|")[1].strip() for line in out.splitlines()[2:]] == ["2", "2"]
 
 
-def test_row_groups_dictionary_and_large_string_columns(tmp_path):
+def test_row_groups_dictionary_large_string_and_binary_columns(tmp_path):
     # pandas categoricals are dictionary-encoded; large_string is what some
-    # writers use. Every row of every row group is read, none twice.
+    # writers use. Every row of every row group is read, none twice. Binary
+    # user ids stay bytes (an id, never shown); integer ids become text, as in jsonl.
     users = pa.array([f"u{i % 7}" for i in range(40)]).dictionary_encode()
     texts = pa.array([f"w{i}" for i in range(40)], type=pa.large_string())
-    path = write_parquet(tmp_path / "d.parquet", {"user": users, "text": texts},
-                         row_group_size=6)
+    text_path = write_parquet(tmp_path / "d.parquet", {"user": users, "text": texts},
+                              row_group_size=6)
+    items = pa.array([["x", "y"], []], type=pa.large_list(pa.string()))
+    binary_path = write_parquet(tmp_path / "b.parquet",
+                                {"user": pa.array([b"\xff\x00", b"k"]), "items": items})
+    int_path = write_parquet(tmp_path / "i.parquet",
+                             {"user": pa.array([7], pa.int32()), "items": [["z"]]})
     with TestPipeline() as p:
-        records = p | ReadUserItems(path, "parquet", "user", "text")
-        assert_that(records, equal_to([(f"u{i % 7}", [f"w{i}"]) for i in range(40)]))
+        texts_read = p | "Texts" >> ReadUserItems(text_path, "parquet", "user", "text")
+        assert_that(texts_read, equal_to([(f"u{i % 7}", [f"w{i}"]) for i in range(40)]),
+                    label="CheckTexts")
+        binary_read = p | "Binary" >> ReadUserItems(binary_path, "parquet", "user",
+                                                    items_field="items")
+        assert_that(binary_read, equal_to([(b"\xff\x00", ["x", "y"]), (b"k", [])]),
+                    label="CheckBinary")
+        int_read = p | "Int" >> ReadUserItems(int_path, "parquet", "user", items_field="items")
+        assert_that(int_read, equal_to([("7", ["z"])]), label="CheckInt")
 
 
 # -- errors ------------------------------------------------------------------------------
