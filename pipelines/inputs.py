@@ -872,6 +872,9 @@ class ParquetFields:
                         else "; is the column name right?")
                 raise InputFormatError(f"{path}: no column {column!r} ({flag}), expected "
                                        f"{_PARQUET_EXPECTED[role]}{hint}")
+            if len(schema.get_all_field_indices(column)) > 1:
+                raise InputFormatError(f"{path}: more than one column is named {column!r} "
+                                       f"({flag}); which one to read is ambiguous")
             arrow_type = schema.field(column).type
             if not _fits(role, arrow_type):
                 raise InputFormatError(f"{path}: column {column!r} ({flag}) is of type "

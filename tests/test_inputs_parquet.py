@@ -241,6 +241,14 @@ def test_footer_checks(tmp_path, columns, fields, message):
     assert code == 2 and message in err and SECRET not in err, err
 
 
+def test_two_columns_of_one_name_are_refused(tmp_path):
+    table = pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"]), pa.array(["x"])],
+                                 names=["user", "user", "text"])
+    with pytest.raises(InputFormatError, match="x.parquet: more than one column is named "
+                                               "'user' \\(--user-field\\)"):
+        ParquetFields("user", text="text").check_schema("x.parquet", table.schema)
+
+
 def test_a_compressed_parquet_file_name_is_refused(good, tmp_path):
     path = tmp_path / "x.parquet.gz"
     os.rename(good, path)
