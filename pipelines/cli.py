@@ -586,7 +586,8 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     The first records (up to 100) of (up to 32 of) the matched files are
     parsed here, before any pipeline is built, so a wrong format, a corrupt or
     binary file, a missing field or an input with no records fails at once
-    (with the file, line and field, never the record's text).
+    (with the file, line and field, never the record's text). Parquet files
+    are checked from their footers instead (``inputs.inspect_parquet``).
     """
     items_field = getattr(args, "items_field", None)
     if args.text_field and items_field:
