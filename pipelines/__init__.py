@@ -19,13 +19,14 @@ class _BeamNoiseFilter(logging.Filter):
     * ``Discarding unparseable args``: the jobs validate every flag themselves;
     * the ERROR log (with traceback) Beam writes before re-raising an
       exception from a DoFn, when the exception is one the job reports as a
-      clean ``error:`` line (bad record, bad input file, windowed input).
+      clean ``error:`` line (bad record, bad input file, windowed input, a
+      failure in the step reading Parquet row groups).
     """
 
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
                  "No semi_persistent_directory found")
     _CLEAN_ERRORS = ("InputFormatError", "InvalidRecordError", "NonGlobalWindowError",
-                     "UsageError")
+                     "UsageError", "ReadParquetRowGroups/")  # inputs.PARQUET_READ_STEP
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:

@@ -166,7 +166,8 @@ def read_only_pipeline(pipeline, job: str, job_args, count_path: str) -> None:
     _ = (pipeline
          | "Read" >> read(job_args.input, job_args.format, job_args.user_field,
                           job_args.text_field, tokenizer, job_args.skip_header_lines,
-                          files=job_args.files)
+                          files=job_args.files,
+                          items_field=getattr(job_args, "items_field", None))
          | "PairsPerRecord" >> beam.Map(lambda e: len(items_of(e[1])))
          | "SumPairs" >> beam.CombineGlobally(sum)
          | "Write" >> beam.io.WriteToText(count_path, shard_name_template=""))

@@ -126,7 +126,7 @@ def run_prepared(job) -> str:
     def read(p):
         return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
                                             args.text_field, tokenizer, args.skip_header_lines,
-                                            files=args.files)
+                                            files=args.files, items_field=args.items_field)
 
     runs = [(f"PipelineDP {s.lower()}", lambda pairs, s=s: pipeline_dp_select(
         pairs, s, budget, max_items)) for s in job.strategies]

@@ -24,7 +24,8 @@ What a new user meets, and where it is handled:
 * Input (:func:`resolve_input`): ``--format`` inferred from the file names,
   then the first records (up to 100) of each file parsed on the launching machine before
   any pipeline is built, so a wrong format, a corrupt or binary file, a
-  missing column or an empty input fails in a second with a clear message.
+  missing column or an empty input fails in a second with a clear message
+  (Parquet: every file's footer, its schema and null counts, is read instead).
 * Output (:func:`prepare_output`): a folder that holds files is refused
   unless ``--overwrite``; the run writes into a hidden sibling folder renamed
   into place when it succeeds, so the folder appears complete or not at all.
@@ -83,7 +84,8 @@ from beam_dpsu.report import dp_equivalents, to_json  # noqa: E402
 from beam_dpsu.text import Tokenizer  # noqa: E402
 from beam_dpsu.windowing import NonGlobalWindowError  # noqa: E402
 from pipelines.inputs import (FORMAT_HELP, ROW_AS_USER, InputFormatError,  # noqa: E402
-                              check_input_exists, infer_format, inspect_input)
+                              ParquetFields, check_input_exists, infer_format, inspect_input,
+                              inspect_parquet, parquet_read_error)
 
 __all__ = [
     "UsageError", "JobArgumentParser", "flags", "boolean", "parse_job_args",
@@ -435,15 +437,19 @@ def add_input_arguments(parser: argparse.ArgumentParser, formats: Sequence[str])
                         ".xz files are decompressed")
     inferable = ", ".join(f"{ext} → {fmt}" for ext, fmt in
                           ((".csv", "csv"), (".jsonl", "jsonl"), (".txt", "text"),
-                           (".zip/.seq", "msnbc")) if fmt in formats)
+                           (".zip/.seq", "msnbc"), (".parquet", "parquet")) if fmt in formats)
     g.add_argument(*flags("format"), choices=formats, metavar="{" + ",".join(formats) + "}",
                    help="; ".join(f"{f}: {FORMAT_HELP[f]}" for f in formats)
                         + f" (default: inferred from the file names: {inferable})")
     g.add_argument(*flags("user-field"), metavar="FIELD",
-                   help="csv/jsonl: the field holding the user id; csv: '@row' makes each row "
-                        "its own user")
+                   help="csv/jsonl/parquet: the field holding the user id; csv/parquet: '@row' "
+                        "makes each row its own user")
     g.add_argument(*flags("text-field"), metavar="FIELD",
-                   help="csv/jsonl: the field holding the user's text")
+                   help="csv/jsonl/parquet: the field holding the user's text (tokenised)")
+    if "parquet" in formats:
+        g.add_argument(*flags("items-field"), metavar="FIELD",
+                       help="parquet, instead of --text-field: a list-of-strings column "
+                            "holding items already tokenised, used as they are")
     if "pairs" in formats or "text" in formats:
         g.add_argument(*flags("skip-header-lines"), type=int, default=0, metavar="N",
                        help="pairs/text: lines to skip at the top of each file")
@@ -601,21 +607,31 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     The first records (up to 100) of (up to 32 of) the matched files are
     parsed here, before any pipeline is built, so a wrong format, a corrupt or
     binary file, a missing field or an input with no records fails at once
-    (with the file, line and field, never the record's text).
+    (with the file, line and field, never the record's text). Parquet files
+    are checked from their footers instead (``inputs.inspect_parquet``).
     """
+    items_field = getattr(args, "items_field", None)
+    if args.text_field and items_field:
+        raise UsageError("--text-field and --items-field exclude each other: give the text "
+                         "column (tokenised) or the items column (used as is)")
     files = check_input_exists(getattr(args, option))
     inferred = args.format is None
     if inferred:
         args.format = infer_format(files, formats)
+    how = " (inferred from the file name)" if inferred else ""
+    if items_field and args.format != "parquet":
+        raise UsageError(f"--items-field applies to --format parquet, not {args.format}{how}")
     if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
-        how = " (inferred from the file name)" if inferred else ""
         hint = ("; for headerless lines of user,item give --format pairs"
                 if args.format == "csv" and "pairs" in formats else "")
         raise UsageError(f"--format {args.format}{how} needs --user-field and "
                          f"--text-field{hint}")
-    if args.format not in ("csv", "jsonl") and (args.user_field or args.text_field):
-        raise UsageError(f"--user-field and --text-field apply to --format csv or jsonl, "
-                         f"not {args.format}")
+    if args.format == "parquet" and not (args.user_field and (args.text_field or items_field)):
+        raise UsageError(f"--format parquet{how} needs --user-field and --text-field (a text "
+                         "column) or --items-field (a list-of-strings column)")
+    if args.format not in ("csv", "jsonl", "parquet") and (args.user_field or args.text_field):
+        raise UsageError(f"--user-field and --text-field apply to --format csv, jsonl or "
+                         f"parquet, not {args.format}")
     skip = getattr(args, "skip_header_lines", 0) or 0
     if skip < 0:
         raise UsageError(f"--skip-header-lines must be >= 0, got {skip}")
@@ -623,7 +639,11 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
         # A csv/jsonl header names the fields; msnbc skips its own header.
         raise UsageError(f"--skip-header-lines applies to --format pairs or text, not "
                          f"{args.format}")
-    inspect_input(files, args.format, args.user_field, args.text_field, skip)
+    if args.format == "parquet":
+        inspect_parquet(files, ParquetFields(args.user_field, args.text_field or None,
+                                             items_field or None))
+    else:
+        inspect_input(files, args.format, args.user_field, args.text_field, skip)
     return files
 
 
@@ -697,13 +717,15 @@ def count_released(records, released, parts: SelectionAndCountsBudget,
 
 
 def privacy_unit_from_args(args) -> str:
-    """"element" when the job makes each record its own user (csv with ``--user-field
-    @row``, text: one user per line), else "user_id" (records merged per user id).
+    """"element" when the job makes each record its own user (csv or parquet with
+    ``--user-field @row``, text: one user per line), else "user_id" (records merged
+    per user id).
 
     Those records' ids (``<file>:<row>``) are distinct by construction, so
     the per-user merge, a shuffle of every record, has nothing to merge.
     """
-    if args.format == "text" or (args.format == "csv" and args.user_field == ROW_AS_USER):
+    if args.format == "text" or (args.format in ("csv", "parquet")
+                                 and args.user_field == ROW_AS_USER):
         return "element"
     return "user_id"
 
@@ -1220,7 +1242,7 @@ def error_message(exc: BaseException) -> str | None:
     else:
         match = _WRAPPED.search(str(exc))
         if not match:
-            return None
+            return parquet_read_error(exc)
         text = match.group(2)
     return _STEP.sub("", text.strip().splitlines()[0] if text.strip() else text).strip()
 

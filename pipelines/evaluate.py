@@ -151,7 +151,8 @@ def build_cache(args, options, cache_dir: str) -> None:
         _ = (p
              | "ReadUserItems" >> ReadUserItems(args.input, args.format, args.user_field,
                                                 args.text_field, tokenizer,
-                                                args.skip_header_lines, files=args.files)
+                                                args.skip_header_lines, files=args.files,
+                                                items_field=getattr(args, "items_field", None))
              | "GroupByUser" >> beam.GroupByKey()
              | "UserItems" >> beam.MapTuple(lambda user, records: (
                  user, [item for record in records for item in items_of(record)]))

@@ -18,6 +18,12 @@ Formats (``--format``; inferred from the file names when not given, see
 * ``text``: one user per line, the whole line is their text; the user id is
   ``<file>:<line number>``.
 * ``msnbc`` (n-grams only): the UCI MSNBC sequence file, zipped or not.
+* ``parquet``: Parquet files, read with Beam's Parquet source, only the
+  columns needed: ``--user-field`` (a string, integer or binary column, or
+  ``@row``) and either ``--text-field`` (a string column, tokenised) or
+  ``--items-field`` (a list of strings: items already tokenised, used as
+  is). Every file's footer is checked before a pipeline is built (see
+  :func:`inspect_parquet`).
 
 Files are matched with Beam's filesystems (local, gs://, …) and decompressed
 by extension (.gz, .bz2, .zst/.zstd, .deflate, .xz/.lzma) with Python's
@@ -41,6 +47,8 @@ from __future__ import annotations
 
 import bz2
 import csv
+import dataclasses
+import difflib
 import functools
 import io
 import json
@@ -48,14 +56,20 @@ import logging
 import lzma
 import os
 import typing
+import uuid
 import zipfile
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Sequence
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
 from beam_dpsu.text import Tokenizer, a_type, plural
 
@@ -67,10 +81,11 @@ except ImportError:  # pragma: no cover - an apache-beam dependency
 __all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "FIELD_SIZE_LIMIT", "InputFormatError",
            "check_input_exists", "open_input", "infer_format", "inspect_input", "record_parser",
            "parse_pairs", "parse_csv", "parse_jsonl", "parse_text", "parse_msnbc",
-           "ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments", "items_of"]
+           "ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments", "items_of",
+           "ParquetFields", "inspect_parquet", "ReadParquetRecords", "parquet_read_error"]
 
-FORMATS = ("pairs", "csv", "jsonl", "text")
-DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc")
+FORMATS = ("pairs", "csv", "jsonl", "text", "parquet")
+DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc", "parquet")
 
 FORMAT_HELP = {
     "pairs": "CSV lines user,item, items used as is",
@@ -78,11 +93,12 @@ FORMAT_HELP = {
     "jsonl": "one JSON object per line, read with --user-field and --text-field",
     "text": "one user per line, the line is their text",
     "msnbc": "the UCI MSNBC sequence file, zipped or not",
+    "parquet": "Parquet files, read with --user-field and --text-field or --items-field",
 }
 
 # File name endings (after any compression suffix) → the format they imply.
 EXTENSION_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "text",
-                     ".zip": "msnbc", ".seq": "msnbc"}
+                     ".zip": "msnbc", ".seq": "msnbc", ".parquet": "parquet"}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd", ".deflate", ".xz", ".lzma")
 
 ROW_AS_USER = "@row"
@@ -134,8 +150,8 @@ def _uncompressed_name(path: str) -> str:
 
 def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
     """The format the file names imply (``.csv`` → csv, ``.jsonl`` → jsonl, ``.txt`` →
-    text, ``.zip``/``.seq`` → msnbc, compressed or not); raises when they imply none
-    of ``formats`` or disagree."""
+    text, ``.zip``/``.seq`` → msnbc, compressed or not; ``.parquet`` → parquet);
+    raises when they imply none of ``formats`` or disagree."""
     found = {}
     for path in files:
         ext = os.path.splitext(_uncompressed_name(path))[1]
@@ -362,7 +378,8 @@ _MAGIC_HINTS = ((b"PK\x03\x04", "it is a zip archive: only --format msnbc reads 
                 (b"BZh", "it may hold bzip2 data: name it .bz2 to have it decompressed"),
                 (b"\xfd7zXZ\x00", "it holds xz data: name it .xz to have it decompressed"),
                 (b"\x28\xb5\x2f\xfd", "it holds zstd data: name it .zst to have it "
-                                      "decompressed"))
+                                      "decompressed"),
+                (b"PAR1", "it is a Parquet file: give --format parquet"))
 
 
 def _decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[int, str]]:
@@ -772,6 +789,261 @@ def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
         raise InputFormatError(f"no records in the input: {what} empty or only a header")
 
 
+# -- Parquet ------------------------------------------------------------------------------
+
+# What each role's column must hold, as errors name it.
+_PARQUET_EXPECTED = {"user": "a string, integer or binary column",
+                     "text": "a string column", "items": "a list of strings"}
+_PARQUET_FLAGS = {"user": "--user-field", "text": "--text-field", "items": "--items-field"}
+
+# Footers read at once when a Parquet input is checked (remote stores answer slowly).
+_FOOTER_READERS = 16
+
+# The label of the step that reads Parquet row groups: a failure inside it
+# (Beam's reader raises pyarrow's own errors) is recognised by it.
+PARQUET_READ_STEP = "ReadParquetRowGroups"
+
+
+def _is_text_type(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def _value_type(arrow_type: pa.DataType) -> pa.DataType:
+    """A dictionary-encoded column's value type (pandas categoricals), else the type."""
+    return arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+
+
+def _fits(role: str, arrow_type: pa.DataType) -> bool:
+    arrow_type = _value_type(arrow_type)
+    if role == "user":
+        return (_is_text_type(arrow_type) or pa.types.is_integer(arrow_type)
+                or pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type))
+    if role == "text":
+        return _is_text_type(arrow_type)
+    return ((pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+            and _is_text_type(arrow_type.value_type))
+
+
+@dataclasses.dataclass(frozen=True)
+class ParquetFields:
+    """The columns a Parquet input is read from: the user id (``user``, or ``"@row"``:
+    each row is its own user) and either ``text`` (a string column, tokenised) or
+    ``items`` (a list-of-strings column, items already tokenised, used as is).
+
+    Raises:
+      ValueError: without a user field, or without exactly one of text and items.
+    """
+
+    user: str
+    text: str | None = None
+    items: str | None = None
+
+    def __post_init__(self):
+        if not self.user:
+            raise ValueError("a Parquet input needs --user-field")
+        if (self.text is None) == (self.items is None):
+            raise ValueError("a Parquet input needs one of --text-field and --items-field")
+
+    @property
+    def value(self) -> str:
+        """The column of each row's text or items."""
+        return typing.cast(str, self.text or self.items)
+
+    @property
+    def roles(self) -> list[tuple[str, str]]:
+        """(role, column) of each column read: ``user`` (unless ``@row``), then
+        ``text`` or ``items``."""
+        value = ("text", self.value) if self.text else ("items", self.value)
+        return ([] if self.user == ROW_AS_USER else [("user", self.user)]) + [value]
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns read (no other column leaves the file)."""
+        return [column for _, column in self.roles]
+
+    def check_schema(self, path: str, schema: pa.Schema) -> None:
+        """Raises ``InputFormatError`` naming the file, the column and the type expected
+        when a column is missing or of the wrong type."""
+        for role, column in self.roles:
+            flag = _PARQUET_FLAGS[role]
+            if column not in schema.names:
+                close = difflib.get_close_matches(column, schema.names, n=1)
+                hint = (f"; did you mean {close[0]!r}?" if close
+                        else "; is the column name right?")
+                raise InputFormatError(f"{path}: no column {column!r} ({flag}), expected "
+                                       f"{_PARQUET_EXPECTED[role]}{hint}")
+            if len(schema.get_all_field_indices(column)) > 1:
+                raise InputFormatError(f"{path}: more than one column is named {column!r} "
+                                       f"({flag}); which one to read is ambiguous")
+            arrow_type = schema.field(column).type
+            if not _fits(role, arrow_type):
+                raise InputFormatError(f"{path}: column {column!r} ({flag}) is of type "
+                                       f"{arrow_type}, expected {_PARQUET_EXPECTED[role]}")
+
+    def check_footer_nulls(self, path: str, metadata: pq.FileMetaData) -> None:
+        """Raises when the footer's statistics count a null in a user or text column,
+        naming the rows of its row group. (A list column's statistics count an empty
+        list as a null too; those, and files without statistics, are checked as they
+        are read.)"""
+        first_row = 1
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for chunk in (row_group.column(c) for c in range(row_group.num_columns)):
+                stats = chunk.statistics
+                if stats is None or not stats.has_null_count or not stats.null_count:
+                    continue
+                for role, column in self.roles:
+                    if role != "items" and chunk.path_in_schema == column:
+                        last_row = first_row + row_group.num_rows - 1
+                        raise _parquet_null(path, role, column,
+                                            f"rows {first_row}–{last_row} (row group "
+                                            f"{group + 1})")
+            first_row += row_group.num_rows
+
+    def check_values(self, path: str, table: pa.Table) -> None:
+        """Raises on a null, an empty user id or an empty item in ``table`` (one row group
+        of ``path``; Beam's reader does not say which, so the error names the file)."""
+        for role, column in self.roles:
+            values = _plain(table.column(column))
+            if values.null_count:
+                raise _parquet_null(path, role, column)
+            flag = _PARQUET_FLAGS[role]
+            if role == "items":
+                items = pc.list_flatten(values)
+                if items.null_count:
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a list "
+                                           "with a null item")
+                if _any_empty(items):
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
+                                           "empty item")
+            elif role == "user" and not pa.types.is_integer(values.type) and _any_empty(values):
+                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an empty "
+                                       "user id")
+
+
+def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary-encoded column decoded."""
+    if pa.types.is_dictionary(values.type):
+        return values.cast(values.type.value_type)
+    return values
+
+
+def _any_empty(values: pa.ChunkedArray | pa.Array) -> bool:
+    return len(values) > 0 and bool(pc.any(pc.equal(pc.binary_length(values), 0)).as_py())
+
+
+def _parquet_null(path: str, role: str, column: str, rows: str = "") -> InputFormatError:
+    where = f"{path}: {rows}: " if rows else f"{path}: "
+    what = {"user": "a user id", "text": "a text (an empty string for none)",
+            "items": "a list of items (an empty list for none)"}[role]
+    return InputFormatError(f"{where}column {column!r} ({_PARQUET_FLAGS[role]}) holds a null "
+                            f"(missing) value; every row needs {what}")
+
+
+def _parquet_footer_rows(path: str, fields: ParquetFields) -> int:
+    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows."""
+    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+        raise InputFormatError(
+            f"{path}: a Parquet file is read as it is (its columns are compressed inside): "
+            "decompress it, or drop the compression suffix from its name")
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            metadata = pq.read_metadata(f)
+    except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError, the filesystems' own
+        raise InputFormatError(f"{path}: not a readable Parquet file ({_error_kind(exc)}): "
+                               "is it cut short, corrupt, or not Parquet?") from None
+    fields.check_schema(path, metadata.schema.to_arrow_schema())
+    fields.check_footer_nulls(path, metadata)
+    return metadata.num_rows
+
+
+def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
+    """Reads the footer of every file (not its data) before a pipeline is built; raises
+    ``InputFormatError`` naming the file when one is cut short or not Parquet, lacks a
+    column or has one of the wrong type, when the footer's statistics count a null in
+    a column read, or when no file holds a row."""
+    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
+        rows = sum(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
+    if not rows:
+        what = (f"{files[0]} has" if len(files) == 1
+                else f"all {len(files)} files ({os.path.dirname(files[0])}/…) have")
+        raise InputFormatError(f"no records in the input: {what} no rows")
+
+
+def parquet_read_error(exc: BaseException) -> str | None:
+    """The one-line message of a failure inside Beam's Parquet reader (a data page that
+    cannot be decoded, a file changed since it was checked), or None.
+
+    Beam's reader raises pyarrow's own error, which does not name the file;
+    only its type is kept (the text might quote bytes of the file).
+    """
+    if f"{PARQUET_READ_STEP}/" not in str(exc):
+        return None
+    return (f"a Parquet input file cannot be read ({_error_kind(exc)} in Beam's Parquet "
+            "reader, which does not name the file): is one corrupt, or was it changed "
+            "since the job checked its footer?")
+
+
+class _ParquetRowsFn(beam.DoFn):
+    """(path, one row group as a table) → (user, text or items) per row.
+
+    With ``@row`` each row's id is its file, a token of its row group and its
+    index there: distinct, as the element-level privacy unit needs.
+    """
+
+    def __init__(self, fields: ParquetFields, log_records: bool):
+        self._fields = fields
+        self._log_records = log_records
+
+    def process(self, path_and_table: tuple[str, pa.Table]) -> Iterator[tuple]:
+        path, table = path_and_table
+        fields = self._fields
+        # A column missing from this file reads as nothing: checked again here.
+        fields.check_schema(path, table.schema)
+        fields.check_values(path, table)
+        values = _plain(table.column(fields.value)).to_pylist()
+        if fields.user == ROW_AS_USER:
+            group = uuid.uuid4().hex
+            users: typing.Iterable = (f"{path}:{group}:{i}" for i in range(len(values)))
+        else:
+            user_column = _plain(table.column(fields.user))
+            if pa.types.is_integer(user_column.type):  # as in jsonl: an integer id is text
+                user_column = user_column.cast(pa.string())
+            users = user_column.to_pylist()
+        if self._log_records:
+            _LOG.info(f"read {plural(len(values), 'record')} from a row group of {path} "
+                      "(non-private count)")
+        yield from zip(users, values)
+
+
+class ReadParquetRecords(beam.PTransform):
+    """Parquet files → (user, tokens) records, one per row, with Beam's Parquet source.
+
+    Only the columns ``fields`` names are read. A text column is tokenised
+    with ``tokenizer``; an items column is used as is. A row with a null
+    field, an empty user id or an empty item fails the pipeline with an
+    ``InputFormatError`` naming the file and the column; so does a file that
+    lacks a column (Beam's reader would read it as no rows).
+    """
+
+    def __init__(self, pattern: str, fields: ParquetFields, tokenizer: Tokenizer = Tokenizer(),
+                 log_records: bool = False):
+        super().__init__()
+        self._pattern, self._fields = pattern, fields
+        self._tokenizer, self._log_records = tokenizer, log_records
+
+    def expand(self, pbegin):
+        records = (pbegin
+                   | "Pattern" >> beam.Create([self._pattern])
+                   | PARQUET_READ_STEP >> ReadAllFromParquetBatched(
+                       columns=self._fields.columns, with_filename=True)
+                   | "Rows" >> beam.ParDo(_ParquetRowsFn(self._fields, self._log_records)))
+        if self._fields.items is not None:
+            return records
+        tokenizer = self._tokenizer
+        return records | "Tokenize" >> beam.MapTuple(lambda user, text: (user, tokenizer(text)))
+
+
 class _ParseFileFn(beam.DoFn):
     """Parses one matched file into records, logging which file it reads.
 
@@ -841,6 +1113,17 @@ class ReadUserTexts(beam.PTransform):
                                                   self._log_records)
 
 
+def _parquet_fields(fmt: str, user_field: str | None, text_field: str | None,
+                    items_field: str | None) -> ParquetFields | None:
+    """The columns of a ``parquet`` input; None for other formats (which have no
+    items field)."""
+    if fmt == "parquet":
+        return ParquetFields(user_field or "", text_field, items_field)
+    if items_field is not None:
+        raise ValueError(f"an items field applies to the parquet format only, not {fmt!r}")
+    return None
+
+
 def items_of(value) -> list:
     """The items in field 1 of what ``ReadUserItems`` gives: one item (a pairs file's
     line) or a row's tokens."""
@@ -852,16 +1135,20 @@ class ReadUserItems(beam.PTransform):
 
     Text formats (csv, jsonl, text): one ``(user, tokens)`` record per row or
     line, tokenised with ``tokenizer``. ``pairs``: one ``(user, item)`` pair
-    per line, as written. A user may span several rows or lines:
-    ``SelectItems`` merges them per user before bounding.
+    per line, as written. ``parquet``: one ``(user, tokens)`` record per row,
+    its ``text_field`` tokenised or its ``items_field`` (a list of strings)
+    as is. A user may span several rows or lines: ``SelectItems`` merges them
+    per user before bounding.
     """
 
     def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
                  text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
-                 skip_header_lines: int = 0, files=None, log_records: bool = False):
+                 skip_header_lines: int = 0, files=None, log_records: bool = False,
+                 items_field: str | None = None):
         super().__init__()
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
+        self._parquet = _parquet_fields(fmt, user_field, text_field, items_field)
         self._pattern = pattern
         self._fmt = fmt
         self._user_field = user_field
@@ -871,6 +1158,9 @@ class ReadUserItems(beam.PTransform):
         self._files, self._log_records = files, log_records
 
     def expand(self, pbegin):
+        if self._parquet is not None:
+            return pbegin | "ReadParquet" >> ReadParquetRecords(
+                self._pattern, self._parquet, self._tokenizer, self._log_records)
         if self._fmt == "pairs":
             return pbegin | "ReadPairFiles" >> _ReadFiles(
                 self._pattern, record_parser("pairs", skip_header_lines=self._skip),
@@ -903,7 +1193,9 @@ class ReadDocuments(beam.PTransform):
     """Files → (user, tokens) documents, for n-gram extraction.
 
     csv/jsonl/text are tokenised with ``tokenizer``; ``msnbc`` is the UCI
-    sequence file, one user per line (its header skipped). With
+    sequence file, one user per line (its header skipped); ``parquet`` rows
+    are tokenised from ``text_field`` or are ``items_field`` as is (the
+    sequence of tokens, in order). With
     ``as_elements`` each record is only its list of tokens, no user id (what
     ``ExtractNgrams(privacy_unit="element")`` takes, where every record is
     its own user): no id is made, and no step is added to drop it.
@@ -912,12 +1204,13 @@ class ReadDocuments(beam.PTransform):
     def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
                  text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
                  skip_header_lines: int = 0, files=None, log_records: bool = False,
-                 as_elements: bool = False):
+                 as_elements: bool = False, items_field: str | None = None):
         super().__init__()
         self._as_elements = as_elements
         if fmt not in DOCUMENT_FORMATS:
             raise ValueError(f"unknown document format {fmt!r}; choose one of "
                              f"{list(DOCUMENT_FORMATS)}")
+        self._parquet = _parquet_fields(fmt, user_field, text_field, items_field)
         self._pattern, self._fmt = pattern, fmt
         self._user_field, self._text_field = user_field, text_field
         self._tokenizer, self._skip = tokenizer, skip_header_lines
@@ -928,6 +1221,13 @@ class ReadDocuments(beam.PTransform):
             parse = functools.partial(parse_msnbc, ids=not self._as_elements)
             return pbegin | "ReadMsnbc" >> _ReadFiles(self._pattern, parse, self._files,
                                                       self._log_records)
+        if self._parquet is not None:
+            as_document = ((lambda record: record[1]) if self._as_elements
+                           else (lambda record: (record[0], tuple(record[1]))))
+            return (pbegin
+                    | "ReadParquet" >> ReadParquetRecords(self._pattern, self._parquet,
+                                                          self._tokenizer, self._log_records)
+                    | "AsDocuments" >> beam.Map(as_document))
         tokenizer = self._tokenizer
         tokenize = ((lambda record: tokenizer(record[1])) if self._as_elements
                     else (lambda record: (record[0], tuple(tokenizer(record[1])))))

@@ -214,7 +214,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
         args.input, args.format, args.user_field, args.text_field,
         cli.tokenizer_from_args(args), args.skip_header_lines,
         files=getattr(args, "files", None), log_records=args.non_private_stats,
-        as_elements=read_elements)
+        as_elements=read_elements, items_field=args.items_field)
     if elements and not read_elements:
         extract_input = documents | "OnePersonEach" >> beam.Map(lambda doc: list(doc[1]))
     released = extract_input | "Extract" >> transform

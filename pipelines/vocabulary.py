@@ -140,7 +140,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     elements = pipeline | "ReadUserItems" >> ReadUserItems(
         args.input, args.format, args.user_field, args.text_field, tokenizer,
         args.skip_header_lines, files=getattr(args, "files", None),
-        log_records=args.non_private_stats)
+        log_records=args.non_private_stats, items_field=args.items_field)
     mechanism = with_public_counts(pipeline, args, mechanism, tokenizer)
     # When every row is its own user (@row, text lines), each record is one
     # privacy unit: the selection takes the rows' tokens as they are, with no
