@@ -33,7 +33,7 @@ import numpy as np
 
 from beam_dpsu.bounding import sample_user_items
 
-__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums", "level1_sums",
+__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums", "distinct_items_per_user", "level1_sums",
            "level_sums"]
 
 
@@ -310,6 +310,16 @@ def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple
         return user[new], item[new]
     pairs = _distinct_sorted(users.astype(np.int64) * n_items + items)
     return pairs // n_items, pairs % n_items
+
+
+def distinct_items_per_user(block: DocumentBlock) -> np.ndarray:
+    """Each user's number of distinct tokens, in block order (0 for a user without
+    tokens): level 1's contribution sizes, which ``max_items_per_user="auto"`` bins."""
+    n_users = len(block.user_ids) if block.user_ids is not None else (
+        int(block.doc_users.max()) + 1 if block.doc_users.size else 0)
+    users = np.repeat(block.doc_users, block.doc_lengths)
+    user, _ = _distinct_pairs(users, block.tokens, len(block.vocab))
+    return np.bincount(user, minlength=n_users)
 
 
 def _grams_at(words: np.ndarray, tokens: np.ndarray, positions: np.ndarray,

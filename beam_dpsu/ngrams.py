@@ -44,6 +44,7 @@ level 1's threshold gets all of δ.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -56,8 +57,9 @@ import apache_beam as beam
 import numpy as np
 from scipy import special
 
-from beam_dpsu import accounting, docblocks, noise, policies, thresholds
+from beam_dpsu import accounting, delta0, docblocks, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, gaussian_noise_schedule
+from beam_dpsu.auto import _noisy_choice, _to_chosen
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)
 from beam_dpsu.calibration import GAUSSIAN, Calibration, gaussian_dp_equivalents, split_delta
@@ -69,7 +71,7 @@ from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram
 from beam_dpsu.mechanisms import SelectItems
 from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
-from beam_dpsu.report import GUARANTEES, SEEDED_NOTE
+from beam_dpsu.report import GUARANTEES, SEEDED_NOTE, dp_equivalents
 from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
 from beam_dpsu.windowing import in_global_window, require_global_window
@@ -182,13 +184,27 @@ def element_tokens(element) -> tuple:
     return _checked_tokens(element, "an element")
 
 
-def _max_items_per_level(max_items_per_user, max_n: int) -> list[int]:
-    values = ([max_items_per_user] * max_n if isinstance(max_items_per_user, (int, np.integer))
-              and not isinstance(max_items_per_user, bool) else list(max_items_per_user))
+def _max_items_per_level(max_items_per_user, max_n: int):
+    """(Δ_k per level, level 1's ``AutoMaxItems`` or None).
+
+    One value for every level or one per level; each an int or ``"auto"`` /
+    ``AutoMaxItems``. An automatic Δ_k at k ≥ 2 is its largest candidate,
+    fixed here without data (``ExtractNgrams``' docstring says why); an
+    automatic Δ_1 is chosen privately when the pipeline runs, and its entry
+    here is None.
+    """
+    one = (isinstance(max_items_per_user, (str, int, np.integer, delta0.AutoMaxItems))
+           and not isinstance(max_items_per_user, bool))
+    values = [max_items_per_user] * max_n if one else list(max_items_per_user)
     if len(values) != max_n:
         raise ValueError(f"max_items_per_user needs one value per level (max_n = {max_n}), "
                          f"got {len(values)}: {values!r}")
-    return [thresholds.check_max_items(v) for v in values]
+    values = [delta0.check_max_items_or_auto(v) for v in values]
+    level1_auto = values[0] if delta0.is_auto(values[0]) else None
+    per_level = [max(v.candidates) if delta0.is_auto(v) else v for v in values]
+    if level1_auto is not None:
+        per_level[0] = None
+    return per_level, level1_auto
 
 
 def _total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
@@ -215,6 +231,110 @@ def _gaussian(budget, sigma: float, threshold: float, threshold_delta: float, so
     return Calibration(noise=GAUSSIAN, noise_scale=sigma, release_threshold=threshold,
                        threshold_delta=threshold_delta, sensitivity_norm=2, sensitivity=1.0,
                        budget=budget, source=source, cutoff=cutoff, delta_noise=delta_noise)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DPNECalibration:
+    """What DPNE's guarantee rests on for one Δ_1: σ*, the δ split, σ_1..σ_T and
+    level 1's calibration (levels k ≥ 2 take no other parameter from Δ_1)."""
+
+    max_items_1: int
+    sigma_total: float
+    threshold_delta: float
+    delta_noise: float | None
+    sigmas: list
+    level1: Calibration
+
+    def to_dict(self) -> dict:
+        return {"sigma_total": self.sigma_total,
+                **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
+                "sigmas": list(self.sigmas),
+                "level1": {"release_threshold": self.level1.release_threshold,
+                           "threshold_delta": self.threshold_delta,
+                           **({} if self.level1.cutoff is None
+                              else {"cutoff": self.level1.cutoff})}}
+
+
+def _calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: str,
+               alpha: float) -> _DPNECalibration:
+    """DPNE's calibration at Δ_1 = ``max_items_1`` (dpne Theorem 2.1; see ``_total_sigma``)."""
+    def level1_threshold(sigma_total: float, threshold_delta: float) -> float:
+        sigma_1 = gaussian_noise_schedule(sigma_total, max_n, noise_decay)[0]
+        return thresholds.weighted_gaussian_threshold(sigma_1, threshold_delta, max_items_1)
+
+    # Only level 1 has a threshold event (levels k ≥ 2 noise all of V_k):
+    # the δ split minimises ρ_1.
+    sigma_total, threshold_delta, delta_noise = _total_sigma(budget, level1_threshold)
+    sigmas = gaussian_noise_schedule(sigma_total, max_n, noise_decay)
+    rho_1 = thresholds.weighted_gaussian_threshold(sigmas[0], threshold_delta, max_items_1)
+    cutoff = (thresholds.policy_cutoff(rho_1, sigmas[0], alpha)
+              if level1 == "policy-gaussian" else None)
+    return _DPNECalibration(
+        max_items_1, sigma_total, threshold_delta, delta_noise, sigmas,
+        _gaussian(budget, sigmas[0], rho_1, threshold_delta, "dpne Theorem 2.1", cutoff,
+                  delta_noise))
+
+
+def _plan_level1(auto: delta0.AutoMaxItems, budget, max_n: int, noise_decay: float,
+                 level1: str, alpha: float) -> tuple[delta0.AutoPlan, list]:
+    """Δ_1 = "auto": the budget split, and DPNE calibrated at every candidate Δ_1 under
+    the selection's part (eagerly; no data). Returns (the plan, the calibrations)."""
+    if isinstance(budget, (Budget, ZCDPBudget)):
+        accounting.require_delta(budget, "DPNE n-gram extraction")
+    size_budget, selection_budget = delta0.split_budget(budget, auto.share)
+    calibrations, refusals = [], []
+    for c in auto.candidates:
+        try:
+            calibrations.append(_calibrate(selection_budget, max_n, noise_decay, c, level1,
+                                           alpha))
+        except ValueError as e:
+            refusals.append(f"{c}: {e}")
+    if not calibrations:
+        raise ValueError(f"max_items_per_user='auto': DPNE calibrates at none of the "
+                         f"{len(refusals)} candidates under the selection's part of the "
+                         f"budget ({1 - auto.share:g} of it); at max_items_per_user="
+                         f"{refusals[0]}")
+    plan = delta0.AutoPlan(
+        auto=auto, size_budget=size_budget, selection_budget=selection_budget,
+        candidates=tuple(c.max_items_1 for c in calibrations),
+        weight_thresholds=tuple(c.level1.release_threshold for c in calibrations),
+        edges=tuple(int(e) for e in delta0.size_bin_edges(auto.candidates)),
+        mechanism_name=f"dpne level 1 ({level1})", user_mass="sqrt(m)")
+    return plan, calibrations
+
+
+def _block_size_counts(block: bytes, edges: tuple) -> np.ndarray:
+    """A pickled block → its users per size bin, a user's size being its number of
+    distinct tokens (level 1's items). Raw: the noise is added to the sum."""
+    sizes = docblocks.distinct_items_per_user(pickle.loads(block))
+    return delta0.size_counts(sizes[sizes > 0], np.asarray(edges, dtype=np.int64))
+
+
+def _sum_counts(n_bins: int, counts) -> np.ndarray:
+    return np.sum([np.zeros(n_bins, dtype=np.int64), *counts], axis=0, dtype=np.int64)
+
+
+class ChooseLevel1MaxItems(beam.PTransform):
+    """Blocks of users → the index, in ``plan.candidates``, of Δ_1 chosen privately.
+
+    Each user's number of distinct tokens falls into one size bin (one user,
+    one bin: sensitivity 1); the bin counts get integer noise and the M/T rule
+    picks Δ_1 (``beam_dpsu.delta0``). A singleton, checkpointed: the noise is
+    drawn once, whoever reads it.
+    """
+
+    def __init__(self, plan: delta0.AutoPlan, seed: int | None):
+        super().__init__()
+        self._plan, self._seed = plan, seed
+
+    def expand(self, user_blocks):
+        edges = self._plan.edges
+        return (user_blocks
+                | "UsersPerSizeBin" >> beam.Map(_block_size_counts, edges)
+                | "SumSizeBins" >> beam.CombineGlobally(
+                    functools.partial(_sum_counts, len(edges)))
+                | "AddNoiseAndChoose" >> beam.Map(_noisy_choice, self._plan, self._seed)
+                | "Checkpoint" >> beam.Reshuffle())
 
 
 # Blocks of users in the levels: a level's per-user work (its items, the
@@ -358,18 +478,19 @@ def _level_sums(block, previous, unigrams, *, k, pruning, max_items, seed, salt,
 
 
 class _LevelThresholdFn(BatchedDecisionFn):
-    """Noise N(0, σ_k²) and the data-dependent threshold ρ_k (a side input)."""
+    """Noise N(0, σ_k²) and the data-dependent threshold ρ_k (σ_k and ρ_k: a side input)."""
 
-    def __init__(self, sigma: float, seed, salt: str):
+    def __init__(self, seed, salt: str):
         super().__init__("noise", seed, salt)
-        self._sigma = sigma
+        self._sigma = None
         self._rho = None
 
     def decide(self, weights, rng):
         return weights + rng.normal(0.0, self._sigma, weights.shape) > self._rho
 
     def process(self, item_weight, parameters):
-        self._rho = parameters["rho"]  # one value per pipeline, the same in every call
+        # One value per pipeline, the same in every call.
+        self._rho, self._sigma = parameters["rho"], parameters["sigma"]
         yield from super().process(item_weight)
 
 
@@ -389,18 +510,17 @@ def _level_logger(name: str | None, k: int, max_n: int):
 class _SpuriousFn(beam.DoFn):
     """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
 
-    def __init__(self, k: int, sigma: float, pruning: str, seed):
+    def __init__(self, k: int, pruning: str, seed):
         self._k = k
-        self._sigma = sigma
         self._pruning = pruning
         self._seed = seed
 
     def process(self, _, previous, unigrams, support, parameters):
-        n_valid, rho = parameters["n_valid"], parameters["rho"]
+        n_valid, rho, sigma = parameters["n_valid"], parameters["rho"], parameters["sigma"]
         rng = (noise.os_rng() if self._seed is None
                else noise.derived_rng(self._seed, "spurious", self._k))
         support = set(support)
-        p = float(special.ndtr(-rho / self._sigma)) if math.isfinite(rho) else 0.0
+        p = float(special.ndtr(-rho / sigma)) if math.isfinite(rho) else 0.0
         n = int(rng.binomial(n_valid - len(support), p)) if n_valid > len(support) else 0
         sampler = ValidKgramSampler(previous, unigrams, self._pruning)
         # Stamped like the k-grams released from users' weight, so nothing
@@ -486,7 +606,7 @@ class ExtractNgrams(ReleaseTransform):
             raise ValueError(f"level1 must be one of {LEVEL1_POLICIES}, got {level1!r}")
         self.max_n = int(max_n)
         self.budget = budget
-        self.max_items = _max_items_per_level(max_items_per_user, self.max_n)
+        self.max_items, auto = _max_items_per_level(max_items_per_user, self.max_n)
         self.eta = float(eta)
         self.pruning = pruning
         if noise_schedule == "equal":
@@ -499,23 +619,25 @@ class ExtractNgrams(ReleaseTransform):
         self.level1 = level1
         self.alpha = float(alpha)
         self.seed = noise.check_seed(seed)
-        # Everything the privacy guarantee rests on is fixed here.
-        def level1_threshold(sigma_total: float, threshold_delta: float) -> float:
-            sigma_1 = gaussian_noise_schedule(sigma_total, self.max_n, self.noise_decay)[0]
-            return thresholds.weighted_gaussian_threshold(sigma_1, threshold_delta,
-                                                          self.max_items[0])
-
-        # Only level 1 has a threshold event (levels k ≥ 2 noise all of V_k):
-        # the δ split minimises ρ_1.
-        self.sigma_total, self.threshold_delta, self.delta_noise = _total_sigma(
-            budget, level1_threshold)
-        self.sigmas = gaussian_noise_schedule(self.sigma_total, self.max_n, self.noise_decay)
-        rho_1 = thresholds.weighted_gaussian_threshold(self.sigmas[0], self.threshold_delta,
-                                                       self.max_items[0])
-        cutoff = (thresholds.policy_cutoff(rho_1, self.sigmas[0], self.alpha)
-                  if level1 == "policy-gaussian" else None)
-        self.level1_calibration = _gaussian(budget, self.sigmas[0], rho_1, self.threshold_delta,
-                                            "dpne Theorem 2.1", cutoff, self.delta_noise)
+        # Everything the privacy guarantee rests on is fixed here: with Δ_1
+        # "auto", the budget split and DPNE at every candidate Δ_1.
+        self.auto_plan = None
+        self.chosen_max_items_per_user = None
+        if auto is None:
+            self._calibrations = [_calibrate(budget, self.max_n, self.noise_decay,
+                                             self.max_items[0], level1, self.alpha)]
+            calibration = self._calibrations[0]
+            self.sigma_total = calibration.sigma_total
+            self.threshold_delta = calibration.threshold_delta
+            self.delta_noise = calibration.delta_noise
+            self.sigmas = calibration.sigmas
+            self.level1_calibration = calibration.level1
+        else:
+            self.auto_plan, self._calibrations = _plan_level1(
+                auto, budget, self.max_n, self.noise_decay, level1, self.alpha)
+            # Known only once Δ_1 is chosen: see report["calibration_by_candidate"].
+            self.sigma_total = self.threshold_delta = self.delta_noise = None
+            self.sigmas = self.level1_calibration = None
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, "ExtractNgrams")
         warn_if_seeded(self.seed, "ExtractNgrams")
@@ -535,57 +657,103 @@ class ExtractNgrams(ReleaseTransform):
                           "pruning": self.pruning, "noise_decay": self.noise_decay,
                           "level1": self.level1},
             "budget": self.budget.to_dict(),
-            "sigma_total": self.sigma_total,
-            **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
             "source": "dpne (Kim et al. 2021) §2, Theorem 2.1, Algorithm 2",
-            "levels": [{"k": k + 1, "max_items_per_user": self.max_items[k],
-                        "sigma": self.sigmas[k]} for k in range(self.max_n)],
+            "levels": [{"k": k + 1, "max_items_per_user": self.max_items[k]}
+                       for k in range(self.max_n)],
             "seeded": self.seed is not None,
         }
-        report["levels"][0]["release_threshold"] = self.level1_calibration.release_threshold
-        report["levels"][0]["threshold_delta"] = self.threshold_delta
-        if self.level1_calibration.cutoff is not None:
-            report["levels"][0]["cutoff"] = self.level1_calibration.cutoff
-        # The levels compose to one Gaussian with σ* plus level 1's threshold event.
-        report["dp_equivalents"] = gaussian_dp_equivalents(
-            1.0 / self.sigma_total, self.threshold_delta, self.budget.delta)
+        if self.auto_plan is not None:
+            # Δ_1 is chosen when the pipeline runs (chosen_max_items_per_user, a
+            # DP output): here the split, the rule and DPNE at every candidate.
+            report["levels"][0]["max_items_per_user"] = delta0.AUTO
+            report["composition"] = (
+                "sequential: the size histogram of users' distinct tokens, then DPNE at the "
+                "chosen level-1 max_items_per_user (epsilon or rho add; delta is DPNE's)")
+            report["max_items_per_user"] = {
+                **self.auto_plan.to_dict(),
+                "levels_2_to_T": "an automatic max_items_per_user at level k >= 2 is its "
+                                 "largest candidate, fixed without data: sigma_k and rho_k "
+                                 "do not depend on it (beam_dpsu.ngrams.ExtractNgrams)"}
+            report["calibration_by_candidate"] = {
+                str(c.max_items_1): c.to_dict() for c in self._calibrations}
+            if isinstance(self.budget, ZCDPBudget):
+                report["dp_equivalents"] = dp_equivalents(self.budget)
+        else:
+            report["sigma_total"] = self.sigma_total
+            if self.delta_noise is not None:
+                report["delta_noise"] = self.delta_noise
+            for level, sigma in zip(report["levels"], self.sigmas):
+                level["sigma"] = sigma
+            report["levels"][0]["release_threshold"] = self.level1_calibration.release_threshold
+            report["levels"][0]["threshold_delta"] = self.threshold_delta
+            if self.level1_calibration.cutoff is not None:
+                report["levels"][0]["cutoff"] = self.level1_calibration.cutoff
+            # The levels compose to one Gaussian with σ* plus level 1's threshold event.
+            report["dp_equivalents"] = gaussian_dp_equivalents(
+                1.0 / self.sigma_total, self.threshold_delta, self.budget.delta)
         if self.seed is not None:
             report["seed"] = self.seed
             report["seeded_note"] = SEEDED_NOTE
         return report
 
-    def _level1(self, user_docs, user_blocks):
+    def _level1(self, user_docs, user_blocks, calibration: _DPNECalibration,
+                L: str = "Level1"):
+        """Level 1 at Δ_1 = ``calibration.max_items_1``: the released unigrams."""
+        max_items, level1 = calibration.max_items_1, calibration.level1
         if self.level1 == "policy-gaussian":
             # A sequential policy visits users one by one, in keyed-hash order.
             key = run_order_key(self.seed)
             released = (user_docs
-                        | "Level1/DistinctTokens" >> beam.MapTuple(
+                        | f"{L}/DistinctTokens" >> beam.MapTuple(
                             lambda user, docs: (user, tuple(_distinct_tokens(docs))))
-                        | "Level1/SampleItemsPerUser" >> SampleEachUser(
-                            self.max_items[0], self.seed, "level1")
-                        | "Level1/PolicyHistogram" >> SequentialPolicyHistogram(
-                            policies.l2_descent, self.level1_calibration.cutoff, key,
+                        | f"{L}/SampleItemsPerUser" >> SampleEachUser(
+                            max_items, self.seed, "level1")
+                        | f"{L}/PolicyHistogram" >> SequentialPolicyHistogram(
+                            policies.l2_descent, level1.cutoff, key,
                             item_shards=HISTOGRAM_SHARDS)
-                        | "Level1/NoisyThreshold" >> NoisyThreshold.per_shard(
-                            self.level1_calibration, self.seed, "level1"))
+                        | f"{L}/NoisyThreshold" >> NoisyThreshold.per_shard(
+                            level1, self.seed, "level1"))
         else:
             histogram = (user_blocks
-                         | "Level1/SumUsersPerBundle" >> beam.ParDo(_BlockHistogramFn(
+                         | f"{L}/SumUsersPerBundle" >> beam.ParDo(_BlockHistogramFn(
                              functools.partial(docblocks.level1_sums,
-                                               max_items=self.max_items[0],
+                                               max_items=max_items,
                                                item_weight=policies.weighted_gaussian_weight,
                                                seed=self.seed, salt="level1")))
-                         | "Level1/SumPerItem" >> beam.CombinePerKey(sum))
-            released = histogram | "Level1/NoisyThreshold" >> NoisyThreshold(
-                self.level1_calibration, self.seed, "level1")
-        return released | "Level1/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
+                         | f"{L}/SumPerItem" >> beam.CombinePerKey(sum))
+            released = histogram | f"{L}/NoisyThreshold" >> NoisyThreshold(
+                level1, self.seed, "level1")
+        return released | f"{L}/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
             typing.Any)
 
-    def _level(self, k: int, user_blocks, previous, unigrams, unigram_keys):
+    def _auto_level1(self, user_docs, user_blocks):
+        """Level 1 with Δ_1 = "auto": (the released unigrams, the chosen index).
+
+        The size histogram's noisy choice (drawn once) routes every user to
+        level 1 built for the chosen Δ_1; the other candidates' level 1 gets
+        no user and releases nothing.
+        """
+        chosen = user_blocks | "ChooseLevel1MaxItems" >> ChooseLevel1MaxItems(self.auto_plan,
+                                                                              self.seed)
+        candidates = self.auto_plan.candidates
+        self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
+            lambda index: candidates[index])
+        policy = self.level1 == "policy-gaussian"
+        routed = ((user_docs if policy else user_blocks)
+                  | "ToChosenLevel1" >> beam.Partition(
+                      _to_chosen, len(candidates), chosen=beam.pvalue.AsSingleton(chosen)))
+        releases = [self._level1(routed[i] if policy else None, None if policy else routed[i],
+                                 calibration, f"Level1MaxItems{calibration.max_items_1}")
+                    for i, calibration in enumerate(self._calibrations)]
+        return releases | "Level1OfChosen" >> beam.Flatten(), chosen
+
+    def _level(self, k: int, user_blocks, previous, unigrams, unigram_keys, chosen):
         """Level k ≥ 2: returns (released k-grams, its parameters (one dict: |S_{k−1}|,
-        |V_k|, ρ_k), raw stats or None)."""
+        |V_k|, σ_k, ρ_k), raw stats or None). ``chosen``: Δ_1's index, if "auto"."""
         L = f"Level{k}"
-        sigma, max_items = self.sigmas[k - 1], self.max_items[k - 1]
+        # σ_k by candidate Δ_1 (one, unless Δ_1 is "auto"; then the chosen one's).
+        sigmas = [c.sigmas[k - 1] for c in self._calibrations]
+        max_items = self.max_items[k - 1]
         count = beam.combiners.Count.Globally
         # First the users' valid k-grams, sampled to Δ_k and summed.
         histogram = (user_blocks
@@ -606,19 +774,22 @@ class ExtractNgrams(ReleaseTransform):
         # (The step that first knows |S_{k−1}| also reports level k−1's release.)
         log_previous = _level_logger(self.progress_logger, k - 1, self.max_n)
 
-        def level_parameters(_, prev, uni):
+        def level_parameters(_, prev, uni, index=0):
             n_prev, n_val = len(prev), valid_kgram_count(prev, uni, pruning)
             log_previous(n_prev)
-            return {"n_previous": n_prev, "n_valid": n_val,
+            sigma = sigmas[index]
+            return {"n_previous": n_prev, "n_valid": n_val, "sigma": sigma,
                     "rho": thresholds.dpne_level_threshold(sigma, eta, n_prev, n_val)}
 
+        chosen_index = [] if chosen is None else [single(chosen)]
         parameters_once = (previous.pipeline
                            | f"{L}/ParametersOnce" >> beam.Create([None])
                            | f"{L}/Parameters" >> beam.Map(
-                               level_parameters, as_list(previous), as_list(unigrams)))
+                               level_parameters, as_list(previous), as_list(unigrams),
+                               *chosen_index))
         parameters = single(parameters_once)
         released = histogram | f"{L}/NoisyThreshold" >> beam.ParDo(
-            _LevelThresholdFn(sigma, self.seed, L), parameters)
+            _LevelThresholdFn(self.seed, L), parameters)
         # Finally the spurious k-grams of V_k ∖ supp H_k.
         support = histogram | f"{L}/Support" >> beam.Keys()
         # (From a root of its own, not from the parameters' step: fused with it,
@@ -626,7 +797,7 @@ class ExtractNgrams(ReleaseTransform):
         spurious = (previous.pipeline
                     | f"{L}/Once" >> beam.Create([None])
                     | f"{L}/DrawSpurious" >> beam.ParDo(
-                        _SpuriousFn(k, sigma, self.pruning, self.seed),
+                        _SpuriousFn(k, self.pruning, self.seed),
                         as_list(previous), as_list(unigrams), as_list(support), parameters))
         # The level feeds the output, the next level and its stats: it is
         # checkpointed before it fans out (invariant 11); the raw stats also
@@ -643,7 +814,7 @@ class ExtractNgrams(ReleaseTransform):
         # Raw figures (opt-in): which part came from users' weight, which was spurious.
         def raw_stats(_, params, n_support, n_released, n_spurious):
             n_val, rho_k = params["n_valid"], params["rho"]
-            p = float(special.ndtr(-rho_k / sigma)) if math.isfinite(rho_k) else 0.0
+            p = float(special.ndtr(-rho_k / params["sigma"])) if math.isfinite(rho_k) else 0.0
             return {"k": k, "support": n_support,
                     "expected_spurious": max(n_val - n_support, 0) * p,
                     "spurious": n_spurious, "released_from_users": n_released}
@@ -666,7 +837,7 @@ class ExtractNgrams(ReleaseTransform):
         for k, params, n_level in zip(range(2, self.max_n + 1), parameters, released):
             rho_k, n_prev, n_val = params["rho"], params["n_previous"], params["n_valid"]
             stats.append({"k": k, "max_items_per_user": self.max_items[k - 1],
-                          "sigma": self.sigmas[k - 1],
+                          "sigma": params["sigma"],
                           "release_threshold": rho_k if math.isfinite(rho_k) else None,
                           "previous_released": n_prev, "valid_kgrams": n_val,
                           "spurious_bound": self.eta * min(n_prev, n_val),
@@ -700,14 +871,18 @@ class ExtractNgrams(ReleaseTransform):
             user_blocks = user_docs | "UserBlocks" >> beam.ParDo(
                 _UserBlocksFn(USERS_PER_BLOCK, keep_ids=self.seed is not None))
         # Then level 1 (unigrams) and the levels k ≥ 2, each from the one before.
-        unigrams = self._level1(user_docs, user_blocks)
+        chosen = None
+        if self.auto_plan is None:
+            unigrams = self._level1(user_docs, user_blocks, self._calibrations[0])
+        else:
+            unigrams, chosen = self._auto_level1(user_docs, user_blocks)
         self.released_per_level = [unigrams]
         all_parameters, all_raw = [], []
         previous = unigrams
         unigram_keys = _as_keys(unigrams, "UnigramsAsKeys") if self.max_n > 1 else None
         for k in range(2, self.max_n + 1):
             previous, parameters, raw = self._level(k, user_blocks, previous, unigrams,
-                                                    unigram_keys)
+                                                    unigram_keys, chosen)
             self.released_per_level.append(previous)
             all_parameters.append(parameters)
             all_raw.append(raw)

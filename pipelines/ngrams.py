@@ -45,11 +45,17 @@ PROG = "python -m pipelines.ngrams"
 
 def _max_items(text: str):
     try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
+        values = [cli.int_or_auto(v) for v in text.split(",")]
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"--max-items-per-user takes an int or a comma-separated list of ints, got {text!r}")
+            "--max-items-per-user takes an int, 'auto', or a comma-separated list of them, "
+            f"got {text!r}") from None
     return values[0] if len(values) == 1 else values
+
+
+def _has_auto(max_items_per_user) -> bool:
+    values = max_items_per_user if isinstance(max_items_per_user, list) else [max_items_per_user]
+    return "auto" in values
 
 
 def build_parser() -> cli.JobArgumentParser:
@@ -70,10 +76,12 @@ def build_parser() -> cli.JobArgumentParser:
     g.add_argument(*cli.flags("max-n"), type=int, default=3, metavar="T",
                    help="T, the longest n-gram length (at most 100)")
     g.add_argument(*cli.flags("max-items-per-user"), type=_max_items, default=100,
-                   metavar="N[,N…]",
+                   metavar="N|auto[,…]",
                    help="Δ_k, the contribution bound per level: how many distinct k-grams of "
-                        "each user are sampled; one int for every length or one per length, "
-                        "comma-separated")
+                        "each user are sampled; one value for every length or one per length, "
+                        "comma-separated. 'auto' at level 1 spends 5%% of the budget on "
+                        "choosing Δ_1 privately; at a level k >= 2 it is 1000, for free "
+                        "(README 'Choosing Δ0')")
     g.add_argument(*cli.flags("eta"), type=float, default=0.01, metavar="η",
                    help="η, the spurious-n-gram rate: at level k, at most η times as many "
                         "k-grams no user holds as (k−1)-grams released, in expectation "
@@ -123,6 +131,9 @@ def parse_args(argv):
         with cli.flag_errors():
             transform = dpne("user_id")  # bad parameters fail before any input is read
     else:
+        if _has_auto(args.max_items_per_user):
+            raise cli.UsageError(f"--method {args.method} takes a fixed int "
+                                 "--max-items-per-user, not auto")
         if not isinstance(args.max_items_per_user, int):
             raise cli.UsageError(f"--method {args.method} takes one --max-items-per-user value")
         check_single_n(args)
@@ -198,6 +209,12 @@ def counts_max_items(args) -> int:
     if args.counts_max_items_per_user is not None:
         return args.counts_max_items_per_user
     per_level = args.max_items_per_user
+    if _has_auto(per_level):
+        if args.with_counts:
+            raise cli.UsageError(
+                "--with-counts and --max-items-per-user auto need --counts-max-items-per-user: "
+                "the counts' Δ0 is not chosen privately")
+        return 100  # unused: there are no counts
     return max(per_level) if isinstance(per_level, list) else per_level
 
 
@@ -242,6 +259,9 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     side = {"lengths": single(per_length)}
     if isinstance(transform, ExtractNgrams):
         side["levels"] = single(transform.level_stats | "StatsList" >> beam.combiners.ToList())
+        if transform.chosen_max_items_per_user is not None:
+            # "auto": the chosen Δ_1 is a DP output (the noisy size histogram's choice).
+            side["chosen"] = single(transform.chosen_max_items_per_user)
     if args.non_private_stats:
         side["stats"] = single(documents | "DocumentStats" >> DocumentStats())
         if isinstance(transform, ExtractNgrams):
@@ -249,8 +269,10 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
                                         | "RawStatsList" >> beam.combiners.ToList())
     static = cli.with_counts_report(_static_report(transform, args), parts, counter)
 
-    def assemble(_, lengths, levels=None, stats=None, raw_levels=None):
+    def assemble(_, lengths, levels=None, stats=None, raw_levels=None, chosen=None):
         report = dict(static)
+        if chosen is not None:
+            report["chosen_max_items_per_user"] = chosen
         report["released_per_length"] = {str(k): lengths.get(k, 0)
                                          for k in range(1, args.max_n + 1)}
         report["released_ngrams"] = sum(lengths.values())
@@ -295,8 +317,12 @@ def run_prepared(job) -> str:
     budget = transform.budget if args.budget_parts is None else args.budget_parts.total
     # The report's equivalents are this budget's only without counts.
     equivalents = report.get("dp_equivalents") if args.budget_parts is None else None
+    chosen = report.get("chosen_max_items_per_user")
     return (f"released {plural(report['released_ngrams'], 'n-gram')} ({per_length}) with "
-            f"{args.method} under {cli.describe_budget(budget, equivalents)}"
+            f"{args.method}"
+            + ("" if chosen is None
+               else f" (max items per user at level 1 {chosen:,}, chosen privately)")
+            + f" under {cli.describe_budget(budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
             + (cli.NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))

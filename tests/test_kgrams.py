@@ -103,10 +103,11 @@ def test_spurious_count_follows_the_binomial():
     # 1 − 1e-8 interval, so a correct draw fails by chance w.p. ≤ 1e-8.
     unigrams = [(t,) for t in "abcdefghij"]
     sigma, rho = 2.0, 4.0
-    fn = _SpuriousFn(2, sigma, "both", seed=None)
+    fn = _SpuriousFn(2, "both", seed=None)
     p = special.ndtr(-rho / sigma)
     n_valid, runs = 100, 3000
-    parameters = {"n_previous": len(unigrams), "n_valid": n_valid, "rho": rho}
+    parameters = {"n_previous": len(unigrams), "n_valid": n_valid, "rho": rho,
+                  "sigma": sigma}
     total = sum(len(list(fn.process(None, unigrams, unigrams, [], parameters)))
                 for _ in range(runs))
     lo, hi = stats.binom.ppf([0.5e-8, 1 - 0.5e-8], runs * n_valid, p)
