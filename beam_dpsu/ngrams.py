@@ -726,12 +726,14 @@ class ExtractNgrams(ReleaseTransform):
         return released | f"{L}/AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
             typing.Any)
 
-    def _auto_level1(self, user_docs, user_blocks):
+    def _auto_level1(self, documents, user_docs, user_blocks):
         """Level 1 with Δ_1 = "auto": (the released unigrams, the chosen index).
 
         The size histogram's noisy choice (drawn once) routes every user to
         level 1 built for the chosen Δ_1; the other candidates' level 1 gets
-        no user and releases nothing.
+        no user and releases nothing. A policy reads user records: unseeded
+        elements get their random ids after the routing, so that the draw
+        feeds one step.
         """
         chosen = user_blocks | "ChooseLevel1MaxItems" >> ChooseLevel1MaxItems(self.auto_plan,
                                                                               self.seed)
@@ -739,12 +741,19 @@ class ExtractNgrams(ReleaseTransform):
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
         policy = self.level1 == "policy-gaussian"
-        routed = ((user_docs if policy else user_blocks)
+        elements_unchecked = policy and user_docs is None
+        routed = ((documents if elements_unchecked else user_docs if policy else user_blocks)
                   | "ToChosenLevel1" >> beam.Partition(
                       _to_chosen, len(candidates), chosen=beam.pvalue.AsSingleton(chosen)))
-        releases = [self._level1(routed[i] if policy else None, None if policy else routed[i],
-                                 calibration, f"Level1MaxItems{calibration.max_items_1}")
-                    for i, calibration in enumerate(self._calibrations)]
+        releases = []
+        for i, calibration in enumerate(self._calibrations):
+            L = f"Level1MaxItems{calibration.max_items_1}"
+            records = routed[i]
+            if elements_unchecked:
+                records = records | f"{L}/CheckElements" >> beam.Map(_element_as_user,
+                                                                     self.seed)
+            releases.append(self._level1(records if policy else None,
+                                         None if policy else records, calibration, L))
         return releases | "Level1OfChosen" >> beam.Flatten(), chosen
 
     def _level(self, k: int, user_blocks, previous, unigrams, unigram_keys, chosen):
@@ -858,7 +867,10 @@ class ExtractNgrams(ReleaseTransform):
             # feeds two steps (invariant 11).
             user_blocks = documents | "UserBlocks" >> beam.ParDo(
                 _UserBlocksFn(USERS_PER_BLOCK, keep_ids=False, elements=True))
-        if not unseeded_elements or self.level1 == "policy-gaussian":
+        # (With Δ_1 "auto", the unseeded elements' ids are drawn after the
+        # routing, on the chosen level 1's branch.)
+        if not unseeded_elements or (self.level1 == "policy-gaussian"
+                                     and self.auto_plan is None):
             if self.privacy_unit == "element":
                 user_docs = documents | "CheckElements" >> beam.Map(_element_as_user, self.seed)
             else:
@@ -875,7 +887,7 @@ class ExtractNgrams(ReleaseTransform):
         if self.auto_plan is None:
             unigrams = self._level1(user_docs, user_blocks, self._calibrations[0])
         else:
-            unigrams, chosen = self._auto_level1(user_docs, user_blocks)
+            unigrams, chosen = self._auto_level1(documents, user_docs, user_blocks)
         self.released_per_level = [unigrams]
         all_parameters, all_raw = [], []
         previous = unigrams

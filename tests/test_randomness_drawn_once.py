@@ -74,18 +74,25 @@ def test_every_selection_checkpoints_its_draws(name, unit, removal):
 @pytest.mark.parametrize("kwargs", [
     {}, {"level1": "policy-gaussian"}, {"non_private_stats": True}, {"pruning": "single"},
     {"privacy_unit": "element"}, {"privacy_unit": "element", "level1": "policy-gaussian"},
-    {"privacy_unit": "element", "non_private_stats": True}])
+    {"privacy_unit": "element", "non_private_stats": True},
+    # max_items_per_user="auto": the size histogram's choice routes level 1 and sets σ_k.
+    {"max_items_per_user": "auto", "non_private_stats": True},
+    {"max_items_per_user": "auto", "level1": "policy-gaussian"},
+    {"max_items_per_user": "auto", "privacy_unit": "element", "level1": "policy-gaussian"},
+    {"max_items_per_user": "auto", "privacy_unit": "element"}])
 def test_ngram_extraction_checkpoints_its_draws(kwargs):
     p = beam.Pipeline()
     element = kwargs.get("privacy_unit") == "element"
     docs = p | beam.Create([list(d[1]) for d in DOCUMENTS] if element else DOCUMENTS)
-    extract = ExtractNgrams(3, BUDGET, max_items_per_user=2, **kwargs)
+    extract = ExtractNgrams(3, BUDGET, **{"max_items_per_user": 2, **kwargs})
     read_twice(docs | "Extract" >> extract, "Released")
     for k, level in enumerate(extract.released_per_level):
         read_twice(level, f"Level{k}")
     read_twice(extract.level_stats, "Stats")
     if extract.non_private_level_stats is not None:
         read_twice(extract.non_private_level_stats, "RawStats")
+    if extract.chosen_max_items_per_user is not None:
+        read_twice(extract.chosen_max_items_per_user, "Chosen")
     assert random_fanouts(p) == []
 
 
