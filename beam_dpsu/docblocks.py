@@ -318,6 +318,8 @@ def distinct_items_per_user(block: DocumentBlock) -> np.ndarray:
     n_users = len(block.user_ids) if block.user_ids is not None else (
         int(block.doc_users.max()) + 1 if block.doc_users.size else 0)
     users = np.repeat(block.doc_users, block.doc_lengths)
+    if users.size == 0:  # (_distinct_pairs needs a token)
+        return np.zeros(n_users, dtype=np.int64)
     user, _ = _distinct_pairs(users, block.tokens, len(block.vocab))
     return np.bincount(user, minlength=n_users)
 

@@ -155,7 +155,7 @@ def test_ngram_job_text_corpus_and_baseline(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--max-items-per-user", "5,5"], "--max-items-per-user needs one value per level"),
-    (["--max-items-per-user", "x"], "--max-items-per-user takes an int or a comma-separated"),
+    (["--max-items-per-user", "x"], "--max-items-per-user takes an int, 'auto', or a comma-"),
     (["--method", "dpsu-single"], "--method dpsu-single needs --single-n"),
     (["--method", "dpsu-single", "--single-n", "4"],
      "--single-n must lie between 1 and --max-n (3), got 4"),
