@@ -40,6 +40,40 @@ only non-Gaussian part, levels k ≥ 2 noise all of V_k), with
 δ_noise + δ_thr/(1 − δ_thr) = δ split to minimise ρ_1 (the proof is in
 ``beam_dpsu.calibration``). Under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ) and
 level 1's threshold gets all of δ.
+
+``max_items_per_user="auto"`` (issue 27; the SelectItems rule is
+``beam_dpsu.delta0``). Per level, by what Δ_k changes:
+
+* Levels k ≥ 2: σ_k is calibrated for ℓ2 sensitivity 1 (weights 1/√|U_i|)
+  whatever Δ_k, and ρ_k = σ_k Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)) does not
+  read Δ_k: Δ_k moves neither the guarantee nor T (the release threshold).
+  It only moves the users' weight: a user holding n valid k-grams gives each
+  an expected √min(n, Δ_k)/n (sampled to Δ_k, weight 1/√min(n, Δ_k)), which
+  never falls as Δ_k grows; so M(Δ_k) = Σ_u √min(n_u, Δ_k) is non-decreasing
+  and the M/T rule of ``delta0`` picks the largest candidate for every
+  histogram of sizes. A histogram of users' distinct k-gram counts would
+  cost budget and could not change that answer: "auto" at k ≥ 2 is the
+  largest candidate (1000 by default), fixed when the transform is built,
+  with no data read and nothing spent. What it costs is work: a level reads
+  up to Δ_k k-grams per user (pass an int to bound it). What the rule leaves
+  out: more of S_k also moves ρ_{k+1} (through |S_k|/|V_{k+1}|), either way.
+* Level 1: Δ_1 sets the union bound of ρ_1 and, through the δ split that
+  minimises ρ_1, σ* and so every σ_k. Δ_1 is chosen as SelectItems chooses
+  Δ0 for Weighted/Policy Gaussian: ``delta0.split_budget`` gives a share of
+  ε (or ρ) to a discrete-noise histogram of users' distinct-token counts
+  (one user in one bin: sensitivity 1), and M/T with g(m) = √m and T = ρ_1
+  at the selection budget picks Δ_1 (``_ChooseLevel1MaxItems``). The rule
+  scores level 1 only: Δ_1's effect on σ_k (k ≥ 2) is a fraction of a
+  percent (MSNBC, ε = 1, δ = 1e-7: σ* = 5.034 at Δ_1 = 1, 5.001 at 1000).
+
+Everything is calibrated when the transform is built, at every candidate Δ_1
+(``_plan_level1``). When it runs, the choice (drawn once, checkpointed)
+routes the users to level 1 built for the chosen Δ_1 (one level 1 per
+candidate; the others get no user and release nothing), and hands levels
+k ≥ 2 that candidate's σ_k with their other parameters: for each fixed
+choice the pipeline is DPNE at that Δ_1 and the selection's budget, and
+sequential composition with the size histogram gives the caller's budget.
+The chosen Δ_1 (``chosen_max_items_per_user``) is a DP output.
 """
 
 from __future__ import annotations
@@ -314,7 +348,7 @@ def _sum_counts(n_bins: int, counts) -> np.ndarray:
     return np.sum([np.zeros(n_bins, dtype=np.int64), *counts], axis=0, dtype=np.int64)
 
 
-class ChooseLevel1MaxItems(beam.PTransform):
+class _ChooseLevel1MaxItems(beam.PTransform):
     """Blocks of users → the index, in ``plan.candidates``, of Δ_1 chosen privately.
 
     Each user's number of distinct tokens falls into one size bin (one user,
@@ -536,7 +570,11 @@ class ExtractNgrams(ReleaseTransform):
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
       accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
         this transform is built (``BudgetExceededError`` past its total).
-      max_items_per_user: Δ_k, one int for every level or one per level.
+      max_items_per_user: Δ_k, one value for every level or one per level;
+        each an int, or ``"auto"`` / ``delta0.AutoMaxItems`` (the share and
+        the candidates): at level 1 chosen privately when the pipeline runs
+        (a share of the budget, default 5 %), at a level k ≥ 2 the largest
+        candidate, for free (the module docstring says why).
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.kgrams``).
       noise_schedule: "equal" (the same σ_k at every level, default) or a
@@ -571,6 +609,9 @@ class ExtractNgrams(ReleaseTransform):
     Raises:
       ValueError, TypeError, InvalidRecordError: for the field arguments and
         the elements, as ``SelectItems`` raises them.
+      ValueError: a bad ``max_items_per_user`` or parameter; with "auto", a
+        tight split's part (``split_selection_and_counts(composition=
+        "tight")``, bound to one Δ) or a budget no candidate calibrates at.
 
     One object is one release: applying the same ``ExtractNgrams`` twice is
     refused (``AppliedTwiceError``) when the pipeline is built.
@@ -579,6 +620,11 @@ class ExtractNgrams(ReleaseTransform):
     indistinguishable in it, and it carries no order. Write it with
     ``beam_dpsu.output.WriteReleased`` (sorted lines), never in the order a
     runner produces it (the spurious draws arrive as one block).
+
+    With Δ_1 "auto", ``auto_plan`` holds the split and the candidates, and
+    after expansion ``chosen_max_items_per_user`` the chosen Δ_1 (a singleton
+    PCollection, a DP output); ``sigmas`` and the other single-Δ_1
+    attributes are None (the report lists every candidate's).
 
     After expansion ``released_per_level`` holds each level's PCollection and
     ``level_stats`` a PCollection of one dict per level k ≥ 2 holding only
@@ -735,7 +781,7 @@ class ExtractNgrams(ReleaseTransform):
         elements get their random ids after the routing, so that the draw
         feeds one step.
         """
-        chosen = user_blocks | "ChooseLevel1MaxItems" >> ChooseLevel1MaxItems(self.auto_plan,
+        chosen = user_blocks | "ChooseLevel1MaxItems" >> _ChooseLevel1MaxItems(self.auto_plan,
                                                                               self.seed)
         candidates = self.auto_plan.candidates
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
