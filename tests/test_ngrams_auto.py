@@ -254,3 +254,13 @@ def test_the_ngram_job_refuses_auto_where_it_cannot_apply(tmp_path, capsys, args
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error:")
     assert message in err[0], err
+
+
+def test_auto_with_counts_takes_the_basic_split(tmp_path):
+    out = tmp_path / "out"
+    assert ngrams_job.main(["--input", MSNBC_1K, "--max-n", "1", "--max-items-per-user",
+                            "auto", "--with-counts", "--counts-max-items-per-user", "10",
+                            "--epsilon", "4", "--delta", "1e-5", "--output", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["budget_split"]["composition"].startswith("basic composition")
+    assert report["chosen_max_items_per_user"] in delta0.CANDIDATES
