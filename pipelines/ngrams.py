@@ -14,7 +14,11 @@ the n-grams' order), paid for by ``--counts-share`` of the budget (default
 0.25). Raw figures (users, documents, tokens; per level the support and how
 many released n-grams were held by users or spurious) are NOT private and are
 computed, into ``non_private_counts``, only with ``--non-private-stats``.
-``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any
+``--max-items-per-user auto`` spends 5 % of the budget on choosing Δ_1
+privately (the chosen value, a DP output, is ``chosen_max_items_per_user`` in
+report.json and the summary line) and sets every Δ_k above it to 1000, which
+costs nothing (``beam_dpsu.ngrams``); ``10,auto,…`` fixes Δ_1 and only the
+latter. ``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any
 other flag must be a Beam pipeline option (``--runner`` …); DirectRunner by
 default.
 """
