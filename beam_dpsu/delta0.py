@@ -77,6 +77,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from fractions import Fraction
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -175,9 +176,10 @@ def check_max_items_or_auto(value: Any, name: str = "max_items_per_user"):
 
 
 def _rest(total: float, part: float) -> float:
-    """total − part, rounded down until part + rest ≤ total in floats too."""
+    """total − part, rounded down until part + rest ≤ total exactly (as Fractions), with
+    ``part`` the exact value the noise spends (``size_noise`` scales by it exactly)."""
     rest = total - part
-    while part + rest > total:
+    while Fraction(part) + Fraction(rest) > Fraction(total):
         rest = math.nextafter(rest, 0.0)
     return rest
 
@@ -221,10 +223,13 @@ def size_bin_edges(candidates: Sequence[int]) -> np.ndarray:
 
 
 def size_counts(sizes: Iterable[int], edges: np.ndarray) -> np.ndarray:
-    """Users per size bin (raw, NOT private): the query the noise is added to."""
+    """Users per size bin (raw, NOT private): the query the noise is added to.
+
+    A user holding no item is in no bin (it adds nothing at any Δ0), so one
+    user moves the counts by at most 1.
+    """
     sizes = np.fromiter(sizes, dtype=np.int64)
-    if sizes.size and sizes.min() < 1:
-        raise ValueError("every user holds at least one item")
+    sizes = sizes[sizes > 0]
     bins = np.searchsorted(edges, sizes, side="right") - 1
     return np.bincount(bins, minlength=len(edges)).astype(np.int64)
 
@@ -235,9 +240,10 @@ def size_noise(size_budget: Budget | ZCDPBudget) -> DiscreteLaplace | DiscreteGa
     Discrete Laplace of scale 1/ε is ε-DP (CKS §1.1); discrete Gaussian of
     σ² = 1/(2ρ) is ρ-zCDP (CKS Theorem 4).
     """
+    # Exact scales (Fractions): a float 1/ε rounded down would spend more than ε.
     if isinstance(size_budget, ZCDPBudget):
-        return DiscreteGaussian(1.0 / (2.0 * size_budget.rho))
-    return DiscreteLaplace(1.0 / size_budget.epsilon)
+        return DiscreteGaussian(1 / (2 * Fraction(size_budget.rho)))
+    return DiscreteLaplace(1 / Fraction(size_budget.epsilon))
 
 
 def noisy_size_histogram(counts: np.ndarray, size_budget: Budget | ZCDPBudget,
@@ -363,7 +369,9 @@ class AutoPlan:
         for c, t in zip(self.candidates, self.weight_thresholds):
             g = mass(np.where(lower >= c, float(c), np.minimum(middle, float(c))))
             lower_mass = float(np.dot(counts, g)) - 2.0 * noise_sd * math.sqrt(float(np.dot(g, g)))
-            out.append(lower_mass / t)
+            # No mass to speak of: 0 for every candidate, and a tie goes to the smallest
+            # (a negative mass over T would favour the largest T).
+            out.append(max(lower_mass, 0.0) / t)
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
