@@ -26,6 +26,13 @@ sensitivity √Δ0. Finally:
   ρ-zCDP (CKS Theorem 4 with Proposition 3 for the ℓ2 sensitivity √Δ0);
   δ is unused.
 
+With ``max_items_per_user="auto"`` a share of the counts' budget first buys
+a histogram of each user's number of distinct released items (one user in
+one bin: sensitivity 1; discrete Laplace of scale 1/ε_s or discrete Gaussian
+of σ² = 1/(2ρ_s), pure), Δ0 is chosen from it and the public number of
+released items (post-processing, ``delta0.CountsAutoPlan``), and the counts
+run at that Δ0 on the rest: ε or ρ add (sequential composition), δ stays 0.
+
 The released set is an earlier DP output, so counting on it is adaptive
 composition: selection and counts together spend the sum of their budgets
 (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ under
