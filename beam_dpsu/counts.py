@@ -582,6 +582,9 @@ class CountReleased(ReleaseTransform):
         parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
         released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
         counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
+        # or, instead, with Δ0 chosen privately from a share of the counts' budget:
+        counter = CountReleased(released, parts.counts, max_items_per_user="auto")
+        counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
     """
 
     def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,

@@ -203,14 +203,17 @@ BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-fi
 def test_the_vocabulary_job_chooses_the_counts_max_items_privately(tmp_path):
     from pipelines import vocabulary
     out = tmp_path / "out"
-    code = vocabulary.main([*BASE, "--max-items-per-user", "20",
-                            "--counts-max-items-per-user", "AUTO", "--output", str(out)])
+    code = vocabulary.main([*BASE[:-5], "--epsilon", "2", "--delta", "1e-5", "--with-counts",
+                            "--max-items-per-user", "20", "--counts-max-items-per-user", "AUTO",
+                            "--output", str(out)])
     assert code == 0
     report = json.loads((out / "report.json").read_text())
     assert report["counts_chosen_max_items_per_user"] in delta0.CANDIDATES
     assert report["counts"]["max_items_per_user"]["method"] == "auto"
     assert "chosen_max_items_per_user" not in report  # the selection's Δ0 was fixed
-    assert report["budget_split"]["composition"].startswith("zCDP composition")
+    # A tight split is bound to one counts Δ0: with auto the split is basic.
+    assert report["budget_split"]["composition"].startswith("basic composition")
+    assert "scale" not in report["budget_split"]
 
 
 def test_the_ngrams_job_takes_counts_auto(tmp_path):
