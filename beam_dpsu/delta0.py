@@ -421,32 +421,7 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget) -> AutoPlan:
                     mechanism_name=mechanism.name, user_mass=user_mass(mechanism))
 
 
-# --- CountReleased: Δ0 of the counts (max_items_per_user="auto") -----------------------
-#
-# What Δ0 trades off for counts. Each user is counted on ≤ Δ0 of the released
-# items it holds (sampled uniformly) and each of the K released items gets
-# noise Z of scale Δ0/ε (discrete Laplace) or σ² = Δ0/(2ρ) (discrete Gaussian).
-# Item i's error is Z_i − b_i, where b_i ≥ 0 is the number of its holders whose
-# sample dropped it. A user holding n_u released items drops n_u − Δ0 of them
-# when n_u > Δ0, so Σ_i b_i = D(Δ0) = Σ_u (n_u − Δ0)_+ exactly, and the expected
-# total absolute error over the K items is at most (triangle inequality)
-#
-#     L(Δ0) = K·E|Z(Δ0)| + D(Δ0),
-#
-# equal to it up to the items whose bias is within the noise of 0. The first
-# term grows with Δ0 (linearly under ε, as √Δ0 under ρ), the second shrinks,
-# and the rule takes the candidate with the smallest L. K, the number of
-# released items, is public (the released set is a DP output); D needs the
-# users' numbers n_u of distinct RELEASED items, estimated from a noisy size
-# histogram exactly as for the selection (one user in one bin: sensitivity
-# 1; a user holding no released item is in no bin). Every candidate is a bin
-# edge, so D's terms for the users at or above the largest candidate differ
-# between candidates by exactly the candidates' difference (their sizes above
-# it cancel): the open last bin is read at its lower edge. The other bins
-# put their users at their geometric middle, within a factor √2. No user
-# holds more than the K released items, so the bins above K are empty by
-# construction: their noisy counts are read as 0 (post-processing with the
-# public K), and the bin holding K ends at K.
+# --- CountReleased: Δ0 of the counts (max_items_per_user="auto"; see CountsAutoPlan) ---
 
 
 def mean_absolute_noise(distribution) -> float:
@@ -480,6 +455,34 @@ def released_sizes(users_items: Iterable[Iterable], released) -> list:
 @dataclasses.dataclass(frozen=True)
 class CountsAutoPlan:
     """Everything ``CountReleased(max_items_per_user="auto")`` needs, fixed when built.
+
+    The rule. Each user is counted on ≤ Δ0 of the released items it holds
+    (sampled uniformly) and each of the K released items gets noise Z of
+    scale Δ0/ε (discrete Laplace) or σ² = Δ0/(2ρ) (discrete Gaussian). Item
+    i's error is Z_i − b_i, where b_i ≥ 0 is the number of its holders whose
+    sample dropped it. A user holding n_u released items drops n_u − Δ0 of
+    them when n_u > Δ0, so Σ_i b_i = D(Δ0) = Σ_u (n_u − Δ0)_+ exactly, and the
+    expected total absolute error over the K items is at most (triangle
+    inequality)
+
+        L(Δ0) = K·E|Z(Δ0)| + D(Δ0),
+
+    equal to it but for the items whose bias is within the noise of 0. The
+    first term grows with Δ0 (linearly under ε, as √Δ0 under ρ), the second
+    shrinks, and the rule takes the candidate with the smallest L (ties go
+    to the smaller Δ0).
+
+    K, the number of released items, is public (the released set is a DP
+    output). D needs the users' numbers n_u of distinct RELEASED items,
+    estimated from a noisy size histogram as for the selection: one user in
+    one bin, sensitivity 1 (a user holding no released item is in no bin).
+    Every candidate is a bin edge, so the users at or above the largest
+    candidate add to D(Δ0) − D(Δ0′) exactly Δ0′ − Δ0 each, whatever their size
+    (it cancels): the open last bin is read at its lower edge. The other bins
+    put their users at their geometric middle, within a factor √2. No user
+    holds more than the K released items, so the bins above K are empty by
+    construction: they are read as 0 (post-processing with the public K), and
+    the bin holding K ends at K.
 
     Attributes:
       auto: the share and the candidates asked for.
