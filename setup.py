@@ -12,6 +12,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["beam_dpsu", "beam_dpsu.*", "pipelines", "pipelines.*"]),
+    # py.typed: beam_dpsu's annotations are part of its API (PEP 561).
+    package_data={"beam_dpsu": ["py.typed"]},
     install_requires=[
         "apache-beam>=2.60",
         # dp-accounting: the privacy-loss-distribution accountant of beam_dpsu.pld
@@ -27,6 +29,9 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.7", "pipeline-dp>=0.3"],
         "bench": ["pipeline-dp>=0.3"],
         "plot": ["matplotlib>=3.7"],
+        # The quality gates of .ci/run, pinned: a new release's new rules must
+        # not fail CI unannounced (wheels only).
+        "lint": ["ruff==0.17.5", "mypy==2.4.1", "build==1.6.1"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",
