@@ -33,8 +33,8 @@ import numpy as np
 
 from beam_dpsu.bounding import sample_user_items
 
-__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums", "level1_sums",
-           "level_sums"]
+__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums",
+           "level1_sums", "level_sums"]
 
 
 class DocumentBlock(NamedTuple):

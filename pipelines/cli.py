@@ -64,7 +64,8 @@ import time
 import uuid
 from typing import Callable, Iterable, Sequence
 
-from pipelines import BEAM_NOISE_FILTER, quiet_beam  # noqa: E402  (first: quiets Beam)
+# First: importing pipelines quiets Beam; BEAM_NOISE_FILTER is re-exported for the tests.
+from pipelines import BEAM_NOISE_FILTER, quiet_beam  # noqa: E402, F401
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -89,7 +90,8 @@ __all__ = [
     "UsageError", "JobArgumentParser", "flags", "boolean", "parse_job_args",
     "add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
     "add_output_arguments", "add_non_private_stats_argument", "add_counts_arguments",
-    "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input", "check_num_shards",
+    "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input",
+    "check_num_shards",
     "budget_from_args", "describe_budget", "tokenizer_from_args", "mechanism_from_args",
     "check_public_input", "prepare_output", "written_whole", "run_with_output", "staging_of",
     "add_overwrite_argument", "WriteJson", "read_json", "LogCount",

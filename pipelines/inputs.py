@@ -384,8 +384,8 @@ def _decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[
         lineno += len(lines)
 
 
-def _check_each_line(path: str, lineno: int, block: list[bytes]) -> None:
-    for lineno, raw in enumerate(block, start=lineno + 1):
+def _check_each_line(path: str, lines_before: int, block: list[bytes]) -> None:
+    for lineno, raw in enumerate(block, start=lines_before + 1):
         if b"\x00" in raw:
             raise InputFormatError(f"{path}:{lineno}: the line holds a NUL byte (a binary "
                                    "file?)" + _magic_hint(lineno, raw))
@@ -793,7 +793,8 @@ class _ParseFileFn(beam.DoFn):
             compression_type=CompressionTypes.UNCOMPRESSED))
         n = 0
         try:
-            for n, record in enumerate(self._parse(path, stream), start=1):
+            # B007: n is read after the loop (the number of records).
+            for n, record in enumerate(self._parse(path, stream), start=1):  # noqa: B007
                 yield record
         finally:
             stream.close()
