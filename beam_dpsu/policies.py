@@ -407,7 +407,7 @@ def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
     return weights
 
 
-def check_public_count(count) -> float:
+def check_public_count(count) -> float | np.integer | np.floating:
     """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
     the users' top-Δ0 lists, depend on processing order); raises naming its type."""
     if (isinstance(count, bool) or not isinstance(count, (int, float, np.integer, np.floating))

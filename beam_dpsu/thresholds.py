@@ -38,7 +38,7 @@ __all__ = [
 MAX_ITEMS_LIMIT = 2 ** 63 - 1
 
 
-def check_max_items(max_items_per_user: int, name: str = "max_items_per_user") -> int:
+def check_max_items(max_items_per_user: object, name: str = "max_items_per_user") -> int:
     """Validates Δ0: an int with 1 <= Δ0 <= 2**63 - 1 (errors call it ``name``)."""
     if (isinstance(max_items_per_user, bool)
             or not isinstance(max_items_per_user, (int, np.integer))):
@@ -136,7 +136,7 @@ def _candidate_items(max_items_per_user: int) -> np.ndarray:
     return np.append(head, last)
 
 
-def _sum_rounded_up(head: np.ndarray, tail: np.ndarray) -> np.ndarray:
+def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.ndarray:
     """head + tail in floats, moved up one ulp where rounding went down.
 
     A threshold must not sit below its real value by more than a sliver of

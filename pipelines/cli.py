@@ -337,7 +337,7 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
         rest = rest + ["--default_sdk_harness_log_level=WARNING"]
     # Beam parses the options again with its own parser, which would read a
     # negative number (-1e-5) as a flag: give such values as --flag=value.
-    joined = []
+    joined: list[str] = []
     for arg in rest:
         if joined and _NEGATIVE_NUMBER.match(arg) and joined[-1].startswith("--") \
                 and "=" not in joined[-1]:
@@ -396,7 +396,7 @@ def in_flags(message: str, flag_of: dict | None = None) -> str:
 
     message = _BUDGET_DICT.sub(lambda m: pairs(m.group(1), r"'(\w+)': ([^,]+)"), message)
     message = _BUDGET_REPR.sub(lambda m: pairs(m.group(1), r"(\w+)=([^,]+)"), message)
-    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups()),
+    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups("")),
                                message)
     message = _NAME_LIST.sub(
         lambda m: (", ".join(names[n.strip("'")] for n in m.group(1).split(", "))
@@ -637,7 +637,7 @@ def budget_parts_from_args(args, budget, mechanism=None,
     share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
     with flag_errors():
         basic = split_selection_and_counts(budget, share)
-    if mechanism is None or not isinstance(budget, Budget):
+    if mechanism is None or counts_max_items is None or not isinstance(budget, Budget):
         return basic
     # Bad Δ0 or mechanism parameters fail here, named by their flags, as without
     # the tight split.
@@ -696,6 +696,7 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
     """
     if parts is None:
         return report
+    assert counter is not None, "counts come with a budget split"
     if selection_calibration is not None:
         parts = parts.composed_with(selection_calibration, counter.calibration)
     report = dict(report)

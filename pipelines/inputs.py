@@ -50,7 +50,7 @@ import os
 import typing
 import zipfile
 import zlib
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -62,7 +62,7 @@ from beam_dpsu.text import Tokenizer, a_type, plural
 try:  # what Beam reads .zst with; without it .zst files are refused, not misread
     import zstandard
 except ImportError:  # pragma: no cover - an apache-beam dependency
-    zstandard = None
+    zstandard = None  # type: ignore[assignment]  # a module or None: checked before use
 
 __all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "FIELD_SIZE_LIMIT", "InputFormatError",
            "check_input_exists", "open_input", "infer_format", "inspect_input", "record_parser",
@@ -136,7 +136,7 @@ def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
     """The format the file names imply (``.csv`` → csv, ``.jsonl`` → jsonl, ``.txt`` →
     text, ``.zip``/``.seq`` → msnbc, compressed or not); raises when they imply none
     of ``formats`` or disagree."""
-    found = {}
+    found: dict[str, str] = {}
     for path in files:
         ext = os.path.splitext(_uncompressed_name(path))[1]
         fmt = EXTENSION_FORMATS.get(ext)
@@ -248,7 +248,7 @@ class _WholeDecompression(io.RawIOBase):
         self._path, self._raw = path, raw
         self._name = _COMPRESSION_NAMES[compression]
         self._new_member = _DECOMPRESSORS[compression]
-        self._member = None  # the decompressor of the member being read, None between
+        self._member: Any = None  # the decompressor of the member being read, None between
         self._input = b""  # compressed bytes read, not yet given to a decompressor
         self._members = 0
         self._output = memoryview(b"")  # decompressed bytes not yet returned
@@ -729,7 +729,7 @@ def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tupl
 
 
 def record_parser(fmt: str, user_field: str | None = None, text_field: str | None = None,
-                  skip_header_lines: int = 0) -> Callable[[str, object], Iterator[tuple]]:
+                  skip_header_lines: int = 0) -> Callable[..., Iterator]:
     """(path, binary stream) → records, for ``fmt``."""
     if fmt in ("csv", "jsonl"):
         if not user_field or not text_field:
