@@ -91,6 +91,7 @@ from beam_dpsu.configs import (  # noqa: E402
     WeightedLaplace,
     mechanism_from_name,
 )
+from beam_dpsu.delta0 import AutoMaxItems  # noqa: E402
 from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
 from beam_dpsu.mechanisms import SelectItems  # noqa: E402
 from beam_dpsu.releases import AppliedTwiceError  # noqa: E402
@@ -128,6 +129,7 @@ __all__ = [
     "WeightedGaussian",
     "WeightedLaplace",
     "mechanism_from_name",
+    "AutoMaxItems",
     "WeightedHistogram",
     "SelectItems",
     "AppliedTwiceError",

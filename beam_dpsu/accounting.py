@@ -98,6 +98,16 @@ def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     dp-sips Algorithm 3 (its box is missing from the text; DESIGN §3 gives it)
     and the proof of Theorem 1: the shares rise geometrically so the last
     round gets the most, and sum to 1; at r = 1 the split is even.
+
+    Args:
+      rounds: I, the number of rounds (≥ 1).
+      ratio: r in (0, 1], the ratio of one round's share to the next one's.
+
+    Returns:
+      The I shares, in round order, summing to 1.
+
+    Raises:
+      ValueError: ``rounds`` < 1, ``ratio`` outside (0, 1], or a share would underflow.
     """
     if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
         raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
@@ -243,6 +253,12 @@ class BudgetAccountant:
     Parts must be of the total's kind (``Budget`` or ``ZCDPBudget``); ε, ρ and
     δ compose additively (basic composition; dp-sips Lemma 6 for zCDP). A small
     relative tolerance (1e-9) absorbs floating-point error from ``split``.
+
+    Args:
+      total: the ``Budget`` or ``ZCDPBudget`` that every part spent counts against.
+
+    Raises:
+      TypeError: ``total`` is not a ``Budget`` or ``ZCDPBudget``.
     """
 
     _TOLERANCE = 1e-9
@@ -402,6 +418,17 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
     is never too small is used instead (``_conservative_gaussian_sigma``). Any ε > 0 and
     δ in (0, 1) give a finite σ/Δ; σ itself must be a finite float, else a
     ValueError.
+
+    Args:
+      epsilon: ε > 0.
+      delta: δ in (0, 1).
+      l2_sensitivity: Δ, the L2 sensitivity of the noised vector (default 1).
+
+    Returns:
+      σ, the standard deviation of the Gaussian noise.
+
+    Raises:
+      ValueError: a parameter is out of range, or σ would not be a finite float.
     """
     epsilon = _check_positive("epsilon", epsilon)
     delta = _check_probability("delta", delta)
@@ -501,6 +528,14 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     dp-sips Corollary 9: the mechanism is (ε, δ_CDP + (1 − δ_CDP)·δ*(ρ, ε))-DP;
     we solve δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP for ε (δ* decreases in ε).
     Golden values in dp-sips App. B, Tables 4–5.
+
+    Args:
+      rho: ρ > 0 of the zCDP guarantee.
+      delta_cdp: δ_CDP in [0, 1), its approximation slack.
+      delta_dp: δ_DP of the (ε, δ)-DP statement, larger than ``delta_cdp``.
+
+    Returns:
+      ε.
     """
     rho = _check_positive("rho", rho)
     # δ_CDP = 0 is pure ρ-zCDP (Corollary 9 then is Lemma 8 alone).
@@ -549,6 +584,14 @@ def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
     bisection on δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP (δ* increases in ρ). Any
     smaller ρ also meets the target; the largest gives the least noise.
     Golden values in dp-sips App. B, Table 5 (and Table 2's GW budget).
+
+    Args:
+      epsilon: ε > 0 of the (ε, δ)-DP target.
+      delta_dp: δ_DP of the target.
+      delta_cdp: δ_CDP of the zCDP budget, smaller than ``delta_dp``.
+
+    Returns:
+      ``ZCDPBudget(rho, delta_cdp)`` with the largest such ρ.
     """
     epsilon = _check_positive("epsilon", epsilon)
     delta_dp = _check_probability("delta_dp", delta_dp)

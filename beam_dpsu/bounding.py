@@ -545,6 +545,12 @@ class BoundContributions(SampleItemsPerUser):
     The bounding step of the parallel mechanisms (``SampleItemsPerUser``
     without a salt). With ``privacy_unit="element"`` each element is one
     person (module docstring): check and sample, nothing to merge.
+
+    Args:
+      max_items_per_user: Δ0, the most distinct items kept per user.
+      seed: test-only fixed seed; None (default) samples with OS entropy.
+      privacy_unit: ``"user_id"`` (default; elements are pairs or records keyed
+        by user id) or ``"element"`` (each element is one person's items).
     """
 
     _NAME = "BoundContributions"

@@ -38,7 +38,7 @@ from typing import ClassVar, Mapping, cast
 
 import numpy as np
 
-from beam_dpsu import accounting, policies, thresholds
+from beam_dpsu import accounting, delta0, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget
 from beam_dpsu.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
                                    RoundsCalibration, gaussian_calibration, laplace_calibration,
@@ -71,7 +71,7 @@ class MechanismConfig:
 
     def __post_init__(self):
         # Validates whichever of the shared parameters the config has.
-        checks = {"max_items_per_user": thresholds.check_max_items, "alpha": _check_alpha,
+        checks = {"max_items_per_user": delta0.check_max_items_or_auto, "alpha": _check_alpha,
                   "shards": _check_shards}
         for field in dataclasses.fields(self):
             if field.name in checks:
@@ -84,13 +84,23 @@ class MechanismConfig:
 
     def _check_budget(self, budget):
         """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
+        if delta0.is_auto(getattr(self, "max_items_per_user", None)):
+            raise ValueError(
+                f"{self.name}: max_items_per_user='auto' is chosen from the data when the "
+                "pipeline runs, so this config has no calibration of its own; give it to "
+                "SelectItems (its report shows every candidate's), or calibrate "
+                "beam_dpsu.delta0.with_max_items(config, n)")
         if not isinstance(budget, (Budget, ZCDPBudget)):
             raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
         return accounting.require_delta(budget, f"mechanism {self.name!r}")
 
     def to_dict(self) -> dict:
         # Every subclass is a dataclass; the base, which mypy checks here, is not.
-        return {"name": self.name, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        out = {"name": self.name, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        max_items = getattr(self, "max_items_per_user", None)
+        if delta0.is_auto(max_items):
+            out["max_items_per_user"] = max_items.to_dict()
+        return out
 
 
 class ParallelMechanism(MechanismConfig):
@@ -111,7 +121,7 @@ class CountLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-laplace"
-    item_weight: ClassVar = staticmethod(policies.count_weight)
+    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -131,7 +141,7 @@ class CountGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-gaussian"
-    item_weight: ClassVar = staticmethod(policies.count_weight)
+    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -151,7 +161,7 @@ class WeightedLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-laplace"
-    item_weight: ClassVar = staticmethod(policies.weighted_laplace_weight)
+    item_weight = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -175,7 +185,7 @@ class WeightedGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-gaussian"
-    item_weight: ClassVar = staticmethod(policies.weighted_gaussian_weight)
+    item_weight = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -207,7 +217,7 @@ class TruncatedGeometric(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "truncated-geometric"
-    item_weight: ClassVar = staticmethod(policies.count_weight)
+    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> KeepProbabilityCalibration:
         budget = self._check_budget(budget)
@@ -515,7 +525,9 @@ class GreedyWithoutSampling(SequentialMechanism):
         public = (None if pc is None else
                   f"mapping of {len(pc)} items" if isinstance(pc, Mapping) else "PCollection")
         return {"name": "gw-kt" if pc is not None else self.name,
-                "max_items_per_user": self.max_items_per_user, "alpha": self.alpha,
+                "max_items_per_user": (self.max_items_per_user.to_dict()
+                                       if delta0.is_auto(self.max_items_per_user)
+                                       else self.max_items_per_user), "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}
 
 
@@ -549,6 +561,19 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
     has. A parameter the mechanism does not take is an error, unless
     ``ignore_unused`` (for tools that run several mechanisms with one set of
     flags).
+
+    Args:
+      name: the mechanism's name, a key of ``MECHANISMS``.
+      ignore_unused: drop parameters the mechanism does not take instead of
+        refusing them.
+      **params: the config's fields, e.g. ``max_items_per_user=100``.
+
+    Returns:
+      The mechanism config.
+
+    Raises:
+      ValueError: an unknown or non-private name, or a parameter the mechanism
+        does not take.
     """
     if name in _NOT_PRIVATE:
         raise ValueError(_NOT_PRIVATE[name])

@@ -50,6 +50,7 @@ from beam_dpsu import __version__, noise, pld
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget, check_tight_part
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                 WholeItemCountsPerUser, check_pair, check_privacy_unit)
+from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.randomness import draws_randomness
 from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
@@ -113,6 +114,13 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
 
     Both are pure, so δ may be 0 (and is not spent). The scales are exact
     fractions of the float parameters.
+
+    Args:
+      budget: the counts' ``Budget`` or ``ZCDPBudget`` (δ may be 0).
+      max_items_per_user: Δ0, the most released items one user is counted on.
+
+    Returns:
+      The counts' noise and its scale.
     """
     d0 = check_max_items(max_items_per_user)
     if isinstance(budget, (Budget, ZCDPBudget)):
@@ -307,6 +315,23 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     counts with ``counts_max_items_per_user`` (other mechanisms, or a smaller
     Δ0, can compose to more), and ``accountant`` is charged the total once.
     Under a ``ZCDPBudget`` the split stays additive in ρ (the papers' meaning).
+
+    Args:
+      total: the ``Budget`` or ``ZCDPBudget`` of selection and counts together.
+      counts_share: s in (0, 1), the counts' share of ε (or ρ).
+      accountant: the ``BudgetAccountant`` both parts are spent from; a fresh
+        ``BudgetAccountant(total)`` by default.
+      selection_mechanism: the selection's mechanism config, to state the total
+        tightly (``composed``).
+      counts_max_items_per_user: the Δ0 given to ``CountReleased``, with
+        ``selection_mechanism``.
+      composition: ``"basic"`` (default) or ``"tight"``.
+
+    Returns:
+      The two parts, with the total and, given the mechanisms, ``composed``.
+
+    Raises:
+      BudgetExceededError: ``accountant`` has less than ``total`` left.
     """
     share = _check_share(counts_share)
     if composition not in ("basic", "tight"):
@@ -436,10 +461,11 @@ class CountReleased(ReleaseTransform):
 
     Its input is what ``SelectItems`` takes: ``(user_id, item)`` pairs and/or
     ``(user_id, items)`` per-user records of str/bytes items (a tuple is a
-    record there). With ``ngrams=True`` the items are n-grams (tuples of
-    str, as ``ExtractNgrams`` releases) and the input is ``(user_id, n-gram)``
-    pairs. Released items of the other kind are refused, so that a mix-up
-    cannot silently give every item a count of zero.
+    record there), or Rows, NamedTuples or dicts with named fields. With
+    ``ngrams=True`` the items are n-grams (tuples of str, as ``ExtractNgrams``
+    releases) and the input is ``(user_id, n-gram)`` pairs. Released items of
+    the other kind are refused, so that a mix-up cannot silently give every item
+    a count of zero.
 
     The pipeline it builds: first check the records and count each user once
     per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
@@ -465,6 +491,17 @@ class CountReleased(ReleaseTransform):
       ngrams: the items are n-grams (see above).
       privacy_unit: ``"user_id"`` (default) or ``"element"``: each element is
         all of one person's items, as in ``SelectItems`` (not with ``ngrams``).
+      user_field: read the input as ``beam.Row``s, NamedTuples or dicts, as
+        ``SelectItems`` does: the field holding the user id (not with
+        ``privacy_unit="element"``).
+      item_field: the field holding one item per element (with ``ngrams``:
+        one n-gram, a list or tuple of str).
+      items_field: the field holding a list, tuple, set or array of items
+        (with ``ngrams``: of n-grams); not with ``item_field``.
+
+    Raises:
+      ValueError, TypeError, InvalidRecordError: for the field arguments and
+        the elements, as ``SelectItems`` raises them.
 
     One object is one release of counts: applying it twice is refused
     (``AppliedTwiceError``) when the pipeline is built.
@@ -481,7 +518,8 @@ class CountReleased(ReleaseTransform):
 
     def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
                  seed: int | None = None, ngrams: bool = False, label=None,
-                 privacy_unit: str = "user_id", accountant=None):
+                 privacy_unit: str = "user_id", accountant=None, user_field: str | None = None,
+                 item_field: str | None = None, items_field: str | None = None):
         super().__init__(label)
         if not isinstance(released, beam.pvalue.PCollection):
             raise TypeError("released must be the PCollection of released items, "
@@ -494,6 +532,8 @@ class CountReleased(ReleaseTransform):
         if self.ngrams and self.privacy_unit != "user_id":
             raise ValueError("CountReleased counts n-grams from (user_id, n-gram) pairs: "
                              "privacy_unit='element' is for items, not n-grams")
+        self.fields = input_fields(self.privacy_unit, user_field, self.ngrams,
+                                   item_field=item_field, items_field=items_field)
         check_tight_part(budget, "max_items_per_user", max_items_per_user,
                          getattr(budget, "for_max_items_per_user", None))
         self.calibration = count_calibration(budget, max_items_per_user)
@@ -522,6 +562,7 @@ class CountReleased(ReleaseTransform):
         # Bounding is global (DESIGN §4.7): both inputs must be in the global window.
         require_global_window(elements, "CountReleased (its users' items)")
         require_global_window(self.released, "CountReleased (its released items)")
+        elements = read_fields(elements, self.fields, "CountReleased")
         # Released items as plain str/bytes/tuples of str (numpy.str_ and the
         # like cannot be encoded deterministically as keys), of the kind counted.
         ngrams = self.ngrams

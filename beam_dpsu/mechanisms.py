@@ -2,7 +2,8 @@
 
 ``SelectItems`` takes ``PCollection[(user_id, item)]`` (one element per
 occurrence) or per-user records ``PCollection[(user_id, items)]`` (a row or
-document of one user; see ``beam_dpsu.bounding``), and returns
+document of one user; see ``beam_dpsu.bounding``), or the same read from named
+fields of ``beam.Row``s, NamedTuples or dicts (``beam_dpsu.fields``), and returns
 ``PCollection[item]`` of released items. It is
 calibrated when it is constructed: thresholds and noise scales are computed
 eagerly and available as ``.report`` before the pipeline runs.
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from beam_dpsu import noise, policies
+from beam_dpsu import delta0, noise, policies
+from beam_dpsu.auto import AutoSelection
 from beam_dpsu.accounting import Budget, ZCDPBudget, check_tight_part
 from beam_dpsu.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
 from beam_dpsu.configs import (SIPS, GreedyWithoutSampling, MechanismConfig, ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
+from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
 from beam_dpsu.releases import ReleaseTransform, spend_from, warn_if_seeded
-from beam_dpsu.report import mechanism_report
+from beam_dpsu.report import auto_report, mechanism_report
 from beam_dpsu.calibration import KeepProbabilityCalibration
 from beam_dpsu.selection import KeepWithProbability, NoisyThreshold
 from beam_dpsu.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
@@ -34,11 +37,13 @@ class SelectItems(ReleaseTransform):
 
     Its input is a PCollection of ``(user_id, item)`` pairs, one per
     occurrence, or of ``(user_id, items)`` per-user records (``items`` a list,
-    tuple, set or numpy array of str/bytes, each occurrence once), or a mix:
-    a user may span any number of elements, which are merged into one
-    before anything is bounded. Records are the faster form when the data
-    already comes as rows or documents of one user: read them as records
-    rather than exploding them into pairs.
+    tuple, set or numpy array of str/bytes, each occurrence once), or a mix: a
+    user may span any number of elements, which are merged into one before
+    anything is bounded. Rows, NamedTuples and dicts are read by naming their
+    fields (``user_field`` with ``item_field`` or ``items_field``), into the
+    same pairs or records. Records are the faster form when the data already
+    comes as rows or documents of one user: read them as records rather than
+    exploding them into pairs.
 
     The pipeline it builds: first bound each user's contribution (check
     elements, merge them per user, dedupe, sample ≤ Δ0 items), then sum the
@@ -81,6 +86,23 @@ class SelectItems(ReleaseTransform):
         expansion, as ``non_private_released_by_stage`` (``{"round_0":
         PCollection, ...}``). Off by default: which round released an item is
         NOT a function of the released set; keep it out of anything published.
+      user_field: read the input as ``beam.Row``s, NamedTuples or dicts
+        (``beam_dpsu.fields``): the field holding the user id. Not with
+        ``privacy_unit="element"`` (an element has no user id).
+      item_field: with ``user_field``, the field holding one item (str or
+        bytes) per element, as in a ``(user_id, item)`` pair.
+      items_field: the field holding a list, tuple, set or 1-D array of
+        items, as in a ``(user_id, items)`` record; alone with
+        ``privacy_unit="element"``. Not with ``item_field``.
+
+    Raises:
+      ValueError: field arguments that do not fit together or with
+        ``privacy_unit``, when it is constructed.
+      TypeError: a field name that is not a str, when it is constructed; named
+        fields for an input typed as tuples or lists, when the pipeline is built.
+      InvalidRecordError: a named field missing from the input's schema (when
+        the pipeline is built) or from an element, or a bad element (when it
+        runs). The message names the field, never a value.
 
     Example::
 
@@ -88,6 +110,9 @@ class SelectItems(ReleaseTransform):
         # or, with one element per document:
         released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
                     | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
+        # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
+        released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                                      user_field="author", items_field="words")
         # or, when each document is one person's only one:
         released = (docs | beam.Map(lambda d: d["text"].split())
                     | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
@@ -97,7 +122,8 @@ class SelectItems(ReleaseTransform):
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
                  seed: int | None = None, hot_key_fanout: int | None = None, label=None,
                  privacy_unit: str = "user_id", accountant=None,
-                 non_private_stats: bool = False):
+                 non_private_stats: bool = False, user_field: str | None = None,
+                 item_field: str | None = None, items_field: str | None = None):
         super().__init__(label)
         if not isinstance(mechanism, MechanismConfig):
             raise TypeError(f"mechanism must be a beam_dpsu mechanism config, got {mechanism!r}")
@@ -108,8 +134,24 @@ class SelectItems(ReleaseTransform):
         self.seed = noise.check_seed(seed)
         self.hot_key_fanout = hot_key_fanout
         self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
+                                   items_field=items_field)
         check_tight_part(budget, "mechanism", mechanism, getattr(budget, "for_mechanism", None))
-        self.calibration = mechanism.calibrate(budget)
+        # max_items_per_user="auto": a share of the budget picks Δ0 when the
+        # pipeline runs; every candidate's selection is calibrated now.
+        self.auto_plan = None
+        self._auto_branches: list = []
+        self.chosen_max_items_per_user = None
+        if delta0.is_auto(getattr(mechanism, "max_items_per_user", None)):
+            self.auto_plan = delta0.plan_auto(mechanism, budget)
+            self._auto_branches = [
+                SelectItems(delta0.with_max_items(mechanism, c), self.auto_plan.selection_budget,
+                            seed=seed, hot_key_fanout=hot_key_fanout, privacy_unit="element",
+                            non_private_stats=non_private_stats)
+                for c in self.auto_plan.candidates]
+            self.calibration = None
+        else:
+            self.calibration = mechanism.calibrate(budget)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
@@ -126,6 +168,11 @@ class SelectItems(ReleaseTransform):
     @property
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
+        if self.auto_plan is not None:
+            return auto_report(self.mechanism, self.budget, self.auto_plan,
+                               {c: branch.calibration for c, branch in
+                                zip(self.auto_plan.candidates, self._auto_branches)},
+                               self.seed, self.privacy_unit)
         extra = None
         if isinstance(self.mechanism, SequentialMechanism):
             extra = {"user_order": _user_order(self.mechanism, self.privacy_unit,
@@ -135,7 +182,21 @@ class SelectItems(ReleaseTransform):
 
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
+        elements = read_fields(elements, self.fields, "SelectItems")
         mechanism = self.mechanism
+        if self.auto_plan is not None:
+            auto = AutoSelection(self.auto_plan, self._auto_branches,
+                                 occurrences=isinstance(mechanism, GreedyWithoutSampling),
+                                 privacy_unit=self.privacy_unit, seed=self.seed)
+            released = elements | "AutoMaxItemsPerUser" >> auto
+            self.chosen_max_items_per_user = auto.chosen_max_items_per_user
+            if self.non_private_stats and isinstance(mechanism, SIPS):
+                self.non_private_released_by_stage = {
+                    f"round_{i}": ([b.non_private_released_by_stage[f"round_{i}"]
+                                    for b in self._auto_branches]
+                                   | f"Round{i}OfChosen" >> beam.Flatten())
+                    for i in range(mechanism.rounds)}
+            return released
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
                                 mechanism.removal, self.hot_key_fanout, self.privacy_unit)

@@ -5,6 +5,8 @@
 ``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T. With
 ``privacy_unit="element"`` it takes ``PCollection[list[str]]`` instead: each
 element one document holding all the data of one person (no user id).
+Either form may be read from named fields of ``beam.Row``s, NamedTuples or
+dicts (``user_field``, ``tokens_field``; ``beam_dpsu.fields``).
 
 The levels are unrolled when the pipeline is built. First each user's
 documents are grouped into one record (with ``privacy_unit="element"`` each
@@ -61,6 +63,7 @@ from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCou
 from beam_dpsu.calibration import GAUSSIAN, Calibration, gaussian_dp_equivalents, split_delta
 from beam_dpsu.text import a_type, plural
 from beam_dpsu.configs import WeightedGaussian
+from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
 from beam_dpsu.kgrams import PRUNINGS, ValidKgramSampler, kgrams_of, valid_kgram_count
 from beam_dpsu.mechanisms import SelectItems
@@ -439,6 +442,16 @@ class ExtractNgrams(ReleaseTransform):
         line per level as soon as the level after it knows the release's size
         ("DPNE level k of T: released n k-grams"; the last at the end), or
         None (default) for none. A level's size is a function of its release.
+      user_field: read the input as ``beam.Row``s, NamedTuples or dicts
+        (``beam_dpsu.fields``): the field holding the user id. Not with
+        ``privacy_unit="element"``.
+      tokens_field: the field holding a document's tokens in order (a list,
+        tuple or 1-D array of str), as in a ``(user_id, tokens)`` document;
+        alone with ``privacy_unit="element"``.
+
+    Raises:
+      ValueError, TypeError, InvalidRecordError: for the field arguments and
+        the elements, as ``SelectItems`` raises them.
 
     One object is one release: applying the same ``ExtractNgrams`` twice is
     refused (``AppliedTwiceError``) when the pipeline is built.
@@ -459,9 +472,11 @@ class ExtractNgrams(ReleaseTransform):
                  pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
                  non_private_stats: bool = False, privacy_unit: str = "user_id",
-                 progress_logger: str | None = None, accountant=None):
+                 progress_logger: str | None = None, accountant=None,
+                 user_field: str | None = None, tokens_field: str | None = None):
         super().__init__(label)
         self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.fields = input_fields(self.privacy_unit, user_field, tokens_field=tokens_field)
         self.progress_logger = progress_logger
         max_n = check_max_n(max_n)
         if not 0.0 < float(eta) < 1.0:
@@ -661,6 +676,7 @@ class ExtractNgrams(ReleaseTransform):
 
     def expand(self, documents):
         require_global_window(documents, "ExtractNgrams")
+        documents = read_fields(documents, self.fields, "ExtractNgrams")
         # First one record per user with all their documents: grouped by user
         # id, or each element one person's only document.
         unseeded_elements = self.privacy_unit == "element" and self.seed is None

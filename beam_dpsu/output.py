@@ -112,6 +112,16 @@ def unescape(line: str, as_bytes: bool = False) -> str | bytes:
     byte and the rest is UTF-8. An n-gram line is its tokens joined by a
     space: unescape each of ``line.split(" ")``. Raises ``ValueError`` on an
     escape ``format_released`` never writes.
+
+    Args:
+      line: one line of a release, without its newline.
+      as_bytes: decode to ``bytes`` (a release of bytes items).
+
+    Returns:
+      The item.
+
+    Raises:
+      ValueError: the line holds an escape ``format_released`` never writes.
     """
     if "\\" not in line:
         return line.encode("utf-8") if as_bytes else line
@@ -176,13 +186,36 @@ def read_released(source: str | Iterable[str], as_bytes: bool = False,
     ``source`` is a path or glob (``"out/items-*.txt"``, any Beam filesystem)
     or the lines themselves; ``ngrams=True`` gives each line as a tuple of
     tokens; ``as_bytes=True`` for a release of bytes items.
+
+    Args:
+      source: a path or glob, or the lines themselves.
+      as_bytes: items are ``bytes``.
+      ngrams: each line is an n-gram: give it as a tuple of tokens.
+
+    Returns:
+      The items, file by file (sorted by path), line by line.
+
+    Raises:
+      ValueError: no file matches ``source``, or a line holds an unknown escape.
     """
     return [_item(line, as_bytes, ngrams) for line in _lines(source)]
 
 
 def read_counts(source: str | Iterable[str], as_bytes: bool = False,
                 ngrams: bool = False) -> list:
-    """``(item, count)`` pairs of a counts TSV (``counts-*.tsv``), unescaped."""
+    """``(item, count)`` pairs of a counts TSV (``counts-*.tsv``), unescaped.
+
+    Args:
+      source: a path or glob, or the lines themselves.
+      as_bytes: items are ``bytes``.
+      ngrams: each item is an n-gram: give it as a tuple of tokens.
+
+    Returns:
+      The ``(item, count)`` pairs, count an ``int``.
+
+    Raises:
+      ValueError: no file matches ``source``, or a line is not ``item<TAB>count``.
+    """
     return [parse_count_line(line, as_bytes, ngrams) for line in _lines(source)]
 
 

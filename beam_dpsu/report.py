@@ -14,8 +14,8 @@ from beam_dpsu import __version__
 from beam_dpsu.accounting import ZCDPBudget
 from beam_dpsu.calibration import gaussian_dp_equivalents
 
-__all__ = ["GUARANTEES", "mechanism_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE",
-           "to_json"]
+__all__ = ["GUARANTEES", "mechanism_report", "auto_report", "dp_equivalents", "NON_PRIVATE_NOTE",
+           "SEEDED_NOTE", "to_json"]
 
 NON_PRIVATE_NOTE = (
     "These counts are computed from the raw input without noise. They are NOT "
@@ -70,6 +70,36 @@ def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
         report["seeded_note"] = SEEDED_NOTE
     if extra:
         report.update(extra)
+    return report
+
+
+def auto_report(mechanism, budget, plan, calibrations: dict, seed,
+                privacy_unit: str = "user_id") -> dict:
+    """The report of a selection with ``max_items_per_user="auto"`` (fixed when built).
+
+    The chosen Δ0 is known only when the pipeline has run: it is a DP output
+    (``SelectItems.chosen_max_items_per_user``), and the jobs add it as
+    ``chosen_max_items_per_user``. Everything here is parameters: the split,
+    the size histogram's noise, the rule and every candidate's calibration.
+    """
+    report = {
+        "library": f"beam_dpsu {__version__}",
+        "guarantee": GUARANTEES[privacy_unit],
+        "privacy_unit": privacy_unit,
+        "mechanism": mechanism.to_dict(),
+        "budget": budget.to_dict(),
+        "composition": "sequential: the size histogram, then the selection at the chosen "
+                       "max_items_per_user (epsilon or rho add; delta is the selection's)",
+        "max_items_per_user": plan.to_dict(),
+        "selection_by_candidate": {str(c): calibration.to_dict()
+                                   for c, calibration in calibrations.items()},
+        "seeded": seed is not None,
+    }
+    if isinstance(budget, ZCDPBudget):
+        report["dp_equivalents"] = dp_equivalents(budget)
+    if seed is not None:
+        report["seed"] = seed
+        report["seeded_note"] = SEEDED_NOTE
     return report
 
 

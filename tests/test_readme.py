@@ -24,7 +24,7 @@ def block_index(word: str) -> int:
 
 
 def test_readme_has_the_blocks_tested_here():
-    assert len(python_blocks()) == 6
+    assert len(python_blocks()) == 7
 
 
 def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
@@ -44,6 +44,14 @@ def test_records_block_releases_the_common_items(capsys):
     # probability ≤ δ = 1e-7 (the threshold's guarantee), so this fails by
     # chance < 1e-6.
     assert out.strip() == "['a', 'cat', 'film', 'good']"
+
+
+def test_fields_block_reads_rows_by_field_name(capsys):
+    out = run_block(block_index("user_field="), capsys)
+    # As the records block: 300 users hold each common item; 'rare' and 'word'
+    # are ann's alone, each released with probability ≤ δ = 1e-7: this fails
+    # by chance < 1e-6.
+    assert out.strip() == "['a', 'cat', 'good']"
 
 
 def test_ngram_block_prints_the_sorted_ngrams(capsys):
