@@ -18,9 +18,9 @@ Free text becomes items with ``beam_dpsu.tokenize`` (or a
 
 __version__ = "0.1.0"
 
-import importlib  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
+import importlib
+import logging
+import sys
 
 
 class _DropApitoolsWarning(logging.Filter):
