@@ -233,8 +233,10 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
     """
     sel, cnt = parts.selection, parts.counts
     if isinstance(parts.total, Budget):
+        assert isinstance(sel, Budget) and isinstance(cnt, Budget)  # the total's kind
         points = [(parts.total.delta, sel.epsilon + cnt.epsilon)]
     else:
+        assert isinstance(sel, ZCDPBudget) and isinstance(cnt, ZCDPBudget)
         spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
         points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
                   for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
@@ -272,7 +274,8 @@ def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> f
         except ValueError:
             return False
         found = pld.composed_guarantee(sel, cnt, delta)
-        return found is not None and found.tight_epsilon <= eps
+        return (found is not None and found.tight_epsilon is not None
+                and found.tight_epsilon <= eps)
 
     if not fits(1.0):
         return 1.0
@@ -349,6 +352,8 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         raise ValueError("composition='tight' needs selection_mechanism and "
                          "counts_max_items_per_user: the split is valid for those only")
     scale = 1.0
+    selection: Budget | ZCDPBudget
+    counts: Budget | ZCDPBudget
     if isinstance(total, Budget):
         if composition == "tight":
             d0 = check_max_items(counts_max_items_per_user)
@@ -369,11 +374,13 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     tight = scale > 1.0
     parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
                                      counts_share=share, scale=scale)
-    if selection_mechanism is not None:  # calibrated before anything is spent
+    # Both or neither (checked above); calibrated before anything is spent.
+    if selection_mechanism is not None and counts_max_items_per_user is not None:
         parts = parts.composed_with(selection_mechanism.calibrate(selection),
                                     count_calibration(counts, counts_max_items_per_user))
         # A tight split is only as good as its check: the composed total as run.
-        if tight and not all(g.method != "basic" and g.tight_epsilon <= total.epsilon
+        if tight and isinstance(total, Budget) and not all(  # tight: a Budget total
+                g.method != "basic" and g.tight_epsilon <= total.epsilon
                              for g in parts.composed):
             raise RuntimeError("tight split does not meet its total")  # pragma: no cover
     accountant = BudgetAccountant(total) if accountant is None else accountant
@@ -587,7 +594,8 @@ class CountReleased(ReleaseTransform):
         counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
     """
 
-    def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
+    def __init__(self, released, budget: Budget | ZCDPBudget,
+                 max_items_per_user: int | str | delta0.AutoMaxItems = 100,
                  seed: int | None = None, ngrams: bool = False, label=None,
                  privacy_unit: str = "user_id", accountant=None, user_field: str | None = None,
                  item_field: str | None = None, items_field: str | None = None):
@@ -627,7 +635,7 @@ class CountReleased(ReleaseTransform):
     @property
     def report(self) -> dict:
         """The privacy parameters of the counts (no data needed)."""
-        report = {
+        report: dict = {
             "library": f"beam_dpsu {__version__}",
             "guarantee": GUARANTEES[self.privacy_unit],
             "privacy_unit": self.privacy_unit,
@@ -635,6 +643,7 @@ class CountReleased(ReleaseTransform):
                        "most max_items_per_user released items (sampled uniformly)",
         }
         if self.auto_plan is None:
+            assert self.calibration is not None  # a fixed Δ0 is calibrated when built
             report.update(self.calibration.to_dict())
         else:
             # The chosen Δ0 is a DP output, known once the pipeline has run

@@ -77,9 +77,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
-from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -163,7 +163,7 @@ class AutoMaxItems:
         return {"method": AUTO, "share": self.share, "candidates": list(self.candidates)}
 
 
-def is_auto(max_items_per_user: Any) -> bool:
+def is_auto(max_items_per_user: Any) -> TypeGuard[AutoMaxItems]:
     """Whether a ``max_items_per_user`` value asks for the private choice."""
     return isinstance(max_items_per_user, AutoMaxItems)
 
@@ -286,8 +286,9 @@ def user_mass(mechanism) -> str:
     from beam_dpsu import configs  # configs imports this module
 
     if isinstance(mechanism, configs.ParallelMechanism):
-        by_weight = {policies.count_weight: "m", policies.weighted_laplace_weight: "1",
-                     policies.weighted_gaussian_weight: "sqrt(m)"}
+        by_weight: dict[Callable[[int], float], str] = {
+            policies.count_weight: "m", policies.weighted_laplace_weight: "1",
+            policies.weighted_gaussian_weight: "sqrt(m)"}
         return by_weight[type(mechanism).item_weight]
     if isinstance(mechanism, (configs.SIPS, configs.PolicyGaussian)):
         return "sqrt(m)"
@@ -315,7 +316,7 @@ def weight_threshold(calibration) -> float:
     raise TypeError(f"no release threshold for {type(calibration).__name__}")
 
 
-def with_max_items(mechanism, max_items_per_user: int):
+def with_max_items(mechanism, max_items_per_user: int | AutoMaxItems):
     """The same mechanism config with a fixed Δ0."""
     return dataclasses.replace(mechanism, max_items_per_user=max_items_per_user)
 

@@ -74,7 +74,8 @@ from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
 from beam_dpsu.windowing import in_global_window, require_global_window
 
-__all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "element_document", "LEVEL1_POLICIES", "BASELINES"]
+__all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "element_document", "LEVEL1_POLICIES",
+           "BASELINES"]
 
 LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
 BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")

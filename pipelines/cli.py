@@ -65,7 +65,8 @@ import time
 import uuid
 from typing import Callable, Iterable, Sequence
 
-from pipelines import BEAM_NOISE_FILTER, quiet_beam  # noqa: E402  (first: quiets Beam)
+# First: importing pipelines quiets Beam; BEAM_NOISE_FILTER is re-exported for the tests.
+from pipelines import BEAM_NOISE_FILTER, quiet_beam  # noqa: E402, F401
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -91,7 +92,8 @@ __all__ = [
     "UsageError", "JobArgumentParser", "flags", "boolean", "parse_job_args",
     "add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
     "add_output_arguments", "add_non_private_stats_argument", "add_counts_arguments",
-    "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input", "check_num_shards",
+    "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input",
+    "check_num_shards",
     "budget_from_args", "describe_budget", "tokenizer_from_args", "mechanism_from_args",
     "check_public_input", "prepare_output", "written_whole", "run_with_output", "staging_of",
     "add_overwrite_argument", "WriteJson", "read_json", "LogCount",
@@ -337,7 +339,7 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
         rest = rest + ["--default_sdk_harness_log_level=WARNING"]
     # Beam parses the options again with its own parser, which would read a
     # negative number (-1e-5) as a flag: give such values as --flag=value.
-    joined = []
+    joined: list[str] = []
     for arg in rest:
         if joined and _NEGATIVE_NUMBER.match(arg) and joined[-1].startswith("--") \
                 and "=" not in joined[-1]:
@@ -396,7 +398,7 @@ def in_flags(message: str, flag_of: dict | None = None) -> str:
 
     message = _BUDGET_DICT.sub(lambda m: pairs(m.group(1), r"'(\w+)': ([^,]+)"), message)
     message = _BUDGET_REPR.sub(lambda m: pairs(m.group(1), r"(\w+)=([^,]+)"), message)
-    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups()),
+    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups("")),
                                message)
     message = _NAME_LIST.sub(
         lambda m: (", ".join(names[n.strip("'")] for n in m.group(1).split(", "))
@@ -677,8 +679,9 @@ def budget_parts_from_args(args, budget, mechanism=None,
     share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
     with flag_errors():
         basic = split_selection_and_counts(budget, share)
-    if mechanism is None or not isinstance(budget, Budget) or delta0.is_auto(
-            getattr(mechanism, "max_items_per_user", None)) or counts_max_items == "auto":
+    if mechanism is None or counts_max_items is None or not isinstance(budget, Budget) or (
+            delta0.is_auto(getattr(mechanism, "max_items_per_user", None))
+            or counts_max_items == "auto"):
         # A tight split is computed for one Δ0 of each part; with "auto" there is none yet.
         return basic
     # Bad Δ0 or mechanism parameters fail here, named by their flags, as without
@@ -687,7 +690,7 @@ def budget_parts_from_args(args, budget, mechanism=None,
     with flag_errors():
         mechanism.calibrate(basic.selection)
         return split_selection_and_counts(budget, share, selection_mechanism=mechanism,
-                                          counts_max_items_per_user=counts_max_items,
+                                          counts_max_items_per_user=int(counts_max_items),
                                           composition="tight")
 
 
@@ -699,7 +702,7 @@ def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int
             if max_items_per_user == "auto":
                 delta0.plan_counts_auto(delta0.AutoMaxItems(), parts.counts, count_calibration)
             else:
-                count_calibration(parts.counts, max_items_per_user)
+                count_calibration(parts.counts, int(max_items_per_user))
 
 
 def count_line(item_count) -> str:
@@ -745,6 +748,7 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
     """
     if parts is None:
         return report
+    assert counter is not None, "counts come with a budget split"
     if selection_calibration is not None and counter.calibration is not None:
         parts = parts.composed_with(selection_calibration, counter.calibration)
     report = dict(report)

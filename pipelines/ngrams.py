@@ -48,7 +48,8 @@ def _max_items(text: str):
         values = [int(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"--max-items-per-user takes an int or a comma-separated list of ints, got {text!r}")
+            f"--max-items-per-user takes an int or a comma-separated list of ints, got {text!r}"
+        ) from None
     return values[0] if len(values) == 1 else values
 
 
