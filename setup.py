@@ -12,6 +12,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["beam_dpsu", "beam_dpsu.*", "pipelines", "pipelines.*"]),
+    # py.typed: beam_dpsu's annotations are part of its API (PEP 561).
+    package_data={"beam_dpsu": ["py.typed"]},
     install_requires=[
         "apache-beam>=2.60",
         # dp-accounting: the privacy-loss-distribution accountant of beam_dpsu.pld
@@ -33,6 +35,9 @@ setup(
         # downgrade (checked with pip install --dry-run).
         "docs": ["mkdocs==1.6.1", "mkdocs-autorefs==1.4.5", "mkdocstrings[python]==1.0.8",
                  "mkdocstrings-python==2.0.11", "griffe==2.4.1"],
+        # The quality gates of .ci/run, pinned: a new release's new rules must
+        # not fail CI unannounced (wheels only).
+        "lint": ["ruff==0.17.5", "mypy==2.4.1", "build==1.6.1"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -18,6 +18,54 @@ Free text becomes items with ``beam_dpsu.tokenize`` (or a
 
 __version__ = "0.1.0"
 
+import importlib
+import logging
+import sys
+
+
+class _DropApitoolsWarning(logging.Filter):
+    """Beam's "apitools not found" warning: the GCP extras are missing, which
+    nothing in beam_dpsu needs (apache_beam/io/gcp/internal/clients/bigquery)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "root" and str(record.msg).startswith("apitools not found"))
+
+
+class _LastResort(logging.Handler):
+    """Passes records on as logging does when no handler is configured."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        last = logging.lastResort
+        if last is not None and record.levelno >= last.level:
+            last.handle(record)
+
+
+def _import_quietly(module: str) -> None:
+    """Imports ``module`` (apache_beam) without its "apitools not found" warning,
+    leaving the user's logging as it was: the filter is on the root logger only
+    during the import. Beam logs that warning with ``logging.warning``, which
+    calls ``logging.basicConfig()`` when the root logger has no handler; a
+    stand-in handler meanwhile keeps that from configuring logging for the
+    user (whose own ``basicConfig`` would then do nothing). Once imported,
+    nothing is done: Beam has already spoken."""
+    if module in sys.modules:
+        return
+    root = logging.getLogger()
+    drop = _DropApitoolsWarning()
+    stand_in = None if root.handlers else _LastResort()
+    root.addFilter(drop)
+    if stand_in is not None:
+        root.addHandler(stand_in)
+    try:
+        importlib.import_module(module)
+    finally:
+        root.removeFilter(drop)
+        if stand_in is not None:
+            root.removeHandler(stand_in)
+
+
+_import_quietly("apache_beam")
+
 from beam_dpsu.accounting import (  # noqa: E402
     Budget,
     BudgetAccountant,

@@ -20,6 +20,7 @@ post-processing); the selection that ran spends the selection's budget once.
 
 from __future__ import annotations
 
+import functools
 import random
 
 import apache_beam as beam
@@ -42,11 +43,12 @@ class _SizeBinCountsFn(beam.CombineFn):
         return np.zeros(len(self._edges), dtype=np.int64)
 
     def add_input(self, counts, size):
-        counts[int(np.searchsorted(self._edges, size, side="right")) - 1] += 1
+        if size > 0:  # a user holding nothing is in no bin (delta0.size_counts)
+            counts[int(np.searchsorted(self._edges, size, side="right")) - 1] += 1
         return counts
 
     def merge_accumulators(self, accumulators):
-        return np.sum(list(accumulators), axis=0, dtype=np.int64)
+        return functools.reduce(np.add, accumulators, self.create_accumulator())
 
     def extract_output(self, counts):
         return counts

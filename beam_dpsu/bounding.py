@@ -415,7 +415,7 @@ def _sort_key(item):
     return (isinstance(item, bytes), item)
 
 
-def sample_items(items, max_items_per_user: int, rng: np.random.Generator,
+def sample_items(items, max_items_per_user: int, rng: np.random.Generator | None,
                  ordered: bool = False) -> list:
     """A uniform sample of at most Δ0 distinct items, without replacement.
 
@@ -429,13 +429,14 @@ def sample_items(items, max_items_per_user: int, rng: np.random.Generator,
         return items
     # The first Δ0 of a uniform permutation: a uniform Δ0-subset, and one
     # numpy call (``choice(replace=False)`` costs about twice as much).
+    assert rng is not None, "sampling draws from rng"
     chosen = rng.permutation(len(items))[:max_items_per_user].tolist()
     if len(chosen) == 1:  # itemgetter of one index gives the item, not a tuple
         return [items[chosen[0]]]
     return list(itemgetter(*chosen)(items))
 
 
-def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator,
+def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator | None,
                       seed: int | None = None, salt: str = "") -> list:
     """One user's uniform sample of ≤ Δ0 distinct items: from ``rng`` (OS entropy), or,
     seeded (tests only), from a generator derived from (seed, salt, user id), so the
@@ -457,7 +458,7 @@ class UserSampler:
         self.max_items = max_items_per_user
         self.seed = seed
         self.salt = salt
-        self._rng = None
+        self._rng: np.random.Generator | None = None
 
     def setup(self) -> None:
         self._rng = noise.os_rng()

@@ -27,7 +27,8 @@ Its δ is split, when the transform is built, into δ = δ_noise + δ_thr/(1 −
   M(D′) releases no own key in any round; M(D′) = Ã on E. Given Ã's whole
   run, the own keys' noise is independent of it and each round's threshold
   bounds their release chance by δ_r (the lone-user bound, dpsu Thm 5.1 /
-  dp-sips App. A; δ_r = 0 for DPNE levels k ≥ 2, which noise all of V_k), so P[E | Ã] ≥ 1 − Σ_r δ_r = 1 − δ_thr (union bound).
+  dp-sips App. A; δ_r = 0 for DPNE levels k ≥ 2, which noise all of V_k), so
+  P[E | Ã] ≥ 1 − Σ_r δ_r = 1 − δ_thr (union bound).
   (Ã, M(D)) is the adaptive composition, round by round, of Gaussian
   mechanisms of ℓ2 sensitivity ≤ Δ2 on keys(H_r(D)) (other users' sampling
   is the same mixture on both sides, x's a mixture on one side: convexity
@@ -455,7 +456,8 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
         log_target = math.log(delta_dp - cost)
 
         def excess(eps: float) -> float:
-            return accounting._log_gaussian_delta(sigma, eps, 1.0) - log_target
+            # B023: called only within this iteration, so late binding is harmless.
+            return accounting._log_gaussian_delta(sigma, eps, 1.0) - log_target  # noqa: B023
 
         def surely_met(eps: float) -> bool:
             # δ_G(ε) as computed, raised by its float error bound, meets the target.

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, ClassVar, Mapping
+from typing import ClassVar, Mapping, cast
 
 import numpy as np
 
@@ -78,7 +78,8 @@ class MechanismConfig:
                 object.__setattr__(self, field.name,
                                    checks[field.name](getattr(self, field.name)))
 
-    def calibrate(self, budget) -> Calibration:  # pragma: no cover - abstract
+    def calibrate(  # pragma: no cover - abstract
+            self, budget) -> Calibration | KeepProbabilityCalibration | RoundsCalibration:
         raise NotImplementedError
 
     def _check_budget(self, budget):
@@ -94,9 +95,11 @@ class MechanismConfig:
         return accounting.require_delta(budget, f"mechanism {self.name!r}")
 
     def to_dict(self) -> dict:
-        out = {"name": self.name, **dataclasses.asdict(self)}
-        if delta0.is_auto(getattr(self, "max_items_per_user", None)):
-            out["max_items_per_user"] = self.max_items_per_user.to_dict()
+        # Every subclass is a dataclass; the base, which mypy checks here, is not.
+        out = {"name": self.name, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        max_items = getattr(self, "max_items_per_user", None)
+        if delta0.is_auto(max_items):
+            out["max_items_per_user"] = max_items.to_dict()
         return out
 
 
@@ -104,7 +107,8 @@ class ParallelMechanism(MechanismConfig):
     """A mechanism whose per-user update is a fixed weight per sampled item."""
 
     max_items_per_user: int
-    item_weight: ClassVar[Callable[[int], float]]
+    # A staticmethod: a Callable class attribute would read as a method to mypy.
+    item_weight: ClassVar[staticmethod[[int], float]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -505,9 +509,11 @@ class GreedyWithoutSampling(SequentialMechanism):
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
         calibration = self._with_cutoff(laplace_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.gw_threshold,
+            budget, cast(int, self.max_items_per_user),  # set by __post_init__
+            1.0, thresholds.gw_threshold,
             "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
             "every held item noised and ρ for one key at 1 and Δ0−1 at 0 (DESIGN §3)"))
+        assert calibration.cutoff is not None  # set by _with_cutoff
         if calibration.cutoff < 1.0:
             raise ValueError(
                 f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "

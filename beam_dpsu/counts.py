@@ -26,6 +26,13 @@ sensitivity √Δ0. Finally:
   ρ-zCDP (CKS Theorem 4 with Proposition 3 for the ℓ2 sensitivity √Δ0);
   δ is unused.
 
+With ``max_items_per_user="auto"`` a share of the counts' budget first buys
+a histogram of each user's number of distinct released items (one user in
+one bin: sensitivity 1; discrete Laplace of scale 1/ε_s or discrete Gaussian
+of σ² = 1/(2ρ_s), pure), Δ0 is chosen from it and the public number of
+released items (post-processing, ``delta0.CountsAutoPlan``), and the counts
+run at that Δ0 on the rest: ε or ρ add (sequential composition), δ stays 0.
+
 The released set is an earlier DP output, so counting on it is adaptive
 composition: selection and counts together spend the sum of their budgets
 (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ under
@@ -46,10 +53,12 @@ from fractions import Fraction
 
 import apache_beam as beam
 
-from beam_dpsu import __version__, noise, pld
+from beam_dpsu import __version__, delta0, noise, pld
 from beam_dpsu.accounting import Budget, BudgetAccountant, ZCDPBudget, check_tight_part
+from beam_dpsu.auto import SizeHistogram
 from beam_dpsu.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
-                                WholeItemCountsPerUser, check_pair, check_privacy_unit)
+                                UserSampler, WholeItemCountsPerUser, check_pair,
+                                check_privacy_unit, element_distinct_items)
 from beam_dpsu.fields import input_fields, read_fields
 from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.randomness import draws_randomness
@@ -224,8 +233,10 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
     """
     sel, cnt = parts.selection, parts.counts
     if isinstance(parts.total, Budget):
+        assert isinstance(sel, Budget) and isinstance(cnt, Budget)  # the total's kind
         points = [(parts.total.delta, sel.epsilon + cnt.epsilon)]
     else:
+        assert isinstance(sel, ZCDPBudget) and isinstance(cnt, ZCDPBudget)
         spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
         points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
                   for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
@@ -263,7 +274,8 @@ def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> f
         except ValueError:
             return False
         found = pld.composed_guarantee(sel, cnt, delta)
-        return found is not None and found.tight_epsilon <= eps
+        return (found is not None and found.tight_epsilon is not None
+                and found.tight_epsilon <= eps)
 
     if not fits(1.0):
         return 1.0
@@ -340,6 +352,8 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         raise ValueError("composition='tight' needs selection_mechanism and "
                          "counts_max_items_per_user: the split is valid for those only")
     scale = 1.0
+    selection: Budget | ZCDPBudget
+    counts: Budget | ZCDPBudget
     if isinstance(total, Budget):
         if composition == "tight":
             d0 = check_max_items(counts_max_items_per_user)
@@ -360,11 +374,13 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     tight = scale > 1.0
     parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
                                      counts_share=share, scale=scale)
-    if selection_mechanism is not None:  # calibrated before anything is spent
+    # Both or neither (checked above); calibrated before anything is spent.
+    if selection_mechanism is not None and counts_max_items_per_user is not None:
         parts = parts.composed_with(selection_mechanism.calibrate(selection),
                                     count_calibration(counts, counts_max_items_per_user))
         # A tight split is only as good as its check: the composed total as run.
-        if tight and not all(g.method != "basic" and g.tight_epsilon <= total.epsilon
+        if tight and isinstance(total, Budget) and not all(  # tight: a Budget total
+                g.method != "basic" and g.tight_epsilon <= total.epsilon
                              for g in parts.composed):
             raise RuntimeError("tight split does not meet its total")  # pragma: no cover
     accountant = BudgetAccountant(total) if accountant is None else accountant
@@ -433,20 +449,79 @@ class _KeepReleasedFn(beam.DoFn):
 
 @draws_randomness
 class _AddDiscreteNoiseFn(beam.DoFn):
+    """(item, count) → (item, count + noise): ``noises[chosen]``, chosen 0 unless a side
+    input (the chosen candidate's index, with max_items_per_user="auto") gives it."""
 
-    def __init__(self, calibration: CountsCalibration, seed: int | None):
-        self._noise = calibration.noise
+    def __init__(self, noises: tuple, seed: int | None):
+        self._noises = tuple(noises)
         self._seed = seed
         self._rng = None
 
     def setup(self):
         self._rng = os_random()
 
-    def process(self, item_count):
+    def process(self, item_count, chosen: int = 0):
         item, count = item_count
         rng = self._rng if self._seed is None else random.Random(
             noise.stable_hash64(("count-noise", self._seed, item)))
-        yield item, int(count) + self._noise.sample(rng)
+        yield item, int(count) + self._noises[chosen].sample(rng)
+
+
+def _released_size(element, released) -> int:
+    """One element of privacy_unit="element" input → its number of distinct released items."""
+    return sum(1 for item in element_distinct_items(element) if item in released)
+
+
+@draws_randomness
+def _noisy_counts_choice(counts, released_items: int, plan: delta0.CountsAutoPlan,
+                         seed: int | None) -> int:
+    """The index (in plan.candidates) of the counts' Δ0, from the noisy size counts."""
+    rng = None if seed is None else random.Random(noise.stable_hash64(("count-sizes", seed)))
+    noisy = delta0.noisy_size_histogram(counts, plan.size_budget, rng)
+    return plan.candidates.index(plan.choose(noisy, released_items))
+
+
+@draws_randomness
+class _SampleAtChosenFn(beam.DoFn):
+    """(user, released items) → (user, ≤ Δ0 of them sampled uniformly), Δ0 the chosen
+    candidate (a side input): as ``SampleEachUser`` at that Δ0, seeded samples alike."""
+
+    def __init__(self, candidates: tuple, seed: int | None, salt: str):
+        self._samplers = tuple(UserSampler(c, seed, salt) for c in candidates)
+
+    def setup(self):
+        for sampler in self._samplers:
+            sampler.setup()
+
+    def process(self, user_record, chosen: int):
+        user_id, items = user_record
+        if items:
+            yield user_id, tuple(self._samplers[chosen](user_id, items))
+
+
+class _ChooseCountsMaxItems(beam.PTransform):
+    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed.
+
+    K, the number of released items, is public (the released set is a DP
+    output) and comes as a side input; the noise is drawn once, whoever reads it.
+    """
+
+    def __init__(self, plan: delta0.CountsAutoPlan, released, seed: int | None):
+        super().__init__()
+        self._plan = plan
+        self._released = released
+        self._seed = seed
+
+    def expand(self, sizes):
+        released_items = (self._released
+                          | "DistinctReleased" >> beam.Distinct()
+                          | "NumberReleased" >> beam.combiners.Count.Globally())
+        return (sizes
+                | "SizeHistogram" >> SizeHistogram(self._plan.edges)
+                | "AddNoiseAndChoose" >> beam.Map(
+                    _noisy_counts_choice, beam.pvalue.AsSingleton(released_items),
+                    self._plan, self._seed)
+                | "Checkpoint" >> beam.Reshuffle())
 
 
 class CountReleased(ReleaseTransform):
@@ -478,7 +553,13 @@ class CountReleased(ReleaseTransform):
         with ``split_selection_and_counts(..., accountant)``, which spent
         both parts already.
       max_items_per_user: Δ0, the most released items each user is counted
-        for (sampled uniformly among the released items the user holds).
+        for (sampled uniformly among the released items the user holds), or
+        ``"auto"`` / ``AutoMaxItems(share, candidates)``: a share of
+        ``budget`` buys a DP histogram of users' numbers of released items,
+        and Δ0 is the candidate of least expected total error
+        (``delta0.CountsAutoPlan``); the choice is
+        ``chosen_max_items_per_user`` once the pipeline has run. Not with a
+        tight split's part (bound to one Δ0).
       seed: test-only fixed seed; None (default) uses OS randomness. A seeded
         transform logs a WARNING when it is built.
       ngrams: the items are n-grams (see above).
@@ -494,7 +575,8 @@ class CountReleased(ReleaseTransform):
 
     Raises:
       ValueError, TypeError, InvalidRecordError: for the field arguments and
-        the elements, as ``SelectItems`` raises them.
+        the elements, as ``SelectItems`` raises them; ValueError for "auto"
+        with a tight split's part.
 
     One object is one release of counts: applying it twice is refused
     (``AppliedTwiceError``) when the pipeline is built.
@@ -507,9 +589,13 @@ class CountReleased(ReleaseTransform):
         parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
         released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
         counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
+        # or, instead, with Δ0 chosen privately from a share of the counts' budget:
+        counter = CountReleased(released, parts.counts, max_items_per_user="auto")
+        counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
     """
 
-    def __init__(self, released, budget: Budget | ZCDPBudget, max_items_per_user: int = 100,
+    def __init__(self, released, budget: Budget | ZCDPBudget,
+                 max_items_per_user: int | str | delta0.AutoMaxItems = 100,
                  seed: int | None = None, ngrams: bool = False, label=None,
                  privacy_unit: str = "user_id", accountant=None, user_field: str | None = None,
                  item_field: str | None = None, items_field: str | None = None):
@@ -527,9 +613,21 @@ class CountReleased(ReleaseTransform):
                              "privacy_unit='element' is for items, not n-grams")
         self.fields = input_fields(self.privacy_unit, user_field, self.ngrams,
                                    item_field=item_field, items_field=items_field)
-        check_tight_part(budget, "max_items_per_user", max_items_per_user,
-                         getattr(budget, "for_max_items_per_user", None))
-        self.calibration = count_calibration(budget, max_items_per_user)
+        # max_items_per_user="auto": a share of the budget picks Δ0 when the
+        # pipeline runs; every candidate's noise is calibrated now.
+        self.auto_plan = None
+        self.calibrations_by_candidate: dict = {}
+        self.chosen_max_items_per_user = None
+        max_items = delta0.check_max_items_or_auto(max_items_per_user)
+        if delta0.is_auto(max_items):
+            # split_budget refuses a tight split's part: it is bound to one Δ0.
+            self.auto_plan, self.calibrations_by_candidate = delta0.plan_counts_auto(
+                max_items, budget, count_calibration)
+            self.calibration = None
+        else:
+            check_tight_part(budget, "max_items_per_user", max_items,
+                             getattr(budget, "for_max_items_per_user", None))
+            self.calibration = count_calibration(budget, max_items)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, "CountReleased")
         warn_if_seeded(self.seed, "CountReleased")
@@ -537,15 +635,28 @@ class CountReleased(ReleaseTransform):
     @property
     def report(self) -> dict:
         """The privacy parameters of the counts (no data needed)."""
-        report = {
+        report: dict = {
             "library": f"beam_dpsu {__version__}",
             "guarantee": GUARANTEES[self.privacy_unit],
             "privacy_unit": self.privacy_unit,
             "counted": "distinct users holding each released item, each user counted on at "
                        "most max_items_per_user released items (sampled uniformly)",
-            **self.calibration.to_dict(),
-            "seeded": self.seed is not None,
         }
+        if self.auto_plan is None:
+            assert self.calibration is not None  # a fixed Δ0 is calibrated when built
+            report.update(self.calibration.to_dict())
+        else:
+            # The chosen Δ0 is a DP output, known once the pipeline has run
+            # (chosen_max_items_per_user); everything here is parameters.
+            report.update({
+                "budget": self.budget.to_dict(),
+                "composition": "sequential: the histogram of users' numbers of released "
+                               "items, then the counts at the chosen max_items_per_user "
+                               "(epsilon or rho add)",
+                "max_items_per_user": self.auto_plan.to_dict(),
+                "counts_by_candidate": {str(c): k.to_dict() for c, k in
+                                        self.calibrations_by_candidate.items()}})
+        report["seeded"] = self.seed is not None
         if self.seed is not None:
             report["seed"] = self.seed
             report["seeded_note"] = SEEDED_NOTE
@@ -569,10 +680,17 @@ class CountReleased(ReleaseTransform):
         else:
             user_counts = elements | "DedupePerUser" >> ItemCountsPerUser(
                 occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed)
-        user_items = (user_counts
-                      | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
-                      | "SampleItemsPerUser" >> SampleEachUser(
-                          self.calibration.max_items_per_user, self.seed, salt="counts"))
+        user_released = user_counts | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(),
+                                                                   released_set)
+        if self.auto_plan is None:
+            user_items = user_released | "SampleItemsPerUser" >> SampleEachUser(
+                self.calibration.max_items_per_user, self.seed, salt="counts")
+            noises, chosen = (self.calibration.noise,), ()
+        else:
+            user_items, chosen = self._sample_at_chosen(elements, released, released_set,
+                                                        user_released)
+            noises = tuple(k.noise for k in self.calibrations_by_candidate.values())
+            chosen = (beam.pvalue.AsSingleton(chosen),)
         ones = user_items | "OnePerUserItem" >> beam.FlatMap(
             lambda record: ((item, 1) for item in record[1]))
         zeros = released | "ZeroPerReleased" >> beam.Map(lambda item: (item, 0))
@@ -580,6 +698,30 @@ class CountReleased(ReleaseTransform):
                 | "FlattenCounts" >> beam.Flatten()
                 | "CountPerItem" >> beam.CombinePerKey(sum)
                 | "AddDiscreteNoise" >> beam.ParDo(
-                    _AddDiscreteNoiseFn(self.calibration, self.seed))
+                    _AddDiscreteNoiseFn(noises, self.seed), *chosen)
                 # The noisy counts are drawn once, whoever reads them (invariant 11).
                 | "Checkpoint" >> beam.Reshuffle())
+
+    def _sample_at_chosen(self, elements, released, released_set, user_released):
+        """"auto": (every user's sample at the chosen Δ0, the chosen index).
+
+        First each user's number of released items is binned and Δ0 chosen
+        from the noisy bins (checkpointed); then every user is sampled at the
+        chosen Δ0 (a side input).
+        """
+        if self.privacy_unit == "element":
+            # The elements, not user_released: that carries the random element
+            # ids, which must not be read twice (DESIGN §4, invariant 11).
+            sizes = elements | "ReleasedPerUser" >> beam.Map(_released_size, released_set)
+        else:
+            sizes = user_released | "ReleasedPerUser" >> beam.Map(lambda r: len(r[1]))
+        sizes = sizes | "HoldersOfReleased" >> beam.Filter(lambda n: n > 0)
+        chosen = sizes | "ChooseMaxItemsPerUser" >> _ChooseCountsMaxItems(
+            self.auto_plan, released, self.seed)
+        candidates = self.auto_plan.candidates
+        self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
+            lambda index: candidates[index])
+        sampled = user_released | "SampleItemsPerUser" >> beam.ParDo(
+            _SampleAtChosenFn(candidates, self.seed, "counts"),
+            beam.pvalue.AsSingleton(chosen))
+        return sampled, chosen

@@ -198,7 +198,7 @@ class DiscreteGaussian:
         # Accept Y ~ DiscreteLaplace(t) w.p. exp(−(|Y| − σ²/t)²/(2σ²)):
         # with σ² = a/b that exponent is (|Y|·t·b − a)² / (2·t²·a·b).
         den = 2 * t * t * a * b
-        out = []
+        out: list[int] = []
         while len(out) < n:
             y = _discrete_laplace_int(1, t, rng)
             if _bernoulli_exp_int((abs(y) * t * b - a) ** 2, den, rng):

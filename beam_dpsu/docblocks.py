@@ -33,8 +33,8 @@ import numpy as np
 
 from beam_dpsu.bounding import sample_user_items
 
-__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums", "distinct_items_per_user", "level1_sums",
-           "level_sums"]
+__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums",
+           "distinct_items_per_user", "level1_sums", "level_sums"]
 
 
 class DocumentBlock(NamedTuple):
@@ -90,7 +90,7 @@ class BlockBuilder:
         self._tokens = array("q")
         self._doc_lengths = array("q")
         self._doc_users = array("q")
-        self._user_ids = [] if keep_ids else None
+        self._user_ids: list | None = [] if keep_ids else None
         self.users = 0
 
     @property
@@ -272,6 +272,7 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
         # priority (or the seeded sample's).
         pairs = np.flatnonzero(over[user])
         if seeded_sample is None:
+            assert rng is not None, "an unseeded sample draws from rng"
             order = np.lexsort((rng.random(pairs.size), user[pairs]))
         else:
             order = np.lexsort((item[pairs], user[pairs]))
@@ -340,6 +341,7 @@ def _seeded_sampler(block: DocumentBlock, label: Callable[[int], Hashable], max_
 
     def sample(user: int, item_indices: np.ndarray) -> list:
         by_label = {label(i): i for i in item_indices.tolist()}
+        assert block.user_ids is not None, "a seeded sample needs the block's user ids"
         chosen = sample_user_items(block.user_ids[user], list(by_label), max_items, None,
                                    seed, salt)
         return [by_label[g] for g in chosen]

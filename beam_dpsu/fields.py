@@ -29,7 +29,7 @@ from apache_beam.typehints import typehints
 from apache_beam.typehints.row_type import RowTypeConstraint
 
 from beam_dpsu.bounding import InvalidRecordError, canonical_user_id
-from beam_dpsu.text import a_type, plural
+from beam_dpsu.text import a_type
 
 __all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
            "read_fields"]
@@ -134,8 +134,6 @@ def _element_kind(element: Any) -> str:
 
 
 def _field_names(element: Any) -> list:
-    if isinstance(element, beam.Row):
-        return list(element.as_dict())
     return list(getattr(element, "_fields", ()))
 
 
@@ -159,16 +157,26 @@ def _getter(element: Any) -> Callable[[str], Any]:
 
 
 def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
+    # A mapping is asked first: a defaultdict or Counter would make up a value
+    # for a missing key (an empty user, silently).
+    if isinstance(element, Mapping) and name not in element:
+        # Its keys may be data (e.g. {user_id: items}): neither listed nor counted.
+        raise InvalidRecordError(f"{_element_kind(element)} has no key {name!r} ({arg})")
     try:
         return get(name)
     except (AttributeError, KeyError):
-        if isinstance(element, Mapping):
-            # A dict's keys may be data (e.g. {user_id: items}): never listed.
-            fields = f"it has {plural(len(element), 'key')} (not listed: a dict's keys may be data)"
-        else:
-            fields = f"its fields: {_names(_field_names(element))}"
         raise InvalidRecordError(
-            f"{_element_kind(element)} has no field {name!r} ({arg}); {fields}") from None
+            f"{_element_kind(element)} has no field {name!r} ({arg})"
+            + _fields_hint(element)) from None
+
+
+def _fields_hint(element: Any) -> str:
+    """The element's field names when they come from a class (a NamedTuple, or a Row
+    type Beam generated from a schema); a ``beam.Row`` built at run time may be keyed by
+    data (``beam.Row(**d)``), so its names are not listed."""
+    if isinstance(element, tuple) and hasattr(element, "_fields"):
+        return f"; its fields: {_names(_field_names(element))}"
+    return ""
 
 
 def _user_id(value: Any, element: Any, name: str) -> Any:

@@ -107,8 +107,8 @@ class ValidKgramSampler:
         # otherwise rejection-sample (expected O(n) draws when n ≪ available).
         if available <= 4 * n + 10_000:
             candidates = [w for w in self.all() if w not in excluded]
-            chosen = rng.choice(len(candidates), size=n, replace=False)
-            return sorted(candidates[i] for i in chosen)
+            picked = rng.choice(len(candidates), size=n, replace=False)
+            return sorted(candidates[i] for i in picked)
         chosen: set = set()
         while len(chosen) < n:
             groups = rng.choice(len(self._overlaps), size=max(64, 2 * (n - len(chosen))),

@@ -169,10 +169,14 @@ class SelectItems(ReleaseTransform):
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
         if self.auto_plan is not None:
-            return auto_report(self.mechanism, self.budget, self.auto_plan,
-                               {c: branch.calibration for c, branch in
-                                zip(self.auto_plan.candidates, self._auto_branches)},
-                               self.seed, self.privacy_unit)
+            report = auto_report(self.mechanism, self.budget, self.auto_plan,
+                                 {c: branch.calibration for c, branch in
+                                  zip(self.auto_plan.candidates, self._auto_branches)},
+                                 self.seed, self.privacy_unit)
+            if isinstance(self.mechanism, SequentialMechanism):
+                # The chosen selection reads one merged record per user (as elements).
+                report["user_order"] = _user_order(self.mechanism, "element", self.seed)
+            return report
         extra = None
         if isinstance(self.mechanism, SequentialMechanism):
             extra = {"user_order": _user_order(self.mechanism, self.privacy_unit,

@@ -110,7 +110,8 @@ from beam_dpsu.selection import BatchedDecisionFn, NoisyThreshold
 from beam_dpsu.sequential import SequentialPolicyHistogram, run_order_key
 from beam_dpsu.windowing import in_global_window, require_global_window
 
-__all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "element_document", "LEVEL1_POLICIES", "BASELINES"]
+__all__ = ["ExtractNgrams", "NgramsByDPSU", "check_document", "element_document", "LEVEL1_POLICIES",
+           "BASELINES"]
 
 LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
 BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
@@ -345,7 +346,7 @@ def _block_size_counts(block: bytes, edges: tuple) -> np.ndarray:
 
 
 def _sum_counts(n_bins: int, counts) -> np.ndarray:
-    return np.sum([np.zeros(n_bins, dtype=np.int64), *counts], axis=0, dtype=np.int64)
+    return functools.reduce(np.add, counts, np.zeros(n_bins, dtype=np.int64))
 
 
 class _ChooseLevel1MaxItems(beam.PTransform):
@@ -673,11 +674,11 @@ class ExtractNgrams(ReleaseTransform):
             self._calibrations = [_calibrate(budget, self.max_n, self.noise_decay,
                                              self.max_items[0], level1, self.alpha)]
             calibration = self._calibrations[0]
-            self.sigma_total = calibration.sigma_total
-            self.threshold_delta = calibration.threshold_delta
+            self.sigma_total: float | None = calibration.sigma_total
+            self.threshold_delta: float | None = calibration.threshold_delta
             self.delta_noise = calibration.delta_noise
-            self.sigmas = calibration.sigmas
-            self.level1_calibration = calibration.level1
+            self.sigmas: list | None = calibration.sigmas
+            self.level1_calibration: Calibration | None = calibration.level1
         else:
             self.auto_plan, self._calibrations = _plan_level1(
                 auto, budget, self.max_n, self.noise_decay, level1, self.alpha)
@@ -725,18 +726,19 @@ class ExtractNgrams(ReleaseTransform):
             if isinstance(self.budget, ZCDPBudget):
                 report["dp_equivalents"] = dp_equivalents(self.budget)
         else:
-            report["sigma_total"] = self.sigma_total
-            if self.delta_noise is not None:
-                report["delta_noise"] = self.delta_noise
-            for level, sigma in zip(report["levels"], self.sigmas):
+            only = self._calibrations[0]
+            report["sigma_total"] = only.sigma_total
+            if only.delta_noise is not None:
+                report["delta_noise"] = only.delta_noise
+            for level, sigma in zip(report["levels"], only.sigmas):
                 level["sigma"] = sigma
-            report["levels"][0]["release_threshold"] = self.level1_calibration.release_threshold
-            report["levels"][0]["threshold_delta"] = self.threshold_delta
-            if self.level1_calibration.cutoff is not None:
-                report["levels"][0]["cutoff"] = self.level1_calibration.cutoff
+            report["levels"][0]["release_threshold"] = only.level1.release_threshold
+            report["levels"][0]["threshold_delta"] = only.threshold_delta
+            if only.level1.cutoff is not None:
+                report["levels"][0]["cutoff"] = only.level1.cutoff
             # The levels compose to one Gaussian with σ* plus level 1's threshold event.
             report["dp_equivalents"] = gaussian_dp_equivalents(
-                1.0 / self.sigma_total, self.threshold_delta, self.budget.delta)
+                1.0 / only.sigma_total, only.threshold_delta, self.budget.delta)
         if self.seed is not None:
             report["seed"] = self.seed
             report["seeded_note"] = SEEDED_NOTE
@@ -749,6 +751,7 @@ class ExtractNgrams(ReleaseTransform):
         if self.level1 == "policy-gaussian":
             # A sequential policy visits users one by one, in keyed-hash order.
             key = run_order_key(self.seed)
+            assert level1.cutoff is not None  # (_calibrate sets it for the policy)
             released = (user_docs
                         | f"{L}/DistinctTokens" >> beam.MapTuple(
                             lambda user, docs: (user, tuple(_distinct_tokens(docs))))

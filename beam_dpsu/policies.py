@@ -46,8 +46,8 @@ the order of the common users.
    ‖H′ − H‖₁ ≤ 1 (gw Lemma 1, properties P1 and P2; sharding keeps it, x is
    in one shard). Laplace noise of scale 1/ε on K is then ε-DP (under a
    ``ZCDPBudget``, ε = √(2ρ) gives ρ-zCDP).
-3. δ on U. Only x lists the items of U (others may hold them beyond their top Δ0), so their weights are x's increments:
-   at most Δ0 keys, w_u ≥ 0, Σ w_u ≤ 1. P[some key of U released]
+3. δ on U. Only x lists the items of U (others may hold them beyond their top Δ0), so their
+   weights are x's increments: at most Δ0 keys, w_u ≥ 0, Σ w_u ≤ 1. P[some key of U released]
    = 1 − Π_u F(ρ − w_u) with F the Laplace CDF, which is log-concave, so
    −Σ ln F(ρ − w_u) is convex in w and largest at a vertex of
    {w ≥ 0, Σ w ≤ 1}: one key at weight 1, the other Δ0 − 1 at 0. ρ solves
@@ -110,7 +110,10 @@ def weighted_laplace_weight(num_items: int) -> float:
 
 
 def weighted_gaussian_weight(num_items: int) -> float:
-    """Weighted Gaussian: +1/√|W| per item, so a user moves it by 1 in ℓ2 (dpsu Alg. 10; dp-sips Alg. 2)."""
+    """Weighted Gaussian: +1/√|W| per item, so a user moves it by 1 in ℓ2.
+
+    dpsu Alg. 10; dp-sips Alg. 2.
+    """
     return 1.0 / math.sqrt(_check_size(num_items))
 
 
@@ -404,7 +407,7 @@ def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
     return weights
 
 
-def check_public_count(count) -> float:
+def check_public_count(count) -> float | np.integer | np.floating:
     """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
     the users' top-Δ0 lists, depend on processing order); raises naming its type."""
     if (isinstance(count, bool) or not isinstance(count, (int, float, np.integer, np.floating))

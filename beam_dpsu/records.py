@@ -71,6 +71,7 @@ class UserItemsCoder(coders.Coder):
 
     def decode(self, data: bytes) -> UserItems:
         kind = data[0]
+        user_id: object
         if kind == _INT_ID:
             user_id, start = int.from_bytes(data[1:17], "big"), 17
         else:

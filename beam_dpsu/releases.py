@@ -124,6 +124,8 @@ class ReleaseTransform(beam.PTransform):
     application raises ``AppliedTwiceError`` before anything is added.
     """
 
+    _release_token: str
+
     def __new__(cls, *args, **kwargs):
         # A token per object, made before ``__init__`` (subclasses need not call
         # anything). Copies and pickles restore their original's ``__dict__``,

@@ -14,7 +14,8 @@ from beam_dpsu import __version__
 from beam_dpsu.accounting import ZCDPBudget
 from beam_dpsu.calibration import gaussian_dp_equivalents
 
-__all__ = ["GUARANTEES", "mechanism_report", "auto_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
+__all__ = ["GUARANTEES", "mechanism_report", "auto_report", "dp_equivalents", "NON_PRIVATE_NOTE",
+           "SEEDED_NOTE", "to_json"]
 
 NON_PRIVATE_NOTE = (
     "These counts are computed from the raw input without noise. They are NOT "

@@ -53,7 +53,7 @@ class BatchedDecisionFn(beam.DoFn):
         self._seed = seed
         # What a seeded item's generator is derived from, besides the seed.
         self._derivation = (stage,) if salt is None else (stage, salt)
-        self._rng = None
+        self._rng: np.random.Generator | None = None
         self._items: list = []
         self._weights: list = []
 
@@ -92,12 +92,14 @@ class BatchedDecisionFn(beam.DoFn):
                                              count=len(items)))
 
     def _seeded_keeps(self, item, weight) -> bool:
+        assert self._seed is not None, "only seeded items are decided one at a time"
         rng = noise.derived_rng(self._seed, *self._derivation, item)
         return bool(self.decide(np.array([weight], dtype=np.float64), rng)[0])
 
     def _kept(self, items: list, weights: np.ndarray) -> list:
         # Every output gets the same window and timestamp, whichever batch
         # decided it (``in_global_window``).
+        assert self._rng is not None, "setup() makes the generator"
         return [in_global_window(items[i])
                 for i in np.flatnonzero(self.decide(weights, self._rng))]
 

@@ -182,18 +182,18 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
     visits equal keys in input order).
     """
     ids = ItemIds()
-    order_keys, listed, lengths = [], [], []
+    order_keys, listed_parts, length_parts = [], [], []
     for block in blocks:
         block_keys, block_items, block_listed, block_lengths = pickle.loads(block)
         to_shard_ids = _as_ids(ids.ids(block_items), len(ids))
         order_keys.append(block_keys)
-        listed.append(to_shard_ids[block_listed])
-        lengths.append(block_lengths)
+        listed_parts.append(to_shard_ids[block_listed])
+        length_parts.append(block_lengths)
     if not len(ids):
         return {}
     items = ids.items()
-    listed = np.concatenate(listed)
-    lengths = np.concatenate(lengths).astype(np.intp)
+    listed = np.concatenate(listed_parts)
+    lengths = np.concatenate(length_parts).astype(np.intp)
     starts = np.cumsum(lengths) - lengths
     words = np.frombuffer(b"".join(order_keys), dtype=">u8").reshape(-1, 2)
     order = np.lexsort((words[:, 1], words[:, 0]))

@@ -172,7 +172,7 @@ class SIPSRounds(ReleaseTransform):
             self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
                                              seed=seed)
         self._privacy_unit = privacy_unit
-        self.released_per_round = []
+        self.released_per_round: list[beam.PCollection] = []
 
     def expand(self, elements):
         require_global_window(elements, "SIPSRounds")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 
 __all__ = ["Tokens", "Tokenizer", "tokenize", "a_type", "plural"]
 
@@ -56,7 +57,7 @@ class Tokenizer:
             # One C call instead of one per token: on ASCII text lower-casing
             # maps letters to letters, so the tokens are the same.
             return Tokens(_WORD.findall(text.lower()))
-        tokens = _WORD.findall(text)
+        tokens: Iterable[str] = _WORD.findall(text)
         if self.lowercase:
             tokens = map(str.lower, tokens)
         # Every match is non-empty, and so is its lower case.

@@ -38,9 +38,10 @@ __all__ = [
 MAX_ITEMS_LIMIT = 2 ** 63 - 1
 
 
-def check_max_items(max_items_per_user: int, name: str = "max_items_per_user") -> int:
+def check_max_items(max_items_per_user: object, name: str = "max_items_per_user") -> int:
     """Validates Δ0: an int with 1 <= Δ0 <= 2**63 - 1 (errors call it ``name``)."""
-    if isinstance(max_items_per_user, bool) or not isinstance(max_items_per_user, (int, np.integer)):
+    if (isinstance(max_items_per_user, bool)
+            or not isinstance(max_items_per_user, (int, np.integer))):
         raise TypeError(f"{name} must be an int, got {max_items_per_user!r}")
     if max_items_per_user < 1:
         raise ValueError(f"{name} must be >= 1, got {max_items_per_user!r}")
@@ -81,7 +82,7 @@ def _log_one_minus_root(delta: float, t: np.ndarray, q: np.ndarray) -> np.ndarra
 
 
 def _laplace_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
-    """ln(1 / (2(1 − (1 − δ)^{1/t}))): the Laplace(1) quantile that t items stay below w.p. 1 − δ."""
+    """ln(1 / (2(1 − (1 − δ)^{1/t}))): the Laplace(1) quantile t items stay below w.p. 1 − δ."""
     q = _one_minus_root(delta, t)
     if np.any(q < np.finfo(np.float64).tiny):
         return -(math.log(2.0) + _log_one_minus_root(delta, t, q))
@@ -89,7 +90,7 @@ def _laplace_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
 
 
 def _gaussian_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
-    """Φ⁻¹((1 − δ)^{1/t}) = −Φ⁻¹(1 − (1 − δ)^{1/t}); from ln q (``ndtri_exp``) where q underflows."""
+    """Φ⁻¹((1 − δ)^{1/t}) = −Φ⁻¹(1 − (1 − δ)^{1/t}); from ln q (``ndtri_exp``) if q underflows."""
     q = _one_minus_root(delta, t)
     if np.any(q < np.finfo(np.float64).tiny):
         return -special.ndtri_exp(_log_one_minus_root(delta, t, q))
@@ -135,7 +136,7 @@ def _candidate_items(max_items_per_user: int) -> np.ndarray:
     return np.append(head, last)
 
 
-def _sum_rounded_up(head: np.ndarray, tail: np.ndarray) -> np.ndarray:
+def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.ndarray:
     """head + tail in floats, moved up one ulp where rounding went down.
 
     A threshold must not sit below its real value by more than a sliver of
@@ -175,7 +176,8 @@ def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_us
     delta = _check_delta(delta)
     d0 = check_max_items(max_items_per_user)
     with np.errstate(over="ignore"):
-        value = _sum_rounded_up(1.0, lam * _laplace_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
+        value = _sum_rounded_up(
+            1.0, lam * _laplace_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
     return _finite_threshold(value, "laplace_scale", lam, delta, d0)
 
 
@@ -190,11 +192,13 @@ def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int
     delta = _check_delta(delta)
     d0 = check_max_items(max_items_per_user)
     with np.errstate(over="ignore"):
-        value = _sum_rounded_up(1.0, sigma * _gaussian_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
+        value = _sum_rounded_up(
+            1.0, sigma * _gaussian_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
     return _finite_threshold(value, "sigma", sigma, delta, d0)
 
 
-def weighted_laplace_threshold(laplace_scale: float, delta: float, max_items_per_user: int) -> float:
+def weighted_laplace_threshold(laplace_scale: float, delta: float,
+                               max_items_per_user: int) -> float:
     """ρ_Lap for Weighted Laplace (+1/|W|) and Policy Laplace, noise Lap(λ).
 
     dpsu Theorem 4.1 / Theorem B.1:

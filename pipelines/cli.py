@@ -65,7 +65,8 @@ import time
 import uuid
 from typing import Callable, Iterable, Sequence
 
-from pipelines import BEAM_NOISE_FILTER, quiet_beam  # noqa: E402  (first: quiets Beam)
+# First: importing pipelines quiets Beam; BEAM_NOISE_FILTER is re-exported for the tests.
+from pipelines import BEAM_NOISE_FILTER, quiet_beam  # noqa: E402, F401
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -91,7 +92,8 @@ __all__ = [
     "UsageError", "JobArgumentParser", "flags", "boolean", "parse_job_args",
     "add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
     "add_output_arguments", "add_non_private_stats_argument", "add_counts_arguments",
-    "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input", "check_num_shards",
+    "budget_parts_from_args", "count_released", "count_line", "with_counts_report", "resolve_input",
+    "check_num_shards",
     "budget_from_args", "describe_budget", "tokenizer_from_args", "mechanism_from_args",
     "check_public_input", "prepare_output", "written_whole", "run_with_output", "staging_of",
     "add_overwrite_argument", "WriteJson", "read_json", "LogCount",
@@ -337,7 +339,7 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
         rest = rest + ["--default_sdk_harness_log_level=WARNING"]
     # Beam parses the options again with its own parser, which would read a
     # negative number (-1e-5) as a flag: give such values as --flag=value.
-    joined = []
+    joined: list[str] = []
     for arg in rest:
         if joined and _NEGATIVE_NUMBER.match(arg) and joined[-1].startswith("--") \
                 and "=" not in joined[-1]:
@@ -396,7 +398,7 @@ def in_flags(message: str, flag_of: dict | None = None) -> str:
 
     message = _BUDGET_DICT.sub(lambda m: pairs(m.group(1), r"'(\w+)': ([^,]+)"), message)
     message = _BUDGET_REPR.sub(lambda m: pairs(m.group(1), r"(\w+)=([^,]+)"), message)
-    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups()),
+    message = _BUDGET_TYPE.sub(lambda m: " and ".join(names.get(g, g) for g in m.groups("")),
                                message)
     message = _NAME_LIST.sub(
         lambda m: (", ".join(names[n.strip("'")] for n in m.group(1).split(", "))
@@ -592,10 +594,11 @@ def add_counts_arguments(parser: argparse.ArgumentParser, default_max_items: str
                    help="with --with-counts: the share of ε (or ρ) spent on the counts, "
                         f"0 < S < 1 (default: {DEFAULT_COUNTS_SHARE}); the selection gets "
                         "the rest and all of δ")
-    g.add_argument(*flags("counts-max-items-per-user"), type=int, metavar="N",
+    g.add_argument(*flags("counts-max-items-per-user"), type=int_or_auto, metavar="N|auto",
                    help="with --with-counts: Δ0 of the counts, the most released items each "
                         "user is counted on, sampled uniformly (default: "
-                        f"{default_max_items})")
+                        f"{default_max_items}; auto with --max-items-per-user auto); 'auto' "
+                        "spends 5%% of the counts' share on choosing it privately")
 
 
 # -- turning arguments into checked values -----------------------------------------------
@@ -660,7 +663,7 @@ def check_public_input(args) -> None:
 
 
 def budget_parts_from_args(args, budget, mechanism=None,
-                           counts_max_items: int | None = None
+                           counts_max_items: int | str | None = None
                            ) -> SelectionAndCountsBudget | None:
     """The selection and counts parts of the budget with --with-counts, else None.
 
@@ -676,9 +679,10 @@ def budget_parts_from_args(args, budget, mechanism=None,
     share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
     with flag_errors():
         basic = split_selection_and_counts(budget, share)
-    if mechanism is None or not isinstance(budget, Budget) or delta0.is_auto(
-            getattr(mechanism, "max_items_per_user", None)):
-        # A tight split is computed for one Δ0; with "auto" there is none yet.
+    if mechanism is None or counts_max_items is None or not isinstance(budget, Budget) or (
+            delta0.is_auto(getattr(mechanism, "max_items_per_user", None))
+            or counts_max_items == "auto"):
+        # A tight split is computed for one Δ0 of each part; with "auto" there is none yet.
         return basic
     # Bad Δ0 or mechanism parameters fail here, named by their flags, as without
     # the tight split.
@@ -686,15 +690,19 @@ def budget_parts_from_args(args, budget, mechanism=None,
     with flag_errors():
         mechanism.calibrate(basic.selection)
         return split_selection_and_counts(budget, share, selection_mechanism=mechanism,
-                                          counts_max_items_per_user=counts_max_items,
+                                          counts_max_items_per_user=int(counts_max_items),
                                           composition="tight")
 
 
-def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int) -> None:
-    """The counts' calibration, computed now so a bad Δ0 fails before anything runs."""
+def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int | str) -> None:
+    """The counts' calibration, computed now so a bad Δ0 fails before anything runs; with
+    --counts-max-items-per-user auto, every candidate's (``delta0.plan_counts_auto``)."""
     if parts is not None:
         with flag_errors(max_items_per_user="--counts-max-items-per-user"):
-            count_calibration(parts.counts, max_items_per_user)
+            if max_items_per_user == "auto":
+                delta0.plan_counts_auto(delta0.AutoMaxItems(), parts.counts, count_calibration)
+            else:
+                count_calibration(parts.counts, int(max_items_per_user))
 
 
 def count_line(item_count) -> str:
@@ -703,7 +711,7 @@ def count_line(item_count) -> str:
 
 
 def count_released(records, released, parts: SelectionAndCountsBudget,
-                   max_items_per_user: int, seed, out: str, num_shards: int = 1,
+                   max_items_per_user: int | str, seed, out: str, num_shards: int = 1,
                    ngrams: bool = False, privacy_unit: str = "user_id") -> CountReleased:
     """Counts the released items and writes OUT/counts-*.tsv in the items' order and
     shards (both sorted and sharded by the item alone)."""
@@ -734,12 +742,14 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
                        counter: CountReleased | None, selection_calibration=None) -> dict:
     """The selection's report plus, with counts, the budget split and the counts' report.
 
-    With ``selection_calibration`` the split also states the tight total (ε, δ)
-    of the selection and counts as run (``budget_split.composed_guarantee``).
+    With ``selection_calibration`` (and counts at a fixed Δ0) the split also
+    states the tight total (ε, δ) of the selection and counts as run
+    (``budget_split.composed_guarantee``).
     """
     if parts is None:
         return report
-    if selection_calibration is not None:
+    assert counter is not None, "counts come with a budget split"
+    if selection_calibration is not None and counter.calibration is not None:
         parts = parts.composed_with(selection_calibration, counter.calibration)
     report = dict(report)
     # The selection's (ε, δ) equivalents describe its share only: keep them

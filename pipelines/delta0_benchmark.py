@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import os
 import random
 import sys
@@ -119,7 +120,7 @@ def read_user_items(path: str, user_field: str, text_field: str,
                     tokenizer: Callable | None) -> dict:
     """A headed CSV file as {user: [items]}: the text field tokenised, or as one item
     when ``tokenizer`` is None; a user's rows merged (as ``SelectItems`` does)."""
-    users = defaultdict(list)
+    users: defaultdict = defaultdict(list)
     stream = open_input(path)
     try:
         for user, text in parse_csv(path, stream, user_field, text_field):
@@ -179,8 +180,7 @@ def data_sets(data_dir: str, imdb: str | None, askreddit: str | None,
         out[name] = DataSet(
             name, f"synthetic, {synthetic_users} users: sizes Pareto(scale 10, shape {shape}) "
                   f"capped at 10000, items zeta({exponent}), seed {seed + i}",
-            lambda shape=shape, exponent=exponent, i=i: synthetic(
-                synthetic_users, shape, exponent, seed + i))
+            functools.partial(synthetic, synthetic_users, shape, exponent, seed + i))
     return out
 
 
@@ -422,7 +422,7 @@ def summarise(rows: Sequence[dict], grid: Sequence[int]) -> str:
             by_d0[int(row["max_items_per_user"])].append(int(row["released"]))
         means = {d0: float(np.mean(v)) for d0, v in by_d0.items()}
         auto = runs[(dataset, mechanism, "auto")]
-        best = max(means, key=means.get) if means else None
+        best = max(means, key=lambda d0: means[d0]) if means else None
         best_text = (f"{best} | {means[best]:,.1f}" if best is not None else "– | –")
         if auto:
             auto_mean = float(np.mean([int(r["released"]) for r in auto]))

@@ -60,7 +60,7 @@ import uuid
 import zipfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import apache_beam as beam
 import pyarrow as pa
@@ -76,7 +76,7 @@ from beam_dpsu.text import Tokenizer, a_type, plural
 try:  # what Beam reads .zst with; without it .zst files are refused, not misread
     import zstandard
 except ImportError:  # pragma: no cover - an apache-beam dependency
-    zstandard = None
+    zstandard = None  # type: ignore[assignment]  # a module or None: checked before use
 
 __all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "FIELD_SIZE_LIMIT", "InputFormatError",
            "check_input_exists", "open_input", "infer_format", "inspect_input", "record_parser",
@@ -152,7 +152,7 @@ def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
     """The format the file names imply (``.csv`` → csv, ``.jsonl`` → jsonl, ``.txt`` →
     text, ``.zip``/``.seq`` → msnbc, compressed or not; ``.parquet`` → parquet);
     raises when they imply none of ``formats`` or disagree."""
-    found = {}
+    found: dict[str, str] = {}
     for path in files:
         ext = os.path.splitext(_uncompressed_name(path))[1]
         fmt = EXTENSION_FORMATS.get(ext)
@@ -264,7 +264,7 @@ class _WholeDecompression(io.RawIOBase):
         self._path, self._raw = path, raw
         self._name = _COMPRESSION_NAMES[compression]
         self._new_member = _DECOMPRESSORS[compression]
-        self._member = None  # the decompressor of the member being read, None between
+        self._member: Any = None  # the decompressor of the member being read, None between
         self._input = b""  # compressed bytes read, not yet given to a decompressor
         self._members = 0
         self._output = memoryview(b"")  # decompressed bytes not yet returned
@@ -401,8 +401,8 @@ def _decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[
         lineno += len(lines)
 
 
-def _check_each_line(path: str, lineno: int, block: list[bytes]) -> None:
-    for lineno, raw in enumerate(block, start=lineno + 1):
+def _check_each_line(path: str, lines_before: int, block: list[bytes]) -> None:
+    for lineno, raw in enumerate(block, start=lines_before + 1):
         if b"\x00" in raw:
             raise InputFormatError(f"{path}:{lineno}: the line holds a NUL byte (a binary "
                                    "file?)" + _magic_hint(lineno, raw))
@@ -746,7 +746,7 @@ def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tupl
 
 
 def record_parser(fmt: str, user_field: str | None = None, text_field: str | None = None,
-                  skip_header_lines: int = 0) -> Callable[[str, object], Iterator[tuple]]:
+                  skip_header_lines: int = 0) -> Callable[..., Iterator]:
     """(path, binary stream) → records, for ``fmt``."""
     if fmt in ("csv", "jsonl"):
         if not user_field or not text_field:
@@ -1065,7 +1065,8 @@ class _ParseFileFn(beam.DoFn):
             compression_type=CompressionTypes.UNCOMPRESSED))
         n = 0
         try:
-            for n, record in enumerate(self._parse(path, stream), start=1):
+            # B007: n is read after the loop (the number of records).
+            for n, record in enumerate(self._parse(path, stream), start=1):  # noqa: B007
                 yield record
         finally:
             stream.close()

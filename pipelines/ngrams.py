@@ -208,18 +208,16 @@ class DocumentStats(beam.PTransform):
                     single(users), single(docs), single(tokens)))
 
 
-def counts_max_items(args) -> int:
-    """Δ0 of the counts: --counts-max-items-per-user, else the largest Δ_k."""
+def counts_max_items(args) -> int | str:
+    """Δ0 of the counts: --counts-max-items-per-user (an int or auto), else the largest Δ_k
+    (auto if they are chosen privately)."""
     if args.counts_max_items_per_user is not None:
         return args.counts_max_items_per_user
     per_level = args.max_items_per_user
-    if _has_auto(per_level):
-        if args.with_counts:
-            raise cli.UsageError(
-                "--with-counts and --max-items-per-user auto need --counts-max-items-per-user: "
-                "the counts' Δ0 is not chosen privately")
-        return 100  # unused: there are no counts
-    return max(per_level) if isinstance(per_level, list) else per_level
+    values = per_level if isinstance(per_level, list) else [per_level]
+    if all(isinstance(v, int) for v in values):
+        return max(values)
+    return "auto"
 
 
 def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
@@ -271,12 +269,18 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
         if isinstance(transform, ExtractNgrams):
             side["raw_levels"] = single(transform.non_private_level_stats
                                         | "RawStatsList" >> beam.combiners.ToList())
+    if counter is not None and counter.chosen_max_items_per_user is not None:
+        # The counts' "auto": the chosen Δ0 is a DP output.
+        side["counts_chosen_max_items_per_user"] = single(counter.chosen_max_items_per_user)
     static = cli.with_counts_report(_static_report(transform, args), parts, counter)
 
-    def assemble(_, lengths, levels=None, stats=None, raw_levels=None, chosen=None):
+    def assemble(_, lengths, levels=None, stats=None, raw_levels=None, chosen=None,
+                 counts_chosen_max_items_per_user=None):
         report = dict(static)
         if chosen is not None:
             report["chosen_max_items_per_user"] = chosen
+        if counts_chosen_max_items_per_user is not None:
+            report["counts_chosen_max_items_per_user"] = counts_chosen_max_items_per_user
         report["released_per_length"] = {str(k): lengths.get(k, 0)
                                          for k in range(1, args.max_n + 1)}
         report["released_ngrams"] = sum(lengths.values())

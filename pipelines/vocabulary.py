@@ -8,8 +8,8 @@
 Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
 sorted; ``--num-shards`` splits them by a hash of the item) and
 ``OUT/report.json``: the privacy report of the selection and the number of
-released items (per SIPS round only with ``--non-private-stats``). With ``--with-counts`` it also writes
-``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
+released items (per SIPS round only with ``--non-private-stats``). With ``--with-counts`` it also
+writes ``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
 released item and no other, in the items' order), paid for by a share of the
 budget (``--counts-share``, default 0.25); the report then records both
 parts. Raw counts of the input (users, pairs, distinct items) are NOT
@@ -172,6 +172,10 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     if select.chosen_max_items_per_user is not None:
         # "auto": the chosen Δ0 is a DP output (the noisy size histogram's choice).
         released_counts["chosen_max_items_per_user"] = select.chosen_max_items_per_user
+    if counter is not None and counter.chosen_max_items_per_user is not None:
+        # The counts' own "auto": a DP output too.
+        released_counts["counts_chosen_max_items_per_user"] = (
+            counter.chosen_max_items_per_user)
     # Per-round sizes of SIPS are not a function of the released set (which
     # round released an item is more than the set): only with --non-private-stats.
     by_stage = select.non_private_released_by_stage
@@ -180,11 +184,14 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
             f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
     static = cli.with_counts_report(select.report, parts, counter, select.calibration)
 
-    def assemble(_, released_items, stats=None, chosen_max_items_per_user=None, **by_stage):
+    def assemble(_, released_items, stats=None, chosen_max_items_per_user=None,
+                 counts_chosen_max_items_per_user=None, **by_stage):
         report = dict(static)
         report["released_items"] = released_items
         if chosen_max_items_per_user is not None:
             report["chosen_max_items_per_user"] = chosen_max_items_per_user
+        if counts_chosen_max_items_per_user is not None:
+            report["counts_chosen_max_items_per_user"] = counts_chosen_max_items_per_user
         if stats is not None:
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
             if by_stage:
@@ -201,16 +208,11 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     return select
 
 
-def counts_max_items(args) -> int:
-    """Δ0 of the counts: --counts-max-items-per-user, else --max-items-per-user, else 100."""
+def counts_max_items(args) -> int | str:
+    """Δ0 of the counts: --counts-max-items-per-user, else --max-items-per-user (auto
+    included: the counts then choose their own, privately), else 100."""
     if args.counts_max_items_per_user is not None:
         return args.counts_max_items_per_user
-    if args.max_items_per_user == "auto":
-        if args.with_counts:
-            raise cli.UsageError(
-                "--with-counts and --max-items-per-user auto need --counts-max-items-per-user: "
-                "the counts' Δ0 is not chosen privately")
-        return 100
     return args.max_items_per_user or 100
 
 

@@ -66,7 +66,7 @@ def test_budget_rejects_non_numbers():
 
 def test_budgets_are_frozen():
     b = Budget(1.0, 1e-5)
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         b.epsilon = 2.0
 
 
@@ -171,7 +171,10 @@ def test_gw_budget_of_table_2():
                                                     (0.3, 1e-9, 1e-10)])
 def test_dp_to_zcdp_is_largest_rho_meeting_target(eps, delta_dp, delta_cdp):
     rho = dp_to_zcdp(eps, delta_dp, delta_cdp).rho
-    implied = lambda r: delta_cdp + (1 - delta_cdp) * zcdp_delta_for_epsilon(r, eps)
+
+    def implied(r):
+        return delta_cdp + (1 - delta_cdp) * zcdp_delta_for_epsilon(r, eps)
+
     assert implied(rho) <= delta_dp
     assert implied(rho * 1.001) > delta_dp
     assert zcdp_to_dp(rho, delta_cdp, delta_dp) == pytest.approx(eps, rel=1e-6)

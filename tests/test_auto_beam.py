@@ -114,3 +114,34 @@ def test_auto_spends_its_budget_from_an_accountant_once():
     with pytest.raises(beam_dpsu.BudgetExceededError):
         beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user="auto"), BIG,
                               accountant=accountant)
+
+
+def test_users_with_empty_records_change_nothing():
+    # Review finding: an empty record (a user holding nothing) fell into the largest
+    # size bin (index −1) and pushed the choice up.
+    auto = delta0.AutoMaxItems(candidates=(1, 2, 5, 100))
+    select = beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user=auto), BIG, seed=7)
+    empty = [(f"e{i}", []) for i in range(300)]
+    with TestPipeline() as p:
+        _ = p | beam.Create(PAIRS + empty) | select
+        assert_that(select.chosen_max_items_per_user,
+                    equal_to([expected_choice(select, SIZES)]), label="Chosen")
+    assert expected_choice(select, SIZES) == 5
+
+
+def test_empty_elements_change_nothing():
+    auto = delta0.AutoMaxItems(candidates=(1, 2, 5, 100))
+    elements = [["cat", "dog", f"x{i % 3}"] for i in range(3000)] + [[] for _ in range(300)]
+    select = beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user=auto), BIG,
+                                   privacy_unit="element", seed=2)
+    with TestPipeline() as p:
+        _ = p | beam.Create(elements) | select
+        assert_that(select.chosen_max_items_per_user,
+                    equal_to([expected_choice(select, [3] * 3000)]), label="Chosen")
+
+
+def test_the_size_combiner_merges_nothing_into_a_vector():
+    from beam_dpsu.auto import _SizeBinCountsFn
+    fn = _SizeBinCountsFn((1, 2, 5))
+    assert fn.merge_accumulators([]).tolist() == [0, 0, 0]
+    assert fn.add_input(fn.create_accumulator(), 0).tolist() == [0, 0, 0]

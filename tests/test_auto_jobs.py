@@ -40,11 +40,16 @@ def test_int_or_auto():
     assert cli.int_or_auto(" AUTO ") == "auto" and cli.int_or_auto("12") == 12
 
 
-def test_auto_with_counts_needs_the_counts_bound(tmp_path, capsys):
+def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):
+    # Without --counts-max-items-per-user the counts choose their own Δ0 as well.
+    out = tmp_path / "o"
     code = vocabulary.main([*BASE, "--max-items-per-user", "auto", "--with-counts",
-                            "--output", str(tmp_path / "o")])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "--counts-max-items-per-user" in err[0]
+                            "--output", str(out)])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["chosen_max_items_per_user"] in report["max_items_per_user"]["candidates"]
+    counts_plan = report["counts"]["max_items_per_user"]
+    assert report["counts_chosen_max_items_per_user"] in counts_plan["candidates_calibrated"]
 
 
 def test_auto_with_counts_uses_the_basic_split(tmp_path, capsys):

@@ -237,3 +237,25 @@ def test_a_lone_user_is_released_with_probability_at_most_delta_at_every_candida
             w = mechanism.item_weight(t)
             p = dist.sf(calibration.release_threshold - w)
             assert -math.expm1(t * math.log1p(-p)) <= budget.delta * (1 + 1e-9)
+
+
+def test_the_budget_split_holds_in_exact_arithmetic():
+    # Review finding: the float check let ε_s + ε_sel exceed ε by ~1e-16 (e.g. ε = 3),
+    # and the noise's scale 1/ε_s rounded below the exact one.
+    from fractions import Fraction as F
+    rng = random.Random(5)
+    cases = [(3.0, 0.05), (1.7, 0.05)] + [(rng.uniform(0.01, 10), rng.uniform(0.01, 0.5))
+                                          for _ in range(300)]
+    for eps, share in cases:
+        size, selection = delta0.split_budget(Budget(eps, 1e-5), share)
+        assert 1 / delta0.size_noise(size).scale + F(selection.epsilon) <= F(eps), (eps, share)
+        zsize, zselection = delta0.split_budget(ZCDPBudget(eps, 1e-5), share)
+        rho_noise = 1 / (2 * delta0.size_noise(zsize).sigma_squared)
+        assert rho_noise + F(zselection.rho) <= F(eps), (eps, share)
+
+
+def test_the_rule_never_prefers_a_larger_threshold_for_a_negative_mass():
+    # Review finding: with M − 2 sd < 0 everywhere, dividing by T made the largest T win.
+    plan = delta0.plan_auto(CountLaplace(max_items_per_user="auto"), Budget(1.0, 1e-5))
+    assert plan.choose(delta0.size_counts([3] * 100, np.asarray(plan.edges))) == 1
+    assert plan.choose(np.zeros(len(plan.edges))) == 1

@@ -36,7 +36,8 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
     assert all(0.0 <= float(r["k_anonymity_coverage"]) <= 1.0 for r in rows)
     # More budget releases at least as much on average (25 items held by ~36 users each).
     wg = {b: sum(int(r["released"]) for r in rows
-                 if r["mechanism"] == "weighted-gaussian" and r["budget"] == b) for b in ("eps=1", "eps=4")}
+                 if r["mechanism"] == "weighted-gaussian" and r["budget"] == b)
+          for b in ("eps=1", "eps=4")}
     assert wg["eps=4"] >= wg["eps=1"]
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "**For evaluation only.**" in summary
@@ -102,7 +103,8 @@ def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
     assert code == 2 and "give exactly one of --epsilons or --rhos" in capsys.readouterr().err
     code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1,-2",
                           "--delta", "1e-5", "--output", str(tmp_path / "o")])
-    assert code == 2 and "--epsilons must be a finite number > 0, got -2.0" in capsys.readouterr().err
+    assert code == 2
+    assert "--epsilons must be a finite number > 0, got -2.0" in capsys.readouterr().err
 
 
 def test_the_cache_holds_only_users_holding_items(tmp_path):

@@ -108,7 +108,8 @@ def test_parse_errors_never_quote_the_record():
 
 
 def test_parse_pairs_refuses_a_header_row_unless_skipped():
-    with pytest.raises(InputFormatError, match=r"f:1 looks like a header row.*--skip-header-lines 1"):
+    with pytest.raises(InputFormatError,
+                       match=r"f:1 looks like a header row.*--skip-header-lines 1"):
         list(parse_pairs("f", stream("user_id,Item\nu1,cat\n")))
     assert list(parse_pairs("f", stream("user_id,item\nu1,cat\n"), 1)) == [("u1", "cat")]
     assert list(parse_pairs("f", stream("u1,item\n"))) == [("u1", "item")]  # data, not a header

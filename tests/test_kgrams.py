@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from beam_dpsu import thresholds
-from beam_dpsu.accounting import analytic_gaussian_sigma, gaussian_mechanism_delta, gaussian_noise_schedule
+from beam_dpsu.accounting import (analytic_gaussian_sigma, gaussian_mechanism_delta,
+                                  gaussian_noise_schedule)
 from beam_dpsu.kgrams import ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
 from beam_dpsu.ngrams import _SpuriousFn
 
@@ -135,7 +136,8 @@ def test_level_thresholds_golden():
     sigma_1 = gaussian_noise_schedule(analytic_gaussian_sigma(1.0, 0.5e-7), 6)[0]
     t = np.arange(1, 11)
     naive = np.max(1 / np.sqrt(t) + sigma_1 * stats.norm.ppf((1 - 0.5e-7) ** (1 / t)))
-    assert thresholds.weighted_gaussian_threshold(sigma_1, 0.5e-7, 10) == pytest.approx(naive, rel=1e-7)
+    assert (thresholds.weighted_gaussian_threshold(sigma_1, 0.5e-7, 10)
+            == pytest.approx(naive, rel=1e-7))
     # ρ_k = σ_k Φ⁻¹(1 − η min(1, |S_{k−1}|/|V_k|)) (dpne §2): MSNBC level 2 (17 unigrams).
     rho_2 = thresholds.dpne_level_threshold(sigma_1, 0.01, 17, 17 * 17)
     assert rho_2 == pytest.approx(sigma_1 * stats.norm.isf(0.01 * 17 / 289), rel=1e-12)

@@ -249,7 +249,8 @@ def test_one_user_is_one_key_whatever_the_id_type():
         assert_that(users, equal_to([("int", ["a", "b", "c", "d"])]))
 
 
-@pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)], ids=["pure-dp", "pure-zcdp"])
+@pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)],
+                         ids=["pure-dp", "pure-zcdp"])
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_every_mechanism_refuses_a_pure_budget(name, budget):
     # Releasing an item held by one user needs δ > 0; a pure budget (valid for
@@ -261,7 +262,8 @@ def test_every_mechanism_refuses_a_pure_budget(name, budget):
         mechanism.calibrate(budget)
 
 
-@pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)], ids=["pure-dp", "pure-zcdp"])
+@pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)],
+                         ids=["pure-dp", "pure-zcdp"])
 def test_ngram_extraction_refuses_a_pure_budget(budget):
     from beam_dpsu.ngrams import ExtractNgrams, NgramsByDPSU
     with pytest.raises(ValueError, match="DPNE n-gram extraction needs delta > 0"):

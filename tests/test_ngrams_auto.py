@@ -241,8 +241,6 @@ def test_the_ngram_job_takes_auto_per_level(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--max-items-per-user", "auto", "--method", "dpsu-even"],
      "--method dpsu-even takes a fixed int --max-items-per-user, not auto"),
-    (["--max-items-per-user", "auto", "--with-counts"],
-     "need --counts-max-items-per-user"),
     (["--max-items-per-user", "auto,x"], "--max-items-per-user takes an int, 'auto', or"),
     (["--max-items-per-user", "auto", "--delta", "0"], "--delta"),
 ])

@@ -139,7 +139,8 @@ def test_extract_ngrams_validation():
     assert equal.sigmas == pytest.approx([equal.sigma_total * 3 ** 0.5] * 3)
     with pytest.raises(ValueError, match="dpsu-single needs 1 <= n <= max_n"):
         NgramsByDPSU("dpsu-single", 3, Budget(1, 1e-5))
-    with pytest.raises(InvalidRecordError, match=r"token 1 of a document \(field 1\) must be a non-empty str, got an int"):
+    with pytest.raises(InvalidRecordError, match=r"token 1 of a document \(field 1\) must be a "
+                                                 r"non-empty str, got an int"):
         with TestPipeline() as p:
             _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
 

@@ -7,7 +7,6 @@ into place), so a failed or interrupted run leaves neither an output folder
 nor a sibling. SIGINT/SIGTERM end a job with one line ``interrupted``.
 """
 
-import glob
 import gzip
 import os
 import signal

@@ -290,8 +290,8 @@ def test_conversions_compute_or_refuse(rho, delta, epsilon):
        decay=st.one_of(st.just("equal"), _log_uniform(1e-300, 1e300)))
 def test_dpne_computes_or_refuses(epsilon, delta, max_n, d0, decay):
     for budget in (Budget(epsilon, delta), ZCDPBudget(epsilon, delta)):
-        transform = _computes_or_refuses(lambda: ExtractNgrams(max_n, budget, d0,
-                                                               noise_schedule=decay))
+        transform = _computes_or_refuses(lambda budget=budget: ExtractNgrams(
+            max_n, budget, d0, noise_schedule=decay))
         if transform is not None:
             assert all(math.isfinite(s) and s > 0 for s in transform.sigmas)
             assert math.isfinite(transform.level1_calibration.release_threshold)

@@ -38,7 +38,10 @@ def exact_delta_gaussian_with_losses(mu, losses, probs, epsilon):
         if p < 1e-300:
             continue
         cut = epsilon - loss  # (1 − e^{cut − L})_+ is > 0 for L > cut
-        f = lambda z: stats.norm.pdf(z, mu * mu / 2, mu) * -math.expm1(cut - z)
+
+        def f(z, cut=cut):
+            return stats.norm.pdf(z, mu * mu / 2, mu) * -math.expm1(cut - z)
+
         total += p * integrate.quad(f, cut, cut + 40 * mu + 40, epsabs=1e-14,
                                     epsrel=1e-10, limit=200)[0]
     return total
@@ -213,7 +216,10 @@ def test_counts_loss_closed_form_is_the_binomial_of_dp_accountings_discrete_lapl
     cnt = count_calibration(Budget(0.5), 10)
     assert cnt.noise.scale == Fraction(20)
     pair, _ = pld._counts_pair(cnt)
-    ours = lambda e: float(np.sum(pair.prob * -np.expm1(np.minimum(e - pair.loss, 0.0))))
+
+    def ours(e):
+        return float(np.sum(pair.prob * -np.expm1(np.minimum(e - pair.loss, 0.0))))
+
     theirs = dpa.from_discrete_laplace_mechanism(
         0.05, sensitivity=1, value_discretization_interval=1e-4).self_compose(10)
     for eps in (0.0, 0.1, 0.25, 0.4):
@@ -328,7 +334,6 @@ def test_a_tight_part_is_refused_with_another_mechanism_or_counts_max_items():
 def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
     # Review finding 2: dp-accounting's composition is exact only to ~1e-16 in δ;
     # at ZCDPBudget(3, 1e-10) the reported ε gave a true δ of 2.00000095e-10.
-    from decimal import Decimal, getcontext
     mechanism = WeightedGaussian(100)
     parts = split_selection_and_counts(ZCDPBudget(3.0, 1e-10), 0.5,
                                        selection_mechanism=mechanism,
@@ -347,6 +352,7 @@ def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
         exact = mpmath.fsum(
             mpmath.mpf(float(w)) * (mpmath.ncdf(mu / 2 - (epsilon - (1 - 2 * x) / (2 * s2)) / mu)
                                     - mpmath.e ** (epsilon - (1 - 2 * x) / (2 * s2))
-                                    * mpmath.ncdf(-mu / 2 - (epsilon - (1 - 2 * x) / (2 * s2)) / mu))
+                                    * mpmath.ncdf(-mu / 2
+                                                  - (epsilon - (1 - 2 * x) / (2 * s2)) / mu))
             for x, w in zip(xs, weights))
     assert pld._Composition(selection, counts).loss_delta(epsilon) >= float(exact)

@@ -45,7 +45,7 @@ def job_endpoint():
                 break
             except OSError:
                 if time.time() > deadline or service.poll() is not None:
-                    raise RuntimeError("the local job service did not start")
+                    raise RuntimeError("the local job service did not start") from None
                 time.sleep(0.2)
         yield f"localhost:{port}"
     finally:

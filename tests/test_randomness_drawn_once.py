@@ -106,17 +106,22 @@ def test_ngram_baselines_checkpoint_their_draws(variant):
     assert random_fanouts(p) == []
 
 
-@pytest.mark.parametrize("unit", ["user_id", "element"])
-def test_selection_then_counts_checkpoint_their_draws(unit):
-    # The jobs' shape: one release written and counted, the counts read twice.
+@pytest.mark.parametrize("unit,counts_max_items", [
+    ("user_id", 2), ("element", 2), ("user_id", "auto"), ("element", "auto")])
+def test_selection_then_counts_checkpoint_their_draws(unit, counts_max_items):
+    # The jobs' shape: one release written and counted, the counts read twice
+    # (and with "auto", the counts' chosen Δ0 too).
     p = beam.Pipeline()
     data = p | beam.Create(PAIRS if unit == "user_id" else ELEMENTS)
     parts = beam_dpsu.split_selection_and_counts(Budget(1.0, 1e-5), 0.25)
     released = data | "Select" >> SelectItems(configs.WeightedGaussian(2), parts.selection,
                                               privacy_unit=unit)
     _ = released | "Write" >> beam.Map(lambda x: x)
-    counts = data | "Count" >> CountReleased(released, parts.counts, 2, privacy_unit=unit)
+    counter = CountReleased(released, parts.counts, counts_max_items, privacy_unit=unit)
+    counts = data | "Count" >> counter
     read_twice(counts, "Counts")
+    if counts_max_items == "auto":
+        read_twice(counter.chosen_max_items_per_user, "Chosen")
     assert random_fanouts(p) == []
 
 
@@ -150,6 +155,10 @@ def job_pipeline(module, argv):
     ["--mechanism", "policy-gaussian", "--user-field", "@row", "--with-counts"],
     ["--mechanism", "sips", "--user-field", "user", "--with-counts", "--non-private-stats",
      "--max-items-per-user", "auto", "--counts-max-items-per-user", "5"],
+    ["--mechanism", "weighted-gaussian", "--user-field", "user", "--with-counts",
+     "--max-items-per-user", "auto"],
+    ["--mechanism", "weighted-gaussian", "--user-field", "@row", "--with-counts",
+     "--counts-max-items-per-user", "auto"],
 ])
 def test_vocabulary_job_checkpoints_its_draws(tmp_path, argv):
     from pipelines import vocabulary
@@ -166,6 +175,7 @@ def test_vocabulary_job_checkpoints_its_draws(tmp_path, argv):
     ["--input", "examples/msnbc_1k.seq", "--method", "dpsu-even"],
     ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field", "review",
      "--with-counts"],
+    ["--input", "examples/msnbc_1k.seq", "--with-counts", "--counts-max-items-per-user", "auto"],
 ])
 def test_ngrams_job_checkpoints_its_draws(tmp_path, argv):
     from pipelines import ngrams

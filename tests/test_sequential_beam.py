@@ -32,7 +32,7 @@ def corpus():
     pairs = []
     for u in range(120):
         k = int(rng.integers(1, 13))
-        for j in range(k):
+        for _ in range(k):
             pairs += [(f"user{u}", f"w{int(rng.zipf(1.6)) % 40}")] * int(rng.integers(1, 3))
     return pairs
 
@@ -185,7 +185,8 @@ def test_gw_kt_with_public_counts_as_a_pcollection():
     assert select.report["mechanism"]["name"] == "gw-kt"
 
 
-@pytest.mark.parametrize("mechanism", [PolicyLaplace(5), PolicyGaussian(5), GreedyWithoutSampling()],
+@pytest.mark.parametrize("mechanism",
+                         [PolicyLaplace(5), PolicyGaussian(5), GreedyWithoutSampling()],
                          ids=lambda m: m.name)
 def test_never_releases_an_item_nobody_holds(mechanism):
     pairs = corpus()
@@ -226,7 +227,8 @@ def test_configs_validate_and_report_the_cutoff():
     z = GreedyWithoutSampling(50).calibrate(ZCDPBudget(0.5, 1e-5))
     assert z.noise_scale == pytest.approx(1.0)
     assert z.release_threshold == pytest.approx(14.76558, abs=5e-6)
-    assert mechanism_from_name("policy-laplace", max_items_per_user=7, alpha=2.0) == PolicyLaplace(7, 2.0)
+    assert (mechanism_from_name("policy-laplace", max_items_per_user=7, alpha=2.0)
+            == PolicyLaplace(7, 2.0))
     assert mechanism_from_name("gw", max_items_per_user=7) == GreedyWithoutSampling(7)
     # Default Δ0: 30 for GW, 300 for GW-KT (whose lists start with the common words).
     assert GreedyWithoutSampling().max_items_per_user == 30

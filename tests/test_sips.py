@@ -21,7 +21,8 @@ from beam_dpsu.policies import weighted_gaussian_weight
 
 
 def test_geometric_split_golden():
-    # dp-sips Table 2 setting: I = 3, r = 1/3 → shares r², r, 1 over (1 + r + r²) = 1/13, 3/13, 9/13.
+    # dp-sips Table 2 setting: I = 3, r = 1/3 → shares r², r, 1 over (1 + r + r²)
+    # = 1/13, 3/13, 9/13.
     assert geometric_split_weights(3, 1 / 3) == pytest.approx([1 / 13, 3 / 13, 9 / 13], rel=1e-14)
     assert geometric_split_weights(4, 1.0) == [0.25] * 4
     assert geometric_split_weights(1, 0.5) == pytest.approx([1.0])
@@ -36,7 +37,8 @@ def test_round_budgets_add_up_to_the_total():
 
 
 def test_round_thresholds_golden():
-    # Per round: σ_i = 1/√(2ρ_i), T_i = max_{k≤Δ0} 1/√k + σ_i Φ⁻¹((1 − δ_i)^{1/k}) (dp-sips Alg. 2/3).
+    # Per round: σ_i = 1/√(2ρ_i), T_i = max_{k≤Δ0} 1/√k + σ_i Φ⁻¹((1 − δ_i)^{1/k})
+    # (dp-sips Alg. 2/3).
     cal = SIPS(100, 3, 1 / 3).calibrate(ZCDPBudget(0.1, 1e-5))
     k = np.arange(1, 101)
     for i, share in enumerate([1 / 13, 3 / 13, 9 / 13]):

@@ -15,8 +15,10 @@ DELTA = math.exp(-10)  # dpsu §6: ε = 3, δ = e^-10
 
 def test_weighted_laplace_golden():
     # DESIGN §4: ρ_Lap(Δ0 = 100) = 4.6473 and ρ_Lap(Δ0 = 1) = 4.1023 (dpsu Thm 4.1/B.1).
-    assert thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 100) == pytest.approx(4.6473, abs=5e-5)
-    assert thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 1) == pytest.approx(4.1023, abs=5e-5)
+    assert (thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 100)
+            == pytest.approx(4.6473, abs=5e-5))
+    assert (thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 1)
+            == pytest.approx(4.1023, abs=5e-5))
 
 
 def test_gw_golden_equals_laplace_at_one_item():
@@ -85,7 +87,8 @@ def test_gw_threshold_validation():
 def test_weighted_gaussian_golden():
     # DESIGN §4: σ(ε, δ/2, L2=1) = 1.33279, ρ_G(Δ0 = 100) = 6.8237 (dpsu Thm 5.1/B.2).
     sigma = analytic_gaussian_sigma(EPS, DELTA / 2)
-    assert thresholds.weighted_gaussian_threshold(sigma, DELTA / 2, 100) == pytest.approx(6.8237, abs=5e-5)
+    assert (thresholds.weighted_gaussian_threshold(sigma, DELTA / 2, 100)
+            == pytest.approx(6.8237, abs=5e-5))
 
 
 def test_weighted_thresholds_match_naive_formula_where_it_is_accurate():
@@ -95,7 +98,8 @@ def test_weighted_thresholds_match_naive_formula_where_it_is_accurate():
     naive_lap = np.max(1 / t + lam * np.log(1 / (2 * (1 - (1 - d) ** (1 / t)))))
     naive_gauss = np.max(1 / np.sqrt(t) + sigma * stats.norm.ppf((1 - d) ** (1 / t)))
     assert thresholds.weighted_laplace_threshold(lam, d, d0) == pytest.approx(naive_lap, rel=1e-10)
-    assert thresholds.weighted_gaussian_threshold(sigma, d, d0) == pytest.approx(naive_gauss, rel=1e-10)
+    assert (thresholds.weighted_gaussian_threshold(sigma, d, d0)
+            == pytest.approx(naive_gauss, rel=1e-10))
 
 
 def test_thresholds_stay_finite_for_tiny_delta():
@@ -111,7 +115,8 @@ def test_count_thresholds_are_the_worst_case_t_equals_delta0():
     assert thresholds.count_laplace_threshold(lam, DELTA, 100) == pytest.approx(expected, rel=1e-9)
     sigma = analytic_gaussian_sigma(EPS, DELTA / 2, math.sqrt(100))
     expected = 1 + sigma * stats.norm.isf(1 - (1 - DELTA / 2) ** (1 / 100))
-    assert thresholds.count_gaussian_threshold(sigma, DELTA / 2, 100) == pytest.approx(expected, rel=1e-9)
+    assert (thresholds.count_gaussian_threshold(sigma, DELTA / 2, 100)
+            == pytest.approx(expected, rel=1e-9))
 
 
 def test_dp_sips_weighted_gaussian_threshold_under_zcdp():
@@ -162,7 +167,6 @@ def test_gw_threshold_never_lands_on_the_unsafe_side(epsilon, delta, max_items):
     # stepped up to the first float where the worst case is at most δ.
     lam = 1 / epsilon
     rho = thresholds.gw_threshold(lam, delta, max_items)
-    weights = [1.0] + [0.0] * (max_items - 1)
     log_none = (math.log(1 - 0.5 * math.exp(-(rho - 1) / lam)) if rho >= 1 else None)
     assert log_none is not None
     worst = -math.expm1(log_none + (max_items - 1) * math.log1p(-0.5 * math.exp(-rho / lam)))

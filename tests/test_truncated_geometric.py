@@ -176,5 +176,6 @@ def test_float_margin_and_refusal_at_huge_per_item_epsilon():
     cal = TruncatedGeometric(1).calibrate(Budget(3.0, 1e-5))
     assert cal.delta_per_item == pytest.approx(1e-5 - math.exp(3.0) * 2.0 ** -50, rel=1e-12)
     assert cal.delta_per_item < 1e-5
-    with pytest.raises(ValueError, match="too small for float64 keep probabilities at epsilon per item = 15"):
+    with pytest.raises(ValueError, match="too small for float64 keep probabilities at "
+                                         "epsilon per item = 15"):
         TruncatedGeometric(1).calibrate(Budget(15.0, 1e-12))

@@ -322,7 +322,8 @@ def test_job_jsonl_and_text_formats_inferred(tmp_path):
     jsonl = tmp_path / "posts.jsonl.gz"
     with gzip.open(jsonl, "wt", encoding="utf-8") as f:
         for u in range(50):
-            f.write(json.dumps({"author": u, "body": "Hello WORLD, see https://x.example/y"}) + "\n")
+            f.write(json.dumps({"author": u, "body": "Hello WORLD, see https://x.example/y"})
+                    + "\n")
     out = tmp_path / "out_jsonl"
     assert vocabulary.main(["--input", str(jsonl), "--user-field", "author",
                             "--text-field", "body", "--epsilon", "50", "--delta", "1e-6",
