@@ -26,7 +26,8 @@ setup(
     extras_require={
         # pipeline-dp: the PipelineDP example's test (installs from wheels, no
         # numpy or Beam downgrade; checked with pip install --dry-run).
-        "test": ["pytest>=7", "hypothesis>=6.80", "matplotlib>=3.7", "pipeline-dp>=0.3"],
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.80", "matplotlib>=3.7",
+                 "pipeline-dp>=0.3"],
         "bench": ["pipeline-dp>=0.3"],
         "plot": ["matplotlib>=3.7"],
         # docs: the API reference and prose pages (mkdocs.yml), built strictly by
