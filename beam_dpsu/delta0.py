@@ -253,10 +253,18 @@ def size_noise(size_budget: Budget | ZCDPBudget) -> DiscreteLaplace | DiscreteGa
 def noisy_size_histogram(counts: np.ndarray, size_budget: Budget | ZCDPBudget,
                          rng: random.Random | None = None) -> np.ndarray:
     """The DP release: every bin count plus independent integer noise (OS randomness
-    unless ``rng`` is given, in tests)."""
-    counts = np.asarray(counts, dtype=np.int64)
+    unless ``rng`` is given, in tests), as floats.
+
+    The sums are exact Python ints, then held within ±1e300 (post-processing):
+    at a vanishing budget a draw can be far beyond int64 and float range.
+    """
     draws = size_noise(size_budget).samples(len(counts), rng)
-    return counts + np.asarray(draws, dtype=np.int64)
+    noisy = [int(c) + d for c, d in zip(np.asarray(counts).tolist(), draws)]
+    return np.asarray([float(max(min(x, _NOISY_LIMIT), -_NOISY_LIMIT)) for x in noisy])
+
+
+# Noisy counts beyond this carry no information a float could keep.
+_NOISY_LIMIT = 10 ** 300
 
 
 def _linear_mass(m: np.ndarray) -> np.ndarray:

@@ -155,9 +155,11 @@ class DiscreteLaplace:
         return np.where(x < 0, neg, pos)
 
     def variance(self) -> float:
-        """Var X = 2q/(1 − q)², q = exp(−1/scale)."""
+        """Var X = 2q/(1 − q)², q = exp(−1/scale); inf beyond the float range."""
         a = 1.0 / float(self.scale)
-        return 2.0 * math.exp(-a) / math.expm1(-a) ** 2
+        # In logs: (1 − q)² underflows to 0 for a scale above ~1e154.
+        log_variance = math.log(2.0) - a - 2.0 * math.log(-math.expm1(-a))
+        return math.exp(log_variance) if log_variance < 709.0 else math.inf
 
     def to_dict(self) -> dict:
         return {"noise": "discrete_laplace", "scale": float(self.scale),

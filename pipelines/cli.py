@@ -482,7 +482,7 @@ def check_calibrates(mechanism, budget) -> None:
 
 
 def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = False,
-                            public_input: bool = True) -> None:
+                            public_input: bool = True, auto_default: bool = False) -> None:
     """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters;
     ``public_input``: GW-KT's public corpus flags, for jobs that read it."""
     g = parser.add_argument_group("mechanism (see README 'Mechanisms')")
@@ -493,10 +493,12 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     else:
         g.add_argument(*flags("mechanism"), default="weighted-gaussian", metavar="NAME",
                        help=f"one of: {names}")
+    default = ("auto for weighted-gaussian, policy-gaussian and sips, 100 for the others"
+               if auto_default else "100")
     g.add_argument(*flags("max-items-per-user"), type=int_or_auto, metavar="N|auto",
                    help="Δ0, the contribution bound: how many distinct items of each user are "
-                        "kept before anything is counted, sampled uniformly (default: 100) or, "
-                        "for gw, the user's most frequent ones (default: 30"
+                        f"kept before anything is counted, sampled uniformly (default: {default}) "
+                        "or, for gw, the user's most frequent ones (default: 30"
                         + ("; 300 with --public-input)" if public_input else ")")
                         + "; 'auto' spends 5%% of the budget on choosing it privately "
                           "(README 'Choosing Δ0')")

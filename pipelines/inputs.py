@@ -908,6 +908,12 @@ class ParquetFields:
             if values.null_count:
                 raise _parquet_null(path, role, column)
             flag = _PARQUET_FLAGS[role]
+            try:  # Arrow trusts the file: a string column may hold invalid UTF-8
+                values.validate(full=True)
+            except pa.ArrowInvalid:
+                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text that "
+                                       "is not valid UTF-8 (another encoding, or a corrupt "
+                                       "file?)") from None
             if role == "items":
                 items = pc.list_flatten(values)
                 if items.null_count:
@@ -952,9 +958,21 @@ def _parquet_footer_rows(path: str, fields: ParquetFields) -> int:
     except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError, the filesystems' own
         raise InputFormatError(f"{path}: not a readable Parquet file ({_error_kind(exc)}): "
                                "is it cut short, corrupt, or not Parquet?") from None
-    fields.check_schema(path, metadata.schema.to_arrow_schema())
+    schema = metadata.schema.to_arrow_schema()
+    fields.check_schema(path, schema)
     fields.check_footer_nulls(path, metadata)
-    return metadata.num_rows
+    return metadata.num_rows, _user_id_kind(schema, fields)
+
+
+def _user_id_kind(schema: pa.Schema, fields: ParquetFields) -> str | None:
+    """"binary" or "text" (string or integer, which is read as text), None for @row."""
+    if fields.user == ROW_AS_USER:
+        return None
+    arrow_type = schema.field(fields.user).type
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    binary = pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)
+    return "binary" if binary else "text"
 
 
 def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
@@ -963,7 +981,15 @@ def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
     column or has one of the wrong type, when the footer's statistics count a null in
     a column read, or when no file holds a row."""
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        rows = sum(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
+        footers = list(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
+    rows = sum(n for n, _ in footers)
+    # A user id read as bytes in one file and as text in another would be two users.
+    kinds = {kind: path for path, (_, kind) in zip(files, footers) if kind is not None}
+    if len(kinds) > 1:
+        raise InputFormatError(
+            f"column {fields.user!r} (--user-field) holds binary ids in {kinds['binary']} "
+            f"but text ids in {kinds['text']}: one user would be two; give every file the "
+            "same type of user id")
     if not rows:
         what = (f"{files[0]} has" if len(files) == 1
                 else f"all {len(files)} files ({os.path.dirname(files[0])}/…) have")
@@ -1016,6 +1042,14 @@ class _ParquetRowsFn(beam.DoFn):
         yield from zip(users, values)
 
 
+def _still_there(path: str, checked: bool) -> str:
+    """A checked file's name, or an error if it is gone: Beam's reader would read a
+    missing file as no rows (its users silently left out)."""
+    if checked and not FileSystems.match([path])[0].metadata_list:
+        raise InputFormatError(f"{path}: the file is gone since the job checked it")
+    return path
+
+
 class ReadParquetRecords(beam.PTransform):
     """Parquet files → (user, tokens) records, one per row, with Beam's Parquet source.
 
@@ -1027,14 +1061,18 @@ class ReadParquetRecords(beam.PTransform):
     """
 
     def __init__(self, pattern: str, fields: ParquetFields, tokenizer: Tokenizer = Tokenizer(),
-                 log_records: bool = False):
+                 log_records: bool = False, files: Sequence[str] | None = None):
         super().__init__()
         self._pattern, self._fields = pattern, fields
         self._tokenizer, self._log_records = tokenizer, log_records
+        self._files = list(files) if files else None
 
     def expand(self, pbegin):
+        # The files the job checked, each read by its own name (one gone since fails
+        # the run), rather than the pattern matched again.
         records = (pbegin
-                   | "Pattern" >> beam.Create([self._pattern])
+                   | "Pattern" >> beam.Create(self._files or [self._pattern])
+                   | "StillThere" >> beam.Map(_still_there, bool(self._files))
                    | PARQUET_READ_STEP >> ReadAllFromParquetBatched(
                        columns=self._fields.columns, with_filename=True)
                    | "Rows" >> beam.ParDo(_ParquetRowsFn(self._fields, self._log_records)))
@@ -1161,7 +1199,8 @@ class ReadUserItems(beam.PTransform):
     def expand(self, pbegin):
         if self._parquet is not None:
             return pbegin | "ReadParquet" >> ReadParquetRecords(
-                self._pattern, self._parquet, self._tokenizer, self._log_records)
+                self._pattern, self._parquet, self._tokenizer, self._log_records,
+                files=self._files)
         if self._fmt == "pairs":
             return pbegin | "ReadPairFiles" >> _ReadFiles(
                 self._pattern, record_parser("pairs", skip_header_lines=self._skip),
@@ -1227,7 +1266,8 @@ class ReadDocuments(beam.PTransform):
                            else (lambda record: (record[0], tuple(record[1]))))
             return (pbegin
                     | "ReadParquet" >> ReadParquetRecords(self._pattern, self._parquet,
-                                                          self._tokenizer, self._log_records)
+                                                          self._tokenizer, self._log_records,
+                                                          files=self._files)
                     | "AsDocuments" >> beam.Map(as_document))
         tokenizer = self._tokenizer
         tokenize = ((lambda record: tokenizer(record[1])) if self._as_elements

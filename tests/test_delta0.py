@@ -100,7 +100,8 @@ def test_the_size_noise_is_calibrated_to_sensitivity_one():
 def test_the_noisy_histogram_is_the_counts_plus_integer_noise():
     counts = np.array([1000, 0, 5], dtype=np.int64)
     noisy = delta0.noisy_size_histogram(counts, ZCDPBudget(0.005, 0.0), random.Random(1))
-    assert noisy.dtype == np.int64 and noisy.shape == (3,)
+    assert noisy.dtype == np.float64 and noisy.shape == (3,)
+    assert np.all(noisy == np.round(noisy))  # integer noise on integer counts
     # σ = 10: each draw is within 6σ except with probability < 2e-9 each.
     assert np.all(np.abs(noisy - counts) <= 60)
 
@@ -259,3 +260,16 @@ def test_the_rule_never_prefers_a_larger_threshold_for_a_negative_mass():
     plan = delta0.plan_auto(CountLaplace(max_items_per_user="auto"), Budget(1.0, 1e-5))
     assert plan.choose(delta0.size_counts([3] * 100, np.asarray(plan.edges))) == 1
     assert plan.choose(np.zeros(len(plan.edges))) == 1
+
+
+@pytest.mark.parametrize("budget", [Budget(1e-300, 1e-5), ZCDPBudget(1e-300, 1e-5)])
+def test_the_rule_at_a_vanishing_budget_picks_the_smallest_candidate(budget):
+    # Found when auto became the job's default: at ε = 1e-300 the size noise's
+    # variance overflowed (ZeroDivisionError). Noise that large tells nothing: the
+    # masses all read as 0 and the tie goes to the smallest candidate.
+    plan = delta0.plan_auto(WeightedGaussian(max_items_per_user="auto"), budget)
+    counts = delta0.size_counts([50] * 1000, np.asarray(plan.edges))
+    assert plan.choose(counts) == 1
+    noisy = delta0.noisy_size_histogram(counts, plan.size_budget, random.Random(0))
+    assert np.all(np.isfinite(noisy)) and plan.choose(noisy) == 1
+    assert delta0.size_noise(plan.size_budget).variance() > 1e300

@@ -337,3 +337,50 @@ def test_help_lists_parquet_and_the_items_field(job):
     assert ("parquet: Parquet files, read with --user-field and --text-field or "
             "--items-field") in text
     assert ".parquet → parquet" in text and "--items-field FIELD" in text
+
+
+# -- review findings (issue 28 privacy review) ------------------------------------------
+
+
+def test_binary_and_text_user_ids_across_files_are_refused(tmp_path):
+    # One user id as bytes in one file and as text in another would be two users,
+    # each bounded to Δ0: the user would count twice.
+    os.makedirs(tmp_path / "in")
+    write_parquet(tmp_path / "in" / "a.parquet",
+                  {"user": pa.array([b"alice"], pa.binary()), "text": ["x"]})
+    write_parquet(tmp_path / "in" / "b.parquet", {"user": ["alice"], "text": ["y"]})
+    code, err = run(vocabulary.main, ["--input", str(tmp_path / "in" / "*.parquet"),
+                                      "--format", "parquet", "--user-field", "user",
+                                      "--text-field", "text", *BUDGET,
+                                      "--output", str(tmp_path / "o")])
+    assert code == 2 and "column 'user' (--user-field)" in err and "binary" in err, err
+    assert "alice" not in err and not os.path.exists(tmp_path / "o")
+
+
+def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):
+    # The run reads the files that were checked, not the pattern again: a file
+    # removed in between fails the job instead of leaving its users out.
+    os.makedirs(tmp_path / "in")
+    a = write_parquet(tmp_path / "in" / "a.parquet", {"user": ["u1"], "text": ["x"]})
+    b = write_parquet(tmp_path / "in" / "b.parquet", {"user": ["u2"], "text": ["y"]})
+    fields = ParquetFields("user", text="text")
+    from pipelines.inputs import ReadParquetRecords, inspect_parquet
+    inspect_parquet([a, b], fields)
+    read = ReadParquetRecords(str(tmp_path / "in" / "*.parquet"), fields, files=[a, b])
+    os.remove(b)
+    with pytest.raises(Exception, match="b.parquet"):
+        with TestPipeline() as p:
+            _ = p | read
+
+
+def test_text_that_is_not_utf8_is_an_error_naming_the_column_never_a_byte(tmp_path):
+    offsets = pa.py_buffer(pa.array([0, 2, 10], pa.int32()).buffers()[1])
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, offsets,
+                                                 pa.py_buffer(b"ok\xff\xfeSECRETX")])
+    with pytest.raises(InputFormatError) as raised:
+        ParquetFields("user", text="text").check_values(
+            "x.parquet", pa.table({"user": ["a", "b"], "text": bad}))
+    message = str(raised.value)
+    assert message.startswith("x.parquet: column 'text' (--text-field) holds text that is "
+                              "not valid UTF-8"), message
+    assert "SECRET" not in message and "xff" not in message
