@@ -946,8 +946,9 @@ def _parquet_null(path: str, role: str, column: str, rows: str = "") -> InputFor
                             f"(missing) value; every row needs {what}")
 
 
-def _parquet_footer_rows(path: str, fields: ParquetFields) -> int:
-    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows."""
+def _parquet_footer_rows(path: str, fields: ParquetFields) -> tuple[int, str | None]:
+    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows and the
+    kind of its user ids (``_user_id_kind``)."""
     if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
         raise InputFormatError(
             f"{path}: a Parquet file is read as it is (its columns are compressed inside): "
