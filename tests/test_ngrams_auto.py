@@ -184,6 +184,12 @@ def test_a_seeded_auto_run_is_dpne_at_the_chosen_bound(kwargs):
     assert chosen == 5  # M(Δ) stops at 3 tokens; noise sd 1.4 on 2,000 users
     fixed = ExtractNgrams(3, auto.auto_plan.selection_budget, max_items_per_user=[chosen, 5, 5],
                           eta=0.5, seed=3, **kwargs)
+    assert_same_release(auto, fixed, docs, chosen)
+
+
+def assert_same_release(auto, fixed, docs, chosen):
+    """Runs both on ``docs``: every n-gram released by both or by neither (and at least
+    one released), and ``chosen`` the auto run's Δ_1."""
     with TestPipeline() as p:
         data = p | beam.Create(docs)
         tagged = [data | f"Run{name}" >> t | f"Tag{name}" >> beam.Map(lambda g, n=name: (g, n))
@@ -275,11 +281,4 @@ def test_every_forced_choice_is_dpne_at_that_bound(monkeypatch, index):
                           eta=0.5, seed=3)
     assert auto._calibrations[index].sigmas == fixed.sigmas
     assert auto._calibrations[index].level1 == fixed.level1_calibration
-    with TestPipeline() as p:
-        data = p | beam.Create(DOCUMENTS)
-        tagged = [data | f"Run{name}" >> t | f"Tag{name}" >> beam.Map(lambda g, n=name: (g, n))
-                  for name, t in (("Auto", auto), ("Fixed", fixed))]
-        both = (tagged | beam.Flatten() | beam.GroupByKey()
-                | beam.MapTuple(lambda g, names: tuple(sorted(names))) | beam.Distinct())
-        assert_that(both, equal_to([("Auto", "Fixed")]), label="SameRelease")
-        assert_that(auto.chosen_max_items_per_user, equal_to([c]), label="Chosen")
+    assert_same_release(auto, fixed, DOCUMENTS, c)
