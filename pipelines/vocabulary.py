@@ -244,7 +244,11 @@ def run_prepared(job) -> str:
     out = args.output.rstrip("/")
     shard = "00000" if args.num_shards == 1 else "*"
     shards = f"items-{shard}-of-{args.num_shards:05d}.txt"
-    counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
+    counts_chosen = report.get("counts_chosen_max_items_per_user")
+    counts = (", their noisy counts"
+              + ("" if counts_chosen is None
+                 else f" (each user counted on at most {counts_chosen:,}, chosen privately)")
+              + f" to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
               if args.with_counts else "")
     released = report["released_items"]
     # Without counts the report's equivalents are this budget's (exact for

@@ -45,11 +45,17 @@ def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):
     out = tmp_path / "o"
     code = vocabulary.main([*BASE, "--max-items-per-user", "auto", "--with-counts",
                             "--output", str(out)])
-    assert code == 0, capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
     report = json.loads((out / "report.json").read_text())
     assert report["chosen_max_items_per_user"] in report["max_items_per_user"]["candidates"]
     counts_plan = report["counts"]["max_items_per_user"]
-    assert report["counts_chosen_max_items_per_user"] in counts_plan["candidates_calibrated"]
+    chosen = report["counts_chosen_max_items_per_user"]
+    assert chosen in counts_plan["candidates_calibrated"]
+    summary = [line for line in (captured.out + captured.err).splitlines()
+               if line.startswith("released ")]
+    assert f"their noisy counts (each user counted on at most {chosen:,}, chosen " \
+           "privately)" in summary[0]
 
 
 def test_auto_with_counts_uses_the_basic_split(tmp_path, capsys):
