@@ -30,7 +30,7 @@ from beam_dpsu import delta0, noise
 from beam_dpsu.bounding import ItemCountsPerUser, element_distinct_items
 from beam_dpsu.randomness import draws_randomness
 
-__all__ = ["SizeHistogram", "ChooseMaxItemsPerUser", "AutoSelection"]
+__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "ChooseMaxItemsPerUser", "AutoSelection"]
 
 
 class _SizeBinCountsFn(beam.CombineFn):
@@ -73,8 +73,9 @@ def _noisy_choice(counts, plan: delta0.AutoPlan, seed: int | None) -> int:
     return plan.candidates.index(plan.choose(noisy))
 
 
-class ChooseMaxItemsPerUser(beam.PTransform):
-    """Users' distinct-item counts → the chosen Δ0's index in ``plan.candidates``.
+class ChooseFromSizeCounts(beam.PTransform):
+    """The raw users per size bin (a singleton vector) → the chosen Δ0's index in
+    ``plan.candidates``: the noise is added and the rule applied in one step.
 
     A singleton PCollection, checkpointed: the noise is drawn once, whoever reads it.
     """
@@ -84,11 +85,25 @@ class ChooseMaxItemsPerUser(beam.PTransform):
         self._plan = plan
         self._seed = seed
 
+    def expand(self, size_counts):
+        return (size_counts
+                | "AddNoiseAndChoose" >> beam.Map(_noisy_choice, self._plan, self._seed)
+                | "Checkpoint" >> beam.Reshuffle())
+
+
+class ChooseMaxItemsPerUser(beam.PTransform):
+    """Users' distinct-item counts → the chosen Δ0's index in ``plan.candidates``
+    (``SizeHistogram``, then ``ChooseFromSizeCounts``)."""
+
+    def __init__(self, plan: delta0.AutoPlan, seed: int | None = None):
+        super().__init__()
+        self._plan = plan
+        self._seed = seed
+
     def expand(self, sizes):
         return (sizes
                 | "SizeHistogram" >> SizeHistogram(self._plan.edges)
-                | "AddNoiseAndChoose" >> beam.Map(_noisy_choice, self._plan, self._seed)
-                | "Checkpoint" >> beam.Reshuffle())
+                | "Choose" >> ChooseFromSizeCounts(self._plan, self._seed))
 
 
 def _items_list(user_counts) -> list:

@@ -105,6 +105,7 @@ __all__ = [
     "user_mass",
     "weight_threshold",
     "with_max_items",
+    "calibrate_candidates",
     "plan_auto",
     "mean_absolute_noise",
     "released_sizes",
@@ -408,32 +409,47 @@ class AutoPlan:
         }
 
 
+def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], who: str,
+                         part: str) -> dict:
+    """{Δ0: calibrate(Δ0)} for every candidate that calibrates, in order; a candidate
+    whose ``calibrate`` raises ValueError is left out (before any data is seen).
+
+    Raises:
+      ValueError: no candidate calibrates, naming the first refusal (``who``, e.g.
+        "sips calibrates", and ``part``, the part of the budget, word the message).
+    """
+    calibrations, refusals = {}, []
+    for c in auto.candidates:
+        try:
+            calibrations[c] = calibrate(c)
+        except ValueError as e:
+            refusals.append(f"{c}: {e}")
+    if not calibrations:
+        raise ValueError(f"max_items_per_user='auto': {who} at none of the {len(refusals)} "
+                         f"candidates under {part} ({1 - auto.share:g} of it); at "
+                         f"max_items_per_user={refusals[0]}")
+    return calibrations
+
+
 def plan_auto(mechanism, budget: Budget | ZCDPBudget) -> AutoPlan:
     """Splits the budget and calibrates every candidate Δ0 (eagerly; no data)."""
     auto = mechanism.max_items_per_user
     if not is_auto(auto):
         raise ValueError("plan_auto is for max_items_per_user='auto'")
     size_budget, selection_budget = split_budget(budget, auto.share)
-    candidates, weights, refusals = [], [], []
-    for c in auto.candidates:
-        try:
-            calibration = with_max_items(mechanism, c).calibrate(selection_budget)
-        except ValueError as e:
-            refusals.append(f"{c}: {e}")
-            continue
-        t = weight_threshold(calibration)
+
+    def weight_threshold_at(c: int) -> float:
+        t = weight_threshold(with_max_items(mechanism, c).calibrate(selection_budget))
         if not (math.isfinite(t) and t > 0):
-            refusals.append(f"{c}: threshold {t!r}")
-            continue
-        candidates.append(c)
-        weights.append(t)
-    if not candidates:
-        raise ValueError(f"max_items_per_user='auto': {mechanism.name} calibrates at none of "
-                         f"the {len(refusals)} candidates under the selection's part of the "
-                         f"budget ({1 - auto.share:g} of it); at max_items_per_user="
-                         f"{refusals[0]}")
+            raise ValueError(f"threshold {t!r}")
+        return t
+
+    thresholds_by_candidate = calibrate_candidates(
+        auto, weight_threshold_at, f"{mechanism.name} calibrates",
+        "the selection's part of the budget")
+    candidates, weights = tuple(thresholds_by_candidate), tuple(thresholds_by_candidate.values())
     return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
-                    candidates=tuple(candidates), weight_thresholds=tuple(weights),
+                    candidates=candidates, weight_thresholds=weights,
                     edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
                     mechanism_name=mechanism.name, user_mass=user_mass(mechanism))
 
@@ -456,7 +472,7 @@ def mean_absolute_noise(distribution) -> float:
         sigma = distribution.sigma
         if sigma >= DiscreteGaussian._CLOSED_FORM_SIGMA:
             return sigma * math.sqrt(2.0 / math.pi)
-        z = np.arange(-(int(40 * sigma) + 10), int(40 * sigma) + 11)
+        z = distribution._support()
         return float(np.sum(distribution.pmf(z) * np.abs(z)))
     raise TypeError(f"no mean absolute value for {type(distribution).__name__}")
 
@@ -591,16 +607,8 @@ def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:
       ValueError: a tight split's part, or no candidate calibrates.
     """
     size_budget, counts_budget = split_budget(budget, auto.share)
-    calibrations, refusals = {}, []
-    for c in auto.candidates:
-        try:
-            calibrations[c] = calibrate(counts_budget, c)
-        except ValueError as e:
-            refusals.append(f"{c}: {e}")
-    if not calibrations:
-        raise ValueError(f"max_items_per_user='auto': the counts calibrate at none of the "
-                         f"{len(refusals)} candidates under their part of the budget "
-                         f"({1 - auto.share:g} of it); at max_items_per_user={refusals[0]}")
+    calibrations = calibrate_candidates(auto, lambda c: calibrate(counts_budget, c),
+                                        "the counts calibrate", "their part of the budget")
     plan = CountsAutoPlan(
         auto=auto, size_budget=size_budget, counts_budget=counts_budget,
         candidates=tuple(calibrations),

@@ -93,7 +93,7 @@ from scipy import special
 
 from beam_dpsu import accounting, delta0, docblocks, noise, policies, thresholds
 from beam_dpsu.accounting import Budget, ZCDPBudget, gaussian_noise_schedule
-from beam_dpsu.auto import _noisy_choice, _to_chosen
+from beam_dpsu.auto import ChooseFromSizeCounts, _to_chosen
 from beam_dpsu.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)
 from beam_dpsu.calibration import GAUSSIAN, Calibration, gaussian_dp_equivalents, split_delta
@@ -317,18 +317,9 @@ def _plan_level1(auto: delta0.AutoMaxItems, budget, max_n: int, noise_decay: flo
     if isinstance(budget, (Budget, ZCDPBudget)):
         accounting.require_delta(budget, "DPNE n-gram extraction")
     size_budget, selection_budget = delta0.split_budget(budget, auto.share)
-    calibrations, refusals = [], []
-    for c in auto.candidates:
-        try:
-            calibrations.append(_calibrate(selection_budget, max_n, noise_decay, c, level1,
-                                           alpha))
-        except ValueError as e:
-            refusals.append(f"{c}: {e}")
-    if not calibrations:
-        raise ValueError(f"max_items_per_user='auto': DPNE calibrates at none of the "
-                         f"{len(refusals)} candidates under the selection's part of the "
-                         f"budget ({1 - auto.share:g} of it); at max_items_per_user="
-                         f"{refusals[0]}")
+    calibrations = list(delta0.calibrate_candidates(
+        auto, lambda c: _calibrate(selection_budget, max_n, noise_decay, c, level1, alpha),
+        "DPNE calibrates", "the selection's part of the budget").values())
     plan = delta0.AutoPlan(
         auto=auto, size_budget=size_budget, selection_budget=selection_budget,
         candidates=tuple(c.max_items_1 for c in calibrations),
@@ -368,8 +359,7 @@ class _ChooseLevel1MaxItems(beam.PTransform):
                 | "UsersPerSizeBin" >> beam.Map(_block_size_counts, edges)
                 | "SumSizeBins" >> beam.CombineGlobally(
                     functools.partial(_sum_counts, len(edges)))
-                | "AddNoiseAndChoose" >> beam.Map(_noisy_choice, self._plan, self._seed)
-                | "Checkpoint" >> beam.Reshuffle())
+                | "Choose" >> ChooseFromSizeCounts(self._plan, self._seed))
 
 
 # Blocks of users in the levels: a level's per-user work (its items, the
