@@ -16,7 +16,7 @@ setup(
     package_data={"beam_dpsu": ["py.typed"]},
     install_requires=[
         "apache-beam>=2.60",
-        # dp-accounting: the privacy-loss-distribution accountant of beam_dpsu.pld
+        # dp-accounting: the privacy-loss-distribution accountant of beam_dpsu.core.composition
         # (wheels only; no numpy or Beam downgrade: checked with pip install
         # --dry-run; it pins attrs<24, which Beam accepts).
         "dp-accounting>=0.4,<0.7",

@@ -64,48 +64,72 @@ def _import_quietly(module: str) -> None:
             root.removeHandler(stand_in)
 
 
-_import_quietly("apache_beam")
+_PUBLIC = {  # public name -> the module that defines it
+    "Budget": "beam_dpsu.core.budgets",
+    "BudgetAccountant": "beam_dpsu.core.budgets",
+    "BudgetExceededError": "beam_dpsu.core.budgets",
+    "ZCDPBudget": "beam_dpsu.core.budgets",
+    "analytic_gaussian_sigma": "beam_dpsu.core.budgets",
+    "dp_to_zcdp": "beam_dpsu.core.budgets",
+    "geometric_split_weights": "beam_dpsu.core.budgets",
+    "zcdp_to_dp": "beam_dpsu.core.budgets",
+    "BoundContributions": "beam_dpsu.beam.bounding",
+    "InvalidRecordError": "beam_dpsu.beam.bounding",
+    "DiscreteGaussian": "beam_dpsu.core.discrete_noise",
+    "DiscreteLaplace": "beam_dpsu.core.discrete_noise",
+    "CountGaussian": "beam_dpsu.core.mechanisms",
+    "CountLaplace": "beam_dpsu.core.mechanisms",
+    "MECHANISMS": "beam_dpsu.core.mechanisms",
+    "SIPS": "beam_dpsu.core.mechanisms",
+    "GreedyWithoutSampling": "beam_dpsu.core.mechanisms",
+    "TruncatedGeometric": "beam_dpsu.core.mechanisms",
+    "PolicyGaussian": "beam_dpsu.core.mechanisms",
+    "PolicyLaplace": "beam_dpsu.core.mechanisms",
+    "WeightedGaussian": "beam_dpsu.core.mechanisms",
+    "WeightedLaplace": "beam_dpsu.core.mechanisms",
+    "mechanism_from_name": "beam_dpsu.core.mechanisms",
+    "AutoMaxItems": "beam_dpsu.core.max_items_choice",
+    "WeightedHistogram": "beam_dpsu.beam.histograms",
+    "SelectItems": "beam_dpsu.select_items",
+    "AppliedTwiceError": "beam_dpsu.beam.release_guard",
+    "ExtractNgrams": "beam_dpsu.extract_ngrams",
+    "WriteReleased": "beam_dpsu.beam.output",
+    "read_counts": "beam_dpsu.beam.output",
+    "read_released": "beam_dpsu.beam.output",
+    "unescape": "beam_dpsu.beam.output",
+    "NoisyThreshold": "beam_dpsu.beam.noisy_threshold",
+    "Tokenizer": "beam_dpsu.core.tokenizer",
+    "Tokens": "beam_dpsu.core.tokenizer",
+    "tokenize": "beam_dpsu.core.tokenizer",
+    "NonGlobalWindowError": "beam_dpsu.beam.windowing",
+    "require_global_window": "beam_dpsu.beam.windowing",
+    "CountReleased": "beam_dpsu.count_released",
+    "SelectionAndCountsBudget": "beam_dpsu.count_released",
+    "count_calibration": "beam_dpsu.count_released",
+    "split_selection_and_counts": "beam_dpsu.count_released",
+}
 
-from beam_dpsu.accounting import (  # noqa: E402
-    Budget,
-    BudgetAccountant,
-    BudgetExceededError,
-    ZCDPBudget,
-    analytic_gaussian_sigma,
-    dp_to_zcdp,
-    geometric_split_weights,
-    zcdp_to_dp,
-)
-from beam_dpsu.bounding import BoundContributions, InvalidRecordError  # noqa: E402
-from beam_dpsu.discrete_noise import DiscreteGaussian, DiscreteLaplace  # noqa: E402
-from beam_dpsu.configs import (  # noqa: E402
-    CountGaussian,
-    CountLaplace,
-    MECHANISMS,
-    SIPS,
-    GreedyWithoutSampling,
-    TruncatedGeometric,
-    PolicyGaussian,
-    PolicyLaplace,
-    WeightedGaussian,
-    WeightedLaplace,
-    mechanism_from_name,
-)
-from beam_dpsu.delta0 import AutoMaxItems  # noqa: E402
-from beam_dpsu.histograms import WeightedHistogram  # noqa: E402
-from beam_dpsu.mechanisms import SelectItems  # noqa: E402
-from beam_dpsu.releases import AppliedTwiceError  # noqa: E402
-from beam_dpsu.ngrams import ExtractNgrams  # noqa: E402
-from beam_dpsu.output import WriteReleased, read_counts, read_released, unescape  # noqa: E402
-from beam_dpsu.selection import NoisyThreshold  # noqa: E402
-from beam_dpsu.text import Tokenizer, Tokens, tokenize  # noqa: E402
-from beam_dpsu.windowing import NonGlobalWindowError, require_global_window  # noqa: E402
-from beam_dpsu.counts import (  # noqa: E402
-    CountReleased,
-    SelectionAndCountsBudget,
-    count_calibration,
-    split_selection_and_counts,
-)
+# The core (beam_dpsu.core) needs no Beam: the public names load their modules
+# on first use (PEP 562), and Beam is imported quietly before any module that
+# needs it.
+_NEEDS_BEAM = ("beam_dpsu.beam", "beam_dpsu.select_items", "beam_dpsu.count_released",
+               "beam_dpsu.extract_ngrams", "beam_dpsu.ngram_baselines")
+
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'beam_dpsu' has no attribute {name!r}")
+    if module.startswith(_NEEDS_BEAM):
+        _import_quietly("apache_beam")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_PUBLIC))
+
 
 __all__ = [
     "Budget",

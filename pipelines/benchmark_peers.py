@@ -25,8 +25,8 @@ from types import SimpleNamespace
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
 
-from beam_dpsu.accounting import Budget  # noqa: E402
-from beam_dpsu.mechanisms import SelectItems  # noqa: E402
+from beam_dpsu.core.budgets import Budget  # noqa: E402
+from beam_dpsu.select_items import SelectItems  # noqa: E402
 from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
 
 PROG = "python -m pipelines.benchmark_peers"

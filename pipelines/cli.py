@@ -74,16 +74,20 @@ from apache_beam.options.pipeline_options import (PipelineOptions,  # noqa: E402
                                                   StandardOptions, _BeamArgumentParser)
 from apache_beam.runners.runner import create_runner  # noqa: E402
 
-from beam_dpsu import configs, delta0, noise  # noqa: E402
-from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
-from beam_dpsu.bounding import InvalidRecordError  # noqa: E402
-from beam_dpsu.counts import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
+from beam_dpsu.core import mechanisms  # noqa: E402
+
+from beam_dpsu.core import max_items_choice  # noqa: E402
+
+from beam_dpsu.core import hashing  # noqa: E402
+from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
+from beam_dpsu.beam.bounding import InvalidRecordError  # noqa: E402
+from beam_dpsu.count_released import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
                               SelectionAndCountsBudget, count_calibration,
                               split_selection_and_counts)
-from beam_dpsu.output import WriteReleased, format_count_line  # noqa: E402
-from beam_dpsu.report import dp_equivalents, to_json  # noqa: E402
-from beam_dpsu.text import Tokenizer  # noqa: E402
-from beam_dpsu.windowing import NonGlobalWindowError  # noqa: E402
+from beam_dpsu.beam.output import WriteReleased, format_count_line  # noqa: E402
+from beam_dpsu.core.report import dp_equivalents, to_json  # noqa: E402
+from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402
+from beam_dpsu.beam.windowing import NonGlobalWindowError  # noqa: E402
 from pipelines.inputs import (FORMAT_HELP, ROW_AS_USER, InputFormatError,  # noqa: E402
                               ParquetFields, check_input_exists, infer_format, inspect_input,
                               inspect_parquet, parquet_read_error)
@@ -463,7 +467,8 @@ def add_input_arguments(parser: argparse.ArgumentParser, formats: Sequence[str])
 
 
 def int_or_auto(text: str):
-    """A --max-items-per-user value: an int, or "auto" (chosen privately, beam_dpsu.delta0)."""
+    """A --max-items-per-user value: an int, or "auto" (chosen privately,
+    beam_dpsu.core.max_items_choice)."""
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -474,9 +479,9 @@ def int_or_auto(text: str):
 
 def check_calibrates(mechanism, budget) -> None:
     """Calibrates ``mechanism`` under ``budget`` now, so bad parameters fail before anything
-    runs; with --max-items-per-user auto, every candidate Δ0 (``delta0.plan_auto``)."""
-    if delta0.is_auto(getattr(mechanism, "max_items_per_user", None)):
-        delta0.plan_auto(mechanism, budget)
+    runs; with --max-items-per-user auto, every candidate Δ0 (``max_items_choice.plan_auto``)."""
+    if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
+        max_items_choice.plan_auto(mechanism, budget)
     else:
         mechanism.calibrate(budget)
 
@@ -486,7 +491,7 @@ def add_mechanism_arguments(parser: argparse.ArgumentParser, several: bool = Fal
     """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters;
     ``public_input``: GW-KT's public corpus flags, for jobs that read it."""
     g = parser.add_argument_group("mechanism (see README 'Mechanisms')")
-    names = ", ".join(sorted(configs.MECHANISMS))
+    names = ", ".join(sorted(mechanisms.MECHANISMS))
     if several:
         g.add_argument(*flags("mechanisms"), default="weighted-gaussian", metavar="NAMES",
                        help=f"comma-separated mechanisms from: {names}")
@@ -671,7 +676,7 @@ def budget_parts_from_args(args, budget, mechanism=None,
 
     Given the selection ``mechanism`` and the counts' Δ0, a ``Budget`` total is
     split tightly (``composition="tight"``: both parts scaled up while the two
-    as calibrated still compose to the total; beam_dpsu.pld): the job uses
+    as calibrated still compose to the total; beam_dpsu.core.composition): the job uses
     exactly that mechanism and Δ0, which the tight split is valid for.
     """
     if not args.with_counts:
@@ -682,7 +687,7 @@ def budget_parts_from_args(args, budget, mechanism=None,
     with flag_errors():
         basic = split_selection_and_counts(budget, share)
     if mechanism is None or counts_max_items is None or not isinstance(budget, Budget) or (
-            delta0.is_auto(getattr(mechanism, "max_items_per_user", None))
+            max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None))
             or counts_max_items == "auto"):
         # A tight split is computed for one Δ0 of each part; with "auto" there is none yet.
         return basic
@@ -698,11 +703,12 @@ def budget_parts_from_args(args, budget, mechanism=None,
 
 def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int | str) -> None:
     """The counts' calibration, computed now so a bad Δ0 fails before anything runs; with
-    --counts-max-items-per-user auto, every candidate's (``delta0.plan_counts_auto``)."""
+    --counts-max-items-per-user auto, every candidate's (``max_items_choice.plan_counts_auto``)."""
     if parts is not None:
         with flag_errors(max_items_per_user="--counts-max-items-per-user"):
             if max_items_per_user == "auto":
-                delta0.plan_counts_auto(delta0.AutoMaxItems(), parts.counts, count_calibration)
+                max_items_choice.plan_counts_auto(max_items_choice.AutoMaxItems(), parts.counts,
+                                           count_calibration)
             else:
                 count_calibration(parts.counts, int(max_items_per_user))
 
@@ -772,7 +778,7 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
     with flag_errors():
         budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
                   else ZCDPBudget(args.rho, args.delta))
-        noise.check_seed(getattr(args, "seed", None))
+        hashing.check_seed(getattr(args, "seed", None))
     require_selection_delta(budget.delta)
     return budget
 
@@ -810,22 +816,22 @@ def tokenizer_from_args(args) -> Tokenizer:
 
 
 def mechanism_from_args(args, name: str | None = None,
-                        ignore_unused: bool = False) -> configs.MechanismConfig:
+                        ignore_unused: bool = False) -> mechanisms.MechanismConfig:
     """The mechanism config named ``name`` (default: --mechanism) with the flags it takes."""
     flag_of = {} if name is None else {"mechanism": "--mechanisms"}  # one of several
     name = (name or args.mechanism).strip()
     fanout = getattr(args, "hot_key_fanout", None)
     if fanout is not None and fanout < 1:
         raise UsageError(f"--hot-key-fanout must be >= 1, got {fanout}")
-    if name not in configs.MECHANISMS:
-        close = difflib.get_close_matches(name, list(configs.MECHANISMS), n=2, cutoff=0.6)
+    if name not in mechanisms.MECHANISMS:
+        close = difflib.get_close_matches(name, list(mechanisms.MECHANISMS), n=2, cutoff=0.6)
         try:
-            configs.mechanism_from_name(name)
+            mechanisms.mechanism_from_name(name)
         except ValueError as exc:
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise UsageError(f"{exc}{hint}") from None
     with flag_errors(**flag_of):
-        return configs.mechanism_from_name(
+        return mechanisms.mechanism_from_name(
             name, ignore_unused, max_items_per_user=args.max_items_per_user,
             rounds=getattr(args, "rounds", None), ratio=getattr(args, "ratio", None),
             removal=getattr(args, "sips_removal", None), alpha=getattr(args, "alpha", None),

@@ -10,7 +10,7 @@ one user per author; two synthetic Pareto/zeta shapes) and each mechanism
 * with each fixed Δ0 of the grid (1, 2, 5, …, 1000) at the whole budget,
   ``--grid-trials`` times each (the grid's best is not private: it is
   chosen on the raw data);
-* with ``auto`` (``beam_dpsu.delta0``): a share of the budget buys a noisy
+* with ``auto`` (``beam_dpsu.core.max_items_choice``): a share of the budget buys a noisy
   histogram of the users' distinct-item counts, the rule picks Δ0 from it,
   and the mechanism runs at the rest, ``--auto-trials`` times.
 
@@ -47,11 +47,13 @@ from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 
 import numpy as np  # noqa: E402
 
-from beam_dpsu import delta0, policies  # noqa: E402
-from beam_dpsu.accounting import ZCDPBudget  # noqa: E402
-from beam_dpsu.calibration import release_mask  # noqa: E402
-from beam_dpsu.configs import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
-from beam_dpsu.text import Tokenizer  # noqa: E402
+from beam_dpsu.core import max_items_choice  # noqa: E402
+
+from beam_dpsu.core import policies  # noqa: E402
+from beam_dpsu.core.budgets import ZCDPBudget  # noqa: E402
+from beam_dpsu.core.calibration import release_mask  # noqa: E402
+from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
+from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402
 from pipelines.inputs import open_input, parse_csv  # noqa: E402
 
 PROG = "python -m pipelines.delta0_benchmark"
@@ -248,7 +250,7 @@ def policy_gaussian_release(data: UserItemArrays, max_items: int, calibration,
 def sips_release(data: UserItemArrays, max_items: int, calibration,
                  rng: np.random.Generator) -> np.ndarray:
     """SIPS: a Weighted Gaussian per round over each user's items not yet released,
-    at the round's calibration (``beam_dpsu.sips``)."""
+    at the round's calibration (``beam_dpsu.beam.sips``)."""
     released = np.zeros(data.num_items, dtype=bool)
     remaining = data
     for round_calibration in calibration.rounds:
@@ -276,14 +278,16 @@ def auto_released_count(data: UserItemArrays, mechanism, budget, share: float,
                         rng: np.random.Generator) -> tuple[int, int]:
     """(Δ0 chosen, items released) with ``max_items_per_user="auto"``: a noisy histogram
     of the users' distinct-item counts at ``share`` of the budget, the rule's Δ0 from
-    it, the selection at the rest (``beam_dpsu.delta0``, as ``SelectItems`` runs it)."""
-    plan = delta0.plan_auto(delta0.with_max_items(mechanism, delta0.AutoMaxItems(share=share)),
-                            budget)
-    counts = delta0.size_counts(data.sizes.tolist(), np.asarray(plan.edges))
-    noisy = delta0.noisy_size_histogram(counts, plan.size_budget,
+    it, the selection at the rest (``beam_dpsu.core.max_items_choice``, as ``SelectItems``
+    runs it)."""
+    auto = max_items_choice.AutoMaxItems(share=share)
+    plan = max_items_choice.plan_auto(max_items_choice.with_max_items(mechanism, auto),
+                               budget)
+    counts = max_items_choice.size_counts(data.sizes.tolist(), np.asarray(plan.edges))
+    noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget,
                                         random.Random(int(rng.integers(2 ** 63))))
     chosen = plan.choose(noisy)
-    count = released_count(data, delta0.with_max_items(mechanism, chosen),
+    count = released_count(data, max_items_choice.with_max_items(mechanism, chosen),
                            plan.selection_budget, rng)
     return chosen, count
 

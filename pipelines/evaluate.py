@@ -45,11 +45,11 @@ from types import SimpleNamespace
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
 
-from beam_dpsu.accounting import Budget, ZCDPBudget  # noqa: E402
-from beam_dpsu.mechanisms import SelectItems  # noqa: E402
-from beam_dpsu.output import WriteReleased  # noqa: E402
-from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.text import plural  # noqa: E402
+from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
+from beam_dpsu.select_items import SelectItems  # noqa: E402
+from beam_dpsu.beam.output import WriteReleased  # noqa: E402
+from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.core.tokenizer import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluate"

@@ -17,7 +17,7 @@ computed, into ``non_private_counts``, only with ``--non-private-stats``.
 ``--max-items-per-user auto`` spends 5 % of the budget on choosing Δ_1
 privately (the chosen value, a DP output, is ``chosen_max_items_per_user`` in
 report.json and the summary line) and sets every Δ_k above it to 1000, which
-costs nothing (``beam_dpsu.ngrams``); ``10,auto,…`` fixes Δ_1 and only the
+costs nothing (``beam_dpsu.extract_ngrams``); ``10,auto,…`` fixes Δ_1 and only the
 latter. ``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any
 other flag must be a Beam pipeline option (``--runner`` …); DirectRunner by
 default.
@@ -32,12 +32,12 @@ from types import SimpleNamespace
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
 
-from beam_dpsu import thresholds  # noqa: E402
-from beam_dpsu.kgrams import PRUNINGS, kgrams_of  # noqa: E402
-from beam_dpsu.ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
-from beam_dpsu.output import WriteReleased  # noqa: E402
-from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.text import plural  # noqa: E402
+from beam_dpsu.core import thresholds  # noqa: E402
+from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of  # noqa: E402
+from beam_dpsu.extract_ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
+from beam_dpsu.beam.output import WriteReleased  # noqa: E402
+from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.core.tokenizer import plural  # noqa: E402
 from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",

@@ -28,11 +28,11 @@ from types import SimpleNamespace
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
 
-from beam_dpsu import configs  # noqa: E402
-from beam_dpsu.mechanisms import SelectItems  # noqa: E402
-from beam_dpsu.output import WriteReleased  # noqa: E402
-from beam_dpsu.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.text import plural  # noqa: E402
+from beam_dpsu.core import mechanisms  # noqa: E402
+from beam_dpsu.select_items import SelectItems  # noqa: E402
+from beam_dpsu.beam.output import WriteReleased  # noqa: E402
+from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
+from beam_dpsu.core.tokenizer import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems, items_of  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
@@ -88,7 +88,7 @@ def parse_args(argv):
         cli.check_calibrates(mechanism, budget if parts is None else parts.selection)
     cli.check_counts(parts, counts_max_items(args))
     cli.check_num_shards(args)
-    if args.public_input and not isinstance(mechanism, configs.GreedyWithoutSampling):
+    if args.public_input and not isinstance(mechanism, mechanisms.GreedyWithoutSampling):
         raise cli.UsageError(
             f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
     args.files = cli.resolve_input(args, FORMATS)

@@ -1,0 +1,560 @@
+"""Contribution bounding as Beam PTransforms.
+
+Input forms. The bounding transforms (and so ``SelectItems``) take a
+PCollection of either
+
+* ``(user_id, item)`` pairs, one element per occurrence, or
+* ``(user_id, items)`` per-user records: ``items`` a list, tuple, set or
+  numpy array of str/bytes items, an item repeated once per occurrence (GW
+  uses the frequencies). A CSV row, a document or a session already is such
+  a record: reading it as one saves an element, and a shuffle entry, per pair.
+
+The forms may be mixed, and a user may arrive in any number of elements of
+either form: they are always merged into one record per user before
+anything is bounded (DESIGN §4.1), so a user split over many rows is still
+one user.
+
+Privacy unit. That is ``privacy_unit="user_id"``, the default: neighbouring
+datasets differ by all the elements that share one user id. With
+``privacy_unit="element"`` they differ by one element instead (Tumult
+Analytics calls this ``AddOneRow``): each element is a collection of items
+(a list, set or 1-D array; a tuple is refused, since a ``(user_id, item)``
+pair is one; a list is always items, never a ``[user, item]`` row) holding
+*all* the data of one person, e.g. one document per
+author when every author wrote one, or the output of the caller's own
+group-by-user. There is nothing to merge, so the per-user shuffle is left
+out; each element gets an internal id that only orders and seeds it (fresh
+OS randomness; derived from its items in seeded tests) and never leaves.
+
+The pipeline: first every element is checked and turned into
+``(user_id, {item: occurrences})`` (a bad element fails the pipeline with an
+error naming the field, position and type, never a value; nothing is dropped
+silently); then a combiner merges each user's elements into one record
+(runners merge a bundle's elements before the shuffle, so an input of one
+row per user moves one compact record per user); finally each user's
+distinct items are sampled uniformly down to Δ0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import repeat
+from operator import itemgetter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from beam_dpsu.core import hashing
+from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
+from beam_dpsu.core.tokenizer import Tokens, a_type
+from beam_dpsu.beam.windowing import require_global_window
+
+__all__ = [
+    "PRIVACY_UNITS",
+    "check_privacy_unit",
+    "InvalidRecordError",
+    "canonical_user_id",
+    "check_pair",
+    "item_counts",
+    "element_item_counts",
+    "element_distinct_items",
+    "distinct_element_id",
+    "MergeItemCounts",
+    "WholeItemCountsPerUser",
+    "ItemCountsPerUser",
+    "sample_items",
+    "sample_user_items",
+    "UserSampler",
+    "SampleItemsPerUser",
+    "BoundContributions",
+]
+
+_ELEMENT = "(user_id, item) pair or (user_id, items) record"
+
+# What identifies the unit of privacy: a user id shared by any number of
+# elements (merged before bounding), or each element on its own.
+PRIVACY_UNITS = ("user_id", "element")
+
+
+def check_privacy_unit(privacy_unit: Any) -> str:
+    """Validates ``privacy_unit`` (one of ``PRIVACY_UNITS``); raises naming the choices."""
+    if privacy_unit not in PRIVACY_UNITS:
+        raise ValueError(f"privacy_unit must be one of {list(PRIVACY_UNITS)}, got "
+                         f"{privacy_unit!r}")
+    return privacy_unit
+
+
+class InvalidRecordError(ValueError):
+    """A record that cannot be attributed to one user and one text item."""
+
+
+def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
+    """The user id as a plain str, bytes, int or tuple of these; raises naming its type.
+
+    One user must be one key wherever the runner groups: ``numpy.int64(7)``
+    and ``7``, or ``1`` and ``True``, would otherwise be one user in one
+    bundle and two in another, and types Beam cannot encode deterministically
+    (floats, dates, Decimals) fail later with the value in the error.
+    """
+    if isinstance(user_id, (bool, np.bool_)):
+        raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int "
+                                 "or tuple of these, got a bool")
+    if isinstance(user_id, str):
+        return str(user_id)
+    if isinstance(user_id, bytes):
+        return bytes(user_id)
+    if isinstance(user_id, (int, np.integer)):
+        return int(user_id)
+    if isinstance(user_id, tuple) and user_id:
+        return tuple(canonical_user_id(part, record) for part in user_id)
+    raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int or "
+                             f"tuple of these, got {a_type(user_id)}")
+
+
+def check_pair(record: Any) -> tuple:
+    """Returns ``record`` as a plain (user_id, item) pair; raises naming what is wrong.
+
+    The user id must be present (not None, not an empty string) and a str,
+    bytes, int or tuple of these (see ``canonical_user_id``); the item must be
+    a non-empty str or bytes (subclasses such as ``numpy.str_`` become plain
+    str). The error names the field and the type found, never the record's
+    values: runner logs keep error text, and a user id or item there would
+    leave the pipeline unprotected.
+    """
+    if not isinstance(record, tuple) or len(record) != 2:
+        shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
+                 else f"{a_type(record)}")
+        raise InvalidRecordError(f"expected a (user_id, item) pair, got {shape}")
+    user_id, item = record
+    user_id = _check_user_id(user_id, "(user_id, item) record")
+    if not isinstance(item, (str, bytes)):
+        raise InvalidRecordError(
+            f"item (field 1) must be str or bytes, got {a_type(item)}")
+    if not item:
+        raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
+    return user_id, _plain(item)
+
+
+def _check_user_id(user_id, what: str):
+    if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
+        raise InvalidRecordError(f"a {what} has a missing user id (None or empty) in field 0")
+    return canonical_user_id(user_id, what)
+
+
+def _bad_item(item) -> str | None:
+    """Why ``item`` is not an item (a non-empty str or bytes), or None if it is one."""
+    if not isinstance(item, (str, bytes)):
+        return f"must be str or bytes, got {a_type(item)}"
+    if not item:
+        return "is empty"
+    return None
+
+
+def _plain(item):
+    # numpy.str_ and other subclasses become plain str/bytes (Beam encodes
+    # those deterministically as keys).
+    return str(item) if isinstance(item, str) else bytes(item)
+
+
+def _record_error(items, record: str = "a (user_id, items) record (field 1)") -> InvalidRecordError:
+    """The error for a record with a bad item, naming its position when the record has order."""
+    positions = (enumerate(items) if isinstance(items, (list, tuple))
+                 else ((None, item) for item in items))
+    for position, item in positions:
+        try:
+            hash(item)
+            problem = _bad_item(item)
+        except TypeError:
+            problem = f"must be str or bytes, got {a_type(item)}"
+        if problem:
+            where = "an item" if position is None else f"item {position}"
+            return InvalidRecordError(f"{where} of {record} {problem}")
+    return InvalidRecordError(f"{record} cannot be read as items (non-empty str or bytes)")
+
+
+def item_counts(element: Any, occurrences: bool = True) -> tuple:
+    """One input element → (canonical user id, {item: occurrences}); raises naming the problem.
+
+    ``element`` is a ``(user_id, item)`` pair (one occurrence) or a
+    ``(user_id, items)`` record (an iterable of items, each occurrence once).
+    With ``occurrences=False`` every item of the element counts 1 (for the
+    mechanisms that use only a user's distinct items; about twice as fast).
+    User ids as in ``canonical_user_id``; items must be non-empty str or bytes
+    (``numpy.str_`` and other subclasses become plain str/bytes). A record may
+    be empty: that user holds nothing. The error names the field, the item's
+    position and the type found, never a value (runner logs keep errors).
+    """
+    if not isinstance(element, tuple) or len(element) != 2:
+        shape = (f"a tuple of {len(element)} fields" if isinstance(element, tuple)
+                 else f"{a_type(element)}")
+        raise InvalidRecordError(f"expected a {_ELEMENT}, got {shape}")
+    user_id, value = element
+    if isinstance(value, (str, bytes)):
+        user_id = _check_user_id(user_id, "(user_id, item) record")
+        if not value:
+            raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
+        return user_id, {_plain(value): 1}
+    user_id = _check_user_id(user_id, "(user_id, items) record")
+    if isinstance(value, Mapping) or not isinstance(value, (Iterable, np.ndarray)):
+        raise InvalidRecordError(
+            f"field 1 must be an item (str or bytes) or a list, tuple, set or array of "
+            f"items, got {a_type(value)}"
+            + ("; give the items as a list, an item repeated once per occurrence"
+               if isinstance(value, Mapping) else ""))
+    return user_id, _counts_of(value, occurrences, "a (user_id, items) record (field 1)",
+                               "field 1")
+
+
+def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
+    """{item: occurrences} of an iterable of items; raises naming ``record`` and the position."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:  # a 0-d array of a string would be split into characters
+            raise InvalidRecordError(f"{field} must be a 1-D array of items, got a "
+                                     f"{value.ndim}-D array")
+        value = value.tolist()  # numpy.str_ → str in one C call
+    elif not isinstance(value, (list, tuple, set, frozenset)):
+        value = tuple(value)  # a one-shot iterable: kept, to name a bad item's position
+    try:
+        # C speed: the hot path of every job.
+        counts = dict(Counter(value)) if occurrences else dict.fromkeys(value, 1)
+    except TypeError:  # an unhashable item
+        raise _record_error(value, record) from None
+    # Plain non-empty str is the common case, checked in one C-level pass;
+    # anything else takes the slow path that canonicalises or names the bad item.
+    if not _plain_tokens(counts):
+        plain: dict = {}
+        for item, c in counts.items():
+            if _bad_item(item):
+                raise _record_error(value, record)
+            key = _plain(item)
+            plain[key] = (plain.get(key, 0) + c) if occurrences else 1
+        counts = plain
+    return counts
+
+
+# What an element of privacy_unit="element" input may be: these types (or
+# subclasses of them), not other iterables such as beam.Row (a tuple),
+# generators or dict views, which keyed data arrives as. A list is taken as
+# one person's items even when it is [user, item]: keyed rows must be given
+# as keyed records instead.
+_ELEMENT_TYPES = (list, set, frozenset, np.ndarray)
+
+
+@draws_randomness  # the element's id (unseeded)
+def element_item_counts(element: Any, occurrences: bool = True,
+                        seed: int | None = None) -> tuple:
+    """One element of ``privacy_unit="element"`` input → (element id, {item: occurrences}).
+
+    ``element`` is all the data of one person: a list, set, frozenset or 1-D
+    numpy array of items (non-empty str or bytes), an item repeated once per
+    occurrence. Anything else is refused — a str or bytes (a lone item or an
+    untokenised document), a tuple (a ``(user_id, item)`` pair), a mapping,
+    a ``beam.Row``, a generator or view, a numeric array — since reading keyed
+    data as a person's items would release user ids. A list is always read as
+    items: a ``[user, item]`` list from ``csv.reader`` or a JSON array would
+    be one person holding its user id as an item, so give keyed rows as keyed
+    records with ``privacy_unit="user_id"``. The id only orders and seeds the
+    element inside the pipeline (the sequential policies' keyed-hash order,
+    seeded samples); it is never written. It is 128 bits of OS randomness, or,
+    with a test-only ``seed``, a hash of the element's items and counts, so a
+    seeded run gives the same output for the same elements in any order
+    (equal elements get equal ids, which is harmless: they are interchangeable).
+    Errors name the item's position and type, never a value.
+    """
+    _check_element(element)
+    counts = _counts_of(element, occurrences, "an element", "an element")
+    return element_id(counts.items(), seed), counts
+
+
+def _plain_tokens(distinct) -> bool:
+    """Whether distinct items are all non-empty plain str (as a Tokenizer makes them; a
+    Tokens list can be changed after): one C-level pass over the distinct items only."""
+    return not distinct or ("" not in distinct and set(map(type, distinct)) == {str})
+
+
+def element_distinct_items(element: Any) -> set | dict:
+    """One element of ``privacy_unit="element"`` input → its distinct items, checked as
+    ``element_item_counts`` checks them (a set, or a dict whose keys they are).
+
+    For the mechanisms that use only the distinct items, without an id (which
+    only a seeded sample or a user order needs: ``element_id``). A
+    ``Tokens`` list becomes a set in one C call; anything else is checked
+    item by item.
+    """
+    if type(element) is Tokens:
+        distinct = set(element)
+        if _plain_tokens(distinct):
+            return distinct
+    _check_element(element)
+    return _counts_of(element, False, "an element", "an element")
+
+
+def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
+    """The internal id of an element from its (item, occurrences) pairs: 128 bits of OS
+    randomness, or with a test-only seed a hash of the pairs (the same in any order)."""
+    if seed is None:
+        return hashing.random_id128()
+    content = tuple(sorted(item_counts, key=lambda ic: _sort_key(ic[0])))
+    return hashing.stable_hash64(("element", content))
+
+
+def distinct_element_id(distinct_items: Iterable, seed: int | None = None) -> int:
+    """``element_id`` of an element known only by its distinct items (each counted
+    once), as ``element_item_counts(element, occurrences=False, seed=seed)`` gives it."""
+    return element_id(zip(distinct_items, repeat(1)), seed)
+
+
+def _check_element(element: Any) -> None:
+    if not isinstance(element, _ELEMENT_TYPES) or (
+            isinstance(element, np.ndarray) and element.dtype.kind not in "USO"):
+        hint = ""
+        if isinstance(element, tuple):
+            hint = ("; a tuple could be a (user_id, item) pair: give each person's items as "
+                    "a list or set, or use privacy_unit='user_id' for keyed records")
+        elif isinstance(element, (str, bytes)):
+            hint = "; tokenise a document into a list of items first"
+        elif isinstance(element, np.ndarray):
+            hint = f" of dtype kind {element.dtype.kind!r}, not of strings"
+        raise InvalidRecordError(
+            "with privacy_unit='element' each element must be a list, set, frozenset or 1-D "
+            f"array of one person's items, got {a_type(element)}{hint}")
+
+
+class _MergeItemCountsFn(beam.CombineFn):
+    """Merges one user's {item: occurrences} records into one (sums dicts per key;
+    ``histograms.merge_histograms`` does the same for partial histograms)."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, merged, counts):
+        if not merged:
+            return dict(counts)
+        for item, c in counts.items():
+            merged[item] = merged.get(item, 0) + c
+        return merged
+
+    def merge_accumulators(self, accumulators):
+        # One pass (the first copied by add_input): never all of them at once.
+        merged = {}
+        for acc in accumulators:
+            merged = self.add_input(merged, acc)
+        return merged
+
+    def extract_output(self, merged):
+        return merged
+
+
+class MergeItemCounts(beam.PTransform):
+    """(user_id, {item: occurrences}) records → one merged record per user.
+
+    A combiner, so runners merge a bundle's records of one user before the
+    shuffle. Global window only: per window it would bound users per window.
+    """
+
+    def expand(self, user_counts):
+        require_global_window(user_counts, "MergeItemCounts")
+        return user_counts | "MergePerUser" >> beam.CombinePerKey(_MergeItemCountsFn())
+
+
+class WholeItemCountsPerUser(beam.PTransform):
+    """Checked (user_id, item) pairs, each item taken whole → (user_id, {item: occurrences}).
+
+    For items that are tuples (n-grams), which ``ItemCountsPerUser`` would read
+    as records of items. The pairs must already be checked (user ids canonical).
+    """
+
+    def expand(self, pairs):
+        require_global_window(pairs, "WholeItemCountsPerUser")
+        return (pairs
+                | "AsItemCounts" >> beam.MapTuple(lambda user, item: (user, {item: 1}))
+                | "MergePerUser" >> MergeItemCounts())
+
+
+class ItemCountsPerUser(beam.PTransform):
+    """Pairs and/or per-user records → (user_id, {item: occurrences}), one record per user.
+
+    Checks every element (``item_counts``), then merges each user's elements
+    with a combiner. GW uses the counts; the other mechanisms only the keys
+    (deduplication), and pass ``occurrences=False``: then an item counts
+    once per element that holds it, which is cheaper to compute.
+
+    With ``privacy_unit="element"`` each element is one person's items
+    (``element_item_counts``): it is checked and given an internal id, and
+    nothing is merged (no shuffle). ``seed`` (tests only) makes those ids
+    a function of the elements' items.
+    """
+
+    def __init__(self, occurrences: bool = True, privacy_unit: str = "user_id",
+                 seed: int | None = None):
+        super().__init__()
+        self._occurrences = bool(occurrences)
+        self._privacy_unit = check_privacy_unit(privacy_unit)
+        self._seed = hashing.check_seed(seed)
+        warn_if_seeded(self._seed, "ItemCountsPerUser")
+
+    def expand(self, elements):
+        require_global_window(elements, "ItemCountsPerUser")
+        if self._privacy_unit == "element":
+            return elements | "CheckElements" >> beam.Map(
+                element_item_counts, self._occurrences, self._seed)
+        check = item_counts if self._occurrences else _distinct_items
+        return (elements
+                | "CheckAndCount" >> beam.Map(check)
+                | "MergePerUser" >> MergeItemCounts())
+
+
+def _distinct_items(element) -> tuple:
+    return item_counts(element, occurrences=False)
+
+
+def _sort_key(item):
+    return (isinstance(item, bytes), item)
+
+
+def sample_items(items, max_items_per_user: int, rng: np.random.Generator | None,
+                 ordered: bool = False) -> list:
+    """A uniform sample of at most Δ0 distinct items, without replacement.
+
+    ``ordered`` sorts the items first, so that a seeded ``rng`` gives the same
+    sample in every process (set and dict order depend on PYTHONHASHSEED).
+    """
+    items = list(items)
+    if ordered:
+        items.sort(key=_sort_key)
+    if len(items) <= max_items_per_user:
+        return items
+    # The first Δ0 of a uniform permutation: a uniform Δ0-subset, and one
+    # numpy call (``choice(replace=False)`` costs about twice as much).
+    assert rng is not None, "sampling draws from rng"
+    chosen = rng.permutation(len(items))[:max_items_per_user].tolist()
+    if len(chosen) == 1:  # itemgetter of one index gives the item, not a tuple
+        return [items[chosen[0]]]
+    return list(itemgetter(*chosen)(items))
+
+
+def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator | None,
+                      seed: int | None = None, salt: str = "") -> list:
+    """One user's uniform sample of ≤ Δ0 distinct items: from ``rng`` (OS entropy), or,
+    seeded (tests only), from a generator derived from (seed, salt, user id), so the
+    sample does not depend on which worker or bundle the user lands in."""
+    if seed is None:
+        return sample_items(items, max_items_per_user, rng)
+    return sample_items(items, max_items_per_user,
+                        hashing.derived_rng(seed, "sample", salt, user_id), ordered=True)
+
+
+class UserSampler:
+    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own.
+
+    For DoFns: call ``setup`` in the DoFn's ``setup`` (a fresh OS-seeded
+    generator per worker), then ``sampler(user_id, items)`` per user.
+    """
+
+    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
+        self.max_items = max_items_per_user
+        self.seed = seed
+        self.salt = salt
+        self._rng: np.random.Generator | None = None
+
+    def setup(self) -> None:
+        self._rng = hashing.os_rng()
+
+    def __call__(self, user_id, items) -> list:
+        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
+                                 self.salt)
+
+
+@draws_randomness
+class _SampleItemsFn(beam.DoFn):
+
+    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
+        self._sample = UserSampler(max_items_per_user, seed, salt)
+
+    def setup(self):
+        self._sample.setup()
+
+    def process(self, user_record):
+        user_id, items = user_record
+        if not items:  # a user holding nothing contributes nothing
+            return
+        yield user_id, tuple(self._sample(user_id, items))
+
+
+class SampleEachUser(beam.PTransform):
+    """Samples ≤ Δ0 of each record's distinct items; for internal use only.
+
+    Its input must already be one record per user, with distinct items
+    (the output of ``ItemCountsPerUser`` or of a transform of it that keeps
+    one record per user): it samples each record as it comes, so a user given
+    in two records would be bounded twice. The public ``SampleItemsPerUser``
+    merges first. Empty records are left out (those users hold nothing).
+    """
+
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
+        super().__init__()
+        if max_items_per_user < 1:
+            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
+        self._max_items = max_items_per_user
+        self._seed = hashing.check_seed(seed)
+        warn_if_seeded(self._seed, "SampleEachUser")
+        self._salt = salt
+
+    def expand(self, user_records):
+        require_global_window(user_records, "SampleEachUser")
+        return user_records | "SampleDistinctItems" >> beam.ParDo(
+            _SampleItemsFn(self._max_items, self._seed, self._salt))
+
+
+class SampleItemsPerUser(beam.PTransform):
+    """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items sampled uniformly).
+
+    A user may arrive in several elements (rows, pairs, or windows re-merged
+    into the global one): first they are checked and merged per user
+    (``ItemCountsPerUser``), so each user is sampled, and bounded, once;
+    then each user's distinct items are sampled. ``salt`` makes seeded
+    samples of several rounds independent of each other. With
+    ``privacy_unit="element"`` each element is one person (module docstring)
+    and its output id is internal.
+    """
+
+    _NAME = "SampleItemsPerUser"  # in window errors
+
+    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
+                 privacy_unit: str = "user_id"):
+        super().__init__()
+        warn_if_seeded(hashing.check_seed(seed), self._NAME)
+        with seed_announced():
+            self._sample = SampleEachUser(max_items_per_user, seed, salt)
+            self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                             seed=seed)
+
+    def expand(self, elements):
+        require_global_window(elements, self._NAME)
+        return (elements
+                | "ItemCountsPerUser" >> self._counts
+                | "SampleEachUser" >> self._sample)
+
+
+class BoundContributions(SampleItemsPerUser):
+    """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items): check, merge, sample.
+
+    The bounding step of the parallel mechanisms (``SampleItemsPerUser``
+    without a salt). With ``privacy_unit="element"`` each element is one
+    person (module docstring): check and sample, nothing to merge.
+
+    Args:
+      max_items_per_user: Δ0, the most distinct items kept per user.
+      seed: test-only fixed seed; None (default) samples with OS entropy.
+      privacy_unit: ``"user_id"`` (default; elements are pairs or records keyed
+        by user id) or ``"element"`` (each element is one person's items).
+    """
+
+    _NAME = "BoundContributions"
+
+    def __init__(self, max_items_per_user: int, seed: int | None = None,
+                 privacy_unit: str = "user_id"):
+        super().__init__(max_items_per_user, seed, privacy_unit=privacy_unit)

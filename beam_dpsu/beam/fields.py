@@ -1,0 +1,327 @@
+"""Schema'd input: the user id and the item(s) read from named fields.
+
+``SelectItems``, ``ExtractNgrams`` and ``CountReleased`` take a PCollection of
+``beam.Row``s, NamedTuples or dicts when told which fields hold the user id
+and the items (``user_field="author", items_field="tokens"``), in the spirit
+of PipelineDP's data extractors, but as field names, not functions: the
+pipeline graph and the report say what was read. One labelled step,
+``FieldsToRecords``, turns each element into the ``(user_id, item)`` pair,
+``(user_id, items)`` record or ``(user_id, tokens)`` document those
+transforms take (with ``privacy_unit="element"``: the items or tokens
+alone), and everything after it is unchanged.
+
+Which fields exist is checked when the pipeline is built if the input has a
+schema (``beam.Row``s, or NamedTuple elements Beam infers a schema from), so
+a misspelt field fails before anything runs; dicts are checked element by
+element. Errors name the field, the argument that gave it, the element's
+type and the fields it has, never a value (runner logs keep error text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.typehints import typehints
+from apache_beam.typehints.row_type import RowTypeConstraint
+
+from beam_dpsu.beam.bounding import InvalidRecordError, canonical_user_id
+from beam_dpsu.core.tokenizer import a_type
+
+__all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
+           "read_fields"]
+
+# What the value field holds, by argument: one item, a collection of items,
+# an ordered sequence of tokens (ExtractNgrams), or, for CountReleased(...,
+# ngrams=True), one n-gram or a collection of n-grams.
+_KINDS = {"item_field": "item", "items_field": "items", "tokens_field": "tokens"}
+_NGRAM_KINDS = {"item": "ngram", "items": "ngrams"}
+# Element types that are already the tuple/list form: fields would misread them.
+_PLAIN_FORMS = (typehints.TupleConstraint, typehints.TupleSequenceConstraint,
+                typehints.ListConstraint, typehints.SetTypeConstraint)
+# What an ordered value field must be, for errors.
+_ORDERED = {"ngram": "an n-gram (a list or tuple of str)",
+            "tokens": "a list or tuple of str tokens (in order)"}
+# How many of an element's field names an error lists.
+_NAMES_SHOWN = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFields:
+    """Which fields of the input elements hold the user id and the item(s).
+
+    Attributes:
+      user_field: the user id's field; None with ``privacy_unit="element"``.
+      value_field: the field holding the item(s) or tokens.
+      value_arg: the argument that named it (``"item_field"``, ``"items_field"``
+        or ``"tokens_field"``), for error messages.
+      kind: what the value is: ``"item"``, ``"items"``, ``"tokens"``,
+        ``"ngram"`` or ``"ngrams"``.
+    """
+
+    user_field: str | None
+    value_field: str
+    value_arg: str
+    kind: str
+
+    def to_dict(self) -> dict:
+        return {"user_field": self.user_field, self.value_arg: self.value_field}
+
+
+def _check_name(name: Any, arg: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{arg} must be a non-empty str naming a field, got {a_type(name)}")
+    return name
+
+
+def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool = False,
+                 **value_fields: str | None) -> InputFields | None:
+    """Validates a transform's field arguments; None when none is given (tuple input).
+
+    Args:
+      privacy_unit: the transform's (already checked) privacy unit.
+      user_field: the user id's field; must be None with ``privacy_unit="element"``.
+      ngrams: the items are n-grams (``CountReleased(..., ngrams=True)``).
+      **value_fields: the transform's value arguments, e.g. ``item_field=None,
+        items_field="tokens"``: at most one may be given.
+
+    Raises:
+      ValueError: a combination that cannot be read unambiguously.
+      TypeError: a field name that is not a non-empty str.
+    """
+    given = {arg: name for arg, name in value_fields.items() if name is not None}
+    if len(given) > 1:
+        raise ValueError(f"give one of {' or '.join(value_fields)}, not {' and '.join(given)}: "
+                         "a field holds either one item per element or a list of them")
+    if not given:
+        if user_field is not None:
+            raise ValueError(f"user_field needs {' or '.join(value_fields)} too: which field "
+                             "holds the items")
+        return None
+    (arg, name), = given.items()
+    name = _check_name(name, arg)
+    kind = _KINDS[arg]
+    if privacy_unit == "element":
+        if user_field is not None:
+            raise ValueError("with privacy_unit='element' each element is one person and "
+                             "has no user id: drop user_field")
+        if kind == "item":
+            raise ValueError("with privacy_unit='element' an element holds all of one "
+                             "person's items: give them as a list with items_field")
+    elif user_field is None:
+        raise ValueError(f"{arg} needs user_field too: with privacy_unit='user_id' the user "
+                         "id's field must be named (or privacy_unit='element' if each "
+                         "element is all of one person's data)")
+    else:
+        user_field = _check_name(user_field, "user_field")
+        if user_field == name:
+            raise ValueError(f"user_field and {arg} name the same field {name!r}")
+    return InputFields(user_field, name, arg, _NGRAM_KINDS[kind] if ngrams else kind)
+
+
+def _element_kind(element: Any) -> str:
+    """The element's type for errors: "a beam.Row", "a dict", "a Review (NamedTuple)"."""
+    if isinstance(element, beam.Row):
+        return "a beam.Row"
+    name = type(element).__name__
+    if isinstance(element, tuple) and hasattr(element, "_fields"):
+        # Beam decodes Rows into NamedTuple classes it generates (BeamSchema_<uuid>).
+        return "a beam.Row" if name.startswith("BeamSchema_") else f"a {name} (NamedTuple)"
+    return a_type(element)
+
+
+def _field_names(element: Any) -> list:
+    return list(getattr(element, "_fields", ()))
+
+
+def _names(names: list) -> str:
+    shown = ", ".join(repr(n) for n in names[:_NAMES_SHOWN])
+    more = len(names) - _NAMES_SHOWN
+    return (shown or "none") + (f" and {more} more" if more > 0 else "")
+
+
+def _getter(element: Any) -> Callable[[str], Any]:
+    """How to read a field of ``element``; raises unless it is a Row, NamedTuple or dict."""
+    if isinstance(element, Mapping):
+        return element.__getitem__
+    if isinstance(element, beam.Row) or (isinstance(element, tuple)
+                                         and hasattr(element, "_fields")):
+        return lambda name: getattr(element, name)
+    hint = ("; a plain tuple or list is read without fields: drop user_field/item_field/"
+            "items_field/tokens_field" if isinstance(element, (tuple, list)) else "")
+    raise InvalidRecordError("with named fields each element must be a beam.Row, a "
+                             f"NamedTuple or a dict, got {a_type(element)}{hint}")
+
+
+def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
+    # A mapping is asked first: a defaultdict or Counter would make up a value
+    # for a missing key (an empty user, silently).
+    if isinstance(element, Mapping) and name not in element:
+        # Its keys may be data (e.g. {user_id: items}): neither listed nor counted.
+        raise InvalidRecordError(f"{_element_kind(element)} has no key {name!r} ({arg})")
+    try:
+        return get(name)
+    except (AttributeError, KeyError):
+        raise InvalidRecordError(
+            f"{_element_kind(element)} has no field {name!r} ({arg})"
+            + _fields_hint(element)) from None
+
+
+def _fields_hint(element: Any) -> str:
+    """The element's field names when they come from a class (a NamedTuple, or a Row
+    type Beam generated from a schema); a ``beam.Row`` built at run time may be keyed by
+    data (``beam.Row(**d)``), so its names are not listed."""
+    if isinstance(element, tuple) and hasattr(element, "_fields"):
+        return f"; its fields: {_names(_field_names(element))}"
+    return ""
+
+
+def _user_id(value: Any, element: Any, name: str) -> Any:
+    if value is None or (isinstance(value, (str, bytes)) and not value):
+        raise InvalidRecordError(f"field {name!r} (user_field) of {_element_kind(element)} "
+                                 "is a missing user id (None or empty)")
+    try:
+        return canonical_user_id(value)
+    except InvalidRecordError:
+        raise InvalidRecordError(
+            f"field {name!r} (user_field) of {_element_kind(element)} must be a str, bytes, "
+            f"int or tuple of these, got {a_type(value)}") from None
+
+
+def _as_list(value: Any) -> Any:
+    """A tuple as a list: with named fields it is plainly the items, and the element
+    form refuses tuples only because, unnamed, a tuple could be a (user_id, ...) pair."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+class _ReadFields:
+    """One element → its pair, record or document (or, without a user, its items)."""
+
+    def __init__(self, fields: InputFields) -> None:
+        self._fields = fields
+
+    def _bad_value(self, value: Any, element: Any, expected: str,
+                   hint: str = "") -> InvalidRecordError:
+        f = self._fields
+        return InvalidRecordError(f"field {f.value_field!r} ({f.value_arg}) of "
+                                  f"{_element_kind(element)} must be {expected}, got "
+                                  f"{a_type(value)}{hint}")
+
+    def value(self, element: Any, get: Callable[[str], Any]) -> Any:
+        f = self._fields
+        value = _read(element, get, f.value_field, f.value_arg)
+        if f.kind == "item":
+            if not isinstance(value, (str, bytes)):
+                raise self._bad_value(value, element, "one item (str or bytes)",
+                                      "; a list of items is read with items_field")
+            return value
+        if f.kind in ("ngram", "tokens"):  # ordered: a sequence, not a set
+            if isinstance(value, np.ndarray) and value.ndim == 1:
+                value = value.tolist()
+            if not isinstance(value, (list, tuple)):
+                hint = ("; tokenise the text into a list first"
+                        if isinstance(value, (str, bytes)) else "")
+                raise self._bad_value(value, element, _ORDERED[f.kind], hint)
+            return tuple(value) if f.kind == "ngram" else value
+        if isinstance(value, (str, bytes, Mapping)):
+            # A str would be read as one item (or split into characters): refused.
+            hint = ("; tokenise the text into a list first, or read one item per element "
+                    "with item_field" if isinstance(value, (str, bytes)) else "")
+            raise self._bad_value(value, element, "a list, tuple, set or array of "
+                                  + ("n-grams" if f.kind == "ngrams" else "items"), hint)
+        if f.kind == "ngrams":
+            return [tuple(g) if isinstance(g, (list, np.ndarray)) else g for g in value]
+        return value
+
+    def __call__(self, element: Any) -> Any:
+        get = _getter(element)
+        f = self._fields
+        value = self.value(element, get)
+        if f.user_field is None:  # privacy_unit="element": the items alone, as a list
+            return _as_list(value)
+        user_id = _user_id(_read(element, get, f.user_field, "user_field"), element,
+                           f.user_field)
+        # A tuple of tokens takes check_document's fast path.
+        return user_id, tuple(value) if f.kind == "tokens" else value
+
+
+def _ngram_pairs(record: tuple) -> list[tuple]:
+    user_id, ngrams = record
+    return [(user_id, gram) for gram in ngrams]
+
+
+def _schema_fields(element_type: Any) -> tuple[str, list[str]] | None:
+    """(type name, field names) of a schema'd element type, or None if it has no schema."""
+    if isinstance(element_type, RowTypeConstraint):
+        return "beam.Row", [name for name, _ in element_type._fields]
+    if isinstance(element_type, type) and issubclass(element_type, tuple) and hasattr(
+            element_type, "_fields"):
+        return f"{element_type.__name__} (NamedTuple)", list(element_type._fields)
+    return None
+
+
+def check_element_type(fields: InputFields, element_type: Any, transform: str) -> None:
+    """Refuses, when the pipeline is built, an input whose type cannot have the fields.
+
+    A schema'd input (``beam.Row``, NamedTuple) must have every named field;
+    an input typed as plain tuples, lists or strings has no fields at all.
+    Other types (dicts, ``Any``) are checked element by element.
+    """
+    if isinstance(element_type, _PLAIN_FORMS) or element_type in (tuple, list, str, bytes):
+        raise TypeError(
+            f"{transform} was given named fields ({_describe(fields)}), but its input's "
+            f"elements are {element_type}: fields are read from beam.Row, NamedTuple or dict "
+            "elements. Drop the field arguments to take tuples or lists as they are.")
+    schema = _schema_fields(element_type)
+    if schema is None:
+        return
+    kind, names = schema
+    for arg, name in (("user_field", fields.user_field), (fields.value_arg, fields.value_field)):
+        if name is not None and name not in names:
+            raise InvalidRecordError(f"{transform}: the input's elements ({kind}) have no field "
+                                     f"{name!r} ({arg}); their fields: {_names(names)}")
+
+
+def _describe(fields: InputFields) -> str:
+    return ", ".join(f"{arg}={name!r}" for arg, name in fields.to_dict().items()
+                     if name is not None)
+
+
+class FieldsToRecords(beam.PTransform):
+    """Schema'd elements → the pairs, records or documents the release transforms take.
+
+    ``beam.Row``s and NamedTuples are read by attribute, dicts by key. The
+    input's schema, if it has one, is checked when the pipeline is built
+    (``check_element_type``); each element is checked as it is read (a
+    missing field, a user id that is not one, a str where a list of items is
+    expected): errors name the field and the element's type, never a value.
+
+    Args:
+      fields: what to read (``input_fields``).
+      transform: the name of the transform it feeds, for build-time errors.
+    """
+
+    def __init__(self, fields: InputFields, transform: str):
+        super().__init__()
+        self._fields = fields
+        self._transform = transform
+
+    def expand(self, elements):
+        check_element_type(self._fields, elements.element_type, self._transform)
+        read = _ReadFields(self._fields)
+        records = elements | "ReadFields" >> beam.Map(read).with_output_types(Any)
+        if self._fields.kind == "ngrams":
+            # CountReleased counts n-grams from (user_id, n-gram) pairs: one per n-gram.
+            records = records | "OnePairPerNgram" >> beam.FlatMap(
+                _ngram_pairs).with_output_types(Any)
+        return records
+
+
+def read_fields(elements, fields: InputFields | None, transform: str):
+    """``elements`` through ``FieldsToRecords`` when fields are named, else as they are."""
+    if fields is None:
+        return elements
+    return elements | "FieldsToRecords" >> FieldsToRecords(fields, transform)

@@ -1,0 +1,240 @@
+"""Weighted histograms as Beam PTransforms.
+
+The parallel mechanisms' histogram is a sum of independent per-user
+contributions (``policies.user_contribution``): first the users' bounded
+records are summed into a partial histogram per bundle (a dict in the
+worker, flushed at the end of the bundle or when it grows past
+``PARTIAL_HISTOGRAM_KEYS`` entries, so memory stays bounded), then the
+partial sums are summed per item with ``CombinePerKey``. This moves one
+element per (bundle, item) instead of one per (user, item). Inside
+``SelectItems`` (``SampledWeightedHistogram``) a flush is instead one dict per
+shard of the items (``shard_of_item``, ``HISTOGRAM_SHARDS``), grouped and
+summed per shard (``merge_histograms``) and noised whole: one element per
+(bundle flush, shard). A worker then holds one flush, and one shard's sum:
+1/64 of the distinct items.
+Only items some user holds ever get a key.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Callable
+
+import apache_beam as beam
+
+from beam_dpsu.core import hashing
+
+from beam_dpsu.core import policies
+from beam_dpsu.beam.release_guard import warn_if_seeded
+from beam_dpsu.beam.bounding import UserSampler, _MergeItemCountsFn, distinct_element_id, \
+    element_distinct_items
+from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.beam.windowing import in_global_window, require_global_window
+
+# SampledWeightedHistogram is internal (it trusts its input's items to be
+# distinct), so it is not exported.
+__all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "WeightedHistogram",
+           "shard_of_item", "split_by_shard", "merge_histograms"]
+
+# The most entries a bundle's partial histogram holds before it is flushed
+# (``WeightedHistogramBuilder.entries``, about 100 bytes each: ~25 MB per
+# worker thread).
+PARTIAL_HISTOGRAM_KEYS = 1 << 18
+
+# The parallel mechanisms move their partial histograms as this many dicts
+# per flush, keyed by a stable hash shard of the item, instead of one element
+# per item: the runner's per-element work (encoding, pre-combining,
+# shuffling, one DoFn call per item) was most of the cost after the sums.
+# Each shard is merged, noised and thresholded as a whole; 64 shards leave
+# the runner that many keys to spread over workers.
+HISTOGRAM_SHARDS = 64
+
+
+def shard_of_item(item, shards: int) -> int:
+    """The shard of a str or bytes item: CRC-32 of its bytes, the same in every
+    process (str as UTF-8, lone surrogates passed through), modulo ``shards``."""
+    data = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else item
+    return zlib.crc32(data) % shards
+
+
+def split_by_shard(histogram: dict, shards: int) -> dict:
+    """{item: weight} → {shard: {item: weight}}, only the shards that hold items."""
+    by_shard: dict = {}
+    for item, weight in histogram.items():
+        shard = shard_of_item(item, shards)
+        part = by_shard.get(shard)
+        if part is None:
+            part = by_shard[shard] = {}
+        part[item] = weight
+    return by_shard
+
+
+def merge_histograms(shard_histograms) -> tuple:
+    """(shard, {item: weight} dicts) → (shard, their sum per item), in one pass over
+    the dicts (the first copied; no input is changed)."""
+    shard, histograms = shard_histograms
+    return shard, _MergeItemCountsFn().merge_accumulators(histograms)
+
+
+class PartialHistogramFn(beam.DoFn):
+    """Sums the users of a bundle into one partial histogram, emitted per item
+    (or, with ``shards``, as one dict per shard of the items).
+
+    Internal: ``WeightedHistogram``'s step, and the base of DPNE's block sums.
+    """
+
+    def __init__(self, item_weight: Callable[[int], float], max_keys: int,
+                 shards: int | None = None):
+        self._item_weight = item_weight
+        self._max_keys = max_keys
+        self._shards = shards
+        self._partial = None
+
+    def start_bundle(self):
+        self._partial = policies.WeightedHistogramBuilder(self._item_weight)
+
+    def process(self, user_record):
+        self._partial.add(user_record[1])
+        if self._partial.entries >= self._max_keys:
+            yield from self._flush()
+
+    def finish_bundle(self):
+        yield from self._flush()
+
+    def _flush(self):
+        # Bounding is global (the transform refuses other windows), so every
+        # partial sum belongs to the global window; all get one timestamp.
+        partial = self._partial
+        self._partial = policies.WeightedHistogramBuilder(self._item_weight)
+        if self._shards is None:
+            return map(in_global_window, partial.histogram().items())
+        return map(in_global_window, split_by_shard(partial.histogram(), self._shards).items())
+
+
+class WeightedHistogram(beam.PTransform):
+    """(user_id, distinct items) → (item, Σ_users item_weight(|W_user|)).
+
+    Its input must be one bounded record per user, e.g. the output of
+    ``BoundContributions`` or ``SampleItemsPerUser``: it sums records as they
+    come, so a user given in two records would count twice.
+
+    Args:
+      item_weight: the per-item weight of a user holding n items
+        (e.g. ``policies.weighted_gaussian_weight``).
+      hot_key_fanout: if set, spreads each item's partial sums over this many
+        intermediate keys before the final sum, which balances the Zipf head
+        (a few items held by most users) across workers on large runners.
+      max_partial_keys: the most entries (``WeightedHistogramBuilder.entries``) a
+        bundle's partial histogram holds before it is flushed downstream
+        (bounds a worker's memory).
+    """
+
+    def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None,
+                 max_partial_keys: int = PARTIAL_HISTOGRAM_KEYS):
+        super().__init__()
+        _check_fanout(hot_key_fanout)
+        if isinstance(max_partial_keys, bool) or not isinstance(max_partial_keys, int) \
+                or max_partial_keys < 1:
+            raise ValueError(f"max_partial_keys must be an int >= 1, got {max_partial_keys!r}")
+        self._item_weight = item_weight
+        self._fanout = hot_key_fanout
+        self._max_keys = max_partial_keys
+
+    def sum_per_item(self):
+        """The per-item sum of partial histograms (with the hot-key fan-out, if any)."""
+        sum_per_item = beam.CombinePerKey(sum)
+        if self._fanout:
+            sum_per_item = sum_per_item.with_hot_key_fanout(self._fanout)
+        return sum_per_item
+
+    def expand(self, user_items):
+        require_global_window(user_items, "WeightedHistogram")
+        return (user_items
+                | "SumUsersPerBundle" >> beam.ParDo(
+                    PartialHistogramFn(self._item_weight, self._max_keys))
+                | "SumPerItem" >> self.sum_per_item())
+
+
+def _check_fanout(hot_key_fanout) -> None:
+    if hot_key_fanout is not None and (not isinstance(hot_key_fanout, int) or hot_key_fanout < 1):
+        raise ValueError(f"hot_key_fanout must be None or an int >= 1, got {hot_key_fanout!r}")
+
+
+@draws_randomness
+class _SampleAndSumFn(PartialHistogramFn):
+    """(user_id, distinct items) → partial sums of the users' weights, each user sampled to Δ0.
+
+    ``SampleEachUser`` and ``PartialHistogramFn`` in one step: the same draws
+    (``sample_user_items``), and the sample goes straight into the bundle's
+    partial histogram, without a tuple per user, a step between, or a second
+    deduplication (a sample of distinct items is distinct).
+    """
+
+    def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str,
+                 shards: int, elements: bool = False):
+        super().__init__(item_weight, max_keys, shards)
+        self._sample = UserSampler(max_items, seed, salt)
+        self._elements = elements
+
+    def setup(self):
+        self._sample.setup()
+
+    def process(self, record):
+        if self._elements:
+            # privacy_unit="element": the element is the user's record. Its id
+            # only seeds a seeded sample, so an unseeded run draws none.
+            items = element_distinct_items(record)
+            user_id = (None if self._sample.seed is None
+                       else distinct_element_id(items, self._sample.seed))
+        else:
+            user_id, items = record
+        if not items:  # a user holding nothing contributes nothing
+            return
+        # A user within Δ0 keeps every item: no sample (nor copy) to draw.
+        self._partial.add_distinct(items if len(items) <= self._sample.max_items
+                                   else self._sample(user_id, items))
+        if self._partial.entries >= self._max_keys:
+            yield from self._flush()
+
+
+class SampledWeightedHistogram(beam.PTransform):
+    """(user_id, distinct items) → (shard, {item: Σ_users item_weight(|sample|)}), each
+    user's items first sampled uniformly to ≤ Δ0; one dict per shard that holds items.
+
+    ``SampleEachUser`` followed by ``WeightedHistogram``, fused. Internal:
+    its input must be one record per user whose items are distinct (a dict
+    of item counts, or a tuple of its keys), as ``ItemCountsPerUser`` makes
+    them: a user given twice would be bounded twice, a repeated item counted
+    twice. With ``elements=True`` its input is instead the elements of
+    ``privacy_unit="element"`` input, each checked and deduplicated here
+    (``element_distinct_items``): the same histogram as after
+    ``ItemCountsPerUser``, seeded samples included, one step and no id fewer.
+    ``salt`` separates seeded samples of several rounds. Its output is
+    a histogram split by ``shard_of_item`` into ``HISTOGRAM_SHARDS`` dicts
+    (times ``hot_key_fanout``, if set; noise it with ``NoisyThreshold.per_shard``
+    or ``KeepWithProbability.per_shard``).
+    """
+
+    def __init__(self, item_weight: Callable[[int], float], max_items_per_user: int,
+                 seed: int | None = None, salt: str = "", hot_key_fanout: int | None = None,
+                 elements: bool = False):
+        super().__init__()
+        if max_items_per_user < 1:
+            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
+        _check_fanout(hot_key_fanout)
+        warn_if_seeded(hashing.check_seed(seed), "SampledWeightedHistogram")
+        # The fan-out spreads the sum over more shards (fewer items each).
+        self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
+                                   hashing.check_seed(seed), salt,
+                                   HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements)
+
+    def expand(self, user_items):
+        require_global_window(user_items, "SampledWeightedHistogram")
+        # A GroupByKey, not a CombinePerKey: a combiner's pre-combine keeps
+        # its 64 keys' sums until the bundle ends (it evicts by key count),
+        # so a worker would hold every distinct item of its bundle; this way
+        # each flush leaves the worker, and a shard's sum is built once.
+        return (user_items
+                | "SampleAndSumPerBundle" >> beam.ParDo(self._fn)
+                | "GroupShards" >> beam.GroupByKey()
+                | "SumPerShard" >> beam.Map(merge_histograms))

@@ -1,0 +1,173 @@
+"""``max_items_per_user="auto"`` in Beam: the size histogram, the choice, one selection.
+
+The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. The pipeline
+``AutoSelection`` builds:
+
+1. first, every user's elements are merged into one record (as any selection
+   does before bounding), and each record's number of distinct items is
+   counted into the fixed size bins (one combiner over all users);
+2. then one step adds the integer noise to the bin counts and picks Δ0
+   (``AutoPlan.choose``); that draw is checkpointed, since both the routing
+   below and ``chosen_max_items_per_user`` read it;
+3. finally every user record goes to the selection built for the chosen Δ0
+   (one ``SelectItems`` per candidate, calibrated when this transform was
+   built; the others get no record and release nothing), and the releases
+   are flattened into one.
+
+Which candidate ran is the chosen Δ0, a DP output (the size histogram's
+post-processing); the selection that ran spends the selection's budget once.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import apache_beam as beam
+import numpy as np
+
+from beam_dpsu.core import max_items_choice
+
+from beam_dpsu.core import hashing
+from beam_dpsu.beam.bounding import ItemCountsPerUser, element_distinct_items
+from beam_dpsu.beam.randomness import draws_randomness
+
+__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "ChooseMaxItemsPerUser", "AutoSelection"]
+
+
+class _SizeBinCountsFn(beam.CombineFn):
+    """Users' distinct-item counts → users per size bin (a numpy vector)."""
+
+    def __init__(self, edges: tuple):
+        self._edges = np.asarray(edges, dtype=np.int64)
+
+    def create_accumulator(self):
+        return np.zeros(len(self._edges), dtype=np.int64)
+
+    def add_input(self, counts, size):
+        if size > 0:  # a user holding nothing is in no bin (max_items_choice.size_counts)
+            counts[int(np.searchsorted(self._edges, size, side="right")) - 1] += 1
+        return counts
+
+    def merge_accumulators(self, accumulators):
+        return functools.reduce(np.add, accumulators, self.create_accumulator())
+
+    def extract_output(self, counts):
+        return counts
+
+
+class SizeHistogram(beam.PTransform):
+    """Users' distinct-item counts → the users per size bin (raw: not private)."""
+
+    def __init__(self, edges: tuple):
+        super().__init__()
+        self._edges = tuple(edges)
+
+    def expand(self, sizes):
+        return sizes | "UsersPerSizeBin" >> beam.CombineGlobally(_SizeBinCountsFn(self._edges))
+
+
+@draws_randomness
+def _noisy_choice(counts, plan: max_items_choice.AutoPlan, seed: int | None) -> int:
+    """The index (in plan.candidates) of Δ0 chosen from the noisy size counts."""
+    rng = None if seed is None else random.Random(hashing.stable_hash64(("sizes", seed)))
+    noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng)
+    return plan.candidates.index(plan.choose(noisy))
+
+
+class ChooseFromSizeCounts(beam.PTransform):
+    """The raw users per size bin (a singleton vector) → the chosen Δ0's index in
+    ``plan.candidates``: the noise is added and the rule applied in one step.
+
+    A singleton PCollection, checkpointed: the noise is drawn once, whoever reads it.
+    """
+
+    def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None = None):
+        super().__init__()
+        self._plan = plan
+        self._seed = seed
+
+    def expand(self, size_counts):
+        return (size_counts
+                | "AddNoiseAndChoose" >> beam.Map(_noisy_choice, self._plan, self._seed)
+                | "Checkpoint" >> beam.Reshuffle())
+
+
+class ChooseMaxItemsPerUser(beam.PTransform):
+    """Users' distinct-item counts → the chosen Δ0's index in ``plan.candidates``
+    (``SizeHistogram``, then ``ChooseFromSizeCounts``)."""
+
+    def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None = None):
+        super().__init__()
+        self._plan = plan
+        self._seed = seed
+
+    def expand(self, sizes):
+        return (sizes
+                | "SizeHistogram" >> SizeHistogram(self._plan.edges)
+                | "Choose" >> ChooseFromSizeCounts(self._plan, self._seed))
+
+
+def _items_list(user_counts) -> list:
+    """(user_id, {item: occurrences}) → the user's items, each once per occurrence."""
+    return [item for item, n in user_counts[1].items() for _ in range(n)]
+
+
+def _distinct_items_list(user_counts) -> list:
+    """(user_id, {item: ...}) → the user's distinct items."""
+    return list(user_counts[1])
+
+
+def _to_chosen(record, num_branches: int, chosen: int) -> int:
+    return chosen
+
+
+class AutoSelection(beam.PTransform):
+    """One selection whose Δ0 is chosen privately (see the module docstring).
+
+    Args:
+      plan: the budget split and the candidates' calibrations (``max_items_choice.plan_auto``).
+      branches: one unapplied ``SelectItems`` per candidate of ``plan``, built
+        with ``privacy_unit="element"`` and the selection's budget.
+      occurrences: whether the mechanism uses item frequencies (GW).
+      privacy_unit: the caller's privacy unit.
+      seed: test-only.
+    """
+
+    def __init__(self, plan: max_items_choice.AutoPlan, branches: list, occurrences: bool,
+                 privacy_unit: str, seed: int | None):
+        super().__init__()
+        self._plan = plan
+        self._branches = branches
+        self._occurrences = occurrences
+        self._privacy_unit = privacy_unit
+        self._seed = seed
+        self.chosen_max_items_per_user = None
+        self.branch_outputs: list = []
+
+    def expand(self, elements):
+        # First one record per user: merged user records, or the elements
+        # themselves when each element is a person (checked in the branch).
+        if self._privacy_unit == "element":
+            records = elements
+            sizes = records | "UserSizes" >> beam.Map(
+                lambda element: len(element_distinct_items(element)))
+        else:
+            counts = elements | "ItemCountsPerUser" >> ItemCountsPerUser(
+                occurrences=self._occurrences, privacy_unit=self._privacy_unit)
+            sizes = counts | "UserSizes" >> beam.Map(lambda user_counts: len(user_counts[1]))
+            records = counts | "UserItems" >> beam.Map(
+                _items_list if self._occurrences else _distinct_items_list)
+        # Then the private choice of Δ0, drawn once.
+        chosen = sizes | "ChooseMaxItemsPerUser" >> ChooseMaxItemsPerUser(self._plan,
+                                                                          self._seed)
+        candidates = self._plan.candidates
+        self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
+            lambda index: candidates[index])
+        # Finally every record to the chosen candidate's selection, and one release.
+        routed = records | "ToChosenSelection" >> beam.Partition(
+            _to_chosen, len(self._branches), chosen=beam.pvalue.AsSingleton(chosen))
+        self.branch_outputs = [
+            routed[i] | f"SelectWithMaxItems{c}" >> branch
+            for i, (c, branch) in enumerate(zip(candidates, self._branches))]
+        return self.branch_outputs | "OneRelease" >> beam.Flatten()

@@ -1,0 +1,223 @@
+"""The release step of a selection as Beam PTransforms.
+
+``NoisyThreshold``: each (item, weight) of a histogram gets independent noise
+from the calibration, and the item is released iff weight + noise > ρ. The
+decision is ``calibration.release_mask``, the same pure function the
+statistical tests run.
+
+``KeepWithProbability``: each (item, count) is released with probability
+π(count) (truncated geometric; ``KeepProbabilityCalibration.keep_mask``).
+
+A random draw is seen once (DESIGN §4, invariant 11; ``beam_dpsu.beam.randomness``):
+a release is read by several steps (the written items and ``CountReleased``,
+the next SIPS round, the next DPNE level), and a runner that retried or
+recomputed the decision could show each a different draw. So every release
+here ends in a ``Reshuffle``, which materialises it once; it moves the
+released set once more (small next to the histogram it was decided from).
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+
+from beam_dpsu.core import hashing
+from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, release_mask
+from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.beam.release_guard import warn_if_seeded
+from beam_dpsu.beam.windowing import in_global_window, require_global_window
+
+__all__ = ["NOISE_BATCH", "NoisyThreshold", "KeepWithProbability"]
+
+
+# How many (item, weight) pairs share one vectorised noise draw.
+NOISE_BATCH = 4096
+
+
+@draws_randomness
+class BatchedDecisionFn(beam.DoFn):
+    """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
+
+    Internal: only for the transforms here and in ``beam_dpsu.extract_ngrams``, which
+    refuse any window but the global one when they are built.
+
+    Unseeded, pairs are buffered and decided ``NOISE_BATCH`` at a time (one
+    numpy draw of independent noise per batch, the rest at the end of the
+    bundle): the same distribution per item as one draw each, at a fraction
+    of the cost. Seeded (tests only), each item is decided at once with a
+    generator derived from (seed, stage, salt, item), so the result does not
+    depend on how the runner splits bundles.
+    """
+
+    def __init__(self, stage: str, seed: int | None, salt: str | None):
+        self._seed = seed
+        # What a seeded item's generator is derived from, besides the seed.
+        self._derivation = (stage,) if salt is None else (stage, salt)
+        self._rng: np.random.Generator | None = None
+        self._items: list = []
+        self._weights: list = []
+
+    def decide(self, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The boolean keep-mask of a batch of weights (the pure decision)."""
+        raise NotImplementedError
+
+    def setup(self):
+        self._rng = hashing.os_rng()
+
+    def start_bundle(self):
+        self._items, self._weights = [], []
+
+    def process(self, item_weight):
+        item, weight = item_weight
+        if self._seed is not None:
+            if self._seeded_keeps(item, weight):
+                yield in_global_window(item)
+            return
+        self._items.append(item)
+        self._weights.append(weight)
+        if len(self._items) >= NOISE_BATCH:
+            yield from self._flush()
+
+    def finish_bundle(self):
+        yield from self._flush()
+
+    def decide_histogram(self, histogram: dict) -> list:
+        """The items of a whole {item: weight} histogram that ``decide`` keeps, in one
+        vectorised draw (seeded: one derived generator per item, as in ``process``)."""
+        if self._seed is not None:
+            return [in_global_window(item) for item, weight in histogram.items()
+                    if self._seeded_keeps(item, weight)]
+        items = list(histogram)
+        return self._kept(items, np.fromiter(histogram.values(), dtype=np.float64,
+                                             count=len(items)))
+
+    def _seeded_keeps(self, item, weight) -> bool:
+        assert self._seed is not None, "only seeded items are decided one at a time"
+        rng = hashing.derived_rng(self._seed, *self._derivation, item)
+        return bool(self.decide(np.array([weight], dtype=np.float64), rng)[0])
+
+    def _kept(self, items: list, weights: np.ndarray) -> list:
+        # Every output gets the same window and timestamp, whichever batch
+        # decided it (``in_global_window``).
+        assert self._rng is not None, "setup() makes the generator"
+        return [in_global_window(items[i])
+                for i in np.flatnonzero(self.decide(weights, self._rng))]
+
+    def _flush(self) -> list:
+        if not self._items:
+            return []
+        items, weights = self._items, np.asarray(self._weights, dtype=np.float64)
+        self._items, self._weights = [], []
+        return self._kept(items, weights)
+
+
+@draws_randomness
+class _PerShardFn(beam.DoFn):
+    """(shard, {item: weight}) → the items ``decision`` keeps; every item decided once."""
+
+    def __init__(self, decision: BatchedDecisionFn):
+        self._decision = decision
+
+    def setup(self):
+        self._decision.setup()
+
+    def process(self, shard_histogram):
+        yield from self._decision.decide_histogram(shard_histogram[1])
+
+
+class _PerShard(beam.PTransform):
+
+    def __init__(self, decision: BatchedDecisionFn, name: str):
+        super().__init__()
+        self._decision = decision
+        self._name = name
+
+    def expand(self, shard_histograms):
+        require_global_window(shard_histograms, self._name)
+        return (shard_histograms
+                | "DecidePerShard" >> beam.ParDo(_PerShardFn(self._decision))
+                | "Checkpoint" >> beam.Reshuffle())
+
+
+class _NoisyThresholdFn(BatchedDecisionFn):
+
+    def __init__(self, calibration: Calibration, seed: int | None, salt: str):
+        super().__init__("noise", seed, salt)
+        self._calibration = calibration
+
+    def decide(self, weights, rng):
+        return release_mask(weights, self._calibration, rng)
+
+
+class NoisyThreshold(beam.PTransform):
+    """(item, weight) → item for each item whose noisy weight exceeds the release threshold.
+
+    Args:
+      calibration: noise distribution, scale and threshold.
+      seed: test-only; None draws noise from OS entropy.
+      salt: distinguishes seeded noise of several selections in one pipeline
+        (e.g. the rounds of SIPS), so they do not reuse the same draws.
+    """
+
+    def __init__(self, calibration: Calibration, seed: int | None = None, salt: str = ""):
+        super().__init__()
+        self._calibration = calibration
+        self._seed = hashing.check_seed(seed)
+        warn_if_seeded(self._seed, "NoisyThreshold")
+        self._salt = salt
+
+    @staticmethod
+    def per_shard(calibration: Calibration, seed: int | None = None,
+                  salt: str = "") -> beam.PTransform:
+        """The same release for a histogram given as (shard, {item: weight}) dicts, each
+        item in exactly one of them (``SampledWeightedHistogram``'s output)."""
+        warn_if_seeded(seed, "NoisyThreshold")
+        return _PerShard(_NoisyThresholdFn(calibration, hashing.check_seed(seed), salt),
+                         "NoisyThreshold")
+
+    def expand(self, histogram):
+        require_global_window(histogram, "NoisyThreshold")
+        return (histogram
+                | "AddNoiseAndThreshold" >> beam.ParDo(
+                    _NoisyThresholdFn(self._calibration, self._seed, self._salt))
+                | "Checkpoint" >> beam.Reshuffle())
+
+
+class _KeepWithProbabilityFn(BatchedDecisionFn):
+
+    def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None):
+        super().__init__("keep", seed, None)
+        self._calibration = calibration
+
+    def decide(self, counts, rng):
+        return self._calibration.keep_mask(counts, rng)
+
+
+class KeepWithProbability(beam.PTransform):
+    """(item, users holding it) → item, kept independently with probability π(count).
+
+    Args:
+      calibration: the keep probabilities (``TruncatedGeometric.calibrate``).
+      seed: test-only; None draws from OS entropy.
+    """
+
+    def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None = None):
+        super().__init__()
+        self._calibration = calibration
+        self._seed = hashing.check_seed(seed)
+        warn_if_seeded(self._seed, "KeepWithProbability")
+
+    @staticmethod
+    def per_shard(calibration: KeepProbabilityCalibration,
+                  seed: int | None = None) -> beam.PTransform:
+        """The same release for a histogram given as (shard, {item: count}) dicts."""
+        warn_if_seeded(seed, "KeepWithProbability")
+        return _PerShard(_KeepWithProbabilityFn(calibration, hashing.check_seed(seed)),
+                         "KeepWithProbability")
+
+    def expand(self, histogram):
+        require_global_window(histogram, "KeepWithProbability")
+        return (histogram
+                | "KeepWithProbability" >> beam.ParDo(
+                    _KeepWithProbabilityFn(self._calibration, self._seed))
+                | "Checkpoint" >> beam.Reshuffle())

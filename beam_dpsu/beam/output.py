@@ -1,0 +1,297 @@
+r"""Writing a released set so that nothing but the set leaves (DESIGN §4, invariant 6).
+
+The DP guarantee covers the released *set*. A PCollection has no order, but a
+file does: written with ``WriteToText``, released items come out in the order
+the runner happened to process them, which follows the input (a pairs file in
+user order comes back in user order), the histogram's insertion order (a
+sequential policy emits one user's items together) or the way a level was
+built (DPNE's spurious k-grams would form one block after the held ones,
+labelling every one of them). Any of these says more than the set.
+
+``WriteReleased`` removes all of it: first each element is assigned a shard
+by a stable, unkeyed hash of its sort key (so which file an item lands in
+depends on the item alone), then every shard's elements are sorted and the
+shard is written as one file. The same set gives byte-identical files
+whatever the input order, bundling, runner or number of workers. Every shard
+file is written, empty ones included, so the number of files says nothing
+either.
+
+Each shard is sorted in memory on one worker: raise ``num_shards`` when the
+released set would not fit one worker (about 100 bytes per item in Python).
+A shard is written to a temporary name and renamed, so a failed write never
+leaves a partial file under the final name.
+
+Lines: a str item is its text, bytes are decoded as UTF-8 (invalid bytes as
+``\xNN``), an n-gram is its tokens joined by a space (``check_document``
+refuses tokens with whitespace). One item is one line however the file is
+split (``for line in f`` or ``str.splitlines()``): a backslash is written
+``\\``, line breaks ``\n`` / ``\r``, and every other character that
+``str.splitlines()`` breaks at (``\x0b \x0c \x1c \x1d \x1e \x85 \u2028
+\u2029``), like a lone surrogate, as ``\uXXXX``; in a counts TSV a tab is
+``\t``. ``\xNN`` is always a raw byte of a bytes item, ``\uXXXX`` always a
+character. Items without these characters are written as their own text.
+The escaping is reversible: ``unescape(line)`` (``as_bytes=True`` for bytes
+items), ``parse_count_line``, and ``read_released`` / ``read_counts``, which
+read the shards back. Distinct str items give distinct lines, and so do
+distinct bytes items; a set mixing str and bytes items that decode alike would
+write the same line twice: release one type per set.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, Callable, Iterable
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from beam_dpsu.core.hashing import stable_hash64
+from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.beam.windowing import require_global_window
+
+__all__ = ["release_order", "format_released", "format_count_line", "unescape",
+           "parse_count_line", "read_released", "read_counts", "shard_path", "WriteReleased"]
+
+# Every character str.splitlines() breaks a line at (tests/test_output.py checks
+# the list against splitlines itself), then lone surrogates, which UTF-8 cannot
+# hold: each as \uXXXX, except the two a reader knows best.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_CHARACTER_ESCAPES = {
+    **{chr(c): f"\\u{c:04x}" for c in (*map(ord, _LINE_BREAKS), *range(0xD800, 0xE000))},
+    "\n": "\\n", "\r": "\\r"}
+# Bytes have the backslash doubled before decoding (which writes invalid bytes
+# as \xNN), and decoded UTF-8 holds no surrogates.
+_DECODED_BYTES_ESCAPES = str.maketrans(_CHARACTER_ESCAPES)
+_ESCAPES = str.maketrans({"\\": "\\\\", **_CHARACTER_ESCAPES})
+_SINGLE_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|.|$)", re.S)
+
+
+def release_order(value: Any):
+    """A total order on released items: str, bytes and tuples of them (n-grams).
+
+    str sorts before bytes before tuples, each in its natural order, so mixed
+    collections sort without comparing unlike types. Anything else is refused:
+    its order (or its repr) need not be the same in every process.
+    """
+    if isinstance(value, str):
+        return (0, value)
+    if isinstance(value, bytes):
+        return (1, value)
+    if isinstance(value, tuple):
+        return (2, tuple(release_order(v) for v in value))
+    raise TypeError(f"released items must be str, bytes or tuples of them, got "
+                    f"{a_type(value)}; pass sort_key to WriteReleased")
+
+
+def format_released(value: Any) -> str:
+    """The line of a released item (see the module docstring for the escaping)."""
+    if isinstance(value, bytes):
+        # Escape first, then decode: invalid bytes become \xNN, which no
+        # escaped backslash can imitate.
+        escaped = value.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+        return escaped.translate(_DECODED_BYTES_ESCAPES)
+    if isinstance(value, tuple):
+        return " ".join(format_released(v) for v in value)
+    if not isinstance(value, str):
+        value = str(value)
+    return value.translate(_ESCAPES)
+
+
+def format_count_line(item_count) -> str:
+    """``item<TAB>count``: the item's line with a tab written ``\\t``."""
+    item, count = item_count
+    return format_released(item).replace("\t", "\\t") + "\t" + str(count)
+
+
+def unescape(line: str, as_bytes: bool = False) -> str | bytes:
+    """The item a line of ``format_released`` stands for (without its newline).
+
+    ``as_bytes=True`` for a release of bytes items: ``\\xNN`` is then a raw
+    byte and the rest is UTF-8. An n-gram line is its tokens joined by a
+    space: unescape each of ``line.split(" ")``. Raises ``ValueError`` on an
+    escape ``format_released`` never writes.
+
+    Args:
+      line: one line of a release, without its newline.
+      as_bytes: decode to ``bytes`` (a release of bytes items).
+
+    Returns:
+      The item.
+
+    Raises:
+      ValueError: the line holds an escape ``format_released`` never writes.
+    """
+    if "\\" not in line:
+        return line.encode("utf-8") if as_bytes else line
+    parts: list = []
+    start = 0
+    for escape in _ESCAPE.finditer(line):
+        parts.append(line[start:escape.start()])
+        parts.append(_unescaped(escape.group(1), as_bytes))
+        start = escape.end()
+    parts.append(line[start:])
+    if as_bytes:
+        return b"".join(p if isinstance(p, bytes) else p.encode("utf-8") for p in parts)
+    return "".join(parts)
+
+
+def _unescaped(code: str, as_bytes: bool) -> str | bytes:
+    if code in _SINGLE_ESCAPES:
+        return _SINGLE_ESCAPES[code]
+    if len(code) == 5:  # uXXXX
+        return chr(int(code[1:], 16))
+    if len(code) == 3:  # xNN
+        if not as_bytes:
+            raise ValueError("\\xNN is a raw byte of a bytes item: unescape with as_bytes=True")
+        return bytes([int(code[1:], 16)])
+    raise ValueError(f"not a line written by format_released: unknown escape "
+                     f"{'a trailing backslash' if not code else repr(chr(92) + code)}")
+
+
+def parse_count_line(line: str, as_bytes: bool = False, ngrams: bool = False) -> tuple:
+    """``(item, count)`` of a ``format_count_line`` line (see ``read_released``)."""
+    item, tab, count = line.rstrip("\r\n").rpartition("\t")
+    if not tab:
+        raise ValueError("not a line written by format_count_line: no tab")
+    return _item(item, as_bytes, ngrams), int(count)
+
+
+def _item(line: str, as_bytes: bool, ngrams: bool):
+    if ngrams:
+        return tuple(unescape(token, as_bytes) for token in line.split(" "))
+    return unescape(line, as_bytes)
+
+
+def _lines(source: str | Iterable[str]):
+    """The lines of every file ``source`` matches (a path or glob on any Beam
+    filesystem, compressed by suffix), or of an iterable of lines."""
+    if not isinstance(source, str):
+        yield from (line.rstrip("\r\n") for line in source)
+        return
+    paths = sorted(m.path for r in FileSystems.match([source]) for m in r.metadata_list)
+    if not paths:
+        raise ValueError(f"no file matches {source}")
+    for path in paths:
+        with FileSystems.open(path) as handle:
+            # Lines end in \n only: every other line break is escaped.
+            yield from handle.read().decode("utf-8").split("\n")[:-1]
+
+
+def read_released(source: str | Iterable[str], as_bytes: bool = False,
+                  ngrams: bool = False) -> list:
+    """The items of a release written by ``WriteReleased``, unescaped.
+
+    ``source`` is a path or glob (``"out/items-*.txt"``, any Beam filesystem)
+    or the lines themselves; ``ngrams=True`` gives each line as a tuple of
+    tokens; ``as_bytes=True`` for a release of bytes items.
+
+    Args:
+      source: a path or glob, or the lines themselves.
+      as_bytes: items are ``bytes``.
+      ngrams: each line is an n-gram: give it as a tuple of tokens.
+
+    Returns:
+      The items, file by file (sorted by path), line by line.
+
+    Raises:
+      ValueError: no file matches ``source``, or a line holds an unknown escape.
+    """
+    return [_item(line, as_bytes, ngrams) for line in _lines(source)]
+
+
+def read_counts(source: str | Iterable[str], as_bytes: bool = False,
+                ngrams: bool = False) -> list:
+    """``(item, count)`` pairs of a counts TSV (``counts-*.tsv``), unescaped.
+
+    Args:
+      source: a path or glob, or the lines themselves.
+      as_bytes: items are ``bytes``.
+      ngrams: each item is an n-gram: give it as a tuple of tokens.
+
+    Returns:
+      The ``(item, count)`` pairs, count an ``int``.
+
+    Raises:
+      ValueError: no file matches ``source``, or a line is not ``item<TAB>count``.
+    """
+    return [parse_count_line(line, as_bytes, ngrams) for line in _lines(source)]
+
+
+def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) -> str:
+    """``prefix-SSSSS-of-NNNNN suffix``, Beam's default shard name template."""
+    return f"{file_path_prefix}-{shard:05d}-of-{num_shards:05d}{suffix}"
+
+
+class _WriteShardFn(beam.DoFn):
+    """Sorts one shard's elements and writes them as one file; yields its path."""
+
+    def __init__(self, file_path_prefix, suffix, num_shards, format_line, sort_key):
+        self._prefix = file_path_prefix
+        self._suffix = suffix
+        self._num_shards = num_shards
+        self._format_line = format_line
+        self._sort_key = sort_key
+
+    def process(self, shard_elements):
+        shard, grouped = shard_elements
+        elements = sorted(grouped["elements"], key=lambda e: release_order(self._sort_key(e)))
+        text = "".join(self._format_line(e) + "\n" for e in elements)
+        path = shard_path(self._prefix, shard, self._num_shards, self._suffix)
+        # FileSystems infers compression from the suffix (.gz, .bz2, …); the
+        # temporary name keeps it. Lone surrogates are escaped, not fatal.
+        temporary = f"{self._prefix}.tmp-{uuid.uuid4().hex}-{shard:05d}{self._suffix}"
+        handle = FileSystems.create(temporary)
+        try:
+            handle.write(text.encode("utf-8", "backslashreplace"))
+        finally:
+            handle.close()
+        FileSystems.rename([temporary], [path])
+        yield path
+
+
+class WriteReleased(beam.PTransform):
+    """Writes a released set as sorted lines in a data-independent set of shards.
+
+    Use it (not ``WriteToText``) for anything derived from a release, so that
+    the files depend on the released set alone (see the module docstring).
+
+    Args:
+      file_path_prefix: e.g. ``"out/items"``; local, ``gs://`` or any Beam filesystem.
+      file_name_suffix: e.g. ``".txt"`` (``".txt.gz"`` compresses).
+      num_shards: the number of files, fixed in advance (default 1).
+      format_line: element → line text (default ``format_released``).
+      sort_key: element → what it is sorted and sharded by (default the element;
+        for (item, count) pairs pass ``lambda kv: kv[0]`` so counts follow
+        the items' order).
+
+    Returns the PCollection of written paths.
+    """
+
+    def __init__(self, file_path_prefix: str, file_name_suffix: str = ".txt",
+                 num_shards: int = 1, format_line: Callable[[Any], str] | None = None,
+                 sort_key: Callable[[Any], Any] | None = None):
+        super().__init__()
+        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+            raise ValueError(f"num_shards must be an int >= 1, got {num_shards!r}")
+        self._prefix = file_path_prefix
+        self._suffix = file_name_suffix
+        self._num_shards = num_shards
+        self._format_line = format_line or format_released
+        self._sort_key = sort_key or (lambda element: element)
+
+    def expand(self, released):
+        require_global_window(released, "WriteReleased")
+        num_shards, sort_key = self._num_shards, self._sort_key
+        # First every element goes to the shard its own sort key hashes to.
+        by_shard = released | "AssignShard" >> beam.Map(
+            lambda e: (stable_hash64(sort_key(e)) % num_shards, e))
+        # Every shard exists, empty or not, so the file count is fixed.
+        shards = (released.pipeline
+                  | "AllShards" >> beam.Create([(i, None) for i in range(num_shards)]))
+        # Then each shard is sorted and written as one file.
+        return ({"shard": shards, "elements": by_shard}
+                | "GroupShards" >> beam.CoGroupByKey()
+                | "SortAndWriteShard" >> beam.ParDo(_WriteShardFn(
+                    self._prefix, self._suffix, num_shards, self._format_line, sort_key)))

@@ -1,0 +1,180 @@
+"""One budget, one release (DESIGN §4.9); a seed is announced (§4.2).
+
+A release transform (``SelectItems``, ``ExtractNgrams``, ``CountReleased``, ``SIPSRounds``,
+``NgramsByDPSU``) holds one budget and spends all of it each time it is
+expanded: applied twice it would make two independent releases under one
+accounted budget. ``ReleaseTransform`` therefore lets each object be expanded
+once, in any pipeline; a second application is refused when the pipeline is
+built, saying why and what to do instead.
+
+Beam copies and pickles transforms (a DoFn may hold a bound method of one, a
+pipeline is serialised for a portable runner), but it expands each applied
+transform exactly once: none of that is a second application. A copy is
+still the same budget: every object gets a token when it is made, which its
+copies and pickles keep, and the tokens applied in this process are
+recorded, so a copy made before or after the first application is refused
+too. A transform that applies itself inside its own expansion is a second
+application; only ``super().expand()`` (the same node of the graph) is not.
+A failed expansion (e.g. a windowed input refused) releases nothing and
+frees the token again.
+
+Several release transforms may share one ``BudgetAccountant`` (``accountant=``):
+each spends its budget from it when it is built, so a pipeline whose parts sum
+past the total fails before anything runs (``BudgetExceededError``).
+
+A seeded transform logs one WARNING on the ``beam_dpsu`` logger when it is
+built. The building blocks a seeded release builds inside itself carry that
+same seed and stay quiet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import itertools
+import logging
+import uuid
+
+import apache_beam as beam
+
+from beam_dpsu.core.budgets import BudgetAccountant
+
+__all__ = ["AppliedTwiceError", "ReleaseTransform", "SEEDED_WARNING", "seed_announced",
+           "spend_from", "warn_if_seeded"]
+
+LOG = logging.getLogger("beam_dpsu")
+
+SEEDED_WARNING = "seeded: for tests only, not private"
+
+# The release transforms being expanded right now, innermost last.
+_EXPANDING: contextvars.ContextVar[tuple] = contextvars.ContextVar(
+    "beam_dpsu_expanding_releases", default=())
+# True while a seeded transform builds its parts (their seed is its seed).
+_SEED_ANNOUNCED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "beam_dpsu_seed_announced", default=False)
+
+
+_PIPELINE_NUMBERS = itertools.count(1)
+
+# Release token → (full label, pipeline number) of its one application in this
+# process. Copies share their original's token (see ``ReleaseTransform.__new__``).
+_APPLIED: dict[str, tuple[str, int]] = {}
+
+
+def _pipeline_number(pipeline) -> int:
+    """A number naming ``pipeline`` for this process (``id()`` may be reused once it is gone)."""
+    number = getattr(pipeline, "_beam_dpsu_number", None)
+    if number is None:
+        number = next(_PIPELINE_NUMBERS)
+        try:
+            pipeline._beam_dpsu_number = number
+        except AttributeError:  # not a Pipeline (no input pipeline known)
+            pass
+    return number
+
+
+class AppliedTwiceError(RuntimeError):
+    """A release transform object was applied a second time (two releases, one budget)."""
+
+
+@contextlib.contextmanager
+def _one_application(transform, pvalueish):
+    """Claims ``transform`` for this application while it expands; frees it on failure."""
+    expanding = _EXPANDING.get()
+    pipeline = getattr(pvalueish, "pipeline", None)
+    current = getattr(pipeline, "_current_transform", None)
+    label = current().full_label if current is not None else transform.label
+    release = transform._release_token
+    if any(t is transform and _APPLIED.get(release, (None,))[0] == label for t in expanding):
+        yield  # a subclass's super().expand(): the same node, the same application
+        return
+    transform._refuse_second_application(pipeline, label)
+    _APPLIED[release] = (label, _pipeline_number(pipeline))
+    token = _EXPANDING.set(expanding + (transform,))
+    try:
+        with seed_announced():
+            yield
+    except BaseException:
+        _APPLIED.pop(release, None)  # nothing was released: the budget is free again
+        raise
+    finally:
+        _EXPANDING.reset(token)
+
+
+def _expand_once(expand):
+    """Wraps a release transform's ``expand``: claims the object, then expands it.
+
+    (The wrapper refers to module-level names only, so a subclass defined in
+    ``__main__``, which Beam pickles by value, still pickles.)
+    """
+
+    @functools.wraps(expand)
+    def expand_once(self, pvalueish):
+        with _one_application(self, pvalueish):
+            return expand(self, pvalueish)
+
+    return expand_once
+
+
+class ReleaseTransform(beam.PTransform):
+    """A PTransform that spends a whole budget: it may be applied once (see module doc).
+
+    Subclasses define ``expand`` as usual; it is wrapped so that a second
+    application raises ``AppliedTwiceError`` before anything is added.
+    """
+
+    _release_token: str
+
+    def __new__(cls, *args, **kwargs):
+        # A token per object, made before ``__init__`` (subclasses need not call
+        # anything). Copies and pickles restore their original's ``__dict__``,
+        # token included: they are the same budget.
+        instance = super().__new__(cls)
+        instance._release_token = uuid.uuid4().hex
+        return instance
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "expand" in cls.__dict__:
+            cls.expand = _expand_once(cls.__dict__["expand"])
+
+    def _refuse_second_application(self, pipeline, label: str) -> None:
+        if self._release_token not in _APPLIED:
+            return
+        first, number = _APPLIED[self._release_token]
+        name = type(self).__name__
+        where = "this pipeline" if number == _pipeline_number(pipeline) else "another pipeline"
+        raise AppliedTwiceError(
+            f"{name} is already applied as {first!r} in {where}: one {name} object is one "
+            f"budget, and applying it again (as {label!r}) would make two releases, each "
+            f"spending that whole budget. Reuse the output of its one application; for a "
+            f"second release build a second {name} with its own budget (split a total with "
+            f"a BudgetAccountant and pass accountant= to each).")
+
+
+def spend_from(accountant, budget, what: str) -> None:
+    """Spends ``budget`` from ``accountant`` (if any) for ``what``; raises if it does not fit."""
+    if accountant is None:
+        return
+    if not isinstance(accountant, BudgetAccountant):
+        raise TypeError(f"accountant must be a BudgetAccountant, got {type(accountant).__name__}")
+    accountant.spend(budget, what=what)
+
+
+@contextlib.contextmanager
+def seed_announced():
+    """Inside: building blocks stay quiet about their seed (their builder announced it)."""
+    token = _SEED_ANNOUNCED.set(True)
+    try:
+        yield
+    finally:
+        _SEED_ANNOUNCED.reset(token)
+
+
+def warn_if_seeded(seed, what: str) -> None:
+    """Logs one WARNING that ``what`` is seeded, unless built inside a transform that
+    announced its seed already (``seed_announced``; every release's expansion)."""
+    if seed is not None and not _SEED_ANNOUNCED.get():
+        LOG.warning(f"{what} {SEEDED_WARNING} (seed {seed} fixes its noise and sampling; "
+                    f"never publish what it releases)")

@@ -1,0 +1,498 @@
+"""Sequential policy histograms as a stateful Beam DoFn (dpsu Algorithm 2; gw §3).
+
+A policy histogram visits users one at a time, each update depending on the
+histogram so far. The visiting order must be the same for the users common
+to neighbouring datasets, so it is the order of a keyed hash of the user id
+(HMAC-SHA256, a fresh random key per run), never arrival order or the id.
+An element of ``privacy_unit="element"`` input has no id to hash: unseeded,
+it gets 32 fresh random bytes in place of the keyed hash, as independent
+of the data as the HMAC of a random id.
+
+The pipeline: first each worker packs the users of its bundle into one
+compact block per shard (``UserBlockBuilder``: the users' order keys, and
+their items as small ids into the block's own list of distinct items), a
+shard being another part of the keyed hash (elements of ``privacy_unit="element"``
+input are checked and sampled in the same step, ``_ElementBlocksFn``); then,
+past a ``Reshuffle`` that ends the stage, a stateful DoFn per shard
+buffers the blocks in bag state and, when the window closes (the end of a
+batch input), sorts all its users by keyed hash and applies the policy in
+that order (``shard_policy_histogram``); finally the shard histograms are
+summed per item. The output has one (item, weight) per item of any user's
+list, weight 0 included (GW), and every one of them is noised: see
+``beam_dpsu.core.policies`` for why. Only the visiting order matters to the
+histogram, so how users fall into bundles and blocks changes nothing but
+the time (the same shard weights bit for bit; with P ≥ 3 shards their sum
+per item may differ in the last bit with the order the runner adds them).
+
+Shards. With ``shards=P`` the users are split over P keys, one ordered policy
+per shard. An extra user lands in exactly one shard, so only that shard's
+histogram changes, by at most 1 in the policy's norm: the sum keeps
+sensitivity 1 (``tests/test_sequential_policies.py`` checks it). P = 1 is
+the papers' algorithm; P > 1 lets the runner work on P shards in parallel.
+
+Memory. A shard holds its users in state as blocks: 20 bytes per user (its
+16-byte order key and its length) and 4 bytes per listed item, plus each
+block's distinct items, about Σ_users (20 + 4·|list|) bytes + Σ_blocks
+Σ_distinct (len(item) + 5) bytes: e.g. ~21 MB for the 50,000 IMDb reviews at
+Δ0 = 100, all on one worker when P = 1. When the window closes the shard
+decodes them (8 more bytes per listed item) and builds one dict over its
+distinct items (~100 bytes each). Raise P when a shard would not fit a
+worker. A worker packing blocks holds at most ``USER_BLOCK_ITEMS`` listed
+items (~8 bytes each, plus the blocks' distinct items) before it sends them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import pickle
+import secrets
+import typing
+from typing import Hashable, Iterable, Mapping, Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.coders import BytesCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
+
+from beam_dpsu.beam.bounding import UserSampler, distinct_element_id, element_distinct_items
+from beam_dpsu.beam.histograms import merge_histograms, split_by_shard
+from beam_dpsu.core.hashing import canonical_bytes, check_seed, random_id128, stable_hash64
+from beam_dpsu.beam.release_guard import warn_if_seeded
+from beam_dpsu.core.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
+    policy_weights
+from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.core.thresholds import check_max_items
+from beam_dpsu.beam.windowing import in_global_window, require_global_window
+
+__all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
+           "USER_BLOCK_ITEMS", "UserBlockBuilder", "shard_policy_histogram",
+           "SequentialPolicyHistogram", "OrderItemsForGW"]
+
+# The most listed items (plus one per user) a worker packs into blocks before
+# it sends them on: ~8 bytes each, plus the blocks' distinct items.
+USER_BLOCK_ITEMS = 1 << 20
+
+
+def run_order_key(seed: int | None = None) -> bytes:
+    """The secret key of one run's user order: fresh OS randomness, or derived
+    from the seed in seeded (test-only) runs."""
+    if seed is None:
+        return secrets.token_bytes(32)
+    return hashlib.sha256(b"beam_dpsu/order/%d" % seed).digest()
+
+
+def _mac(user_id, key: bytes) -> bytes:
+    return hmac.new(key, canonical_bytes(user_id), hashlib.sha256).digest()
+
+
+class _KeyedMac:
+    """``_mac`` under one key, for many users: the keyed state is made once and copied
+    per user (the same bytes; ~1 µs a user instead of ~5 for a fresh HMAC)."""
+
+    def __init__(self, key: bytes):
+        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
+
+    def __call__(self, user_id) -> bytes:
+        mac = self._keyed.copy()
+        mac.update(canonical_bytes(user_id))
+        return mac.digest()
+
+
+def user_order_key(user_id, key: bytes) -> bytes:
+    """The user's position in the visiting order: HMAC-SHA256 of its id (16 bytes)."""
+    return _mac(user_id, key)[:16]
+
+
+def shard_of(user_id, shards: int, key: bytes) -> int:
+    """The shard of a user, from bytes of the keyed hash not used for the order."""
+    return _shard_of_mac(_mac(user_id, key), shards)
+
+
+def _shard_of_mac(mac: bytes, shards: int) -> int:
+    return int.from_bytes(mac[16:24], "big") % shards
+
+
+def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], update,
+                             cutoff: float, shards: int, key: bytes) -> dict:
+    """Pure reference of what the Beam transform computes (used by the tests).
+
+    Users are split into shards, visited in keyed-hash order within each
+    shard, and the shard histograms are summed.
+    """
+    by_shard: dict = {}
+    for user_id, items in named_users:
+        by_shard.setdefault(shard_of(user_id, shards, key), []).append(
+            (user_order_key(user_id, key), list(items)))
+    total: dict = {}
+    for users in by_shard.values():
+        hist: dict = {}
+        for _, items in sorted(users, key=lambda u: u[0]):
+            apply_policy(hist, items, update, cutoff)
+        for item, w in hist.items():
+            total[item] = total.get(item, 0.0) + w
+    return total
+
+
+class UserBlockBuilder:
+    """Users of one shard packed into one compact block: ``add`` them, then ``encode``.
+
+    A block holds the users' 16-byte order keys, its distinct items (each
+    stored once), and each user's list as int32 ids into them, in the list's
+    order. Ids are given with one C-level dict lookup per listed item
+    (``policies.ItemIds``). Users with an empty list hold nothing and are
+    not added.
+    """
+
+    def __init__(self):
+        self._order_keys: list = []
+        self._ids = ItemIds()
+        self._listed: list = []  # the users' item ids, one list after another
+        self._lengths: list = []
+
+    def add(self, order_key: bytes, items: Iterable) -> None:
+        """One user: its order key (``user_order_key``) and its list."""
+        if len(order_key) != 16:
+            raise ValueError(f"an order key has 16 bytes, got {len(order_key)}")
+        ids = self._ids.ids(items)
+        self._order_keys.append(order_key)
+        self._listed.extend(ids)
+        self._lengths.append(len(ids))
+
+    def encode(self) -> bytes:
+        return pickle.dumps((b"".join(self._order_keys), self._ids.items(),
+                             np.array(self._listed, dtype=np.int32),
+                             np.array(self._lengths, dtype=np.int32)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> dict:
+    """A shard's policy histogram from its encoded blocks, in any number and order.
+
+    First every block's items get ids in one shard-wide list (a dict lookup
+    per distinct item of a block, then a numpy take per block), then the
+    users are sorted by order key (a lexicographic sort of the 16 bytes as
+    two big-endian 64-bit words), finally ``policy_weights`` visits them in
+    that order. Equal order keys (one user id in two records, against the
+    input's contract, or equal elements of a seeded run) are visited in the
+    order of their lists' bytes, so even then the result does not depend on
+    how users fell into blocks (unlike ``sharded_policy_histogram``, which
+    visits equal keys in input order).
+    """
+    ids = ItemIds()
+    order_keys, listed_parts, length_parts = [], [], []
+    for block in blocks:
+        block_keys, block_items, block_listed, block_lengths = pickle.loads(block)
+        to_shard_ids = _as_ids(ids.ids(block_items), len(ids))
+        order_keys.append(block_keys)
+        listed_parts.append(to_shard_ids[block_listed])
+        length_parts.append(block_lengths)
+    if not len(ids):
+        return {}
+    items = ids.items()
+    listed = np.concatenate(listed_parts)
+    lengths = np.concatenate(length_parts).astype(np.intp)
+    starts = np.cumsum(lengths) - lengths
+    words = np.frombuffer(b"".join(order_keys), dtype=">u8").reshape(-1, 2)
+    order = np.lexsort((words[:, 1], words[:, 0]))
+    ties = np.flatnonzero((words[order[1:]] == words[order[:-1]]).all(axis=1))
+    if ties.size:
+        order = _order_ties(order, ties, words, listed, starts, lengths, items)
+    weights = policy_weights(
+        (listed[start:start + length]
+         for start, length in zip(starts[order].tolist(), lengths[order].tolist())),
+        len(items), update, cutoff)
+    return dict(zip(items, weights.tolist()))
+
+
+def _as_ids(ids: list, num_items: int) -> np.ndarray:
+    # 4 bytes per listed item, unless the shard has 2^31 distinct items or more.
+    return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
+
+
+def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarray:
+    """``order`` with each run of equal order keys sorted by the users' lists."""
+    order = order.copy()
+
+    def content(user):
+        start = starts[user]
+        return tuple(map(canonical_bytes, map(items.__getitem__,
+                                         listed[start:start + lengths[user]].tolist())))
+
+    run_starts = ties[np.r_[True, np.diff(ties) > 1]]
+    for first in run_starts.tolist():
+        last = first + 1
+        while last + 1 < len(order) and (words[order[last + 1]] == words[order[first]]).all():
+            last += 1
+        order[first:last + 1] = sorted(order[first:last + 1].tolist(), key=content)
+    return order
+
+
+class _UserBlocksFn(beam.DoFn):
+    """(user_id, items) → (shard, encoded block of that shard's users in this bundle).
+
+    The keyed hash is computed once per user: its first 16 bytes are the
+    user's order key, the next 8 its shard. Blocks are sent when the bundle
+    ends, or sooner once ``max_items`` listed items are held.
+    """
+
+    def __init__(self, shards: int, order_key: bytes, max_items: int | None = None):
+        self._shards = shards
+        self._key = order_key
+        self._max_items = USER_BLOCK_ITEMS if max_items is None else max_items
+        self._blocks: dict = {}
+        self._held = 0
+        self._mac = None
+
+    def setup(self):
+        self._mac = _KeyedMac(self._key)
+
+    def start_bundle(self):
+        self._blocks, self._held = {}, 0
+
+    def process(self, record):
+        user_id, items = record
+        if not isinstance(items, (list, tuple, set, frozenset)):
+            items = list(items)  # its length is needed too
+        if not items:  # a user holding nothing contributes nothing
+            return
+        if self._add(self._mac(user_id), items):
+            yield from self._flush()
+
+    def _add(self, mac: bytes, items) -> bool:
+        """Adds one user by its keyed hash (order key, then shard); True when full."""
+        shard = _shard_of_mac(mac, self._shards)
+        block = self._blocks.get(shard)
+        if block is None:
+            block = self._blocks[shard] = UserBlockBuilder()
+        block.add(mac[:16], items)
+        self._held += len(items) + 1
+        return self._held >= self._max_items
+
+    def finish_bundle(self):
+        yield from self._flush()
+
+    def _flush(self) -> list:
+        # Global window only (the transform refuses others): one window and
+        # timestamp for every block, whenever it was sent.
+        blocks, self._blocks, self._held = self._blocks, {}, 0
+        return [in_global_window((shard, block.encode())) for shard, block in blocks.items()]
+
+
+@draws_randomness
+class _ElementBlocksFn(_UserBlocksFn):
+    """Elements of ``privacy_unit="element"`` input → blocks, as ``_UserBlocksFn`` makes
+    them from the records of ``ItemCountsPerUser`` followed by ``SampleEachUser``.
+
+    Each element is checked and deduplicated (``element_distinct_items``),
+    sampled to Δ0 and packed in one step. Unseeded, it gets 32 fresh random
+    bytes in place of its keyed hash: the HMAC of a random element id would
+    be no more random, and each person's order key and shard are still
+    independent of the data. Seeded (tests only), its id is ``distinct_element_id``'s
+    and its sample and keyed hash are that id's, so the blocks hold what the
+    two steps would give.
+    """
+
+    def __init__(self, shards: int, order_key: bytes, max_items_per_user: int,
+                 seed: int | None, max_items: int | None = None):
+        super().__init__(shards, order_key, max_items)
+        self._sample = UserSampler(max_items_per_user, seed, "")
+
+    def setup(self):
+        super().setup()
+        self._sample.setup()
+
+    def process(self, element):
+        items = element_distinct_items(element)
+        if not items:  # a person holding nothing contributes nothing
+            return
+        sample = self._sample
+        if sample.seed is None:
+            mac = random_id128().to_bytes(16, "big") + random_id128().to_bytes(16, "big")
+            if len(items) > sample.max_items:  # within Δ0 the sample is every item
+                items = sample(None, items)
+        else:
+            id_ = distinct_element_id(items, sample.seed)
+            items = sample(id_, items)
+            mac = self._mac(id_)
+        if self._add(mac, items):
+            yield from self._flush()
+
+
+class _PolicyHistogramFn(beam.DoFn):
+    """Buffers a shard's blocks of users; when the window closes applies the policy in order."""
+
+    BLOCKS = BagStateSpec("blocks", BytesCoder())
+    WINDOW_END = TimerSpec("window_end", TimeDomain.WATERMARK)
+
+    def __init__(self, update, cutoff: float, item_shards: int | None):
+        self._update = update
+        self._cutoff = cutoff
+        self._item_shards = item_shards
+
+    def process(self, element, window=beam.DoFn.WindowParam,
+                blocks=beam.DoFn.StateParam(BLOCKS),
+                window_end=beam.DoFn.TimerParam(WINDOW_END)):
+        blocks.add(element[1])
+        window_end.set(window.max_timestamp())
+
+    @on_timer(WINDOW_END)
+    def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS)):
+        histogram = shard_policy_histogram(blocks.read(), self._update, self._cutoff)
+        blocks.clear()
+        if self._item_shards is None:
+            yield from histogram.items()
+        else:
+            yield from split_by_shard(histogram, self._item_shards).items()
+
+
+class SequentialPolicyHistogram(beam.PTransform):
+    """(user_id, items in the user's priority order) → (item, weight).
+
+    Its input must be one bounded record per user (e.g. the output of
+    ``SampleItemsPerUser``): each record is visited as one user.
+
+    Args:
+      update: the policy, e.g. ``policies.l2_descent``.
+      cutoff: Γ.
+      order_key: the run's secret key for the user order and shards.
+      shards: P ≥ 1 (see the module docstring).
+      item_shards: None (default) for (item, weight) pairs; else the histogram
+        comes as (shard, {item: weight}) dicts, one per ``shard_of_item`` shard
+        of this many that holds items, for ``NoisyThreshold.per_shard`` (one
+        element per shard instead of one per item).
+      sample_elements: None (default), or Δ0: the input is then the elements
+        of ``privacy_unit="element"`` input, each one person's record, checked,
+        deduplicated and sampled to Δ0 here (``_ElementBlocksFn``) instead of
+        by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
+      seed: only with ``sample_elements``: a test-only seed for the elements'
+        ids and samples (None, the default, draws from the OS).
+    """
+
+    def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1,
+                 item_shards: int | None = None, sample_elements: int | None = None,
+                 seed: int | None = None):
+        super().__init__()
+        _check_count("shards", shards)
+        if item_shards is not None:
+            _check_count("item_shards", item_shards)
+        seed = check_seed(seed)
+        warn_if_seeded(seed, "SequentialPolicyHistogram")
+        if sample_elements is None:
+            if seed is not None:  # records come sampled: nothing here would use it
+                raise ValueError("SequentialPolicyHistogram takes a seed only with "
+                                 "sample_elements (it seeds the elements' ids and samples)")
+            self._pack = _UserBlocksFn(shards, order_key)
+        else:
+            self._pack = _ElementBlocksFn(
+                shards, order_key, check_max_items(sample_elements, "sample_elements"), seed)
+        self._update = update
+        self._cutoff = cutoff
+        self._item_shards = item_shards
+
+    def expand(self, user_items):
+        # The timer fires at the end of the window: in any window but the
+        # global one, each window would be its own policy over its own users.
+        require_global_window(user_items, "SequentialPolicyHistogram")
+        shard_histograms = (
+            user_items
+            | "PackUserBlocks" >> beam.ParDo(self._pack).with_output_types(
+                typing.Tuple[int, bytes])
+            # A stage boundary (a few blocks per bundle move): fused with the
+            # packing, two of these transforms on one input lost one's
+            # end-of-window timer on the DirectRunner, and with it its output.
+            | "EndStage" >> beam.Reshuffle()
+            | "ApplyPolicyInOrder" >> beam.ParDo(
+                _PolicyHistogramFn(self._update, self._cutoff, self._item_shards)))
+        # Finally the P shard histograms are summed per item (or per item shard).
+        if self._item_shards is None:
+            return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
+        return (shard_histograms
+                | "GroupItemShards" >> beam.GroupByKey()
+                | "SumPerItemShard" >> beam.Map(merge_histograms))
+
+
+def _check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+class OrderItemsForGW(beam.PTransform):
+    """(user_id, {item: count}) → (user_id, the user's top-Δ0 items in GW priority order).
+
+    Most frequent first, by the user's own counts (GW) or by public counts
+    (GW-KT: a mapping, or a PCollection of (item, count) read as a dict side
+    input); ties broken by a keyed hash of the item (gw Algorithm 2, line 8);
+    only the first Δ0 are kept (``policies.gw_item_order``). Every item of
+    these lists becomes a noised key of the policy histogram, weight 0
+    included (the proof in ``beam_dpsu.core.policies``).
+    """
+
+    def __init__(self, order_key: bytes, max_items_per_user: int, public_counts=None):
+        super().__init__()
+        self._key = order_key
+        self._max_items = check_max_items(max_items_per_user)
+        self._public = public_counts
+
+    def expand(self, user_counts):
+        order = _TopItemsFn(self._key, self._max_items)
+        if self._public is None or isinstance(self._public, Mapping):
+            return user_counts | "TopItemsByCounts" >> beam.ParDo(order, self._public)
+        # The public side input is global too, and an item listed twice (e.g. in
+        # two public files) counts once with the sum, whatever the file split.
+        require_global_window(self._public, "OrderItemsForGW (public_counts)")
+        public = (self._public
+                  | "ValidatePublicCounts" >> beam.Map(_check_public_count)
+                  | "SumPublicCounts" >> beam.CombinePerKey(sum))
+        return user_counts | "TopItemsByPublicCounts" >> beam.ParDo(
+            order, beam.pvalue.AsDict(public))
+
+
+# The most items whose tie keys a worker keeps (~150 bytes each).
+TIE_KEY_CACHE = 1 << 20
+
+
+class _TopItemsFn(beam.DoFn):
+    """(user_id, {item: count}) → (user_id, top-Δ0 list); tie keys cached per worker.
+
+    The tie key is a keyed hash of the item alone (the same in every worker
+    for one run key), so caching it changes nothing but the time: a keyed
+    BLAKE2b per (user, item) was most of GW's cost, while items repeat across
+    users (a Zipf vocabulary).
+    """
+
+    def __init__(self, order_key: bytes, max_items: int):
+        self._key = order_key
+        self._max_items = max_items
+        self._ties: dict = {}
+
+    def setup(self):
+        self._ties = {}
+
+    def _tie_key(self, item) -> int:
+        # Only plain str/bytes are cached: for them equality is identity of
+        # the canonical bytes, while 1, 1.0 and True are one dict key with
+        # three tie keys (a user's list would depend on who came first).
+        if type(item) is not str and type(item) is not bytes:
+            return stable_hash64(item, key=self._key)
+        tie = self._ties.get(item)
+        if tie is None:
+            if len(self._ties) >= TIE_KEY_CACHE:
+                self._ties.clear()
+            tie = self._ties[item] = stable_hash64(item, key=self._key)
+        return tie
+
+    def process(self, record, public=None):
+        user_id, counts = record
+        yield user_id, gw_item_order(counts, self._tie_key, self._max_items, public)
+
+
+def _check_public_count(record):
+    # Public data, but the message still names only the shape and the field.
+    if not isinstance(record, tuple) or len(record) != 2:
+        raise ValueError("public counts must be (item, count) pairs, got "
+                         f"{a_type(record)}")
+    check_public_count(record[1])
+    return record

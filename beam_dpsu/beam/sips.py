@@ -1,0 +1,216 @@
+"""DP-SIPS rounds as Beam PTransforms (dp-sips §4, Algorithm 3).
+
+The rounds are unrolled when the pipeline is built. First each user's
+records become one record of distinct items; then, for each round, the items
+released by all earlier rounds are removed from every user's set, the rest is
+re-sampled to Δ0, weighted 1/√|W|, summed, noised and thresholded with that
+round's calibration; finally the rounds' releases are flattened.
+
+Removing released items
+-----------------------
+Each round removes the previous round's release from the records the
+previous round read, so round i reads every user less all earlier releases;
+the released items are the frequent ones, so later rounds read much smaller
+records, and users left with nothing are dropped.
+``removal="side_input"`` (default) broadcasts a round's release to every
+worker as a dict side input: no extra shuffle, but every worker holds the
+released set in memory (roughly 100–200 bytes per item in Python, so
+about 1–2 GB for 10 million items). ``removal="join"`` instead keys every
+(user, item) by item, co-groups with the released items and regroups by user:
+two extra shuffles of all pairs per round, but no per-worker memory bound.
+Use the join when a round may release more than a few million items (more
+than ~10% of a worker's memory at the figures above); below that the side
+input is faster.
+
+Drawn once
+----------
+A round's release feeds both the output and the next round's removal: it is
+checkpointed (``NoisyThreshold.per_shard`` ends in a ``Reshuffle``) so that a
+runner that recomputes it cannot remove one draw and output another (DESIGN
+§4, invariant 11; ``beam_dpsu.beam.randomness``). The users' records, read by
+every round, carry no draw: unseeded ``privacy_unit="element"`` records get
+no random id with the side-input removal (nothing reads one), and with the
+join, which regroups by id, the ids are checkpointed once (one more move of
+every record; the join moves every pair twice per round).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import filterfalse
+
+import apache_beam as beam
+
+from beam_dpsu.core import policies
+from beam_dpsu.beam.bounding import ItemCountsPerUser, element_distinct_items
+from beam_dpsu.core.calibration import RoundsCalibration
+from beam_dpsu.beam.histograms import SampledWeightedHistogram
+from beam_dpsu.beam.records import UserItems
+from beam_dpsu.beam.release_guard import ReleaseTransform, seed_announced, warn_if_seeded
+from beam_dpsu.beam.noisy_threshold import NoisyThreshold
+from beam_dpsu.beam.windowing import require_global_window
+
+__all__ = ["REMOVALS", "RemoveReleasedBySideInput", "RemoveReleasedByJoin", "SIPSRounds"]
+
+REMOVALS = ("side_input", "join")
+
+
+class RemoveReleasedBySideInput(beam.PTransform):
+    """(user, items) minus the ``released`` items, broadcast as a side input."""
+
+    def __init__(self, released):
+        super().__init__()
+        self._released = released
+
+    def expand(self, user_items):
+        released = (self._released
+                    | "AsKeys" >> beam.Map(lambda item: (item, None)))
+        return user_items | "DropReleased" >> beam.FlatMap(
+            _drop_released, done=beam.pvalue.AsDict(released)).with_output_types(UserItems)
+
+
+def _distinct_items(user_id, counts) -> UserItems:
+    """A user's {item: count} as its record of distinct items (``UserItemsCoder``
+    writes these compactly between the rounds' stages)."""
+    return UserItems(user_id, tuple(counts))
+
+
+def _anonymous_record(element) -> UserItems:
+    """An unseeded element as a record without an id: nothing reads one (samples come
+    from the worker's generator; the side-input removal keeps the record whole)."""
+    return UserItems(0, tuple(element_distinct_items(element)))
+
+
+def _drop_released(record, done):
+    """(user, distinct items) minus the items in ``done``, in their order (a C-level
+    filter); a user left with nothing is dropped (it adds nothing to later rounds)."""
+    user_id, items = record
+    remaining = tuple(filterfalse(done.__contains__, items))
+    if remaining:
+        yield UserItems(user_id, remaining)
+
+
+class RemoveReleasedByJoin(beam.PTransform):
+    """(user, items) minus the ``released`` items, by a join on item (no memory bound)."""
+
+    def __init__(self, released):
+        super().__init__()
+        self._released = released
+
+    def expand(self, user_items):
+        require_global_window(user_items, "RemoveReleasedByJoin")
+        # Keyed by the user id alone (a deterministic shuffle key); equal
+        # seeded elements share an id and are split apart again after the
+        # regroup (``_records_of``).
+        by_item = user_items | "ByItem" >> beam.FlatMap(_pairs_by_item)
+        released = self._released | "ReleasedKeys" >> beam.Map(lambda item: (item, True))
+
+        def kept_pairs(joined):
+            item, groups = joined
+            if not groups["released"]:
+                for user in groups["users"]:
+                    yield user, item
+
+        return ({"users": by_item, "released": released}
+                | "JoinOnItem" >> beam.CoGroupByKey()
+                | "KeepUnreleased" >> beam.FlatMap(kept_pairs)
+                | "RegroupByUser" >> beam.GroupByKey()
+                | "AsRecords" >> beam.FlatMapTuple(_records_of).with_output_types(UserItems))
+
+
+def _pairs_by_item(record):
+    """(user, distinct items) → (item, user) per item."""
+    user_id = record[0]
+    return ((item, user_id) for item in record[1])
+
+
+def _records_of(user_id, items):
+    """A regrouped user's records: one per person behind the id.
+
+    Records are one per user id, except seeded ``privacy_unit="element"``
+    runs, where k equal elements share an id (a hash of their items): each
+    remaining item then arrives k times, and k records are rebuilt, the
+    j-th holding the items seen more than j times.
+    """
+    counts = Counter(items)
+    for j in range(max(counts.values(), default=0)):
+        yield UserItems(user_id, tuple(item for item, c in counts.items() if c > j))
+
+
+class SIPSRounds(ReleaseTransform):
+    """(user_id, item) pairs and/or (user_id, items) records → released items of every
+    round, flattened.
+
+    Args:
+      calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``).
+      max_items_per_user: Δ0, re-sampled in every round.
+      seed: test-only; round 0 draws exactly what Weighted Gaussian would, so
+        one round at ratio 1 reproduces it.
+      removal: "side_input" or "join" (see the module docstring).
+      privacy_unit: "user_id" (default) or "element" (``beam_dpsu.beam.bounding``).
+
+    After expansion, ``released_per_round`` holds each round's PCollection:
+    which round released an item is NOT a function of the released set
+    (``SelectItems`` exposes it only with ``non_private_stats=True``). Like
+    ``SelectItems``, one object is one release: a second application is
+    refused when the pipeline is built.
+    """
+
+    def __init__(self, calibration: RoundsCalibration, max_items_per_user: int,
+                 seed: int | None = None, removal: str = "side_input",
+                 hot_key_fanout: int | None = None, privacy_unit: str = "user_id"):
+        super().__init__()
+        if removal not in REMOVALS:
+            raise ValueError(f"removal must be one of {REMOVALS}, got {removal!r}")
+        self._calibration = calibration
+        self._max_items = max_items_per_user
+        self._seed = seed
+        self._removal = removal
+        self._fanout = hot_key_fanout
+        warn_if_seeded(seed, "SIPSRounds")
+        with seed_announced():
+            self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
+                                             seed=seed)
+        self._privacy_unit = privacy_unit
+        self.released_per_round: list[beam.PCollection] = []
+
+    def expand(self, elements):
+        require_global_window(elements, "SIPSRounds")
+        # First one record of distinct items per user. The records are read by
+        # every round, so they must carry no random draw (invariant 11):
+        # unseeded elements get an id only when the join regroups by it.
+        unseeded_elements = self._privacy_unit == "element" and self._seed is None
+        if unseeded_elements and self._removal == "side_input":
+            user_items = elements | "CheckElements" >> beam.Map(
+                _anonymous_record).with_output_types(UserItems)
+        else:
+            user_items = (elements
+                          | "ItemCountsPerUser" >> self._counts
+                          | "DistinctItems" >> beam.MapTuple(_distinct_items).with_output_types(
+                              UserItems))
+        if unseeded_elements and self._removal == "join":
+            # The random ids are drawn once; this moves every record once more
+            # (the join itself moves every pair twice per round).
+            user_items = user_items | "CheckpointElementIds" >> beam.Reshuffle()
+        remove = (RemoveReleasedBySideInput if self._removal == "side_input"
+                  else RemoveReleasedByJoin)
+        self.released_per_round = []
+        # Then one Weighted Gaussian selection per round on what is left: each
+        # round's users less the previous round's release, so the users less
+        # every earlier release. The most frequent items go first, so later
+        # rounds read and move much smaller records than the first.
+        remaining = user_items
+        for i, calibration in enumerate(self._calibration.rounds):
+            salt = "" if i == 0 else f"round{i}"
+            if self.released_per_round:
+                remaining = remaining | f"Round{i}/RemoveReleased" >> remove(
+                    self.released_per_round[-1])
+            released = (remaining
+                        | f"Round{i}/SampledWeightedHistogram" >> SampledWeightedHistogram(
+                            policies.weighted_gaussian_weight, self._max_items, self._seed,
+                            salt, self._fanout)
+                        | f"Round{i}/NoisyThreshold" >> NoisyThreshold.per_shard(
+                            calibration, self._seed, salt))
+            self.released_per_round.append(released)
+        # Finally the union of all rounds (disjoint by construction).
+        return self.released_per_round | "UnionOfRounds" >> beam.Flatten()

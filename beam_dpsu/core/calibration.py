@@ -1,0 +1,497 @@
+"""Noise scale and release threshold of a mechanism under a budget.
+
+``Calibration`` is what a mechanism config computes from a budget when the
+pipeline is built: which noise, its scale, the release threshold, and how δ
+was spent. ``release_mask`` is the pure noise-and-threshold step that both the
+Beam ``NoisyThreshold`` transform and the statistical tests run.
+
+Gaussian mechanisms under ``Budget(ε, δ)`` (tight accounting, DESIGN §3)
+--------------------------------------------------------------------------
+Every Gaussian set-union mechanism here (Weighted/Count/Policy Gaussian, the
+rounds of SIPS, the levels of DPNE) adds N(0, σ_r²) noise to histograms of
+ℓ2 sensitivity ≤ Δ2 on the keys both neighbours noise, and thresholds them.
+Its δ is split, when the transform is built, into δ = δ_noise + δ_thr/(1 − δ_thr):
+
+* **Noise.** The noise of all rounds/levels is calibrated as ONE Gaussian
+  mechanism: σ_total = analytic Gaussian at (ε, δ_noise) for sensitivity Δ2
+  (Balle & Wang 2018, Thm 8; dpsu Prop. 2.2), split over the rounds in
+  μ² = Δ2²/σ² by the mechanism's schedule (μ_r² = w_r·μ², Σ w_r = 1). An
+  adaptive composition of Gaussian mechanisms with μ_r is exactly the
+  Gaussian mechanism with μ² = Σ μ_r² (μ-GDP; Dong, Roth & Su 2022,
+  Cor. 3.3), and μ-GDP is (ε, δ_G(μ, ε))-DP for every ε with δ_G the analytic
+  Gaussian's δ (ibid. Cor. 2.13) — so the noise alone is (ε, δ_noise)-DP.
+* **Thresholds.** Let D′ = D ∪ {x}. In round r the keys noised under D′
+  but not under D, keys(H_r(D′)) ∖ keys(H_r(D)), hold weight from x alone
+  (≤ Δ0 of them, DESIGN §4 inv. 8): x's "own keys" of that round. Let Ã be
+  D′'s run in which own keys are never released, and E the event that
+  M(D′) releases no own key in any round; M(D′) = Ã on E. Given Ã's whole
+  run, the own keys' noise is independent of it and each round's threshold
+  bounds their release chance by δ_r (the lone-user bound, dpsu Thm 5.1 /
+  dp-sips App. A; δ_r = 0 for DPNE levels k ≥ 2, which noise all of V_k), so
+  P[E | Ã] ≥ 1 − Σ_r δ_r = 1 − δ_thr (union bound).
+  (Ã, M(D)) is the adaptive composition, round by round, of Gaussian
+  mechanisms of ℓ2 sensitivity ≤ Δ2 on keys(H_r(D)) (other users' sampling
+  is the same mixture on both sides, x's a mixture on one side: convexity
+  keeps each round μ_r-GDP), hence μ-GDP: its hockey-stick divergence at
+  e^ε is ≤ δ_G(μ, ε) = δ_noise both ways. For every set S of outputs:
+  P[M(D′) ∈ S] ≤ P[Ã ∈ S] + P[not E] ≤ e^ε P[M(D) ∈ S] + δ_noise + δ_thr; and
+  P[M(D′) ∈ S] ≥ P[Ã ∈ S, E] ≥ (1 − δ_thr)·P[Ã ∈ S], so
+  P[M(D) ∈ S] − e^ε P[M(D′) ∈ S]
+  ≤ [P[M(D) ∈ S] − e^ε P[Ã ∈ S]] + δ_thr·e^ε P[Ã ∈ S] ≤ δ_noise + δ_thr/(1 − δ_thr)
+  (where the left side is ≥ 0, e^ε(1 − δ_thr)P[Ã ∈ S] ≤ P[M(D) ∈ S] ≤ 1).
+  Both directions: (ε, δ_noise + δ_thr/(1 − δ_thr))-DP ≤ (ε, δ)-DP. The
+  thresholds' bad events are the only non-Gaussian part; the factor
+  1/(1 − δ_thr) (a relative δ_thr, ~1e-5) is the price of the add direction.
+* **The split** is a data-independent choice (``split_delta``): it minimises
+  the release threshold (the weight an item needs to be released with
+  probability ½; for SIPS that of the last, largest round; for DPNE that of
+  level 1) by a bounded 1-D search on logit(δ_thr/δ).
+
+Under ``ZCDPBudget(ρ, δ)`` nothing changes: σ = Δ2/√(2ρ) and δ_thr = δ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import numpy as np
+from scipy import optimize
+
+from beam_dpsu.core import budgets
+
+from beam_dpsu.core import thresholds
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+
+__all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration", "DeltaSplit",
+           "split_delta", "threshold_delta_cost", "gaussian_dp_equivalents",
+           "laplace_calibration", "gaussian_calibration", "noise", "release_mask"]
+
+LAPLACE = "laplace"
+GAUSSIAN = "gaussian"
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The privacy parameters a mechanism runs with, fixed at construction.
+
+    Attributes:
+      noise: "laplace" or "gaussian".
+      noise_scale: λ (Laplace scale) or σ (Gaussian standard deviation).
+      release_threshold: ρ; an item is released iff weight + noise > ρ.
+      threshold_delta: the part of δ that bounds the chance of releasing an
+        item only the extra user holds (the rest, if any, went to σ).
+      sensitivity_norm: 1 or 2, the norm in which one user moves the histogram
+        by at most ``sensitivity``.
+      sensitivity: the histogram's ℓ_p sensitivity the noise was calibrated to.
+      budget: the budget this calibration spends.
+      source: where the formulas come from (paper and section).
+      cutoff: Γ of a sequential policy (None for the parallel mechanisms).
+      delta_noise: Gaussian under ``Budget(ε, δ)``: the δ the analytic Gaussian
+        σ was calibrated to (δ = delta_noise + threshold_delta/(1 −
+        threshold_delta), chosen by ``split_delta``); None otherwise.
+    """
+
+    noise: str
+    noise_scale: float
+    release_threshold: float
+    threshold_delta: float
+    sensitivity_norm: int
+    sensitivity: float
+    budget: Budget | ZCDPBudget
+    source: str
+    cutoff: float | None = None
+    delta_noise: float | None = None
+
+    def __post_init__(self):
+        if self.noise not in (LAPLACE, GAUSSIAN):
+            raise ValueError(f"noise must be 'laplace' or 'gaussian', got {self.noise!r}")
+        if not (math.isfinite(self.noise_scale) and self.noise_scale > 0):
+            raise ValueError(f"noise_scale must be finite and > 0, got {self.noise_scale!r}")
+        if not math.isfinite(self.release_threshold):
+            raise ValueError(f"release_threshold must be finite, got {self.release_threshold!r}")
+
+    @property
+    def gaussian_mu(self) -> float | None:
+        """μ = Δ2/σ of the Gaussian noise (μ-GDP, Dong, Roth & Su 2022), None for Laplace."""
+        return self.sensitivity / self.noise_scale if self.noise == GAUSSIAN else None
+
+    def to_dict(self) -> dict:
+        return {
+            "budget": self.budget.to_dict(),
+            "noise": self.noise,
+            "noise_scale": self.noise_scale,
+            "release_threshold": self.release_threshold,
+            "threshold_delta": self.threshold_delta,
+            **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
+            "sensitivity_norm": self.sensitivity_norm,
+            "sensitivity": self.sensitivity,
+            "source": self.source,
+            **({} if self.cutoff is None else {"cutoff": self.cutoff}),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundsCalibration:
+    """The calibration of a mechanism made of several selections (e.g. SIPS rounds).
+
+    Attributes:
+      rounds: one ``Calibration`` per round, in order; their budgets compose
+        to ``zcdp_budget`` (dp-sips Lemma 6).
+      budget: the budget the caller gave.
+      zcdp_budget: the δ-approximate ρ-zCDP budget split over rounds: the
+        caller's, or under ``Budget(ε, δ)`` ρ = 1/(2σ_total²) of the composed
+        Gaussian (the equivalent ρ) with δ = the rounds' threshold δ.
+      source: where the formulas come from.
+      delta_noise: under ``Budget(ε, δ)``, the δ of the one analytic Gaussian
+        all rounds' noise was calibrated to (see the module docstring); None
+        under ``ZCDPBudget``.
+    """
+
+    rounds: tuple
+    budget: Budget | ZCDPBudget
+    zcdp_budget: ZCDPBudget
+    source: str
+    delta_noise: float | None = None
+
+    @property
+    def threshold_delta(self) -> float:
+        """Σ δ_r: the chance that some item only the extra user holds is released."""
+        return math.fsum(c.threshold_delta for c in self.rounds)
+
+    @property
+    def sigma_total(self) -> float:
+        """σ of the one Gaussian mechanism the rounds compose to: 1/σ² = Σ 1/σ_r²."""
+        return 1.0 / math.sqrt(math.fsum(c.gaussian_mu ** 2 for c in self.rounds))
+
+    @property
+    def gaussian_mu(self) -> float:
+        return 1.0 / self.sigma_total
+
+    def to_dict(self) -> dict:
+        return {
+            "budget": self.budget.to_dict(),
+            "zcdp_budget": self.zcdp_budget.to_dict(),
+            "sigma_total": self.sigma_total,
+            "threshold_delta": self.threshold_delta,
+            **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
+            "source": self.source,
+            "rounds": [
+                {"round": i, "rho": c.budget.rho, "delta": c.budget.delta,
+                 "noise": c.noise, "noise_scale": c.noise_scale,
+                 "release_threshold": c.release_threshold}
+                for i, c in enumerate(self.rounds)],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class KeepProbabilityCalibration:
+    """A selection that keeps an item held by n users with probability π(n), no noise.
+
+    The truncated-geometric partition selection (Desfontaines et al. 2022):
+    each user adds 1 to each of ≤ Δ0 items, and each item is then kept
+    independently with probability π(count) computed for (ε/Δ0, δ/Δ0).
+
+    Attributes:
+      epsilon_per_item: ε' = ε/Δ0, the ε of one item's keep decision.
+      delta_per_item: δ' = δ/Δ0, the δ of one item's keep decision.
+      crossover: n1 of Theorem 1: π grows by e^{ε'} per user up to n1 users.
+      users_kept_surely: n2 + 1: items held by this many users are always kept.
+      max_items_per_user: Δ0.
+      budget: the budget this calibration spends.
+      source: where the formulas come from.
+    """
+
+    epsilon_per_item: float
+    delta_per_item: float
+    crossover: int
+    users_kept_surely: int
+    max_items_per_user: int
+    budget: Budget
+    source: str
+
+    @property
+    def threshold_delta(self) -> float:
+        """δ: a user alone on t ≤ Δ0 items has one released w.p. 1 − (1 − δ/Δ0)^t ≤ δ."""
+        return self.budget.delta
+
+    def keep_probability(self, counts) -> np.ndarray:
+        """π(count) for each count (vectorised)."""
+        return thresholds.truncated_geometric_keep_probability(
+            np.rint(np.asarray(counts, dtype=np.float64)), self.epsilon_per_item,
+            self.delta_per_item)
+
+    def keep_mask(self, counts, rng: np.random.Generator) -> np.ndarray:
+        """Which items are kept: U < π(count) with U uniform on [0, 1)."""
+        pi = self.keep_probability(counts)
+        return rng.random(pi.shape) < pi
+
+    def to_dict(self) -> dict:
+        return {
+            "budget": self.budget.to_dict(),
+            "selection": "keep each item with probability pi(users holding it)",
+            "epsilon_per_item": self.epsilon_per_item,
+            "delta_per_item": self.delta_per_item,
+            "crossover": self.crossover,
+            "users_kept_surely": self.users_kept_surely,
+            "sensitivity_norm": 0,  # ℓ0: a user changes ≤ Δ0 counts, each by 1
+            "sensitivity": self.max_items_per_user,
+            "source": self.source,
+        }
+
+
+def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
+    """ε of the Laplace step: ε itself, or √(2ρ) under zCDP.
+
+    Pure ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4), so
+    Laplace noise calibrated to ε = √(2ρ) is ρ-zCDP on the event that no
+    item of the extra user alone crosses the threshold (probability ≥ 1 − δ):
+    δ-approximate ρ-zCDP as in dp-sips Definition 5.
+    """
+    if isinstance(budget, Budget):
+        return budget.epsilon
+    if isinstance(budget, ZCDPBudget):
+        return math.sqrt(2.0 * budget.rho)
+    raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+
+
+def _finite_noise_scale(scale: float, name: str, budget) -> float:
+    """``scale`` if it is a positive finite float, else an error naming the budget parameter."""
+    if math.isfinite(scale) and scale > 0:
+        return scale
+    param, value = (("epsilon", budget.epsilon) if isinstance(budget, Budget)
+                    else ("rho", budget.rho))
+    direction = "small" if scale > 0 else "large"
+    raise ValueError(
+        f"{param} = {value:g} is too {direction}: the noise scale {name} = {scale:g} is not a "
+        f"positive finite float")
+
+
+def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
+                        threshold_fn, source: str) -> Calibration:
+    """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
+    budgets.require_delta(budget, source)
+    lam = _finite_noise_scale(l1_sensitivity / _laplace_epsilon(budget), "lambda", budget)
+    return Calibration(
+        noise=LAPLACE, noise_scale=lam,
+        release_threshold=threshold_fn(lam, budget.delta, max_items_per_user),
+        threshold_delta=budget.delta, sensitivity_norm=1, sensitivity=l1_sensitivity,
+        budget=budget, source=source)
+
+
+def threshold_delta_cost(threshold_delta: float) -> float:
+    """The δ the thresholds cost end to end: δ_thr/(1 − δ_thr) (module docstring).
+
+    The remove direction costs δ_thr; the add direction δ_thr·e^ε·P[Ã ∈ S]
+    ≤ δ_thr/(1 − δ_thr), which is what both are charged.
+    """
+    return threshold_delta / (1.0 - threshold_delta)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaSplit:
+    """How ``split_delta`` divided δ: δ_noise + δ_thr/(1 − δ_thr) ≤ δ.
+
+    Attributes:
+      delta_noise: δ of the analytic Gaussian σ_total.
+      threshold_delta: δ_thr, the thresholds' total bad-event probability.
+      sigma_total: the analytic Gaussian σ at (ε, delta_noise) for the ℓ2 sensitivity.
+      objective: the objective's value (the release threshold it minimised).
+    """
+
+    delta_noise: float
+    threshold_delta: float
+    sigma_total: float
+    objective: float
+
+
+# The search variable is t = logit(δ_thr/δ): a coarse grid over [−T, T]
+# locates the basin, then a bounded Brent search refines it. |t| ≤ 16 keeps
+# either share ≥ 1.1e-7·δ, far beyond any useful optimum (it sits near 0).
+_SPLIT_LOGIT_BOUND = 16.0
+_SPLIT_GRID = 17
+
+
+def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, objective):
+    """(δ_noise, δ_thr, σ_total, objective) at t = logit(δ_thr/δ), or None if infeasible."""
+    share = 0.5 * (1.0 + math.tanh(0.5 * t))  # = 1/(1 + e^{−t}), overflow-free
+    threshold_delta = delta * share
+    delta_noise = delta - threshold_delta_cost(threshold_delta)
+    if not (0.0 < threshold_delta < 1.0 and delta_noise > 0.0):
+        return None
+    # The sum must hold exactly, not only in floating point (review finding: the
+    # float check let it exceed δ by ~1e-16·δ).
+    # δ_noise is δ − cost in exact arithmetic, rounded down to a float.
+    room = Fraction(delta) - Fraction(threshold_delta) / (1 - Fraction(threshold_delta))
+    delta_noise = float(room)
+    if Fraction(delta_noise) > room:
+        delta_noise = math.nextafter(delta_noise, 0.0)
+    # ... and the float sum must not round above δ either: step down by δ's ulp,
+    # doubling (δ_noise's own ulp may be far smaller; never one ulp at a time).
+    step = math.ulp(delta)
+    while delta_noise > 0.0 and delta_noise + threshold_delta_cost(threshold_delta) > delta:
+        delta_noise -= step
+        step *= 2.0
+    if not delta_noise > 0.0:
+        return None
+    try:
+        sigma = budgets.analytic_gaussian_sigma(epsilon, delta_noise, l2_sensitivity)
+        value = float(objective(sigma, threshold_delta))
+    except (ValueError, ArithmeticError, RuntimeError):
+        return None
+    if not math.isfinite(value):
+        return None
+    return DeltaSplit(delta_noise, threshold_delta, sigma, value)
+
+
+def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0
+                ) -> DeltaSplit:
+    """The δ split between one Gaussian σ and the thresholds that minimises ``objective``.
+
+    ``objective(σ_total, δ_thr)`` is the release threshold the split yields,
+    in units of item weight: the weight an item needs to be released with
+    probability ½ (single-round mechanisms: ρ; SIPS: the last round's ρ;
+    DPNE: level 1's ρ_1). Lower is better for every item, so it is the
+    objective. δ_noise = δ − δ_thr/(1 − δ_thr) (module docstring).
+
+    A data-independent, deterministic choice made when the transform is
+    built: a grid of ``_SPLIT_GRID`` points in t = logit(δ_thr/δ) ∈ [−16, 16]
+    finds the best cell, then a bounded Brent search (scipy's
+    ``minimize_scalar``, ≤ 40 evaluations) refines it between its
+    neighbours; the best point evaluated is returned, so the result is never
+    worse than the grid's (and, the grid containing t = 0, than δ_thr = δ/2).
+    Points where σ or the threshold cannot be computed count as infeasible.
+    """
+    epsilon = float(epsilon)
+    delta = float(delta)
+    evaluated = []
+
+    def at(t: float):
+        split = _split_at(epsilon, delta, t, l2_sensitivity, objective)
+        if split is not None:
+            evaluated.append(split)
+        return split
+
+    grid = np.linspace(-_SPLIT_LOGIT_BOUND, _SPLIT_LOGIT_BOUND, _SPLIT_GRID)
+    values = [at(float(t)) for t in grid]
+    feasible = [i for i, v in enumerate(values) if v is not None]
+    if not feasible:
+        # Every split failed: the even split's own error names the problem.
+        sigma = budgets.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
+        objective(sigma, delta / 2.0)
+        raise ValueError(f"no split of delta = {delta!r} between noise and thresholds works "
+                         f"at epsilon = {epsilon!r}")
+    best = min(feasible, key=lambda i: values[i].objective)
+    lo = float(grid[max(best - 1, 0)])
+    hi = float(grid[min(best + 1, len(grid) - 1)])
+
+    # Infeasible points get a finite penalty above every feasible grid value
+    # (inf would make Brent's parabola steps nan).
+    worst = max(values[i].objective for i in feasible)
+    penalty = worst + 1.0 + abs(worst)
+
+    def f(t: float) -> float:
+        split = at(t)
+        return penalty if split is None else split.objective
+
+    with np.errstate(all="ignore"):
+        optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded",
+                                 options={"xatol": 1e-3, "maxiter": 40})
+    return min(evaluated, key=lambda s: (s.objective, -s.threshold_delta))
+
+
+def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
+                         threshold_fn, source: str) -> Calibration:
+    """Gaussian σ and threshold ``threshold_fn(σ, δ_threshold, Δ0)``.
+
+    Under ``Budget(ε, δ)``: σ is the analytic Gaussian at (ε, δ_noise) for the
+    given ℓ2 sensitivity and the threshold gets δ_thr, with
+    δ_noise + δ_thr/(1 − δ_thr) = δ split to minimise the threshold
+    (``split_delta``; the proof is in the module docstring; dpsu Theorem 5.1 /
+    B.2 used δ/2 each).
+    Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
+    ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
+    """
+    budgets.require_delta(budget, source)
+    delta_noise = None
+    if isinstance(budget, Budget):
+        split = split_delta(budget.epsilon, budget.delta,
+                            lambda s, d: threshold_fn(s, d, max_items_per_user), l2_sensitivity)
+        sigma, threshold_delta, delta_noise = (split.sigma_total, split.threshold_delta,
+                                               split.delta_noise)
+    elif isinstance(budget, ZCDPBudget):
+        sigma = _finite_noise_scale(l2_sensitivity / math.sqrt(2.0 * budget.rho), "sigma", budget)
+        threshold_delta = budget.delta
+    else:
+        raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+    return Calibration(
+        noise=GAUSSIAN, noise_scale=sigma,
+        release_threshold=threshold_fn(sigma, threshold_delta, max_items_per_user),
+        threshold_delta=threshold_delta, sensitivity_norm=2, sensitivity=l2_sensitivity,
+        budget=budget, source=source, delta_noise=delta_noise)
+
+
+# δ′ (as multiples of the budget's δ) at which the report states the exact
+# (ε′, δ′) curve of a Gaussian mechanism; those ≤ the thresholds' cost are
+# not achievable and left out.
+EQUIVALENT_DELTA_FACTORS = (0.1, 1.0, 2.0, 5.0, 10.0)
+
+
+def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
+                            factors=EQUIVALENT_DELTA_FACTORS) -> list[dict]:
+    """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
+
+    The mechanism is (ε′, δ_G(μ, ε′) + δ_thr/(1 − δ_thr))-DP for every ε′
+    (module docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
+    2022 Cor. 2.13). For each δ′ = factor·δ above the thresholds' cost we
+    solve δ_G(μ, ε′) = δ′ − δ_thr/(1 − δ_thr) for ε′ (δ_G decreases in ε′),
+    rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
+    """
+    sigma = 1.0 / mu
+    out = []
+    cost = threshold_delta_cost(threshold_delta)
+    for factor in factors:
+        delta_dp = factor * delta
+        if not cost < delta_dp < 1.0:
+            continue
+        log_target = math.log(delta_dp - cost)
+
+        def excess(eps: float) -> float:
+            # B023: called only within this iteration, so late binding is harmless.
+            return budgets._log_gaussian_delta(sigma, eps, 1.0) - log_target  # noqa: B023
+
+        def surely_met(eps: float) -> bool:
+            # δ_G(ε) as computed, raised by its float error bound, meets the target.
+            error = budgets._log_gaussian_delta_error(sigma, eps)
+            return math.isfinite(error) and excess(eps) + math.log1p(error) <= 0.0
+
+        # At ε′ = 0, δ_G = 2Φ(μ/2) − 1 = erf(μ/(2√2)), raised by a few ulps.
+        if math.erf(mu / (2.0 * math.sqrt(2.0))) * (1.0 + 1e-14) <= delta_dp - cost:
+            eps = 0.0
+        else:
+            hi = 1.0
+            while excess(hi) > 0.0:
+                hi *= 2.0
+            eps = float(optimize.brentq(excess, 0.0, hi, xtol=1e-300, rtol=1e-12))
+            # The root's safe side, past the float error of δ_G: steps that
+            # double from a relative 1e-12 (never one ulp at a time).
+            step = 1e-12 * max(eps, 1e-300)
+            while not surely_met(eps):
+                eps += step
+                step *= 2.0
+        out.append({"epsilon": eps, "delta": delta_dp})
+    return out
+
+
+def noise(calibration: Calibration, rng: np.random.Generator, size=None):
+    """Draws the calibration's noise (Laplace(0, λ) or N(0, σ²))."""
+    if calibration.noise == LAPLACE:
+        return rng.laplace(0.0, calibration.noise_scale, size)
+    return rng.normal(0.0, calibration.noise_scale, size)
+
+
+def release_mask(weights, calibration: Calibration, rng: np.random.Generator) -> np.ndarray:
+    """Which items of a histogram are released: weight + noise > ρ (dpsu Algorithm 1)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    return weights + noise(calibration, rng, weights.shape) > calibration.release_threshold

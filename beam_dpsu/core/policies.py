@@ -1,0 +1,449 @@
+"""Per-user histogram update rules, as pure functions.
+
+Parallel rules. A user holds a set W of at most Δ0 distinct items (after
+bounding). The parallel mechanisms add the same weight to each item of W,
+independent of other users, so the histogram is a plain sum and can be built
+by ``CombinePerKey(sum)``. What bounds the histogram's sensitivity is the weight:
+
+* Count:            +1 to each item        ℓ1 ≤ Δ0, ℓ2 ≤ √Δ0  (dpsu §1.1)
+* Weighted Laplace: +1/|W| to each item    ℓ1 ≤ 1            (dpsu Alg. 9, Thm B.1)
+* Weighted Gaussian: +1/√|W| to each item  ℓ2 ≤ 1            (dpsu Alg. 10, Thm B.2)
+
+Sequential rules (policies). Users are visited one after another in a fixed
+order (a keyed hash of the user id); each user's update depends on the
+histogram so far. Every user first bounds its items to a list of at most Δ0:
+a uniform sample (Policy Laplace, Policy Gaussian) or its top Δ0 by its own
+counts (GW) or by public counts (GW-KT), ties by a keyed hash of the item.
+
+Which keys are noised. ``policy_histogram`` returns exactly the histogram
+that is noised and thresholded, and its keys are *every item of every user's
+list*, whatever weight it got (``apply_policy`` writes each of them). So the
+key set depends only on the bounded lists, never on how the histogram
+evolved, and for neighbours D′ = D ∪ {x} it grows only by x's own ≤ Δ0 items
+(DESIGN §4.8). For Policy Laplace and Policy Gaussian this is the papers'
+support of H: with Γ > 0 (always, as ρ > 1 for δ < ½) ℓ1- and ℓ2-descent
+give every item below Γ a positive increment, so every sampled item has
+positive weight. GW gives weight 0 to the items after its budget runs out:
+those keys are noised too (weight 0), which is what its proof needs.
+
+GW and GW-KT: proof of (ε, δ)-DP (DESIGN §3, binding fix of gw §3, Thm 1).
+The published GW leaves out zero-weight items and caps nothing. Its Lemma 2
+assumes only x creates keys outside supp(H), which is false: x filling shared
+items near Γ makes later users spend leftover budget further down their
+lists, so items of *other* users go from weight 0 (never noised) to > 0; with
+m of them at 1/m each the release chance is ≈ m·e^{−(1−1/m)ε}·δ, unbounded
+in m (``tests/test_sequential_policies.py`` has a fixed-order example at
+3.3·δ). Here instead, let L_i be user i's top-Δ0 list and H, H′ the
+histograms of D and D′ = D ∪ {x}. L_i (i ≠ x) is the same in both (it
+depends on C_i or the public counts and the keyed item hash only), and so is
+the order of the common users.
+
+1. Keys. keys(H) = K = ∪_{i≠x} L_i and keys(H′) = K ∪ L_x: the new keys
+   U = L_x ∖ K are at most Δ0 items of x.
+2. ε on K. The greedy update of a user on its fixed list is monotone in the
+   histogram and spends less budget on a histogram that is higher everywhere,
+   so by induction over the users after x, H′ ≥ H pointwise and
+   ‖H′ − H‖₁ ≤ 1 (gw Lemma 1, properties P1 and P2; sharding keeps it, x is
+   in one shard). Laplace noise of scale 1/ε on K is then ε-DP (under a
+   ``ZCDPBudget``, ε = √(2ρ) gives ρ-zCDP).
+3. δ on U. Only x lists the items of U (others may hold them beyond their top Δ0), so their
+   weights are x's increments: at most Δ0 keys, w_u ≥ 0, Σ w_u ≤ 1. P[some key of U released]
+   = 1 − Π_u F(ρ − w_u) with F the Laplace CDF, which is log-concave, so
+   −Σ ln F(ρ − w_u) is convex in w and largest at a vertex of
+   {w ≥ 0, Σ w ≤ 1}: one key at weight 1, the other Δ0 − 1 at 0. ρ solves
+   1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ (``thresholds.gw_threshold``), so
+   this chance is ≤ δ.
+4. Conditioned on no key of U being released, the output is the K part,
+   ε-indistinguishable by 2.; with 3. this gives (ε, δ)-DP exactly as in the
+   proof of gw Theorem 1. Γ ≥ 1 is still required (gw Theorem 1; DESIGN §4.5),
+   though the bound in 3. does not use it.
+
+The Beam histogram transforms and the property tests call the same functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import abc, defaultdict
+from itertools import count
+from typing import Callable, Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from beam_dpsu.core.hashing import canonical_bytes
+from beam_dpsu.core.tokenizer import a_type
+
+__all__ = [
+    "count_weight",
+    "weighted_laplace_weight",
+    "weighted_gaussian_weight",
+    "user_contribution",
+    "ItemIds",
+    "WeightedHistogramBuilder",
+    "weighted_histogram",
+    "histogram_distance",
+    "l1_descent",
+    "l2_descent",
+    "greedy_update",
+    "apply_policy",
+    "policy_histogram",
+    "policy_weights",
+    "gw_item_order",
+]
+
+
+def _check_size(num_items: int) -> int:
+    if num_items < 1:
+        raise ValueError(f"a contributing user holds at least 1 item, got {num_items!r}")
+    return num_items
+
+
+def count_weight(num_items: int) -> float:
+    """Count mechanisms: every sampled item gets +1 (dpsu §1.1)."""
+    _check_size(num_items)
+    return 1.0
+
+
+def weighted_laplace_weight(num_items: int) -> float:
+    """Weighted Laplace: +1/|W| per item, so a user moves the histogram by 1 in ℓ1 (dpsu Alg. 9)."""
+    return 1.0 / _check_size(num_items)
+
+
+def weighted_gaussian_weight(num_items: int) -> float:
+    """Weighted Gaussian: +1/√|W| per item, so a user moves it by 1 in ℓ2.
+
+    dpsu Alg. 10; dp-sips Alg. 2.
+    """
+    return 1.0 / math.sqrt(_check_size(num_items))
+
+
+def user_contribution(items: Iterable[Hashable],
+                      item_weight: Callable[[int], float]) -> list[tuple[Hashable, float]]:
+    """The (item, weight) pairs one user adds: each distinct item gets item_weight(|W|)."""
+    distinct = list(dict.fromkeys(items))
+    if not distinct:
+        return []
+    w = item_weight(len(distinct))
+    return [(item, w) for item in distinct]
+
+
+class ItemIds:
+    """Small integer ids for items, numbered 0, 1, 2, … in order of first sight.
+
+    ``ids(items)`` is one C-level dict lookup per item, a new item included:
+    the index is a ``defaultdict`` whose factory is a counter, so a missing
+    item is numbered without a Python call. (Most users bring a new item or
+    two, a Zipf vocabulary's tail: a lookup that fell back to Python for them
+    made a second pass over most users' items.)
+    """
+
+    __slots__ = ("_index",)
+
+    def __init__(self):
+        self._index = defaultdict(count().__next__)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __reduce__(self):
+        # By its items: a counter cannot be pickled or copied from Python 3.14 on.
+        return _item_ids_of, (self.items(),)
+
+    def ids(self, items: Iterable[Hashable]) -> list:
+        """The ids of ``items`` (any iterable, read once), in their order; a new item
+        gets the next id. If the call fails (an unhashable item, an iterator that
+        raises), the items first seen in it get no id."""
+        index = self._index
+        size = len(index)
+        try:
+            return list(map(index.__getitem__, items))
+        except BaseException:
+            while len(index) > size:
+                index.popitem()  # dicts pop their last insertion first
+            index.default_factory = count(size).__next__
+            raise
+
+    def items(self) -> list:
+        """The items seen so far, by id."""
+        return list(self._index)
+
+
+def _item_ids_of(items: list) -> ItemIds:
+    """An ``ItemIds`` that has seen ``items``, in that order."""
+    ids = ItemIds()
+    ids.ids(items)
+    return ids
+
+
+class WeightedHistogramBuilder:
+    """Builds Σ_users user_contribution(W_i) from users' item sets, fast and in a fixed order.
+
+    A parallel rule's weight depends only on |W|, so the histogram is
+    Σ_n item_weight(n) · #{users with |W| = n holding the item}. Each item
+    gets a small integer id the first time it is seen (one dict lookup per
+    item, C-level ``map``), a user's ids are appended to the list of its size,
+    and the lists are counted per (size, item) with ``numpy.bincount``. Counting
+    ids instead of updating a ``Counter`` per item saves the second probe of a
+    large dict and a new int object per increment: most of the cost of a
+    parallel mechanism's histogram. The weights are applied once per (size,
+    item), sizes in increasing order, to exact integer counts: each item's sum
+    is the same, bit for bit, whatever order the users came in.
+
+    ``entries`` measures the memory held, in units of about 100 bytes: one
+    per distinct item (its id, its slot and the item kept alive), plus one per
+    eight ids or counts held in lists and arrays.
+    """
+
+    # A size's list of ids is folded into its count array once it holds this
+    # many ids, and at least as many as there are items (so the array, one
+    # int64 per item, is never larger than the list it replaces).
+    FOLD_IDS = 1 << 12
+
+    def __init__(self, item_weight: Callable[[int], float]):
+        self._item_weight = item_weight
+        self._ids = ItemIds()
+        self._pending: dict = {}  # size → ids of its users' items, not yet counted
+        self._counts: dict = {}  # size → int64 counts per id (folded lists)
+        self._pending_ids = 0
+        self._count_cells = 0
+
+    @property
+    def entries(self) -> int:
+        return len(self._ids) + (self._pending_ids + self._count_cells) // 8
+
+    def add(self, items: Iterable[Hashable]) -> None:
+        """Adds one user's distinct items (duplicates count once)."""
+        if isinstance(items, (str, bytes)):  # one item, not a user's items
+            raise TypeError(f"a user's items must be a collection of items, got "
+                            f"{a_type(items)}")
+        self.add_distinct(dict.fromkeys(items).keys())
+
+    def add_distinct(self, distinct) -> None:
+        """Adds one user's items known to be distinct (a dict's keys, a sample of them):
+        ``add`` without its deduplication. A repeated item would count twice."""
+        if isinstance(distinct, abc.Mapping):  # its keys, never its values as counts
+            distinct = distinct.keys()
+        size = len(distinct)
+        if not size:
+            return
+        ids = self._ids.ids(distinct)
+        pending = self._pending.get(size)
+        if pending is None:
+            pending = self._pending[size] = []
+        pending.extend(ids)
+        self._pending_ids += size
+        if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._ids):
+            self._fold(size)
+
+    def _size_counts(self, size: int) -> np.ndarray:
+        """The exact number of users of this size holding each item, by id."""
+        counts = np.bincount(np.array(self._pending.get(size, ()), dtype=np.intp),
+                             minlength=len(self._ids))
+        folded = self._counts.get(size)
+        if folded is not None:
+            counts[:len(folded)] += folded
+        return counts
+
+    def _fold(self, size: int) -> None:
+        counts = self._size_counts(size)
+        folded = self._counts.get(size)
+        self._count_cells += len(counts) - (0 if folded is None else len(folded))
+        self._counts[size] = counts
+        self._pending_ids -= len(self._pending[size])
+        self._pending[size] = []
+
+    def histogram(self) -> dict:
+        """The histogram {item: Σ weights} of the users added so far."""
+        hist = np.zeros(len(self._ids))
+        for size in sorted(set(self._pending) | set(self._counts)):
+            hist += self._item_weight(size) * self._size_counts(size)
+        return dict(zip(self._ids.items(), hist.tolist()))
+
+
+def weighted_histogram(users_items: Iterable[Iterable[Hashable]],
+                       item_weight: Callable[[int], float]) -> dict:
+    """The histogram Σ_users user_contribution(W_i); only held items appear in it."""
+    builder = WeightedHistogramBuilder(item_weight)
+    for items in users_items:
+        builder.add(items)
+    return builder.histogram()
+
+
+def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:
+    """‖h1 − h2‖_p over the union of supports (missing keys weigh 0)."""
+    keys = set(h1) | set(h2)
+    diffs = [abs(h1.get(k, 0.0) - h2.get(k, 0.0)) for k in keys]
+    if p == 1:
+        return math.fsum(diffs)
+    if p == 2:
+        return math.sqrt(math.fsum(d * d for d in diffs))
+    raise ValueError(f"p must be 1 or 2, got {p!r}")
+
+
+# ---------------------------------------------------------------------------
+# Sequential (policy) updates: each user's update depends on the histogram so
+# far. The histogram is built by visiting users in a fixed order (a keyed hash
+# of the user id) and applying the policy to the user's items.
+# ---------------------------------------------------------------------------
+
+
+def l1_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
+    """ℓ1-descent (dpsu Algorithm 4): the increments one user adds to its items.
+
+    Water-filling toward Γ with a total ℓ1 budget of 1: with gaps
+    G = max(Γ − H, 0), find λ ≥ 0 with Σ min(G_u, λ) = 1 and add min(G_u, λ).
+    λ is found exactly from the sorted gaps. If Σ G ≤ 1 every item is filled to
+    Γ (Algorithm 4 prints ``H1|W ← H0|W`` there; the intent, per DESIGN §3, is
+    ``H1|W ← (Γ,…,Γ)``). The policy is ℓ1-contractive (dpsu Lemma 4.1).
+    With Γ > 0 every item below Γ gets a positive increment (λ > 0), so
+    every sampled item ends with positive weight.
+    """
+    gaps = np.maximum(cutoff - np.asarray(weights, dtype=np.float64), 0.0)
+    if gaps.sum() <= 1.0:
+        return gaps
+    ordered = np.sort(gaps)
+    n = ordered.size
+    # With the k smallest gaps filled, the rest share (1 − Σ_{j<k} g_j)/(n − k);
+    # λ is that share for the first k where it does not exceed g_k.
+    filled_before = np.concatenate(([0.0], np.cumsum(ordered)[:-1]))
+    shares = (1.0 - filled_before) / (n - np.arange(n))
+    k = int(np.argmax(shares <= ordered))
+    return np.minimum(gaps, shares[k])
+
+
+def l2_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
+    """ℓ2-descent (dpsu Algorithm 7): the increments one user adds to its items.
+
+    Moves the user's items toward (Γ,…,Γ) by an ℓ2 distance of at most 1:
+    H1 = H0 + G / max(‖G‖₂, 1) with G = Γ − H0, reaching Γ exactly when
+    ‖G‖₂ ≤ 1. The policy is ℓ2-contractive (dpsu Lemma 5.2). With Γ > 0
+    every item below Γ gets a positive increment, so every sampled item ends
+    with positive weight.
+    """
+    gaps = cutoff - np.asarray(weights, dtype=np.float64)
+    norm = math.sqrt(float(np.dot(gaps, gaps)))
+    return gaps / max(norm, 1.0)
+
+
+def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
+    """GW's greedy update (gw Algorithm 2) on items already in priority order.
+
+    With a budget of 1, the first item below Γ is filled toward Γ, then the
+    next, until the budget is spent or every item has reached Γ (the
+    termination the printed algorithm lacks; dp-sips footnote 1). Items at Γ
+    get 0; so does every item after the budget runs out (those stay keys of
+    the histogram at weight 0 and are noised; module docstring). ℓ1
+    sensitivity 1 (gw Lemma 1).
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    increments = np.zeros_like(weights)
+    budget = 1.0
+    for i, w in enumerate(weights):
+        gap = cutoff - w
+        if gap <= 0.0:
+            continue
+        if gap <= budget:
+            increments[i] = gap
+            budget -= gap
+            if budget <= 0.0:
+                break
+        else:
+            increments[i] = budget
+            break
+    return increments
+
+
+def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: float) -> None:
+    """Applies one user's policy update to ``histogram`` in place.
+
+    Every item of the user's (already bounded) list is written, with whatever
+    increment the policy gives it, 0 included: the histogram's keys are the
+    union of the users' lists, which is what keeps the noised key set of
+    neighbours apart only by the extra user's items (module docstring). For
+    ℓ1- and ℓ2-descent with Γ > 0 every increment of a new item is positive,
+    so there the keys are also exactly the items of positive weight.
+    """
+    if not items:
+        return
+    current = np.fromiter((histogram.get(u, 0.0) for u in items), dtype=np.float64,
+                          count=len(items))
+    increments = update(current, cutoff)
+    for item, old, inc in zip(items, current, increments):
+        histogram[item] = float(old + inc)
+
+
+def policy_histogram(users_items: Iterable[Iterable[Hashable]], update, cutoff: float) -> dict:
+    """The histogram that gets noised: users visited in the given order (dpsu Algorithm 2).
+
+    ``users_items`` are the users' bounded lists (sampled for the Policy
+    mechanisms, ``gw_item_order`` for GW), in visiting order. Every key of
+    the result is noised and thresholded, zero weights included.
+
+    ``apply_policy`` once per user on a dict, computed on an array: each item
+    gets an id the first time it is listed (a C-level dict lookup per listed
+    item), and the users' id arrays go through ``policy_weights``. The
+    arithmetic is ``apply_policy``'s, so the weights are the same bit for bit.
+    """
+    ids = ItemIds()
+    users_ids = [np.array(ids.ids(user_items), dtype=np.intp) for user_items in users_items]
+    weights = policy_weights(users_ids, len(ids), update, cutoff)
+    return dict(zip(ids.items(), weights.tolist()))
+
+
+def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
+                   cutoff: float) -> np.ndarray:
+    """The policy histogram by item id: users' arrays of item ids in visiting order.
+
+    ``apply_policy``'s arithmetic on an array (a user's items' weights read,
+    updated and written back by id), so the weights are the same bit for bit;
+    the dict's Python work per item was most of a sequential policy's cost.
+    Items listed by no user keep weight 0 (the caller lists only listed ones).
+    """
+    weights = np.zeros(num_items)
+    for index in users_ids:
+        if len(index):
+            current = weights[index]
+            weights[index] = current + update(current, cutoff)
+    return weights
+
+
+def check_public_count(count) -> float | np.integer | np.floating:
+    """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
+    the users' top-Δ0 lists, depend on processing order); raises naming its type."""
+    if (isinstance(count, bool) or not isinstance(count, (int, float, np.integer, np.floating))
+            or not math.isfinite(count) or count < 0):
+        raise ValueError("a public count (field 1 of an (item, count) pair) must be a finite "
+                         f"number >= 0, got {a_type(count)}"
+                         + (" that is NaN, infinite or below 0" if isinstance(count, (int, float))
+                            else ""))
+    return count
+
+
+def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,
+                  public_counts: Mapping | None = None) -> list:
+    """A user's top-Δ0 items in GW priority order (gw Algorithm 2, line 8; §4 for KT).
+
+    Most frequent first by the user's own counts C_i, or, with
+    ``public_counts`` (GW-KT), by the public counts (items absent from the
+    public data count 1); only the first Δ0 are kept (the cap that bounds the
+    extra user's keys; module docstring). Ties are broken by
+    ``tie_key(item)`` (a keyed hash), which depends on the item alone, never
+    on the histogram.
+    """
+    # The order is by (count, tie key, canonical bytes of the item): total even
+    # on a 64-bit hash collision, never the dict's order. The bytes are only
+    # computed when (count, tie key) ties near the top (a collision, or a
+    # constant tie key): a C-level sort of the rest is the GW hot path.
+    if public_counts is None:
+        ranked = [(-c, tie_key(u), u) for u, c in counts.items()]
+    else:
+        ranked = [(-public_counts.get(u, 1), tie_key(u), u) for u in counts]
+    ranked.sort(key=_count_and_tie)
+    top = ranked[:max_items_per_user + 1]
+    if any(a[:2] == b[:2] for a, b in zip(top, top[1:])):
+        ranked.sort(key=lambda r: (r[0], r[1], canonical_bytes(r[2])))
+    return [r[2] for r in ranked[:max_items_per_user]]
+
+
+def _count_and_tie(ranked_item: tuple) -> tuple:
+    return ranked_item[:2]

@@ -1,0 +1,307 @@
+"""The public set-union transform: ``SelectItems(mechanism, budget)``.
+
+``SelectItems`` takes ``PCollection[(user_id, item)]`` (one element per
+occurrence) or per-user records ``PCollection[(user_id, items)]`` (a row or
+document of one user; see ``beam_dpsu.beam.bounding``), or the same read from named
+fields of ``beam.Row``s, NamedTuples or dicts (``beam_dpsu.beam.fields``), and returns
+``PCollection[item]`` of released items. It is
+calibrated when it is constructed: thresholds and noise scales are computed
+eagerly and available as ``.report`` before the pipeline runs.
+"""
+
+from __future__ import annotations
+
+import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
+import apache_beam as beam
+
+from beam_dpsu.core import max_items_choice
+
+from beam_dpsu.core import hashing
+
+from beam_dpsu.core import policies
+from beam_dpsu.beam.max_items_routing import AutoSelection
+from beam_dpsu.core.budgets import Budget, ZCDPBudget, check_tight_part
+from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
+from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismConfig,
+                                       ParallelMechanism,
+                               PolicyLaplace, SequentialMechanism)
+from beam_dpsu.beam.fields import input_fields, read_fields
+from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
+from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
+from beam_dpsu.core.report import auto_report, mechanism_report
+from beam_dpsu.core.calibration import KeepProbabilityCalibration
+from beam_dpsu.beam.noisy_threshold import KeepWithProbability, NoisyThreshold
+from beam_dpsu.beam.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
+from beam_dpsu.beam.sips import SIPSRounds
+from beam_dpsu.beam.windowing import require_global_window
+
+__all__ = ["SelectItems"]
+
+
+class SelectItems(ReleaseTransform):
+    """Releases the items held by users under user-level DP.
+
+    Its input is a PCollection of ``(user_id, item)`` pairs, one per
+    occurrence, or of ``(user_id, items)`` per-user records (``items`` a list,
+    tuple, set or numpy array of str/bytes, each occurrence once), or a mix: a
+    user may span any number of elements, which are merged into one before
+    anything is bounded. Rows, NamedTuples and dicts are read by naming their
+    fields (``user_field`` with ``item_field`` or ``items_field``), into the
+    same pairs or records. Records are the faster form when the data already
+    comes as rows or documents of one user: read them as records rather than
+    exploding them into pairs.
+
+    The pipeline it builds: first bound each user's contribution (check
+    elements, merge them per user, dedupe, sample ≤ Δ0 items), then sum the
+    mechanism's per-user weights into a histogram over held items only,
+    finally add noise and keep the items above the release threshold.
+
+    The input must be bounded and in the global window (bounding is global:
+    a windowed input would bound each user once per window), else
+    ``NonGlobalWindowError`` when the pipeline is built. The output
+    PCollection means a *set*: the guarantee covers which items are in it,
+    nothing else. Write it with ``beam_dpsu.WriteReleased`` (sorted lines in
+    hash-chosen shards), never with ``WriteToText``, whose line order follows
+    the input and the histogram's insertion order.
+
+    One object is one release: it spends its whole budget once, so applying
+    the same ``SelectItems`` a second time (in this or another pipeline) is
+    refused with ``AppliedTwiceError`` when the pipeline is built. Reuse its
+    output PCollection, or build a second ``SelectItems`` with its own budget.
+
+    Args:
+      mechanism: a config, e.g. ``WeightedGaussian(max_items_per_user=100)``.
+      budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``; the
+        whole budget is spent by this transform.
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from, when
+        this transform is built: transforms sharing one accountant raise
+        ``BudgetExceededError`` as soon as their budgets sum past its total.
+      seed: test-only fixed seed; None (default) uses OS entropy. A seeded
+        transform logs a WARNING (``beam_dpsu`` logger) when it is built.
+      hot_key_fanout: optional fan-out for the sum of partial histograms: the
+        parallel mechanisms and SIPS sum them in 64 × fan-out shards of the
+        items (``beam_dpsu.beam.histograms``); useful on large runners.
+      privacy_unit: ``"user_id"`` (default): neighbours differ by all the
+        elements of one user id, which are merged before bounding.
+        ``"element"``: neighbours differ by one element, and each element
+        is a list, set or 1-D array holding *all* of one person's items (no
+        user id): nothing is merged, which saves the per-user shuffle. Use it
+        only when no person can appear in two elements, e.g. one document
+        per author, or after your own group-by-user.
+      non_private_stats: also keep each SIPS round's release, after
+        expansion, as ``non_private_released_by_stage`` (``{"round_0":
+        PCollection, ...}``). Off by default: which round released an item is
+        NOT a function of the released set; keep it out of anything published.
+      user_field: read the input as ``beam.Row``s, NamedTuples or dicts
+        (``beam_dpsu.beam.fields``): the field holding the user id. Not with
+        ``privacy_unit="element"`` (an element has no user id).
+      item_field: with ``user_field``, the field holding one item (str or
+        bytes) per element, as in a ``(user_id, item)`` pair.
+      items_field: the field holding a list, tuple, set or 1-D array of
+        items, as in a ``(user_id, items)`` record; alone with
+        ``privacy_unit="element"``. Not with ``item_field``.
+
+    Raises:
+      ValueError: field arguments that do not fit together or with
+        ``privacy_unit``, when it is constructed.
+      TypeError: a field name that is not a str, when it is constructed; named
+        fields for an input typed as tuples or lists, when the pipeline is built.
+      InvalidRecordError: a named field missing from the input's schema (when
+        the pipeline is built) or from an element, or a bad element (when it
+        runs). The message names the field, never a value.
+
+    Example::
+
+        released = pairs | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5))
+        # or, with one element per document:
+        released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
+                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
+        # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
+        released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                                      user_field="author", items_field="words")
+        # or, when each document is one person's only one:
+        released = (docs | beam.Map(lambda d: d["text"].split())
+                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                                  privacy_unit="element"))
+    """
+
+    def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
+                 seed: int | None = None, hot_key_fanout: int | None = None, label=None,
+                 privacy_unit: str = "user_id", accountant=None,
+                 non_private_stats: bool = False, user_field: str | None = None,
+                 item_field: str | None = None, items_field: str | None = None):
+        super().__init__(label)
+        if not isinstance(mechanism, MechanismConfig):
+            raise TypeError(f"mechanism must be a beam_dpsu mechanism config, got {mechanism!r}")
+        if not isinstance(budget, (Budget, ZCDPBudget)):
+            raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        self.mechanism = mechanism
+        self.budget = budget
+        self.seed = hashing.check_seed(seed)
+        self.hot_key_fanout = hot_key_fanout
+        self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
+                                   items_field=items_field)
+        check_tight_part(budget, "mechanism", mechanism, getattr(budget, "for_mechanism", None))
+        # max_items_per_user="auto": a share of the budget picks Δ0 when the
+        # pipeline runs; every candidate's selection is calibrated now.
+        self.auto_plan = None
+        self._auto_branches: list = []
+        self.chosen_max_items_per_user = None
+        if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
+            self.auto_plan = max_items_choice.plan_auto(mechanism, budget)
+            self._auto_branches = [
+                SelectItems(max_items_choice.with_max_items(mechanism, c),
+                            self.auto_plan.selection_budget,
+                            seed=seed, hot_key_fanout=hot_key_fanout, privacy_unit="element",
+                            non_private_stats=non_private_stats)
+                for c in self.auto_plan.candidates]
+            self.calibration = None
+        else:
+            self.calibration = mechanism.calibrate(budget)
+        # Spent once calibration succeeded: a refused construction spends nothing.
+        spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
+        warn_if_seeded(self.seed, "SelectItems")
+        # The secret key of the sequential policies' user order (and GW's item
+        # ties): fresh per run, derived from the seed only in seeded tests.
+        self._order_key = run_order_key(self.seed)
+        # Named intermediate releases (SIPS rounds), filled in by expand only
+        # when asked for by name. Which round released an item is more than the
+        # set (covered by the composition of the rounds, but not by "only the
+        # set leaves"), so it is opt-in and labelled non-private.
+        self.non_private_stats = bool(non_private_stats)
+        self.non_private_released_by_stage: dict = {}
+
+    @property
+    def report(self) -> dict:
+        """The privacy parameters of this selection (no data needed)."""
+        if self.auto_plan is not None:
+            report = auto_report(self.mechanism, self.budget, self.auto_plan,
+                                 {c: branch.calibration for c, branch in
+                                  zip(self.auto_plan.candidates, self._auto_branches)},
+                                 self.seed, self.privacy_unit)
+            if isinstance(self.mechanism, SequentialMechanism):
+                # The chosen selection reads one merged record per user (as elements).
+                report["user_order"] = _user_order(self.mechanism, "element", self.seed)
+            return report
+        extra = None
+        if isinstance(self.mechanism, SequentialMechanism):
+            extra = {"user_order": _user_order(self.mechanism, self.privacy_unit,
+                                               self.seed)}
+        return mechanism_report(self.mechanism, self.calibration, self.seed, extra,
+                                self.privacy_unit)
+
+    def expand(self, elements):
+        require_global_window(elements, "SelectItems")
+        elements = read_fields(elements, self.fields, "SelectItems")
+        mechanism = self.mechanism
+        if self.auto_plan is not None:
+            auto = AutoSelection(self.auto_plan, self._auto_branches,
+                                 occurrences=isinstance(mechanism, GreedyWithoutSampling),
+                                 privacy_unit=self.privacy_unit, seed=self.seed)
+            released = elements | "AutoMaxItemsPerUser" >> auto
+            self.chosen_max_items_per_user = auto.chosen_max_items_per_user
+            if self.non_private_stats and isinstance(mechanism, SIPS):
+                self.non_private_released_by_stage = {
+                    f"round_{i}": ([b.non_private_released_by_stage[f"round_{i}"]
+                                    for b in self._auto_branches]
+                                   | f"Round{i}OfChosen" >> beam.Flatten())
+                    for i in range(mechanism.rounds)}
+            return released
+        if isinstance(mechanism, SIPS):
+            rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
+                                mechanism.removal, self.hot_key_fanout, self.privacy_unit)
+            released = elements | "SIPSRounds" >> rounds
+            if self.non_private_stats:
+                self.non_private_released_by_stage = {
+                    f"round_{i}": pc for i, pc in enumerate(rounds.released_per_round)}
+            return released
+        if isinstance(mechanism, SequentialMechanism):
+            return elements | "SequentialPolicy" >> _SequentialSelection(
+                mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit)
+        if isinstance(mechanism, ParallelMechanism):
+            # BoundContributions and WeightedHistogram, with the sample and
+            # the partial sum in one step; each element of privacy_unit="element"
+            # input is one user's record already, checked in that step too.
+            by_element = self.privacy_unit == "element"
+            user_records = elements if by_element else (
+                elements | "ItemCountsPerUser" >> ItemCountsPerUser(
+                    occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed))
+            histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
+                mechanism.item_weight, mechanism.max_items_per_user, self.seed,
+                hot_key_fanout=self.hot_key_fanout, elements=by_element)
+            # The histogram comes as one dict per shard: each is decided whole.
+            if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
+                return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
+                    self.calibration, self.seed)
+            return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(self.calibration,
+                                                                             self.seed)
+        raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
+
+
+def _user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
+    """What orders a sequential mechanism's users, for its report."""
+    key = ("key derived from the seed" if seed is not None
+           else "fresh secret key per run, not recorded")
+    if privacy_unit == "user_id":
+        return f"keyed hash of the user id; {key}"
+    if seed is None and not isinstance(mechanism, GreedyWithoutSampling):
+        # _ElementBlocksFn: the bytes stand in for the keyed hash of a random id.
+        return "32 fresh random bytes per element (no key), drawn from the OS"
+    seeded = ("its items and their occurrences" if isinstance(mechanism, GreedyWithoutSampling)
+              else "its distinct items")
+    return f"keyed hash of a random id per element (a hash of {seeded} when seeded); {key}"
+
+
+class _SequentialSelection(beam.PTransform):
+    """Policy Laplace / Policy Gaussian / GW as a pipeline.
+
+    First bound contributions (check, count items per user; the policies
+    then sample Δ0 items, GW keeps its top Δ0 by frequency), then build the
+    policy histogram in keyed-hash user order in a stateful DoFn, finally
+    noise and threshold every key of it (GW's zero weights included) exactly
+    as the parallel mechanisms do.
+    """
+
+    def __init__(self, mechanism, calibration, seed, order_key, privacy_unit):
+        super().__init__()
+        self._privacy_unit = privacy_unit
+        self._mechanism = mechanism
+        self._calibration = calibration
+        self._seed = seed
+        self._key = order_key
+
+    def expand(self, elements):
+        m = self._mechanism
+        # GW orders a user's items by their occurrences; the policies only sample.
+        if isinstance(m, GreedyWithoutSampling):
+            user_items = (elements
+                          | "ItemCountsPerUser" >> ItemCountsPerUser(
+                              occurrences=True, privacy_unit=self._privacy_unit,
+                              seed=self._seed)
+                          | "TopItemsPerUser" >> OrderItemsForGW(
+                              self._key, m.max_items_per_user, m.public_counts))
+            update = policies.greedy_update
+            sample_elements = None
+        else:
+            update = (policies.l1_descent if isinstance(m, PolicyLaplace)
+                      else policies.l2_descent)
+            if self._privacy_unit == "element":
+                # Each element is one person's record already: it is checked,
+                # sampled and packed for the policy in one step.
+                user_items, sample_elements = elements, m.max_items_per_user
+            else:
+                user_items = (elements
+                              | "ItemCountsPerUser" >> ItemCountsPerUser(
+                                  occurrences=False, privacy_unit=self._privacy_unit,
+                                  seed=self._seed)
+                              | "SampleItemsPerUser" >> SampleEachUser(
+                                  m.max_items_per_user, self._seed))
+                sample_elements = None
+        # The histogram comes as one dict per shard of the items: each is noised whole.
+        return (user_items
+                | "PolicyHistogram" >> SequentialPolicyHistogram(
+                    update, self._calibration.cutoff, self._key, m.shards,
+                    item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
+                    seed=None if sample_elements is None else self._seed)
+                | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))

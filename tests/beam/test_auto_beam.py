@@ -1,0 +1,149 @@
+"""SelectItems with max_items_per_user="auto" on the DirectRunner
+(beam_dpsu.beam.max_items_routing)."""
+
+import json
+import random
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+import beam_dpsu
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import hashing
+from beam_dpsu.core.mechanisms import SIPS, GreedyWithoutSampling, PolicyGaussian, WeightedGaussian
+from beam_dpsu.beam.randomness import random_fanouts
+from beam_dpsu.core.report import to_json
+
+# 3,000 users hold "cat", "dog" and one of "x0", "x1", "x2"; bob holds "cat" and
+# "rare". Every user but bob holds 3 distinct items.
+PAIRS = ([(f"u{i}", w) for i in range(3000) for w in ("cat", "dog", f"x{i % 3}")]
+         + [(f"u{i}", "cat") for i in range(300)]  # repeats: still 3 distinct
+         + [("bob", "cat"), ("bob", "rare")])
+COMMON = ["cat", "dog", "x0", "x1", "x2"]
+SIZES = [3] * 3000 + [2]
+BIG = beam_dpsu.ZCDPBudget(5.0, 1e-5)
+# Four candidates keep the graphs small (each candidate is one selection in them).
+AUTO = max_items_choice.AutoMaxItems(candidates=(1, 2, 5, 100))
+
+
+def expected_choice(select, sizes):
+    """The Δ0 the seeded pipeline must choose: the same draw, in plain Python."""
+    plan = select.auto_plan
+    rng = random.Random(hashing.stable_hash64(("sizes", select.seed)))
+    counts = max_items_choice.size_counts(sizes, plan.edges)
+    return plan.choose(max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng))
+
+
+@pytest.mark.parametrize("mechanism", [WeightedGaussian, PolicyGaussian, SIPS,
+                                       GreedyWithoutSampling])
+def test_auto_releases_the_common_items_and_chooses_from_the_sizes(mechanism):
+    # The common items (≥ 1,000 users) clear every candidate's threshold (< 16) by
+    # far more than 10σ of the selection's noise (σ ≤ 1.2); "rare" (bob alone) is
+    # released with probability ≤ δ = 1e-5. The seed is fixed: no chance failure.
+    select = beam_dpsu.SelectItems(mechanism(max_items_per_user=AUTO), BIG, seed=7)
+    with TestPipeline() as p:
+        released = p | beam.Create(PAIRS) | select
+        assert_that(released, equal_to(COMMON), label="Released")
+        assert_that(select.chosen_max_items_per_user,
+                    equal_to([expected_choice(select, SIZES)]), label="Chosen")
+    if mechanism is not GreedyWithoutSampling:
+        # Every user holds 3 items: M stops growing at 3 and T keeps growing.
+        assert expected_choice(select, SIZES) == 5
+
+
+def test_auto_with_privacy_unit_element():
+    elements = [["cat", "dog", f"x{i % 3}"] for i in range(3000)] + [["cat", "rare"]]
+    select = beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user=AUTO), BIG,
+                                   privacy_unit="element", seed=1)
+    with TestPipeline() as p:
+        released = p | beam.Create(elements) | select
+        assert_that(released, equal_to(COMMON), label="Released")
+        assert_that(select.chosen_max_items_per_user,
+                    equal_to([expected_choice(select, SIZES)]), label="Chosen")
+
+
+def test_auto_draws_are_checkpointed_before_they_fan_out():
+    p = beam.Pipeline()
+    select = beam_dpsu.SelectItems(SIPS(max_items_per_user=AUTO), BIG,
+                                   non_private_stats=True)
+    released = p | beam.Create(PAIRS) | select
+    for pcoll in [released, select.chosen_max_items_per_user,
+                  *select.non_private_released_by_stage.values()]:
+        _ = pcoll | f"Write{id(pcoll)}" >> beam.Map(lambda x: x)
+        _ = pcoll | f"Count{id(pcoll)}" >> beam.combiners.Count.Globally()
+    assert sorted(select.non_private_released_by_stage) == ["round_0", "round_1", "round_2"]
+    assert random_fanouts(p) == []
+
+
+def test_the_report_states_the_split_the_rule_and_every_candidate():
+    select = beam_dpsu.SelectItems(SIPS(max_items_per_user="auto"), BIG)
+    report = json.loads(to_json(select.report))
+    assert report["budget"] == {"type": "approx-zcdp", "rho": 5.0, "delta": 1e-5}
+    auto = report["max_items_per_user"]
+    assert auto["method"] == "auto" and auto["share"] == 0.05
+    assert auto["selection_budget"]["rho"] == pytest.approx(4.75)
+    assert sorted(report["selection_by_candidate"], key=int) == [
+        str(c) for c in max_items_choice.CANDIDATES]
+    assert report["selection_by_candidate"]["100"]["rounds"][0]["rho"] > 0
+    assert "chosen_max_items_per_user" not in report  # the choice is a run-time output
+    assert select.calibration is None
+
+
+def test_an_auto_selection_is_applied_once():
+    select = beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user="auto"), BIG)
+    p = beam.Pipeline()
+    _ = p | "A" >> beam.Create(PAIRS) | "S1" >> select
+    with pytest.raises(beam_dpsu.AppliedTwiceError):
+        _ = p | "B" >> beam.Create(PAIRS) | "S2" >> select
+
+
+def test_auto_refusals_happen_when_built():
+    with pytest.raises(ValueError, match="calibrates at none"):
+        beam_dpsu.SelectItems(beam_dpsu.TruncatedGeometric(max_items_per_user="auto"), BIG)
+    parts = beam_dpsu.split_selection_and_counts(
+        beam_dpsu.Budget(1.0, 1e-5), selection_mechanism=WeightedGaussian(100),
+        counts_max_items_per_user=100, composition="tight")
+    with pytest.raises(ValueError):
+        beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user="auto"), parts.selection)
+
+
+def test_auto_spends_its_budget_from_an_accountant_once():
+    accountant = beam_dpsu.BudgetAccountant(beam_dpsu.ZCDPBudget(6.0, 1e-5))
+    beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user="auto"), BIG,
+                          accountant=accountant)
+    with pytest.raises(beam_dpsu.BudgetExceededError):
+        beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user="auto"), BIG,
+                              accountant=accountant)
+
+
+def test_users_with_empty_records_change_nothing():
+    # Review finding: an empty record (a user holding nothing) fell into the largest
+    # size bin (index −1) and pushed the choice up.
+    auto = max_items_choice.AutoMaxItems(candidates=(1, 2, 5, 100))
+    select = beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user=auto), BIG, seed=7)
+    empty = [(f"e{i}", []) for i in range(300)]
+    with TestPipeline() as p:
+        _ = p | beam.Create(PAIRS + empty) | select
+        assert_that(select.chosen_max_items_per_user,
+                    equal_to([expected_choice(select, SIZES)]), label="Chosen")
+    assert expected_choice(select, SIZES) == 5
+
+
+def test_empty_elements_change_nothing():
+    auto = max_items_choice.AutoMaxItems(candidates=(1, 2, 5, 100))
+    elements = [["cat", "dog", f"x{i % 3}"] for i in range(3000)] + [[] for _ in range(300)]
+    select = beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user=auto), BIG,
+                                   privacy_unit="element", seed=2)
+    with TestPipeline() as p:
+        _ = p | beam.Create(elements) | select
+        assert_that(select.chosen_max_items_per_user,
+                    equal_to([expected_choice(select, [3] * 3000)]), label="Chosen")
+
+
+def test_the_size_combiner_merges_nothing_into_a_vector():
+    from beam_dpsu.beam.max_items_routing import _SizeBinCountsFn
+    fn = _SizeBinCountsFn((1, 2, 5))
+    assert fn.merge_accumulators([]).tolist() == [0, 0, 0]
+    assert fn.add_input(fn.create_accumulator(), 0).tolist() == [0, 0, 0]

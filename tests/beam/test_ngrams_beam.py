@@ -1,0 +1,353 @@
+"""TestPipeline tests of ExtractNgrams and the DPSU baselines (the job: test_ngrams_job.py)."""
+
+import pickle
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.window import GlobalWindow
+
+from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
+from beam_dpsu.core.kgrams import ValidKgramSampler
+from beam_dpsu.extract_ngrams import ExtractNgrams, NgramsByDPSU, check_document
+
+
+def phrase_corpus(n_users=300, seed=0):
+    """Users write a few documents from a small phrase book, so n-grams repeat."""
+    rng = np.random.default_rng(seed)
+    phrases = [("the", "cat", "sat", "down"), ("a", "dog", "ran", "home"),
+               ("the", "dog", "sat"), ("cat", "ran", "down", "the", "road")]
+    docs = []
+    for u in range(n_users):
+        for _ in range(int(rng.integers(1, 3))):
+            docs.append((f"user{u}", phrases[int(rng.integers(len(phrases)))]))
+    return docs
+
+
+def downward_closed(ngrams):
+    s = set(ngrams)
+    return all(g[:-1] in s and g[1:] in s for g in s if len(g) > 1)
+
+
+@pytest.mark.parametrize("eta", [0.01, 0.5])
+def test_output_is_downward_closed_with_both_pruning(eta):
+    # At η = 0.5 many spurious k-grams are drawn; they too must keep the output
+    # closed under subgrams (dpne Proposition 2.1).
+    extract = ExtractNgrams(4, Budget(3.0, 1e-5), max_items_per_user=6, eta=eta)
+    with TestPipeline() as p:
+        released = p | beam.Create(phrase_corpus()) | extract
+
+        def check(ngrams):
+            assert len(ngrams) == len(set(ngrams)), "an n-gram was released twice"
+            assert downward_closed(ngrams), sorted(ngrams)
+            assert any(len(g) == 3 for g in ngrams)
+
+        assert_that(released, check)
+
+
+def test_level_stats_and_report():
+    extract = ExtractNgrams(3, ZCDPBudget(1.0, 1e-5), max_items_per_user=[8, 6, 4],
+                            noise_schedule=0.8, seed=4, non_private_stats=True)
+    report = extract.report
+    assert [lvl["max_items_per_user"] for lvl in report["levels"]] == [8, 6, 4]
+    sigmas = [lvl["sigma"] for lvl in report["levels"]]
+    assert sigmas[1] == pytest.approx(0.8 * sigmas[0])
+    assert 1 / np.sqrt(sum(1 / s ** 2 for s in sigmas)) == pytest.approx(1 / np.sqrt(2.0))
+    with TestPipeline() as p:
+        released = p | beam.Create(phrase_corpus()) | extract
+
+        stats = (extract.level_stats | "Key" >> beam.Map(lambda s: (s["k"], s)))
+        raw = (extract.non_private_level_stats | "KeyRaw" >> beam.Map(lambda s: (s["k"], s)))
+        joined = {"dp": stats, "raw": raw} | beam.CoGroupByKey()
+
+        def check_stats(rows):
+            by_k = {k: (g["dp"][0], g["raw"][0]) for k, g in rows}
+            assert sorted(by_k) == [2, 3]
+            assert by_k[2][0]["valid_kgrams"] == by_k[2][0]["previous_released"] ** 2
+            for s, r in by_k.values():
+                # The DP-safe stats hold no raw figure; the raw ones are opt-in.
+                assert not {"support", "spurious", "released_from_users",
+                            "expected_spurious"} & set(s)
+                assert r["expected_spurious"] <= s["spurious_bound"] + 1e-12
+                assert s["released"] == r["released_from_users"] + r["spurious"]
+                assert r["support"] <= s["valid_kgrams"]
+
+        assert_that(joined, check_stats, label="Stats")
+        assert_that(released, lambda g: None, label="Released")
+
+
+def test_spurious_kgrams_when_no_user_holds_a_valid_kgram():
+    # Every document is a single token: no user holds any 2-gram, so whatever
+    # level 2 releases is spurious: drawn from V_2 = S_1 × S_1, never held.
+    docs = [(f"u{i}", (f"w{i % 8}",)) for i in range(800)]
+    extract = ExtractNgrams(2, Budget(5.0, 1e-5), max_items_per_user=1, eta=0.9, seed=2,
+                            non_private_stats=True)
+    with TestPipeline() as p:
+        released = p | beam.Create(docs) | extract
+
+        def check(ngrams):
+            unigrams = {g for g in ngrams if len(g) == 1}
+            bigrams = {g for g in ngrams if len(g) == 2}
+            assert len(unigrams) == 8
+            assert bigrams, "η = 0.9 of |S_1| = 8 expects ~7 spurious bigrams"
+            assert bigrams <= set(ValidKgramSampler(unigrams, unigrams).all())
+
+        assert_that(released, check)
+
+        def check_stats(stats):
+            (s,) = stats
+            assert s["support"] == 0 and s["released_from_users"] == 0
+            assert s["spurious"] > 0
+
+        assert_that(extract.non_private_level_stats, check_stats, label="Stats")
+        assert_that(extract.level_stats, lambda stats: None, label="DPStats")
+
+
+@pytest.mark.parametrize("variant,n", [("dpsu-all", None), ("dpsu-even", None),
+                                       ("dpsu-single", 2)])
+def test_dpsu_baselines(variant, n):
+    held = {g for _, doc in phrase_corpus() for k in range(1, 4)
+            for g in [tuple(doc[i:i + k]) for i in range(len(doc) - k + 1)]}
+    with TestPipeline() as p:
+        released = (p | beam.Create(phrase_corpus())
+                    | NgramsByDPSU(variant, 3, Budget(3.0, 1e-5), 6, n=n))
+
+        def check(ngrams):
+            assert ngrams and set(ngrams) <= held
+            if variant == "dpsu-single":
+                assert {len(g) for g in ngrams} == {2}
+
+        assert_that(released, check)
+
+
+def test_extract_ngrams_validation():
+    with pytest.raises(ValueError, match="max_items_per_user needs one value per level"):
+        ExtractNgrams(3, Budget(1, 1e-5), max_items_per_user=[5, 5])
+    with pytest.raises(ValueError, match="pruning must be one of"):
+        ExtractNgrams(3, Budget(1, 1e-5), pruning="left")
+    with pytest.raises(ValueError, match="eta must lie strictly between 0 and 1"):
+        ExtractNgrams(3, Budget(1, 1e-5), eta=0)
+    with pytest.raises(ValueError, match="noise_schedule must be 'equal' or a decay factor"):
+        ExtractNgrams(3, Budget(1, 1e-5), noise_schedule="fast")
+    with pytest.raises(ValueError, match="decay must be a finite number > 0"):
+        ExtractNgrams(3, Budget(1, 1e-5), noise_schedule=-0.5)
+    equal = ExtractNgrams(3, Budget(1, 1e-5))
+    assert equal.sigmas == pytest.approx([equal.sigma_total * 3 ** 0.5] * 3)
+    with pytest.raises(ValueError, match="dpsu-single needs 1 <= n <= max_n"):
+        NgramsByDPSU("dpsu-single", 3, Budget(1, 1e-5))
+    with pytest.raises(InvalidRecordError, match=r"token 1 of a document \(field 1\) must be a "
+                                                 r"non-empty str, got an int"):
+        with TestPipeline() as p:
+            _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["a", "b", "", " ", "a b", "c\t", "\u2003", "é"]),
+                          st.integers(0, 3), st.sampled_from([np.str_("a"), b"a"])),
+                max_size=6).map(tuple))
+def test_check_document_accepts_exactly_non_empty_str_tokens_without_whitespace(tokens):
+    # The fast path (one join and split) must agree with the per-token rule.
+    ok = all(isinstance(t, str) and t and not any(c.isspace() for c in t) for t in tokens)
+    if ok:
+        user, checked = check_document(("u", tokens))
+        assert checked == tuple(str(t) for t in tokens)
+        assert all(type(t) is str for t in checked)
+    else:
+        with pytest.raises(InvalidRecordError, match=r"^token \d+ of a document \(field 1\)"):
+            check_document(("u", tokens))
+
+
+class _Timestamp(beam.DoFn):
+    def process(self, gram, timestamp=beam.DoFn.TimestampParam):
+        yield timestamp.micros // 1000  # runners carry timestamps in milliseconds
+
+
+def test_held_and_spurious_ngrams_carry_one_timestamp():
+    # Review finding: spurious k-grams kept the timestamp of the Create they
+    # are drawn from, held ones the end of the window: a consumer could tell
+    # which were spurious. 200 users hold one 10-token sentence; the 91 valid
+    # bigrams nobody holds (single pruning) each cross ρ_2 with probability
+    # ≈ 0.099, so some spurious bigram is drawn except with probability ≈ 7.5e-5
+    # (the test then checks held ones only; it never fails by chance).
+    tokens = tuple(f"t{i}" for i in range(10))
+    docs = [(f"u{j}", tokens) for j in range(200)]
+    with TestPipeline() as p:
+        extract = ExtractNgrams(2, ZCDPBudget(10.0, 1e-5), max_items_per_user=20, eta=0.99,
+                                pruning="single")
+        grams = p | beam.Create(docs) | extract
+        stamps = grams | beam.ParDo(_Timestamp()) | beam.Distinct()
+        assert_that(stamps, equal_to([GlobalWindow().max_timestamp().micros // 1000]))
+
+
+def test_blocking_users_logs_no_count_of_users(caplog):
+    # Review finding: beam.BatchElements logged "element_count=<users>" at
+    # INFO after each bundle (runners' workers log at INFO). The levels'
+    # blocks must not log anything that counts users.
+    import logging
+    docs = [(f"u{j}", ("a", "b", "c")) for j in range(37)]
+    with caplog.at_level(logging.INFO):
+        with TestPipeline() as p:
+            _ = p | beam.Create(docs) | ExtractNgrams(3, ZCDPBudget(1.0, 1e-5),
+                                                      max_items_per_user=5)
+    messages = [record.getMessage() for record in caplog.records]
+    assert not any("element_count" in m or "BatchElements" in m for m in messages), messages
+
+
+def test_users_are_blocked_once_each():
+    from beam_dpsu.extract_ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(3, keep_ids=True)
+    fn.start_bundle()
+    users = [(f"u{j}", (("a",) * (j % 4), ("b", "c"))) for j in range(7)]
+    blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
+    values = [pickle.loads(wv.value) for wv in blocks]
+    assert [len(b.user_ids) for b in values] == [3, 3, 1]
+    assert [u for b in values for u in b.user_ids] == [u for u, _ in users]
+    # Each block holds its users' documents, in order.
+    for block, first in zip(values, (0, 3, 6)):
+        docs = np.split(np.array(block.vocab, dtype=object)[block.tokens],
+                        np.cumsum(block.doc_lengths)[:-1])
+        assert [tuple(d) for d in docs] == [doc for _, ds in users[first:first + 3]
+                                            for doc in ds]
+        assert block.doc_users.tolist() == [i for i in range(len(block.user_ids))
+                                            for _ in range(2)]
+
+
+# -- privacy_unit="element": each element is one person's only document -------------------
+
+
+def test_element_mode_output_is_downward_closed_and_held():
+    # Unseeded, as in production: no element id is drawn, nothing is grouped.
+    extract = ExtractNgrams(3, Budget(3.0, 1e-5), max_items_per_user=6, eta=0.01,
+                            privacy_unit="element")
+    assert extract.report["privacy_unit"] == "element"
+    assert extract.report["guarantee"].startswith("element-level")
+    elements = [list(doc) for _, doc in phrase_corpus()]
+    held = {tuple(doc[i:i + k]) for doc in elements for k in (1, 2)
+            for i in range(len(doc) - k + 1)}
+    with TestPipeline() as p:
+        released = p | beam.Create(elements) | extract
+
+        def check(ngrams):
+            assert len(ngrams) == len(set(ngrams))
+            assert downward_closed(ngrams)
+            assert any(len(g) == 3 for g in ngrams)
+            # η = 0.01 of |S_1| ≤ 11 expects ≤ 0.11 spurious bigrams: some held one is there.
+            assert {g for g in ngrams if len(g) == 1} <= held
+
+        assert_that(released, check)
+
+
+def assert_same_release(p, first, second):
+    """Asserts in pipeline ``p`` that two released PCollections hold the same n-grams."""
+    def same(_, first, second):
+        assert first and sorted(first) == sorted(second)
+        return True
+
+    checked = (p | "Once" >> beam.Create([None])
+               | beam.Map(same, beam.pvalue.AsList(first), beam.pvalue.AsList(second)))
+    assert_that(checked, equal_to([True]))
+
+
+@pytest.mark.parametrize("level1", ["weighted-gaussian", "policy-gaussian"])
+def test_seeded_element_mode_is_independent_of_input_order(level1):
+    elements = [list(doc) for _, doc in phrase_corpus(n_users=120, seed=5)]
+    with TestPipeline() as p:
+        runs = [(p | f"Create{i}" >> beam.Create(order)
+                 | f"Extract{i}" >> ExtractNgrams(3, Budget(2.0, 1e-5), max_items_per_user=2,
+                                                  seed=7, level1=level1,
+                                                  privacy_unit="element"))
+                for i, order in enumerate((elements, elements[::-1]))]
+        assert_same_release(p, *runs)
+
+
+def test_element_mode_takes_the_tokenizers_output_as_the_same_lists():
+    # Found when the Tokenizer began returning Tokens (a list subclass): the
+    # element check took only exact lists and refused every tokenised text.
+    from beam_dpsu.core.tokenizer import Tokens, tokenize
+    elements = [list(doc) for _, doc in phrase_corpus(n_users=120, seed=5)]
+    tokens = [tokenize(" ".join(doc)) for doc in elements]
+    assert all(type(t) is Tokens for t in tokens) and tokens == elements
+    with TestPipeline() as p:
+        runs = [(p | f"Create{i}" >> beam.Create(given)
+                 | f"Extract{i}" >> ExtractNgrams(3, Budget(2.0, 1e-5), max_items_per_user=2,
+                                                  seed=7, privacy_unit="element"))
+                for i, given in enumerate((elements, tokens))]
+        assert_same_release(p, *runs)
+
+
+@pytest.mark.parametrize("element, message", [
+    (("alice", ("a", "b")), r"got a tuple; a tuple could be a \(user_id, tokens\) document"),
+    ("the cat sat", r"got a str; tokenise the text into a list of tokens first"),
+    ({"a", "b"}, r"must be a list of one person's tokens, got a set"),
+    (["a", 3], r"token 1 of an element must be a non-empty str, got an int"),
+    (["secret token"], r"token 0 of an element contains whitespace"),
+])
+def test_element_mode_refuses_what_is_not_one_persons_tokens(element, message):
+    with pytest.raises(InvalidRecordError, match=message) as raised:
+        with TestPipeline() as p:
+            _ = p | beam.Create([element]) | ExtractNgrams(2, Budget(1, 1e-5),
+                                                           privacy_unit="element")
+    assert "secret" not in str(raised.value) and "alice" not in str(raised.value)
+
+
+def test_privacy_unit_is_validated():
+    with pytest.raises(ValueError, match=r"privacy_unit must be one of \['user_id', 'element'\]"):
+        ExtractNgrams(2, Budget(1, 1e-5), privacy_unit="row")
+
+
+def test_unseeded_blocks_hold_no_user_id():
+    # Only a seeded sample reads a user id: unseeded, the blocks every level
+    # re-reads carry none.
+    from beam_dpsu.extract_ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(4, keep_ids=False)
+    fn.start_bundle()
+    users = [(f"user{j}", (("a", "b"),)) for j in range(3)]
+    blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
+    (block,) = [pickle.loads(wv.value) for wv in blocks]
+    assert block.user_ids is None and block.vocab == ["a", "b"]
+    assert b"user" not in blocks[0].value
+
+
+def test_unseeded_element_mode_with_a_policy_gaussian_level1():
+    # Review gap: the policy orders elements by their (random) ids.
+    elements = [list(doc) for _, doc in phrase_corpus()]
+    with TestPipeline() as p:
+        released = p | beam.Create(elements) | ExtractNgrams(
+            3, Budget(3.0, 1e-5), max_items_per_user=6, level1="policy-gaussian",
+            privacy_unit="element")
+
+        def check(ngrams):
+            assert len(ngrams) == len(set(ngrams)) and downward_closed(ngrams)
+            assert any(len(g) == 2 for g in ngrams)
+
+        assert_that(released, check)
+
+
+def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
+    from beam_dpsu.extract_ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(100, keep_ids=False, max_tokens=5, elements=True)
+    fn.start_bundle()
+    elements = [["a", "b", "c"], [np.str_("b"), "d"], ["e"], ["a"]]
+    blocks = [b for e in elements for b in fn.process(e)] + list(fn.finish_bundle())
+    values = [pickle.loads(wv.value) for wv in blocks]
+    assert [b.doc_lengths.tolist() for b in values] == [[3, 2], [1, 1]]
+    assert all(type(t) is str for b in values for t in b.vocab)
+    assert values[0].vocab == ["a", "b", "c", "d"] and values[0].user_ids is None
+
+
+@pytest.mark.parametrize("element, message", [
+    (["a", ["b"]], r"token 1 of an element must be a non-empty str, got a list"),
+    (["a", ""], r"token 1 of an element must be a non-empty str, got an empty str"),
+    (("a", "b"), r"got a tuple"),
+])
+def test_element_blocks_refuse_a_bad_element_by_position_and_type(element, message):
+    from beam_dpsu.extract_ngrams import _UserBlocksFn
+    fn = _UserBlocksFn(100, keep_ids=False, elements=True)
+    fn.start_bundle()
+    list(fn.process(["a", "b"]))
+    with pytest.raises(InvalidRecordError, match=message):
+        list(fn.process(element))

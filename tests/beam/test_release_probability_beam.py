@@ -1,0 +1,167 @@
+"""Statistical tests through Beam: what a lone user or an unseen k-gram risks.
+
+``test_release_probability.py`` checks the noise-and-threshold core; these
+tests run the whole transforms (bounding, histogram, sequential order, SIPS
+rounds, DPNE levels) on the DirectRunner with OS randomness, so a bug in the
+data movement (a user bounded twice, a weight doubled, a round reusing noise)
+shows up too.
+
+* ``SelectItems``: N users each hold items nobody else holds. Their items do
+  not interact, so the users are N independent trials of the worst case of the
+  proofs; the number of users with any item released is Binomial(N, p) with
+  p ≤ the δ the mechanism gives its thresholds.
+* ``ExtractNgrams``: lone users (per user id or per element) risk their
+  n-grams with probability at most level 1's threshold δ; and, with users
+  holding single tokens (every unigram certainly released) and a few
+  two-token documents, every valid bigram nobody holds is released
+  independently with probability Φ(−ρ_2/σ_2) (dpne App. A).
+
+False-failure rate: each one-sided check uses the 1 − 1e-8 quantile, the
+two-sided DPNE check 1e-8 in each tail; the 16 checks below fail by chance
+with probability < 2e-7 in all (15 one-sided and one two-sided: 1.7e-7).
+"""
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from scipy import special, stats
+
+from beam_dpsu import SelectItems
+
+from beam_dpsu.core import mechanisms
+from beam_dpsu.core.budgets import Budget
+from beam_dpsu.extract_ngrams import ExtractNgrams
+
+QUANTILE = 1 - 1e-8
+N_USERS = 2_000
+MAX_ITEMS = 4
+BUDGET = Budget(1.0, 0.2)  # δ large enough to measure a rate
+
+MECHANISMS = [
+    mechanisms.CountLaplace(MAX_ITEMS), mechanisms.CountGaussian(MAX_ITEMS),
+    mechanisms.WeightedLaplace(MAX_ITEMS), mechanisms.WeightedGaussian(MAX_ITEMS),
+    mechanisms.SIPS(MAX_ITEMS, rounds=3),
+    mechanisms.PolicyLaplace(MAX_ITEMS), mechanisms.PolicyGaussian(MAX_ITEMS),
+    mechanisms.GreedyWithoutSampling(), mechanisms.TruncatedGeometric(MAX_ITEMS),
+]
+
+
+def lone_users():
+    """N users, user u holding 1..Δ0+1 items only it holds (the last size is sampled down)."""
+    return [(f"user{u}", f"item{u}.{j}")
+            for u in range(N_USERS) for j in range(1 + u % (MAX_ITEMS + 1))]
+
+
+def threshold_delta(select) -> float:
+    """The δ a mechanism spends on its thresholds (for SIPS, summed over its rounds)."""
+    calibration = select.calibration
+    if hasattr(calibration, "rounds"):
+        return sum(c.threshold_delta for c in calibration.rounds)
+    return calibration.threshold_delta
+
+
+# privacy_unit="element" (one person per element, nothing merged): the
+# parallel, SIPS and sequential paths.
+ELEMENT_MECHANISMS = [mechanisms.WeightedGaussian(MAX_ITEMS), mechanisms.SIPS(MAX_ITEMS, rounds=3),
+                      mechanisms.PolicyGaussian(MAX_ITEMS), mechanisms.GreedyWithoutSampling()]
+
+
+def lone_elements():
+    """The lone users, each one element (a list of its items)."""
+    by_user = {}
+    for user, item in lone_users():
+        by_user.setdefault(user, []).append(item)
+    return list(by_user.values())
+
+
+@pytest.mark.parametrize("mechanism, privacy_unit",
+                         [(m, "user_id") for m in MECHANISMS]
+                         + [(m, "element") for m in ELEMENT_MECHANISMS],
+                         ids=lambda v: getattr(v, "name", v))
+def test_a_lone_users_items_are_released_with_probability_at_most_delta(mechanism,
+                                                                        privacy_unit):
+    select = SelectItems(mechanism, BUDGET, privacy_unit=privacy_unit)
+    delta = threshold_delta(select)
+    assert delta <= BUDGET.delta
+    bound = stats.binom.ppf(QUANTILE, N_USERS, delta)
+    data = lone_users() if privacy_unit == "user_id" else lone_elements()
+    with TestPipeline() as p:
+        users_with_a_release = (
+            p | beam.Create(data)
+            | select
+            | "Owner" >> beam.Map(lambda item: item.split(".")[0])
+            | "Distinct" >> beam.Distinct()
+            | beam.combiners.Count.Globally())
+
+        def check(counts):
+            (count,) = counts
+            assert count <= bound, (mechanism.name, count, bound, delta)
+
+        assert_that(users_with_a_release, check)
+
+
+@pytest.mark.parametrize("privacy_unit", ["user_id", "element"])
+def test_a_lone_users_ngrams_are_released_with_probability_at_most_delta(privacy_unit):
+    # Each user's one document holds tokens nobody else holds (1..Δ1+1 of
+    # them, so some are sampled down): any n-gram of it needs one of its
+    # unigrams, released with probability ≤ level 1's threshold δ.
+    extract = ExtractNgrams(2, BUDGET, max_items_per_user=MAX_ITEMS,
+                            privacy_unit=privacy_unit)
+    delta = extract.threshold_delta
+    bound = stats.binom.ppf(QUANTILE, N_USERS, delta)
+    docs = [[f"user{u}.{j}" for j in range(1 + u % (MAX_ITEMS + 1))] for u in range(N_USERS)]
+    data = docs if privacy_unit == "element" else [(f"u{u}", tuple(d))
+                                                    for u, d in enumerate(docs)]
+    with TestPipeline() as p:
+        users_with_a_release = (
+            p | beam.Create(data)
+            | extract
+            | "Owners" >> beam.FlatMap(lambda gram: {t.split(".")[0] for t in gram})
+            | "Distinct" >> beam.Distinct()
+            | beam.combiners.Count.Globally())
+
+        def check(counts):
+            (count,) = counts
+            assert count <= bound, (privacy_unit, count, bound, delta)
+
+        assert_that(users_with_a_release, check)
+
+
+def test_unseen_valid_kgrams_are_released_at_the_spurious_rate():
+    n_tokens, eta = 150, 0.9
+    tokens = [f"w{i}" for i in range(n_tokens)]
+    # 40 single-token documents per token: S_1 is every token (weight 40 ≫ ρ_1).
+    docs = [(f"u{t}.{j}", (tok,)) for t, tok in enumerate(tokens) for j in range(40)]
+    # A few users hold bigrams; those are in supp H_2 and excluded from the count.
+    held = {(tokens[i], tokens[i + 1]) for i in range(0, 60, 2)}
+    docs += [(f"h{i}", g) for i, g in enumerate(sorted(held))]
+    extract = ExtractNgrams(2, Budget(3.0, 1e-5), max_items_per_user=2, eta=eta)
+    with TestPipeline() as p:
+        released = p | beam.Create(docs) | extract
+        unseen = (released
+                  | "Bigrams" >> beam.Filter(lambda g: len(g) == 2 and g not in held)
+                  | "CountUnseen" >> beam.combiners.Count.Globally())
+        unigrams = (released
+                    | "Unigrams" >> beam.Filter(lambda g: len(g) == 1)
+                    | "CountUnigrams" >> beam.combiners.Count.Globally())
+        sigma = extract.sigmas[1]
+
+        def check(_, n_unseen, n_unigrams, level):
+            assert n_unigrams == n_tokens
+            n_valid = level["valid_kgrams"]
+            assert n_valid == n_tokens ** 2
+            p = float(special.ndtr(-level["release_threshold"] / sigma))
+            # ρ_2 = σ_2 Φ⁻¹(1 − η·|S_1|/|V_2|): p is η/|S_1| (dpne §2).
+            assert p == pytest.approx(eta / n_tokens, rel=1e-9)
+            candidates = n_valid - len(held)
+            low = stats.binom.ppf(1e-8, candidates, p)
+            high = stats.binom.ppf(QUANTILE, candidates, p)
+            assert low <= n_unseen <= high, (n_unseen, low, high)
+            return True
+
+        checked = (p | "Once" >> beam.Create([None])
+                   | beam.Map(check, beam.pvalue.AsSingleton(unseen),
+                              beam.pvalue.AsSingleton(unigrams),
+                              beam.pvalue.AsSingleton(extract.level_stats)))
+        assert_that(checked, equal_to([True]))

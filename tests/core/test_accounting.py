@@ -1,0 +1,194 @@
+"""Golden and validation tests of budgets, conversions and the analytic Gaussian σ."""
+
+import math
+
+import pytest
+
+from beam_dpsu.core.budgets import (
+    Budget,
+    BudgetAccountant,
+    BudgetExceededError,
+    ZCDPBudget,
+    analytic_gaussian_sigma,
+    dp_to_zcdp,
+    gaussian_mechanism_delta,
+    require_delta,
+    zcdp_delta_for_epsilon,
+    zcdp_to_dp,
+)
+
+
+# --- validation ----------------------------------------------------------------
+
+@pytest.mark.parametrize("eps", [0, -1, float("nan"), float("inf")])
+def test_budget_rejects_bad_epsilon(eps):
+    with pytest.raises(ValueError, match="epsilon"):
+        Budget(eps, 1e-5)
+
+
+@pytest.mark.parametrize("delta", [1, -0.1, 1.5, float("nan")])
+def test_budget_rejects_bad_delta(delta):
+    with pytest.raises(ValueError, match=r"delta must satisfy 0 <= delta < 1, got"):
+        Budget(1.0, delta)
+    with pytest.raises(ValueError, match=r"delta must satisfy 0 <= delta < 1, got"):
+        ZCDPBudget(0.1, delta)
+
+
+def test_pure_budgets_are_accepted_and_split():
+    # δ = 0: pure ε-DP (discrete Laplace counts) and pure ρ-zCDP (discrete Gaussian).
+    assert Budget(1.0, 0) == Budget(1.0) == Budget(1.0, 0.0)
+    assert ZCDPBudget(0.5).delta == 0.0
+    parts = Budget(2.0, 0).split([1, 3])
+    assert [p.epsilon for p in parts] == [0.5, 1.5] and {p.delta for p in parts} == {0.0}
+    # Pure ρ-zCDP implies (ε, δ)-DP for every δ > 0 (dp-sips Corollary 9 at δ_CDP = 0).
+    assert ZCDPBudget(0.1, 0).to_dp(1e-5).epsilon == pytest.approx(zcdp_to_dp(0.1, 1e-12, 1e-5),
+                                                                   rel=1e-4)
+
+
+def test_require_delta_names_what_needs_it():
+    assert require_delta(Budget(1.0, 1e-6), "x") == Budget(1.0, 1e-6)
+    with pytest.raises(ValueError, match=r"mechanism 'sips' needs delta > 0.*pure budget"):
+        require_delta(ZCDPBudget(0.1, 0), "mechanism 'sips'")
+
+
+@pytest.mark.parametrize("rho", [0, -0.1, float("inf")])
+def test_zcdp_budget_rejects_bad_rho(rho):
+    with pytest.raises(ValueError, match="rho"):
+        ZCDPBudget(rho, 1e-5)
+
+
+def test_budget_rejects_non_numbers():
+    with pytest.raises(TypeError, match="epsilon must be a number, got '1'"):
+        Budget("1", 1e-5)
+    with pytest.raises(TypeError, match="delta"):
+        ZCDPBudget(0.1, True)
+
+
+def test_budgets_are_frozen():
+    b = Budget(1.0, 1e-5)
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
+        b.epsilon = 2.0
+
+
+# --- splitting and accounting ----------------------------------------------------
+
+def test_split_adds_up_exactly():
+    parts = Budget(3.0, 1e-5).split([1, 2, 3])
+    assert math.fsum(p.epsilon for p in parts) == pytest.approx(3.0, rel=1e-15)
+    assert math.fsum(p.delta for p in parts) == pytest.approx(1e-5, rel=1e-15)
+    assert parts[0].epsilon == pytest.approx(0.5)
+    zparts = ZCDPBudget(0.1, 1e-5).split([1, 1])
+    assert [p.rho for p in zparts] == [0.05, 0.05]
+
+
+@pytest.mark.parametrize("weights", [[], [1, 0], [1, -1], [float("nan")]])
+def test_split_rejects_bad_weights(weights):
+    with pytest.raises(ValueError, match="split"):
+        Budget(1.0, 1e-5).split(weights)
+
+
+def test_accountant_refuses_overspending():
+    acc = BudgetAccountant(ZCDPBudget(0.1, 1e-5))
+    for part in ZCDPBudget(0.1, 1e-5).split([1, 1, 1]):
+        acc.spend(part)
+    assert acc.remaining()["rho"] == pytest.approx(0.0, abs=1e-15)
+    with pytest.raises(BudgetExceededError, match="rho=0.001 would exceed the total rho=0.1"):
+        acc.spend(ZCDPBudget(0.001, 1e-9))
+    with pytest.raises(TypeError, match="cannot spend a Budget from a ZCDPBudget"):
+        acc.spend(Budget(1.0, 1e-9))
+
+
+# --- analytic Gaussian ------------------------------------------------------------
+
+def test_analytic_gaussian_golden():
+    # DESIGN §4: σ(ε=3, δ/2 with δ=e^-10, L2=1) = 1.33279.
+    assert analytic_gaussian_sigma(3.0, math.exp(-10) / 2) == pytest.approx(1.33279, abs=5e-6)
+
+
+def test_analytic_gaussian_scales_with_sensitivity():
+    s1 = analytic_gaussian_sigma(1.0, 1e-6, 1.0)
+    assert analytic_gaussian_sigma(1.0, 1e-6, 10.0) == pytest.approx(10 * s1, rel=1e-12)
+
+
+def test_analytic_gaussian_beats_classical_bound():
+    # Balle & Wang: the analytic σ is below the classical √(2 ln(1.25/δ))/ε for ε < 1.
+    for eps in (0.1, 0.5, 0.9):
+        classical = math.sqrt(2 * math.log(1.25 / 1e-5)) / eps
+        assert analytic_gaussian_sigma(eps, 1e-5) < classical
+
+
+@pytest.mark.parametrize("eps", [0.01, 0.1, 1.0, 5.0, 20.0])
+@pytest.mark.parametrize("delta", [1e-12, 1e-8, 1e-3, 0.1, 0.5])
+def test_analytic_gaussian_is_tight_over_range(eps, delta):
+    sigma = analytic_gaussian_sigma(eps, delta)
+    # σ meets δ exactly (to 1e-9 relative), and 0.1% less noise would not.
+    assert gaussian_mechanism_delta(sigma, eps) == pytest.approx(delta, rel=1e-9)
+    assert gaussian_mechanism_delta(sigma * 0.999, eps) > delta
+
+
+# --- zCDP ↔ (ε, δ) (dp-sips App. B) ------------------------------------------------
+
+# dp-sips Table 4: (ρ, δ_CDP) ↦ (ε, δ_DP) with δ_DP ≈ 5e-5; the paper rounds ε up
+# to 3 significant figures and prints the δ_DP that the rounded ε gives.
+TABLE_4 = [(0.001, 0.14, 5.00e-5), (0.005, 0.338, 5.08e-5), (0.01, 0.495, 4.99e-5),
+           (0.05, 1.2, 4.99e-5), (0.1, 1.765, 4.96e-5), (0.5, 4.41, 4.90e-5)]
+
+
+@pytest.mark.parametrize("rho,eps,delta_dp", TABLE_4)
+def test_zcdp_to_dp_table_4(rho, eps, delta_dp):
+    assert zcdp_to_dp(rho, 1e-5, 5e-5) == pytest.approx(eps, rel=0.005)
+    implied = 1e-5 + (1 - 1e-5) * zcdp_delta_for_epsilon(rho, eps)
+    assert implied == pytest.approx(delta_dp, rel=0.01)
+
+
+def test_zcdp_to_dp_design_golden():
+    # DESIGN §4: ρ = 0.1, δ = 1e-5 ↦ (ε = 1.765, δ ≈ 4.96e-5); ρ = 0.5 ↦ (4.41, 4.90e-5).
+    assert ZCDPBudget(0.1, 1e-5).to_dp(4.96e-5).epsilon == pytest.approx(1.765, abs=0.001)
+    assert ZCDPBudget(0.5, 1e-5).to_dp(4.90e-5).epsilon == pytest.approx(4.41, abs=0.01)
+
+
+# dp-sips Table 5: ε fixed at 0.62, (ρ, δ_CDP, δ_DP).
+TABLE_5 = [(0.005, 1e-9, 1.04e-9), (0.0055, 1e-8, 1.02e-8), (0.006, 1e-7, 1.01e-7),
+           (0.007, 1e-6, 1.01e-6), (0.0083, 1e-5, 1.01e-5), (0.01, 1e-4, 1.01e-4),
+           (0.013, 1e-3, 1.01e-3)]
+
+
+@pytest.mark.parametrize("rho,delta_cdp,delta_dp", TABLE_5)
+def test_conversions_table_5(rho, delta_cdp, delta_dp):
+    assert zcdp_to_dp(rho, delta_cdp, delta_dp) == pytest.approx(0.62, abs=0.01)
+    # The inverse recovers the table's ρ to its printed precision (2 significant figures).
+    assert dp_to_zcdp(0.62, delta_dp, delta_cdp).rho == pytest.approx(rho, rel=0.03)
+
+
+def test_gw_budget_of_table_2():
+    # dp-sips Table 2: GW at ε = 1.7, δ = 8.1142e-5 "implies 1e-5-approximate 0.1-zCDP",
+    # i.e. 0.1-zCDP with δ_CDP = 1e-5 is (1.7, ≤ 8.1142e-5)-DP.
+    assert 1e-5 + zcdp_delta_for_epsilon(0.1, 1.7) <= 8.1142e-5
+    assert dp_to_zcdp(1.7, 8.1142e-5, 1e-5).rho >= 0.1
+
+
+@pytest.mark.parametrize("eps,delta_dp,delta_cdp", [(1.0, 1e-6, 1e-7), (3.0, 1e-5, 5e-6),
+                                                    (0.3, 1e-9, 1e-10)])
+def test_dp_to_zcdp_is_largest_rho_meeting_target(eps, delta_dp, delta_cdp):
+    rho = dp_to_zcdp(eps, delta_dp, delta_cdp).rho
+
+    def implied(r):
+        return delta_cdp + (1 - delta_cdp) * zcdp_delta_for_epsilon(r, eps)
+
+    assert implied(rho) <= delta_dp
+    assert implied(rho * 1.001) > delta_dp
+    assert zcdp_to_dp(rho, delta_cdp, delta_dp) == pytest.approx(eps, rel=1e-6)
+
+
+def test_conversion_rejects_delta_dp_below_delta_cdp():
+    with pytest.raises(ValueError, match="delta_dp must exceed delta_cdp"):
+        zcdp_to_dp(0.1, 1e-5, 1e-6)
+
+
+def test_pure_budget_converts_to_zcdp():
+    # Bun & Steinke 2016 Prop. 1.4: ε-DP ⇒ (ε²/2)-zCDP; a pure-DP aggregation
+    # can then be accounted beside a zCDP selection.
+    from beam_dpsu.core.budgets import Budget, ZCDPBudget
+    assert Budget(1.0).to_zcdp() == ZCDPBudget(0.5, 0.0)
+    with pytest.raises(ValueError, match="only a pure budget"):
+        Budget(1.0, 1e-6).to_zcdp()

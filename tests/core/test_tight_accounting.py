@@ -1,0 +1,336 @@
+"""Tight accounting of the Gaussian mechanisms under Budget(ε, δ) (DESIGN §3, issue 26).
+
+The noise of all rounds/levels is one analytic Gaussian at (ε, δ_noise), split
+in μ² by the mechanism's schedule; δ_noise + δ_thr/(1 − δ_thr) = δ is split to
+minimise the release threshold; the report states the exact Gaussian
+(ε′, δ′) curve. Golden checks against Google's dp-accounting (PLD accountant),
+a brute-force grid for the split, and the lone-user release bound.
+"""
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.pld import pld_privacy_accountant
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special, stats
+
+from beam_dpsu import SelectItems
+
+from beam_dpsu.core import mechanisms
+
+from beam_dpsu.core import hashing
+from beam_dpsu.core.budgets import (Budget, ZCDPBudget, analytic_gaussian_sigma, dp_to_zcdp,
+                                  gaussian_mechanism_delta, gaussian_noise_schedule,
+                                  geometric_split_weights)
+from beam_dpsu.core.calibration import (gaussian_dp_equivalents, release_mask, split_delta,
+                                   threshold_delta_cost)
+from beam_dpsu.extract_ngrams import ExtractNgrams
+from beam_dpsu.core.thresholds import weighted_gaussian_threshold
+
+IMDB = Budget(1.765, 4.96e-5)
+GAUSSIAN_SINGLE = [mechanisms.WeightedGaussian(100), mechanisms.CountGaussian(100),
+                   mechanisms.PolicyGaussian(100), mechanisms.WeightedGaussian(1),
+                   mechanisms.CountGaussian(10)]
+
+
+def pld_epsilon(sigmas, delta) -> float:
+    """ε at δ of the composition of Gaussian mechanisms (sensitivity 1), by dp-accounting's PLD."""
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_accounting.ComposedDpEvent(
+        [dp_accounting.GaussianDpEvent(s) for s in sigmas]))
+    return acc.get_epsilon(delta)
+
+
+# --- the composed σ against dp-accounting --------------------------------------------
+
+
+@pytest.mark.parametrize("rounds,ratio", [(3, 1 / 3), (2, 0.5), (4, 1.0)])
+@pytest.mark.parametrize("budget", [IMDB, Budget(1.0, 1e-6)], ids=str)
+def test_sips_rounds_compose_to_epsilon_at_delta_noise(rounds, ratio, budget):
+    cal = mechanisms.SIPS(100, rounds, ratio).calibrate(budget)
+    sigmas = [r.noise_scale for r in cal.rounds]
+    # The rounds are one Gaussian mechanism at (ε, δ_noise): PLD's ε matches
+    # (PLD rounds pessimistically, by < 1e-3 here).
+    assert pld_epsilon(sigmas, cal.delta_noise) == pytest.approx(budget.epsilon, abs=2e-3)
+    # ... with the existing geometric shape: μ_i² = w_i μ², i.e. ρ_i ∝ w_i.
+    w = geometric_split_weights(rounds, ratio)
+    mu2 = [1 / s ** 2 for s in sigmas]
+    assert [m / sum(mu2) for m in mu2] == pytest.approx(w, rel=1e-12)
+    assert [r.threshold_delta for r in cal.rounds] == pytest.approx(
+        [x * cal.threshold_delta for x in w], rel=1e-12)
+
+
+def test_a_wrong_composition_would_be_caught():
+    # Teeth: calibrating every round to σ_total alone (no split of μ²) spends
+    # far more than ε; the PLD comparison above would fail on it.
+    cal = mechanisms.SIPS(100).calibrate(IMDB)
+    assert pld_epsilon([cal.sigma_total] * 3, cal.delta_noise) > 2.5
+
+
+@pytest.mark.parametrize("decay", ["equal", 0.7])
+def test_dpne_levels_compose_to_epsilon_at_delta_noise(decay):
+    budget = Budget(1.0, 1e-7)
+    extract = ExtractNgrams(6, budget, max_items_per_user=10, noise_schedule=decay)
+    assert pld_epsilon(extract.sigmas, extract.delta_noise) == pytest.approx(1.0, abs=2e-3)
+    assert extract.delta_noise + threshold_delta_cost(extract.threshold_delta) <= 1e-7
+    # Only level 1 thresholds a lone user's items: its threshold has all of δ_thr.
+    assert extract.level1_calibration.threshold_delta == extract.threshold_delta
+    assert extract.report["delta_noise"] == extract.delta_noise
+
+
+@pytest.mark.parametrize("mechanism", GAUSSIAN_SINGLE, ids=lambda m: m.name)
+def test_single_round_sigma_against_pld(mechanism):
+    cal = mechanism.calibrate(IMDB)
+    # σ/Δ2 is the noise multiplier of a sensitivity-1 Gaussian.
+    assert pld_epsilon([cal.noise_scale / cal.sensitivity], cal.delta_noise) == pytest.approx(
+        IMDB.epsilon, abs=2e-3)
+
+
+def test_equivalent_rho_at_imdb_budget():
+    # The issue's numbers: σ = 2.117 at (1.765, δ/2) is an equivalent ρ of
+    # 0.1116, against 0.0949 through zCDP (dp-sips Corollary 9, δ/2 each).
+    sigma = analytic_gaussian_sigma(1.765, 4.96e-5 / 2)
+    assert sigma == pytest.approx(2.117, abs=5e-4)
+    assert 0.5 / sigma ** 2 == pytest.approx(0.1116, abs=5e-5)
+    assert dp_to_zcdp(1.765, 4.96e-5, 4.96e-5 / 2).rho == pytest.approx(0.0949, abs=5e-5)
+    # SIPS at the optimal split does at least as well as δ/2 each.
+    rho = mechanisms.SIPS(100).calibrate(IMDB).zcdp_budget.rho
+    assert rho >= 0.1116
+
+
+# --- the δ split -----------------------------------------------------------------------
+
+
+def brute_force_min(epsilon, delta, objective, l2=1.0, points=801):
+    """min of the objective over a fine grid of δ_thr/δ in (0, 1)."""
+    best = math.inf
+    for share in np.linspace(0.001, 0.999, points):
+        d_thr = delta * share
+        d_noise = delta - threshold_delta_cost(d_thr)
+        if d_noise <= 0:
+            continue
+        best = min(best, objective(analytic_gaussian_sigma(epsilon, d_noise, l2), d_thr))
+    return best
+
+
+@pytest.mark.parametrize("epsilon,delta,d0", [(1.765, 4.96e-5, 100), (3.0, math.exp(-10), 100),
+                                              (1.0, 0.2, 10), (0.1, 1e-6, 1), (8.0, 1e-9, 1000)])
+def test_split_is_the_grid_optimum(epsilon, delta, d0):
+    objective = lambda s, d: weighted_gaussian_threshold(s, d, d0)  # noqa: E731
+    split = split_delta(epsilon, delta, objective)
+    grid = brute_force_min(epsilon, delta, objective)
+    assert split.objective <= grid + 1e-6 * grid
+    # and the optimum is genuinely better than (or equal to) the even split.
+    even = objective(analytic_gaussian_sigma(epsilon, delta - threshold_delta_cost(delta / 2)),
+                     delta / 2)
+    assert split.objective <= even
+    assert split.delta_noise + threshold_delta_cost(split.threshold_delta) <= delta
+
+
+def test_sips_split_is_the_grid_optimum_of_the_last_round():
+    mechanism = mechanisms.SIPS(100)
+    cal = mechanism.calibrate(IMDB)
+    w = geometric_split_weights(3, 1 / 3)[-1]
+    objective = lambda s, d: weighted_gaussian_threshold(s / math.sqrt(w), d * w, 100)  # noqa
+    assert cal.rounds[-1].release_threshold <= brute_force_min(1.765, 4.96e-5, objective) + 1e-5
+
+
+def test_split_is_deterministic_and_bounded():
+    calls = []
+
+    def objective(sigma, d):
+        calls.append(d)
+        return weighted_gaussian_threshold(sigma, d, 100)
+
+    first = split_delta(1.765, 4.96e-5, objective)
+    assert len(calls) <= 17 + 45  # the grid plus a bounded Brent search
+    assert split_delta(1.765, 4.96e-5, objective) == first
+
+
+@settings(max_examples=60, deadline=None)
+@given(epsilon=st.floats(0.01, 20), log_delta=st.floats(math.log(1e-12), math.log(0.5)),
+       d0=st.sampled_from([1, 2, 10, 100, 1000]))
+def test_split_is_feasible_and_no_worse_than_even_at_extremes(epsilon, log_delta, d0):
+    delta = math.exp(log_delta)
+    objective = lambda s, d: weighted_gaussian_threshold(s, d, d0)  # noqa: E731
+    split = split_delta(epsilon, delta, objective)
+    assert split.delta_noise > 0 and 0 < split.threshold_delta < delta
+    assert split.delta_noise + threshold_delta_cost(split.threshold_delta) <= delta
+    assert math.isfinite(split.objective)
+    # δ_thr = δ/2 (the grid's middle point), with its end-to-end cost.
+    even = objective(analytic_gaussian_sigma(epsilon, delta - threshold_delta_cost(delta / 2)),
+                     delta / 2)
+    assert split.objective <= even * (1 + 1e-12)
+    # σ is the analytic Gaussian at δ_noise: its exact δ is not above δ_noise.
+    assert gaussian_mechanism_delta(split.sigma_total, epsilon) <= split.delta_noise * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("mechanism", GAUSSIAN_SINGLE + [mechanisms.SIPS(100)],
+                         ids=lambda m: m.name)
+@pytest.mark.parametrize("budget", [IMDB, Budget(0.5, 1e-10), Budget(10.0, 0.3)], ids=str)
+def test_delta_is_never_overspent(mechanism, budget):
+    cal = mechanism.calibrate(budget)
+    assert cal.delta_noise + threshold_delta_cost(cal.threshold_delta) <= budget.delta
+
+
+def test_zcdp_budget_keeps_its_meaning():
+    # σ = 1/√(2ρ) and all of δ to the threshold, as before (DESIGN §3).
+    cal = mechanisms.WeightedGaussian(100).calibrate(ZCDPBudget(0.1, 1e-5))
+    assert cal.noise_scale == 1 / math.sqrt(0.2) and cal.threshold_delta == 1e-5
+    assert cal.delta_noise is None
+    assert cal.release_threshold == weighted_gaussian_threshold(1 / math.sqrt(0.2), 1e-5, 100)
+    sips = mechanisms.SIPS(100).calibrate(ZCDPBudget(0.1, 1e-5))
+    assert sips.zcdp_budget == ZCDPBudget(0.1, 1e-5) and sips.delta_noise is None
+
+
+# --- the lone user's release probability ------------------------------------------------
+
+
+def lone_user_release_probability(calibration, weight_of, t) -> float:
+    """P[some of t items at weight w(t), held by one user, is released] (exact)."""
+    z = (calibration.release_threshold - weight_of(t)) / calibration.noise_scale
+    return float(-np.expm1(t * special.log_ndtr(z)))
+
+
+@pytest.mark.parametrize("budget", [IMDB, Budget(1.0, 0.2)], ids=str)
+def test_every_threshold_bounds_the_lone_user_release(budget):
+    cals = [(m.calibrate(budget), m.item_weight, m.max_items_per_user)
+            for m in (mechanisms.WeightedGaussian(10), mechanisms.CountGaussian(10))]
+    cals.append((mechanisms.PolicyGaussian(10).calibrate(budget),
+                 mechanisms.WeightedGaussian.item_weight, 10))
+    sips = mechanisms.SIPS(10).calibrate(budget)
+    cals += [(r, mechanisms.WeightedGaussian.item_weight, 10) for r in sips.rounds]
+    for cal, weight_of, d0 in cals:
+        worst = max(lone_user_release_probability(cal, weight_of, t) for t in range(1, d0 + 1))
+        assert worst <= cal.threshold_delta * (1 + 1e-9)
+        assert worst >= cal.threshold_delta * 0.5  # and not wastefully high
+
+
+N_TRIALS = 20_000
+QUANTILE = 1 - 1e-8
+
+
+def test_sips_rounds_release_a_lone_users_items_at_most_delta_thr():
+    # Statistical, on the noise-and-threshold core: a lone user with t = 10
+    # items (weight 1/√10 each) in each round of SIPS under Budget(1, 0.2).
+    # Each of the 3 checks fails by chance only above the Binomial(N, δ_r)
+    # 1 − 1e-8 quantile: false-failure rate < 3e-8.
+    cal = mechanisms.SIPS(10).calibrate(Budget(1.0, 0.2))
+    rng = hashing.os_rng()
+    for r in cal.rounds:
+        weights = np.full((N_TRIALS, 10), 1 / math.sqrt(10))
+        count = int(release_mask(weights, r, rng).any(axis=1).sum())
+        assert count <= stats.binom.ppf(QUANTILE, N_TRIALS, r.threshold_delta), (count, r)
+
+
+# --- the report's exact (ε, δ) statement --------------------------------------------------
+
+
+def test_report_states_the_exact_gaussian_curve_under_a_budget():
+    report = SelectItems(mechanisms.SIPS(100), IMDB).report
+    eq = {round(e["delta"] / IMDB.delta, 6): e["epsilon"] for e in report["dp_equivalents"]}
+    # At the δ asked for: the ε asked for (rounded up, never below).
+    assert eq[1.0] == pytest.approx(1.765, abs=1e-9) and eq[1.0] <= 1.765 + 1e-12
+    assert eq[10.0] < eq[2.0] < eq[1.0]
+    assert 0.1 not in eq  # δ/10 is below the thresholds' δ here: not achievable
+    assert report["delta_noise"] + threshold_delta_cost(report["threshold_delta"]) <= IMDB.delta
+    # Each entry matches dp-accounting: PLD ε of the composed rounds at δ′ − δ_thr cost.
+    cal = mechanisms.SIPS(100).calibrate(IMDB)
+    sigmas = [r.noise_scale for r in cal.rounds]
+    cost = threshold_delta_cost(cal.threshold_delta)
+    for e in report["dp_equivalents"]:
+        assert pld_epsilon(sigmas, e["delta"] - cost) == pytest.approx(e["epsilon"], abs=2e-3)
+
+
+def test_zcdp_report_is_tighter_than_the_zcdp_conversion():
+    # README example: ρ = 0.1, δ = 1e-5 was stated as ≈ (ε = 1.91, δ = 2e-5)
+    # by dp-sips Corollary 9; the exact Gaussian curve gives ε ≈ 1.76.
+    budget = ZCDPBudget(0.1, 1e-5)
+    report = SelectItems(mechanisms.WeightedGaussian(100), budget).report
+    first = report["dp_equivalents"][0]
+    assert first["delta"] == pytest.approx(2e-5)
+    assert first["epsilon"] == pytest.approx(1.7601, abs=1e-4)
+    assert first["epsilon"] < budget.to_dp(2e-5).epsilon == pytest.approx(1.9142, abs=1e-4)
+    sigma = 1 / math.sqrt(0.2)
+    assert pld_epsilon([sigma], 2e-5 - threshold_delta_cost(1e-5)) == pytest.approx(
+        first["epsilon"], abs=2e-3)
+    # Laplace mechanisms keep the zCDP conversion.
+    lap = SelectItems(mechanisms.WeightedLaplace(100), budget).report
+    assert lap["dp_equivalents"][0]["epsilon"] == pytest.approx(budget.to_dp(2e-5).epsilon)
+
+
+def test_gaussian_dp_equivalents_round_epsilon_up():
+    for e in gaussian_dp_equivalents(1 / 2.0, 1e-6, 1e-5):
+        exact = gaussian_mechanism_delta(2.0, e["epsilon"]) + threshold_delta_cost(1e-6)
+        assert exact <= e["delta"]
+    # Nothing at δ′ ≤ the thresholds' cost.
+    assert gaussian_dp_equivalents(1.0, 1e-5, 1e-5, factors=(0.5, 1.0)) == []
+
+
+def test_gaussian_noise_schedule_matches_sips_shape():
+    # DPNE already splits μ² by its schedule; SIPS now does the same.
+    sigmas = gaussian_noise_schedule(2.0, 3, 0.5)
+    assert 1 / math.sqrt(sum(s ** -2 for s in sigmas)) == pytest.approx(2.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("rounds,ratio", [(1, 1.0), (3, 1 / 3), (7, 0.9), (20, 0.5)])
+@pytest.mark.parametrize("budget", [Budget(0.1, 1e-10), IMDB, Budget(20.0, 0.1)], ids=str)
+def test_sips_rounds_as_split_keep_delta_noise_exactly(rounds, ratio, budget):
+    # The rounds' σ_i, as rounded in floats, compose (1/σ² = Σ 1/σ_i²) to a
+    # Gaussian whose exact δ at ε is still ≤ δ_noise; computed without warnings.
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal = mechanisms.SIPS(100, rounds, ratio).calibrate(budget)
+    assert gaussian_mechanism_delta(cal.sigma_total, budget.epsilon) <= cal.delta_noise
+
+
+# -- review findings on the report's curve and the split (each failed before its fix) ----
+
+
+def _exact_total_delta(mu, threshold_delta, epsilon):
+    import mpmath
+    with mpmath.workdps(80):
+        m, e, t = mpmath.mpf(mu), mpmath.mpf(epsilon), mpmath.mpf(threshold_delta)
+        return (mpmath.ncdf(m / 2 - e / m) - mpmath.e ** e * mpmath.ncdf(-m / 2 - e / m)
+                + t / (1 - t))
+
+
+def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
+    # Finding: the safe-side walk went one ulp at a time (~1e10 steps at ε′ ≈ 1e-6).
+    from beam_dpsu.core import budgets as acc
+    from beam_dpsu.core.calibration import gaussian_dp_equivalents
+    calls = []
+    original = acc._log_gaussian_delta
+    monkeypatch.setattr(acc, "_log_gaussian_delta",
+                        lambda *a: calls.append(1) or original(*a))
+    c = mechanisms.WeightedGaussian(100).calibrate(Budget(1e-6, 1e-9))
+    entries = gaussian_dp_equivalents(c.gaussian_mu, c.threshold_delta, 1e-9)
+    assert entries and len(calls) < 5000
+
+
+@pytest.mark.parametrize("budget", [Budget(1e-3, 1e-7), Budget(1e-12, 1e-5),
+                                    Budget(1e-3, 1e-12), Budget(1.765, 4.96e-5)])
+def test_every_stated_epsilon_holds_in_exact_arithmetic(budget):
+    # Findings: ε′ came out a relative 1e-10 too small (float error of δ_G
+    # ignored), and ε′ = 0 was claimed after checking only ε = 1e-12.
+    from beam_dpsu.core.calibration import gaussian_dp_equivalents
+    for mechanism in (mechanisms.WeightedGaussian(1), mechanisms.WeightedGaussian(100)):
+        c = mechanism.calibrate(budget)
+        for entry in gaussian_dp_equivalents(c.gaussian_mu, c.threshold_delta, budget.delta):
+            assert _exact_total_delta(c.gaussian_mu, c.threshold_delta,
+                                      entry["epsilon"]) <= entry["delta"]
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 1e300])
+def test_the_delta_split_holds_exactly_not_only_in_floats(epsilon):
+    # Finding: δ_noise + δ_thr/(1 − δ_thr) ≤ δ held in floats, exceeding δ by
+    # up to 1.1e-16·δ exactly.
+    from fractions import Fraction
+    from beam_dpsu import PolicyGaussian
+    c = PolicyGaussian(2 ** 63 - 1).calibrate(Budget(epsilon, 4.96e-5))
+    t = Fraction(c.threshold_delta)
+    assert Fraction(c.delta_noise) + t / (1 - t) <= Fraction(4.96e-5)

@@ -1,0 +1,384 @@
+"""What a newcomer meets on the command line: negative numbers, errors in flags,
+repeated flags, flags that do not apply, help texts that name real flags (issue 25)."""
+
+import ast
+import io
+import os
+import re
+import contextlib
+
+import numpy as np
+import pytest
+
+from pipelines import benchmark, cli, delta0_benchmark, evaluate, ngrams, vocabulary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
+FLAG = re.compile(r"--[a-z][a-z0-9_-]*")
+# A library's own spellings: a parameter name, a Budget/ZCDPBudget repr or a
+# budget dict. None of them may reach a job's error line.
+LIBRARY_SPELLINGS = re.compile(
+    r"\b(max_items_per_user|counts_share|max_n|hot_key_fanout|num_shards|noise_decay"
+    r"|single_n)\b|Budget\(|\{'type'|\b(epsilon|delta|rho|decay|eta|alpha|rounds|ratio"
+    r"|shards|n)\s*=")
+
+try:
+    from pipelines import benchmark_peers
+except ImportError:  # pragma: no cover - needs only what the jobs need
+    benchmark_peers = None
+
+
+def one_error_line(main, argv) -> str:
+    """The job's error line; asserts it is the only line (besides progress) and exit 2."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(argv)
+    lines = [line for line in err.getvalue().splitlines() if not line.startswith("[")]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err.getvalue()
+    return lines[0]
+
+
+@pytest.fixture
+def pairs(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("u1,cat\nu2,dog\n", encoding="utf-8")
+    return ["--input", str(path), "--format", "pairs", "--output", str(tmp_path / "o")]
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("the cat sat\nthe dog ran\n", encoding="utf-8")
+    return ["--input", str(path), "--format", "text", "--output", str(tmp_path / "o")]
+
+
+# -- negative numbers are values, not flags -----------------------------------------
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--epsilon", "1", "--delta", "-1e-5"], "error: --delta must satisfy 0 <= delta < 1, "
+                                            "got -1e-05"),
+    (["--epsilon", "1", "--delta", "2"], "error: --delta must satisfy 0 <= delta < 1, got 2.0"),
+    (["--epsilon", "-1", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
+    (["--epsilon", "-1E3", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
+    (["--epsilon", "-inf", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
+    (["--rho", "-0.1", "--delta", "1e-5"], "error: --rho must be a finite number > 0"),
+    (["--rho", "-.5e-2", "--delta", "1e-5"], "error: --rho must be a finite number > 0"),
+    (["--max-items-per-user", "-5", *BUDGET], "error: --max-items-per-user must be >= 1, got -5"),
+    (["--max_items_per_user=-5", *BUDGET], "error: --max-items-per-user must be >= 1, got -5"),
+    (["--num-shards", "-1", *BUDGET], "error: --num-shards must be >= 1, got -1"),
+    (["--mechanism", "sips", "--ratio", "-0.5", *BUDGET], "error: --ratio must satisfy"),
+    (["--mechanism", "gw", "--alpha", "-1e-3", *BUDGET], "error: --alpha must be a finite "
+                                                        "number >= 0, got -0.001"),
+    (["--hot-key-fanout", "-2", *BUDGET], "error: --hot-key-fanout must be >= 1, got -2"),
+    (["--seed", "-3", *BUDGET], "error: --seed must be"),
+])
+def test_negative_numbers_get_the_range_error(pairs, extra, message):
+    line = one_error_line(vocabulary.main, pairs + extra)
+    assert line.startswith(message), line
+    assert "expected one argument" not in line
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--eta", "-0.01", *BUDGET], "error: --eta must lie strictly between 0 and 1"),
+    (["--max-n", "-2", *BUDGET], "error: --max-n must be an int >= 1, got -2"),
+    (["--max-items-per-user", "-5,3", "--max-n", "2", *BUDGET],
+     "error: --max-items-per-user must be >= 1, got -5"),
+    (["--noise-decay", "-1", *BUDGET], "error: --noise-decay must be a finite number > 0"),
+])
+def test_negative_numbers_ngrams(text, extra, message):
+    line = one_error_line(ngrams.main, text + extra)
+    assert line.startswith(message), line
+
+
+def test_negative_numbers_evaluate(pairs):
+    line = one_error_line(evaluate.main, pairs + ["--no-plot", "--epsilons", "-1,2",
+                                                  "--delta", "1e-5"])
+    assert line.startswith("error: --epsilons must be a finite number > 0, got -1.0"), line
+    line = one_error_line(evaluate.main, pairs + ["--no-plot", "--epsilons", "1",
+                                                  "--delta", "-1e-5"])
+    assert line.startswith("error: --delta must satisfy"), line
+
+
+def test_a_flag_after_a_flag_is_still_a_missing_value():
+    with pytest.raises(cli.UsageError, match="argument --delta: expected one argument"):
+        cli.parse_job_args(vocabulary.build_parser(),
+                           ["--input", "x", "--output", "o", "--delta", "--epsilon", "1"])
+
+
+def test_negative_values_reach_beam_options():
+    _, options = cli.parse_job_args(vocabulary.build_parser(),
+                                    ["--input", "x", "--output", "o", "--delta", "1e-5",
+                                     "--direct_num_workers", "-1"])
+    assert options.get_all_options()["direct_num_workers"] == -1
+
+
+# -- errors speak in flags ------------------------------------------------------------
+
+
+VOCABULARY_ERRORS = [
+    (["--epsilon", "0", "--delta", "1e-5"], "--epsilon"),
+    (["--epsilon", "nan", "--delta", "1e-5"], "--epsilon"),
+    (["--rho", "0", "--delta", "1e-5"], "--rho"),
+    (["--epsilon", "1", "--delta", "0"], "--delta"),
+    (["--rho", "0.1", "--delta", "0"], "--delta"),
+    (["--with-counts", "--epsilon", "1", "--delta", "0"], "--delta"),
+    (["--max-items-per-user", "0", *BUDGET], "--max-items-per-user"),
+    (["--mechanism", "sips", "--rounds", "0", *BUDGET], "--rounds"),
+    (["--mechanism", "sips", "--ratio", "2", *BUDGET], "--ratio"),
+    (["--mechanism", "gw", "--shards", "0", *BUDGET], "--shards"),
+    (["--mechanism", "policy-gaussian", "--alpha", "-1", *BUDGET], "--alpha"),
+    (["--mechanism", "weighted-gaussian", "--rounds", "3", *BUDGET], "--rounds"),
+    (["--mechanism", "count-laplace", "--alpha", "3", "--shards", "2", *BUDGET], "--alpha"),
+    (["--mechanism", "truncated-geometric", "--rho", "0.1", "--delta", "1e-5"], "--epsilon"),
+    (["--mechanism", "truncated-geometric", "--epsilon", "40", "--delta", "1e-15",
+      "--max-items-per-user", "1"], "--epsilon"),
+    (["--with-counts", "--counts-share", "1.5", *BUDGET], "--counts-share"),
+    (["--with-counts", "--counts-share", "0", *BUDGET], "--counts-share"),
+    (["--with-counts", "--counts-max-items-per-user", "0", *BUDGET],
+     "--counts-max-items-per-user"),
+    (["--hot-key-fanout", "0", *BUDGET], "--hot-key-fanout"),
+    (["--num-shards", "0", *BUDGET], "--num-shards"),
+]
+
+
+@pytest.mark.parametrize("extra,flag", VOCABULARY_ERRORS)
+def test_vocabulary_errors_name_the_flag_not_the_library(pairs, extra, flag):
+    line = one_error_line(vocabulary.main, pairs + extra)
+    assert flag in line, line
+    assert not LIBRARY_SPELLINGS.search(line), line
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (["--max-n", "0", *BUDGET], "--max-n"),
+    (["--eta", "1", *BUDGET], "--eta"),
+    (["--max-items-per-user", "0", *BUDGET], "--max-items-per-user"),
+    (["--max-items-per-user", "5,6", *BUDGET], "--max-items-per-user"),
+    (["--noise-decay", "0", *BUDGET], "--noise-decay"),
+    (["--level1", "policy-gaussian", "--alpha", "-1", *BUDGET], "--alpha"),
+    (["--epsilon", "1", "--delta", "0"], "--delta"),
+    (["--rho", "0", "--delta", "1e-5"], "--rho"),
+    (["--method", "dpsu-single", *BUDGET], "--single-n"),
+    (["--method", "dpsu-single", "--single-n", "5", *BUDGET], "--single-n"),
+    (["--method", "dpsu-all", "--max-items-per-user", "0", *BUDGET], "--max-items-per-user"),
+    (["--method", "dpsu-even", "--max-items-per-user", "3,4,5", *BUDGET],
+     "--max-items-per-user"),
+    (["--method", "dpsu-all", "--epsilon", "1", "--delta", "0"], "--delta"),
+    (["--with-counts", "--counts-share", "2", *BUDGET], "--counts-share"),
+    (["--with-counts", "--counts-max-items-per-user", "0", *BUDGET],
+     "--counts-max-items-per-user"),
+])
+def test_ngrams_errors_name_the_flag_not_the_library(text, extra, flag):
+    line = one_error_line(ngrams.main, text + extra)
+    assert flag in line, line
+    assert not LIBRARY_SPELLINGS.search(line), line
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (["--epsilons", "0,1", "--delta", "1e-5"], "--epsilons"),
+    (["--rhos", "0", "--delta", "1e-5"], "--rhos"),
+    (["--epsilons", "1", "--delta", "0"], "--delta"),
+    (["--epsilons", "1", "--delta", "1e-5", "--max-items-per-user", "0"],
+     "--max-items-per-user"),
+    (["--epsilons", "1", "--delta", "1e-5", "--mechanisms", "sips", "--rounds", "0"],
+     "--rounds"),
+    (["--epsilons", "1", "--delta", "1e-5", "--mechanisms", "gw", "--alpha", "-2"], "--alpha"),
+    (["--epsilons", "1", "--delta", "1e-5", "--hot-key-fanout", "0"], "--hot-key-fanout"),
+    (["--rhos", "1", "--delta", "1e-5", "--mechanisms", "truncated-geometric"], "--epsilons"),
+])
+def test_evaluate_errors_name_the_flag_not_the_library(pairs, extra, flag):
+    line = one_error_line(evaluate.main, pairs + ["--no-plot"] + extra)
+    assert flag in line, line
+    assert not LIBRARY_SPELLINGS.search(line), line
+
+
+def test_library_messages_are_unchanged():
+    # The translation is the CLI's: the library keeps its parameter names.
+    from beam_dpsu import Budget
+    with pytest.raises(ValueError, match=r"^epsilon must be a finite number > 0"):
+        Budget(-1, 1e-5)
+
+
+# -- flags that do not apply, repeated flags --------------------------------------------
+
+
+@pytest.mark.parametrize("fmt,fields", [("csv", ["--user-field", "u", "--text-field", "t"]),
+                                        ("jsonl", ["--user-field", "u", "--text-field", "t"])])
+def test_skip_header_lines_is_refused_where_it_does_not_apply(tmp_path, fmt, fields):
+    path = tmp_path / f"in.{fmt}"
+    path.write_text("u,t\na,cat\n" if fmt == "csv" else '{"u": "a", "t": "cat"}\n',
+                    encoding="utf-8")
+    line = one_error_line(vocabulary.main, ["--input", str(path), "--format", fmt, *fields,
+                                            "--skip-header-lines", "1", *BUDGET,
+                                            "--output", str(tmp_path / "o")])
+    assert f"--skip-header-lines applies to --format pairs or text, not {fmt}" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_skip_header_lines_is_refused_for_msnbc(tmp_path):
+    msnbc = os.path.join(ROOT, "examples", "msnbc_1k.seq")
+    line = one_error_line(ngrams.main, ["--input", msnbc, "--skip-header-lines", "2", *BUDGET,
+                                        "--output", str(tmp_path / "o")])
+    assert "--skip-header-lines applies to --format pairs or text, not msnbc" in line, line
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (["--epsilon", "2"], "--epsilon"),
+    (["--delta=1e-6"], "--delta"),
+    (["--max-items-per-user", "3", "--max_items_per_user", "4"], "--max-items-per-user"),
+    (["--keep-case", "--keep-case=false"], "--keep-case"),
+    (["--mechanism", "sips", "--mechanism", "gw"], "--mechanism"),
+])
+def test_a_repeated_flag_is_an_error_naming_it(pairs, extra, flag):
+    line = one_error_line(vocabulary.main, pairs + BUDGET + extra)
+    assert f"{flag} is given more than once" in line, line
+
+
+def test_a_repeated_beam_option_is_an_error_but_list_options_repeat():
+    base = ["--input", "x", "--output", "o", "--delta", "1e-5"]
+    with pytest.raises(cli.UsageError, match="--runner is given more than once"):
+        cli.parse_job_args(vocabulary.build_parser(),
+                           base + ["--runner", "DirectRunner", "--runner=PortableRunner"])
+    _, options = cli.parse_job_args(vocabulary.build_parser(),
+                                    base + ["--experiments", "a", "--experiments=b"])
+    assert options.get_all_options()["experiments"] == ["a", "b"]
+
+
+def test_repeated_benchmark_flag(capsys):
+    assert benchmark.main(["--repeats", "2", "--repeats", "3", "--", "--input", "x"]) == 2
+    assert "--repeats is given more than once" in capsys.readouterr().err
+
+
+# -- help texts and README name only real flags -----------------------------------------
+
+
+def beam_flags() -> set:
+    return {s for a in cli._BeamOptionsParser()._actions for s in a.option_strings}
+
+
+def job_flags(parser) -> set:
+    return {s for a in parser._actions for s in a.option_strings}
+
+
+def job_parsers():
+    parsers = {"vocabulary": vocabulary.build_parser(), "ngrams": ngrams.build_parser(),
+               "evaluate": evaluate.build_parser(), "benchmark": benchmark.build_parser(),
+               "delta0_benchmark": delta0_benchmark.build_parser()}
+    if benchmark_peers is not None:
+        parsers["benchmark_peers"] = benchmark_peers.build_parser()
+    return parsers
+
+
+@pytest.mark.parametrize("job", ["vocabulary", "ngrams", "evaluate", "benchmark",
+                                 "benchmark_peers", "delta0_benchmark"])
+def test_help_names_only_flags_that_exist(job):
+    parsers = job_parsers()
+    if job not in parsers:
+        pytest.skip("benchmark_peers does not import here")
+    parser = parsers[job]
+    known = job_flags(parser)
+    if job == "benchmark":
+        # Flags after -- are the timed job's own; the benchmark takes no Beam option.
+        known |= job_flags(parsers["vocabulary"]) | job_flags(parsers["ngrams"])
+    else:
+        known |= beam_flags()
+    text = parser.format_help()
+    named = set(FLAG.findall(text))
+    assert named and named <= known, sorted(named - known)
+    # A flag broken over two lines (at a hyphen) is not one the reader can copy.
+    assert not re.search(r"--[a-z0-9_-]*-\n", text), text
+
+
+def test_readme_names_only_flags_that_exist():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    known = beam_flags().union(*(job_flags(p) for p in job_parsers().values()))
+    placeholders = {"--a-b", "--a_b"}  # README's example of the two spellings
+    placeholders |= {"--dist"}  # pytest-xdist's, in the test command
+    named = set(FLAG.findall(text)) - placeholders
+    assert named - known == set()
+
+
+# -- grammar of the messages ------------------------------------------------------------
+
+
+def string_literals():
+    """(file, line, text) of every string literal (f-string parts joined) in the code."""
+    for folder in ("beam_dpsu", "pipelines"):
+        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(ROOT, folder, name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.JoinedStr):
+                    parts = [v.value if isinstance(v, ast.Constant) else "{}"
+                             for v in node.values]
+                    yield f"{folder}/{name}", node.lineno, "".join(map(str, parts))
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    yield f"{folder}/{name}", node.lineno, node.value
+
+
+DUPLICATED_WORD = re.compile(r"\b([A-Za-z]{2,})\s+\1\b", re.IGNORECASE)
+# "a" before a vowel sound, "an" before a consonant (a lower-case word: "an n-gram",
+# "an L2" and "a UTF-8" are right).
+WRONG_ARTICLE = re.compile(r"\b[Aa] (?!one\b|once\b|u[nst]i|use|usu|eu)[aeiou][a-z]+\b"
+                           r"|\b[Aa]n (?!hour|honest|heir|ndarray)[b-df-hj-np-tv-z][a-z]+\b")
+
+
+def test_no_duplicated_words_or_wrong_articles_in_messages():
+    found = []
+    for path, line, text in string_literals():
+        for pattern in (DUPLICATED_WORD, WRONG_ARTICLE):
+            for match in pattern.finditer(text):
+                found.append(f"{path}:{line}: {match.group(0)!r}")
+    assert found == []
+
+
+def test_no_fixed_article_before_a_type_name():
+    # f"got a {type(x).__name__}" says "got a int": the article must follow the name.
+    found = []
+    for folder in ("beam_dpsu", "pipelines"):
+        for name in sorted(os.listdir(os.path.join(ROOT, folder))):
+            if not name.endswith(".py"):
+                continue
+            with open(os.path.join(ROOT, folder, name), encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.JoinedStr):
+                    continue
+                for before, value in zip(node.values, node.values[1:]):
+                    if (isinstance(before, ast.Constant) and isinstance(value, ast.FormattedValue)
+                            and re.search(r"\b[Aa]n? $", before.value)
+                            and "__name__" in ast.unparse(value.value)):
+                        found.append(f"{folder}/{name}:{node.lineno}")
+    assert found == []
+
+
+def test_counts_in_messages_agree_in_number():
+    from beam_dpsu.core.tokenizer import a_type, plural
+    assert plural(1, "budget") == "1 budget" and plural(2, "budget") == "2 budgets"
+    assert plural(1, "mechanism") == "1 mechanism" and plural(0, "trial") == "0 trials"
+    assert a_type(3) == "an int" and a_type(np.zeros(1)) == "an ndarray"
+    assert a_type("x") == "a str" and a_type(None) == "a NoneType"
+
+
+def test_the_checks_find_what_they_look_for():
+    assert DUPLICATED_WORD.search("stop at at line 3")
+    assert WRONG_ARTICLE.search("must be a int") and WRONG_ARTICLE.search("an file")
+    assert not WRONG_ARTICLE.search("a user, an item, a one-off")
+
+
+def test_one_released_item_is_one_item(tmp_path, capsys):
+    path = tmp_path / "in.csv"
+    path.write_text("".join(f"u{i},cat\n" for i in range(300)) + "x,dog\n", encoding="utf-8")
+    code = vocabulary.main(["--input", str(path), "--format", "pairs", "--rho", "1",
+                            "--delta", "1e-7", "--max-items-per-user", "1",
+                            "--output", str(tmp_path / "o")])
+    captured = capsys.readouterr()
+    # "cat" (300 users, weight 300 against σ ≈ 0.7) is released but for a chance far
+    # below 1e-6; "dog" (one user) with probability at most δ = 1e-7: this fails by
+    # chance < 1e-6.
+    assert code == 0 and captured.out.startswith("released 1 item with "), captured.out
+    assert "weighted-gaussian: released 1 item\n" in captured.err

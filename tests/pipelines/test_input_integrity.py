@@ -1,0 +1,480 @@
+"""The input is read whole or not at all (issue 25, findings 1-4; DESIGN §4 invariant 10).
+
+A truncated or corrupt compressed file, an unterminated CSV quote, a field
+past the size limit, a byte that is not UTF-8, or a file of the wrong kind for
+``--format`` is an ``InputFormatError`` naming the file and the true line,
+never a release from the part that could be read.
+"""
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import os
+import zipfile
+import zlib
+
+import pytest
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines import inputs, ngrams, vocabulary
+from pipelines.inputs import InputFormatError, inspect_input, record_parser
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
+MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
+SECRET = "alice@example.com"
+
+try:
+    import zstandard
+except ImportError:  # pragma: no cover - zstandard comes with apache-beam
+    zstandard = None
+
+
+def read_file(path, fmt="text", user_field=None, text_field=None):
+    """Every record of one file, read exactly as a pipeline worker reads it."""
+    metadata = FileSystems.match([str(path)])[0].metadata_list[0]
+    parse_file = inputs._ParseFileFn(record_parser(fmt, user_field, text_field), None, False)
+    return list(parse_file.process(fileio.ReadableFile(metadata)))
+
+
+COMPRESSORS = {
+    ".gz": gzip.compress,
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
+    ".lzma": lambda data: lzma.compress(data, format=lzma.FORMAT_ALONE),
+    ".deflate": zlib.compress,
+}
+if zstandard is not None:
+    COMPRESSORS[".zst"] = lambda data: zstandard.ZstdCompressor().compress(data)
+    COMPRESSORS[".zstd"] = lambda data: zstandard.ZstdCompressor(
+        write_content_size=False).compress(data)
+
+# Enough lines that a cut file still holds many whole lines (the finding's
+# symptom: a partial read that looks like a good one).
+BODY = "".join(f"user{i} read page {i * 7919 % 1000} of the site\n"
+               for i in range(1, 20001)).encode()
+
+
+# -- finding 1: every compression is read to its end-of-stream marker --------------------
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+def test_a_whole_compressed_file_is_read_whole(tmp_path, suffix):
+    path = tmp_path / f"lines.txt{suffix}"
+    path.write_bytes(COMPRESSORS[suffix](BODY))
+    records = read_file(path)
+    assert len(records) == 20000
+    assert records[-1] == (f"{path}:20000", f"user20000 read page {20000 * 7919 % 1000} of "
+                                            "the site")
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+@pytest.mark.parametrize("keep", [0.9, 0.5, "head"])
+def test_a_truncated_compressed_file_is_an_error_naming_it(tmp_path, suffix, keep):
+    whole = COMPRESSORS[suffix](BODY)
+    cut = whole[:200] if keep == "head" else whole[:int(len(whole) * keep)]
+    path = tmp_path / f"lines.txt{suffix}"
+    path.write_bytes(cut)
+    with pytest.raises(InputFormatError) as err:
+        read_file(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ")
+    assert "truncated" in message
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+def test_a_corrupt_compressed_file_is_an_error_naming_it(tmp_path, suffix):
+    whole = bytearray(COMPRESSORS[suffix](BODY))
+    middle = len(whole) // 2
+    whole[middle:middle + 64] = bytes(64)  # 64 bytes zeroed in the middle
+    path = tmp_path / f"lines.txt{suffix}"
+    path.write_bytes(bytes(whole))
+    with pytest.raises(InputFormatError) as err:
+        read_file(path)
+    assert str(err.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"] + ([".zst"] if zstandard else []))
+def test_concatenated_members_are_all_read_and_trailing_garbage_is_refused(tmp_path, suffix):
+    compress = COMPRESSORS[suffix]
+    half = len(BODY) // 2
+    half = BODY.rindex(b"\n", 0, half) + 1
+    path = tmp_path / f"lines.txt{suffix}"
+    path.write_bytes(compress(BODY[:half]) + compress(BODY[half:]))
+    assert len(read_file(path)) == 20000
+    # A second member cut short is a truncated file too.
+    second = compress(BODY[half:])
+    path.write_bytes(compress(BODY[:half]) + second[:len(second) // 2])
+    with pytest.raises(InputFormatError, match="truncated"):
+        read_file(path)
+    # Bytes after the last member that are no member: corrupt, not ignored.
+    path.write_bytes(compress(BODY) + b"this is not compressed data")
+    with pytest.raises(InputFormatError) as err:
+        read_file(path)
+    assert str(err.value).startswith(f"{path}: ")
+
+
+def test_an_empty_compressed_file_is_not_a_compressed_stream(tmp_path):
+    path = tmp_path / "lines.txt.gz"
+    path.write_bytes(b"")
+    with pytest.raises(InputFormatError, match=r"lines.txt.gz: .*empty"):
+        read_file(path)
+
+
+def test_a_truncated_msnbc_zip_is_an_error(tmp_path):
+    seq = open(MSNBC_1K, "rb").read()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("msnbc.seq", seq)
+    whole = buffer.getvalue()
+    path = tmp_path / "msnbc.zip"
+    path.write_bytes(whole)
+    assert len(read_file(path, "msnbc")) == 1001 - 7  # 7 header lines
+    path.write_bytes(whole[:int(len(whole) * 0.9)])
+    with pytest.raises(InputFormatError, match=r"msnbc.zip: "):
+        read_file(path, "msnbc")
+    corrupt = bytearray(whole)
+    corrupt[len(whole) // 2] ^= 0xFF  # a flipped byte in the member: bad CRC or bad data
+    path.write_bytes(bytes(corrupt))
+    with pytest.raises(InputFormatError, match=r"msnbc.zip: "):
+        read_file(path, "msnbc")
+
+
+def test_the_read_is_checked_in_the_pipeline_too(tmp_path):
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    path = tmp_path / "lines.txt.gz"
+    whole = gzip.compress(BODY)
+    path.write_bytes(whole[:int(len(whole) * 0.9)])
+    with pytest.raises(Exception, match=r"lines.txt.gz: .*truncated"):
+        with TestPipeline() as p:
+            _ = p | inputs.ReadUserTexts(str(path), "text") | beam.Map(lambda r: r)
+
+
+def _cut_copy(tmp_path, suffix, keep):
+    data = gzip.decompress(open(IMDB_2K, "rb").read())
+    whole = {".gz": lambda d: open(IMDB_2K, "rb").read(), ".bz2": bz2.compress,
+             ".xz": lzma.compress}[suffix](data)
+    cut = whole[:keep] if isinstance(keep, int) else whole[:int(len(whole) * keep)]
+    path = tmp_path / f"imdb.csv{suffix}"
+    path.write_bytes(cut)
+    return path
+
+
+def assert_one_error_line(err, *needles):
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("suffix,keep", [(".gz", 0.9), (".gz", 5000), (".bz2", 0.9),
+                                         (".xz", 0.9)])
+def test_vocabulary_job_on_a_truncated_file_exits_2_and_releases_nothing(tmp_path, capsys,
+                                                                         suffix, keep):
+    path = _cut_copy(tmp_path, suffix, keep)
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", str(path), "--user-field", "user", "--text-field",
+                            "review", "--epsilon", "1", "--delta", "1e-5",
+                            "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert_one_error_line(captured.err, str(path), "truncated")
+    assert not out.exists()
+    assert "released" not in captured.out
+
+
+# -- finding 2: an unterminated quote, a field past the limit ----------------------------
+
+
+def csv_rows(n, broken_row=None, broken='someuser,"text never closed'):
+    rows = ["user,text"]
+    for i in range(1, n + 1):
+        rows.append(broken if i == broken_row else f"user{i},row {i} says hello")
+    return "\r\n".join(rows) + "\r\n"
+
+
+def test_an_unterminated_quote_is_an_error_naming_the_line_where_it_began():
+    body = csv_rows(400, broken_row=301)
+    with pytest.raises(InputFormatError) as err:
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+    message = str(err.value)
+    assert message.startswith("f.csv:302: ")  # the header is line 1
+    assert "quote" in message and "someuser" not in message
+
+
+def test_an_unterminated_quote_on_the_last_line_and_across_lines():
+    body = 'user,text\nu1,"a\nb"\nu2,"one\ntwo\nthree'
+    with pytest.raises(InputFormatError, match=r"^f.csv:4: .*quote"):
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+    # The quoted field opens on line 3, after a field that spans lines 2-3.
+    body = 'user,text,more\nu1,"a\nb","c\nd\n'
+    with pytest.raises(InputFormatError, match=r"^f.csv:3: .*quote"):
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+    # Closed quotes, escaped quotes and quotes inside unquoted fields are fine.
+    body = 'user,text\nu1,"say ""hi""\nto all"\nu2,it is 5" long\nu3,x\n'
+    assert [u for u, _ in inputs.parse_csv("f.csv", io.BytesIO(body.encode()),
+                                           "user", "text")] == ["u1", "u2", "u3"]
+
+
+def test_a_field_past_the_size_limit_is_an_error_naming_the_line_where_it_began(monkeypatch):
+    assert inputs.FIELD_SIZE_LIMIT == 16 * 1024 * 1024
+    monkeypatch.setattr(inputs, "FIELD_SIZE_LIMIT", 1000)
+    long_text = "word " * 300  # 1500 characters
+    body = f'user,text\nu1,short\nu2,"{long_text}\n{long_text}"\nu3,x\n'
+    with pytest.raises(InputFormatError) as err:
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+    assert str(err.value).startswith("f.csv:3: ")
+    assert "1,000 characters" in str(err.value)
+    body = f'user,text\nu1,{long_text}\n'  # an unquoted field on one line
+    with pytest.raises(InputFormatError, match=r"^f.csv:2: .*1,000 characters"):
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+    body = f'u1,{long_text}\n'  # a pairs line
+    with pytest.raises(InputFormatError, match=r"^f.csv:1: .*1,000 characters"):
+        list(inputs.parse_pairs("f.csv", io.BytesIO(body.encode())))
+
+
+def test_the_csv_job_with_an_unterminated_quote_exits_2(tmp_path, capsys):
+    path = tmp_path / "users.csv"
+    path.write_text(csv_rows(400, broken_row=301), encoding="utf-8")
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", str(path), "--user-field", "user", "--text-field",
+                            "text", "--epsilon", "1", "--delta", "1e-5", "--output", str(out)])
+    assert code == 2
+    assert_one_error_line(capsys.readouterr().err, f"{path}:302:", "quote")
+    assert not out.exists()
+
+
+# -- finding 3: decode errors name the true line, in every format -------------------------
+
+
+def with_bad_byte(lines, bad_line):
+    out = []
+    for i, line in enumerate(lines, start=1):
+        data = line.encode()
+        out.append(data[:3] + b"\xff" + data[3:] if i == bad_line else data)
+    return b"".join(out)
+
+
+FORMAT_LINES = {
+    "text": (lambda i: f"user{i} writes a line of text with some words {i}\n", {}),
+    "pairs": (lambda i: f"user{i},item{i % 50} with words\n", {}),
+    "jsonl": (lambda i: json.dumps({"u": f"user{i}", "t": f"words {i} here"}) + "\n",
+              {"user_field": "u", "text_field": "t"}),
+    "csv": (lambda i: "user,text\r\n" if i == 1 else f"user{i},\"words {i}\r\nmore\"\r\n",
+            {"user_field": "user", "text_field": "text"}),
+    "msnbc": (lambda i: f"{i % 17 + 1} {i % 5 + 1} 3 4 5 6 7 8 9 10 11 12 13 14 \r\n", {}),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMAT_LINES))
+@pytest.mark.parametrize("bad_line", [2, 302, 20002, 70001])
+def test_a_decode_error_names_the_true_line(tmp_path, fmt, bad_line):
+    line, fields = FORMAT_LINES[fmt]
+    n = 80000  # well past the 1 MiB read buffer
+    path = tmp_path / f"data.{fmt}"
+    data = with_bad_byte([line(i) for i in range(1, n + 1)], bad_line)
+    assert len(data) > 2 << 20
+    path.write_bytes(data)
+    # In csv each record after the header spans two lines (a quoted field
+    # with a line break), so record i begins on line 2i - 2.
+    true_line = 2 * bad_line - 2 if fmt == "csv" else bad_line
+    with pytest.raises(InputFormatError) as err:
+        read_file(path, fmt, **fields)
+    assert str(err.value).startswith(f"{path}:{true_line}: "), str(err.value)
+    assert "not UTF-8" in str(err.value)
+
+
+def test_a_decode_error_in_a_compressed_file_names_the_true_line(tmp_path):
+    path = tmp_path / "data.txt.gz"
+    path.write_bytes(gzip.compress(with_bad_byte([f"line {i}\n" for i in range(1, 300001)],
+                                                 250123)))
+    with pytest.raises(InputFormatError, match=rf"^{path}:250123: .*not UTF-8"):
+        read_file(path)
+
+
+def test_lone_cr_and_crlf_line_ends_still_count_lines():
+    data = b"a\rb\r\nc\nd\xff\n"
+    with pytest.raises(InputFormatError, match=r"^f:4: "):
+        list(inputs.parse_text("f", io.BytesIO(data)))
+    assert [u for u, _ in inputs.parse_text("f", io.BytesIO(b"a\rb\r\nc\n"))] == [
+        "f:1", "f:2", "f:3"]
+
+
+# -- finding 4: each --format checks its own shape ----------------------------------------
+
+
+def test_msnbc_refuses_a_line_that_is_not_category_numbers():
+    body = "% Sequences:\n\n1 2 3 \n4 x 5\n"
+    with pytest.raises(InputFormatError) as err:
+        list(inputs.parse_msnbc("f.seq", io.BytesIO(body.encode())))
+    assert str(err.value).startswith("f.seq:4: ")
+    body = f"1 2\n{SECRET} 3\n"
+    with pytest.raises(InputFormatError) as err:
+        list(inputs.parse_msnbc("f.seq", io.BytesIO(body.encode())))
+    assert str(err.value).startswith("f.seq:2: ") and SECRET not in str(err.value)
+
+
+def test_msnbc_inspection_refuses_a_csv_with_a_hint():
+    with pytest.raises(InputFormatError) as err:
+        inspect_input([IMDB_2K], "msnbc")
+    message = str(err.value)
+    assert message.startswith(f"{IMDB_2K}:1: ")
+    assert "--format csv" in message
+
+
+@pytest.mark.parametrize("fmt,content,hint", [
+    ("jsonl", "user,text\nu1,hello\n", "--format csv"),
+    ("csv", '{"user": "u1", "text": "hello"}\n', "--format jsonl"),
+    ("pairs", '{"user": "u1", "text": "hello"}\n', "--format jsonl"),
+    ("text", '{"user": "u1", "text": "hello"}\n{"user": "u2", "text": "hi"}\n',
+     "--format jsonl"),
+    ("msnbc", '{"user": "u1", "text": "hello"}\n', "--format jsonl"),
+])
+def test_each_format_refuses_the_wrong_kind_of_file_with_a_hint(tmp_path, fmt, content, hint):
+    path = tmp_path / "data"
+    path.write_text(content, encoding="utf-8")
+    fields = ({"user_field": "user", "text_field": "text"} if fmt in ("csv", "jsonl") else {})
+    with pytest.raises(InputFormatError) as err:
+        inspect_input([str(path)], fmt, **fields)
+    assert hint in str(err.value)
+    assert "u1" not in str(err.value) and "hello" not in str(err.value)
+
+
+def test_a_zip_given_to_a_text_format_gets_a_hint(tmp_path):
+    path = tmp_path / "data.txt"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("a.seq", "1 2 3\n")
+    path.write_bytes(buffer.getvalue())
+    with pytest.raises(InputFormatError, match=r"zip archive.*--format msnbc"):
+        inspect_input([str(path)], "text")
+
+
+def test_legitimate_files_pass_inspection(tmp_path):
+    inspect_input([IMDB_2K], "csv", "user", "review")
+    inspect_input([MSNBC_1K], "msnbc")
+    data = "/work/shared/data"
+    if os.path.isdir(data):
+        inspect_input([f"{data}/msnbc990928.zip"], "msnbc")
+        inspect_input([f"{data}/imdb_50k_reviews.csv.gz"], "csv", "@row", "review")
+        inspect_input([f"{data}/askreddit_bigrams_1pct.csv.gz"], "csv", "author", "ngram")
+    # Text whose lines are not all JSON objects, pairs whose user ids hold braces.
+    path = tmp_path / "notes.txt"
+    path.write_text('{"a": 1}\nplain words\n', encoding="utf-8")
+    inspect_input([str(path)], "text")
+    path.write_text("{weird},item\n", encoding="utf-8")
+    inspect_input([str(path)], "pairs")
+
+
+def test_ngrams_job_refuses_a_csv_as_msnbc(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = ngrams.main(["--input", IMDB_2K, "--format", "msnbc", "--epsilon", "4",
+                        "--delta", "1e-5", "--output", str(out)])
+    assert code == 2
+    assert_one_error_line(capsys.readouterr().err, f"{IMDB_2K}:1:", "--format csv")
+    assert not out.exists()
+
+
+# -- the line and field scanners agree with io and csv -----------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LINE_BYTES = st.lists(st.sampled_from([b"a", b"b", b"\n", b"\r", b"\r\n", b",", b'"', b" ",
+                                       "é".encode(), b"\x0b", "\u2028".encode()]),
+                      max_size=60).map(b"".join)
+
+
+class ShortReads(io.BytesIO):
+    """A stream giving at most ``size`` bytes a read, as a network file may."""
+
+    def __init__(self, data, size):
+        super().__init__(data)
+        self.size = size
+
+    def read(self, n=-1):
+        return super().read(self.size if n < 0 else min(n, self.size))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=LINE_BYTES, read_size=st.integers(1, 8))
+def test_lines_are_split_as_io_splits_them(data, read_size):
+    # Whatever the reads (chunk boundaries anywhere, a \r\n cut in two), the
+    # lines are those io.TextIOWrapper(newline="") gives, as the old reader's were.
+    expected = list(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline=""))
+    got = list(inputs._decoded_lines("f", ShortReads(data, read_size)))
+    assert got == list(enumerate(expected, start=1))
+
+
+CSV_FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\n\r')), max_size=12)
+
+
+def records_and_scans(text):
+    """csv's rows of ``text``, each with the scanner's fields of the lines it was read from."""
+    import csv
+    lines = inputs._RecordLines("f", io.BytesIO(text.encode()))
+    for row in csv.reader(lines):
+        yield row, inputs._csv_fields(lines.record, lines.record_start), lines.ended
+        lines.next_record()
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.lists(CSV_FIELD, min_size=1, max_size=4), min_size=1, max_size=4),
+       cut=st.integers(0, 200))
+def test_the_field_scanner_agrees_with_the_csv_module(rows, cut):
+    import csv
+    out = io.StringIO()
+    csv.writer(out).writerows(rows)
+    text = out.getvalue()
+    # Written records: as many fields as csv reads, none left open.
+    for row, fields, _ in records_and_scans(text):
+        assert len(fields) == len(row)
+        assert not any(open_ for _, _, open_ in fields)
+    # Cut anywhere: the file ends inside a quoted field exactly when the csv
+    # module (strict) finds an unexpected end of data.
+    cut_text = text[:cut]
+    try:
+        list(csv.reader(io.StringIO(cut_text, newline=""), strict=True))
+        ends_in_quote = False
+    except csv.Error as exc:
+        ends_in_quote = "unexpected end of data" in str(exc)
+    open_at_end = any(ended and fields and fields[-1][2]
+                      for _, fields, ended in records_and_scans(cut_text))
+    assert open_at_end == ends_in_quote
+
+
+def test_csv_errors_name_the_line_a_record_begins_on_after_blank_lines():
+    body = 'user,text\n\nu1,"a\nb"\n\n\n,"c\nd"\n'
+    with pytest.raises(InputFormatError, match=r"^f.csv:7: record 2: user id field"):
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+    body = 'user,text\n\n\nu1,"never closed\n\n'
+    with pytest.raises(InputFormatError, match=r"^f.csv:4: a quoted field .* never closed"):
+        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+
+
+def test_zstd_without_its_module_is_refused_not_misread(tmp_path, monkeypatch):
+    from apache_beam.io.filesystem import CompressionTypes
+    monkeypatch.delitem(inputs._DECOMPRESSORS, CompressionTypes.ZSTD)
+    path = tmp_path / "lines.txt.zst"
+    path.write_bytes(b"\x28\xb5\x2f\xfd anything")
+    with pytest.raises(InputFormatError, match=r"lines.txt.zst: reading zstd files needs the "
+                                               r"zstandard module"):
+        inspect_input([str(path)], "text")
+
+
+def test_the_text_job_names_the_line_of_a_bad_byte(tmp_path, capsys):
+    path = tmp_path / "lines.txt"
+    path.write_bytes(with_bad_byte([f"user {i} writes words\n" for i in range(1, 60001)],
+                                   50002))
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", str(path), "--epsilon", "1", "--delta", "1e-5",
+                            "--output", str(out)])
+    assert code == 2
+    assert_one_error_line(capsys.readouterr().err, f"{path}:50002: the line is not UTF-8")
+    assert not out.exists()

@@ -1,0 +1,195 @@
+"""Unit tests of the tokeniser and the input parsers (no pipeline)."""
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beam_dpsu.core.tokenizer import _MARKUP, _URL, _WORD, Tokenizer, Tokens, tokenize
+from pipelines.inputs import (InputFormatError, parse_csv, parse_jsonl, parse_pairs,
+                              parse_text)
+
+
+def stream(text: str):
+    return io.BytesIO(text.encode("utf-8"))
+
+
+def test_tokenize_defaults():
+    text = "Great movie!<br /><br />See https://imdb.com/x and www.foo.org, don't MISS it…"
+    assert tokenize(text) == ["great", "movie", "see", "and", "don't", "miss", "it"]
+
+
+def test_tokenize_options_and_unicode():
+    assert Tokenizer(lowercase=False)("Café Über_cool 42") == ["Café", "Über", "cool", "42"]
+    assert Tokenizer(strip_urls=False)("http://a.b") == ["http", "a", "b"]
+    with pytest.raises(TypeError, match="^text must be str, got int$"):
+        tokenize(3)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abcXYZ09 _'’.,<>/:-İßΣé\n\t")), max_size=60))
+def test_the_ascii_fast_path_gives_the_tokens_of_per_token_lower_casing(text):
+    # Lower-casing a whole ASCII text before splitting is one C call; the
+    # tokens must be those of splitting first and lower-casing each token
+    # (on non-ASCII text the two differ, e.g. 'İ', so that keeps the slow path).
+    reference = [t.lower() for t in _WORD.findall(_MARKUP.sub(" ", _URL.sub(" ", text)))]
+    assert tokenize(text) == reference
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("abcXYZ09 _'’.,<>/:-İßΣé\n\t\u0130\ufb03")),
+               max_size=60), st.booleans(), st.booleans())
+def test_tokens_are_non_empty_plain_str_as_selection_trusts_them(text, lowercase, strip_urls):
+    # SelectItems skips its per-item check for a Tokens list: whatever the
+    # text and options, a Tokenizer must give only non-empty plain str.
+    tokens = Tokenizer(lowercase=lowercase, strip_urls=strip_urls)(text)
+    assert type(tokens) is Tokens
+    assert all(type(t) is str and t for t in tokens)
+
+
+def test_parse_pairs():
+    rows = list(parse_pairs("f", stream('u1,cat\n\n"u,2", dog \n')))
+    assert rows == [("u1", "cat"), ("u,2", "dog")]
+    with pytest.raises(InputFormatError, match=r"f:1: field 2 \(item\) is empty"):
+        list(parse_pairs("f", stream("u1,\n")))
+
+
+def test_parse_csv_multiline_fields_and_row_users():
+    body = 'user,text\nu1,"line one\nline two"\nu2,x\n'
+    assert list(parse_csv("f", stream(body), "user", "text")) == [
+        ("u1", "line one\nline two"), ("u2", "x")]
+    assert [u for u, _ in parse_csv("f", stream(body), "@row", "text")] == ["f:1", "f:2"]
+
+
+def test_parse_csv_reports_bad_utf8():
+    with pytest.raises(InputFormatError, match="is not UTF-8 text"):
+        list(parse_csv("f", io.BytesIO(b"user,text\nu1,\xff\xfe\n"), "user", "text"))
+
+
+def test_parse_jsonl_errors():
+    assert list(parse_jsonl("f", stream('{"u": 7, "t": "hi"}\n'), "u", "t")) == [("7", "hi")]
+    with pytest.raises(InputFormatError, match="f:1: not valid JSON"):
+        list(parse_jsonl("f", stream("{oops\n"), "u", "t"))
+    with pytest.raises(InputFormatError, match="f:1: text field .t. is missing"):
+        list(parse_jsonl("f", stream('{"u": "a"}\n'), "u", "t"))
+    with pytest.raises(InputFormatError, match="f:1: user id field .u. is missing or empty"):
+        list(parse_jsonl("f", stream('{"t": "x"}\n'), "u", "t"))
+
+
+def test_parse_text_users_are_lines():
+    assert list(parse_text("f", stream("a b\nc\n"), skip_header_lines=1)) == [("f:2", "c")]
+
+
+# -- errors name the file, line, record and field, never the record's text --------------
+
+SECRET = "alice@example.com"
+
+
+def test_parse_errors_never_quote_the_record():
+    cases = [
+        (lambda: list(parse_pairs("f", stream(f"{SECRET}\n"))), "f:1: expected 2 fields"),
+        (lambda: list(parse_pairs("f", stream(f"{SECRET},\n"))), "f:1: field 2 (item) is empty"),
+        (lambda: list(parse_jsonl("f", stream(f'{{"u": ["{SECRET}"], "t": "x"}}\n'), "u", "t")),
+         "f:1: user id field 'u' must be a string or an integer, got a list"),
+        (lambda: list(parse_jsonl("f", stream(f'{{"u": "a", "t": {{"x": "{SECRET}"}}}}\n'),
+                                  "u", "t")),
+         "f:1: text field 't' must be a string, got a dict"),
+        (lambda: list(parse_jsonl("f", stream(f'["{SECRET}"]\n'), "u", "t")),
+         "f:1: expected a JSON object, got a JSON list"),
+        (lambda: list(parse_csv("f", stream(f"{SECRET},b\n1,2\n"), "user", "text")),
+         "f: the header (line 1, 2 fields) has no field 'user'"),
+    ]
+    for run, message in cases:
+        with pytest.raises(InputFormatError) as err:
+            run()
+        assert message in str(err.value)
+        assert SECRET not in str(err.value)
+
+
+def test_parse_pairs_refuses_a_header_row_unless_skipped():
+    with pytest.raises(InputFormatError,
+                       match=r"f:1 looks like a header row.*--skip-header-lines 1"):
+        list(parse_pairs("f", stream("user_id,Item\nu1,cat\n")))
+    assert list(parse_pairs("f", stream("user_id,item\nu1,cat\n"), 1)) == [("u1", "cat")]
+    assert list(parse_pairs("f", stream("u1,item\n"))) == [("u1", "item")]  # data, not a header
+
+
+def test_binary_and_corrupt_files_are_named(tmp_path):
+    from apache_beam.io.filesystems import FileSystems
+    from pipelines.inputs import inspect_input
+
+    random_gz = tmp_path / "random.csv.gz"
+    random_gz.write_bytes(bytes(range(256)) * 20)
+    with pytest.raises(InputFormatError,
+                       match=r"random.csv.gz: cannot be decompressed as gzip \(zlib.error\)"):
+        inspect_input([str(random_gz)], "csv", "u", "t")
+    binary = tmp_path / "data.txt"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01")
+    with pytest.raises(InputFormatError, match=r"data.txt:1: the line is not UTF-8 text"):
+        inspect_input([str(binary)], "text")
+    nul = tmp_path / "nul.csv"
+    nul.write_bytes(b"u1\x00,cat\n")
+    with pytest.raises(InputFormatError, match=r"nul.csv:1: the line holds a NUL byte"):
+        list(parse_pairs(str(nul), FileSystems.open(str(nul))))
+
+
+def test_empty_input_and_header_only_input(tmp_path):
+    from pipelines.inputs import inspect_input
+
+    empty, header = tmp_path / "a.csv", tmp_path / "b.csv"
+    empty.write_text("")
+    header.write_text("user,text\n")
+    with pytest.raises(InputFormatError, match=r"no records in the input: all 2 files .* are "
+                                               r"empty or only a header"):
+        inspect_input([str(empty), str(header)], "csv", "user", "text")
+    header.write_text("user,text\nu1,hi\n")
+    inspect_input([str(empty), str(header)], "csv", "user", "text")  # one file has a record
+
+
+@pytest.mark.parametrize("names,formats,expected", [
+    (["a.csv", "b.CSV.gz"], ("pairs", "csv"), "csv"),
+    (["a.jsonl.bz2"], ("csv", "jsonl"), "jsonl"),
+    (["a.txt.zst", "b.txt"], ("text",), "text"),
+    (["msnbc990928.zip"], ("text", "msnbc"), "msnbc"),
+    (["msnbc.seq.gz"], ("text", "msnbc"), "msnbc"),
+])
+def test_infer_format(names, formats, expected):
+    from pipelines.inputs import infer_format
+    assert infer_format(names, formats) == expected
+
+
+@pytest.mark.parametrize("names,formats,message", [
+    (["a.parquet"], ("csv",), "cannot tell the format of a.parquet from its name; give --format"),
+    (["a.zip"], ("pairs", "csv", "jsonl", "text"), "cannot tell the format of a.zip"),
+    (["a.csv", "b.txt"], ("csv", "text"), "different formats (a.csv → csv, b.txt → text)"),
+])
+def test_infer_format_errors(names, formats, message):
+    from pipelines.inputs import infer_format
+    with pytest.raises(InputFormatError) as err:
+        infer_format(names, formats)
+    assert message in str(err.value)
+
+
+def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
+    # What ExtractNgrams(privacy_unit="element") takes: each record's tokens as
+    # a list, in place of the (path:line, tokens) documents, for every format.
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+    from pipelines.inputs import ReadDocuments
+    seq = tmp_path / "msnbc.seq"
+    seq.write_text("% Different categories:\n% Sequences:\n\n1 1 2\n3\n", encoding="utf-8")
+    text = tmp_path / "lines.txt"
+    text.write_text("The cat sat.\nA dog!\n", encoding="utf-8")
+    for path, fmt, expected in ((seq, "msnbc", [["1", "1", "2"], ["3"]]),
+                                (text, "text", [["the", "cat", "sat"], ["a", "dog"]])):
+        with TestPipeline() as p:
+            both = [p | f"Read{fmt}{a}" >> ReadDocuments(str(path), fmt, as_elements=a)
+                    for a in (True, False)]
+            # A list (the tokenizer's is a Tokens, a list it vouches for).
+            assert_that(both[0] | f"Types{fmt}" >> beam.Map(lambda e: (isinstance(e, list), e)),
+                        equal_to([(True, e) for e in expected]), label=f"Elements{fmt}")
+            assert_that(both[1], equal_to([(f"{path}:{i}", tuple(e)) for i, e in
+                                           zip((4, 5) if fmt == "msnbc" else (1, 2), expected)]),
+                        label=f"Documents{fmt}")
