@@ -14,6 +14,8 @@ setup(
     packages=find_packages(include=["beam_dpsu", "beam_dpsu.*", "pipelines", "pipelines.*"]),
     # py.typed: beam_dpsu's annotations are part of its API (PEP 561).
     package_data={"beam_dpsu": ["py.typed"]},
+    # beam-dpsu vocabulary|ngrams|evaluate …: the jobs of pipelines/ as one command.
+    entry_points={"console_scripts": ["beam-dpsu = pipelines.command:main"]},
     install_requires=[
         "apache-beam>=2.60",
         # dp-accounting: the privacy-loss-distribution accountant of beam_dpsu.core.composition

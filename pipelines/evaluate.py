@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import glob
 import json
 import math
@@ -71,14 +72,14 @@ def _floats(text: str) -> list[float]:
     return values
 
 
-def build_parser() -> cli.JobArgumentParser:
+def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
     parser = cli.JobArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="Evaluate mechanisms: released items per mechanism over a grid of "
                     "budgets, with trials; writes results.csv, summary.md and utility.png. "
                     "For evaluation only: it releases from the same data many times.",
         examples=[
-            f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
+            f"{prog} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--mechanisms weighted-gaussian,sips,gw --epsilons 1,2,4 --delta 1e-5 "
             "--trials 3 --output eval/",
         ])
@@ -301,9 +302,9 @@ def write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
     plt.close(fig)
 
 
-def prepare(argv):
+def prepare(argv, prog: str = PROG):
     """Everything checked before any work: flags, grid, mechanisms, matplotlib, input."""
-    args, options = cli.parse_job_args(build_parser(), argv)
+    args, options = cli.parse_job_args(build_parser(prog), argv)
     budgets = budgets_from_args(args)
     if args.trials < 1:
         raise cli.UsageError(f"--trials must be >= 1, got {args.trials}")
@@ -397,8 +398,8 @@ def _evaluate(job, work_dir: str) -> str:
             f"{context['dataset']}; wrote {', '.join(written)} to {args.output}")
 
 
-def main(argv=None) -> int:
-    return cli.run_job("evaluate", argv, prepare, run_prepared)
+def main(argv=None, prog: str = PROG) -> int:
+    return cli.run_job("evaluate", argv, functools.partial(prepare, prog=prog), run_prepared)
 
 
 if __name__ == "__main__":

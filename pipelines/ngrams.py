@@ -26,6 +26,7 @@ default.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from types import SimpleNamespace
 
@@ -62,17 +63,17 @@ def _has_auto(max_items_per_user) -> bool:
     return "auto" in values
 
 
-def build_parser() -> cli.JobArgumentParser:
+def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
     parser = cli.JobArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="Release the n-grams (word sequences of length 1 to T) of a user corpus "
                     "under user-level differential privacy with DPNE (Kim et al. 2021): "
                     "level k only considers k-grams whose (k−1)-grams level k−1 released. "
                     "Writes the released n-grams, sorted, and report.json.",
         examples=[
-            f"{PROG} --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 "
+            f"{prog} --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 "
             "--epsilon 1 --delta 1e-7 --eta 0.01 --output out/ngrams",
-            f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
+            f"{prog} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--max-n 3 --rho 0.5 --delta 1e-6 --max-items-per-user 50 --output out/imdb-ngrams",
         ])
     cli.add_input_arguments(parser, DOCUMENT_FORMATS)
@@ -116,13 +117,13 @@ def build_parser() -> cli.JobArgumentParser:
     return parser
 
 
-def parse_args(argv):
+def parse_args(argv, prog: str = PROG):
     """(job arguments, Beam PipelineOptions, the n-gram transform); raises on bad input.
 
     With --with-counts the transform gets the selection's part of the budget
     and ``args.budget_parts`` holds both parts.
     """
-    args, options = cli.parse_job_args(build_parser(), argv)
+    args, options = cli.parse_job_args(build_parser(prog), argv)
     total = cli.budget_from_args(args)
     args.budget_parts = cli.budget_parts_from_args(args, total)
     budget = total if args.budget_parts is None else args.budget_parts.selection
@@ -299,8 +300,8 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
          | "WriteReport" >> cli.WriteJson(f"{out}/report.json"))
 
 
-def prepare(argv):
-    args, options, transform = parse_args(argv)
+def prepare(argv, prog: str = PROG):
+    args, options, transform = parse_args(argv, prog)
     return SimpleNamespace(args=args, options=options, transform=transform, output=args.output,
                            overwrite=args.overwrite, inputs=args.files)
 
@@ -341,8 +342,8 @@ def run(argv=None) -> None:
     cli.run_with_output(prepare(argv), run_prepared)
 
 
-def main(argv=None) -> int:
-    return cli.run_job("ngrams", argv, prepare, run_prepared)
+def main(argv=None, prog: str = PROG) -> int:
+    return cli.run_job("ngrams", argv, functools.partial(prepare, prog=prog), run_prepared)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ Dataflow's ``--project``/``--region``/…); the DirectRunner is the default.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from types import SimpleNamespace
 
@@ -40,16 +41,16 @@ __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 PROG = "python -m pipelines.vocabulary"
 
 
-def build_parser() -> cli.JobArgumentParser:
+def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
     parser = cli.JobArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="Release the vocabulary (the distinct words or items) of a user corpus "
                     "under user-level differential privacy. Writes the released items, "
                     "sorted, and report.json.",
         examples=[
-            f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
+            f"{prog} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--rho 0.1 --delta 1e-5 --max-items-per-user 100 --output out/vocabulary",
-            f"{PROG} --input 'pairs-*.csv' --format pairs --mechanism sips --epsilon 1 "
+            f"{prog} --input 'pairs-*.csv' --format pairs --mechanism sips --epsilon 1 "
             "--delta 1e-6 --max-items-per-user 20 --output out/keys "
             "--direct_num_workers 4 --direct_running_mode multi_processing",
         ])
@@ -68,14 +69,14 @@ def build_parser() -> cli.JobArgumentParser:
 AUTO_BY_DEFAULT = ("weighted-gaussian", "policy-gaussian", "sips")
 
 
-def parse_args(argv):
+def parse_args(argv, prog: str = PROG):
     """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input.
 
     Everything that needs no pipeline is checked here: flags, budget,
     mechanism parameters, and the first records of every input file. With
     --with-counts the budget is the total; ``build_pipeline`` splits it.
     """
-    args, options = cli.parse_job_args(build_parser(), argv)
+    args, options = cli.parse_job_args(build_parser(prog), argv)
     budget = cli.budget_from_args(args)
     if args.max_items_per_user is None and args.mechanism.strip() in AUTO_BY_DEFAULT:
         # Chosen privately unless given: within 94–99 % of the best fixed Δ0 of a grid
@@ -225,8 +226,8 @@ def counts_max_items(args) -> int | str:
     return args.max_items_per_user or 100
 
 
-def prepare(argv):
-    args, options, mechanism, budget = parse_args(argv)
+def prepare(argv, prog: str = PROG):
+    args, options, mechanism, budget = parse_args(argv, prog)
     return SimpleNamespace(args=args, options=options, mechanism=mechanism, budget=budget,
                            output=args.output, overwrite=args.overwrite,
                            inputs=args.files + [args.public_input or ""])
@@ -269,8 +270,8 @@ def run(argv=None) -> None:
     cli.run_with_output(prepare(argv), run_prepared)
 
 
-def main(argv=None) -> int:
-    return cli.run_job("vocabulary", argv, prepare, run_prepared)
+def main(argv=None, prog: str = PROG) -> int:
+    return cli.run_job("vocabulary", argv, functools.partial(prepare, prog=prog), run_prepared)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,128 @@
+"""The console command ``beam-dpsu``: each job as a subcommand.
+
+    beam-dpsu vocabulary --input examples/imdb_2k.csv.gz --user-field user \\
+        --text-field review --rho 0.1 --delta 1e-5 --output out/vocabulary
+    beam-dpsu ngrams --input data/msnbc990928.zip --max-n 6 --epsilon 1 --delta 1e-7 \\
+        --output out/ngrams
+    beam-dpsu evaluate --input … --mechanisms weighted-gaussian,sips --epsilons 1,2 \\
+        --delta 1e-5 --output eval/
+
+``beam-dpsu JOB FLAGS…`` is ``python -m pipelines.JOB FLAGS…`` (the modules
+keep working): the same flags, output, messages and exit codes, with
+``beam-dpsu JOB`` as the program name in ``--help`` and in error messages.
+``beam-dpsu --help`` lists the jobs and ``beam-dpsu --version`` prints the
+version. A job's module (and with it Beam) is imported only once its
+subcommand is known, so ``--help``, ``--version`` and a mistyped subcommand
+answer at once; Ctrl-C meanwhile prints ``interrupted`` (exit 130) as it does
+while a job runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+from typing import NamedTuple, Sequence
+
+__all__ = ["PROG", "JOBS", "build_parser", "job_module", "main"]
+
+PROG = "beam-dpsu"
+
+
+class Job(NamedTuple):
+    """A subcommand: the modules that may define it (tried in order) and its help line."""
+
+    modules: tuple[str, ...]
+    summary: str
+
+
+JOBS = {
+    "vocabulary": Job(("pipelines.vocabulary",),
+                      "release the distinct words (or items) of a user corpus"),
+    "ngrams": Job(("pipelines.ngrams",),
+                  "release the n-grams (lengths 1 to T) of a user corpus, with DPNE"),
+    # The evaluation job may live in pipelines.evaluation: the new place first.
+    "evaluate": Job(("pipelines.evaluation.evaluate", "pipelines.evaluate"),
+                    "compare mechanisms' releases over a budget grid (evaluation only)"),
+}
+
+_EXIT_USAGE = 2
+_EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the jobs exit
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser behind ``beam-dpsu --help`` (dispatch is by the first word, see :func:`main`)."""
+    width = max(map(len, JOBS))
+    commands = "\n".join(f"  {name:<{width}}  {job.summary}" for name, job in JOBS.items())
+    parser = argparse.ArgumentParser(
+        prog=PROG, usage=f"{PROG} [--help] [--version] COMMAND [FLAGS …]",
+        description="Differentially private set union on Apache Beam. Each command runs one "
+                    f"job;\n'{PROG} COMMAND --help' lists its flags.\n\ncommands:\n{commands}",
+        epilog=f"'{PROG} COMMAND …' is the same as 'python -m pipelines.COMMAND …'.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    return parser
+
+
+def job_module(name: str) -> ModuleType:
+    """The module of job ``name``: the first of ``JOBS[name].modules`` that exists."""
+    modules = JOBS[name].modules
+    for module in modules[:-1]:
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            # Only the module itself (or its package) missing means "not here";
+            # anything it fails to import is a real error.
+            if exc.name is None or not module.startswith(exc.name):
+                raise
+    return importlib.import_module(modules[-1])
+
+
+def _choices() -> str:
+    names = list(JOBS)
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
+def _usage_error(message: str) -> int:
+    print(f"error: {message} (see {PROG} --help)", file=sys.stderr)
+    return _EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs ``beam-dpsu COMMAND FLAGS…``; returns the exit code.
+
+    Args:
+      argv: the command line without the program name (None: ``sys.argv[1:]``).
+
+    Returns:
+      0 on success (and for ``--help``, ``--version``), 2 for a usage error
+      (one ``error: …`` line on stderr), 130 when interrupted, else the job's
+      own exit code.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        return _usage_error(f"give a command: {_choices()}")
+    command, rest = argv[0], argv[1:]
+    if command in ("-h", "--help"):
+        print(build_parser().format_help(), end="")
+        return 0
+    if command == "--version":
+        from beam_dpsu import __version__
+        print(f"{PROG} {__version__}")
+        return 0
+    if command not in JOBS:
+        what = "option" if command.startswith("-") else "command"
+        return _usage_error(f"unknown {what} {command!r}: the commands are {_choices()}")
+    try:
+        module = job_module(command)  # imports Beam: seconds
+        return module.main(rest, prog=f"{PROG} {command}")
+    except KeyboardInterrupt:
+        # The jobs handle their own interrupts once running; this is the import.
+        print("interrupted", file=sys.stderr, flush=True)
+        return _EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
