@@ -122,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The jobs handle their own interrupts once running; this is the import.
         print("interrupted", file=sys.stderr, flush=True)
         return _EXIT_INTERRUPTED
+    except SystemExit as exc:  # argparse's exit after a job's --help: a code to return
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        raise
 
 
 if __name__ == "__main__":
