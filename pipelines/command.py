@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       argv: the command line without the program name (None: ``sys.argv[1:]``).
 
     Returns:
-      0 on success (and for ``--help``, ``--version``), 2 for a usage error
+      0 on success (and for ``--help``, ``--version``), 2 for a bad command line
       (one ``error: …`` line on stderr), 130 when interrupted, else the job's
       own exit code.
     """
