@@ -28,8 +28,10 @@ setup(
     extras_require={
         # pipeline-dp: the PipelineDP example's test (installs from wheels, no
         # numpy or Beam downgrade; checked with pip install --dry-run).
+        # pandas: reads a Parquet release back in tests/beam/test_output_parquet.py
+        # (wheels only, no numpy or pyarrow downgrade: checked likewise).
         "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.80", "matplotlib>=3.7",
-                 "pipeline-dp>=0.3"],
+                 "pipeline-dp>=0.3", "pandas>=2"],
         "bench": ["pipeline-dp>=0.3"],
         "plot": ["matplotlib>=3.7"],
         # docs: the API reference and prose pages (mkdocs.yml), built strictly by

@@ -80,7 +80,8 @@ if TYPE_CHECKING:  # the names as type checkers and the API reference see them
     from beam_dpsu.select_items import (SelectItems)
     from beam_dpsu.beam.release_guard import (AppliedTwiceError)
     from beam_dpsu.extract_ngrams import (ExtractNgrams)
-    from beam_dpsu.beam.output import (WriteReleased, read_counts, read_released, unescape)
+    from beam_dpsu.beam.output import (WriteReleased, WriteReleasedCounts, read_counts,
+                                       read_released, unescape)
     from beam_dpsu.beam.noisy_threshold import (NoisyThreshold)
     from beam_dpsu.core.tokenizer import (Tokenizer, Tokens, tokenize)
     from beam_dpsu.beam.windowing import (NonGlobalWindowError, require_global_window)
@@ -117,6 +118,7 @@ _PUBLIC = {  # public name -> the module that defines it
     "AppliedTwiceError": "beam_dpsu.beam.release_guard",
     "ExtractNgrams": "beam_dpsu.extract_ngrams",
     "WriteReleased": "beam_dpsu.beam.output",
+    "WriteReleasedCounts": "beam_dpsu.beam.output",
     "read_counts": "beam_dpsu.beam.output",
     "read_released": "beam_dpsu.beam.output",
     "unescape": "beam_dpsu.beam.output",
@@ -182,6 +184,7 @@ __all__ = [
     "AppliedTwiceError",
     "ExtractNgrams",
     "WriteReleased",
+    "WriteReleasedCounts",
     "read_released",
     "read_counts",
     "unescape",

@@ -35,10 +35,23 @@ items), ``parse_count_line``, and ``read_released`` / ``read_counts``, which
 read the shards back. Distinct str items give distinct lines, and so do
 distinct bytes items; a set mixing str and bytes items that decode alike would
 write the same line twice: release one type per set.
+
+Parquet (``format="parquet"``): the same shards, holding the same items in the
+same order, each written as one ``.parquet`` file with pyarrow under a fixed
+schema (``parquet_schema``), empty shards included: a string column ``item``
+(``as_bytes=True``: binary), or for n-grams (``ngrams=True``) a list column
+``ngram`` of the tokens, unescaped (a data engineer's reader gets the tokens
+as they are); ``WriteReleasedCounts`` adds an int64 column ``count``. Nothing
+is escaped: a column holds the item itself. A str item holding a lone
+surrogate is refused (a string column is UTF-8); so is an item of the other
+type (bytes in a str release, str with ``as_bytes=True``): one type per set.
+The bytes depend on the set alone, for one pyarrow version (its name is in
+the file's ``created_by``).
 """
 
 from __future__ import annotations
 
+import numbers
 import re
 import uuid
 from typing import Any, Callable, Iterable
@@ -46,12 +59,19 @@ from typing import Any, Callable, Iterable
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.hashing import stable_hash64
 from beam_dpsu.core.tokenizer import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["release_order", "format_released", "format_count_line", "unescape",
-           "parse_count_line", "read_released", "read_counts", "shard_path", "WriteReleased"]
+           "parse_count_line", "read_released", "read_counts", "shard_path", "WriteReleased",
+           "FORMATS", "parquet_schema", "WriteReleasedCounts"]
+
+FORMATS = ("text", "parquet")  # WriteReleased(format=…)
+_SUFFIXES = {"text": ".txt", "parquet": ".parquet"}
+# Parquet: fixed, so that the bytes depend on the released set alone.
+_PARQUET_COMPRESSION = "snappy"
 
 # Every character str.splitlines() breaks a line at (tests/test_output.py checks
 # the list against splitlines itself), then lone surrogates, which UTF-8 cannot
@@ -237,49 +257,152 @@ class _WriteShardFn(beam.DoFn):
     def process(self, shard_elements):
         shard, grouped = shard_elements
         elements = sorted(grouped["elements"], key=lambda e: release_order(self._sort_key(e)))
-        text = "".join(self._format_line(e) + "\n" for e in elements)
+        content = self._encode(elements)
         path = shard_path(self._prefix, shard, self._num_shards, self._suffix)
         # FileSystems infers compression from the suffix (.gz, .bz2, …); the
-        # temporary name keeps it. Lone surrogates are escaped, not fatal.
+        # temporary name keeps it.
         temporary = f"{self._prefix}.tmp-{uuid.uuid4().hex}-{shard:05d}{self._suffix}"
         handle = FileSystems.create(temporary)
         try:
-            handle.write(text.encode("utf-8", "backslashreplace"))
+            handle.write(content)
         finally:
             handle.close()
         FileSystems.rename([temporary], [path])
         yield path
 
+    def _encode(self, elements: list) -> bytes:
+        """The file of one shard's sorted elements: their lines."""
+        text = "".join(self._format_line(e) + "\n" for e in elements)
+        return text.encode("utf-8", "backslashreplace")  # lone surrogates escaped, not fatal
+
+
+def parquet_schema(ngrams: bool = False, as_bytes: bool = False, counts: bool = False):
+    """The ``pyarrow.Schema`` of a Parquet release (see the module docstring).
+
+    Args:
+      ngrams: items are n-grams: a list column ``ngram`` of their tokens.
+      as_bytes: items (tokens) are ``bytes``: binary, not string.
+      counts: add the int64 column ``count`` (``WriteReleasedCounts``).
+
+    Returns:
+      ``item: string`` (or ``binary``), or ``ngram: list<string>`` (or
+      ``list<binary>``), then ``count: int64`` for counts; no column nullable.
+    """
+    import pyarrow as pa
+    value = pa.binary() if as_bytes else pa.string()
+    fields = [pa.field("ngram", pa.list_(pa.field("element", value, nullable=False)),
+                       nullable=False) if ngrams else pa.field("item", value, nullable=False)]
+    if counts:
+        fields.append(pa.field("count", pa.int64(), nullable=False))
+    return pa.schema(fields)
+
+
+def _parquet_value(value: Any, as_bytes: bool) -> str | bytes:
+    """An item (or token) as its column holds it; refuses the other type."""
+    if as_bytes:
+        if not isinstance(value, bytes):
+            raise TypeError(f"a Parquet release with as_bytes=True holds bytes items, got "
+                            f"{a_type(value)}")
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"a Parquet release holds str items, got {a_type(value)}"
+                        + (": pass as_bytes=True" if isinstance(value, bytes) else ""))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a str item holds a lone surrogate, which a Parquet string column "
+                         "(UTF-8) cannot hold: write it as text, or release bytes") from None
+    return value
+
+
+class _WriteParquetShardFn(_WriteShardFn):
+    """The shard writer of ``format="parquet"``: one Parquet file per shard."""
+
+    def __init__(self, file_path_prefix, suffix, num_shards, sort_key, ngrams, as_bytes,
+                 counts):
+        super().__init__(file_path_prefix, suffix, num_shards, None, sort_key)
+        self._ngrams, self._as_bytes, self._counts = ngrams, as_bytes, counts
+
+    def _encode(self, elements: list) -> bytes:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        schema = parquet_schema(self._ngrams, self._as_bytes, self._counts)
+        items = [e[0] for e in elements] if self._counts else elements
+        if self._ngrams:
+            column = [[_parquet_value(token, self._as_bytes) for token in _tokens(item)]
+                      for item in items]
+        else:
+            column = [_parquet_value(item, self._as_bytes) for item in items]
+        columns = [column]
+        if self._counts:
+            columns.append([_count(e[1]) for e in elements])
+        table = pa.Table.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression=_PARQUET_COMPRESSION)
+        return sink.getvalue().to_pybytes()
+
+
+def _tokens(item: Any) -> tuple:
+    if not isinstance(item, tuple):
+        raise TypeError(f"an n-gram release (ngrams=True) holds tuples of tokens, got "
+                        f"{a_type(item)}")
+    return item
+
+
+def _count(count: Any) -> int:
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+        raise TypeError(f"a count must be an int, got {a_type(count)}")
+    return int(count)
+
 
 class WriteReleased(beam.PTransform):
-    """Writes a released set as sorted lines in a data-independent set of shards.
+    """Writes a released set as sorted lines (or Parquet) in a data-independent set of shards.
 
     Use it (not ``WriteToText``) for anything derived from a release, so that
     the files depend on the released set alone (see the module docstring).
 
     Args:
       file_path_prefix: e.g. ``"out/items"``; local, ``gs://`` or any Beam filesystem.
-      file_name_suffix: e.g. ``".txt"`` (``".txt.gz"`` compresses).
+      file_name_suffix: e.g. ``".txt"`` (``".txt.gz"`` compresses); default
+        ``".txt"``, or ``".parquet"`` with ``format="parquet"``.
       num_shards: the number of files, fixed in advance (default 1).
-      format_line: element → line text (default ``format_released``).
+      format_line: element → line text (default ``format_released``); text only.
       sort_key: element → what it is sorted and sharded by (default the element;
         for (item, count) pairs pass ``lambda kv: kv[0]`` so counts follow
-        the items' order).
+        the items' order, or use ``WriteReleasedCounts``).
+      format: ``"text"`` (escaped lines) or ``"parquet"`` (one Parquet file per
+        shard, the same items in the same order; schema ``parquet_schema``).
+      ngrams: Parquet: items are n-grams (tuples of tokens), written as a list
+        column ``ngram``.
+      as_bytes: Parquet: items are ``bytes``, written as a binary column.
 
     Returns the PCollection of written paths.
+
+    Raises:
+      ParameterError: a bad ``format``, or ``format_line`` with Parquet.
     """
 
-    def __init__(self, file_path_prefix: str, file_name_suffix: str = ".txt",
+    _counts = False  # WriteReleasedCounts: (item, count) pairs
+
+    def __init__(self, file_path_prefix: str, file_name_suffix: str | None = None,
                  num_shards: int = 1, format_line: Callable[[Any], str] | None = None,
-                 sort_key: Callable[[Any], Any] | None = None):
+                 sort_key: Callable[[Any], Any] | None = None, *, format: str = "text",
+                 ngrams: bool = False, as_bytes: bool = False):
         super().__init__()
         if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
             raise ValueError(f"num_shards must be an int >= 1, got {num_shards!r}")
+        if format not in FORMATS:
+            raise ParameterError("format", f"must be 'text' or 'parquet', got {format!r}")
+        if format_line is not None and format != "text":
+            raise ParameterError("format_line", f"applies to format='text' only, not "
+                                                f"{format!r}")
         self._prefix = file_path_prefix
-        self._suffix = file_name_suffix
+        self._suffix = _SUFFIXES[format] if file_name_suffix is None else file_name_suffix
         self._num_shards = num_shards
         self._format_line = format_line or format_released
         self._sort_key = sort_key or (lambda element: element)
+        self._format, self._ngrams, self._as_bytes = format, bool(ngrams), bool(as_bytes)
 
     def expand(self, released):
         require_global_window(released, "WriteReleased")
@@ -293,5 +416,52 @@ class WriteReleased(beam.PTransform):
         # Then each shard is sorted and written as one file.
         return ({"shard": shards, "elements": by_shard}
                 | "GroupShards" >> beam.CoGroupByKey()
-                | "SortAndWriteShard" >> beam.ParDo(_WriteShardFn(
-                    self._prefix, self._suffix, num_shards, self._format_line, sort_key)))
+                | "SortAndWriteShard" >> beam.ParDo(self._shard_writer(sort_key)))
+
+    def _shard_writer(self, sort_key) -> _WriteShardFn:
+        """The DoFn that sorts one shard's elements and writes its file in the format."""
+        if self._format == "parquet":
+            return _WriteParquetShardFn(self._prefix, self._suffix, self._num_shards, sort_key,
+                                        self._ngrams, self._as_bytes, self._counts)
+        return _WriteShardFn(self._prefix, self._suffix, self._num_shards, self._format_line,
+                             sort_key)
+
+
+def _item_of(item_count):
+    return item_count[0]
+
+
+class WriteReleasedCounts(WriteReleased):
+    """Writes the noisy counts of released items in the items' order and shards.
+
+    The twin of ``WriteReleased`` for ``(item, count)`` pairs (``CountReleased``'s
+    output): each pair is sorted and sharded by its item alone, so with the same
+    ``num_shards`` a pair lands in the shard, and at the place, of its item.
+    Text (``counts-*.tsv``): ``item<TAB>count`` lines (``format_count_line``,
+    read back by ``read_counts``); Parquet: columns ``item`` (or ``ngram``) and
+    ``count`` (int64).
+
+    Args:
+      file_path_prefix: e.g. ``"out/counts"``; local, ``gs://`` or any Beam filesystem.
+      file_name_suffix: default ``".tsv"``, or ``".parquet"`` with ``format="parquet"``.
+      num_shards: the number of files, fixed in advance (default 1).
+      format: ``"text"`` or ``"parquet"``.
+      ngrams: Parquet: items are n-grams, written as a list column ``ngram``.
+      as_bytes: Parquet: items are ``bytes``, written as a binary column.
+
+    Returns the PCollection of written paths.
+
+    Raises:
+      ParameterError: a bad ``format``.
+    """
+
+    _counts = True
+
+    def __init__(self, file_path_prefix: str, file_name_suffix: str | None = None,
+                 num_shards: int = 1, *, format: str = "text",
+                 ngrams: bool = False, as_bytes: bool = False):
+        if file_name_suffix is None and format == "text":
+            file_name_suffix = ".tsv"
+        super().__init__(file_path_prefix, file_name_suffix, num_shards,
+                         format_count_line if format == "text" else None, _item_of,
+                         format=format, ngrams=ngrams, as_bytes=as_bytes)
