@@ -328,12 +328,10 @@ class _WriteParquetShardFn(_WriteShardFn):
         import pyarrow.parquet as pq
         schema = parquet_schema(self._ngrams, self._as_bytes, self._counts)
         items = [e[0] for e in elements] if self._counts else elements
-        if self._ngrams:
-            column = [[_parquet_value(token, self._as_bytes) for token in _tokens(item)]
-                      for item in items]
-        else:
-            column = [_parquet_value(item, self._as_bytes) for item in items]
-        columns = [column]
+        columns: list[list] = [
+            [[_parquet_value(token, self._as_bytes) for token in _tokens(item)]
+             for item in items] if self._ngrams
+            else [_parquet_value(item, self._as_bytes) for item in items]]
         if self._counts:
             columns.append([_count(e[1]) for e in elements])
         table = pa.Table.from_arrays(
