@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 import pytest
 
-from pipelines import benchmark, cli, delta0_benchmark, evaluate, ngrams, vocabulary
+from pipelines import benchmark, cli, command, delta0_benchmark, evaluate, ngrams, vocabulary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
@@ -264,14 +264,15 @@ def job_flags(parser) -> set:
 def job_parsers():
     parsers = {"vocabulary": vocabulary.build_parser(), "ngrams": ngrams.build_parser(),
                "evaluate": evaluate.build_parser(), "benchmark": benchmark.build_parser(),
-               "delta0_benchmark": delta0_benchmark.build_parser()}
+               "delta0_benchmark": delta0_benchmark.build_parser(),
+               "command": command.build_parser()}  # beam-dpsu's own (--version)
     if benchmark_peers is not None:
         parsers["benchmark_peers"] = benchmark_peers.build_parser()
     return parsers
 
 
 @pytest.mark.parametrize("job", ["vocabulary", "ngrams", "evaluate", "benchmark",
-                                 "benchmark_peers", "delta0_benchmark"])
+                                 "benchmark_peers", "delta0_benchmark", "command"])
 def test_help_names_only_flags_that_exist(job):
     parsers = job_parsers()
     if job not in parsers:
