@@ -160,7 +160,7 @@ def prepare(argv):
 
 def read_only_pipeline(pipeline, job: str, job_args, count_path: str) -> None:
     """Read, parse and tokenise every record; write the number of (user, item) pairs."""
-    from pipelines.inputs import ReadDocuments, ReadUserItems, items_of
+    from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
     read = ReadUserItems if job == "vocabulary" else ReadDocuments
     tokenizer = cli.tokenizer_from_args(job_args)
     _ = (pipeline

@@ -27,7 +27,8 @@ import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
-from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
+from pipelines.io.formats import FORMATS  # noqa: E402
+from pipelines.io.read import ReadPairs  # noqa: E402
 
 PROG = "python -m pipelines.benchmark_peers"
 

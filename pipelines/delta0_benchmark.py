@@ -54,7 +54,8 @@ from beam_dpsu.core.budgets import ZCDPBudget  # noqa: E402
 from beam_dpsu.core.calibration import release_mask  # noqa: E402
 from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
 from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402
-from pipelines.inputs import open_input, parse_csv  # noqa: E402
+from pipelines.io.decompression import open_input  # noqa: E402
+from pipelines.io.parsers import parse_csv  # noqa: E402
 
 PROG = "python -m pipelines.delta0_benchmark"
 

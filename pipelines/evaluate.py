@@ -50,7 +50,8 @@ from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from beam_dpsu.core.tokenizer import plural  # noqa: E402
-from pipelines.inputs import FORMATS, ReadUserItems, items_of  # noqa: E402
+from pipelines.io.formats import FORMATS  # noqa: E402
+from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluate"
 EVALUATION_NOTE = (

@@ -20,7 +20,10 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import evaluate, ngrams, vocabulary
-from pipelines.inputs import InputFormatError, ParquetFields, ReadUserItems, infer_format
+from pipelines.io.errors import InputFormatError
+from pipelines.io.formats import infer_format
+from pipelines.io.parquet import ParquetFields
+from pipelines.io.read import ReadUserItems
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = ["--epsilon", "50", "--delta", "1e-6", "--max-items-per-user", "5", "--seed", "3"]
@@ -364,7 +367,7 @@ def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):
     a = write_parquet(tmp_path / "in" / "a.parquet", {"user": ["u1"], "text": ["x"]})
     b = write_parquet(tmp_path / "in" / "b.parquet", {"user": ["u2"], "text": ["y"]})
     fields = ParquetFields("user", text="text")
-    from pipelines.inputs import ReadParquetRecords, inspect_parquet
+    from pipelines.io.parquet import ReadParquetRecords, inspect_parquet
     inspect_parquet([a, b], fields)
     read = ReadParquetRecords(str(tmp_path / "in" / "*.parquet"), fields, files=[a, b])
     os.remove(b)
