@@ -12,6 +12,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+import typing
 import zipfile
 from typing import Callable, Iterator, Sequence
 
@@ -104,86 +106,72 @@ def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple
         yield user, item
 
 
-class _RecordLines:
-    """Feeds a csv reader a file's lines, keeping the lines of the record being read,
-    so that an error can name the line where a field began (csv only knows the
-    line it stopped on, which may be the file's last)."""
+# A field of a CSV record as the csv module reads the default dialect (non-strict):
+# quoted (``q``), to its closing quote and on to a comma or line end (``t``: after a
+# closing quote, characters join the field), or still open at the end; else unquoted
+# (``u``), to a comma or line end (a quote inside it is a character).
+_CSV_FIELD = re.compile(r'"(?P<q>(?:[^"]+|"")*)(?:"(?P<t>[^,\r\n]*)|\Z)|(?P<u>[^,\r\n]*)')
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int]]:
+    """(line it begins on, length as csv counts it) of each field of one CSV record,
+    from its lines read so far: csv does not say where a field began, which error
+    messages name."""
+    text, pos, fields = "".join(lines), 0, []
+    while True:
+        field = typing.cast(re.Match, _CSV_FIELD.match(text, pos))
+        quoted = field["q"] or ""
+        length = len(quoted) - quoted.count('""') + len(field["t"] or field["u"] or "")
+        fields.append((first_lineno + len(_LINE_END.findall(text, 0, pos)), length))
+        if not text.startswith(",", field.end()):
+            return fields
+        pos = field.end() + 1
+
+
+class _CsvRecords:
+    """(line it begins on, fields) of each record of a CSV stream, read with the csv
+    module (default dialect); a blank line is a record with no fields.
+
+    A quoted field never closed (csv ends the record at the end of the file,
+    where only an open quote leaves one unended) and a field longer than
+    ``FIELD_SIZE_LIMIT`` are an ``InputFormatError`` naming the line the field
+    begins on; any other malformed CSV is csv's own ``csv.Error``.
+    """
 
     def __init__(self, path: str, stream):
-        self._lines = decoded_lines(path, stream)
-        self.lineno = 0
-        self.record: list[str] = []
-        self.record_start = 1
-        self.ended = False  # the file ended inside a record
+        self._path = path
+        self._lines: list[str] = []  # the lines of the record being read
+        self._ended = False  # the file ended, inside a record or after the last
+        self._reader = csv.reader(self._read(decoded_lines(path, stream)))
 
-    def __iter__(self):
-        return self
+    def _read(self, lines: Iterator[tuple[int, str]]) -> Iterator[str]:
+        for _, line in lines:
+            self._lines.append(line)
+            yield line
+        self._ended = True
 
-    def __next__(self) -> str:
+    @property
+    def line_num(self) -> int:
+        """The lines read so far (the number of the last)."""
+        return self._reader.line_num
+
+    def __iter__(self) -> Iterator[tuple[int, list[str]]]:
+        start = 1
         try:
-            self.lineno, line = next(self._lines)
-        except StopIteration:
-            self.ended = True
-            raise
-        if self.record or line.strip("\r\n"):
-            self.record.append(line)
-        else:  # a blank line between records: csv reads it as an empty row, skipped
-            self.record_start = self.lineno + 1
-        return line
-
-    def next_record(self):
-        self.record, self.record_start = [], self.lineno + 1
-
-    def check_closed(self, path: str) -> None:
-        """After a record: raises if the file ended inside it with a quote still open
-        (csv ends the record there, quote or not)."""
-        if self.ended:
-            fields = _csv_fields(self.record, self.record_start)
-            if fields and fields[-1][2]:
-                raise InputFormatError(
-                    f"{path}:{fields[-1][0]}: a quoted field that begins on this line is "
-                    "never closed (an unterminated quote would read the rest of the file "
-                    "into it)")
-
-
-def _csv_fields(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int, bool]]:
-    """(line it begins on, length, whether a quote is still open at the end) of each
-    field of one CSV record, read as the csv module reads the default dialect
-    (non-strict: after a closing quote, characters up to the next comma join the
-    field; a quote inside an unquoted field is a character). For error messages."""
-    fields = []
-    quoted, start, size = False, first_lineno, 0
-    for lineno, line in enumerate(lines, start=first_lineno):
-        i = 0
-        end_of_line = len(line.rstrip("\r\n"))
-        while True:
-            if not quoted:
-                start = lineno
-                if not line.startswith('"', i):  # an unquoted field, to the next comma
-                    comma = line.find(",", i)
-                    fields.append((lineno, (end_of_line if comma < 0 else comma) - i, False))
-                    if comma < 0:
-                        break
-                    i = comma + 1
-                    continue
-                quoted, i, size = True, i + 1, 0
-            quote = line.find('"', i)
-            if quote < 0:  # the quoted field goes on on the next line
-                size += len(line) - i
-                break
-            if line.startswith('"', quote + 1):  # an escaped quote
-                size, i = size + quote + 1 - i, quote + 2
-                continue
-            quoted = False
-            comma = line.find(",", quote + 1)
-            size += quote - i + max(0, (end_of_line if comma < 0 else comma) - quote - 1)
-            fields.append((start, size, False))
-            if comma < 0:
-                break
-            i = comma + 1
-    if quoted:
-        fields.append((start, size, True))
-    return fields
+            for fields in self._reader:
+                if self._ended:
+                    raise InputFormatError(
+                        f"{self._path}:{_field_starts(self._lines, start)[-1][0]}: a quoted "
+                        "field that begins on this line is never closed (an unterminated "
+                        "quote would read the rest of the file into it)")
+                yield start, fields
+                start, self._lines = self._reader.line_num + 1, []
+        except csv.Error as exc:
+            if "field limit" not in str(exc) or not self._lines:
+                raise
+            longest = max(_field_starts(self._lines, start), key=lambda f: f[1])
+            raise _field_too_long(self._path, longest[0]) from None
 
 
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
@@ -195,14 +183,12 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
     characters, is an error naming the line it begins on.
     """
     csv.field_size_limit(FIELD_SIZE_LIMIT)
-    lines = _RecordLines(path, stream)
-    reader = csv.DictReader(lines)
+    records = _CsvRecords(path, stream)
+    rows = iter(records)
     row_is_user = user_field == ROW_AS_USER
     row_number = 0
     try:
-        header = reader.fieldnames or []
-        lines.check_closed(path)
-        lines.next_record()
+        _, header = next(rows, (1, []))  # a blank first line is no header (as DictReader)
         if not header:
             return  # an empty file: no header, no records
         for name in ((text_field,) if row_is_user else (user_field, text_field)):
@@ -213,12 +199,16 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                 raise InputFormatError(
                     f"{path}: the header (line 1, {len(header)} fields) has no field "
                     f"{name!r}{hint}")
-        for row_number, row in enumerate(reader, start=1):
-            lines.check_closed(path)
-            where = f"{path}:{lines.record_start}: record {row_number}"
-            lines.next_record()
-            user = f"{path}:{row_number}" if row_is_user else row.get(user_field)
-            value = row.get(text_field)
+        column = {name: i for i, name in enumerate(header)}  # a repeated name: its last
+        user_column, text_column = column.get(user_field, -1), column[text_field]
+        for start, row in rows:
+            if not row:
+                continue  # a blank line between records
+            row_number += 1
+            where = f"{path}:{start}: record {row_number}"
+            user = (f"{path}:{row_number}" if row_is_user
+                    else row[user_column] if user_column < len(row) else None)
+            value = row[text_column] if text_column < len(row) else None
             if user is None or not user.strip():
                 raise InputFormatError(f"{where}: user id field {user_field!r} is missing "
                                        "or empty")
@@ -227,10 +217,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                                        f"(the row has fewer fields than the header)")
             yield user.strip(), value
     except csv.Error as exc:
-        fields = _csv_fields(lines.record, lines.record_start)
-        if "field limit" in str(exc) and fields:
-            raise _field_too_long(path, max(fields, key=lambda f: f[1])[0]) from None
-        raise InputFormatError(f"{path}:{lines.lineno}: record {row_number + 1}: "
+        raise InputFormatError(f"{path}:{records.line_num}: record {row_number + 1}: "
                                f"malformed CSV ({exc})") from None
 
 
