@@ -19,7 +19,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import evaluate, ngrams, vocabulary
+from pipelines import ngrams, vocabulary
+from pipelines.evaluation import evaluate
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import infer_format
 from pipelines.io.parquet import ParquetFields
@@ -127,7 +128,7 @@ def test_evaluation_reads_parquet(tmp_path):
 
 def test_peer_benchmark_reads_parquet(tmp_path, capsys):
     pytest.importorskip("pipeline_dp")
-    from pipelines import benchmark_peers
+    from pipelines.evaluation import peers as benchmark_peers
     path = write_parquet(tmp_path / "in.parquet",
                          {"user": [f"u{i}" for i in range(60)], "text": ["a b"] * 60})
     code = benchmark_peers.main(["--input", path, "--user-field", "user", "--text-field",
