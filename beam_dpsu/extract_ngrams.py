@@ -69,12 +69,22 @@ level 1's threshold gets all of δ.
 Everything is calibrated when the transform is built, at every candidate Δ_1
 (``beam_dpsu.core.ngram_calibration.plan_level1``). When it runs, the choice
 (drawn once, checkpointed) routes the users to level 1 built for the chosen
-Δ_1 (one level 1 per
-candidate; the others get no user and release nothing), and hands levels
-k ≥ 2 that candidate's σ_k with their other parameters: for each fixed
-choice the pipeline is DPNE at that Δ_1 and the selection's budget, and
-sequential composition with the size histogram gives the caller's budget.
-The chosen Δ_1 (``chosen_max_items_per_user``) is a DP output.
+Δ_1 (one level 1 per candidate; the others get no user and release
+nothing), and hands levels k ≥ 2 that candidate's σ_k with their other
+parameters: for each fixed choice the pipeline is DPNE at that Δ_1 and the
+selection's budget, and sequential composition with the size histogram
+gives the caller's budget. The chosen Δ_1 (``chosen_max_items_per_user``) is
+a DP output.
+
+This module holds the transform only. Its parts: the parameters
+(``beam_dpsu.core.ngram_parameters``), the calibration
+(``beam_dpsu.core.ngram_calibration``), the report
+(``beam_dpsu.core.ngram_report``), the input checks
+(``beam_dpsu.core.documents``); in Beam, the users' records and blocks
+(``beam_dpsu.beam.document_blocks``), level 1 and the Δ_1 choice
+(``beam_dpsu.beam.ngram_level1``), the levels k ≥ 2 and their figures
+(``beam_dpsu.beam.ngram_levels``). The DPSU baselines are
+``beam_dpsu.ngram_baselines``.
 """
 
 from __future__ import annotations
@@ -85,7 +95,7 @@ import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import ngram_calibration
-from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES, MAX_NGRAM_LENGTH, NgramParameters
+from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.ngram_report import dpne_report
 from beam_dpsu.beam.bounding import check_privacy_unit
 from beam_dpsu.beam.document_blocks import (DOCUMENT_ELEMENT, USERS_PER_BLOCK, PackUserBlocksFn,
@@ -96,7 +106,7 @@ from beam_dpsu.beam.ngram_levels import KgramLevel, LevelStats, released_as_keys
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.beam.windowing import require_global_window
 
-__all__ = ["ExtractNgrams", "LEVEL1_POLICIES", "MAX_NGRAM_LENGTH"]
+__all__ = ["ExtractNgrams"]
 
 
 @beam.typehints.with_input_types(DOCUMENT_ELEMENT)
@@ -105,7 +115,8 @@ class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
     Args:
-      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (100).
+      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (100;
+        ``beam_dpsu.core.ngram_parameters``, where every parameter is checked).
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
       accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
         this transform is built (``BudgetExceededError`` past its total).
@@ -234,8 +245,8 @@ class ExtractNgrams(ReleaseTransform):
         unseeded_elements = self.privacy_unit == "element" and seed is None
         user_docs = None
         if not unseeded_elements or (policy and self.auto_plan is None):
-            user_docs = documents | "UserRecords" >> UserRecords(
-                self.privacy_unit, seed)  # (user_id, (tokens, ...))
+            user_docs = (documents  # (user_id, (tokens, ...)), one per user
+                         | "UserRecords" >> UserRecords(self.privacy_unit, seed))
         user_blocks = ((documents if unseeded_elements else user_docs)
                        | "UserBlocks" >> beam.ParDo(PackUserBlocksFn(
                            USERS_PER_BLOCK, keep_ids=seed is not None,
