@@ -34,7 +34,9 @@ import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core import thresholds  # noqa: E402
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of  # noqa: E402
-from beam_dpsu.extract_ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
+from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES  # noqa: E402
+from beam_dpsu.extract_ngrams import ExtractNgrams  # noqa: E402
+from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from beam_dpsu.core.tokenizer import plural  # noqa: E402
