@@ -116,7 +116,7 @@ class PackUserBlocksFn(beam.DoFn):
     One Beam step per element instead of two.
 
     Not ``beam.BatchElements``: that logs how many elements it has batched,
-    which here is the number of users (DESIGN §4.6). Every
+    which here is the number of users (docs/privacy.md, invariant 6). Every
     block is stamped like the other outputs (``in_global_window``).
     """
 

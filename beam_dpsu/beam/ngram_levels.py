@@ -12,9 +12,9 @@ k-grams the histogram over all of V_k would have released are drawn:
 B_k ~ Binomial(|V_k| − |supp H_k|, Φ(−ρ_k/σ_k)) k-grams sampled uniformly
 from V_k ∖ supp H_k (``SpuriousFn``). This spurious sampling is part of the
 privacy guarantee, not cosmetic: without it, which zero-weight k-grams are
-missing from the output depends on the data (DESIGN §3).
+missing from the output depends on the data (docs/privacy.md, "DPNE's spurious k-grams").
 
-Drawn once (DESIGN §4, invariant 11; ``beam_dpsu.beam.randomness``): H_k's
+Drawn once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``): H_k's
 sampled sums feed both the noise and the support the spurious draws avoid,
 and each level (its release with its spurious draws) feeds the output, the
 next level and the level stats; both are checkpointed with a ``Reshuffle``
@@ -104,7 +104,7 @@ class SpuriousFn(beam.DoFn):
         n = int(rng.binomial(n_valid - len(support), p)) if n_valid > len(support) else 0
         sampler = ValidKgramSampler(previous, unigrams, self._pruning)
         # Stamped like the k-grams released from users' weight, so nothing
-        # about an output tells whether it was spurious (DESIGN §4.6).
+        # about an output tells whether it was spurious (docs/privacy.md, invariant 6).
         yield from map(in_global_window, sampler.sample(n, support, rng))
 
 
