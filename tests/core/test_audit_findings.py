@@ -29,7 +29,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import beam_dpsu
@@ -199,16 +199,19 @@ def test_weighted_gaussian_threshold_meets_delta_exactly(sigma, delta, max_items
 
 
 @pytest.mark.xfail(strict=True, reason=FLOAT_ERROR)
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          phases=[Phase.explicit, Phase.generate],  # no shrinking: each example costs ms
-          suppress_health_check=[HealthCheck.too_slow])
-@given(sigma=st.floats(0.05, 50.0), log10_delta=st.floats(-12.0, -0.6),
-       max_items=st.integers(1, 64))
-def test_weighted_gaussian_threshold_meets_delta_for_any_parameters(sigma, log10_delta,
-                                                                    max_items):
-    """About a quarter of random (σ, δ, Δ0) exceed δ today (the largest seen: 1.2e-14)."""
-    delta = 10.0 ** log10_delta
-    assert _worst_weighted_gaussian_chance(sigma, delta, max_items) <= mpmath.mpf(delta)
+def test_weighted_gaussian_threshold_meets_delta_on_a_random_grid():
+    """30 (σ, δ, Δ0) drawn from a fixed seed (σ log-uniform in [0.05, 50], δ in
+    [1e-12, 0.25], Δ0 ≤ 64): about a quarter of such draws exceed δ today (the largest
+    seen: 1.2e-14 relative). Every one must meet δ."""
+    rng = np.random.default_rng(20240611)
+    over = []
+    for _ in range(30):
+        sigma = float(np.exp(rng.uniform(math.log(0.05), math.log(50.0))))
+        delta = float(10.0 ** rng.uniform(-12.0, -0.6))
+        max_items = int(rng.integers(1, 65))
+        if _worst_weighted_gaussian_chance(sigma, delta, max_items) > mpmath.mpf(delta):
+            over.append((sigma, delta, max_items))
+    assert not over
 
 
 # Found while reproducing the finding: the other closed-form thresholds round the
