@@ -34,7 +34,7 @@ import apache_beam as beam
 from beam_dpsu import Budget, BudgetAccountant, SelectItems, WeightedGaussian
 from beam_dpsu.core.report import to_json
 from beam_dpsu.core.tokenizer import Tokenizer
-from pipelines.inputs import ReadDocuments
+from pipelines.io.read import ReadDocuments
 
 MAX_LENGTH = 500  # tokens; longer reviews count as this long in the mean
 

@@ -3,7 +3,7 @@
 Importing this package installs a logging filter that drops Beam's noise
 (:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.cli``, so that
 it is installed before Beam loads and also in the DirectRunner's worker
-processes, which import ``pipelines.inputs`` when they unpickle the jobs'
+processes, which import ``pipelines.io`` when they unpickle the jobs'
 DoFns.
 """
 
@@ -26,7 +26,7 @@ class _BeamNoiseFilter(logging.Filter):
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
                  "No semi_persistent_directory found")
     _CLEAN_ERRORS = ("InputFormatError", "InvalidRecordError", "NonGlobalWindowError",
-                     "UsageError", "ReadParquetRowGroups/")  # inputs.PARQUET_READ_STEP
+                     "UsageError", "ReadParquetRowGroups/")  # io.parquet.PARQUET_READ_STEP
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:

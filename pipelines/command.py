@@ -7,9 +7,11 @@
     beam-dpsu evaluate --input … --mechanisms weighted-gaussian,sips --epsilons 1,2 \\
         --delta 1e-5 --output eval/
 
-``beam-dpsu JOB FLAGS…`` is ``python -m pipelines.JOB FLAGS…`` (the modules
-keep working): the same flags, output, messages and exit codes, with
-``beam-dpsu JOB`` as the program name in ``--help`` and in error messages.
+``beam-dpsu JOB FLAGS…`` is ``python -m MODULE FLAGS…``, MODULE the job's
+(``pipelines.vocabulary``, ``pipelines.ngrams``,
+``pipelines.evaluation.evaluate``), which keep working: the same flags,
+output, messages and exit codes, with ``beam-dpsu JOB`` as the program name in
+``--help`` and in error messages.
 ``beam-dpsu --help`` lists the jobs and ``beam-dpsu --version`` prints the
 version. A job's module (and with it Beam) is imported only once its
 subcommand is known, so ``--help``, ``--version`` and a mistyped subcommand
@@ -31,19 +33,18 @@ PROG = "beam-dpsu"
 
 
 class Job(NamedTuple):
-    """A subcommand: the modules that may define it (tried in order) and its help line."""
+    """A subcommand: the module that defines the job (its ``main``) and its help line."""
 
-    modules: tuple[str, ...]
+    module: str
     summary: str
 
 
 JOBS = {
-    "vocabulary": Job(("pipelines.vocabulary",),
+    "vocabulary": Job("pipelines.vocabulary",
                       "release the distinct words (or items) of a user corpus"),
-    "ngrams": Job(("pipelines.ngrams",),
+    "ngrams": Job("pipelines.ngrams",
                   "release the n-grams (lengths 1 to T) of a user corpus, with DPNE"),
-    # The evaluation job may live in pipelines.evaluation: the new place first.
-    "evaluate": Job(("pipelines.evaluation.evaluate", "pipelines.evaluate"),
+    "evaluate": Job("pipelines.evaluation.evaluate",
                     "compare mechanisms' releases over a budget grid (evaluation only)"),
 }
 
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, usage=f"{PROG} [--help] [--version] COMMAND [FLAGS …]",
         description="Differentially private set union on Apache Beam. Each command runs one "
                     f"job;\n'{PROG} COMMAND --help' lists its flags.\n\ncommands:\n{commands}",
-        epilog=f"'{PROG} COMMAND …' is the same as 'python -m pipelines.COMMAND …'.",
+        epilog=f"'{PROG} COMMAND …' is the same as 'python -m MODULE …', MODULE the "
+               "command's:\n" + ", ".join(job.module for job in JOBS.values()) + ".",
         formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -67,17 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def job_module(name: str) -> ModuleType:
-    """The module of job ``name``: the first of ``JOBS[name].modules`` that exists."""
-    modules = JOBS[name].modules
-    for module in modules[:-1]:
-        try:
-            return importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            # Only the module itself (or its package) missing means "not here";
-            # anything it fails to import is a real error.
-            if exc.name is None or not module.startswith(exc.name):
-                raise
-    return importlib.import_module(modules[-1])
+    """The module of job ``name`` (imported now: it imports Beam)."""
+    return importlib.import_module(JOBS[name].module)
 
 
 def _choices() -> str:

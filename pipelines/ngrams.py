@@ -35,11 +35,14 @@ import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core import thresholds  # noqa: E402
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of  # noqa: E402
-from beam_dpsu.extract_ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
+from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES  # noqa: E402
+from beam_dpsu.extract_ngrams import ExtractNgrams  # noqa: E402
+from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from beam_dpsu.core.tokenizer import plural  # noqa: E402
-from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments  # noqa: E402
+from pipelines.io.formats import DOCUMENT_FORMATS  # noqa: E402
+from pipelines.io.read import ReadDocuments  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]

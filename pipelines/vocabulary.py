@@ -34,7 +34,8 @@ from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from beam_dpsu.core.tokenizer import plural  # noqa: E402
-from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems, items_of  # noqa: E402
+from pipelines.io.formats import FORMATS, ROW_AS_USER  # noqa: E402
+from pipelines.io.read import ReadPairs, ReadUserItems, items_of  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 

@@ -266,7 +266,8 @@ def test_every_mechanism_refuses_a_pure_budget(name, budget):
 @pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)],
                          ids=["pure-dp", "pure-zcdp"])
 def test_ngram_extraction_refuses_a_pure_budget(budget):
-    from beam_dpsu.extract_ngrams import ExtractNgrams, NgramsByDPSU
+    from beam_dpsu.extract_ngrams import ExtractNgrams
+    from beam_dpsu.ngram_baselines import NgramsByDPSU
     with pytest.raises(ValueError, match="DPNE n-gram extraction needs delta > 0"):
         ExtractNgrams(3, budget)
     for variant in ("dpsu-all", "dpsu-even", "dpsu-single"):

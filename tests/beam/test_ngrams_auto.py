@@ -24,7 +24,8 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import docblocks
 from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import WeightedGaussian
-from beam_dpsu.extract_ngrams import _block_size_counts, _max_items_per_level
+from beam_dpsu.beam.ngram_level1 import block_size_counts
+from beam_dpsu.core.ngram_parameters import max_items_per_level
 from pipelines import ngrams as ngrams_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,15 +40,15 @@ BIG = ZCDPBudget(5.0, 1e-8)
 
 def test_auto_per_level_forms():
     top = max(max_items_choice.CANDIDATES)
-    assert _max_items_per_level("auto", 3) == ([None, top, top], max_items_choice.AutoMaxItems())
-    assert _max_items_per_level(AUTO, 2) == ([None, 5], AUTO)
+    assert max_items_per_level("auto", 3) == ([None, top, top], max_items_choice.AutoMaxItems())
+    assert max_items_per_level(AUTO, 2) == ([None, 5], AUTO)
     # Δ_1 fixed, k ≥ 2 automatic: nothing to choose privately (no budget spent).
-    assert _max_items_per_level([10, "AUTO", 3], 3) == ([10, top, 3], None)
-    assert _max_items_per_level(7, 2) == ([7, 7], None)
+    assert max_items_per_level([10, "AUTO", 3], 3) == ([10, top, 3], None)
+    assert max_items_per_level(7, 2) == ([7, 7], None)
     with pytest.raises(ValueError, match="max_items_per_user must be an int or 'auto'"):
-        _max_items_per_level("automatic", 2)
+        max_items_per_level("automatic", 2)
     with pytest.raises(ValueError, match="one value per level"):
-        _max_items_per_level(["auto", 3], 3)
+        max_items_per_level(["auto", 3], 3)
 
 
 def test_distinct_items_per_user_golden():
@@ -68,7 +69,7 @@ def test_one_more_user_moves_the_size_counts_by_one(users, extra):
 
     def counts(us):
         block = docblocks.encode_block([(f"u{i}", d) for i, d in enumerate(us)], True)
-        return _block_size_counts(pickle.dumps(block), tuple(edges))
+        return block_size_counts(pickle.dumps(block), tuple(edges))
 
     moved = np.abs(counts(users + [extra]) - counts(users)).sum()
     assert moved == (1 if any(extra) else 0)

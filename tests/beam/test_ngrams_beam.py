@@ -1,6 +1,7 @@
 """TestPipeline tests of ExtractNgrams and the DPSU baselines (the job: test_ngrams_job.py)."""
 
 import pickle
+import typing
 
 import apache_beam as beam
 import numpy as np
@@ -10,10 +11,16 @@ from hypothesis import strategies as st
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.typehints import typehints
+from apache_beam.typehints.decorators import TypeCheckError
 
 from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.kgrams import ValidKgramSampler
-from beam_dpsu.extract_ngrams import ExtractNgrams, NgramsByDPSU, check_document
+from beam_dpsu.core.tokenizer import Tokens
+from beam_dpsu.core.documents import check_document
+from beam_dpsu.extract_ngrams import ExtractNgrams
+from beam_dpsu.ngram_baselines import NgramsByDPSU
 
 
 def phrase_corpus(n_users=300, seed=0):
@@ -145,6 +152,74 @@ def test_extract_ngrams_validation():
             _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
 
 
+def test_parameter_errors_name_the_argument():
+    # A job maps ``param`` to its flag; the message is the library's, unchanged.
+    cases = [({"max_n": 0}, "max_n", "max_n must be an int >= 1, got 0"),
+             ({"max_n": 101}, "max_n", "max_n must be at most 100 (each length is a stage of "
+                                       "the pipeline), got 101"),
+             ({"eta": 0}, "eta", "eta must lie strictly between 0 and 1, got 0"),
+             ({"pruning": "left"}, "pruning",
+              "pruning must be one of ('both', 'single'), got 'left'"),
+             ({"level1": "sips"}, "level1", "level1 must be one of ('weighted-gaussian', "
+                                            "'policy-gaussian'), got 'sips'"),
+             ({"max_items_per_user": [5, 5]}, "max_items_per_user",
+              "max_items_per_user needs one value per level (max_n = 3), got 2: [5, 5]"),
+             ({"noise_schedule": "fast"}, "noise_schedule",
+              "noise_schedule must be 'equal' or a decay factor c > 0, got 'fast'")]
+    for kwargs, param, message in cases:
+        with pytest.raises(ParameterError) as raised:
+            ExtractNgrams(**{"max_n": 3, "budget": Budget(1, 1e-5), **kwargs})
+        assert (raised.value.param, str(raised.value)) == (param, message)
+    with pytest.raises(ParameterTypeError, match=r"^budget must be a Budget or ZCDPBudget"):
+        ExtractNgrams(2, "1.0")
+    with pytest.raises(ParameterError, match=r"^variant must be one of") as raised:
+        NgramsByDPSU("dpsu-some", 3, Budget(1, 1e-5))
+    assert raised.value.param == "variant"
+    with pytest.raises(ParameterError) as raised:
+        NgramsByDPSU("dpsu-single", 3, Budget(1, 1e-5), n=4)
+    assert (raised.value.param, str(raised.value)) == (
+        "n", "dpsu-single needs 1 <= n <= max_n, got n=4")
+
+
+@pytest.mark.parametrize("make", [lambda: ExtractNgrams(2, Budget(1, 1e-5)),
+                                  lambda: ExtractNgrams(2, Budget(1, 1e-5),
+                                                        privacy_unit="element"),
+                                  lambda: NgramsByDPSU("dpsu-even", 2, Budget(1, 1e-5))],
+                         ids=["ExtractNgrams", "ExtractNgrams-element", "NgramsByDPSU"])
+@pytest.mark.parametrize("elements", [[1, 2], [0.5], [None]], ids=["int", "float", "None"])
+def test_a_wrongly_typed_input_fails_when_the_pipeline_is_built(make, elements):
+    # Nothing runs: the input type hint refuses a PCollection of numbers (or None).
+    p = beam.Pipeline()
+    with pytest.raises(TypeCheckError, match="Input type hint violation"):
+        _ = p | beam.Create(elements) | make()
+
+
+class _Document(typing.NamedTuple):
+    author: str
+    words: typing.List[str]
+
+
+@pytest.mark.parametrize("elements,kwargs", [
+    ([("u", ("a", "b"))], {}),
+    ([("u", ["a", "b"]), (7, np.array(["a"]))], {}),
+    ([["a", "b"]], {"privacy_unit": "element"}),
+    ([Tokens(["a", "b"])], {"privacy_unit": "element"}),
+    ([("u", ("a",))], {"privacy_unit": "element"}),  # refused when run, naming the tuple
+    (["the cat"], {"privacy_unit": "element"}),  # refused when run: tokenise first
+    ([{"a", "b"}], {"privacy_unit": "element"}),  # refused when run: not a list
+    ([beam.Row(author="u", words=["a"])], {"user_field": "author", "tokens_field": "words"}),
+    ([_Document("u", ["a"])], {"user_field": "author", "tokens_field": "words"}),
+    ([{"author": "u", "words": ["a"]}], {"user_field": "author", "tokens_field": "words"}),
+    ([{"words": ["a"]}], {"privacy_unit": "element", "tokens_field": "words"}),
+], ids=["documents", "lists-arrays-int-ids", "elements", "tokens", "element-tuple",
+        "element-str", "element-set", "rows", "namedtuples", "dicts", "element-dicts"])
+def test_every_input_form_passes_the_type_hint(elements, kwargs):
+    # Built only: each form's elements are checked when they are read.
+    p = beam.Pipeline()
+    released = p | beam.Create(elements) | ExtractNgrams(2, Budget(1, 1e-5), **kwargs)
+    assert released.element_type == typehints.Tuple[str, ...]
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "", " ", "a b", "c\t", "\u2003", "é"]),
                           st.integers(0, 3), st.sampled_from([np.str_("a"), b"a"])),
@@ -198,8 +273,8 @@ def test_blocking_users_logs_no_count_of_users(caplog):
 
 
 def test_users_are_blocked_once_each():
-    from beam_dpsu.extract_ngrams import _UserBlocksFn
-    fn = _UserBlocksFn(3, keep_ids=True)
+    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    fn = PackUserBlocksFn(3, keep_ids=True)
     fn.start_bundle()
     users = [(f"u{j}", (("a",) * (j % 4), ("b", "c"))) for j in range(7)]
     blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
@@ -302,8 +377,8 @@ def test_privacy_unit_is_validated():
 def test_unseeded_blocks_hold_no_user_id():
     # Only a seeded sample reads a user id: unseeded, the blocks every level
     # re-reads carry none.
-    from beam_dpsu.extract_ngrams import _UserBlocksFn
-    fn = _UserBlocksFn(4, keep_ids=False)
+    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    fn = PackUserBlocksFn(4, keep_ids=False)
     fn.start_bundle()
     users = [(f"user{j}", (("a", "b"),)) for j in range(3)]
     blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
@@ -328,8 +403,8 @@ def test_unseeded_element_mode_with_a_policy_gaussian_level1():
 
 
 def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
-    from beam_dpsu.extract_ngrams import _UserBlocksFn
-    fn = _UserBlocksFn(100, keep_ids=False, max_tokens=5, elements=True)
+    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    fn = PackUserBlocksFn(100, keep_ids=False, max_tokens=5, elements=True)
     fn.start_bundle()
     elements = [["a", "b", "c"], [np.str_("b"), "d"], ["e"], ["a"]]
     blocks = [b for e in elements for b in fn.process(e)] + list(fn.finish_bundle())
@@ -345,8 +420,8 @@ def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
     (("a", "b"), r"got a tuple"),
 ])
 def test_element_blocks_refuse_a_bad_element_by_position_and_type(element, message):
-    from beam_dpsu.extract_ngrams import _UserBlocksFn
-    fn = _UserBlocksFn(100, keep_ids=False, elements=True)
+    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    fn = PackUserBlocksFn(100, keep_ids=False, elements=True)
     fn.start_bundle()
     list(fn.process(["a", "b"]))
     with pytest.raises(InvalidRecordError, match=message):

@@ -22,7 +22,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_dpsu import (SIPS, Budget, BudgetAccountant, BudgetExceededError, CountReleased,
                        ExtractNgrams, NoisyThreshold, SelectItems, WeightedGaussian,
                        ZCDPBudget)
-from beam_dpsu.extract_ngrams import NgramsByDPSU
+from beam_dpsu.ngram_baselines import NgramsByDPSU
 from beam_dpsu.beam.sips import SIPSRounds
 
 BUDGET = Budget(1.0, 1e-5)

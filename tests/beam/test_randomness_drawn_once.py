@@ -28,7 +28,7 @@ from beam_dpsu import (Budget, CountReleased, ExtractNgrams, NoisyThreshold, Sel
 from beam_dpsu.beam import randomness
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.calibration import KeepProbabilityCalibration
-from beam_dpsu.extract_ngrams import NgramsByDPSU
+from beam_dpsu.ngram_baselines import NgramsByDPSU
 from beam_dpsu.beam.randomness import draws_randomness, random_fanouts
 from beam_dpsu.beam.noisy_threshold import KeepWithProbability
 

@@ -16,7 +16,8 @@ from beam_dpsu import (BoundContributions, Budget, SelectItems, WeightedGaussian
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core import policies
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleItemsPerUser
-from beam_dpsu.extract_ngrams import ExtractNgrams, NgramsByDPSU
+from beam_dpsu.extract_ngrams import ExtractNgrams
+from beam_dpsu.ngram_baselines import NgramsByDPSU
 from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.beam.sequential import SequentialPolicyHistogram
 from beam_dpsu.beam.sips import SIPSRounds

@@ -13,7 +13,7 @@ from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import (analytic_gaussian_sigma, gaussian_mechanism_delta,
                                   gaussian_noise_schedule)
 from beam_dpsu.core.kgrams import ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
-from beam_dpsu.extract_ngrams import _SpuriousFn
+from beam_dpsu.beam.ngram_levels import SpuriousFn
 
 TOKENS = "abcd"
 
@@ -98,13 +98,13 @@ def test_rejection_path_is_uniform_too():
 
 
 def test_spurious_count_follows_the_binomial():
-    # The spurious draw of the pipeline (_SpuriousFn) on a level where no user
+    # The spurious draw of the pipeline (SpuriousFn) on a level where no user
     # holds a valid k-gram: each run releases B ~ Binomial(|V_k|, Φ(−ρ/σ)). The
     # sum of 3,000 runs is Binomial(3,000·|V_k|, p); it must lie in the central
     # 1 − 1e-8 interval, so a correct draw fails by chance w.p. ≤ 1e-8.
     unigrams = [(t,) for t in "abcdefghij"]
     sigma, rho = 2.0, 4.0
-    fn = _SpuriousFn(2, "both", seed=None)
+    fn = SpuriousFn(2, "both", seed=None)
     p = special.ndtr(-rho / sigma)
     n_valid, runs = 100, 3000
     parameters = {"n_previous": len(unigrams), "n_valid": n_valid, "rho": rho,

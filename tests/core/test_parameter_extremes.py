@@ -25,7 +25,9 @@ from beam_dpsu import count_released
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.extract_ngrams import MAX_NGRAM_LENGTH, ExtractNgrams, NgramsByDPSU
+from beam_dpsu.core.ngram_parameters import MAX_NGRAM_LENGTH
+from beam_dpsu.extract_ngrams import ExtractNgrams
+from beam_dpsu.ngram_baselines import NgramsByDPSU
 
 HUGE_D0 = [10 ** 12, 2 ** 63 - 1]
 WEIGHTED = [thresholds.weighted_laplace_threshold, thresholds.weighted_gaussian_threshold]

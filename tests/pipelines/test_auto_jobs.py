@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from pipelines import benchmark_peers, cli, vocabulary
+from pipelines import cli, vocabulary
+from pipelines.evaluation import peers as benchmark_peers
 
 BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field",
         "review", "--rho", "0.1", "--delta", "1e-5"]

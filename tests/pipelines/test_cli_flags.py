@@ -11,7 +11,9 @@ import contextlib
 import numpy as np
 import pytest
 
-from pipelines import benchmark, cli, command, delta0_benchmark, evaluate, ngrams, vocabulary
+from pipelines import cli, command, ngrams, vocabulary
+from pipelines.evaluation import benchmark, evaluate
+from pipelines.evaluation import max_items as delta0_benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
@@ -24,7 +26,7 @@ LIBRARY_SPELLINGS = re.compile(
     r"|shards|n)\s*=")
 
 try:
-    from pipelines import benchmark_peers
+    from pipelines.evaluation import peers as benchmark_peers
 except ImportError:  # pragma: no cover - needs only what the jobs need
     benchmark_peers = None
 

@@ -117,26 +117,11 @@ def test_a_subcommand_error_names_the_command(capsys):
                                        "--epsilon? (see beam-dpsu vocabulary --help)\n")
 
 
-def test_the_evaluate_job_is_found_where_it_lives():
-    module = command.job_module("evaluate")
-    assert module.__name__ in command.JOBS["evaluate"].modules
-    assert callable(module.main)
-
-
-def test_a_missing_job_module_falls_back_but_a_missing_dependency_does_not(
-        tmp_path, monkeypatch):
-    package = tmp_path / "fake_jobs"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "broken.py").write_text("import no_such_dependency_of_beam_dpsu\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(command.JOBS, "fake", command.Job(
-        ("fake_jobs.absent", "no_such_package.job", "pipelines.command"), "release nothing"))
-    assert command.job_module("fake") is command
-    monkeypatch.setitem(command.JOBS, "fake", command.Job(
-        ("fake_jobs.broken", "pipelines.command"), "release nothing"))
-    with pytest.raises(ModuleNotFoundError, match="no_such_dependency_of_beam_dpsu"):
-        command.job_module("fake")
+def test_each_subcommand_runs_its_module_main():
+    for name, job in command.JOBS.items():
+        module = command.job_module(name)
+        assert module.__name__ == job.module and callable(module.main)
+        assert module.PROG == f"python -m {job.module}"  # what the help's epilog says
 
 
 def test_ctrl_c_while_importing_is_one_line(capsys, monkeypatch):

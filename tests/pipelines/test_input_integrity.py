@@ -19,8 +19,11 @@ import pytest
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import inputs, ngrams, vocabulary
-from pipelines.inputs import InputFormatError, inspect_input, record_parser
+from pipelines import ngrams, vocabulary
+from pipelines.io import decompression, lines, parsers, read
+from pipelines.io.checks import inspect_input
+from pipelines.io.errors import InputFormatError
+from pipelines.io.parsers import record_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
@@ -36,7 +39,7 @@ except ImportError:  # pragma: no cover - zstandard comes with apache-beam
 def read_file(path, fmt="text", user_field=None, text_field=None):
     """Every record of one file, read exactly as a pipeline worker reads it."""
     metadata = FileSystems.match([str(path)])[0].metadata_list[0]
-    parse_file = inputs._ParseFileFn(record_parser(fmt, user_field, text_field), None, False)
+    parse_file = read._ParseFileFn(record_parser(fmt, user_field, text_field), None, False)
     return list(parse_file.process(fileio.ReadableFile(metadata)))
 
 
@@ -151,7 +154,7 @@ def test_the_read_is_checked_in_the_pipeline_too(tmp_path):
     path.write_bytes(whole[:int(len(whole) * 0.9)])
     with pytest.raises(Exception, match=r"lines.txt.gz: .*truncated"):
         with TestPipeline() as p:
-            _ = p | inputs.ReadUserTexts(str(path), "text") | beam.Map(lambda r: r)
+            _ = p | read.ReadUserTexts(str(path), "text") | beam.Map(lambda r: r)
 
 
 def _cut_copy(tmp_path, suffix, keep):
@@ -202,7 +205,7 @@ def csv_rows(n, broken_row=None, broken='someuser,"text never closed'):
 def test_an_unterminated_quote_is_an_error_naming_the_line_where_it_began():
     body = csv_rows(400, broken_row=301)
     with pytest.raises(InputFormatError) as err:
-        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+        list(parsers.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
     message = str(err.value)
     assert message.startswith("f.csv:302: ")  # the header is line 1
     assert "quote" in message and "someuser" not in message
@@ -211,32 +214,32 @@ def test_an_unterminated_quote_is_an_error_naming_the_line_where_it_began():
 def test_an_unterminated_quote_on_the_last_line_and_across_lines():
     body = 'user,text\nu1,"a\nb"\nu2,"one\ntwo\nthree'
     with pytest.raises(InputFormatError, match=r"^f.csv:4: .*quote"):
-        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+        list(parsers.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
     # The quoted field opens on line 3, after a field that spans lines 2-3.
     body = 'user,text,more\nu1,"a\nb","c\nd\n'
     with pytest.raises(InputFormatError, match=r"^f.csv:3: .*quote"):
-        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+        list(parsers.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
     # Closed quotes, escaped quotes and quotes inside unquoted fields are fine.
     body = 'user,text\nu1,"say ""hi""\nto all"\nu2,it is 5" long\nu3,x\n'
-    assert [u for u, _ in inputs.parse_csv("f.csv", io.BytesIO(body.encode()),
+    assert [u for u, _ in parsers.parse_csv("f.csv", io.BytesIO(body.encode()),
                                            "user", "text")] == ["u1", "u2", "u3"]
 
 
 def test_a_field_past_the_size_limit_is_an_error_naming_the_line_where_it_began(monkeypatch):
-    assert inputs.FIELD_SIZE_LIMIT == 16 * 1024 * 1024
-    monkeypatch.setattr(inputs, "FIELD_SIZE_LIMIT", 1000)
+    assert parsers.FIELD_SIZE_LIMIT == 16 * 1024 * 1024
+    monkeypatch.setattr(parsers, "FIELD_SIZE_LIMIT", 1000)
     long_text = "word " * 300  # 1500 characters
     body = f'user,text\nu1,short\nu2,"{long_text}\n{long_text}"\nu3,x\n'
     with pytest.raises(InputFormatError) as err:
-        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+        list(parsers.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
     assert str(err.value).startswith("f.csv:3: ")
     assert "1,000 characters" in str(err.value)
     body = f'user,text\nu1,{long_text}\n'  # an unquoted field on one line
     with pytest.raises(InputFormatError, match=r"^f.csv:2: .*1,000 characters"):
-        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+        list(parsers.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
     body = f'u1,{long_text}\n'  # a pairs line
     with pytest.raises(InputFormatError, match=r"^f.csv:1: .*1,000 characters"):
-        list(inputs.parse_pairs("f.csv", io.BytesIO(body.encode())))
+        list(parsers.parse_pairs("f.csv", io.BytesIO(body.encode())))
 
 
 def test_the_csv_job_with_an_unterminated_quote_exits_2(tmp_path, capsys):
@@ -301,8 +304,8 @@ def test_a_decode_error_in_a_compressed_file_names_the_true_line(tmp_path):
 def test_lone_cr_and_crlf_line_ends_still_count_lines():
     data = b"a\rb\r\nc\nd\xff\n"
     with pytest.raises(InputFormatError, match=r"^f:4: "):
-        list(inputs.parse_text("f", io.BytesIO(data)))
-    assert [u for u, _ in inputs.parse_text("f", io.BytesIO(b"a\rb\r\nc\n"))] == [
+        list(parsers.parse_text("f", io.BytesIO(data)))
+    assert [u for u, _ in parsers.parse_text("f", io.BytesIO(b"a\rb\r\nc\n"))] == [
         "f:1", "f:2", "f:3"]
 
 
@@ -312,11 +315,11 @@ def test_lone_cr_and_crlf_line_ends_still_count_lines():
 def test_msnbc_refuses_a_line_that_is_not_category_numbers():
     body = "% Sequences:\n\n1 2 3 \n4 x 5\n"
     with pytest.raises(InputFormatError) as err:
-        list(inputs.parse_msnbc("f.seq", io.BytesIO(body.encode())))
+        list(parsers.parse_msnbc("f.seq", io.BytesIO(body.encode())))
     assert str(err.value).startswith("f.seq:4: ")
     body = f"1 2\n{SECRET} 3\n"
     with pytest.raises(InputFormatError) as err:
-        list(inputs.parse_msnbc("f.seq", io.BytesIO(body.encode())))
+        list(parsers.parse_msnbc("f.seq", io.BytesIO(body.encode())))
     assert str(err.value).startswith("f.seq:2: ") and SECRET not in str(err.value)
 
 
@@ -408,7 +411,7 @@ def test_lines_are_split_as_io_splits_them(data, read_size):
     # Whatever the reads (chunk boundaries anywhere, a \r\n cut in two), the
     # lines are those io.TextIOWrapper(newline="") gives, as the old reader's were.
     expected = list(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline=""))
-    got = list(inputs._decoded_lines("f", ShortReads(data, read_size)))
+    got = list(lines.decoded_lines("f", ShortReads(data, read_size)))
     assert got == list(enumerate(expected, start=1))
 
 
@@ -416,12 +419,21 @@ CSV_FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\n\r')), max_size=12)
 
 
 def records_and_scans(text):
-    """csv's rows of ``text``, each with the scanner's fields of the lines it was read from."""
-    import csv
-    lines = inputs._RecordLines("f", io.BytesIO(text.encode()))
-    for row in csv.reader(lines):
-        yield row, inputs._csv_fields(lines.record, lines.record_start), lines.ended
-        lines.next_record()
+    """csv's records of ``text``, each with the scanner's fields of the lines it was read
+    from; raises as a parser does."""
+    records = parsers._CsvRecords("f", io.BytesIO(text.encode()))
+    for start, row in records:
+        yield row, parsers._field_starts(records._lines, start)
+
+
+def never_closed(text):
+    """Whether the records of ``text`` end in a quoted field never closed."""
+    try:
+        list(records_and_scans(text))
+    except InputFormatError as exc:
+        assert "never closed" in str(exc)
+        return True
+    return False
 
 
 @settings(max_examples=300, deadline=None)
@@ -433,9 +445,9 @@ def test_the_field_scanner_agrees_with_the_csv_module(rows, cut):
     csv.writer(out).writerows(rows)
     text = out.getvalue()
     # Written records: as many fields as csv reads, none left open.
-    for row, fields, _ in records_and_scans(text):
+    for row, fields in records_and_scans(text):
         assert len(fields) == len(row)
-        assert not any(open_ for _, _, open_ in fields)
+    assert not never_closed(text)
     # Cut anywhere: the file ends inside a quoted field exactly when the csv
     # module (strict) finds an unexpected end of data.
     cut_text = text[:cut]
@@ -444,23 +456,21 @@ def test_the_field_scanner_agrees_with_the_csv_module(rows, cut):
         ends_in_quote = False
     except csv.Error as exc:
         ends_in_quote = "unexpected end of data" in str(exc)
-    open_at_end = any(ended and fields and fields[-1][2]
-                      for _, fields, ended in records_and_scans(cut_text))
-    assert open_at_end == ends_in_quote
+    assert never_closed(cut_text) == ends_in_quote
 
 
 def test_csv_errors_name_the_line_a_record_begins_on_after_blank_lines():
     body = 'user,text\n\nu1,"a\nb"\n\n\n,"c\nd"\n'
     with pytest.raises(InputFormatError, match=r"^f.csv:7: record 2: user id field"):
-        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+        list(parsers.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
     body = 'user,text\n\n\nu1,"never closed\n\n'
     with pytest.raises(InputFormatError, match=r"^f.csv:4: a quoted field .* never closed"):
-        list(inputs.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
+        list(parsers.parse_csv("f.csv", io.BytesIO(body.encode()), "user", "text"))
 
 
 def test_zstd_without_its_module_is_refused_not_misread(tmp_path, monkeypatch):
     from apache_beam.io.filesystem import CompressionTypes
-    monkeypatch.delitem(inputs._DECOMPRESSORS, CompressionTypes.ZSTD)
+    monkeypatch.delitem(decompression._DECOMPRESSORS, CompressionTypes.ZSTD)
     path = tmp_path / "lines.txt.zst"
     path.write_bytes(b"\x28\xb5\x2f\xfd anything")
     with pytest.raises(InputFormatError, match=r"lines.txt.zst: reading zstd files needs the "

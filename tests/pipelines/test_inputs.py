@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu.core.tokenizer import _MARKUP, _URL, _WORD, Tokenizer, Tokens, tokenize
-from pipelines.inputs import (InputFormatError, parse_csv, parse_jsonl, parse_pairs,
-                              parse_text)
+from pipelines.io.errors import InputFormatError
+from pipelines.io.parsers import parse_csv, parse_jsonl, parse_pairs, parse_text
 
 
 def stream(text: str):
@@ -117,7 +117,7 @@ def test_parse_pairs_refuses_a_header_row_unless_skipped():
 
 def test_binary_and_corrupt_files_are_named(tmp_path):
     from apache_beam.io.filesystems import FileSystems
-    from pipelines.inputs import inspect_input
+    from pipelines.io.checks import inspect_input
 
     random_gz = tmp_path / "random.csv.gz"
     random_gz.write_bytes(bytes(range(256)) * 20)
@@ -135,7 +135,7 @@ def test_binary_and_corrupt_files_are_named(tmp_path):
 
 
 def test_empty_input_and_header_only_input(tmp_path):
-    from pipelines.inputs import inspect_input
+    from pipelines.io.checks import inspect_input
 
     empty, header = tmp_path / "a.csv", tmp_path / "b.csv"
     empty.write_text("")
@@ -155,7 +155,7 @@ def test_empty_input_and_header_only_input(tmp_path):
     (["msnbc.seq.gz"], ("text", "msnbc"), "msnbc"),
 ])
 def test_infer_format(names, formats, expected):
-    from pipelines.inputs import infer_format
+    from pipelines.io.formats import infer_format
     assert infer_format(names, formats) == expected
 
 
@@ -165,7 +165,7 @@ def test_infer_format(names, formats, expected):
     (["a.csv", "b.txt"], ("csv", "text"), "different formats (a.csv → csv, b.txt → text)"),
 ])
 def test_infer_format_errors(names, formats, message):
-    from pipelines.inputs import infer_format
+    from pipelines.io.formats import infer_format
     with pytest.raises(InputFormatError) as err:
         infer_format(names, formats)
     assert message in str(err.value)
@@ -177,7 +177,7 @@ def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
     import apache_beam as beam
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
-    from pipelines.inputs import ReadDocuments
+    from pipelines.io.read import ReadDocuments
     seq = tmp_path / "msnbc.seq"
     seq.write_text("% Different categories:\n% Sequences:\n\n1 1 2\n3\n", encoding="utf-8")
     text = tmp_path / "lines.txt"

@@ -19,8 +19,12 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import evaluate, ngrams, vocabulary
-from pipelines.inputs import InputFormatError, ParquetFields, ReadUserItems, infer_format
+from pipelines import ngrams, vocabulary
+from pipelines.evaluation import evaluate
+from pipelines.io.errors import InputFormatError
+from pipelines.io.formats import infer_format
+from pipelines.io.parquet import ParquetFields
+from pipelines.io.read import ReadUserItems
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = ["--epsilon", "50", "--delta", "1e-6", "--max-items-per-user", "5", "--seed", "3"]
@@ -124,7 +128,7 @@ def test_evaluation_reads_parquet(tmp_path):
 
 def test_peer_benchmark_reads_parquet(tmp_path, capsys):
     pytest.importorskip("pipeline_dp")
-    from pipelines import benchmark_peers
+    from pipelines.evaluation import peers as benchmark_peers
     path = write_parquet(tmp_path / "in.parquet",
                          {"user": [f"u{i}" for i in range(60)], "text": ["a b"] * 60})
     code = benchmark_peers.main(["--input", path, "--user-field", "user", "--text-field",
@@ -364,7 +368,7 @@ def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):
     a = write_parquet(tmp_path / "in" / "a.parquet", {"user": ["u1"], "text": ["x"]})
     b = write_parquet(tmp_path / "in" / "b.parquet", {"user": ["u2"], "text": ["y"]})
     fields = ParquetFields("user", text="text")
-    from pipelines.inputs import ReadParquetRecords, inspect_parquet
+    from pipelines.io.parquet import ReadParquetRecords, inspect_parquet
     inspect_parquet([a, b], fields)
     read = ReadParquetRecords(str(tmp_path / "in" / "*.parquet"), fields, files=[a, b])
     os.remove(b)

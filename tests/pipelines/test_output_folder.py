@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from pipelines import cli, evaluate, ngrams, vocabulary
+from pipelines import cli, ngrams, vocabulary
+from pipelines.evaluation import evaluate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")

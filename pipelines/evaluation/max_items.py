@@ -1,6 +1,6 @@
 """Δ0 chosen privately (``auto``) against the best fixed Δ0 of a grid: items released.
 
-    nice -n 10 python -m pipelines.delta0_benchmark --output /tmp/delta0_bench \\
+    nice -n 10 python -m pipelines.evaluation.max_items --output /tmp/delta0_bench \\
         --data-dir data --rho 0.1 --delta 1e-5
 
 For each data set (IMDb 50k, one user per review; the 1 % AskReddit bigrams,
@@ -20,7 +20,7 @@ calibration (``mechanism.calibrate``) and release step
 (``calibration.release_mask``) and the library's per-user rules
 (``policies.weighted_gaussian_weight``, ``policies.policy_weights`` with
 ``policies.l2_descent``): the same distribution of released sets as
-``SelectItems`` (``tests/test_delta0_benchmark.py`` checks the counts
+``SelectItems`` (``tests/pipelines/evaluation/test_max_items.py`` checks the counts
 against it). A data set is loaded once into per-user arrays of distinct
 item ids (:class:`UserItemArrays`).
 
@@ -54,9 +54,10 @@ from beam_dpsu.core.budgets import ZCDPBudget  # noqa: E402
 from beam_dpsu.core.calibration import release_mask  # noqa: E402
 from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
 from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402
-from pipelines.inputs import open_input, parse_csv  # noqa: E402
+from pipelines.io.decompression import open_input  # noqa: E402
+from pipelines.io.parsers import parse_csv  # noqa: E402
 
-PROG = "python -m pipelines.delta0_benchmark"
+PROG = "python -m pipelines.evaluation.max_items"
 
 GRID = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 MECHANISMS = {"weighted-gaussian": WeightedGaussian, "policy-gaussian": PolicyGaussian,

@@ -15,9 +15,9 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.budgets import ZCDPBudget
 from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian
 from beam_dpsu.core.tokenizer import Tokenizer
-from pipelines import delta0_benchmark as bench
+from pipelines.evaluation import max_items as bench
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 
 

@@ -1,10 +1,10 @@
 """How fast the jobs run, against reading their input: wall time, pairs/s and peak memory.
 
-    python -m pipelines.benchmark --job vocabulary \\
+    python -m pipelines.evaluation.benchmark --job vocabulary \\
         --mechanisms weighted-gaussian,policy-gaussian,sips,gw -- \\
         --input data/imdb_50k_reviews.csv.gz --user-field @row --text-field review \\
         --rho 0.1 --delta 1e-5 --max-items-per-user 100
-    python -m pipelines.benchmark --job ngrams -- \\
+    python -m pipelines.evaluation.benchmark --job ngrams -- \\
         --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 \\
         --epsilon 1 --delta 1e-7
 
@@ -52,9 +52,9 @@ from types import SimpleNamespace
 from pipelines import cli  # first: it quiets Beam's logging before Beam loads
 import apache_beam as beam  # noqa: E402
 
-PROG = "python -m pipelines.benchmark"
+PROG = "python -m pipelines.evaluation.benchmark"
 JOBS = ("vocabulary", "ngrams")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def build_parser() -> cli.JobArgumentParser:
@@ -160,7 +160,7 @@ def prepare(argv):
 
 def read_only_pipeline(pipeline, job: str, job_args, count_path: str) -> None:
     """Read, parse and tokenise every record; write the number of (user, item) pairs."""
-    from pipelines.inputs import ReadDocuments, ReadUserItems, items_of
+    from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
     read = ReadUserItems if job == "vocabulary" else ReadDocuments
     tokenizer = cli.tokenizer_from_args(job_args)
     _ = (pipeline
@@ -231,8 +231,8 @@ def _benchmark(job, workdir: str) -> str:
     # The read-only pipeline (this checkout's reader, for both codes), then the job per
     # mechanism, this checkout and --before: each round runs every one of them once,
     # so a machine that slows down or speeds up during the run weighs on all alike.
-    read_command = [python, "-m", "pipelines.benchmark", "--read-only", "--job", args.job,
-                    "--", *job.job_argv]
+    read_command = [python, "-m", "pipelines.evaluation.benchmark", "--read-only",
+                    "--job", args.job, "--", *job.job_argv]
     pairs_box = {}
 
     def read_once(i):

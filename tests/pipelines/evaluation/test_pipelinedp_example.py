@@ -20,7 +20,7 @@ from beam_dpsu import Budget, BudgetAccountant, BudgetExceededError
 pytest.importorskip("pipeline_dp", reason="PipelineDP is in the test extra: "
                                           "pip install -e '.[test]'")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 spec = importlib.util.spec_from_file_location(
     "pipelinedp_aggregation", os.path.join(ROOT, "examples", "pipelinedp_aggregation.py"))
 example = importlib.util.module_from_spec(spec)

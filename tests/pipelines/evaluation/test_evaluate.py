@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pipelines import evaluate
+from pipelines.evaluation import evaluate
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_the_cache_holds_only_users_holding_items(tmp_path):
 
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.evaluate import build_cache, count_users
+    from pipelines.evaluation.evaluate import build_cache, count_users
     path = tmp_path / "in.csv"
     path.write_text("user,text\nu1,hello world\nu2,<br /> http://x.y ...\n", encoding="utf-8")
     args = SimpleNamespace(input=str(path), format="csv", user_field="user", text_field="text",

@@ -2,7 +2,7 @@
 
 import json
 
-from pipelines import benchmark
+from pipelines.evaluation import benchmark
 
 JOB = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field", "review",
        "--rho", "0.1", "--delta", "1e-5", "--max-items-per-user", "20"]

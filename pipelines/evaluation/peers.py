@@ -1,7 +1,7 @@
 """Peer comparison: PipelineDP's partition selection next to beam_dpsu, same data and budget.
 
     pip install -e ".[bench]"
-    python -m pipelines.benchmark_peers --input data/imdb_50k_reviews.csv.gz \\
+    python -m pipelines.evaluation.peers --input data/imdb_50k_reviews.csv.gz \\
         --format csv --user-field @row --text-field review \\
         --epsilon 1 --delta 1e-5 --max-items-per-user 100
 
@@ -27,9 +27,10 @@ import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
-from pipelines.inputs import FORMATS, ReadPairs  # noqa: E402
+from pipelines.io.formats import FORMATS  # noqa: E402
+from pipelines.io.read import ReadPairs  # noqa: E402
 
-PROG = "python -m pipelines.benchmark_peers"
+PROG = "python -m pipelines.evaluation.peers"
 
 # Every strategy PipelineDP 0.3 offers; "its best strategy" is the best of these.
 PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRESHOLDING",

@@ -1,0 +1,156 @@
+"""DPNE's level 1 in Beam: the users' tokens → the released unigrams, at a fixed or a
+privately chosen Δ_1.
+
+Level 1 is Weighted Gaussian over blocks of users (``Level1`` on the blocks
+of ``beam_dpsu.beam.document_blocks``) or Policy Gaussian over user records
+(``Level1`` on ``UserRecords``' output), with σ_1 and ρ_1 of dpne Theorem 2.1
+(``beam_dpsu.core.ngram_calibration``).
+
+With ``max_items_per_user="auto"`` Δ_1 is chosen as SelectItems chooses Δ0
+(``beam_dpsu.core.max_items_choice``): ``ChooseLevel1MaxItems`` counts each
+user's distinct tokens into the size bins (one user, one bin: sensitivity
+1), adds the integer noise and applies the M/T rule with g(m) = √m and
+T = ρ_1; ``Level1AtChosenMaxItems`` then routes every user to level 1 built
+for the chosen Δ_1 (one level 1 per candidate, calibrated when the transform
+was built; the others get no user and release nothing). The choice is a
+singleton, checkpointed: drawn once, whoever reads it.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import typing
+
+import apache_beam as beam
+import numpy as np
+
+from beam_dpsu.core import docblocks
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import policies
+from beam_dpsu.core.ngram_calibration import DPNECalibration
+from beam_dpsu.beam.bounding import SampleEachUser
+from beam_dpsu.beam.document_blocks import BlockHistogramFn, distinct_tokens, element_as_user
+from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
+from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts, _to_chosen
+from beam_dpsu.beam.noisy_threshold import NoisyThreshold
+from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
+
+__all__ = ["Level1", "ChooseLevel1MaxItems", "Level1AtChosenMaxItems", "block_size_counts"]
+
+
+class Level1(beam.PTransform):
+    """Users → the unigrams (token,) level 1 releases at Δ_1 = ``calibration.max_items_1``.
+
+    Its input is blocks of users (weighted-gaussian: each user's distinct
+    tokens sampled to Δ_1 and weighted 1/√|sample|, summed per bundle) or,
+    with ``policy``, user records (policy-gaussian: ℓ2-descent toward the
+    cutoff, users visited one by one in keyed-hash order). With
+    ``check_elements`` the records are unseeded ``privacy_unit="element"``
+    elements, checked and given their random ids here, on the one branch
+    that reads them.
+    """
+
+    def __init__(self, calibration: DPNECalibration, policy: bool, seed: int | None,
+                 check_elements: bool = False):
+        super().__init__()
+        self._calibration, self._policy, self._seed = calibration, policy, seed
+        self._check_elements = check_elements
+
+    def expand(self, users):
+        max_items, level1 = self._calibration.max_items_1, self._calibration.level1
+        seed = self._seed
+        if self._check_elements:
+            users = users | "CheckElements" >> beam.Map(element_as_user, seed)
+        if self._policy:
+            # A sequential policy visits users one by one, in keyed-hash order.
+            key = run_order_key(seed)
+            assert level1.cutoff is not None  # (ngram_calibration.calibrate sets it)
+            released = (users
+                        | "DistinctTokens" >> beam.MapTuple(
+                            lambda user, docs: (user, tuple(distinct_tokens(docs))))
+                        | "SampleItemsPerUser" >> SampleEachUser(max_items, seed, "level1")
+                        | "PolicyHistogram" >> SequentialPolicyHistogram(
+                            policies.l2_descent, level1.cutoff, key,
+                            item_shards=HISTOGRAM_SHARDS)
+                        | "NoisyThreshold" >> NoisyThreshold.per_shard(level1, seed, "level1"))
+        else:
+            histogram = (users
+                         | "SumUsersPerBundle" >> beam.ParDo(BlockHistogramFn(
+                             functools.partial(docblocks.level1_sums,
+                                               max_items=max_items,
+                                               item_weight=policies.weighted_gaussian_weight,
+                                               seed=seed, salt="level1")))
+                         | "SumPerItem" >> beam.CombinePerKey(sum))  # (token, Σ weights)
+            released = histogram | "NoisyThreshold" >> NoisyThreshold(level1, seed, "level1")
+        return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
+            typing.Any)
+
+
+def block_size_counts(block: bytes, edges: tuple) -> np.ndarray:
+    """A pickled block → its users per size bin, a user's size being its number of
+    distinct tokens (level 1's items). Raw: the noise is added to the sum."""
+    sizes = docblocks.distinct_items_per_user(pickle.loads(block))
+    return max_items_choice.size_counts(sizes[sizes > 0], np.asarray(edges, dtype=np.int64))
+
+
+def _sum_counts(n_bins: int, counts) -> np.ndarray:
+    return functools.reduce(np.add, counts, np.zeros(n_bins, dtype=np.int64))
+
+
+class ChooseLevel1MaxItems(beam.PTransform):
+    """Blocks of users → the index, in ``plan.candidates``, of Δ_1 chosen privately.
+
+    Each user's number of distinct tokens falls into one size bin (one user,
+    one bin: sensitivity 1); the bin counts get integer noise and the M/T rule
+    picks Δ_1 (``beam_dpsu.core.max_items_choice``). A singleton, checkpointed: the noise is
+    drawn once, whoever reads it.
+    """
+
+    def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None):
+        super().__init__()
+        self._plan, self._seed = plan, seed
+
+    def expand(self, user_blocks):
+        edges = self._plan.edges
+        return (user_blocks
+                | "UsersPerSizeBin" >> beam.Map(block_size_counts, edges)
+                | "SumSizeBins" >> beam.CombineGlobally(
+                    functools.partial(_sum_counts, len(edges)))
+                | "Choose" >> ChooseFromSizeCounts(self._plan, self._seed))
+
+
+class Level1AtChosenMaxItems(beam.PTransform):
+    """(users, blocks of the same users) → the unigrams level 1 releases at the Δ_1
+    chosen privately (``ChooseLevel1MaxItems`` over the blocks).
+
+    ``users`` is what ``Level1`` reads (blocks, or records with ``policy``).
+    The choice routes every user to level 1 built for the chosen Δ_1; the
+    other candidates' level 1 gets no user and releases nothing. After
+    expansion ``chosen`` holds the chosen index and ``chosen_max_items_per_user``
+    the chosen Δ_1 (singletons; a DP output).
+    """
+
+    def __init__(self, plan: max_items_choice.AutoPlan, calibrations: list, policy: bool,
+                 seed: int | None, check_elements: bool = False):
+        super().__init__()
+        self._plan, self._calibrations = plan, calibrations
+        self._policy, self._seed, self._check_elements = policy, seed, check_elements
+        self.chosen = None
+        self.chosen_max_items_per_user = None
+
+    def expand(self, users_and_blocks):
+        users, user_blocks = users_and_blocks
+        candidates = self._plan.candidates
+        # First the choice (drawn once), then every user to the chosen candidate's level 1.
+        self.chosen = user_blocks | "ChooseLevel1MaxItems" >> ChooseLevel1MaxItems(
+            self._plan, self._seed)  # index in candidates
+        self.chosen_max_items_per_user = self.chosen | "ChosenMaxItemsPerUser" >> beam.Map(
+            lambda index: candidates[index])
+        routed = users | "ToChosenLevel1" >> beam.Partition(
+            _to_chosen, len(candidates), chosen=beam.pvalue.AsSingleton(self.chosen))
+        releases = [routed[i]
+                    | f"Level1MaxItems{calibration.max_items_1}" >> Level1(
+                        calibration, self._policy, self._seed, self._check_elements)
+                    for i, calibration in enumerate(self._calibrations)]
+        return releases | "Level1OfChosen" >> beam.Flatten()  # (token,)

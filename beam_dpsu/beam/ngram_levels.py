@@ -1,0 +1,263 @@
+"""DPNE's levels k ≥ 2 in Beam: the valid k-grams' histogram, its noisy threshold ρ_k,
+the spurious draws, and the levels' figures (dpne §2, App. A).
+
+``KgramLevel(k, …)`` over the blocks of users
+(``beam_dpsu.beam.document_blocks``): every user's valid k-grams (both
+(k−1)-subgrams released, or the prefix only with ``pruning="single"``; S_1 and
+S_{k−1} arrive as side inputs) are sampled to Δ_k and weighted 1/√|U|; the
+sums get N(0, σ_k²) noise and are kept above
+ρ_k = σ_k Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)), where |V_k| is counted exactly
+from S_{k−1} (``kgrams.valid_kgram_count``). Finally the zero-weight valid
+k-grams the histogram over all of V_k would have released are drawn:
+B_k ~ Binomial(|V_k| − |supp H_k|, Φ(−ρ_k/σ_k)) k-grams sampled uniformly
+from V_k ∖ supp H_k (``SpuriousFn``). This spurious sampling is part of the
+privacy guarantee, not cosmetic: without it, which zero-weight k-grams are
+missing from the output depends on the data (docs/privacy.md, "DPNE's spurious k-grams").
+
+Drawn once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``): H_k's
+sampled sums feed both the noise and the support the spurious draws avoid,
+and each level (its release with its spurious draws) feeds the output, the
+next level and the level stats; both are checkpointed with a ``Reshuffle``
+before they fan out.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+
+import apache_beam as beam
+
+from beam_dpsu.core import docblocks
+from beam_dpsu.core import hashing
+from beam_dpsu.core import policies
+from beam_dpsu.core import thresholds
+from beam_dpsu.core.kgrams import ValidKgramSampler, valid_kgram_count
+from beam_dpsu.core.ngram_calibration import spurious_probability
+from beam_dpsu.core.ngram_parameters import NgramParameters
+from beam_dpsu.core.tokenizer import plural
+from beam_dpsu.beam.document_blocks import BlockHistogramFn
+from beam_dpsu.beam.noisy_threshold import BatchedDecisionFn
+from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.beam.windowing import in_global_window
+
+__all__ = ["KgramLevel", "LevelStats", "LevelThresholdFn", "SpuriousFn", "released_as_keys",
+           "level_logger"]
+
+
+def released_as_keys(grams, label: str):
+    """A released set as a dict side input (constant-time lookups in the level blocks)."""
+    return beam.pvalue.AsDict(grams | label >> beam.Map(lambda g: (g, None)))
+
+
+def _level_sums(block, previous, unigrams, *, k, pruning, max_items, seed, salt, rng):
+    """``docblocks.level_sums`` with the side inputs S_{k−1}, S_1 in call order."""
+    return docblocks.level_sums(block, k, pruning, previous, unigrams, max_items,
+                                policies.weighted_gaussian_weight, rng, seed, salt)
+
+
+class LevelThresholdFn(BatchedDecisionFn):
+    """Noise N(0, σ_k²) and the data-dependent threshold ρ_k (σ_k and ρ_k: a side input)."""
+
+    def __init__(self, seed, salt: str):
+        super().__init__("noise", seed, salt)
+        self._sigma = None
+        self._rho = None
+
+    def decide(self, weights, rng):
+        return weights + rng.normal(0.0, self._sigma, weights.shape) > self._rho
+
+    def process(self, item_weight, parameters):
+        # One value per pipeline, the same in every call.
+        self._rho, self._sigma = parameters["rho"], parameters["sigma"]
+        yield from super().process(item_weight)
+
+
+def level_logger(name: str | None, k: int, max_n: int):
+    """A function logging level k's release size to logger ``name`` (none if None)."""
+    if name is None:
+        return lambda n: None
+
+    def log(n: int) -> None:
+        logging.getLogger(name).info(
+            f"DPNE level {k} of {max_n}: released {plural(n, f'{k}-gram')}")
+
+    return log
+
+
+@draws_randomness
+class SpuriousFn(beam.DoFn):
+    """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
+
+    def __init__(self, k: int, pruning: str, seed):
+        self._k = k
+        self._pruning = pruning
+        self._seed = seed
+
+    def process(self, _, previous, unigrams, support, parameters):
+        n_valid, rho, sigma = parameters["n_valid"], parameters["rho"], parameters["sigma"]
+        rng = (hashing.os_rng() if self._seed is None
+               else hashing.derived_rng(self._seed, "spurious", self._k))
+        support = set(support)
+        p = spurious_probability(rho, sigma)
+        n = int(rng.binomial(n_valid - len(support), p)) if n_valid > len(support) else 0
+        sampler = ValidKgramSampler(previous, unigrams, self._pruning)
+        # Stamped like the k-grams released from users' weight, so nothing
+        # about an output tells whether it was spurious (docs/privacy.md, invariant 6).
+        yield from map(in_global_window, sampler.sample(n, support, rng))
+
+
+class KgramLevel(beam.PTransform):
+    """Blocks of users → level k's release S_k (k ≥ 2): the k-grams released from the
+    users' weight and the spurious draws, checkpointed.
+
+    ``previous`` (S_{k−1}) and ``unigrams`` (S_1, also as ``unigram_keys``) are
+    side inputs; σ_k is ``calibrations[i].sigmas[k − 1]`` for the chosen Δ_1's
+    index i (``chosen``, a singleton, when Δ_1 is "auto"; else the only one).
+    After expansion ``parameters`` holds a singleton dict (|S_{k−1}|, |V_k|,
+    σ_k, ρ_k) and, with ``non_private_stats``, ``non_private_stats`` one dict
+    of raw figures (else None).
+    """
+
+    def __init__(self, k: int, params: NgramParameters, calibrations: list, previous,
+                 unigrams, unigram_keys, chosen=None, progress_logger: str | None = None,
+                 non_private_stats: bool = False):
+        super().__init__()
+        self._k, self._params, self._calibrations = k, params, calibrations
+        self._previous, self._unigrams, self._unigram_keys = previous, unigrams, unigram_keys
+        self._chosen, self._logger = chosen, progress_logger
+        self._raw = non_private_stats
+        self.parameters = None
+        self.non_private_stats = None
+
+    def expand(self, user_blocks):
+        k, params, seed, L = self._k, self._params, self._params.seed, f"Level{self._k}"
+        previous, unigrams, pipeline = self._previous, self._unigrams, user_blocks.pipeline
+        single, as_list = beam.pvalue.AsSingleton, beam.pvalue.AsList
+        # First the users' valid k-grams, sampled to Δ_k and summed.
+        histogram = (user_blocks
+                     | "SumUsersPerBundle" >> beam.ParDo(
+                         BlockHistogramFn(functools.partial(
+                             _level_sums, k=k, pruning=params.pruning,
+                             max_items=params.max_items[k - 1], seed=seed, salt=L)),
+                         released_as_keys(previous, "PreviousAsKeys"), self._unigram_keys)
+                     | "SumPerItem" >> beam.CombinePerKey(sum)  # (k-gram, Σ weights)
+                     # Its samples are read twice (the noise and the support the
+                     # spurious draws avoid): one H_k for both (invariant 11).
+                     | "CheckpointHistogram" >> beam.Reshuffle())
+        # Then ρ_k from |S_{k−1}| and the exact |V_k| (S_{k−1} is held in
+        # memory anyway: the spurious draw below samples V_k from it).
+        chosen_index = [] if self._chosen is None else [single(self._chosen)]
+        self.parameters = (pipeline
+                           | "ParametersOnce" >> beam.Create([None])
+                           | "Parameters" >> beam.Map(
+                               self._level_parameters(), as_list(previous), as_list(unigrams),
+                               *chosen_index))  # {n_previous, n_valid, sigma, rho}
+        parameters = single(self.parameters)
+        released = histogram | "NoisyThreshold" >> beam.ParDo(
+            LevelThresholdFn(seed, L), parameters)  # k-gram
+        # Finally the spurious k-grams of V_k ∖ supp H_k.
+        support = histogram | "Support" >> beam.Keys()
+        # (From a root of its own, not from the parameters' step: fused with it,
+        # this step would wait for the support, which waits for ρ_k.)
+        spurious = (pipeline
+                    | "Once" >> beam.Create([None])
+                    | "DrawSpurious" >> beam.ParDo(
+                        SpuriousFn(k, params.pruning, seed),
+                        as_list(previous), as_list(unigrams), as_list(support), parameters))
+        # The level feeds the output, the next level and its stats: it is
+        # checkpointed before it fans out (invariant 11); the raw stats also
+        # count its two parts, each checkpointed then.
+        if not self._raw:
+            return ((released, spurious)
+                    | "WithSpurious" >> beam.Flatten()
+                    | "Checkpoint" >> beam.Reshuffle())
+        released = released | "CheckpointReleased" >> beam.Reshuffle()
+        spurious = spurious | "CheckpointSpurious" >> beam.Reshuffle()
+        self.non_private_stats = self._raw_stats(support, released, spurious, parameters)
+        return (released, spurious) | "WithSpurious" >> beam.Flatten()
+
+    def _level_parameters(self):
+        """The parameters step's function: level k's σ_k and ρ_k from S_{k−1}, S_1 (and
+        the chosen Δ_1's index); it also reports level k−1's release, which it first knows."""
+        eta, pruning = self._params.eta, self._params.pruning
+        # σ_k by candidate Δ_1 (one, unless Δ_1 is "auto"; then the chosen one's).
+        sigmas = [c.sigmas[self._k - 1] for c in self._calibrations]
+        log_previous = level_logger(self._logger, self._k - 1, self._params.max_n)
+
+        def level_parameters(_, prev, uni, index=0):
+            n_prev, n_val = len(prev), valid_kgram_count(prev, uni, pruning)
+            log_previous(n_prev)
+            sigma = sigmas[index]
+            return {"n_previous": n_prev, "n_valid": n_val, "sigma": sigma,
+                    "rho": thresholds.dpne_level_threshold(sigma, eta, n_prev, n_val)}
+
+        return level_parameters
+
+    def _raw_stats(self, support, released, spurious, parameters):
+        """Raw figures (opt-in; NOT private): which part came from users' weight, which
+        was spurious."""
+        k, count = self._k, beam.combiners.Count.Globally
+        single = beam.pvalue.AsSingleton
+
+        def raw_stats(_, params, n_support, n_released, n_spurious):
+            n_val, rho_k = params["n_valid"], params["rho"]
+            p = spurious_probability(rho_k, params["sigma"])
+            return {"k": k, "support": n_support,
+                    "expected_spurious": max(n_val - n_support, 0) * p,
+                    "spurious": n_spurious, "released_from_users": n_released}
+
+        return (support.pipeline
+                | "RawStatsOnce" >> beam.Create([None])
+                | "RawStats" >> beam.Map(
+                    raw_stats, parameters,
+                    single(support | "CountSupport" >> count()),
+                    single(released | "CountReleased" >> count()),
+                    single(spurious | "CountSpurious" >> count())))
+
+
+def _level_stats(n_last: int, parameters: tuple, params: NgramParameters,
+                 progress_logger: str | None) -> list:
+    """Levels 2..T's figures, from each level's parameters and |S_T| (all DP-safe:
+    functions of the released sets and the parameters)."""
+    max_n = params.max_n
+    level_logger(progress_logger, max_n, max_n)(n_last)
+    released = [p["n_previous"] for p in parameters[1:]] + [n_last]
+    stats = []
+    for k, level, n_level in zip(range(2, max_n + 1), parameters, released):
+        rho_k, n_prev, n_val = level["rho"], level["n_previous"], level["n_valid"]
+        stats.append({"k": k, "max_items_per_user": params.max_items[k - 1],
+                      "sigma": level["sigma"],
+                      "release_threshold": rho_k if math.isfinite(rho_k) else None,
+                      "previous_released": n_prev, "valid_kgrams": n_val,
+                      "spurious_bound": params.eta * min(n_prev, n_val),
+                      "released": n_level})
+    return stats
+
+
+class LevelStats(beam.PTransform):
+    """The last level's release → one dict per level k ≥ 2 (Δ_k, σ_k, ρ_k, |S_{k−1}|,
+    |V_k|, the bound η·min(|S_{k−1}|, |V_k|) on expected spurious k-grams, |S_k|).
+
+    One step, once the last level is counted: level k's release is |S_k|,
+    which level k+1's ``parameters`` hold. It also logs the last level's size.
+    """
+
+    def __init__(self, parameters: list, params: NgramParameters,
+                 progress_logger: str | None = None):
+        super().__init__()
+        self._parameters, self._params, self._logger = parameters, params, progress_logger
+
+    def expand(self, last_level):
+        single, params, logger = beam.pvalue.AsSingleton, self._params, self._logger
+
+        def level_stats(_, n_last, *parameters):
+            return _level_stats(n_last, parameters, params, logger)
+
+        return (last_level.pipeline
+                | "LevelStatsOnce" >> beam.Create([None])
+                | "LevelStats" >> beam.FlatMap(
+                    level_stats,
+                    single(last_level | "CountLastLevel" >> beam.combiners.Count.Globally()),
+                    *[single(p) for p in self._parameters]))

@@ -1,0 +1,107 @@
+"""The checks of n-gram input: a (user_id, tokens) document, an element's tokens.
+
+Errors name the field, the token's position and the type found, never a
+user id or a token (runner logs keep error messages; docs/privacy.md,
+"Reports and logs"). Tokens come back as plain ``str`` (not e.g. ``numpy.str_``), so
+Beam can key by n-grams deterministically, and without whitespace: released
+n-grams are written as tokens joined by a space.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from beam_dpsu.core import hashing
+from beam_dpsu.core.tokenizer import a_type
+# InvalidRecordError and canonical_user_id need no Beam but live in beam.bounding (as
+# docblocks' sample_user_items does): this import moves to the core with them.
+from beam_dpsu.beam.bounding import InvalidRecordError, canonical_user_id
+
+__all__ = ["check_document", "element_document", "element_tokens", "plain_token",
+           "checked_tokens"]
+
+
+def plain_tokens(tokens) -> bool:
+    """Plain str tokens, none empty and none with whitespace: exactly when
+    splitting them joined by spaces gives them back (C calls, the common case)."""
+    return set(map(type, tokens)) <= {str} and " ".join(tokens).split() == list(tokens)
+
+
+def plain_token(token) -> bool:
+    """One token as ``plain_tokens`` wants it: a plain, non-empty str without whitespace."""
+    return type(token) is str and token.split() == [token]
+
+
+def checked_tokens(tokens, where: str) -> tuple:
+    """``tokens`` as a tuple of plain str; raises naming the position and type, never a value."""
+    if plain_tokens(tokens):
+        return tuple(tokens)
+    for position, t in enumerate(tokens):
+        if not isinstance(t, str) or not t:
+            raise InvalidRecordError(
+                f"token {position} of {where} must be a non-empty str, got "
+                + ("an empty str" if isinstance(t, str) else f"{a_type(t)}"))
+        # Released n-grams are written as tokens joined by a space: a token
+        # with whitespace would make ("new york",) and ("new", "york") one line.
+        if any(c.isspace() for c in t):
+            raise InvalidRecordError(
+                f"token {position} of {where} contains whitespace; tokens are "
+                "written space-separated, so split them first")
+    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
+    return tuple(str(t) for t in tokens)
+
+
+def check_document(record):
+    """Returns a (user_id, tuple of tokens) document; raises naming what is wrong.
+
+    The error names the field, the token position and the type found, never
+    the user id or the text (runner logs keep error messages).
+    """
+    if type(record) is tuple and len(record) == 2:  # the common case first
+        user_id, tokens = record
+        if type(user_id) is str and user_id and type(tokens) is tuple and plain_tokens(tokens):
+            return record
+    if not isinstance(record, tuple) or len(record) != 2:
+        shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
+                 else f"{a_type(record)}")
+        raise InvalidRecordError(f"expected a (user_id, tokens) document, got {shape}")
+    user_id, tokens = record
+    if user_id is None or (isinstance(user_id, (str, bytes)) and not user_id):
+        raise InvalidRecordError("a (user_id, tokens) document has a missing user id "
+                                 "(None or empty) in field 0")
+    user_id = canonical_user_id(user_id, "(user_id, tokens) document")
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+        raise InvalidRecordError(
+            f"tokens (field 1) must be a sequence of str, got {a_type(tokens)}")
+    return user_id, checked_tokens(tokens, "a document (field 1)")
+
+
+def element_document(element, seed: int | None = None) -> tuple:
+    """One element of ``privacy_unit="element"`` input → (element id, tuple of tokens).
+
+    ``element`` is a list of str tokens: one document holding all the data of
+    one person. A tuple is refused (a ``(user_id, tokens)`` document is one),
+    and so is a str (an untokenised text). The id only orders the element
+    (a policy-gaussian level 1) and seeds its samples inside the pipeline;
+    it is never written: 128 bits of OS randomness, or, with a test-only
+    ``seed``, a hash of the tokens (equal documents are interchangeable).
+    Errors name the token's position and type, never a value.
+    """
+    tokens = element_tokens(element)
+    if seed is None:
+        return hashing.random_id128(), tokens
+    return hashing.stable_hash64(("document", tokens)), tokens
+
+
+def element_tokens(element) -> tuple:
+    """``element_document`` without the id: the checked tokens, as a tuple of str."""
+    if not isinstance(element, list):  # a Tokenizer's Tokens too
+        hint = ""
+        if isinstance(element, tuple):
+            hint = ("; a tuple could be a (user_id, tokens) document: give each person's "
+                    "tokens as a list, or use privacy_unit='user_id' for keyed documents")
+        elif isinstance(element, (str, bytes)):
+            hint = "; tokenise the text into a list of tokens first"
+        raise InvalidRecordError("with privacy_unit='element' each element must be a list of "
+                                 f"one person's tokens, got {a_type(element)}{hint}")
+    return checked_tokens(element, "an element")

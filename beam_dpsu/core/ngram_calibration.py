@@ -1,0 +1,158 @@
+"""DPNE's calibration: σ per level, the thresholds ρ_k, the δ split, the Δ_1 plan.
+
+Pure math, no Beam (dpne = Kim et al. 2021). Everything here is fixed when
+the transform is built, from the parameters and the budget alone:
+
+* σ*: the levels are Gaussian mechanisms of ℓ2 sensitivity 1 whose σ_k
+  compose to σ* (1/σ*² = Σ 1/σ_k²; dpne Theorem 2.1, §3.1.1 for the
+  schedule), σ* being the analytic Gaussian at (ε, δ_noise), or 1/√(2ρ)
+  under ``ZCDPBudget(ρ, δ)`` (``total_sigma``).
+* The δ split: only level 1 has a threshold event (levels k ≥ 2 noise all of
+  V_k), so δ_noise + δ_thr/(1 − δ_thr) = δ is split to minimise ρ_1
+  (``calibration.split_delta``, whose docstring has the proof).
+* ρ_1 (dpne Theorem 2.1) and, with a policy-gaussian level 1, its cutoff
+  (``calibrate``). ρ_k for k ≥ 2 reads released set sizes:
+  ``thresholds.dpne_level_threshold`` when the level runs.
+* Δ_1 = "auto": the budget split and DPNE at every candidate Δ_1
+  (``plan_level1``; ``beam_dpsu.core.max_items_choice``).
+* The DPSU-even baseline of dpne Table 3 (``dpsu_even_calibration``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from scipy import special
+
+from beam_dpsu.core import budgets
+from beam_dpsu.core import checks
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import thresholds
+from beam_dpsu.core.budgets import Budget, ZCDPBudget, gaussian_noise_schedule
+from beam_dpsu.core.calibration import GAUSSIAN, Calibration, split_delta
+from beam_dpsu.core.ngram_parameters import NgramParameters
+
+__all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "plan_level1",
+           "calibrate_extraction", "dpsu_even_calibration", "spurious_probability"]
+
+
+def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
+    """(σ*, δ_thr for the thresholds, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12).
+
+    Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
+    δ_noise + δ_thr/(1 − δ_thr) = δ is split to minimise
+    ``threshold_of(σ*, δ_thr)`` (``calibration.split_delta``, whose docstring
+    has the proof); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
+    δ_noise is None.
+    """
+    if isinstance(budget, (Budget, ZCDPBudget)):
+        budgets.require_delta(budget, "DPNE n-gram extraction")
+    if isinstance(budget, Budget):
+        split = split_delta(budget.epsilon, budget.delta, threshold_of)
+        return split.sigma_total, split.threshold_delta, split.delta_noise
+    if isinstance(budget, ZCDPBudget):
+        return 1.0 / math.sqrt(2.0 * budget.rho), budget.delta, None
+    raise checks.ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+
+
+def gaussian(budget, sigma: float, threshold: float, threshold_delta: float, source: str,
+             cutoff=None, delta_noise=None) -> Calibration:
+    """A Gaussian calibration of ℓ2 sensitivity 1 (a DPNE level, a DPSU baseline)."""
+    return Calibration(noise=GAUSSIAN, noise_scale=sigma, release_threshold=threshold,
+                       threshold_delta=threshold_delta, sensitivity_norm=2, sensitivity=1.0,
+                       budget=budget, source=source, cutoff=cutoff, delta_noise=delta_noise)
+
+
+@dataclasses.dataclass(frozen=True)
+class DPNECalibration:
+    """What DPNE's guarantee rests on for one Δ_1: σ*, the δ split, σ_1..σ_T and
+    level 1's calibration (levels k ≥ 2 take no other parameter from Δ_1)."""
+
+    max_items_1: int
+    sigma_total: float
+    threshold_delta: float
+    delta_noise: float | None
+    sigmas: list
+    level1: Calibration
+
+    def to_dict(self) -> dict:
+        return {"sigma_total": self.sigma_total,
+                **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
+                "sigmas": list(self.sigmas),
+                "level1": {"release_threshold": self.level1.release_threshold,
+                           "threshold_delta": self.threshold_delta,
+                           **({} if self.level1.cutoff is None
+                              else {"cutoff": self.level1.cutoff})}}
+
+
+def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: str,
+              alpha: float) -> DPNECalibration:
+    """DPNE's calibration at Δ_1 = ``max_items_1`` (dpne Theorem 2.1; see ``total_sigma``)."""
+    def level1_threshold(sigma_total: float, threshold_delta: float) -> float:
+        sigma_1 = gaussian_noise_schedule(sigma_total, max_n, noise_decay)[0]
+        return thresholds.weighted_gaussian_threshold(sigma_1, threshold_delta, max_items_1)
+
+    # Only level 1 has a threshold event (levels k ≥ 2 noise all of V_k):
+    # the δ split minimises ρ_1.
+    sigma_total, threshold_delta, delta_noise = total_sigma(budget, level1_threshold)
+    sigmas = gaussian_noise_schedule(sigma_total, max_n, noise_decay)
+    rho_1 = thresholds.weighted_gaussian_threshold(sigmas[0], threshold_delta, max_items_1)
+    cutoff = (thresholds.policy_cutoff(rho_1, sigmas[0], alpha)
+              if level1 == "policy-gaussian" else None)
+    return DPNECalibration(
+        max_items_1, sigma_total, threshold_delta, delta_noise, sigmas,
+        gaussian(budget, sigmas[0], rho_1, threshold_delta, "dpne Theorem 2.1", cutoff,
+                 delta_noise))
+
+
+def plan_level1(auto: max_items_choice.AutoMaxItems, budget, max_n: int, noise_decay: float,
+                level1: str, alpha: float) -> tuple[max_items_choice.AutoPlan, list]:
+    """Δ_1 = "auto": the budget split, and DPNE calibrated at every candidate Δ_1 under
+    the selection's part (eagerly; no data). Returns (the plan, the calibrations)."""
+    if isinstance(budget, (Budget, ZCDPBudget)):
+        budgets.require_delta(budget, "DPNE n-gram extraction")
+    size_budget, selection_budget = max_items_choice.split_budget(budget, auto.share)
+    calibrations = list(max_items_choice.calibrate_candidates(
+        auto, lambda c: calibrate(selection_budget, max_n, noise_decay, c, level1, alpha),
+        "DPNE calibrates", "the selection's part of the budget").values())
+    plan = max_items_choice.AutoPlan(
+        auto=auto, size_budget=size_budget, selection_budget=selection_budget,
+        candidates=tuple(c.max_items_1 for c in calibrations),
+        weight_thresholds=tuple(c.level1.release_threshold for c in calibrations),
+        edges=tuple(int(e) for e in max_items_choice.size_bin_edges(auto.candidates)),
+        mechanism_name=f"dpne level 1 ({level1})", user_mass="sqrt(m)")
+    return plan, calibrations
+
+
+def calibrate_extraction(params: NgramParameters, budget
+                         ) -> tuple[max_items_choice.AutoPlan | None, list]:
+    """(the Δ_1 plan or None, DPNE's calibration per candidate Δ_1): one calibration
+    for a fixed Δ_1, one per candidate when it is "auto" (``plan_level1``)."""
+    if params.level1_auto is None:
+        return None, [calibrate(budget, params.max_n, params.noise_decay, params.max_items[0],
+                                params.level1, params.alpha)]
+    return plan_level1(params.level1_auto, budget, params.max_n, params.noise_decay,
+                       params.level1, params.alpha)
+
+
+def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
+    """DPSU-even (dpne Table 3): T equal Gaussian selections composing to σ* (each
+    σ = √T·σ*, dpne Proposition 2.3), each threshold with δ_thr/T; the δ split
+    minimises that (common) threshold."""
+    def level_threshold(sigma_total: float, threshold_delta: float) -> float:
+        return thresholds.weighted_gaussian_threshold(
+            sigma_total * math.sqrt(max_n), threshold_delta / max_n, max_items)
+
+    sigma_total, threshold_delta, delta_noise = total_sigma(budget, level_threshold)
+    sigma = sigma_total * math.sqrt(max_n)
+    delta_k = threshold_delta / max_n
+    return gaussian(budget, sigma,
+                    thresholds.weighted_gaussian_threshold(sigma, delta_k, max_items), delta_k,
+                    "dpne Table 3 (DPSU-even); Proposition 2.3", delta_noise=delta_noise)
+
+
+def spurious_probability(rho: float, sigma: float) -> float:
+    """Φ(−ρ_k/σ_k): the chance that a zero-weight valid k-gram crosses ρ_k (dpne App. A;
+    0 when ρ_k is +inf: no valid k-gram)."""
+    return float(special.ndtr(-rho / sigma)) if math.isfinite(rho) else 0.0

@@ -1,0 +1,131 @@
+"""DPNE's parameters: one frozen dataclass, validated on construction (pure, no Beam).
+
+``ExtractNgrams(max_n, budget, max_items_per_user, eta, pruning, noise_schedule,
+level1, alpha, seed, …)`` keeps its signature; what it takes about the
+mechanism is checked here, once, in the order the arguments come, and held
+as an ``NgramParameters``. What it takes about the input (``privacy_unit``,
+the fields) is read by ``beam_dpsu.beam.fields``; the budget is checked when
+it is calibrated (``beam_dpsu.core.ngram_calibration``).
+
+Errors are ``beam_dpsu.core.checks.ParameterError``s naming the argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from beam_dpsu.core import checks
+from beam_dpsu.core import hashing
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core.kgrams import PRUNINGS
+
+__all__ = ["NgramParameters", "LEVEL1_POLICIES", "MAX_NGRAM_LENGTH", "check_max_n",
+           "max_items_per_level"]
+
+LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
+
+# The longest n-gram length a transform takes. Levels are unrolled when the
+# pipeline is built (a few stages each): 100 levels build in ~8 s and run on
+# the DirectRunner; 1000 levels exhausted Python's recursion limit after
+# minutes. DPNE's evaluation stops at T = 10 (dpne §4).
+MAX_NGRAM_LENGTH = 100
+
+
+def check_max_n(max_n) -> int:
+    """Validates T: an int with 1 <= T <= ``MAX_NGRAM_LENGTH``."""
+    if checks.integer("max_n", max_n) > MAX_NGRAM_LENGTH:
+        raise checks.ParameterError(
+            "max_n", f"must be at most {MAX_NGRAM_LENGTH} (each length is a stage of the "
+                     f"pipeline), got {max_n!r}")
+    return int(max_n)
+
+
+def max_items_per_level(max_items_per_user, max_n: int):
+    """(Δ_k per level, level 1's ``AutoMaxItems`` or None).
+
+    One value for every level or one per level; each an int or ``"auto"`` /
+    ``AutoMaxItems``. An automatic Δ_k at k ≥ 2 is its largest candidate,
+    fixed here without data (``beam_dpsu.extract_ngrams``' docstring says
+    why); an automatic Δ_1 is chosen privately when the pipeline runs, and its
+    entry here is None.
+    """
+    one = (isinstance(max_items_per_user, (str, int, np.integer, max_items_choice.AutoMaxItems))
+           and not isinstance(max_items_per_user, bool))
+    values = [max_items_per_user] * max_n if one else list(max_items_per_user)
+    if len(values) != max_n:
+        raise checks.ParameterError(
+            "max_items_per_user", f"needs one value per level (max_n = {max_n}), got "
+                                  f"{len(values)}: {values!r}")
+    values = [max_items_choice.check_max_items_or_auto(v) for v in values]
+    level1_auto = values[0] if max_items_choice.is_auto(values[0]) else None
+    per_level = [max(v.candidates) if max_items_choice.is_auto(v) else v for v in values]
+    if level1_auto is not None:
+        per_level[0] = None
+    return per_level, level1_auto
+
+
+def _noise_decay(noise_schedule) -> float:
+    """c of σ_k = c·σ_{k−1}: 1 for "equal" (its positivity is checked where σ_k are)."""
+    if noise_schedule == "equal":
+        return 1.0
+    if isinstance(noise_schedule, (int, float)) and not isinstance(noise_schedule, bool):
+        return float(noise_schedule)
+    raise checks.ParameterError(
+        "noise_schedule", f"must be 'equal' or a decay factor c > 0, got {noise_schedule!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class NgramParameters:
+    """What DPNE extracts and how (dpne §2, §3.1.1), validated on construction.
+
+    Attributes:
+      max_n: T, the longest n-gram length: an int, 1 <= T <= ``MAX_NGRAM_LENGTH``.
+      max_items_per_user: Δ_k as given: one value for every level or one per
+        level, each an int or ``"auto"`` / ``AutoMaxItems`` (``max_items``
+        holds it per level).
+      eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
+      pruning: "both" or "single" (which (k−1)-subgrams of a valid k-gram must
+        be released; ``beam_dpsu.core.kgrams``).
+      noise_schedule: "equal" or a decay factor c > 0 with σ_k = c·σ_{k−1}.
+      level1: one of ``LEVEL1_POLICIES``: Weighted or Policy Gaussian at level 1.
+      alpha: α of the level-1 policy cutoff ρ_1 + α·σ_1.
+      seed: test-only seed, or None.
+      max_items: derived: Δ_k per level, None at level 1 when it is "auto".
+      level1_auto: derived: level 1's ``AutoMaxItems`` when Δ_1 is "auto", else None.
+      noise_decay: derived: c as a float (1.0 for "equal").
+    """
+
+    max_n: int
+    max_items_per_user: Any = 100
+    eta: float = 0.01
+    pruning: str = "both"
+    noise_schedule: Any = "equal"
+    level1: str = "weighted-gaussian"
+    alpha: float = 3.0
+    seed: int | None = None
+    max_items: tuple = dataclasses.field(init=False)
+    level1_auto: max_items_choice.AutoMaxItems | None = dataclasses.field(init=False)
+    noise_decay: float = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        # In the order of ExtractNgrams' arguments: the first bad one is named.
+        max_n = check_max_n(self.max_n)
+        if not 0.0 < float(self.eta) < 1.0:
+            raise checks.ParameterError(
+                "eta", f"must lie strictly between 0 and 1, got {self.eta!r}")
+        if self.pruning not in PRUNINGS:
+            raise checks.ParameterError(
+                "pruning", f"must be one of {PRUNINGS}, got {self.pruning!r}")
+        if self.level1 not in LEVEL1_POLICIES:
+            raise checks.ParameterError(
+                "level1", f"must be one of {LEVEL1_POLICIES}, got {self.level1!r}")
+        max_items, level1_auto = max_items_per_level(self.max_items_per_user, max_n)
+        normalised = {"max_n": max_n, "eta": float(self.eta), "max_items": tuple(max_items),
+                      "level1_auto": level1_auto,
+                      "noise_decay": _noise_decay(self.noise_schedule),
+                      "alpha": float(self.alpha), "seed": hashing.check_seed(self.seed)}
+        for name, value in normalised.items():
+            object.__setattr__(self, name, value)

@@ -1,0 +1,71 @@
+"""DPNE's report: its parameters and calibration as ``ExtractNgrams.report`` gives them.
+
+Pure (no Beam, no data): everything in it is fixed when the transform is
+built. With Δ_1 "auto" the chosen Δ_1 is known only when the pipeline runs
+(``chosen_max_items_per_user``, a DP output): the report then holds the
+budget split, the rule and DPNE calibrated at every candidate.
+"""
+
+from __future__ import annotations
+
+from beam_dpsu import __version__
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core.budgets import ZCDPBudget
+from beam_dpsu.core.calibration import gaussian_dp_equivalents
+from beam_dpsu.core.ngram_parameters import NgramParameters
+from beam_dpsu.core.report import GUARANTEES, SEEDED_NOTE, dp_equivalents
+
+__all__ = ["dpne_report"]
+
+
+def dpne_report(params: NgramParameters, budget, privacy_unit: str,
+                auto_plan: max_items_choice.AutoPlan | None, calibrations: list) -> dict:
+    """The report of DPNE with ``params`` under ``budget``: ``calibrations`` holds one
+    ``DPNECalibration`` per candidate Δ_1 (one, unless ``auto_plan`` is given)."""
+    report = {
+        "library": f"beam_dpsu {__version__}",
+        "guarantee": GUARANTEES[privacy_unit],
+        "privacy_unit": privacy_unit,
+        "mechanism": {"name": "dpne", "max_n": params.max_n, "eta": params.eta,
+                      "pruning": params.pruning, "noise_decay": params.noise_decay,
+                      "level1": params.level1},
+        "budget": budget.to_dict(),
+        "source": "dpne (Kim et al. 2021) §2, Theorem 2.1, Algorithm 2",
+        "levels": [{"k": k + 1, "max_items_per_user": params.max_items[k]}
+                   for k in range(params.max_n)],
+        "seeded": params.seed is not None,
+    }
+    if auto_plan is not None:
+        # Δ_1 is chosen when the pipeline runs (chosen_max_items_per_user, a
+        # DP output): here the split, the rule and DPNE at every candidate.
+        report["levels"][0]["max_items_per_user"] = max_items_choice.AUTO
+        report["composition"] = (
+            "sequential: the size histogram of users' distinct tokens, then DPNE at the "
+            "chosen level-1 max_items_per_user (epsilon or rho add; delta is DPNE's)")
+        report["max_items_per_user"] = {
+            **auto_plan.to_dict(),
+            "levels_2_to_T": "an automatic max_items_per_user at level k >= 2 is its "
+                             "largest candidate, fixed without data: sigma_k and rho_k "
+                             "do not depend on it (beam_dpsu.extract_ngrams.ExtractNgrams)"}
+        report["calibration_by_candidate"] = {
+            str(c.max_items_1): c.to_dict() for c in calibrations}
+        if isinstance(budget, ZCDPBudget):
+            report["dp_equivalents"] = dp_equivalents(budget)
+    else:
+        only = calibrations[0]
+        report["sigma_total"] = only.sigma_total
+        if only.delta_noise is not None:
+            report["delta_noise"] = only.delta_noise
+        for level, sigma in zip(report["levels"], only.sigmas):
+            level["sigma"] = sigma
+        report["levels"][0]["release_threshold"] = only.level1.release_threshold
+        report["levels"][0]["threshold_delta"] = only.threshold_delta
+        if only.level1.cutoff is not None:
+            report["levels"][0]["cutoff"] = only.level1.cutoff
+        # The levels compose to one Gaussian with σ* plus level 1's threshold event.
+        report["dp_equivalents"] = gaussian_dp_equivalents(
+            1.0 / only.sigma_total, only.threshold_delta, budget.delta)
+    if params.seed is not None:
+        report["seed"] = params.seed
+        report["seeded_note"] = SEEDED_NOTE
+    return report

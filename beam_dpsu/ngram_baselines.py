@@ -1,0 +1,123 @@
+"""The DPSU baselines of dpne Table 3: n-grams released by set-union selections.
+
+``NgramsByDPSU(variant, max_n, budget, …)`` takes ``PCollection[(user_id,
+tokens)]`` documents, as ``ExtractNgrams`` does, and returns
+``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T. Unlike
+DPNE it never reads which shorter n-grams were released; it is the comparison
+DPNE is evaluated against (dpne §4).
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+
+import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
+import apache_beam as beam
+
+from beam_dpsu.core import budgets
+from beam_dpsu.core import checks
+from beam_dpsu.core import policies
+from beam_dpsu.core import thresholds
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.documents import check_document
+from beam_dpsu.core.kgrams import kgrams_of
+from beam_dpsu.core.mechanisms import WeightedGaussian
+from beam_dpsu.core.ngram_calibration import dpsu_even_calibration
+from beam_dpsu.core.ngram_parameters import check_max_n
+from beam_dpsu.beam.bounding import SampleEachUser, WholeItemCountsPerUser
+from beam_dpsu.beam.document_blocks import DOCUMENT_ELEMENT
+from beam_dpsu.beam.histograms import WeightedHistogram
+from beam_dpsu.beam.noisy_threshold import NoisyThreshold
+from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
+from beam_dpsu.beam.windowing import require_global_window
+from beam_dpsu.select_items import SelectItems
+
+__all__ = ["NgramsByDPSU", "BASELINES"]
+
+BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
+
+
+@beam.typehints.with_input_types(DOCUMENT_ELEMENT)
+@beam.typehints.with_output_types(typing.Tuple[str, ...])
+class NgramsByDPSU(ReleaseTransform):
+    """The DPSU baselines of dpne Table 3, on (user_id, tokens) documents.
+
+    * "dpsu-all": Weighted Gaussian once over the n-grams of every length
+      1..T, with Δ = T·Δ0.
+    * "dpsu-even": one Weighted Gaussian per length k, the budget split
+      evenly: σ_k = √T·σ* (Gaussian composition, dpne Prop. 2.3) and each
+      threshold with 1/T of level 1's δ share.
+    * "dpsu-single": the whole budget on the n-grams of one length ``n``.
+
+    ``accountant``: optional ``BudgetAccountant`` to spend ``budget`` from when
+    this transform is built (``BudgetExceededError`` past its total).
+    """
+
+    def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100,
+                 n: int | None = None, seed=None, accountant=None):
+        super().__init__()
+        if variant not in BASELINES:
+            raise checks.ParameterError("variant",
+                                        f"must be one of {BASELINES}, got {variant!r}")
+        max_n = check_max_n(max_n)
+        if variant == "dpsu-single" and (n is None or not 1 <= n <= max_n):
+            raise checks.worded_error("n", f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
+        if isinstance(budget, (Budget, ZCDPBudget)):  # refused when built, not when run
+            budgets.require_delta(budget, f"n-gram baseline {variant!r}")
+        self.variant, self.max_n, self.budget = variant, int(max_n), budget
+        self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
+        if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
+            thresholds.check_max_items(self.max_n * self.max_items,
+                                       "max_n * max_items_per_user")
+        spend_from(accountant, budget, f"NgramsByDPSU ({variant})")
+        warn_if_seeded(seed, "NgramsByDPSU")
+
+    def _ngram_pairs(self, docs, lengths, label, as_text=False):
+        # SelectItems takes str items: n-grams travel as JSON lists, decoded after.
+        encode = (lambda g: json.dumps(g)) if as_text else (lambda g: g)
+        return docs | label >> beam.FlatMap(
+            lambda d: ((d[0], encode(g)) for k in lengths for g in set(kgrams_of(d[1], k))))
+
+    def expand(self, documents):
+        require_global_window(documents, "NgramsByDPSU")
+        docs = documents | "CheckDocuments" >> beam.Map(check_document)  # (user_id, tokens)
+        decode = beam.Map(lambda text: tuple(json.loads(text)))
+        if self.variant == "dpsu-all":
+            pairs = self._ngram_pairs(docs, range(1, self.max_n + 1), "AllNgrams", True)
+            return (pairs  # (user_id, JSON n-gram)
+                    | "SelectAll" >> SelectItems(WeightedGaussian(self.max_n * self.max_items),
+                                                 self.budget, seed=self.seed)
+                    | "Decode" >> decode)
+        if self.variant == "dpsu-single":
+            pairs = self._ngram_pairs(docs, [self.n], "Ngrams", True)
+            return (pairs  # (user_id, JSON n-gram)
+                    | "SelectSingle" >> SelectItems(WeightedGaussian(self.max_items),
+                                                    self.budget, seed=self.seed)
+                    | "Decode" >> decode)
+        # T equal Gaussian selections composing to σ* (each σ = √T·σ*), each
+        # threshold with δ_thr/T; the δ split minimises that (common) threshold.
+        calibration = dpsu_even_calibration(self.budget, self.max_n, self.max_items)
+        outputs = []
+        for k in range(1, self.max_n + 1):
+            pairs = self._ngram_pairs(docs, [k], f"Ngrams{k}")  # (user_id, k-gram)
+            outputs.append(
+                pairs
+                | f"Level{k}/Bound" >> _BoundPairs(self.max_items, self.seed, f"even{k}")
+                | f"Level{k}/Histogram" >> WeightedHistogram(policies.weighted_gaussian_weight)
+                | f"Level{k}/NoisyThreshold" >> NoisyThreshold(calibration, self.seed,
+                                                               f"even{k}"))
+        return outputs | "Union" >> beam.Flatten()
+
+
+class _BoundPairs(beam.PTransform):
+    """(user, n-gram) pairs → (user, ≤ Δ sampled distinct n-grams)."""
+
+    def __init__(self, max_items, seed, salt):
+        super().__init__()
+        self._max_items, self._seed, self._salt = max_items, seed, salt
+
+    def expand(self, pairs):
+        return (pairs
+                | "PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
+                | "Sample" >> SampleEachUser(self._max_items, self._seed, self._salt))

@@ -1,0 +1,62 @@
+"""The input formats: their names, what each reads (``FORMAT_HELP``), and the format
+that file names imply (:func:`infer_format`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from pipelines.io.errors import InputFormatError
+
+__all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "EXTENSION_FORMATS",
+           "COMPRESSION_SUFFIXES", "ROW_AS_USER", "uncompressed_name", "infer_format"]
+
+FORMATS = ("pairs", "csv", "jsonl", "text", "parquet")
+DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc", "parquet")
+
+FORMAT_HELP = {
+    "pairs": "CSV lines user,item, items used as is",
+    "csv": "a CSV file with a header, read with --user-field and --text-field",
+    "jsonl": "one JSON object per line, read with --user-field and --text-field",
+    "text": "one user per line, the line is their text",
+    "msnbc": "the UCI MSNBC sequence file, zipped or not",
+    "parquet": "Parquet files, read with --user-field and --text-field or --items-field",
+}
+
+# File name endings (after any compression suffix) → the format they imply.
+EXTENSION_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "text",
+                     ".zip": "msnbc", ".seq": "msnbc", ".parquet": "parquet"}
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd", ".deflate", ".xz", ".lzma")
+
+# The user field that makes each row (record) its own user.
+ROW_AS_USER = "@row"
+
+
+def uncompressed_name(path: str) -> str:
+    """The file's name, lower-cased, without its compression suffix."""
+    name = os.path.basename(path).lower()
+    for suffix in COMPRESSION_SUFFIXES:
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
+    """The format the file names imply (``.csv`` → csv, ``.jsonl`` → jsonl, ``.txt`` →
+    text, ``.zip``/``.seq`` → msnbc, compressed or not; ``.parquet`` → parquet);
+    raises when they imply none of ``formats`` or disagree."""
+    found: dict[str, str] = {}
+    for path in files:
+        ext = os.path.splitext(uncompressed_name(path))[1]
+        fmt = EXTENSION_FORMATS.get(ext)
+        if fmt is None or fmt not in formats:
+            raise InputFormatError(
+                f"cannot tell the format of {path} from its name; give --format, one of "
+                f"{', '.join(formats)}")
+        found.setdefault(fmt, path)
+    if len(found) > 1:
+        raise InputFormatError(
+            "the input files have different formats (" + ", ".join(
+                f"{os.path.basename(p)} → {f}" for f, p in found.items())
+            + "); give --format")
+    return next(iter(found))

@@ -1,0 +1,99 @@
+"""The UTF-8 lines of a binary stream, each with its true number (:func:`decoded_lines`).
+
+Every line is decoded on its own, so that a line that is not UTF-8 text, or
+holds a NUL byte, is an ``InputFormatError`` naming the file and that line
+(with a hint when the first line shows another kind of file).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from pipelines.io.decompression import READ_SIZE
+from pipelines.io.errors import InputFormatError, error_kind
+
+__all__ = ["decoded_lines", "stripped_lines"]
+
+# Leading bytes of files that are not text, for a hint when one is read as text.
+_MAGIC_HINTS = ((b"PK\x03\x04", "it is a zip archive: only --format msnbc reads zip files"),
+                (b"\x1f\x8b", "it holds gzip data: name it .gz to have it decompressed"),
+                (b"BZh", "it may hold bzip2 data: name it .bz2 to have it decompressed"),
+                (b"\xfd7zXZ\x00", "it holds xz data: name it .xz to have it decompressed"),
+                (b"\x28\xb5\x2f\xfd", "it holds zstd data: name it .zst to have it "
+                                      "decompressed"),
+                (b"PAR1", "it is a Parquet file: give --format parquet"))
+
+
+def _byte_line_blocks(path: str, stream) -> Iterator[list[bytes]]:
+    """The lines of a binary stream, line ends kept, in blocks of about ``READ_SIZE``
+    bytes, split where ``io``'s universal newlines split (``\n``, ``\r\n``,
+    ``\r``; UTF-8 holds these bytes only as themselves), so that every line can be
+    decoded, and its number known, alone."""
+    pending: list[bytes] = []  # the start of a line not yet ended
+    while True:
+        try:
+            chunk = stream.read(READ_SIZE)
+        except InputFormatError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - zipfile.BadZipFile (bad CRC), OSError, …
+            raise InputFormatError(f"{path}: cannot be read ({error_kind(exc)}); is it "
+                                   "corrupt?") from None
+        if not chunk:
+            break
+        if (b"\n" not in chunk and b"\r" not in chunk
+                and not (pending and pending[-1].endswith(b"\r"))):
+            pending.append(chunk)  # a long line: joined once, when it ends
+            continue
+        lines = (b"".join(pending) + chunk if pending else chunk).splitlines(keepends=True)
+        # An unended last line, or one ending in \r whose \n may be in the next chunk.
+        pending = [] if lines[-1].endswith(b"\n") else [lines.pop()]
+        if lines:
+            yield lines
+    if pending:
+        yield [b"".join(pending)]
+
+
+def decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each line of a UTF-8 text stream, its end kept or
+    stripped; a line that is not UTF-8 or holds a NUL byte raises, naming its
+    true number. (Decoded a block at a time; a failing block is searched.)"""
+    lineno = 0
+    for block in _byte_line_blocks(path, stream):
+        try:
+            if b"\x00" in b"".join(block):
+                raise ValueError("NUL")
+            lines = [raw.decode("utf-8") for raw in block]
+        except ValueError:  # UnicodeDecodeError too: find the line
+            _check_each_line(path, lineno, block)
+            raise
+        if not keep_ends:
+            lines = [line.rstrip("\r\n") for line in lines]
+        yield from zip(range(lineno + 1, lineno + 1 + len(lines)), lines)
+        lineno += len(lines)
+
+
+def stripped_lines(path: str, stream) -> Iterator[tuple[int, str]]:
+    """(line number, line) for each line, its end stripped."""
+    return decoded_lines(path, stream, keep_ends=False)
+
+
+def _check_each_line(path: str, lines_before: int, block: list[bytes]) -> None:
+    for lineno, raw in enumerate(block, start=lines_before + 1):
+        if b"\x00" in raw:
+            raise InputFormatError(f"{path}:{lineno}: the line holds a NUL byte (a binary "
+                                   "file?)" + _magic_hint(lineno, raw))
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputFormatError(
+                f"{path}:{lineno}: the line is not UTF-8 text (at byte {exc.start + 1} of the "
+                "line; a binary file, or another encoding?)" + _magic_hint(lineno, raw)) \
+                from None
+
+
+def _magic_hint(lineno: int, raw: bytes) -> str:
+    if lineno == 1:
+        for magic, hint in _MAGIC_HINTS:
+            if raw.startswith(magic):
+                return f"; {hint}"
+    return ""

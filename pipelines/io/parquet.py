@@ -1,0 +1,323 @@
+"""Parquet inputs: the columns read (:class:`ParquetFields`), every file's footer
+checked before a pipeline is built (:func:`inspect_parquet`), and the rows read
+with Beam's Parquet source (:class:`ReadParquetRecords`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import logging
+import os
+import typing
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, Sequence
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.parquetio import ReadAllFromParquetBatched
+
+from beam_dpsu.core.tokenizer import Tokenizer, plural
+from pipelines.io.errors import InputFormatError, error_kind
+from pipelines.io.formats import ROW_AS_USER
+
+__all__ = ["PARQUET_READ_STEP", "ParquetFields", "inspect_parquet", "parquet_read_error",
+           "ReadParquetRecords"]
+
+_LOG = logging.getLogger("pipelines")
+
+# What each role's column must hold, as errors name it.
+_PARQUET_EXPECTED = {"user": "a string, integer or binary column",
+                     "text": "a string column", "items": "a list of strings"}
+_PARQUET_FLAGS = {"user": "--user-field", "text": "--text-field", "items": "--items-field"}
+
+# Footers read at once when a Parquet input is checked (remote stores answer slowly).
+_FOOTER_READERS = 16
+
+# The label of the step that reads Parquet row groups: a failure inside it
+# (Beam's reader raises pyarrow's own errors) is recognised by it.
+PARQUET_READ_STEP = "ReadParquetRowGroups"
+
+
+def _is_text_type(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def _value_type(arrow_type: pa.DataType) -> pa.DataType:
+    """A dictionary-encoded column's value type (pandas categoricals), else the type."""
+    return arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+
+
+def _fits(role: str, arrow_type: pa.DataType) -> bool:
+    arrow_type = _value_type(arrow_type)
+    if role == "user":
+        return (_is_text_type(arrow_type) or pa.types.is_integer(arrow_type)
+                or pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type))
+    if role == "text":
+        return _is_text_type(arrow_type)
+    return ((pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+            and _is_text_type(arrow_type.value_type))
+
+
+@dataclasses.dataclass(frozen=True)
+class ParquetFields:
+    """The columns a Parquet input is read from: the user id (``user``, or ``"@row"``:
+    each row is its own user) and either ``text`` (a string column, tokenised) or
+    ``items`` (a list-of-strings column, items already tokenised, used as is).
+
+    Raises:
+      ValueError: without a user field, or without exactly one of text and items.
+    """
+
+    user: str
+    text: str | None = None
+    items: str | None = None
+
+    def __post_init__(self):
+        if not self.user:
+            raise ValueError("a Parquet input needs --user-field")
+        if (self.text is None) == (self.items is None):
+            raise ValueError("a Parquet input needs one of --text-field and --items-field")
+
+    @property
+    def value(self) -> str:
+        """The column of each row's text or items."""
+        return typing.cast(str, self.text or self.items)
+
+    @property
+    def roles(self) -> list[tuple[str, str]]:
+        """(role, column) of each column read: ``user`` (unless ``@row``), then
+        ``text`` or ``items``."""
+        value = ("text", self.value) if self.text else ("items", self.value)
+        return ([] if self.user == ROW_AS_USER else [("user", self.user)]) + [value]
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns read (no other column leaves the file)."""
+        return [column for _, column in self.roles]
+
+    def check_schema(self, path: str, schema: pa.Schema) -> None:
+        """Raises ``InputFormatError`` naming the file, the column and the type expected
+        when a column is missing or of the wrong type."""
+        for role, column in self.roles:
+            flag = _PARQUET_FLAGS[role]
+            if column not in schema.names:
+                close = difflib.get_close_matches(column, schema.names, n=1)
+                hint = (f"; did you mean {close[0]!r}?" if close
+                        else "; is the column name right?")
+                raise InputFormatError(f"{path}: no column {column!r} ({flag}), expected "
+                                       f"{_PARQUET_EXPECTED[role]}{hint}")
+            if len(schema.get_all_field_indices(column)) > 1:
+                raise InputFormatError(f"{path}: more than one column is named {column!r} "
+                                       f"({flag}); which one to read is ambiguous")
+            arrow_type = schema.field(column).type
+            if not _fits(role, arrow_type):
+                raise InputFormatError(f"{path}: column {column!r} ({flag}) is of type "
+                                       f"{arrow_type}, expected {_PARQUET_EXPECTED[role]}")
+
+    def check_footer_nulls(self, path: str, metadata: pq.FileMetaData) -> None:
+        """Raises when the footer's statistics count a null in a user or text column,
+        naming the rows of its row group. (A list column's statistics count an empty
+        list as a null too; those, and files without statistics, are checked as they
+        are read.)"""
+        first_row = 1
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for chunk in (row_group.column(c) for c in range(row_group.num_columns)):
+                stats = chunk.statistics
+                if stats is None or not stats.has_null_count or not stats.null_count:
+                    continue
+                for role, column in self.roles:
+                    if role != "items" and chunk.path_in_schema == column:
+                        last_row = first_row + row_group.num_rows - 1
+                        raise _parquet_null(path, role, column,
+                                            f"rows {first_row}–{last_row} (row group "
+                                            f"{group + 1})")
+            first_row += row_group.num_rows
+
+    def check_values(self, path: str, table: pa.Table) -> None:
+        """Raises on a null, an empty user id or an empty item in ``table`` (one row group
+        of ``path``; Beam's reader does not say which, so the error names the file)."""
+        for role, column in self.roles:
+            values = _plain(table.column(column))
+            if values.null_count:
+                raise _parquet_null(path, role, column)
+            flag = _PARQUET_FLAGS[role]
+            try:  # Arrow trusts the file: a string column may hold invalid UTF-8
+                values.validate(full=True)
+            except pa.ArrowInvalid:
+                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text that "
+                                       "is not valid UTF-8 (another encoding, or a corrupt "
+                                       "file?)") from None
+            if role == "items":
+                items = pc.list_flatten(values)
+                if items.null_count:
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a list "
+                                           "with a null item")
+                if _any_empty(items):
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
+                                           "empty item")
+            elif role == "user" and not pa.types.is_integer(values.type) and _any_empty(values):
+                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an empty "
+                                       "user id")
+
+
+def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary-encoded column decoded."""
+    if pa.types.is_dictionary(values.type):
+        return values.cast(values.type.value_type)
+    return values
+
+
+def _any_empty(values: pa.ChunkedArray | pa.Array) -> bool:
+    return len(values) > 0 and bool(pc.any(pc.equal(pc.binary_length(values), 0)).as_py())
+
+
+def _parquet_null(path: str, role: str, column: str, rows: str = "") -> InputFormatError:
+    where = f"{path}: {rows}: " if rows else f"{path}: "
+    what = {"user": "a user id", "text": "a text (an empty string for none)",
+            "items": "a list of items (an empty list for none)"}[role]
+    return InputFormatError(f"{where}column {column!r} ({_PARQUET_FLAGS[role]}) holds a null "
+                            f"(missing) value; every row needs {what}")
+
+
+def _parquet_footer_rows(path: str, fields: ParquetFields) -> tuple[int, str | None]:
+    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows and the
+    kind of its user ids (``_user_id_kind``)."""
+    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+        raise InputFormatError(
+            f"{path}: a Parquet file is read as it is (its columns are compressed inside): "
+            "decompress it, or drop the compression suffix from its name")
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            metadata = pq.read_metadata(f)
+    except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError, the filesystems' own
+        raise InputFormatError(f"{path}: not a readable Parquet file ({error_kind(exc)}): "
+                               "is it cut short, corrupt, or not Parquet?") from None
+    schema = metadata.schema.to_arrow_schema()
+    fields.check_schema(path, schema)
+    fields.check_footer_nulls(path, metadata)
+    return metadata.num_rows, _user_id_kind(schema, fields)
+
+
+def _user_id_kind(schema: pa.Schema, fields: ParquetFields) -> str | None:
+    """"binary" or "text" (string or integer, which is read as text), None for @row."""
+    if fields.user == ROW_AS_USER:
+        return None
+    arrow_type = schema.field(fields.user).type
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    binary = pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)
+    return "binary" if binary else "text"
+
+
+def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
+    """Reads the footer of every file (not its data) before a pipeline is built; raises
+    ``InputFormatError`` naming the file when one is cut short or not Parquet, lacks a
+    column or has one of the wrong type, when the footer's statistics count a null in
+    a column read, or when no file holds a row."""
+    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
+        footers = list(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
+    rows = sum(n for n, _ in footers)
+    # A user id read as bytes in one file and as text in another would be two users.
+    kinds = {kind: path for path, (_, kind) in zip(files, footers) if kind is not None}
+    if len(kinds) > 1:
+        raise InputFormatError(
+            f"column {fields.user!r} (--user-field) holds binary ids in {kinds['binary']} "
+            f"but text ids in {kinds['text']}: one user would be two; give every file the "
+            "same type of user id")
+    if not rows:
+        what = (f"{files[0]} has" if len(files) == 1
+                else f"all {len(files)} files ({os.path.dirname(files[0])}/…) have")
+        raise InputFormatError(f"no records in the input: {what} no rows")
+
+
+def parquet_read_error(exc: BaseException) -> str | None:
+    """The one-line message of a failure inside Beam's Parquet reader (a data page that
+    cannot be decoded, a file changed since it was checked), or None.
+
+    Beam's reader raises pyarrow's own error, which does not name the file;
+    only its type is kept (the text might quote bytes of the file).
+    """
+    if f"{PARQUET_READ_STEP}/" not in str(exc):
+        return None
+    return (f"a Parquet input file cannot be read ({error_kind(exc)} in Beam's Parquet "
+            "reader, which does not name the file): is one corrupt, or was it changed "
+            "since the job checked its footer?")
+
+
+class _ParquetRowsFn(beam.DoFn):
+    """(path, one row group as a table) → (user, text or items) per row.
+
+    With ``@row`` each row's id is its file, a token of its row group and its
+    index there: distinct, as the element-level privacy unit needs.
+    """
+
+    def __init__(self, fields: ParquetFields, log_records: bool):
+        self._fields = fields
+        self._log_records = log_records
+
+    def process(self, path_and_table: tuple[str, pa.Table]) -> Iterator[tuple]:
+        path, table = path_and_table
+        fields = self._fields
+        # A column missing from this file reads as nothing: checked again here.
+        fields.check_schema(path, table.schema)
+        fields.check_values(path, table)
+        values = _plain(table.column(fields.value)).to_pylist()
+        if fields.user == ROW_AS_USER:
+            group = uuid.uuid4().hex
+            users: typing.Iterable = (f"{path}:{group}:{i}" for i in range(len(values)))
+        else:
+            user_column = _plain(table.column(fields.user))
+            if pa.types.is_integer(user_column.type):  # as in jsonl: an integer id is text
+                user_column = user_column.cast(pa.string())
+            users = user_column.to_pylist()
+        if self._log_records:
+            _LOG.info(f"read {plural(len(values), 'record')} from a row group of {path} "
+                      "(non-private count)")
+        yield from zip(users, values)
+
+
+def _still_there(path: str, checked: bool) -> str:
+    """A checked file's name, or an error if it is gone: Beam's reader would read a
+    missing file as no rows (its users silently left out)."""
+    if checked and not FileSystems.match([path])[0].metadata_list:
+        raise InputFormatError(f"{path}: the file is gone since the job checked it")
+    return path
+
+
+class ReadParquetRecords(beam.PTransform):
+    """Parquet files → (user, tokens) records, one per row, with Beam's Parquet source.
+
+    Only the columns ``fields`` names are read. A text column is tokenised
+    with ``tokenizer``; an items column is used as is. A row with a null
+    field, an empty user id or an empty item fails the pipeline with an
+    ``InputFormatError`` naming the file and the column; so does a file that
+    lacks a column (Beam's reader would read it as no rows).
+    """
+
+    def __init__(self, pattern: str, fields: ParquetFields, tokenizer: Tokenizer = Tokenizer(),
+                 log_records: bool = False, files: Sequence[str] | None = None):
+        super().__init__()
+        self._pattern, self._fields = pattern, fields
+        self._tokenizer, self._log_records = tokenizer, log_records
+        self._files = list(files) if files else None
+
+    def expand(self, pbegin):
+        # The files the job checked, each read by its own name (one gone since fails
+        # the run), rather than the pattern matched again.
+        records = (pbegin
+                   | "Pattern" >> beam.Create(self._files or [self._pattern])
+                   | "StillThere" >> beam.Map(_still_there, bool(self._files))
+                   | PARQUET_READ_STEP >> ReadAllFromParquetBatched(
+                       columns=self._fields.columns, with_filename=True)
+                   | "Rows" >> beam.ParDo(_ParquetRowsFn(self._fields, self._log_records)))
+        if self._fields.items is not None:
+            return records
+        tokenizer = self._tokenizer
+        return records | "Tokenize" >> beam.MapTuple(lambda user, text: (user, tokenizer(text)))

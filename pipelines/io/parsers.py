@@ -1,0 +1,362 @@
+"""One parser per text format: (path, binary stream) → records (:func:`record_parser`).
+
+``parse_pairs`` gives (user, item) pairs; ``parse_csv``, ``parse_jsonl`` and
+``parse_text`` give (user, text); ``parse_msnbc`` gives (user, page
+categories). Each checks its format's shape and hints at the right
+``--format`` when a file is of another kind; an error names the file and the
+true line, and never quotes the record.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import typing
+import zipfile
+from typing import Callable, Iterator, Sequence
+
+from beam_dpsu.core.tokenizer import a_type
+from pipelines.io.errors import InputFormatError
+from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS, ROW_AS_USER, uncompressed_name
+from pipelines.io.lines import decoded_lines, stripped_lines
+
+__all__ = ["FIELD_SIZE_LIMIT", "parse_pairs", "parse_csv", "parse_jsonl", "parse_text",
+           "parse_msnbc", "record_parser"]
+
+# A pairs file whose first line is two of these (case-insensitively) has a header.
+_USER_HEADERS = {"user", "users", "user_id", "userid", "user id", "uid", "id", "author",
+                 "person", "client", "customer", "member", "account", "privacy_id"}
+_ITEM_HEADERS = {"item", "items", "word", "words", "token", "tokens", "term", "key", "text",
+                 "review", "body", "content", "value", "name", "partition", "category",
+                 "query", "url", "page", "document", "sequence"}
+
+# The longest CSV field read, in characters (the csv module's limit, which is
+# process-wide; the parsers set it). 16 Mi characters is over a thousand times
+# a long review or article, and keeps a worker's memory per field bounded
+# (≤ 64 MiB as a str), so a runaway quote stops there instead of reading a
+# whole large file into one field. The csv module's own default, 128 Ki
+# characters, would refuse long legitimate texts.
+FIELD_SIZE_LIMIT = 16 * 1024 * 1024
+
+
+def _looks_like_header(fields: Sequence[str]) -> bool:
+    return (len(fields) == 2 and fields[0].strip().lower() in _USER_HEADERS
+            and fields[1].strip().lower() in _ITEM_HEADERS)
+
+
+def _is_json_object(line: str) -> bool:
+    line = line.strip()
+    if not (line.startswith("{") and line.endswith("}")):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+_JSONL_HINT = "; the file looks like JSON lines: give --format jsonl"
+
+
+def _field_too_long(path: str, lineno: int) -> InputFormatError:
+    return InputFormatError(
+        f"{path}:{lineno}: a field that begins on this line is longer than the limit of "
+        f"{FIELD_SIZE_LIMIT:,} characters (an unterminated quote?)")
+
+
+def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
+    """``user,item`` CSV lines → (user, item); both fields must be non-empty.
+
+    A first line such as ``user,item`` (two usual column names) is refused
+    unless ``skip_header_lines`` skips it: read as data it would be a user
+    holding one item. So is a first line that is a JSON object (a JSON lines
+    file).
+    """
+    csv.field_size_limit(FIELD_SIZE_LIMIT)
+    first = True
+    for lineno, line in stripped_lines(path, stream):
+        if lineno <= skip_header_lines or not line.strip():
+            continue
+        try:
+            fields = next(csv.reader([line]))
+        except csv.Error as exc:
+            if len(line) >= FIELD_SIZE_LIMIT:
+                raise _field_too_long(path, lineno) from None
+            raise InputFormatError(f"{path}:{lineno}: malformed CSV ({exc})") from None
+        if lineno == 1 and _looks_like_header(fields):
+            raise InputFormatError(
+                f"{path}:1 looks like a header row, not a user,item pair; give "
+                "--skip-header-lines 1, or --format csv --user-field F --text-field T for a "
+                "headed CSV of texts")
+        if first and _is_json_object(line):
+            raise InputFormatError(f"{path}:{lineno}: a JSON object, not a user,item pair"
+                                   + _JSONL_HINT)
+        if len(fields) != 2:
+            hint = ("; a headed CSV of texts? give --format csv --user-field F --text-field T"
+                    if first and len(fields) > 2 else "")
+            raise InputFormatError(
+                f"{path}:{lineno}: expected 2 fields user,item, got {len(fields)}{hint}")
+        first = False
+        user, item = fields[0].strip(), fields[1].strip()
+        if not user:
+            raise InputFormatError(f"{path}:{lineno}: field 1 (user id) is empty")
+        if not item:
+            raise InputFormatError(f"{path}:{lineno}: field 2 (item) is empty")
+        yield user, item
+
+
+# A field of a CSV record as the csv module reads the default dialect (non-strict):
+# quoted (``q``), to its closing quote and on to a comma or line end (``t``: after a
+# closing quote, characters join the field), or still open at the end; else unquoted
+# (``u``), to a comma or line end (a quote inside it is a character).
+_CSV_FIELD = re.compile(r'"(?P<q>(?:[^"]+|"")*)(?:"(?P<t>[^,\r\n]*)|\Z)|(?P<u>[^,\r\n]*)')
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int]]:
+    """(line it begins on, length as csv counts it) of each field of one CSV record,
+    from its lines read so far: csv does not say where a field began, which error
+    messages name."""
+    text, pos, fields = "".join(lines), 0, []
+    while True:
+        field = typing.cast(re.Match, _CSV_FIELD.match(text, pos))
+        quoted = field["q"] or ""
+        length = len(quoted) - quoted.count('""') + len(field["t"] or field["u"] or "")
+        fields.append((first_lineno + len(_LINE_END.findall(text, 0, pos)), length))
+        if not text.startswith(",", field.end()):
+            return fields
+        pos = field.end() + 1
+
+
+class _CsvRecords:
+    """(line it begins on, fields) of each record of a CSV stream, read with the csv
+    module (default dialect); a blank line is a record with no fields.
+
+    A quoted field never closed (csv ends the record at the end of the file,
+    where only an open quote leaves one unended) and a field longer than
+    ``FIELD_SIZE_LIMIT`` are an ``InputFormatError`` naming the line the field
+    begins on; any other malformed CSV is csv's own ``csv.Error``.
+    """
+
+    def __init__(self, path: str, stream):
+        self._path = path
+        self._lines: list[str] = []  # the lines of the record being read
+        self._ended = False  # the file ended, inside a record or after the last
+        self._reader = csv.reader(self._read(decoded_lines(path, stream)))
+
+    def _read(self, lines: Iterator[tuple[int, str]]) -> Iterator[str]:
+        for _, line in lines:
+            self._lines.append(line)
+            yield line
+        self._ended = True
+
+    @property
+    def line_num(self) -> int:
+        """The lines read so far (the number of the last)."""
+        return self._reader.line_num
+
+    def __iter__(self) -> Iterator[tuple[int, list[str]]]:
+        start = 1
+        try:
+            for fields in self._reader:
+                if self._ended:
+                    raise InputFormatError(
+                        f"{self._path}:{_field_starts(self._lines, start)[-1][0]}: a quoted "
+                        "field that begins on this line is never closed (an unterminated "
+                        "quote would read the rest of the file into it)")
+                yield start, fields
+                start, self._lines = self._reader.line_num + 1, []
+        except csv.Error as exc:
+            if "field limit" not in str(exc) or not self._lines:
+                raise
+            longest = max(_field_starts(self._lines, start), key=lambda f: f[1])
+            raise _field_too_long(self._path, longest[0]) from None
+
+
+def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
+    """A headed CSV file → (user, text) per row.
+
+    ``user_field="@row"`` makes every row its own user (``<file>:<row>``), for
+    corpora such as IMDb where each document is one user. A quoted field may
+    span lines; one never closed, or longer than ``FIELD_SIZE_LIMIT``
+    characters, is an error naming the line it begins on.
+    """
+    csv.field_size_limit(FIELD_SIZE_LIMIT)
+    records = _CsvRecords(path, stream)
+    rows = iter(records)
+    row_is_user = user_field == ROW_AS_USER
+    row_number = 0
+    try:
+        _, header = next(rows, (1, []))  # a blank first line is no header (as DictReader)
+        if not header:
+            return  # an empty file: no header, no records
+        for name in ((text_field,) if row_is_user else (user_field, text_field)):
+            if name not in header:
+                # The header is not quoted: on a headerless file it is a record.
+                hint = (_JSONL_HINT if header[0].lstrip().startswith("{")
+                        else "; is the file headed, and is the field name right?")
+                raise InputFormatError(
+                    f"{path}: the header (line 1, {len(header)} fields) has no field "
+                    f"{name!r}{hint}")
+        column = {name: i for i, name in enumerate(header)}  # a repeated name: its last
+        user_column, text_column = column.get(user_field, -1), column[text_field]
+        for start, row in rows:
+            if not row:
+                continue  # a blank line between records
+            row_number += 1
+            where = f"{path}:{start}: record {row_number}"
+            user = (f"{path}:{row_number}" if row_is_user
+                    else row[user_column] if user_column < len(row) else None)
+            value = row[text_column] if text_column < len(row) else None
+            if user is None or not user.strip():
+                raise InputFormatError(f"{where}: user id field {user_field!r} is missing "
+                                       "or empty")
+            if value is None:
+                raise InputFormatError(f"{where}: text field {text_field!r} is missing "
+                                       f"(the row has fewer fields than the header)")
+            yield user.strip(), value
+    except csv.Error as exc:
+        raise InputFormatError(f"{path}:{records.line_num}: record {row_number + 1}: "
+                               f"malformed CSV ({exc})") from None
+
+
+def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
+    """JSON lines → (user, text); the user id may be a string or an integer."""
+    for lineno, line in stripped_lines(path, stream):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            hint = ("; the file looks like CSV: give --format csv (or pairs)"
+                    if "," in line and not line.lstrip().startswith(("{", "[")) else "")
+            raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column "
+                                   f"{exc.colno}){hint}") from None
+        if not isinstance(record, dict):
+            raise InputFormatError(
+                f"{path}:{lineno}: expected a JSON object, got a JSON {type(record).__name__}")
+        user, value = record.get(user_field), record.get(text_field)
+        if user is None or user == "":
+            raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} is missing "
+                                   "or empty")
+        if isinstance(user, bool) or not isinstance(user, (str, int)):
+            raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} must be a "
+                                   f"string or an integer, got {a_type(user)}")
+        if value is None:
+            raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} is missing")
+        if not isinstance(value, str):
+            raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} must be a "
+                                   f"string, got {a_type(value)}")
+        yield str(user), value
+
+
+# A text file whose first lines (up to this many, at least one) are all JSON
+# objects is a JSON lines file read with the wrong --format.
+_TEXT_SHAPE_LINES = 20
+
+
+def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
+    """One user per line → (``path:line``, line).
+
+    Refused: a file whose first lines are all JSON objects (give ``jsonl``).
+    """
+    first: list[tuple[int, str]] | None = []  # None once checked
+    for lineno, line in stripped_lines(path, stream):
+        if lineno <= skip_header_lines:
+            continue
+        if first is None:
+            yield f"{path}:{lineno}", line
+            continue
+        first.append((lineno, line))
+        if len(first) == _TEXT_SHAPE_LINES:
+            yield from _checked_text_lines(path, first)
+            first = None
+    if first:
+        yield from _checked_text_lines(path, first)
+
+
+def _checked_text_lines(path, first):
+    if first and all(_is_json_object(line) for _, line in first):
+        raise InputFormatError(f"{path}:{first[0][0]}: the first lines are JSON objects, not "
+                               "text" + _JSONL_HINT)
+    for lineno, line in first:
+        yield f"{path}:{lineno}", line
+
+
+def _msnbc_stream(path: str, stream):
+    """The .seq member of a zipped MSNBC file, or the stream itself."""
+    if not uncompressed_name(path).endswith(".zip"):
+        return stream
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(stream.read()))
+    except zipfile.BadZipFile:
+        raise InputFormatError(f"{path}: not a valid zip file (corrupt or cut short?)") \
+            from None
+    members = [n for n in archive.namelist()
+               if not n.endswith("/") and not n.startswith("__MACOSX/")]
+    if len(members) != 1:
+        raise InputFormatError(f"{path}: expected one sequence file in the zip, got "
+                               f"{len(members)}")
+    return archive.open(members[0])
+
+
+def _not_msnbc(path: str, lineno: int, line: str) -> InputFormatError:
+    stripped = line.lstrip()
+    if stripped.startswith("{"):
+        hint = _JSONL_HINT
+    elif "," in line:
+        hint = "; the file looks like CSV: give --format csv"
+    else:
+        hint = "; is --format right?"
+    return InputFormatError(f"{path}:{lineno}: not an MSNBC visit sequence (page category "
+                            f"numbers separated by spaces){hint}")
+
+
+def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tuple] | list]:
+    """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
+
+    The header (lines starting with '%' up to '% Sequences:' and the blank
+    lines around it) is skipped; every other line is one user's visit
+    sequence, space-separated category numbers (anything else is an error
+    naming the line). Without ``ids`` each line is just its list of
+    categories (one person's only element).
+    """
+    in_header, seen_data = True, False
+    for lineno, line in stripped_lines(path, _msnbc_stream(path, stream)):
+        if in_header:
+            if lineno == 1 and not line.startswith("%"):
+                in_header = False
+            elif line.startswith("% Sequences"):
+                in_header = False
+                continue
+            else:
+                continue
+        categories = line.split()
+        if not categories:
+            if not seen_data:  # the blank line(s) between header and data
+                continue
+            raise InputFormatError(f"{path}:{lineno}: empty visit sequence")
+        digits = "".join(categories)
+        if not (digits.isascii() and digits.isdigit()):
+            raise _not_msnbc(path, lineno, line)
+        seen_data = True
+        yield (f"{path}:{lineno}", tuple(categories)) if ids else categories
+
+
+def record_parser(fmt: str, user_field: str | None = None, text_field: str | None = None,
+                  skip_header_lines: int = 0) -> Callable[..., Iterator]:
+    """(path, binary stream) → records, for ``fmt``."""
+    if fmt in ("csv", "jsonl"):
+        if not user_field or not text_field:
+            raise ValueError(f"--format {fmt} needs --user-field and --text-field")
+        parse = parse_csv if fmt == "csv" else parse_jsonl
+        return lambda path, stream: parse(path, stream, user_field, text_field)
+    if fmt == "text":
+        return lambda path, stream: parse_text(path, stream, skip_header_lines)
+    if fmt == "pairs":
+        return lambda path, stream: parse_pairs(path, stream, skip_header_lines)
+    if fmt == "msnbc":
+        return parse_msnbc
+    raise ValueError(f"unknown format {fmt!r}; choose one of "
+                     f"{sorted(set(FORMATS) | set(DOCUMENT_FORMATS))}")

@@ -1,0 +1,221 @@
+"""The Beam transforms the jobs read their input with: ``ReadUserItems`` (what
+``SelectItems`` takes), ``ReadPairs`` (one (user, item) pair per occurrence),
+``ReadDocuments`` (token sequences, for n-grams) and ``ReadUserTexts`` (untokenised
+texts). Each matched file is parsed whole by one worker (see :mod:`pipelines.io`)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Sequence
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+
+from beam_dpsu.core.tokenizer import Tokenizer, plural
+from pipelines.io.decompression import open_input
+from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS
+from pipelines.io.parquet import ParquetFields, ReadParquetRecords
+from pipelines.io.parsers import parse_msnbc, record_parser
+
+__all__ = ["ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments", "items_of"]
+
+_LOG = logging.getLogger("pipelines")
+
+
+class _ParseFileFn(beam.DoFn):
+    """Parses one matched file into records, logging which file it reads.
+
+    With ``log_records`` it also logs how many records the file held: a raw
+    count, so only when the job was asked for non-private statistics.
+    """
+
+    def __init__(self, parse, files: Sequence[str] | None, log_records: bool):
+        self._parse = parse
+        self._index = {p: i for i, p in enumerate(files or (), start=1)}
+        self._total = len(files or ())
+        self._log_records = log_records
+
+    def process(self, readable_file):
+        path = readable_file.metadata.path
+        i = self._index.get(path)
+        _LOG.info(f"reading {path}" + (f" (file {i} of {self._total})" if i else ""))
+        stream = open_input(path, readable_file.open(
+            compression_type=CompressionTypes.UNCOMPRESSED))
+        n = 0
+        try:
+            # B007: n is read after the loop (the number of records).
+            for n, record in enumerate(self._parse(path, stream), start=1):  # noqa: B007
+                yield record
+        finally:
+            stream.close()
+        if self._log_records:
+            _LOG.info(f"read {plural(n, 'record')} from {path} (non-private count)")
+
+
+class _ReadFiles(beam.PTransform):
+    """Matches ``pattern`` and parses each file with ``parse(path, binary stream)``."""
+
+    def __init__(self, pattern: str, parse, files=None, log_records: bool = False):
+        super().__init__()
+        self._pattern = pattern
+        self._parse = parse
+        self._files = files
+        self._log_records = log_records
+
+    def expand(self, pbegin):
+        return (pbegin
+                | "MatchFiles" >> fileio.MatchFiles(self._pattern)
+                | "ReadMatches" >> fileio.ReadMatches()
+                | "ParseRecords" >> beam.ParDo(
+                    _ParseFileFn(self._parse, self._files, self._log_records)))
+
+
+class ReadUserTexts(beam.PTransform):
+    """Files in a text format (csv, jsonl, text) → (user, text) records.
+
+    ``files`` (the matched paths, optional) numbers the files in progress
+    lines; ``log_records`` logs each file's record count (a raw count).
+    """
+
+    def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
+                 text_field: str | None = None, skip_header_lines: int = 0,
+                 files=None, log_records: bool = False):
+        super().__init__()
+        if fmt not in ("csv", "jsonl", "text"):
+            raise ValueError(f"format {fmt!r} has no text field; use one of csv, jsonl, text")
+        self._parse = record_parser(fmt, user_field, text_field, skip_header_lines)
+        self._pattern = pattern
+        self._files, self._log_records = files, log_records
+
+    def expand(self, pbegin):
+        return pbegin | "ReadFiles" >> _ReadFiles(self._pattern, self._parse, self._files,
+                                                  self._log_records)
+
+
+def _parquet_fields(fmt: str, user_field: str | None, text_field: str | None,
+                    items_field: str | None) -> ParquetFields | None:
+    """The columns of a ``parquet`` input; None for other formats (which have no
+    items field)."""
+    if fmt == "parquet":
+        return ParquetFields(user_field or "", text_field, items_field)
+    if items_field is not None:
+        raise ValueError(f"an items field applies to the parquet format only, not {fmt!r}")
+    return None
+
+
+def items_of(value) -> list:
+    """The items in field 1 of what ``ReadUserItems`` gives: one item (a pairs file's
+    line) or a row's tokens."""
+    return [value] if isinstance(value, (str, bytes)) else list(value)
+
+
+class ReadUserItems(beam.PTransform):
+    """Files of any format → what ``SelectItems`` takes, in its most compact form.
+
+    Text formats (csv, jsonl, text): one ``(user, tokens)`` record per row or
+    line, tokenised with ``tokenizer``. ``pairs``: one ``(user, item)`` pair
+    per line, as written. ``parquet``: one ``(user, tokens)`` record per row,
+    its ``text_field`` tokenised or its ``items_field`` (a list of strings)
+    as is. A user may span several rows or lines: ``SelectItems`` merges them
+    per user before bounding.
+    """
+
+    def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
+                 text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
+                 skip_header_lines: int = 0, files=None, log_records: bool = False,
+                 items_field: str | None = None):
+        super().__init__()
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
+        self._parquet = _parquet_fields(fmt, user_field, text_field, items_field)
+        self._pattern = pattern
+        self._fmt = fmt
+        self._user_field = user_field
+        self._text_field = text_field
+        self._tokenizer = tokenizer
+        self._skip = skip_header_lines
+        self._files, self._log_records = files, log_records
+
+    def expand(self, pbegin):
+        if self._parquet is not None:
+            return pbegin | "ReadParquet" >> ReadParquetRecords(
+                self._pattern, self._parquet, self._tokenizer, self._log_records,
+                files=self._files)
+        if self._fmt == "pairs":
+            return pbegin | "ReadPairFiles" >> _ReadFiles(
+                self._pattern, record_parser("pairs", skip_header_lines=self._skip),
+                self._files, self._log_records)
+        tokenizer = self._tokenizer
+        return (pbegin
+                | "ReadUserTexts" >> ReadUserTexts(self._pattern, self._fmt, self._user_field,
+                                                   self._text_field, self._skip, self._files,
+                                                   self._log_records)
+                | "Tokenize" >> beam.MapTuple(lambda user, text: (user, tokenizer(text))))
+
+
+class ReadPairs(ReadUserItems):
+    """Files of any format → (user, item) pairs, one per occurrence.
+
+    Text formats are tokenised with ``tokenizer`` and each token becomes a
+    pair; ``pairs`` is read as is. Prefer ``ReadUserItems`` for
+    ``SelectItems``: one record per row instead of one element per token.
+    """
+
+    def expand(self, pbegin):
+        elements = super().expand(pbegin)
+        if self._fmt == "pairs":
+            return elements
+        return elements | "AsPairs" >> beam.FlatMapTuple(
+            lambda user, tokens: ((user, token) for token in tokens))
+
+
+class ReadDocuments(beam.PTransform):
+    """Files → (user, tokens) documents, for n-gram extraction.
+
+    csv/jsonl/text are tokenised with ``tokenizer``; ``msnbc`` is the UCI
+    sequence file, one user per line (its header skipped); ``parquet`` rows
+    are tokenised from ``text_field`` or are ``items_field`` as is (the
+    sequence of tokens, in order). With
+    ``as_elements`` each record is only its list of tokens, no user id (what
+    ``ExtractNgrams(privacy_unit="element")`` takes, where every record is
+    its own user): no id is made, and no step is added to drop it.
+    """
+
+    def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
+                 text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
+                 skip_header_lines: int = 0, files=None, log_records: bool = False,
+                 as_elements: bool = False, items_field: str | None = None):
+        super().__init__()
+        self._as_elements = as_elements
+        if fmt not in DOCUMENT_FORMATS:
+            raise ValueError(f"unknown document format {fmt!r}; choose one of "
+                             f"{list(DOCUMENT_FORMATS)}")
+        self._parquet = _parquet_fields(fmt, user_field, text_field, items_field)
+        self._pattern, self._fmt = pattern, fmt
+        self._user_field, self._text_field = user_field, text_field
+        self._tokenizer, self._skip = tokenizer, skip_header_lines
+        self._files, self._log_records = files, log_records
+
+    def expand(self, pbegin):
+        if self._fmt == "msnbc":
+            parse = functools.partial(parse_msnbc, ids=not self._as_elements)
+            return pbegin | "ReadMsnbc" >> _ReadFiles(self._pattern, parse, self._files,
+                                                      self._log_records)
+        if self._parquet is not None:
+            as_document = ((lambda record: record[1]) if self._as_elements
+                           else (lambda record: (record[0], tuple(record[1]))))
+            return (pbegin
+                    | "ReadParquet" >> ReadParquetRecords(self._pattern, self._parquet,
+                                                          self._tokenizer, self._log_records,
+                                                          files=self._files)
+                    | "AsDocuments" >> beam.Map(as_document))
+        tokenizer = self._tokenizer
+        tokenize = ((lambda record: tokenizer(record[1])) if self._as_elements
+                    else (lambda record: (record[0], tuple(tokenizer(record[1])))))
+        return (pbegin
+                | "ReadUserTexts" >> ReadUserTexts(self._pattern, self._fmt, self._user_field,
+                                                   self._text_field, self._skip, self._files,
+                                                   self._log_records)
+                | "Tokenize" >> beam.Map(tokenize))

@@ -1,0 +1,312 @@
+"""Pre-threshold k (``beam_dpsu.core.pre_threshold``): golden values, PipelineDP's
+semantics, the proof's cases and a statistical check of the lone-item bound.
+
+The derivations are in the module's docstring; docs/privacy.md, Accounting,
+states the rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import special, stats
+
+import beam_dpsu
+from beam_dpsu.core import checks, policies, pre_threshold, thresholds
+
+# --- counts: keep probabilities ----------------------------------------------------------
+
+
+def test_keep_probability_hand_computed():
+    """π at ε = ln 2, δ = 0.1 (Desfontaines et al. 2022, Thm 1 recursion by hand):
+    π(1..5) = 0.1, 0.3 (2·0.1 + 0.1), 0.7 (1 − ½(1 − 0.3 − 0.1)), 0.9, 1; with k = 3
+    every value moves two holders up and n < 3 is never kept."""
+    def pi(m):
+        return thresholds.truncated_geometric_keep_probability(m, math.log(2.0), 0.1)
+
+    kept = pre_threshold.keep_probability_with_pre_threshold(pi, np.arange(8), 3)
+    np.testing.assert_allclose(kept, [0, 0, 0, 0.1, 0.3, 0.7, 0.9, 1.0], atol=1e-15)
+
+
+def test_pre_threshold_one_is_no_pre_threshold():
+    calibration = beam_dpsu.TruncatedGeometric(5).calibrate(beam_dpsu.Budget(1.0, 1e-5))
+    n = np.arange(0, 300)
+    np.testing.assert_array_equal(
+        pre_threshold.keep_probability_with_pre_threshold(calibration.keep_probability, n, 1),
+        calibration.keep_probability(n))
+
+
+def test_the_strategy_is_only_asked_about_kept_counts():
+    seen = []
+
+    def pi(m):
+        seen.append(np.asarray(m).copy())
+        return np.full(np.shape(m), 0.5)
+
+    kept = pre_threshold.keep_probability_with_pre_threshold(pi, [0, 1, 2, 3, 9], 3)
+    np.testing.assert_array_equal(kept, [0, 0, 0, 0.5, 0.5])
+    assert all(np.all(m >= 1) for m in seen)
+
+
+def _pipelinedp_keep(epsilon, delta, max_partitions, k):
+    pipeline_dp = pytest.importorskip("pipeline_dp")
+    from pipeline_dp import partition_selection
+    return partition_selection.create_partition_selection_strategy(
+        pipeline_dp.PartitionSelectionStrategy.TRUNCATED_GEOMETRIC, epsilon, delta,
+        max_partitions, pre_threshold=k)
+
+
+@pytest.mark.parametrize("epsilon, delta", list(itertools.product(
+    [0.1, 0.5, 1.0, 3.0, 10.0], [1e-10, 1e-6, 1e-3, 0.05])))
+def test_keep_probability_matches_pipelinedp(epsilon, delta):
+    """Golden: PipelineDP 0.3.1's truncated geometric with ``pre_threshold=k``, to 1e-12.
+
+    PipelineDP (PyDP) splits the budget over Δ0 partitions as ε/Δ0 and
+    1 − (1 − δ)^{1/Δ0}; those per-item parameters are given to our π here (our
+    ``TruncatedGeometric`` uses δ/Δ0 less a float margin, a separate choice), so
+    what is compared is the pre-threshold rule and π itself."""
+    n = np.arange(0, 400)
+    for max_partitions, k in itertools.product([1, 2, 5, 100], [1, 2, 3, 10, 50]):
+        strategy = _pipelinedp_keep(epsilon, delta, max_partitions, k)
+        expected = np.array([strategy.probability_of_keep(int(x)) for x in n])
+        eps_item = epsilon / max_partitions
+        delta_item = -math.expm1(math.log1p(-delta) / max_partitions)
+        ours = pre_threshold.keep_probability_with_pre_threshold(
+            lambda m, e=eps_item, d=delta_item:
+                thresholds.truncated_geometric_keep_probability(m, e, d), n, k)
+        np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-12,
+                                   err_msg=f"Δ0 = {max_partitions}, k = {k}")
+
+
+def test_shifted_counts_and_eligibility():
+    np.testing.assert_array_equal(pre_threshold.shifted_counts([0, 2, 3, 4, 10], 3),
+                                  [0, 0, 1, 2, 8])
+    np.testing.assert_array_equal(pre_threshold.eligible([0, 2, 3, 4], 3),
+                                  [False, False, True, True])
+
+
+# --- thresholds: golden values -----------------------------------------------------------
+
+@pytest.mark.parametrize("k, weight, shift", [(1, 1.0, 0.0), (2, 1.0, 1.0), (5, 1.0, 4.0),
+                                              (3, 0.5, 1.0), (4, 1 / 3, 1.0)])
+def test_pre_threshold_shift(k, weight, shift):
+    assert pre_threshold.pre_threshold_shift(k, weight) == pytest.approx(shift, rel=1e-15)
+    # rounded up, never down
+    assert pre_threshold.pre_threshold_shift(k, weight) >= (k - 1) * weight
+
+
+def test_every_shipped_mechanism_has_a_max_user_weight_of_one():
+    """Derivations in ``MAX_USER_WEIGHT``'s comment: every rule adds at most 1 to an item."""
+    assert set(pre_threshold.MAX_USER_WEIGHT) == set(beam_dpsu.MECHANISMS)
+    assert all(w == 1.0 for w in pre_threshold.MAX_USER_WEIGHT.values())
+
+
+PHI_INV_99 = 2.3263478740408408  # Φ⁻¹(0.99)
+
+
+@pytest.mark.parametrize("mechanism, k, scale, delta, max_items, expected", [
+    # docs/privacy.md golden values, plus k − 1:
+    ("weighted-gaussian", 3, 1.33279, math.exp(-10) / 2, 100, 6.8237 + 2),   # ρ_G = 6.8237
+    ("sips", 3, 1.33279, math.exp(-10) / 2, 100, 6.8237 + 2),                # one round
+    ("weighted-laplace", 5, 1 / 3, math.exp(-10), 100, 4.6473 + 4),         # ρ_Lap = 4.6473
+    ("weighted-laplace", 2, 1 / 3, math.exp(-10), 1, 4.1023 + 1),           # ρ_Lap(Δ0 = 1)
+    ("gw", 2, 1 / 1.7, 8.1142e-5, 30, 7.21549 + 1),                          # fixed GW ρ
+    # Policy Laplace at k ≥ 2 takes the GW threshold (every ℓ1 weighting):
+    ("policy-laplace", 4, 1.0, 1e-5, 50, 14.76558 + 3),
+    # Policy Gaussian at k ≥ 2: 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}); σ = 1, δ = 0.01, Δ0 = 1:
+    ("policy-gaussian", 2, 1.0, 0.01, 1, 1 + PHI_INV_99 + 1),
+    ("count-gaussian", 3, 1.0, 0.01, 1, 1 + PHI_INV_99 + 2),
+    # Count Laplace: 1 + λ·ln(1/(2δ)) at Δ0 = 1; λ = 1, δ = ½ gives 1:
+    ("count-laplace", 2, 1.0, 0.5, 1, 1.0 + 1),
+])
+def test_release_threshold_golden(mechanism, k, scale, delta, max_items, expected):
+    got = pre_threshold.release_threshold(mechanism, k, scale, delta, max_items)
+    assert got == pytest.approx(expected, abs=6e-5)
+
+
+BUDGET = beam_dpsu.Budget(1.0, 1e-5)
+WITH_THRESHOLDS = [beam_dpsu.CountLaplace(10), beam_dpsu.CountGaussian(10),
+                   beam_dpsu.WeightedLaplace(100), beam_dpsu.WeightedGaussian(100),
+                   beam_dpsu.PolicyLaplace(100), beam_dpsu.PolicyGaussian(100),
+                   beam_dpsu.GreedyWithoutSampling(30)]
+
+
+@pytest.mark.parametrize("mechanism", WITH_THRESHOLDS, ids=lambda m: m.name)
+def test_k_one_is_each_mechanisms_own_threshold(mechanism):
+    found = mechanism.calibrate(BUDGET)
+    assert pre_threshold.release_threshold(
+        mechanism.name, 1, found.noise_scale, found.threshold_delta,
+        mechanism.max_items_per_user) == found.release_threshold
+
+
+def test_k_one_is_each_sips_rounds_threshold():
+    found = beam_dpsu.SIPS(100, rounds=3).calibrate(BUDGET)
+    for calibration in found.rounds:
+        assert pre_threshold.release_threshold(
+            "sips", 1, calibration.noise_scale, calibration.threshold_delta,
+            100) == calibration.release_threshold
+
+
+@pytest.mark.parametrize("mechanism", WITH_THRESHOLDS, ids=lambda m: m.name)
+@pytest.mark.parametrize("k", [2, 7])
+def test_the_shift_is_k_minus_one_over_a_threshold_covering_the_new_keys(mechanism, k):
+    found = mechanism.calibrate(BUDGET)
+    got = pre_threshold.release_threshold(mechanism.name, k, found.noise_scale,
+                                          found.threshold_delta, mechanism.max_items_per_user)
+    if pre_threshold.own_weights_equal(mechanism.name, k):
+        assert got == pytest.approx(found.release_threshold + (k - 1), rel=1e-15)
+    else:  # the descent policies at k ≥ 2 need a threshold for unequal weights: higher
+        assert got > found.release_threshold + (k - 1)
+
+
+def test_own_weights_are_equal_except_for_the_descent_policies_at_k_above_one():
+    for name in pre_threshold.MAX_USER_WEIGHT:
+        assert pre_threshold.own_weights_equal(name, 1)
+        assert pre_threshold.own_weights_equal(name, 3) == (
+            name not in ("policy-laplace", "policy-gaussian"))
+
+
+def test_bad_parameters_are_refused():
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(checks.ParameterError, match="pre_threshold"):
+            pre_threshold.check_pre_threshold(bad)
+    with pytest.raises(checks.ParameterError, match="mechanism"):
+        pre_threshold.max_user_weight("policy-gaussian-l1")
+    with pytest.raises(checks.ParameterError, match="keep_probability_with_pre_threshold"):
+        pre_threshold.release_threshold("truncated-geometric", 2, 1.0, 1e-5, 1)
+    with pytest.raises(checks.ParameterError, match="max_user_weight"):
+        pre_threshold.pre_threshold_shift(2, 0.0)
+
+
+def test_describe_pre_threshold():
+    assert pre_threshold.describe_pre_threshold(1).startswith("pre_threshold 1: none")
+    text = pre_threshold.describe_pre_threshold(4)
+    assert "needs >= 4 distinct holders" in text and "3 times" in text
+
+
+# --- the Policy Gaussian counterexample to the plain shift -------------------------------
+
+def _policy_gaussian_case(k: int):
+    """σ = 2.236, δ_thr = 1e-5, Δ0 = 4, α = 3: k − 1 users {s_j} (j = 1, 2, 3) before
+    x = {u, s1, s2, s3}, k − 1 users {u} after; every item of x goes from k − 1 to k
+    holders. Returns (δ_thr, σ, ρ_G, x's items' weights under D′)."""
+    sigma, delta, max_items = 2.236, 1e-5, 4
+    rho = thresholds.weighted_gaussian_threshold(sigma, delta, max_items)
+    cutoff = thresholds.policy_cutoff(rho, sigma, 3.0)
+    before = [[f"s{j}"] for j in (1, 2, 3) for _ in range(k - 1)]
+    extra = ["u", "s1", "s2", "s3"]
+    after = [["u"] for _ in range(k - 1)]
+    histogram = policies.policy_histogram(before + [extra] + after, policies.l2_descent, cutoff)
+    holders_without_x = {item: sum(item in user for user in before + after) for item in extra}
+    assert all(n == k - 1 for n in holders_without_x.values())  # all four are new keys
+    return delta, sigma, rho, np.array([histogram[item] for item in extra])
+
+
+def _gaussian_release_chance(threshold, weights, sigma):
+    return -math.expm1(float(np.sum(stats.norm.logcdf((threshold - weights) / sigma))))
+
+
+def test_the_plain_shift_is_not_enough_for_policy_gaussian():
+    """The case in the module docstring: effective weights (0.92, 0.22, 0.22, 0.22)
+    exceed δ_thr at ρ_G + (k − 1) by 1.7 %."""
+    delta, sigma, rho, weights = _policy_gaussian_case(14)
+    np.testing.assert_allclose(weights - 13, [0.9156, 0.2321, 0.2321, 0.2321], atol=1e-4)
+    assert _gaussian_release_chance(rho + 13, weights, sigma) > 1.015 * delta
+
+
+def test_the_module_threshold_covers_the_policy_gaussian_case():
+    delta, sigma, _, weights = _policy_gaussian_case(14)
+    rho_k = pre_threshold.release_threshold("policy-gaussian", 14, sigma, delta, 4)
+    assert _gaussian_release_chance(rho_k, weights, sigma) <= delta
+
+
+# --- property: the new keys' release chance at ρ_k, every mechanism ----------------------
+
+ITEMS = st.sampled_from([f"w{i}" for i in range(6)])
+LIST = st.lists(ITEMS, min_size=1, max_size=4, unique=True)
+MAX_ITEMS = 4
+DELTA = 1e-5
+
+
+def _laplace_log_cdf(z: np.ndarray) -> np.ndarray:
+    return np.where(z < 0, z - math.log(2.0), np.log1p(-0.5 * np.exp(-np.abs(z))))
+
+
+def _histogram(mechanism: str, lists, scale: float, rho_k: float) -> dict:
+    if mechanism == "count-gaussian":
+        return policies.weighted_histogram(lists, policies.count_weight)
+    if mechanism == "weighted-laplace":
+        return policies.weighted_histogram(lists, policies.weighted_laplace_weight)
+    if mechanism in ("weighted-gaussian", "sips"):
+        return policies.weighted_histogram(lists, policies.weighted_gaussian_weight)
+    update = {"policy-laplace": policies.l1_descent, "policy-gaussian": policies.l2_descent,
+              "gw": policies.greedy_update}[mechanism]
+    return policies.policy_histogram(lists, update, thresholds.policy_cutoff(rho_k, scale, 3.0))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(LIST, max_size=16), LIST, st.integers(0, 16), st.integers(2, 5),
+       st.sampled_from(["count-gaussian", "weighted-laplace", "weighted-gaussian", "sips",
+                        "policy-laplace", "policy-gaussian", "gw"]))
+def test_new_keys_are_released_with_chance_at_most_delta(users, extra, position, k, mechanism):
+    """D′ = D ∪ {x}: the keys that reach k holders only with x (never eligible under D)
+    are released, at ρ_k, with probability ≤ δ_thr (exact, not sampled)."""
+    position = min(position, len(users))
+    lists = users[:position] + [extra] + users[position:]
+    scale = 1.0
+    rho_k = pre_threshold.release_threshold(mechanism, k, scale, DELTA, MAX_ITEMS)
+    histogram = _histogram(mechanism, lists, scale, rho_k)
+    holders = {item: sum(item in user for user in users) for item in extra}
+    new = np.array([histogram[item] for item in extra if holders[item] == k - 1])
+    if not new.size:
+        return
+    z = (rho_k - new) / scale
+    laplace = mechanism in ("weighted-laplace", "policy-laplace", "gw")
+    log_none = np.sum(_laplace_log_cdf(z) if laplace else stats.norm.logcdf(z))
+    assert -math.expm1(float(log_none)) <= DELTA * (1 + 1e-9)
+
+
+# --- statistical: an item that only the extra user lifts to k holders --------------------
+
+TRIALS = 200_000
+# A release count above this bound has probability ≤ 1e-7 under Binomial(TRIALS, δ_thr),
+# so with a fresh seed this test fails falsely with probability ≤ 1e-7 (< 1e-6).
+FALSE_FAILURE = 1e-7
+
+
+@pytest.mark.parametrize("mechanism, own_items", [
+    ("weighted-gaussian", 1), ("weighted-gaussian", 4), ("weighted-laplace", 4),
+    ("count-gaussian", 1)])
+def test_items_lifted_to_k_holders_by_one_user_are_released_at_most_delta(mechanism,
+                                                                          own_items):
+    """D: k − 1 users hold each of x's items, each at weight 1 (alone in their lists, the
+    largest weight a user gives an item). Under D the items have k − 1 < k holders and are
+    never released; under D′ = D ∪ {x} (x's own items at its weight w(t)) they are, with
+    noise, released with probability ≤ δ_thr at ρ_k, δ_thr = 0.05 (a large δ, so that the
+    bound is seen in 200,000 trials)."""
+    k, scale, delta = 5, 0.5, 0.05
+    weight = {"weighted-gaussian": 1 / math.sqrt(own_items), "weighted-laplace": 1 / own_items,
+              "count-gaussian": 1.0}[mechanism]
+    rho_k = pre_threshold.release_threshold(mechanism, k, scale, delta, own_items)
+    assert not pre_threshold.eligible(k - 1, k)  # under D: never released
+    weights = np.full(own_items, (k - 1) * 1.0 + weight)  # under D′
+    rng = np.random.default_rng(7)
+    noise = (rng.laplace(0.0, scale, (TRIALS, own_items)) if mechanism == "weighted-laplace"
+             else rng.normal(0.0, scale, (TRIALS, own_items)))
+    released = int(np.sum(np.any(weights + noise > rho_k, axis=1)))
+    assert released <= stats.binom.isf(FALSE_FAILURE, TRIALS, delta)
+    # Teeth: at the unshifted threshold the same items are released almost surely.
+    rho = pre_threshold.release_threshold(mechanism, 1, scale, delta, own_items)
+    assert int(np.sum(np.any(weights + noise > rho, axis=1))) > 0.99 * TRIALS
+
+
+def test_the_gaussian_lone_item_bound_is_tight():
+    """At Δ0 = 1 the bound is exact: P[k + Z > ρ_k] = Φ̄((ρ − 1)/σ) = δ_thr."""
+    k, sigma, delta = 5, 0.5, 0.05
+    rho_k = pre_threshold.release_threshold("weighted-gaussian", k, sigma, delta, 1)
+    assert special.ndtr(-(rho_k - k) / sigma) == pytest.approx(delta, rel=1e-12)
