@@ -40,9 +40,9 @@ Parquet (``format="parquet"``): the same shards, holding the same items in the
 same order, each written as one ``.parquet`` file with pyarrow under a fixed
 schema (``parquet_schema``), empty shards included: a string column ``item``
 (``as_bytes=True``: binary), or for n-grams (``ngrams=True``) a list column
-``ngram`` of the tokens, unescaped (a data engineer's reader gets the tokens
-as they are); ``WriteReleasedCounts`` adds an int64 column ``count``. Nothing
-is escaped: a column holds the item itself. A str item holding a lone
+``ngram`` of the tokens; ``WriteReleasedCounts`` adds an int64 column
+``count``. Nothing is escaped: a column holds the item (or its tokens)
+itself, as any Parquet reader loads it. A str item holding a lone
 surrogate is refused (a string column is UTF-8); so is an item of the other
 type (bytes in a str release, str with ``as_bytes=True``): one type per set.
 The bytes depend on the set alone, for one pyarrow version (its name is in
