@@ -61,18 +61,19 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import hashing
 
 from beam_dpsu.core import composition
-from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget, check_tight_part
+from beam_dpsu.core import checks
+from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.beam.max_items_routing import SizeHistogram
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                 UserSampler, WholeItemCountsPerUser, check_pair,
-                                check_privacy_unit, element_distinct_items)
+                                element_distinct_items)
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.core.report import GUARANTEES, SEEDED_NOTE
-from beam_dpsu.core.tokenizer import a_type
-from beam_dpsu.core.thresholds import check_max_items
+from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = [
@@ -138,15 +139,15 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
     Returns:
       The counts' noise and its scale.
     """
-    d0 = check_max_items(max_items_per_user)
+    d0 = checks.max_items(max_items_per_user)
     if isinstance(budget, (Budget, ZCDPBudget)):
         scale = (Fraction(d0) / Fraction(budget.epsilon) if isinstance(budget, Budget)
                  else Fraction(d0) / (2 * Fraction(budget.rho)))
         if scale > _LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
             param = "epsilon" if isinstance(budget, Budget) else "rho"
-            raise ValueError(
-                f"{param} = {getattr(budget, param):g} is too small for the counts at "
-                f"max_items_per_user = {d0}: the noise scale exceeds the float range")
+            raise ParameterError(
+                param, f"= {getattr(budget, param):g} is too small for the counts at "
+                       f"max_items_per_user = {d0}: the noise scale exceeds the float range")
     if isinstance(budget, Budget):
         return CountsCalibration(
             noise=DiscreteLaplace(Fraction(d0) / Fraction(budget.epsilon)),
@@ -158,7 +159,7 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
             max_items_per_user=d0, sensitivity_norm=2, sensitivity=math.sqrt(d0), budget=budget,
             source="Canonne, Kamath & Steinke 2020 Theorem 4, Proposition 3, Algorithm 3 "
                    "(discrete Gaussian)")
-    raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,15 +259,6 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
     return tuple(out)
 
 
-def _check_share(counts_share) -> float:
-    if isinstance(counts_share, bool) or not isinstance(counts_share, (int, float)):
-        raise TypeError(f"counts_share must be a number, got {counts_share!r}")
-    share = float(counts_share)
-    if not 0.0 < share < 1.0:
-        raise ValueError(f"counts_share must lie strictly between 0 and 1, got {counts_share!r}")
-    return share
-
-
 def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
     """The largest c ≥ 1 (to 1e-9) at which Budget(c(1−s)ε, δ) for the selection and
     Budget(c·s·ε, 0) for the counts compose, as calibrated, to ε at δ; 1 if none.
@@ -352,21 +344,23 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     Raises:
       BudgetExceededError: ``accountant`` has less than ``total`` left.
     """
-    share = _check_share(counts_share)
-    if composition not in ("basic", "tight"):
-        raise ValueError(f"composition must be 'basic' or 'tight', got {composition!r}")
+    share = checks.probability("counts_share", counts_share, types=(int, float),
+                               show_given=True)
+    checks.one_of("composition", composition, ("basic", "tight"), "'basic' or 'tight'")
     if (selection_mechanism is None) != (counts_max_items_per_user is None):
-        raise ValueError("give both selection_mechanism and counts_max_items_per_user "
-                         "(to state the composed guarantee), or neither")
+        raise ParameterError.worded(
+            "selection_mechanism", "give both selection_mechanism and counts_max_items_per_user "
+                                   "(to state the composed guarantee), or neither")
     if composition == "tight" and selection_mechanism is None:
-        raise ValueError("composition='tight' needs selection_mechanism and "
-                         "counts_max_items_per_user: the split is valid for those only")
+        raise ParameterError.worded(
+            "composition", "composition='tight' needs selection_mechanism and "
+                           "counts_max_items_per_user: the split is valid for those only")
     scale = 1.0
     selection: Budget | ZCDPBudget
     counts: Budget | ZCDPBudget
     if isinstance(total, Budget):
         if composition == "tight":
-            d0 = check_max_items(counts_max_items_per_user)
+            d0 = checks.max_items(counts_max_items_per_user)
             scale = _tight_scale(total, share, selection_mechanism, d0)
         if scale > 1.0:  # a tight split: each part bound to what it was computed for
             selection = TightSelectionBudget(scale * total.epsilon * (1.0 - share), total.delta,
@@ -380,7 +374,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         selection = ZCDPBudget(total.rho * (1.0 - share), total.delta)
         counts = ZCDPBudget(total.rho * share, 0.0)
     else:
-        raise TypeError(f"total must be a Budget or ZCDPBudget, got {total!r}")
+        raise ParameterTypeError("total", f"must be a Budget or ZCDPBudget, got {total!r}")
     tight = scale > 1.0
     parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
                                      counts_share=share, scale=scale)
@@ -610,17 +604,17 @@ class CountReleased(ReleaseTransform):
                  privacy_unit: str = "user_id", accountant=None, user_field: str | None = None,
                  item_field: str | None = None, items_field: str | None = None):
         super().__init__(label)
-        if not isinstance(released, beam.pvalue.PCollection):
-            raise TypeError("released must be the PCollection of released items, "
-                            f"got {type(released).__name__}")
+        checks.instance("released", released, beam.pvalue.PCollection,
+                        "the PCollection of released items", lambda v: type(v).__name__)
         self.released = released
         self.budget = budget
-        self.seed = hashing.check_seed(seed)
+        self.seed = checks.seed(seed)
         self.ngrams = bool(ngrams)
-        self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.privacy_unit = checks.privacy_unit(privacy_unit)
         if self.ngrams and self.privacy_unit != "user_id":
-            raise ValueError("CountReleased counts n-grams from (user_id, n-gram) pairs: "
-                             "privacy_unit='element' is for items, not n-grams")
+            raise ParameterError.worded(
+                "privacy_unit", "CountReleased counts n-grams from (user_id, n-gram) pairs: "
+                                "privacy_unit='element' is for items, not n-grams")
         self.fields = input_fields(self.privacy_unit, user_field, self.ngrams,
                                    item_field=item_field, items_field=items_field)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
@@ -635,8 +629,8 @@ class CountReleased(ReleaseTransform):
                 bound, budget, count_calibration)
             self.calibration = None
         else:
-            check_tight_part(budget, "max_items_per_user", bound,
-                             getattr(budget, "for_max_items_per_user", None))
+            checks.tight_part("max_items_per_user", bound,
+                              getattr(budget, "for_max_items_per_user", None))
             self.calibration = count_calibration(budget, bound)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, "CountReleased")

@@ -108,7 +108,7 @@ from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts, _to_chosen
 from beam_dpsu.beam.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration, gaussian_dp_equivalents, split_delta
-from beam_dpsu.core.tokenizer import a_type, plural
+from beam_dpsu.core.wording import a_type, plural
 from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram

@@ -16,12 +16,12 @@ import apache_beam as beam
 
 from beam_dpsu.core import max_items_choice
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import checks
 
 from beam_dpsu.core import policies
 from beam_dpsu.beam.max_items_routing import AutoSelection
-from beam_dpsu.core.budgets import Budget, ZCDPBudget, check_tight_part
-from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser
 from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismConfig,
                                        ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
@@ -131,18 +131,17 @@ class SelectItems(ReleaseTransform):
                  non_private_stats: bool = False, user_field: str | None = None,
                  item_field: str | None = None, items_field: str | None = None):
         super().__init__(label)
-        if not isinstance(mechanism, MechanismConfig):
-            raise TypeError(f"mechanism must be a beam_dpsu mechanism config, got {mechanism!r}")
-        if not isinstance(budget, (Budget, ZCDPBudget)):
-            raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        checks.instance("mechanism", mechanism, MechanismConfig,
+                        "a beam_dpsu mechanism config")
+        checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         self.mechanism = mechanism
         self.budget = budget
-        self.seed = hashing.check_seed(seed)
+        self.seed = checks.seed(seed)
         self.hot_key_fanout = hot_key_fanout
-        self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.privacy_unit = checks.privacy_unit(privacy_unit)
         self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
                                    items_field=items_field)
-        check_tight_part(budget, "mechanism", mechanism, getattr(budget, "for_mechanism", None))
+        checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
         # pipeline runs; every candidate's selection is calibrated now.
         self.auto_plan = None

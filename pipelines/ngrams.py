@@ -37,7 +37,7 @@ from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of  # noqa: E402
 from beam_dpsu.extract_ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.tokenizer import plural  # noqa: E402
+from beam_dpsu.core.wording import plural  # noqa: E402
 from pipelines.inputs import DOCUMENT_FORMATS, ReadDocuments  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",

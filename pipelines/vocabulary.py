@@ -32,7 +32,7 @@ from beam_dpsu.core import mechanisms  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.tokenizer import plural  # noqa: E402
+from beam_dpsu.core.wording import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ROW_AS_USER, ReadPairs, ReadUserItems, items_of  # noqa: E402
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]

@@ -46,10 +46,11 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import checks, hashing
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
-from beam_dpsu.core.tokenizer import Tokens, a_type
+from beam_dpsu.core.tokenizer import Tokens
+from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = [
@@ -74,17 +75,10 @@ __all__ = [
 
 _ELEMENT = "(user_id, item) pair or (user_id, items) record"
 
-# What identifies the unit of privacy: a user id shared by any number of
-# elements (merged before bounding), or each element on its own.
-PRIVACY_UNITS = ("user_id", "element")
-
-
-def check_privacy_unit(privacy_unit: Any) -> str:
-    """Validates ``privacy_unit`` (one of ``PRIVACY_UNITS``); raises naming the choices."""
-    if privacy_unit not in PRIVACY_UNITS:
-        raise ValueError(f"privacy_unit must be one of {list(PRIVACY_UNITS)}, got "
-                         f"{privacy_unit!r}")
-    return privacy_unit
+# What identifies the unit of privacy (``checks.PRIVACY_UNITS``), and its check,
+# re-exported for the callers of bounding.check_privacy_unit.
+PRIVACY_UNITS = checks.PRIVACY_UNITS
+check_privacy_unit = checks.privacy_unit
 
 
 class InvalidRecordError(ValueError):
@@ -392,8 +386,8 @@ class ItemCountsPerUser(beam.PTransform):
                  seed: int | None = None):
         super().__init__()
         self._occurrences = bool(occurrences)
-        self._privacy_unit = check_privacy_unit(privacy_unit)
-        self._seed = hashing.check_seed(seed)
+        self._privacy_unit = checks.privacy_unit(privacy_unit)
+        self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "ItemCountsPerUser")
 
     def expand(self, elements):
@@ -496,10 +490,8 @@ class SampleEachUser(beam.PTransform):
 
     def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
         super().__init__()
-        if max_items_per_user < 1:
-            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
-        self._max_items = max_items_per_user
-        self._seed = hashing.check_seed(seed)
+        self._max_items = checks.at_least("max_items_per_user", max_items_per_user, 1)
+        self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "SampleEachUser")
         self._salt = salt
 
@@ -526,7 +518,7 @@ class SampleItemsPerUser(beam.PTransform):
     def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
                  privacy_unit: str = "user_id"):
         super().__init__()
-        warn_if_seeded(hashing.check_seed(seed), self._NAME)
+        warn_if_seeded(checks.seed(seed), self._NAME)
         with seed_announced():
             self._sample = SampleEachUser(max_items_per_user, seed, salt)
             self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,

@@ -46,8 +46,9 @@ from typing import Any, Callable, Iterable
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from beam_dpsu.core import checks
 from beam_dpsu.core.hashing import stable_hash64
-from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["release_order", "format_released", "format_count_line", "unescape",
@@ -273,8 +274,7 @@ class WriteReleased(beam.PTransform):
                  num_shards: int = 1, format_line: Callable[[Any], str] | None = None,
                  sort_key: Callable[[Any], Any] | None = None):
         super().__init__()
-        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-            raise ValueError(f"num_shards must be an int >= 1, got {num_shards!r}")
+        checks.integer("num_shards", num_shards, types=(int,))
         self._prefix = file_path_prefix
         self._suffix = file_name_suffix
         self._num_shards = num_shards

@@ -58,13 +58,14 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
 from beam_dpsu.beam.bounding import UserSampler, distinct_element_id, element_distinct_items
 from beam_dpsu.beam.histograms import merge_histograms, split_by_shard
-from beam_dpsu.core.hashing import canonical_bytes, check_seed, random_id128, stable_hash64
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.core.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
     policy_weights
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.core.tokenizer import a_type
-from beam_dpsu.core.thresholds import check_max_items
+from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 
 __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
@@ -375,19 +376,20 @@ class SequentialPolicyHistogram(beam.PTransform):
                  item_shards: int | None = None, sample_elements: int | None = None,
                  seed: int | None = None):
         super().__init__()
-        _check_count("shards", shards)
+        checks.integer("shards", shards, types=(int,))
         if item_shards is not None:
-            _check_count("item_shards", item_shards)
-        seed = check_seed(seed)
+            checks.integer("item_shards", item_shards, types=(int,))
+        seed = checks.seed(seed)
         warn_if_seeded(seed, "SequentialPolicyHistogram")
         if sample_elements is None:
             if seed is not None:  # records come sampled: nothing here would use it
-                raise ValueError("SequentialPolicyHistogram takes a seed only with "
-                                 "sample_elements (it seeds the elements' ids and samples)")
+                raise ParameterError.worded(
+                    "seed", "SequentialPolicyHistogram takes a seed only with "
+                            "sample_elements (it seeds the elements' ids and samples)")
             self._pack = _UserBlocksFn(shards, order_key)
         else:
             self._pack = _ElementBlocksFn(
-                shards, order_key, check_max_items(sample_elements, "sample_elements"), seed)
+                shards, order_key, checks.max_items(sample_elements, "sample_elements"), seed)
         self._update = update
         self._cutoff = cutoff
         self._item_shards = item_shards
@@ -414,11 +416,6 @@ class SequentialPolicyHistogram(beam.PTransform):
                 | "SumPerItemShard" >> beam.Map(merge_histograms))
 
 
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-
-
 class OrderItemsForGW(beam.PTransform):
     """(user_id, {item: count}) → (user_id, the user's top-Δ0 items in GW priority order).
 
@@ -433,7 +430,7 @@ class OrderItemsForGW(beam.PTransform):
     def __init__(self, order_key: bytes, max_items_per_user: int, public_counts=None):
         super().__init__()
         self._key = order_key
-        self._max_items = check_max_items(max_items_per_user)
+        self._max_items = checks.max_items(max_items_per_user)
         self._public = public_counts
 
     def expand(self, user_counts):

@@ -21,7 +21,10 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, special
 
-from beam_dpsu.core.tokenizer import a_type, plural
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.checks import require_delta  # re-exported: callers of budgets.require_delta
+from beam_dpsu.core.wording import a_type, plural
 
 __all__ = [
     "Budget",
@@ -29,7 +32,6 @@ __all__ = [
     "BudgetAccountant",
     "BudgetExceededError",
     "require_delta",
-    "check_tight_part",
     "geometric_split_weights",
     "gaussian_noise_schedule",
     "analytic_gaussian_sigma",
@@ -38,58 +40,6 @@ __all__ = [
     "zcdp_to_dp",
     "dp_to_zcdp",
 ]
-
-
-def _check_positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
-def _check_probability(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
-    return value
-
-
-def _check_budget_delta(value: float) -> float:
-    """δ of a budget: 0 (a pure budget) or in (0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"delta must be a number, got {value!r}")
-    value = float(value)
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"delta must satisfy 0 <= delta < 1, got {value!r}")
-    return value
-
-
-def require_delta(budget, what: str):
-    """Returns ``budget`` if its δ > 0; otherwise a clear error naming ``what``.
-
-    Releasing an item that a single user holds has positive probability in
-    every set-union mechanism, so none of them is pure: each needs δ > 0 for
-    its threshold (or keep probability). Counts of released items do not.
-    """
-    if budget.delta <= 0.0:
-        raise ValueError(
-            f"{what} needs delta > 0: selecting items is never pure differential privacy "
-            f"(an item held by one user must be released with probability at most delta), "
-            f"got a pure budget {budget.to_dict()}")
-    return budget
-
-
-def _check_split_weights(weights: Sequence[float]) -> np.ndarray:
-    w = np.asarray(list(weights), dtype=float)
-    if w.size == 0:
-        raise ValueError("split needs at least one weight, got none")
-    if not np.all(np.isfinite(w)) or np.any(w <= 0):
-        raise ValueError(f"split weights must be finite and > 0, got {list(weights)!r}")
-    return w / w.sum()
 
 
 def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
@@ -109,19 +59,16 @@ def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     Raises:
       ValueError: ``rounds`` < 1, ``ratio`` outside (0, 1], or a share would underflow.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
-        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-    ratio = float(ratio)
-    if not 0.0 < ratio <= 1.0:
-        raise ValueError(f"ratio must satisfy 0 < ratio <= 1, got {ratio!r}")
+    checks.integer("rounds", rounds)
+    ratio = checks.ratio("ratio", ratio)
     if ratio == 1.0:
         return [1.0 / rounds] * rounds
     norm = (1.0 - ratio) / (1.0 - ratio ** rounds)
     weights = [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
     if weights[0] < 1e-300:  # the first round's share r^{I−1}·(1−r)/(1−r^I) underflows
-        raise ValueError(f"ratio = {ratio:g} over {rounds} rounds gives the first round a share "
-                         f"of {weights[0]:g} of the budget (below 1e-300); raise ratio or use "
-                         "fewer rounds")
+        raise ParameterError("ratio", f"= {ratio:g} over {rounds} rounds gives the first round "
+                             f"a share of {weights[0]:g} of the budget (below 1e-300); raise "
+                             "ratio or use fewer rounds")
     return weights
 
 
@@ -133,16 +80,15 @@ def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0)
     ``decay`` = c gives σ_k = c·σ_{k−1} (dpne §3.1.1; c = 1: equal σ_k), so
     σ_1 = σ*·√(Σ_{k<T} c^{−2k}).
     """
-    sigma_total = _check_positive("sigma_total", sigma_total)
-    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
-        raise ValueError(f"levels must be an int >= 1, got {levels!r}")
-    decay = _check_positive("decay", decay)
+    sigma_total = checks.positive("sigma_total", sigma_total)
+    checks.integer("levels", levels)
+    decay = checks.positive("decay", decay)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         powers = decay ** np.arange(levels, dtype=np.float64)  # σ_k / σ_1
         sigma_1 = sigma_total * math.sqrt(float(np.sum(powers ** -2.0)))
         sigmas = [float(sigma_1 * p) for p in powers]
     if not all(math.isfinite(s) and s > 0 for s in sigmas):
-        raise ValueError(
+        raise ParameterError.worded("decay",
             f"noise decay {decay:g} over {levels} levels gives a sigma outside the float range "
             f"(sigma_1 = {sigmas[0]:g}, sigma_{levels} = {sigmas[-1]:g}); use a decay closer to 1")
     return sigmas
@@ -168,8 +114,8 @@ class Budget:
     delta: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _check_budget_delta(self.delta))
+        object.__setattr__(self, "epsilon", checks.positive("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["Budget"]:
         """Splits into parts proportional to ``weights`` (basic composition).
@@ -177,7 +123,7 @@ class Budget:
         ε and δ both add under sequential composition (Dwork & Roth, Thm 3.16),
         so the parts' ε and δ sum to this budget's.
         """
-        w = _check_split_weights(weights)
+        w = checks.split_weights(weights)
         return [Budget(self.epsilon * x, self.delta * x) for x in w]
 
     def to_zcdp(self) -> "ZCDPBudget":
@@ -186,8 +132,9 @@ class Budget:
         accounted beside zCDP parts. Only for δ = 0: an (ε, δ > 0) guarantee has
         no such conversion."""
         if self.delta != 0:
-            raise ValueError("only a pure budget (delta = 0) converts to zCDP: ε-DP implies "
-                             f"(ε²/2)-zCDP; got delta = {self.delta!r}")
+            raise ParameterError.worded(
+                "delta", "only a pure budget (delta = 0) converts to zCDP: ε-DP implies "
+                         f"(ε²/2)-zCDP; got delta = {self.delta!r}")
         return ZCDPBudget(self.epsilon ** 2 / 2.0, 0.0)
 
     def to_dict(self) -> dict:
@@ -209,8 +156,8 @@ class ZCDPBudget:
     delta: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "rho", _check_positive("rho", self.rho))
-        object.__setattr__(self, "delta", _check_budget_delta(self.delta))
+        object.__setattr__(self, "rho", checks.positive("rho", self.rho))
+        object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["ZCDPBudget"]:
         """Splits into parts proportional to ``weights``.
@@ -218,7 +165,7 @@ class ZCDPBudget:
         ρ adds exactly and δ adds as an upper bound (dp-sips Lemma 6:
         δ + δ' − δδ' ≤ δ + δ'), so the parts compose to within this budget.
         """
-        w = _check_split_weights(weights)
+        w = checks.split_weights(weights)
         return [ZCDPBudget(self.rho * x, self.delta * x) for x in w]
 
     def to_dp(self, delta_dp: float) -> Budget:
@@ -227,16 +174,6 @@ class ZCDPBudget:
 
     def to_dict(self) -> dict:
         return {"type": "approx-zcdp", "rho": self.rho, "delta": self.delta}
-
-
-def check_tight_part(budget, what: str, given, bound_to) -> None:
-    """Refuses a tight split's part used with another mechanism or Δ0 than its own."""
-    if bound_to is not None and given != bound_to:
-        raise ValueError(
-            f"this budget is one part of a tight split (split_selection_and_counts("
-            f"composition='tight')) computed for {what} {bound_to!r}, not {given!r}: the "
-            "two parts compose to the total only as computed; split again for this "
-            f"{what}, or use composition='basic'")
 
 
 def _budget_kind(budget) -> type:
@@ -264,8 +201,7 @@ class BudgetAccountant:
     _TOLERANCE = 1e-9
 
     def __init__(self, total: Budget | ZCDPBudget):
-        if not isinstance(total, (Budget, ZCDPBudget)):
-            raise TypeError(f"total must be a Budget or ZCDPBudget, got {total!r}")
+        checks.instance("total", total, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         self.total = total
         self._spent: list = []
 
@@ -287,8 +223,8 @@ class BudgetAccountant:
         they are built.
         """
         if _budget_kind(part) is not _budget_kind(self.total):
-            raise TypeError(
-                f"cannot spend {a_type(part)} from {a_type(self.total)} total")
+            raise ParameterTypeError.worded(
+                "part", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
@@ -304,8 +240,8 @@ class BudgetAccountant:
         """Spends every part, or none of them if together they do not fit."""
         for part in parts:
             if _budget_kind(part) is not _budget_kind(self.total):
-                raise TypeError(f"cannot spend {a_type(part)} from "
-                                f"{a_type(self.total)} total")
+                raise ParameterTypeError.worded(
+                    "parts", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
@@ -400,9 +336,9 @@ def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float
 
     dpsu Proposition 2.2 (Balle & Wang 2018, Theorem 8).
     """
-    sigma = _check_positive("sigma", sigma)
-    epsilon = _check_positive("epsilon", epsilon)
-    l2_sensitivity = _check_positive("l2_sensitivity", l2_sensitivity)
+    sigma = checks.positive("sigma", sigma)
+    epsilon = checks.positive("epsilon", epsilon)
+    l2_sensitivity = checks.positive("l2_sensitivity", l2_sensitivity)
     return math.exp(_log_gaussian_delta(sigma, epsilon, l2_sensitivity))
 
 
@@ -430,9 +366,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
     Raises:
       ValueError: a parameter is out of range, or σ would not be a finite float.
     """
-    epsilon = _check_positive("epsilon", epsilon)
-    delta = _check_probability("delta", delta)
-    l2_sensitivity = _check_positive("l2_sensitivity", l2_sensitivity)
+    epsilon = checks.positive("epsilon", epsilon)
+    delta = checks.probability("delta", delta)
+    l2_sensitivity = checks.positive("l2_sensitivity", l2_sensitivity)
     log_delta = math.log(delta)
 
     def f(log_s: float) -> float:
@@ -462,8 +398,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
         s = _conservative_gaussian_sigma(epsilon, delta)
     sigma = s * l2_sensitivity
     if not (math.isfinite(sigma) and sigma > 0):
-        raise ValueError(
-            f"the Gaussian noise for epsilon = {epsilon:g}, delta = {delta:g} and "
+        raise ParameterError.worded(
+            "epsilon", f"the Gaussian noise for epsilon = {epsilon:g}, delta = {delta:g} and "
             f"l2_sensitivity = {l2_sensitivity:g} has sigma = {sigma:g}, not a positive finite "
             "float: raise epsilon or delta, or lower the sensitivity")
     return sigma
@@ -512,8 +448,8 @@ def zcdp_delta_for_epsilon(rho: float, epsilon: float) -> float:
     dp-sips Lemma 8 (Canonne, Kamath & Steinke 2020, Proposition 7):
     δ = inf_{α>1} exp((α−1)(αρ − ε)) / (α−1) · (1 − 1/α)^α.
     """
-    rho = _check_positive("rho", rho)
-    epsilon = _check_positive("epsilon", epsilon)
+    rho = checks.positive("rho", rho)
+    epsilon = checks.positive("epsilon", epsilon)
     return math.exp(_log_zcdp_delta(rho, epsilon))
 
 
@@ -537,13 +473,13 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     Returns:
       ε.
     """
-    rho = _check_positive("rho", rho)
+    rho = checks.positive("rho", rho)
     # δ_CDP = 0 is pure ρ-zCDP (Corollary 9 then is Lemma 8 alone).
-    delta_cdp = 0.0 if delta_cdp == 0 else _check_probability("delta_cdp", delta_cdp)
-    delta_dp = _check_probability("delta_dp", delta_dp)
+    delta_cdp = 0.0 if delta_cdp == 0 else checks.probability("delta_cdp", delta_cdp)
+    delta_dp = checks.probability("delta_dp", delta_dp)
     if delta_dp <= delta_cdp:
-        raise ValueError(
-            f"delta_dp must exceed delta_cdp ({delta_cdp!r}) to convert, got {delta_dp!r}")
+        raise ParameterError("delta_dp", f"must exceed delta_cdp ({delta_cdp!r}) to convert, "
+                                         f"got {delta_dp!r}")
     target = (delta_dp - delta_cdp) / (1.0 - delta_cdp)
     log_target = math.log(target)
 
@@ -558,8 +494,8 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     classic = (rho + 2.0 * math.sqrt(rho * -log_target)) * (1.0 + 16.0 * sys.float_info.epsilon)
     lo, hi = min(1e-12, 1e-3 * classic), classic + 10.0
     if not math.isfinite(hi):
-        raise ValueError(f"rho = {rho:g} is too large: the (epsilon, delta)-DP guarantee it "
-                         "implies has an epsilon beyond float range")
+        raise ParameterError("rho", f"= {rho:g} is too large: the (epsilon, delta)-DP guarantee "
+                                    "it implies has an epsilon beyond float range")
     if rho > _LARGEST_RESOLVED_RHO:
         return classic
     if f(lo) <= 0:
@@ -593,12 +529,12 @@ def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
     Returns:
       ``ZCDPBudget(rho, delta_cdp)`` with the largest such ρ.
     """
-    epsilon = _check_positive("epsilon", epsilon)
-    delta_dp = _check_probability("delta_dp", delta_dp)
-    delta_cdp = _check_probability("delta_cdp", delta_cdp)
+    epsilon = checks.positive("epsilon", epsilon)
+    delta_dp = checks.probability("delta_dp", delta_dp)
+    delta_cdp = checks.probability("delta_cdp", delta_cdp)
     if delta_dp <= delta_cdp:
-        raise ValueError(
-            f"delta_dp must exceed delta_cdp ({delta_cdp!r}) to convert, got {delta_dp!r}")
+        raise ParameterError("delta_dp", f"must exceed delta_cdp ({delta_cdp!r}) to convert, "
+                                         f"got {delta_dp!r}")
     log_target = math.log((delta_dp - delta_cdp) / (1.0 - delta_cdp))
 
     def f(log_rho: float) -> float:
@@ -615,9 +551,9 @@ def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
     big_l = -log_target
     classic = epsilon / (math.sqrt(big_l + epsilon) + math.sqrt(big_l)) ** 2 * epsilon
     if not (classic >= 1e-300 and math.isfinite(classic)):
-        raise ValueError(
-            f"epsilon = {epsilon:g} is too small to convert to zCDP at delta = {delta_dp:g}: "
-            "the largest rho meeting it is below 1e-300")
+        raise ParameterError(
+            "epsilon", f"= {epsilon:g} is too small to convert to zCDP at delta = {delta_dp:g}: "
+                       "the largest rho meeting it is below 1e-300")
     lo, hi = math.log(classic), math.log(epsilon) + 5.0
     if not f(lo) <= 0 <= f(hi):
         return ZCDPBudget(classic * (1.0 - 1e-9), delta_cdp)

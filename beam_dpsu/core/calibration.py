@@ -59,10 +59,11 @@ from fractions import Fraction
 import numpy as np
 from scipy import optimize
 
-from beam_dpsu.core import budgets
+from beam_dpsu.core import budgets, checks
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration", "DeltaSplit",
            "split_delta", "threshold_delta_cost", "gaussian_dp_equivalents",
@@ -105,12 +106,12 @@ class Calibration:
     delta_noise: float | None = None
 
     def __post_init__(self):
-        if self.noise not in (LAPLACE, GAUSSIAN):
-            raise ValueError(f"noise must be 'laplace' or 'gaussian', got {self.noise!r}")
+        checks.one_of("noise", self.noise, (LAPLACE, GAUSSIAN), "'laplace' or 'gaussian'")
         if not (math.isfinite(self.noise_scale) and self.noise_scale > 0):
-            raise ValueError(f"noise_scale must be finite and > 0, got {self.noise_scale!r}")
+            raise ParameterError("noise_scale", f"must be finite and > 0, got {self.noise_scale!r}")
         if not math.isfinite(self.release_threshold):
-            raise ValueError(f"release_threshold must be finite, got {self.release_threshold!r}")
+            raise ParameterError("release_threshold",
+                                 f"must be finite, got {self.release_threshold!r}")
 
     @property
     def gaussian_mu(self) -> float | None:
@@ -253,7 +254,7 @@ def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
         return budget.epsilon
     if isinstance(budget, ZCDPBudget):
         return math.sqrt(2.0 * budget.rho)
-    raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
 
 def _finite_noise_scale(scale: float, name: str, budget) -> float:
@@ -263,15 +264,15 @@ def _finite_noise_scale(scale: float, name: str, budget) -> float:
     param, value = (("epsilon", budget.epsilon) if isinstance(budget, Budget)
                     else ("rho", budget.rho))
     direction = "small" if scale > 0 else "large"
-    raise ValueError(
-        f"{param} = {value:g} is too {direction}: the noise scale {name} = {scale:g} is not a "
-        f"positive finite float")
+    raise ParameterError(
+        param, f"= {value:g} is too {direction}: the noise scale {name} = {scale:g} is not a "
+               f"positive finite float")
 
 
 def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
-    budgets.require_delta(budget, source)
+    checks.require_delta(budget, source)
     lam = _finite_noise_scale(l1_sensitivity / _laplace_epsilon(budget), "lambda", budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
@@ -380,8 +381,9 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
         # Every split failed: the even split's own error names the problem.
         sigma = budgets.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
         objective(sigma, delta / 2.0)
-        raise ValueError(f"no split of delta = {delta!r} between noise and thresholds works "
-                         f"at epsilon = {epsilon!r}")
+        raise ParameterError.worded(
+            "delta", f"no split of delta = {delta!r} between noise and thresholds works at "
+                     f"epsilon = {epsilon!r}")
     best = min(feasible, key=lambda i: values[i].objective)
     lo = float(grid[max(best - 1, 0)])
     hi = float(grid[min(best + 1, len(grid) - 1)])
@@ -413,7 +415,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
     ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
     """
-    budgets.require_delta(budget, source)
+    checks.require_delta(budget, source)
     delta_noise = None
     if isinstance(budget, Budget):
         split = split_delta(budget.epsilon, budget.delta,
@@ -424,7 +426,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
         sigma = _finite_noise_scale(l2_sensitivity / math.sqrt(2.0 * budget.rho), "sigma", budget)
         threshold_delta = budget.delta
     else:
-        raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
     return Calibration(
         noise=GAUSSIAN, noise_scale=sigma,
         release_threshold=threshold_fn(sigma, threshold_delta, max_items_per_user),

@@ -38,7 +38,7 @@ from typing import ClassVar, Mapping, cast
 
 import numpy as np
 
-from beam_dpsu.core import budgets
+from beam_dpsu.core import budgets, checks
 
 from beam_dpsu.core import max_items_choice
 
@@ -46,6 +46,7 @@ from beam_dpsu.core import policies
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
                                    RoundsCalibration, gaussian_calibration, laplace_calibration,
                                    split_delta)
@@ -77,13 +78,13 @@ class MechanismConfig:
 
     def __post_init__(self):
         # Validates whichever of the shared parameters the config has.
-        checks = {"max_items_per_user": max_items_choice.check_max_items_or_auto,
-                  "alpha": _check_alpha,
-                  "shards": _check_shards}
+        validators = {"max_items_per_user": max_items_choice.check_max_items_or_auto,
+                      "alpha": lambda value: checks.non_negative("alpha", value),
+                      "shards": lambda value: checks.integer("shards", value)}
         for field in dataclasses.fields(self):
-            if field.name in checks:
+            if field.name in validators:
                 object.__setattr__(self, field.name,
-                                   checks[field.name](getattr(self, field.name)))
+                                   validators[field.name](getattr(self, field.name)))
 
     def calibrate(  # pragma: no cover - abstract
             self, budget) -> Calibration | KeepProbabilityCalibration | RoundsCalibration:
@@ -92,14 +93,14 @@ class MechanismConfig:
     def _check_budget(self, budget):
         """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
         if max_items_choice.is_auto(getattr(self, "max_items_per_user", None)):
-            raise ValueError(
+            raise ParameterError.worded(
+                "max_items_per_user",
                 f"{self.name}: max_items_per_user='auto' is chosen from the data when the "
                 "pipeline runs, so this config has no calibration of its own; give it to "
                 "SelectItems (its report shows every candidate's), or calibrate "
                 "beam_dpsu.core.max_items_choice.with_max_items(config, n)")
-        if not isinstance(budget, (Budget, ZCDPBudget)):
-            raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
-        return budgets.require_delta(budget, f"mechanism {self.name!r}")
+        checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
+        return checks.require_delta(budget, f"mechanism {self.name!r}")
 
     def to_dict(self) -> dict:
         # Every subclass is a dataclass; the base, which mypy checks here, is not.
@@ -229,7 +230,8 @@ class TruncatedGeometric(ParallelMechanism):
     def calibrate(self, budget) -> KeepProbabilityCalibration:
         budget = self._check_budget(budget)
         if not isinstance(budget, Budget):
-            raise ValueError(
+            raise ParameterError.worded(
+                "budget",
                 "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) "
                 "and has no zCDP calibration: give it a Budget(epsilon, delta)")
         d0 = self.max_items_per_user
@@ -239,7 +241,8 @@ class TruncatedGeometric(ParallelMechanism):
         # probabilities actually used still meet (ε', δ').
         # Compared in logs: e^ε' overflows for huge ε.
         if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
-            raise ValueError(
+            raise ParameterError.worded(
+                "delta",
                 f"truncated-geometric: delta per item = delta/max_items_per_user = "
                 f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
                 f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
@@ -301,12 +304,12 @@ class SIPS(MechanismConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.removal not in ("side_input", "join"):
-            raise ValueError(f"removal must be 'side_input' or 'join', got {self.removal!r}")
+        checks.one_of("removal", self.removal, ("side_input", "join"),
+                      "'side_input' or 'join'")
         if (isinstance(self.rounds, (int, np.integer)) and not isinstance(self.rounds, bool)
                 and self.rounds > self.MAX_ROUNDS):
-            raise ValueError(f"rounds must be at most {self.MAX_ROUNDS} (each round is a stage "
-                             f"of the pipeline), got {self.rounds!r}")
+            raise ParameterError("rounds", f"must be at most {self.MAX_ROUNDS} (each round is a "
+                                           f"stage of the pipeline), got {self.rounds!r}")
         budgets.geometric_split_weights(self.rounds, self.ratio)  # validates both
         object.__setattr__(self, "rounds", int(self.rounds))
         object.__setattr__(self, "ratio", float(self.ratio))
@@ -327,10 +330,10 @@ class SIPS(MechanismConfig):
         rho = 0.5 * (1.0 / split.sigma_total) ** 2
         w_first = budgets.geometric_split_weights(self.rounds, self.ratio)[0]
         if not (math.isfinite(rho) and rho * w_first > 0.0):
-            raise ValueError(
-                f"epsilon = {budget.epsilon:g} is too small for sips over {self.rounds} rounds: "
-                f"the rounds' noise (sigma_total = {split.sigma_total:g}) is outside the float "
-                "range; raise epsilon or use fewer rounds")
+            raise ParameterError(
+                "epsilon", f"= {budget.epsilon:g} is too small for sips over {self.rounds} "
+                           f"rounds: the rounds' noise (sigma_total = {split.sigma_total:g}) is "
+                           "outside the float range; raise epsilon or use fewer rounds")
         return ZCDPBudget(rho, split.threshold_delta)
 
     def zcdp_budget(self, budget) -> ZCDPBudget:
@@ -344,7 +347,7 @@ class SIPS(MechanismConfig):
             return budget
         if isinstance(budget, Budget):
             return self._equivalent_zcdp(budget, self._delta_split(budget))
-        raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
     def round_budgets(self, budget) -> list[ZCDPBudget]:
         """(ρ_i, δ_i) of each round; they sum to the total (dp-sips Thm 1 proof)."""
@@ -370,21 +373,6 @@ class SIPS(MechanismConfig):
                                  source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, "
                                         "Theorem 1; under (ε, δ): one analytic Gaussian "
                                         "for all rounds (Dong, Roth & Su 2022, Cor. 3.3)")
-
-
-def _check_alpha(value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"alpha must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"alpha must be a finite number >= 0, got {value!r}")
-    return value
-
-
-def _check_shards(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"shards must be an int >= 1, got {value!r}")
-    return int(value)
 
 
 class SequentialMechanism(MechanismConfig):
@@ -507,8 +495,8 @@ class GreedyWithoutSampling(SequentialMechanism):
         super().__post_init__()
         pc = self.public_counts
         if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):
-            raise TypeError("public_counts must be None, a mapping item -> count or a "
-                            f"PCollection of (item, count), got {type(pc).__name__}")
+            raise ParameterTypeError("public_counts", "must be None, a mapping item -> count or "
+                                     f"a PCollection of (item, count), got {type(pc).__name__}")
         if isinstance(pc, Mapping):
             for count in pc.values():
                 policies.check_public_count(count)
@@ -522,7 +510,8 @@ class GreedyWithoutSampling(SequentialMechanism):
             "every held item noised and ρ for one key at 1 and Δ0−1 at 0 (DESIGN §3)"))
         assert calibration.cutoff is not None  # set by _with_cutoff
         if calibration.cutoff < 1.0:
-            raise ValueError(
+            raise ParameterError.worded(
+                "alpha",
                 f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "
                 "raise alpha or lower delta")
         return calibration
@@ -583,12 +572,14 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
         does not take.
     """
     if name in _NOT_PRIVATE:
-        raise ValueError(_NOT_PRIVATE[name])
+        raise ParameterError.worded("mechanism", _NOT_PRIVATE[name])
     if name not in MECHANISMS:
-        raise ValueError(f"unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
+        raise ParameterError.worded(
+            "mechanism", f"unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
     cls = MECHANISMS[name]
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = {k for k, v in params.items() if k not in fields and v is not None}
     if unknown and not ignore_unused:
-        raise ValueError(f"mechanism {name!r} does not take {sorted(unknown)}")
+        raise ParameterError.worded("mechanism",
+                                    f"mechanism {name!r} does not take {sorted(unknown)}")
     return cls(**{k: v for k, v in params.items() if k in fields and v is not None})
