@@ -118,6 +118,11 @@ class Calibration:
         """μ = Δ2/σ of the Gaussian noise (μ-GDP, Dong, Roth & Su 2022), None for Laplace."""
         return self.sensitivity / self.noise_scale if self.noise == GAUSSIAN else None
 
+    def weight_threshold(self) -> float:
+        """T: the weight at which an item is released with probability ½ (the Δ0 rule's
+        threshold, ``max_items_choice``): the release threshold."""
+        return self.release_threshold
+
     def to_dict(self) -> dict:
         return {
             "budget": self.budget.to_dict(),
@@ -169,6 +174,10 @@ class RoundsCalibration:
     @property
     def gaussian_mu(self) -> float:
         return 1.0 / self.sigma_total
+
+    def weight_threshold(self) -> float:
+        """T of the last (largest-budget) round, whose threshold is the largest."""
+        return self.rounds[-1].release_threshold
 
     def to_dict(self) -> dict:
         return {
@@ -227,6 +236,17 @@ class KeepProbabilityCalibration:
         """Which items are kept: U < π(count) with U uniform on [0, 1)."""
         pi = self.keep_probability(counts)
         return rng.random(pi.shape) < pi
+
+    def weight_threshold(self) -> float:
+        """The smallest count kept with probability ≥ ½ (π grows with the count)."""
+        lo, hi = 1, self.users_kept_surely
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.keep_probability([mid])[0] >= 0.5:
+                hi = mid
+            else:
+                lo = mid + 1
+        return float(lo)
 
     def to_dict(self) -> dict:
         return {

@@ -83,11 +83,10 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from beam_dpsu.core import checks, policies
+from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, RoundsCalibration
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 
 __all__ = [
@@ -290,38 +289,21 @@ MASSES = {"m": _linear_mass, "1": _constant_mass, "sqrt(m)": _sqrt_mass,
 
 def user_mass(mechanism) -> str:
     """The name, in ``MASSES``, of g(m): the weight a user keeping m items places
-    (see the module docstring)."""
-    from beam_dpsu.core import mechanisms  # configs imports this module
-
-    if isinstance(mechanism, mechanisms.ParallelMechanism):
-        by_weight: dict[Callable[[int], float], str] = {
-            policies.count_weight: "m", policies.weighted_laplace_weight: "1",
-            policies.weighted_gaussian_weight: "sqrt(m)"}
-        return by_weight[type(mechanism).item_weight]
-    if isinstance(mechanism, (mechanisms.SIPS, mechanisms.PolicyGaussian)):
-        return "sqrt(m)"
-    if isinstance(mechanism, (mechanisms.PolicyLaplace, mechanisms.GreedyWithoutSampling)):
-        return "m/(m+1)"
-    raise TypeError(f"no Δ0 rule for {type(mechanism).__name__}")
+    (see the module docstring). Each mechanism config states its own
+    (``user_mass``, a class attribute)."""
+    mass = getattr(mechanism, "user_mass", None)
+    if mass not in MASSES:
+        raise TypeError(f"no Δ0 rule for {type(mechanism).__name__}")
+    return mass
 
 
 def weight_threshold(calibration) -> float:
-    """T: the weight at which an item is released with probability ½."""
-    if isinstance(calibration, RoundsCalibration):
-        return calibration.rounds[-1].release_threshold
-    if isinstance(calibration, KeepProbabilityCalibration):
-        # π grows with the count: the smallest count kept with probability ≥ ½.
-        lo, hi = 1, calibration.users_kept_surely
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if calibration.keep_probability([mid])[0] >= 0.5:
-                hi = mid
-            else:
-                lo = mid + 1
-        return float(lo)
-    if isinstance(calibration, Calibration):
-        return calibration.release_threshold
-    raise TypeError(f"no release threshold for {type(calibration).__name__}")
+    """T: the weight at which an item is released with probability ½ (each
+    calibration computes its own, ``weight_threshold()``)."""
+    threshold = getattr(calibration, "weight_threshold", None)
+    if threshold is None:
+        raise TypeError(f"no release threshold for {type(calibration).__name__}")
+    return threshold()
 
 
 def with_max_items(mechanism, max_items_per_user: int | AutoMaxItems):

@@ -75,6 +75,9 @@ class MechanismConfig:
     """
 
     name: ClassVar[str]
+    # g(m), the weight a user keeping m items places, as a key of
+    # ``max_items_choice.MASSES``: the mechanism's rule for max_items_per_user="auto".
+    user_mass: ClassVar[str]
 
     def __post_init__(self):
         # Validates whichever of the shared parameters the config has.
@@ -129,6 +132,7 @@ class CountLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-laplace"
+    user_mass: ClassVar[str] = "m"
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -149,6 +153,7 @@ class CountGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-gaussian"
+    user_mass: ClassVar[str] = "m"
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -169,6 +174,7 @@ class WeightedLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-laplace"
+    user_mass: ClassVar[str] = "1"
     item_weight = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -193,6 +199,7 @@ class WeightedGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-gaussian"
+    user_mass: ClassVar[str] = "sqrt(m)"
     item_weight = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -225,6 +232,7 @@ class TruncatedGeometric(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "truncated-geometric"
+    user_mass: ClassVar[str] = "m"
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> KeepProbabilityCalibration:
@@ -298,6 +306,7 @@ class SIPS(MechanismConfig):
     ratio: float = 1.0 / 3.0
     removal: str = "side_input"
     name: ClassVar[str] = "sips"
+    user_mass: ClassVar[str] = "sqrt(m)"
     # Rounds are unrolled when the pipeline is built: 100 run in ~40 s on the
     # DirectRunner; dp-sips uses 3 to 5 (§5).
     MAX_ROUNDS: ClassVar[int] = 100
@@ -406,6 +415,7 @@ class PolicyLaplace(SequentialMechanism):
     alpha: float = 3.0
     shards: int = 1
     name: ClassVar[str] = "policy-laplace"
+    user_mass: ClassVar[str] = "m/(m+1)"
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -434,6 +444,7 @@ class PolicyGaussian(SequentialMechanism):
     alpha: float = 3.0
     shards: int = 1
     name: ClassVar[str] = "policy-gaussian"
+    user_mass: ClassVar[str] = "sqrt(m)"
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -483,6 +494,7 @@ class GreedyWithoutSampling(SequentialMechanism):
     public_counts: object = None
     shards: int = 1
     name: ClassVar[str] = "gw"
+    user_mass: ClassVar[str] = "m/(m+1)"
 
     DEFAULT_MAX_ITEMS: ClassVar[int] = 30
     DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
