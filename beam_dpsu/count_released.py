@@ -66,8 +66,8 @@ from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.beam.max_items_routing import SizeHistogram
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
-                                UserSampler, WholeItemCountsPerUser, check_pair,
-                                element_distinct_items)
+                                WholeItemCountsPerUser, check_pair, element_distinct_items)
+from beam_dpsu.core.sampling import UserSampler
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace, os_random
 from beam_dpsu.beam.randomness import draws_randomness

@@ -26,8 +26,9 @@ from beam_dpsu.core import checks
 
 from beam_dpsu.core import policies
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.beam.bounding import UserSampler, _MergeItemCountsFn, distinct_element_id, \
+from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
+from beam_dpsu.core.sampling import UserSampler
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 

@@ -56,7 +56,8 @@ from apache_beam.coders import BytesCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
-from beam_dpsu.beam.bounding import UserSampler, distinct_element_id, element_distinct_items
+from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
+from beam_dpsu.core.sampling import UserSampler
 from beam_dpsu.beam.histograms import merge_histograms, split_by_shard
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError

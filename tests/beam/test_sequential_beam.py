@@ -16,7 +16,7 @@ from beam_dpsu import (Budget, GreedyWithoutSampling, PolicyGaussian, PolicyLapl
                        SelectItems, ZCDPBudget, mechanism_from_name)
 from beam_dpsu.core import policies
 from beam_dpsu.core import thresholds
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng, os_rng, stable_hash64
 from beam_dpsu.beam import sequential
