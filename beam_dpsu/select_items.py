@@ -17,6 +17,7 @@ import apache_beam as beam
 from beam_dpsu.core import max_items_choice
 
 from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
 
 from beam_dpsu.core import policies
 from beam_dpsu.beam.max_items_routing import AutoSelection
@@ -100,6 +101,10 @@ class SelectItems(ReleaseTransform):
       items_field: the field holding a list, tuple, set or 1-D array of
         items, as in a ``(user_id, items)`` record; alone with
         ``privacy_unit="element"``. Not with ``item_field``.
+      public_counts: GW-KT's public counts as a ``PCollection`` of (item,
+        count) pairs, e.g. counted from a public corpus in the same pipeline
+        (a side input); only with ``GreedyWithoutSampling(public_order=True)``
+        that holds no mapping of its own.
 
     Raises:
       ValueError: field arguments that do not fit together or with
@@ -129,13 +134,15 @@ class SelectItems(ReleaseTransform):
                  seed: int | None = None, hot_key_fanout: int | None = None, label=None,
                  privacy_unit: str = "user_id", accountant=None,
                  non_private_stats: bool = False, user_field: str | None = None,
-                 item_field: str | None = None, items_field: str | None = None):
+                 item_field: str | None = None, items_field: str | None = None,
+                 public_counts=None):
         super().__init__(label)
         checks.instance("mechanism", mechanism, MechanismConfig,
                         "a beam_dpsu mechanism config")
         checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         self.mechanism = mechanism
         self.budget = budget
+        self.public_counts = _check_public_counts(public_counts, mechanism)
         self.seed = checks.seed(seed)
         self.hot_key_fanout = hot_key_fanout
         self.privacy_unit = checks.privacy_unit(privacy_unit)
@@ -153,7 +160,7 @@ class SelectItems(ReleaseTransform):
                 SelectItems(max_items_choice.with_max_items(mechanism, c),
                             self.auto_plan.selection_budget,
                             seed=seed, hot_key_fanout=hot_key_fanout, privacy_unit="element",
-                            non_private_stats=non_private_stats)
+                            non_private_stats=non_private_stats, public_counts=public_counts)
                 for c in self.auto_plan.candidates]
             self.calibration = None
         else:
@@ -217,7 +224,8 @@ class SelectItems(ReleaseTransform):
             return released
         if isinstance(mechanism, SequentialMechanism):
             return elements | "SequentialPolicy" >> _SequentialSelection(
-                mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit)
+                mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit,
+                self.public_counts)
         if isinstance(mechanism, ParallelMechanism):
             # BoundContributions and WeightedHistogram, with the sample and
             # the partial sum in one step; each element of privacy_unit="element"
@@ -236,6 +244,25 @@ class SelectItems(ReleaseTransform):
             return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(self.calibration,
                                                                              self.seed)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
+
+
+def _check_public_counts(public_counts, mechanism):
+    """SelectItems' ``public_counts``: None, or a PCollection for a GW-KT config that
+    holds no counts of its own; a GW-KT config without counts needs them here."""
+    if public_counts is None:
+        if getattr(mechanism, "public_order", False) and mechanism.public_counts is None:
+            raise ParameterError.worded(
+                "public_counts", "GreedyWithoutSampling(public_order=True) ranks items by public "
+                "counts: give them as SelectItems(..., public_counts=pcoll), or as a mapping "
+                "in GreedyWithoutSampling(public_counts=...)")
+        return None
+    checks.instance("public_counts", public_counts, beam.pvalue.PCollection,
+                    "a PCollection of (item, count) pairs", lambda value: type(value).__name__)
+    if not getattr(mechanism, "public_order", False) or mechanism.public_counts is not None:
+        raise ParameterError(
+            "public_counts", "ranks GW-KT's items: give them with GreedyWithoutSampling("
+            "public_order=True) holding no mapping of its own")
+    return public_counts
 
 
 def _user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
@@ -262,8 +289,10 @@ class _SequentialSelection(beam.PTransform):
     as the parallel mechanisms do.
     """
 
-    def __init__(self, mechanism, calibration, seed, order_key, privacy_unit):
+    def __init__(self, mechanism, calibration, seed, order_key, privacy_unit,
+                 public_counts=None):
         super().__init__()
+        self._public_counts = public_counts
         self._privacy_unit = privacy_unit
         self._mechanism = mechanism
         self._calibration = calibration
@@ -279,7 +308,9 @@ class _SequentialSelection(beam.PTransform):
                               occurrences=True, privacy_unit=self._privacy_unit,
                               seed=self._seed)
                           | "TopItemsPerUser" >> OrderItemsForGW(
-                              self._key, m.max_items_per_user, m.public_counts))
+                              self._key, m.max_items_per_user,
+                              m.public_counts if self._public_counts is None
+                              else self._public_counts))
             update = policies.greedy_update
             sample_elements = None
         else:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import ClassVar, Mapping, cast
 
 import numpy as np
@@ -459,10 +460,12 @@ class GreedyWithoutSampling(SequentialMechanism):
 
     Each user keeps its Δ0 most frequent items (by its own counts; ties by a
     keyed hash of the item) and fills them toward Γ one at a time, most
-    frequent first, until its budget of 1 is spent. With ``public_counts`` it
+    frequent first, until its budget of 1 is spent. With ``public_order`` it
     is GW-KT (gw §4): items are ranked by counts from public data (absent
-    items count 1). Every item of every user's list is noised and
-    thresholded, zero weight included, and the threshold ρ solves
+    items count 1), given here as a mapping (``public_counts``) or, counted in
+    the pipeline, to the transform (``SelectItems(..., public_counts=pcoll)``).
+    Every item of every user's list is noised and thresholded, zero weight
+    included, and the threshold ρ solves
     1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = ½·e^{−(ρ−w)ε}
     (``thresholds.gw_threshold``; the proof is in ``beam_dpsu.core.policies``).
 
@@ -483,16 +486,22 @@ class GreedyWithoutSampling(SequentialMechanism):
         public words, which reach Γ after a few users, so it needs to be
         longer to leave the user items to spend on.
       alpha: α ≥ 0 in Γ = ρ + α·λ; Γ must be ≥ 1 (gw Theorem 1).
-      public_counts: None (GW), a mapping item → count, or a Beam
-        ``PCollection`` of (item, count) pairs (GW-KT), e.g. counted from a
-        public corpus in the same pipeline.
+      public_counts: None, or a mapping item → count (GW-KT with these
+        counts). Counts held in a Beam ``PCollection`` of (item, count) pairs,
+        e.g. counted from a public corpus in the same pipeline, go to the
+        transform instead: ``SelectItems(..., public_counts=pcoll)``, with
+        ``public_order=True`` here.
       shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+      public_order: GW-KT: items are ranked by public counts (True whenever
+        ``public_counts`` is given; set it when the counts come to the
+        transform).
     """
 
     max_items_per_user: int | None = None
     alpha: float = 3.0
-    public_counts: object = None
+    public_counts: Mapping | None = None
     shards: int = 1
+    public_order: bool = False
     name: ClassVar[str] = "gw"
     user_mass: ClassVar[str] = "m/(m+1)"
 
@@ -500,18 +509,26 @@ class GreedyWithoutSampling(SequentialMechanism):
     DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
 
     def __post_init__(self):
+        pc = self.public_counts
+        if _is_pcollection(pc):
+            raise ParameterTypeError(
+                "public_counts", "must be None or a mapping item -> count: a PCollection of "
+                "(item, count) goes to the transform, SelectItems(GreedyWithoutSampling("
+                "public_order=True), budget, public_counts=pcoll)")
+        checks.instance("public_order", self.public_order, bool, "True or False")
+        if pc is not None:
+            object.__setattr__(self, "public_order", True)
         if self.max_items_per_user is None:
             object.__setattr__(self, "max_items_per_user",
-                               self.DEFAULT_MAX_ITEMS if self.public_counts is None
-                               else self.DEFAULT_MAX_ITEMS_KT)
+                               self.DEFAULT_MAX_ITEMS_KT if self.public_order
+                               else self.DEFAULT_MAX_ITEMS)
         super().__post_init__()
-        pc = self.public_counts
-        if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):
+        if pc is not None and not isinstance(pc, Mapping):
             raise ParameterTypeError("public_counts", "must be None, a mapping item -> count or "
                                      f"a PCollection of (item, count), got {type(pc).__name__}")
         if isinstance(pc, Mapping):
             for count in pc.values():
-                policies.check_public_count(count)
+                checks.public_count(count)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -530,9 +547,10 @@ class GreedyWithoutSampling(SequentialMechanism):
 
     def to_dict(self) -> dict:
         pc = self.public_counts
-        public = (None if pc is None else
-                  f"mapping of {len(pc)} items" if isinstance(pc, Mapping) else "PCollection")
-        return {"name": "gw-kt" if pc is not None else self.name,
+        # Without a mapping here, GW-KT's counts come to the transform as a PCollection.
+        public = (None if not self.public_order else
+                  f"mapping of {len(pc)} items" if pc is not None else "PCollection")
+        return {"name": "gw-kt" if self.public_order else self.name,
                 "max_items_per_user": (self.max_items_per_user.to_dict()
                                        if max_items_choice.is_auto(self.max_items_per_user)
                                        else self.max_items_per_user), "alpha": self.alpha,
@@ -540,11 +558,10 @@ class GreedyWithoutSampling(SequentialMechanism):
 
 
 def _is_pcollection(value) -> bool:
-    try:
-        from apache_beam.pvalue import PCollection
-    except ImportError:  # pragma: no cover - beam is a dependency
-        return False
-    return isinstance(value, PCollection)
+    """Whether ``value`` is a Beam PCollection, without importing Beam (the core
+    needs none: if Beam is not loaded, nothing is a PCollection)."""
+    pvalue = sys.modules.get("apache_beam.pvalue")
+    return pvalue is not None and isinstance(value, pvalue.PCollection)
 
 
 MECHANISMS: dict[str, type] = {
