@@ -103,7 +103,8 @@ from beam_dpsu.core import hashing
 from beam_dpsu.core import policies
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.budgets import Budget, ZCDPBudget, gaussian_noise_schedule
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.gaussian import gaussian_noise_schedule
 from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts, _to_chosen
 from beam_dpsu.beam.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)

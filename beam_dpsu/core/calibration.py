@@ -59,7 +59,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import optimize
 
-from beam_dpsu.core import budgets, checks
+from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -357,7 +357,7 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     if not delta_noise > 0.0:
         return None
     try:
-        sigma = budgets.analytic_gaussian_sigma(epsilon, delta_noise, l2_sensitivity)
+        sigma = gaussian.analytic_gaussian_sigma(epsilon, delta_noise, l2_sensitivity)
         value = float(objective(sigma, threshold_delta))
     except (ValueError, ArithmeticError, RuntimeError):
         return None
@@ -399,7 +399,7 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
     feasible = [i for i, v in enumerate(values) if v is not None]
     if not feasible:
         # Every split failed: the even split's own error names the problem.
-        sigma = budgets.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
+        sigma = gaussian.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
         objective(sigma, delta / 2.0)
         raise ParameterError.worded(
             "delta", f"no split of delta = {delta!r} between noise and thresholds works at "
@@ -481,11 +481,11 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
 
         def excess(eps: float) -> float:
             # B023: called only within this iteration, so late binding is harmless.
-            return budgets._log_gaussian_delta(sigma, eps, 1.0) - log_target  # noqa: B023
+            return gaussian._log_gaussian_delta(sigma, eps, 1.0) - log_target  # noqa: B023
 
         def surely_met(eps: float) -> bool:
             # δ_G(ε) as computed, raised by its float error bound, meets the target.
-            error = budgets._log_gaussian_delta_error(sigma, eps)
+            error = gaussian._log_gaussian_delta_error(sigma, eps)
             return math.isfinite(error) and excess(eps) + math.log1p(error) <= 0.0
 
         # At ε′ = 0, δ_G = 2Φ(μ/2) − 1 = erf(μ/(2√2)), raised by a few ulps.
