@@ -104,9 +104,9 @@ _PUBLIC = {  # public name -> the module that defines it
     "NonGlobalWindowError": "beam_dpsu.beam.windowing",
     "require_global_window": "beam_dpsu.beam.windowing",
     "CountReleased": "beam_dpsu.count_released",
-    "SelectionAndCountsBudget": "beam_dpsu.count_released",
-    "count_calibration": "beam_dpsu.count_released",
-    "split_selection_and_counts": "beam_dpsu.count_released",
+    "SelectionAndCountsBudget": "beam_dpsu.core.counts_budget",
+    "count_calibration": "beam_dpsu.core.counts_budget",
+    "split_selection_and_counts": "beam_dpsu.core.counts_budget",
 }
 
 # The core (beam_dpsu.core) needs no Beam: the public names load their modules

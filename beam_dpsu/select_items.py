@@ -29,7 +29,7 @@ from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismCon
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
-from beam_dpsu.core.report import auto_report, mechanism_report
+from beam_dpsu.core.report import selection_report
 from beam_dpsu.core.calibration import KeepProbabilityCalibration
 from beam_dpsu.beam.noisy_threshold import KeepWithProbability, NoisyThreshold
 from beam_dpsu.beam.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
@@ -156,6 +156,7 @@ class SelectItems(ReleaseTransform):
         self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget)
+            # One selection per candidate Δ0, each on one merged record per user.
             self._auto_branches = [
                 SelectItems(max_items_choice.with_max_items(mechanism, c),
                             self.auto_plan.selection_budget,
@@ -181,21 +182,11 @@ class SelectItems(ReleaseTransform):
     @property
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
-        if self.auto_plan is not None:
-            report = auto_report(self.mechanism, self.budget, self.auto_plan,
-                                 {c: branch.calibration for c, branch in
-                                  zip(self.auto_plan.candidates, self._auto_branches)},
-                                 self.seed, self.privacy_unit)
-            if isinstance(self.mechanism, SequentialMechanism):
-                # The chosen selection reads one merged record per user (as elements).
-                report["user_order"] = _user_order(self.mechanism, "element", self.seed)
-            return report
-        extra = None
-        if isinstance(self.mechanism, SequentialMechanism):
-            extra = {"user_order": _user_order(self.mechanism, self.privacy_unit,
-                                               self.seed)}
-        return mechanism_report(self.mechanism, self.calibration, self.seed, extra,
-                                self.privacy_unit)
+        auto_calibrations = {} if self.auto_plan is None else {
+            c: branch.calibration
+            for c, branch in zip(self.auto_plan.candidates, self._auto_branches)}
+        return selection_report(self.mechanism, self.budget, self.calibration, self.auto_plan,
+                                auto_calibrations, self.seed, self.privacy_unit)
 
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
@@ -208,11 +199,8 @@ class SelectItems(ReleaseTransform):
             released = elements | "AutoMaxItemsPerUser" >> auto
             self.chosen_max_items_per_user = auto.chosen_max_items_per_user
             if self.non_private_stats and isinstance(mechanism, SIPS):
-                self.non_private_released_by_stage = {
-                    f"round_{i}": ([b.non_private_released_by_stage[f"round_{i}"]
-                                    for b in self._auto_branches]
-                                   | f"Round{i}OfChosen" >> beam.Flatten())
-                    for i in range(mechanism.rounds)}
+                self.non_private_released_by_stage = auto.chosen_branch_stages(
+                    [f"round_{i}" for i in range(mechanism.rounds)])
             return released
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
@@ -263,20 +251,6 @@ def _check_public_counts(public_counts, mechanism):
             "public_counts", "ranks GW-KT's items: give them with GreedyWithoutSampling("
             "public_order=True) holding no mapping of its own")
     return public_counts
-
-
-def _user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
-    """What orders a sequential mechanism's users, for its report."""
-    key = ("key derived from the seed" if seed is not None
-           else "fresh secret key per run, not recorded")
-    if privacy_unit == "user_id":
-        return f"keyed hash of the user id; {key}"
-    if seed is None and not isinstance(mechanism, GreedyWithoutSampling):
-        # _ElementBlocksFn: the bytes stand in for the keyed hash of a random id.
-        return "32 fresh random bytes per element (no key), drawn from the OS"
-    seeded = ("its items and their occurrences" if isinstance(mechanism, GreedyWithoutSampling)
-              else "its distinct items")
-    return f"keyed hash of a random id per element (a hash of {seeded} when seeded); {key}"
 
 
 class _SequentialSelection(beam.PTransform):

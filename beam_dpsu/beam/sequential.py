@@ -12,7 +12,7 @@ The pipeline: first each worker packs the users of its bundle into one
 compact block per shard (``UserBlockBuilder``: the users' order keys, and
 their items as small ids into the block's own list of distinct items), a
 shard being another part of the keyed hash (elements of ``privacy_unit="element"``
-input are checked and sampled in the same step, ``_ElementBlocksFn``); then,
+input are checked and sampled in the same step, ``_PolicyElementBlocksFn``); then,
 past a ``Reshuffle`` that ends the stage, a stateful DoFn per shard
 buffers the blocks in bag state and, when the window closes (the end of a
 batch input), sorts all its users by keyed hash and applies the policy in
@@ -232,7 +232,7 @@ def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarra
     return order
 
 
-class _UserBlocksFn(beam.DoFn):
+class _PolicyUserBlocksFn(beam.DoFn):
     """(user_id, items) → (shard, encoded block of that shard's users in this bundle).
 
     The keyed hash is computed once per user: its first 16 bytes are the
@@ -284,8 +284,8 @@ class _UserBlocksFn(beam.DoFn):
 
 
 @draws_randomness
-class _ElementBlocksFn(_UserBlocksFn):
-    """Elements of ``privacy_unit="element"`` input → blocks, as ``_UserBlocksFn`` makes
+class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
+    """Elements of ``privacy_unit="element"`` input → blocks, as ``_PolicyUserBlocksFn`` makes
     them from the records of ``ItemCountsPerUser`` followed by ``SampleEachUser``.
 
     Each element is checked and deduplicated (``element_distinct_items``),
@@ -367,7 +367,7 @@ class SequentialPolicyHistogram(beam.PTransform):
         element per shard instead of one per item).
       sample_elements: None (default), or Δ0: the input is then the elements
         of ``privacy_unit="element"`` input, each one person's record, checked,
-        deduplicated and sampled to Δ0 here (``_ElementBlocksFn``) instead of
+        deduplicated and sampled to Δ0 here (``_PolicyElementBlocksFn``) instead of
         by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
       seed: only with ``sample_elements``: a test-only seed for the elements'
         ids and samples (None, the default, draws from the OS).
@@ -387,9 +387,9 @@ class SequentialPolicyHistogram(beam.PTransform):
                 raise ParameterError.worded(
                     "seed", "SequentialPolicyHistogram takes a seed only with "
                             "sample_elements (it seeds the elements' ids and samples)")
-            self._pack = _UserBlocksFn(shards, order_key)
+            self._pack = _PolicyUserBlocksFn(shards, order_key)
         else:
-            self._pack = _ElementBlocksFn(
+            self._pack = _PolicyElementBlocksFn(
                 shards, order_key, checks.max_items(sample_elements, "sample_elements"), seed)
         self._update = update
         self._cutoff = cutoff

@@ -301,6 +301,33 @@ def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
         budget=budget, source=source)
 
 
+def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
+                                    ) -> KeepProbabilityCalibration:
+    """The keep probabilities of truncated geometric at Δ0 under ``Budget(ε, δ)``: each
+    item's decision at (ε/Δ0, δ/Δ0), less a float margin (Desfontaines et al. 2022
+    Theorem 1; ``mechanisms.TruncatedGeometric``)."""
+    d0 = max_items_per_user
+    eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
+    # π near 1 is a float64 compared with a 53-bit uniform; the drop side
+    # multiplies its rounding error by e^ε'. Keep a margin for it, so the
+    # probabilities actually used still meet (ε', δ').
+    # Compared in logs: e^ε' overflows for huge ε.
+    if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
+        raise ParameterError.worded(
+            "delta",
+            f"truncated-geometric: delta per item = delta/max_items_per_user = "
+            f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
+            f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
+            "lower epsilon or lower max_items_per_user")
+    delta_item -= math.exp(eps_item) * 2.0 ** -50
+    n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
+    return KeepProbabilityCalibration(
+        epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,
+        users_kept_surely=n2 + 1, max_items_per_user=d0, budget=budget,
+        source="Desfontaines, Voss, Gipson & Mandayam 2022 (PoPETs; arXiv 2006.03684) "
+               "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
+
+
 def threshold_delta_cost(threshold_delta: float) -> float:
     """The δ the thresholds cost end to end: δ_thr/(1 − δ_thr) (module docstring).
 

@@ -49,8 +49,9 @@ from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
-                                   RoundsCalibration, gaussian_calibration, laplace_calibration,
-                                   split_delta)
+                                        RoundsCalibration, gaussian_calibration,
+                                        laplace_calibration, split_delta,
+                                        truncated_geometric_calibration)
 
 __all__ = [
     "MechanismConfig",
@@ -243,26 +244,7 @@ class TruncatedGeometric(ParallelMechanism):
                 "budget",
                 "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) "
                 "and has no zCDP calibration: give it a Budget(epsilon, delta)")
-        d0 = self.max_items_per_user
-        eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
-        # π near 1 is a float64 compared with a 53-bit uniform; the drop side
-        # multiplies its rounding error by e^ε'. Keep a margin for it, so the
-        # probabilities actually used still meet (ε', δ').
-        # Compared in logs: e^ε' overflows for huge ε.
-        if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
-            raise ParameterError.worded(
-                "delta",
-                f"truncated-geometric: delta per item = delta/max_items_per_user = "
-                f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
-                f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
-                "lower epsilon or lower max_items_per_user")
-        delta_item -= math.exp(eps_item) * 2.0 ** -50
-        n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
-        return KeepProbabilityCalibration(
-            epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,
-            users_kept_surely=n2 + 1, max_items_per_user=d0, budget=budget,
-            source="Desfontaines, Voss, Gipson & Mandayam 2022 (PoPETs; arXiv 2006.03684) "
-                   "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
+        return truncated_geometric_calibration(budget, self.max_items_per_user)
 
 
 @dataclasses.dataclass(frozen=True)

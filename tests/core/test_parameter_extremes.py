@@ -21,7 +21,7 @@ from beam_dpsu.core import budgets, gaussian
 
 from beam_dpsu.core import mechanisms
 
-from beam_dpsu import count_released
+from beam_dpsu.core import counts_budget
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -112,10 +112,10 @@ def test_truncated_geometric_at_huge_epsilon_is_refused_not_an_overflow():
 
 def test_counts_noise_beyond_float_range_is_refused():
     with pytest.raises(ValueError, match="epsilon = 1e-300 is too small for the counts"):
-        count_released.count_calibration(Budget(1e-300), 10 ** 12)
+        counts_budget.count_calibration(Budget(1e-300), 10 ** 12)
     # A large but finite discrete Gaussian reports its std without a support array
     # of length 80σ (σ = 10^6 here: 8·10^7 entries before).
-    calibration = count_released.count_calibration(ZCDPBudget(0.5), 10 ** 12)
+    calibration = counts_budget.count_calibration(ZCDPBudget(0.5), 10 ** 12)
     assert calibration.noise.to_dict()["std"] == pytest.approx(1e6)
 
 
@@ -274,7 +274,7 @@ def test_every_mechanism_computes_or_refuses(name, zcdp, scale, delta, d0):
     budget = ZCDPBudget(scale, delta) if zcdp else Budget(scale, delta)
     _check_finite(_computes_or_refuses(
         lambda: mechanisms.mechanism_from_name(name, max_items_per_user=d0).calibrate(budget)))
-    _check_finite(_computes_or_refuses(lambda: count_released.count_calibration(budget, d0)))
+    _check_finite(_computes_or_refuses(lambda: counts_budget.count_calibration(budget, d0)))
 
 
 @settings(max_examples=150, deadline=None)
