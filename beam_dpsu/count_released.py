@@ -48,6 +48,7 @@ from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                      WholeItemCountsPerUser, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields
+from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.max_items_routing import SampleAtChosenMaxItems
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
@@ -131,7 +132,8 @@ class _AddDiscreteNoiseFn(beam.DoFn):
         yield item, int(count) + self._noises[chosen].sample(rng)
 
 
-class CountReleased(ReleaseTransform):
+@beam.typehints.with_input_types(RECORDS)
+class CountReleased(ReadsContainers, ReleaseTransform):
     """Users' items → (item, noisy user count) for exactly the released items.
 
     Its input is what ``SelectItems`` takes: ``(user_id, item)`` pairs and/or

@@ -27,6 +27,7 @@ from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismCon
                                        ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.beam.fields import input_fields, read_fields
+from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.core.report import selection_report
@@ -39,7 +40,8 @@ from beam_dpsu.beam.windowing import require_global_window
 __all__ = ["SelectItems"]
 
 
-class SelectItems(ReleaseTransform):
+@beam.typehints.with_input_types(RECORDS)
+class SelectItems(ReadsContainers, ReleaseTransform):
     """Releases the items held by users under user-level DP.
 
     Its input is a PCollection of ``(user_id, item)`` pairs, one per

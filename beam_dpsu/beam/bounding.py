@@ -46,6 +46,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import checks, hashing
+from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
 from beam_dpsu.core.sampling import UserSampler, item_sort_key
@@ -471,7 +472,8 @@ class SampleItemsPerUser(beam.PTransform):
                 | "SampleEachUser" >> self._sample)
 
 
-class BoundContributions(SampleItemsPerUser):
+@beam.typehints.with_input_types(RECORDS)
+class BoundContributions(ReadsContainers, SampleItemsPerUser):
     """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items): check, merge, sample.
 
     The bounding step of the parallel mechanisms (``SampleItemsPerUser``

@@ -29,6 +29,7 @@ from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
 from beam_dpsu.core.sampling import UserSampler
+from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 
@@ -112,7 +113,8 @@ class PartialHistogramFn(beam.DoFn):
         return map(in_global_window, split_by_shard(partial.histogram(), self._shards).items())
 
 
-class WeightedHistogram(beam.PTransform):
+@beam.typehints.with_input_types(KEYED)
+class WeightedHistogram(ReadsContainers, beam.PTransform):
     """(user_id, distinct items) → (item, Σ_users item_weight(|W_user|)).
 
     Its input must be one bounded record per user, e.g. the output of

@@ -23,6 +23,7 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, release_mask
+from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
@@ -149,7 +150,8 @@ class _NoisyThresholdFn(BatchedDecisionFn):
         return release_mask(weights, self._calibration, rng)
 
 
-class NoisyThreshold(beam.PTransform):
+@beam.typehints.with_input_types(KEYED)
+class NoisyThreshold(ReadsContainers, beam.PTransform):
     """(item, weight) → item for each item whose noisy weight exceeds the release threshold.
 
     Args:

@@ -49,6 +49,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_dpsu.core import checks
 from beam_dpsu.core.hashing import stable_hash64
 from beam_dpsu.core.wording import a_type
+from beam_dpsu.beam.input_types import RELEASED, ReadsContainers
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["release_order", "format_released", "format_count_line", "unescape",
@@ -252,7 +253,8 @@ class _WriteShardFn(beam.DoFn):
         yield path
 
 
-class WriteReleased(beam.PTransform):
+@beam.typehints.with_input_types(RELEASED)
+class WriteReleased(ReadsContainers, beam.PTransform):
     """Writes a released set as sorted lines in a data-independent set of shards.
 
     Use it (not ``WriteToText``) for anything derived from a release, so that
