@@ -11,7 +11,7 @@ so the noise must not be floating point (its low bits would leak the true
 count; Mironov 2012): counts are integers plus exact discrete noise
 (``beam_dpsu.core.discrete_noise``, Canonne, Kamath & Steinke 2020). The noisy
 counts end in a ``Reshuffle``, so that whoever reads them twice reads one
-draw (DESIGN §4, invariant 11; ``beam_dpsu.beam.randomness``); it moves one pair per
+draw (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``); it moves one pair per
 released item.
 
 Privacy. First each user's records are deduplicated, restricted to the
@@ -248,7 +248,8 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                              self.calibrations_by_candidate, self.seed, self.privacy_unit)
 
     def expand(self, elements):
-        # Bounding is global (DESIGN §4.7): both inputs must be in the global window.
+        # Bounding is global (docs/privacy.md, invariant 7): both inputs must be in the
+        # global window.
         require_global_window(elements, "CountReleased (its users' items)")
         require_global_window(self.released, "CountReleased (its released items)")
         elements = read_fields(elements, self.fields, "CountReleased")

@@ -40,7 +40,7 @@ What a new user meets, and where it is handled:
   rounds' only with ``--non-private-stats``), and one summary line on stdout
   when the job succeeds.
 
-Only the released set leaves (DESIGN §4, invariant 6): progress lines and
+Only the released set leaves (docs/privacy.md, invariant 6): progress lines and
 error messages name files, line numbers, fields, parameters and released
 counts, never a user id, a record's text or a raw count (raw counts are logged
 only with ``--non-private-stats``).
@@ -846,7 +846,7 @@ def check_num_shards(args) -> None:
 
 # -- output ------------------------------------------------------------------------------
 #
-# One folder, one release (DESIGN §4 invariant 9): a job writes into a folder
+# One folder, one release (docs/privacy.md, invariant 9): a job writes into a folder
 # that holds nothing (or, with --overwrite, replaces all of it), and the folder
 # appears complete or not at all. The run writes into a hidden sibling (same
 # parent: one filesystem, so a rename moves it) that is renamed into place

@@ -1,6 +1,6 @@
 """The n-gram job: release the n-grams (lengths 1..T) of a user corpus with DPNE.
 
-    python -m pipelines.ngrams --input ../shared/data/msnbc990928.zip \\
+    python -m pipelines.ngrams --input data/msnbc990928.zip \\
         --max-n 6 --max-items-per-user 10 --epsilon 1 --delta 1e-7 --eta 0.01 --output out/
 
 Writes ``OUT/ngrams-00000-of-00001.txt`` (the released n-grams, one per line,
@@ -70,7 +70,7 @@ def build_parser() -> cli.JobArgumentParser:
                     "level k only considers k-grams whose (k−1)-grams level k−1 released. "
                     "Writes the released n-grams, sorted, and report.json.",
         examples=[
-            f"{PROG} --input ../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 "
+            f"{PROG} --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 "
             "--epsilon 1 --delta 1e-7 --eta 0.01 --output out/ngrams",
             f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--max-n 3 --rho 0.5 --delta 1e-6 --max-items-per-user 50 --output out/imdb-ngrams",

@@ -11,7 +11,7 @@ PCollection of either
 
 The forms may be mixed, and a user may arrive in any number of elements of
 either form: they are always merged into one record per user before
-anything is bounded (DESIGN §4.1), so a user split over many rows is still
+anything is bounded (docs/privacy.md, invariant 1), so a user split over many rows is still
 one user.
 
 Privacy unit. That is ``privacy_unit="user_id"``, the default: neighbouring

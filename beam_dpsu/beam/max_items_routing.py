@@ -263,7 +263,7 @@ class SampleAtChosenMaxItems(beam.PTransform):
       released_set: the released items as a side input (``AsDict``).
       elements: with privacy_unit="element", the input elements: the sizes
         are read from them, not from the user records, which carry the random
-        element ids that must not be read twice (docs/privacy.md, invariants).
+        element ids that must not be read twice (docs/privacy.md, invariant 11).
         None with privacy_unit="user_id".
       seed: test-only.
     """

@@ -8,7 +8,7 @@ statistical tests run.
 ``KeepWithProbability``: each (item, count) is released with probability
 π(count) (truncated geometric; ``KeepProbabilityCalibration.keep_mask``).
 
-A random draw is seen once (DESIGN §4, invariant 11; ``beam_dpsu.beam.randomness``):
+A random draw is seen once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``):
 a release is read by several steps (the written items and ``CountReleased``,
 the next SIPS round, the next DPNE level), and a runner that retried or
 recomputed the decision could show each a different draw. So every release

@@ -1,4 +1,4 @@
-r"""Writing a released set so that nothing but the set leaves (DESIGN §4, invariant 6).
+r"""Writing a released set so that nothing but the set leaves (docs/privacy.md, invariant 6).
 
 The DP guarantee covers the released *set*. A PCollection has no order, but a
 file does: written with ``WriteToText``, released items come out in the order

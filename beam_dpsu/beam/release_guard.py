@@ -1,4 +1,4 @@
-"""One budget, one release (DESIGN §4.9); a seed is announced (§4.2).
+"""One budget, one release (docs/privacy.md, invariant 9); a seed is announced (invariant 2).
 
 A release transform (``SelectItems``, ``ExtractNgrams``, ``CountReleased``, ``SIPSRounds``,
 ``NgramsByDPSU``) holds one budget and spends all of it each time it is

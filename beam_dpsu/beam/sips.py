@@ -26,8 +26,8 @@ Drawn once
 ----------
 A round's release feeds both the output and the next round's removal: it is
 checkpointed (``NoisyThreshold.per_shard`` ends in a ``Reshuffle``) so that a
-runner that recomputes it cannot remove one draw and output another (DESIGN
-§4, invariant 11; ``beam_dpsu.beam.randomness``). The users' records, read by
+runner that recomputes it cannot remove one draw and output another (docs/privacy.md,
+invariant 11; ``beam_dpsu.beam.randomness``). The users' records, read by
 every round, carry no draw: unseeded ``privacy_unit="element"`` records get
 no random id with the side-input removal (nothing reads one), and with the
 join, which regroups by id, the ids are checkpointed once (one more move of

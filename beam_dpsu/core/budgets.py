@@ -39,7 +39,7 @@ __all__ = [
 def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     """The DP-SIPS round shares: round i of I gets r^{I−i−1}(1−r)/(1−r^I).
 
-    dp-sips Algorithm 3 (its box is missing from the text; DESIGN §3 gives it)
+    dp-sips Algorithm 3 (its box is missing from the text; docs/privacy.md, DP-SIPS, gives it)
     and the proof of Theorem 1: the shares rise geometrically so the last
     round gets the most, and sum to 1; at r = 1 the split is even.
 

@@ -5,8 +5,8 @@ pipeline is built: which noise, its scale, the release threshold, and how δ
 was spent. ``release_mask`` is the pure noise-and-threshold step that both the
 Beam ``NoisyThreshold`` transform and the statistical tests run.
 
-Gaussian mechanisms under ``Budget(ε, δ)`` (tight accounting, DESIGN §3)
---------------------------------------------------------------------------
+Gaussian mechanisms under ``Budget(ε, δ)`` (tight accounting, docs/privacy.md, Accounting)
+------------------------------------------------------------------------------------------
 Every Gaussian set-union mechanism here (Weighted/Count/Policy Gaussian, the
 rounds of SIPS, the levels of DPNE) adds N(0, σ_r²) noise to histograms of
 ℓ2 sensitivity ≤ Δ2 on the keys both neighbours noise, and thresholds them.
@@ -22,7 +22,7 @@ Its δ is split, when the transform is built, into δ = δ_noise + δ_thr/(1 −
   Gaussian's δ (ibid. Cor. 2.13) — so the noise alone is (ε, δ_noise)-DP.
 * **Thresholds.** Let D′ = D ∪ {x}. In round r the keys noised under D′
   but not under D, keys(H_r(D′)) ∖ keys(H_r(D)), hold weight from x alone
-  (≤ Δ0 of them, DESIGN §4 inv. 8): x's "own keys" of that round. Let Ã be
+  (≤ Δ0 of them, docs/privacy.md, invariant 8): x's "own keys" of that round. Let Ã be
   D′'s run in which own keys are never released, and E the event that
   M(D′) releases no own key in any round; M(D′) = Ã on E. Given Ã's whole
   run, the own keys' noise is independent of it and each round's threshold

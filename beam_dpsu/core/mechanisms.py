@@ -26,7 +26,7 @@ Sequential (each user's update depends on the histogram so far; users are
 visited in a keyed-hash order): ``PolicyLaplace`` (ℓ1-descent, dpsu §4),
 ``PolicyGaussian`` (ℓ2-descent, dpsu §5), ``GreedyWithoutSampling`` (GW and
 GW-KT, gw §3–4, with the top-Δ0 cap, zero-weight keys noised and the
-threshold of DESIGN §3 that close the published proof's gap). Every one
+threshold of docs/privacy.md's GW fix that close the published proof's gap). Every one
 bounds each user to a list of ≤ Δ0 items and noises every item of every list.
 """
 
@@ -258,7 +258,7 @@ class SIPS(MechanismConfig):
     is δ-approximate ρ-zCDP (dp-sips Theorem 1 and Lemma 6).
 
     Under a ``Budget(ε, δ)`` the rounds' noise is calibrated as ONE Gaussian
-    mechanism (tight accounting, DESIGN §3): σ_total = analytic Gaussian at
+    mechanism (tight accounting, docs/privacy.md, Accounting): σ_total = analytic Gaussian at
     (ε, δ_noise), and round i gets μ_i² = w_i·μ² (σ_i = σ_total/√w_i, i.e.
     ρ_i ∝ w_i with ρ = 1/(2σ_total²)) and δ_i = w_i·δ_thr, w_i the geometric
     shares above. Privacy: the rounds are an adaptive composition of Gaussian
@@ -438,7 +438,7 @@ class PolicyGaussian(SequentialMechanism):
 
 @dataclasses.dataclass(frozen=True)
 class GreedyWithoutSampling(SequentialMechanism):
-    """GW: greedy updates on each user's top-Δ0 items, Lap(1/ε) (gw §3, as fixed in DESIGN §3).
+    """GW: greedy updates on each user's top-Δ0 items, Lap(1/ε) (gw §3 as fixed in docs/privacy.md).
 
     Each user keeps its Δ0 most frequent items (by its own counts; ties by a
     keyed hash of the item) and fills them toward Γ one at a time, most
@@ -454,7 +454,7 @@ class GreedyWithoutSampling(SequentialMechanism):
     This is not the published GW, which takes no Δ0, noises only items of
     positive weight and uses ρ_GW = 1 − λ·ln(2δ): that rule is not DP (users
     after the extra one can push other users' items from weight 0 to > 0;
-    DESIGN §3). The fix costs utility: on IMDb at ε = 1.7 the published
+    docs/privacy.md, GW fix). The fix costs utility: on IMDb at ε = 1.7 the published
     rule released about 3,400 items, this one about 2,650 at Δ0 = 30
     (``docs/benchmarks.md``).
 
@@ -518,7 +518,8 @@ class GreedyWithoutSampling(SequentialMechanism):
             budget, cast(int, self.max_items_per_user),  # set by __post_init__
             1.0, thresholds.gw_threshold,
             "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
-            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 (DESIGN §3)"))
+            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 "
+            "(docs/privacy.md, The GW cascade gap and its fix)"))
         assert calibration.cutoff is not None  # set by _with_cutoff
         if calibration.cutoff < 1.0:
             raise ParameterError.worded(

@@ -20,13 +20,13 @@ that is noised and thresholded, and its keys are *every item of every user's
 list*, whatever weight it got (``apply_policy`` writes each of them). So the
 key set depends only on the bounded lists, never on how the histogram
 evolved, and for neighbours D′ = D ∪ {x} it grows only by x's own ≤ Δ0 items
-(DESIGN §4.8). For Policy Laplace and Policy Gaussian this is the papers'
+(docs/privacy.md, invariant 8). For Policy Laplace and Policy Gaussian this is the papers'
 support of H: with Γ > 0 (always, as ρ > 1 for δ < ½) ℓ1- and ℓ2-descent
 give every item below Γ a positive increment, so every sampled item has
 positive weight. GW gives weight 0 to the items after its budget runs out:
 those keys are noised too (weight 0), which is what its proof needs.
 
-GW and GW-KT: proof of (ε, δ)-DP (DESIGN §3, binding fix of gw §3, Thm 1).
+GW and GW-KT: proof of (ε, δ)-DP (docs/privacy.md, the GW fix of gw §3, Thm 1).
 The published GW leaves out zero-weight items and caps nothing. Its Lemma 2
 assumes only x creates keys outside supp(H), which is false: x filling shared
 items near Γ makes later users spend leftover budget further down their
@@ -55,7 +55,7 @@ the order of the common users.
    this chance is ≤ δ.
 4. Conditioned on no key of U being released, the output is the K part,
    ε-indistinguishable by 2.; with 3. this gives (ε, δ)-DP exactly as in the
-   proof of gw Theorem 1. Γ ≥ 1 is still required (gw Theorem 1; DESIGN §4.5),
+   proof of gw Theorem 1. Γ ≥ 1 is still required (gw Theorem 1; docs/privacy.md, invariant 5),
    though the bound in 3. does not use it.
 
 The Beam histogram transforms and the property tests call the same functions.
@@ -289,7 +289,7 @@ def l1_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
     Water-filling toward Γ with a total ℓ1 budget of 1: with gaps
     G = max(Γ − H, 0), find λ ≥ 0 with Σ min(G_u, λ) = 1 and add min(G_u, λ).
     λ is found exactly from the sorted gaps. If Σ G ≤ 1 every item is filled to
-    Γ (Algorithm 4 prints ``H1|W ← H0|W`` there; the intent, per DESIGN §3, is
+    Γ (Algorithm 4 prints ``H1|W ← H0|W`` there; the intent, per docs/privacy.md (misprints), is
     ``H1|W ← (Γ,…,Γ)``). The policy is ℓ1-contractive (dpsu Lemma 4.1).
     With Γ > 0 every item below Γ gets a positive increment (λ > 0), so
     every sampled item ends with positive weight.

@@ -1,7 +1,7 @@
 """Release thresholds ρ of every mechanism, as pure functions.
 
 Each function cites the theorem it implements; ``tests/test_thresholds.py``
-checks them against the golden values of DESIGN §4 and the papers. All
+checks them against the golden values of docs/privacy.md and the papers. All
 quantities of the form (1 − δ)^{1/t} are evaluated as 1 − q with
 q = −expm1(log1p(−δ)/t), which keeps full precision for δ down to 1e-300
 (the naive power rounds to exactly 1 for δ < 1e-16); where q itself
@@ -253,7 +253,7 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
 
     ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = P[w + Lap(λ) > ρ]
     (= ½·e^{−(ρ−w)/λ} for w ≤ ρ): the worst case of the keys only the extra
-    user holds, one at weight 1 and Δ0 − 1 at weight 0 (DESIGN §3, binding
+    user holds, one at weight 1 and Δ0 − 1 at weight 0 (docs/privacy.md, the
     fix of gw §3; the proof is in ``beam_dpsu.core.policies``). At Δ0 = 1 it is
     the published ρ_GW = 1 − λ·ln(2δ) of gw §3 eq. (1); the published GW
     used that with uncapped lists, which is not sound. Solved by Brent's
@@ -306,7 +306,7 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
     """Γ = ρ + α·scale, the cutoff of the sequential update policies.
 
     dpsu Algorithm 3 (Γ = ρ_Lap + α·λ) and Algorithm 5 (printed with ρ_Lap; the
-    intent, used here, is ρ_Gauss + α·σ; see DESIGN §3); gw §3 (Γ ≥ 1 for GW).
+    intent, used here, is ρ_Gauss + α·σ; see docs/privacy.md, misprints); gw §3 (Γ ≥ 1 for GW).
     """
     alpha = checks.non_negative("alpha", alpha, strict=False)
     cutoff = float(threshold) + alpha * _positive("noise_scale", noise_scale)

@@ -355,7 +355,7 @@ def test_element_ids_reach_the_bounding_unchanged():
         assert_that(out, equal_to([{"a": 2, "b": 1}, {"c": 1}]))
 
 
-# -- the noised key set with element ids (DESIGN §4.8) -------------------------------------
+# -- the noised key set with element ids (docs/privacy.md, invariant 8) --------------------
 
 ITEMS = st.sampled_from([f"i{k}" for k in range(8)])
 ELEMENT = st.lists(ITEMS, min_size=1, max_size=7)

@@ -232,16 +232,16 @@ def test_configs_validate_and_report_the_cutoff():
     with pytest.raises(ValueError, match="max_items_per_user must be >= 1, got 0"):
         GreedyWithoutSampling(0)
     report = SelectItems(PolicyGaussian(100), Budget(3.0, np.exp(-10))).report
-    # Γ = ρ_Gauss + α·σ (Algorithm 5, as corrected in DESIGN §3), with the
+    # Γ = ρ_Gauss + α·σ (Algorithm 5, as corrected in docs/privacy.md), with the
     # optimal δ split: 6.81355 + 3 × 1.32038 (δ/2 each gave 6.8237 + 3 × 1.33279).
     assert report["cutoff"] == pytest.approx(6.81355 + 3 * 1.32038, abs=2e-4)
     assert report["cutoff"] == pytest.approx(
         report["release_threshold"] + 3 * report["noise_scale"], rel=1e-12)
     assert "fresh secret key per run" in report["user_order"]
     gw = SelectItems(GreedyWithoutSampling(1), Budget(3.0, np.exp(-10))).report
-    assert gw["release_threshold"] == pytest.approx(4.1023, abs=5e-5)  # ρ_GW (DESIGN §4)
+    assert gw["release_threshold"] == pytest.approx(4.1023, abs=5e-5)  # ρ_GW (docs/privacy.md)
     gw = SelectItems(GreedyWithoutSampling(100), Budget(1.7, 8.1142e-5)).report
-    assert gw["release_threshold"] == pytest.approx(7.86768, abs=5e-6)  # DESIGN §3 golden
+    assert gw["release_threshold"] == pytest.approx(7.86768, abs=5e-6)  # docs/privacy.md golden
     assert gw["mechanism"]["max_items_per_user"] == 100
     # Under zCDP the Laplace ε is √(2ρ), as for Policy Laplace.
     z = GreedyWithoutSampling(50).calibrate(ZCDPBudget(0.5, 1e-5))

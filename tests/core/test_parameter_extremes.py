@@ -1,4 +1,4 @@
-"""Every parameter either computes or is refused in one line (issue 25, finding 7).
+"""Every parameter either computes or is refused in one line (docs/privacy.md, invariant 5).
 
 ε, ρ up to 1e300, δ down to 1e-300, Δ0 up to 2^63 − 1: each calibration gives
 a finite noise scale and threshold, or a ValueError that names the parameter;
@@ -330,7 +330,7 @@ def test_vocabulary_job_at_max_items_10_to_12(tmp_path, capsys, name):
 @pytest.mark.parametrize("flags", [["--rho", "1e20"], ["--epsilon", "1e300"],
                                    ["--rho", "1e300", "--mechanism", "sips"],
                                    ["--epsilon", "1e300", "--mechanism", "sips"],
-                                   # Issue 26: SIPS under (ε, δ) is one analytic Gaussian,
+                                   # docs/privacy.md: SIPS under (ε, δ) is one analytic Gaussian,
                                    # finite (≈ (0, δ)-DP) as ε → 0; the zCDP route refused.
                                    ["--epsilon", "1e-300", "--mechanism", "sips"]])
 def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):

@@ -1,5 +1,6 @@
 """What a newcomer meets on the command line: negative numbers, errors in flags,
-repeated flags, flags that do not apply, help texts that name real flags (issue 25)."""
+repeated flags, flags that do not apply, help texts that name real flags
+(docs/privacy.md, invariant 5)."""
 
 import ast
 import io
