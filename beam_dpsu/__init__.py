@@ -67,8 +67,8 @@ def _import_quietly(module: str) -> None:
 
 if TYPE_CHECKING:  # the names as type checkers and the API reference see them
     from beam_dpsu.core.budgets import (Budget, BudgetAccountant, BudgetExceededError, ZCDPBudget,
-                                        analytic_gaussian_sigma, dp_to_zcdp,
-                                        geometric_split_weights, zcdp_to_dp)
+                                        dp_to_zcdp, geometric_split_weights)
+    from beam_dpsu.core.gaussian import analytic_gaussian_sigma, zcdp_to_dp
     from beam_dpsu.beam.bounding import (BoundContributions, InvalidRecordError)
     from beam_dpsu.core.discrete_noise import (DiscreteGaussian, DiscreteLaplace)
     from beam_dpsu.core.mechanisms import (CountGaussian, CountLaplace, MECHANISMS, SIPS,
@@ -85,18 +85,19 @@ if TYPE_CHECKING:  # the names as type checkers and the API reference see them
     from beam_dpsu.beam.noisy_threshold import (NoisyThreshold)
     from beam_dpsu.core.tokenizer import (Tokenizer, Tokens, tokenize)
     from beam_dpsu.beam.windowing import (NonGlobalWindowError, require_global_window)
-    from beam_dpsu.count_released import (CountReleased, SelectionAndCountsBudget,
-                                          count_calibration, split_selection_and_counts)
+    from beam_dpsu.count_released import CountReleased
+    from beam_dpsu.core.counts_budget import (SelectionAndCountsBudget, count_calibration,
+                                              split_selection_and_counts)
 
 _PUBLIC = {  # public name -> the module that defines it
     "Budget": "beam_dpsu.core.budgets",
     "BudgetAccountant": "beam_dpsu.core.budgets",
     "BudgetExceededError": "beam_dpsu.core.budgets",
     "ZCDPBudget": "beam_dpsu.core.budgets",
-    "analytic_gaussian_sigma": "beam_dpsu.core.budgets",
+    "analytic_gaussian_sigma": "beam_dpsu.core.gaussian",
     "dp_to_zcdp": "beam_dpsu.core.budgets",
     "geometric_split_weights": "beam_dpsu.core.budgets",
-    "zcdp_to_dp": "beam_dpsu.core.budgets",
+    "zcdp_to_dp": "beam_dpsu.core.gaussian",
     "BoundContributions": "beam_dpsu.beam.bounding",
     "InvalidRecordError": "beam_dpsu.beam.bounding",
     "DiscreteGaussian": "beam_dpsu.core.discrete_noise",
@@ -129,9 +130,9 @@ _PUBLIC = {  # public name -> the module that defines it
     "NonGlobalWindowError": "beam_dpsu.beam.windowing",
     "require_global_window": "beam_dpsu.beam.windowing",
     "CountReleased": "beam_dpsu.count_released",
-    "SelectionAndCountsBudget": "beam_dpsu.count_released",
-    "count_calibration": "beam_dpsu.count_released",
-    "split_selection_and_counts": "beam_dpsu.count_released",
+    "SelectionAndCountsBudget": "beam_dpsu.core.counts_budget",
+    "count_calibration": "beam_dpsu.core.counts_budget",
+    "split_selection_and_counts": "beam_dpsu.core.counts_budget",
 }
 
 # The core (beam_dpsu.core) needs no Beam: the public names load their modules

@@ -81,9 +81,10 @@ from beam_dpsu.core import max_items_choice  # noqa: E402
 from beam_dpsu.core import hashing  # noqa: E402
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.beam.bounding import InvalidRecordError  # noqa: E402
-from beam_dpsu.count_released import (DEFAULT_COUNTS_SHARE, CountReleased,  # noqa: E402
-                              SelectionAndCountsBudget, count_calibration,
-                              split_selection_and_counts)
+from beam_dpsu.count_released import CountReleased  # noqa: E402
+from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE,  # noqa: E402
+                                          SelectionAndCountsBudget, count_calibration,
+                                          split_selection_and_counts)
 from beam_dpsu.beam.output import WriteReleased, format_count_line  # noqa: E402
 from beam_dpsu.core.report import dp_equivalents, to_json  # noqa: E402
 from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402

@@ -40,7 +40,7 @@ from beam_dpsu.extract_ngrams import ExtractNgrams  # noqa: E402
 from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.tokenizer import plural  # noqa: E402
+from beam_dpsu.core.wording import plural  # noqa: E402
 from pipelines.io.formats import DOCUMENT_FORMATS  # noqa: E402
 from pipelines.io.read import ReadDocuments  # noqa: E402
 

@@ -59,9 +59,11 @@ from typing import Any, Callable, Iterable
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.hashing import stable_hash64
-from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.core.wording import a_type
+from beam_dpsu.beam.input_types import RELEASED, ReadsContainers
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["release_order", "format_released", "format_count_line", "unescape",
@@ -354,7 +356,8 @@ def _count(count: Any) -> int:
     return int(count)
 
 
-class WriteReleased(beam.PTransform):
+@beam.typehints.with_input_types(RELEASED)
+class WriteReleased(ReadsContainers, beam.PTransform):
     """Writes a released set as sorted lines (or Parquet) in a data-independent set of shards.
 
     Use it (not ``WriteToText``) for anything derived from a release, so that
@@ -388,8 +391,7 @@ class WriteReleased(beam.PTransform):
                  sort_key: Callable[[Any], Any] | None = None, *, format: str = "text",
                  ngrams: bool = False, as_bytes: bool = False):
         super().__init__()
-        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-            raise ValueError(f"num_shards must be an int >= 1, got {num_shards!r}")
+        checks.integer("num_shards", num_shards, types=(int,))
         if format not in FORMATS:
             raise ParameterError("format", f"must be 'text' or 'parquet', got {format!r}")
         if format_line is not None and format != "text":

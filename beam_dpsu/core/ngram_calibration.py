@@ -29,7 +29,8 @@ from beam_dpsu.core import budgets
 from beam_dpsu.core import checks
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.budgets import Budget, ZCDPBudget, gaussian_noise_schedule
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.gaussian import gaussian_noise_schedule
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration, split_delta
 from beam_dpsu.core.ngram_parameters import NgramParameters
 

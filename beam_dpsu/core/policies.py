@@ -70,8 +70,10 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.hashing import canonical_bytes
-from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.core.wording import a_type
 
 __all__ = [
     "count_weight",
@@ -92,21 +94,15 @@ __all__ = [
 ]
 
 
-def _check_size(num_items: int) -> int:
-    if num_items < 1:
-        raise ValueError(f"a contributing user holds at least 1 item, got {num_items!r}")
-    return num_items
-
-
 def count_weight(num_items: int) -> float:
     """Count mechanisms: every sampled item gets +1 (dpsu §1.1)."""
-    _check_size(num_items)
+    checks.user_size(num_items)
     return 1.0
 
 
 def weighted_laplace_weight(num_items: int) -> float:
     """Weighted Laplace: +1/|W| per item, so a user moves the histogram by 1 in ℓ1 (dpsu Alg. 9)."""
-    return 1.0 / _check_size(num_items)
+    return 1.0 / checks.user_size(num_items)
 
 
 def weighted_gaussian_weight(num_items: int) -> float:
@@ -114,7 +110,7 @@ def weighted_gaussian_weight(num_items: int) -> float:
 
     dpsu Alg. 10; dp-sips Alg. 2.
     """
-    return 1.0 / math.sqrt(_check_size(num_items))
+    return 1.0 / math.sqrt(checks.user_size(num_items))
 
 
 def user_contribution(items: Iterable[Hashable],
@@ -277,7 +273,7 @@ def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:
         return math.fsum(diffs)
     if p == 2:
         return math.sqrt(math.fsum(d * d for d in diffs))
-    raise ValueError(f"p must be 1 or 2, got {p!r}")
+    raise ParameterError("p", f"must be 1 or 2, got {p!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -407,16 +403,8 @@ def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
     return weights
 
 
-def check_public_count(count) -> float | np.integer | np.floating:
-    """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
-    the users' top-Δ0 lists, depend on processing order); raises naming its type."""
-    if (isinstance(count, bool) or not isinstance(count, (int, float, np.integer, np.floating))
-            or not math.isfinite(count) or count < 0):
-        raise ValueError("a public count (field 1 of an (item, count) pair) must be a finite "
-                         f"number >= 0, got {a_type(count)}"
-                         + (" that is NaN, infinite or below 0" if isinstance(count, (int, float))
-                            else ""))
-    return count
+# A public count's check (``checks.public_count``), re-exported for its callers.
+check_public_count = checks.public_count
 
 
 def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,

@@ -13,7 +13,8 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 
-from beam_dpsu.core.tokenizer import Tokenizer, plural
+from beam_dpsu.core.tokenizer import Tokenizer
+from beam_dpsu.core.wording import plural
 from pipelines.io.decompression import open_input
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS
 from pipelines.io.parquet import ParquetFields, ReadParquetRecords

@@ -14,7 +14,7 @@ from beam_dpsu.beam.histograms import (HISTOGRAM_SHARDS, SampledWeightedHistogra
                                       WeightedHistogram,
                                   shard_of_item)
 from beam_dpsu.core import policies
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng
 

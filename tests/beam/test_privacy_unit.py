@@ -27,8 +27,8 @@ from beam_dpsu import (Budget, CountLaplace, CountReleased, InvalidRecordError, 
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core import policies
 from beam_dpsu.beam.bounding import (BoundContributions, ItemCountsPerUser, SampleEachUser,
-                                check_privacy_unit, element_distinct_items, element_item_counts,
-                                sample_items)
+                                check_privacy_unit, element_distinct_items, element_item_counts)
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.hashing import derived_rng, stable_hash64

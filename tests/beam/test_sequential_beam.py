@@ -16,7 +16,7 @@ from beam_dpsu import (Budget, GreedyWithoutSampling, PolicyGaussian, PolicyLapl
                        SelectItems, ZCDPBudget, mechanism_from_name)
 from beam_dpsu.core import policies
 from beam_dpsu.core import thresholds
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng, os_rng, stable_hash64
 from beam_dpsu.beam import sequential
@@ -178,12 +178,31 @@ def test_gw_kt_with_public_counts_as_a_pcollection():
     pairs = corpus()
     with TestPipeline() as p:
         public_pc = p | "Public" >> beam.Create(sorted(public.items()))
-        select = SelectItems(GreedyWithoutSampling(3, public_counts=public_pc), Budget(2.0, 1e-3),
-                             seed=SEED)
+        select = SelectItems(GreedyWithoutSampling(3, public_order=True), Budget(2.0, 1e-3),
+                             seed=SEED, public_counts=public_pc)
         expected = expected_release(pairs, GreedyWithoutSampling(3, public_counts=public), select)
         released = p | "Data" >> beam.Create(pairs) | select
         assert_that(released, equal_to(expected))
     assert select.report["mechanism"]["name"] == "gw-kt"
+    assert select.report["mechanism"]["public_counts"] == "PCollection"
+
+
+def test_no_config_holds_a_pcollection():
+    # The public counts' PCollection is the transform's side input, never a config's.
+    p = TestPipeline()
+    public_pc = p | beam.Create([("w7", 1000)])
+    with pytest.raises(TypeError, match="a PCollection of \\(item, count\\) goes to the "
+                                        "transform"):
+        GreedyWithoutSampling(3, public_counts=public_pc)
+    with pytest.raises(ValueError, match="public_order=True\\) ranks items by public counts"):
+        SelectItems(GreedyWithoutSampling(3, public_order=True), Budget(2.0, 1e-3))
+    with pytest.raises(ValueError, match="public_counts ranks GW-KT's items"):
+        SelectItems(GreedyWithoutSampling(3), Budget(2.0, 1e-3), public_counts=public_pc)
+    with pytest.raises(TypeError, match="public_counts must be a PCollection"):
+        SelectItems(GreedyWithoutSampling(3, public_order=True), Budget(2.0, 1e-3),
+                    public_counts={"w7": 1000})
+    assert GreedyWithoutSampling(public_order=True).max_items_per_user == 300
+    assert GreedyWithoutSampling(public_counts={"a": 1}).public_order
 
 
 @pytest.mark.parametrize("mechanism",

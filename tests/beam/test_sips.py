@@ -11,8 +11,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from scipy import stats
 
 from beam_dpsu import SIPS, Budget, SelectItems, WeightedGaussian, ZCDPBudget
-from beam_dpsu.core.budgets import analytic_gaussian_sigma, dp_to_zcdp, geometric_split_weights
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.budgets import dp_to_zcdp, geometric_split_weights
+from beam_dpsu.core.gaussian import analytic_gaussian_sigma
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng, os_rng
 from beam_dpsu.core.policies import weighted_gaussian_weight

@@ -9,10 +9,12 @@ from beam_dpsu.core.budgets import (
     BudgetAccountant,
     BudgetExceededError,
     ZCDPBudget,
-    analytic_gaussian_sigma,
     dp_to_zcdp,
+)
+from beam_dpsu.core.checks import require_delta
+from beam_dpsu.core.gaussian import (
+    analytic_gaussian_sigma,
     gaussian_mechanism_delta,
-    require_delta,
     zcdp_delta_for_epsilon,
     zcdp_to_dp,
 )

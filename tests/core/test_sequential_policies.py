@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.hashing import derived_rng, stable_hash64
 from beam_dpsu.core.policies import (apply_policy, gw_item_order, greedy_update, histogram_distance,
                                 l1_descent, l2_descent, policy_histogram)

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.budgets import analytic_gaussian_sigma
+from beam_dpsu.core.gaussian import analytic_gaussian_sigma
 
 EPS = 3.0
 DELTA = math.exp(-10)  # dpsu §6: ε = 3, δ = e^-10

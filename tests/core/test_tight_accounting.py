@@ -22,9 +22,9 @@ from beam_dpsu import SelectItems
 from beam_dpsu.core import mechanisms
 
 from beam_dpsu.core import hashing
-from beam_dpsu.core.budgets import (Budget, ZCDPBudget, analytic_gaussian_sigma, dp_to_zcdp,
-                                  gaussian_mechanism_delta, gaussian_noise_schedule,
-                                  geometric_split_weights)
+from beam_dpsu.core.budgets import Budget, ZCDPBudget, dp_to_zcdp, geometric_split_weights
+from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
+                                     gaussian_noise_schedule)
 from beam_dpsu.core.calibration import (gaussian_dp_equivalents, release_mask, split_delta,
                                    threshold_delta_cost)
 from beam_dpsu.extract_ngrams import ExtractNgrams
@@ -301,7 +301,7 @@ def _exact_total_delta(mu, threshold_delta, epsilon):
 
 def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
     # Finding: the safe-side walk went one ulp at a time (~1e10 steps at ε′ ≈ 1e-6).
-    from beam_dpsu.core import budgets as acc
+    from beam_dpsu.core import gaussian as acc
     from beam_dpsu.core.calibration import gaussian_dp_equivalents
     calls = []
     original = acc._log_gaussian_delta
