@@ -69,7 +69,8 @@ if TYPE_CHECKING:  # the names as type checkers and the API reference see them
     from beam_dpsu.core.budgets import (Budget, BudgetAccountant, BudgetExceededError, ZCDPBudget,
                                         dp_to_zcdp, geometric_split_weights)
     from beam_dpsu.core.gaussian import analytic_gaussian_sigma, zcdp_to_dp
-    from beam_dpsu.beam.bounding import (BoundContributions, InvalidRecordError)
+    from beam_dpsu.beam.bounding import BoundContributions
+    from beam_dpsu.core.user_records import InvalidRecordError
     from beam_dpsu.core.discrete_noise import (DiscreteGaussian, DiscreteLaplace)
     from beam_dpsu.core.mechanisms import (CountGaussian, CountLaplace, MECHANISMS, SIPS,
                                            GreedyWithoutSampling, TruncatedGeometric,
@@ -99,7 +100,7 @@ _PUBLIC = {  # public name -> the module that defines it
     "geometric_split_weights": "beam_dpsu.core.budgets",
     "zcdp_to_dp": "beam_dpsu.core.gaussian",
     "BoundContributions": "beam_dpsu.beam.bounding",
-    "InvalidRecordError": "beam_dpsu.beam.bounding",
+    "InvalidRecordError": "beam_dpsu.core.user_records",
     "DiscreteGaussian": "beam_dpsu.core.discrete_noise",
     "DiscreteLaplace": "beam_dpsu.core.discrete_noise",
     "CountGaussian": "beam_dpsu.core.mechanisms",

@@ -46,6 +46,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import checks, hashing
+from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
@@ -77,33 +78,6 @@ _ELEMENT = "(user_id, item) pair or (user_id, items) record"
 # re-exported for the callers of bounding.check_privacy_unit.
 PRIVACY_UNITS = checks.PRIVACY_UNITS
 check_privacy_unit = checks.privacy_unit
-
-
-class InvalidRecordError(ValueError):
-    """A record that cannot be attributed to one user and one text item."""
-
-
-def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
-    """The user id as a plain str, bytes, int or tuple of these; raises naming its type.
-
-    One user must be one key wherever the runner groups: ``numpy.int64(7)``
-    and ``7``, or ``1`` and ``True``, would otherwise be one user in one
-    bundle and two in another, and types Beam cannot encode deterministically
-    (floats, dates, Decimals) fail later with the value in the error.
-    """
-    if isinstance(user_id, (bool, np.bool_)):
-        raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int "
-                                 "or tuple of these, got a bool")
-    if isinstance(user_id, str):
-        return str(user_id)
-    if isinstance(user_id, bytes):
-        return bytes(user_id)
-    if isinstance(user_id, (int, np.integer)):
-        return int(user_id)
-    if isinstance(user_id, tuple) and user_id:
-        return tuple(canonical_user_id(part, record) for part in user_id)
-    raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int or "
-                             f"tuple of these, got {a_type(user_id)}")
 
 
 def check_pair(record: Any) -> tuple:
