@@ -316,3 +316,26 @@ def test_an_interrupted_overwrite_keeps_the_old_folder(big_csv, tmp_path):
     returncode, err, _ = interrupt(big_csv, out, signal.SIGTERM, "--overwrite")
     assert returncode == 143 and err.splitlines()[-1] == "interrupted"
     assert names(tmp_path) == ["out"] and names(out) == ["report.json"]
+
+
+# -- an --output that names no folder of its own --------------------------------------------
+
+
+@pytest.mark.parametrize("job", [vocabulary, ngrams])
+@pytest.mark.parametrize("output", ["", " ", "\t", "/", "//", "/."])
+def test_an_empty_blank_or_root_output_is_refused_before_anything_is_written(
+        job, output, pairs, tmp_path, monkeypatch, capsys):
+    # "" once wrote items-*.txt and report.json into the filesystem root: the run is
+    # replaced by a spy, so that the test itself writes nowhere if the check is missing.
+    ran = []
+    monkeypatch.setattr(job, "run_prepared", lambda prepared: ran.append(prepared) or "ran")
+    monkeypatch.chdir(tmp_path)  # a blank name would be a folder here
+    before = names(tmp_path)
+    argv = ["--input", pairs, "--format", "pairs" if job is vocabulary else "text",
+            "--epsilon", "1", "--delta", "1e-5", "--output", output]
+    if job is vocabulary:
+        argv += ["--max-items-per-user", "10"]
+    code = job.main(argv)
+    line = only_error_line(capsys.readouterr().err)
+    assert code == 2 and "--output" in line, line
+    assert ran == [] and names(tmp_path) == before
