@@ -1035,9 +1035,21 @@ def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] =
     Refused: a folder that holds files, unless ``overwrite`` (then one that
     holds an input file or the working folder); a file; an unwritable place.
     """
+    check_names_a_folder(folder)
     if _is_local(folder):
         return _LocalOutput(folder, overwrite, inputs)
     return _RemoteOutput(folder, overwrite, inputs)
+
+
+def check_names_a_folder(folder: str) -> None:
+    """Refuses an --output that names no folder of its own: empty or blank (the files
+    would land in the filesystem root or in a folder named by spaces), or the root itself."""
+    if not folder.strip():
+        raise UsageError(f"--output is empty ({folder!r}): give the folder to write into")
+    path = folder.split("://", 1)[1] if not _is_local(folder) else os.path.realpath(folder)
+    if not path.strip("/").strip():
+        raise UsageError(f"--output {folder} is the root folder, which the job would fill; "
+                         "give a folder of its own")
 
 
 def _missing_ancestor(path: str) -> str | None:
@@ -1064,9 +1076,10 @@ def _existing_ancestor(path: str) -> str | None:
 
 @contextlib.contextmanager
 def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[str] = ()):
-    """Yields where to write ``folder`` (None: nothing); puts it in place when the block
-    ends, removes it if the block raises (an interrupt too)."""
-    if not folder:
+    """Yields where to write ``folder`` (None: the job writes nothing); puts it in place
+    when the block ends, removes it if the block raises (an interrupt too). An empty or
+    root ``folder`` is refused (:func:`check_names_a_folder`)."""
+    if folder is None:
         yield None
         return
     output = None
@@ -1104,7 +1117,8 @@ _LEFTOVER_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}")
 def staging_of(job) -> str:
     """Where the job writes its output: the staging folder when run through
     :func:`run_with_output`, else ``job.output`` itself."""
-    return (getattr(job, "staging", None) or job.output).rstrip("/")
+    staging = getattr(job, "staging", None)
+    return (job.output if staging is None else staging).rstrip("/")
 
 
 def _write_file(text: str, path: str) -> str:
