@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipelines import benchmark_peers, cli, vocabulary
+from pipelines import benchmark_peers, flags, vocabulary
 
 BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field",
         "review", "--rho", "0.1", "--delta", "1e-5"]
@@ -37,7 +37,7 @@ def test_a_bad_value_is_one_error_line(value, message, capsys):
 
 
 def test_int_or_auto():
-    assert cli.int_or_auto(" AUTO ") == "auto" and cli.int_or_auto("12") == 12
+    assert flags.int_or_auto(" AUTO ") == "auto" and flags.int_or_auto("12") == 12
 
 
 def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):

@@ -10,7 +10,7 @@ import contextlib
 import numpy as np
 import pytest
 
-from pipelines import benchmark, cli, delta0_benchmark, evaluate, ngrams, vocabulary
+from pipelines import benchmark, delta0_benchmark, errors, evaluate, flags, ngrams, vocabulary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
@@ -101,13 +101,13 @@ def test_negative_numbers_evaluate(pairs):
 
 
 def test_a_flag_after_a_flag_is_still_a_missing_value():
-    with pytest.raises(cli.UsageError, match="argument --delta: expected one argument"):
-        cli.parse_job_args(vocabulary.build_parser(),
+    with pytest.raises(errors.UsageError, match="argument --delta: expected one argument"):
+        flags.parse_job_args(vocabulary.build_parser(),
                            ["--input", "x", "--output", "o", "--delta", "--epsilon", "1"])
 
 
 def test_negative_values_reach_beam_options():
-    _, options = cli.parse_job_args(vocabulary.build_parser(),
+    _, options = flags.parse_job_args(vocabulary.build_parser(),
                                     ["--input", "x", "--output", "o", "--delta", "1e-5",
                                      "--direct_num_workers", "-1"])
     assert options.get_all_options()["direct_num_workers"] == -1
@@ -236,10 +236,10 @@ def test_a_repeated_flag_is_an_error_naming_it(pairs, extra, flag):
 
 def test_a_repeated_beam_option_is_an_error_but_list_options_repeat():
     base = ["--input", "x", "--output", "o", "--delta", "1e-5"]
-    with pytest.raises(cli.UsageError, match="--runner is given more than once"):
-        cli.parse_job_args(vocabulary.build_parser(),
+    with pytest.raises(errors.UsageError, match="--runner is given more than once"):
+        flags.parse_job_args(vocabulary.build_parser(),
                            base + ["--runner", "DirectRunner", "--runner=PortableRunner"])
-    _, options = cli.parse_job_args(vocabulary.build_parser(),
+    _, options = flags.parse_job_args(vocabulary.build_parser(),
                                     base + ["--experiments", "a", "--experiments=b"])
     assert options.get_all_options()["experiments"] == ["a", "b"]
 
@@ -253,7 +253,7 @@ def test_repeated_benchmark_flag(capsys):
 
 
 def beam_flags() -> set:
-    return {s for a in cli._BeamOptionsParser()._actions for s in a.option_strings}
+    return set(flags.beam_option_flags())
 
 
 def job_flags(parser) -> set:
