@@ -253,7 +253,7 @@ def _expanded(action: argparse.Action, prog: str) -> str:
     params = {k: getattr(v, "__name__", v) for k, v in params.items()}
     if params.get("choices") is not None:
         params["choices"] = ", ".join(map(str, params["choices"]))
-    return action.help % params
+    return (action.help or "") % params
 
 
 class JobArgumentParser(StrictArgumentParser):

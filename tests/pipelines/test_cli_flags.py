@@ -113,6 +113,40 @@ def test_negative_values_reach_beam_options():
     assert options.get_all_options()["direct_num_workers"] == -1
 
 
+def argparse_private_names() -> set:
+    """The underscore names of argparse: its module's, its classes' and their instances'."""
+    import argparse
+    parser = argparse.ArgumentParser()
+    things = [argparse, argparse.ArgumentParser, argparse.HelpFormatter, argparse.Action,
+              parser, argparse.HelpFormatter("prog"), parser.add_argument_group("g"),
+              parser.add_argument("--x")]
+    names = {n for t in things for n in list(dir(t)) + list(vars(t))}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_the_command_line_uses_argparse_and_beam_through_their_public_api():
+    # No argparse internals (argparse._StoreAction, _negative_number_matcher, a
+    # formatter's _split_lines …) and no Beam private name (_BeamArgumentParser);
+    # Beam's documented hook for options classes, _add_argparse_args, is called.
+    private = argparse_private_names()
+    found = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "pipelines"))):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(ROOT, "pipelines", name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                found.append(f"{name}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.FunctionDef) and node.name in private:
+                found.append(f"{name}:{node.lineno}: def {node.name}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "apache_beam"):
+                found += [f"{name}:{node.lineno}: {a.name}" for a in node.names
+                          if a.name.startswith("_")]
+    assert found == []
+
+
 # -- errors speak in flags ------------------------------------------------------------
 
 
