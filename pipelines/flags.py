@@ -174,8 +174,7 @@ class StrictArgumentParser(argparse.ArgumentParser):
         action.help = _with_default(action)
         self._note(action)
         for alias in aliases:
-            self._note(add(alias, **{**kwargs, "dest": action.dest, "help": argparse.SUPPRESS,
-                                     "default": argparse.SUPPRESS}))
+            self._note(add(alias, **{**kwargs, "dest": action.dest, "help": argparse.SUPPRESS}))
         return action
 
     def _note(self, action: argparse.Action) -> None:
