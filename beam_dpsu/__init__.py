@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 import importlib
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 
 class _DropApitoolsWarning(logging.Filter):
@@ -64,15 +65,38 @@ def _import_quietly(module: str) -> None:
             root.removeHandler(stand_in)
 
 
+if TYPE_CHECKING:  # the names as type checkers and the API reference see them
+    from beam_dpsu.core.budgets import (Budget, BudgetAccountant, BudgetExceededError, ZCDPBudget,
+                                        dp_to_zcdp, geometric_split_weights)
+    from beam_dpsu.core.gaussian import analytic_gaussian_sigma, zcdp_to_dp
+    from beam_dpsu.beam.bounding import (BoundContributions, InvalidRecordError)
+    from beam_dpsu.core.discrete_noise import (DiscreteGaussian, DiscreteLaplace)
+    from beam_dpsu.core.mechanisms import (CountGaussian, CountLaplace, MECHANISMS, SIPS,
+                                           GreedyWithoutSampling, TruncatedGeometric,
+                                           PolicyGaussian, PolicyLaplace, WeightedGaussian,
+                                           WeightedLaplace, mechanism_from_name)
+    from beam_dpsu.core.max_items_choice import (AutoMaxItems)
+    from beam_dpsu.beam.histograms import (WeightedHistogram)
+    from beam_dpsu.select_items import (SelectItems)
+    from beam_dpsu.beam.release_guard import (AppliedTwiceError)
+    from beam_dpsu.extract_ngrams import (ExtractNgrams)
+    from beam_dpsu.beam.output import (WriteReleased, read_counts, read_released, unescape)
+    from beam_dpsu.beam.noisy_threshold import (NoisyThreshold)
+    from beam_dpsu.core.tokenizer import (Tokenizer, Tokens, tokenize)
+    from beam_dpsu.beam.windowing import (NonGlobalWindowError, require_global_window)
+    from beam_dpsu.count_released import CountReleased
+    from beam_dpsu.core.counts_budget import (SelectionAndCountsBudget, count_calibration,
+                                              split_selection_and_counts)
+
 _PUBLIC = {  # public name -> the module that defines it
     "Budget": "beam_dpsu.core.budgets",
     "BudgetAccountant": "beam_dpsu.core.budgets",
     "BudgetExceededError": "beam_dpsu.core.budgets",
     "ZCDPBudget": "beam_dpsu.core.budgets",
-    "analytic_gaussian_sigma": "beam_dpsu.core.budgets",
+    "analytic_gaussian_sigma": "beam_dpsu.core.gaussian",
     "dp_to_zcdp": "beam_dpsu.core.budgets",
     "geometric_split_weights": "beam_dpsu.core.budgets",
-    "zcdp_to_dp": "beam_dpsu.core.budgets",
+    "zcdp_to_dp": "beam_dpsu.core.gaussian",
     "BoundContributions": "beam_dpsu.beam.bounding",
     "InvalidRecordError": "beam_dpsu.beam.bounding",
     "DiscreteGaussian": "beam_dpsu.core.discrete_noise",
@@ -104,9 +128,9 @@ _PUBLIC = {  # public name -> the module that defines it
     "NonGlobalWindowError": "beam_dpsu.beam.windowing",
     "require_global_window": "beam_dpsu.beam.windowing",
     "CountReleased": "beam_dpsu.count_released",
-    "SelectionAndCountsBudget": "beam_dpsu.count_released",
-    "count_calibration": "beam_dpsu.count_released",
-    "split_selection_and_counts": "beam_dpsu.count_released",
+    "SelectionAndCountsBudget": "beam_dpsu.core.counts_budget",
+    "count_calibration": "beam_dpsu.core.counts_budget",
+    "split_selection_and_counts": "beam_dpsu.core.counts_budget",
 }
 
 # The core (beam_dpsu.core) needs no Beam: the public names load their modules

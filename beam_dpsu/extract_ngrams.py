@@ -22,9 +22,9 @@ Finally the zero-weight valid k-grams the histogram over all of V_k would
 have released are drawn: B_k ~ Binomial(|V_k| − |supp H_k|, Φ(−ρ_k/σ_k))
 k-grams sampled uniformly from V_k ∖ supp H_k. This spurious sampling is part
 of the privacy guarantee, not cosmetic: without it, which zero-weight k-grams
-are missing from the output depends on the data (DESIGN §3).
+are missing from the output depends on the data (docs/privacy.md, DPNE's spurious k-grams).
 
-Drawn once (DESIGN §4, invariant 11; ``beam_dpsu.beam.randomness``): each level's
+Drawn once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``): each level's
 release feeds the output, the next level and the level stats, and H_k's
 sampled sums feed both the noise and the support the spurious draws avoid. So
 H_k and each level (its release with its spurious draws) are checkpointed with
@@ -41,7 +41,7 @@ only non-Gaussian part, levels k ≥ 2 noise all of V_k), with
 ``beam_dpsu.core.calibration``). Under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ) and
 level 1's threshold gets all of δ.
 
-``max_items_per_user="auto"`` (issue 27; the SelectItems rule is
+``max_items_per_user="auto"`` (docs/privacy.md, Choosing Δ0 privately; the SelectItems rule is
 ``beam_dpsu.core.max_items_choice``). Per level, by what Δ_k changes:
 
 * Levels k ≥ 2: σ_k is calibrated for ℓ2 sensitivity 1 (weights 1/√|U_i|)
@@ -103,12 +103,13 @@ from beam_dpsu.core import hashing
 from beam_dpsu.core import policies
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.budgets import Budget, ZCDPBudget, gaussian_noise_schedule
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.gaussian import gaussian_noise_schedule
 from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts, _to_chosen
 from beam_dpsu.beam.bounding import (InvalidRecordError, SampleEachUser, WholeItemCountsPerUser,
                                 canonical_user_id, check_privacy_unit)
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration, gaussian_dp_equivalents, split_delta
-from beam_dpsu.core.tokenizer import a_type, plural
+from beam_dpsu.core.wording import a_type, plural
 from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, PARTIAL_HISTOGRAM_KEYS, WeightedHistogram
@@ -418,7 +419,7 @@ class _UserBlocksFn(beam.DoFn):
     One Beam step per element instead of two.
 
     Not ``beam.BatchElements``: that logs how many elements it has batched,
-    which here is the number of users (DESIGN §4.6). Every block is stamped
+    which here is the number of users (docs/privacy.md, invariant 6). Every block is stamped
     like the other outputs (``in_global_window``).
     """
 
@@ -560,7 +561,7 @@ class _SpuriousFn(beam.DoFn):
         n = int(rng.binomial(n_valid - len(support), p)) if n_valid > len(support) else 0
         sampler = ValidKgramSampler(previous, unigrams, self._pruning)
         # Stamped like the k-grams released from users' weight, so nothing
-        # about an output tells whether it was spurious (DESIGN §4.6).
+        # about an output tells whether it was spurious (docs/privacy.md, invariant 6).
         yield from map(in_global_window, sampler.sample(n, support, rng))
 
 

@@ -16,19 +16,21 @@ import apache_beam as beam
 
 from beam_dpsu.core import max_items_choice
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
 
 from beam_dpsu.core import policies
 from beam_dpsu.beam.max_items_routing import AutoSelection
-from beam_dpsu.core.budgets import Budget, ZCDPBudget, check_tight_part
-from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, check_privacy_unit
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser
 from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismConfig,
                                        ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
 from beam_dpsu.beam.fields import input_fields, read_fields
+from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
-from beam_dpsu.core.report import auto_report, mechanism_report
+from beam_dpsu.core.report import selection_report
 from beam_dpsu.core.calibration import KeepProbabilityCalibration
 from beam_dpsu.beam.noisy_threshold import KeepWithProbability, NoisyThreshold
 from beam_dpsu.beam.sequential import OrderItemsForGW, SequentialPolicyHistogram, run_order_key
@@ -38,7 +40,8 @@ from beam_dpsu.beam.windowing import require_global_window
 __all__ = ["SelectItems"]
 
 
-class SelectItems(ReleaseTransform):
+@beam.typehints.with_input_types(RECORDS)
+class SelectItems(ReadsContainers, ReleaseTransform):
     """Releases the items held by users under user-level DP.
 
     Its input is a PCollection of ``(user_id, item)`` pairs, one per
@@ -100,6 +103,10 @@ class SelectItems(ReleaseTransform):
       items_field: the field holding a list, tuple, set or 1-D array of
         items, as in a ``(user_id, items)`` record; alone with
         ``privacy_unit="element"``. Not with ``item_field``.
+      public_counts: GW-KT's public counts as a ``PCollection`` of (item,
+        count) pairs, e.g. counted from a public corpus in the same pipeline
+        (a side input); only with ``GreedyWithoutSampling(public_order=True)``
+        that holds no mapping of its own.
 
     Raises:
       ValueError: field arguments that do not fit together or with
@@ -129,20 +136,21 @@ class SelectItems(ReleaseTransform):
                  seed: int | None = None, hot_key_fanout: int | None = None, label=None,
                  privacy_unit: str = "user_id", accountant=None,
                  non_private_stats: bool = False, user_field: str | None = None,
-                 item_field: str | None = None, items_field: str | None = None):
+                 item_field: str | None = None, items_field: str | None = None,
+                 public_counts=None):
         super().__init__(label)
-        if not isinstance(mechanism, MechanismConfig):
-            raise TypeError(f"mechanism must be a beam_dpsu mechanism config, got {mechanism!r}")
-        if not isinstance(budget, (Budget, ZCDPBudget)):
-            raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        checks.instance("mechanism", mechanism, MechanismConfig,
+                        "a beam_dpsu mechanism config")
+        checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         self.mechanism = mechanism
         self.budget = budget
-        self.seed = hashing.check_seed(seed)
+        self.public_counts = _check_public_counts(public_counts, mechanism)
+        self.seed = checks.seed(seed)
         self.hot_key_fanout = hot_key_fanout
-        self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.privacy_unit = checks.privacy_unit(privacy_unit)
         self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
                                    items_field=items_field)
-        check_tight_part(budget, "mechanism", mechanism, getattr(budget, "for_mechanism", None))
+        checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
         # pipeline runs; every candidate's selection is calibrated now.
         self.auto_plan = None
@@ -150,11 +158,12 @@ class SelectItems(ReleaseTransform):
         self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget)
+            # One selection per candidate Δ0, each on one merged record per user.
             self._auto_branches = [
                 SelectItems(max_items_choice.with_max_items(mechanism, c),
                             self.auto_plan.selection_budget,
                             seed=seed, hot_key_fanout=hot_key_fanout, privacy_unit="element",
-                            non_private_stats=non_private_stats)
+                            non_private_stats=non_private_stats, public_counts=public_counts)
                 for c in self.auto_plan.candidates]
             self.calibration = None
         else:
@@ -175,21 +184,11 @@ class SelectItems(ReleaseTransform):
     @property
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
-        if self.auto_plan is not None:
-            report = auto_report(self.mechanism, self.budget, self.auto_plan,
-                                 {c: branch.calibration for c, branch in
-                                  zip(self.auto_plan.candidates, self._auto_branches)},
-                                 self.seed, self.privacy_unit)
-            if isinstance(self.mechanism, SequentialMechanism):
-                # The chosen selection reads one merged record per user (as elements).
-                report["user_order"] = _user_order(self.mechanism, "element", self.seed)
-            return report
-        extra = None
-        if isinstance(self.mechanism, SequentialMechanism):
-            extra = {"user_order": _user_order(self.mechanism, self.privacy_unit,
-                                               self.seed)}
-        return mechanism_report(self.mechanism, self.calibration, self.seed, extra,
-                                self.privacy_unit)
+        auto_calibrations = {} if self.auto_plan is None else {
+            c: branch.calibration
+            for c, branch in zip(self.auto_plan.candidates, self._auto_branches)}
+        return selection_report(self.mechanism, self.budget, self.calibration, self.auto_plan,
+                                auto_calibrations, self.seed, self.privacy_unit)
 
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
@@ -202,11 +201,8 @@ class SelectItems(ReleaseTransform):
             released = elements | "AutoMaxItemsPerUser" >> auto
             self.chosen_max_items_per_user = auto.chosen_max_items_per_user
             if self.non_private_stats and isinstance(mechanism, SIPS):
-                self.non_private_released_by_stage = {
-                    f"round_{i}": ([b.non_private_released_by_stage[f"round_{i}"]
-                                    for b in self._auto_branches]
-                                   | f"Round{i}OfChosen" >> beam.Flatten())
-                    for i in range(mechanism.rounds)}
+                self.non_private_released_by_stage = auto.chosen_branch_stages(
+                    [f"round_{i}" for i in range(mechanism.rounds)])
             return released
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
@@ -218,7 +214,8 @@ class SelectItems(ReleaseTransform):
             return released
         if isinstance(mechanism, SequentialMechanism):
             return elements | "SequentialPolicy" >> _SequentialSelection(
-                mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit)
+                mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit,
+                self.public_counts)
         if isinstance(mechanism, ParallelMechanism):
             # BoundContributions and WeightedHistogram, with the sample and
             # the partial sum in one step; each element of privacy_unit="element"
@@ -239,18 +236,23 @@ class SelectItems(ReleaseTransform):
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
 
 
-def _user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
-    """What orders a sequential mechanism's users, for its report."""
-    key = ("key derived from the seed" if seed is not None
-           else "fresh secret key per run, not recorded")
-    if privacy_unit == "user_id":
-        return f"keyed hash of the user id; {key}"
-    if seed is None and not isinstance(mechanism, GreedyWithoutSampling):
-        # _ElementBlocksFn: the bytes stand in for the keyed hash of a random id.
-        return "32 fresh random bytes per element (no key), drawn from the OS"
-    seeded = ("its items and their occurrences" if isinstance(mechanism, GreedyWithoutSampling)
-              else "its distinct items")
-    return f"keyed hash of a random id per element (a hash of {seeded} when seeded); {key}"
+def _check_public_counts(public_counts, mechanism):
+    """SelectItems' ``public_counts``: None, or a PCollection for a GW-KT config that
+    holds no counts of its own; a GW-KT config without counts needs them here."""
+    if public_counts is None:
+        if getattr(mechanism, "public_order", False) and mechanism.public_counts is None:
+            raise ParameterError.worded(
+                "public_counts", "GreedyWithoutSampling(public_order=True) ranks items by public "
+                "counts: give them as SelectItems(..., public_counts=pcoll), or as a mapping "
+                "in GreedyWithoutSampling(public_counts=...)")
+        return None
+    checks.instance("public_counts", public_counts, beam.pvalue.PCollection,
+                    "a PCollection of (item, count) pairs", lambda value: type(value).__name__)
+    if not getattr(mechanism, "public_order", False) or mechanism.public_counts is not None:
+        raise ParameterError(
+            "public_counts", "ranks GW-KT's items: give them with GreedyWithoutSampling("
+            "public_order=True) holding no mapping of its own")
+    return public_counts
 
 
 class _SequentialSelection(beam.PTransform):
@@ -263,8 +265,10 @@ class _SequentialSelection(beam.PTransform):
     as the parallel mechanisms do.
     """
 
-    def __init__(self, mechanism, calibration, seed, order_key, privacy_unit):
+    def __init__(self, mechanism, calibration, seed, order_key, privacy_unit,
+                 public_counts=None):
         super().__init__()
+        self._public_counts = public_counts
         self._privacy_unit = privacy_unit
         self._mechanism = mechanism
         self._calibration = calibration
@@ -280,7 +284,9 @@ class _SequentialSelection(beam.PTransform):
                               occurrences=True, privacy_unit=self._privacy_unit,
                               seed=self._seed)
                           | "TopItemsPerUser" >> OrderItemsForGW(
-                              self._key, m.max_items_per_user, m.public_counts))
+                              self._key, m.max_items_per_user,
+                              m.public_counts if self._public_counts is None
+                              else self._public_counts))
             update = policies.greedy_update
             sample_elements = None
         else:

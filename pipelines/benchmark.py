@@ -2,10 +2,10 @@
 
     python -m pipelines.benchmark --job vocabulary \\
         --mechanisms weighted-gaussian,policy-gaussian,sips,gw -- \\
-        --input ../shared/data/imdb_50k_reviews.csv.gz --user-field @row --text-field review \\
+        --input data/imdb_50k_reviews.csv.gz --user-field @row --text-field review \\
         --rho 0.1 --delta 1e-5 --max-items-per-user 100
     python -m pipelines.benchmark --job ngrams -- \\
-        --input ../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 \\
+        --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 \\
         --epsilon 1 --delta 1e-7
 
 Everything after ``--`` is the job's own command line (without ``--output``
@@ -74,7 +74,7 @@ def build_parser() -> JobArgumentParser:
             "examples/imdb_2k.csv.gz --user-field user --text-field review --rho 0.1 "
             "--delta 1e-5 --max-items-per-user 100",
             f"{PROG} --job ngrams --before /tmp/before -- --input "
-            "../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 --epsilon 1 "
+            "data/msnbc990928.zip --max-n 6 --max-items-per-user 10 --epsilon 1 "
             "--delta 1e-7",
         ], beam_options=False)
     g = parser.add_argument_group("benchmark")

@@ -1,7 +1,7 @@
 """Peer comparison: PipelineDP's partition selection next to beam_dpsu, same data and budget.
 
     pip install -e ".[bench]"
-    python -m pipelines.benchmark_peers --input ../shared/data/imdb_50k_reviews.csv.gz \\
+    python -m pipelines.benchmark_peers --input data/imdb_50k_reviews.csv.gz \\
         --format csv --user-field @row --text-field review \\
         --epsilon 1 --delta 1e-5 --max-items-per-user 100
 

@@ -1,7 +1,7 @@
 """Δ0 chosen privately (``auto``) against the best fixed Δ0 of a grid: items released.
 
     nice -n 10 python -m pipelines.delta0_benchmark --output /tmp/delta0_bench \\
-        --data-dir ../shared/data --rho 0.1 --delta 1e-5
+        --data-dir data --rho 0.1 --delta 1e-5
 
 For each data set (IMDb 50k, one user per review; the 1 % AskReddit bigrams,
 one user per author; two synthetic Pareto/zeta shapes) and each mechanism
@@ -307,7 +307,7 @@ def build_parser() -> JobArgumentParser:
                     "a grid, at the same budget, for Weighted Gaussian, Policy Gaussian and "
                     "SIPS on IMDb, AskReddit bigrams and synthetic Pareto/zeta data; in "
                     "memory, with the library's calibration and release step.",
-        examples=[f"{PROG} --output /tmp/delta0_bench --data-dir ../shared/data",
+        examples=[f"{PROG} --output /tmp/delta0_bench --data-dir data",
                   f"{PROG} --output /tmp/d0 --datasets imdb --imdb examples/imdb_2k.csv.gz "
                   "--grid 10,100 --auto-trials 0"],
         beam_options=False)
@@ -319,7 +319,7 @@ def build_parser() -> JobArgumentParser:
                    metavar="NAMES", help="data sets: imdb, askreddit, zipf-a, zipf-b")
     g.add_argument(*flags("mechanisms"), default=",".join(MECHANISMS), metavar="NAMES",
                    help=f"mechanisms: {', '.join(MECHANISMS)}")
-    g.add_argument(*flags("data-dir"), default="../shared/data", metavar="FOLDER",
+    g.add_argument(*flags("data-dir"), default="data", metavar="FOLDER",
                    help="folder of imdb_50k_reviews.csv.gz and askreddit_bigrams_1pct.csv.gz")
     g.add_argument(*flags("imdb"), metavar="FILE",
                    help="another IMDb-like CSV (one user per row, column review)")

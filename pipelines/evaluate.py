@@ -1,6 +1,6 @@
 """The evaluation job: released items per mechanism over a budget grid, with trials.
 
-    python -m pipelines.evaluate --input ../shared/data/imdb_50k_reviews.csv.gz \\
+    python -m pipelines.evaluate --input data/imdb_50k_reviews.csv.gz \\
         --user-field @row --text-field review \\
         --mechanisms weighted-gaussian,policy-gaussian,gw,sips,truncated-geometric \\
         --epsilons 1,2,3,4 --delta 1e-5 --trials 3 --k-anonymity 20 --output eval/
@@ -59,7 +59,7 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.tokenizer import plural  # noqa: E402
+from beam_dpsu.core.wording import plural  # noqa: E402
 from pipelines.inputs import FORMATS, ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluate"

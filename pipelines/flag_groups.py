@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from beam_dpsu.core import mechanisms
-from beam_dpsu.count_released import DEFAULT_COUNTS_SHARE
+from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
 from pipelines.flags import JobArgumentParser, boolean, flags, int_or_auto
 from pipelines.inputs import FORMAT_HELP
 

@@ -71,7 +71,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
-from beam_dpsu.core.tokenizer import Tokenizer, a_type, plural
+from beam_dpsu.core.tokenizer import Tokenizer
+from beam_dpsu.core.wording import a_type, plural
 
 try:  # what Beam reads .zst with; without it .zst files are refused, not misread
     import zstandard

@@ -1,6 +1,6 @@
 """The n-gram job: release the n-grams (lengths 1..T) of a user corpus with DPNE.
 
-    python -m pipelines.ngrams --input ../shared/data/msnbc990928.zip \\
+    python -m pipelines.ngrams --input data/msnbc990928.zip \\
         --max-n 6 --max-items-per-user 10 --epsilon 1 --delta 1e-7 --eta 0.01 --output out/
 
 Writes ``OUT/ngrams-00000-of-00001.txt`` (the released n-grams, one per line,
@@ -33,10 +33,10 @@ import apache_beam as beam
 
 from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import thresholds
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
-from beam_dpsu.core.tokenizer import plural
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.wording import plural
 from beam_dpsu.extract_ngrams import BASELINES, LEVEL1_POLICIES, ExtractNgrams, NgramsByDPSU
 from pipelines import settings
 from pipelines.errors import UsageError, flag_errors
@@ -84,7 +84,7 @@ def build_parser() -> JobArgumentParser:
                     "level k only considers k-grams whose (k−1)-grams level k−1 released. "
                     "Writes the released n-grams, sorted, and report.json.",
         examples=[
-            f"{PROG} --input ../shared/data/msnbc990928.zip --max-n 6 --max-items-per-user 10 "
+            f"{PROG} --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 "
             "--epsilon 1 --delta 1e-7 --eta 0.01 --output out/ngrams",
             f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--max-n 3 --rho 0.5 --delta 1e-6 --max-items-per-user 50 --output out/imdb-ngrams",

@@ -19,9 +19,9 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.report import dp_equivalents
 from beam_dpsu.core.tokenizer import Tokenizer
-from beam_dpsu.count_released import (DEFAULT_COUNTS_SHARE, CountReleased,
-                                      SelectionAndCountsBudget, count_calibration,
-                                      split_selection_and_counts)
+from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
+                                          count_calibration, split_selection_and_counts)
+from beam_dpsu.count_released import CountReleased
 from pipelines.errors import FlagMessage, UsageError, flag_errors
 from pipelines.inputs import ROW_AS_USER
 

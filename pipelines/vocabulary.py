@@ -30,7 +30,7 @@ import apache_beam as beam
 from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
-from beam_dpsu.core.tokenizer import plural
+from beam_dpsu.core.wording import plural
 from beam_dpsu.select_items import SelectItems
 from pipelines.errors import UsageError, flag_errors
 from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
@@ -110,9 +110,10 @@ def parse_args(argv):
 
 
 def with_public_counts(pipeline, args, mechanism, tokenizer):
-    """GW-KT: counts the public corpus in the pipeline and hands them to GW."""
+    """GW-KT: counts the public corpus in the pipeline; (GW ranking by public counts,
+    the counts for ``SelectItems(..., public_counts=)``), or (mechanism, None)."""
     if not getattr(args, "public_input", None):
-        return mechanism
+        return mechanism, None
     public_counts = (pipeline
                      | "ReadPublicItems" >> ReadPairs(
                          args.public_input, args.public_format, ROW_AS_USER,
@@ -120,8 +121,8 @@ def with_public_counts(pipeline, args, mechanism, tokenizer):
                      | "PublicItems" >> beam.Values()
                      | "CountPublicItems" >> beam.combiners.Count.PerElement())
     # Without --max-items-per-user, GW-KT gets its own default Δ0 (None → 300).
-    return dataclasses.replace(mechanism, public_counts=public_counts,
-                               max_items_per_user=args.max_items_per_user)
+    return dataclasses.replace(mechanism, public_order=True,
+                               max_items_per_user=args.max_items_per_user), public_counts
 
 
 class InputStats(beam.PTransform):
@@ -163,7 +164,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         args.input, args.format, args.user_field, args.text_field, tokenizer,
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats, items_field=args.items_field)
-    mechanism = with_public_counts(pipeline, args, mechanism, tokenizer)
+    mechanism, public_counts = with_public_counts(pipeline, args, mechanism, tokenizer)
     # When every row is its own user (@row, text lines), each record is one
     # privacy unit: the selection takes the rows' tokens as they are, with no
     # per-user shuffle. Otherwise a user's rows are merged by user id.
@@ -175,7 +176,8 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
-                         privacy_unit=privacy_unit, non_private_stats=args.non_private_stats)
+                         privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,
+                         public_counts=public_counts)
     released = selected | "SelectItems" >> select
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw

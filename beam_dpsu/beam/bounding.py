@@ -11,7 +11,7 @@ PCollection of either
 
 The forms may be mixed, and a user may arrive in any number of elements of
 either form: they are always merged into one record per user before
-anything is bounded (DESIGN §4.1), so a user split over many rows is still
+anything is bounded (docs/privacy.md, invariant 1), so a user split over many rows is still
 one user.
 
 Privacy unit. That is ``privacy_unit="user_id"``, the default: neighbouring
@@ -39,17 +39,19 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import repeat
-from operator import itemgetter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import checks, hashing
+from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
-from beam_dpsu.core.tokenizer import Tokens, a_type
+from beam_dpsu.core.sampling import UserSampler, item_sort_key
+from beam_dpsu.core.tokenizer import Tokens
+from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = [
@@ -65,26 +67,16 @@ __all__ = [
     "MergeItemCounts",
     "WholeItemCountsPerUser",
     "ItemCountsPerUser",
-    "sample_items",
-    "sample_user_items",
-    "UserSampler",
     "SampleItemsPerUser",
     "BoundContributions",
 ]
 
 _ELEMENT = "(user_id, item) pair or (user_id, items) record"
 
-# What identifies the unit of privacy: a user id shared by any number of
-# elements (merged before bounding), or each element on its own.
-PRIVACY_UNITS = ("user_id", "element")
-
-
-def check_privacy_unit(privacy_unit: Any) -> str:
-    """Validates ``privacy_unit`` (one of ``PRIVACY_UNITS``); raises naming the choices."""
-    if privacy_unit not in PRIVACY_UNITS:
-        raise ValueError(f"privacy_unit must be one of {list(PRIVACY_UNITS)}, got "
-                         f"{privacy_unit!r}")
-    return privacy_unit
+# What identifies the unit of privacy (``checks.PRIVACY_UNITS``), and its check,
+# re-exported for the callers of bounding.check_privacy_unit.
+PRIVACY_UNITS = checks.PRIVACY_UNITS
+check_privacy_unit = checks.privacy_unit
 
 
 class InvalidRecordError(ValueError):
@@ -297,7 +289,7 @@ def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
     randomness, or with a test-only seed a hash of the pairs (the same in any order)."""
     if seed is None:
         return hashing.random_id128()
-    content = tuple(sorted(item_counts, key=lambda ic: _sort_key(ic[0])))
+    content = tuple(sorted(item_counts, key=lambda ic: item_sort_key(ic[0])))
     return hashing.stable_hash64(("element", content))
 
 
@@ -392,8 +384,8 @@ class ItemCountsPerUser(beam.PTransform):
                  seed: int | None = None):
         super().__init__()
         self._occurrences = bool(occurrences)
-        self._privacy_unit = check_privacy_unit(privacy_unit)
-        self._seed = hashing.check_seed(seed)
+        self._privacy_unit = checks.privacy_unit(privacy_unit)
+        self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "ItemCountsPerUser")
 
     def expand(self, elements):
@@ -409,63 +401,6 @@ class ItemCountsPerUser(beam.PTransform):
 
 def _distinct_items(element) -> tuple:
     return item_counts(element, occurrences=False)
-
-
-def _sort_key(item):
-    return (isinstance(item, bytes), item)
-
-
-def sample_items(items, max_items_per_user: int, rng: np.random.Generator | None,
-                 ordered: bool = False) -> list:
-    """A uniform sample of at most Δ0 distinct items, without replacement.
-
-    ``ordered`` sorts the items first, so that a seeded ``rng`` gives the same
-    sample in every process (set and dict order depend on PYTHONHASHSEED).
-    """
-    items = list(items)
-    if ordered:
-        items.sort(key=_sort_key)
-    if len(items) <= max_items_per_user:
-        return items
-    # The first Δ0 of a uniform permutation: a uniform Δ0-subset, and one
-    # numpy call (``choice(replace=False)`` costs about twice as much).
-    assert rng is not None, "sampling draws from rng"
-    chosen = rng.permutation(len(items))[:max_items_per_user].tolist()
-    if len(chosen) == 1:  # itemgetter of one index gives the item, not a tuple
-        return [items[chosen[0]]]
-    return list(itemgetter(*chosen)(items))
-
-
-def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator | None,
-                      seed: int | None = None, salt: str = "") -> list:
-    """One user's uniform sample of ≤ Δ0 distinct items: from ``rng`` (OS entropy), or,
-    seeded (tests only), from a generator derived from (seed, salt, user id), so the
-    sample does not depend on which worker or bundle the user lands in."""
-    if seed is None:
-        return sample_items(items, max_items_per_user, rng)
-    return sample_items(items, max_items_per_user,
-                        hashing.derived_rng(seed, "sample", salt, user_id), ordered=True)
-
-
-class UserSampler:
-    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own.
-
-    For DoFns: call ``setup`` in the DoFn's ``setup`` (a fresh OS-seeded
-    generator per worker), then ``sampler(user_id, items)`` per user.
-    """
-
-    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
-        self.max_items = max_items_per_user
-        self.seed = seed
-        self.salt = salt
-        self._rng: np.random.Generator | None = None
-
-    def setup(self) -> None:
-        self._rng = hashing.os_rng()
-
-    def __call__(self, user_id, items) -> list:
-        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
-                                 self.salt)
 
 
 @draws_randomness
@@ -496,10 +431,8 @@ class SampleEachUser(beam.PTransform):
 
     def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
         super().__init__()
-        if max_items_per_user < 1:
-            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
-        self._max_items = max_items_per_user
-        self._seed = hashing.check_seed(seed)
+        self._max_items = checks.at_least("max_items_per_user", max_items_per_user, 1)
+        self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "SampleEachUser")
         self._salt = salt
 
@@ -526,7 +459,7 @@ class SampleItemsPerUser(beam.PTransform):
     def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = "",
                  privacy_unit: str = "user_id"):
         super().__init__()
-        warn_if_seeded(hashing.check_seed(seed), self._NAME)
+        warn_if_seeded(checks.seed(seed), self._NAME)
         with seed_announced():
             self._sample = SampleEachUser(max_items_per_user, seed, salt)
             self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
@@ -539,7 +472,8 @@ class SampleItemsPerUser(beam.PTransform):
                 | "SampleEachUser" >> self._sample)
 
 
-class BoundContributions(SampleItemsPerUser):
+@beam.typehints.with_input_types(RECORDS)
+class BoundContributions(ReadsContainers, SampleItemsPerUser):
     """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items): check, merge, sample.
 
     The bounding step of the parallel mechanisms (``SampleItemsPerUser``

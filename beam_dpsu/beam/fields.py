@@ -29,7 +29,9 @@ from apache_beam.typehints import typehints
 from apache_beam.typehints.row_type import RowTypeConstraint
 
 from beam_dpsu.beam.bounding import InvalidRecordError, canonical_user_id
-from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.wording import a_type
 
 __all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
            "read_fields"]
@@ -71,12 +73,6 @@ class InputFields:
         return {"user_field": self.user_field, self.value_arg: self.value_field}
 
 
-def _check_name(name: Any, arg: str) -> str:
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{arg} must be a non-empty str naming a field, got {a_type(name)}")
-    return name
-
-
 def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool = False,
                  **value_fields: str | None) -> InputFields | None:
     """Validates a transform's field arguments; None when none is given (tuple input).
@@ -94,31 +90,35 @@ def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool 
     """
     given = {arg: name for arg, name in value_fields.items() if name is not None}
     if len(given) > 1:
-        raise ValueError(f"give one of {' or '.join(value_fields)}, not {' and '.join(given)}: "
-                         "a field holds either one item per element or a list of them")
+        raise ParameterError.worded(
+            next(iter(given)), f"give one of {' or '.join(value_fields)}, not "
+                               f"{' and '.join(given)}: a field holds either one item per "
+                               "element or a list of them")
     if not given:
         if user_field is not None:
-            raise ValueError(f"user_field needs {' or '.join(value_fields)} too: which field "
-                             "holds the items")
+            raise ParameterError("user_field", f"needs {' or '.join(value_fields)} too: which "
+                                               "field holds the items")
         return None
     (arg, name), = given.items()
-    name = _check_name(name, arg)
+    name = checks.field_name(name, arg)
     kind = _KINDS[arg]
     if privacy_unit == "element":
         if user_field is not None:
-            raise ValueError("with privacy_unit='element' each element is one person and "
-                             "has no user id: drop user_field")
+            raise ParameterError.worded(
+                "user_field", "with privacy_unit='element' each element is one person and "
+                              "has no user id: drop user_field")
         if kind == "item":
-            raise ValueError("with privacy_unit='element' an element holds all of one "
-                             "person's items: give them as a list with items_field")
+            raise ParameterError.worded(
+                arg, "with privacy_unit='element' an element holds all of one "
+                     "person's items: give them as a list with items_field")
     elif user_field is None:
-        raise ValueError(f"{arg} needs user_field too: with privacy_unit='user_id' the user "
-                         "id's field must be named (or privacy_unit='element' if each "
-                         "element is all of one person's data)")
+        raise ParameterError(arg, "needs user_field too: with privacy_unit='user_id' the user "
+                                  "id's field must be named (or privacy_unit='element' if each "
+                                  "element is all of one person's data)")
     else:
-        user_field = _check_name(user_field, "user_field")
+        user_field = checks.field_name(user_field, "user_field")
         if user_field == name:
-            raise ValueError(f"user_field and {arg} name the same field {name!r}")
+            raise ParameterError("user_field", f"and {arg} name the same field {name!r}")
     return InputFields(user_field, name, arg, _NGRAM_KINDS[kind] if ngrams else kind)
 
 

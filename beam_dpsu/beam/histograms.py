@@ -22,12 +22,14 @@ from typing import Callable
 
 import apache_beam as beam
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import checks
 
 from beam_dpsu.core import policies
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.beam.bounding import UserSampler, _MergeItemCountsFn, distinct_element_id, \
+from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
+from beam_dpsu.core.sampling import UserSampler
+from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 
@@ -111,7 +113,8 @@ class PartialHistogramFn(beam.DoFn):
         return map(in_global_window, split_by_shard(partial.histogram(), self._shards).items())
 
 
-class WeightedHistogram(beam.PTransform):
+@beam.typehints.with_input_types(KEYED)
+class WeightedHistogram(ReadsContainers, beam.PTransform):
     """(user_id, distinct items) → (item, Σ_users item_weight(|W_user|)).
 
     Its input must be one bounded record per user, e.g. the output of
@@ -132,10 +135,8 @@ class WeightedHistogram(beam.PTransform):
     def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None,
                  max_partial_keys: int = PARTIAL_HISTOGRAM_KEYS):
         super().__init__()
-        _check_fanout(hot_key_fanout)
-        if isinstance(max_partial_keys, bool) or not isinstance(max_partial_keys, int) \
-                or max_partial_keys < 1:
-            raise ValueError(f"max_partial_keys must be an int >= 1, got {max_partial_keys!r}")
+        checks.optional_integer("hot_key_fanout", hot_key_fanout)
+        checks.integer("max_partial_keys", max_partial_keys, types=(int,))
         self._item_weight = item_weight
         self._fanout = hot_key_fanout
         self._max_keys = max_partial_keys
@@ -153,11 +154,6 @@ class WeightedHistogram(beam.PTransform):
                 | "SumUsersPerBundle" >> beam.ParDo(
                     PartialHistogramFn(self._item_weight, self._max_keys))
                 | "SumPerItem" >> self.sum_per_item())
-
-
-def _check_fanout(hot_key_fanout) -> None:
-    if hot_key_fanout is not None and (not isinstance(hot_key_fanout, int) or hot_key_fanout < 1):
-        raise ValueError(f"hot_key_fanout must be None or an int >= 1, got {hot_key_fanout!r}")
 
 
 @draws_randomness
@@ -219,13 +215,12 @@ class SampledWeightedHistogram(beam.PTransform):
                  seed: int | None = None, salt: str = "", hot_key_fanout: int | None = None,
                  elements: bool = False):
         super().__init__()
-        if max_items_per_user < 1:
-            raise ValueError(f"max_items_per_user must be >= 1, got {max_items_per_user!r}")
-        _check_fanout(hot_key_fanout)
-        warn_if_seeded(hashing.check_seed(seed), "SampledWeightedHistogram")
+        checks.at_least("max_items_per_user", max_items_per_user, 1)
+        checks.optional_integer("hot_key_fanout", hot_key_fanout)
+        warn_if_seeded(checks.seed(seed), "SampledWeightedHistogram")
         # The fan-out spreads the sum over more shards (fewer items each).
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
-                                   hashing.check_seed(seed), salt,
+                                   checks.seed(seed), salt,
                                    HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements)
 
     def expand(self, user_items):

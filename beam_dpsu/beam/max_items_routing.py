@@ -16,6 +16,11 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
 
 Which candidate ran is the chosen Δ0, a DP output (the size histogram's
 post-processing); the selection that ran spends the selection's budget once.
+
+``SampleAtChosenMaxItems`` does the same for ``CountReleased``: the histogram
+is of each user's number of distinct *released* items, the choice
+``CountsAutoPlan.choose`` (which also reads the public number of released
+items), and every user is sampled at the chosen Δ0 before it is counted.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import hashing
 from beam_dpsu.beam.bounding import ItemCountsPerUser, element_distinct_items
 from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.core.sampling import UserSampler
 
-__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "ChooseMaxItemsPerUser", "AutoSelection"]
+__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "ChooseMaxItemsPerUser", "AutoSelection",
+           "SampleAtChosenMaxItems"]
 
 
 class _SizeBinCountsFn(beam.CombineFn):
@@ -171,3 +178,120 @@ class AutoSelection(beam.PTransform):
             routed[i] | f"SelectWithMaxItems{c}" >> branch
             for i, (c, branch) in enumerate(zip(candidates, self._branches))]
         return self.branch_outputs | "OneRelease" >> beam.Flatten()
+
+    def chosen_branch_stages(self, stages: list) -> dict:
+        """{stage: the chosen branch's named intermediate release} for each of ``stages``
+        (keys of the branches' ``non_private_released_by_stage``), once expanded."""
+        return {stage: ([branch.non_private_released_by_stage[stage]
+                         for branch in self._branches]
+                        | f"{stage.title().replace('_', '')}OfChosen" >> beam.Flatten())
+                for stage in stages}
+
+
+# --- CountReleased: Δ0 of the counts -------------------------------------------------
+
+
+def _released_size(element, released) -> int:
+    """One element of privacy_unit="element" input → its number of distinct released items."""
+    return sum(1 for item in element_distinct_items(element) if item in released)
+
+
+@draws_randomness
+def _noisy_counts_choice(counts, released_items: int, plan: max_items_choice.CountsAutoPlan,
+                         seed: int | None) -> int:
+    """The index (in plan.candidates) of the counts' Δ0, from the noisy size counts."""
+    rng = None if seed is None else random.Random(hashing.stable_hash64(("count-sizes", seed)))
+    noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng)
+    return plan.candidates.index(plan.choose(noisy, released_items))
+
+
+@draws_randomness
+class _SampleAtChosenFn(beam.DoFn):
+    """(user, released items) → (user, ≤ Δ0 of them sampled uniformly), Δ0 the chosen
+    candidate (a side input): as ``SampleEachUser`` at that Δ0, seeded samples alike."""
+
+    def __init__(self, candidates: tuple, seed: int | None, salt: str):
+        self._samplers = tuple(UserSampler(c, seed, salt) for c in candidates)
+
+    def setup(self):
+        for sampler in self._samplers:
+            sampler.setup()
+
+    def process(self, user_record, chosen: int):
+        user_id, items = user_record
+        if items:
+            yield user_id, tuple(self._samplers[chosen](user_id, items))
+
+
+class _ChooseCountsMaxItems(beam.PTransform):
+    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed.
+
+    K, the number of released items, is public (the released set is a DP
+    output) and comes as a side input; the noise is drawn once, whoever reads it.
+    """
+
+    def __init__(self, plan: max_items_choice.CountsAutoPlan, released, seed: int | None):
+        super().__init__()
+        self._plan = plan
+        self._released = released
+        self._seed = seed
+
+    def expand(self, sizes):
+        released_items = (self._released
+                          | "DistinctReleased" >> beam.Distinct()
+                          | "NumberReleased" >> beam.combiners.Count.Globally())
+        return (sizes
+                | "SizeHistogram" >> SizeHistogram(self._plan.edges)
+                | "AddNoiseAndChoose" >> beam.Map(
+                    _noisy_counts_choice, beam.pvalue.AsSingleton(released_items),
+                    self._plan, self._seed)
+                | "Checkpoint" >> beam.Reshuffle())
+
+
+class SampleAtChosenMaxItems(beam.PTransform):
+    """CountReleased's "auto": (user, released items held) → (user, ≤ Δ0 of them), Δ0
+    chosen privately.
+
+    First each user's number of released items is binned and Δ0 chosen from
+    the noisy bins (checkpointed); then every user is sampled at the chosen
+    Δ0 (a side input). After expansion ``chosen`` is the chosen candidate's
+    index (a singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
+
+    Args:
+      plan: the split and the candidates (``max_items_choice.plan_counts_auto``).
+      released: the released items (canonical), a PCollection.
+      released_set: the released items as a side input (``AsDict``).
+      elements: with privacy_unit="element", the input elements: the sizes
+        are read from them, not from the user records, which carry the random
+        element ids that must not be read twice (docs/privacy.md, invariant 11).
+        None with privacy_unit="user_id".
+      seed: test-only.
+    """
+
+    def __init__(self, plan: max_items_choice.CountsAutoPlan, released, released_set,
+                 elements=None, seed: int | None = None):
+        super().__init__()
+        self._plan = plan
+        self._released = released
+        self._released_set = released_set
+        self._elements = elements
+        self._seed = seed
+        self.chosen = None
+        self.chosen_max_items_per_user = None
+
+    def expand(self, user_released):
+        if self._elements is not None:
+            sizes = self._elements | "ReleasedPerUser" >> beam.Map(_released_size,
+                                                                   self._released_set)
+        else:
+            sizes = user_released | "ReleasedPerUser" >> beam.Map(lambda r: len(r[1]))
+        sizes = sizes | "HoldersOfReleased" >> beam.Filter(lambda n: n > 0)
+        # (number of released items held,) per user holding one
+        self.chosen = sizes | "ChooseMaxItemsPerUser" >> _ChooseCountsMaxItems(
+            self._plan, self._released, self._seed)
+        candidates = self._plan.candidates
+        self.chosen_max_items_per_user = self.chosen | "ChosenMaxItemsPerUser" >> beam.Map(
+            lambda index: candidates[index])
+        return user_released | "SampleItemsPerUser" >> beam.ParDo(
+            _SampleAtChosenFn(candidates, self._seed, "counts"),
+            beam.pvalue.AsSingleton(self.chosen))

@@ -8,7 +8,7 @@ statistical tests run.
 ``KeepWithProbability``: each (item, count) is released with probability
 π(count) (truncated geometric; ``KeepProbabilityCalibration.keep_mask``).
 
-A random draw is seen once (DESIGN §4, invariant 11; ``beam_dpsu.beam.randomness``):
+A random draw is seen once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``):
 a release is read by several steps (the written items and ``CountReleased``,
 the next SIPS round, the next DPNE level), and a runner that retried or
 recomputed the decision could show each a different draw. So every release
@@ -21,8 +21,9 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, release_mask
+from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
@@ -149,7 +150,8 @@ class _NoisyThresholdFn(BatchedDecisionFn):
         return release_mask(weights, self._calibration, rng)
 
 
-class NoisyThreshold(beam.PTransform):
+@beam.typehints.with_input_types(KEYED)
+class NoisyThreshold(ReadsContainers, beam.PTransform):
     """(item, weight) → item for each item whose noisy weight exceeds the release threshold.
 
     Args:
@@ -162,7 +164,7 @@ class NoisyThreshold(beam.PTransform):
     def __init__(self, calibration: Calibration, seed: int | None = None, salt: str = ""):
         super().__init__()
         self._calibration = calibration
-        self._seed = hashing.check_seed(seed)
+        self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "NoisyThreshold")
         self._salt = salt
 
@@ -172,7 +174,7 @@ class NoisyThreshold(beam.PTransform):
         """The same release for a histogram given as (shard, {item: weight}) dicts, each
         item in exactly one of them (``SampledWeightedHistogram``'s output)."""
         warn_if_seeded(seed, "NoisyThreshold")
-        return _PerShard(_NoisyThresholdFn(calibration, hashing.check_seed(seed), salt),
+        return _PerShard(_NoisyThresholdFn(calibration, checks.seed(seed), salt),
                          "NoisyThreshold")
 
     def expand(self, histogram):
@@ -204,7 +206,7 @@ class KeepWithProbability(beam.PTransform):
     def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None = None):
         super().__init__()
         self._calibration = calibration
-        self._seed = hashing.check_seed(seed)
+        self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "KeepWithProbability")
 
     @staticmethod
@@ -212,7 +214,7 @@ class KeepWithProbability(beam.PTransform):
                   seed: int | None = None) -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: count}) dicts."""
         warn_if_seeded(seed, "KeepWithProbability")
-        return _PerShard(_KeepWithProbabilityFn(calibration, hashing.check_seed(seed)),
+        return _PerShard(_KeepWithProbabilityFn(calibration, checks.seed(seed)),
                          "KeepWithProbability")
 
     def expand(self, histogram):

@@ -1,4 +1,4 @@
-r"""Writing a released set so that nothing but the set leaves (DESIGN §4, invariant 6).
+r"""Writing a released set so that nothing but the set leaves (docs/privacy.md, invariant 6).
 
 The DP guarantee covers the released *set*. A PCollection has no order, but a
 file does: written with ``WriteToText``, released items come out in the order
@@ -46,8 +46,10 @@ from typing import Any, Callable, Iterable
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from beam_dpsu.core import checks
 from beam_dpsu.core.hashing import stable_hash64
-from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.core.wording import a_type
+from beam_dpsu.beam.input_types import RELEASED, ReadsContainers
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["release_order", "format_released", "format_count_line", "unescape",
@@ -251,7 +253,8 @@ class _WriteShardFn(beam.DoFn):
         yield path
 
 
-class WriteReleased(beam.PTransform):
+@beam.typehints.with_input_types(RELEASED)
+class WriteReleased(ReadsContainers, beam.PTransform):
     """Writes a released set as sorted lines in a data-independent set of shards.
 
     Use it (not ``WriteToText``) for anything derived from a release, so that
@@ -273,8 +276,7 @@ class WriteReleased(beam.PTransform):
                  num_shards: int = 1, format_line: Callable[[Any], str] | None = None,
                  sort_key: Callable[[Any], Any] | None = None):
         super().__init__()
-        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-            raise ValueError(f"num_shards must be an int >= 1, got {num_shards!r}")
+        checks.integer("num_shards", num_shards, types=(int,))
         self._prefix = file_path_prefix
         self._suffix = file_name_suffix
         self._num_shards = num_shards

@@ -1,4 +1,4 @@
-"""A random draw is seen once (DESIGN §4, invariant 11).
+"""A random draw is seen once (docs/privacy.md, invariant 11).
 
 A runner may run a step more than once: it retries a failed bundle, and a
 runner like Spark recomputes a lost partition from its inputs. A step that

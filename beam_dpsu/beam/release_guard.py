@@ -1,4 +1,4 @@
-"""One budget, one release (DESIGN §4.9); a seed is announced (§4.2).
+"""One budget, one release (docs/privacy.md, invariant 9); a seed is announced (invariant 2).
 
 A release transform (``SelectItems``, ``ExtractNgrams``, ``CountReleased``, ``SIPSRounds``,
 ``NgramsByDPSU``) holds one budget and spends all of it each time it is
@@ -38,6 +38,7 @@ import uuid
 
 import apache_beam as beam
 
+from beam_dpsu.core import checks
 from beam_dpsu.core.budgets import BudgetAccountant
 
 __all__ = ["AppliedTwiceError", "ReleaseTransform", "SEEDED_WARNING", "seed_announced",
@@ -157,8 +158,8 @@ def spend_from(accountant, budget, what: str) -> None:
     """Spends ``budget`` from ``accountant`` (if any) for ``what``; raises if it does not fit."""
     if accountant is None:
         return
-    if not isinstance(accountant, BudgetAccountant):
-        raise TypeError(f"accountant must be a BudgetAccountant, got {type(accountant).__name__}")
+    checks.instance("accountant", accountant, BudgetAccountant, "a BudgetAccountant",
+                    lambda value: type(value).__name__)
     accountant.spend(budget, what=what)
 
 

@@ -12,7 +12,7 @@ The pipeline: first each worker packs the users of its bundle into one
 compact block per shard (``UserBlockBuilder``: the users' order keys, and
 their items as small ids into the block's own list of distinct items), a
 shard being another part of the keyed hash (elements of ``privacy_unit="element"``
-input are checked and sampled in the same step, ``_ElementBlocksFn``); then,
+input are checked and sampled in the same step, ``_PolicyElementBlocksFn``); then,
 past a ``Reshuffle`` that ends the stage, a stateful DoFn per shard
 buffers the blocks in bag state and, when the window closes (the end of a
 batch input), sorts all its users by keyed hash and applies the policy in
@@ -56,15 +56,17 @@ from apache_beam.coders import BytesCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
-from beam_dpsu.beam.bounding import UserSampler, distinct_element_id, element_distinct_items
+from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
+from beam_dpsu.core.sampling import UserSampler
 from beam_dpsu.beam.histograms import merge_histograms, split_by_shard
-from beam_dpsu.core.hashing import canonical_bytes, check_seed, random_id128, stable_hash64
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.core.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
     policy_weights
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.core.tokenizer import a_type
-from beam_dpsu.core.thresholds import check_max_items
+from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 
 __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
@@ -230,7 +232,7 @@ def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarra
     return order
 
 
-class _UserBlocksFn(beam.DoFn):
+class _PolicyUserBlocksFn(beam.DoFn):
     """(user_id, items) → (shard, encoded block of that shard's users in this bundle).
 
     The keyed hash is computed once per user: its first 16 bytes are the
@@ -282,8 +284,8 @@ class _UserBlocksFn(beam.DoFn):
 
 
 @draws_randomness
-class _ElementBlocksFn(_UserBlocksFn):
-    """Elements of ``privacy_unit="element"`` input → blocks, as ``_UserBlocksFn`` makes
+class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
+    """Elements of ``privacy_unit="element"`` input → blocks, as ``_PolicyUserBlocksFn`` makes
     them from the records of ``ItemCountsPerUser`` followed by ``SampleEachUser``.
 
     Each element is checked and deduplicated (``element_distinct_items``),
@@ -365,7 +367,7 @@ class SequentialPolicyHistogram(beam.PTransform):
         element per shard instead of one per item).
       sample_elements: None (default), or Δ0: the input is then the elements
         of ``privacy_unit="element"`` input, each one person's record, checked,
-        deduplicated and sampled to Δ0 here (``_ElementBlocksFn``) instead of
+        deduplicated and sampled to Δ0 here (``_PolicyElementBlocksFn``) instead of
         by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
       seed: only with ``sample_elements``: a test-only seed for the elements'
         ids and samples (None, the default, draws from the OS).
@@ -375,19 +377,20 @@ class SequentialPolicyHistogram(beam.PTransform):
                  item_shards: int | None = None, sample_elements: int | None = None,
                  seed: int | None = None):
         super().__init__()
-        _check_count("shards", shards)
+        checks.integer("shards", shards, types=(int,))
         if item_shards is not None:
-            _check_count("item_shards", item_shards)
-        seed = check_seed(seed)
+            checks.integer("item_shards", item_shards, types=(int,))
+        seed = checks.seed(seed)
         warn_if_seeded(seed, "SequentialPolicyHistogram")
         if sample_elements is None:
             if seed is not None:  # records come sampled: nothing here would use it
-                raise ValueError("SequentialPolicyHistogram takes a seed only with "
-                                 "sample_elements (it seeds the elements' ids and samples)")
-            self._pack = _UserBlocksFn(shards, order_key)
+                raise ParameterError.worded(
+                    "seed", "SequentialPolicyHistogram takes a seed only with "
+                            "sample_elements (it seeds the elements' ids and samples)")
+            self._pack = _PolicyUserBlocksFn(shards, order_key)
         else:
-            self._pack = _ElementBlocksFn(
-                shards, order_key, check_max_items(sample_elements, "sample_elements"), seed)
+            self._pack = _PolicyElementBlocksFn(
+                shards, order_key, checks.max_items(sample_elements, "sample_elements"), seed)
         self._update = update
         self._cutoff = cutoff
         self._item_shards = item_shards
@@ -414,11 +417,6 @@ class SequentialPolicyHistogram(beam.PTransform):
                 | "SumPerItemShard" >> beam.Map(merge_histograms))
 
 
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-
-
 class OrderItemsForGW(beam.PTransform):
     """(user_id, {item: count}) → (user_id, the user's top-Δ0 items in GW priority order).
 
@@ -433,7 +431,7 @@ class OrderItemsForGW(beam.PTransform):
     def __init__(self, order_key: bytes, max_items_per_user: int, public_counts=None):
         super().__init__()
         self._key = order_key
-        self._max_items = check_max_items(max_items_per_user)
+        self._max_items = checks.max_items(max_items_per_user)
         self._public = public_counts
 
     def expand(self, user_counts):

@@ -26,8 +26,8 @@ Drawn once
 ----------
 A round's release feeds both the output and the next round's removal: it is
 checkpointed (``NoisyThreshold.per_shard`` ends in a ``Reshuffle``) so that a
-runner that recomputes it cannot remove one draw and output another (DESIGN
-§4, invariant 11; ``beam_dpsu.beam.randomness``). The users' records, read by
+runner that recomputes it cannot remove one draw and output another (docs/privacy.md,
+invariant 11; ``beam_dpsu.beam.randomness``). The users' records, read by
 every round, carry no draw: unseeded ``privacy_unit="element"`` records get
 no random id with the side-input removal (nothing reads one), and with the
 join, which regroups by id, the ids are checkpointed once (one more move of
@@ -41,7 +41,7 @@ from itertools import filterfalse
 
 import apache_beam as beam
 
-from beam_dpsu.core import policies
+from beam_dpsu.core import checks, policies
 from beam_dpsu.beam.bounding import ItemCountsPerUser, element_distinct_items
 from beam_dpsu.core.calibration import RoundsCalibration
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
@@ -160,8 +160,7 @@ class SIPSRounds(ReleaseTransform):
                  seed: int | None = None, removal: str = "side_input",
                  hot_key_fanout: int | None = None, privacy_unit: str = "user_id"):
         super().__init__()
-        if removal not in REMOVALS:
-            raise ValueError(f"removal must be one of {REMOVALS}, got {removal!r}")
+        checks.one_of("removal", removal, REMOVALS)
         self._calibration = calibration
         self._max_items = max_items_per_user
         self._seed = seed

@@ -1,6 +1,6 @@
 """Bounding is global: every transform that bounds or aggregates users refuses windows.
 
-A user's contribution is bounded across the whole input (DESIGN §4, invariant 7).
+A user's contribution is bounded across the whole input (docs/privacy.md, invariant 7).
 Beam groups by (key, window), so a ``GroupByKey`` or ``CombinePerKey`` over a
 PCollection in fixed, sliding or session windows would bound each user once
 per window: a user whose records fall in 6 windows would contribute Δ0 items 6

@@ -1,7 +1,9 @@
-"""Privacy budgets: (ε, δ)-DP and δ-approximate ρ-zCDP, their conversions and splits.
+"""Privacy budgets: (ε, δ)-DP and δ-approximate ρ-zCDP, their splits and the accountant.
 
-Pure Python/numpy/scipy; no Beam. Every function here is golden-tested in
-``tests/test_accounting.py`` against the tables of the papers it cites.
+Pure Python/numpy; no Beam. Golden-tested in ``tests/core/test_accounting.py``
+against the tables of the papers it cites. The Gaussian mathematics behind the
+conversions between the two (``ZCDPBudget.to_dp``, ``dp_to_zcdp``) is
+``beam_dpsu.core.gaussian``.
 
 Conventions
 -----------
@@ -14,14 +16,14 @@ Conventions
 from __future__ import annotations
 
 import dataclasses
-import math
-import sys
 from typing import Sequence
 
-import numpy as np
-from scipy import optimize, special
 
-from beam_dpsu.core.tokenizer import a_type, plural
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.checks import require_delta  # re-exported: callers of budgets.require_delta
+from beam_dpsu.core.gaussian import largest_zcdp_rho, zcdp_to_dp
+from beam_dpsu.core.wording import a_type, plural
 
 __all__ = [
     "Budget",
@@ -29,73 +31,15 @@ __all__ = [
     "BudgetAccountant",
     "BudgetExceededError",
     "require_delta",
-    "check_tight_part",
     "geometric_split_weights",
-    "gaussian_noise_schedule",
-    "analytic_gaussian_sigma",
-    "gaussian_mechanism_delta",
-    "zcdp_delta_for_epsilon",
-    "zcdp_to_dp",
     "dp_to_zcdp",
 ]
-
-
-def _check_positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
-def _check_probability(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
-    return value
-
-
-def _check_budget_delta(value: float) -> float:
-    """δ of a budget: 0 (a pure budget) or in (0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"delta must be a number, got {value!r}")
-    value = float(value)
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"delta must satisfy 0 <= delta < 1, got {value!r}")
-    return value
-
-
-def require_delta(budget, what: str):
-    """Returns ``budget`` if its δ > 0; otherwise a clear error naming ``what``.
-
-    Releasing an item that a single user holds has positive probability in
-    every set-union mechanism, so none of them is pure: each needs δ > 0 for
-    its threshold (or keep probability). Counts of released items do not.
-    """
-    if budget.delta <= 0.0:
-        raise ValueError(
-            f"{what} needs delta > 0: selecting items is never pure differential privacy "
-            f"(an item held by one user must be released with probability at most delta), "
-            f"got a pure budget {budget.to_dict()}")
-    return budget
-
-
-def _check_split_weights(weights: Sequence[float]) -> np.ndarray:
-    w = np.asarray(list(weights), dtype=float)
-    if w.size == 0:
-        raise ValueError("split needs at least one weight, got none")
-    if not np.all(np.isfinite(w)) or np.any(w <= 0):
-        raise ValueError(f"split weights must be finite and > 0, got {list(weights)!r}")
-    return w / w.sum()
 
 
 def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     """The DP-SIPS round shares: round i of I gets r^{I−i−1}(1−r)/(1−r^I).
 
-    dp-sips Algorithm 3 (its box is missing from the text; DESIGN §3 gives it)
+    dp-sips Algorithm 3 (its box is missing from the text; docs/privacy.md, DP-SIPS, gives it)
     and the proof of Theorem 1: the shares rise geometrically so the last
     round gets the most, and sum to 1; at r = 1 the split is even.
 
@@ -109,43 +53,17 @@ def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     Raises:
       ValueError: ``rounds`` < 1, ``ratio`` outside (0, 1], or a share would underflow.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
-        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-    ratio = float(ratio)
-    if not 0.0 < ratio <= 1.0:
-        raise ValueError(f"ratio must satisfy 0 < ratio <= 1, got {ratio!r}")
+    checks.integer("rounds", rounds)
+    ratio = checks.ratio("ratio", ratio)
     if ratio == 1.0:
         return [1.0 / rounds] * rounds
     norm = (1.0 - ratio) / (1.0 - ratio ** rounds)
     weights = [ratio ** (rounds - i - 1) * norm for i in range(rounds)]
     if weights[0] < 1e-300:  # the first round's share r^{I−1}·(1−r)/(1−r^I) underflows
-        raise ValueError(f"ratio = {ratio:g} over {rounds} rounds gives the first round a share "
-                         f"of {weights[0]:g} of the budget (below 1e-300); raise ratio or use "
-                         "fewer rounds")
+        raise ParameterError("ratio", f"= {ratio:g} over {rounds} rounds gives the first round "
+                             f"a share of {weights[0]:g} of the budget (below 1e-300); raise "
+                             "ratio or use fewer rounds")
     return weights
-
-
-def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
-    """σ_1..σ_T whose composition is a Gaussian mechanism with σ* = ``sigma_total``.
-
-    dpne Theorem 2.1 with Proposition 2.3 (Dong, Roth & Su): T Gaussian
-    mechanisms of ℓ2 sensitivity 1 compose to one with 1/σ*² = Σ_k 1/σ_k².
-    ``decay`` = c gives σ_k = c·σ_{k−1} (dpne §3.1.1; c = 1: equal σ_k), so
-    σ_1 = σ*·√(Σ_{k<T} c^{−2k}).
-    """
-    sigma_total = _check_positive("sigma_total", sigma_total)
-    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 1:
-        raise ValueError(f"levels must be an int >= 1, got {levels!r}")
-    decay = _check_positive("decay", decay)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        powers = decay ** np.arange(levels, dtype=np.float64)  # σ_k / σ_1
-        sigma_1 = sigma_total * math.sqrt(float(np.sum(powers ** -2.0)))
-        sigmas = [float(sigma_1 * p) for p in powers]
-    if not all(math.isfinite(s) and s > 0 for s in sigmas):
-        raise ValueError(
-            f"noise decay {decay:g} over {levels} levels gives a sigma outside the float range "
-            f"(sigma_1 = {sigmas[0]:g}, sigma_{levels} = {sigmas[-1]:g}); use a decay closer to 1")
-    return sigmas
 
 
 class BudgetExceededError(ValueError):
@@ -168,8 +86,8 @@ class Budget:
     delta: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _check_budget_delta(self.delta))
+        object.__setattr__(self, "epsilon", checks.positive("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["Budget"]:
         """Splits into parts proportional to ``weights`` (basic composition).
@@ -177,7 +95,7 @@ class Budget:
         ε and δ both add under sequential composition (Dwork & Roth, Thm 3.16),
         so the parts' ε and δ sum to this budget's.
         """
-        w = _check_split_weights(weights)
+        w = checks.split_weights(weights)
         return [Budget(self.epsilon * x, self.delta * x) for x in w]
 
     def to_zcdp(self) -> "ZCDPBudget":
@@ -186,8 +104,9 @@ class Budget:
         accounted beside zCDP parts. Only for δ = 0: an (ε, δ > 0) guarantee has
         no such conversion."""
         if self.delta != 0:
-            raise ValueError("only a pure budget (delta = 0) converts to zCDP: ε-DP implies "
-                             f"(ε²/2)-zCDP; got delta = {self.delta!r}")
+            raise ParameterError.worded(
+                "delta", "only a pure budget (delta = 0) converts to zCDP: ε-DP implies "
+                         f"(ε²/2)-zCDP; got delta = {self.delta!r}")
         return ZCDPBudget(self.epsilon ** 2 / 2.0, 0.0)
 
     def to_dict(self) -> dict:
@@ -209,8 +128,8 @@ class ZCDPBudget:
     delta: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "rho", _check_positive("rho", self.rho))
-        object.__setattr__(self, "delta", _check_budget_delta(self.delta))
+        object.__setattr__(self, "rho", checks.positive("rho", self.rho))
+        object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["ZCDPBudget"]:
         """Splits into parts proportional to ``weights``.
@@ -218,7 +137,7 @@ class ZCDPBudget:
         ρ adds exactly and δ adds as an upper bound (dp-sips Lemma 6:
         δ + δ' − δδ' ≤ δ + δ'), so the parts compose to within this budget.
         """
-        w = _check_split_weights(weights)
+        w = checks.split_weights(weights)
         return [ZCDPBudget(self.rho * x, self.delta * x) for x in w]
 
     def to_dp(self, delta_dp: float) -> Budget:
@@ -227,16 +146,6 @@ class ZCDPBudget:
 
     def to_dict(self) -> dict:
         return {"type": "approx-zcdp", "rho": self.rho, "delta": self.delta}
-
-
-def check_tight_part(budget, what: str, given, bound_to) -> None:
-    """Refuses a tight split's part used with another mechanism or Δ0 than its own."""
-    if bound_to is not None and given != bound_to:
-        raise ValueError(
-            f"this budget is one part of a tight split (split_selection_and_counts("
-            f"composition='tight')) computed for {what} {bound_to!r}, not {given!r}: the "
-            "two parts compose to the total only as computed; split again for this "
-            f"{what}, or use composition='basic'")
 
 
 def _budget_kind(budget) -> type:
@@ -264,8 +173,7 @@ class BudgetAccountant:
     _TOLERANCE = 1e-9
 
     def __init__(self, total: Budget | ZCDPBudget):
-        if not isinstance(total, (Budget, ZCDPBudget)):
-            raise TypeError(f"total must be a Budget or ZCDPBudget, got {total!r}")
+        checks.instance("total", total, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         self.total = total
         self._spent: list = []
 
@@ -287,8 +195,8 @@ class BudgetAccountant:
         they are built.
         """
         if _budget_kind(part) is not _budget_kind(self.total):
-            raise TypeError(
-                f"cannot spend {a_type(part)} from {a_type(self.total)} total")
+            raise ParameterTypeError.worded(
+                "part", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
@@ -304,8 +212,8 @@ class BudgetAccountant:
         """Spends every part, or none of them if together they do not fit."""
         for part in parts:
             if _budget_kind(part) is not _budget_kind(self.total):
-                raise TypeError(f"cannot spend {a_type(part)} from "
-                                f"{a_type(self.total)} total")
+                raise ParameterTypeError.worded(
+                    "parts", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
@@ -325,265 +233,12 @@ class BudgetAccountant:
                 f"remaining=({fmt(self.remaining())}), parts={len(self._spent)})")
 
 
-# ---------------------------------------------------------------------------
-# Analytic Gaussian mechanism (Balle & Wang 2018; dpsu Proposition 2.2)
-# ---------------------------------------------------------------------------
-
-
-def _log_gaussian_delta(sigma: float, epsilon: float, l2_sensitivity: float) -> float:
-    """log δ(σ) for the Gaussian mechanism, computed without cancellation.
-
-    δ(σ) = Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ)  (dpsu Proposition 2.2).
-    Both terms are taken in log space (``log_ndtr``) and their difference as
-    exp(l1)·(−expm1(ε + l2 − l1)), which stays accurate for δ down to 1e-300.
-    """
-    a = l2_sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / l2_sensitivity
-    l1 = special.log_ndtr(a - b)
-    if l1 == -math.inf:  # Φ(a − b) underflows even in logs: δ ≤ Φ(a − b) is 0
-        return -math.inf
-    l2 = special.log_ndtr(-a - b)
-    diff = epsilon + l2 - l1  # < 0 always (the mechanism is (ε, δ)-DP for some δ < Φ(a − b))
-    if diff >= 0:
-        return -math.inf
-    return l1 + math.log(-math.expm1(diff))
-
-
-def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
-    """A bound on the relative float error of ``_log_gaussian_delta(s, ε, 1)``.
-
-    Two cancellations limit it: a − b when a ≈ b are huge (very large ε), and
-    ε + l2 − l1 when it is tiny (very small ε, where both Φ terms are near ½).
-    Rounding of a, b and the log terms is taken as 2 ulps each.
-    """
-    ulp = 2.0 * np.finfo(np.float64).eps
-    a, b = 1.0 / (2.0 * s), epsilon * s
-    x, y = a - b, -a - b
-    # d ln Φ(u)/du = φ(u)/Φ(u) ≤ |u| + 1 for every u.
-    err_x = ulp * (a + b) * (abs(x) + 1.0)
-    err_y = ulp * (a + b) * (abs(y) + 1.0)
-    l1, l2 = special.log_ndtr(x), special.log_ndtr(y)
-    diff = epsilon + l2 - l1
-    if not diff < 0:
-        return math.inf
-    err_diff = err_x + err_y + ulp * (epsilon + abs(l1) + abs(l2))
-    return err_x + err_diff * math.exp(diff) / -math.expm1(diff)
-
-
-# The largest relative error in δ(σ) that the exact solution may carry (the root
-# is then moved to δ(σ)·(1 + error) ≤ δ); beyond it the conservative closed form
-# is used (``_conservative_gaussian_sigma``).
-_GAUSSIAN_DELTA_RTOL = 1e-3
-
-
-def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
-    """A σ (for Δ = 1) with δ(σ) ≤ δ for sure, from two closed-form upper bounds.
-
-    * δ(σ) ≤ Φ(a − b) (the subtracted term is ≥ 0): a − b = −Φ⁻¹(1 − δ) = −z
-      solves εσ² − zσ − ½ = 0, σ = (z + √(z² + 2ε))/(2ε); tight for large ε.
-    * δ(σ; ε) ≤ δ(σ; 0) = 2Φ(1/(2σ)) − 1 (a mechanism that is (0, δ)-DP is
-      (ε, δ)-DP): σ = 1/(2√2·erfinv(δ)); tight for small ε.
-
-    The smaller is taken, raised by a relative 1e-9 so that rounding in σ
-    cannot move δ(σ) above δ. Used only where the exact equation of
-    Proposition 2.2 cannot be solved to ``_GAUSSIAN_DELTA_RTOL`` in floats
-    (ε below about 1e-10 or above about 1e10, depending on δ).
-    """
-    z = float(special.ndtri(delta)) * -1.0
-    large_eps = (z + math.hypot(z, math.sqrt(2.0) * math.sqrt(epsilon))) / 2.0 / epsilon
-    small_eps = 1.0 / (2.0 * math.sqrt(2.0) * float(special.erfinv(delta)))
-    return min(large_eps, small_eps) * (1.0 + 1e-9)
-
-
-def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float = 1.0) -> float:
-    """The exact δ at which N(0, σ²) noise on an L2-sensitivity-Δ query is (ε, δ)-DP.
-
-    dpsu Proposition 2.2 (Balle & Wang 2018, Theorem 8).
-    """
-    sigma = _check_positive("sigma", sigma)
-    epsilon = _check_positive("epsilon", epsilon)
-    l2_sensitivity = _check_positive("l2_sensitivity", l2_sensitivity)
-    return math.exp(_log_gaussian_delta(sigma, epsilon, l2_sensitivity))
-
-
-def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
-    """The smallest σ such that N(0, σ²) noise is (ε, δ)-DP for L2 sensitivity Δ.
-
-    Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ (dpsu Proposition 2.2;
-    Balle & Wang 2018, Algorithm 1) for σ by Brent's method on log σ, with δ(σ)
-    evaluated in log space. δ(σ) is strictly decreasing in σ, so the root is
-    unique; the root is moved up until δ(σ)·(1 + e) ≤ δ holds in floats, with
-    e a bound on the relative float error of δ(σ). Where e exceeds 1e-3 at the
-    root (extreme ε; see ``_log_gaussian_delta_error``), a closed-form σ that
-    is never too small is used instead (``_conservative_gaussian_sigma``). Any ε > 0 and
-    δ in (0, 1) give a finite σ/Δ; σ itself must be a finite float, else a
-    ValueError.
-
-    Args:
-      epsilon: ε > 0.
-      delta: δ in (0, 1).
-      l2_sensitivity: Δ, the L2 sensitivity of the noised vector (default 1).
-
-    Returns:
-      σ, the standard deviation of the Gaussian noise.
-
-    Raises:
-      ValueError: a parameter is out of range, or σ would not be a finite float.
-    """
-    epsilon = _check_positive("epsilon", epsilon)
-    delta = _check_probability("delta", delta)
-    l2_sensitivity = _check_positive("l2_sensitivity", l2_sensitivity)
-    log_delta = math.log(delta)
-
-    def f(log_s: float) -> float:
-        return _log_gaussian_delta(math.exp(log_s), epsilon, 1.0) - log_delta
-
-    # Bracket in units of Δ: σ/Δ between 1e-8 and 1e8 covers every (ε, δ) above.
-    lo, hi = math.log(1e-8), math.log(1e8)
-    while f(lo) < 0 and lo > -700.0:
-        lo -= 5.0
-    while f(hi) > 0 and hi < 700.0:
-        hi += 5.0
-    s = None
-    if f(lo) >= 0 >= f(hi):
-        log_s = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
-        error = _log_gaussian_delta_error(math.exp(log_s), epsilon)
-        if error <= _GAUSSIAN_DELTA_RTOL:
-            # Brent's root may sit a few ulps on the unsafe side, and δ(σ) is
-            # known to a relative ``error``: move up until even δ(σ)·(1 + error) ≤ δ.
-            step = max(error, 4.0 * np.finfo(np.float64).eps)
-            for _ in range(60):
-                if f(log_s) <= -2.0 * error:
-                    s = math.exp(log_s)
-                    break
-                log_s += step
-                step *= 2.0
-    if s is None:
-        s = _conservative_gaussian_sigma(epsilon, delta)
-    sigma = s * l2_sensitivity
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise ValueError(
-            f"the Gaussian noise for epsilon = {epsilon:g}, delta = {delta:g} and "
-            f"l2_sensitivity = {l2_sensitivity:g} has sigma = {sigma:g}, not a positive finite "
-            "float: raise epsilon or delta, or lower the sensitivity")
-    return sigma
-
-
-# ---------------------------------------------------------------------------
-# zCDP ↔ (ε, δ)-DP (dp-sips Lemma 7, Lemma 8 = Canonne–Kamath–Steinke Prop. 7,
-# Corollary 9)
-# ---------------------------------------------------------------------------
-
-
-def _log_zcdp_delta(rho: float, epsilon: float) -> float:
-    """log δ*(ρ, ε) of dp-sips Lemma 8, minimised over α in log space."""
-
-    def log_obj(u: float) -> float:
-        # ln of the objective at α = 1 + u, in u so that α − 1 keeps its precision
-        # when u is tiny (huge ρ): (α−1)(αρ − ε) − ln(α−1) + α·ln(1 − 1/α). The last
-        # two terms are u·ln u − (1 + u)·ln(1 + u) (no cancellation for u < 1) or
-        # −ln u − (1 + u)·ln(1 + 1/u) (none for u ≥ 1).
-        lead = u * ((rho - epsilon) + u * rho)
-        if u < 1.0:
-            return lead + u * math.log(u) - (1.0 + u) * math.log1p(u)
-        return lead - math.log(u) - (1.0 + u) * math.log1p(1.0 / u)
-
-    # The leading term (α−1)(αρ − ε) is minimised near α = (ε + ρ)/(2ρ); search
-    # a generous bracket around it on t = log(α − 1), where the objective is
-    # unimodal. For huge ρ that minimiser is 1 + O(√(ln(1/δ)/ρ)): the lower end
-    # follows it down.
-    centre = max((epsilon + rho) / (2.0 * rho), 1.0 + 1e-6)
-    lowest = 1e-9
-    if epsilon > rho:
-        lowest = min(lowest, 1e-3 * (epsilon - rho) / (2.0 * rho))
-    lo, hi = math.log(lowest), math.log(max(10.0 * centre, 10.0))
-    with np.errstate(over="ignore", invalid="ignore"):
-        res = optimize.minimize_scalar(lambda t: log_obj(math.exp(t)),
-                                       bounds=(lo, hi), method="bounded",
-                                       options={"xatol": 1e-12, "maxiter": 1000})
-    if not math.isfinite(res.fun) and res.fun != -math.inf:
-        return 0.0  # no α is evaluable: δ* ≤ 1 is all that is known
-    return min(0.0, float(res.fun))
-
-
-def zcdp_delta_for_epsilon(rho: float, epsilon: float) -> float:
-    """δ*(ρ, ε): the δ at which pure ρ-zCDP implies (ε, δ)-DP.
-
-    dp-sips Lemma 8 (Canonne, Kamath & Steinke 2020, Proposition 7):
-    δ = inf_{α>1} exp((α−1)(αρ − ε)) / (α−1) · (1 − 1/α)^α.
-    """
-    rho = _check_positive("rho", rho)
-    epsilon = _check_positive("epsilon", epsilon)
-    return math.exp(_log_zcdp_delta(rho, epsilon))
-
-
-# Beyond this ρ Lemma 8's objective is not evaluated to the precision its root
-# needs (its terms reach ρ·ulp): the rounded-up Bun–Steinke bound is used.
-_LARGEST_RESOLVED_RHO = 1e12
-
-
-def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
-    """The smallest ε such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
-
-    dp-sips Corollary 9: the mechanism is (ε, δ_CDP + (1 − δ_CDP)·δ*(ρ, ε))-DP;
-    we solve δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP for ε (δ* decreases in ε).
-    Golden values in dp-sips App. B, Tables 4–5.
-
-    Args:
-      rho: ρ > 0 of the zCDP guarantee.
-      delta_cdp: δ_CDP in [0, 1), its approximation slack.
-      delta_dp: δ_DP of the (ε, δ)-DP statement, larger than ``delta_cdp``.
-
-    Returns:
-      ε.
-    """
-    rho = _check_positive("rho", rho)
-    # δ_CDP = 0 is pure ρ-zCDP (Corollary 9 then is Lemma 8 alone).
-    delta_cdp = 0.0 if delta_cdp == 0 else _check_probability("delta_cdp", delta_cdp)
-    delta_dp = _check_probability("delta_dp", delta_dp)
-    if delta_dp <= delta_cdp:
-        raise ValueError(
-            f"delta_dp must exceed delta_cdp ({delta_cdp!r}) to convert, got {delta_dp!r}")
-    target = (delta_dp - delta_cdp) / (1.0 - delta_cdp)
-    log_target = math.log(target)
-
-    def f(eps: float) -> float:
-        return _log_zcdp_delta(rho, eps) - log_target
-
-    # Bun & Steinke 2016 Prop. 1.3: ρ-zCDP ⇒ (ρ + 2√(ρ ln(1/δ)), δ)-DP. Lemma 8 is
-    # tighter, so this ε brackets the root; it is the answer where floats cannot
-    # resolve Lemma 8's optimum (ρ beyond ~1e15).
-    # The float sum is moved up past its rounding error (a few ulps), so that it
-    # is never below the exact bound.
-    classic = (rho + 2.0 * math.sqrt(rho * -log_target)) * (1.0 + 16.0 * sys.float_info.epsilon)
-    lo, hi = min(1e-12, 1e-3 * classic), classic + 10.0
-    if not math.isfinite(hi):
-        raise ValueError(f"rho = {rho:g} is too large: the (epsilon, delta)-DP guarantee it "
-                         "implies has an epsilon beyond float range")
-    if rho > _LARGEST_RESOLVED_RHO:
-        return classic
-    if f(lo) <= 0:
-        return lo
-    if f(hi) > 0:
-        return classic
-    epsilon = float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
-    # Brent's root may sit on the unsafe side: move up until it is not.
-    step = 1e-12
-    for _ in range(60):
-        if f(epsilon) <= 0:
-            return epsilon
-        epsilon *= 1.0 + step
-        step *= 2.0
-    return classic
-
-
 def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
-    """The largest ρ such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
+    """The largest ρ such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP, as a budget.
 
-    The inverse of :func:`zcdp_to_dp` (dp-sips Corollary 9): ρ is found by
-    bisection on δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP (δ* increases in ρ). Any
-    smaller ρ also meets the target; the largest gives the least noise.
-    Golden values in dp-sips App. B, Table 5 (and Table 2's GW budget).
+    The inverse of ``gaussian.zcdp_to_dp`` (dp-sips Corollary 9; the bisection
+    is ``gaussian.largest_zcdp_rho``). Golden values in dp-sips App. B, Table 5
+    (and Table 2's GW budget).
 
     Args:
       epsilon: ε > 0 of the (ε, δ)-DP target.
@@ -593,40 +248,4 @@ def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
     Returns:
       ``ZCDPBudget(rho, delta_cdp)`` with the largest such ρ.
     """
-    epsilon = _check_positive("epsilon", epsilon)
-    delta_dp = _check_probability("delta_dp", delta_dp)
-    delta_cdp = _check_probability("delta_cdp", delta_cdp)
-    if delta_dp <= delta_cdp:
-        raise ValueError(
-            f"delta_dp must exceed delta_cdp ({delta_cdp!r}) to convert, got {delta_dp!r}")
-    log_target = math.log((delta_dp - delta_cdp) / (1.0 - delta_cdp))
-
-    def f(log_rho: float) -> float:
-        return _log_zcdp_delta(math.exp(log_rho), epsilon) - log_target
-
-    def holds(rho: float) -> bool:
-        # The guarantee in the form Corollary 9 states it, in floats.
-        return delta_cdp + (1.0 - delta_cdp) * math.exp(_log_zcdp_delta(rho, epsilon)) <= delta_dp
-
-    # The classic conversion (Bun & Steinke 2016 Prop. 1.3) inverted:
-    # ε = ρ + 2√(ρL), L = ln(1/target), at √ρ = √(L + ε) − √L. Lemma 8 is
-    # tighter, so this ρ meets (ε, δ_DP) too: the lower end of the bracket, and
-    # the answer where Lemma 8 cannot be solved in floats.
-    big_l = -log_target
-    classic = epsilon / (math.sqrt(big_l + epsilon) + math.sqrt(big_l)) ** 2 * epsilon
-    if not (classic >= 1e-300 and math.isfinite(classic)):
-        raise ValueError(
-            f"epsilon = {epsilon:g} is too small to convert to zCDP at delta = {delta_dp:g}: "
-            "the largest rho meeting it is below 1e-300")
-    lo, hi = math.log(classic), math.log(epsilon) + 5.0
-    if not f(lo) <= 0 <= f(hi):
-        return ZCDPBudget(classic * (1.0 - 1e-9), delta_cdp)
-    log_rho = optimize.brentq(f, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500)
-    # Round conservatively: back off from the root until the guarantee holds.
-    rho, step = math.exp(log_rho) * (1.0 - 1e-9), 1e-9
-    while step < 0.5:
-        if holds(rho):
-            return ZCDPBudget(rho, delta_cdp)
-        rho *= 1.0 - step
-        step *= 2.0
-    return ZCDPBudget(classic * (1.0 - 1e-9), delta_cdp)
+    return ZCDPBudget(largest_zcdp_rho(epsilon, delta_dp, delta_cdp), delta_cdp)

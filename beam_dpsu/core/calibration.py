@@ -5,8 +5,8 @@ pipeline is built: which noise, its scale, the release threshold, and how δ
 was spent. ``release_mask`` is the pure noise-and-threshold step that both the
 Beam ``NoisyThreshold`` transform and the statistical tests run.
 
-Gaussian mechanisms under ``Budget(ε, δ)`` (tight accounting, DESIGN §3)
---------------------------------------------------------------------------
+Gaussian mechanisms under ``Budget(ε, δ)`` (tight accounting, docs/privacy.md, Accounting)
+------------------------------------------------------------------------------------------
 Every Gaussian set-union mechanism here (Weighted/Count/Policy Gaussian, the
 rounds of SIPS, the levels of DPNE) adds N(0, σ_r²) noise to histograms of
 ℓ2 sensitivity ≤ Δ2 on the keys both neighbours noise, and thresholds them.
@@ -22,7 +22,7 @@ Its δ is split, when the transform is built, into δ = δ_noise + δ_thr/(1 −
   Gaussian's δ (ibid. Cor. 2.13) — so the noise alone is (ε, δ_noise)-DP.
 * **Thresholds.** Let D′ = D ∪ {x}. In round r the keys noised under D′
   but not under D, keys(H_r(D′)) ∖ keys(H_r(D)), hold weight from x alone
-  (≤ Δ0 of them, DESIGN §4 inv. 8): x's "own keys" of that round. Let Ã be
+  (≤ Δ0 of them, docs/privacy.md, invariant 8): x's "own keys" of that round. Let Ã be
   D′'s run in which own keys are never released, and E the event that
   M(D′) releases no own key in any round; M(D′) = Ã on E. Given Ã's whole
   run, the own keys' noise is independent of it and each round's threshold
@@ -59,10 +59,11 @@ from fractions import Fraction
 import numpy as np
 from scipy import optimize
 
-from beam_dpsu.core import budgets
+from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration", "DeltaSplit",
            "split_delta", "threshold_delta_cost", "gaussian_dp_equivalents",
@@ -105,17 +106,22 @@ class Calibration:
     delta_noise: float | None = None
 
     def __post_init__(self):
-        if self.noise not in (LAPLACE, GAUSSIAN):
-            raise ValueError(f"noise must be 'laplace' or 'gaussian', got {self.noise!r}")
+        checks.one_of("noise", self.noise, (LAPLACE, GAUSSIAN), "'laplace' or 'gaussian'")
         if not (math.isfinite(self.noise_scale) and self.noise_scale > 0):
-            raise ValueError(f"noise_scale must be finite and > 0, got {self.noise_scale!r}")
+            raise ParameterError("noise_scale", f"must be finite and > 0, got {self.noise_scale!r}")
         if not math.isfinite(self.release_threshold):
-            raise ValueError(f"release_threshold must be finite, got {self.release_threshold!r}")
+            raise ParameterError("release_threshold",
+                                 f"must be finite, got {self.release_threshold!r}")
 
     @property
     def gaussian_mu(self) -> float | None:
         """μ = Δ2/σ of the Gaussian noise (μ-GDP, Dong, Roth & Su 2022), None for Laplace."""
         return self.sensitivity / self.noise_scale if self.noise == GAUSSIAN else None
+
+    def weight_threshold(self) -> float:
+        """T: the weight at which an item is released with probability ½ (the Δ0 rule's
+        threshold, ``max_items_choice``): the release threshold."""
+        return self.release_threshold
 
     def to_dict(self) -> dict:
         return {
@@ -168,6 +174,10 @@ class RoundsCalibration:
     @property
     def gaussian_mu(self) -> float:
         return 1.0 / self.sigma_total
+
+    def weight_threshold(self) -> float:
+        """T of the last (largest-budget) round, whose threshold is the largest."""
+        return self.rounds[-1].release_threshold
 
     def to_dict(self) -> dict:
         return {
@@ -227,6 +237,17 @@ class KeepProbabilityCalibration:
         pi = self.keep_probability(counts)
         return rng.random(pi.shape) < pi
 
+    def weight_threshold(self) -> float:
+        """The smallest count kept with probability ≥ ½ (π grows with the count)."""
+        lo, hi = 1, self.users_kept_surely
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.keep_probability([mid])[0] >= 0.5:
+                hi = mid
+            else:
+                lo = mid + 1
+        return float(lo)
+
     def to_dict(self) -> dict:
         return {
             "budget": self.budget.to_dict(),
@@ -253,7 +274,7 @@ def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
         return budget.epsilon
     if isinstance(budget, ZCDPBudget):
         return math.sqrt(2.0 * budget.rho)
-    raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
 
 def _finite_noise_scale(scale: float, name: str, budget) -> float:
@@ -263,21 +284,48 @@ def _finite_noise_scale(scale: float, name: str, budget) -> float:
     param, value = (("epsilon", budget.epsilon) if isinstance(budget, Budget)
                     else ("rho", budget.rho))
     direction = "small" if scale > 0 else "large"
-    raise ValueError(
-        f"{param} = {value:g} is too {direction}: the noise scale {name} = {scale:g} is not a "
-        f"positive finite float")
+    raise ParameterError(
+        param, f"= {value:g} is too {direction}: the noise scale {name} = {scale:g} is not a "
+               f"positive finite float")
 
 
 def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
-    budgets.require_delta(budget, source)
+    checks.require_delta(budget, source)
     lam = _finite_noise_scale(l1_sensitivity / _laplace_epsilon(budget), "lambda", budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
         release_threshold=threshold_fn(lam, budget.delta, max_items_per_user),
         threshold_delta=budget.delta, sensitivity_norm=1, sensitivity=l1_sensitivity,
         budget=budget, source=source)
+
+
+def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
+                                    ) -> KeepProbabilityCalibration:
+    """The keep probabilities of truncated geometric at Δ0 under ``Budget(ε, δ)``: each
+    item's decision at (ε/Δ0, δ/Δ0), less a float margin (Desfontaines et al. 2022
+    Theorem 1; ``mechanisms.TruncatedGeometric``)."""
+    d0 = max_items_per_user
+    eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
+    # π near 1 is a float64 compared with a 53-bit uniform; the drop side
+    # multiplies its rounding error by e^ε'. Keep a margin for it, so the
+    # probabilities actually used still meet (ε', δ').
+    # Compared in logs: e^ε' overflows for huge ε.
+    if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
+        raise ParameterError.worded(
+            "delta",
+            f"truncated-geometric: delta per item = delta/max_items_per_user = "
+            f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
+            f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
+            "lower epsilon or lower max_items_per_user")
+    delta_item -= math.exp(eps_item) * 2.0 ** -50
+    n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
+    return KeepProbabilityCalibration(
+        epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,
+        users_kept_surely=n2 + 1, max_items_per_user=d0, budget=budget,
+        source="Desfontaines, Voss, Gipson & Mandayam 2022 (PoPETs; arXiv 2006.03684) "
+               "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
 
 
 def threshold_delta_cost(threshold_delta: float) -> float:
@@ -336,7 +384,7 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     if not delta_noise > 0.0:
         return None
     try:
-        sigma = budgets.analytic_gaussian_sigma(epsilon, delta_noise, l2_sensitivity)
+        sigma = gaussian.analytic_gaussian_sigma(epsilon, delta_noise, l2_sensitivity)
         value = float(objective(sigma, threshold_delta))
     except (ValueError, ArithmeticError, RuntimeError):
         return None
@@ -378,10 +426,11 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
     feasible = [i for i, v in enumerate(values) if v is not None]
     if not feasible:
         # Every split failed: the even split's own error names the problem.
-        sigma = budgets.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
+        sigma = gaussian.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
         objective(sigma, delta / 2.0)
-        raise ValueError(f"no split of delta = {delta!r} between noise and thresholds works "
-                         f"at epsilon = {epsilon!r}")
+        raise ParameterError.worded(
+            "delta", f"no split of delta = {delta!r} between noise and thresholds works at "
+                     f"epsilon = {epsilon!r}")
     best = min(feasible, key=lambda i: values[i].objective)
     lo = float(grid[max(best - 1, 0)])
     hi = float(grid[min(best + 1, len(grid) - 1)])
@@ -413,7 +462,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
     ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
     """
-    budgets.require_delta(budget, source)
+    checks.require_delta(budget, source)
     delta_noise = None
     if isinstance(budget, Budget):
         split = split_delta(budget.epsilon, budget.delta,
@@ -424,7 +473,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
         sigma = _finite_noise_scale(l2_sensitivity / math.sqrt(2.0 * budget.rho), "sigma", budget)
         threshold_delta = budget.delta
     else:
-        raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
     return Calibration(
         noise=GAUSSIAN, noise_scale=sigma,
         release_threshold=threshold_fn(sigma, threshold_delta, max_items_per_user),
@@ -459,11 +508,11 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
 
         def excess(eps: float) -> float:
             # B023: called only within this iteration, so late binding is harmless.
-            return budgets._log_gaussian_delta(sigma, eps, 1.0) - log_target  # noqa: B023
+            return gaussian._log_gaussian_delta(sigma, eps, 1.0) - log_target  # noqa: B023
 
         def surely_met(eps: float) -> bool:
             # δ_G(ε) as computed, raised by its float error bound, meets the target.
-            error = budgets._log_gaussian_delta_error(sigma, eps)
+            error = gaussian._log_gaussian_delta_error(sigma, eps)
             return math.isfinite(error) and excess(eps) + math.log1p(error) <= 0.0
 
         # At ε′ = 0, δ_G = 2Φ(μ/2) − 1 = erf(μ/(2√2)), raised by a few ulps.

@@ -5,18 +5,61 @@ Every check of a parameter of beam_dpsu is written once, here, and raises a
 from what is wrong with it (``problem``). A library user reads
 ``"delta must lie strictly between 0 and 1, got 2.0"``; a job maps ``param``
 to its flag and prints ``"--delta must lie strictly between 0 and 1, got 2.0"``
-without rewording the message.
+without rewording the message (``ParameterError.naming``).
+
+A few messages do not start with the parameter's name (``"split needs at
+least one weight, got none"``, ``"a public count (field 1 of ...) must be
+..."``): they are made with ``ParameterError.worded(param, message)``, which
+keeps the message whole and still names the parameter.
+
+Validators come in two strictnesses, as the checks they replace did: the
+default refuses anything but a real number (not a bool) with a
+``ParameterTypeError``; ``strict=False`` takes whatever ``float()`` takes
+(internal functions whose callers pass floats).
 
 Errors never echo personal data: they show parameter values, which are the
-caller's, never records.
+caller's, never records (a type name, ``a_type``, where a value could be data).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import numbers
+from fractions import Fraction
+from typing import Any, Callable, Collection
 
 import numpy as np
+
+from beam_dpsu.core.wording import a_type
+
+__all__ = [
+    "ParameterError",
+    "ParameterTypeError",
+    "number",
+    "positive",
+    "non_negative",
+    "probability",
+    "probability_or_zero",
+    "ratio",
+    "integer",
+    "optional_integer",
+    "at_least",
+    "max_items",
+    "MAX_ITEMS_LIMIT",
+    "seed",
+    "user_size",
+    "public_count",
+    "one_of",
+    "PRIVACY_UNITS",
+    "privacy_unit",
+    "instance",
+    "field_name",
+    "exact_positive",
+    "exact_non_negative",
+    "split_weights",
+    "require_delta",
+    "tight_part",
+]
 
 _REALS = (int, float, np.integer, np.floating)
 _INTS = (int, np.integer)
@@ -25,55 +68,280 @@ _INTS = (int, np.integer)
 class ParameterError(ValueError):
     """A bad parameter: ``param`` names it, ``problem`` says what is wrong.
 
-    ``str(error)`` is ``f"{param} {problem}"``.
+    ``str(error)`` is ``f"{param} {problem}"``, or, for an error made with
+    :meth:`worded`, the whole message given (``leads_with_param`` False).
     """
 
-    def __init__(self, param: str, problem: str):
-        super().__init__(f"{param} {problem}")
+    def __init__(self, param: str, problem: str, message: str | None = None):
+        super().__init__(f"{param} {problem}" if message is None else message)
         self.param = param
         self.problem = problem
+        self.message = message
+
+    @classmethod
+    def worded(cls, param: str, message: str) -> "ParameterError":
+        """An error about ``param`` whose message does not start with its name
+        (``"split needs at least one weight, got none"``): ``str()`` is ``message``."""
+        return cls(param, message, message)
+
+    @property
+    def leads_with_param(self) -> bool:
+        """Whether the message is ``f"{param} {problem}"`` (not :meth:`worded`)."""
+        return self.message is None
+
+    def naming(self, name: str) -> str:
+        """The message with the parameter called ``name`` (e.g. its flag, ``"--delta"``);
+        a worded message is returned whole."""
+        return f"{name} {self.problem}" if self.leads_with_param else str(self)
 
     def __reduce__(self):  # keeps param and problem through pickling (Beam workers)
-        return (type(self), (self.param, self.problem))
+        return (type(self), (self.param, self.problem, self.message))
 
 
 class ParameterTypeError(ParameterError, TypeError):
     """A parameter of the wrong type (a TypeError too, as Python's own are)."""
 
 
-def number(name: str, value: Any) -> float:
-    """A real number (not a bool), as a float."""
-    if isinstance(value, bool) or not isinstance(value, _REALS):
+def _error(param: str, label: str, problem: str, cls=ParameterError) -> ParameterError:
+    """``label`` is how the message names ``param`` (the same, or e.g. "each candidate
+    max_items_per_user" for ``candidates``)."""
+    if label == param:
+        return cls(param, problem)
+    return cls.worded(param, f"{label} {problem}")
+
+
+# --- numbers -----------------------------------------------------------------
+
+
+def number(name: str, value: Any, types: tuple = _REALS) -> float:
+    """A real number (not a bool; one of ``types``), as a float."""
+    if isinstance(value, bool) or not isinstance(value, types):
         raise ParameterTypeError(name, f"must be a number, got {value!r}")
     return float(value)
 
 
-def positive(name: str, value: Any) -> float:
+def _real(name: str, value: Any, strict: bool) -> float:
+    return number(name, value) if strict else float(value)
+
+
+def positive(name: str, value: Any, *, strict: bool = True) -> float:
     """A finite number > 0."""
-    value = number(name, value)
+    value = _real(name, value, strict)
     if not math.isfinite(value) or value <= 0:
         raise ParameterError(name, f"must be a finite number > 0, got {value!r}")
     return value
 
 
-def non_negative(name: str, value: Any) -> float:
+def non_negative(name: str, value: Any, *, strict: bool = True) -> float:
     """A finite number >= 0."""
-    value = number(name, value)
+    value = _real(name, value, strict)
     if not math.isfinite(value) or value < 0:
         raise ParameterError(name, f"must be a finite number >= 0, got {value!r}")
     return value
 
 
-def probability(name: str, value: Any) -> float:
-    """A number strictly between 0 and 1 (a δ, a share)."""
-    value = number(name, value)
+def probability(name: str, value: Any, *, strict: bool = True, types: tuple = _REALS,
+                show_given: bool = False) -> float:
+    """A number strictly between 0 and 1 (a δ, a share).
+
+    ``types``: the number types taken (with ``strict``); ``show_given``: the
+    message shows the value as given rather than as a float.
+    """
+    given = value
+    value = number(name, value, types) if strict else float(value)
     if not 0.0 < value < 1.0:
-        raise ParameterError(name, f"must lie strictly between 0 and 1, got {value!r}")
+        shown = given if show_given else value
+        raise ParameterError(name, f"must lie strictly between 0 and 1, got {shown!r}")
     return value
 
 
-def integer(name: str, value: Any, low: int = 1) -> int:
-    """An int (not a bool) >= ``low``."""
-    if isinstance(value, bool) or not isinstance(value, _INTS) or value < low:
+def probability_or_zero(name: str, value: Any) -> float:
+    """A number with 0 <= value < 1 (a budget's δ: 0 is a pure budget)."""
+    value = number(name, value)
+    if not 0.0 <= value < 1.0:
+        raise ParameterError(name, f"must satisfy 0 <= {name} < 1, got {value!r}")
+    return value
+
+
+def ratio(name: str, value: Any) -> float:
+    """A number with 0 < value <= 1, converted by ``float()``."""
+    value = float(value)
+    if not 0.0 < value <= 1.0:
+        raise ParameterError(name, f"must satisfy 0 < {name} <= 1, got {value!r}")
+    return value
+
+
+def exact_positive(name: str, value: Any) -> Fraction:
+    """An int, Fraction or finite float > 0, as the exact Fraction it is."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Rational, float, np.floating)):
+        raise ParameterTypeError(name, f"must be a number, got {value!r}")
+    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+        raise ParameterError(name, f"must be a finite number > 0, got {value!r}")
+    exact = Fraction(value) if not isinstance(value, np.floating) else Fraction(float(value))
+    if exact <= 0:
+        raise ParameterError(name, f"must be a finite number > 0, got {value!r}")
+    return exact
+
+
+def exact_non_negative(name: str, value: Any) -> Fraction:
+    """An int, Fraction or finite float >= 0, as the exact Fraction it is."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Rational, float)):
+        raise ParameterTypeError(name, f"must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParameterError(name, f"must be a finite number >= 0, got {value!r}")
+    exact = Fraction(value)
+    if exact < 0:
+        raise ParameterError(name, f"must be a finite number >= 0, got {exact!r}")
+    return exact
+
+
+# --- integers ------------------------------------------------------------------
+
+
+def integer(name: str, value: Any, low: int = 1, types: tuple = _INTS) -> int:
+    """An int (not a bool; one of ``types``) >= ``low``."""
+    if isinstance(value, bool) or not isinstance(value, types) or value < low:
         raise ParameterError(name, f"must be an int >= {low}, got {value!r}")
     return int(value)
+
+
+def optional_integer(name: str, value: Any) -> int | None:
+    """None, or an int >= 1."""
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ParameterError(name, f"must be None or an int >= 1, got {value!r}")
+    return value
+
+
+def at_least(name: str, value: Any, low: int) -> Any:
+    """``value`` unchanged if it is >= ``low`` (no type check)."""
+    if value < low:
+        raise ParameterError(name, f"must be >= {low}, got {value!r}")
+    return value
+
+
+# The largest Δ0 accepted: a signed 64-bit int, as Beam's and numpy's int
+# coders hold it.
+MAX_ITEMS_LIMIT = 2 ** 63 - 1
+
+
+def max_items(value: Any, label: str = "max_items_per_user", param: str | None = None) -> int:
+    """Δ0: an int with 1 <= Δ0 <= 2**63 - 1. Messages call it ``label``; the error's
+    ``param`` is ``param`` (default: ``label``)."""
+    param = label if param is None else param
+    if isinstance(value, bool) or not isinstance(value, _INTS):
+        raise _error(param, label, f"must be an int, got {value!r}", ParameterTypeError)
+    if value < 1:
+        raise _error(param, label, f"must be >= 1, got {value!r}")
+    if value > MAX_ITEMS_LIMIT:
+        raise _error(param, label, f"must be at most 2**63 - 1, got {value!r}")
+    return int(value)
+
+
+def seed(value: Any) -> int | None:
+    """A test-only seed: None (OS entropy) or a non-negative int."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, _INTS) or value < 0:
+        raise ParameterError("seed", f"must be None or a non-negative int, got {value!r}")
+    return int(value)
+
+
+# --- choices and types -------------------------------------------------------------
+
+
+def user_size(num_items: Any) -> Any:
+    """The number of items of a contributing user: at least 1."""
+    if num_items < 1:
+        raise ParameterError.worded(
+            "num_items", f"a contributing user holds at least 1 item, got {num_items!r}")
+    return num_items
+
+
+def public_count(count: Any) -> Any:
+    """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
+    the users' top-Δ0 lists, depend on processing order); raises naming its type."""
+    if (isinstance(count, bool) or not isinstance(count, _REALS)
+            or not math.isfinite(count) or count < 0):
+        raise ParameterError.worded(
+            "public_counts",
+            "a public count (field 1 of an (item, count) pair) must be a finite "
+            f"number >= 0, got {a_type(count)}"
+            + (" that is NaN, infinite or below 0" if isinstance(count, (int, float)) else ""))
+    return count
+
+
+def one_of(name: str, value: Any, choices: Collection, described: str | None = None) -> Any:
+    """``value`` if it is one of ``choices``; the message lists ``choices`` as given,
+    or says ``described`` (e.g. "'basic' or 'tight'")."""
+    if value not in choices:
+        wanted = described if described is not None else f"one of {choices}"
+        raise ParameterError(name, f"must be {wanted}, got {value!r}")
+    return value
+
+
+# What identifies the unit of privacy: a user id shared by any number of
+# elements (merged before bounding), or each element on its own.
+PRIVACY_UNITS = ("user_id", "element")
+
+
+def privacy_unit(value: Any) -> str:
+    """``privacy_unit``: one of ``PRIVACY_UNITS``; raises naming the choices."""
+    return one_of("privacy_unit", value, list(PRIVACY_UNITS))
+
+
+def instance(name: str, value: Any, types, described: str,
+             shown: Callable[[Any], str] = repr) -> Any:
+    """``value`` if it is an instance of ``types``; else a ParameterTypeError saying
+    ``described`` (e.g. "a Budget or ZCDPBudget") and ``shown(value)``."""
+    if not isinstance(value, types):
+        raise ParameterTypeError(name, f"must be {described}, got {shown(value)}")
+    return value
+
+
+def field_name(name: Any, arg: str) -> str:
+    """A field name: a non-empty str (``arg`` is the argument that gave it)."""
+    if not isinstance(name, str) or not name:
+        raise ParameterTypeError(arg, f"must be a non-empty str naming a field, got "
+                                      f"{a_type(name)}")
+    return name
+
+
+# --- budgets --------------------------------------------------------------------------
+
+
+def split_weights(weights) -> np.ndarray:
+    """Split weights: at least one, each finite and > 0; returned normalised."""
+    w = np.asarray(list(weights), dtype=float)
+    if w.size == 0:
+        raise ParameterError.worded("weights", "split needs at least one weight, got none")
+    if not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise ParameterError.worded(
+            "weights", f"split weights must be finite and > 0, got {list(weights)!r}")
+    return w / w.sum()
+
+
+def require_delta(budget, what: str):
+    """``budget`` if its δ > 0; otherwise a clear error naming ``what``.
+
+    Releasing an item that a single user holds has positive probability in
+    every set-union mechanism, so none of them is pure: each needs δ > 0 for
+    its threshold (or keep probability). Counts of released items do not.
+    """
+    if budget.delta <= 0.0:
+        raise ParameterError.worded(
+            "delta",
+            f"{what} needs delta > 0: selecting items is never pure differential privacy "
+            f"(an item held by one user must be released with probability at most delta), "
+            f"got a pure budget {budget.to_dict()}")
+    return budget
+
+
+def tight_part(what: str, given, bound_to) -> None:
+    """Refuses a tight split's part used with another mechanism or Δ0 than its own."""
+    if bound_to is not None and given != bound_to:
+        raise ParameterError.worded(
+            "budget",
+            f"this budget is one part of a tight split (split_selection_and_counts("
+            f"composition='tight')) computed for {what} {bound_to!r}, not {given!r}: the "
+            "two parts compose to the total only as computed; split again for this "
+            f"{what}, or use composition='basic'")

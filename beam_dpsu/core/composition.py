@@ -86,6 +86,9 @@ import math
 import numpy as np
 from scipy import special, stats
 
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
+
 __all__ = [
     "ComposedGuarantee",
     "composed_delta",
@@ -145,7 +148,7 @@ def gaussian_composition_mu(sigmas, sensitivities=None) -> float:
     sigmas = np.asarray(sigmas, dtype=np.float64)
     sens = np.ones_like(sigmas) if sensitivities is None else np.asarray(sensitivities, float)
     if sigmas.size == 0 or np.any(~np.isfinite(sigmas)) or np.any(sigmas <= 0):
-        raise ValueError("sigmas must be finite and > 0")
+        raise ParameterError("sigmas", "must be finite and > 0")
     return math.hypot(*(sens / sigmas))  # scaled: no overflow of (Δ/σ)²
 
 
@@ -294,8 +297,8 @@ class _Composition:
 
     def __init__(self, selection, counts, method: str = "auto",
                  interval: float = VALUE_DISCRETIZATION_INTERVAL):
-        if method not in ("auto", "closed_form", "pld"):
-            raise ValueError(f"method must be 'auto', 'closed_form' or 'pld', got {method!r}")
+        checks.one_of("method", method, ("auto", "closed_form", "pld"),
+                      "'auto', 'closed_form' or 'pld'")
         found = _selection_pair(selection)
         if found is None:
             raise ValueError("no privacy-loss pair for this selection calibration")
@@ -304,7 +307,8 @@ class _Composition:
         self.coordinates = int(counts.max_items_per_user)
         closed = isinstance(self.cnt, _Discrete)
         if method == "closed_form" and not closed:
-            raise ValueError("no closed form for discrete Gaussian counts: use method='pld'")
+            raise ParameterError.worded(
+                "method", "no closed form for discrete Gaussian counts: use method='pld'")
         self.method = "closed_form" if (closed and method != "pld") else "pld"
         self.description = f"selection: {sel_what}; counts: {cnt_what}"
         self._pld = None
@@ -370,8 +374,8 @@ def composed_epsilon(selection, counts, delta: float, method: str = "auto") -> f
     comp = _Composition(selection, counts, method)
     loss_delta = float(delta) - comp.threshold_delta
     if not loss_delta > 0:
-        raise ValueError(f"delta = {delta!r} must exceed the selection's threshold delta "
-                         f"{comp.threshold_delta!r}")
+        raise ParameterError("delta", f"= {delta!r} must exceed the selection's threshold delta "
+                                      f"{comp.threshold_delta!r}")
     return comp.epsilon(loss_delta)
 
 

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import random
 from fractions import Fraction
 
 import numpy as np
+
+from beam_dpsu.core import checks
 
 __all__ = [
     "os_random",
@@ -46,16 +47,9 @@ def os_random() -> random.Random:
     return random.SystemRandom()
 
 
-def to_fraction(name: str, value) -> Fraction:
-    """``value`` (int, float, Fraction) as an exact positive finite Fraction."""
-    if isinstance(value, bool) or not isinstance(value, (numbers.Rational, float, np.floating)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    if isinstance(value, (float, np.floating)) and not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    exact = Fraction(value) if not isinstance(value, np.floating) else Fraction(float(value))
-    if exact <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return exact
+# ``value`` (int, float, Fraction) as an exact positive finite Fraction
+# (``checks.exact_positive``).
+to_fraction = checks.exact_positive
 
 
 def _bernoulli_exp_int(num: int, den: int, rng) -> bool:
@@ -81,13 +75,7 @@ def _bernoulli_exp_int(num: int, den: int, rng) -> bool:
 
 def bernoulli_exp(gamma, rng=None) -> bool:
     """One draw of Bernoulli(exp(−γ)) for rational γ ≥ 0, exactly (CKS Algorithm 1)."""
-    if isinstance(gamma, bool) or not isinstance(gamma, (numbers.Rational, float)):
-        raise TypeError(f"gamma must be a number, got {gamma!r}")
-    if isinstance(gamma, float) and not math.isfinite(gamma):
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
-    gamma = Fraction(gamma)
-    if gamma < 0:
-        raise ValueError(f"gamma must be a finite number >= 0, got {gamma!r}")
+    gamma = checks.exact_non_negative("gamma", gamma)
     return _bernoulli_exp_int(gamma.numerator, gamma.denominator, rng or os_random())
 
 

@@ -19,7 +19,7 @@ is added (dpne Theorem 2.1).
 Sampling: a user with more than Δ_k distinct items keeps the Δ_k with the
 smallest of independent uniform priorities (a uniform sample without
 replacement), drawn from the worker's OS-seeded generator; seeded (tests
-only), from ``bounding.sample_user_items``'s generator derived from (seed,
+only), from ``sampling.sample_user_items``'s generator derived from (seed,
 salt, user id), the same draws as ``SampleEachUser``, whatever block the user
 lands in.
 """
@@ -31,7 +31,7 @@ from typing import Callable, Hashable, NamedTuple, Sequence
 
 import numpy as np
 
-from beam_dpsu.beam.bounding import sample_user_items
+from beam_dpsu.core.sampling import sample_user_items
 
 __all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums",
            "distinct_items_per_user", "level1_sums", "level_sums"]

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from beam_dpsu.core import checks
+
 __all__ = ["canonical_bytes", "stable_hash64", "os_rng", "derived_rng", "check_seed",
            "random_id128", "RANDOM_ID_BATCH"]
 
@@ -24,13 +26,9 @@ __all__ = ["canonical_bytes", "stable_hash64", "os_rng", "derived_rng", "check_s
 RANDOM_ID_BATCH = 4096
 
 
-def check_seed(seed: Any) -> int | None:
-    """Validates a test-only seed: None (OS entropy) or a non-negative int."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
-    return int(seed)
+# The test-only seed's check (``checks.seed``), re-exported for the callers of
+# hashing.check_seed.
+check_seed = checks.seed
 
 
 def canonical_bytes(value: Any) -> bytes:

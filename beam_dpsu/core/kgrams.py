@@ -23,15 +23,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from beam_dpsu.core import checks
+
 __all__ = ["PRUNINGS", "kgrams_of", "is_valid", "valid_kgram_count", "ValidKgramSampler"]
 
 PRUNINGS = ("both", "single")
-
-
-def _check_pruning(pruning: str) -> str:
-    if pruning not in PRUNINGS:
-        raise ValueError(f"pruning must be one of {PRUNINGS}, got {pruning!r}")
-    return pruning
 
 
 def kgrams_of(tokens: Sequence[str], k: int) -> list[tuple]:
@@ -51,7 +47,7 @@ def is_valid(kgram: tuple, previous: set | dict, unigrams: set | dict, pruning: 
 def valid_kgram_count(previous: Iterable[tuple], unigrams: Iterable[tuple],
                       pruning: str = "both") -> int:
     """|V_k| exactly, from S_{k−1} (and S_1 for "single"), without listing V_k."""
-    _check_pruning(pruning)
+    checks.one_of("pruning", pruning, PRUNINGS)
     previous = list(previous)
     if pruning == "single":
         return len(previous) * len(set(unigrams))
@@ -71,7 +67,7 @@ class ValidKgramSampler:
     """
 
     def __init__(self, previous: Iterable[tuple], unigrams: Iterable[tuple], pruning: str = "both"):
-        _check_pruning(pruning)
+        checks.one_of("pruning", pruning, PRUNINGS)
         self._pruning = pruning
         previous = sorted(set(previous))
         if pruning == "single":

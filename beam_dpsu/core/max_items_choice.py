@@ -83,11 +83,10 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from beam_dpsu.core import policies
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
-from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, RoundsCalibration
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 
 __all__ = [
@@ -123,12 +122,7 @@ DEFAULT_SHARE = 0.05
 
 
 def _check_share(share: Any) -> float:
-    if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)):
-        raise TypeError(f"share must be a number, got {share!r}")
-    share = float(share)
-    if not 0.0 < share < 1.0:
-        raise ValueError(f"share must lie strictly between 0 and 1, got {share!r}")
-    return share
+    return checks.probability("share", share, types=(int, float, np.floating))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,13 +147,14 @@ class AutoMaxItems:
         object.__setattr__(self, "share", _check_share(self.share))
         if isinstance(self.candidates, (str, bytes)) or not isinstance(
                 self.candidates, Iterable):
-            raise TypeError(f"candidates must be a sequence of ints, got {self.candidates!r}")
-        values = tuple(thresholds.check_max_items(c, "each candidate max_items_per_user")
+            raise ParameterTypeError("candidates", f"must be a sequence of ints, got "
+                                                   f"{self.candidates!r}")
+        values = tuple(checks.max_items(c, "each candidate max_items_per_user", "candidates")
                        for c in self.candidates)
         if not values:
-            raise ValueError("candidates must hold at least one max_items_per_user")
+            raise ParameterError("candidates", "must hold at least one max_items_per_user")
         if list(values) != sorted(set(values)):
-            raise ValueError(f"candidates must be strictly ascending, got {list(values)}")
+            raise ParameterError("candidates", f"must be strictly ascending, got {list(values)}")
         object.__setattr__(self, "candidates", values)
 
     def to_dict(self) -> dict:
@@ -176,10 +171,10 @@ def check_max_items_or_auto(value: Any, name: str = "max_items_per_user"):
     if isinstance(value, str):
         if value.strip().lower() == AUTO:
             return AutoMaxItems()
-        raise ValueError(f"{name} must be an int or 'auto', got {value!r}")
+        raise ParameterError(name, f"must be an int or 'auto', got {value!r}")
     if isinstance(value, AutoMaxItems):
         return value
-    return thresholds.check_max_items(value, name)
+    return checks.max_items(value, name)
 
 
 def _rest(total: float, part: float) -> float:
@@ -207,11 +202,12 @@ def split_budget(budget: Budget | ZCDPBudget, share: float):
         return ZCDPBudget(size, 0.0), ZCDPBudget(_rest(budget.rho, size), budget.delta)
     if isinstance(budget, (Budget, ZCDPBudget)):
         # A tight split's part is bound to one Δ0; "auto" has none yet.
-        raise ValueError("max_items_per_user='auto' cannot take a part of a tight split "
-                         "(split_selection_and_counts(composition='tight')): that part was "
-                         "computed for one fixed max_items_per_user; fix it, or use "
-                         "composition='basic'")
-    raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        raise ParameterError.worded(
+            "budget", "max_items_per_user='auto' cannot take a part of a tight split "
+                      "(split_selection_and_counts(composition='tight')): that part was "
+                      "computed for one fixed max_items_per_user; fix it, or use "
+                      "composition='basic'")
+    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
 
 def size_bin_edges(candidates: Sequence[int]) -> np.ndarray:
@@ -293,38 +289,21 @@ MASSES = {"m": _linear_mass, "1": _constant_mass, "sqrt(m)": _sqrt_mass,
 
 def user_mass(mechanism) -> str:
     """The name, in ``MASSES``, of g(m): the weight a user keeping m items places
-    (see the module docstring)."""
-    from beam_dpsu.core import mechanisms  # configs imports this module
-
-    if isinstance(mechanism, mechanisms.ParallelMechanism):
-        by_weight: dict[Callable[[int], float], str] = {
-            policies.count_weight: "m", policies.weighted_laplace_weight: "1",
-            policies.weighted_gaussian_weight: "sqrt(m)"}
-        return by_weight[type(mechanism).item_weight]
-    if isinstance(mechanism, (mechanisms.SIPS, mechanisms.PolicyGaussian)):
-        return "sqrt(m)"
-    if isinstance(mechanism, (mechanisms.PolicyLaplace, mechanisms.GreedyWithoutSampling)):
-        return "m/(m+1)"
-    raise TypeError(f"no Δ0 rule for {type(mechanism).__name__}")
+    (see the module docstring). Each mechanism config states its own
+    (``user_mass``, a class attribute)."""
+    mass = getattr(mechanism, "user_mass", None)
+    if mass not in MASSES:
+        raise TypeError(f"no Δ0 rule for {type(mechanism).__name__}")
+    return mass
 
 
 def weight_threshold(calibration) -> float:
-    """T: the weight at which an item is released with probability ½."""
-    if isinstance(calibration, RoundsCalibration):
-        return calibration.rounds[-1].release_threshold
-    if isinstance(calibration, KeepProbabilityCalibration):
-        # π grows with the count: the smallest count kept with probability ≥ ½.
-        lo, hi = 1, calibration.users_kept_surely
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if calibration.keep_probability([mid])[0] >= 0.5:
-                hi = mid
-            else:
-                lo = mid + 1
-        return float(lo)
-    if isinstance(calibration, Calibration):
-        return calibration.release_threshold
-    raise TypeError(f"no release threshold for {type(calibration).__name__}")
+    """T: the weight at which an item is released with probability ½ (each
+    calibration computes its own, ``weight_threshold()``)."""
+    threshold = getattr(calibration, "weight_threshold", None)
+    if threshold is None:
+        raise TypeError(f"no release threshold for {type(calibration).__name__}")
+    return threshold()
 
 
 def with_max_items(mechanism, max_items_per_user: int | AutoMaxItems):
@@ -427,9 +406,10 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
         except ValueError as e:
             refusals.append(f"{c}: {e}")
     if not calibrations:
-        raise ValueError(f"max_items_per_user='auto': {who} at none of the {len(refusals)} "
-                         f"candidates under {part} ({1 - auto.share:g} of it); at "
-                         f"max_items_per_user={refusals[0]}")
+        raise ParameterError.worded(
+            "max_items_per_user",
+            f"max_items_per_user='auto': {who} at none of the {len(refusals)} candidates under "
+            f"{part} ({1 - auto.share:g} of it); at max_items_per_user={refusals[0]}")
     return calibrations
 
 
@@ -437,7 +417,8 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget) -> AutoPlan:
     """Splits the budget and calibrates every candidate Δ0 (eagerly; no data)."""
     auto = mechanism.max_items_per_user
     if not is_auto(auto):
-        raise ValueError("plan_auto is for max_items_per_user='auto'")
+        raise ParameterError.worded("max_items_per_user",
+                                    "plan_auto is for max_items_per_user='auto'")
     size_budget, selection_budget = split_budget(budget, auto.share)
 
     def weight_threshold_at(c: int) -> float:
@@ -566,7 +547,7 @@ class CountsAutoPlan:
             raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
         if isinstance(released_items, bool) or int(released_items) != released_items \
                 or released_items < 0:
-            raise ValueError(f"released_items must be an int >= 0, got {released_items!r}")
+            raise ParameterError("released_items", f"must be an int >= 0, got {released_items!r}")
         dropped = self._excess(int(released_items)) @ counts
         return float(released_items) * np.asarray(self.mean_absolute_noise) + dropped
 

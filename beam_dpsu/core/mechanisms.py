@@ -26,7 +26,7 @@ Sequential (each user's update depends on the histogram so far; users are
 visited in a keyed-hash order): ``PolicyLaplace`` (ℓ1-descent, dpsu §4),
 ``PolicyGaussian`` (ℓ2-descent, dpsu §5), ``GreedyWithoutSampling`` (GW and
 GW-KT, gw §3–4, with the top-Δ0 cap, zero-weight keys noised and the
-threshold of DESIGN §3 that close the published proof's gap). Every one
+threshold of docs/privacy.md's GW fix that close the published proof's gap). Every one
 bounds each user to a list of ≤ Δ0 items and noises every item of every list.
 """
 
@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import ClassVar, Mapping, cast
 
 import numpy as np
 
-from beam_dpsu.core import budgets
+from beam_dpsu.core import budgets, checks
 
 from beam_dpsu.core import max_items_choice
 
@@ -46,9 +47,11 @@ from beam_dpsu.core import policies
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
-                                   RoundsCalibration, gaussian_calibration, laplace_calibration,
-                                   split_delta)
+                                        RoundsCalibration, gaussian_calibration,
+                                        laplace_calibration, split_delta,
+                                        truncated_geometric_calibration)
 
 __all__ = [
     "MechanismConfig",
@@ -74,16 +77,19 @@ class MechanismConfig:
     """
 
     name: ClassVar[str]
+    # g(m), the weight a user keeping m items places, as a key of
+    # ``max_items_choice.MASSES``: the mechanism's rule for max_items_per_user="auto".
+    user_mass: ClassVar[str]
 
     def __post_init__(self):
         # Validates whichever of the shared parameters the config has.
-        checks = {"max_items_per_user": max_items_choice.check_max_items_or_auto,
-                  "alpha": _check_alpha,
-                  "shards": _check_shards}
+        validators = {"max_items_per_user": max_items_choice.check_max_items_or_auto,
+                      "alpha": lambda value: checks.non_negative("alpha", value),
+                      "shards": lambda value: checks.integer("shards", value)}
         for field in dataclasses.fields(self):
-            if field.name in checks:
+            if field.name in validators:
                 object.__setattr__(self, field.name,
-                                   checks[field.name](getattr(self, field.name)))
+                                   validators[field.name](getattr(self, field.name)))
 
     def calibrate(  # pragma: no cover - abstract
             self, budget) -> Calibration | KeepProbabilityCalibration | RoundsCalibration:
@@ -92,14 +98,14 @@ class MechanismConfig:
     def _check_budget(self, budget):
         """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
         if max_items_choice.is_auto(getattr(self, "max_items_per_user", None)):
-            raise ValueError(
+            raise ParameterError.worded(
+                "max_items_per_user",
                 f"{self.name}: max_items_per_user='auto' is chosen from the data when the "
                 "pipeline runs, so this config has no calibration of its own; give it to "
                 "SelectItems (its report shows every candidate's), or calibrate "
                 "beam_dpsu.core.max_items_choice.with_max_items(config, n)")
-        if not isinstance(budget, (Budget, ZCDPBudget)):
-            raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
-        return budgets.require_delta(budget, f"mechanism {self.name!r}")
+        checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
+        return checks.require_delta(budget, f"mechanism {self.name!r}")
 
     def to_dict(self) -> dict:
         # Every subclass is a dataclass; the base, which mypy checks here, is not.
@@ -128,6 +134,7 @@ class CountLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-laplace"
+    user_mass: ClassVar[str] = "m"
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -148,6 +155,7 @@ class CountGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "count-gaussian"
+    user_mass: ClassVar[str] = "m"
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -168,6 +176,7 @@ class WeightedLaplace(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-laplace"
+    user_mass: ClassVar[str] = "1"
     item_weight = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -192,6 +201,7 @@ class WeightedGaussian(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-gaussian"
+    user_mass: ClassVar[str] = "sqrt(m)"
     item_weight = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
@@ -224,33 +234,17 @@ class TruncatedGeometric(ParallelMechanism):
 
     max_items_per_user: int = 100
     name: ClassVar[str] = "truncated-geometric"
+    user_mass: ClassVar[str] = "m"
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> KeepProbabilityCalibration:
         budget = self._check_budget(budget)
         if not isinstance(budget, Budget):
-            raise ValueError(
+            raise ParameterError.worded(
+                "budget",
                 "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) "
                 "and has no zCDP calibration: give it a Budget(epsilon, delta)")
-        d0 = self.max_items_per_user
-        eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
-        # π near 1 is a float64 compared with a 53-bit uniform; the drop side
-        # multiplies its rounding error by e^ε'. Keep a margin for it, so the
-        # probabilities actually used still meet (ε', δ').
-        # Compared in logs: e^ε' overflows for huge ε.
-        if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
-            raise ValueError(
-                f"truncated-geometric: delta per item = delta/max_items_per_user = "
-                f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
-                f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
-                "lower epsilon or lower max_items_per_user")
-        delta_item -= math.exp(eps_item) * 2.0 ** -50
-        n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
-        return KeepProbabilityCalibration(
-            epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,
-            users_kept_surely=n2 + 1, max_items_per_user=d0, budget=budget,
-            source="Desfontaines, Voss, Gipson & Mandayam 2022 (PoPETs; arXiv 2006.03684) "
-                   "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
+        return truncated_geometric_calibration(budget, self.max_items_per_user)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,7 +258,7 @@ class SIPS(MechanismConfig):
     is δ-approximate ρ-zCDP (dp-sips Theorem 1 and Lemma 6).
 
     Under a ``Budget(ε, δ)`` the rounds' noise is calibrated as ONE Gaussian
-    mechanism (tight accounting, DESIGN §3): σ_total = analytic Gaussian at
+    mechanism (tight accounting, docs/privacy.md, Accounting): σ_total = analytic Gaussian at
     (ε, δ_noise), and round i gets μ_i² = w_i·μ² (σ_i = σ_total/√w_i, i.e.
     ρ_i ∝ w_i with ρ = 1/(2σ_total²)) and δ_i = w_i·δ_thr, w_i the geometric
     shares above. Privacy: the rounds are an adaptive composition of Gaussian
@@ -295,18 +289,19 @@ class SIPS(MechanismConfig):
     ratio: float = 1.0 / 3.0
     removal: str = "side_input"
     name: ClassVar[str] = "sips"
+    user_mass: ClassVar[str] = "sqrt(m)"
     # Rounds are unrolled when the pipeline is built: 100 run in ~40 s on the
     # DirectRunner; dp-sips uses 3 to 5 (§5).
     MAX_ROUNDS: ClassVar[int] = 100
 
     def __post_init__(self):
         super().__post_init__()
-        if self.removal not in ("side_input", "join"):
-            raise ValueError(f"removal must be 'side_input' or 'join', got {self.removal!r}")
+        checks.one_of("removal", self.removal, ("side_input", "join"),
+                      "'side_input' or 'join'")
         if (isinstance(self.rounds, (int, np.integer)) and not isinstance(self.rounds, bool)
                 and self.rounds > self.MAX_ROUNDS):
-            raise ValueError(f"rounds must be at most {self.MAX_ROUNDS} (each round is a stage "
-                             f"of the pipeline), got {self.rounds!r}")
+            raise ParameterError("rounds", f"must be at most {self.MAX_ROUNDS} (each round is a "
+                                           f"stage of the pipeline), got {self.rounds!r}")
         budgets.geometric_split_weights(self.rounds, self.ratio)  # validates both
         object.__setattr__(self, "rounds", int(self.rounds))
         object.__setattr__(self, "ratio", float(self.ratio))
@@ -327,10 +322,10 @@ class SIPS(MechanismConfig):
         rho = 0.5 * (1.0 / split.sigma_total) ** 2
         w_first = budgets.geometric_split_weights(self.rounds, self.ratio)[0]
         if not (math.isfinite(rho) and rho * w_first > 0.0):
-            raise ValueError(
-                f"epsilon = {budget.epsilon:g} is too small for sips over {self.rounds} rounds: "
-                f"the rounds' noise (sigma_total = {split.sigma_total:g}) is outside the float "
-                "range; raise epsilon or use fewer rounds")
+            raise ParameterError(
+                "epsilon", f"= {budget.epsilon:g} is too small for sips over {self.rounds} "
+                           f"rounds: the rounds' noise (sigma_total = {split.sigma_total:g}) is "
+                           "outside the float range; raise epsilon or use fewer rounds")
         return ZCDPBudget(rho, split.threshold_delta)
 
     def zcdp_budget(self, budget) -> ZCDPBudget:
@@ -344,7 +339,7 @@ class SIPS(MechanismConfig):
             return budget
         if isinstance(budget, Budget):
             return self._equivalent_zcdp(budget, self._delta_split(budget))
-        raise TypeError(f"budget must be a Budget or ZCDPBudget, got {budget!r}")
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
     def round_budgets(self, budget) -> list[ZCDPBudget]:
         """(ρ_i, δ_i) of each round; they sum to the total (dp-sips Thm 1 proof)."""
@@ -370,21 +365,6 @@ class SIPS(MechanismConfig):
                                  source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, "
                                         "Theorem 1; under (ε, δ): one analytic Gaussian "
                                         "for all rounds (Dong, Roth & Su 2022, Cor. 3.3)")
-
-
-def _check_alpha(value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"alpha must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"alpha must be a finite number >= 0, got {value!r}")
-    return value
-
-
-def _check_shards(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"shards must be an int >= 1, got {value!r}")
-    return int(value)
 
 
 class SequentialMechanism(MechanismConfig):
@@ -418,6 +398,7 @@ class PolicyLaplace(SequentialMechanism):
     alpha: float = 3.0
     shards: int = 1
     name: ClassVar[str] = "policy-laplace"
+    user_mass: ClassVar[str] = "m/(m+1)"
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -446,6 +427,7 @@ class PolicyGaussian(SequentialMechanism):
     alpha: float = 3.0
     shards: int = 1
     name: ClassVar[str] = "policy-gaussian"
+    user_mass: ClassVar[str] = "sqrt(m)"
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -456,21 +438,23 @@ class PolicyGaussian(SequentialMechanism):
 
 @dataclasses.dataclass(frozen=True)
 class GreedyWithoutSampling(SequentialMechanism):
-    """GW: greedy updates on each user's top-Δ0 items, Lap(1/ε) (gw §3, as fixed in DESIGN §3).
+    """GW: greedy updates on each user's top-Δ0 items, Lap(1/ε) (gw §3 as fixed in docs/privacy.md).
 
     Each user keeps its Δ0 most frequent items (by its own counts; ties by a
     keyed hash of the item) and fills them toward Γ one at a time, most
-    frequent first, until its budget of 1 is spent. With ``public_counts`` it
+    frequent first, until its budget of 1 is spent. With ``public_order`` it
     is GW-KT (gw §4): items are ranked by counts from public data (absent
-    items count 1). Every item of every user's list is noised and
-    thresholded, zero weight included, and the threshold ρ solves
+    items count 1), given here as a mapping (``public_counts``) or, counted in
+    the pipeline, to the transform (``SelectItems(..., public_counts=pcoll)``).
+    Every item of every user's list is noised and thresholded, zero weight
+    included, and the threshold ρ solves
     1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = ½·e^{−(ρ−w)ε}
     (``thresholds.gw_threshold``; the proof is in ``beam_dpsu.core.policies``).
 
     This is not the published GW, which takes no Δ0, noises only items of
     positive weight and uses ρ_GW = 1 − λ·ln(2δ): that rule is not DP (users
     after the extra one can push other users' items from weight 0 to > 0;
-    DESIGN §3). The fix costs utility: on IMDb at ε = 1.7 the published
+    docs/privacy.md, GW fix). The fix costs utility: on IMDb at ε = 1.7 the published
     rule released about 3,400 items, this one about 2,650 at Δ0 = 30
     (``docs/benchmarks.md``).
 
@@ -484,34 +468,49 @@ class GreedyWithoutSampling(SequentialMechanism):
         public words, which reach Γ after a few users, so it needs to be
         longer to leave the user items to spend on.
       alpha: α ≥ 0 in Γ = ρ + α·λ; Γ must be ≥ 1 (gw Theorem 1).
-      public_counts: None (GW), a mapping item → count, or a Beam
-        ``PCollection`` of (item, count) pairs (GW-KT), e.g. counted from a
-        public corpus in the same pipeline.
+      public_counts: None, or a mapping item → count (GW-KT with these
+        counts). Counts held in a Beam ``PCollection`` of (item, count) pairs,
+        e.g. counted from a public corpus in the same pipeline, go to the
+        transform instead: ``SelectItems(..., public_counts=pcoll)``, with
+        ``public_order=True`` here.
       shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+      public_order: GW-KT: items are ranked by public counts (True whenever
+        ``public_counts`` is given; set it when the counts come to the
+        transform).
     """
 
     max_items_per_user: int | None = None
     alpha: float = 3.0
-    public_counts: object = None
+    public_counts: Mapping | None = None
     shards: int = 1
+    public_order: bool = False
     name: ClassVar[str] = "gw"
+    user_mass: ClassVar[str] = "m/(m+1)"
 
     DEFAULT_MAX_ITEMS: ClassVar[int] = 30
     DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
 
     def __post_init__(self):
+        pc = self.public_counts
+        if _is_pcollection(pc):
+            raise ParameterTypeError(
+                "public_counts", "must be None or a mapping item -> count: a PCollection of "
+                "(item, count) goes to the transform, SelectItems(GreedyWithoutSampling("
+                "public_order=True), budget, public_counts=pcoll)")
+        checks.instance("public_order", self.public_order, bool, "True or False")
+        if pc is not None:
+            object.__setattr__(self, "public_order", True)
         if self.max_items_per_user is None:
             object.__setattr__(self, "max_items_per_user",
-                               self.DEFAULT_MAX_ITEMS if self.public_counts is None
-                               else self.DEFAULT_MAX_ITEMS_KT)
+                               self.DEFAULT_MAX_ITEMS_KT if self.public_order
+                               else self.DEFAULT_MAX_ITEMS)
         super().__post_init__()
-        pc = self.public_counts
-        if pc is not None and not (isinstance(pc, Mapping) or _is_pcollection(pc)):
-            raise TypeError("public_counts must be None, a mapping item -> count or a "
-                            f"PCollection of (item, count), got {type(pc).__name__}")
+        if pc is not None and not isinstance(pc, Mapping):
+            raise ParameterTypeError("public_counts", "must be None, a mapping item -> count or "
+                                     f"a PCollection of (item, count), got {type(pc).__name__}")
         if isinstance(pc, Mapping):
             for count in pc.values():
-                policies.check_public_count(count)
+                checks.public_count(count)
 
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
@@ -519,19 +518,22 @@ class GreedyWithoutSampling(SequentialMechanism):
             budget, cast(int, self.max_items_per_user),  # set by __post_init__
             1.0, thresholds.gw_threshold,
             "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
-            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 (DESIGN §3)"))
+            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 "
+            "(docs/privacy.md, The GW cascade gap and its fix)"))
         assert calibration.cutoff is not None  # set by _with_cutoff
         if calibration.cutoff < 1.0:
-            raise ValueError(
+            raise ParameterError.worded(
+                "alpha",
                 f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "
                 "raise alpha or lower delta")
         return calibration
 
     def to_dict(self) -> dict:
         pc = self.public_counts
-        public = (None if pc is None else
-                  f"mapping of {len(pc)} items" if isinstance(pc, Mapping) else "PCollection")
-        return {"name": "gw-kt" if pc is not None else self.name,
+        # Without a mapping here, GW-KT's counts come to the transform as a PCollection.
+        public = (None if not self.public_order else
+                  f"mapping of {len(pc)} items" if pc is not None else "PCollection")
+        return {"name": "gw-kt" if self.public_order else self.name,
                 "max_items_per_user": (self.max_items_per_user.to_dict()
                                        if max_items_choice.is_auto(self.max_items_per_user)
                                        else self.max_items_per_user), "alpha": self.alpha,
@@ -539,11 +541,10 @@ class GreedyWithoutSampling(SequentialMechanism):
 
 
 def _is_pcollection(value) -> bool:
-    try:
-        from apache_beam.pvalue import PCollection
-    except ImportError:  # pragma: no cover - beam is a dependency
-        return False
-    return isinstance(value, PCollection)
+    """Whether ``value`` is a Beam PCollection, without importing Beam (the core
+    needs none: if Beam is not loaded, nothing is a PCollection)."""
+    pvalue = sys.modules.get("apache_beam.pvalue")
+    return pvalue is not None and isinstance(value, pvalue.PCollection)
 
 
 MECHANISMS: dict[str, type] = {
@@ -583,12 +584,14 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
         does not take.
     """
     if name in _NOT_PRIVATE:
-        raise ValueError(_NOT_PRIVATE[name])
+        raise ParameterError.worded("mechanism", _NOT_PRIVATE[name])
     if name not in MECHANISMS:
-        raise ValueError(f"unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
+        raise ParameterError.worded(
+            "mechanism", f"unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
     cls = MECHANISMS[name]
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = {k for k, v in params.items() if k not in fields and v is not None}
     if unknown and not ignore_unused:
-        raise ValueError(f"mechanism {name!r} does not take {sorted(unknown)}")
+        raise ParameterError.worded("mechanism",
+                                    f"mechanism {name!r} does not take {sorted(unknown)}")
     return cls(**{k: v for k, v in params.items() if k in fields and v is not None})

@@ -20,13 +20,13 @@ that is noised and thresholded, and its keys are *every item of every user's
 list*, whatever weight it got (``apply_policy`` writes each of them). So the
 key set depends only on the bounded lists, never on how the histogram
 evolved, and for neighbours D′ = D ∪ {x} it grows only by x's own ≤ Δ0 items
-(DESIGN §4.8). For Policy Laplace and Policy Gaussian this is the papers'
+(docs/privacy.md, invariant 8). For Policy Laplace and Policy Gaussian this is the papers'
 support of H: with Γ > 0 (always, as ρ > 1 for δ < ½) ℓ1- and ℓ2-descent
 give every item below Γ a positive increment, so every sampled item has
 positive weight. GW gives weight 0 to the items after its budget runs out:
 those keys are noised too (weight 0), which is what its proof needs.
 
-GW and GW-KT: proof of (ε, δ)-DP (DESIGN §3, binding fix of gw §3, Thm 1).
+GW and GW-KT: proof of (ε, δ)-DP (docs/privacy.md, the GW fix of gw §3, Thm 1).
 The published GW leaves out zero-weight items and caps nothing. Its Lemma 2
 assumes only x creates keys outside supp(H), which is false: x filling shared
 items near Γ makes later users spend leftover budget further down their
@@ -55,7 +55,7 @@ the order of the common users.
    this chance is ≤ δ.
 4. Conditioned on no key of U being released, the output is the K part,
    ε-indistinguishable by 2.; with 3. this gives (ε, δ)-DP exactly as in the
-   proof of gw Theorem 1. Γ ≥ 1 is still required (gw Theorem 1; DESIGN §4.5),
+   proof of gw Theorem 1. Γ ≥ 1 is still required (gw Theorem 1; docs/privacy.md, invariant 5),
    though the bound in 3. does not use it.
 
 The Beam histogram transforms and the property tests call the same functions.
@@ -70,8 +70,10 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.hashing import canonical_bytes
-from beam_dpsu.core.tokenizer import a_type
+from beam_dpsu.core.wording import a_type
 
 __all__ = [
     "count_weight",
@@ -92,21 +94,15 @@ __all__ = [
 ]
 
 
-def _check_size(num_items: int) -> int:
-    if num_items < 1:
-        raise ValueError(f"a contributing user holds at least 1 item, got {num_items!r}")
-    return num_items
-
-
 def count_weight(num_items: int) -> float:
     """Count mechanisms: every sampled item gets +1 (dpsu §1.1)."""
-    _check_size(num_items)
+    checks.user_size(num_items)
     return 1.0
 
 
 def weighted_laplace_weight(num_items: int) -> float:
     """Weighted Laplace: +1/|W| per item, so a user moves the histogram by 1 in ℓ1 (dpsu Alg. 9)."""
-    return 1.0 / _check_size(num_items)
+    return 1.0 / checks.user_size(num_items)
 
 
 def weighted_gaussian_weight(num_items: int) -> float:
@@ -114,7 +110,7 @@ def weighted_gaussian_weight(num_items: int) -> float:
 
     dpsu Alg. 10; dp-sips Alg. 2.
     """
-    return 1.0 / math.sqrt(_check_size(num_items))
+    return 1.0 / math.sqrt(checks.user_size(num_items))
 
 
 def user_contribution(items: Iterable[Hashable],
@@ -277,7 +273,7 @@ def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:
         return math.fsum(diffs)
     if p == 2:
         return math.sqrt(math.fsum(d * d for d in diffs))
-    raise ValueError(f"p must be 1 or 2, got {p!r}")
+    raise ParameterError("p", f"must be 1 or 2, got {p!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -293,7 +289,7 @@ def l1_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
     Water-filling toward Γ with a total ℓ1 budget of 1: with gaps
     G = max(Γ − H, 0), find λ ≥ 0 with Σ min(G_u, λ) = 1 and add min(G_u, λ).
     λ is found exactly from the sorted gaps. If Σ G ≤ 1 every item is filled to
-    Γ (Algorithm 4 prints ``H1|W ← H0|W`` there; the intent, per DESIGN §3, is
+    Γ (Algorithm 4 prints ``H1|W ← H0|W`` there; the intent, per docs/privacy.md (misprints), is
     ``H1|W ← (Γ,…,Γ)``). The policy is ℓ1-contractive (dpsu Lemma 4.1).
     With Γ > 0 every item below Γ gets a positive increment (λ > 0), so
     every sampled item ends with positive weight.
@@ -407,16 +403,8 @@ def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
     return weights
 
 
-def check_public_count(count) -> float | np.integer | np.floating:
-    """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
-    the users' top-Δ0 lists, depend on processing order); raises naming its type."""
-    if (isinstance(count, bool) or not isinstance(count, (int, float, np.integer, np.floating))
-            or not math.isfinite(count) or count < 0):
-        raise ValueError("a public count (field 1 of an (item, count) pair) must be a finite "
-                         f"number >= 0, got {a_type(count)}"
-                         + (" that is NaN, infinite or below 0" if isinstance(count, (int, float))
-                            else ""))
-    return count
+# A public count's check (``checks.public_count``), re-exported for its callers.
+check_public_count = checks.public_count
 
 
 def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,

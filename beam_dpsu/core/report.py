@@ -13,9 +13,10 @@ import math
 from beam_dpsu import __version__
 from beam_dpsu.core.budgets import ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
+from beam_dpsu.core.mechanisms import GreedyWithoutSampling, SequentialMechanism
 
-__all__ = ["GUARANTEES", "mechanism_report", "auto_report", "dp_equivalents", "NON_PRIVATE_NOTE",
-           "SEEDED_NOTE", "to_json"]
+__all__ = ["GUARANTEES", "mechanism_report", "auto_report", "selection_report", "user_order",
+           "counts_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
 
 NON_PRIVATE_NOTE = (
     "These counts are computed from the raw input without noise. They are NOT "
@@ -97,6 +98,69 @@ def auto_report(mechanism, budget, plan, calibrations: dict, seed,
     }
     if isinstance(budget, ZCDPBudget):
         report["dp_equivalents"] = dp_equivalents(budget)
+    if seed is not None:
+        report["seed"] = seed
+        report["seeded_note"] = SEEDED_NOTE
+    return report
+
+
+def user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
+    """What orders a sequential mechanism's users, for its report."""
+    key = ("key derived from the seed" if seed is not None
+           else "fresh secret key per run, not recorded")
+    if privacy_unit == "user_id":
+        return f"keyed hash of the user id; {key}"
+    if seed is None and not isinstance(mechanism, GreedyWithoutSampling):
+        # sequential._PolicyElementBlocksFn: the bytes stand in for the keyed hash of a
+        # random id.
+        return "32 fresh random bytes per element (no key), drawn from the OS"
+    seeded = ("its items and their occurrences" if isinstance(mechanism, GreedyWithoutSampling)
+              else "its distinct items")
+    return f"keyed hash of a random id per element (a hash of {seeded} when seeded); {key}"
+
+
+def selection_report(mechanism, budget, calibration, auto_plan, auto_calibrations: dict,
+                     seed: int | None, privacy_unit: str) -> dict:
+    """``SelectItems.report``: ``mechanism_report``, or ``auto_report`` with
+    ``max_items_per_user="auto"`` (``auto_plan``, each candidate's calibration in
+    ``auto_calibrations``), and the user order of a sequential mechanism."""
+    sequential = isinstance(mechanism, SequentialMechanism)
+    if auto_plan is not None:
+        report = auto_report(mechanism, budget, auto_plan, auto_calibrations, seed,
+                             privacy_unit)
+        if sequential:
+            # The chosen selection reads one merged record per user (as elements).
+            report["user_order"] = user_order(mechanism, "element", seed)
+        return report
+    extra = {"user_order": user_order(mechanism, privacy_unit, seed)} if sequential else None
+    return mechanism_report(mechanism, calibration, seed, extra, privacy_unit)
+
+
+def counts_report(calibration, auto_plan, budget, calibrations_by_candidate: dict,
+                  seed: int | None, privacy_unit: str) -> dict:
+    """``CountReleased.report``: the counts' noise at a fixed Δ0 (``calibration``), or,
+    with ``max_items_per_user="auto"``, the plan and every candidate's noise."""
+    report: dict = {
+        "library": f"beam_dpsu {__version__}",
+        "guarantee": GUARANTEES[privacy_unit],
+        "privacy_unit": privacy_unit,
+        "counted": "distinct users holding each released item, each user counted on at "
+                   "most max_items_per_user released items (sampled uniformly)",
+    }
+    if auto_plan is None:
+        report.update(calibration.to_dict())
+    else:
+        # The chosen Δ0 is a DP output, known once the pipeline has run
+        # (chosen_max_items_per_user); everything here is parameters.
+        report.update({
+            "budget": budget.to_dict(),
+            "composition": "sequential: the histogram of users' numbers of released "
+                           "items, then the counts at the chosen max_items_per_user "
+                           "(epsilon or rho add)",
+            "max_items_per_user": auto_plan.to_dict(),
+            "counts_by_candidate": {str(c): k.to_dict() for c, k in
+                                    calibrations_by_candidate.items()}})
+    report["seeded"] = seed is not None
     if seed is not None:
         report["seed"] = seed
         report["seeded_note"] = SEEDED_NOTE

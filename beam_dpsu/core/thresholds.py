@@ -1,7 +1,7 @@
 """Release thresholds ρ of every mechanism, as pure functions.
 
 Each function cites the theorem it implements; ``tests/test_thresholds.py``
-checks them against the golden values of DESIGN §4 and the papers. All
+checks them against the golden values of docs/privacy.md and the papers. All
 quantities of the form (1 − δ)^{1/t} are evaluated as 1 − q with
 q = −expm1(log1p(−δ)/t), which keeps full precision for δ down to 1e-300
 (the naive power rounds to exactly 1 for δ < 1e-16); where q itself
@@ -18,6 +18,9 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError
+
 __all__ = [
     "count_laplace_threshold",
     "count_gaussian_threshold",
@@ -33,35 +36,18 @@ __all__ = [
 ]
 
 
-# The largest Δ0 accepted: a signed 64-bit int, as Beam's and numpy's int
-# coders hold it. Every threshold is computed without arrays of length Δ0.
-MAX_ITEMS_LIMIT = 2 ** 63 - 1
+# The largest Δ0 accepted (a signed 64-bit int, as Beam's and numpy's int coders
+# hold it): every threshold is computed without arrays of length Δ0.
+MAX_ITEMS_LIMIT = checks.MAX_ITEMS_LIMIT
+check_max_items = checks.max_items  # re-exported: callers of thresholds.check_max_items
 
 
-def check_max_items(max_items_per_user: object, name: str = "max_items_per_user") -> int:
-    """Validates Δ0: an int with 1 <= Δ0 <= 2**63 - 1 (errors call it ``name``)."""
-    if (isinstance(max_items_per_user, bool)
-            or not isinstance(max_items_per_user, (int, np.integer))):
-        raise TypeError(f"{name} must be an int, got {max_items_per_user!r}")
-    if max_items_per_user < 1:
-        raise ValueError(f"{name} must be >= 1, got {max_items_per_user!r}")
-    if max_items_per_user > MAX_ITEMS_LIMIT:
-        raise ValueError(f"{name} must be at most 2**63 - 1, got {max_items_per_user!r}")
-    return int(max_items_per_user)
+def _positive(name: str, value: float) -> float:
+    return checks.positive(name, value, strict=False)
 
 
-def _check_scale(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value
-
-
-def _check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}")
-    return delta
+def _probability(delta: float) -> float:
+    return checks.probability("delta", delta, strict=False)
 
 
 def _one_minus_root(delta: float, t: np.ndarray) -> np.ndarray:
@@ -126,7 +112,7 @@ def _candidate_items(max_items_per_user: int) -> np.ndarray:
     up, never down, to a float (f increases at Δ0 whenever f(Δ0) is the max).
     No array of length Δ0 is built, so Δ0 may be as large as 2^63 − 1.
     """
-    d0 = check_max_items(max_items_per_user)
+    d0 = checks.max_items(max_items_per_user)
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
     if d0 <= _EXACT_ITEMS:
         return head
@@ -157,7 +143,8 @@ def _finite_threshold(value: float, scale_name: str, scale: float, delta: float,
                       max_items_per_user: int) -> float:
     """``value`` if finite, else a ValueError that says which parameter is out of range."""
     if not math.isfinite(value):
-        raise ValueError(
+        raise ParameterError.worded(
+            "max_items_per_user",
             f"the release threshold is not a finite float ({scale_name} = {scale:g}, "
             f"delta = {delta:g}, max_items_per_user = {max_items_per_user}): the noise is "
             "too large for float64; raise epsilon (or rho) or delta, or lower "
@@ -172,9 +159,9 @@ def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_us
     ρ = max_{t ≤ Δ0} 1 + λ·ln(1/(2(1 − (1 − δ)^{1/t}))). The bracket grows with
     t, so the maximum is at t = Δ0.
     """
-    lam = _check_scale("laplace_scale", laplace_scale)
-    delta = _check_delta(delta)
-    d0 = check_max_items(max_items_per_user)
+    lam = _positive("laplace_scale", laplace_scale)
+    delta = _probability(delta)
+    d0 = checks.max_items(max_items_per_user)
     with np.errstate(over="ignore"):
         value = _sum_rounded_up(
             1.0, lam * _laplace_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
@@ -188,9 +175,9 @@ def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int
     ``delta`` is the threshold's share (under (ε, δ)-DP chosen by
     ``calibration.split_delta``; dpsu uses δ/2; all of δ under zCDP).
     """
-    sigma = _check_scale("sigma", sigma)
-    delta = _check_delta(delta)
-    d0 = check_max_items(max_items_per_user)
+    sigma = _positive("sigma", sigma)
+    delta = _probability(delta)
+    d0 = checks.max_items(max_items_per_user)
     with np.errstate(over="ignore"):
         value = _sum_rounded_up(
             1.0, sigma * _gaussian_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
@@ -208,9 +195,9 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float,
     t ≤ 64 and t = Δ0 only (``_candidate_items`` proves that suffices), and
     ρ is rounded up, never down; a ρ that is not a finite float is refused.
     """
-    lam = _check_scale("laplace_scale", laplace_scale)
-    delta = _check_delta(delta)
-    d0 = check_max_items(max_items_per_user)
+    lam = _positive("laplace_scale", laplace_scale)
+    delta = _probability(delta)
+    d0 = checks.max_items(max_items_per_user)
     t = _candidate_items(d0)
     with np.errstate(over="ignore"):
         value = np.max(_sum_rounded_up(1.0 / t, lam * _laplace_tail_quantile(delta, t)))
@@ -227,9 +214,9 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     the whole δ under δ-approximate zCDP (dp-sips). The maximum is taken over
     t ≤ 64 and t = Δ0 only (``_candidate_items``).
     """
-    sigma = _check_scale("sigma", sigma)
-    delta = _check_delta(delta)
-    d0 = check_max_items(max_items_per_user)
+    sigma = _positive("sigma", sigma)
+    delta = _probability(delta)
+    d0 = checks.max_items(max_items_per_user)
     t = _candidate_items(d0)
     with np.errstate(over="ignore"):
         value = np.max(_sum_rounded_up(1.0 / np.sqrt(t), sigma * _gaussian_tail_quantile(delta, t)))
@@ -256,7 +243,7 @@ def gw_release_probability(laplace_scale: float, threshold: float, weights) -> f
     The chance that any of the extra user's own keys (weights ``weights``,
     noised independently) crosses ρ. Exact (Laplace CDF), evaluated in logs.
     """
-    lam = _check_scale("laplace_scale", laplace_scale)
+    lam = _positive("laplace_scale", laplace_scale)
     log_none = math.fsum(_laplace_log_cdf((threshold - float(w)) / lam) for w in weights)
     return -math.expm1(log_none)
 
@@ -266,16 +253,16 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
 
     ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = P[w + Lap(λ) > ρ]
     (= ½·e^{−(ρ−w)/λ} for w ≤ ρ): the worst case of the keys only the extra
-    user holds, one at weight 1 and Δ0 − 1 at weight 0 (DESIGN §3, binding
+    user holds, one at weight 1 and Δ0 − 1 at weight 0 (docs/privacy.md, the
     fix of gw §3; the proof is in ``beam_dpsu.core.policies``). At Δ0 = 1 it is
     the published ρ_GW = 1 − λ·ln(2δ) of gw §3 eq. (1); the published GW
     used that with uncapped lists, which is not sound. Solved by Brent's
     method between ρ(Δ0 = 1) (a lower bound: more keys only add release
     chances) and an upper bound found by doubling; accurate to ~1e-12.
     """
-    lam = _check_scale("laplace_scale", laplace_scale)
-    delta = _check_delta(delta)
-    d0 = check_max_items(max_items_per_user)
+    lam = _positive("laplace_scale", laplace_scale)
+    delta = _probability(delta)
+    d0 = checks.max_items(max_items_per_user)
     log_delta = math.log(delta)
 
     log_zero_keys = math.log(d0 - 1) if d0 > 1 else -math.inf
@@ -319,16 +306,15 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
     """Γ = ρ + α·scale, the cutoff of the sequential update policies.
 
     dpsu Algorithm 3 (Γ = ρ_Lap + α·λ) and Algorithm 5 (printed with ρ_Lap; the
-    intent, used here, is ρ_Gauss + α·σ; see DESIGN §3); gw §3 (Γ ≥ 1 for GW).
+    intent, used here, is ρ_Gauss + α·σ; see docs/privacy.md, misprints); gw §3 (Γ ≥ 1 for GW).
     """
-    alpha = float(alpha)
-    if not math.isfinite(alpha) or alpha < 0:
-        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-    cutoff = float(threshold) + alpha * _check_scale("noise_scale", noise_scale)
+    alpha = checks.non_negative("alpha", alpha, strict=False)
+    cutoff = float(threshold) + alpha * _positive("noise_scale", noise_scale)
     if not math.isfinite(cutoff):
-        raise ValueError(f"the cutoff threshold + alpha * noise scale is not a finite float "
-                         f"(alpha = {alpha:g}, noise scale = {noise_scale:g}); lower alpha or "
-                         "raise epsilon (or rho)")
+        raise ParameterError.worded(
+            "alpha", f"the cutoff threshold + alpha * noise scale is not a finite float "
+                     f"(alpha = {alpha:g}, noise scale = {noise_scale:g}); lower alpha or "
+                     "raise epsilon (or rho)")
     return cutoff
 
 
@@ -341,25 +327,17 @@ def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int
     only on released sets. With no valid k-gram (|V_k| = 0) nothing can be
     released and the threshold is +inf.
     """
-    sigma = _check_scale("sigma", sigma)
-    eta = float(eta)
-    if not 0.0 < eta < 1.0:
-        raise ValueError(f"eta must lie strictly between 0 and 1, got {eta!r}")
+    sigma = _positive("sigma", sigma)
+    eta = checks.probability("eta", eta, strict=False)
     if n_previous < 0 or n_valid < 0:
-        raise ValueError(f"set sizes must be >= 0, got {n_previous!r} and {n_valid!r}")
+        raise ParameterError.worded(
+            "n_valid", f"set sizes must be >= 0, got {n_previous!r} and {n_valid!r}")
     if n_valid == 0:
         return math.inf
     tail = eta * min(1.0, n_previous / n_valid)
     if tail <= 0.0:
         return math.inf
     return float(sigma * -special.ndtri(tail))
-
-
-def _check_epsilon(epsilon: float) -> float:
-    epsilon = float(epsilon)
-    if not math.isfinite(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    return epsilon
 
 
 def truncated_geometric_recursion(max_users: int, epsilon: float, delta: float) -> np.ndarray:
@@ -372,9 +350,8 @@ def truncated_geometric_recursion(max_users: int, epsilon: float, delta: float) 
     is the largest keep probability with which keeping it is (ε, δ)-DP.
     O(max_users); the closed form below is what the mechanism runs.
     """
-    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
-    if max_users < 0:
-        raise ValueError(f"max_users must be >= 0, got {max_users!r}")
+    epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
+    checks.at_least("max_users", max_users, 0)
     grow, shrink = math.exp(epsilon), math.exp(-epsilon)
     pi = np.zeros(int(max_users) + 1)
     for n in range(1, len(pi)):
@@ -392,7 +369,7 @@ def truncated_geometric_crossovers(epsilon: float, delta: float) -> tuple[int, i
     by e^{−ε} per user (c = δ/(e^ε − 1)) until π reaches 1 after
     n2 = n1 + ⌊ln(1 + (e^ε − 1)·(1 − π(n1))/δ)/ε⌋; π(n) = 1 for n > n2.
     """
-    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     n1 = 1 + math.floor(math.log1p(math.tanh(epsilon / 2.0) * (1.0 / delta - 1.0)) / epsilon)
     pi_n1 = delta * math.expm1(n1 * epsilon) / math.expm1(epsilon)
     n2 = n1 + math.floor(math.log1p(math.expm1(epsilon) * (1.0 - pi_n1) / delta) / epsilon)
@@ -408,7 +385,7 @@ def truncated_geometric_keep_probability(n, epsilon: float, delta: float) -> np.
     the (ε, δ)-DP optimum for users who each hold the partition once; with Δ0
     partitions per user the caller passes (ε/Δ0, δ/Δ0).
     """
-    epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
+    epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     n1, n2 = truncated_geometric_crossovers(epsilon, delta)
     n = np.asarray(n, dtype=np.float64)
     em1 = math.expm1(epsilon)

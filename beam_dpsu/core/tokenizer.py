@@ -11,7 +11,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-__all__ = ["Tokens", "Tokenizer", "tokenize", "a_type", "plural"]
+__all__ = ["Tokens", "Tokenizer", "tokenize"]
 
 _URL = re.compile(r"(?:https?://|ftp://|www\.)\S+", re.IGNORECASE)
 _MARKUP = re.compile(r"<[^<>]{0,200}>")
@@ -66,17 +66,3 @@ class Tokenizer:
 
 tokenize = Tokenizer()
 
-
-# -- wording of messages -----------------------------------------------------------
-
-
-def a_type(value) -> str:
-    """``value``'s type name with its article: "an int", "a str", "an ndarray"."""
-    name = type(value).__name__
-    # By sound: "an int", "an ndarray" (en-dee-array), "a uint8", "a str".
-    return ("an " if name.lower().startswith(("a", "e", "i", "o", "nd")) else "a ") + name
-
-
-def plural(n: int, noun: str) -> str:
-    """``n`` and ``noun`` agreeing in number: "1 budget", "2 budgets", "1,200 n-grams"."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")

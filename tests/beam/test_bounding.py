@@ -2,7 +2,7 @@
 
 A user may arrive as (user_id, item) pairs, as (user_id, items) records, or
 split over many of either; every form must be merged into one record per
-user before anything is bounded (DESIGN §4.1), so that the released set
+user before anything is bounded (docs/privacy.md, invariant 1), so that the released set
 does not depend on how the input was split into rows. The pure parts
 (``item_counts``, the merging combiner) are checked on random splits with
 hypothesis; the Beam parts on the DirectRunner, seeded, against each other

@@ -18,7 +18,7 @@ from beam_dpsu.core import max_items_choice as choice
 from beam_dpsu.core import hashing
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.mechanisms import WeightedGaussian
-from beam_dpsu.count_released import count_calibration
+from beam_dpsu.core.counts_budget import count_calibration
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 from beam_dpsu.core.report import to_json
 

@@ -14,7 +14,7 @@ from beam_dpsu.beam.histograms import (HISTOGRAM_SHARDS, SampledWeightedHistogra
                                       WeightedHistogram,
                                   shard_of_item)
 from beam_dpsu.core import policies
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng
 
@@ -204,8 +204,8 @@ def test_report_is_computed_at_construction():
     select = SelectItems(WeightedGaussian(100), Budget(3.0, math.exp(-10)))
     report = select.report
     assert report["noise"] == "gaussian"
-    # DESIGN §4's golden σ = 1.33279, ρ_G = 6.8237 are the δ/2 + δ/2 split;
-    # the optimal split (DESIGN §3, calibration.split_delta) lowers ρ_G.
+    # docs/privacy.md's golden σ = 1.33279, ρ_G = 6.8237 are the δ/2 + δ/2 split;
+    # the optimal split (docs/privacy.md, Accounting; calibration.split_delta) lowers ρ_G.
     assert report["noise_scale"] == pytest.approx(1.32038, abs=5e-5)
     assert report["release_threshold"] == pytest.approx(6.81355, abs=5e-5)
     assert report["release_threshold"] < 6.8237

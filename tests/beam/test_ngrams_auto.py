@@ -1,5 +1,6 @@
-"""ExtractNgrams with max_items_per_user="auto" (issue 27): Δ_1 chosen privately,
-Δ_k (k ≥ 2) the largest candidate, and the n-gram job's --max-items-per-user auto."""
+"""ExtractNgrams with max_items_per_user="auto" (docs/privacy.md, Choosing Δ0 privately):
+Δ_1 chosen privately, Δ_k (k ≥ 2) the largest candidate, and the n-gram job's
+--max-items-per-user auto."""
 
 import json
 import math

@@ -1,12 +1,13 @@
-"""One budget, one release (DESIGN §4.9), and a seed never passes unnoticed (§4.2).
+"""One budget, one release (docs/privacy.md, invariant 9), and a seed never passes unnoticed
+(invariant 2).
 
-Issue 25, finding 6: one ``SelectItems`` object applied twice gave two
+Invariant 9: one ``SelectItems`` object applied twice gave two
 independent releases under one budget, with no error. Each release transform
 (``SelectItems``, ``ExtractNgrams``, ``CountReleased``) is now applied at most
 once, anywhere; and transforms given one ``BudgetAccountant`` refuse, when they
 are built, to spend past its total.
 
-Finding 11: a seeded transform logs one WARNING when it is built.
+Invariant 2: a seeded transform logs one WARNING when it is built.
 """
 
 import copy
@@ -43,7 +44,7 @@ def count(released):
     return CountReleased(released, Budget(1.0), max_items_per_user=4, seed=3)
 
 
-# -- finding 6: a second application is refused when the pipeline is built ------------
+# -- invariant 9: a second application is refused when the pipeline is built ------------
 
 
 def test_one_select_items_applied_twice_is_refused():
@@ -279,7 +280,7 @@ def test_a_refused_construction_spends_nothing_and_kinds_must_match():
     assert accountant.spent() == {"rho": 0.0, "delta": 0.0}
 
 
-# -- finding 11: a seeded transform says so when it is built --------------------------
+# -- invariant 2: a seeded transform says so when it is built --------------------------
 
 
 def seeded_warnings(caplog):

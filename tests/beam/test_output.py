@@ -1,4 +1,5 @@
-"""Only the released set leaves (DESIGN §4.6): output files depend on the set alone.
+"""Only the released set leaves (docs/privacy.md, invariant 6): output files depend on the
+set alone.
 
 The finding: released items were written in the order the runner produced
 them: a pairs file in user order came back in user order, a sequential
@@ -149,7 +150,7 @@ def test_write_leaves_no_temporary_files(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["items-00000-of-00002.txt", "items-00001-of-00002.txt"]
 
 
-# --- lines are items: every line boundary str.splitlines() knows is escaped (issue 25, 9) ---
+# --- lines are items: every line boundary str.splitlines() knows is escaped (invariant 6) ---
 #
 # The finding: format_released escaped \\, \n and \r only. An item holding
 # \x0b, \x0c, \x1c-\x1e, \x85, \u2028 or \u2029 was one line for `for line in f`

@@ -27,8 +27,8 @@ from beam_dpsu import (Budget, CountLaplace, CountReleased, InvalidRecordError, 
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core import policies
 from beam_dpsu.beam.bounding import (BoundContributions, ItemCountsPerUser, SampleEachUser,
-                                check_privacy_unit, element_distinct_items, element_item_counts,
-                                sample_items)
+                                check_privacy_unit, element_distinct_items, element_item_counts)
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.hashing import derived_rng, stable_hash64
@@ -355,7 +355,7 @@ def test_element_ids_reach_the_bounding_unchanged():
         assert_that(out, equal_to([{"a": 2, "b": 1}, {"c": 1}]))
 
 
-# -- the noised key set with element ids (DESIGN §4.8) -------------------------------------
+# -- the noised key set with element ids (docs/privacy.md, invariant 8) --------------------
 
 ITEMS = st.sampled_from([f"i{k}" for k in range(8)])
 ELEMENT = st.lists(ITEMS, min_size=1, max_size=7)

@@ -1,4 +1,4 @@
-"""A random draw is seen once (DESIGN §4, invariant 11; issue 25).
+"""A random draw is seen once (docs/privacy.md, invariant 11).
 
 A runner may retry a bundle or (Spark) recompute a lost partition, drawing
 again. A random decision with two consumers — a SIPS round's release feeding

@@ -16,7 +16,7 @@ from beam_dpsu import (Budget, GreedyWithoutSampling, PolicyGaussian, PolicyLapl
                        SelectItems, ZCDPBudget, mechanism_from_name)
 from beam_dpsu.core import policies
 from beam_dpsu.core import thresholds
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng, os_rng, stable_hash64
 from beam_dpsu.beam import sequential
@@ -178,12 +178,31 @@ def test_gw_kt_with_public_counts_as_a_pcollection():
     pairs = corpus()
     with TestPipeline() as p:
         public_pc = p | "Public" >> beam.Create(sorted(public.items()))
-        select = SelectItems(GreedyWithoutSampling(3, public_counts=public_pc), Budget(2.0, 1e-3),
-                             seed=SEED)
+        select = SelectItems(GreedyWithoutSampling(3, public_order=True), Budget(2.0, 1e-3),
+                             seed=SEED, public_counts=public_pc)
         expected = expected_release(pairs, GreedyWithoutSampling(3, public_counts=public), select)
         released = p | "Data" >> beam.Create(pairs) | select
         assert_that(released, equal_to(expected))
     assert select.report["mechanism"]["name"] == "gw-kt"
+    assert select.report["mechanism"]["public_counts"] == "PCollection"
+
+
+def test_no_config_holds_a_pcollection():
+    # The public counts' PCollection is the transform's side input, never a config's.
+    p = TestPipeline()
+    public_pc = p | beam.Create([("w7", 1000)])
+    with pytest.raises(TypeError, match="a PCollection of \\(item, count\\) goes to the "
+                                        "transform"):
+        GreedyWithoutSampling(3, public_counts=public_pc)
+    with pytest.raises(ValueError, match="public_order=True\\) ranks items by public counts"):
+        SelectItems(GreedyWithoutSampling(3, public_order=True), Budget(2.0, 1e-3))
+    with pytest.raises(ValueError, match="public_counts ranks GW-KT's items"):
+        SelectItems(GreedyWithoutSampling(3), Budget(2.0, 1e-3), public_counts=public_pc)
+    with pytest.raises(TypeError, match="public_counts must be a PCollection"):
+        SelectItems(GreedyWithoutSampling(3, public_order=True), Budget(2.0, 1e-3),
+                    public_counts={"w7": 1000})
+    assert GreedyWithoutSampling(public_order=True).max_items_per_user == 300
+    assert GreedyWithoutSampling(public_counts={"a": 1}).public_order
 
 
 @pytest.mark.parametrize("mechanism",
@@ -213,16 +232,16 @@ def test_configs_validate_and_report_the_cutoff():
     with pytest.raises(ValueError, match="max_items_per_user must be >= 1, got 0"):
         GreedyWithoutSampling(0)
     report = SelectItems(PolicyGaussian(100), Budget(3.0, np.exp(-10))).report
-    # Γ = ρ_Gauss + α·σ (Algorithm 5, as corrected in DESIGN §3), with the
+    # Γ = ρ_Gauss + α·σ (Algorithm 5, as corrected in docs/privacy.md), with the
     # optimal δ split: 6.81355 + 3 × 1.32038 (δ/2 each gave 6.8237 + 3 × 1.33279).
     assert report["cutoff"] == pytest.approx(6.81355 + 3 * 1.32038, abs=2e-4)
     assert report["cutoff"] == pytest.approx(
         report["release_threshold"] + 3 * report["noise_scale"], rel=1e-12)
     assert "fresh secret key per run" in report["user_order"]
     gw = SelectItems(GreedyWithoutSampling(1), Budget(3.0, np.exp(-10))).report
-    assert gw["release_threshold"] == pytest.approx(4.1023, abs=5e-5)  # ρ_GW (DESIGN §4)
+    assert gw["release_threshold"] == pytest.approx(4.1023, abs=5e-5)  # ρ_GW (docs/privacy.md)
     gw = SelectItems(GreedyWithoutSampling(100), Budget(1.7, 8.1142e-5)).report
-    assert gw["release_threshold"] == pytest.approx(7.86768, abs=5e-6)  # DESIGN §3 golden
+    assert gw["release_threshold"] == pytest.approx(7.86768, abs=5e-6)  # docs/privacy.md golden
     assert gw["mechanism"]["max_items_per_user"] == 100
     # Under zCDP the Laplace ε is √(2ρ), as for Policy Laplace.
     z = GreedyWithoutSampling(50).calibrate(ZCDPBudget(0.5, 1e-5))

@@ -11,8 +11,9 @@ from apache_beam.testing.util import assert_that, equal_to
 from scipy import stats
 
 from beam_dpsu import SIPS, Budget, SelectItems, WeightedGaussian, ZCDPBudget
-from beam_dpsu.core.budgets import analytic_gaussian_sigma, dp_to_zcdp, geometric_split_weights
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.budgets import dp_to_zcdp, geometric_split_weights
+from beam_dpsu.core.gaussian import analytic_gaussian_sigma
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng, os_rng
 from beam_dpsu.core.policies import weighted_gaussian_weight
@@ -53,7 +54,7 @@ def test_round_thresholds_golden():
 
 
 def test_budget_calibrates_all_rounds_as_one_gaussian():
-    # Tight accounting (DESIGN §3): the rounds' noise is one analytic Gaussian
+    # Tight accounting (docs/privacy.md, Accounting): the rounds' noise is one analytic Gaussian
     # at (ε, δ_noise), δ_noise + δ_thr/(1 − δ_thr) = δ; it beats the old zCDP
     # route (dp-sips Corollary 9 with δ/2 each) in equivalent ρ.
     cal = SIPS().calibrate(Budget(1.7, 8e-5))
@@ -114,8 +115,8 @@ def test_released_items_are_removed_from_later_rounds(removal):
 
 
 def test_round_releases_are_exposed_only_when_asked_for_by_name():
-    # Issue 25, finding 10: which round released an item is not a function of
-    # the released set (DESIGN §4.6), so SelectItems keeps the rounds' releases
+    # Invariant 6: which round released an item is not a function of
+    # the released set (docs/privacy.md, invariant 6), so SelectItems keeps the rounds' releases
     # only with non_private_stats=True.
     select = SelectItems(SIPS(max_items_per_user=4, rounds=3, ratio=1.0), TINY_NOISE, seed=5)
     assert not hasattr(select, "released_by_stage")

@@ -1,4 +1,4 @@
-"""Bounding is global (DESIGN §4.7): windowed or unbounded input is refused.
+"""Bounding is global (docs/privacy.md, invariant 7): windowed or unbounded input is refused.
 
 The finding: BoundContributions, ItemCountsPerUser, the SIPS rounds, the
 sequential DoFn and the n-gram GroupByKey grouped per (user, window), so a

@@ -9,10 +9,12 @@ from beam_dpsu.core.budgets import (
     BudgetAccountant,
     BudgetExceededError,
     ZCDPBudget,
-    analytic_gaussian_sigma,
     dp_to_zcdp,
+)
+from beam_dpsu.core.checks import require_delta
+from beam_dpsu.core.gaussian import (
+    analytic_gaussian_sigma,
     gaussian_mechanism_delta,
-    require_delta,
     zcdp_delta_for_epsilon,
     zcdp_to_dp,
 )
@@ -101,7 +103,7 @@ def test_accountant_refuses_overspending():
 # --- analytic Gaussian ------------------------------------------------------------
 
 def test_analytic_gaussian_golden():
-    # DESIGN §4: σ(ε=3, δ/2 with δ=e^-10, L2=1) = 1.33279.
+    # docs/privacy.md: σ(ε=3, δ/2 with δ=e^-10, L2=1) = 1.33279.
     assert analytic_gaussian_sigma(3.0, math.exp(-10) / 2) == pytest.approx(1.33279, abs=5e-6)
 
 
@@ -142,7 +144,7 @@ def test_zcdp_to_dp_table_4(rho, eps, delta_dp):
 
 
 def test_zcdp_to_dp_design_golden():
-    # DESIGN §4: ρ = 0.1, δ = 1e-5 ↦ (ε = 1.765, δ ≈ 4.96e-5); ρ = 0.5 ↦ (4.41, 4.90e-5).
+    # docs/privacy.md: ρ = 0.1, δ = 1e-5 ↦ (ε = 1.765, δ ≈ 4.96e-5); ρ = 0.5 ↦ (4.41, 4.90e-5).
     assert ZCDPBudget(0.1, 1e-5).to_dp(4.96e-5).epsilon == pytest.approx(1.765, abs=0.001)
     assert ZCDPBudget(0.5, 1e-5).to_dp(4.90e-5).epsilon == pytest.approx(4.41, abs=0.01)
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from beam_dpsu.core import hashing
-from beam_dpsu.beam.bounding import sample_user_items
+from beam_dpsu.core.sampling import sample_user_items
 from beam_dpsu.core.docblocks import (BadToken, BlockBuilder, _gram_keys, encode_block, level1_sums,
                                  level_sums, sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of

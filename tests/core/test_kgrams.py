@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.budgets import (analytic_gaussian_sigma, gaussian_mechanism_delta,
-                                  gaussian_noise_schedule)
+from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
+                                     gaussian_noise_schedule)
 from beam_dpsu.core.kgrams import ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
 from beam_dpsu.extract_ngrams import _SpuriousFn
 

@@ -1,4 +1,4 @@
-"""Every parameter either computes or is refused in one line (issue 25, finding 7).
+"""Every parameter either computes or is refused in one line (docs/privacy.md, invariant 5).
 
 ε, ρ up to 1e300, δ down to 1e-300, Δ0 up to 2^63 − 1: each calibration gives
 a finite noise scale and threshold, or a ValueError that names the parameter;
@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import special
 
-from beam_dpsu.core import budgets
+from beam_dpsu.core import budgets, gaussian
 
 from beam_dpsu.core import mechanisms
 
-from beam_dpsu import count_released
+from beam_dpsu.core import counts_budget
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -77,7 +77,7 @@ def test_epsilon_1e300_gives_a_finite_sigma_without_warnings():
     # Finding: `--epsilon 1e300`: RuntimeWarning, then "The function value ... is NaN".
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sigma = budgets.analytic_gaussian_sigma(1e300, 5e-6)
+        sigma = gaussian.analytic_gaussian_sigma(1e300, 5e-6)
         calibration = mechanisms.WeightedGaussian(100).calibrate(Budget(1e300, 1e-5))
     assert 0 < sigma < 1e-149
     assert math.isfinite(calibration.release_threshold)
@@ -100,7 +100,7 @@ def test_dp_to_zcdp_at_small_epsilon():
     # Before: the bracket [1e-12, …] missed the root for ε below ~1e-6.
     budget = budgets.dp_to_zcdp(1e-8, 1e-10, 5e-11)
     assert 0 < budget.rho < 1e-8 ** 2
-    assert budgets.zcdp_to_dp(budget.rho, 5e-11, 1e-10) <= 1e-8 * (1 + 1e-6)
+    assert gaussian.zcdp_to_dp(budget.rho, 5e-11, 1e-10) <= 1e-8 * (1 + 1e-6)
     with pytest.raises(ValueError, match="epsilon = 1e-300 is too small"):
         budgets.dp_to_zcdp(1e-300, 1e-5, 5e-6)
 
@@ -112,10 +112,10 @@ def test_truncated_geometric_at_huge_epsilon_is_refused_not_an_overflow():
 
 def test_counts_noise_beyond_float_range_is_refused():
     with pytest.raises(ValueError, match="epsilon = 1e-300 is too small for the counts"):
-        count_released.count_calibration(Budget(1e-300), 10 ** 12)
+        counts_budget.count_calibration(Budget(1e-300), 10 ** 12)
     # A large but finite discrete Gaussian reports its std without a support array
     # of length 80σ (σ = 10^6 here: 8·10^7 entries before).
-    calibration = count_released.count_calibration(ZCDPBudget(0.5), 10 ** 12)
+    calibration = counts_budget.count_calibration(ZCDPBudget(0.5), 10 ** 12)
     assert calibration.noise.to_dict()["std"] == pytest.approx(1e6)
 
 
@@ -216,14 +216,14 @@ def _true_gaussian_delta(sigma, epsilon):
 def test_analytic_gaussian_sigma_meets_delta_exactly_evaluated(epsilon, delta):
     # Before: at ε = 1e-20, δ = 1e-100 the σ returned gave δ(σ) ≈ 1e-16 (cancellation
     # near Φ = ½), and at ε ≥ 1e20 about 1 (a − b cancelled): not private.
-    sigma = budgets.analytic_gaussian_sigma(epsilon, delta)
+    sigma = gaussian.analytic_gaussian_sigma(epsilon, delta)
     assert _true_gaussian_delta(sigma, epsilon) <= delta * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("epsilon,delta", [(1.0, 1e-5), (3.0, math.exp(-10) / 2), (0.1, 1e-9),
                                            (10.0, 1e-12)])
 def test_analytic_gaussian_sigma_is_tight_where_floats_resolve_it(epsilon, delta):
-    sigma = budgets.analytic_gaussian_sigma(epsilon, delta)
+    sigma = gaussian.analytic_gaussian_sigma(epsilon, delta)
     assert _true_gaussian_delta(sigma, epsilon) == pytest.approx(delta, rel=1e-6)
 
 
@@ -274,20 +274,20 @@ def test_every_mechanism_computes_or_refuses(name, zcdp, scale, delta, d0):
     budget = ZCDPBudget(scale, delta) if zcdp else Budget(scale, delta)
     _check_finite(_computes_or_refuses(
         lambda: mechanisms.mechanism_from_name(name, max_items_per_user=d0).calibrate(budget)))
-    _check_finite(_computes_or_refuses(lambda: count_released.count_calibration(budget, d0)))
+    _check_finite(_computes_or_refuses(lambda: counts_budget.count_calibration(budget, d0)))
 
 
 @settings(max_examples=150, deadline=None)
 @given(rho=_log_uniform(1e-300, 1e300), delta=_log_uniform(1e-300, 0.4),
        epsilon=_log_uniform(1e-300, 1e300))
 def test_conversions_compute_or_refuse(rho, delta, epsilon):
-    _check_finite(_computes_or_refuses(lambda: budgets.zcdp_to_dp(rho, delta, 2 * delta)))
-    _check_finite(_computes_or_refuses(lambda: budgets.zcdp_to_dp(rho, 0.0, delta)))
+    _check_finite(_computes_or_refuses(lambda: gaussian.zcdp_to_dp(rho, delta, 2 * delta)))
+    _check_finite(_computes_or_refuses(lambda: gaussian.zcdp_to_dp(rho, 0.0, delta)))
     result = _computes_or_refuses(lambda: budgets.dp_to_zcdp(epsilon, 2 * delta, delta))
     if result is not None:
         assert 0 < result.rho < math.inf
     _check_finite(_computes_or_refuses(
-        lambda: budgets.analytic_gaussian_sigma(epsilon, delta)))
+        lambda: gaussian.analytic_gaussian_sigma(epsilon, delta)))
 
 
 @settings(max_examples=60, deadline=None)
@@ -330,7 +330,7 @@ def test_vocabulary_job_at_max_items_10_to_12(tmp_path, capsys, name):
 @pytest.mark.parametrize("flags", [["--rho", "1e20"], ["--epsilon", "1e300"],
                                    ["--rho", "1e300", "--mechanism", "sips"],
                                    ["--epsilon", "1e300", "--mechanism", "sips"],
-                                   # Issue 26: SIPS under (ε, δ) is one analytic Gaussian,
+                                   # docs/privacy.md: SIPS under (ε, δ) is one analytic Gaussian,
                                    # finite (≈ (0, δ)-DP) as ε → 0; the zCDP route refused.
                                    ["--epsilon", "1e-300", "--mechanism", "sips"]])
 def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):
@@ -374,7 +374,7 @@ def _zcdp_delta_upper(rho, epsilon):
 @pytest.mark.parametrize("rho", [1e-300, 1e-20, 1e-3, 1.0, 1e6, 1e20, 1e300])
 @pytest.mark.parametrize("delta", [1e-300, 1e-10, 0.4])
 def test_zcdp_to_dp_epsilon_is_valid_in_exact_arithmetic(rho, delta):
-    epsilon = budgets.zcdp_to_dp(rho, 0.0, delta)
+    epsilon = gaussian.zcdp_to_dp(rho, 0.0, delta)
     classic = rho + 2 * math.sqrt(rho * math.log(1 / delta))  # Bun & Steinke Prop. 1.3
     assert epsilon >= classic * (1 - 1e-12) or _zcdp_delta_upper(rho, epsilon) <= delta * (1 + 1e-6)
 
@@ -384,7 +384,7 @@ def test_zcdp_to_dp_epsilon_is_valid_in_exact_arithmetic(rho, delta):
 def test_zcdp_to_dp_at_huge_rho_is_never_below_the_exact_classic_bound(rho, delta_cdp, delta):
     # Review finding: past ρ ≈ 3e17 the fallback returned ρ + 2√(ρ L) rounded to
     # nearest, up to 33.6 below the exact bound at ρ = 1e18 (its δ 1.0000004× δ).
-    epsilon = budgets.zcdp_to_dp(rho, delta_cdp, delta)
+    epsilon = gaussian.zcdp_to_dp(rho, delta_cdp, delta)
     with mpmath.workdps(200):
         target = (mpmath.mpf(delta) - delta_cdp) / (1 - mpmath.mpf(delta_cdp))
         exact = mpmath.mpf(rho) + 2 * mpmath.sqrt(mpmath.mpf(rho) * mpmath.log(1 / target))

@@ -15,7 +15,7 @@ from beam_dpsu import (Budget, BudgetAccountant, SIPS, WeightedGaussian, Weighte
                        ZCDPBudget, count_calibration, split_selection_and_counts)
 from beam_dpsu.core import composition
 from beam_dpsu.core.calibration import Calibration, RoundsCalibration
-from beam_dpsu.count_released import composed_guarantees
+from beam_dpsu.core.counts_budget import composed_guarantees
 
 IMDB = Budget(1.765, 4.96e-5)
 # dp-accounting's pessimistic rounding over-states each composed loss by < one

@@ -1,4 +1,4 @@
-"""Sensitivity property tests of the parallel update rules (DESIGN §6).
+"""Sensitivity property tests of the parallel update rules (docs/privacy.md, invariant 8).
 
 For random datasets D and D' = D with one more user inserted at a random
 position, the histograms differ by at most the sensitivity the noise was
@@ -105,7 +105,7 @@ def test_weight_rejects_empty_user():
 @SETTINGS
 @given(neighbours())
 def test_the_key_set_grows_only_by_the_extra_users_items(pair):
-    # DESIGN §4.8: keys(H(D ∪ {x})) ∖ keys(H(D)) ⊆ W_x, and nothing is lost.
+    # docs/privacy.md, invariant 8: keys(H(D ∪ {x})) ∖ keys(H(D)) ⊆ W_x, and nothing is lost.
     d, d_plus = pair
     extra = [user for user in d_plus if user not in d] or [d_plus[0]]
     for weight in (policies.count_weight, policies.weighted_laplace_weight,

@@ -3,11 +3,12 @@
 For D and D' = D plus one user x at a random position of the visiting order,
 ‖H − H'‖₁ ≤ 1 (ℓ1-descent, GW, GW-KT) and ‖H − H'‖₂ ≤ 1 (ℓ2-descent), also
 when users are spread over shards whose histograms are summed; and the noised
-key set grows only by x's own items, at most Δ0 of them (DESIGN §4.8). The
+key set grows only by x's own items, at most Δ0 of them (docs/privacy.md, invariant 8). The
 same tests must find counterexamples on rules that are not private: Algorithm
 8 of dpsu (ℓ1-descent under an ℓ2 budget, withdrawn by the corrigendum) and
 the published GW (no Δ0, zero-weight items not noised), whose cascade gap a
-fixed-order example below reproduces (DESIGN §3).
+fixed-order example below reproduces (docs/privacy.md, The GW cascade gap and
+its fix).
 """
 
 import math
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.hashing import derived_rng, stable_hash64
 from beam_dpsu.core.policies import (apply_policy, gw_item_order, greedy_update, histogram_distance,
                                 l1_descent, l2_descent, policy_histogram)
@@ -32,7 +33,7 @@ def test_l1_descent_examples():
     assert l1_descent(np.zeros(3), 5.0) == pytest.approx([1 / 3] * 3)
     # Gap 0.1 is filled; the remaining 0.9 splits over the others (λ = 0.45).
     assert l1_descent(np.array([4.9, 0.0, 0.0]), 5.0) == pytest.approx([0.1, 0.45, 0.45])
-    # Total gap 0.7 ≤ 1: every item is filled to Γ (the DESIGN §3 correction).
+    # Total gap 0.7 ≤ 1: every item is filled to Γ (the docs/privacy.md correction).
     assert l1_descent(np.array([4.8, 4.8, 4.7]), 5.0) == pytest.approx([0.2, 0.2, 0.3])
     # Items at Γ get nothing.
     assert l1_descent(np.array([5.0, 0.0]), 5.0) == pytest.approx([0.0, 1.0])
@@ -185,7 +186,7 @@ def test_sharded_histograms_keep_sensitivity(users, extra, cutoff, shards, key):
         assert histogram_distance(h, h2, p) <= 1 + 1e-9
 
 
-# --- the noised key set: new keys only from the extra user (DESIGN §4.8) --------------
+# --- the noised key set: new keys only from the extra user (docs/privacy.md, invariant 8) ---
 
 MANY_ITEMS = st.sampled_from([f"i{k}" for k in range(10)])
 COUNTS = st.dictionaries(MANY_ITEMS, st.integers(1, 4), min_size=1, max_size=8)
@@ -229,7 +230,8 @@ POLICIES = {"gw": (greedy_update, 1), "gw-kt": (greedy_update, 1),
 
 
 def new_keys_outside_x(h, h_plus, x_list, max_items):
-    """The violations of DESIGN §4.8: new keys that are not x's, or more than Δ0 of them."""
+    """The violations of docs/privacy.md, invariant 8: new keys that are not x's, or more
+    than Δ0 of them."""
     new = set(h_plus) - set(h)
     problems = []
     if not new <= set(x_list):
@@ -292,7 +294,8 @@ def test_key_set_property_finds_the_published_gw_cascade():
 
 
 def cascade_example():
-    """The fixed-order example of DESIGN §3 (issue 10): 968 users, Γ = 15.125 = 15 + 1/8.
+    """The fixed-order example of docs/privacy.md (GW cascade gap): 968 users,
+    Γ = 15.125 = 15 + 1/8.
 
     Shared items s1..s8 are brought to Γ − 1/8 by 15 one-item users each;
     items b1..b8 to Γ − 7/8 = 14.25 by 9 one-item users and 6 users [r, b]

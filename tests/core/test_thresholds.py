@@ -1,4 +1,4 @@
-"""Golden tests of the release thresholds (DESIGN §4 values, from dpsu and gw)."""
+"""Golden tests of the release thresholds (docs/privacy.md golden values, from dpsu and gw)."""
 
 import math
 
@@ -7,14 +7,14 @@ import pytest
 from scipy import stats
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.budgets import analytic_gaussian_sigma
+from beam_dpsu.core.gaussian import analytic_gaussian_sigma
 
 EPS = 3.0
 DELTA = math.exp(-10)  # dpsu §6: ε = 3, δ = e^-10
 
 
 def test_weighted_laplace_golden():
-    # DESIGN §4: ρ_Lap(Δ0 = 100) = 4.6473 and ρ_Lap(Δ0 = 1) = 4.1023 (dpsu Thm 4.1/B.1).
+    # docs/privacy.md: ρ_Lap(Δ0 = 100) = 4.6473 and ρ_Lap(Δ0 = 1) = 4.1023 (dpsu Thm 4.1/B.1).
     assert (thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 100)
             == pytest.approx(4.6473, abs=5e-5))
     assert (thresholds.weighted_laplace_threshold(1 / EPS, DELTA, 1)
@@ -22,7 +22,7 @@ def test_weighted_laplace_golden():
 
 
 def test_gw_golden_equals_laplace_at_one_item():
-    # DESIGN §4: ρ_GW = 1 − λ ln(2δ) = 4.1023 = ρ_Lap(Δ0 = 1) (gw §3): the fixed
+    # docs/privacy.md: ρ_GW = 1 − λ ln(2δ) = 4.1023 = ρ_Lap(Δ0 = 1) (gw §3): the fixed
     # threshold at Δ0 = 1 is the published one.
     assert thresholds.gw_threshold(1 / EPS, DELTA, 1) == pytest.approx(4.1023, abs=5e-5)
     assert thresholds.gw_threshold(1 / EPS, DELTA, 1) == pytest.approx(
@@ -32,7 +32,7 @@ def test_gw_golden_equals_laplace_at_one_item():
 
 
 @pytest.mark.parametrize("epsilon,delta,max_items,expected", [
-    # DESIGN §3 (binding fix of gw §3): ε = 1.7, δ = 8.1142e-5 (dp-sips Table 2's GW budget).
+    # docs/privacy.md (the GW fix of gw §3): ε = 1.7, δ = 8.1142e-5 (dp-sips Table 2's GW budget).
     (1.7, 8.1142e-5, 1, 6.13304),
     (1.7, 8.1142e-5, 30, 7.21549),
     (1.7, 8.1142e-5, 100, 7.86768),
@@ -85,7 +85,7 @@ def test_gw_threshold_validation():
 
 
 def test_weighted_gaussian_golden():
-    # DESIGN §4: σ(ε, δ/2, L2=1) = 1.33279, ρ_G(Δ0 = 100) = 6.8237 (dpsu Thm 5.1/B.2).
+    # docs/privacy.md: σ(ε, δ/2, L2=1) = 1.33279, ρ_G(Δ0 = 100) = 6.8237 (dpsu Thm 5.1/B.2).
     sigma = analytic_gaussian_sigma(EPS, DELTA / 2)
     assert (thresholds.weighted_gaussian_threshold(sigma, DELTA / 2, 100)
             == pytest.approx(6.8237, abs=5e-5))

@@ -1,4 +1,4 @@
-"""Tight accounting of the Gaussian mechanisms under Budget(ε, δ) (DESIGN §3, issue 26).
+"""Tight accounting of the Gaussian mechanisms under Budget(ε, δ) (docs/privacy.md, Accounting).
 
 The noise of all rounds/levels is one analytic Gaussian at (ε, δ_noise), split
 in μ² by the mechanism's schedule; δ_noise + δ_thr/(1 − δ_thr) = δ is split to
@@ -22,9 +22,9 @@ from beam_dpsu import SelectItems
 from beam_dpsu.core import mechanisms
 
 from beam_dpsu.core import hashing
-from beam_dpsu.core.budgets import (Budget, ZCDPBudget, analytic_gaussian_sigma, dp_to_zcdp,
-                                  gaussian_mechanism_delta, gaussian_noise_schedule,
-                                  geometric_split_weights)
+from beam_dpsu.core.budgets import Budget, ZCDPBudget, dp_to_zcdp, geometric_split_weights
+from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
+                                     gaussian_noise_schedule)
 from beam_dpsu.core.calibration import (gaussian_dp_equivalents, release_mask, split_delta,
                                    threshold_delta_cost)
 from beam_dpsu.extract_ngrams import ExtractNgrams
@@ -90,7 +90,7 @@ def test_single_round_sigma_against_pld(mechanism):
 
 
 def test_equivalent_rho_at_imdb_budget():
-    # The issue's numbers: σ = 2.117 at (1.765, δ/2) is an equivalent ρ of
+    # The numbers of docs/benchmarks.md: σ = 2.117 at (1.765, δ/2) is an equivalent ρ of
     # 0.1116, against 0.0949 through zCDP (dp-sips Corollary 9, δ/2 each).
     sigma = analytic_gaussian_sigma(1.765, 4.96e-5 / 2)
     assert sigma == pytest.approx(2.117, abs=5e-4)
@@ -177,7 +177,7 @@ def test_delta_is_never_overspent(mechanism, budget):
 
 
 def test_zcdp_budget_keeps_its_meaning():
-    # σ = 1/√(2ρ) and all of δ to the threshold, as before (DESIGN §3).
+    # σ = 1/√(2ρ) and all of δ to the threshold, as before (docs/privacy.md, Accounting).
     cal = mechanisms.WeightedGaussian(100).calibrate(ZCDPBudget(0.1, 1e-5))
     assert cal.noise_scale == 1 / math.sqrt(0.2) and cal.threshold_delta == 1e-5
     assert cal.delta_noise is None
@@ -301,7 +301,7 @@ def _exact_total_delta(mu, threshold_delta, epsilon):
 
 def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
     # Finding: the safe-side walk went one ulp at a time (~1e10 steps at ε′ ≈ 1e-6).
-    from beam_dpsu.core import budgets as acc
+    from beam_dpsu.core import gaussian as acc
     from beam_dpsu.core.calibration import gaussian_dp_equivalents
     calls = []
     original = acc._log_gaussian_delta

@@ -14,7 +14,7 @@ from scipy import stats
 from beam_dpsu import (Budget, MECHANISMS, SelectItems, TruncatedGeometric, ZCDPBudget,
                        mechanism_from_name)
 from beam_dpsu.core import policies
-from beam_dpsu.beam.bounding import sample_items
+from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.hashing import derived_rng, os_rng
 from beam_dpsu.core.thresholds import (truncated_geometric_crossovers,
                                   truncated_geometric_keep_probability,

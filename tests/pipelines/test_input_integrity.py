@@ -1,4 +1,4 @@
-"""The input is read whole or not at all (issue 25, findings 1-4; DESIGN §4 invariant 10).
+"""The input is read whole or not at all (docs/privacy.md, invariant 10).
 
 A truncated or corrupt compressed file, an unterminated CSV quote, a field
 past the size limit, a byte that is not UTF-8, or a file of the wrong kind for
@@ -58,7 +58,7 @@ BODY = "".join(f"user{i} read page {i * 7919 % 1000} of the site\n"
                for i in range(1, 20001)).encode()
 
 
-# -- finding 1: every compression is read to its end-of-stream marker --------------------
+# -- every compression is read to its end-of-stream marker --------------------
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
@@ -189,7 +189,7 @@ def test_vocabulary_job_on_a_truncated_file_exits_2_and_releases_nothing(tmp_pat
     assert "released" not in captured.out
 
 
-# -- finding 2: an unterminated quote, a field past the limit ----------------------------
+# -- an unterminated quote, a field past the limit ----------------------------
 
 
 def csv_rows(n, broken_row=None, broken='someuser,"text never closed'):
@@ -250,7 +250,7 @@ def test_the_csv_job_with_an_unterminated_quote_exits_2(tmp_path, capsys):
     assert not out.exists()
 
 
-# -- finding 3: decode errors name the true line, in every format -------------------------
+# -- decode errors name the true line, in every format -------------------------
 
 
 def with_bad_byte(lines, bad_line):
@@ -306,7 +306,7 @@ def test_lone_cr_and_crlf_line_ends_still_count_lines():
         "f:1", "f:2", "f:3"]
 
 
-# -- finding 4: each --format checks its own shape ----------------------------------------
+# -- each --format checks its own shape ----------------------------------------
 
 
 def test_msnbc_refuses_a_line_that_is_not_category_numbers():

@@ -1,4 +1,4 @@
-"""Parquet input in every job (issue 28), on small files written here with pyarrow.
+"""Parquet input in every job, on small files written here with pyarrow.
 
 The end-to-end runs are seeded (``--seed``): their releases are deterministic,
 so these tests cannot fail by chance.
@@ -339,7 +339,7 @@ def test_help_lists_parquet_and_the_items_field(job):
     assert ".parquet → parquet" in text and "--items-field FIELD" in text
 
 
-# -- review findings (issue 28 privacy review) ------------------------------------------
+# -- privacy review (docs/privacy.md, invariants 1, 5 and 10) -----------------------------
 
 
 def test_binary_and_text_user_ids_across_files_are_refused(tmp_path):

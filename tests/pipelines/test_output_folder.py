@@ -1,4 +1,4 @@
-"""One folder, one release (DESIGN §4 invariant 9), and interrupts (issue 25, findings 5, 8).
+"""One folder, one release (docs/privacy.md, invariant 9), and interrupts.
 
 A job refuses an ``--output`` that already holds files unless ``--overwrite``
 is given, and then replaces the folder as a whole; the folder appears
@@ -47,7 +47,7 @@ def only_error_line(err):
     return lines[0]
 
 
-# -- finding 5: two releases in one folder --------------------------------------------------
+# -- two releases in one folder --------------------------------------------------
 
 
 def test_fewer_shards_into_the_same_folder_is_refused_then_replaces_everything(
@@ -262,7 +262,7 @@ def test_remote_output_is_refused_when_it_holds_files_and_renamed_file_by_file(t
     assert names(tmp_path / "bucket") == ["out"]
 
 
-# -- finding 8: interrupts ------------------------------------------------------------------
+# -- interrupts ------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

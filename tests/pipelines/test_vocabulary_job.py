@@ -174,8 +174,8 @@ def test_job_sips_reports_rounds(tmp_path, capsys):
 
 
 def test_job_sips_keeps_round_sizes_without_non_private_stats(tmp_path, capsys):
-    # Issue 25, finding 10: which round released an item is not a function of
-    # the released set (DESIGN §4.6): by default neither report nor log says it.
+    # Invariant 6: which round released an item is not a function of
+    # the released set (docs/privacy.md, invariant 6): by default neither report nor log says it.
     out = tmp_path / "out"
     assert vocabulary.main(SIPS_ARGS + ["--output", str(out)]) == 0
     items, report = read_output(out)

@@ -1,0 +1,67 @@
+"""The element types the public transforms take, as Beam type hints.
+
+Beam checks a transform's input type hint when the pipeline is built
+(``pipeline_type_check``, on by default), so a ``PCollection[int]`` fed to
+``SelectItems`` fails there, naming the transform, instead of on a worker.
+The hints are wide enough for every form of input the transforms read:
+
+* ``RECORDS``: ``(user_id, item)`` pairs, ``(user_id, items)`` records, the
+  lists, sets and arrays of ``privacy_unit="element"`` input, and the Rows,
+  NamedTuples and dicts read by named fields (``beam_dpsu.beam.fields``);
+  what is wrong inside an element is still found, and named, when it runs
+  (``beam_dpsu.beam.bounding``).
+* ``KEYED``: ``(key, value)`` pairs, e.g. ``(user_id, items)`` or ``(item, weight)``.
+* ``RELEASED``: released items (str, bytes, n-grams as tuples of str) or
+  ``(item, count)`` pairs.
+
+Beam compares a subclass of tuple or list (a NamedTuple, ``Tokens``) with
+``Tuple[...]`` / ``List[...]`` as an unrelated class; ``ReadsContainers``
+makes the transforms read such a class as the container it is.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.typehints import Any, Dict, FrozenSet, List, Set, Tuple, Union, typehints
+from apache_beam.typehints.decorators import TypeCheckError
+
+__all__ = ["RECORDS", "KEYED", "RELEASED", "ReadsContainers"]
+
+RECORDS = Union[Tuple[Any, ...], List[Any], Set[Any], FrozenSet[Any], Dict[Any, Any],
+                np.ndarray, beam.Row]
+KEYED = Tuple[Any, Any]
+RELEASED = Union[str, bytes, Tuple[Any, ...]]
+
+# Plain container classes and the Beam hints their subclasses are read as.
+_CONTAINERS = ((tuple, Tuple[Any, ...]), (list, List[Any]), (set, Set[Any]),
+               (frozenset, FrozenSet[Any]), (dict, Dict[Any, Any]))
+
+
+def _as_container(element_type):
+    """``element_type`` with each subclass of a container class read as that container."""
+    if isinstance(element_type, typehints.UnionConstraint):
+        return Union[tuple(_as_container(t) for t in element_type.union_types)]
+    if isinstance(element_type, type):
+        for base, hint in _CONTAINERS:
+            if element_type is not base and issubclass(element_type, base):
+                return hint
+    return element_type
+
+
+class ReadsContainers:
+    """A PTransform mixin: its input type hint is checked with NamedTuples, ``Tokens``
+    and other container subclasses read as their container (see the module docstring)."""
+
+    def type_check_inputs(self, pvalueish):
+        element_type = getattr(pvalueish, "element_type", None)
+        hints = self.get_type_hints().input_types
+        if (not isinstance(pvalueish, beam.pvalue.PCollection) or element_type is None
+                or not hints or len(hints[0]) != 1):
+            super().type_check_inputs(pvalueish)
+            return
+        hint = hints[0][0]
+        if not typehints.is_consistent_with(_as_container(element_type), hint):
+            raise TypeCheckError(
+                f"Input type hint violation at {self.label}: expected {hint}, "
+                f"got {element_type}")

@@ -1,0 +1,354 @@
+"""The budget of the released items' counts: their noise, and the split that pays for them.
+
+Pure Python (no Beam); ``beam_dpsu.count_released.CountReleased`` is the
+transform that draws the counts.
+
+Noise. Each user is counted on at most Δ0 released items, so adding or
+removing one user changes at most Δ0 counts by 1 each: ℓ1 sensitivity Δ0,
+ℓ2 sensitivity √Δ0. The counts are published, so the noise is exact and
+discrete (``beam_dpsu.core.discrete_noise``; Canonne, Kamath & Steinke 2020):
+
+* ``Budget(ε, δ)``: discrete Laplace noise of scale Δ0/ε, pure ε-DP
+  (CKS §1.1, eq. (2); Ghosh, Roughgarden & Sundararajan 2009); δ is unused.
+* ``ZCDPBudget(ρ, δ)``: discrete Gaussian noise with σ² = Δ0/(2ρ), pure
+  ρ-zCDP (CKS Theorem 4 with Proposition 3 for the ℓ2 sensitivity √Δ0);
+  δ is unused.
+
+Split. The released set is an earlier DP output, so counting on it is
+adaptive composition: selection and counts together spend the sum of their
+budgets (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ
+under zCDP, dp-sips Lemma 6). ``split_selection_and_counts`` makes that split
+from one total and records it in a ``BudgetAccountant``. The sum is an upper
+bound: given both parts' calibrations, ``composed_guarantees`` states the
+total as run with privacy-loss distributions (``beam_dpsu.core.composition``,
+proof in its docstring), an ε at the same δ that is never above the sum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from fractions import Fraction
+
+from beam_dpsu.core import checks, composition
+from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
+
+__all__ = [
+    "DEFAULT_COUNTS_SHARE",
+    "CountsCalibration",
+    "count_calibration",
+    "SelectionAndCountsBudget",
+    "TightSelectionBudget",
+    "TightCountsBudget",
+    "split_selection_and_counts",
+    "composed_guarantees",
+]
+
+DEFAULT_COUNTS_SHARE = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class CountsCalibration:
+    """The noise of the released items' counts, fixed when the transform is built.
+
+    Attributes:
+      noise: the exact discrete distribution added to each count.
+      max_items_per_user: Δ0, the most released items a user is counted for.
+      sensitivity_norm: 1 (discrete Laplace) or 2 (discrete Gaussian).
+      sensitivity: Δ0 in ℓ1 or √Δ0 in ℓ2: how far one user moves the counts.
+      budget: the budget the counts spend (its δ is not used).
+      source: where the calibration comes from.
+    """
+
+    noise: DiscreteLaplace | DiscreteGaussian
+    max_items_per_user: int
+    sensitivity_norm: int
+    sensitivity: float
+    budget: Budget | ZCDPBudget
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"budget": self.budget.to_dict(), **self.noise.to_dict(),
+                "max_items_per_user": self.max_items_per_user,
+                "sensitivity_norm": self.sensitivity_norm, "sensitivity": self.sensitivity,
+                "source": self.source}
+
+
+_LARGEST_FLOAT = Fraction(sys.float_info.max)
+
+
+def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> CountsCalibration:
+    """The count noise under ``budget`` when each user counts on ≤ Δ0 items.
+
+    * ``Budget(ε, δ)``: discrete Laplace with scale Δ0/ε — ℓ1 sensitivity Δ0,
+      ε-DP (CKS §1.1, eq. (2)).
+    * ``ZCDPBudget(ρ, δ)``: discrete Gaussian with σ² = Δ0/(2ρ) — ℓ2
+      sensitivity √Δ0, ρ-zCDP (CKS Theorem 4, Proposition 3).
+
+    Both are pure, so δ may be 0 (and is not spent). The scales are exact
+    fractions of the float parameters.
+
+    Args:
+      budget: the counts' ``Budget`` or ``ZCDPBudget`` (δ may be 0).
+      max_items_per_user: Δ0, the most released items one user is counted on.
+
+    Returns:
+      The counts' noise and its scale.
+    """
+    d0 = checks.max_items(max_items_per_user)
+    if isinstance(budget, (Budget, ZCDPBudget)):
+        scale = (Fraction(d0) / Fraction(budget.epsilon) if isinstance(budget, Budget)
+                 else Fraction(d0) / (2 * Fraction(budget.rho)))
+        if scale > _LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
+            param = "epsilon" if isinstance(budget, Budget) else "rho"
+            raise ParameterError(
+                param, f"= {getattr(budget, param):g} is too small for the counts at "
+                       f"max_items_per_user = {d0}: the noise scale exceeds the float range")
+    if isinstance(budget, Budget):
+        return CountsCalibration(
+            noise=DiscreteLaplace(Fraction(d0) / Fraction(budget.epsilon)),
+            max_items_per_user=d0, sensitivity_norm=1, sensitivity=float(d0), budget=budget,
+            source="Canonne, Kamath & Steinke 2020 §1.1 eq. (2), Algorithm 2 (discrete Laplace)")
+    if isinstance(budget, ZCDPBudget):
+        return CountsCalibration(
+            noise=DiscreteGaussian(Fraction(d0) / (2 * Fraction(budget.rho))),
+            max_items_per_user=d0, sensitivity_norm=2, sensitivity=math.sqrt(d0), budget=budget,
+            source="Canonne, Kamath & Steinke 2020 Theorem 4, Proposition 3, Algorithm 3 "
+                   "(discrete Gaussian)")
+    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TightSelectionBudget(Budget):
+    """The selection's part of a tight split: more ε than a plain sum would give it,
+    valid only for the mechanism the split was computed for (``SelectItems``
+    refuses it with any other: the composed total would exceed what was asked)."""
+
+    for_mechanism: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TightCountsBudget(Budget):
+    """The counts' part of a tight split, valid only for the Δ0 the split was
+    computed for (``CountReleased`` refuses it with any other)."""
+
+    for_max_items_per_user: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectionAndCountsBudget:
+    """One total budget split between a selection and the counts of what it released.
+
+    Attributes:
+      total: the budget the two parts compose to.
+      selection: the selection's part: (1 − share)·ε (or ·ρ) and all of δ.
+      counts: the counts' part: share·ε (or ·ρ) and δ = 0 (the counts are pure).
+      counts_share: the share of ε (or ρ) given to the counts.
+      composed: the tight total guarantee(s) once the parts' calibrations are
+        known (``composed_with``): ``composition.ComposedGuarantee`` each, ε ≤ the sum.
+      scale: c > 1 for a tight split (both ε's scaled by c), else 1.
+    """
+
+    total: Budget | ZCDPBudget
+    selection: Budget | ZCDPBudget
+    counts: Budget | ZCDPBudget
+    counts_share: float
+    composed: tuple = ()
+    scale: float = 1.0
+
+    def composed_with(self, selection_calibration, counts_calibration
+                      ) -> "SelectionAndCountsBudget":
+        """This split with its tight total guarantee(s), for the calibrations the
+        parts were given (see ``composed_guarantees``)."""
+        return dataclasses.replace(self, composed=composed_guarantees(
+            self, selection_calibration, counts_calibration))
+
+    def to_dict(self) -> dict:
+        if self.scale > 1.0:
+            rule = (f"tight: both parts' epsilon scaled by {self.scale:.9g} so that the "
+                    "selection and counts as calibrated compose to the total "
+                    "(privacy-loss distributions, beam_dpsu.core.composition; "
+                     "see composed_guarantee)")
+        elif isinstance(self.total, Budget):
+            rule = "basic composition: ε and δ add (Dwork & Roth Thm 3.16)"
+        else:
+            rule = "zCDP composition: ρ and δ add (dp-sips Lemma 6)"
+        out = {"total": self.total.to_dict(), "selection": self.selection.to_dict(),
+               "counts": self.counts.to_dict(), "counts_share": self.counts_share,
+               "composition": rule}
+        if self.scale > 1.0:
+            out["scale"] = self.scale
+        if self.composed:
+            out["composed_guarantee"] = [g.to_dict() for g in self.composed]
+            out["composed_note"] = (
+                "the total (epsilon, delta) of the selection and counts as run, tightly "
+                "accounted (privacy-loss distributions); never above basic composition")
+        return out
+
+
+def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
+                        counts_calibration) -> tuple:
+    """The tight (ε, δ) of a selection and its counts (``beam_dpsu.core.composition``),
+    data-independent.
+
+    Under ``Budget(ε, δ)``: one guarantee at the total δ, its ε ≤ the parts' ε
+    sum (basic composition, which it is never above). Under ``ZCDPBudget(ρ, δ)``:
+    at δ_DP = 2δ, 5δ, 10δ (as ``report.dp_equivalents``), each ≤ the zCDP
+    conversion of the parts' sum (dp-sips Corollary 9). Empty when a part has
+    no known privacy-loss pair (the plain sum then stands alone).
+    """
+    sel, cnt = parts.selection, parts.counts
+    if isinstance(parts.total, Budget):
+        assert isinstance(sel, Budget) and isinstance(cnt, Budget)  # the total's kind
+        points = [(parts.total.delta, sel.epsilon + cnt.epsilon)]
+    else:
+        assert isinstance(sel, ZCDPBudget) and isinstance(cnt, ZCDPBudget)
+        spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
+        points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
+                  for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
+    out = []
+    for delta, basic in points:
+        found = composition.composed_guarantee(selection_calibration, counts_calibration,
+                                                delta, basic)
+        if found is not None:
+            out.append(found)
+    return tuple(out)
+
+
+def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
+    """The largest c ≥ 1 (to 1e-9) at which Budget(c(1−s)ε, δ) for the selection and
+    Budget(c·s·ε, 0) for the counts compose, as calibrated, to ε at δ; 1 if none.
+
+    Every accepted c is checked (the composed ε of the calibrations at c is
+    ≤ ε), so the result meets the total whether or not the map c ↦ ε is
+    monotone; bisection only makes it large.
+    """
+    eps, delta = total.epsilon, total.delta
+
+    def fits(c: float) -> bool:
+        try:  # a scaled part out of range (e.g. ε overflowing) does not fit
+            sel = selection_mechanism.calibrate(Budget(c * (1.0 - share) * eps, delta))
+            cnt = count_calibration(Budget(c * share * eps, 0.0), d0)
+        except ValueError:
+            return False
+        found = composition.composed_guarantee(sel, cnt, delta)
+        return (found is not None and found.tight_epsilon is not None
+                and found.tight_epsilon <= eps)
+
+    if not fits(1.0):
+        return 1.0
+    lo, hi = 1.0, 2.0
+    while fits(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1024.0:
+            return lo
+    while hi - lo > 1e-9 * lo:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def split_selection_and_counts(total: Budget | ZCDPBudget,
+                               counts_share: float = DEFAULT_COUNTS_SHARE,
+                               accountant: BudgetAccountant | None = None,
+                               selection_mechanism=None,
+                               counts_max_items_per_user: int | None = None,
+                               composition: str = "basic"
+                               ) -> SelectionAndCountsBudget:
+    """Splits ``total`` into a selection part and a counts part, and spends both.
+
+    The counts get ``counts_share`` of ε (or ρ) and δ = 0, since their
+    discrete noise is pure; the selection gets the rest of ε (or ρ) and all of
+    δ. The parts compose to ``total``: basic composition for (ε, δ) (Dwork &
+    Roth Thm 3.16), additive ρ and δ for approximate zCDP (dp-sips Lemma 6).
+
+    Both parts are spent from ``accountant`` (by default a fresh one over
+    ``total``): if it has less than ``total`` left, ``BudgetExceededError``
+    is raised and nothing is returned.
+
+    With ``selection_mechanism`` (the selection's config, e.g.
+    ``WeightedGaussian(100)``) and ``counts_max_items_per_user`` (the Δ0 given
+    to ``CountReleased``), both parts are calibrated now and the result's
+    ``composed`` holds the tight total (ε, δ) of the two as run
+    (``composed_guarantees``; ``beam_dpsu.core.composition``): the split itself is
+    unchanged, the total is only stated more tightly (ε ≤ the sum).
+
+    ``composition="tight"`` (a ``Budget`` total, with both of the above) uses
+    that slack: both parts' ε are scaled by the largest c ≥ 1 at which the
+    composed ε of the two *as calibrated* is still ≤ the total ε at the total
+    δ (``_tight_scale``; c = 1 when there is none, e.g. a Laplace selection,
+    whose δ all goes to its threshold). The parts' ε then add up to c·ε, more
+    than the total: they are valid **only** for ``selection_mechanism`` and
+    counts with ``counts_max_items_per_user`` (other mechanisms, or a smaller
+    Δ0, can compose to more), and ``accountant`` is charged the total once.
+    Under a ``ZCDPBudget`` the split stays additive in ρ (the papers' meaning).
+
+    Args:
+      total: the ``Budget`` or ``ZCDPBudget`` of selection and counts together.
+      counts_share: s in (0, 1), the counts' share of ε (or ρ).
+      accountant: the ``BudgetAccountant`` both parts are spent from; a fresh
+        ``BudgetAccountant(total)`` by default.
+      selection_mechanism: the selection's mechanism config, to state the total
+        tightly (``composed``).
+      counts_max_items_per_user: the Δ0 given to ``CountReleased``, with
+        ``selection_mechanism``.
+      composition: ``"basic"`` (default) or ``"tight"``.
+
+    Returns:
+      The two parts, with the total and, given the mechanisms, ``composed``.
+
+    Raises:
+      BudgetExceededError: ``accountant`` has less than ``total`` left.
+    """
+    share = checks.probability("counts_share", counts_share, types=(int, float),
+                               show_given=True)
+    checks.one_of("composition", composition, ("basic", "tight"), "'basic' or 'tight'")
+    if (selection_mechanism is None) != (counts_max_items_per_user is None):
+        raise ParameterError.worded(
+            "selection_mechanism", "give both selection_mechanism and counts_max_items_per_user "
+                                   "(to state the composed guarantee), or neither")
+    if composition == "tight" and selection_mechanism is None:
+        raise ParameterError.worded(
+            "composition", "composition='tight' needs selection_mechanism and "
+                           "counts_max_items_per_user: the split is valid for those only")
+    scale = 1.0
+    selection: Budget | ZCDPBudget
+    counts: Budget | ZCDPBudget
+    if isinstance(total, Budget):
+        if composition == "tight":
+            d0 = checks.max_items(counts_max_items_per_user)
+            scale = _tight_scale(total, share, selection_mechanism, d0)
+        if scale > 1.0:  # a tight split: each part bound to what it was computed for
+            selection = TightSelectionBudget(scale * total.epsilon * (1.0 - share), total.delta,
+                                             for_mechanism=selection_mechanism)
+            counts = TightCountsBudget(scale * total.epsilon * share, 0.0,
+                                       for_max_items_per_user=d0)
+        else:
+            selection = Budget(scale * total.epsilon * (1.0 - share), total.delta)
+            counts = Budget(scale * total.epsilon * share, 0.0)
+    elif isinstance(total, ZCDPBudget):
+        selection = ZCDPBudget(total.rho * (1.0 - share), total.delta)
+        counts = ZCDPBudget(total.rho * share, 0.0)
+    else:
+        raise ParameterTypeError("total", f"must be a Budget or ZCDPBudget, got {total!r}")
+    tight = scale > 1.0
+    parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
+                                     counts_share=share, scale=scale)
+    # Both or neither (checked above); calibrated before anything is spent.
+    if selection_mechanism is not None and counts_max_items_per_user is not None:
+        parts = parts.composed_with(selection_mechanism.calibrate(selection),
+                                    count_calibration(counts, counts_max_items_per_user))
+        # A tight split is only as good as its check: the composed total as run.
+        if tight and isinstance(total, Budget) and not all(  # tight: a Budget total
+                g.method != "basic" and g.tight_epsilon <= total.epsilon
+                             for g in parts.composed):
+            raise RuntimeError("tight split does not meet its total")  # pragma: no cover
+    accountant = BudgetAccountant(total) if accountant is None else accountant
+    if tight:
+        accountant.spend(total, "selection and counts (tight composition)")
+    else:
+        accountant.spend_all(selection, counts)
+    return parts

@@ -1,0 +1,77 @@
+"""Uniform sampling of a user's items down to Δ0 (pure Python/numpy).
+
+A user keeps a uniform sample of at most Δ0 of its distinct items, without
+replacement, drawn from OS randomness; seeded (tests only), the generator is
+derived from (seed, salt, user id), so that the sample does not depend on which
+worker or bundle the user lands in (docs/privacy.md, invariants). The Beam
+steps (``beam_dpsu.beam.bounding``) and the pure references
+(``beam_dpsu.core.docblocks``) call the same functions.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+
+import numpy as np
+
+from beam_dpsu.core import hashing
+
+__all__ = ["item_sort_key", "sample_items", "sample_user_items", "UserSampler"]
+
+
+def item_sort_key(item):
+    """The order of ``ordered`` samples and element ids: str before bytes, then by value."""
+    return (isinstance(item, bytes), item)
+
+
+def sample_items(items, max_items_per_user: int, rng: np.random.Generator | None,
+                 ordered: bool = False) -> list:
+    """A uniform sample of at most Δ0 distinct items, without replacement.
+
+    ``ordered`` sorts the items first, so that a seeded ``rng`` gives the same
+    sample in every process (set and dict order depend on PYTHONHASHSEED).
+    """
+    items = list(items)
+    if ordered:
+        items.sort(key=item_sort_key)
+    if len(items) <= max_items_per_user:
+        return items
+    # The first Δ0 of a uniform permutation: a uniform Δ0-subset, and one
+    # numpy call (``choice(replace=False)`` costs about twice as much).
+    assert rng is not None, "sampling draws from rng"
+    chosen = rng.permutation(len(items))[:max_items_per_user].tolist()
+    if len(chosen) == 1:  # itemgetter of one index gives the item, not a tuple
+        return [items[chosen[0]]]
+    return list(itemgetter(*chosen)(items))
+
+
+def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator | None,
+                      seed: int | None = None, salt: str = "") -> list:
+    """One user's uniform sample of ≤ Δ0 distinct items: from ``rng`` (OS entropy), or,
+    seeded (tests only), from a generator derived from (seed, salt, user id), so the
+    sample does not depend on which worker or bundle the user lands in."""
+    if seed is None:
+        return sample_items(items, max_items_per_user, rng)
+    return sample_items(items, max_items_per_user,
+                        hashing.derived_rng(seed, "sample", salt, user_id), ordered=True)
+
+
+class UserSampler:
+    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own.
+
+    For DoFns: call ``setup`` in the DoFn's ``setup`` (a fresh OS-seeded
+    generator per worker), then ``sampler(user_id, items)`` per user.
+    """
+
+    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
+        self.max_items = max_items_per_user
+        self.seed = seed
+        self.salt = salt
+        self._rng: np.random.Generator | None = None
+
+    def setup(self) -> None:
+        self._rng = hashing.os_rng()
+
+    def __call__(self, user_id, items) -> list:
+        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
+                                 self.salt)

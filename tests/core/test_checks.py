@@ -1,0 +1,65 @@
+"""ParameterError: a bad parameter is named apart from its problem, the message as before."""
+
+import pickle
+
+import pytest
+
+from beam_dpsu.core import checks, mechanisms
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.counts_budget import split_selection_and_counts
+from beam_dpsu.core.max_items_choice import AutoMaxItems
+
+
+@pytest.mark.parametrize("make, param, message", [
+    (lambda: Budget(1.0, 2.0), "delta", "delta must satisfy 0 <= delta < 1, got 2.0"),
+    (lambda: Budget(0, 1e-6), "epsilon", "epsilon must be a finite number > 0, got 0.0"),
+    (lambda: ZCDPBudget(-1.0), "rho", "rho must be a finite number > 0, got -1.0"),
+    (lambda: mechanisms.WeightedGaussian(0), "max_items_per_user",
+     "max_items_per_user must be >= 1, got 0"),
+    (lambda: split_selection_and_counts(Budget(1.0, 1e-6), 1.5), "counts_share",
+     "counts_share must lie strictly between 0 and 1, got 1.5"),
+    (lambda: mechanisms.PolicyLaplace(alpha=-1), "alpha",
+     "alpha must be a finite number >= 0, got -1.0"),
+    (lambda: mechanisms.SIPS(rounds=0), "rounds", "rounds must be an int >= 1, got 0"),
+])
+def test_errors_name_the_parameter(make, param, message):
+    with pytest.raises(ParameterError) as raised:
+        make()
+    assert raised.value.param == param and str(raised.value) == message
+    assert raised.value.leads_with_param
+    assert raised.value.naming(f"--{param}") == f"--{param}" + message[len(param):]
+
+
+def test_type_errors_stay_type_errors():
+    with pytest.raises(ParameterTypeError) as raised:
+        Budget("1", 1e-6)
+    assert isinstance(raised.value, TypeError) and raised.value.param == "epsilon"
+    assert str(raised.value) == "epsilon must be a number, got '1'"
+
+
+def test_worded_messages_keep_their_text_and_name_the_parameter():
+    with pytest.raises(ParameterError) as raised:
+        Budget(1.0, 1e-6).split([])
+    assert str(raised.value) == "split needs at least one weight, got none"
+    assert raised.value.param == "weights" and not raised.value.leads_with_param
+    assert raised.value.naming("--weights") == "split needs at least one weight, got none"
+    with pytest.raises(ParameterError) as raised:
+        AutoMaxItems(candidates=(0,))
+    assert raised.value.param == "candidates"
+    assert str(raised.value) == "each candidate max_items_per_user must be >= 1, got 0"
+
+
+def test_errors_survive_pickling():
+    for error in (ParameterError("delta", "must lie strictly between 0 and 1, got 2.0"),
+                  ParameterTypeError("epsilon", "must be a number, got '1'"),
+                  ParameterError.worded("weights", "split needs at least one weight, got none")):
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), copy.param, copy.problem, str(copy)) == (
+            type(error), error.param, error.problem, str(error))
+
+
+def test_strict_and_loose_numbers():
+    with pytest.raises(ParameterTypeError):
+        checks.positive("sigma", True)
+    assert checks.positive("sigma", True, strict=False) == 1.0  # float() takes a bool

@@ -1,0 +1,101 @@
+"""The layers of beam_dpsu: the pure core loads no Beam, and no module imports in a circle.
+
+(a) Every ``beam_dpsu.core.*`` module, and ``beam_dpsu`` itself, is imported in a
+fresh interpreter, after which ``apache_beam`` must not be in ``sys.modules``.
+(b) The import graph of beam_dpsu, read from the ``import``/``from`` statements
+of its source (``ast``; imports inside functions included), has no cycle, and
+the core imports nothing from ``beam_dpsu.beam`` or the transform modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "beam_dpsu"
+ROOT = PACKAGE.parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+CORE = sorted(m for m in MODULES if m.startswith("beam_dpsu.core"))
+
+
+def _imports(module: str, path: pathlib.Path) -> set[str]:
+    """The beam_dpsu modules ``module`` imports (the deepest existing module each
+    import names; ``from pkg import name`` counts as pkg.name if that is a module)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for name in names:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+@pytest.mark.parametrize("module", ["beam_dpsu", *CORE])
+def test_module_loads_without_beam(module):
+    code = (f"import sys, importlib; importlib.import_module({module!r}); "
+            "assert 'apache_beam' not in sys.modules, 'apache_beam was imported'")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def test_core_imports_no_beam_layer():
+    outside = {m for m in MODULES if not m.startswith("beam_dpsu.core") and m != "beam_dpsu"}
+    wrong = {m: sorted(GRAPH[m] & outside) for m in CORE if GRAPH[m] & outside}
+    assert not wrong, f"core modules importing Beam layers: {wrong}"
+
+
+def test_import_graph_has_no_cycle():
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+    stack: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for dep in sorted(GRAPH[module]):
+            if state.get(dep) == 1:
+                cycle = stack[stack.index(dep):] + [dep]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[module] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
+
+
+def test_graph_reads_imports():
+    # The test has teeth: the graph sees the imports it should.
+    assert "beam_dpsu.core.budgets" in GRAPH["beam_dpsu.core.mechanisms"]
+    assert "beam_dpsu.core.checks" in GRAPH["beam_dpsu.core.budgets"]
