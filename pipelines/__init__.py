@@ -1,7 +1,7 @@
 """The jobs of beam_dpsu: vocabulary, ngrams, evaluate, benchmark (see README "The jobs").
 
 Importing this package installs a logging filter that drops Beam's noise
-(:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.cli``, so that
+(:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.progress``, so that
 it is installed before Beam loads and also in the DirectRunner's worker
 processes, which import ``pipelines.io`` when they unpickle the jobs'
 DoFns.

@@ -30,19 +30,33 @@ import functools
 import sys
 from types import SimpleNamespace
 
-from pipelines import cli  # first: it quiets Beam's logging before Beam loads
-import apache_beam as beam  # noqa: E402
+import apache_beam as beam
 
-from beam_dpsu.core import thresholds  # noqa: E402
-from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of  # noqa: E402
-from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES  # noqa: E402
-from beam_dpsu.extract_ngrams import ExtractNgrams  # noqa: E402
-from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU  # noqa: E402
-from beam_dpsu.beam.output import WriteReleased  # noqa: E402
-from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.wording import plural  # noqa: E402
-from pipelines.io.formats import DOCUMENT_FORMATS  # noqa: E402
-from pipelines.io.read import ReadDocuments  # noqa: E402
+from beam_dpsu.beam.output import WriteReleased
+from beam_dpsu.core import thresholds
+from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
+from beam_dpsu.core.report import NON_PRIVATE_NOTE
+from beam_dpsu.core.wording import plural
+from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES
+from beam_dpsu.extract_ngrams import ExtractNgrams
+from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU
+from pipelines import settings
+from pipelines.errors import UsageError, flag_errors
+from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
+                                   add_input_arguments, add_non_private_stats_argument,
+                                   add_output_arguments)
+from pipelines.flags import JobArgumentParser, flags, int_or_auto, parse_job_args
+from pipelines.input_flags import resolve_input
+from pipelines.io.formats import DOCUMENT_FORMATS
+from pipelines.io.read import ReadDocuments
+from pipelines.job_files import WriteJson, read_json
+from pipelines.job_runner import run_job
+from pipelines.output_folder import run_with_output, staging_of
+from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
+from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
+                                check_num_shards, count_released, describe_budget,
+                                tokenizer_from_args, with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]
@@ -53,7 +67,7 @@ PROG = "python -m pipelines.ngrams"
 
 def _max_items(text: str):
     try:
-        values = [cli.int_or_auto(v) for v in text.split(",")]
+        values = [int_or_auto(v) for v in text.split(",")]
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             "--max-items-per-user takes an int, 'auto', or a comma-separated list of them, "
@@ -66,8 +80,8 @@ def _has_auto(max_items_per_user) -> bool:
     return "auto" in values
 
 
-def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
-    parser = cli.JobArgumentParser(
+def build_parser(prog: str = PROG) -> JobArgumentParser:
+    parser = JobArgumentParser(
         prog=prog,
         description="Release the n-grams (word sequences of length 1 to T) of a user corpus "
                     "under user-level differential privacy with DPNE (Kim et al. 2021): "
@@ -79,42 +93,42 @@ def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
             f"{prog} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--max-n 3 --rho 0.5 --delta 1e-6 --max-items-per-user 50 --output out/imdb-ngrams",
         ])
-    cli.add_input_arguments(parser, DOCUMENT_FORMATS)
+    add_input_arguments(parser, DOCUMENT_FORMATS)
     g = parser.add_argument_group("n-grams (DPNE)")
-    g.add_argument(*cli.flags("max-n"), type=int, default=3, metavar="T",
+    g.add_argument(*flags("max-n"), type=int, default=3, metavar="T",
                    help="T, the longest n-gram length (at most 100)")
-    g.add_argument(*cli.flags("max-items-per-user"), type=_max_items, default=100,
+    g.add_argument(*flags("max-items-per-user"), type=_max_items, default=100,
                    metavar="N|auto[,…]",
                    help="Δ_k, the contribution bound per level: how many distinct k-grams of "
                         "each user are sampled; one value for every length or one per length, "
                         "comma-separated. 'auto' at level 1 spends 5%% of the budget on "
                         "choosing Δ_1 privately; at a level k >= 2 it is 1000, for free "
                         "(README 'Choosing Δ0')")
-    g.add_argument(*cli.flags("eta"), type=float, default=0.01, metavar="η",
+    g.add_argument(*flags("eta"), type=float, default=0.01, metavar="η",
                    help="η, the spurious-n-gram rate: at level k, at most η times as many "
                         "k-grams no user holds as (k−1)-grams released, in expectation "
                         "(η·|S_{k−1}|, S_{k−1} the released (k−1)-grams)")
-    g.add_argument(*cli.flags("noise-decay"), type=float, default=1.0, metavar="C",
+    g.add_argument(*flags("noise-decay"), type=float, default=1.0, metavar="C",
                    help="c: the noise of level k is c times that of level k−1 (σ_k = "
                         "c·σ_{k−1}); 1 gives every level the same noise")
-    g.add_argument(*cli.flags("pruning"), choices=PRUNINGS, default="both",
+    g.add_argument(*flags("pruning"), choices=PRUNINGS, default="both",
                    help="which k-grams level k considers: both = both (k−1)-subgrams were "
                         "released; single = the prefix was")
-    g.add_argument(*cli.flags("level1"), choices=LEVEL1_POLICIES, default="weighted-gaussian",
+    g.add_argument(*flags("level1"), choices=LEVEL1_POLICIES, default="weighted-gaussian",
                    help="the mechanism of level 1 (single words)")
-    g.add_argument(*cli.flags("alpha"), type=float, default=3.0, metavar="A",
+    g.add_argument(*flags("alpha"), type=float, default=3.0, metavar="A",
                    help="policy-gaussian level 1: α, how far above the threshold users fill "
                         "an item, in noise scales")
-    g.add_argument(*cli.flags("method"), choices=METHODS, default="dpne",
+    g.add_argument(*flags("method"), choices=METHODS, default="dpne",
                    help="dpne, or a DPSU baseline of dpne Table 3: dpsu-all (one selection "
                         "over every length), dpsu-even (one per length, budget split evenly), "
                         "dpsu-single (one length, --single-n)")
-    g.add_argument(*cli.flags("single-n"), type=int, metavar="N",
+    g.add_argument(*flags("single-n"), type=int, metavar="N",
                    help="dpsu-single: the one n-gram length to release")
-    cli.add_budget_arguments(parser)
-    cli.add_counts_arguments(parser, "the largest --max-items-per-user")
-    cli.add_output_arguments(parser, "ngrams")
-    cli.add_non_private_stats_argument(
+    add_budget_arguments(parser)
+    add_counts_arguments(parser, "the largest --max-items-per-user")
+    add_output_arguments(parser, "ngrams")
+    add_non_private_stats_argument(
         parser, "users, documents, tokens; per level the support and the held and spurious "
                 "n-grams released")
     return parser
@@ -126,39 +140,54 @@ def parse_args(argv, prog: str = PROG):
     With --with-counts the transform gets the selection's part of the budget
     and ``args.budget_parts`` holds both parts.
     """
-    args, options = cli.parse_job_args(build_parser(prog), argv)
-    total = cli.budget_from_args(args)
-    args.budget_parts = cli.budget_parts_from_args(args, total)
+    args, options = parse_job_args(build_parser(prog), argv)
+    total = budget_from_args(args)
+    args.budget_parts = budget_parts_from_args(args, total)
     budget = total if args.budget_parts is None else args.budget_parts.selection
+    transform: ExtractNgrams | NgramsByDPSU
     if args.method == "dpne":
         def dpne(privacy_unit):
             return ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                  args.pruning, args.noise_decay, args.level1, args.alpha,
                                  seed=args.seed, non_private_stats=args.non_private_stats,
-                                 privacy_unit=privacy_unit, progress_logger=cli.LOG.name)
-        with cli.flag_errors():
-            transform = dpne("user_id")  # bad parameters fail before any input is read
+                                 privacy_unit=privacy_unit, progress_logger=LOG.name)
+        with flag_errors():
+            transform = dpne_checked(dpne, args)  # bad parameters fail before reading input
     else:
         if _has_auto(args.max_items_per_user):
-            raise cli.UsageError(f"--method {args.method} takes a fixed int "
-                                 "--max-items-per-user, not auto")
+            raise UsageError(f"--method {args.method} takes a fixed int "
+                             "--max-items-per-user, not auto")
         if not isinstance(args.max_items_per_user, int):
-            raise cli.UsageError(f"--method {args.method} takes one --max-items-per-user value")
+            raise UsageError(f"--method {args.method} takes one --max-items-per-user value")
         check_single_n(args)
-        with cli.flag_errors():
+        with flag_errors():
             thresholds.check_max_items(args.max_items_per_user)
             transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
                                      args.single_n, seed=args.seed)
     if args.single_n is not None and args.method != "dpsu-single":
-        raise cli.UsageError(f"--single-n applies to --method dpsu-single only, not "
-                             f"{args.method}")
-    cli.check_num_shards(args)
-    cli.check_counts(args.budget_parts, counts_max_items(args))
-    args.files = cli.resolve_input(args, DOCUMENT_FORMATS)
+        raise UsageError(f"--single-n applies to --method dpsu-single only, not "
+                         f"{args.method}")
+    check_num_shards(args)
+    check_counts(args.budget_parts, counts_max_items(args))
+    args.files = resolve_input(args, DOCUMENT_FORMATS)
     if args.method == "dpne" and privacy_unit_from_args(args) == "element":
-        with cli.flag_errors():
-            transform = dpne("element")  # the format is known (maybe inferred) only now
+        with flag_errors():
+            transform = dpne_checked(dpne, args, "element")  # the format is known only now
     return args, options, transform
+
+
+def dpne_checked(dpne, args, privacy_unit: str = "user_id") -> ExtractNgrams:
+    """``dpne(privacy_unit)``, with a --max-items-per-user list of the wrong length
+    refused in flags (the library's message names max_n)."""
+    try:
+        return dpne(privacy_unit)
+    except ParameterError as exc:
+        values = args.max_items_per_user
+        if exc.param == "max_items_per_user" and isinstance(values, list) \
+                and len(values) != args.max_n:
+            raise UsageError(f"--max-items-per-user needs one value per level (--max-n "
+                             f"{args.max_n}), got {len(values)}: {values!r}") from None
+        raise
 
 
 def check_single_n(args) -> None:
@@ -166,23 +195,23 @@ def check_single_n(args) -> None:
     if args.method != "dpsu-single":
         return
     if args.single_n is None:
-        raise cli.UsageError("--method dpsu-single needs --single-n, the n-gram length to "
-                             "release")
-    with cli.flag_errors():
+        raise UsageError("--method dpsu-single needs --single-n, the n-gram length to "
+                         "release")
+    with flag_errors():
         max_n = thresholds.check_max_items(args.max_n, "max_n")
     if not 1 <= args.single_n <= max_n:
-        raise cli.UsageError(f"--single-n must lie between 1 and --max-n ({max_n}), got "
-                             f"{args.single_n}")
+        raise UsageError(f"--single-n must lie between 1 and --max-n ({max_n}), got "
+                         f"{args.single_n}")
 
 
 def privacy_unit_from_args(args) -> str:
     """"element" when every record is its own user: msnbc (one visitor per line), and
-    what ``cli.privacy_unit_from_args`` says for the text formats; else "user_id".
+    what ``settings.privacy_unit_from_args`` says for the text formats; else "user_id".
 
     Those records' ids (``<file>:<line>``) are distinct by construction, so
     grouping documents per user, a shuffle of every document, has nothing to group.
     """
-    return "element" if args.format == "msnbc" else cli.privacy_unit_from_args(args)
+    return "element" if args.format == "msnbc" else settings.privacy_unit_from_args(args)
 
 
 def _static_report(transform, args) -> dict:
@@ -235,7 +264,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
 
     documents = extract_input = pipeline | "ReadDocuments" >> ReadDocuments(
         args.input, args.format, args.user_field, args.text_field,
-        cli.tokenizer_from_args(args), args.skip_header_lines,
+        tokenizer_from_args(args), args.skip_header_lines,
         files=getattr(args, "files", None), log_records=args.non_private_stats,
         as_elements=read_elements, items_field=args.items_field)
     if elements and not read_elements:
@@ -246,7 +275,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteNgrams" >> WriteReleased(
         f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
-    cli.log_written(written, "ngrams", staging=out, output=args.output)
+    log_written(written, "ngrams", staging=out, output=args.output)
     counter = None
     if parts is not None:
         # Every user's n-grams of lengths 1..T (CountReleased keeps the released ones).
@@ -254,7 +283,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
         user_ngrams = documents | "UserNgrams" >> beam.FlatMap(
             lambda doc: ((doc[0], gram) for k in range(1, max_n + 1)
                          for gram in kgrams_of(doc[1], k)))
-        counter = cli.count_released(user_ngrams, released, parts, counts_max_items(args),
+        counter = count_released(user_ngrams, released, parts, counts_max_items(args),
                                      args.seed, out, args.num_shards, ngrams=True)
     # (DPNE logs each level's release itself: progress_logger.)
     per_length = (released
@@ -276,7 +305,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     if counter is not None and counter.chosen_max_items_per_user is not None:
         # The counts' "auto": the chosen Δ0 is a DP output.
         side["counts_chosen_max_items_per_user"] = single(counter.chosen_max_items_per_user)
-    static = cli.with_counts_report(_static_report(transform, args), parts, counter)
+    static = with_counts_report(_static_report(transform, args), parts, counter)
 
     def assemble(_, lengths, levels=None, stats=None, raw_levels=None, chosen=None,
                  counts_chosen_max_items_per_user=None):
@@ -300,7 +329,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     _ = (pipeline
          | "ReportOnce" >> beam.Create([None])
          | "AssembleReport" >> beam.Map(assemble, **side)
-         | "WriteReport" >> cli.WriteJson(f"{out}/report.json"))
+         | "WriteReport" >> WriteJson(f"{out}/report.json"))
 
 
 def prepare(argv, prog: str = PROG):
@@ -312,13 +341,13 @@ def prepare(argv, prog: str = PROG):
 def run_prepared(job) -> str:
     args, transform = job.args, job.transform
     files = args.files
-    cli.progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
+    progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
                  f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
-                 f"{args.method} under {cli.describe_budget(transform.budget)}"
+                 f"{args.method} under {describe_budget(transform.budget)}"
                  + (" (the selection's part)" if args.budget_parts is not None else ""))
     with beam.Pipeline(options=job.options) as pipeline:
-        build_pipeline(pipeline, args, transform, cli.staging_of(job))
-    report = cli.read_json(f"{cli.staging_of(job)}/report.json")
+        build_pipeline(pipeline, args, transform, staging_of(job))
+    report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
     per_length = ", ".join(f"{n:,} of length {k}"
                            for k, n in report["released_per_length"].items())
@@ -334,19 +363,19 @@ def run_prepared(job) -> str:
             f"{args.method}"
             + ("" if chosen is None
                else f" (max items per user at level 1 {chosen:,}, chosen privately)")
-            + f" under {cli.describe_budget(budget, equivalents)}"
+            + f" under {describe_budget(budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
-            + (cli.NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))
+            + (NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))
 
 
 def run(argv=None) -> None:
     """Runs the job; raises on bad parameters or records (for library use)."""
-    cli.run_with_output(prepare(argv), run_prepared)
+    run_with_output(prepare(argv), run_prepared)
 
 
 def main(argv=None, prog: str = PROG) -> int:
-    return cli.run_job("ngrams", argv, functools.partial(prepare, prog=prog), run_prepared)
+    return run_job("ngrams", argv, functools.partial(prepare, prog=prog), run_prepared)
 
 
 if __name__ == "__main__":

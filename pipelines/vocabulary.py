@@ -26,24 +26,37 @@ import functools
 import sys
 from types import SimpleNamespace
 
-from pipelines import cli  # first: it quiets Beam's logging before Beam loads
-import apache_beam as beam  # noqa: E402
+import apache_beam as beam
 
-from beam_dpsu.core import mechanisms  # noqa: E402
-from beam_dpsu.select_items import SelectItems  # noqa: E402
-from beam_dpsu.beam.output import WriteReleased  # noqa: E402
-from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.wording import plural  # noqa: E402
-from pipelines.io.formats import FORMATS, ROW_AS_USER  # noqa: E402
-from pipelines.io.read import ReadPairs, ReadUserItems, items_of  # noqa: E402
+from beam_dpsu.beam.output import WriteReleased
+from beam_dpsu.core import mechanisms
+from beam_dpsu.core.report import NON_PRIVATE_NOTE
+from beam_dpsu.core.wording import plural
+from beam_dpsu.select_items import SelectItems
+from pipelines.errors import UsageError, flag_errors
+from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
+                                   add_input_arguments, add_mechanism_arguments,
+                                   add_non_private_stats_argument, add_output_arguments)
+from pipelines.flags import JobArgumentParser, parse_job_args
+from pipelines.input_flags import check_public_input, resolve_input
+from pipelines.io.formats import FORMATS, ROW_AS_USER
+from pipelines.io.read import ReadPairs, ReadUserItems, items_of
+from pipelines.job_files import WriteJson, read_json
+from pipelines.job_runner import run_job
+from pipelines.output_folder import run_with_output, staging_of
+from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
+from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
+                                check_counts, check_num_shards, count_released, describe_budget,
+                                mechanism_from_args, privacy_unit_from_args, tokenizer_from_args,
+                                with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
 PROG = "python -m pipelines.vocabulary"
 
 
-def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
-    parser = cli.JobArgumentParser(
+def build_parser(prog: str = PROG) -> JobArgumentParser:
+    parser = JobArgumentParser(
         prog=prog,
         description="Release the vocabulary (the distinct words or items) of a user corpus "
                     "under user-level differential privacy. Writes the released items, "
@@ -55,12 +68,12 @@ def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
             "--delta 1e-6 --max-items-per-user 20 --output out/keys "
             "--direct_num_workers 4 --direct_running_mode multi_processing",
         ])
-    cli.add_input_arguments(parser, FORMATS)
-    cli.add_mechanism_arguments(parser, auto_default=True)
-    cli.add_budget_arguments(parser)
-    cli.add_counts_arguments(parser, "--max-items-per-user, or 100")
-    cli.add_output_arguments(parser, "items")
-    cli.add_non_private_stats_argument(parser, "users, pairs, distinct items; items released "
+    add_input_arguments(parser, FORMATS)
+    add_mechanism_arguments(parser, auto_default=True)
+    add_budget_arguments(parser)
+    add_counts_arguments(parser, "--max-items-per-user, or 100")
+    add_output_arguments(parser, "items")
+    add_non_private_stats_argument(parser, "users, pairs, distinct items; items released "
                                                "per SIPS round")
     return parser
 
@@ -77,24 +90,24 @@ def parse_args(argv, prog: str = PROG):
     mechanism parameters, and the first records of every input file. With
     --with-counts the budget is the total; ``build_pipeline`` splits it.
     """
-    args, options = cli.parse_job_args(build_parser(prog), argv)
-    budget = cli.budget_from_args(args)
+    args, options = parse_job_args(build_parser(prog), argv)
+    budget = budget_from_args(args)
     if args.max_items_per_user is None and args.mechanism.strip() in AUTO_BY_DEFAULT:
         # Chosen privately unless given: within 94–99 % of the best fixed Δ0 of a grid
         # for these mechanisms (docs/benchmarks.md, "Choosing Δ0 privately").
         args.max_items_per_user = "auto"
-    mechanism = cli.mechanism_from_args(args)
-    parts = cli.budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
+    mechanism = mechanism_from_args(args)
+    parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
-    with cli.flag_errors():
-        cli.check_calibrates(mechanism, budget if parts is None else parts.selection)
-    cli.check_counts(parts, counts_max_items(args))
-    cli.check_num_shards(args)
+    with flag_errors():
+        check_calibrates(mechanism, budget if parts is None else parts.selection)
+    check_counts(parts, counts_max_items(args))
+    check_num_shards(args)
     if args.public_input and not isinstance(mechanism, mechanisms.GreedyWithoutSampling):
-        raise cli.UsageError(
+        raise UsageError(
             f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
-    args.files = cli.resolve_input(args, FORMATS)
-    cli.check_public_input(args)
+    args.files = resolve_input(args, FORMATS)
+    check_public_input(args)
     return args, options, mechanism, budget
 
 
@@ -148,7 +161,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     default ``args.output``)."""
     # First read every row or document as one (user, tokens) record (a pairs
     # file as (user, item) pairs): never one element per token.
-    tokenizer = cli.tokenizer_from_args(args)
+    tokenizer = tokenizer_from_args(args)
     elements = pipeline | "ReadUserItems" >> ReadUserItems(
         args.input, args.format, args.user_field, args.text_field, tokenizer,
         args.skip_header_lines, files=getattr(args, "files", None),
@@ -157,12 +170,12 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     # When every row is its own user (@row, text lines), each record is one
     # privacy unit: the selection takes the rows' tokens as they are, with no
     # per-user shuffle. Otherwise a user's rows are merged by user id.
-    privacy_unit = cli.privacy_unit_from_args(args)
+    privacy_unit = privacy_unit_from_args(args)
     selected = (elements if privacy_unit == "user_id"
                 else elements | "RowTokens" >> beam.Values())
     # Then release items with the chosen mechanism (on its part of the budget
     # when the counts take a share of it).
-    parts = cli.budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
+    parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,
@@ -174,13 +187,13 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=".txt", num_shards=args.num_shards)
-    cli.log_written(written, "items", staging=out, output=args.output)
+    log_written(written, "items", staging=out, output=args.output)
     counter = None
     if parts is not None:
-        counter = cli.count_released(selected, released, parts, counts_max_items(args),
+        counter = count_released(selected, released, parts, counts_max_items(args),
                                      args.seed, out, args.num_shards,
                                      privacy_unit=privacy_unit)
-    released_counts = {"released_items": released | "LogReleased" >> cli.LogCount(
+    released_counts = {"released_items": released | "LogReleased" >> LogCount(
         f"{mechanism.name}: released {{n:,}} item{{s}}")}
     if select.chosen_max_items_per_user is not None:
         # "auto": the chosen Δ0 is a DP output (the noisy size histogram's choice).
@@ -193,9 +206,9 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     # round released an item is more than the set): only with --non-private-stats.
     by_stage = select.non_private_released_by_stage
     for i, (stage, pcoll) in enumerate(by_stage.items(), start=1):
-        released_counts[stage] = pcoll | f"Count_{stage}" >> cli.LogCount(
+        released_counts[stage] = pcoll | f"Count_{stage}" >> LogCount(
             f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
-    static = cli.with_counts_report(select.report, parts, counter, select.calibration)
+    static = with_counts_report(select.report, parts, counter, select.calibration)
 
     def assemble(_, released_items, stats=None, chosen_max_items_per_user=None,
                  counts_chosen_max_items_per_user=None, **by_stage):
@@ -217,7 +230,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     _ = (pipeline
          | "ReportOnce" >> beam.Create([None])
          | "AssembleReport" >> beam.Map(assemble, **side)
-         | "WriteReport" >> cli.WriteJson(f"{out}/report.json"))
+         | "WriteReport" >> WriteJson(f"{out}/report.json"))
     return select
 
 
@@ -239,12 +252,12 @@ def prepare(argv, prog: str = PROG):
 def run_prepared(job) -> str:
     args, mechanism = job.args, job.mechanism
     files = args.files
-    cli.progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
+    progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
                  f"({args.input}); releasing items with {mechanism.name} under "
-                 f"{cli.describe_budget(job.budget)}")
+                 f"{describe_budget(job.budget)}")
     with beam.Pipeline(options=job.options) as pipeline:
-        build_pipeline(pipeline, args, mechanism, job.budget, cli.staging_of(job))
-    report = cli.read_json(f"{cli.staging_of(job)}/report.json")
+        build_pipeline(pipeline, args, mechanism, job.budget, staging_of(job))
+    report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
     shard = "00000" if args.num_shards == 1 else "*"
     shards = f"items-{shard}-of-{args.num_shards:05d}.txt"
@@ -262,19 +275,19 @@ def run_prepared(job) -> str:
     return (f"released {plural(released, 'item')} with {mechanism.name}"
             + ("" if chosen is None else f" (max items per user {chosen:,}, chosen privately)")
             + " under "
-            f"{cli.describe_budget(job.budget, equivalents)}"
+            f"{describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
-            + (cli.NOTHING_RELEASED if released == 0 else ""))
+            + (NOTHING_RELEASED if released == 0 else ""))
 
 
 def run(argv=None) -> None:
     """Runs the job; raises on bad parameters or records (for library use)."""
-    cli.run_with_output(prepare(argv), run_prepared)
+    run_with_output(prepare(argv), run_prepared)
 
 
 def main(argv=None, prog: str = PROG) -> int:
-    return cli.run_job("vocabulary", argv, functools.partial(prepare, prog=prog), run_prepared)
+    return run_job("vocabulary", argv, functools.partial(prepare, prog=prog), run_prepared)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,12 @@ import tempfile
 import time
 from types import SimpleNamespace
 
-from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+from pipelines.flags import flags, JobArgumentParser
+from pipelines.settings import tokenizer_from_args
+from pipelines.errors import UsageError
+from pipelines.progress import progress
+from pipelines.job_files import read_json, scratch_folder
+from pipelines.job_runner import run_job
 import apache_beam as beam  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.benchmark"
@@ -57,8 +62,8 @@ JOBS = ("vocabulary", "ngrams")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def build_parser() -> cli.JobArgumentParser:
-    parser = cli.JobArgumentParser(
+def build_parser() -> JobArgumentParser:
+    parser = JobArgumentParser(
         prog=PROG,
         description="Time a job against a read-only pipeline over the same files, in fresh "
                     "processes on this machine: wall time, its ratio to reading, pairs per "
@@ -73,21 +78,21 @@ def build_parser() -> cli.JobArgumentParser:
             "--delta 1e-7",
         ], beam_options=False)
     g = parser.add_argument_group("benchmark")
-    g.add_argument(*cli.flags("job"), choices=JOBS, default="vocabulary",
+    g.add_argument(*flags("job"), choices=JOBS, default="vocabulary",
                    help="the job to time")
-    g.add_argument(*cli.flags("mechanisms"), default="weighted-gaussian", metavar="M[,M…]",
+    g.add_argument(*flags("mechanisms"), default="weighted-gaussian", metavar="M[,M…]",
                    help="vocabulary job: the mechanisms to time, one job run each")
-    g.add_argument(*cli.flags("repeats"), type=int, default=1, metavar="N",
+    g.add_argument(*flags("repeats"), type=int, default=1, metavar="N",
                    help="runs of each pipeline; the fastest and the median are reported")
-    g.add_argument(*cli.flags("before"), metavar="DIR",
+    g.add_argument(*flags("before"), metavar="DIR",
                    help="another checkout of the project whose job is timed too, "
                         "interleaved with this one's (same flags, same data)")
-    g.add_argument(*cli.flags("workdir"), metavar="FOLDER",
+    g.add_argument(*flags("workdir"), metavar="FOLDER",
                    help="scratch folder for the jobs' outputs (default: a temporary folder, "
                         "removed at the end)")
-    g.add_argument(*cli.flags("json"), action="store_true",
+    g.add_argument(*flags("json"), action="store_true",
                    help="print one JSON line per result instead of a table row")
-    g.add_argument(*cli.flags("read-only"), action="store_true",
+    g.add_argument(*flags("read-only"), action="store_true",
                    help="run only the read-only pipeline in this process and print its pair "
                         "count as JSON (what the benchmark times)")
     return parser
@@ -97,7 +102,7 @@ def _split_argv(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" not in argv:
         build_parser().parse_args(argv)  # --help, and the benchmark's own flags checked
-        raise cli.UsageError("give the job's own flags after --, e.g. -- --input FILE "
+        raise UsageError("give the job's own flags after --, e.g. -- --input FILE "
                              "--rho 0.1 --delta 1e-5")
     i = argv.index("--")
     return argv[:i], argv[i + 1:]
@@ -132,12 +137,12 @@ def prepare(argv):
     own, job_argv = _split_argv(argv)
     args = build_parser().parse_args(own)
     if args.repeats < 1:
-        raise cli.UsageError(f"--repeats must be >= 1, got {args.repeats}")
+        raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     if any(a == "--output" or a.startswith("--output=") for a in job_argv):
-        raise cli.UsageError("leave --output out of the job's flags: the benchmark writes to "
+        raise UsageError("leave --output out of the job's flags: the benchmark writes to "
                              "its scratch folder")
     if args.before and not os.path.isdir(os.path.join(args.before, "pipelines")):
-        raise cli.UsageError(f"--before {args.before!r} is not a checkout of this project "
+        raise UsageError(f"--before {args.before!r} is not a checkout of this project "
                              "(no pipelines/ folder)")
     # The jobs run in the folder of their checkout (--before's too): input
     # paths given relative to here are made absolute.
@@ -162,7 +167,7 @@ def read_only_pipeline(pipeline, job: str, job_args, count_path: str) -> None:
     """Read, parse and tokenise every record; write the number of (user, item) pairs."""
     from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
     read = ReadUserItems if job == "vocabulary" else ReadDocuments
-    tokenizer = cli.tokenizer_from_args(job_args)
+    tokenizer = tokenizer_from_args(job_args)
     _ = (pipeline
          | "Read" >> read(job_args.input, job_args.format, job_args.user_field,
                           job_args.text_field, tokenizer, job_args.skip_header_lines,
@@ -200,14 +205,14 @@ def time_process(command, cwd: str, log_path: str) -> tuple[float, float]:
     if process.returncode != 0:
         with open(log_path, encoding="utf-8") as log:
             lines = [line for line in log.read().splitlines() if line.strip()]
-        raise cli.UsageError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
+        raise UsageError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
                            f"{lines[-1] if lines else 'no output'}; see {log_path}")
     # ru_maxrss: KiB on Linux, the largest process of the tree that was waited for.
     return wall, usage.ru_maxrss / 1024.0
 
 
 def _released(job: str, output: str) -> int:
-    report = cli.read_json(os.path.join(output, "report.json"))
+    report = read_json(os.path.join(output, "report.json"))
     return report["released_items" if job == "vocabulary" else "released_ngrams"]
 
 
@@ -221,7 +226,7 @@ def run_prepared(job) -> str:
     args = job.args
     if args.read_only:
         return _run_read_only(job)
-    with cli.scratch_folder(args.workdir, "beam_dpsu_benchmark_") as workdir:
+    with scratch_folder(args.workdir, "beam_dpsu_benchmark_") as workdir:
         return _benchmark(job, workdir)
 
 
@@ -267,10 +272,10 @@ def _benchmark(job, workdir: str) -> str:
         for mechanism, code, run_once in pipelines:
             results[mechanism, code].append(run_once(i))
         if args.repeats > 1:
-            cli.progress(f"round {i + 1} of {args.repeats}: every pipeline ran once")
+            progress(f"round {i + 1} of {args.repeats}: every pipeline ran once")
     read_wall, read_median, read_rss, _ = _summary(results["read-only", "read-only"])
     pairs = pairs_box["pairs"]
-    cli.progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB; "
+    progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB; "
                  "non-private figures, for evaluation only)")
     for mechanism, code, _ in pipelines:
         wall, median, rss, released = _summary(results[mechanism, code])
@@ -305,7 +310,7 @@ def _emit(args, result: dict) -> None:
 
 
 def main(argv=None) -> int:
-    return cli.run_job("benchmark", argv, prepare, run_prepared)
+    return run_job("benchmark", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

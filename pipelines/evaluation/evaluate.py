@@ -43,7 +43,17 @@ import sys
 import time
 from types import SimpleNamespace
 
-from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+from pipelines.flags import flags, JobArgumentParser, parse_job_args
+from pipelines.flag_groups import (add_input_arguments, add_mechanism_arguments,
+                                   add_overwrite_argument)
+from pipelines.settings import (check_calibrates, mechanism_from_args, require_selection_delta,
+                                tokenizer_from_args)
+from pipelines.errors import flag_errors, UsageError
+from pipelines.input_flags import resolve_input
+from pipelines.output_folder import staging_of
+from pipelines.progress import progress
+from pipelines.job_files import scratch_folder
+from pipelines.job_runner import run_job
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
@@ -73,8 +83,8 @@ def _floats(text: str) -> list[float]:
     return values
 
 
-def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
-    parser = cli.JobArgumentParser(
+def build_parser(prog: str = PROG) -> JobArgumentParser:
+    parser = JobArgumentParser(
         prog=prog,
         description="Evaluate mechanisms: released items per mechanism over a grid of "
                     "budgets, with trials; writes results.csv, summary.md and utility.png. "
@@ -84,45 +94,45 @@ def build_parser(prog: str = PROG) -> cli.JobArgumentParser:
             "--mechanisms weighted-gaussian,sips,gw --epsilons 1,2,4 --delta 1e-5 "
             "--trials 3 --output eval/",
         ])
-    cli.add_input_arguments(parser, FORMATS)
-    cli.add_mechanism_arguments(parser, several=True, public_input=False)
+    add_input_arguments(parser, FORMATS)
+    add_mechanism_arguments(parser, several=True, public_input=False)
     g = parser.add_argument_group("budget grid (user-level)")
-    g.add_argument(*cli.flags("epsilons"), type=_floats, metavar="E,E…",
+    g.add_argument(*flags("epsilons"), type=_floats, metavar="E,E…",
                    help="comma-separated ε values of (ε, δ)-DP budgets")
-    g.add_argument(*cli.flags("rhos"), type=_floats, metavar="R,R…",
+    g.add_argument(*flags("rhos"), type=_floats, metavar="R,R…",
                    help="comma-separated ρ values of zCDP budgets; give --epsilons or --rhos")
-    g.add_argument(*cli.flags("delta"), type=float, required=True, metavar="D",
+    g.add_argument(*flags("delta"), type=float, required=True, metavar="D",
                    help="δ of every budget")
     g = parser.add_argument_group("evaluation")
-    g.add_argument(*cli.flags("trials"), type=int, default=1, metavar="N",
+    g.add_argument(*flags("trials"), type=int, default=1, metavar="N",
                    help="runs per mechanism and budget, each with fresh randomness")
-    g.add_argument(*cli.flags("k-anonymity"), type=int, metavar="K",
+    g.add_argument(*flags("k-anonymity"), type=int, metavar="K",
                    help="also report the share of items held by >= K users that each run "
                         "releases (raw counts, evaluation only)")
-    g.add_argument(*cli.flags("dataset"), metavar="NAME",
+    g.add_argument(*flags("dataset"), metavar="NAME",
                    help="the data set's name in summary.md (default: the input file name)")
-    g.add_argument(*cli.flags("no-plot"), action="store_true",
+    g.add_argument(*flags("no-plot"), action="store_true",
                    help="do not draw utility.png (which needs matplotlib)")
-    g.add_argument(*cli.flags("cache-dir"), metavar="FOLDER",
+    g.add_argument(*flags("cache-dir"), metavar="FOLDER",
                    help="keep the tokenised per-user cache (raw user data) in FOLDER; by "
                         "default it lives in a temporary folder removed at exit")
-    g.add_argument(*cli.flags("output"), required=True, metavar="FOLDER",
+    g.add_argument(*flags("output"), required=True, metavar="FOLDER",
                    help="local output folder for results.csv, summary.md and utility.png")
-    cli.add_overwrite_argument(g)
+    add_overwrite_argument(g)
     return parser
 
 
-# The grid's flags for the library's names (cli.FLAG_OF has the single-budget ones).
+# The grid's flags for the library's names (pipelines.errors.FLAG_OF has the single-budget ones).
 GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanisms"}
 
 
 def budgets_from_args(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
-        raise cli.UsageError("give exactly one of --epsilons or --rhos")
-    with cli.flag_errors(**GRID_FLAGS):
+        raise UsageError("give exactly one of --epsilons or --rhos")
+    with flag_errors(**GRID_FLAGS):
         budgets = ([Budget(e, args.delta) for e in args.epsilons] if args.epsilons is not None
                    else [ZCDPBudget(r, args.delta) for r in args.rhos])
-    cli.require_selection_delta(args.delta)
+    require_selection_delta(args.delta)
     return budgets
 
 
@@ -139,7 +149,7 @@ def check_plotting() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise cli.UsageError("utility.png needs matplotlib: pip install -e '.[plot]', or "
+        raise UsageError("utility.png needs matplotlib: pip install -e '.[plot]', or "
                              "give --no-plot") from None
 
 
@@ -149,7 +159,7 @@ def check_plotting() -> None:
 def build_cache(args, options, cache_dir: str) -> None:
     """Reads and tokenises the input once: one JSON line [user, [items…]] per user
     holding items (each row read as one record, grouped by user)."""
-    tokenizer = cli.tokenizer_from_args(args)
+    tokenizer = tokenizer_from_args(args)
     with beam.Pipeline(options=options) as p:
         _ = (p
              | "ReadUserItems" >> ReadUserItems(args.input, args.format, args.user_field,
@@ -305,29 +315,29 @@ def write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
 
 def prepare(argv, prog: str = PROG):
     """Everything checked before any work: flags, grid, mechanisms, matplotlib, input."""
-    args, options = cli.parse_job_args(build_parser(prog), argv)
+    args, options = parse_job_args(build_parser(prog), argv)
     budgets = budgets_from_args(args)
     if args.trials < 1:
-        raise cli.UsageError(f"--trials must be >= 1, got {args.trials}")
+        raise UsageError(f"--trials must be >= 1, got {args.trials}")
     if args.k_anonymity is not None and args.k_anonymity < 1:
-        raise cli.UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
+        raise UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
     if "://" in args.output:
-        raise cli.UsageError(f"--output must be a local folder, got {args.output!r}")
+        raise UsageError(f"--output must be a local folder, got {args.output!r}")
     if args.cache_dir and (os.path.abspath(args.cache_dir) + os.sep).startswith(
             os.path.abspath(args.output) + os.sep):
-        raise cli.UsageError("--cache-dir must not be inside --output: the output folder is "
+        raise UsageError("--cache-dir must not be inside --output: the output folder is "
                              "written whole and replaced as a whole")
-    mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
+    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
     if not mechanisms:
-        raise cli.UsageError("--mechanisms names no mechanism")
-    with cli.flag_errors(**GRID_FLAGS):
+        raise UsageError("--mechanisms names no mechanism")
+    with flag_errors(**GRID_FLAGS):
         for budget in budgets:  # calibrate everything before running anything
             for mechanism in mechanisms:
-                cli.check_calibrates(mechanism, budget)
+                check_calibrates(mechanism, budget)
     if not args.no_plot:
         check_plotting()
-    args.files = cli.resolve_input(args, FORMATS)
+    args.files = resolve_input(args, FORMATS)
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
                            output=args.output, overwrite=args.overwrite,
                            inputs=args.files + [args.cache_dir or ""])
@@ -335,22 +345,22 @@ def prepare(argv, prog: str = PROG):
 
 def run_prepared(job) -> str:
     args = job.args
-    with cli.scratch_folder(args.cache_dir, "beam_dpsu_eval_") as work_dir:
+    with scratch_folder(args.cache_dir, "beam_dpsu_eval_") as work_dir:
         return _evaluate(job, work_dir)
 
 
 def _evaluate(job, work_dir: str) -> str:
     args, options, budgets, mechanisms = job.args, job.options, job.budgets, job.mechanisms
-    out = cli.staging_of(job)  # put in place as --output when the job ends
+    out = staging_of(job)  # put in place as --output when the job ends
     cache_dir = os.path.join(work_dir, "cache")
     if _cache_files(cache_dir):
-        cli.progress(f"using the cache in {cache_dir}")
+        progress(f"using the cache in {cache_dir}")
     else:
-        cli.progress(f"reading and tokenising {args.input} into "
+        progress(f"reading and tokenising {args.input} into "
                      + (cache_dir if args.cache_dir else "a temporary cache") + " …")
         start = time.perf_counter()
         build_cache(args, options, cache_dir)
-        cli.progress(f"cached the input in {time.perf_counter() - start:.1f} s")
+        progress(f"cached the input in {time.perf_counter() - start:.1f} s")
     users = count_users(cache_dir)
     frequent = (items_held_by_at_least(cache_dir, args.k_anonymity)
                 if args.k_anonymity else None)
@@ -372,7 +382,7 @@ def _evaluate(job, work_dir: str) -> str:
                     row["k_anonymity_coverage"] = (
                         len(frequent & set(released)) / len(frequent) if frequent else math.nan)
                 rows.append(row)
-                cli.progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
+                progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
                              f"trial {trial}/{args.trials}: {plural(len(released), 'item')} in "
                              f"{seconds:.1f} s")
 
@@ -400,7 +410,7 @@ def _evaluate(job, work_dir: str) -> str:
 
 
 def main(argv=None, prog: str = PROG) -> int:
-    return cli.run_job("evaluate", argv, functools.partial(prepare, prog=prog), run_prepared)
+    return run_job("evaluate", argv, functools.partial(prepare, prog=prog), run_prepared)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,12 @@ from collections import defaultdict
 from types import SimpleNamespace
 from typing import Callable, Hashable, Iterable, Sequence
 
-from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+from pipelines.flags import flags, JobArgumentParser, parse_job_args
+from pipelines.flag_groups import add_overwrite_argument
+from pipelines.errors import flag_errors, UsageError
+from pipelines.output_folder import staging_of
+from pipelines.progress import progress
+from pipelines.job_runner import run_job
 
 import numpy as np  # noqa: E402
 
@@ -296,8 +301,8 @@ def auto_released_count(data: UserItemArrays, mechanism, budget, share: float,
 # -- the job ---------------------------------------------------------------------------
 
 
-def build_parser() -> cli.JobArgumentParser:
-    parser = cli.JobArgumentParser(
+def build_parser() -> JobArgumentParser:
+    parser = JobArgumentParser(
         prog=PROG,
         description="Items released with max_items_per_user='auto' against each fixed Δ0 of "
                     "a grid, at the same budget, for Weighted Gaussian, Policy Gaussian and "
@@ -308,34 +313,34 @@ def build_parser() -> cli.JobArgumentParser:
                   "--grid 10,100 --auto-trials 0"],
         beam_options=False)
     g = parser.add_argument_group("benchmark")
-    g.add_argument(*cli.flags("output"), required=True, metavar="FOLDER",
+    g.add_argument(*flags("output"), required=True, metavar="FOLDER",
                    help="folder for results.csv and results.md")
-    cli.add_overwrite_argument(g)
-    g.add_argument(*cli.flags("datasets"), default="imdb,askreddit,zipf-a,zipf-b",
+    add_overwrite_argument(g)
+    g.add_argument(*flags("datasets"), default="imdb,askreddit,zipf-a,zipf-b",
                    metavar="NAMES", help="data sets: imdb, askreddit, zipf-a, zipf-b")
-    g.add_argument(*cli.flags("mechanisms"), default=",".join(MECHANISMS), metavar="NAMES",
+    g.add_argument(*flags("mechanisms"), default=",".join(MECHANISMS), metavar="NAMES",
                    help=f"mechanisms: {', '.join(MECHANISMS)}")
-    g.add_argument(*cli.flags("data-dir"), default="data", metavar="FOLDER",
+    g.add_argument(*flags("data-dir"), default="data", metavar="FOLDER",
                    help="folder of imdb_50k_reviews.csv.gz and askreddit_bigrams_1pct.csv.gz")
-    g.add_argument(*cli.flags("imdb"), metavar="FILE",
+    g.add_argument(*flags("imdb"), metavar="FILE",
                    help="another IMDb-like CSV (one user per row, column review)")
-    g.add_argument(*cli.flags("askreddit"), metavar="FILE",
+    g.add_argument(*flags("askreddit"), metavar="FILE",
                    help="another AskReddit bigrams CSV (columns author, ngram)")
-    g.add_argument(*cli.flags("synthetic-users"), type=int, default=50_000, metavar="N",
+    g.add_argument(*flags("synthetic-users"), type=int, default=50_000, metavar="N",
                    help="users of each synthetic data set")
-    g.add_argument(*cli.flags("rho"), type=float, default=0.1, metavar="R",
+    g.add_argument(*flags("rho"), type=float, default=0.1, metavar="R",
                    help="ρ of the ZCDPBudget every selection gets in total")
-    g.add_argument(*cli.flags("delta"), type=float, default=1e-5, metavar="D",
+    g.add_argument(*flags("delta"), type=float, default=1e-5, metavar="D",
                    help="δ of the budget")
-    g.add_argument(*cli.flags("grid"), default=",".join(map(str, GRID)), metavar="D0[,D0…]",
+    g.add_argument(*flags("grid"), default=",".join(map(str, GRID)), metavar="D0[,D0…]",
                    help="the fixed Δ0 values")
-    g.add_argument(*cli.flags("grid-trials"), type=int, default=2, metavar="N",
+    g.add_argument(*flags("grid-trials"), type=int, default=2, metavar="N",
                    help="runs per fixed Δ0")
-    g.add_argument(*cli.flags("auto-trials"), type=int, default=5, metavar="N",
+    g.add_argument(*flags("auto-trials"), type=int, default=5, metavar="N",
                    help="runs of auto (0: grid only)")
-    g.add_argument(*cli.flags("auto-share"), type=float, default=0.05, metavar="S",
+    g.add_argument(*flags("auto-share"), type=float, default=0.05, metavar="S",
                    help="share of the budget auto spends on the size histogram")
-    g.add_argument(*cli.flags("seed"), type=int, default=0, metavar="N",
+    g.add_argument(*flags("seed"), type=int, default=0, metavar="N",
                    help="seed of the synthetic data and of every run (reproducible)")
     return parser
 
@@ -344,30 +349,30 @@ def _names(text: str, known, flag: str) -> list:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise cli.UsageError(f"{flag}: unknown or no names {unknown}; choose from "
+        raise UsageError(f"{flag}: unknown or no names {unknown}; choose from "
                              f"{sorted(known)}")
     return names
 
 
 def prepare(argv):
-    args, _ = cli.parse_job_args(build_parser(), argv)
-    with cli.flag_errors():
+    args, _ = parse_job_args(build_parser(), argv)
+    with flag_errors():
         budget = ZCDPBudget(args.rho, args.delta)
     try:
         grid = [int(x) for x in args.grid.split(",") if x.strip()]
     except ValueError:
-        raise cli.UsageError(f"--grid must be integers separated by commas, got "
+        raise UsageError(f"--grid must be integers separated by commas, got "
                              f"{args.grid!r}") from None
     for flag, value in (("--grid-trials", args.grid_trials), ("--auto-trials", args.auto_trials),
                         ("--synthetic-users", args.synthetic_users - 1)):
         if value < 0:
-            raise cli.UsageError(f"{flag} is too small, got {value}")
+            raise UsageError(f"{flag} is too small, got {value}")
     if not 0.0 < args.auto_share < 1.0:
-        raise cli.UsageError(f"--auto-share must be in (0, 1), got {args.auto_share}")
+        raise UsageError(f"--auto-share must be in (0, 1), got {args.auto_share}")
     sets = data_sets(args.data_dir, args.imdb, args.askreddit, args.synthetic_users, args.seed)
     chosen_sets = [sets[n] for n in _names(args.datasets, sets, "--datasets")]
     mechanisms = _names(args.mechanisms, MECHANISMS, "--mechanisms")
-    with cli.flag_errors(max_items_per_user="--grid"):
+    with flag_errors(max_items_per_user="--grid"):
         for name in mechanisms:
             for d0 in grid:
                 MECHANISMS[name](max_items_per_user=d0).calibrate(budget)
@@ -385,7 +390,7 @@ def run_grid_and_auto(job, record: Callable[[dict], None]) -> None:
     for set_index, data_set in enumerate(job.data_sets):
         start = time.perf_counter()
         data = data_set.load()
-        cli.progress(f"{data_set.name}: {data.num_users} users, {data.num_items} items, "
+        progress(f"{data_set.name}: {data.num_users} users, {data.num_items} items, "
                      f"{len(data.items)} (user, item) pairs; loaded in "
                      f"{time.perf_counter() - start:.1f} s")
         for mech_index, name in enumerate(job.mechanisms):
@@ -405,7 +410,7 @@ def run_grid_and_auto(job, record: Callable[[dict], None]) -> None:
                        "trial": trial, "max_items_per_user": d0, "released": count,
                        "seconds": round(time.perf_counter() - start, 3)}
                 record(row)
-                cli.progress(f"{data_set.name} {name} {arm} Δ0={d0} trial {trial}: "
+                progress(f"{data_set.name} {name} {arm} Δ0={d0} trial {trial}: "
                              f"{count} released in {row['seconds']:.2f} s")
 
 
@@ -445,7 +450,7 @@ def summarise(rows: Sequence[dict], grid: Sequence[int]) -> str:
 
 
 def run_prepared(job) -> str:
-    staging = cli.staging_of(job)
+    staging = staging_of(job)
     os.makedirs(staging, exist_ok=True)
     rows = []
     with open(os.path.join(staging, "results.csv"), "w", newline="", encoding="utf-8") as f:
@@ -469,7 +474,7 @@ def run_prepared(job) -> str:
 
 
 def main(argv=None) -> int:
-    return cli.run_job("delta0_benchmark", argv, prepare, run_prepared)
+    return run_job("delta0_benchmark", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

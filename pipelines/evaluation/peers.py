@@ -22,7 +22,12 @@ import sys
 import time
 from types import SimpleNamespace
 
-from pipelines import cli  # first: it quiets Beam's logging before Beam loads
+from pipelines.flags import flags, JobArgumentParser, parse_job_args
+from pipelines.flag_groups import add_input_arguments, add_mechanism_arguments
+from pipelines.settings import mechanism_from_args, require_selection_delta, tokenizer_from_args
+from pipelines.errors import flag_errors, UsageError
+from pipelines.input_flags import resolve_input
+from pipelines.job_runner import run_job
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
@@ -67,62 +72,62 @@ def pipeline_dp_select(pairs, strategy_name: str, budget: Budget, max_items: int
     return selected
 
 
-def build_parser() -> cli.JobArgumentParser:
-    parser = cli.JobArgumentParser(
+def build_parser() -> JobArgumentParser:
+    parser = JobArgumentParser(
         prog=PROG,
         description="PipelineDP's partition selection next to beam_dpsu's mechanisms on the "
                     "same data and (ε, δ) budget: released items and wall time side by side.",
         examples=[f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field "
                   "review --epsilon 1 --delta 1e-5 --max-items-per-user 100"])
-    cli.add_input_arguments(parser, FORMATS)
-    cli.add_mechanism_arguments(parser, several=True, public_input=False)
+    add_input_arguments(parser, FORMATS)
+    add_mechanism_arguments(parser, several=True, public_input=False)
     parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw,truncated-geometric")
     g = parser.add_argument_group("budget and peers")
-    g.add_argument(*cli.flags("epsilon"), type=float, required=True, metavar="E",
+    g.add_argument(*flags("epsilon"), type=float, required=True, metavar="E",
                    help="ε of the (ε, δ)-DP budget every selection gets")
-    g.add_argument(*cli.flags("delta"), type=float, required=True, metavar="D",
+    g.add_argument(*flags("delta"), type=float, required=True, metavar="D",
                    help="δ of the budget")
-    g.add_argument(*cli.flags("peer-strategies"), default=",".join(PEER_STRATEGIES),
+    g.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES),
                    metavar="NAMES",
                    help="PipelineDP strategies to run (its weighted Gaussian recomputes σ for "
                         "every partition and is slow on large vocabularies)")
-    g.add_argument(*cli.flags("workdir"), default="/tmp/beam_dpsu_peers", metavar="FOLDER",
+    g.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_peers", metavar="FOLDER",
                    help="scratch folder for the counts")
     return parser
 
 
 def prepare(argv):
-    args, options = cli.parse_job_args(build_parser(), argv)
+    args, options = parse_job_args(build_parser(), argv)
     try:
         import pipeline_dp  # noqa: F401
     except ImportError:
-        raise cli.UsageError("this benchmark needs PipelineDP: pip install -e '.[bench]'") \
+        raise UsageError("this benchmark needs PipelineDP: pip install -e '.[bench]'") \
             from None
-    with cli.flag_errors():
+    with flag_errors():
         budget = Budget(args.epsilon, args.delta)
-    cli.require_selection_delta(budget.delta)
+    require_selection_delta(budget.delta)
     if args.max_items_per_user == "auto":
-        raise cli.UsageError("--max-items-per-user auto is not offered here: PipelineDP's "
+        raise UsageError("--max-items-per-user auto is not offered here: PipelineDP's "
                              "max_partitions_contributed takes a fixed int")
     args.max_items_per_user = args.max_items_per_user or 100
     strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
     unknown = set(strategies) - set(PEER_STRATEGIES)
     if unknown:
-        raise cli.UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
+        raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
                              f"{list(PEER_STRATEGIES)}")
-    mechanisms = [cli.mechanism_from_args(args, name.strip(), ignore_unused=True)
+    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
                   for name in args.mechanisms.split(",") if name.strip()]
-    with cli.flag_errors(mechanism="--mechanisms"):
+    with flag_errors(mechanism="--mechanisms"):
         for mechanism in mechanisms:
             mechanism.calibrate(budget)
-    args.files = cli.resolve_input(args, FORMATS)
+    args.files = resolve_input(args, FORMATS)
     return SimpleNamespace(args=args, options=options, budget=budget, strategies=strategies,
                            mechanisms=mechanisms, output=None)
 
 
 def run_prepared(job) -> str:
     args, budget, max_items = job.args, job.budget, job.args.max_items_per_user
-    tokenizer = cli.tokenizer_from_args(args)
+    tokenizer = tokenizer_from_args(args)
 
     def read(p):
         return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
@@ -150,7 +155,7 @@ def run_prepared(job) -> str:
 
 
 def main(argv=None) -> int:
-    return cli.run_job("benchmark_peers", argv, prepare, run_prepared)
+    return run_job("benchmark_peers", argv, prepare, run_prepared)
 
 
 if __name__ == "__main__":

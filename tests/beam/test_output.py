@@ -161,7 +161,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from beam_dpsu.beam.output import (format_count_line, parse_count_line, read_counts,  # noqa: E402
                               read_released, unescape)
-from pipelines.cli import count_line  # noqa: E402
+from pipelines.settings import count_line  # noqa: E402
 
 # Every character that breaks a str line somewhere, found by asking splitlines itself.
 LINE_BREAKS = [chr(c) for c in range(0x110000) if len(f"a{chr(c)}b".splitlines()) > 1]

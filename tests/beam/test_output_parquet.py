@@ -85,7 +85,7 @@ def seeded_release(tmp_path_factory):
                                                          num_shards=SHARDS)
         _ = counts | "CountsParquet" >> WriteReleasedCounts(
             str(folder / "counts"), num_shards=SHARDS, format="parquet")
-        # The jobs' counts writer today (pipelines/cli.py count_released).
+        # The jobs' counts writer today (pipelines/settings.py count_released).
         _ = counts | "JobCounts" >> WriteReleased(
             str(folder / "job-counts"), ".tsv", num_shards=SHARDS, format_line=format_count_line,
             sort_key=lambda kv: kv[0])

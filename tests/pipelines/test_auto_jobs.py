@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pipelines import cli, vocabulary
+from pipelines import flags, vocabulary
 from pipelines.evaluation import peers as benchmark_peers
 
 BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field",
@@ -38,7 +38,7 @@ def test_a_bad_value_is_one_error_line(value, message, capsys):
 
 
 def test_int_or_auto():
-    assert cli.int_or_auto(" AUTO ") == "auto" and cli.int_or_auto("12") == 12
+    assert flags.int_or_auto(" AUTO ") == "auto" and flags.int_or_auto("12") == 12
 
 
 def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""The shared command-line pieces (pipelines/cli.py), without running pipelines."""
+"""The shared command-line pieces (pipelines/flags.py, errors.py, output_folder.py,
+settings.py), without running pipelines."""
 
 import logging
 import os
@@ -9,13 +10,14 @@ import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from beam_dpsu import Budget, ZCDPBudget
-from pipelines import cli, ngrams, vocabulary
+import pipelines
+from pipelines import errors, flags, inputs, ngrams, output_folder, settings, vocabulary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def parse(argv):
-    return cli.parse_job_args(vocabulary.build_parser(), argv)
+    return flags.parse_job_args(vocabulary.build_parser(), argv)
 
 
 REQUIRED = ["--input", "x", "--delta", "1e-5", "--output", "o"]
@@ -44,7 +46,7 @@ def test_both_spellings_are_accepted_and_beam_options_pass_through():
                                        "--direct_num_workers: invalid int value: 'many'"),
 ])
 def test_unknown_flags_name_the_closest_valid_ones(extra, message):
-    with pytest.raises(cli.UsageError) as err:
+    with pytest.raises(errors.UsageError) as err:
         parse(REQUIRED + extra)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
@@ -67,7 +69,7 @@ def test_help_runs_without_beam_noise():
 
 
 def test_beam_noise_filter():
-    f = cli.BEAM_NOISE_FILTER
+    f = pipelines.BEAM_NOISE_FILTER
     record = logging.LogRecord("root", logging.WARNING, "", 0, "apitools not found, and …",
                                None, None)
     assert not f.filter(record)
@@ -76,8 +78,8 @@ def test_beam_noise_filter():
     assert not f.filter(record)
     # Beam's ERROR log of an exception the job reports itself …
     try:
-        raise cli.InputFormatError("f:2: field 1 (user id) is empty")
-    except cli.InputFormatError as exc:
+        raise inputs.InputFormatError("f:2: field 1 (user id) is empty")
+    except inputs.InputFormatError as exc:
         record = logging.LogRecord("apache_beam.runners.common", logging.ERROR, "", 0, exc,
                                    None, sys.exc_info())
     assert not f.filter(record)
@@ -92,42 +94,42 @@ def test_beam_noise_filter():
 
 
 def test_error_message_strips_beam_context_and_unwraps_portable_errors():
-    exc = cli.InputFormatError("f:2: bad [while running 'ReadPairs/ParseRecords']")
-    assert cli.error_message(exc) == "f:2: bad"
+    exc = inputs.InputFormatError("f:2: bad [while running 'ReadPairs/ParseRecords']")
+    assert errors.error_message(exc) == "f:2: bad"
     wrapped = RuntimeError("Pipeline job failed in state FAILED: Traceback …\n"
-                           "pipelines.inputs.InputFormatError: f:3: field 2 (item) is empty "
+                           "pipelines.io.errors.InputFormatError: f:3: field 2 (item) is empty "
                            "[while running 'X']\n")
-    assert cli.error_message(wrapped) == "f:3: field 2 (item) is empty"
-    assert cli.error_message(RuntimeError("something else")) is None
+    assert errors.error_message(wrapped) == "f:3: field 2 (item) is empty"
+    assert errors.error_message(RuntimeError("something else")) is None
 
 
 def test_prepare_output(tmp_path):
     out = tmp_path / "a" / "b"
-    output = cli.prepare_output(str(out))
+    output = output_folder.prepare_output(str(out))
     # Nothing at the final path yet: a hidden sibling (its parent created) takes the run.
     assert not out.exists() and os.listdir(tmp_path / "a") == [os.path.basename(output.staging)]
     (tmp_path / "a" / output.staging / "x").write_text("x")
     output.commit()
     assert os.listdir(out) == ["x"] and os.listdir(tmp_path / "a") == ["b"]
-    with pytest.raises(cli.UsageError, match="give --overwrite"):
-        cli.prepare_output(str(out))
-    failed = cli.prepare_output(str(tmp_path / "c" / "d"))
+    with pytest.raises(errors.UsageError, match="give --overwrite"):
+        output_folder.prepare_output(str(out))
+    failed = output_folder.prepare_output(str(tmp_path / "c" / "d"))
     failed.discard()  # the parents it created go too
     assert os.listdir(tmp_path) == ["a"]
     a_file = tmp_path / "f"
     a_file.write_text("x")
-    with pytest.raises(cli.UsageError, match="is a file"):
-        cli.prepare_output(str(a_file / "sub"))
-    with pytest.raises(cli.UsageError, match="cannot write output"):
-        cli.prepare_output("nosuchscheme://bucket/out")
+    with pytest.raises(errors.UsageError, match="is a file"):
+        output_folder.prepare_output(str(a_file / "sub"))
+    with pytest.raises(errors.UsageError, match="cannot write output"):
+        output_folder.prepare_output("nosuchscheme://bucket/out")
 
 
 def test_describe_budget():
-    assert cli.describe_budget(Budget(1, 1e-6)) == "(ε = 1, δ = 1e-06)-DP"
-    assert cli.describe_budget(ZCDPBudget(0.1, 1e-5)) == (
+    assert settings.describe_budget(Budget(1, 1e-6)) == "(ε = 1, δ = 1e-06)-DP"
+    assert settings.describe_budget(ZCDPBudget(0.1, 1e-5)) == (
         "ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)")
     # A Gaussian mechanism's report states the exact curve: the smaller ε at 2δ.
     from beam_dpsu import SelectItems, WeightedGaussian
     report = SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)).report
-    assert cli.describe_budget(ZCDPBudget(0.1, 1e-5), report["dp_equivalents"]) == (
+    assert settings.describe_budget(ZCDPBudget(0.1, 1e-5), report["dp_equivalents"]) == (
         "ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.76, δ = 2e-05)-DP)")

@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 import pytest
 
-from pipelines import cli, command, ngrams, vocabulary
+from pipelines import command, errors, flags, ngrams, vocabulary
 from pipelines.evaluation import benchmark, evaluate
 from pipelines.evaluation import max_items as delta0_benchmark
 
@@ -104,16 +104,50 @@ def test_negative_numbers_evaluate(pairs):
 
 
 def test_a_flag_after_a_flag_is_still_a_missing_value():
-    with pytest.raises(cli.UsageError, match="argument --delta: expected one argument"):
-        cli.parse_job_args(vocabulary.build_parser(),
+    with pytest.raises(errors.UsageError, match="argument --delta: expected one argument"):
+        flags.parse_job_args(vocabulary.build_parser(),
                            ["--input", "x", "--output", "o", "--delta", "--epsilon", "1"])
 
 
 def test_negative_values_reach_beam_options():
-    _, options = cli.parse_job_args(vocabulary.build_parser(),
+    _, options = flags.parse_job_args(vocabulary.build_parser(),
                                     ["--input", "x", "--output", "o", "--delta", "1e-5",
                                      "--direct_num_workers", "-1"])
     assert options.get_all_options()["direct_num_workers"] == -1
+
+
+def argparse_private_names() -> set:
+    """The underscore names of argparse: its module's, its classes' and their instances'."""
+    import argparse
+    parser = argparse.ArgumentParser()
+    things = [argparse, argparse.ArgumentParser, argparse.HelpFormatter, argparse.Action,
+              parser, argparse.HelpFormatter("prog"), parser.add_argument_group("g"),
+              parser.add_argument("--x")]
+    names = {n for t in things for n in list(dir(t)) + list(vars(t))}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_the_command_line_uses_argparse_and_beam_through_their_public_api():
+    # No argparse internals (argparse._StoreAction, _negative_number_matcher, a
+    # formatter's _split_lines …) and no Beam private name (_BeamArgumentParser);
+    # Beam's documented hook for options classes, _add_argparse_args, is called.
+    private = argparse_private_names()
+    found = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "pipelines"))):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(ROOT, "pipelines", name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                found.append(f"{name}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.FunctionDef) and node.name in private:
+                found.append(f"{name}:{node.lineno}: def {node.name}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "apache_beam"):
+                found += [f"{name}:{node.lineno}: {a.name}" for a in node.names
+                          if a.name.startswith("_")]
+    assert found == []
 
 
 # -- errors speak in flags ------------------------------------------------------------
@@ -239,10 +273,10 @@ def test_a_repeated_flag_is_an_error_naming_it(pairs, extra, flag):
 
 def test_a_repeated_beam_option_is_an_error_but_list_options_repeat():
     base = ["--input", "x", "--output", "o", "--delta", "1e-5"]
-    with pytest.raises(cli.UsageError, match="--runner is given more than once"):
-        cli.parse_job_args(vocabulary.build_parser(),
+    with pytest.raises(errors.UsageError, match="--runner is given more than once"):
+        flags.parse_job_args(vocabulary.build_parser(),
                            base + ["--runner", "DirectRunner", "--runner=PortableRunner"])
-    _, options = cli.parse_job_args(vocabulary.build_parser(),
+    _, options = flags.parse_job_args(vocabulary.build_parser(),
                                     base + ["--experiments", "a", "--experiments=b"])
     assert options.get_all_options()["experiments"] == ["a", "b"]
 
@@ -256,7 +290,7 @@ def test_repeated_benchmark_flag(capsys):
 
 
 def beam_flags() -> set:
-    return {s for a in cli._BeamOptionsParser()._actions for s in a.option_strings}
+    return set(flags.beam_option_flags())
 
 
 def job_flags(parser) -> set:

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from pipelines import cli, ngrams, vocabulary
+from pipelines import errors, ngrams, output_folder, vocabulary
 from pipelines.evaluation import evaluate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -115,13 +115,13 @@ def test_the_run_writes_into_a_hidden_sibling_renamed_at_the_end(pairs, tmp_path
                                                                 monkeypatch):
     out = tmp_path / "out"
     seen = []
-    read_json = cli.read_json
+    read_json = vocabulary.read_json
 
     def spy(path):  # called after the pipeline, before the folder is put in place
         seen.append((path, out.exists(), names(tmp_path)))
         return read_json(path)
 
-    monkeypatch.setattr(cli, "read_json", spy)
+    monkeypatch.setattr(vocabulary, "read_json", spy)
     assert vocab(pairs, out) == 0
     (path, existed, siblings), = seen
     staging = os.path.dirname(path)
@@ -189,18 +189,18 @@ def test_swap_replaces_a_folder_in_one_step(tmp_path):
     old.mkdir()
     (new / "a").write_text("new")
     (old / "b").write_text("old")
-    cli._swap_folders(str(new), str(old))
+    output_folder._swap_folders(str(new), str(old))
     assert names(old) == ["a"] and names(new) == ["b"]
 
 
 @pytest.mark.parametrize("exchange", [True, False])
 def test_overwrite_puts_the_new_folder_in_place_whole(tmp_path, monkeypatch, exchange):
     if not exchange:  # a system without renameat2: two renames, the old folder removed after
-        monkeypatch.setattr(cli, "_swap_folders", lambda a, b: False)
+        monkeypatch.setattr(output_folder, "_swap_folders", lambda a, b: False)
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.txt").write_text("old")
-    output = cli.prepare_output(str(out), overwrite=True)
+    output = output_folder.prepare_output(str(out), overwrite=True)
     (tmp_path / output.staging / "new.txt").write_text("new")
     assert names(out) == ["old.txt"]  # untouched while the run writes
     output.commit()
@@ -215,7 +215,7 @@ def test_a_temporary_file_left_by_a_dead_worker_is_not_released(tmp_path, remote
     out = str(tmp_path / "out")
     if remote:
         os.makedirs(out)  # (object stores have no folders; local renames need one)
-    output = cli._RemoteOutput(out) if remote else cli.prepare_output(out)
+    output = output_folder._RemoteOutput(out) if remote else output_folder.prepare_output(out)
     os.makedirs(output.staging, exist_ok=True)
     for name in ("items-00000-of-00001.txt", "report.json",
                  "items.tmp-0123456789abcdef0123456789abcdef-00000.txt",
@@ -242,11 +242,11 @@ def test_remote_output_is_refused_when_it_holds_files_and_renamed_file_by_file(t
     os.makedirs(final)  # (object stores have no folders: only files are moved)
     with open(os.path.join(final, "old.txt"), "w") as f:
         f.write("old")
-    with pytest.raises(cli.UsageError, match="--overwrite"):
-        cli._RemoteOutput(final, overwrite=False)
-    with pytest.raises(cli.UsageError, match="holds the input"):
-        cli._RemoteOutput(final, overwrite=True, inputs=[final + "/old.txt"])
-    output = cli._RemoteOutput(final, overwrite=True)
+    with pytest.raises(errors.UsageError, match="--overwrite"):
+        output_folder._RemoteOutput(final, overwrite=False)
+    with pytest.raises(errors.UsageError, match="holds the input"):
+        output_folder._RemoteOutput(final, overwrite=True, inputs=[final + "/old.txt"])
+    output = output_folder._RemoteOutput(final, overwrite=True)
     assert os.path.basename(output.staging).startswith(".out.")
     os.makedirs(output.staging, exist_ok=True)
     for name in ("items-00000-of-00001.txt", "report.json"):
@@ -255,7 +255,7 @@ def test_remote_output_is_refused_when_it_holds_files_and_renamed_file_by_file(t
     output.commit()
     assert names(final) == ["items-00000-of-00001.txt", "report.json"]
     assert names(tmp_path / "bucket") == ["out"]
-    failed = cli._RemoteOutput(str(tmp_path / "bucket" / "other"), overwrite=False)
+    failed = output_folder._RemoteOutput(str(tmp_path / "bucket" / "other"), overwrite=False)
     os.makedirs(failed.staging, exist_ok=True)
     with open(os.path.join(failed.staging, "x"), "w") as f:
         f.write("x")
@@ -317,3 +317,26 @@ def test_an_interrupted_overwrite_keeps_the_old_folder(big_csv, tmp_path):
     returncode, err, _ = interrupt(big_csv, out, signal.SIGTERM, "--overwrite")
     assert returncode == 143 and err.splitlines()[-1] == "interrupted"
     assert names(tmp_path) == ["out"] and names(out) == ["report.json"]
+
+
+# -- an --output that names no folder of its own --------------------------------------------
+
+
+@pytest.mark.parametrize("job", [vocabulary, ngrams])
+@pytest.mark.parametrize("output", ["", " ", "\t", "/", "//", "/."])
+def test_an_empty_blank_or_root_output_is_refused_before_anything_is_written(
+        job, output, pairs, tmp_path, monkeypatch, capsys):
+    # "" once wrote items-*.txt and report.json into the filesystem root: the run is
+    # replaced by a spy, so that the test itself writes nowhere if the check is missing.
+    ran = []
+    monkeypatch.setattr(job, "run_prepared", lambda prepared: ran.append(prepared) or "ran")
+    monkeypatch.chdir(tmp_path)  # a blank name would be a folder here
+    before = names(tmp_path)
+    argv = ["--input", pairs, "--format", "pairs" if job is vocabulary else "text",
+            "--epsilon", "1", "--delta", "1e-5", "--output", output]
+    if job is vocabulary:
+        argv += ["--max-items-per-user", "10"]
+    code = job.main(argv)
+    line = only_error_line(capsys.readouterr().err)
+    assert code == 2 and "--output" in line, line
+    assert ran == [] and names(tmp_path) == before

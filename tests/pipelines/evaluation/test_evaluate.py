@@ -89,7 +89,7 @@ def test_every_tool_passes_max_items_to_gw(pairs_file):
     # evaluate and the benchmarks build their mechanisms with mechanism_from_args:
     # GW gets --max-items-per-user like the mechanisms that sample.
     from beam_dpsu import GreedyWithoutSampling, WeightedGaussian
-    from pipelines.cli import mechanism_from_args
+    from pipelines.settings import mechanism_from_args
     args, _ = evaluate.build_parser().parse_known_args([
         "--input", pairs_file, "--mechanisms", "gw,weighted-gaussian", "--epsilons", "1",
         "--delta", "1e-5", "--max-items-per-user", "6", "--output", "o"])

@@ -1,0 +1,173 @@
+"""The flags the jobs share, in groups as ``--help`` shows them: input, mechanism,
+privacy budget, counts, output, raw statistics.
+
+Each ``add_*_arguments(parser, …)`` adds one group to a
+:class:`~pipelines.flags.JobArgumentParser`; the values are turned into the
+library's by ``pipelines.settings`` and ``pipelines.input_flags``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from beam_dpsu.core import mechanisms
+from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
+from pipelines.flags import JobArgumentParser, boolean, flags, int_or_auto
+from pipelines.io.formats import FORMAT_HELP
+
+__all__ = ["add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
+           "add_output_arguments", "add_overwrite_argument", "add_non_private_stats_argument",
+           "add_counts_arguments"]
+
+
+def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> None:
+    """--input, --format (one of ``formats``), fields, header lines, tokeniser flags."""
+    g = parser.add_argument_group("input")
+    g.add_argument(*flags("input"), required=True, metavar="PATTERN",
+                   help="input file or glob (local, gs://, …); .gz, .bz2, .zst, .deflate and "
+                        ".xz files are decompressed")
+    inferable = ", ".join(f"{ext} → {fmt}" for ext, fmt in
+                          ((".csv", "csv"), (".jsonl", "jsonl"), (".txt", "text"),
+                           (".zip/.seq", "msnbc"), (".parquet", "parquet")) if fmt in formats)
+    g.add_argument(*flags("format"), choices=formats, metavar="{" + ",".join(formats) + "}",
+                   help="; ".join(f"{f}: {FORMAT_HELP[f]}" for f in formats)
+                        + f" (default: inferred from the file names: {inferable})")
+    g.add_argument(*flags("user-field"), metavar="FIELD",
+                   help="csv/jsonl/parquet: the field holding the user id; csv/parquet: '@row' "
+                        "makes each row its own user")
+    g.add_argument(*flags("text-field"), metavar="FIELD",
+                   help="csv/jsonl/parquet: the field holding the user's text (tokenised)")
+    if "parquet" in formats:
+        g.add_argument(*flags("items-field"), metavar="FIELD",
+                       help="parquet, instead of --text-field: a list-of-strings column "
+                            "holding items already tokenised, used as they are")
+    if "pairs" in formats or "text" in formats:
+        g.add_argument(*flags("skip-header-lines"), type=int, default=0, metavar="N",
+                       help="pairs/text: lines to skip at the top of each file")
+    g.add_argument(*flags("keep-case"), type=boolean, nargs="?", const=True, default=False,
+                   metavar="BOOL", help="do not lower-case tokens (--keep-case or "
+                                        "--keep-case=true)")
+    g.add_argument(*flags("keep-urls"), type=boolean, nargs="?", const=True, default=False,
+                   metavar="BOOL", help="do not strip URLs before tokenising")
+
+
+def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
+                            public_input: bool = True, auto_default: bool = False) -> None:
+    """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters;
+    ``public_input``: GW-KT's public corpus flags, for jobs that read it."""
+    g = parser.add_argument_group("mechanism (see README 'Mechanisms')")
+    names = ", ".join(sorted(mechanisms.MECHANISMS))
+    if several:
+        g.add_argument(*flags("mechanisms"), default="weighted-gaussian", metavar="NAMES",
+                       help=f"comma-separated mechanisms from: {names}")
+    else:
+        g.add_argument(*flags("mechanism"), default="weighted-gaussian", metavar="NAME",
+                       help=f"one of: {names}")
+    default = ("auto for weighted-gaussian, policy-gaussian and sips, 100 for the others"
+               if auto_default else "100")
+    g.add_argument(*flags("max-items-per-user"), type=int_or_auto, metavar="N|auto",
+                   help="Δ0, the contribution bound: how many distinct items of each user are "
+                        f"kept before anything is counted, sampled uniformly (default: {default}) "
+                        "or, for gw, the user's most frequent ones (default: 30"
+                        + ("; 300 with --public-input)" if public_input else ")")
+                        + "; 'auto' spends 5%% of the budget on choosing it privately "
+                          "(README 'Choosing Δ0')")
+    g.add_argument(*flags("rounds"), type=int, metavar="N",
+                   help="sips: number of rounds (default: 3, at most 100)")
+    g.add_argument(*flags("ratio"), type=float, metavar="R",
+                   help="sips: each round gets R times the budget of the next, 0 < R <= 1 "
+                        "(default: 1/3)")
+    g.add_argument(*flags("sips-removal"), choices=("side_input", "join"),
+                   help="sips: remove released items by side input, or by join when the "
+                        "released set is too large for worker memory (default: side_input)")
+    g.add_argument(*flags("alpha"), type=float, metavar="A",
+                   help="policy-laplace/policy-gaussian/gw: α, how far above the release "
+                        "threshold users fill an item, in noise scales: the cutoff Γ = "
+                        "threshold + α·scale (default: 3)")
+    g.add_argument(*flags("shards"), type=int, metavar="P",
+                   help="policy-laplace/policy-gaussian/gw: split users over P independent "
+                        "orders and sum them, for scale (default: 1, the papers' algorithm)")
+    if public_input:
+        _add_public_input_arguments(g)
+    g.add_argument(*flags("hot-key-fanout"), type=int, metavar="N",
+                   help="fan-out of the per-item sum, for very skewed data on large runners "
+                        "(default: none)")
+
+
+def _add_public_input_arguments(g) -> None:
+    g.add_argument(*flags("public-input"), metavar="PATTERN",
+                   help="gw: a public corpus whose item counts order each user's items "
+                        "(GW-KT); costs no privacy budget")
+    g.add_argument(*flags("public-format"), choices=("text", "csv"), default="text",
+                   help="format of --public-input: text (one document per line) or csv")
+    g.add_argument(*flags("public-text-field"), metavar="FIELD",
+                   help="csv --public-input: the text column")
+
+
+def add_budget_arguments(parser: JobArgumentParser) -> None:
+    """--epsilon or --rho, --delta, and the test-only --seed."""
+    g = parser.add_argument_group("privacy budget (user-level: one user's records all count "
+                                  "as one)")
+    g.add_argument(*flags("epsilon"), type=float, metavar="E",
+                   help="ε of an (ε, δ)-DP budget: the privacy loss bound (smaller is more "
+                        "private)")
+    g.add_argument(*flags("rho"), type=float, metavar="R",
+                   help="ρ of a δ-approximate ρ-zCDP budget (zero-concentrated DP, which "
+                        "composes Gaussian noise tightly); give --epsilon or --rho")
+    g.add_argument(*flags("delta"), type=float, required=True, metavar="D",
+                   help="δ of the budget: bounds the chance that an item only one user holds "
+                        "is released")
+    g.add_argument(*flags("seed"), type=int, metavar="N",
+                   help="TESTS ONLY: fixed seed for noise and sampling; the release is then "
+                        "not private and the report says so")
+
+
+def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
+    """--output and --num-shards for a job that writes ``what`` (e.g. "items")."""
+    g = parser.add_argument_group("output")
+    g.add_argument(*flags("output"), required=True, metavar="FOLDER",
+                   help=f"output folder (local or gs://…) for {what}-*.txt and report.json")
+    g.add_argument(*flags("num-shards"), type=int, default=1, metavar="N",
+                   help=f"number of {what} files; lines are sorted and each {what[:-1]} goes "
+                        "to the file its own hash picks, so the files depend on the released "
+                        "set only")
+    add_overwrite_argument(g)
+
+
+def add_overwrite_argument(group) -> None:
+    """--overwrite: replace an --output folder that holds files (refused otherwise)."""
+    group.add_argument(*flags("overwrite"), type=boolean, nargs="?", const=True, default=False,
+                       metavar="BOOL",
+                       help="replace the --output folder if it holds files: everything in it "
+                            "goes (without this flag such a folder is refused); the new folder "
+                            "takes its place only once it is complete")
+
+
+def add_non_private_stats_argument(parser: JobArgumentParser, what: str) -> None:
+    """--non-private-stats: raw-data counts in the report, opt-in."""
+    g = parser.add_argument_group("raw statistics (opt-in, NOT private)")
+    g.add_argument(*flags("non-private-stats"), type=boolean, nargs="?", const=True,
+                        default=False, metavar="BOOL",
+                        help=f"also compute raw counts of the input ({what}) into the "
+                             "report's non_private_counts and the progress lines; they are "
+                             "NOT differentially private and cost extra passes over the data")
+
+
+def add_counts_arguments(parser: JobArgumentParser, default_max_items: str) -> None:
+    """--with-counts and its budget share and Δ0 (vocabulary and n-gram jobs)."""
+    g = parser.add_argument_group("counts of the released items (optional)")
+    g.add_argument(*flags("with-counts"), type=boolean, nargs="?", const=True, default=False,
+                   metavar="BOOL",
+                   help="also write OUT/counts-*.tsv: item<TAB>noisy number of users holding "
+                        "it, for every released item (exact discrete Laplace noise under "
+                        "--epsilon, discrete Gaussian under --rho), paid for by "
+                        "--counts-share of the budget")
+    g.add_argument(*flags("counts-share"), type=float, metavar="S",
+                   help="with --with-counts: the share of ε (or ρ) spent on the counts, "
+                        f"0 < S < 1 (default: {DEFAULT_COUNTS_SHARE}); the selection gets "
+                        "the rest and all of δ")
+    g.add_argument(*flags("counts-max-items-per-user"), type=int_or_auto, metavar="N|auto",
+                   help="with --with-counts: Δ0 of the counts, the most released items each "
+                        "user is counted on, sampled uniformly (default: "
+                        f"{default_max_items}; auto with --max-items-per-user auto); 'auto' "
+                        "spends 5%% of the counts' share on choosing it privately")

@@ -1,0 +1,409 @@
+"""The jobs' command line: a strict argument parser, and Beam's options beside it.
+
+What a new user meets, and where it is handled:
+
+* :class:`JobArgumentParser`: no abbreviations; ``--a-b`` and ``--a_b`` both
+  accepted (Dataflow Flex Template parameter names cannot hold hyphens) but
+  only ``--a-b`` shown in ``--help``; defaults shown; argparse's own errors
+  become one line (:class:`~pipelines.errors.UsageError`); a negative number is
+  a value (``--delta -1e-5`` gets the range error) and a flag given twice is
+  an error naming it.
+* :func:`parse_job_args`: whatever the job does not know is parsed as Beam
+  pipeline options by a parser of Beam's own option classes
+  (:class:`BeamOptionsParser`); anything neither knows is an error naming the
+  flag and the closest valid ones.
+
+Only argparse's public API is used: the strict rules are argparse ``Action``
+classes of this module put in for argparse's store actions, negative numbers
+are joined to their flag (``--delta=-1e-5``) before argparse reads the
+command line, the underscore spelling is a second, hidden flag, and help
+texts are wrapped here (never at a flag's hyphens) and shown as written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import shutil
+import sys
+import textwrap
+from typing import Iterable, Sequence
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.runner import create_runner
+
+from pipelines.errors import UsageError
+
+__all__ = ["flags", "boolean", "int_or_auto", "JobArgumentParser", "BeamOptionsParser",
+           "beam_option_flags", "parse_job_args"]
+
+
+def flags(name: str) -> tuple[str, ...]:
+    """``--a-b`` and its ``--a_b`` spelling.
+
+    Dataflow Flex Template parameter names cannot contain hyphens, so every
+    job flag accepts both; ``--help`` shows the first only.
+    """
+    underscored = name.replace("-", "_")
+    return (f"--{name}",) if underscored == name else (f"--{name}", f"--{underscored}")
+
+
+def boolean(text: str) -> bool:
+    """A flag value: true/false, yes/no, 1/0 (Flex Templates pass ``--flag=value``)."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "1"):
+        return True
+    if value in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def int_or_auto(text: str):
+    """A --max-items-per-user value: an int, or "auto" (chosen privately,
+    beam_dpsu.core.max_items_choice)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int or 'auto', got {text!r}") from None
+
+
+# A value that starts with "-" but is a number (or a comma-separated list of
+# them, e.g. --epsilons -1,2): argparse reads any other word that starts with
+# "-" (-1e-5, -.5e-2, -inf) as a flag ("expected one argument").
+_NUMBER = r"(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)"
+_NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:,\s*-?{_NUMBER})*$", re.IGNORECASE)
+
+
+class _StoreOnce(argparse.Action):
+    """argparse's store, refusing the flag a second time in one command line (argparse
+    lets the last value win silently: ``--epsilon 1 --epsilon 2``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.given(self.dest)
+        setattr(namespace, self.dest, values)
+
+
+class _StoreConstOnce(argparse.Action):
+    """argparse's store_const (store_true, store_false), refusing the flag a second time."""
+
+    def __init__(self, option_strings, dest, const=None, default=None, required=False,
+                 help=None, metavar=None):  # noqa: A002 - argparse's own keyword
+        super().__init__(option_strings, dest, nargs=0, const=const, default=default,
+                         required=required, help=help, metavar=metavar)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.given(self.dest)
+        setattr(namespace, self.dest, self.const)
+
+
+def _given_once(kwargs: dict) -> dict:
+    """``add_argument``'s keywords with argparse's single-valued actions replaced by the
+    ones above (list-valued ones, action="append", may repeat)."""
+    action = kwargs.get("action")
+    if action in (None, "store"):
+        return {**kwargs, "action": _StoreOnce}
+    if action == "store_const":
+        return {**kwargs, "action": _StoreConstOnce}
+    if action in ("store_true", "store_false"):
+        value = action == "store_true"
+        return {**kwargs, "action": _StoreConstOnce, "const": value,
+                "default": kwargs.get("default", not value)}
+    return kwargs
+
+
+def _is_alias(name: str, names: Iterable[str]) -> bool:
+    """Whether ``name`` is the ``--a_b`` spelling of a ``--a-b`` among ``names``."""
+    return name.startswith("--") and "_" in name and name.replace("_", "-") in names
+
+
+def _with_default(action: argparse.Action) -> str | None:
+    """The help text with "(default: …)" added where a default says something."""
+    text, default = action.help, action.default
+    if (text is None or text == argparse.SUPPRESS or "(default" in text
+            or not action.option_strings or default is None or default is argparse.SUPPRESS
+            or default is False):
+        return text
+    shown = "%(default)s" if not isinstance(default, bool) else str(default).lower()
+    return f"{text} (default: {shown})"
+
+
+class _FlagGroup:
+    """A titled group of flags in ``--help``, whose flags follow the parser's rules."""
+
+    def __init__(self, parser: "StrictArgumentParser", group):
+        self._parser, self._group = parser, group
+
+    def add_argument(self, *names, **kwargs) -> argparse.Action:
+        return self._parser._add(self._group.add_argument, names, kwargs)
+
+
+class StrictArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser without abbreviations whose single-valued flags are given once
+    and whose flags take negative numbers as values.
+
+    A ``--a_b`` spelling beside ``--a-b`` becomes a second flag of the same
+    value, hidden from ``--help`` and given once with it.
+    """
+
+    def __init__(self, **kwargs):
+        self._given: set[str] = set()
+        self._shown: dict[str, str] = {}  # dest -> the spelling errors name
+        self._option_strings: list[str] = []
+        self._value_flags: set[str] = set()
+        self._ready = False
+        super().__init__(allow_abbrev=False, **kwargs)
+        self._ready = True
+
+    def add_argument(self, *names, **kwargs) -> argparse.Action:
+        return self._add(super().add_argument, names, kwargs)
+
+    def add_argument_group(self, *args, **kwargs):
+        group = super().add_argument_group(*args, **kwargs)
+        # (argparse's own groups, made while it starts, stay argparse's.)
+        return _FlagGroup(self, group) if self._ready else group
+
+    def _add(self, add, names: Sequence[str], kwargs: dict) -> argparse.Action:
+        aliases = [n for n in names if _is_alias(n, names)]
+        if aliases and kwargs.get("required"):
+            raise ValueError(f"{names[0]}: a required flag takes one spelling")
+        kwargs = _given_once(kwargs)
+        action = add(*[n for n in names if n not in aliases], **kwargs)
+        action.help = _with_default(action)
+        self._note(action)
+        for alias in aliases:
+            self._note(add(alias, **{**kwargs, "dest": action.dest, "help": argparse.SUPPRESS}))
+        return action
+
+    def _note(self, action: argparse.Action) -> None:
+        self._option_strings.extend(action.option_strings)
+        if action.nargs != 0:
+            self._value_flags.update(action.option_strings)
+        long = [s for s in action.option_strings if s.startswith("--")]
+        if long:
+            self._shown.setdefault(action.dest, long[0])
+
+    def given(self, dest: str) -> None:
+        """Called by this module's actions: the flag of ``dest`` a second time is an error."""
+        if dest in self._given:
+            self.error(f"{self._shown.get(dest, dest)} is given more than once: give each flag "
+                       "once")
+        self._given.add(dest)
+
+    def option_strings(self) -> list[str]:
+        """Every flag, both spellings, in the order they were added."""
+        return list(self._option_strings)
+
+    def with_negative_values_joined(self, args: Sequence[str]) -> list[str]:
+        """``args`` with ``--flag -1e-5`` written ``--flag=-1e-5`` for this parser's flags
+        that take a value (up to a ``--``)."""
+        joined: list[str] = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                return joined + list(args[i:])
+            if joined and joined[-1] in self._value_flags and _NEGATIVE_NUMBER.match(arg):
+                joined[-1] = f"{joined[-1]}={arg}"
+            else:
+                joined.append(arg)
+        return joined
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = set()  # one command line at a time
+        args = sys.argv[1:] if args is None else args
+        return super().parse_known_args(self.with_negative_values_joined(args), namespace)
+
+
+def _fill(text: str, width: int = 88) -> str:
+    """``textwrap.fill`` that never breaks a flag (``--keep-case``) at its hyphens."""
+    return textwrap.fill(text, width=width, break_on_hyphens=False)
+
+
+def _wrap_command(command: str, width: int = 86) -> str:
+    """A command line broken before flags into shell-continued lines of ≤ ``width``."""
+    lines, line = [], "  "
+    for word in re.split(r" (?=--)", command):
+        if len(line) + len(word) + 1 > width and line.strip():
+            lines.append(line + " \\")
+            line = "      "
+        line += ("" if line.strip() == "" else " ") + word
+    return "\n".join(lines + [line])
+
+
+def _invocation(action: argparse.Action) -> str:
+    """How ``--help`` shows a flag: ``--max-items-per-user N|auto``, ``--keep-case [BOOL]``."""
+    if action.nargs == 0:
+        return ", ".join(action.option_strings)
+    metavar = (action.metavar if action.metavar is not None
+               else "{" + ",".join(map(str, action.choices)) + "}" if action.choices is not None
+               else action.dest.upper())
+    value = f"[{metavar}]" if action.nargs == "?" else str(metavar)
+    return ", ".join(f"{s} {value}" for s in action.option_strings)
+
+
+_WHITESPACE = re.compile(r"\s+", re.ASCII)  # argparse's, which keeps a no-break space
+
+
+def _expanded(action: argparse.Action, prog: str) -> str:
+    """The help text with its ``%(name)s`` fields filled in, as argparse fills them."""
+    params = {k: v for k, v in {**vars(action), "prog": prog}.items()
+              if v is not argparse.SUPPRESS}
+    params = {k: getattr(v, "__name__", v) for k, v in params.items()}
+    if params.get("choices") is not None:
+        params["choices"] = ", ".join(map(str, params["choices"]))
+    return (action.help or "") % params
+
+
+class JobArgumentParser(StrictArgumentParser):
+    """The jobs' argument parser: strict (:class:`StrictArgumentParser`), errors as
+    :class:`~pipelines.errors.UsageError`.
+
+    Args:
+      prog: e.g. ``"python -m pipelines.vocabulary"``.
+      description: what the job does, in a sentence or two.
+      examples: command lines shown under "examples:" at the end of ``--help``.
+      beam_options: whether other flags are Beam pipeline options (the help says so).
+    """
+
+    def __init__(self, prog: str, description: str, examples: Sequence[str] = (),
+                 beam_options: bool = True):
+        self._examples = "examples:\n" + "\n\n".join(_wrap_command(e) for e in examples)
+        self._beam_options = beam_options
+        self._shown_actions: list[argparse.Action] = []
+        super().__init__(prog=prog, description=_fill(description),
+                         formatter_class=argparse.RawTextHelpFormatter)
+
+    def _note(self, action: argparse.Action) -> None:
+        super()._note(action)
+        if action.help != argparse.SUPPRESS:
+            self._shown_actions.append(action)
+
+    def format_help(self) -> str:
+        # The epilog names flags of this parser only, so it is written when shown.
+        underscored = [s for s in self._option_strings if s.startswith("--") and "_" in s]
+        example = ("--max_items_per_user" if "--max_items_per_user" in underscored
+                   else next(iter(underscored), None))
+        notes = []
+        if example:
+            notes.append(f"Flags are also accepted with underscores ({example}).")
+        if self._beam_options:
+            notes.append("Any other flag must be a Beam pipeline option: --runner, "
+                         "--direct_num_workers N (local parallelism), --project, --region, "
+                         "--temp_location, …")
+        self.epilog = self._examples + ("\n\n" + _fill(" ".join(notes)) if notes else "")
+        # Help texts are wrapped here, where argparse would wrap them (its help
+        # column on this terminal), but never at a hyphen ("--keep-" / "case"),
+        # and shown as written (RawTextHelpFormatter).
+        texts = {action: action.help for action in self._shown_actions if action.help}
+        width = self._help_width()
+        try:
+            for action in texts:
+                words = _WHITESPACE.sub(" ", _expanded(action, self.prog)).strip()
+                action.help = "\n".join(textwrap.wrap(words, width, break_on_hyphens=False)
+                                        ).replace("%", "%%")
+            return super().format_help()
+        finally:
+            for action, text in texts.items():
+                action.help = text
+
+    def _help_width(self) -> int:
+        """The width argparse gives help texts: the terminal's less the flags' column."""
+        width = shutil.get_terminal_size().columns - 2
+        longest = max((len(_invocation(a)) for a in self._shown_actions), default=0) + 2
+        column = min(longest + 2, min(24, max(width - 20, 4)))
+        return max(width - column, 11)
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def option_names(self) -> list[str]:
+        """Every flag as shown in help (hyphenated)."""
+        return sorted({s for s in self._option_strings
+                       if s.startswith("--") and not _is_alias(s, self._option_strings)})
+
+
+class BeamOptionsParser(StrictArgumentParser):
+    """Every flag of Beam's registered ``PipelineOptions`` classes, parsed strictly.
+
+    Built with each options class's ``_add_argparse_args(parser)``, the hook
+    Beam documents for defining options classes: a flag Beam does not know,
+    given twice or with a bad value is an error naming it. The values are
+    parsed again by ``PipelineOptions`` itself for the pipeline.
+    """
+
+    def __init__(self):
+        super().__init__(add_help=False)
+        seen = set()
+        for cls in PipelineOptions.__subclasses__():
+            if cls.__name__ not in seen:  # a class defined twice (a module reloaded)
+                seen.add(cls.__name__)
+                cls._add_argparse_args(self)  # pylint: disable=protected-access
+
+    def add_value_provider_argument(self, *names, **kwargs) -> argparse.Action:
+        """A templated option (Beam's ``ValueProvider``): given as ``--name value``."""
+        if not names[0].startswith("-"):
+            names = (f"--{names[0]}",) + tuple(names[1:])
+            kwargs.pop("nargs", None)
+        return self.add_argument(*names, **kwargs)
+
+    def error(self, message):
+        raise UsageError(f"bad Beam pipeline option: {message}")
+
+
+def beam_option_flags() -> list[str]:
+    """Every flag of Beam's pipeline options (``--runner``, ``--direct_num_workers``, …)."""
+    return [s for s in BeamOptionsParser().option_strings() if s.startswith("--")]
+
+
+def _closest(flag: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The valid flags closest to ``flag`` (hyphens and underscores alike): similarity
+    ≥ 0.7 and within 0.1 of the best match, at most ``n``."""
+    norm = {c.replace("_", "-"): c for c in candidates if c not in ("-h", "--help")}
+    target = flag.replace("_", "-")
+    scored = sorted(((difflib.SequenceMatcher(None, target, c).ratio(), c) for c in norm),
+                    reverse=True)
+    scored = [(r, c) for r, c in scored if r >= 0.7]
+    if not scored:
+        return []
+    best = scored[0][0]
+    return [norm[c] for r, c in scored[:n] if r >= best - 0.1]
+
+
+def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
+    """(job arguments, Beam ``PipelineOptions``) from the command line.
+
+    Flags the job does not define are parsed as Beam pipeline options
+    (:class:`BeamOptionsParser`); a flag neither knows is a
+    :class:`~pipelines.errors.UsageError` naming it and the closest valid flags
+    of both.
+    """
+    beam_parser = BeamOptionsParser()
+    # Beam's flags' negative values joined first (--direct_num_workers=-1): Beam's
+    # own parser, which reads the options again, would take -1e-5 for a flag.
+    argv = beam_parser.with_negative_values_joined(
+        list(sys.argv[1:] if argv is None else argv))
+    args, rest = parser.parse_known_args(argv)
+    _, unknown = beam_parser.parse_known_args(rest)
+    if unknown:
+        flag = next((u for u in unknown if u.startswith("-")), None)
+        if flag is None:
+            raise UsageError(f"unexpected argument {unknown[0]!r} (flags take the form "
+                             f"--name value; see {parser.prog} --help)")
+        name = flag.split("=", 1)[0]
+        beam_flags = [s for s in beam_parser.option_strings() if s.startswith("--")]
+        close = _closest(name, parser.option_names() + beam_flags)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise UsageError(f"unknown flag {name}{hint} (see {parser.prog} --help)")
+    if ("multi_processing" in " ".join(rest) and not any(
+            a.startswith("--default_sdk_harness_log_level") for a in rest)):
+        # The DirectRunner's worker processes log at INFO to the console otherwise.
+        rest = rest + ["--default_sdk_harness_log_level=WARNING"]
+    options = PipelineOptions(rest)
+    runner = options.view_as(StandardOptions).runner
+    if runner is not None:
+        try:
+            create_runner(runner)  # an unknown --runner fails now, not after the checks
+        except (ValueError, ImportError) as exc:
+            raise UsageError(f"--runner {runner}: {str(exc).split('. ')[0]}") from None
+    return args, options

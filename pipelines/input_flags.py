@@ -1,0 +1,78 @@
+"""The input flags resolved: ``--format`` inferred from the file names, the files checked.
+
+The first records (up to 100) of each file are parsed on the launching
+machine before any pipeline is built, so a wrong format, a corrupt or binary
+file, a missing column or an empty input fails in a second with a clear
+message (Parquet: every file's footer, its schema and null counts, is read
+instead). Messages name files, lines and fields, never a record's text.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pipelines.errors import UsageError
+from pipelines.io.checks import check_input_exists, inspect_input
+from pipelines.io.formats import ROW_AS_USER, infer_format
+from pipelines.io.parquet import ParquetFields, inspect_parquet
+
+__all__ = ["resolve_input", "check_public_input"]
+
+
+def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[str]:
+    """Infers ``args.format`` when it was not given and checks the input; returns its files.
+
+    The first records (up to 100) of (up to 32 of) the matched files are
+    parsed here, before any pipeline is built, so a wrong format, a corrupt or
+    binary file, a missing field or an input with no records fails at once
+    (with the file, line and field, never the record's text). Parquet files
+    are checked from their footers instead (``inputs.inspect_parquet``).
+    """
+    items_field = getattr(args, "items_field", None)
+    if args.text_field and items_field:
+        raise UsageError("--text-field and --items-field exclude each other: give the text "
+                         "column (tokenised) or the items column (used as is)")
+    files = check_input_exists(getattr(args, option))
+    inferred = args.format is None
+    if inferred:
+        args.format = infer_format(files, formats)
+    how = " (inferred from the file name)" if inferred else ""
+    if items_field and args.format != "parquet":
+        raise UsageError(f"--items-field applies to --format parquet, not {args.format}{how}")
+    if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
+        hint = ("; for headerless lines of user,item give --format pairs"
+                if args.format == "csv" and "pairs" in formats else "")
+        raise UsageError(f"--format {args.format}{how} needs --user-field and "
+                         f"--text-field{hint}")
+    if args.format == "parquet" and not (args.user_field and (args.text_field or items_field)):
+        raise UsageError(f"--format parquet{how} needs --user-field and --text-field (a text "
+                         "column) or --items-field (a list-of-strings column)")
+    if args.format not in ("csv", "jsonl", "parquet") and (args.user_field or args.text_field):
+        raise UsageError(f"--user-field and --text-field apply to --format csv, jsonl or "
+                         f"parquet, not {args.format}")
+    skip = getattr(args, "skip_header_lines", 0) or 0
+    if skip < 0:
+        raise UsageError(f"--skip-header-lines must be >= 0, got {skip}")
+    if skip and args.format not in ("pairs", "text"):
+        # A csv/jsonl header names the fields; msnbc skips its own header.
+        raise UsageError(f"--skip-header-lines applies to --format pairs or text, not "
+                         f"{args.format}")
+    if args.format == "parquet":
+        inspect_parquet(files, ParquetFields(args.user_field, args.text_field or None,
+                                             items_field or None))
+    else:
+        inspect_input(files, args.format, args.user_field, args.text_field, skip)
+    return files
+
+
+def check_public_input(args) -> None:
+    """GW-KT's --public-input: the format's fields, and the files exist and parse."""
+    if not getattr(args, "public_input", None):
+        return
+    if args.public_format == "csv" and not args.public_text_field:
+        raise UsageError("--public-format csv needs --public-text-field")
+    files = check_input_exists(args.public_input)
+    inspect_input(files, args.public_format,
+                  ROW_AS_USER if args.public_format == "csv" else None,
+                  args.public_text_field or None, 0)
+

@@ -1,0 +1,79 @@
+"""SIGINT and SIGTERM while a job runs: one line ``interrupted``, exit 128 + signal.
+
+The output folder is put in place or removed whole whatever the moment of the
+signal (:meth:`Interrupts.held`; docs/privacy.md, invariants: one folder, one
+release).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+
+__all__ = ["Interrupts", "INTERRUPTS"]
+
+
+class Interrupts:
+    """SIGINT and SIGTERM while a job runs (a context manager around the job).
+
+    The first signal is recorded and raised as ``KeyboardInterrupt`` wherever
+    the job is (Beam re-raises it from a step as a ``RuntimeError``, which is
+    why the signal is recorded rather than recognised by the exception's
+    type), and logging stops, so that Beam's ERROR log of the interrupted step
+    and its threads' lines do not follow. Later signals are ignored while the
+    job cleans up. Once the output is being put in place (:meth:`held`) a
+    signal is too late to stop it: the job then completes.
+    """
+
+    def __init__(self):
+        self.signal: int | None = None
+        self._held, self._pending = False, None
+        self._previous: dict = {}
+
+    def __enter__(self):
+        self.signal, self._held, self._pending = None, False, None
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+        logging.disable(logging.NOTSET)
+        return False
+
+    def _handle(self, signum, _frame):
+        if self._held:
+            self._pending = self._pending or signum
+            return
+        if self.signal is None:
+            self._interrupt(signum)
+
+    def _interrupt(self, signum):
+        self.signal = signum
+        logging.disable(logging.CRITICAL)
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held(self, then_raise: bool = True):
+        """A signal inside the block waits until it ends, then interrupts (or, without
+        ``then_raise``, is dropped: the block put the output in place or cleaned up)."""
+        self._held, self._pending = True, None
+        try:
+            yield
+        finally:
+            self._held = False
+        if then_raise and self._pending is not None and self.signal is None:
+            self._interrupt(self._pending)
+
+    def exit_code(self) -> int:
+        """128 + the signal that interrupted the job (SIGINT when it was a KeyboardInterrupt
+        from elsewhere)."""
+        return 128 + (self.signal or signal.SIGINT)
+
+
+INTERRUPTS = Interrupts()

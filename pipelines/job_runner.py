@@ -1,0 +1,58 @@
+"""Running a job: one ``error: …`` line and exit 2 for every expected failure, one line
+``interrupted`` and exit 130/143 for SIGINT/SIGTERM, the summary line on success.
+
+A job is two functions: ``prepare(argv)`` checks everything that can be
+checked without data (flags, budget, mechanism, the first records of the
+input) and ``run(job)`` runs the pipeline(s) into ``job.staging``, which is
+put in place as ``job.output`` when it returns (``output_folder.written_whole``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from pipelines.errors import error_message
+from pipelines.interrupts import INTERRUPTS
+from pipelines.output_folder import run_with_output
+from pipelines.progress import configure_progress
+
+__all__ = ["run_job"]
+
+
+def run_job(name: str, argv, prepare: Callable, run: Callable[..., str]) -> int:
+    """Runs a job: one ``error: …`` line and exit code 2 for every expected failure; one
+    line ``interrupted`` and exit 130 (SIGINT) or 143 (SIGTERM) for an interrupt.
+
+    Args:
+      name: the job's name in progress lines.
+      argv: the command line (None: ``sys.argv[1:]``).
+      prepare: argv → job; parses and checks everything that can be checked
+        without data, and exposes ``job.output`` (the output folder, or None),
+        ``job.overwrite`` and ``job.inputs`` (see ``output_folder.prepare_output``).
+        Bad parameters may raise ``ValueError``/``TypeError`` here.
+      run: job → the closing summary line; runs the pipeline(s), writing the
+        output into ``job.staging`` (``output_folder.staging_of``), which is put in
+        place as ``job.output`` when it returns (``output_folder.written_whole``).
+    """
+    configure_progress(name)
+    with INTERRUPTS as interrupts:
+        try:
+            try:
+                job = prepare(argv)
+            except (ValueError, TypeError) as exc:  # includes UsageError, InputFormatError
+                print(f"error: {error_message(exc) or exc}", file=sys.stderr)
+                return 2
+            summary = run_with_output(job, run)
+        except BaseException as exc:  # noqa: BLE001 - re-raised unless expected
+            if interrupts.signal is not None or isinstance(exc, KeyboardInterrupt):
+                print("interrupted", file=sys.stderr, flush=True)
+                return interrupts.exit_code()
+            message = error_message(exc) if isinstance(exc, Exception) else None
+            if message is None:
+                raise
+            print(f"error: {message}", file=sys.stderr)
+            return 2
+    if summary:
+        print(summary, flush=True)
+    return 0

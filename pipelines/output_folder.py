@@ -1,0 +1,299 @@
+"""The output folder: one folder, one release, appearing complete or not at all.
+
+A job writes into a folder that holds nothing (or, with ``--overwrite``,
+replaces all of it), and the folder appears complete or not at all
+(docs/privacy.md, invariants). The run writes into a hidden sibling (same
+parent: one filesystem, so a rename moves it) that is renamed into place once
+everything is written (Linux ``renameat2`` exchanges it with an old folder in
+one step); a failed or interrupted run removes the sibling. Remote outputs
+(``gs://`` …) go through Beam's FileSystems, renamed file by file.
+
+Refused before anything is written: an ``--output`` that is empty, blank or
+the root folder; one that holds files, unless ``--overwrite`` (and then one
+that holds an input or the working folder); a file; an unwritable place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import uuid
+from typing import Callable, Sequence
+
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.errors import UsageError
+from pipelines.interrupts import INTERRUPTS
+
+__all__ = ["prepare_output", "check_names_a_folder", "written_whole", "run_with_output",
+           "staging_of", "STAGING"]
+
+STAGING = ".beam_dpsu-staging-"
+
+# A writer's temporary file (``<name>.tmp-<32 hex>…``), renamed when complete; one
+# left behind by a worker that died before its rename (its bundle was retried
+# and wrote the file again) is not part of the release.
+_LEFTOVER_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}")
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _sibling(folder: str, kind: str = STAGING) -> str:
+    """A hidden, unique name beside ``folder``: ``PARENT/.NAME.beam_dpsu-staging-<hex>``."""
+    parent, name = folder.rstrip("/").rsplit("/", 1) if "/" in folder.rstrip("/") \
+        else (".", folder.rstrip("/"))
+    return f"{parent}/.{name}{kind}{uuid.uuid4().hex[:12]}"
+
+
+def _refuse_used(folder: str) -> None:
+    raise UsageError(f"--output {folder} already holds files (an earlier release?); give "
+                     "--overwrite to replace the whole folder, or choose a new or empty one")
+
+
+def _swap_folders(a: str, b: str) -> bool:
+    """Exchanges two folders' names in one step (Linux ``renameat2`` RENAME_EXCHANGE), so
+    that ``b`` always holds one of them whole; False where the system cannot."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+class _LocalOutput:
+    """A local output folder written whole or not at all.
+
+    ``staging`` is a hidden sibling the run writes into; :meth:`commit`
+    renames it onto the final path (an empty or missing folder) or, with
+    ``--overwrite``, exchanges it with the old folder in one step (two
+    renames where the system has no exchange: the final path is then missing
+    for an instant, never a mix) and removes the old one afterwards.
+    """
+
+    def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+        self.folder, self.overwrite = folder, overwrite
+        self._path = os.path.realpath(folder)  # a symlinked folder: replaced where it is
+        if os.path.exists(self._path) and not os.path.isdir(self._path):
+            raise UsageError(f"cannot write output {folder!r}: it is a file, not a folder")
+        if os.path.isdir(self._path):
+            if os.listdir(self._path) and not overwrite:
+                _refuse_used(folder)
+            self._check_replaceable(inputs)
+        parent = os.path.dirname(self._path)
+        self._created = _missing_ancestor(parent)  # removed again if the run fails
+        self.staging = _sibling(self._path)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            os.mkdir(self.staging)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            blocker = _existing_ancestor(parent)
+            if blocker and not os.path.isdir(blocker):
+                reason = f"{blocker} is a file"
+            self._remove_created()
+            raise UsageError(f"cannot write output folder {folder!r}: {reason}") from None
+
+    def _check_replaceable(self, inputs: Sequence[str]) -> None:
+        inside = self._path.rstrip(os.sep) + os.sep
+        if (os.getcwd() + os.sep).startswith(inside):
+            raise UsageError(f"--output {self.folder} holds the working folder, which the "
+                             "job would replace; choose another --output")
+        for f in inputs:
+            if f and _is_local(f) and os.path.realpath(f).startswith(inside):
+                raise UsageError(f"--output {self.folder} holds the input {f}; --overwrite "
+                                 "would remove it: choose another --output")
+
+    def commit(self) -> None:
+        for name in os.listdir(self.staging):
+            if _LEFTOVER_TEMPORARY.search(name):
+                os.remove(os.path.join(self.staging, name))
+        try:
+            if os.path.isdir(self._path) and os.listdir(self._path):
+                if not self.overwrite:  # filled by someone else while the job ran
+                    _refuse_used(self.folder)
+                if _swap_folders(self.staging, self._path):
+                    shutil.rmtree(self.staging, ignore_errors=True)  # now the old folder
+                    return
+                old = _sibling(self._path, ".beam_dpsu-old-")
+                os.rename(self._path, old)
+                try:
+                    os.rename(self.staging, self._path)
+                except OSError:
+                    os.rename(old, self._path)  # the old folder back, whole
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
+                return
+            os.replace(self.staging, self._path)  # onto a missing or empty folder
+        except OSError as exc:
+            raise UsageError(f"cannot put output folder {self.folder!r} in place: "
+                             f"{exc.strerror or exc}") from None
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self._remove_created()
+
+    def _remove_created(self) -> None:
+        """Removes the parent folders this run created, while they are empty."""
+        if not self._created:
+            return
+        path = os.path.dirname(self._path)
+        while True:
+            try:
+                os.rmdir(path)
+            except OSError:
+                return
+            if path == self._created:
+                return
+            path = os.path.dirname(path)
+
+
+class _RemoteOutput:
+    """A remote output (gs://, s3://, …) through Beam's FileSystems: NOT atomic.
+
+    Object stores cannot rename a folder in one step. The run writes under a
+    hidden sibling prefix; :meth:`commit` then deletes the old files (with
+    ``--overwrite``; refused otherwise) and renames the new ones file by file.
+    A failed run never touches the output, but while :meth:`commit` runs (and
+    if it is cut short) the prefix can hold part of the old or new files.
+    """
+
+    def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+        self.folder, self.overwrite = folder.rstrip("/"), overwrite
+        try:
+            FileSystems.get_filesystem(folder)
+        except ValueError as exc:
+            raise UsageError(f"cannot write output {folder!r}: {exc}") from None
+        if self._files(self.folder) and not overwrite:
+            _refuse_used(folder)
+        inside = [f for f in inputs if f and f.startswith(self.folder + "/")]
+        if inside:
+            raise UsageError(f"--output {folder} holds the input {inside[0]}; choose another "
+                             "--output")
+        self.staging = _sibling(self.folder)
+
+    @staticmethod
+    def _files(prefix: str) -> list[str]:
+        """Every file under ``prefix`` (none when it does not exist)."""
+        try:
+            return [m.path for m in FileSystems.match([prefix + "/**"])[0].metadata_list]
+        except Exception as exc:  # noqa: BLE001 - BeamIOError wraps the store's own error
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UsageError(f"cannot list output {prefix!r}: {first}") from None
+
+    def commit(self) -> None:
+        old = self._files(self.folder)
+        if old:
+            if not self.overwrite:
+                _refuse_used(self.folder)
+            FileSystems.delete(old)
+        new = self._files(self.staging)
+        leftovers = [p for p in new if _LEFTOVER_TEMPORARY.search(p[len(self.staging):])]
+        if leftovers:
+            FileSystems.delete(leftovers)
+            new = [p for p in new if p not in leftovers]
+        FileSystems.rename(new, [self.folder + p[len(self.staging):] for p in new])
+        self.discard()
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):  # best effort, after a failure already reported
+            left = self._files(self.staging)
+            if left:
+                FileSystems.delete(left)
+            if FileSystems.exists(self.staging):
+                FileSystems.delete([self.staging])
+
+
+def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
+    """The output folder, checked before any pipeline runs; its ``staging`` is where the run
+    writes, :meth:`commit` puts it in place, :meth:`discard` removes it after a failure.
+
+    Refused: a folder that holds files, unless ``overwrite`` (then one that
+    holds an input file or the working folder); a file; an unwritable place.
+    """
+    check_names_a_folder(folder)
+    if _is_local(folder):
+        return _LocalOutput(folder, overwrite, inputs)
+    return _RemoteOutput(folder, overwrite, inputs)
+
+
+def check_names_a_folder(folder: str) -> None:
+    """Refuses an --output that names no folder of its own: empty or blank (the files
+    would land in the filesystem root or in a folder named by spaces), or the root itself."""
+    if not folder.strip():
+        raise UsageError(f"--output is empty ({folder!r}): give the folder to write into")
+    path = folder.split("://", 1)[1] if not _is_local(folder) else os.path.realpath(folder)
+    if not path.strip("/").strip():
+        raise UsageError(f"--output {folder} is the root folder, which the job would fill; "
+                         "give a folder of its own")
+
+
+def _missing_ancestor(path: str) -> str | None:
+    """The topmost folder of ``path`` (itself included) that does not exist yet."""
+    missing = None
+    while path and not os.path.exists(path):
+        missing = path
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
+def _existing_ancestor(path: str) -> str | None:
+    path = os.path.abspath(path)
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    return path
+
+
+@contextlib.contextmanager
+def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[str] = ()):
+    """Yields where to write ``folder`` (None: the job writes nothing); puts it in place
+    when the block ends, removes it if the block raises (an interrupt too). An empty or
+    root ``folder`` is refused (:func:`check_names_a_folder`)."""
+    if folder is None:
+        yield None
+        return
+    output = None
+    try:
+        with INTERRUPTS.held():  # an interrupt waits until the sibling exists
+            output = prepare_output(folder, overwrite, inputs)
+        yield output.staging
+        if INTERRUPTS.signal is not None:
+            raise KeyboardInterrupt  # one came and was swallowed on the way here
+        with INTERRUPTS.held(then_raise=False):  # once started, too late to stop
+            output.commit()
+    except BaseException:
+        if output is not None:
+            with INTERRUPTS.held(then_raise=False):
+                output.discard()
+        raise
+
+
+def run_with_output(job, run: Callable[..., str]) -> str:
+    """``run(job)`` with ``job.staging`` the place to write ``job.output`` (see
+    :func:`written_whole`); ``job.overwrite`` and ``job.inputs`` as in
+    :func:`prepare_output`."""
+    with written_whole(getattr(job, "output", None), getattr(job, "overwrite", False),
+                       getattr(job, "inputs", ())) as staging:
+        job.staging = staging
+        return run(job)
+
+
+def staging_of(job) -> str:
+    """Where the job writes its output: the staging folder when run through
+    :func:`run_with_output`, else ``job.output`` itself."""
+    staging = getattr(job, "staging", None)
+    return (job.output if staging is None else staging).rstrip("/")

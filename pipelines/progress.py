@@ -1,0 +1,110 @@
+"""Progress: lines on stderr naming the stage and its released counts, and the summary.
+
+Each job logs ``[job  12.3s] …`` lines through the ``pipelines`` logger
+(:func:`configure_progress`, :func:`progress`): the files it reads, each
+stage's or DPNE level's released count (:class:`LogCount`; SIPS rounds' only
+with ``--non-private-stats``), the files it wrote (:func:`log_written`); and
+one summary line on stdout when it succeeds. Only the released set leaves
+(docs/privacy.md, invariants): these lines name files and released counts,
+never a user id, a record's text or a raw count (raw counts only with
+``--non-private-stats``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import apache_beam as beam
+
+from pipelines import quiet_beam
+
+__all__ = ["LOG", "configure_progress", "progress", "LogCount", "log_written",
+           "NOTHING_RELEASED"]
+
+LOG = logging.getLogger("pipelines")
+
+# The summary line's ending when a job released nothing.
+NOTHING_RELEASED = (" (nothing cleared the release threshold: expected when few users hold "
+                    "each item, e.g. on a small input, by design)")
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a line is logged (tests swap it)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
+class _ProgressFormatter(logging.Formatter):
+    def __init__(self):
+        super().__init__()
+        self.job = "job"
+        self.start = time.monotonic()
+
+    def format(self, record):
+        return f"[{self.job} {time.monotonic() - self.start:6.1f}s] {record.getMessage()}"
+
+
+_HANDLER = _StderrHandler()
+_FORMATTER = _ProgressFormatter()
+_HANDLER.setFormatter(_FORMATTER)
+
+
+def configure_progress(job: str) -> None:
+    """Progress lines of the ``pipelines`` logger on stderr, timed from now."""
+    _FORMATTER.job, _FORMATTER.start = job, time.monotonic()
+    if _HANDLER not in LOG.handlers:
+        LOG.addHandler(_HANDLER)
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+    quiet_beam()
+
+
+def progress(message: str) -> None:
+    """One progress line (driver side)."""
+    LOG.info(message)
+
+
+class LogCount(beam.PTransform):
+    """Counts a PCollection and logs ``message.format(n=count, s=…)``; returns the count.
+
+    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}").
+
+    For released sets only (a round's or a level's release), whose size is a
+    DP output: logging it says nothing the release does not.
+    """
+
+    def __init__(self, message: str):
+        super().__init__()
+        self._message = message
+
+    def expand(self, pcoll):
+        message = self._message
+
+        def log(n):
+            logging.getLogger("pipelines").info(message.format(n=n, s="" if n == 1 else "s"))
+            return n
+
+        return (pcoll
+                | "Count" >> beam.combiners.Count.Globally()
+                | "Log" >> beam.Map(log))
+
+
+def log_written(paths, what: str, staging: str | None = None, output: str | None = None):
+    """Logs each file a writer returns as written, named where it will be: under
+    ``output`` once the ``staging`` folder it was written into is put in place."""
+
+    def log(path):
+        if staging and output and path.startswith(staging.rstrip("/") + "/"):
+            path = output.rstrip("/") + path[len(staging.rstrip("/")):]
+        logging.getLogger("pipelines").info(f"wrote {path}")
+
+    return paths | f"Log{what.title()}Written" >> beam.Map(log)
+

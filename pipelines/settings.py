@@ -1,0 +1,256 @@
+"""The job's settings from its flags: budget, mechanism, tokenizer, counts, privacy unit.
+
+Each ``*_from_args`` turns parsed flags into the library's values and checks
+them now, before any input is read or pipeline built, so a bad parameter is
+one error line naming its flag (``errors.flag_errors``). Where a check spans
+several flags (a mechanism given a flag it does not take; truncated-geometric
+given a zCDP budget) the job words the error itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+
+from beam_dpsu.beam.output import WriteReleased, format_count_line
+from beam_dpsu.core import hashing, max_items_choice, mechanisms
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.report import dp_equivalents
+from beam_dpsu.core.tokenizer import Tokenizer
+from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
+                                          count_calibration, split_selection_and_counts)
+from beam_dpsu.count_released import CountReleased
+from pipelines.errors import FlagMessage, UsageError, flag_errors
+from pipelines.io.formats import ROW_AS_USER
+
+__all__ = [
+    "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
+    "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
+    "check_counts", "count_released", "count_line", "with_counts_report", "privacy_unit_from_args",
+    "check_num_shards",
+]
+
+
+# -- budget ------------------------------------------------------------------------------
+
+
+def budget_from_args(args) -> Budget | ZCDPBudget:
+    """The job's budget from --epsilon or --rho and --delta (and --seed checked)."""
+    if (args.epsilon is None) == (args.rho is None):
+        raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
+    with flag_errors():
+        budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
+                  else ZCDPBudget(args.rho, args.delta))
+        hashing.check_seed(getattr(args, "seed", None))
+    require_selection_delta(budget.delta)
+    return budget
+
+
+def require_selection_delta(delta: float) -> None:
+    """Every job selects items, which is never pure DP: --delta 0 is refused here, in
+    flags (the library would name the selection's share of the budget)."""
+    if delta <= 0:
+        raise UsageError(f"--delta must be > 0, got {delta:g}: selecting items is never pure "
+                         "differential privacy (an item held by one user is released with "
+                         "probability at most δ)")
+
+
+def describe_budget(budget, equivalents=None) -> str:
+    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)``.
+
+    ``equivalents``: the report's ``dp_equivalents`` for this budget, if any;
+    their ε at δ′ = 2δ is stated (exact for Gaussian mechanisms, smaller than
+    the zCDP conversion's), else the zCDP conversion (dp-sips Corollary 9).
+    """
+    if isinstance(budget, ZCDPBudget):
+        text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
+        if 2 * budget.delta < 1:
+            exact = [e for e in equivalents or ()
+                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)]
+            epsilon = (exact[0]["epsilon"] if exact
+                       else budget.to_dp(2 * budget.delta).epsilon)
+            text += f" (≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
+        return text
+    return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"
+
+
+
+# -- mechanism ---------------------------------------------------------------------------
+
+
+def mechanism_from_args(args, name: str | None = None,
+                        ignore_unused: bool = False) -> mechanisms.MechanismConfig:
+    """The mechanism config named ``name`` (default: --mechanism) with the flags it takes.
+
+    A flag the mechanism does not take is an error naming both flags, unless
+    ``ignore_unused`` (jobs that run several mechanisms with one set of flags).
+    """
+    flag_of = {} if name is None else {"mechanism": "--mechanisms"}  # one of several
+    name = (name or args.mechanism).strip()
+    fanout = getattr(args, "hot_key_fanout", None)
+    if fanout is not None and fanout < 1:
+        raise UsageError(f"--hot-key-fanout must be >= 1, got {fanout}")
+    if name not in mechanisms.MECHANISMS:
+        close = difflib.get_close_matches(name, list(mechanisms.MECHANISMS), n=2, cutoff=0.6)
+        try:
+            mechanisms.mechanism_from_name(name)
+        except ValueError as exc:
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise UsageError(f"{exc}{hint}") from None
+    params = {"max_items_per_user": args.max_items_per_user,
+              "rounds": getattr(args, "rounds", None), "ratio": getattr(args, "ratio", None),
+              "removal": getattr(args, "sips_removal", None),
+              "alpha": getattr(args, "alpha", None), "shards": getattr(args, "shards", None)}
+    taken = {field.name for field in dataclasses.fields(mechanisms.MECHANISMS[name])}
+    unused = sorted(p for p, value in params.items() if value is not None and p not in taken)
+    with flag_errors(**flag_of):
+        if unused and not ignore_unused:
+            raise FlagMessage(f"{{mechanism}} {name} does not take "
+                              + ", ".join(f"{{{p}}}" for p in unused))
+        return mechanisms.mechanism_from_name(name, ignore_unused, **params)
+
+
+def check_calibrates(mechanism, budget) -> None:
+    """Calibrates ``mechanism`` under ``budget`` now, so bad parameters fail before anything
+    runs; with --max-items-per-user auto, every candidate Δ0 (``max_items_choice.plan_auto``)."""
+    if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
+        max_items_choice.plan_auto(mechanism, budget)
+    else:
+        calibrate(mechanism, budget)
+
+
+def calibrate(mechanism, budget):
+    """``mechanism.calibrate(budget)``, with truncated-geometric's two refusals worded in
+    flags by the job (each names several of them)."""
+    if not isinstance(mechanism, mechanisms.TruncatedGeometric):
+        return mechanism.calibrate(budget)
+    if not isinstance(budget, Budget):
+        raise FlagMessage("{mechanism} truncated-geometric is (ε, δ)-DP only (Desfontaines et "
+                          "al. 2022) and has no zCDP calibration: give it {epsilon} and {delta}")
+    try:
+        return mechanism.calibrate(budget)
+    except ParameterError as exc:
+        if exc.param != "delta":
+            raise
+        d0 = mechanism.max_items_per_user
+        raise FlagMessage(
+            f"truncated-geometric: delta per item = delta/{{max_items_per_user}} "
+            f"{budget.delta / d0:g} is too small for float64 keep probabilities at epsilon per "
+            f"item = {budget.epsilon / d0:g} (it must exceed 2**-49 * e**(epsilon per item)); "
+            "raise {delta}, lower {epsilon} or lower {max_items_per_user}") from None
+
+
+def tokenizer_from_args(args) -> Tokenizer:
+    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
+
+
+# -- counts of the released items --------------------------------------------------------
+
+
+def budget_parts_from_args(args, budget, mechanism=None,
+                           counts_max_items: int | str | None = None
+                           ) -> SelectionAndCountsBudget | None:
+    """The selection and counts parts of the budget with --with-counts, else None.
+
+    Given the selection ``mechanism`` and the counts' Δ0, a ``Budget`` total is
+    split tightly (``composition="tight"``: both parts scaled up while the two
+    as calibrated still compose to the total; beam_dpsu.core.composition): the job uses
+    exactly that mechanism and Δ0, which the tight split is valid for.
+    """
+    if not args.with_counts:
+        if args.counts_share is not None or args.counts_max_items_per_user is not None:
+            raise UsageError("--counts-share and --counts-max-items-per-user need --with-counts")
+        return None
+    share = DEFAULT_COUNTS_SHARE if args.counts_share is None else args.counts_share
+    with flag_errors():
+        basic = split_selection_and_counts(budget, share)
+    if mechanism is None or counts_max_items is None or not isinstance(budget, Budget) or (
+            max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None))
+            or counts_max_items == "auto"):
+        # A tight split is computed for one Δ0 of each part; with "auto" there is none yet.
+        return basic
+    # Bad Δ0 or mechanism parameters fail here, named by their flags, as without
+    # the tight split.
+    check_counts(basic, counts_max_items)
+    with flag_errors():
+        calibrate(mechanism, basic.selection)
+        return split_selection_and_counts(budget, share, selection_mechanism=mechanism,
+                                          counts_max_items_per_user=int(counts_max_items),
+                                          composition="tight")
+
+
+def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int | str) -> None:
+    """The counts' calibration, computed now so a bad Δ0 fails before anything runs; with
+    --counts-max-items-per-user auto, every candidate's (``max_items_choice.plan_counts_auto``)."""
+    if parts is not None:
+        with flag_errors(max_items_per_user="--counts-max-items-per-user"):
+            if max_items_per_user == "auto":
+                max_items_choice.plan_counts_auto(max_items_choice.AutoMaxItems(), parts.counts,
+                                           count_calibration)
+            else:
+                count_calibration(parts.counts, int(max_items_per_user))
+
+
+def count_line(item_count) -> str:
+    """``item<TAB>count``; a tab inside the item is written as ``\\t`` (like line breaks)."""
+    return format_count_line(item_count)
+
+
+def count_released(records, released, parts: SelectionAndCountsBudget,
+                   max_items_per_user: int | str, seed, out: str, num_shards: int = 1,
+                   ngrams: bool = False, privacy_unit: str = "user_id") -> CountReleased:
+    """Counts the released items and writes OUT/counts-*.tsv in the items' order and
+    shards (both sorted and sharded by the item alone)."""
+    counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed,
+                            ngrams=ngrams, privacy_unit=privacy_unit)
+    _ = (records
+         | "CountReleased" >> counter
+         | "WriteCounts" >> WriteReleased(f"{out}/counts", ".tsv", num_shards=num_shards,
+                                          format_line=count_line, sort_key=lambda kv: kv[0]))
+    return counter
+
+
+def privacy_unit_from_args(args) -> str:
+    """"element" when the job makes each record its own user (csv or parquet with
+    ``--user-field @row``, text: one user per line), else "user_id" (records merged
+    per user id).
+
+    Those records' ids (``<file>:<row>``) are distinct by construction, so
+    the per-user merge, a shuffle of every record, has nothing to merge.
+    """
+    if args.format == "text" or (args.format in ("csv", "parquet")
+                                 and args.user_field == ROW_AS_USER):
+        return "element"
+    return "user_id"
+
+
+def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
+                       counter: CountReleased | None, selection_calibration=None) -> dict:
+    """The selection's report plus, with counts, the budget split and the counts' report.
+
+    With ``selection_calibration`` (and counts at a fixed Δ0) the split also
+    states the tight total (ε, δ) of the selection and counts as run
+    (``budget_split.composed_guarantee``).
+    """
+    if parts is None:
+        return report
+    assert counter is not None, "counts come with a budget split"
+    if selection_calibration is not None and counter.calibration is not None:
+        parts = parts.composed_with(selection_calibration, counter.calibration)
+    report = dict(report)
+    # The selection's (ε, δ) equivalents describe its share only: keep them
+    # under a name that says so, and state the total's (zCDP adds up).
+    if "dp_equivalents" in report:
+        report["selection_dp_equivalents"] = report.pop("dp_equivalents")
+    report.update({"total_budget": parts.total.to_dict(), "budget_split": parts.to_dict(),
+                   "counts": counter.report})
+    if isinstance(parts.total, ZCDPBudget):
+        report["dp_equivalents"] = dp_equivalents(parts.total)
+    return report
+
+
+def check_num_shards(args) -> None:
+    if args.num_shards < 1:
+        raise UsageError(f"--num-shards must be >= 1, got {args.num_shards}")
