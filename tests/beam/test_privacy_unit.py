@@ -314,8 +314,8 @@ def test_unseeded_element_blocks_sample_each_element_and_key_it_at_random():
     # Unseeded, each element gets 32 random bytes as its keyed hash: equal
     # elements (two people) get different order keys, and an element over
     # Δ0 = 3 lists 3 of its distinct items, one within lists them all.
-    from beam_dpsu.beam.sequential import _ElementBlocksFn
-    fn = _ElementBlocksFn(4, b"key", 3, None)
+    from beam_dpsu.beam.sequential import _PolicyElementBlocksFn
+    fn = _PolicyElementBlocksFn(4, b"key", 3, None)
     fn.setup()
     fn.start_bundle()
     elements = SAMPLED_ELEMENTS + [["q", "r"], ["q", "r"]]
