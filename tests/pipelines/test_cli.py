@@ -11,7 +11,8 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from beam_dpsu import Budget, ZCDPBudget
 import pipelines
-from pipelines import errors, flags, inputs, ngrams, output_folder, settings, vocabulary
+from pipelines import errors, flags, ngrams, output_folder, settings, vocabulary
+from pipelines.io.errors import InputFormatError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -78,8 +79,8 @@ def test_beam_noise_filter():
     assert not f.filter(record)
     # Beam's ERROR log of an exception the job reports itself …
     try:
-        raise inputs.InputFormatError("f:2: field 1 (user id) is empty")
-    except inputs.InputFormatError as exc:
+        raise InputFormatError("f:2: field 1 (user id) is empty")
+    except InputFormatError as exc:
         record = logging.LogRecord("apache_beam.runners.common", logging.ERROR, "", 0, exc,
                                    None, sys.exc_info())
     assert not f.filter(record)
@@ -94,7 +95,7 @@ def test_beam_noise_filter():
 
 
 def test_error_message_strips_beam_context_and_unwraps_portable_errors():
-    exc = inputs.InputFormatError("f:2: bad [while running 'ReadPairs/ParseRecords']")
+    exc = InputFormatError("f:2: bad [while running 'ReadPairs/ParseRecords']")
     assert errors.error_message(exc) == "f:2: bad"
     wrapped = RuntimeError("Pipeline job failed in state FAILED: Traceback …\n"
                            "pipelines.io.errors.InputFormatError: f:3: field 2 (item) is empty "
