@@ -25,8 +25,8 @@ from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.extract_ngrams import _block_size_counts, _max_items_per_level
 from pipelines import ngrams as ngrams_job
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 DP = Budget(1.0, 1e-7)
 # Three candidates keep the graphs small (level 1 is built once per candidate).

@@ -22,7 +22,7 @@ from beam_dpsu.core.docblocks import (BadToken, BlockBuilder, _gram_keys, encode
                                  level_sums, sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
 from beam_dpsu.core.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
-from tests.core.test_kgrams import TOKENS, released_sets
+from tests.support.kgram_sets import TOKENS, released_sets
 
 BIG = 10_000  # a Δ no user reaches: nothing is sampled
 documents = st.lists(st.sampled_from(TOKENS), max_size=8).map(tuple)

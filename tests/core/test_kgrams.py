@@ -14,22 +14,13 @@ from beam_dpsu.core.budgets import (analytic_gaussian_sigma, gaussian_mechanism_
                                   gaussian_noise_schedule)
 from beam_dpsu.core.kgrams import ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
 from beam_dpsu.extract_ngrams import _SpuriousFn
-
-TOKENS = "abcd"
+from tests.support.kgram_sets import TOKENS, released_sets
 
 
 def brute_force_valid(previous, unigrams, k, pruning):
     prev, uni = set(previous), set(unigrams)
     return {w for w in itertools.product(TOKENS, repeat=k)
             if w[:-1] in prev and ((w[1:] in prev) if pruning == "both" else ((w[-1],) in uni))}
-
-
-@st.composite
-def released_sets(draw):
-    k = draw(st.integers(2, 4))
-    unigrams = draw(st.sets(st.sampled_from([(t,) for t in TOKENS]), min_size=1))
-    previous = draw(st.sets(st.tuples(*[st.sampled_from(TOKENS)] * (k - 1)), max_size=30))
-    return k, unigrams, previous
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,8 +10,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from beam_dpsu import Budget, ZCDPBudget
 from pipelines import cli, ngrams, vocabulary
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.paths import ROOT
 
 
 def parse(argv):

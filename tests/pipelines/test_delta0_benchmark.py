@@ -16,8 +16,8 @@ from beam_dpsu.core.budgets import ZCDPBudget
 from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian
 from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines import delta0_benchmark as bench
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 
 

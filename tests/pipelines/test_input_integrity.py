@@ -21,8 +21,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines import inputs, ngrams, vocabulary
 from pipelines.inputs import InputFormatError, inspect_input, record_parser
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 SECRET = "alice@example.com"
