@@ -21,6 +21,7 @@ from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.count_released import count_calibration
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 from beam_dpsu.core.report import to_json
+from tests.support.hypothesis_profiles import examples
 from tests.support.job_output import read_report
 
 SMALL = choice.AutoMaxItems(candidates=(1, 2, 5))
@@ -98,7 +99,7 @@ def test_plan_splits_the_counts_budget_and_calibrates_every_candidate():
 users = st.lists(st.sets(st.sampled_from("abcdefgh"), max_size=8), max_size=12)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(users=users, extra=st.sets(st.sampled_from("abcdefgh"), max_size=8),
        released=st.sets(st.sampled_from("abcdefgh")))
 def test_one_more_user_moves_the_released_size_histogram_by_at_most_1(users, extra, released):

@@ -25,6 +25,7 @@ from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.extract_ngrams import _block_size_counts, _max_items_per_level
 from pipelines import ngrams as ngrams_job
+from tests.support.hypothesis_profiles import examples
 from tests.support.paths import ROOT
 
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
@@ -59,7 +60,7 @@ users_docs = st.lists(st.lists(st.lists(st.sampled_from("abcdefg"), max_size=6),
                       max_size=8)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(users_docs, st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=9), max_size=3))
 def test_one_more_user_moves_the_size_counts_by_one(users, extra):
     # The size histogram's sensitivity: a user lands in one bin (none without tokens).

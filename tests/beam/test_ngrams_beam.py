@@ -14,6 +14,7 @@ from apache_beam.transforms.window import GlobalWindow
 from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
 from beam_dpsu.core.kgrams import ValidKgramSampler
 from beam_dpsu.extract_ngrams import ExtractNgrams, NgramsByDPSU, check_document
+from tests.support.hypothesis_profiles import examples
 from tests.support.ngram_corpora import downward_closed, phrase_corpus
 
 
@@ -129,7 +130,7 @@ def test_extract_ngrams_validation():
             _ = p | beam.Create([("u", ("a", 3))]) | ExtractNgrams(2, Budget(1, 1e-5))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "", " ", "a b", "c\t", "\u2003", "é"]),
                           st.integers(0, 3), st.sampled_from([np.str_("a"), b"a"])),
                 max_size=6).map(tuple))

@@ -14,6 +14,7 @@ from beam_dpsu.core.budgets import (analytic_gaussian_sigma, gaussian_mechanism_
                                   gaussian_noise_schedule)
 from beam_dpsu.core.kgrams import ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
 from beam_dpsu.extract_ngrams import _SpuriousFn
+from tests.support.hypothesis_profiles import examples
 from tests.support.kgram_sets import TOKENS, released_sets
 
 
@@ -23,7 +24,7 @@ def brute_force_valid(previous, unigrams, k, pruning):
             if w[:-1] in prev and ((w[1:] in prev) if pruning == "both" else ((w[-1],) in uni))}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(released_sets(), st.sampled_from(["both", "single"]))
 def test_exact_valid_count_and_enumeration_match_brute_force(sets, pruning):
     k, unigrams, previous = sets

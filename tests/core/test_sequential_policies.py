@@ -23,6 +23,7 @@ from beam_dpsu.core.hashing import derived_rng, stable_hash64
 from beam_dpsu.core.policies import (apply_policy, gw_item_order, greedy_update, histogram_distance,
                                 l1_descent, l2_descent, policy_histogram)
 from beam_dpsu.beam.sequential import shard_of, sharded_policy_histogram
+from tests.support.hypothesis_profiles import examples
 
 # --- hand-worked examples -------------------------------------------------------------
 
@@ -143,7 +144,8 @@ def neighbours(draw):
     return users, users[:position] + [extra] + users[position:], cutoff
 
 
-PROPERTY = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(2000), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 def distance(policy, pair, p):
@@ -255,7 +257,7 @@ def test_new_keys_are_only_the_extra_users_and_sensitivity_holds(mechanism, case
 
 
 @pytest.mark.parametrize("update", [l1_descent, l2_descent], ids=["l1", "l2"])
-@settings(PROPERTY, max_examples=500)
+@settings(PROPERTY, max_examples=examples(500))
 @given(case=bounded_neighbours())
 def test_policy_laplace_and_gaussian_keep_every_sampled_item_positive(update, case):
     # Γ ≥ 1 > 0: ℓ1- and ℓ2-descent give every sampled item a positive weight,

@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines import inputs, ngrams, vocabulary
 from pipelines.inputs import InputFormatError, inspect_input, record_parser
+from tests.support.hypothesis_profiles import examples
 from tests.support.paths import ROOT
 
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
@@ -402,7 +403,7 @@ class ShortReads(io.BytesIO):
         return super().read(self.size if n < 0 else min(n, self.size))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=LINE_BYTES, read_size=st.integers(1, 8))
 def test_lines_are_split_as_io_splits_them(data, read_size):
     # Whatever the reads (chunk boundaries anywhere, a \r\n cut in two), the
@@ -424,7 +425,7 @@ def records_and_scans(text):
         lines.next_record()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=st.lists(st.lists(CSV_FIELD, min_size=1, max_size=4), min_size=1, max_size=4),
        cut=st.integers(0, 200))
 def test_the_field_scanner_agrees_with_the_csv_module(rows, cut):

@@ -5,6 +5,9 @@ import ast
 import glob
 import os
 
+import pytest
+
+from tests.support import hypothesis_profiles
 from tests.support.paths import ROOT
 
 
@@ -72,3 +75,15 @@ def test_no_test_file_imports_another_test_file():
         if found:
             offenders[os.path.relpath(path, ROOT)] = found
     assert offenders == {}, "move what they share into tests/support/"
+
+
+def test_hypothesis_profiles(monkeypatch):
+    # ci (the default) keeps every test's count; quick runs a twentieth, at least 10.
+    monkeypatch.delenv("HYPOTHESIS_PROFILE", raising=False)
+    assert hypothesis_profiles.profile() == "ci"
+    assert [hypothesis_profiles.examples(n) for n in (6, 100, 2000)] == [6, 100, 2000]
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "quick")
+    assert [hypothesis_profiles.examples(n) for n in (6, 100, 300, 2000)] == [6, 10, 15, 100]
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "fast")
+    with pytest.raises(ValueError, match="HYPOTHESIS_PROFILE='fast': expected one of ci, quick"):
+        hypothesis_profiles.profile()
