@@ -4,6 +4,7 @@ conftest.py); what several files share lives in tests/support/."""
 import ast
 import glob
 import os
+import re
 
 import pytest
 
@@ -87,3 +88,14 @@ def test_hypothesis_profiles(monkeypatch):
     monkeypatch.setenv("HYPOTHESIS_PROFILE", "fast")
     with pytest.raises(ValueError, match="HYPOTHESIS_PROFILE='fast': expected one of ci, quick"):
         hypothesis_profiles.profile()
+
+
+def test_ci_runs_the_readme_test_command():
+    # README's "Run the tests" command is the one CI runs (python vs python3 aside).
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        block = re.search(r"Run the tests:\n\n```bash\n(.*?)```", f.read(), re.S).group(1)
+    readme = re.findall(r"python -m (pytest .*)$", block, re.M)
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = re.findall(r"^step pytest python3 -m (pytest .*)$", f.read(), re.M)
+    assert len(readme) == 1 and "-n auto --dist" in readme[0]
+    assert ci == readme
