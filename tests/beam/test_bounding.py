@@ -32,6 +32,7 @@ from beam_dpsu.beam.bounding import (ItemCountsPerUser, SampleItemsPerUser, _Mer
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.beam.histograms import merge_histograms, shard_of_item, split_by_shard
 from beam_dpsu.beam.noisy_threshold import NOISE_BATCH, KeepWithProbability, NoisyThreshold
+from tests.support.hypothesis_profiles import examples
 
 # --- the pure part ----------------------------------------------------------------------
 
@@ -101,7 +102,7 @@ def split_into_elements(pairs, draw):
     return draw(st.permutations(elements))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(occurrences(), st.data())
 def test_any_split_into_pairs_and_records_merges_to_the_same_counts(pairs, data):
     # Bundles are random groups of elements, merged the way a runner does:

@@ -18,7 +18,7 @@ from beam_dpsu import (Budget, BudgetAccountant, BudgetExceededError, CountRelea
                        split_selection_and_counts)
 from beam_dpsu.beam.windowing import NonGlobalWindowError
 from beam_dpsu.core.hashing import stable_hash64
-from tests.core.test_discrete_noise import chi_square_pvalue
+from tests.support.goodness_of_fit import chi_square_pvalue
 
 # Noise of scale ≤ 20/1e6: P[any of ≤ 1,000 counts gets nonzero noise] < 1e-20 000.
 EXACT = Budget(1e6)

@@ -21,6 +21,8 @@ from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.core.counts_budget import count_calibration
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 from beam_dpsu.core.report import to_json
+from tests.support.hypothesis_profiles import examples
+from tests.support.job_output import read_report
 
 SMALL = choice.AutoMaxItems(candidates=(1, 2, 5))
 
@@ -97,7 +99,7 @@ def test_plan_splits_the_counts_budget_and_calibrates_every_candidate():
 users = st.lists(st.sets(st.sampled_from("abcdefgh"), max_size=8), max_size=12)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(users=users, extra=st.sets(st.sampled_from("abcdefgh"), max_size=8),
        released=st.sets(st.sampled_from("abcdefgh")))
 def test_one_more_user_moves_the_released_size_histogram_by_at_most_1(users, extra, released):
@@ -210,7 +212,7 @@ def test_the_vocabulary_job_chooses_the_counts_max_items_privately(tmp_path):
                             "--max-items-per-user", "20", "--counts-max-items-per-user", "AUTO",
                             "--output", str(out)])
     assert code == 0
-    report = json.loads((out / "report.json").read_text())
+    report = read_report(out)
     assert report["counts_chosen_max_items_per_user"] in choice.CANDIDATES
     assert report["counts"]["max_items_per_user"]["method"] == "auto"
     assert "chosen_max_items_per_user" not in report  # the selection's Δ0 was fixed
@@ -226,6 +228,6 @@ def test_the_ngrams_job_takes_counts_auto(tmp_path):
                         "--delta", "1e-6", "--max-items-per-user", "5", "--with-counts",
                         "--counts-max-items-per-user", "auto", "--output", str(out)])
     assert code == 0
-    report = json.loads((out / "report.json").read_text())
+    report = read_report(out)
     assert report["counts_chosen_max_items_per_user"] in choice.CANDIDATES
     assert report["counts"]["max_items_per_user"]["method"] == "auto"

@@ -2,12 +2,11 @@
 leaves the user's logging configuration as it was (each case in a fresh
 interpreter: the import happens once per process)."""
 
-import os
 import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.paths import ROOT
 
 STATE = ("root = logging.getLogger(); "
          "state = lambda: (list(root.handlers), list(root.filters), root.level)")

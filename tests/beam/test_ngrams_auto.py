@@ -27,8 +27,9 @@ from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.beam.ngram_level1 import block_size_counts
 from beam_dpsu.core.ngram_parameters import max_items_per_level
 from pipelines import ngrams as ngrams_job
+from tests.support.hypothesis_profiles import examples
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 DP = Budget(1.0, 1e-7)
 # Three candidates keep the graphs small (level 1 is built once per candidate).
@@ -61,7 +62,7 @@ users_docs = st.lists(st.lists(st.lists(st.sampled_from("abcdefg"), max_size=6),
                       max_size=8)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(users_docs, st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=9), max_size=3))
 def test_one_more_user_moves_the_size_counts_by_one(users, extra):
     # The size histogram's sensitivity: a user lands in one bin (none without tokens).

@@ -22,22 +22,8 @@ from beam_dpsu.core.documents import check_document
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 
-
-def phrase_corpus(n_users=300, seed=0):
-    """Users write a few documents from a small phrase book, so n-grams repeat."""
-    rng = np.random.default_rng(seed)
-    phrases = [("the", "cat", "sat", "down"), ("a", "dog", "ran", "home"),
-               ("the", "dog", "sat"), ("cat", "ran", "down", "the", "road")]
-    docs = []
-    for u in range(n_users):
-        for _ in range(int(rng.integers(1, 3))):
-            docs.append((f"user{u}", phrases[int(rng.integers(len(phrases)))]))
-    return docs
-
-
-def downward_closed(ngrams):
-    s = set(ngrams)
-    return all(g[:-1] in s and g[1:] in s for g in s if len(g) > 1)
+from tests.support.hypothesis_profiles import examples
+from tests.support.ngram_corpora import downward_closed, phrase_corpus
 
 
 @pytest.mark.parametrize("eta", [0.01, 0.5])
@@ -220,7 +206,7 @@ def test_every_input_form_passes_the_type_hint(elements, kwargs):
     assert released.element_type == typehints.Tuple[str, ...]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(["a", "b", "", " ", "a b", "c\t", "\u2003", "é"]),
                           st.integers(0, 3), st.sampled_from([np.str_("a"), b"a"])),
                 max_size=6).map(tuple))

@@ -23,6 +23,7 @@ from beam_dpsu import SelectItems, ZCDPBudget
 from beam_dpsu.core import mechanisms
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.beam.output import WriteReleased, format_released, release_order, shard_path
+from tests.support.hypothesis_profiles import examples
 
 
 def read_files(prefix):
@@ -197,7 +198,7 @@ def test_ordinary_items_are_written_as_before():
     assert format_released(("the", "cat")) == "the cat"
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(any_text)
 def test_any_str_item_round_trips_as_one_line(item):
     line = format_released(item)
@@ -207,7 +208,7 @@ def test_any_str_item_round_trips_as_one_line(item):
     assert parse_count_line(format_count_line((item, 5))) == (item, 5)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(st.binary())
 def test_any_bytes_item_round_trips_as_one_line(item):
     line = format_released(item)
@@ -216,7 +217,7 @@ def test_any_bytes_item_round_trips_as_one_line(item):
     assert parse_count_line(format_count_line((item, 5)), as_bytes=True) == (item, 5)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(any_text, unique=True), st.lists(st.binary(), unique=True))
 def test_distinct_items_of_one_type_give_distinct_lines(texts, raws):
     assert len({format_released(t) for t in texts}) == len(texts)
@@ -252,7 +253,7 @@ beam_text = st.text(st.characters(codec="utf-8"), max_size=6)
 
 # A handful of pipelines (each a few seconds on the DirectRunner); the formatting
 # itself is swept with thousands of examples above.
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.sets(beam_text | st.sampled_from(LINE_BREAKS).map(lambda c: f"x{c}y"),
                min_size=1, max_size=8),
        st.integers(min_value=1, max_value=3))

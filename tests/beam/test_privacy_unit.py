@@ -34,6 +34,7 @@ from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.hashing import derived_rng, stable_hash64
 from beam_dpsu.core.policies import gw_item_order, histogram_distance
 from beam_dpsu.beam.sequential import SequentialPolicyHistogram, sharded_policy_histogram
+from tests.support.hypothesis_profiles import examples
 
 HUGE = Budget(epsilon=1e6, delta=0.4)  # for parameter checks
 # Noise of scale ~1e-6 and thresholds ≥ 6.4 noise scales above 1: an item
@@ -380,7 +381,7 @@ def bounded(elements, mechanism, max_items):
 
 
 @pytest.mark.parametrize("mechanism", sorted(POLICIES))
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(elements=st.lists(ELEMENT, max_size=12), extra=st.one_of(ELEMENT, st.just(None)),
        position=st.integers(0, 12), max_items=st.integers(1, 4),
        cutoff=st.floats(1.0, 4.0), shards=st.integers(1, 3),

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from beam_dpsu.beam import records
 from beam_dpsu.beam.records import UserItems, UserItemsCoder
+from tests.support.hypothesis_profiles import examples
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=()), min_size=0, max_size=6)
 USER_ID = st.one_of(st.integers(-2 ** 130, 2 ** 130), TEXT, st.binary(max_size=8),
@@ -18,7 +19,7 @@ ITEMS = st.one_of(st.lists(TEXT, max_size=8, unique=True),  # NULs and lone surr
                   st.lists(st.one_of(TEXT, st.binary(max_size=5)), max_size=8, unique=True))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(USER_ID, ITEMS)
 def test_every_record_comes_back_equal_with_its_types(user_id, items):
     coder = UserItemsCoder()

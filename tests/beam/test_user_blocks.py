@@ -17,6 +17,7 @@ from beam_dpsu.core.policies import greedy_update, l1_descent, l2_descent, polic
 from beam_dpsu.beam.sequential import (SequentialPolicyHistogram, UserBlockBuilder,
                                   shard_policy_histogram, sharded_policy_histogram,
                                   user_order_key)
+from tests.support.hypothesis_profiles import examples
 
 KEY = b"k" * 32
 POLICIES = [l1_descent, l2_descent, greedy_update]
@@ -41,7 +42,7 @@ def permuted(blocks, seed):
     return [blocks[i] for i in np.random.default_rng(seed).permutation(len(blocks))]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(USER_LIST, max_size=30), st.lists(st.integers(0, 40), max_size=5),
        st.integers(0, 2), st.floats(0.5, 4.0), st.integers(0, 2 ** 32 - 1))
 def test_blocks_give_the_policy_histogram_in_key_order_bit_for_bit(lists, cuts, policy, cutoff,
@@ -74,7 +75,7 @@ def test_order_keys_sort_as_bytes_across_both_words():
 
 @given(st.lists(USER_LIST, min_size=2, max_size=8), st.lists(st.integers(0, 10), max_size=3),
        st.integers(0, 2 ** 32 - 1))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_equal_order_keys_are_visited_by_their_lists_whatever_the_blocks(lists, cuts, seed):
     # One user id in two records breaks the input's contract, but the result
     # still depends only on the records: ties go by the lists' canonical bytes.
@@ -204,7 +205,7 @@ USER_ID = st.one_of(st.text(max_size=12), st.binary(max_size=12), st.integers(0,
                     st.tuples(st.text(max_size=3), st.integers()))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(key=st.binary(max_size=100), user_ids=st.lists(USER_ID, max_size=8))
 def test_the_keyed_mac_made_once_gives_every_user_its_hmac(key, user_ids):
     # The packing step copies one keyed HMAC state per user instead of keying a

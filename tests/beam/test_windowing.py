@@ -105,11 +105,20 @@ def test_writer_refuses_windows_too():
 
 
 def test_rewindowing_into_the_global_window_is_accepted():
-    p = beam.Pipeline()
-    released = (windowed(p, [("u", "a")])
-                | "Global" >> beam.WindowInto(window.GlobalWindows())
-                | SelectItems(WeightedGaussian(3), BUDGET))
-    assert released is not None
+    # Records spread over 6 fixed windows, then put back into the global window:
+    # SelectItems builds, its pipeline runs, and it releases what it would from
+    # records never windowed: "common" (400 users, weight ≈ 400 against a
+    # threshold of 18.6, σ = 3.9) and not "rare" (one user; released w.p. < 3e-6).
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+    stamped = [((f"u{u}", "common"), u % 60) for u in range(400)] + [(("u0", "rare"), 55)]
+    with TestPipeline() as p:
+        released = (p | beam.Create(stamped)
+                    | beam.MapTuple(window.TimestampedValue)
+                    | beam.WindowInto(window.FixedWindows(10))
+                    | "Global" >> beam.WindowInto(window.GlobalWindows())
+                    | SelectItems(WeightedGaussian(3), BUDGET))
+        assert_that(released, equal_to(["common"]))
 
 
 def test_records_rewindowed_into_the_global_window_are_bounded_once_per_user():

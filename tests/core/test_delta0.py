@@ -16,6 +16,7 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.mechanisms import (SIPS, CountGaussian, CountLaplace, GreedyWithoutSampling,
                                PolicyGaussian, PolicyLaplace, TruncatedGeometric,
                                WeightedGaussian, WeightedLaplace)
+from tests.support.hypothesis_profiles import examples
 
 ZCDP = ZCDPBudget(0.1, 1e-5)
 DP = Budget(1.765, 4.96e-5)
@@ -84,7 +85,7 @@ def test_size_bins_golden():
     assert counts[list(edges).index(6)] == 1 and counts[list(edges).index(8)] == 1
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(sizes=st.lists(st.integers(1, 5000), max_size=60), extra=st.integers(1, 5000))
 def test_one_more_user_moves_the_size_counts_by_one(sizes, extra):
     # The sensitivity the noise is calibrated to: one user is in exactly one

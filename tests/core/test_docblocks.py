@@ -22,7 +22,8 @@ from beam_dpsu.core.docblocks import (BadToken, BlockBuilder, _gram_keys, encode
                                  level_sums, sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
 from beam_dpsu.core.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
-from tests.core.test_kgrams import TOKENS, released_sets
+from tests.support.hypothesis_profiles import examples
+from tests.support.kgram_sets import TOKENS, released_sets
 
 BIG = 10_000  # a Δ no user reaches: nothing is sampled
 documents = st.lists(st.sampled_from(TOKENS), max_size=8).map(tuple)
@@ -50,7 +51,7 @@ def as_dict(pairs):
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(released_sets(), st.sampled_from(["both", "single"]), users_docs)
 def test_level_sums_are_the_per_user_rule_when_nothing_is_sampled(sets, pruning, users):
     k, previous, unigrams = level_sets(sets)
@@ -62,7 +63,7 @@ def test_level_sums_are_the_per_user_rule_when_nothing_is_sampled(sets, pruning,
     assert all(got[g] == pytest.approx(expected[g]) for g in got)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(users_docs)
 def test_level1_sums_are_the_per_user_rule_when_nothing_is_sampled(users):
     expected = weighted_histogram([{t for doc in docs for t in doc} for docs in users],
@@ -73,7 +74,7 @@ def test_level1_sums_are_the_per_user_rule_when_nothing_is_sampled(users):
     assert all(got[t] == pytest.approx(expected[t]) for t in got)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(released_sets(), st.sampled_from(["both", "single"]), users_docs, documents,
        st.integers(1, 3), st.integers(0, 2**32))
 def test_one_more_user_moves_the_sums_by_at_most_1_in_l2_and_only_on_its_own_kgrams(
@@ -137,7 +138,7 @@ def test_repeated_occurrences_count_once():
     assert sums.tolist() == pytest.approx([0.0, 1 / math.sqrt(2), 1 / math.sqrt(2) + 1.0])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=40), st.integers(1, 5),
        st.sampled_from([4, 2**20, 2**40]))
 def test_gram_keys_are_equal_exactly_when_grams_are(tokens, length, n_tokens):
@@ -161,7 +162,7 @@ def test_an_empty_block_and_users_without_documents():
                       np.random.default_rng(0)) == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(released_sets(), st.sampled_from(["both", "single"]), users_docs)
 def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users):
     # Two ways to tell which (k−1)-grams were released: their digit keys
@@ -185,7 +186,7 @@ def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users)
     assert by_keys == by_lookups
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 9), min_size=1, max_size=8), st.integers(1, 4),
        st.randoms(use_true_random=False))
 def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes, max_items,
@@ -211,7 +212,7 @@ def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes
             assert float((mine ** 2).sum()) == pytest.approx(1.0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(users_docs)
 def test_a_block_built_user_by_user_holds_every_document_in_order(users):
     builder = BlockBuilder(keep_ids=True)
@@ -252,7 +253,7 @@ def test_a_user_with_a_token_the_check_refuses_adds_nothing():
     assert words == ["a", "b", "b", "c"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), max_size=40),
        st.integers(1, 4), st.randoms(use_true_random=False))
 def test_repeats_count_once_whether_users_come_in_order_or_not(pairs, max_items, shuffler):

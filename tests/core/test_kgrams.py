@@ -14,8 +14,8 @@ from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism
                                      gaussian_noise_schedule)
 from beam_dpsu.core.kgrams import ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
 from beam_dpsu.beam.ngram_levels import SpuriousFn
-
-TOKENS = "abcd"
+from tests.support.hypothesis_profiles import examples
+from tests.support.kgram_sets import TOKENS, released_sets
 
 
 def brute_force_valid(previous, unigrams, k, pruning):
@@ -24,15 +24,7 @@ def brute_force_valid(previous, unigrams, k, pruning):
             if w[:-1] in prev and ((w[1:] in prev) if pruning == "both" else ((w[-1],) in uni))}
 
 
-@st.composite
-def released_sets(draw):
-    k = draw(st.integers(2, 4))
-    unigrams = draw(st.sets(st.sampled_from([(t,) for t in TOKENS]), min_size=1))
-    previous = draw(st.sets(st.tuples(*[st.sampled_from(TOKENS)] * (k - 1)), max_size=30))
-    return k, unigrams, previous
-
-
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(released_sets(), st.sampled_from(["both", "single"]))
 def test_exact_valid_count_and_enumeration_match_brute_force(sets, pruning):
     k, unigrams, previous = sets

@@ -28,6 +28,7 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.ngram_parameters import MAX_NGRAM_LENGTH
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import NgramsByDPSU
+from tests.support.hypothesis_profiles import examples
 
 HUGE_D0 = [10 ** 12, 2 ** 63 - 1]
 WEIGHTED = [thresholds.weighted_laplace_threshold, thresholds.weighted_gaussian_threshold]
@@ -266,7 +267,7 @@ def _check_finite(value):
                 assert math.isfinite(v), (field, v)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(mechanisms.MECHANISMS)),
        zcdp=st.booleans(),
        scale=_log_uniform(1e-300, 1e300),
@@ -279,7 +280,7 @@ def test_every_mechanism_computes_or_refuses(name, zcdp, scale, delta, d0):
     _check_finite(_computes_or_refuses(lambda: counts_budget.count_calibration(budget, d0)))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(rho=_log_uniform(1e-300, 1e300), delta=_log_uniform(1e-300, 0.4),
        epsilon=_log_uniform(1e-300, 1e300))
 def test_conversions_compute_or_refuse(rho, delta, epsilon):
@@ -292,7 +293,7 @@ def test_conversions_compute_or_refuse(rho, delta, epsilon):
         lambda: gaussian.analytic_gaussian_sigma(epsilon, delta)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(epsilon=_log_uniform(1e-300, 1e300), delta=_log_uniform(1e-300, 0.9),
        max_n=st.integers(1, 5), d0=st.one_of(st.integers(1, 100), st.integers(1, 2 ** 63 - 1)),
        decay=st.one_of(st.just("equal"), _log_uniform(1e-300, 1e300)))

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from beam_dpsu.core import policies
 from beam_dpsu.core.policies import histogram_distance, weighted_histogram
+from tests.support.hypothesis_profiles import examples
 
 ITEMS = st.sampled_from([f"w{i}" for i in range(30)])
 USER = st.lists(ITEMS, min_size=1, max_size=12)  # already bounded: ≤ Δ0 = 12 distinct
@@ -31,7 +32,7 @@ def neighbours(draw):
     return users, users[:position] + [extra] + users[position:]
 
 
-SETTINGS = settings(max_examples=500, deadline=None,
+SETTINGS = settings(max_examples=examples(500), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -29,6 +29,7 @@ from beam_dpsu.core.calibration import (gaussian_dp_equivalents, release_mask, s
                                    threshold_delta_cost)
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.core.thresholds import weighted_gaussian_threshold
+from tests.support.hypothesis_profiles import examples
 
 IMDB = Budget(1.765, 4.96e-5)
 GAUSSIAN_SINGLE = [mechanisms.WeightedGaussian(100), mechanisms.CountGaussian(100),
@@ -150,7 +151,7 @@ def test_split_is_deterministic_and_bounded():
     assert split_delta(1.765, 4.96e-5, objective) == first
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(epsilon=st.floats(0.01, 20), log_delta=st.floats(math.log(1e-12), math.log(0.5)),
        d0=st.sampled_from([1, 2, 10, 100, 1000]))
 def test_split_is_feasible_and_no_worse_than_even_at_extremes(epsilon, log_delta, d0):

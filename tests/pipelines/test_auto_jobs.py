@@ -1,11 +1,10 @@
 """--max-items-per-user auto in the jobs: the chosen Δ0 in the report and the summary."""
 
-import json
-
 import pytest
 
 from pipelines import flags, vocabulary
 from pipelines.evaluation import peers as benchmark_peers
+from tests.support.job_output import read_report
 
 BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field",
         "review", "--rho", "0.1", "--delta", "1e-5"]
@@ -17,7 +16,7 @@ def test_the_vocabulary_job_chooses_max_items_privately_and_reports_it(tmp_path,
                             "auto", "--output", str(out)])
     captured = capsys.readouterr()
     assert code == 0
-    report = json.loads((out / "report.json").read_text())
+    report = read_report(out)
     chosen = report["chosen_max_items_per_user"]
     assert chosen in report["max_items_per_user"]["candidates_calibrated"]
     assert report["max_items_per_user"]["share"] == 0.05
@@ -48,7 +47,7 @@ def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):
                             "--output", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    report = json.loads((out / "report.json").read_text())
+    report = read_report(out)
     assert report["chosen_max_items_per_user"] in report["max_items_per_user"]["candidates"]
     counts_plan = report["counts"]["max_items_per_user"]
     chosen = report["counts_chosen_max_items_per_user"]
@@ -65,7 +64,7 @@ def test_auto_with_counts_uses_the_basic_split(tmp_path, capsys):
                             "--max-items-per-user", "auto", "--with-counts",
                             "--counts-max-items-per-user", "20", "--output", str(out)])
     assert code == 0, capsys.readouterr().err
-    report = json.loads((out / "report.json").read_text())
+    report = read_report(out)
     assert report["budget_split"]["composition"].startswith("basic composition")
     assert report["total_budget"]["epsilon"] == 2
 

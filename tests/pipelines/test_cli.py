@@ -14,7 +14,7 @@ import pipelines
 from pipelines import errors, flags, ngrams, output_folder, settings, vocabulary
 from pipelines.io.errors import InputFormatError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.paths import ROOT
 
 
 def parse(argv):

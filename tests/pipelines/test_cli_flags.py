@@ -11,24 +11,18 @@ import contextlib
 import numpy as np
 import pytest
 
-from pipelines import command, errors, flags, ngrams, vocabulary
+from pipelines import errors, flags, ngrams, vocabulary
 from pipelines.evaluation import benchmark, evaluate
-from pipelines.evaluation import max_items as delta0_benchmark
+from tests.support.job_flags import FLAG, beam_flags, job_flags, job_parsers
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
-FLAG = re.compile(r"--[a-z][a-z0-9_-]*")
 # A library's own spellings: a parameter name, a Budget/ZCDPBudget repr or a
 # budget dict. None of them may reach a job's error line.
 LIBRARY_SPELLINGS = re.compile(
     r"\b(max_items_per_user|counts_share|max_n|hot_key_fanout|num_shards|noise_decay"
     r"|single_n)\b|Budget\(|\{'type'|\b(epsilon|delta|rho|decay|eta|alpha|rounds|ratio"
     r"|shards|n)\s*=")
-
-try:
-    from pipelines.evaluation import peers as benchmark_peers
-except ImportError:  # pragma: no cover - needs only what the jobs need
-    benchmark_peers = None
 
 
 def one_error_line(main, argv) -> str:
@@ -287,24 +281,6 @@ def test_repeated_benchmark_flag(capsys):
 
 
 # -- help texts and README name only real flags -----------------------------------------
-
-
-def beam_flags() -> set:
-    return set(flags.beam_option_flags())
-
-
-def job_flags(parser) -> set:
-    return {s for a in parser._actions for s in a.option_strings}
-
-
-def job_parsers():
-    parsers = {"vocabulary": vocabulary.build_parser(), "ngrams": ngrams.build_parser(),
-               "evaluate": evaluate.build_parser(), "benchmark": benchmark.build_parser(),
-               "delta0_benchmark": delta0_benchmark.build_parser(),
-               "command": command.build_parser()}  # beam-dpsu's own (--version)
-    if benchmark_peers is not None:
-        parsers["benchmark_peers"] = benchmark_peers.build_parser()
-    return parsers
 
 
 @pytest.mark.parametrize("job", ["vocabulary", "ngrams", "evaluate", "benchmark",

@@ -24,8 +24,9 @@ from pipelines.io import decompression, lines, parsers, read
 from pipelines.io.checks import inspect_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import record_parser
+from tests.support.hypothesis_profiles import examples
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 SECRET = "alice@example.com"
@@ -405,7 +406,7 @@ class ShortReads(io.BytesIO):
         return super().read(self.size if n < 0 else min(n, self.size))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=LINE_BYTES, read_size=st.integers(1, 8))
 def test_lines_are_split_as_io_splits_them(data, read_size):
     # Whatever the reads (chunk boundaries anywhere, a \r\n cut in two), the
@@ -436,7 +437,7 @@ def never_closed(text):
     return False
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=st.lists(st.lists(CSV_FIELD, min_size=1, max_size=4), min_size=1, max_size=4),
        cut=st.integers(0, 200))
 def test_the_field_scanner_agrees_with_the_csv_module(rows, cut):

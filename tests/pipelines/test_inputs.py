@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from beam_dpsu.core.tokenizer import _MARKUP, _URL, _WORD, Tokenizer, Tokens, tokenize
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import parse_csv, parse_jsonl, parse_pairs, parse_text
+from tests.support.hypothesis_profiles import examples
 
 
 def stream(text: str):
@@ -27,7 +28,7 @@ def test_tokenize_options_and_unicode():
         tokenize(3)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("abcXYZ09 _'’.,<>/:-İßΣé\n\t")), max_size=60))
 def test_the_ascii_fast_path_gives_the_tokens_of_per_token_lower_casing(text):
     # Lower-casing a whole ASCII text before splitting is one C call; the
@@ -37,7 +38,7 @@ def test_the_ascii_fast_path_gives_the_tokens_of_per_token_lower_casing(text):
     assert tokenize(text) == reference
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("abcXYZ09 _'’.,<>/:-İßΣé\n\t\u0130\ufb03")),
                max_size=60), st.booleans(), st.booleans())
 def test_tokens_are_non_empty_plain_str_as_selection_trusts_them(text, lowercase, strip_urls):

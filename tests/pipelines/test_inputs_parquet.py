@@ -8,7 +8,6 @@ import contextlib
 import csv
 import glob
 import io
-import json
 import os
 import subprocess
 import sys
@@ -25,8 +24,9 @@ from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import infer_format
 from pipelines.io.parquet import ParquetFields
 from pipelines.io.read import ReadUserItems
+from tests.support.job_output import read_report as report
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUDGET = ["--epsilon", "50", "--delta", "1e-6", "--max-items-per-user", "5", "--seed", "3"]
 SECRET = "secret-value"  # in the files' data: never in an error line
 
@@ -42,11 +42,6 @@ def released(out, name: str = "items") -> list[str]:
         with open(path, encoding="utf-8") as f:
             lines += f.read().splitlines()
     return lines
-
-
-def report(out) -> dict:
-    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
-        return json.load(f)
 
 
 def run(main, argv) -> tuple[int, str]:

@@ -8,28 +8,17 @@ import random
 import pytest
 
 from pipelines import ngrams as ngrams_job
-from tests.beam.test_ngrams_beam import downward_closed, phrase_corpus
+from tests.support.job_output import output_bytes, read_report, shard_lines
+from tests.support.ngram_corpora import downward_closed, phrase_corpus
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 RAW_LEVEL_FIELDS = {"support", "released_from_users", "spurious", "expected_spurious"}
 
 
 def read_job_output(out):
-    lines = []
-    for path in sorted(glob.glob(os.path.join(out, "ngrams-*.txt"))):
-        with open(path, encoding="utf-8") as f:
-            lines += [line.rstrip("\n") for line in f if line.strip()]
-    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
-        return [tuple(line.split(" ")) for line in lines], json.load(f)
-
-
-def output_bytes(out_dir) -> dict:
-    files = {}
-    for path in sorted(glob.glob(os.path.join(out_dir, "*"))):
-        with open(path, "rb") as f:
-            files[os.path.basename(path)] = f.read()
-    return files
+    lines = [line for line in shard_lines(out, "ngrams-*.txt") if line.strip()]
+    return [tuple(line.split(" ")) for line in lines], read_report(out)
 
 
 def test_ngram_job_on_msnbc_slice(tmp_path, capsys):
@@ -124,10 +113,7 @@ def test_ngram_job_with_counts(tmp_path):
                             "--rho", "2", "--delta", "1e-6", "--with-counts",
                             "--counts-share", "0.5", "--output", out]) == 0
     ngrams, report = read_job_output(out)
-    lines = []
-    for path in sorted(glob.glob(os.path.join(out, "counts-*.tsv"))):
-        with open(path, encoding="utf-8") as f:
-            lines += [line.rstrip("\n").split("\t") for line in f]
+    lines = [line.split("\t") for line in shard_lines(out, "counts-*.tsv")]
     with open(glob.glob(os.path.join(out, "ngrams-*.txt"))[0], encoding="utf-8") as f:
         ngram_lines = [line.rstrip("\n") for line in f]
     # One count per released n-gram, none else, in the n-grams' order.

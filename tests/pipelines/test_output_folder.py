@@ -18,8 +18,8 @@ import pytest
 
 from pipelines import errors, ngrams, output_folder, vocabulary
 from pipelines.evaluation import evaluate
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 # Enough users holding each word that the seeded runs release something.
 SURE = ["--epsilon", "5", "--delta", "1e-6", "--seed", "3", "--max-items-per-user", "3"]

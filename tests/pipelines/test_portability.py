@@ -9,7 +9,6 @@ mode, where every element crosses a process boundary.
 """
 
 import glob
-import json
 import os
 import socket
 import subprocess
@@ -20,8 +19,9 @@ import pytest
 
 from beam_dpsu import MECHANISMS
 from pipelines import ngrams, vocabulary
+from tests.support.job_output import read_report
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 
 
@@ -63,8 +63,7 @@ def read_items(out, prefix="items"):
     for path in glob.glob(os.path.join(out, f"{prefix}-*.txt")):
         with open(path, encoding="utf-8") as f:
             items += [line.strip() for line in f if line.strip()]
-    with open(os.path.join(out, "report.json"), encoding="utf-8") as f:
-        return sorted(items), json.load(f)
+    return sorted(items), read_report(out)
 
 
 @pytest.fixture(scope="module")

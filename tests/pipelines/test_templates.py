@@ -8,8 +8,8 @@ import re
 import pytest
 
 from pipelines import ngrams, vocabulary
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOBS = {"vocabulary": vocabulary.build_parser, "ngrams": ngrams.build_parser}
 NOT_IN_TEMPLATES = {"seed"}  # test-only: a seeded release is not private
 

@@ -13,29 +13,17 @@ import numpy as np
 import pytest
 
 from pipelines import vocabulary
+from tests.support.job_output import output_bytes, read_report, shard_lines
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 BASE = ["--epsilon", "1", "--delta", "1e-5"]
 RAW_FIELDS = {"non_private_counts", "users", "pairs", "distinct_items"}
 
 
 def read_output(out_dir):
-    items = []
-    for path in sorted(glob.glob(os.path.join(out_dir, "items-*.txt"))):
-        with open(path, encoding="utf-8") as f:
-            items += [line.rstrip("\n") for line in f if line.strip()]
-    with open(os.path.join(out_dir, "report.json"), encoding="utf-8") as f:
-        return items, json.load(f)
-
-
-def output_bytes(out_dir) -> dict:
-    """Every file the job wrote, name → bytes."""
-    files = {}
-    for path in sorted(glob.glob(os.path.join(out_dir, "*"))):
-        with open(path, "rb") as f:
-            files[os.path.basename(path)] = f.read()
-    return files
+    items = [line for line in shard_lines(out_dir, "items-*.txt") if line.strip()]
+    return items, read_report(out_dir)
 
 
 def run_job(args, capsys=None):
@@ -482,11 +470,7 @@ def test_tiny_input_says_that_releasing_nothing_is_expected(tmp_path, capsys):
 
 
 def read_counts(out_dir):
-    lines = []
-    for path in sorted(glob.glob(os.path.join(out_dir, "counts-*.tsv"))):
-        with open(path, encoding="utf-8") as f:
-            lines += [line.rstrip("\n").split("\t") for line in f]
-    return lines
+    return [line.split("\t") for line in shard_lines(out_dir, "counts-*.tsv")]
 
 
 @pytest.mark.parametrize("budget,noise", [(["--epsilon", "4"], "discrete_laplace"),

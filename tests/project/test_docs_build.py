@@ -16,8 +16,8 @@ import sys
 import pytest
 
 import beam_dpsu
+from tests.support.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCS = os.path.join(ROOT, "docs")
 NO_DOCS_EXTRA = "the docs extra is not installed (pip install -e '.[docs]')"
 
@@ -94,7 +94,7 @@ MOVED_PAGES = ("jobs.md", "report.md", "privacy.md", "scale.md")
 
 def test_pages_moved_from_readme_name_only_real_flags_and_names():
     # What test_cli_flags and test_readme check on README, for the text moved out of it.
-    from tests.pipelines.test_cli_flags import FLAG, beam_flags, job_flags, job_parsers
+    from tests.support.job_flags import FLAG, beam_flags, job_flags, job_parsers
     known = beam_flags().union(*(job_flags(p) for p in job_parsers().values()))
     for page in MOVED_PAGES:
         text = read(os.path.join(DOCS, page))

@@ -17,7 +17,7 @@ from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian
 from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines.evaluation import max_items as bench
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from tests.support.paths import ROOT
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 
 

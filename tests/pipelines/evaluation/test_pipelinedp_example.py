@@ -7,7 +7,6 @@ these tests are skipped with that reason.
 import csv
 import gzip
 import importlib.util
-import json
 import os
 
 import apache_beam as beam
@@ -16,11 +15,12 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that
 
 from beam_dpsu import Budget, BudgetAccountant, BudgetExceededError
+from tests.support.job_output import read_report
+from tests.support.paths import ROOT
 
 pytest.importorskip("pipeline_dp", reason="PipelineDP is in the test extra: "
                                           "pip install -e '.[test]'")
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 spec = importlib.util.spec_from_file_location(
     "pipelinedp_aggregation", os.path.join(ROOT, "examples", "pipelinedp_aggregation.py"))
 example = importlib.util.module_from_spec(spec)
@@ -89,6 +89,6 @@ def test_main_writes_sorted_word_stats_and_report(tmp_path):
     lines = (out / "word_stats.tsv").read_text().splitlines()
     words = [line.split("\t")[0] for line in lines]
     assert words == sorted(words) and {"film", "great"} <= set(words)
-    report = json.loads((out / "report.json").read_text())
+    report = read_report(out)
     assert report["spent"] == {"epsilon": 4.0, "delta": 1e-5}
     assert report["aggregation"]["public_partitions"] == "the released words"
