@@ -73,6 +73,14 @@ def released(out) -> list:
 
 
 @pytest.fixture
+def tmp_path(tmp_path_factory):
+    """A fresh folder whose path names no test: pytest's own ``tmp_path`` holds the test's
+    name, whose words ("directory", "corrupt", "empty", "blank") would satisfy the
+    checks on messages."""
+    return tmp_path_factory.mktemp("job")
+
+
+@pytest.fixture
 def pairs(tmp_path) -> str:
     return write_pairs(tmp_path / "pairs.csv", ["cat", "dog"])
 
