@@ -401,8 +401,7 @@ def test_pairs_header_uid_tag_is_detected(tmp_path):
 def test_version_prints_the_version(module):
     proc = run(module, ["--version"], timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert beam_dpsu.__version__ == "0.1.0"
-    assert "0.1.0" in proc.stdout
+    assert beam_dpsu.__version__ in proc.stdout  # 0.1.0 at the trial
 
 
 # -- 17: wording -----------------------------------------------------------------------
