@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from beam_dpsu.beam.output import FORMATS as OUTPUT_FORMATS
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
 from pipelines.flags import JobArgumentParser, boolean, flags, int_or_auto
@@ -123,10 +124,19 @@ def add_budget_arguments(parser: JobArgumentParser) -> None:
 
 
 def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
-    """--output and --num-shards for a job that writes ``what`` (e.g. "items")."""
+    """--output, --output-format and --num-shards for a job that writes ``what``
+    (e.g. "items")."""
     g = parser.add_argument_group("output")
     g.add_argument(*flags("output"), required=True, metavar="FOLDER",
-                   help=f"output folder (local or gs://…) for {what}-*.txt and report.json")
+                   help=f"output folder (local or gs://…) for {what}-*.txt (or .parquet) and "
+                        "report.json")
+    g.add_argument(*flags("output-format"), choices=OUTPUT_FORMATS, default="text",
+                   help=f"text: {what}-*.txt, one escaped {what[:-1]} per line (and "
+                        "counts-*.tsv); parquet: "
+                        f"{what}-*.parquet with a column "
+                        + ("'ngram' (list of tokens)" if what == "ngrams" else "'item'")
+                        + " (and counts-*.parquet with 'count'), sorted and sharded alike "
+                          "(default: text)")
     g.add_argument(*flags("num-shards"), type=int, default=1, metavar="N",
                    help=f"number of {what} files; lines are sorted and each {what[:-1]} goes "
                         "to the file its own hash picks, so the files depend on the released "

@@ -56,7 +56,8 @@ from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
                                 check_num_shards, count_released, describe_budget,
-                                tokenizer_from_args, with_counts_report)
+                                output_suffix, tokenizer_from_args,
+                                with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]
@@ -274,7 +275,8 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     # per-length and per-level figures of the release, raw figures only if asked.
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteNgrams" >> WriteReleased(
-        f"{out}/ngrams", file_name_suffix=".txt", num_shards=args.num_shards)
+        f"{out}/ngrams", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
+        format=args.output_format, ngrams=True)
     log_written(written, "ngrams", staging=out, output=args.output)
     counter = None
     if parts is not None:
@@ -284,7 +286,8 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
             lambda doc: ((doc[0], gram) for k in range(1, max_n + 1)
                          for gram in kgrams_of(doc[1], k)))
         counter = count_released(user_ngrams, released, parts, counts_max_items(args),
-                                     args.seed, out, args.num_shards, ngrams=True)
+                                     args.seed, out, args.num_shards, ngrams=True,
+                                     output_format=args.output_format)
     # (DPNE logs each level's release itself: progress_logger.)
     per_length = (released
                   | "Length" >> beam.Map(len)
@@ -306,6 +309,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
         # The counts' "auto": the chosen Δ0 is a DP output.
         side["counts_chosen_max_items_per_user"] = single(counter.chosen_max_items_per_user)
     static = with_counts_report(_static_report(transform, args), parts, counter)
+    output_format = args.output_format
 
     def assemble(_, lengths, levels=None, stats=None, raw_levels=None, chosen=None,
                  counts_chosen_max_items_per_user=None):
@@ -324,6 +328,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
             if raw_levels:
                 raw["level_stats"] = sorted(raw_levels, key=lambda s: s["k"])
             report["non_private_counts"] = {**raw, "note": NON_PRIVATE_NOTE}
+        report["output_format"] = output_format
         return report
 
     _ = (pipeline
@@ -352,8 +357,9 @@ def run_prepared(job) -> str:
     per_length = ", ".join(f"{n:,} of length {k}"
                            for k, n in report["released_per_length"].items())
     shard = "00000" if args.num_shards == 1 else "*"
-    shards = f"ngrams-{shard}-of-{args.num_shards:05d}.txt"
-    counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
+    shards = f"ngrams-{shard}-of-{args.num_shards:05d}{output_suffix(args)}"
+    counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}"
+              f"{output_suffix(args, counts=True)}"
               if args.with_counts else "")
     budget = transform.budget if args.budget_parts is None else args.budget_parts.total
     # The report's equivalents are this budget's only without counts.

@@ -13,7 +13,7 @@ import dataclasses
 import difflib
 import math
 
-from beam_dpsu.beam.output import WriteReleased, format_count_line
+from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
 from beam_dpsu.core import hashing, max_items_choice, mechanisms
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError
@@ -29,7 +29,7 @@ __all__ = [
     "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
     "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
     "check_counts", "count_released", "count_line", "with_counts_report", "privacy_unit_from_args",
-    "check_num_shards",
+    "check_num_shards", "output_suffix",
 ]
 
 
@@ -200,15 +200,17 @@ def count_line(item_count) -> str:
 
 def count_released(records, released, parts: SelectionAndCountsBudget,
                    max_items_per_user: int | str, seed, out: str, num_shards: int = 1,
-                   ngrams: bool = False, privacy_unit: str = "user_id") -> CountReleased:
-    """Counts the released items and writes OUT/counts-*.tsv in the items' order and
-    shards (both sorted and sharded by the item alone)."""
+                   ngrams: bool = False, privacy_unit: str = "user_id",
+                   output_format: str = "text") -> CountReleased:
+    """Counts the released items and writes OUT/counts-*.tsv (``output_format``
+    "parquet": OUT/counts-*.parquet) in the items' order and shards (both sorted
+    and sharded by the item alone)."""
     counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed,
                             ngrams=ngrams, privacy_unit=privacy_unit)
     _ = (records
          | "CountReleased" >> counter
-         | "WriteCounts" >> WriteReleased(f"{out}/counts", ".tsv", num_shards=num_shards,
-                                          format_line=count_line, sort_key=lambda kv: kv[0]))
+         | "WriteCounts" >> WriteReleasedCounts(f"{out}/counts", num_shards=num_shards,
+                                                format=output_format, ngrams=ngrams))
     return counter
 
 
@@ -254,3 +256,11 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
 def check_num_shards(args) -> None:
     if args.num_shards < 1:
         raise UsageError(f"--num-shards must be >= 1, got {args.num_shards}")
+
+
+def output_suffix(args, counts: bool = False) -> str:
+    """The file name suffix of the job's items (``counts``: of its counts) in
+    --output-format: ``.txt`` (counts ``.tsv``) or ``.parquet``."""
+    if args.output_format == "parquet":
+        return ".parquet"
+    return ".tsv" if counts else ".txt"

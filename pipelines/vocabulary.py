@@ -186,13 +186,14 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     # counts are opt-in).
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
-        f"{out}/items", file_name_suffix=".txt", num_shards=args.num_shards)
+        f"{out}/items", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
+        format=args.output_format)
     log_written(written, "items", staging=out, output=args.output)
     counter = None
     if parts is not None:
         counter = count_released(selected, released, parts, counts_max_items(args),
                                      args.seed, out, args.num_shards,
-                                     privacy_unit=privacy_unit)
+                                     privacy_unit=privacy_unit, output_format=args.output_format)
     released_counts = {"released_items": released | "LogReleased" >> LogCount(
         f"{mechanism.name}: released {{n:,}} item{{s}}")}
     if select.chosen_max_items_per_user is not None:
@@ -209,6 +210,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         released_counts[stage] = pcoll | f"Count_{stage}" >> LogCount(
             f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
     static = with_counts_report(select.report, parts, counter, select.calibration)
+    output_format = args.output_format
 
     def assemble(_, released_items, stats=None, chosen_max_items_per_user=None,
                  counts_chosen_max_items_per_user=None, **by_stage):
@@ -222,6 +224,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
             if by_stage:
                 report["non_private_counts"]["released_by_stage"] = by_stage
+        report["output_format"] = output_format
         return report
 
     side = {name: beam.pvalue.AsSingleton(pc) for name, pc in released_counts.items()}
@@ -260,12 +263,13 @@ def run_prepared(job) -> str:
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
     shard = "00000" if args.num_shards == 1 else "*"
-    shards = f"items-{shard}-of-{args.num_shards:05d}.txt"
+    shards = f"items-{shard}-of-{args.num_shards:05d}{output_suffix(args)}"
     counts_chosen = report.get("counts_chosen_max_items_per_user")
     counts = (", their noisy counts"
               + ("" if counts_chosen is None
                  else f" (each user counted on at most {counts_chosen:,}, chosen privately)")
-              + f" to {out}/counts-{shard}-of-{args.num_shards:05d}.tsv"
+              + f" to {out}/counts-{shard}-of-{args.num_shards:05d}"
+              f"{output_suffix(args, counts=True)}"
               if args.with_counts else "")
     released = report["released_items"]
     # Without counts the report's equivalents are this budget's (exact for
