@@ -47,7 +47,8 @@ from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
                                 check_counts, check_num_shards, count_released, describe_budget,
-                                mechanism_from_args, privacy_unit_from_args, tokenizer_from_args,
+                                mechanism_from_args, output_suffix, privacy_unit_from_args,
+                                tokenizer_from_args,
                                 with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
