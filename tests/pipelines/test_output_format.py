@@ -87,6 +87,8 @@ def test_parquet_release_equals_text_release(outputs, run):
     rows = parquet_rows(parquet_out, f"{what}-*.parquet")
     got = [tuple(r[column]) if ngrams else r[column] for r in rows]
     assert got == expected and len(expected) > 0
+    if not ngrams:
+        assert {"a\\b", "tab\there", "x y"} <= set(expected)  # escaped in the text output
     assert all(set(r) == {column} for r in rows)
     # Shard by shard too: each item is in the same shard in both formats.
     for shard in range(shards):
