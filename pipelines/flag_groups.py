@@ -168,7 +168,8 @@ def add_counts_arguments(parser: JobArgumentParser, default_max_items: str) -> N
     g = parser.add_argument_group("counts of the released items (optional)")
     g.add_argument(*flags("with-counts"), type=boolean, nargs="?", const=True, default=False,
                    metavar="BOOL",
-                   help="also write OUT/counts-*.tsv: item<TAB>noisy number of users holding "
+                   help="also write OUT/counts-*.tsv (.parquet with --output-format "
+                        "parquet): item<TAB>noisy number of users holding "
                         "it, for every released item (exact discrete Laplace noise under "
                         "--epsilon, discrete Gaussian under --rho), paid for by "
                         "--counts-share of the budget")

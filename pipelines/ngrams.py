@@ -20,7 +20,8 @@ report.json and the summary line) and sets every Δ_k above it to 1000, which
 costs nothing (``beam_dpsu.extract_ngrams``); ``10,auto,…`` fixes Δ_1 and only the
 latter. ``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any
 other flag must be a Beam pipeline option (``--runner`` …); DirectRunner by
-default.
+default. ``--output-format parquet`` writes the same shards as ``.parquet``
+files (a list column ``ngram``; counts add ``count``).
 """
 
 from __future__ import annotations
