@@ -9,7 +9,8 @@ Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
 sorted; ``--num-shards`` splits them by a hash of the item) and
 ``OUT/report.json``: the privacy report of the selection, the output format and
 the number of released items (per SIPS round only with
-``--non-private-stats``). With ``--with-counts`` it also writes ``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
+``--non-private-stats``). With ``--with-counts`` it also writes
+``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
 released item and no other, in the items' order), paid for by a share of the
 budget (``--counts-share``, default 0.25); the report then records both
 parts. Raw counts of the input (users, pairs, distinct items) are NOT
