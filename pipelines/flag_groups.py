@@ -25,7 +25,7 @@ def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> No
     g = parser.add_argument_group("input")
     g.add_argument(*flags("input"), required=True, metavar="PATTERN",
                    help="input file or glob (local, gs://, …); .gz, .bz2, .zst, .deflate and "
-                        ".xz files are decompressed")
+                        ".xz/.lzma files are decompressed")
     inferable = ", ".join(f"{ext} → {fmt}" for ext, fmt in
                           ((".csv", "csv"), (".jsonl", "jsonl"), (".txt", "text"),
                            (".zip/.seq", "msnbc"), (".parquet", "parquet")) if fmt in formats)
@@ -42,8 +42,9 @@ def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> No
                        help="parquet, instead of --text-field: a list-of-strings column "
                             "holding items already tokenised, used as they are")
     if "pairs" in formats or "text" in formats:
+        headed = "/".join(f for f in ("pairs", "text") if f in formats)
         g.add_argument(*flags("skip-header-lines"), type=int, default=0, metavar="N",
-                       help="pairs/text: lines to skip at the top of each file")
+                       help=f"{headed}: lines to skip at the top of each file")
     g.add_argument(*flags("keep-case"), type=boolean, nargs="?", const=True, default=False,
                    metavar="BOOL", help="do not lower-case tokens (--keep-case or "
                                         "--keep-case=true)")

@@ -56,4 +56,6 @@ def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
     if not any_record and len(checked) == len(files):
         what = (f"{files[0]} is" if len(files) == 1
                 else f"all {len(files)} files ({os.path.dirname(files[0])}/…) are")
-        raise InputFormatError(f"no records in the input: {what} empty or only a header")
+        # JSON lines have no header: blank lines are all such a file can hold.
+        holds = "blank lines only" if fmt == "jsonl" else "only a header"
+        raise InputFormatError(f"no records in the input: {what} empty or {holds}")

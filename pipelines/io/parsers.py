@@ -231,7 +231,9 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
         except json.JSONDecodeError as exc:
             hint = ("; the file looks like CSV: give --format csv (or pairs)"
                     if "," in line and not line.lstrip().startswith(("{", "[")) else "")
-            raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column "
+            # (json's "Unterminated string starting at" ends in "at" already.)
+            at = "" if exc.msg.endswith(" at") else " at"
+            raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg}{at} column "
                                    f"{exc.colno}){hint}") from None
         if not isinstance(record, dict):
             raise InputFormatError(

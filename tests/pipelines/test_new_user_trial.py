@@ -395,8 +395,6 @@ def test_pairs_header_uid_tag_is_detected(tmp_path):
 # -- 16: --version ---------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 16: --version answers with the 'required "
-                                       "arguments' error: fixed next")
 @pytest.mark.parametrize("module", ["vocabulary", "ngrams"])
 def test_version_prints_the_version(module):
     proc = run(module, ["--version"], timeout=120)
@@ -407,8 +405,6 @@ def test_version_prints_the_version(module):
 # -- 17: wording -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 17: 'starting at at column' in the JSON error "
-                                       "of an unterminated string: fixed next")
 def test_json_error_does_not_say_at_at(tmp_path):
     path = tmp_path / "texts.jsonl"
     path.write_text('{"user": "u1", "text": "cat"}\n{"user": "u2", "text": "cat\n',
@@ -421,8 +417,6 @@ def test_json_error_does_not_say_at_at(tmp_path):
     assert "at at" not in line
 
 
-@pytest.mark.xfail(strict=True, reason="finding 17: an empty JSON lines input is 'empty or only "
-                                       "a header', which JSON lines have not: fixed next")
 def test_empty_jsonl_error_does_not_mention_a_header(tmp_path):
     path = tmp_path / "texts.jsonl"
     path.write_text("", encoding="utf-8")
@@ -433,16 +427,12 @@ def test_empty_jsonl_error_does_not_mention_a_header(tmp_path):
     assert "empty" in line and "header" not in line
 
 
-@pytest.mark.xfail(strict=True, reason="finding 17: the n-gram job's --help names a pairs "
-                                       "format it does not read: fixed next")
 def test_ngrams_help_names_no_pairs_format():
     proc = run("ngrams", ["--help"], timeout=120)
     assert proc.returncode == 0
     assert "pairs" not in proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="finding 17: --input's help omits .lzma, which is "
-                                       "decompressed: fixed next")
 def test_input_help_names_lzma():
     proc = run("vocabulary", ["--help"], timeout=120)
     assert proc.returncode == 0
