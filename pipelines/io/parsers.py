@@ -30,7 +30,8 @@ _USER_HEADERS = {"user", "users", "user_id", "userid", "user id", "uid", "id", "
                  "person", "client", "customer", "member", "account", "privacy_id"}
 _ITEM_HEADERS = {"item", "items", "word", "words", "token", "tokens", "term", "key", "text",
                  "review", "body", "content", "value", "name", "partition", "category",
-                 "query", "url", "page", "document", "sequence"}
+                 "query", "url", "page", "document", "sequence", "tag", "tags", "label",
+                 "labels", "keyword", "keywords", "product"}
 
 # The longest CSV field read, in characters (the csv module's limit, which is
 # process-wide; the parsers set it). 16 Mi characters is over a thousand times
