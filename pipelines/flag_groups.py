@@ -14,6 +14,7 @@ from beam_dpsu.core import mechanisms
 from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
 from pipelines.flags import JobArgumentParser, boolean, flags, int_or_auto
 from pipelines.io.formats import FORMAT_HELP
+from pipelines.settings import MAX_NUM_SHARDS
 
 __all__ = ["add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
            "add_output_arguments", "add_overwrite_argument", "add_non_private_stats_argument",
@@ -131,7 +132,7 @@ def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
     g.add_argument(*flags("num-shards"), type=int, default=1, metavar="N",
                    help=f"number of {what} files; lines are sorted and each {what[:-1]} goes "
                         "to the file its own hash picks, so the files depend on the released "
-                        "set only")
+                        f"set only; at most {MAX_NUM_SHARDS:,}")
     add_overwrite_argument(g)
 
 

@@ -29,8 +29,11 @@ __all__ = [
     "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
     "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
     "check_counts", "count_released", "count_line", "with_counts_report", "privacy_unit_from_args",
-    "check_num_shards",
+    "check_num_shards", "MAX_NUM_SHARDS",
 ]
+
+# The most --num-shards files a job writes (its --help says so).
+MAX_NUM_SHARDS = 10_000
 
 
 # -- budget ------------------------------------------------------------------------------
@@ -254,3 +257,8 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
 def check_num_shards(args) -> None:
     if args.num_shards < 1:
         raise UsageError(f"--num-shards must be >= 1, got {args.num_shards}")
+    if args.num_shards > MAX_NUM_SHARDS:
+        # Each shard is a file, written even when empty: more files than this is
+        # far more than any released set needs, and takes minutes to write.
+        raise UsageError(f"--num-shards must be <= {MAX_NUM_SHARDS:,}, got "
+                         f"{args.num_shards:,}")

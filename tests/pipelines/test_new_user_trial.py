@@ -318,8 +318,6 @@ def test_nul_in_parquet_item_is_refused_naming_the_column(tmp_path):
 # -- 12: --num-shards without an upper limit -------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 12: --num-shards 100000 writes 100,000 files "
-                                       "without a word: fixed next")
 def test_huge_num_shards_is_refused_naming_the_flag(tmp_path, pairs):
     # Today the job writes 100,000 files for minutes (155 s in the trial's reproduction): the
     # timeout ends it, so this test costs 90 s until fixed; a refusal takes seconds.
