@@ -30,6 +30,10 @@ def check_input_exists(pattern: str) -> list[str]:
     paths = sorted(m.path for m in result.metadata_list)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
+    folder = next((p for p in paths if "://" not in p and os.path.isdir(p)), None)
+    if folder is not None:
+        raise InputFormatError(f"the input {folder} is a directory, not a file: give a glob of "
+                               f"its files (e.g. {os.path.join(folder, '*')})")
     return paths
 
 

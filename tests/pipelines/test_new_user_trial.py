@@ -108,8 +108,6 @@ def folder_input(tmp_path) -> str:
     return str(folder)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: a directory as --input with --format csv "
-                                       "ends in an IsADirectoryError traceback: fixed next")
 def test_directory_input_with_format_is_refused_as_a_directory(tmp_path, folder_input):
     out = tmp_path / "out"
     proc = vocabulary(["--input", folder_input, "--format", "csv", "--user-field", "user",
@@ -118,8 +116,6 @@ def test_directory_input_with_format_is_refused_as_a_directory(tmp_path, folder_
     assert "directory" in line or "folder" in line
 
 
-@pytest.mark.xfail(strict=True, reason="finding 2: a directory as --input without --format is "
-                                       "blamed on its format: fixed next")
 def test_directory_input_without_format_is_refused_as_a_directory(tmp_path, folder_input):
     out = tmp_path / "out"
     proc = vocabulary(["--input", folder_input, "--user-field", "user", "--text-field", "text",
