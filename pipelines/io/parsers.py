@@ -229,6 +229,9 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
             continue
         try:
             record = json.loads(line)
+        except RecursionError:
+            raise InputFormatError(f"{path}:{lineno}: the JSON is nested too deeply to "
+                                   "read") from None
         except json.JSONDecodeError as exc:
             hint = ("; the file looks like CSV: give --format csv (or pairs)"
                     if "," in line and not line.lstrip().startswith(("{", "[")) else "")

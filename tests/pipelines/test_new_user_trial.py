@@ -128,8 +128,6 @@ def test_directory_input_without_format_is_refused_as_a_directory(tmp_path, fold
 # -- 3: deeply nested JSON -------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 3: a deeply nested JSON line ends in a "
-                                       "RecursionError traceback: fixed next")
 def test_deeply_nested_json_line_is_refused_naming_the_line(tmp_path):
     path = tmp_path / "deep.jsonl"
     path.write_text('{"user": "a", "text": "hello"}\n'
