@@ -88,8 +88,6 @@ def pairs(tmp_path) -> str:
 # -- 1: huge --epsilon -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 1: --epsilon 1e308 ends in a RuntimeError "
-                                       "traceback (calibration fails to converge): fixed next")
 def test_huge_epsilon_is_refused_naming_the_flag(tmp_path, pairs):
     out = tmp_path / "out"
     proc = vocabulary(["--input", pairs, "--format", "pairs", "--epsilon", "1e308", *FIXED,
