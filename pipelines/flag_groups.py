@@ -15,6 +15,7 @@ from beam_dpsu.core import mechanisms
 from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
 from pipelines.flags import JobArgumentParser, boolean, flags, int_or_auto
 from pipelines.io.formats import FORMAT_HELP
+from pipelines.settings import MAX_NUM_SHARDS
 
 __all__ = ["add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
            "add_output_arguments", "add_overwrite_argument", "add_non_private_stats_argument",
@@ -26,7 +27,7 @@ def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> No
     g = parser.add_argument_group("input")
     g.add_argument(*flags("input"), required=True, metavar="PATTERN",
                    help="input file or glob (local, gs://, …); .gz, .bz2, .zst, .deflate and "
-                        ".xz files are decompressed")
+                        ".xz/.lzma files are decompressed")
     inferable = ", ".join(f"{ext} → {fmt}" for ext, fmt in
                           ((".csv", "csv"), (".jsonl", "jsonl"), (".txt", "text"),
                            (".zip/.seq", "msnbc"), (".parquet", "parquet")) if fmt in formats)
@@ -43,8 +44,9 @@ def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> No
                        help="parquet, instead of --text-field: a list-of-strings column "
                             "holding items already tokenised, used as they are")
     if "pairs" in formats or "text" in formats:
+        headed = "/".join(f for f in ("pairs", "text") if f in formats)
         g.add_argument(*flags("skip-header-lines"), type=int, default=0, metavar="N",
-                       help="pairs/text: lines to skip at the top of each file")
+                       help=f"{headed}: lines to skip at the top of each file")
     g.add_argument(*flags("keep-case"), type=boolean, nargs="?", const=True, default=False,
                    metavar="BOOL", help="do not lower-case tokens (--keep-case or "
                                         "--keep-case=true)")
@@ -140,7 +142,7 @@ def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
     g.add_argument(*flags("num-shards"), type=int, default=1, metavar="N",
                    help=f"number of {what} files; lines are sorted and each {what[:-1]} goes "
                         "to the file its own hash picks, so the files depend on the released "
-                        "set only")
+                        f"set only; at most {MAX_NUM_SHARDS:,}")
     add_overwrite_argument(g)
 
 

@@ -273,6 +273,9 @@ class JobArgumentParser(StrictArgumentParser):
         self._shown_actions: list[argparse.Action] = []
         super().__init__(prog=prog, description=_fill(description),
                          formatter_class=argparse.RawTextHelpFormatter)
+        from beam_dpsu import __version__
+        self.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                          help="show the version and exit")
 
     def _note(self, action: argparse.Action) -> None:
         super()._note(action)

@@ -16,6 +16,7 @@ import math
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
 from beam_dpsu.core import hashing, max_items_choice, mechanisms
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.report import dp_equivalents
 from beam_dpsu.core.tokenizer import Tokenizer
@@ -29,8 +30,11 @@ __all__ = [
     "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
     "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
     "check_counts", "count_released", "count_line", "with_counts_report", "privacy_unit_from_args",
-    "check_num_shards", "output_suffix",
+    "check_num_shards", "output_suffix", "MAX_NUM_SHARDS",
 ]
+
+# The most --num-shards files a job writes (its --help says so).
+MAX_NUM_SHARDS = 10_000
 
 
 # -- budget ------------------------------------------------------------------------------
@@ -115,10 +119,21 @@ def mechanism_from_args(args, name: str | None = None,
 def check_calibrates(mechanism, budget) -> None:
     """Calibrates ``mechanism`` under ``budget`` now, so bad parameters fail before anything
     runs; with --max-items-per-user auto, every candidate Δ0 (``max_items_choice.plan_auto``)."""
-    if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
-        max_items_choice.plan_auto(mechanism, budget)
-    else:
-        calibrate(mechanism, budget)
+    try:
+        if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
+            max_items_choice.plan_auto(mechanism, budget)
+        else:
+            calibration = calibrate(mechanism, budget)
+            mu = getattr(calibration, "gaussian_mu", None)
+            if mu is not None:
+                # The report states these: computed now, they fail now if they can't.
+                gaussian_dp_equivalents(mu, calibration.threshold_delta,
+                                        calibration.budget.delta)
+    except (RuntimeError, OverflowError):
+        # Root finding in float64 fails to converge near its range's end (ε ≈ 1e308).
+        flag = "{epsilon}" if isinstance(budget, Budget) else "{rho}"
+        raise FlagMessage(f"{flag} is too large: the noise cannot be calibrated to it in "
+                          f"floating point; give a smaller {flag}") from None
 
 
 def calibrate(mechanism, budget):
@@ -256,6 +271,11 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
 def check_num_shards(args) -> None:
     if args.num_shards < 1:
         raise UsageError(f"--num-shards must be >= 1, got {args.num_shards}")
+    if args.num_shards > MAX_NUM_SHARDS:
+        # Each shard is a file, written even when empty: more files than this is
+        # far more than any released set needs, and takes minutes to write.
+        raise UsageError(f"--num-shards must be <= {MAX_NUM_SHARDS:,}, got "
+                         f"{args.num_shards:,}")
 
 
 def output_suffix(args, counts: bool = False) -> str:

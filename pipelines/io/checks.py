@@ -30,6 +30,10 @@ def check_input_exists(pattern: str) -> list[str]:
     paths = sorted(m.path for m in result.metadata_list)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
+    folder = next((p for p in paths if "://" not in p and os.path.isdir(p)), None)
+    if folder is not None:
+        raise InputFormatError(f"the input {folder} is a directory, not a file: give a glob of "
+                               f"its files (e.g. {os.path.join(folder, '*')})")
     return paths
 
 
@@ -56,4 +60,6 @@ def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
     if not any_record and len(checked) == len(files):
         what = (f"{files[0]} is" if len(files) == 1
                 else f"all {len(files)} files ({os.path.dirname(files[0])}/…) are")
-        raise InputFormatError(f"no records in the input: {what} empty or only a header")
+        # JSON lines have no header: blank lines are all such a file can hold.
+        holds = "blank lines only" if fmt == "jsonl" else "only a header"
+        raise InputFormatError(f"no records in the input: {what} empty or {holds}")

@@ -7,6 +7,7 @@ holds a NUL byte, is an ``InputFormatError`` naming the file and that line
 
 from __future__ import annotations
 
+import codecs
 from typing import Iterator
 
 from pipelines.io.decompression import READ_SIZE
@@ -22,6 +23,11 @@ _MAGIC_HINTS = ((b"PK\x03\x04", "it is a zip archive: only --format msnbc reads 
                 (b"\x28\xb5\x2f\xfd", "it holds zstd data: name it .zst to have it "
                                       "decompressed"),
                 (b"PAR1", "it is a Parquet file: give --format parquet"))
+
+# Byte order marks of the encodings a text file is most often saved in besides
+# UTF-8, for a clear refusal (UTF-32's first: UTF-16 LE's is a prefix of its).
+_OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+               (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
 def _byte_line_blocks(path: str, stream) -> Iterator[list[bytes]]:
@@ -59,6 +65,9 @@ def decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[i
     true number. (Decoded a block at a time; a failing block is searched.)"""
     lineno = 0
     for block in _byte_line_blocks(path, stream):
+        if lineno == 0 and block[0].startswith(codecs.BOM_UTF8):
+            # UTF-8 with a byte order mark (Excel's "CSV UTF-8"): read as utf-8-sig.
+            block[0] = block[0][len(codecs.BOM_UTF8):]
         try:
             if b"\x00" in b"".join(block):
                 raise ValueError("NUL")
@@ -78,6 +87,12 @@ def stripped_lines(path: str, stream) -> Iterator[tuple[int, str]]:
 
 
 def _check_each_line(path: str, lines_before: int, block: list[bytes]) -> None:
+    if lines_before == 0:
+        for bom, encoding in _OTHER_BOMS:
+            if block[0].startswith(bom):
+                raise InputFormatError(f"{path}: the file is {encoding} text (it starts with "
+                                       f"{encoding}'s byte order mark), not UTF-8: save it "
+                                       "as UTF-8")
     for lineno, raw in enumerate(block, start=lines_before + 1):
         if b"\x00" in raw:
             raise InputFormatError(f"{path}:{lineno}: the line holds a NUL byte (a binary "

@@ -30,7 +30,8 @@ _USER_HEADERS = {"user", "users", "user_id", "userid", "user id", "uid", "id", "
                  "person", "client", "customer", "member", "account", "privacy_id"}
 _ITEM_HEADERS = {"item", "items", "word", "words", "token", "tokens", "term", "key", "text",
                  "review", "body", "content", "value", "name", "partition", "category",
-                 "query", "url", "page", "document", "sequence"}
+                 "query", "url", "page", "document", "sequence", "tag", "tags", "label",
+                 "labels", "keyword", "keywords", "product"}
 
 # The longest CSV field read, in characters (the csv module's limit, which is
 # process-wide; the parsers set it). 16 Mi characters is over a thousand times
@@ -228,10 +229,15 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
             continue
         try:
             record = json.loads(line)
+        except RecursionError:
+            raise InputFormatError(f"{path}:{lineno}: the JSON is nested too deeply to "
+                                   "read") from None
         except json.JSONDecodeError as exc:
             hint = ("; the file looks like CSV: give --format csv (or pairs)"
                     if "," in line and not line.lstrip().startswith(("{", "[")) else "")
-            raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column "
+            # (json's "Unterminated string starting at" ends in "at" already.)
+            at = "" if exc.msg.endswith(" at") else " at"
+            raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg}{at} column "
                                    f"{exc.colno}){hint}") from None
         if not isinstance(record, dict):
             raise InputFormatError(
