@@ -239,7 +239,7 @@ def test_blank_line_in_jsonl_is_refused_or_reported(tmp_path):
 @pytest.mark.xfail(strict=True, reason="finding 7: a headed CSV read with --format text runs, "
                                        "its header a user's text: fixed next")
 def test_headed_csv_read_as_text_is_refused_with_a_hint(tmp_path):
-    # As --format pairs refuses a first line of column names (pipelines/inputs.py,
+    # As --format pairs refuses a first line of column names (pipelines/io/parsers.py,
     # parse_pairs), --format text refuses a first line that is a CSV header.
     path = tmp_path / "texts.txt"
     path.write_text("user,text\nu1,the cat sat\nu2,the dog ran\n", encoding="utf-8")
@@ -257,7 +257,7 @@ def test_headed_csv_read_as_text_is_refused_with_a_hint(tmp_path):
 @pytest.mark.xfail(strict=True, reason="finding 9: a staging folder left by a killed run is "
                                        "neither removed nor mentioned by later runs: fixed next")
 def test_stale_staging_folder_is_removed_or_named(tmp_path, pairs):
-    # The name pipelines/cli.py (_sibling, STAGING) gives the hidden sibling a run
+    # The name pipelines/output_folder.py (_sibling, STAGING) gives the hidden sibling a run
     # writes into: PARENT/.NAME.beam_dpsu-staging-<12 hex>.
     stale = tmp_path / ".out.beam_dpsu-staging-0123456789ab"
     stale.mkdir()
