@@ -60,11 +60,8 @@ D1_CASES = {
     # the same Δ, but three levels: δ = 1.000093e-3, 9.3e-5 relative over the total
     "WG(100) part, DPNE T=3 at 100": (100, 1, 3, 100),
 }
-D1 = ("finding D1: ExtractNgrams takes a tight-split part of another mechanism; fixed in the "
-      "next step")
 
 
-@pytest.mark.xfail(strict=True, reason=D1)
 @pytest.mark.parametrize("case", sorted(D1_CASES))
 def test_d1_extract_ngrams_refuses_a_tight_part_made_for_another_mechanism(case):
     selection_max_items, counts_max_items, levels, level1_max_items = D1_CASES[case]
@@ -73,8 +70,6 @@ def test_d1_extract_ngrams_refuses_a_tight_part_made_for_another_mechanism(case)
         beam_dpsu.ExtractNgrams(levels, parts.selection, max_items_per_user=level1_max_items)
 
 
-@pytest.mark.xfail(strict=True, reason="finding D1: NgramsByDPSU takes a tight-split part; "
-                   "fixed in the next step")
 @pytest.mark.parametrize("variant", ["dpsu-even", "dpsu-all"])
 def test_d1_ngrams_by_dpsu_refuses_a_tight_part_made_for_another_mechanism(variant):
     parts = tight_split(100, 1)
@@ -92,7 +87,6 @@ def dpne_as_one_gaussian(extract, budget) -> Calibration:
         budget=budget, source="test: DPNE's levels composed to sigma*")
 
 
-@pytest.mark.xfail(strict=True, reason=D1)
 @pytest.mark.parametrize("case", sorted(D1_CASES))
 def test_d1_dpne_with_counts_stays_within_the_total_or_is_refused(case):
     """What the refusal prevents: ExtractNgrams + CountReleased on the two parts spend
