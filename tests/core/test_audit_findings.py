@@ -40,8 +40,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # --- the accountant: no tolerance ----------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: BudgetAccountant "
-                   "accepts a relative 1e-9 over the total; fixed in the next step")
 @pytest.mark.parametrize("epsilon", [1.000000000999, math.nextafter(1.0, 2.0), 1.0 + 1e-12])
 def test_spending_past_the_total_epsilon_by_any_amount_is_an_error(epsilon):
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.Budget(1.0, 1e-6))
@@ -49,21 +47,18 @@ def test_spending_past_the_total_epsilon_by_any_amount_is_an_error(epsilon):
         accountant.spend(beam_dpsu.Budget(epsilon, 1e-6))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: fixed in the next step")
 def test_spending_past_the_total_delta_by_any_amount_is_an_error():
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.Budget(1.0, 1e-6))
     with pytest.raises(beam_dpsu.BudgetExceededError):
         accountant.spend(beam_dpsu.Budget(1.0, 1e-6 * (1.0 + 1e-10)))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: fixed in the next step")
 def test_spending_past_a_zcdp_total_by_any_amount_is_an_error():
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.ZCDPBudget(0.1, 1e-5))
     with pytest.raises(beam_dpsu.BudgetExceededError):
         accountant.spend(beam_dpsu.ZCDPBudget(0.1 * (1.0 + 1e-10), 1e-5))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: fixed in the next step")
 def test_parts_that_sum_past_the_total_in_sequence_are_refused():
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.Budget(1.0, 1e-6))
     accountant.spend(beam_dpsu.Budget(0.5, 5e-7))
@@ -73,9 +68,6 @@ def test_parts_that_sum_past_the_total_in_sequence_are_refused():
         accountant.spend_all(beam_dpsu.Budget(0.25, 2e-7), beam_dpsu.Budget(0.25 + 1e-12, 3e-7))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: the spent total is a "
-                   "float sum, so parts whose exact sum exceeds the total pass; fixed in the "
-                   "next step")
 def test_the_spent_total_is_compared_exactly():
     # 0.1 + 0.9 rounds to 1.0 in floats, but the two floats sum to more than 1.
     a, b = 0.1, 0.9
