@@ -195,15 +195,12 @@ def keep_with_probability():
 
 RELEASE_STEPS = {"NoisyThreshold": noisy_threshold,
                  "KeepWithProbability": keep_with_probability}
-GUARD = ("finding release-guard: NoisyThreshold and KeepWithProbability can be applied twice; "
-         "fixed in the next step")
 
 
 def histogram(pipeline):
     return pipeline | "Histogram" >> beam.Create([("a", 3.0), ("b", 1.0)])
 
 
-@pytest.mark.xfail(strict=True, reason=GUARD)
 @pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
 def test_a_release_step_applied_twice_is_refused(step):
     pipeline = beam.Pipeline()
@@ -214,7 +211,6 @@ def test_a_release_step_applied_twice_is_refused(step):
         _ = weights | "Second" >> release
 
 
-@pytest.mark.xfail(strict=True, reason=GUARD)
 @pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
 def test_a_copy_of_an_applied_release_step_is_refused(step):
     pipeline = beam.Pipeline()
