@@ -92,6 +92,10 @@ class Calibration:
       delta_noise: Gaussian under ``Budget(ε, δ)``: the δ the analytic Gaussian
         σ was calibrated to (δ = delta_noise + threshold_delta/(1 −
         threshold_delta), chosen by ``split_delta``); None otherwise.
+      part_of: None for a whole mechanism; else what this calibration is one part
+        of (e.g. level 1 of DPNE's T levels, which compose to one Gaussian of σ*):
+        its σ alone is not the mechanism's guarantee, and
+        ``composition.composed_guarantee`` refuses it.
     """
 
     noise: str
@@ -104,6 +108,7 @@ class Calibration:
     source: str
     cutoff: float | None = None
     delta_noise: float | None = None
+    part_of: str | None = None
 
     def __post_init__(self):
         checks.one_of("noise", self.noise, (LAPLACE, GAUSSIAN), "'laplace' or 'gaussian'")

@@ -137,11 +137,8 @@ def test_c1_the_true_composed_epsilon():
     assert truth < C1_TOTAL.epsilon
 
 
-C1 = ("finding C1: composed_with(level1_calibration) uses mu = 1/sigma_1, not 1/sigma*; "
-      "fixed in the next step")
 
 
-@pytest.mark.xfail(strict=True, reason=C1)
 def test_c1_composed_with_dpne_level1_is_refused_or_not_below_the_truth():
     """Today: stated ε = 0.8668 against the true 1.4231."""
     parts, extract, counts, truth = c1_setting()
@@ -152,7 +149,6 @@ def test_c1_composed_with_dpne_level1_is_refused_or_not_below_the_truth():
     assert all(g.epsilon >= truth * (1 - 1e-9) for g in stated.composed)
 
 
-@pytest.mark.xfail(strict=True, reason=C1)
 def test_c1_composed_guarantee_of_dpne_level1_is_refused_or_not_below_the_truth():
     parts, extract, counts, truth = c1_setting()
     try:
