@@ -8,7 +8,7 @@ the transform is built, from the parameters and the budget alone:
   schedule), σ* being the analytic Gaussian at (ε, δ_noise), or 1/√(2ρ)
   under ``ZCDPBudget(ρ, δ)`` (``total_sigma``).
 * The δ split: only level 1 has a threshold event (levels k ≥ 2 noise all of
-  V_k), so δ_noise + δ_thr/(1 − δ_thr) = δ is split to minimise ρ_1
+  V_k), so δ_noise + δ_thr = δ is split to minimise ρ_1
   (``calibration.split_delta``, whose docstring has the proof).
 * ρ_1 (dpne Theorem 2.1) and, with a policy-gaussian level 1, its cutoff
   (``calibrate``). ρ_k for k ≥ 2 reads released set sizes:
@@ -42,7 +42,7 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
     """(σ*, δ_thr for the thresholds, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12).
 
     Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
-    δ_noise + δ_thr/(1 − δ_thr) = δ is split to minimise
+    δ_noise + δ_thr = δ is split to minimise
     ``threshold_of(σ*, δ_thr)`` (``calibration.split_delta``, whose docstring
     has the proof); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
     δ_noise is None.

@@ -168,8 +168,6 @@ def test_dpne_split_never_spends_past_its_delta():
     assert spent <= Fraction(budget.delta)
 
 
-@pytest.mark.xfail(strict=True, reason="finding delta-thr-surcharge: δ_thr/(1 − δ_thr) is "
-                   "charged; fixed in the next step")
 def test_dpne_split_spends_all_of_its_delta():
     budget = beam_dpsu.Budget(1.0, 0.1)
     extract = beam_dpsu.ExtractNgrams(2, budget)

@@ -97,10 +97,8 @@ def test_the_librarys_own_splits_fit_its_accountant(epsilon):
 
 # Q(S) − e^ε(1 − δ*)P*(S) = (1 − δ*)(Q(S) − e^ε P*(S)) + δ*·Q(S) ≤ δ_L + δ*: charging
 # δ_thr itself suffices (docs/privacy.md, Accounting).
-THRESHOLD_COST = "finding delta-thr-surcharge: δ_thr/(1 − δ_thr) is charged; fixed in the next step"
 
 
-@pytest.mark.xfail(strict=True, reason=THRESHOLD_COST)
 @pytest.mark.parametrize("delta_thr", [1e-10, 1e-5, 0.01, 0.3])
 def test_the_thresholds_cost_their_own_delta(delta_thr):
     assert calibration.threshold_delta_cost(delta_thr) == delta_thr
@@ -127,7 +125,6 @@ def test_a_gaussian_split_never_spends_past_its_delta(mechanism, budget):
     assert _wasted_delta(budget.delta, found.delta_noise, found.threshold_delta) >= 0
 
 
-@pytest.mark.xfail(strict=True, reason=THRESHOLD_COST)
 @pytest.mark.parametrize("budget", [beam_dpsu.Budget(1.0, 0.1), beam_dpsu.Budget(3.0, 0.01)])
 @pytest.mark.parametrize("mechanism", SPLIT_MECHANISMS, ids=lambda m: m.name)
 def test_a_gaussian_split_spends_all_of_its_delta(mechanism, budget):
