@@ -171,11 +171,6 @@ def _worst_weighted_gaussian_chance(sigma: float, delta: float, max_items: int):
         return max(_weighted_gaussian_chance(rho, sigma, t) for t in range(1, max_items + 1))
 
 
-FLOAT_ERROR = ("finding threshold-float-error: the float ρ lets the lone-user release chance "
-               "exceed δ by ~1e-14 relative; fixed in the next step")
-
-
-@pytest.mark.xfail(strict=True, reason=FLOAT_ERROR)
 @pytest.mark.parametrize("sigma, delta, max_items", [
     (14.996, 5.1e-09, 5),          # 9.6e-15 relative over δ today
     (12.72007031779105, 2.929550059139368e-10, 64),   # 1.2e-14
@@ -187,7 +182,6 @@ def test_weighted_gaussian_threshold_meets_delta_exactly(sigma, delta, max_items
     assert _worst_weighted_gaussian_chance(sigma, delta, max_items) <= mpmath.mpf(delta)
 
 
-@pytest.mark.xfail(strict=True, reason=FLOAT_ERROR)
 def test_weighted_gaussian_threshold_meets_delta_on_a_random_grid():
     """30 (σ, δ, Δ0) drawn from a fixed seed (σ log-uniform in [0.05, 50], δ in
     [1e-12, 0.25], Δ0 ≤ 64): about a quarter of such draws exceed δ today (the largest
@@ -205,7 +199,6 @@ def test_weighted_gaussian_threshold_meets_delta_on_a_random_grid():
 
 # Found while reproducing the finding: the other closed-form thresholds round the
 # same way (largest relative excess seen in 400 random draws each).
-@pytest.mark.xfail(strict=True, reason=FLOAT_ERROR)
 @pytest.mark.parametrize("kind, scale, delta, max_items", [
     ("weighted-laplace", 12.782, 4.75e-08, 1),   # 2.6e-15 relative over δ
     ("count-gaussian", 1.349, 3.04e-09, 5),      # 7.1e-15
