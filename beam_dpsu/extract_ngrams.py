@@ -37,7 +37,7 @@ whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²; exactly one Gaussian mechanism
 Dong, Roth & Su 2022, Cor. 3.3), σ* being the analytic Gaussian at
 (ε, δ_noise), plus the threshold event of level 1 (probability ≤ δ_thr; the
 only non-Gaussian part, levels k ≥ 2 noise all of V_k), with
-δ_noise + δ_thr/(1 − δ_thr) = δ split to minimise ρ_1 (the proof is in
+δ_noise + δ_thr = δ split to minimise ρ_1 (the proof is in
 ``beam_dpsu.core.calibration``). Under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ) and
 level 1's threshold gets all of δ.
 
@@ -94,7 +94,7 @@ import typing
 import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
-from beam_dpsu.core import ngram_calibration
+from beam_dpsu.core import checks, ngram_calibration
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.ngram_report import dpne_report
 from beam_dpsu.beam.bounding import check_privacy_unit
@@ -159,9 +159,10 @@ class ExtractNgrams(ReleaseTransform):
     Raises:
       ValueError, TypeError, InvalidRecordError: for the field arguments and
         the elements, as ``SelectItems`` raises them.
-      ValueError: a bad ``max_items_per_user`` or parameter; with "auto", a
-        tight split's part (``split_selection_and_counts(composition=
-        "tight")``, bound to one Δ) or a budget no candidate calibrates at.
+      ValueError: a bad ``max_items_per_user`` or parameter; a tight split's
+        part (``split_selection_and_counts(composition="tight")``, made for one
+        ``SelectItems`` mechanism, never for DPNE); with "auto", a budget no
+        candidate calibrates at.
 
     One object is one release: applying the same ``ExtractNgrams`` twice is
     refused (``AppliedTwiceError``) when the pipeline is built.
@@ -190,6 +191,8 @@ class ExtractNgrams(ReleaseTransform):
                  progress_logger: str | None = None, accountant=None,
                  user_field: str | None = None, tokens_field: str | None = None):
         super().__init__(label)
+        # A tight split's part is made for one SelectItems mechanism, never for DPNE.
+        checks.no_tight_part(budget, "ExtractNgrams")
         self.privacy_unit = check_privacy_unit(privacy_unit)
         self.fields = input_fields(self.privacy_unit, user_field, tokens_field=tokens_field)
         self.progress_logger = progress_logger

@@ -51,7 +51,10 @@ class NgramsByDPSU(ReleaseTransform):
     * "dpsu-single": the whole budget on the n-grams of one length ``n``.
 
     ``accountant``: optional ``BudgetAccountant`` to spend ``budget`` from when
-    this transform is built (``BudgetExceededError`` past its total).
+    this transform is built (``BudgetExceededError`` past its total). A part of a
+    tight split (``split_selection_and_counts(composition="tight")``) is refused
+    unless it was made for this variant's one selection (``dpsu-all``: Weighted
+    Gaussian at T·Δ0; ``dpsu-single``: at Δ0).
     """
 
     def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100,
@@ -70,8 +73,23 @@ class NgramsByDPSU(ReleaseTransform):
         if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
             thresholds.check_max_items(self.max_n * self.max_items,
                                        "max_n * max_items_per_user")
+        # A tight split's part holds only for the one SelectItems mechanism it was made
+        # for: refused here, before anything is spent, unless that is this selection.
+        if variant == "dpsu-even" or getattr(budget, "for_mechanism", None) is None:
+            checks.no_tight_part(budget, f"NgramsByDPSU ({variant!r})")
+        else:
+            checks.tight_part("mechanism", self._selection_mechanism(), budget.for_mechanism)
         spend_from(accountant, budget, f"NgramsByDPSU ({variant})")
         warn_if_seeded(seed, "NgramsByDPSU")
+
+    def _selection_mechanism(self):
+        """The one SelectItems mechanism of "dpsu-all" and "dpsu-single" (None for
+        "dpsu-even", T selections)."""
+        if self.variant == "dpsu-all":
+            return WeightedGaussian(self.max_n * self.max_items)
+        if self.variant == "dpsu-single":
+            return WeightedGaussian(self.max_items)
+        return None
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):
         # SelectItems takes str items: n-grams travel as JSON lists, decoded after.
@@ -86,14 +104,14 @@ class NgramsByDPSU(ReleaseTransform):
         if self.variant == "dpsu-all":
             pairs = self._ngram_pairs(docs, range(1, self.max_n + 1), "AllNgrams", True)
             return (pairs  # (user_id, JSON n-gram)
-                    | "SelectAll" >> SelectItems(WeightedGaussian(self.max_n * self.max_items),
-                                                 self.budget, seed=self.seed)
+                    | "SelectAll" >> SelectItems(self._selection_mechanism(), self.budget,
+                                                 seed=self.seed)
                     | "Decode" >> decode)
         if self.variant == "dpsu-single":
             pairs = self._ngram_pairs(docs, [self.n], "Ngrams", True)
             return (pairs  # (user_id, JSON n-gram)
-                    | "SelectSingle" >> SelectItems(WeightedGaussian(self.max_items),
-                                                    self.budget, seed=self.seed)
+                    | "SelectSingle" >> SelectItems(self._selection_mechanism(), self.budget,
+                                                    seed=self.seed)
                     | "Decode" >> decode)
         # T equal Gaussian selections composing to σ* (each σ = √T·σ*), each
         # threshold with δ_thr/T; the δ split minimises that (common) threshold.

@@ -25,7 +25,7 @@ from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, release_mask
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.beam.release_guard import warn_if_seeded
+from beam_dpsu.beam.release_guard import ReleaseTransform, warn_if_seeded
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 
 __all__ = ["NOISE_BATCH", "NoisyThreshold", "KeepWithProbability"]
@@ -126,7 +126,8 @@ class _PerShardFn(beam.DoFn):
         yield from self._decision.decide_histogram(shard_histogram[1])
 
 
-class _PerShard(beam.PTransform):
+class _PerShard(ReleaseTransform):
+    """A release step on (shard, {item: weight}) dicts; one object is one release."""
 
     def __init__(self, decision: BatchedDecisionFn, name: str):
         super().__init__()
@@ -151,8 +152,13 @@ class _NoisyThresholdFn(BatchedDecisionFn):
 
 
 @beam.typehints.with_input_types(KEYED)
-class NoisyThreshold(ReadsContainers, beam.PTransform):
+class NoisyThreshold(ReadsContainers, ReleaseTransform):
     """(item, weight) → item for each item whose noisy weight exceeds the release threshold.
+
+    One object is one release (docs/privacy.md, invariant 9): applying it (or a
+    copy of it) a second time raises ``AppliedTwiceError`` when the pipeline is
+    built. A transform that releases inside itself builds a fresh one (or a fresh
+    ``per_shard``) for each application.
 
     Args:
       calibration: noise distribution, scale and threshold.
@@ -172,7 +178,8 @@ class NoisyThreshold(ReadsContainers, beam.PTransform):
     def per_shard(calibration: Calibration, seed: int | None = None,
                   salt: str = "") -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: weight}) dicts, each
-        item in exactly one of them (``SampledWeightedHistogram``'s output)."""
+        item in exactly one of them (``SampledWeightedHistogram``'s output). A new
+        object at each call: one object is one release."""
         warn_if_seeded(seed, "NoisyThreshold")
         return _PerShard(_NoisyThresholdFn(calibration, checks.seed(seed), salt),
                          "NoisyThreshold")
@@ -195,8 +202,10 @@ class _KeepWithProbabilityFn(BatchedDecisionFn):
         return self._calibration.keep_mask(counts, rng)
 
 
-class KeepWithProbability(beam.PTransform):
+class KeepWithProbability(ReleaseTransform):
     """(item, users holding it) → item, kept independently with probability π(count).
+
+    One object is one release, as for ``NoisyThreshold``.
 
     Args:
       calibration: the keep probabilities (``TruncatedGeometric.calibrate``).

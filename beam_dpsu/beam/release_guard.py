@@ -1,7 +1,8 @@
 """One budget, one release (docs/privacy.md, invariant 9); a seed is announced (invariant 2).
 
 A release transform (``SelectItems``, ``ExtractNgrams``, ``CountReleased``, ``SIPSRounds``,
-``NgramsByDPSU``) holds one budget and spends all of it each time it is
+``NgramsByDPSU``, and the release steps ``NoisyThreshold`` and ``KeepWithProbability``,
+``per_shard`` too) holds one budget and spends all of it each time it is
 expanded: applied twice it would make two independent releases under one
 accounted budget. ``ReleaseTransform`` therefore lets each object be expanded
 once, in any pipeline; a second application is refused when the pipeline is

@@ -16,6 +16,8 @@ Conventions
 from __future__ import annotations
 
 import dataclasses
+import math
+from fractions import Fraction
 from typing import Sequence
 
 
@@ -33,7 +35,24 @@ __all__ = [
     "require_delta",
     "geometric_split_weights",
     "dp_to_zcdp",
+    "parts_within",
 ]
+
+
+def parts_within(total: float, parts: Sequence[float],
+                 rounded: Sequence[int] | None = None) -> list[float]:
+    """``parts``, those at the indices ``rounded`` (default: all) rounded down by one
+    ulp at a time until the parts' exact sum (of the floats' exact values, as
+    Fractions) is at most ``total``: a split computed in floats (e.g. (1 − s)·ε + s·ε)
+    can sum a few ulps past its total, which the accountant refuses (docs/privacy.md,
+    invariant 4). Parts already within are returned as given."""
+    limit = Fraction(total)
+    fitted = [float(part) for part in parts]
+    indices = range(len(fitted)) if rounded is None else rounded
+    while sum(map(Fraction, fitted)) > limit:
+        for i in indices:
+            fitted[i] = math.nextafter(fitted[i], 0.0)
+    return fitted
 
 
 def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
@@ -93,10 +112,13 @@ class Budget:
         """Splits into parts proportional to ``weights`` (basic composition).
 
         ε and δ both add under sequential composition (Dwork & Roth, Thm 3.16),
-        so the parts' ε and δ sum to this budget's.
+        so the parts' ε and δ sum to at most this budget's, exactly (each part
+        rounded down where the floats' sum would pass it: ``parts_within``).
         """
         w = checks.split_weights(weights)
-        return [Budget(self.epsilon * x, self.delta * x) for x in w]
+        epsilons = parts_within(self.epsilon, [self.epsilon * x for x in w])
+        deltas = parts_within(self.delta, [self.delta * x for x in w])
+        return [Budget(e, d) for e, d in zip(epsilons, deltas)]
 
     def to_zcdp(self) -> "ZCDPBudget":
         """The zCDP budget a pure ε-DP mechanism spends: ρ = ε²/2 (Bun & Steinke 2016,
@@ -135,10 +157,13 @@ class ZCDPBudget:
         """Splits into parts proportional to ``weights``.
 
         ρ adds exactly and δ adds as an upper bound (dp-sips Lemma 6:
-        δ + δ' − δδ' ≤ δ + δ'), so the parts compose to within this budget.
+        δ + δ' − δδ' ≤ δ + δ'), so the parts compose to within this budget
+        (their exact sums at most its ρ and δ: ``parts_within``).
         """
         w = checks.split_weights(weights)
-        return [ZCDPBudget(self.rho * x, self.delta * x) for x in w]
+        rhos = parts_within(self.rho, [self.rho * x for x in w])
+        deltas = parts_within(self.delta, [self.delta * x for x in w])
+        return [ZCDPBudget(r, d) for r, d in zip(rhos, deltas)]
 
     def to_dp(self, delta_dp: float) -> Budget:
         """The (ε, δ_DP)-DP guarantee this budget implies (dp-sips Corollary 9)."""
@@ -160,8 +185,11 @@ class BudgetAccountant:
     """Tracks spending against a total budget; overspending is an error.
 
     Parts must be of the total's kind (``Budget`` or ``ZCDPBudget``); ε, ρ and
-    δ compose additively (basic composition; dp-sips Lemma 6 for zCDP). A small
-    relative tolerance (1e-9) absorbs floating-point error from ``split``.
+    δ compose additively (basic composition; dp-sips Lemma 6 for zCDP). The sums
+    are compared exactly (the floats' exact values, as Fractions), with no
+    tolerance: spending past the total by any amount is an error (docs/privacy.md,
+    invariant 4). The library's own splits round their parts down to fit
+    (``parts_within``).
 
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` that every part spent counts against.
@@ -169,8 +197,6 @@ class BudgetAccountant:
     Raises:
       TypeError: ``total`` is not a ``Budget`` or ``ZCDPBudget``.
     """
-
-    _TOLERANCE = 1e-9
 
     def __init__(self, total: Budget | ZCDPBudget):
         checks.instance("total", total, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
@@ -182,6 +208,12 @@ class BudgetAccountant:
 
     def spent(self) -> dict:
         return {f: sum(getattr(b, f) for b in self._spent) for f in self._fields()}
+
+    def _fits(self, field: str, parts) -> bool:
+        """Whether what is spent plus ``parts`` is at most the total, exactly."""
+        spent = sum(Fraction(getattr(b, field)) for b in self._spent)
+        need = sum(Fraction(getattr(part, field)) for part in parts)
+        return spent + need <= Fraction(getattr(self.total, field))
 
     def remaining(self) -> dict:
         spent = self.spent()
@@ -200,7 +232,7 @@ class BudgetAccountant:
         spent = self.spent()
         for f in self._fields():
             limit = getattr(self.total, f)
-            if spent[f] + getattr(part, f) > limit * (1 + self._TOLERANCE):
+            if not self._fits(f, [part]):
                 asks = "" if what is None else f"{what} asks for {part!r}: "
                 raise BudgetExceededError(
                     f"{asks}spending {f}={getattr(part, f)!r} would exceed the total "
@@ -218,7 +250,7 @@ class BudgetAccountant:
         for f in self._fields():
             limit = getattr(self.total, f)
             need = sum(getattr(part, f) for part in parts)
-            if spent[f] + need > limit * (1 + self._TOLERANCE):
+            if not self._fits(f, parts):
                 raise BudgetExceededError(
                     f"spending {f}={need!r} in {plural(len(parts), 'part')} would exceed the "
                     f"total {f}={limit!r} (already spent {spent[f]!r})")

@@ -10,7 +10,7 @@ Gaussian mechanisms under ``Budget(ε, δ)`` (tight accounting, docs/privacy.md,
 Every Gaussian set-union mechanism here (Weighted/Count/Policy Gaussian, the
 rounds of SIPS, the levels of DPNE) adds N(0, σ_r²) noise to histograms of
 ℓ2 sensitivity ≤ Δ2 on the keys both neighbours noise, and thresholds them.
-Its δ is split, when the transform is built, into δ = δ_noise + δ_thr/(1 − δ_thr):
+Its δ is split, when the transform is built, into δ = δ_noise + δ_thr:
 
 * **Noise.** The noise of all rounds/levels is calibrated as ONE Gaussian
   mechanism: σ_total = analytic Gaussian at (ε, δ_noise) for sensitivity Δ2
@@ -35,13 +35,14 @@ Its δ is split, when the transform is built, into δ = δ_noise + δ_thr/(1 −
   keeps each round μ_r-GDP), hence μ-GDP: its hockey-stick divergence at
   e^ε is ≤ δ_G(μ, ε) = δ_noise both ways. For every set S of outputs:
   P[M(D′) ∈ S] ≤ P[Ã ∈ S] + P[not E] ≤ e^ε P[M(D) ∈ S] + δ_noise + δ_thr; and
-  P[M(D′) ∈ S] ≥ P[Ã ∈ S, E] ≥ (1 − δ_thr)·P[Ã ∈ S], so
-  P[M(D) ∈ S] − e^ε P[M(D′) ∈ S]
-  ≤ [P[M(D) ∈ S] − e^ε P[Ã ∈ S]] + δ_thr·e^ε P[Ã ∈ S] ≤ δ_noise + δ_thr/(1 − δ_thr)
-  (where the left side is ≥ 0, e^ε(1 − δ_thr)P[Ã ∈ S] ≤ P[M(D) ∈ S] ≤ 1).
-  Both directions: (ε, δ_noise + δ_thr/(1 − δ_thr))-DP ≤ (ε, δ)-DP. The
-  thresholds' bad events are the only non-Gaussian part; the factor
-  1/(1 − δ_thr) (a relative δ_thr, ~1e-5) is the price of the add direction.
+  P[M(D′) ∈ S] ≥ P[Ã ∈ S, E] ≥ (1 − δ_thr)·P[Ã ∈ S], so with Q = P[M(D) ∈ ·]
+  and P̃ = P[Ã ∈ ·],
+  Q(S) − e^ε P[M(D′) ∈ S] ≤ Q(S) − e^ε(1 − δ_thr)P̃(S)
+  = (1 − δ_thr)(Q(S) − e^ε P̃(S)) + δ_thr·Q(S) ≤ (1 − δ_thr)·δ_noise + δ_thr
+  ≤ δ_noise + δ_thr
+  (Q(S) − e^ε P̃(S) ≤ δ_noise by the hockey-stick bound, and Q(S) ≤ 1).
+  Both directions: (ε, δ_noise + δ_thr)-DP ≤ (ε, δ)-DP. The thresholds' bad
+  events are the only non-Gaussian part, and they cost δ_thr in both directions.
 * **The split** is a data-independent choice (``split_delta``): it minimises
   the release threshold (the weight an item needs to be released with
   probability ½; for SIPS that of the last, largest round; for DPNE that of
@@ -90,8 +91,12 @@ class Calibration:
       source: where the formulas come from (paper and section).
       cutoff: Γ of a sequential policy (None for the parallel mechanisms).
       delta_noise: Gaussian under ``Budget(ε, δ)``: the δ the analytic Gaussian
-        σ was calibrated to (δ = delta_noise + threshold_delta/(1 −
-        threshold_delta), chosen by ``split_delta``); None otherwise.
+        σ was calibrated to (δ = delta_noise + threshold_delta, chosen by
+        ``split_delta``); None otherwise.
+      part_of: None for a whole mechanism; else what this calibration is one part
+        of (e.g. level 1 of DPNE's T levels, which compose to one Gaussian of σ*):
+        its σ alone is not the mechanism's guarantee, and
+        ``composition.composed_guarantee`` refuses it.
     """
 
     noise: str
@@ -104,6 +109,7 @@ class Calibration:
     source: str
     cutoff: float | None = None
     delta_noise: float | None = None
+    part_of: str | None = None
 
     def __post_init__(self):
         checks.one_of("noise", self.noise, (LAPLACE, GAUSSIAN), "'laplace' or 'gaussian'")
@@ -329,17 +335,19 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
 
 
 def threshold_delta_cost(threshold_delta: float) -> float:
-    """The δ the thresholds cost end to end: δ_thr/(1 − δ_thr) (module docstring).
+    """The δ the thresholds cost end to end: δ_thr itself (module docstring).
 
-    The remove direction costs δ_thr; the add direction δ_thr·e^ε·P[Ã ∈ S]
-    ≤ δ_thr/(1 − δ_thr), which is what both are charged.
+    Both directions cost δ_thr: the remove direction by the union bound
+    (P[M(D′) ∈ S] ≤ P[Ã ∈ S] + δ_thr), the add direction because
+    Q(S) − e^ε(1 − δ_thr)P̃(S) = (1 − δ_thr)(Q(S) − e^ε P̃(S)) + δ_thr·Q(S)
+    ≤ δ_noise + δ_thr.
     """
-    return threshold_delta / (1.0 - threshold_delta)
+    return threshold_delta
 
 
 @dataclasses.dataclass(frozen=True)
 class DeltaSplit:
-    """How ``split_delta`` divided δ: δ_noise + δ_thr/(1 − δ_thr) ≤ δ.
+    """How ``split_delta`` divided δ: δ_noise + δ_thr ≤ δ.
 
     Attributes:
       delta_noise: δ of the analytic Gaussian σ_total.
@@ -371,7 +379,7 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     # The sum must hold exactly, not only in floating point (review finding: the
     # float check let it exceed δ by ~1e-16·δ).
     # δ_noise is δ − cost in exact arithmetic, rounded down to a float.
-    room = Fraction(delta) - Fraction(threshold_delta) / (1 - Fraction(threshold_delta))
+    room = Fraction(delta) - Fraction(threshold_delta_cost(threshold_delta))
     delta_noise = float(room)
     if Fraction(delta_noise) > room:
         delta_noise = math.nextafter(delta_noise, 0.0)
@@ -401,7 +409,7 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
     in units of item weight: the weight an item needs to be released with
     probability ½ (single-round mechanisms: ρ; SIPS: the last round's ρ;
     DPNE: level 1's ρ_1). Lower is better for every item, so it is the
-    objective. δ_noise = δ − δ_thr/(1 − δ_thr) (module docstring).
+    objective. δ_noise = δ − δ_thr (module docstring).
 
     A data-independent, deterministic choice made when the transform is
     built: a grid of ``_SPLIT_GRID`` points in t = logit(δ_thr/δ) ∈ [−16, 16]
@@ -456,7 +464,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
 
     Under ``Budget(ε, δ)``: σ is the analytic Gaussian at (ε, δ_noise) for the
     given ℓ2 sensitivity and the threshold gets δ_thr, with
-    δ_noise + δ_thr/(1 − δ_thr) = δ split to minimise the threshold
+    δ_noise + δ_thr = δ split to minimise the threshold
     (``split_delta``; the proof is in the module docstring; dpsu Theorem 5.1 /
     B.2 used δ/2 each).
     Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
@@ -491,10 +499,10 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
                             factors=EQUIVALENT_DELTA_FACTORS) -> list[dict]:
     """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
 
-    The mechanism is (ε′, δ_G(μ, ε′) + δ_thr/(1 − δ_thr))-DP for every ε′
+    The mechanism is (ε′, δ_G(μ, ε′) + δ_thr)-DP for every ε′
     (module docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
     2022 Cor. 2.13). For each δ′ = factor·δ above the thresholds' cost we
-    solve δ_G(μ, ε′) = δ′ − δ_thr/(1 − δ_thr) for ε′ (δ_G decreases in ε′),
+    solve δ_G(μ, ε′) = δ′ − δ_thr for ε′ (δ_G decreases in ε′),
     rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
     """
     sigma = 1.0 / mu

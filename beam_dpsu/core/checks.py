@@ -59,6 +59,7 @@ __all__ = [
     "split_weights",
     "require_delta",
     "tight_part",
+    "no_tight_part",
 ]
 
 _REALS = (int, float, np.integer, np.floating)
@@ -360,3 +361,20 @@ def tight_part(what: str, given, bound_to) -> None:
             f"composition='tight')) computed for {what} {bound_to!r}, not {given!r}: the "
             "two parts compose to the total only as computed; split again for this "
             f"{what}, or use composition='basic'")
+
+
+def no_tight_part(budget, transform: str) -> None:
+    """Refuses any part of a tight split for ``transform``: such a part is made for one
+    ``SelectItems`` mechanism (or one counts Δ0), never for ``transform``, and only
+    composes to the total with the calibration it was computed for (docs/privacy.md,
+    "Selection plus counts")."""
+    for attribute, what in (("for_mechanism", "mechanism"),
+                            ("for_max_items_per_user", "max_items_per_user")):
+        bound_to = getattr(budget, attribute, None)
+        if bound_to is not None:
+            raise ParameterError.worded(
+                "budget",
+                f"this budget is one part of a tight split (split_selection_and_counts("
+                f"composition='tight')) computed for {what} {bound_to!r}, not for "
+                f"{transform}: the two parts compose to the total only as computed; "
+                f"split with composition='basic' for {transform}")

@@ -430,7 +430,19 @@ def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | N
     two. When ``delta`` leaves nothing for the privacy-loss part (all of it is
     threshold δ, as for Laplace selections under a ``Budget``), the result is
     ``basic_epsilon`` itself; None if that is None too, or a part has no known pair.
+
+    Raises:
+      ParameterError: ``selection`` is one part of a mechanism (``part_of``, e.g.
+        DPNE's level 1 of T levels): its σ alone would state μ = 1/σ_1 where the
+        mechanism's is 1/σ*, an ε below the true one. Compose the whole
+        mechanism's calibration (for DPNE: one Gaussian of σ*) instead.
     """
+    part_of = getattr(selection, "part_of", None)
+    if part_of is not None:
+        raise ParameterError.worded(
+            "selection", f"this calibration is {part_of}: composed alone it would state a "
+                         "guarantee below the mechanism's; compose the whole mechanism's "
+                         "calibration (one Gaussian of sigma*) instead")
     try:
         comp = _Composition(selection, counts, method)
     except (ValueError, OverflowError, FloatingPointError):

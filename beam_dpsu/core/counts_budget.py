@@ -32,7 +32,7 @@ import sys
 from fractions import Fraction
 
 from beam_dpsu.core import checks, composition
-from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget
+from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget, parts_within
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 
@@ -318,20 +318,25 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     selection: Budget | ZCDPBudget
     counts: Budget | ZCDPBudget
     if isinstance(total, Budget):
+        # The basic parts, their exact sum within the total (parts_within: the counts'
+        # part is the one rounded down, if need be).
+        epsilons = parts_within(total.epsilon, [total.epsilon * (1.0 - share),
+                                                total.epsilon * share], rounded=[1])
         if composition == "tight":
             d0 = checks.max_items(counts_max_items_per_user)
             scale = _tight_scale(total, share, selection_mechanism, d0)
         if scale > 1.0:  # a tight split: each part bound to what it was computed for
-            selection = TightSelectionBudget(scale * total.epsilon * (1.0 - share), total.delta,
+            selection = TightSelectionBudget(epsilons[0] * scale, total.delta,
                                              for_mechanism=selection_mechanism)
-            counts = TightCountsBudget(scale * total.epsilon * share, 0.0,
-                                       for_max_items_per_user=d0)
+            counts = TightCountsBudget(epsilons[1] * scale, 0.0, for_max_items_per_user=d0)
         else:
-            selection = Budget(scale * total.epsilon * (1.0 - share), total.delta)
-            counts = Budget(scale * total.epsilon * share, 0.0)
+            selection = Budget(epsilons[0], total.delta)
+            counts = Budget(epsilons[1], 0.0)
     elif isinstance(total, ZCDPBudget):
-        selection = ZCDPBudget(total.rho * (1.0 - share), total.delta)
-        counts = ZCDPBudget(total.rho * share, 0.0)
+        rhos = parts_within(total.rho, [total.rho * (1.0 - share), total.rho * share],
+                            rounded=[1])
+        selection = ZCDPBudget(rhos[0], total.delta)
+        counts = ZCDPBudget(rhos[1], 0.0)
     else:
         raise ParameterTypeError("total", f"must be a Budget or ZCDPBudget, got {total!r}")
     tight = scale > 1.0

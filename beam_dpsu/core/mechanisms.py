@@ -191,7 +191,7 @@ class WeightedGaussian(ParallelMechanism):
     """Weighted Gaussian: +1/√|W| to each of ≤ Δ0 sampled items; Gaussian noise for L2 = 1.
 
     Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ_noise), threshold with
-    δ_thr, δ_noise + δ_thr/(1 − δ_thr) = δ split to minimise the threshold
+    δ_thr, δ_noise + δ_thr = δ split to minimise the threshold
     (``calibration.split_delta``; dpsu Theorem B.2 used δ/2 each). Under
     ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ), threshold with δ (dp-sips Theorem 1).
 
@@ -268,8 +268,8 @@ class SIPS(MechanismConfig):
     (ε, δ_noise)-DP by the analytic Gaussian; the only other event is that an
     item only the extra user holds crosses a round's threshold, of probability
     ≤ Σ δ_i = δ_thr (dp-sips App. A per round, union bound), which costs
-    δ_thr/(1 − δ_thr) (proof in ``beam_dpsu.core.calibration``). Total:
-    (ε, δ_noise + δ_thr/(1 − δ_thr)) = (ε, δ). The split δ_noise/δ_thr
+    δ_thr (proof in ``beam_dpsu.core.calibration``). Total:
+    (ε, δ_noise + δ_thr) = (ε, δ). The split δ_noise/δ_thr
     minimises the last (largest) round's threshold (``split_delta``). The old
     route through zCDP (dp-sips Corollary 9 at δ/2 each) gave ρ = 0.0949 at
     (1.765, 4.96e-5); this gives an equivalent ρ of about 0.11.

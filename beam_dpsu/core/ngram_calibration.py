@@ -8,7 +8,7 @@ the transform is built, from the parameters and the budget alone:
   schedule), σ* being the analytic Gaussian at (ε, δ_noise), or 1/√(2ρ)
   under ``ZCDPBudget(ρ, δ)`` (``total_sigma``).
 * The δ split: only level 1 has a threshold event (levels k ≥ 2 noise all of
-  V_k), so δ_noise + δ_thr/(1 − δ_thr) = δ is split to minimise ρ_1
+  V_k), so δ_noise + δ_thr = δ is split to minimise ρ_1
   (``calibration.split_delta``, whose docstring has the proof).
 * ρ_1 (dpne Theorem 2.1) and, with a policy-gaussian level 1, its cutoff
   (``calibrate``). ρ_k for k ≥ 2 reads released set sizes:
@@ -42,7 +42,7 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
     """(σ*, δ_thr for the thresholds, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12).
 
     Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
-    δ_noise + δ_thr/(1 − δ_thr) = δ is split to minimise
+    δ_noise + δ_thr = δ is split to minimise
     ``threshold_of(σ*, δ_thr)`` (``calibration.split_delta``, whose docstring
     has the proof); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
     δ_noise is None.
@@ -58,11 +58,12 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
 
 
 def gaussian(budget, sigma: float, threshold: float, threshold_delta: float, source: str,
-             cutoff=None, delta_noise=None) -> Calibration:
+             cutoff=None, delta_noise=None, part_of=None) -> Calibration:
     """A Gaussian calibration of ℓ2 sensitivity 1 (a DPNE level, a DPSU baseline)."""
     return Calibration(noise=GAUSSIAN, noise_scale=sigma, release_threshold=threshold,
                        threshold_delta=threshold_delta, sensitivity_norm=2, sensitivity=1.0,
-                       budget=budget, source=source, cutoff=cutoff, delta_noise=delta_noise)
+                       budget=budget, source=source, cutoff=cutoff, delta_noise=delta_noise,
+                       part_of=part_of)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +102,15 @@ def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: 
     rho_1 = thresholds.weighted_gaussian_threshold(sigmas[0], threshold_delta, max_items_1)
     cutoff = (thresholds.policy_cutoff(rho_1, sigmas[0], alpha)
               if level1 == "policy-gaussian" else None)
+    # With T > 1 levels, level 1's σ_1 alone is not DPNE's guarantee (σ*: the levels
+    # compose to one Gaussian; docs/privacy.md, DPNE): marked, so composition refuses it.
+    part_of = (None if max_n == 1 else
+               f"DPNE level 1 of {max_n} levels, which compose to one Gaussian of "
+               f"sigma* = {sigma_total:.6g}")
     return DPNECalibration(
         max_items_1, sigma_total, threshold_delta, delta_noise, sigmas,
         gaussian(budget, sigmas[0], rho_1, threshold_delta, "dpne Theorem 2.1", cutoff,
-                 delta_noise))
+                 delta_noise, part_of))
 
 
 def plan_level1(auto: max_items_choice.AutoMaxItems, budget, max_n: int, noise_decay: float,
@@ -148,9 +154,13 @@ def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
     sigma_total, threshold_delta, delta_noise = total_sigma(budget, level_threshold)
     sigma = sigma_total * math.sqrt(max_n)
     delta_k = threshold_delta / max_n
+    part_of = (None if max_n == 1 else
+               f"one of the {max_n} DPSU-even selections, which compose to one Gaussian of "
+               f"sigma* = {sigma_total:.6g}")
     return gaussian(budget, sigma,
                     thresholds.weighted_gaussian_threshold(sigma, delta_k, max_items), delta_k,
-                    "dpne Table 3 (DPSU-even); Proposition 2.3", delta_noise=delta_noise)
+                    "dpne Table 3 (DPSU-even); Proposition 2.3", delta_noise=delta_noise,
+                    part_of=part_of)
 
 
 def spurious_probability(rho: float, sigma: float) -> float:

@@ -139,6 +139,23 @@ def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.nd
         return np.where(np.isfinite(total) & (error > 0), np.nextafter(total, np.inf), total)
 
 
+# The closed-form thresholds are moved up _ULPS_UP ulps: float error (the quantile
+# functions, 1/√t, the sum) otherwise let the lone-user release chance exceed δ by
+# up to ~1.2e-14 relative, in exact arithmetic (docs/privacy.md, invariant 3). One
+# ulp of ρ lowers that chance by about z·ulp(ρ)/σ relative (~5e-15 at the audit's
+# cases); with three, 300 random (σ ∈ [0.01, 50], δ ∈ [1e-14, 0.25], Δ0 ≤ 64) are all at
+# least 1.7e-15 relative below δ (50-digit check, as in tests/core/test_audit_findings.py).
+_ULPS_UP = 3
+
+
+def _moved_up(value) -> float:
+    """``value`` (a float or 0-d array) ``_ULPS_UP`` ulps up: ρ on the safe side."""
+    value = float(value)
+    for _ in range(_ULPS_UP):
+        value = math.nextafter(value, math.inf)
+    return value
+
+
 def _finite_threshold(value: float, scale_name: str, scale: float, delta: float,
                       max_items_per_user: int) -> float:
     """``value`` if finite, else a ValueError that says which parameter is out of range."""
@@ -163,8 +180,9 @@ def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_us
     delta = _probability(delta)
     d0 = checks.max_items(max_items_per_user)
     with np.errstate(over="ignore"):
-        value = _sum_rounded_up(
-            1.0, lam * _laplace_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
+        value = _moved_up(_sum_rounded_up(
+            1.0, lam * _laplace_tail_quantile(delta,
+                                              _candidate_items(d0)[-1:]))[0])
     return _finite_threshold(value, "laplace_scale", lam, delta, d0)
 
 
@@ -179,8 +197,9 @@ def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int
     delta = _probability(delta)
     d0 = checks.max_items(max_items_per_user)
     with np.errstate(over="ignore"):
-        value = _sum_rounded_up(
-            1.0, sigma * _gaussian_tail_quantile(delta, _candidate_items(d0)[-1:]))[0]
+        value = _moved_up(_sum_rounded_up(
+            1.0, sigma * _gaussian_tail_quantile(delta,
+                                                 _candidate_items(d0)[-1:]))[0])
     return _finite_threshold(value, "sigma", sigma, delta, d0)
 
 
@@ -200,7 +219,8 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float,
     d0 = checks.max_items(max_items_per_user)
     t = _candidate_items(d0)
     with np.errstate(over="ignore"):
-        value = np.max(_sum_rounded_up(1.0 / t, lam * _laplace_tail_quantile(delta, t)))
+        value = _moved_up(np.max(_sum_rounded_up(
+            1.0 / t, lam * _laplace_tail_quantile(delta, t))))
     return _finite_threshold(value, "laplace_scale", lam, delta, d0)
 
 
@@ -219,7 +239,8 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     d0 = checks.max_items(max_items_per_user)
     t = _candidate_items(d0)
     with np.errstate(over="ignore"):
-        value = np.max(_sum_rounded_up(1.0 / np.sqrt(t), sigma * _gaussian_tail_quantile(delta, t)))
+        value = _moved_up(np.max(_sum_rounded_up(
+            1.0 / np.sqrt(t), sigma * _gaussian_tail_quantile(delta, t))))
     return _finite_threshold(value, "sigma", sigma, delta, d0)
 
 

@@ -60,11 +60,8 @@ D1_CASES = {
     # the same Δ, but three levels: δ = 1.000093e-3, 9.3e-5 relative over the total
     "WG(100) part, DPNE T=3 at 100": (100, 1, 3, 100),
 }
-D1 = ("finding D1: ExtractNgrams takes a tight-split part of another mechanism; fixed in the "
-      "next step")
 
 
-@pytest.mark.xfail(strict=True, reason=D1)
 @pytest.mark.parametrize("case", sorted(D1_CASES))
 def test_d1_extract_ngrams_refuses_a_tight_part_made_for_another_mechanism(case):
     selection_max_items, counts_max_items, levels, level1_max_items = D1_CASES[case]
@@ -73,8 +70,6 @@ def test_d1_extract_ngrams_refuses_a_tight_part_made_for_another_mechanism(case)
         beam_dpsu.ExtractNgrams(levels, parts.selection, max_items_per_user=level1_max_items)
 
 
-@pytest.mark.xfail(strict=True, reason="finding D1: NgramsByDPSU takes a tight-split part; "
-                   "fixed in the next step")
 @pytest.mark.parametrize("variant", ["dpsu-even", "dpsu-all"])
 def test_d1_ngrams_by_dpsu_refuses_a_tight_part_made_for_another_mechanism(variant):
     parts = tight_split(100, 1)
@@ -92,7 +87,6 @@ def dpne_as_one_gaussian(extract, budget) -> Calibration:
         budget=budget, source="test: DPNE's levels composed to sigma*")
 
 
-@pytest.mark.xfail(strict=True, reason=D1)
 @pytest.mark.parametrize("case", sorted(D1_CASES))
 def test_d1_dpne_with_counts_stays_within_the_total_or_is_refused(case):
     """What the refusal prevents: ExtractNgrams + CountReleased on the two parts spend
@@ -143,11 +137,8 @@ def test_c1_the_true_composed_epsilon():
     assert truth < C1_TOTAL.epsilon
 
 
-C1 = ("finding C1: composed_with(level1_calibration) uses mu = 1/sigma_1, not 1/sigma*; "
-      "fixed in the next step")
 
 
-@pytest.mark.xfail(strict=True, reason=C1)
 def test_c1_composed_with_dpne_level1_is_refused_or_not_below_the_truth():
     """Today: stated ε = 0.8668 against the true 1.4231."""
     parts, extract, counts, truth = c1_setting()
@@ -158,7 +149,6 @@ def test_c1_composed_with_dpne_level1_is_refused_or_not_below_the_truth():
     assert all(g.epsilon >= truth * (1 - 1e-9) for g in stated.composed)
 
 
-@pytest.mark.xfail(strict=True, reason=C1)
 def test_c1_composed_guarantee_of_dpne_level1_is_refused_or_not_below_the_truth():
     parts, extract, counts, truth = c1_setting()
     try:
@@ -178,8 +168,6 @@ def test_dpne_split_never_spends_past_its_delta():
     assert spent <= Fraction(budget.delta)
 
 
-@pytest.mark.xfail(strict=True, reason="finding delta-thr-surcharge: δ_thr/(1 − δ_thr) is "
-                   "charged; fixed in the next step")
 def test_dpne_split_spends_all_of_its_delta():
     budget = beam_dpsu.Budget(1.0, 0.1)
     extract = beam_dpsu.ExtractNgrams(2, budget)
@@ -201,15 +189,12 @@ def keep_with_probability():
 
 RELEASE_STEPS = {"NoisyThreshold": noisy_threshold,
                  "KeepWithProbability": keep_with_probability}
-GUARD = ("finding release-guard: NoisyThreshold and KeepWithProbability can be applied twice; "
-         "fixed in the next step")
 
 
 def histogram(pipeline):
     return pipeline | "Histogram" >> beam.Create([("a", 3.0), ("b", 1.0)])
 
 
-@pytest.mark.xfail(strict=True, reason=GUARD)
 @pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
 def test_a_release_step_applied_twice_is_refused(step):
     pipeline = beam.Pipeline()
@@ -220,7 +205,6 @@ def test_a_release_step_applied_twice_is_refused(step):
         _ = weights | "Second" >> release
 
 
-@pytest.mark.xfail(strict=True, reason=GUARD)
 @pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
 def test_a_copy_of_an_applied_release_step_is_refused(step):
     pipeline = beam.Pipeline()

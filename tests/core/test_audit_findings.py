@@ -40,8 +40,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # --- the accountant: no tolerance ----------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: BudgetAccountant "
-                   "accepts a relative 1e-9 over the total; fixed in the next step")
 @pytest.mark.parametrize("epsilon", [1.000000000999, math.nextafter(1.0, 2.0), 1.0 + 1e-12])
 def test_spending_past_the_total_epsilon_by_any_amount_is_an_error(epsilon):
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.Budget(1.0, 1e-6))
@@ -49,21 +47,18 @@ def test_spending_past_the_total_epsilon_by_any_amount_is_an_error(epsilon):
         accountant.spend(beam_dpsu.Budget(epsilon, 1e-6))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: fixed in the next step")
 def test_spending_past_the_total_delta_by_any_amount_is_an_error():
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.Budget(1.0, 1e-6))
     with pytest.raises(beam_dpsu.BudgetExceededError):
         accountant.spend(beam_dpsu.Budget(1.0, 1e-6 * (1.0 + 1e-10)))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: fixed in the next step")
 def test_spending_past_a_zcdp_total_by_any_amount_is_an_error():
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.ZCDPBudget(0.1, 1e-5))
     with pytest.raises(beam_dpsu.BudgetExceededError):
         accountant.spend(beam_dpsu.ZCDPBudget(0.1 * (1.0 + 1e-10), 1e-5))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: fixed in the next step")
 def test_parts_that_sum_past_the_total_in_sequence_are_refused():
     accountant = beam_dpsu.BudgetAccountant(beam_dpsu.Budget(1.0, 1e-6))
     accountant.spend(beam_dpsu.Budget(0.5, 5e-7))
@@ -73,9 +68,6 @@ def test_parts_that_sum_past_the_total_in_sequence_are_refused():
         accountant.spend_all(beam_dpsu.Budget(0.25, 2e-7), beam_dpsu.Budget(0.25 + 1e-12, 3e-7))
 
 
-@pytest.mark.xfail(strict=True, reason="finding accountant-tolerance: the spent total is a "
-                   "float sum, so parts whose exact sum exceeds the total pass; fixed in the "
-                   "next step")
 def test_the_spent_total_is_compared_exactly():
     # 0.1 + 0.9 rounds to 1.0 in floats, but the two floats sum to more than 1.
     a, b = 0.1, 0.9
@@ -105,10 +97,8 @@ def test_the_librarys_own_splits_fit_its_accountant(epsilon):
 
 # Q(S) − e^ε(1 − δ*)P*(S) = (1 − δ*)(Q(S) − e^ε P*(S)) + δ*·Q(S) ≤ δ_L + δ*: charging
 # δ_thr itself suffices (docs/privacy.md, Accounting).
-THRESHOLD_COST = "finding delta-thr-surcharge: δ_thr/(1 − δ_thr) is charged; fixed in the next step"
 
 
-@pytest.mark.xfail(strict=True, reason=THRESHOLD_COST)
 @pytest.mark.parametrize("delta_thr", [1e-10, 1e-5, 0.01, 0.3])
 def test_the_thresholds_cost_their_own_delta(delta_thr):
     assert calibration.threshold_delta_cost(delta_thr) == delta_thr
@@ -135,7 +125,6 @@ def test_a_gaussian_split_never_spends_past_its_delta(mechanism, budget):
     assert _wasted_delta(budget.delta, found.delta_noise, found.threshold_delta) >= 0
 
 
-@pytest.mark.xfail(strict=True, reason=THRESHOLD_COST)
 @pytest.mark.parametrize("budget", [beam_dpsu.Budget(1.0, 0.1), beam_dpsu.Budget(3.0, 0.01)])
 @pytest.mark.parametrize("mechanism", SPLIT_MECHANISMS, ids=lambda m: m.name)
 def test_a_gaussian_split_spends_all_of_its_delta(mechanism, budget):
@@ -182,11 +171,6 @@ def _worst_weighted_gaussian_chance(sigma: float, delta: float, max_items: int):
         return max(_weighted_gaussian_chance(rho, sigma, t) for t in range(1, max_items + 1))
 
 
-FLOAT_ERROR = ("finding threshold-float-error: the float ρ lets the lone-user release chance "
-               "exceed δ by ~1e-14 relative; fixed in the next step")
-
-
-@pytest.mark.xfail(strict=True, reason=FLOAT_ERROR)
 @pytest.mark.parametrize("sigma, delta, max_items", [
     (14.996, 5.1e-09, 5),          # 9.6e-15 relative over δ today
     (12.72007031779105, 2.929550059139368e-10, 64),   # 1.2e-14
@@ -198,7 +182,6 @@ def test_weighted_gaussian_threshold_meets_delta_exactly(sigma, delta, max_items
     assert _worst_weighted_gaussian_chance(sigma, delta, max_items) <= mpmath.mpf(delta)
 
 
-@pytest.mark.xfail(strict=True, reason=FLOAT_ERROR)
 def test_weighted_gaussian_threshold_meets_delta_on_a_random_grid():
     """30 (σ, δ, Δ0) drawn from a fixed seed (σ log-uniform in [0.05, 50], δ in
     [1e-12, 0.25], Δ0 ≤ 64): about a quarter of such draws exceed δ today (the largest
@@ -216,7 +199,6 @@ def test_weighted_gaussian_threshold_meets_delta_on_a_random_grid():
 
 # Found while reproducing the finding: the other closed-form thresholds round the
 # same way (largest relative excess seen in 400 random draws each).
-@pytest.mark.xfail(strict=True, reason=FLOAT_ERROR)
 @pytest.mark.parametrize("kind, scale, delta, max_items", [
     ("weighted-laplace", 12.782, 4.75e-08, 1),   # 2.6e-15 relative over δ
     ("count-gaussian", 1.349, 3.04e-09, 5),      # 7.1e-15
