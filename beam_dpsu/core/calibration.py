@@ -510,7 +510,9 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
     cost = threshold_delta_cost(threshold_delta)
     for factor in factors:
         delta_dp = factor * delta
-        if not cost < delta_dp < 1.0:
+        # A δ′ the thresholds alone use up (to rounding: parts are rounded down
+        # by ulps so that they fit the total) leaves no room for the noise.
+        if not cost * (1.0 + 1e-9) < delta_dp < 1.0:
             continue
         log_target = math.log(delta_dp - cost)
 

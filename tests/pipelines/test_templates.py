@@ -11,7 +11,9 @@ from pipelines import ngrams, vocabulary
 from tests.support.paths import ROOT
 
 JOBS = {"vocabulary": vocabulary.build_parser, "ngrams": ngrams.build_parser}
-NOT_IN_TEMPLATES = {"seed"}  # test-only: a seeded release is not private
+# seed: test-only (a seeded release is not private); version: prints the version and
+# exits, not a parameter of a run.
+NOT_IN_TEMPLATES = {"seed", "version"}
 
 
 def load(job):
