@@ -65,7 +65,8 @@ class NgramsByDPSU(ReleaseTransform):
                                         f"must be one of {BASELINES}, got {variant!r}")
         max_n = check_max_n(max_n)
         if variant == "dpsu-single" and (n is None or not 1 <= n <= max_n):
-            raise checks.worded_error("n", f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
+            raise checks.ParameterError.worded(
+                "n", f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
         if isinstance(budget, (Budget, ZCDPBudget)):  # refused when built, not when run
             budgets.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget

@@ -206,19 +206,6 @@ def integer(name: str, value: Any, low: int = 1, types: tuple = _INTS) -> int:
     return int(value)
 
 
-class _WordedParameterError(ParameterError):
-    """A ``ParameterError`` whose message is given whole (``worded_error``)."""
-
-    def __init__(self, param: str, message: str):
-        super().__init__(param, message)
-        self.args = (message,)
-
-
-def worded_error(param: str, message: str) -> ParameterError:
-    """An error about ``param`` whose message does not start with its name
-    (``"dpsu-single needs 1 <= n <= max_n, got n=0"``): ``str()`` is ``message``,
-    ``problem`` the whole message too."""
-    return _WordedParameterError(param, message)
 
 
 def optional_integer(name: str, value: Any) -> int | None:
