@@ -46,6 +46,7 @@ FLAG_OF = {
     "counts_share": "--counts-share", "num_shards": "--num-shards", "seed": "--seed",
     "max_n": "--max-n", "eta": "--eta", "decay": "--noise-decay",
     "noise_schedule": "--noise-decay", "pruning": "--pruning", "level1": "--level1",
+    "pre_threshold": "--pre-threshold",
 }
 
 

@@ -46,7 +46,7 @@ from pipelines import settings
 from pipelines.errors import UsageError, flag_errors
 from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_non_private_stats_argument,
-                                   add_output_arguments)
+                                   add_output_arguments, add_pre_threshold_argument)
 from pipelines.flags import JobArgumentParser, flags, int_or_auto, parse_job_args
 from pipelines.input_flags import resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
@@ -127,6 +127,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
                         "dpsu-single (one length, --single-n)")
     g.add_argument(*flags("single-n"), type=int, metavar="N",
                    help="dpsu-single: the one n-gram length to release")
+    add_pre_threshold_argument(g, "a single word (level 1; --method dpne)")
     add_budget_arguments(parser)
     add_counts_arguments(parser, "the largest --max-items-per-user")
     add_output_arguments(parser, "ngrams")
@@ -152,10 +153,14 @@ def parse_args(argv, prog: str = PROG):
             return ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                  args.pruning, args.noise_decay, args.level1, args.alpha,
                                  seed=args.seed, non_private_stats=args.non_private_stats,
-                                 privacy_unit=privacy_unit, progress_logger=LOG.name)
+                                 privacy_unit=privacy_unit, progress_logger=LOG.name,
+                                 pre_threshold=args.pre_threshold)
         with flag_errors():
             transform = dpne_checked(dpne, args)  # bad parameters fail before reading input
     else:
+        if args.pre_threshold != 1:
+            raise UsageError(f"--pre-threshold applies to --method dpne only, not "
+                             f"{args.method}")
         if _has_auto(args.max_items_per_user):
             raise UsageError(f"--method {args.method} takes a fixed int "
                              "--max-items-per-user, not auto")

@@ -18,6 +18,8 @@ from beam_dpsu.core import hashing, max_items_choice, mechanisms
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.pre_threshold import check_pre_threshold
+from beam_dpsu.core.pre_threshold_calibration import with_pre_threshold
 from beam_dpsu.core.report import dp_equivalents
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
@@ -116,14 +118,17 @@ def mechanism_from_args(args, name: str | None = None,
         return mechanisms.mechanism_from_name(name, ignore_unused, **params)
 
 
-def check_calibrates(mechanism, budget) -> None:
-    """Calibrates ``mechanism`` under ``budget`` now, so bad parameters fail before anything
-    runs; with --max-items-per-user auto, every candidate Δ0 (``max_items_choice.plan_auto``)."""
+def check_calibrates(mechanism, budget, pre_threshold: int = 1) -> None:
+    """Calibrates ``mechanism`` under ``budget`` now (with a pre-threshold k), so bad
+    parameters fail before anything runs; with --max-items-per-user auto, every
+    candidate Δ0 (``max_items_choice.plan_auto``)."""
+    check_pre_threshold(pre_threshold)
     try:
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
-            max_items_choice.plan_auto(mechanism, budget)
+            max_items_choice.plan_auto(mechanism, budget, pre_threshold)
         else:
-            calibration = calibrate(mechanism, budget)
+            calibration = with_pre_threshold(calibrate(mechanism, budget), mechanism,
+                                             pre_threshold)
             mu = getattr(calibration, "gaussian_mu", None)
             if mu is not None:
                 # The report states these: computed now, they fail now if they can't.

@@ -104,7 +104,8 @@ def parse_args(argv, prog: str = PROG):
     parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
     with flag_errors():
-        check_calibrates(mechanism, budget if parts is None else parts.selection)
+        check_calibrates(mechanism, budget if parts is None else parts.selection,
+                         args.pre_threshold)
     check_counts(parts, counts_max_items(args))
     check_num_shards(args)
     if args.public_input and not isinstance(mechanism, mechanisms.GreedyWithoutSampling):
@@ -183,7 +184,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,
-                         public_counts=public_counts)
+                         public_counts=public_counts, pre_threshold=args.pre_threshold)
     released = selected | "SelectItems" >> select
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw

@@ -63,6 +63,7 @@ from scipy import optimize
 from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
+from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
@@ -97,6 +98,9 @@ class Calibration:
         of (e.g. level 1 of DPNE's T levels, which compose to one Gaussian of σ*):
         its σ alone is not the mechanism's guarantee, and
         ``composition.composed_guarantee`` refuses it.
+      pre_threshold: k ≥ 1: an item is released only if at least k users hold it
+        after bounding (``beam_dpsu.core.pre_threshold``); ``release_threshold``
+        is then ρ_k, raised for it. 1 is no pre-threshold.
     """
 
     noise: str
@@ -110,6 +114,7 @@ class Calibration:
     cutoff: float | None = None
     delta_noise: float | None = None
     part_of: str | None = None
+    pre_threshold: int = 1
 
     def __post_init__(self):
         checks.one_of("noise", self.noise, (LAPLACE, GAUSSIAN), "'laplace' or 'gaussian'")
@@ -141,6 +146,7 @@ class Calibration:
             "sensitivity": self.sensitivity,
             "source": self.source,
             **({} if self.cutoff is None else {"cutoff": self.cutoff}),
+            **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
         }
 
 
@@ -181,6 +187,11 @@ class RoundsCalibration:
     def gaussian_mu(self) -> float:
         return 1.0 / self.sigma_total
 
+    @property
+    def pre_threshold(self) -> int:
+        """k of every round (each round's holders are counted among its own users)."""
+        return self.rounds[0].pre_threshold
+
     def weight_threshold(self) -> float:
         """T of the last (largest-budget) round, whose threshold is the largest."""
         return self.rounds[-1].release_threshold
@@ -193,6 +204,7 @@ class RoundsCalibration:
             "threshold_delta": self.threshold_delta,
             **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
             "source": self.source,
+            **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
             "rounds": [
                 {"round": i, "rho": c.budget.rho, "delta": c.budget.delta,
                  "noise": c.noise, "noise_scale": c.noise_scale,
@@ -217,6 +229,8 @@ class KeepProbabilityCalibration:
       max_items_per_user: Δ0.
       budget: the budget this calibration spends.
       source: where the formulas come from.
+      pre_threshold: k ≥ 1: an item held by n < k users is never kept, one held by
+        n ≥ k is kept with π(n − (k − 1)) (``beam_dpsu.core.pre_threshold``).
     """
 
     epsilon_per_item: float
@@ -226,6 +240,7 @@ class KeepProbabilityCalibration:
     max_items_per_user: int
     budget: Budget
     source: str
+    pre_threshold: int = 1
 
     @property
     def threshold_delta(self) -> float:
@@ -233,10 +248,15 @@ class KeepProbabilityCalibration:
         return self.budget.delta
 
     def keep_probability(self, counts) -> np.ndarray:
-        """π(count) for each count (vectorised)."""
+        """π(count) for each count (vectorised); with a pre-threshold k, π(count − (k − 1))
+        for counts ≥ k and 0 below."""
+        return keep_probability_with_pre_threshold(
+            self._keep_probability_of_strategy, np.rint(np.asarray(counts, dtype=np.float64)),
+            self.pre_threshold)
+
+    def _keep_probability_of_strategy(self, counts: np.ndarray) -> np.ndarray:
         return thresholds.truncated_geometric_keep_probability(
-            np.rint(np.asarray(counts, dtype=np.float64)), self.epsilon_per_item,
-            self.delta_per_item)
+            counts, self.epsilon_per_item, self.delta_per_item)
 
     def keep_mask(self, counts, rng: np.random.Generator) -> np.ndarray:
         """Which items are kept: U < π(count) with U uniform on [0, 1)."""
@@ -244,15 +264,16 @@ class KeepProbabilityCalibration:
         return rng.random(pi.shape) < pi
 
     def weight_threshold(self) -> float:
-        """The smallest count kept with probability ≥ ½ (π grows with the count)."""
+        """The smallest count kept with probability ≥ ½ (π grows with the count; a
+        pre-threshold k shifts it by k − 1)."""
         lo, hi = 1, self.users_kept_surely
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.keep_probability([mid])[0] >= 0.5:
+            if self._keep_probability_of_strategy(np.array([float(mid)]))[0] >= 0.5:
                 hi = mid
             else:
                 lo = mid + 1
-        return float(lo)
+        return float(lo + self.pre_threshold - 1)
 
     def to_dict(self) -> dict:
         return {
@@ -265,6 +286,7 @@ class KeepProbabilityCalibration:
             "sensitivity_norm": 0,  # ℓ0: a user changes ≤ Δ0 counts, each by 1
             "sensitivity": self.max_items_per_user,
             "source": self.source,
+            **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
         }
 
 

@@ -34,6 +34,7 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
         "levels": [{"k": k + 1, "max_items_per_user": params.max_items[k]}
                    for k in range(params.max_n)],
         "seeded": params.seed is not None,
+        "pre_threshold": params.pre_threshold,
     }
     if auto_plan is not None:
         # Δ_1 is chosen when the pipeline runs (chosen_max_items_per_user, a
