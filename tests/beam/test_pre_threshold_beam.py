@@ -150,3 +150,62 @@ def test_policy_eligible_keys_grow_only_by_the_new_users_items(users, extra, k):
     _, _, before = _policy_keys(users, k)
     _, _, after = _policy_keys(users + [extra], k)
     assert before <= after and after - before <= set(extra)
+
+
+# --- the holder filter itself, before any noise (the threshold alone would also keep 'few'
+# out above, so these pin the promise "never noised with fewer than k holders") ------------
+
+def _records():
+    """(user, distinct items): 'few' held by K − 1 users, 'common' by 60, 'pair' by K users
+    that each also hold 'common'."""
+    records = [(f"c{i}", ("common",)) for i in range(60)]
+    records += [(f"f{i}", ("few",)) for i in range(K - 1)]
+    records += [(f"p{i}", ("common", "pair")) for i in range(K)]
+    return records
+
+
+def _keys(shard_histograms):
+    return shard_histograms | beam.FlatMap(lambda shard_histogram: list(shard_histogram[1]))
+
+
+@pytest.mark.parametrize("seed", [None, 3])
+def test_the_weighted_histogram_holds_only_items_of_k_holders(seed):
+    from beam_dpsu.beam.histograms import SampledWeightedHistogram
+    with TestPipeline() as p:
+        histogram = (p | beam.Create(_records())
+                     | SampledWeightedHistogram(policies.weighted_gaussian_weight, 5, seed,
+                                                pre_threshold=K))
+        assert_that(_keys(histogram), equal_to(["common", "pair"]))
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_the_policy_histogram_holds_only_items_of_k_holders(shards):
+    from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
+    from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
+    with TestPipeline() as p:
+        histogram = (p | beam.Create(_records())
+                     | SequentialPolicyHistogram(policies.l2_descent, 5.0, run_order_key(1),
+                                                 shards, item_shards=HISTOGRAM_SHARDS,
+                                                 pre_threshold=K))
+        assert_that(_keys(histogram), equal_to(["common", "pair"]))
+
+
+def test_dpne_level_one_sums_count_each_user_once():
+    import numpy as np
+
+    from beam_dpsu.core import docblocks
+    # One user repeats "a" in two documents; "b" is held by both users; user 1 alone has "c".
+    users = np.array([0, 0, 0, 1, 1, 1])
+    tokens = np.array([0, 0, 1, 1, 2, 1])
+    sums, holders = docblocks.sampled_weighted_sums(
+        users, tokens, 3, 10, policies.weighted_gaussian_weight, np.random.default_rng(0),
+        count_holders=True)
+    assert holders.tolist() == [1, 2, 1]
+    np.testing.assert_allclose(sums, [2 ** -0.5, 2 * 2 ** -0.5, 2 ** -0.5])
+
+
+def test_dpne_level_one_filter_and_sum():
+    from beam_dpsu.beam import ngram_level1
+    assert ngram_level1._sum_weights_and_holders([(0.5, 1), (1.5, 2), (0.0, 0)]) == (2.0, 3)
+    assert list(ngram_level1._held_by_at_least(("a", (9.0, K - 1)), K)) == []
+    assert list(ngram_level1._held_by_at_least(("a", (0.1, K)), K)) == [("a", 0.1)]

@@ -24,7 +24,7 @@ def block_index(word: str) -> int:
 
 
 def test_readme_has_the_blocks_tested_here():
-    assert len(python_blocks()) == 7
+    assert len(python_blocks()) == 8
 
 
 def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
@@ -87,6 +87,13 @@ def test_readme_counts_example_runs(capsys):
     # Both items are released (300 holders each) and counted once each.
     counted = [line for line in out.splitlines() if line.startswith("(")]
     assert sorted(line.split(",")[0] for line in counted) == ["('cat'", "('dog'"]
+
+
+def test_pre_threshold_block_releases_only_the_item_of_enough_users(capsys):
+    # "cat": weight 30 against ρ_10 ≈ 13.0 with σ ≈ 0.71 (released with probability
+    # 1 − 1e-100); "lynx" has 3 < 10 holders and is never noised.
+    out = run_block(block_index("pre_threshold=10"), capsys)
+    assert out.split() == ["cat"]
 
 
 def test_tokenize_is_shown_and_reachable_from_the_top_level():
