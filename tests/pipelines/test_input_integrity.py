@@ -422,7 +422,7 @@ CSV_FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\n\r')), max_size=12)
 def records_and_scans(text):
     """csv's records of ``text``, each with the scanner's fields of the lines it was read
     from; raises as a parser does."""
-    records = parsers._CsvRecords("f", io.BytesIO(text.encode()))
+    records = parsers._CsvRecords("f", lines.decoded_lines("f", io.BytesIO(text.encode())))
     for start, row in records:
         yield row, parsers._field_starts(records._lines, start)
 
