@@ -239,8 +239,6 @@ def test_headed_csv_read_as_text_is_refused_with_a_hint(tmp_path):
 # -- 9: a staging folder left by a killed run ------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 9: a staging folder left by a killed run is "
-                                       "neither removed nor mentioned by later runs: fixed next")
 def test_stale_staging_folder_is_removed_or_named(tmp_path, pairs):
     # The name pipelines/output_folder.py (_sibling, STAGING) gives the hidden sibling a run
     # writes into: PARENT/.NAME.beam_dpsu-staging-<12 hex>.
