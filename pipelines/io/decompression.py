@@ -126,6 +126,7 @@ class _WholeDecompression(io.RawIOBase):
         self._input = b""  # compressed bytes read, not yet given to a decompressor
         self._members = 0
         self._output = memoryview(b"")  # decompressed bytes not yet returned
+        self.error: InputFormatError | None = None  # raised once, raised again by every read
 
     def readable(self):
         return True
@@ -172,8 +173,14 @@ class _WholeDecompression(io.RawIOBase):
                 return out
 
     def readinto(self, buffer):
+        if self.error is not None:
+            raise self.error
         if not self._output:
-            self._output = memoryview(self._decompress())
+            try:
+                self._output = memoryview(self._decompress())
+            except InputFormatError as exc:
+                self.error = exc
+                raise
         n = min(len(buffer), len(self._output))
         buffer[:n] = self._output[:n]
         self._output = self._output[n:]
@@ -211,6 +218,6 @@ def corruption_first(stream, error: InputFormatError) -> InputFormatError:
     try:
         while stream.read(READ_SIZE):
             pass
-    except InputFormatError as decompression_error:
-        return decompression_error
-    return error
+    except InputFormatError:
+        pass
+    return stream.error or error
