@@ -68,6 +68,14 @@ class SelectItems(ReadsContainers, ReleaseTransform):
     hash-chosen shards), never with ``WriteToText``, whose line order follows
     the input and the histogram's insertion order.
 
+    An item's identity is its Python value: two items are one when they are
+    equal (``==``). So ``"cat"`` and ``b"cat"`` are two items, counted and
+    released apart (``numpy.str_``/``numpy.bytes_`` items are plain ``str``/
+    ``bytes``). Give every item one type: a released set holding both
+    ``str`` and ``bytes`` items cannot be written (``WriteReleased`` refuses
+    it with a ``ValueError`` before writing any file, as ``"cat"`` and
+    ``b"cat"`` would be the same line); decode bytes (or encode str) first.
+
     One object is one release: it spends its whole budget once, so applying
     the same ``SelectItems`` a second time (in this or another pipeline) is
     refused with ``AppliedTwiceError`` when the pipeline is built. Reuse its

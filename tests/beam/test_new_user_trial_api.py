@@ -32,9 +32,6 @@ def _run_mixed_types(tmp_path):
     return prefix
 
 
-@pytest.mark.xfail(strict=True, reason="finding 8: str and bytes items with the same text are "
-                                       "two items, released and written as the same line "
-                                       "twice: fixed next")
 def test_mixed_str_and_bytes_items_are_refused(tmp_path):
     # Today: both are released, the items file holds the line twice and
     # read_released gives [ITEM, ITEM]. Expected: the mixed input is refused.

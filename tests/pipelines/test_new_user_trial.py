@@ -154,8 +154,6 @@ def test_csv_with_utf8_bom_is_read(tmp_path):
 # -- 6: --format pairs is a CSV dialect, items used as they are -------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 6: --format pairs strips whitespace around "
-                                       "items (documented: items used as is): fixed next")
 def test_pairs_items_keep_their_whitespace(tmp_path):
     path = write_pairs(tmp_path / "pairs.csv", [" spaced ", "\x0bvt"])
     out = tmp_path / "out"
@@ -165,9 +163,6 @@ def test_pairs_items_keep_their_whitespace(tmp_path):
     assert sorted(released(out)) == sorted([" spaced ", "\x0bvt"])
 
 
-@pytest.mark.xfail(strict=True, reason="finding 6: a quoted pairs item holding a line break "
-                                       "(as csv.writer writes it) fails as 'got 1 field': "
-                                       "fixed next")
 def test_pairs_quoted_item_with_a_line_break_is_one_item(tmp_path):
     path = write_pairs(tmp_path / "pairs.csv", ["two\nlines"])
     out = tmp_path / "out"
@@ -177,8 +172,6 @@ def test_pairs_quoted_item_with_a_line_break_is_one_item(tmp_path):
     assert released(out) == ["two\nlines"]
 
 
-@pytest.mark.xfail(strict=True, reason="finding 6: an unterminated quote on a pairs line is "
-                                       "accepted (--format csv refuses it): fixed next")
 def test_pairs_unterminated_quote_is_refused_naming_the_line(tmp_path):
     path = tmp_path / "pairs.csv"
     path.write_text('u1,cat\nu2,"dog\nu3,cat\n', encoding="utf-8")
@@ -191,8 +184,6 @@ def test_pairs_unterminated_quote_is_refused_naming_the_line(tmp_path):
 # -- 7: nothing is skipped silently ----------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 7: a CSV row with more fields than the header "
-                                       "is accepted (one with fewer is refused): fixed next")
 def test_csv_row_with_an_extra_field_is_refused_naming_the_line(tmp_path):
     path = tmp_path / "texts.csv"
     path.write_text("user,text\nu1,hello world\nu2,hello,extra\nu3,hello\n", encoding="utf-8")
@@ -211,8 +202,6 @@ def assert_blank_line_refused_or_reported(proc, path, out) -> None:
         assert f"{path}:2" in assert_refused(proc, out)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 7: blank lines of a pairs file are skipped "
-                                       "silently: fixed next")
 def test_blank_line_in_pairs_is_refused_or_reported(tmp_path):
     path = tmp_path / "pairs.csv"
     path.write_text("u1,cat\n\nu2,cat\n", encoding="utf-8")
@@ -223,8 +212,6 @@ def test_blank_line_in_pairs_is_refused_or_reported(tmp_path):
     assert_blank_line_refused_or_reported(proc, path, out)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 7: blank lines of a JSON lines file are "
-                                       "skipped silently: fixed next")
 def test_blank_line_in_jsonl_is_refused_or_reported(tmp_path):
     path = tmp_path / "texts.jsonl"
     path.write_text('{"user": "u1", "text": "cat"}\n\n{"user": "u2", "text": "cat"}\n',
@@ -236,8 +223,6 @@ def test_blank_line_in_jsonl_is_refused_or_reported(tmp_path):
     assert_blank_line_refused_or_reported(proc, path, out)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 7: a headed CSV read with --format text runs, "
-                                       "its header a user's text: fixed next")
 def test_headed_csv_read_as_text_is_refused_with_a_hint(tmp_path):
     # As --format pairs refuses a first line of column names (pipelines/io/parsers.py,
     # parse_pairs), --format text refuses a first line that is a CSV header.
@@ -254,8 +239,6 @@ def test_headed_csv_read_as_text_is_refused_with_a_hint(tmp_path):
 # -- 9: a staging folder left by a killed run ------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 9: a staging folder left by a killed run is "
-                                       "neither removed nor mentioned by later runs: fixed next")
 def test_stale_staging_folder_is_removed_or_named(tmp_path, pairs):
     # The name pipelines/output_folder.py (_sibling, STAGING) gives the hidden sibling a run
     # writes into: PARENT/.NAME.beam_dpsu-staging-<12 hex>.
@@ -291,8 +274,6 @@ def test_multi_processing_shows_progress_and_no_beam_noise(tmp_path, pairs):
 # -- 11: NUL in Parquet items ----------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="finding 11: NUL is refused in text files but passed "
-                                       "through from Parquet: fixed next")
 def test_nul_in_parquet_item_is_refused_naming_the_column(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
@@ -350,8 +331,6 @@ def corrupt_gzip_csv(path) -> str:
     return str(path)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 14: a gzip corrupted mid-stream is reported as "
-                                       "a missing CSV field, not as corrupt: fixed next")
 def test_gzip_corrupted_mid_stream_is_reported_as_corrupt(tmp_path):
     path = corrupt_gzip_csv(tmp_path / "texts.csv.gz")
     out = tmp_path / "out"
