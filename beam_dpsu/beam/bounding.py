@@ -64,6 +64,8 @@ __all__ = [
     "item_counts",
     "element_item_counts",
     "element_distinct_items",
+    "element_items",
+    "plain_str_items",
     "distinct_element_id",
     "MergeItemCounts",
     "WholeItemCountsPerUser",
@@ -256,6 +258,21 @@ def element_distinct_items(element: Any) -> set | dict:
             return distinct
     _check_element(element)
     return _counts_of(element, False, "an element", "an element")
+
+
+def element_items(element: Any, occurrences: bool) -> set | dict:
+    """One element of ``privacy_unit="element"`` input → its checked items, as
+    ``element_item_counts`` gives them but without an id: ``element_distinct_items``,
+    or with ``occurrences`` {item: occurrences}."""
+    if not occurrences:
+        return element_distinct_items(element)
+    _check_element(element)
+    return _counts_of(element, True, "an element", "an element")
+
+
+def plain_str_items(distinct) -> bool:
+    """Whether checked distinct items are all non-empty plain str (``_plain_tokens``)."""
+    return _plain_tokens(distinct)
 
 
 def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:

@@ -4,15 +4,22 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
 ``AutoSelection`` builds:
 
 1. first, every user's elements are merged into one record (as any selection
-   does before bounding), and each record's number of distinct items is
-   counted into the fixed size bins (one combiner over all users);
+   does before bounding), checked, and packed with other users' into compact
+   blocks (``beam_dpsu.core.record_blocks``: item ids, not lists of str),
+   which count each user's number of distinct items into the fixed size bins
+   as they pack it (the bins are then summed over all blocks);
 2. then one step adds the integer noise to the bin counts and picks Δ0
    (``AutoPlan.choose``); that draw is checkpointed, since both the routing
    below and ``chosen_max_items_per_user`` read it;
-3. finally every user record goes to the selection built for the chosen Δ0
-   (one ``SelectItems`` per candidate, calibrated when this transform was
-   built; the others get no record and release nothing), and the releases
-   are flattened into one.
+3. finally every block goes to the selection built for the chosen Δ0 (one
+   ``SelectItems`` per candidate, calibrated when this transform was built;
+   the others get no record and release nothing), is unpacked there into the
+   users' records, and the releases are flattened into one.
+
+The records must wait for the choice, all of them (it is a side input of
+the routing, and it needs every user's size): packed, they take ~4 bytes per
+distinct (user, item) pair where lists of str took ~35 on the DirectRunner
+(docs/benchmarks.md).
 
 Which candidate ran is the chosen Δ0, a DP output (the size histogram's
 post-processing); the selection that ran spends the selection's budget once.
@@ -27,18 +34,22 @@ from __future__ import annotations
 
 import functools
 import random
+from typing import Iterable
 
 import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import max_items_choice
 
-from beam_dpsu.core import hashing
-from beam_dpsu.beam.bounding import ItemCountsPerUser, element_distinct_items
+from beam_dpsu.core import hashing, record_blocks
+from beam_dpsu.core.tokenizer import Tokens
+from beam_dpsu.beam.bounding import (ItemCountsPerUser, element_distinct_items, element_items,
+                                     plain_str_items)
+from beam_dpsu.beam.windowing import in_global_window
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.core.sampling import UserSampler
 
-__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "ChooseMaxItemsPerUser", "AutoSelection",
+__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "AutoSelection",
            "SampleAtChosenMaxItems"]
 
 
@@ -100,29 +111,58 @@ class ChooseFromSizeCounts(beam.PTransform):
                 | "Checkpoint" >> beam.Reshuffle())
 
 
-class ChooseMaxItemsPerUser(beam.PTransform):
-    """Users' distinct-item counts → the chosen Δ0's index in ``plan.candidates``
-    (``SizeHistogram``, then ``ChooseFromSizeCounts``)."""
-
-    def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None = None):
-        super().__init__()
-        self._plan = plan
-        self._seed = seed
-
-    def expand(self, sizes):
-        return (sizes
-                | "SizeHistogram" >> SizeHistogram(self._plan.edges)
-                | "Choose" >> ChooseFromSizeCounts(self._plan, self._seed))
+def _sum_bin_counts(n_bins: int, counts) -> np.ndarray:
+    return functools.reduce(np.add, counts, np.zeros(n_bins, dtype=np.int64))
 
 
-def _items_list(user_counts) -> list:
-    """(user_id, {item: occurrences}) → the user's items, each once per occurrence."""
-    return [item for item, n in user_counts[1].items() for _ in range(n)]
+class _PackRecordsFn(beam.DoFn):
+    """User records → (users per size bin, packed block) per run of users.
+
+    Each record is one user's: with ``elements`` an element of
+    ``privacy_unit="element"`` input, checked here (the rule of
+    ``element_item_counts``: a bad element raises naming the problem, never a
+    value), else a merged (user_id, {item: occurrences}) record. The user id
+    is not kept (the branches read ``privacy_unit="element"`` records). Not
+    ``beam.BatchElements``, which logs how many elements it batched (the
+    number of users; docs/privacy.md, invariant 6).
+    """
+
+    def __init__(self, edges: tuple, occurrences: bool, elements: bool,
+                 ids_per_block: int = record_blocks.IDS_PER_BLOCK):
+        self._edges = np.asarray(edges, dtype=np.int64)
+        self._occurrences = occurrences
+        self._elements = elements
+        self._ids_per_block = ids_per_block
+        self._builder = None
+
+    def start_bundle(self):
+        self._builder = record_blocks.RecordBlockBuilder(self._occurrences)
+
+    def process(self, record):
+        if self._elements:
+            items = element_items(record, self._occurrences)
+            # a Tokens list's set has passed the plain-str check already
+            plain = (type(record) is Tokens and type(items) is set) or plain_str_items(items)
+        else:
+            items = record[1]
+            plain = plain_str_items(items)
+        self._builder.add(items, plain)
+        if self._builder.pairs >= self._ids_per_block:
+            yield self._flush()
+
+    def finish_bundle(self):
+        if self._builder.users:
+            yield self._flush()
+
+    def _flush(self):
+        packed = self._builder.build(self._edges)
+        self._builder = record_blocks.RecordBlockBuilder(self._occurrences)
+        return in_global_window(packed)
 
 
-def _distinct_items_list(user_counts) -> list:
-    """(user_id, {item: ...}) → the user's distinct items."""
-    return list(user_counts[1])
+def _unpack(bins_block) -> Iterable:
+    """(users per size bin, packed block) → the block's users, one record each."""
+    return record_blocks.unpack_block(bins_block[1])
 
 
 def _to_chosen(record, num_branches: int, chosen: int) -> int:
@@ -153,29 +193,32 @@ class AutoSelection(beam.PTransform):
         self.branch_outputs: list = []
 
     def expand(self, elements):
-        # First one record per user: merged user records, or the elements
-        # themselves when each element is a person (checked in the branch).
-        if self._privacy_unit == "element":
-            records = elements
-            sizes = records | "UserSizes" >> beam.Map(
-                lambda element: len(element_distinct_items(element)))
-        else:
-            counts = elements | "ItemCountsPerUser" >> ItemCountsPerUser(
-                occurrences=self._occurrences, privacy_unit=self._privacy_unit)
-            sizes = counts | "UserSizes" >> beam.Map(lambda user_counts: len(user_counts[1]))
-            records = counts | "UserItems" >> beam.Map(
-                _items_list if self._occurrences else _distinct_items_list)
+        # First one record per user (merged user records, or the elements
+        # themselves when each element is a person), checked and packed in
+        # blocks that count the users' sizes as they go.
+        by_element = self._privacy_unit == "element"
+        records = elements if by_element else (
+            elements | "ItemCountsPerUser" >> ItemCountsPerUser(
+                occurrences=self._occurrences, privacy_unit=self._privacy_unit))
+        n_bins = len(self._plan.edges)
+        blocks = records | "PackUserRecords" >> beam.ParDo(
+            _PackRecordsFn(self._plan.edges, self._occurrences, by_element))
         # Then the private choice of Δ0, drawn once.
-        chosen = sizes | "ChooseMaxItemsPerUser" >> ChooseMaxItemsPerUser(self._plan,
-                                                                          self._seed)
+        chosen = (blocks
+                  | "UsersPerSizeBin" >> beam.Map(lambda bins_block: bins_block[0])
+                  | "SumSizeBins" >> beam.CombineGlobally(
+                      functools.partial(_sum_bin_counts, n_bins))
+                  | "ChooseMaxItemsPerUser" >> ChooseFromSizeCounts(self._plan, self._seed))
         candidates = self._plan.candidates
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
-        # Finally every record to the chosen candidate's selection, and one release.
-        routed = records | "ToChosenSelection" >> beam.Partition(
+        # Finally every block to the chosen candidate's selection, and one release.
+        routed = blocks | "ToChosenSelection" >> beam.Partition(
             _to_chosen, len(self._branches), chosen=beam.pvalue.AsSingleton(chosen))
         self.branch_outputs = [
-            routed[i] | f"SelectWithMaxItems{c}" >> branch
+            routed[i]
+            | f"UnpackForMaxItems{c}" >> beam.FlatMap(_unpack)
+            | f"SelectWithMaxItems{c}" >> branch
             for i, (c, branch) in enumerate(zip(candidates, self._branches))]
         return self.branch_outputs | "OneRelease" >> beam.Flatten()
 

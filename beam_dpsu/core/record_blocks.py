@@ -1,0 +1,104 @@
+"""Users' checked items packed compactly, for the records ``max_items_per_user="auto"`` holds.
+
+With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
+needs every user's size: so the users' records wait, all of them, until the
+choice is made (a side input). A record as a list of str costs the runner
+~35 bytes per (user, item) pair on the DirectRunner (pickled, buffered,
+copied when it is read back); packed here it costs 4 bytes per distinct pair
+plus each block's items once (measured in docs/benchmarks.md).
+
+A block is a run of users: each user's distinct items as int32 ids into the
+block's own item list (and, for a mechanism that reads frequencies, each
+item's occurrences), with the users' size bins counted as they are packed, so
+the size histogram needs no pass of its own. Unpacking gives every user back
+as a list of its distinct items (an item repeated once per occurrence with
+``occurrences``): the same items, the same counts, in another order (seeded
+samples and element ids sort the items first: ``beam_dpsu.core.sampling``).
+
+Pure Python/numpy (no Beam).
+"""
+
+from __future__ import annotations
+
+import pickle
+from array import array
+from itertools import repeat
+from typing import Mapping
+
+import numpy as np
+
+from beam_dpsu.core.policies import ItemIds
+from beam_dpsu.core.tokenizer import Tokens
+
+__all__ = ["IDS_PER_BLOCK", "RecordBlockBuilder", "size_bin_counts", "unpack_block"]
+
+# A block ends at this many (user, item) ids: 4 MiB of ids, a few hundred
+# thousand distinct items at most.
+IDS_PER_BLOCK = 1 << 20
+
+
+def size_bin_counts(sizes: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Users per size bin (``edges`` the bins' lower ends, ascending from 1); a user of
+    size 0 is in no bin (``max_items_choice.size_counts``)."""
+    sizes = sizes[sizes > 0]
+    bins = np.searchsorted(edges, sizes, side="right") - 1
+    return np.bincount(bins, minlength=len(edges)).astype(np.int64)
+
+
+class RecordBlockBuilder:
+    """Packs users' checked items ({item: occurrences} or a set of items) one by one."""
+
+    def __init__(self, occurrences: bool):
+        self._occurrences = occurrences
+        self._ids = ItemIds()
+        self._items = array("i")
+        self._counts = array("i")
+        self._ends = array("q")
+        self._plain_str = True
+
+    @property
+    def users(self) -> int:
+        return len(self._ends)
+
+    @property
+    def pairs(self) -> int:
+        return len(self._items)
+
+    def add(self, items, plain_str: bool) -> None:
+        """One user's distinct items: a set, or a dict of occurrences (``occurrences``).
+        ``plain_str``: whether they are known to be non-empty plain str."""
+        self._items.extend(self._ids.ids(items))
+        if self._occurrences:
+            self._counts.extend(items.values() if isinstance(items, Mapping)
+                                else repeat(1, len(items)))
+        self._ends.append(len(self._items))
+        self._plain_str = self._plain_str and plain_str
+
+    def build(self, edges: np.ndarray) -> tuple:
+        """(users per size bin, the block as one bytes value)."""
+        ends = np.frombuffer(self._ends, dtype=np.int64) if self._ends else np.zeros(
+            0, dtype=np.int64)
+        sizes = np.diff(ends, prepend=0)
+        block = (self._ids.items(), bytes(self._items), bytes(self._ends),
+                 bytes(self._counts) if self._occurrences else None, self._plain_str)
+        return size_bin_counts(sizes, edges), pickle.dumps(block,
+                                                           protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_block(block: bytes):
+    """A packed block → each user's items as a list, in packing order (a ``Tokens`` list
+    when every item of the block is a non-empty plain str, as a tokenizer makes them)."""
+    items, ids, ends, counts, plain_str = pickle.loads(block)
+    vocabulary = np.empty(len(items), dtype=object)
+    vocabulary[:] = items
+    listed = vocabulary[np.frombuffer(ids, dtype=np.int32)].tolist()
+    if counts is not None:
+        times = np.frombuffer(counts, dtype=np.int32).tolist()
+    kind = Tokens if plain_str else list
+    start = 0
+    for end in np.frombuffer(ends, dtype=np.int64).tolist():
+        if counts is None:
+            yield kind(listed[start:end])
+        else:
+            yield kind(item for i in range(start, end) for item in repeat(listed[i], times[i]))
+        start = end
