@@ -127,12 +127,11 @@ class _PackRecordsFn(beam.DoFn):
     number of users; docs/privacy.md, invariant 6).
     """
 
-    def __init__(self, edges: tuple, occurrences: bool, elements: bool,
-                 ids_per_block: int = record_blocks.IDS_PER_BLOCK):
+    def __init__(self, edges: tuple, occurrences: bool, elements: bool):
         self._edges = np.asarray(edges, dtype=np.int64)
         self._occurrences = occurrences
         self._elements = elements
-        self._ids_per_block = ids_per_block
+        self._ids_per_block = record_blocks.IDS_PER_BLOCK
         self._builder = None
 
     def start_bundle(self):

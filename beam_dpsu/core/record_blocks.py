@@ -27,22 +27,15 @@ from typing import Mapping
 
 import numpy as np
 
+from beam_dpsu.core.max_items_choice import size_counts
 from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
-__all__ = ["IDS_PER_BLOCK", "RecordBlockBuilder", "size_bin_counts", "unpack_block"]
+__all__ = ["IDS_PER_BLOCK", "RecordBlockBuilder", "unpack_block"]
 
 # A block ends at this many (user, item) ids: 4 MiB of ids, a few hundred
 # thousand distinct items at most.
 IDS_PER_BLOCK = 1 << 20
-
-
-def size_bin_counts(sizes: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Users per size bin (``edges`` the bins' lower ends, ascending from 1); a user of
-    size 0 is in no bin (``max_items_choice.size_counts``)."""
-    sizes = sizes[sizes > 0]
-    bins = np.searchsorted(edges, sizes, side="right") - 1
-    return np.bincount(bins, minlength=len(edges)).astype(np.int64)
 
 
 class RecordBlockBuilder:
@@ -75,13 +68,14 @@ class RecordBlockBuilder:
         self._plain_str = self._plain_str and plain_str
 
     def build(self, edges: np.ndarray) -> tuple:
-        """(users per size bin, the block as one bytes value)."""
+        """(users per size bin, as ``max_items_choice.size_counts`` counts them, the
+        block as one bytes value)."""
         ends = np.frombuffer(self._ends, dtype=np.int64) if self._ends else np.zeros(
             0, dtype=np.int64)
         sizes = np.diff(ends, prepend=0)
         block = (self._ids.items(), bytes(self._items), bytes(self._ends),
                  bytes(self._counts) if self._occurrences else None, self._plain_str)
-        return size_bin_counts(sizes, edges), pickle.dumps(block,
+        return size_counts(sizes, edges), pickle.dumps(block,
                                                            protocol=pickle.HIGHEST_PROTOCOL)
 
 
