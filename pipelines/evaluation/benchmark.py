@@ -82,6 +82,10 @@ def build_parser() -> JobArgumentParser:
                    help="the job to time")
     g.add_argument(*flags("mechanisms"), default="weighted-gaussian", metavar="M[,M…]",
                    help="vocabulary job: the mechanisms to time, one job run each")
+    g.add_argument(*flags("max-items-values"), metavar="V[,V…]",
+                   help="vocabulary job: time each mechanism once per --max-items-per-user "
+                        "value here (e.g. 100,auto), interleaved in the same run; leave "
+                        "--max-items-per-user out of the job's flags")
     g.add_argument(*flags("repeats"), type=int, default=1, metavar="N",
                    help="runs of each pipeline; the fastest and the median are reported")
     g.add_argument(*flags("before"), metavar="DIR",
@@ -150,14 +154,24 @@ def prepare(argv):
     mechanisms = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
     if args.job == "ngrams":
         mechanisms = [None]
+    max_items = [None]
+    if args.max_items_values:
+        if args.job != "vocabulary" or any(
+                a.split("=")[0] in ("--max-items-per-user", "--max_items_per_user")
+                for a in job_argv):
+            raise UsageError("--max-items-values: vocabulary job only, without "
+                             "--max-items-per-user among the job's flags")
+        max_items = [v.strip() for v in args.max_items_values.split(",") if v.strip()]
     # The job's own parser checks its flags and the input before anything runs.
     module = _job_module(args.job)
     probe = ["--output", os.path.join(tempfile.gettempdir(), "beam_dpsu_benchmark_probe")]
     for mechanism in mechanisms:
-        extra = [] if mechanism is None else ["--mechanism", mechanism]
-        job_args = module.parse_args(job_argv + extra + probe)[0]
+        for value in max_items:
+            extra = [] if mechanism is None else ["--mechanism", mechanism]
+            extra += [] if value is None else ["--max-items-per-user", value]
+            job_args = module.parse_args(job_argv + extra + probe)[0]
     return SimpleNamespace(args=args, job_argv=job_argv, mechanisms=mechanisms,
-                           job_args=job_args, output=None)
+                           max_items=max_items, job_args=job_args, output=None)
 
 
 # -- the read-only pipeline -----------------------------------------------------------------
@@ -251,22 +265,26 @@ def _benchmark(job, workdir: str) -> str:
                                 else [])
     pipelines = [("read-only", "read-only", read_once)]
     for mechanism in job.mechanisms:
-        for code, root in codes:
-            name = f"{code}-{mechanism or args.job}"
-            output = os.path.join(workdir, name)
-            command = [python, "-m", f"pipelines.{args.job}", *job.job_argv,
-                       "--output", output]
-            if mechanism is not None:
-                command += ["--mechanism", mechanism]
+        for value in job.max_items:
+            label = mechanism or "dpne"
+            extra = [] if mechanism is None else ["--mechanism", mechanism]
+            if value is not None:
+                label, extra = f"{label} Δ0={value}", extra + ["--max-items-per-user", value]
+            for code, root in codes:
+                name = f"{code}-{mechanism or args.job}-{value}"
+                output = os.path.join(workdir, name)
+                command = [python, "-m", f"pipelines.{args.job}", *job.job_argv,
+                           "--output", output, *extra]
 
-            def job_once(i, command=command, name=name, output=output, root=root):
-                # A job refuses an output folder that holds files (and --before's
-                # checkout may not know --overwrite): each run starts without one.
-                shutil.rmtree(output, ignore_errors=True)
-                wall, rss = time_process(command, root, os.path.join(workdir, f"{name}-{i}.log"))
-                return wall, rss, _released(args.job, output)
+                def job_once(i, command=command, name=name, output=output, root=root):
+                    # A job refuses an output folder that holds files (and --before's
+                    # checkout may not know --overwrite): each run starts without one.
+                    shutil.rmtree(output, ignore_errors=True)
+                    wall, rss = time_process(command, root,
+                                             os.path.join(workdir, f"{name}-{i}.log"))
+                    return wall, rss, _released(args.job, output)
 
-            pipelines.append((mechanism or "dpne", code, job_once))
+                pipelines.append((label, code, job_once))
     results: dict = {(m, code): [] for m, code, _ in pipelines}
     for i in range(args.repeats):
         for mechanism, code, run_once in pipelines:
@@ -299,11 +317,11 @@ def _emit(args, result: dict) -> None:
     if not _HEADER:
         print("NON-PRIVATE figures of the input and the run (pairs, times, memory): for "
               "evaluation only", flush=True)
-        print(f"{'mechanism':>20} {'code':>9} {'wall s':>8} {'median':>8} {'× read':>7} "
+        print(f"{'mechanism':>24} {'code':>9} {'wall s':>8} {'median':>8} {'× read':>7} "
               f"{'pairs/s':>11} {'peak MiB':>9} {'released':>9}", flush=True)
         _HEADER = True
     released = "" if result["released"] is None else f"{result['released']:,}"
-    print(f"{result['mechanism']:>20} {result['code']:>9} {result['wall_seconds']:>8.1f} "
+    print(f"{result['mechanism']:>24} {result['code']:>9} {result['wall_seconds']:>8.1f} "
           f"{result['median_seconds']:>8.1f} {result['ratio_to_read']:>7.2f} "
           f"{result['pairs_per_second']:>11,} {result['peak_mib']:>9,} {released:>9}",
           flush=True)
