@@ -74,3 +74,25 @@ def test_every_round_runs_each_pipeline_once_and_ratios_use_the_fastest(capsys, 
     assert [(r["code"], r["wall_seconds"], r["median_seconds"]) for r in lines] == [
         ("read-only", 8.0, 9.0), ("this", 12.0, 13.0), ("before", 15.0, 16.0)]
     assert [r["ratio_to_read"] for r in lines] == [1.0, 1.5, 1.88]
+
+
+def test_max_items_values_time_each_mechanism_at_each_value_in_one_run(capsys, monkeypatch):
+    commands = []
+
+    def fake_time_process(command, cwd, log_path):
+        commands.append(command)
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write(json.dumps({"pairs": 1000}) + "\n")
+        return 10.0, 100.0
+
+    monkeypatch.setattr(benchmark, "time_process", fake_time_process)
+    monkeypatch.setattr(benchmark, "_released", lambda job, output: 7)
+    job = JOB[:-2]  # without --max-items-per-user
+    assert benchmark.main(["--mechanisms", "sips", "--max-items-values", "100,auto", "--json",
+                           "--", *job]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    assert [r["mechanism"] for r in lines] == ["read-only", "sips Δ0=100", "sips Δ0=auto"]
+    assert [c[c.index("--max-items-per-user") + 1] for c in commands[1:]] == ["100", "auto"]
+    # the job's own --max-items-per-user and the option together are refused
+    assert benchmark.main(["--max-items-values", "100,auto", "--", *JOB]) == 2
+    assert "--max-items-values" in capsys.readouterr().err
