@@ -17,9 +17,9 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
    users' records, and the releases are flattened into one.
 
 The records must wait for the choice, all of them (it is a side input of
-the routing, and it needs every user's size): packed, they take ~4 bytes per
-distinct (user, item) pair where lists of str took ~35 on the DirectRunner
-(docs/benchmarks.md).
+the routing, and it needs every user's size): packed, they take ~2.6 bytes per
+distinct (user, item) pair where the DirectRunner held ~35 per pair of the
+lists of str (docs/benchmarks.md).
 
 Which candidate ran is the chosen Δ0, a DP output (the size histogram's
 post-processing); the selection that ran spends the selection's budget once.
@@ -131,7 +131,6 @@ class _PackRecordsFn(beam.DoFn):
         self._edges = np.asarray(edges, dtype=np.int64)
         self._occurrences = occurrences
         self._elements = elements
-        self._ids_per_block = record_blocks.IDS_PER_BLOCK
         self._builder = None
 
     def start_bundle(self):
@@ -146,7 +145,7 @@ class _PackRecordsFn(beam.DoFn):
             items = record[1]
             plain = plain_str_items(items)
         self._builder.add(items, plain)
-        if self._builder.pairs >= self._ids_per_block:
+        if self._builder.full:
             yield self._flush()
 
     def finish_bundle(self):

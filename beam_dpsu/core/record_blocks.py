@@ -2,18 +2,19 @@
 
 With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
 needs every user's size: so the users' records wait, all of them, until the
-choice is made (a side input). A record as a list of str costs the runner
-~35 bytes per (user, item) pair on the DirectRunner (pickled, buffered,
-copied when it is read back); packed here it costs 4 bytes per distinct pair
-plus each block's items once (measured in docs/benchmarks.md).
+choice is made (a side input). As pickled lists of str they took ~7.7 bytes
+per (user, item) pair encoded on IMDb, and the DirectRunner held ~35 bytes
+per pair (buffered, then copied when read back); packed here they take ~2.6
+bytes per distinct pair, each block's items included (docs/benchmarks.md).
 
-A block is a run of users: each user's distinct items as int32 ids into the
-block's own item list (and, for a mechanism that reads frequencies, each
-item's occurrences), with the users' size bins counted as they are packed, so
-the size histogram needs no pass of its own. Unpacking gives every user back
-as a list of its distinct items (an item repeated once per occurrence with
-``occurrences``): the same items, the same counts, in another order (seeded
-samples and element ids sort the items first: ``beam_dpsu.core.sampling``).
+A block is a run of users: each user's distinct items as 16-bit ids into the
+block's own item list (32-bit when the last user took it past 65,536 items),
+and, for a mechanism that reads frequencies, each item's occurrences; the
+users' size bins are counted as they are packed, so the size histogram needs
+no pass of its own. Unpacking gives every user back as a list of its
+distinct items (an item repeated once per occurrence with ``occurrences``):
+the same items, the same counts, in another order (seeded samples and
+element ids sort the items first: ``beam_dpsu.core.sampling``).
 
 Pure Python/numpy (no Beam).
 """
@@ -31,11 +32,13 @@ from beam_dpsu.core.max_items_choice import size_counts
 from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
-__all__ = ["IDS_PER_BLOCK", "RecordBlockBuilder", "unpack_block"]
+__all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "unpack_block"]
 
-# A block ends at this many (user, item) ids: 4 MiB of ids, a few hundred
-# thousand distinct items at most.
+# A block ends at this many (user, item) ids, or once it holds this many
+# distinct items: its ids then fit in 16 bits (2 MiB of ids), unless the last
+# user brought more new items than were left (then 32).
 IDS_PER_BLOCK = 1 << 20
+ITEMS_PER_BLOCK = 60_000
 
 
 class RecordBlockBuilder:
@@ -57,6 +60,11 @@ class RecordBlockBuilder:
     def pairs(self) -> int:
         return len(self._items)
 
+    @property
+    def full(self) -> bool:
+        """Whether the block has reached ``IDS_PER_BLOCK`` ids or ``ITEMS_PER_BLOCK`` items."""
+        return len(self._items) >= IDS_PER_BLOCK or len(self._ids) >= ITEMS_PER_BLOCK
+
     def add(self, items, plain_str: bool) -> None:
         """One user's distinct items: a set, or a dict of occurrences (``occurrences``).
         ``plain_str``: whether they are known to be non-empty plain str."""
@@ -73,7 +81,12 @@ class RecordBlockBuilder:
         ends = np.frombuffer(self._ends, dtype=np.int64) if self._ends else np.zeros(
             0, dtype=np.int64)
         sizes = np.diff(ends, prepend=0)
-        block = (self._ids.items(), bytes(self._items), bytes(self._ends),
+        items = self._ids.items()
+        ids = np.frombuffer(self._items, dtype=np.int32) if self._items else np.zeros(
+            0, dtype=np.int32)
+        if len(items) <= 1 << 16:
+            ids = ids.astype(np.uint16)
+        block = (items, ids.tobytes(), ids.dtype.char, bytes(self._ends),
                  bytes(self._counts) if self._occurrences else None, self._plain_str)
         return size_counts(sizes, edges), pickle.dumps(block,
                                                            protocol=pickle.HIGHEST_PROTOCOL)
@@ -82,10 +95,10 @@ class RecordBlockBuilder:
 def unpack_block(block: bytes):
     """A packed block → each user's items as a list, in packing order (a ``Tokens`` list
     when every item of the block is a non-empty plain str, as a tokenizer makes them)."""
-    items, ids, ends, counts, plain_str = pickle.loads(block)
+    items, ids, id_type, ends, counts, plain_str = pickle.loads(block)
     vocabulary = np.empty(len(items), dtype=object)
     vocabulary[:] = items
-    listed = vocabulary[np.frombuffer(ids, dtype=np.int32)].tolist()
+    listed = vocabulary[np.frombuffer(ids, dtype=id_type)].tolist()
     if counts is not None:
         times = np.frombuffer(counts, dtype=np.int32).tolist()
     kind = Tokens if plain_str else list

@@ -42,3 +42,10 @@ def test_occurrences_come_back_as_repeats():
 def test_an_empty_block_has_no_users():
     bins, block = RecordBlockBuilder(False).build(EDGES)
     assert list(unpack_block(block)) == [] and bins.tolist() == [0, 0, 0, 0]
+
+
+def test_a_block_of_more_than_65536_items_keeps_32_bit_ids():
+    users = [{f"a{i}" for i in range(40_000)}, {f"b{i}" for i in range(40_000)}, {"a7", "b7"}]
+    bins, block = _pack(users, occurrences=False)
+    assert [set(u) for u in unpack_block(block)] == users
+    assert bins.tolist() == [0, 1, 0, 2]
