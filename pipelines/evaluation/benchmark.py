@@ -19,7 +19,9 @@ each in a fresh Python process on this machine:
    mechanism, or ``python -m pipelines.ngrams``), writing to a scratch folder;
 3. with ``--before DIR``, the same job from another checkout of the project
    (e.g. ``git worktree add /tmp/before <commit>``), so a change is compared
-   with what it replaces on the same data in one run.
+   with what it replaces on the same data in one run;
+4. with ``--max-items-values 100,auto`` (vocabulary job), each mechanism once
+   per ``--max-items-per-user`` value, e.g. ``auto`` against a fixed Δ0.
 
 The runs are interleaved: each of ``--repeats`` rounds runs every pipeline
 above once, so drift in the machine's speed during the run (other load,
