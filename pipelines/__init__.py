@@ -17,6 +17,8 @@ class _BeamNoiseFilter(logging.Filter):
     * ``apitools not found, and bigquery client libraries are not available``:
       logged on every run without the GCP extras, whatever the job does;
     * ``Discarding unparseable args``: the jobs validate every flag themselves;
+    * the start-up lines of the DirectRunner's worker processes (``pipelines.worker``):
+      ``No semi_persistent_directory found``, ``Logging handler created``;
     * the ERROR log (with traceback) Beam writes before re-raising an
       exception from a DoFn, when the exception is one the job reports as a
       clean ``error:`` line (bad record, bad input file, windowed input, a
@@ -24,7 +26,7 @@ class _BeamNoiseFilter(logging.Filter):
     """
 
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
-                 "No semi_persistent_directory found")
+                 "No semi_persistent_directory found", "Logging handler created")
     _CLEAN_ERRORS = ("InputFormatError", "InvalidRecordError", "NonGlobalWindowError",
                      "UsageError", "ReadParquetRowGroups/")  # io.parquet.PARQUET_READ_STEP
 

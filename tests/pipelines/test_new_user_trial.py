@@ -14,8 +14,10 @@ import gzip
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
+import time
 import zlib
 
 import pytest
@@ -272,8 +274,6 @@ def test_stale_staging_folder_is_removed_or_named(tmp_path, pairs):
 # Costs a multi-process run (worker processes start and import Beam).
 
 
-@pytest.mark.xfail(strict=True, reason="finding 10: under multi_processing progress lines "
-                                       "vanish and Beam's noise shows: fixed next")
 def test_multi_processing_shows_progress_and_no_beam_noise(tmp_path, pairs):
     proc = vocabulary(["--input", pairs, "--format", "pairs", "--epsilon", "1", *FIXED,
                        "--output", tmp_path / "out", "--direct_num_workers", "2",
@@ -286,6 +286,62 @@ def test_multi_processing_shows_progress_and_no_beam_noise(tmp_path, pairs):
         proc.stderr[-3000:]
     assert re.search(r"^\[vocabulary .*\] wrote .*items-00000-of-00001\.txt", proc.stderr,
                      re.M), proc.stderr[-3000:]
+
+
+def _worker_pids(pid: int) -> list[int]:
+    """The job's worker processes (``python -m pipelines.worker``, its children)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"pipelines.worker" in command:
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the worker processes in /proc")
+def test_multi_processing_ctrl_c_is_one_line_without_worker_tracebacks(tmp_path):
+    # Ctrl-C in a terminal signals every process of the job: the job and its workers.
+    # The signal goes to the process group once both workers run (then they import
+    # Beam and run bundles for seconds: the job takes ~10 s more on 100,000 pairs).
+    rng = random.Random(1)
+    path = tmp_path / "pairs.csv"
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(f"u{u},i{rng.randrange(3000)}\n" for u in range(20_000) for _ in range(5))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.vocabulary", "--input", str(path), "--format",
+         "pairs", "--epsilon", "1", "--delta", "1e-5", "--max-items-per-user", "5",
+         "--output", str(out), "--direct_num_workers", "2",
+         "--direct_running_mode=multi_processing"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while len(workers := _worker_pids(proc.pid)) < 2 and proc.poll() is None:
+            assert time.monotonic() < deadline, "no worker processes started"
+            time.sleep(0.1)
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (proc.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr and "Exception in thread" not in stderr, stderr[-3000:]
+    assert stderr.splitlines()[-1] == "interrupted" and stdout == "", stderr[-3000:]
+    assert [line for line in stderr.splitlines() if not line.startswith("[vocabulary ")] \
+        == ["interrupted"], stderr[-3000:]
+    assert os.listdir(tmp_path) == ["pairs.csv"]
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{pid}") for pid in workers):  # none left behind
+        assert time.monotonic() < deadline, "worker processes outlived the job"
+        time.sleep(0.2)
 
 
 # -- 11: NUL in Parquet items ----------------------------------------------------------
