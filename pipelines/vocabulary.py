@@ -280,8 +280,10 @@ def run_prepared(job) -> str:
     # Gaussian mechanisms); with counts they state the total's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
     chosen = report.get("chosen_max_items_per_user")
+    fixed = report.get("mechanism", {}).get("max_items_per_user")
     return (f"released {plural(released, 'item')} with {mechanism.name}"
-            + ("" if chosen is None else f" (max items per user {chosen:,}, chosen privately)")
+            + (f" (max items per user {chosen:,}, chosen privately)" if chosen is not None
+               else f" (max items per user {fixed:,})" if isinstance(fixed, int) else "")
             + " under "
             f"{describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")

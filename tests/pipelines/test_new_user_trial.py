@@ -502,11 +502,8 @@ def _stated_budget(line: str) -> tuple[str, str]:
     return epsilon, re.sub(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", "#", budget)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 18: the start line and the summary state two "
-                                       "different ε for the budget in the same words: "
-                                       "fixed next")
 def test_start_and_summary_label_their_epsilon(rho_job):
-    # Today "(≈ (ε = 1.91, δ = 2e-05)-DP)" at the start (the zCDP conversion) and
+    # Once "(≈ (ε = 1.91, δ = 2e-05)-DP)" at the start (the zCDP conversion) and
     # "(≈ (ε = 1.76, δ = 2e-05)-DP)" in the summary (the selection's exact curve).
     start, summary = rho_job
     start_epsilon, start_words = _stated_budget(start)
@@ -514,8 +511,6 @@ def test_start_and_summary_label_their_epsilon(rho_job):
     assert start_epsilon == summary_epsilon or start_words != summary_words, (start, summary)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 18: the summary names max items per user only "
-                                       "when it was chosen privately (auto): fixed next")
 def test_summary_names_max_items_per_user(rho_job):
     _, summary = rho_job
     assert re.search(r"max items per user\D{0,20}\b5\b", summary), summary
