@@ -4,10 +4,16 @@ Importing this package installs a logging filter that drops Beam's noise
 (:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.progress``, so that
 it is installed before Beam loads and also in the DirectRunner's worker
 processes, which import ``pipelines.io`` when they unpickle the jobs'
-DoFns.
+DoFns. It also makes an interrupt while a job started as ``python -m
+pipelines.JOB`` imports Beam one line ``interrupted``
+(:func:`pipelines.interrupts.quiet_start`).
 """
 
 import logging
+
+from pipelines.interrupts import quiet_start
+
+quiet_start()
 
 
 

@@ -344,6 +344,43 @@ def test_multi_processing_ctrl_c_is_one_line_without_worker_tracebacks(tmp_path)
         time.sleep(0.2)
 
 
+# -- Ctrl-C while the job imports Beam (the first seconds) ----------------------------
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_while_beam_imports_is_one_line(sig, code):
+    # PYTHONVERBOSE makes the job log each import on stderr: the signal is sent once
+    # apache_beam's own modules import (after the pipelines package, before the job).
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONVERBOSE": "1"})
+    try:
+        for line in proc.stderr:
+            if line.startswith("import 'apache_beam."):
+                break
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    assert stderr.splitlines()[-1] == "interrupted" and stdout == "", stderr[-3000:]
+
+
+def test_the_start_handler_is_for_jobs_only():
+    from pipelines.interrupts import _started_module
+    assert _started_module(["python", "-m", "pipelines.vocabulary", "--rho", "1"]) \
+        == "pipelines.vocabulary"
+    assert _started_module(["python", "-X", "importtime", "-mpipelines.ngrams"]) \
+        == "pipelines.ngrams"
+    for argv in (["python", "-m", "pytest", "-m", "pipelines.x"], ["python", "job.py"],
+                 ["python", "-c", "pass"], ["beam-dpsu", "vocabulary"]):
+        assert not _started_module(argv).startswith("pipelines."), argv
+    # In this process (pytest) importing pipelines installed nothing.
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 # -- 11: NUL in Parquet items ----------------------------------------------------------
 
 
