@@ -9,6 +9,7 @@ pipelines.JOB`` imports Beam one line ``interrupted``
 (:func:`pipelines.interrupts.quiet_start`).
 """
 
+import errno
 import logging
 
 from pipelines.interrupts import quiet_start
@@ -28,13 +29,15 @@ class _BeamNoiseFilter(logging.Filter):
     * the ERROR log (with traceback) Beam writes before re-raising an
       exception from a DoFn, when the exception is one the job reports as a
       clean ``error:`` line (bad record, bad input file, windowed input, a
-      failure in the step reading Parquet row groups).
+      failure in the step reading Parquet row groups, a full disk).
     """
 
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
                  "No semi_persistent_directory found", "Logging handler created")
     _CLEAN_ERRORS = ("InputFormatError", "InvalidRecordError", "NonGlobalWindowError",
-                     "UsageError", "ReadParquetRowGroups/")  # io.parquet.PARQUET_READ_STEP
+                     "UsageError", "ReadParquetRowGroups/",  # io.parquet.PARQUET_READ_STEP
+                     # a full disk (errors.NO_SPACE_ERRNOS)
+                     f"[Errno {errno.ENOSPC}]", f"[Errno {errno.EDQUOT}]")
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:

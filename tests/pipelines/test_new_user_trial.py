@@ -10,6 +10,7 @@ traceback (:func:`assert_refused`). One job costs about 5–10 s.
 
 import codecs
 import csv
+import errno
 import gzip
 import os
 import random
@@ -379,6 +380,68 @@ def test_the_start_handler_is_for_jobs_only():
         assert not _started_module(argv).startswith("pipelines."), argv
     # In this process (pytest) importing pipelines installed nothing.
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+# -- a full disk while writing ---------------------------------------------------------
+
+
+class _FullDisk:
+    """A file being written on a full disk: every write fails with ENOSPC."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def write(self, _data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+def test_a_full_disk_is_one_error_line_and_leaves_nothing(tmp_path, pairs, monkeypatch,
+                                                          capsys):
+    # In process: the job's writers (the items' shard, report.json) meet a full disk.
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines import vocabulary
+    create = FileSystems.create
+    monkeypatch.setattr(FileSystems, "create",
+                        staticmethod(lambda path, *a, **k: _FullDisk(create(path, *a, **k))))
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", pairs, "--format", "pairs", "--epsilon", "1", *FIXED,
+                            "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "", captured.err[-3000:]
+    assert "Traceback" not in captured.err, captured.err[-3000:]
+    lines = [line for line in captured.err.splitlines() if not line.startswith("[vocabulary ")]
+    assert len(lines) == 1 and lines[0].startswith("error: No space left on device"), lines
+    assert "free some space" in lines[0] and str(tmp_path) not in lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["pairs.csv"]  # no output, no staging folder
+
+
+@pytest.mark.parametrize("exc", [
+    OSError(errno.ENOSPC, "No space left on device", "/data/out/.staging/items-x"),
+    RuntimeError("OSError: [Errno %d] No space left on device [while running "
+                 "'WriteItems/SortAndWriteShard']" % errno.ENOSPC),
+    RuntimeError("Pipeline failed: Traceback (most recent call last):\n  File …\nOSError: "
+                 "[Errno %d] Disk quota exceeded [while running 'WriteReport/Write']"
+                 % errno.EDQUOT),
+])
+def test_a_full_disk_is_worded_whatever_wraps_it(exc):
+    from pipelines.errors import error_message
+    message = error_message(exc)
+    assert message and "\n" not in message and "/data/out" not in message, message
+    assert message.startswith(os.strerror(exc.errno if isinstance(exc, OSError)
+                                          else errno.ENOSPC if "space" in str(exc)
+                                          else errno.EDQUOT)), message
+    assert "free some space and run again" in message
+    if isinstance(exc, RuntimeError):
+        assert "in step 'Write" in message
+
+
+def test_other_os_errors_stay_bugs():
+    from pipelines.errors import error_message
+    assert error_message(RuntimeError("OSError: [Errno 5] Input/output error")) is None
 
 
 # -- 11: NUL in Parquet items ----------------------------------------------------------
