@@ -47,6 +47,8 @@ __all__ = [
     "composed_guarantees",
 ]
 
+# The counts' default share; split_selection_and_counts's default is written out as
+# 0.25 so that its signature shows the number (tests/core/test_pld.py checks they agree).
 DEFAULT_COUNTS_SHARE = 0.25
 
 
@@ -258,7 +260,7 @@ def _is_auto(max_items_per_user) -> bool:
 
 
 def split_selection_and_counts(total: Budget | ZCDPBudget,
-                               counts_share: float = DEFAULT_COUNTS_SHARE,
+                               counts_share: float = 0.25,  # DEFAULT_COUNTS_SHARE
                                accountant: BudgetAccountant | None = None,
                                selection_mechanism=None,
                                counts_max_items_per_user: int | None = None,

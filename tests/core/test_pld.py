@@ -261,6 +261,14 @@ def test_tight_split_meets_the_total_checked_by_integration():
     assert composition.composed_epsilon(sel_more, cnt_more, IMDB.delta) > IMDB.epsilon
 
 
+def test_the_default_share_is_written_out_in_the_signature():
+    import inspect
+
+    from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
+    default = inspect.signature(split_selection_and_counts).parameters["counts_share"].default
+    assert default == DEFAULT_COUNTS_SHARE == 0.25
+
+
 def test_the_default_split_is_tight_where_it_can_be():
     # As the jobs split with --with-counts (pipelines.settings.budget_parts_from_args).
     for mechanism in (WeightedGaussian(100), SIPS(100)):
