@@ -97,7 +97,8 @@ def _no_space_message(exc: BaseException) -> str | None:
     """The line for a full disk anywhere in ``exc``'s chain (Beam raises a RuntimeError
     whose text holds ``OSError: [Errno 28] …``, from the original), else None. It names
     the step, never the file's path (a staging file's)."""
-    code, seen, current = None, set(), exc
+    code, seen = None, set()
+    current: BaseException | None = exc
     while current is not None and id(current) not in seen and code is None:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS:
