@@ -64,23 +64,29 @@ def require_selection_delta(delta: float) -> None:
 
 
 def describe_budget(budget, equivalents=None) -> str:
-    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)``.
+    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (by the zCDP conversion:
+    ≈ (ε = 1.91, δ = 2e-05)-DP)``.
 
     ``equivalents``: the report's ``dp_equivalents`` for this budget, if any;
-    their ε at δ′ = 2δ is stated (exact for Gaussian mechanisms, smaller than
-    the zCDP conversion's), else the zCDP conversion (dp-sips Corollary 9).
+    their ε at δ′ = 2δ is stated, labelled "by the mechanism's privacy curve"
+    (exact for Gaussian mechanisms, smaller than the zCDP conversion's), else
+    the zCDP conversion's (dp-sips Corollary 9), labelled so: the job's start
+    line (before the mechanism is calibrated) and its summary may state two ε
+    for one budget, each saying where it comes from.
     """
     if isinstance(budget, ZCDPBudget):
         text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
         if 2 * budget.delta < 1:
             exact = [e for e in equivalents or ()
                      if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)]
-            epsilon = (exact[0]["epsilon"] if exact
-                       else budget.to_dp(2 * budget.delta).epsilon)
-            text += f" (≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
+            if exact:
+                epsilon, source = exact[0]["epsilon"], "by the mechanism's privacy curve"
+            else:
+                epsilon = budget.to_dp(2 * budget.delta).epsilon
+                source = "by the zCDP conversion"
+            text += f" ({source}: ≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
         return text
     return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"
-
 
 
 # -- mechanism ---------------------------------------------------------------------------

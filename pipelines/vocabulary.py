@@ -45,7 +45,7 @@ from pipelines.input_flags import check_public_input, resolve_input
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.job_files import WriteJson, read_json
-from pipelines.job_runner import run_job
+from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
@@ -263,7 +263,7 @@ def run_prepared(job) -> str:
     progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
                  f"({args.input}); releasing items with {mechanism.name} under "
                  f"{describe_budget(job.budget)}")
-    with beam.Pipeline(options=job.options) as pipeline:
+    with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, mechanism, job.budget, staging_of(job))
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
@@ -281,8 +281,10 @@ def run_prepared(job) -> str:
     # Gaussian mechanisms); with counts they state the total's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
     chosen = report.get("chosen_max_items_per_user")
+    fixed = report.get("mechanism", {}).get("max_items_per_user")
     return (f"released {plural(released, 'item')} with {mechanism.name}"
-            + ("" if chosen is None else f" (max items per user {chosen:,}, chosen privately)")
+            + (f" (max items per user {chosen:,}, chosen privately)" if chosen is not None
+               else f" (max items per user {fixed:,})" if isinstance(fixed, int) else "")
             + " under "
             f"{describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")

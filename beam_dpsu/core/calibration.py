@@ -518,14 +518,20 @@ EQUIVALENT_DELTA_FACTORS = (0.1, 1.0, 2.0, 5.0, 10.0)
 
 
 def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
-                            factors=EQUIVALENT_DELTA_FACTORS) -> list[dict]:
+                            factors=EQUIVALENT_DELTA_FACTORS,
+                            requested_epsilon: float | None = None) -> list[dict]:
     """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
 
     The mechanism is (ε′, δ_G(μ, ε′) + δ_thr)-DP for every ε′
-    (module docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
+    (this module's docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
     2022 Cor. 2.13). For each δ′ = factor·δ above the thresholds' cost we
     solve δ_G(μ, ε′) = δ′ − δ_thr for ε′ (δ_G decreases in ε′),
     rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
+
+    ``requested_epsilon``: the ε of a ``Budget(ε, δ)`` the mechanism was
+    calibrated to (its (ε, δ) holds by construction). At δ′ = δ the entry then
+    states that ε exactly, and at δ′ > δ no ε′ above it (a root rounded up
+    by a few ulps would otherwise state 1.0000000000002 for a requested 1).
     """
     sigma = 1.0 / mu
     out = []
@@ -561,6 +567,9 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
             while not surely_met(eps):
                 eps += step
                 step *= 2.0
+        if requested_epsilon is not None and delta_dp >= delta:
+            # (ε, δ)-DP implies (ε, δ′)-DP for every δ′ ≥ δ.
+            eps = requested_epsilon if delta_dp == delta else min(eps, requested_epsilon)
         out.append({"epsilon": eps, "delta": delta_dp})
     return out
 

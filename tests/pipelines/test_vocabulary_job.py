@@ -71,8 +71,10 @@ def test_job_on_example_imdb_slice(tmp_path, capsys):
     # One summary line on stdout; progress on stderr, free of Beam's noise.
     summary = captured.out.strip().splitlines()
     assert len(summary) == 1
-    assert re.match(rf"released {len(items):,} items with weighted-gaussian under ρ = 0.5 "
-                    r"zCDP, δ = 1e-05 \(≈ \(ε = [\d.]+, δ = 2e-05\)-DP\); wrote .*"
+    assert re.match(rf"released {len(items):,} items with weighted-gaussian \(max items per "
+                    r"user 50\) under ρ = 0.5 "
+                    r"zCDP, δ = 1e-05 \(by the mechanism's privacy curve: ≈ \(ε = [\d.]+, "
+                    r"δ = 2e-05\)-DP\); wrote .*"
                     r"items-00000-of-00001.txt and .*report.json$", summary[0]), summary[0]
     assert "reading 1 csv file" in captured.err
     assert f"weighted-gaussian: released {len(items):,} items" in captured.err
