@@ -343,7 +343,8 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
             return rho
         rho += max(lam * (value + bound), math.ulp(rho)) * 2.0 ** (attempt // 4)
         rho = _finite_threshold(rho, "laplace_scale", lam, delta, d0)
-    raise ArithmeticError("gw_threshold: the threshold did not reach the safe side")  # pragma: no cover
+    raise ArithmeticError(  # pragma: no cover
+        "gw_threshold: the threshold did not reach the safe side")
 
 
 def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
