@@ -14,7 +14,7 @@ import difflib
 import math
 
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
-from beam_dpsu.core import hashing, max_items_choice, mechanisms
+from beam_dpsu.core import hashing, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.checks import ParameterError
@@ -161,11 +161,14 @@ def calibrate(mechanism, budget):
         if exc.param != "delta":
             raise
         d0 = mechanism.max_items_per_user
+        margin = thresholds.truncated_geometric_float_margin(budget.epsilon / d0,
+                                                             budget.delta / d0)
         raise FlagMessage(
             f"truncated-geometric: delta per item = delta/{{max_items_per_user}} "
             f"{budget.delta / d0:g} is too small for float64 keep probabilities at epsilon per "
-            f"item = {budget.epsilon / d0:g} (it must exceed 2**-49 * e**(epsilon per item)); "
-            "raise {delta}, lower {epsilon} or lower {max_items_per_user}") from None
+            f"item = {budget.epsilon / d0:g} (it must be at least twice their float error "
+            f"margin, {margin:.3g}); raise {{delta}}, lower {{epsilon}} or lower "
+            "{max_items_per_user}") from None
 
 
 def tokenizer_from_args(args) -> Tokenizer:

@@ -64,7 +64,7 @@ from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
-from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.budgets import Budget, ZCDPBudget, rounded_down
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration", "DeltaSplit",
@@ -335,19 +335,21 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
     item's decision at (ε/Δ0, δ/Δ0), less a float margin (Desfontaines et al. 2022
     Theorem 1; ``mechanisms.TruncatedGeometric``)."""
     d0 = max_items_per_user
-    eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
-    # π near 1 is a float64 compared with a 53-bit uniform; the drop side
-    # multiplies its rounding error by e^ε'. Keep a margin for it, so the
-    # probabilities actually used still meet (ε', δ').
-    # Compared in logs: e^ε' overflows for huge ε.
-    if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
+    # (ε/Δ0, δ/Δ0) rounded down: Δ0 items at these meet (ε, δ) exactly.
+    eps_item = rounded_down(Fraction(budget.epsilon) / d0)
+    delta_item = rounded_down(Fraction(budget.delta) / d0)
+    # π is a float64 compared with a 53-bit uniform: the keep chances as run differ
+    # from the exact optimum by float error, which the drop side multiplies by e^ε'.
+    # δ' less a margin proven to cover it, so the chances as run meet (ε', δ') exactly.
+    margin = thresholds.truncated_geometric_float_margin(eps_item, delta_item)
+    if not margin <= delta_item / 2.0:
         raise ParameterError.worded(
             "delta",
             f"truncated-geometric: delta per item = delta/max_items_per_user = "
             f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
-            f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
-            "lower epsilon or lower max_items_per_user")
-    delta_item -= math.exp(eps_item) * 2.0 ** -50
+            f"= {eps_item:g} (it must be at least twice their float error margin, "
+            f"{margin:.3g}); raise delta, lower epsilon or lower max_items_per_user")
+    delta_item = rounded_down(Fraction(delta_item) - Fraction(margin))
     n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
     return KeepProbabilityCalibration(
         epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,

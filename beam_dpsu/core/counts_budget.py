@@ -259,6 +259,14 @@ def _is_auto(max_items_per_user) -> bool:
         isinstance(max_items_per_user, str) and max_items_per_user.strip().lower() == "auto")
 
 
+def _too_small(share: float, field: str, value: float) -> dict:
+    """``parts_within``'s error where the counts' part would not be a positive float."""
+    return {"name": "counts_share",
+            "problem": f"= {share!r} is too small: the counts' part of {field} = {value!r} "
+                       "is not a positive float once the selection's part is taken; raise "
+                       "the share"}
+
+
 def split_selection_and_counts(total: Budget | ZCDPBudget,
                                counts_share: float = 0.25,  # DEFAULT_COUNTS_SHARE
                                accountant: BudgetAccountant | None = None,
@@ -342,7 +350,8 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         # The basic parts, their exact sum within the total (parts_within: the counts'
         # part is the one rounded down, if need be).
         epsilons = parts_within(total.epsilon, [total.epsilon * (1.0 - share),
-                                                total.epsilon * share], rounded=[1])
+                                                total.epsilon * share], rounded=[1],
+                                **_too_small(share, "epsilon", total.epsilon))
         if composition == "tight":
             d0 = checks.max_items(counts_max_items_per_user)
             scale = _tight_scale(total, share, selection_mechanism, d0)
@@ -355,7 +364,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
             counts = Budget(epsilons[1], 0.0)
     elif isinstance(total, ZCDPBudget):
         rhos = parts_within(total.rho, [total.rho * (1.0 - share), total.rho * share],
-                            rounded=[1])
+                            rounded=[1], **_too_small(share, "rho", total.rho))
         selection = ZCDPBudget(rhos[0], total.delta)
         counts = ZCDPBudget(rhos[1], 0.0)
     else:
