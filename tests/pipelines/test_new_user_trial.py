@@ -335,9 +335,12 @@ def test_multi_processing_ctrl_c_is_one_line_without_worker_tracebacks(tmp_path)
 def test_an_interrupt_while_beam_imports_is_one_line(sig, code):
     # PYTHONVERBOSE makes the job log each import on stderr: the signal is sent once
     # apache_beam's own modules import (after the pipelines package, before the job).
+    # At level 2 (every path tried) the rest of the imports write megabytes, so the
+    # job blocks on the full pipe until the signal: on a loaded machine it cannot
+    # finish --help before the signal arrives.
     proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONVERBOSE": "1"})
+                            text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
     try:
         for line in proc.stderr:
             if line.startswith("import 'apache_beam."):
