@@ -83,7 +83,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from beam_dpsu.core import checks
+from beam_dpsu.core import checks, max_items_rounds
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -326,6 +326,9 @@ class AutoPlan:
       edges: the lower edges of the size bins.
       mechanism_name: the mechanism the rule is for.
       user_mass: g(m), a key of ``MASSES``.
+      round_thresholds: for a mechanism made of rounds (SIPS), each candidate's
+        rounds' thresholds T_r: the rule is then ``max_items_rounds``' model of
+        the rounds; empty for the others (the M/T rule).
     """
 
     auto: AutoMaxItems
@@ -336,6 +339,7 @@ class AutoPlan:
     edges: tuple
     mechanism_name: str
     user_mass: str
+    round_thresholds: tuple = ()
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
         """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts.
@@ -349,6 +353,10 @@ class AutoPlan:
         the largest of several noisy masses leans to the candidates that read
         the most noisy bins, the large ones. On 50,000 users the margin is
         about 0.2 % of M.
+
+        With ``round_thresholds`` (SIPS) the score is instead the items the
+        rounds release in ``max_items_rounds``' model, from the same counts and
+        bin sizes.
         """
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):
@@ -358,6 +366,10 @@ class AutoPlan:
         # A bin's users sit at the geometric middle of its sizes (the last,
         # open bin is only ever read at its lower edge, the largest candidate).
         middle = np.sqrt(lower * np.where(np.isfinite(upper), upper, lower))
+        if self.round_thresholds:
+            holding = max_items_rounds.holding_probabilities(middle)
+            return np.asarray([max_items_rounds.expected_released(counts, middle, t, c, holding)
+                               for c, t in zip(self.candidates, self.round_thresholds)])
         mass = MASSES[self.user_mass]
         noise_sd = math.sqrt(size_noise(self.size_budget).variance())
         out = []
@@ -370,16 +382,27 @@ class AutoPlan:
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
-        """The candidate with the largest M/T (the smaller on a tie): post-processing."""
+        """The candidate with the largest score, M/T or the rounds' items (the smaller on a
+        tie): post-processing."""
         return int(self.candidates[int(np.argmax(self.proxy(noisy_counts)))])
+
+    def _rule(self) -> dict:
+        if self.round_thresholds:
+            return {"rule": "argmax over candidates of the items the rounds release in a model "
+                            "of them: users from the noisy size histogram, each round reading "
+                            "the users' items minus those earlier rounds released, items "
+                            f"of Zipf popularity rank^-{max_items_rounds.EXPONENT:g} "
+                            "(beam_dpsu.core.max_items_rounds)",
+                    "round_thresholds": [list(t) for t in self.round_thresholds]}
+        return {"rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
+                        "from the noisy size histogram, T = the release threshold in weight "
+                        "units (beam_dpsu.core.max_items_choice)",
+                "user_mass": f"g(m) = {self.user_mass}"}
 
     def to_dict(self) -> dict:
         return {
             **self.auto.to_dict(),
-            "rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
-                    "from the noisy size histogram, T = the release threshold in weight "
-                    "units (beam_dpsu.core.max_items_choice)",
-            "user_mass": f"g(m) = {self.user_mass}",
+            **self._rule(),
             "size_histogram": {"budget": self.size_budget.to_dict(),
                                "noise": size_noise(self.size_budget).to_dict(),
                                "bin_lower_edges": list(self.edges),
@@ -421,20 +444,24 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget) -> AutoPlan:
                                     "plan_auto is for max_items_per_user='auto'")
     size_budget, selection_budget = split_budget(budget, auto.share)
 
-    def weight_threshold_at(c: int) -> float:
-        t = weight_threshold(with_max_items(mechanism, c).calibrate(selection_budget))
+    def thresholds_at(c: int) -> tuple:
+        calibration = with_max_items(mechanism, c).calibrate(selection_budget)
+        t = weight_threshold(calibration)
         if not (math.isfinite(t) and t > 0):
             raise ValueError(f"threshold {t!r}")
-        return t
+        return t, max_items_rounds.round_thresholds(calibration)
 
     thresholds_by_candidate = calibrate_candidates(
-        auto, weight_threshold_at, f"{mechanism.name} calibrates",
+        auto, thresholds_at, f"{mechanism.name} calibrates",
         "the selection's part of the budget")
-    candidates, weights = tuple(thresholds_by_candidate), tuple(thresholds_by_candidate.values())
+    candidates = tuple(thresholds_by_candidate)
+    weights = tuple(t for t, _ in thresholds_by_candidate.values())
+    rounds = tuple(r for _, r in thresholds_by_candidate.values())
     return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
                     candidates=candidates, weight_thresholds=weights,
                     edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
-                    mechanism_name=mechanism.name, user_mass=user_mass(mechanism))
+                    mechanism_name=mechanism.name, user_mass=user_mass(mechanism),
+                    round_thresholds=rounds if all(r is not None for r in rounds) else ())
 
 
 # --- CountReleased: Δ0 of the counts (max_items_per_user="auto"; see CountsAutoPlan) ---
