@@ -356,7 +356,7 @@ class AutoPlan:
 
         With ``round_thresholds`` (SIPS) the score is instead the items the
         rounds release in ``max_items_rounds``' model, from the same counts and
-        bin sizes.
+        bin sizes, unless no candidate's mass stands above the noise (then all 0).
         """
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):
@@ -366,10 +366,6 @@ class AutoPlan:
         # A bin's users sit at the geometric middle of its sizes (the last,
         # open bin is only ever read at its lower edge, the largest candidate).
         middle = np.sqrt(lower * np.where(np.isfinite(upper), upper, lower))
-        if self.round_thresholds:
-            holding = max_items_rounds.holding_probabilities(middle)
-            return np.asarray([max_items_rounds.expected_released(counts, middle, t, c, holding)
-                               for c, t in zip(self.candidates, self.round_thresholds)])
         mass = MASSES[self.user_mass]
         noise_sd = math.sqrt(size_noise(self.size_budget).variance())
         out = []
@@ -379,6 +375,11 @@ class AutoPlan:
             # No mass to speak of: 0 for every candidate, and a tie goes to the smallest
             # (a negative mass over T would favour the largest T).
             out.append(max(lower_mass, 0.0) / t)
+        if self.round_thresholds and max(out) > 0.0:
+            # Only where some mass stands above the noise (else all 0: the smallest).
+            holding = max_items_rounds.holding_probabilities(middle)
+            return np.asarray([max_items_rounds.expected_released(counts, middle, t, c, holding)
+                               for c, t in zip(self.candidates, self.round_thresholds)])
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
@@ -393,6 +394,7 @@ class AutoPlan:
                             "the users' items minus those earlier rounds released, items "
                             f"of Zipf popularity rank^-{max_items_rounds.EXPONENT:g} "
                             "(beam_dpsu.core.max_items_rounds)",
+                    "user_mass": f"g(m) = {self.user_mass}",
                     "round_thresholds": [list(t) for t in self.round_thresholds]}
         return {"rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
                         "from the noisy size histogram, T = the release threshold in weight "
