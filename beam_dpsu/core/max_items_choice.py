@@ -51,8 +51,8 @@ The mass per mechanism (``user_mass``):
   ``TruncatedGeometric``): w = 1, g(m) = m; their threshold grows about
   linearly (Laplace) or as √Δ0 (Gaussian) in Δ0, so the rule favours the Δ0
   most users reach;
-* ℓ2 mechanisms (``WeightedGaussian``, ``SIPS``, ``PolicyGaussian``):
-  g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
+* ℓ2 mechanisms (``WeightedGaussian``, ``PolicyGaussian``; ``SIPS``'s
+  rounds): g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
   below the cutoff; if a fraction f of a user's items are, its mass there is
   √(f·m), proportional to √m for every Δ0 (uniform sampling keeps f);
 * ``WeightedLaplace``: w = 1/m, g = 1: every Δ0 gives the same mass, so the
@@ -62,9 +62,11 @@ The mass per mechanism (``user_mass``):
   is, which happens with probability 1 − (1 − f)^m. With nothing private to
   tell f, a uniform prior on f gives E = m/(m + 1) = g(m).
 
-For SIPS T is the last (largest-budget) round's threshold; for truncated
-geometric it is the number of users at which an item is kept with
-probability ½.
+For truncated geometric T is the number of users at which an item is kept
+with probability ½. SIPS is scored otherwise: its later rounds read each
+user's items minus those earlier rounds released, which M/T cannot see
+(scored so, it took a Δ0 one grid step above its best); ``max_items_rounds``
+models the rounds on the same histogram (``AutoPlan.round_thresholds``).
 
 What it does not model: the noise on each item (the rule compares expected
 weights with T) and a popularity profile that changes with user size. The
@@ -389,12 +391,7 @@ class AutoPlan:
 
     def _rule(self) -> dict:
         if self.round_thresholds:
-            return {"rule": "argmax over candidates of the items the rounds release in a model "
-                            "of them: users from the noisy size histogram, each round reading "
-                            "the users' items minus those earlier rounds released, items "
-                            f"of Zipf popularity rank^-{max_items_rounds.EXPONENT:g} "
-                            "(beam_dpsu.core.max_items_rounds)",
-                    "user_mass": f"g(m) = {self.user_mass}",
+            return {"rule": max_items_rounds.RULE, "user_mass": f"g(m) = {self.user_mass}",
                     "round_thresholds": [list(t) for t in self.round_thresholds]}
         return {"rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
                         "from the noisy size histogram, T = the release threshold in weight "

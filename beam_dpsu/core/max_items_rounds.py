@@ -57,7 +57,8 @@ suffices). Measured on the benchmark's data sets (docs/benchmarks.md,
 "Choosing Δ0 privately"), whose items fall off as rank^−1.0 to rank^−1.6
 where SIPS releases them, every a from 1.3 to 1.5 puts the model's best Δ0
 on SIPS's best grid step (IMDb 100, zipf-a 100, zipf-b 5, AskReddit 100);
-a = 1.1 moves IMDb to 200 and a = 2 zipf-a to 500, one step each. The
+a = 1.1 moves IMDb to 200 and zipf-b to 10, a = 2 IMDb to 50 and zipf-a to
+500, one grid step each. The
 model leaves out each item's noise and a popularity that changes with the
 user's size; the benchmark measures the rule against the best Δ0 of a grid.
 
@@ -72,18 +73,26 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from typing import Union
 
 import numpy as np
 from scipy import special
 
-__all__ = ["EXPONENT", "rank_grid", "holding_probabilities", "expected_released",
+__all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_released",
            "round_thresholds"]
 
 # The Zipf exponent of the prior popularity law (see the module docstring).
 EXPONENT = 1.3
+# The rule, as ``AutoPlan.to_dict`` reports it.
+RULE = ("argmax over candidates of the items the rounds release in a model of them: users "
+        "from the noisy size histogram, each round reading the users' items minus those "
+        f"earlier rounds released, items of Zipf popularity rank^-{EXPONENT:g} "
+        "(beam_dpsu.core.max_items_rounds)")
 _MAX_RANK = 1e9
 _LOG_POINTS = 3000
 _EXACT_RANKS = 200
+# Counts, sizes, thresholds: any sequence of floats or a numpy array.
+Floats = Union[Sequence[float], np.ndarray]
 
 
 @functools.lru_cache(maxsize=4)
@@ -94,22 +103,21 @@ def rank_grid() -> tuple[np.ndarray, np.ndarray]:
     return ranks, np.diff(np.append(ranks, ranks[-1] + 1.0))
 
 
-def holding_probabilities(sizes: Sequence[float], exponent: float = EXPONENT) -> np.ndarray:
+def holding_probabilities(sizes: Floats, exponent: float = EXPONENT) -> np.ndarray:
     """p_k(n) for each size n (rows) and grid rank k (columns): Σ_k p_k(n) = n."""
     ranks, widths = rank_grid()
     q = ranks ** -float(exponent) / float(special.zeta(exponent))
-    sizes = np.asarray(sizes, dtype=np.float64)
-    lo, hi = np.full(len(sizes), -20.0), np.full(len(sizes), 80.0)  # log λ
+    n = np.asarray(sizes, dtype=np.float64)
+    lo, hi = np.full(len(n), -20.0), np.full(len(n), 80.0)  # log λ
     for _ in range(60):
         mid = 0.5 * (lo + hi)
         held = (widths * -np.expm1(-np.exp(mid)[:, None] * q)).sum(axis=1)
-        below = held < sizes
+        below = held < n
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     return -np.expm1(-np.exp(0.5 * (lo + hi))[:, None] * q)
 
 
-def _last_above(weights: np.ndarray, start: int, threshold: float, ranks: np.ndarray
-                ) -> float:
+def _last_above(weights: np.ndarray, start: int, threshold: float) -> float:
     """The (fractional) number of grid points from ``start`` whose weight is ≥ threshold,
     interpolated log-linearly to the crossing; weights fall with the rank."""
     above = np.flatnonzero(weights[start:] >= threshold)
@@ -123,8 +131,7 @@ def _last_above(weights: np.ndarray, start: int, threshold: float, ranks: np.nda
     return j + 1 + min(max(fraction, 0.0), 1.0)
 
 
-def expected_released(counts: Sequence[float], sizes: Sequence[float],
-                      thresholds: Sequence[float], max_items: int,
+def expected_released(counts: Floats, sizes: Floats, thresholds: Floats, max_items: int,
                       holding: np.ndarray | None = None,
                       exponent: float = EXPONENT) -> float:
     """K_I: the items the rounds release in the model (module docstring).
@@ -137,10 +144,10 @@ def expected_released(counts: Sequence[float], sizes: Sequence[float],
       holding: ``holding_probabilities(sizes, exponent)``, if already computed.
       exponent: a, the prior's Zipf exponent.
     """
-    ranks, widths = rank_grid()
+    _, widths = rank_grid()
     p = holding_probabilities(sizes, exponent) if holding is None else holding
-    counts = np.asarray(counts, dtype=np.float64)
-    sizes = np.asarray(sizes, dtype=np.float64)
+    users = np.asarray(counts, dtype=np.float64)
+    n = np.asarray(sizes, dtype=np.float64)
     held = np.cumsum(p * widths, axis=1)  # held[b, j]: bin b's items among ranks ≤ grid j
     cut = 0.0  # grid points released so far (fractional at the crossing)
     for threshold in thresholds:
@@ -148,10 +155,10 @@ def expected_released(counts: Sequence[float], sizes: Sequence[float],
         before = held[:, whole - 1] if whole else 0.0
         if whole < p.shape[1]:
             before = before + (cut - whole) * p[:, whole] * widths[whole]
-        left = np.maximum(sizes - before, 1e-12)
+        left = np.maximum(n - before, 1e-12)
         per_item = np.sqrt(np.minimum(left, float(max_items))) / left
-        weights = (counts * per_item) @ p
-        cut = max(cut, _last_above(weights, int(math.ceil(cut)), float(threshold), ranks))
+        weights = (users * per_item) @ p
+        cut = max(cut, _last_above(weights, int(math.ceil(cut)), float(threshold)))
     whole = int(cut)
     released = float(widths[:whole].sum())
     if whole < len(widths):
