@@ -358,7 +358,8 @@ class AutoPlan:
 
         With ``round_thresholds`` (SIPS) the score is instead the items the
         rounds release in ``max_items_rounds``' model, from the same counts and
-        bin sizes, unless no candidate's mass stands above the noise (then all 0).
+        bin sizes, for the candidates up to the one M/T picks (0 above it), unless
+        no candidate's mass stands above the noise (then all 0).
         """
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):
@@ -378,10 +379,14 @@ class AutoPlan:
             # (a negative mass over T would favour the largest T).
             out.append(max(lower_mass, 0.0) / t)
         if self.round_thresholds and max(out) > 0.0:
-            # Only where some mass stands above the noise (else all 0: the smallest).
+            # Only where some mass stands above the noise (else all 0: the smallest), and
+            # up to the M/T choice (``max_items_rounds``, "Noise"); 0 above it.
+            cap = int(np.argmax(out))
             holding = max_items_rounds.holding_probabilities(middle)
-            return np.asarray([max_items_rounds.expected_released(counts, middle, t, c, holding)
-                               for c, t in zip(self.candidates, self.round_thresholds)])
+            return np.asarray([
+                max_items_rounds.expected_released(counts, middle, t, c, holding) if i <= cap
+                else 0.0
+                for i, (c, t) in enumerate(zip(self.candidates, self.round_thresholds))])
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:

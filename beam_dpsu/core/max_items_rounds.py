@@ -39,8 +39,9 @@ Every p_k(n) falls with k, so W^(r) does: round r releases the ranks above
 K_r up to K_{r+1} = the largest k with W_k^(r) ≥ T_r (the rank where an
 item is released about half the time; K_{r+1} = K_r if there is none). The
 rule takes the candidate with the largest K_I, the items the model releases
-(ties go to the smaller Δ0). With one round this is Weighted Gaussian's
-count, saturation included.
+(ties go to the smaller Δ0), among the candidates up to the M/T rule's
+choice (see Noise below). With one round this is Weighted Gaussian's count,
+saturation included.
 
 The sums over users come from the noisy size histogram alone (one user in
 one bin, as for the M/T rule), its users at the bin's geometric middle (the
@@ -49,6 +50,16 @@ open last bin at its lower edge, the largest candidate: such a user keeps
 p_k(n)/n^(r)·√Δ0, hardly moves with n), the counts as they are (mean-zero
 noise); the thresholds T_r are the calibrations' (data-independent). So the
 choice is post-processing of the DP histogram and public parameters.
+
+Noise. The model reads every bin, and the bins of large sizes, nearly
+empty, weigh most in it: a user of n items holds a rare item about n^a
+times as often as a user of one, so a few noise users in the top bins can
+make a large Δ0 look best on small data. The M/T rule guards against that by
+taking M two noise deviations low (``AutoPlan.proxy``); its choice also
+bounds SIPS's from above, since SIPS's later rounds read users smaller than
+the histogram's, whose weight stops growing at a smaller Δ0 while the
+thresholds grow with Δ0 as one round's do. So the rule takes the model's best
+among the candidates up to the M/T choice (``AutoPlan.proxy``).
 
 The prior. What decides Δ0 is how much of each user the early rounds take,
 which the exponent sets: a near 1 spreads the users over many rare items (a

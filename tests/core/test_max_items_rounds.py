@@ -141,3 +141,27 @@ def test_noise_beyond_the_users_picks_the_smallest_candidate(budget):
     counts = choice.size_counts([50] * 1000, np.asarray(plan.edges))
     noisy = choice.noisy_size_histogram(counts, plan.size_budget, random.Random(0))
     assert plan.choose(counts) == 1 and plan.choose(noisy) == 1
+
+
+def test_noise_in_the_empty_top_bins_cannot_push_sips_above_the_mass_over_threshold_choice():
+    # 3,001 users of 3 items (as tests/beam/test_auto_beam.py) at ρ = 5: a few noise
+    # users in the bins of 200-1000 items would hold the rare ranks far more often than
+    # 3,000 users of 3, and the model alone then takes Δ0 = 100. The M/T choice, its mass
+    # taken two noise deviations low, bounds SIPS's (fixed counts: cannot fail).
+    plan = choice.plan_auto(SIPS(max_items_per_user=choice.AutoMaxItems(
+        candidates=(1, 2, 5, 100))), ZCDPBudget(5.0, 1e-5))
+    # A draw of the noisy histogram (random.Random(1)): a user or two in the bins above 3.
+    counts = np.array([-2.0, 3, 3000, 1, 1, 1, 2, 0, 1, 1, 0, -2, 1, 1, 0])
+    unbounded = choice.AutoPlan(**{**plan.__dict__, "round_thresholds": ()})
+    assert unbounded.choose(counts) == 5
+    scores = [rounds.expected_released(counts, plan_sizes(plan), t, c)
+              for c, t in zip(plan.candidates, plan.round_thresholds)]
+    assert plan.candidates[int(np.argmax(scores))] == 100  # the model alone
+    assert plan.choose(counts) == 5
+
+
+def plan_sizes(plan):
+    """The size each bin's users are read at (as ``AutoPlan.proxy``)."""
+    lower = np.asarray(plan.edges, dtype=float)
+    upper = np.append(lower[1:] - 1.0, lower[-1])
+    return np.sqrt(lower * upper)
