@@ -148,7 +148,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
     per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
     uniformly; then sum 1 per (user, item) and add a zero for every released
     item, so each released item has exactly one count; finally add exact
-    discrete noise (see the module docstring for the calibration).
+    discrete noise (the calibration: [beam_dpsu.count_released][]'s module notes).
 
     Args:
       released: ``PCollection`` of released items (e.g. ``SelectItems``'
@@ -193,14 +193,16 @@ class CountReleased(ReadsContainers, ReleaseTransform):
     The released set reaches the workers as a side input (it must fit in a
     worker's memory, as a vocabulary does).
 
-    Example::
+    For example:
 
-        parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
-        released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
-        counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
-        # or, instead, with Δ0 chosen privately from a share of the counts' budget:
-        counter = CountReleased(released, parts.counts, max_items_per_user="auto")
-        counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
+    ```python
+    parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
+    released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
+    counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
+    # or, instead, with Δ0 chosen privately from a share of the counts' budget:
+    counter = CountReleased(released, parts.counts, max_items_per_user="auto")
+    counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
+    ```
     """
 
     def __init__(self, released, budget: Budget | ZCDPBudget,

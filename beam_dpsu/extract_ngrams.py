@@ -124,7 +124,7 @@ class ExtractNgrams(ReleaseTransform):
         each an int, or ``"auto"`` / ``max_items_choice.AutoMaxItems`` (the share and
         the candidates): at level 1 chosen privately when the pipeline runs
         (a share of the budget, default 5 %), at a level k ≥ 2 the largest
-        candidate, for free (the module docstring says why).
+        candidate, for free ([beam_dpsu.extract_ngrams][]'s module notes say why).
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.core.kgrams``).
       noise_schedule: "equal" (the same σ_k at every level, default) or a
@@ -155,6 +155,13 @@ class ExtractNgrams(ReleaseTransform):
       tokens_field: the field holding a document's tokens in order (a list,
         tuple or 1-D array of str), as in a ``(user_id, tokens)`` document;
         alone with ``privacy_unit="element"``.
+      pre_threshold: k ≥ 1 (default 1, none): a unigram is released only if at
+        least k distinct users hold it after bounding, on top of level 1's DP
+        selection, whose threshold rises by k − 1 (docs/privacy.md,
+        Pre-threshold). Level 1 only: the levels k ≥ 2 noise every valid
+        k-gram and release spurious ones, so a longer n-gram may be held by
+        fewer than k users (even none); every one is built from released
+        unigrams.
 
     Raises:
       ValueError, TypeError, InvalidRecordError: for the field arguments and
@@ -189,7 +196,8 @@ class ExtractNgrams(ReleaseTransform):
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
                  non_private_stats: bool = False, privacy_unit: str = "user_id",
                  progress_logger: str | None = None, accountant=None,
-                 user_field: str | None = None, tokens_field: str | None = None):
+                 user_field: str | None = None, tokens_field: str | None = None,
+                 pre_threshold: int = 1):
         super().__init__(label)
         # A tight split's part is made for one SelectItems mechanism, never for DPNE.
         checks.no_tight_part(budget, "ExtractNgrams")
@@ -197,7 +205,7 @@ class ExtractNgrams(ReleaseTransform):
         self.fields = input_fields(self.privacy_unit, user_field, tokens_field=tokens_field)
         self.progress_logger = progress_logger
         self.params = NgramParameters(max_n, max_items_per_user, eta, pruning, noise_schedule,
-                                      level1, alpha, seed)
+                                      level1, alpha, seed, pre_threshold)
         self.budget = budget
         # Everything the privacy guarantee rests on is fixed here: with Δ_1
         # "auto", the budget split and DPNE at every candidate Δ_1.

@@ -16,7 +16,8 @@ import apache_beam as beam
 
 from beam_dpsu.core import max_items_choice
 
-from beam_dpsu.core import checks
+from beam_dpsu.core import checks, pre_threshold_calibration
+from beam_dpsu.core import pre_threshold as pre_threshold_rule
 from beam_dpsu.core.checks import ParameterError
 
 from beam_dpsu.core import policies
@@ -29,7 +30,7 @@ from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismCon
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
-from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
+from beam_dpsu.beam.release_guard import LOG, ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.core.report import selection_report
 from beam_dpsu.core.calibration import KeepProbabilityCalibration
 from beam_dpsu.beam.noisy_threshold import KeepWithProbability, NoisyThreshold
@@ -66,6 +67,14 @@ class SelectItems(ReadsContainers, ReleaseTransform):
     nothing else. Write it with ``beam_dpsu.WriteReleased`` (sorted lines in
     hash-chosen shards), never with ``WriteToText``, whose line order follows
     the input and the histogram's insertion order.
+
+    An item's identity is its Python value: two items are one when they are
+    equal (``==``). So ``"cat"`` and ``b"cat"`` are two items, counted and
+    released apart (``numpy.str_``/``numpy.bytes_`` items are plain ``str``/
+    ``bytes``). Give every item one type: a released set holding both
+    ``str`` and ``bytes`` items cannot be written (``WriteReleased`` refuses
+    it with a ``ValueError`` before writing any file, as ``"cat"`` and
+    ``b"cat"`` would be the same line); decode bytes (or encode str) first.
 
     One object is one release: it spends its whole budget once, so applying
     the same ``SelectItems`` a second time (in this or another pipeline) is
@@ -107,6 +116,12 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         count) pairs, e.g. counted from a public corpus in the same pipeline
         (a side input); only with ``GreedyWithoutSampling(public_order=True)``
         that holds no mapping of its own.
+      pre_threshold: k ≥ 1 (default 1, none): on top of the DP selection, an
+        item is released only if at least k distinct users hold it after
+        bounding (per round for SIPS), as PipelineDP's and Google's
+        ``pre_threshold``. Same budget: the release thresholds rise by
+        k − 1 times the largest weight one user gives an item (truncated
+        geometric keeps with π(n − (k − 1))); docs/privacy.md, Pre-threshold.
 
     Raises:
       ValueError: field arguments that do not fit together or with
@@ -117,19 +132,21 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         the pipeline is built) or from an element, or a bad element (when it
         runs). The message names the field, never a value.
 
-    Example::
+    For example:
 
-        released = pairs | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5))
-        # or, with one element per document:
-        released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
-                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
-        # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
-        released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
-                                      user_field="author", items_field="words")
-        # or, when each document is one person's only one:
-        released = (docs | beam.Map(lambda d: d["text"].split())
-                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
-                                  privacy_unit="element"))
+    ```python
+    released = pairs | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5))
+    # or, with one element per document:
+    released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
+                | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
+    # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
+    released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                                  user_field="author", items_field="words")
+    # or, when each document is one person's only one:
+    released = (docs | beam.Map(lambda d: d["text"].split())
+                | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                              privacy_unit="element"))
+    ```
     """
 
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
@@ -137,7 +154,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                  privacy_unit: str = "user_id", accountant=None,
                  non_private_stats: bool = False, user_field: str | None = None,
                  item_field: str | None = None, items_field: str | None = None,
-                 public_counts=None):
+                 public_counts=None, pre_threshold: int = 1):
         super().__init__(label)
         checks.instance("mechanism", mechanism, MechanismConfig,
                         "a beam_dpsu mechanism config")
@@ -151,23 +168,27 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
                                    items_field=items_field)
         checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
+        self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
         # pipeline runs; every candidate's selection is calibrated now.
         self.auto_plan = None
         self._auto_branches: list = []
         self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
-            self.auto_plan = max_items_choice.plan_auto(mechanism, budget)
+            self.auto_plan = max_items_choice.plan_auto(mechanism, budget, self.pre_threshold)
             # One selection per candidate Δ0, each on one merged record per user.
             self._auto_branches = [
                 SelectItems(max_items_choice.with_max_items(mechanism, c),
                             self.auto_plan.selection_budget,
                             seed=seed, hot_key_fanout=hot_key_fanout, privacy_unit="element",
-                            non_private_stats=non_private_stats, public_counts=public_counts)
+                            non_private_stats=non_private_stats, public_counts=public_counts,
+                            pre_threshold=self.pre_threshold)
                 for c in self.auto_plan.candidates]
             self.calibration = None
         else:
-            self.calibration = mechanism.calibrate(budget)
+            self.calibration = pre_threshold_calibration.calibrate(mechanism, budget,
+                                                                   self.pre_threshold)
+            _log_pre_threshold(mechanism, budget, self.calibration)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
@@ -187,8 +208,11 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         auto_calibrations = {} if self.auto_plan is None else {
             c: branch.calibration
             for c, branch in zip(self.auto_plan.candidates, self._auto_branches)}
-        return selection_report(self.mechanism, self.budget, self.calibration, self.auto_plan,
-                                auto_calibrations, self.seed, self.privacy_unit)
+        report = selection_report(self.mechanism, self.budget, self.calibration,
+                                  self.auto_plan, auto_calibrations, self.seed,
+                                  self.privacy_unit)
+        report["pre_threshold"] = self.pre_threshold
+        return report
 
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
@@ -226,7 +250,8 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                     occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed))
             histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
                 mechanism.item_weight, mechanism.max_items_per_user, self.seed,
-                hot_key_fanout=self.hot_key_fanout, elements=by_element)
+                hot_key_fanout=self.hot_key_fanout, elements=by_element,
+                pre_threshold=self.pre_threshold)
             # The histogram comes as one dict per shard: each is decided whole.
             if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
                 return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
@@ -234,6 +259,18 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(self.calibration,
                                                                              self.seed)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
+
+
+def _log_pre_threshold(mechanism, budget, calibration) -> None:
+    """With a pre-threshold, says when the transform is built what it costs: the weight
+    an item needs for an even chance of release, without and with it (a pre-threshold
+    never makes a release certainly empty: ``beam_dpsu.core.pre_threshold``)."""
+    if calibration.pre_threshold == 1:
+        return
+    LOG.info("SelectItems (%s): %s; the weight an item needs to be released with "
+             "probability 1/2 rises from %.6g to %.6g", mechanism.name,
+             pre_threshold_rule.describe_pre_threshold(calibration.pre_threshold),
+             mechanism.calibrate(budget).weight_threshold(), calibration.weight_threshold())
 
 
 def _check_public_counts(public_counts, mechanism):
@@ -309,5 +346,6 @@ class _SequentialSelection(beam.PTransform):
                 | "PolicyHistogram" >> SequentialPolicyHistogram(
                     update, self._calibration.cutoff, self._key, m.shards,
                     item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
-                    seed=None if sample_elements is None else self._seed)
+                    seed=None if sample_elements is None else self._seed,
+                    pre_threshold=self._calibration.pre_threshold)
                 | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))

@@ -17,7 +17,8 @@ from pipelines.flags import JobArgumentParser, boolean, flags, int_or_auto
 from pipelines.io.formats import FORMAT_HELP
 from pipelines.settings import MAX_NUM_SHARDS
 
-__all__ = ["add_input_arguments", "add_mechanism_arguments", "add_budget_arguments",
+__all__ = ["add_input_arguments", "add_mechanism_arguments", "add_pre_threshold_argument",
+           "add_budget_arguments",
            "add_output_arguments", "add_overwrite_argument", "add_non_private_stats_argument",
            "add_counts_arguments"]
 
@@ -97,6 +98,17 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
     g.add_argument(*flags("hot-key-fanout"), type=int, metavar="N",
                    help="fan-out of the per-item sum, for very skewed data on large runners "
                         "(default: none)")
+    if not several:
+        add_pre_threshold_argument(g, "an item")
+
+
+def add_pre_threshold_argument(group, what: str) -> None:
+    """--pre-threshold K: on top of the DP selection, release only what ≥ K users hold."""
+    group.add_argument(*flags("pre-threshold"), type=int, default=1, metavar="K",
+                       help=f"release {what} only if at least K distinct users hold it after "
+                            "bounding, on top of the DP selection, at the same budget (its "
+                            "release threshold rises by K − 1; README 'Pre-threshold'); "
+                            "default: 1, none")
 
 
 def _add_public_input_arguments(g) -> None:

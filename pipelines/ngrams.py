@@ -46,13 +46,13 @@ from pipelines import settings
 from pipelines.errors import UsageError, flag_errors
 from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_non_private_stats_argument,
-                                   add_output_arguments)
+                                   add_output_arguments, add_pre_threshold_argument)
 from pipelines.flags import JobArgumentParser, flags, int_or_auto, parse_job_args
 from pipelines.input_flags import resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.job_files import WriteJson, read_json
-from pipelines.job_runner import run_job
+from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
@@ -127,6 +127,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
                         "dpsu-single (one length, --single-n)")
     g.add_argument(*flags("single-n"), type=int, metavar="N",
                    help="dpsu-single: the one n-gram length to release")
+    add_pre_threshold_argument(g, "a single word (level 1; --method dpne)")
     add_budget_arguments(parser)
     add_counts_arguments(parser, "the largest --max-items-per-user")
     add_output_arguments(parser, "ngrams")
@@ -152,10 +153,14 @@ def parse_args(argv, prog: str = PROG):
             return ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
                                  args.pruning, args.noise_decay, args.level1, args.alpha,
                                  seed=args.seed, non_private_stats=args.non_private_stats,
-                                 privacy_unit=privacy_unit, progress_logger=LOG.name)
+                                 privacy_unit=privacy_unit, progress_logger=LOG.name,
+                                 pre_threshold=args.pre_threshold)
         with flag_errors():
             transform = dpne_checked(dpne, args)  # bad parameters fail before reading input
     else:
+        if args.pre_threshold != 1:
+            raise UsageError(f"--pre-threshold applies to --method dpne only, not "
+                             f"{args.method}")
         if _has_auto(args.max_items_per_user):
             raise UsageError(f"--method {args.method} takes a fixed int "
                              "--max-items-per-user, not auto")
@@ -351,7 +356,7 @@ def run_prepared(job) -> str:
                  f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
                  f"{args.method} under {describe_budget(transform.budget)}"
                  + (" (the selection's part)" if args.budget_parts is not None else ""))
-    with beam.Pipeline(options=job.options) as pipeline:
+    with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, transform, staging_of(job))
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")

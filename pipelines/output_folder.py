@@ -11,11 +11,22 @@ one step); a failed or interrupted run removes the sibling. Remote outputs
 Refused before anything is written: an ``--output`` that is empty, blank or
 the root folder; one that holds files, unless ``--overwrite`` (and then one
 that holds an input or the working folder); a file; an unwritable place.
+
+A run that cannot clean up (killed by SIGKILL, a crash of the machine) leaves
+its hidden sibling behind. A local run holds an exclusive lock (``flock``) on
+its sibling while it lives, taken before the sibling gets its name, so a later
+run into the same ``--output`` tells a left-over sibling (no live lock) from
+one another run is writing: it removes the left-over and says so in a
+warning line, and names one it cannot remove or tell (in use, or locks not
+supported); it names an old folder left aside by a run killed while it put
+its output in place (``.NAME.beam_dpsu-old-<hex>``) without touching it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
 import re
 import shutil
@@ -31,6 +42,12 @@ __all__ = ["prepare_output", "check_names_a_folder", "written_whole", "run_with_
            "staging_of", "STAGING"]
 
 STAGING = ".beam_dpsu-staging-"
+# The other hidden siblings: a staging folder being created (it is locked, then renamed
+# to its STAGING name) and an old folder moved aside while a new one is put in place.
+_STARTING = ".beam_dpsu-starting-"
+_OLD = ".beam_dpsu-old-"
+
+_LOG = logging.getLogger("pipelines")
 
 # A writer's temporary file (``<name>.tmp-<32 hex>…``), renamed when complete; one
 # left behind by a worker that died before its rename (its bundle was retried
@@ -47,6 +64,55 @@ def _sibling(folder: str, kind: str = STAGING) -> str:
     parent, name = folder.rstrip("/").rsplit("/", 1) if "/" in folder.rstrip("/") \
         else (".", folder.rstrip("/"))
     return f"{parent}/.{name}{kind}{uuid.uuid4().hex[:12]}"
+
+
+def _locked(path: str) -> int | None:
+    """An open descriptor of the folder ``path`` holding an exclusive ``flock`` on it;
+    None when another process holds one (BlockingIOError) or the filesystem has none."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _clear_left_siblings(path: str) -> None:
+    """Removes the staging siblings of the local folder ``path`` that no live run holds
+    (left by a killed run), and names the others, in warning lines."""
+    parent, name = os.path.split(path)
+    pattern = re.compile(rf"\.{re.escape(name)}({re.escape(STAGING)}|{re.escape(_OLD)})"
+                         r"[0-9a-f]{12}")
+    try:
+        siblings = sorted(n for n in os.listdir(parent) if pattern.fullmatch(n))
+    except OSError:
+        return  # no parent yet (or unreadable): nothing to find
+    for sibling in siblings:
+        where = os.path.join(parent, sibling)
+        if pattern.fullmatch(sibling).group(1) == _OLD:  # type: ignore[union-attr]
+            _LOG.warning(f"warning: {where} holds a folder moved aside by an earlier run "
+                         "killed while it put its output in place; check it and remove it")
+            continue
+        try:
+            fd = _locked(where)
+        except OSError:
+            continue  # gone meanwhile, or not a folder
+        if fd is None:
+            _LOG.warning(f"warning: {where} is a staging folder that another run into the "
+                         "same --output may be writing (locked, or locks unsupported); "
+                         "left as it is")
+            continue
+        try:
+            shutil.rmtree(where)
+            _LOG.warning(f"warning: removed {where}, a staging folder left by an earlier run "
+                         "that did not finish (killed?)")
+        except OSError as exc:
+            _LOG.warning(f"warning: {where} is a staging folder left by an earlier run that "
+                         f"did not finish; it cannot be removed ({exc.strerror or exc}): "
+                         "remove it")
+        finally:
+            os.close(fd)
 
 
 def _refuse_used(folder: str) -> None:
@@ -90,11 +156,19 @@ class _LocalOutput:
             self._check_replaceable(inputs)
         parent = os.path.dirname(self._path)
         self._created = _missing_ancestor(parent)  # removed again if the run fails
+        _clear_left_siblings(self._path)
         self.staging = _sibling(self._path)
+        self._lock: int | None = None  # held while the run lives (see the module docstring)
+        starting = _sibling(self._path, _STARTING)
         try:
             os.makedirs(parent, exist_ok=True)
-            os.mkdir(self.staging)
+            os.mkdir(starting)
+            self._lock = _locked(starting)
+            os.rename(starting, self.staging)
         except OSError as exc:
+            self._unlock()
+            with contextlib.suppress(OSError):
+                os.rmdir(starting)
             reason = exc.strerror or type(exc).__name__
             blocker = _existing_ancestor(parent)
             if blocker and not os.path.isdir(blocker):
@@ -112,7 +186,18 @@ class _LocalOutput:
                 raise UsageError(f"--output {self.folder} holds the input {f}; --overwrite "
                                  "would remove it: choose another --output")
 
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
     def commit(self) -> None:
+        try:
+            self._commit()
+        finally:
+            self._unlock()
+
+    def _commit(self) -> None:
         for name in os.listdir(self.staging):
             if _LEFTOVER_TEMPORARY.search(name):
                 os.remove(os.path.join(self.staging, name))
@@ -123,7 +208,7 @@ class _LocalOutput:
                 if _swap_folders(self.staging, self._path):
                     shutil.rmtree(self.staging, ignore_errors=True)  # now the old folder
                     return
-                old = _sibling(self._path, ".beam_dpsu-old-")
+                old = _sibling(self._path, _OLD)
                 os.rename(self._path, old)
                 try:
                     os.rename(self.staging, self._path)
@@ -139,6 +224,7 @@ class _LocalOutput:
 
     def discard(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
+        self._unlock()
         self._remove_created()
 
     def _remove_created(self) -> None:

@@ -14,10 +14,12 @@ import difflib
 import math
 
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
-from beam_dpsu.core import hashing, max_items_choice, mechanisms
+from beam_dpsu.core import hashing, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.pre_threshold import check_pre_threshold
+from beam_dpsu.core.pre_threshold_calibration import with_pre_threshold
 from beam_dpsu.core.report import dp_equivalents
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
@@ -62,23 +64,32 @@ def require_selection_delta(delta: float) -> None:
 
 
 def describe_budget(budget, equivalents=None) -> str:
-    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)``.
+    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (by the zCDP conversion:
+    ≈ (ε = 1.91, δ = 2e-05)-DP)``.
 
     ``equivalents``: the report's ``dp_equivalents`` for this budget, if any;
-    their ε at δ′ = 2δ is stated (exact for Gaussian mechanisms, smaller than
-    the zCDP conversion's), else the zCDP conversion (dp-sips Corollary 9).
+    their ε at δ′ = 2δ is stated, labelled "by the mechanism's privacy curve"
+    (exact for Gaussian mechanisms, smaller than the zCDP conversion's), else
+    the zCDP conversion's (dp-sips Corollary 9), labelled so: the job's start
+    line (before the mechanism is calibrated) and its summary may state two ε
+    for one budget, each saying where it comes from.
     """
     if isinstance(budget, ZCDPBudget):
         text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
         if 2 * budget.delta < 1:
+            converted = budget.to_dp(2 * budget.delta).epsilon
+            # A report that states only the conversion (e.g. under auto, where the
+            # mechanism's curve depends on the chosen Δ0) is labelled as the conversion.
             exact = [e for e in equivalents or ()
-                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)]
-            epsilon = (exact[0]["epsilon"] if exact
-                       else budget.to_dp(2 * budget.delta).epsilon)
-            text += f" (≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
+                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)
+                     and not math.isclose(e["epsilon"], converted, rel_tol=1e-12)]
+            if exact:
+                epsilon, source = exact[0]["epsilon"], "by the mechanism's privacy curve"
+            else:
+                epsilon, source = converted, "by the zCDP conversion"
+            text += f" ({source}: ≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
         return text
     return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"
-
 
 
 # -- mechanism ---------------------------------------------------------------------------
@@ -116,14 +127,17 @@ def mechanism_from_args(args, name: str | None = None,
         return mechanisms.mechanism_from_name(name, ignore_unused, **params)
 
 
-def check_calibrates(mechanism, budget) -> None:
-    """Calibrates ``mechanism`` under ``budget`` now, so bad parameters fail before anything
-    runs; with --max-items-per-user auto, every candidate Δ0 (``max_items_choice.plan_auto``)."""
+def check_calibrates(mechanism, budget, pre_threshold: int = 1) -> None:
+    """Calibrates ``mechanism`` under ``budget`` now (with a pre-threshold k), so bad
+    parameters fail before anything runs; with --max-items-per-user auto, every
+    candidate Δ0 (``max_items_choice.plan_auto``)."""
+    check_pre_threshold(pre_threshold)
     try:
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
-            max_items_choice.plan_auto(mechanism, budget)
+            max_items_choice.plan_auto(mechanism, budget, pre_threshold)
         else:
-            calibration = calibrate(mechanism, budget)
+            calibration = with_pre_threshold(calibrate(mechanism, budget), mechanism,
+                                             pre_threshold)
             mu = getattr(calibration, "gaussian_mu", None)
             if mu is not None:
                 # The report states these: computed now, they fail now if they can't.
@@ -150,11 +164,14 @@ def calibrate(mechanism, budget):
         if exc.param != "delta":
             raise
         d0 = mechanism.max_items_per_user
+        margin = thresholds.truncated_geometric_float_margin(budget.epsilon / d0,
+                                                             budget.delta / d0)
         raise FlagMessage(
             f"truncated-geometric: delta per item = delta/{{max_items_per_user}} "
             f"{budget.delta / d0:g} is too small for float64 keep probabilities at epsilon per "
-            f"item = {budget.epsilon / d0:g} (it must exceed 2**-49 * e**(epsilon per item)); "
-            "raise {delta}, lower {epsilon} or lower {max_items_per_user}") from None
+            f"item = {budget.epsilon / d0:g} (it must be at least twice their float error "
+            f"margin, {margin:.3g}); raise {{delta}}, lower {{epsilon}} or lower "
+            "{max_items_per_user}") from None
 
 
 def tokenizer_from_args(args) -> Tokenizer:

@@ -47,7 +47,7 @@ from pipelines.input_flags import check_public_input, resolve_input
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.job_files import WriteJson, read_json
-from pipelines.job_runner import run_job
+from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
@@ -118,7 +118,8 @@ def parse_args(argv, prog: str = PROG):
     parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
     with flag_errors():
-        check_calibrates(mechanism, budget if parts is None else parts.selection)
+        check_calibrates(mechanism, budget if parts is None else parts.selection,
+                         args.pre_threshold)
     check_counts(parts, counts_max_items(args))
     check_num_shards(args)
     if args.public_input and not isinstance(mechanism, mechanisms.GreedyWithoutSampling):
@@ -197,7 +198,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,
-                         public_counts=public_counts)
+                         public_counts=public_counts, pre_threshold=args.pre_threshold)
     released = selected | "SelectItems" >> select
     # Finally write the released items, sorted, their counts, and the report. All
     # depend on the released set, its noisy counts and the parameters only (raw
@@ -279,7 +280,7 @@ def run_prepared(job) -> str:
     progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
                  f"({args.input}); releasing items with {mechanism.name} under "
                  f"{describe_budget(job.budget)}")
-    with beam.Pipeline(options=job.options) as pipeline:
+    with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, mechanism, job.budget, staging_of(job))
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
@@ -297,10 +298,15 @@ def run_prepared(job) -> str:
     # Gaussian mechanisms); with counts they state the total's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
     chosen = report.get("chosen_max_items_per_user")
+    fixed = report.get("mechanism", {}).get("max_items_per_user")
     default = "mechanism" in getattr(args, "job_defaults", {})
+    pre_threshold = report.get("pre_threshold", 1)
+    settings = ([f"max items per user {chosen:,}, chosen privately"] if chosen is not None
+                else [f"max items per user {fixed:,}"] if isinstance(fixed, int) else [])
+    settings += [f"pre-threshold {pre_threshold:,}"] if pre_threshold > 1 else []
     return (f"released {plural(released, 'item')} with {mechanism.name}"
             + (" (the default)" if default else "")
-            + ("" if chosen is None else f" (max items per user {chosen:,}, chosen privately)")
+            + (f" ({', '.join(settings)})" if settings else "")
             + " under "
             f"{describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")

@@ -168,12 +168,15 @@ class BlockHistogramFn(beam.DoFn):
     bundle are added up per item and flushed at ``max_keys`` items (bounding
     a worker's memory) and at the bundle's end. The input has one element per
     user before blocking (after the ``GroupByKey``, or one element per
-    person), so each user is bounded once.
+    person), so each user is bounded once. With ``count_holders`` the sums are
+    (Σ weights, users holding it) pairs, for a pre-threshold.
     """
 
-    def __init__(self, level_sums, max_keys: int = PARTIAL_HISTOGRAM_KEYS):
+    def __init__(self, level_sums, max_keys: int = PARTIAL_HISTOGRAM_KEYS,
+                 count_holders: bool = False):
         self._level_sums = level_sums
         self._max_keys = max_keys
+        self._count_holders = count_holders
         self._partial: dict = {}
         self._rng = None
 
@@ -186,8 +189,15 @@ class BlockHistogramFn(beam.DoFn):
     def process(self, block, *side_inputs):
         partial = self._partial
         get = partial.get
-        for item, weight in self._level_sums(pickle.loads(block), *side_inputs, rng=self._rng):
-            partial[item] = get(item, 0.0) + weight
+        sums = self._level_sums(pickle.loads(block), *side_inputs, rng=self._rng)
+        if self._count_holders:
+            for item, (weight, holders) in sums:
+                so_far = get(item)
+                partial[item] = ((weight, holders) if so_far is None
+                                 else (so_far[0] + weight, so_far[1] + holders))
+        else:
+            for item, weight in sums:
+                partial[item] = get(item, 0.0) + weight
         if len(partial) >= self._max_keys:
             yield from self._flush()
 

@@ -13,6 +13,12 @@ summed per shard (``merge_histograms``) and noised whole: one element per
 (bundle flush, shard). A worker then holds one flush, and one shard's sum:
 1/64 of the distinct items.
 Only items some user holds ever get a key.
+
+With a pre-threshold k (``beam_dpsu.core.pre_threshold``) each shard's dict
+travels with a second dict, the number of users holding each item
+(``count_holders``): (shard, ({item: weight}, {item: holders})), merged per
+shard by ``merge_histograms_with_holders``; ``HeldByAtLeast`` then keeps the
+items with ≥ k holders, as (shard, {item: weight}) again, for the noise.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from beam_dpsu.beam.windowing import in_global_window, require_global_window
 # SampledWeightedHistogram is internal (it trusts its input's items to be
 # distinct), so it is not exported.
 __all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "WeightedHistogram",
-           "shard_of_item", "split_by_shard", "merge_histograms"]
+           "shard_of_item", "split_by_shard", "merge_histograms", "split_with_holders",
+           "merge_histograms_with_holders", "HeldByAtLeast"]
 
 # The most entries a bundle's partial histogram holds before it is flushed
 # (``WeightedHistogramBuilder.entries``, about 100 bytes each: ~25 MB per
@@ -78,6 +85,45 @@ def merge_histograms(shard_histograms) -> tuple:
     return shard, _MergeItemCountsFn().merge_accumulators(histograms)
 
 
+def split_with_holders(histogram: dict, holders: dict, shards: int) -> dict:
+    """{item: weight} and {item: holders} → {shard: ({item: weight}, {item: holders})}."""
+    return {shard: (part, {item: holders[item] for item in part})
+            for shard, part in split_by_shard(histogram, shards).items()}
+
+
+def merge_histograms_with_holders(shard_parts) -> tuple:
+    """(shard, (weights, holders) pairs) → (shard, (Σ weights, Σ holders) per item)."""
+    shard, parts = shard_parts
+    weights, holders = _MergeItemCountsFn(), _MergeItemCountsFn()
+    merged_weights: dict = {}
+    merged_holders: dict = {}
+    for part_weights, part_holders in parts:
+        merged_weights = weights.add_input(merged_weights, part_weights)
+        merged_holders = holders.add_input(merged_holders, part_holders)
+    return shard, (merged_weights, merged_holders)
+
+
+def _held_by_at_least(shard_parts, pre_threshold: int) -> tuple:
+    shard, (weights, holders) = shard_parts
+    return shard, {item: weight for item, weight in weights.items()
+                   if holders[item] >= pre_threshold}
+
+
+class HeldByAtLeast(beam.PTransform):
+    """(shard, ({item: weight}, {item: holders})) → (shard, {item: weight}) of the items
+    held by at least k users: the eligibility of a pre-threshold k
+    (``beam_dpsu.core.pre_threshold``). Their weights are untouched: the noise and
+    the raised threshold ρ_k decide next."""
+
+    def __init__(self, pre_threshold: int):
+        super().__init__()
+        self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 2)
+
+    def expand(self, shard_parts):
+        return shard_parts | "KeepHeldByAtLeastK" >> beam.Map(_held_by_at_least,
+                                                               self._pre_threshold)
+
+
 class PartialHistogramFn(beam.DoFn):
     """Sums the users of a bundle into one partial histogram, emitted per item
     (or, with ``shards``, as one dict per shard of the items).
@@ -86,10 +132,11 @@ class PartialHistogramFn(beam.DoFn):
     """
 
     def __init__(self, item_weight: Callable[[int], float], max_keys: int,
-                 shards: int | None = None):
+                 shards: int | None = None, count_holders: bool = False):
         self._item_weight = item_weight
         self._max_keys = max_keys
         self._shards = shards
+        self._count_holders = count_holders
         self._partial = None
 
     def start_bundle(self):
@@ -110,6 +157,9 @@ class PartialHistogramFn(beam.DoFn):
         self._partial = policies.WeightedHistogramBuilder(self._item_weight)
         if self._shards is None:
             return map(in_global_window, partial.histogram().items())
+        if self._count_holders:
+            return map(in_global_window, split_with_holders(
+                partial.histogram(), partial.holders(), self._shards).items())
         return map(in_global_window, split_by_shard(partial.histogram(), self._shards).items())
 
 
@@ -167,8 +217,8 @@ class _SampleAndSumFn(PartialHistogramFn):
     """
 
     def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str,
-                 shards: int, elements: bool = False):
-        super().__init__(item_weight, max_keys, shards)
+                 shards: int, elements: bool = False, count_holders: bool = False):
+        super().__init__(item_weight, max_keys, shards, count_holders)
         self._sample = UserSampler(max_items, seed, salt)
         self._elements = elements
 
@@ -208,20 +258,23 @@ class SampledWeightedHistogram(beam.PTransform):
     ``salt`` separates seeded samples of several rounds. Its output is
     a histogram split by ``shard_of_item`` into ``HISTOGRAM_SHARDS`` dicts
     (times ``hot_key_fanout``, if set; noise it with ``NoisyThreshold.per_shard``
-    or ``KeepWithProbability.per_shard``).
+    or ``KeepWithProbability.per_shard``). With ``pre_threshold`` k ≥ 2 only the
+    items held by at least k sampled users are in it (``HeldByAtLeast``).
     """
 
     def __init__(self, item_weight: Callable[[int], float], max_items_per_user: int,
                  seed: int | None = None, salt: str = "", hot_key_fanout: int | None = None,
-                 elements: bool = False):
+                 elements: bool = False, pre_threshold: int = 1):
         super().__init__()
         checks.at_least("max_items_per_user", max_items_per_user, 1)
         checks.optional_integer("hot_key_fanout", hot_key_fanout)
+        self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
         warn_if_seeded(checks.seed(seed), "SampledWeightedHistogram")
         # The fan-out spreads the sum over more shards (fewer items each).
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
                                    checks.seed(seed), salt,
-                                   HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements)
+                                   HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements,
+                                   count_holders=self._pre_threshold > 1)
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")
@@ -229,7 +282,11 @@ class SampledWeightedHistogram(beam.PTransform):
         # its 64 keys' sums until the bundle ends (it evicts by key count),
         # so a worker would hold every distinct item of its bundle; this way
         # each flush leaves the worker, and a shard's sum is built once.
-        return (user_items
-                | "SampleAndSumPerBundle" >> beam.ParDo(self._fn)
-                | "GroupShards" >> beam.GroupByKey()
-                | "SumPerShard" >> beam.Map(merge_histograms))
+        partial_sums = (user_items
+                        | "SampleAndSumPerBundle" >> beam.ParDo(self._fn)
+                        | "GroupShards" >> beam.GroupByKey())
+        if self._pre_threshold == 1:
+            return partial_sums | "SumPerShard" >> beam.Map(merge_histograms)
+        return (partial_sums
+                | "SumPerShard" >> beam.Map(merge_histograms_with_holders)
+                | "PreThreshold" >> HeldByAtLeast(self._pre_threshold))

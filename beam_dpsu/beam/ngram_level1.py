@@ -72,19 +72,43 @@ class Level1(beam.PTransform):
                         | "SampleItemsPerUser" >> SampleEachUser(max_items, seed, "level1")
                         | "PolicyHistogram" >> SequentialPolicyHistogram(
                             policies.l2_descent, level1.cutoff, key,
-                            item_shards=HISTOGRAM_SHARDS)
+                            item_shards=HISTOGRAM_SHARDS,
+                            pre_threshold=level1.pre_threshold)
                         | "NoisyThreshold" >> NoisyThreshold.per_shard(level1, seed, "level1"))
         else:
-            histogram = (users
-                         | "SumUsersPerBundle" >> beam.ParDo(BlockHistogramFn(
-                             functools.partial(docblocks.level1_sums,
-                                               max_items=max_items,
-                                               item_weight=policies.weighted_gaussian_weight,
-                                               seed=seed, salt="level1")))
-                         | "SumPerItem" >> beam.CombinePerKey(sum))  # (token, Σ weights)
+            k = level1.pre_threshold
+            sums = users | "SumUsersPerBundle" >> beam.ParDo(BlockHistogramFn(
+                functools.partial(docblocks.level1_sums, max_items=max_items,
+                                  item_weight=policies.weighted_gaussian_weight,
+                                  seed=seed, salt="level1", count_holders=k > 1),
+                count_holders=k > 1))
+            if k == 1:
+                histogram = sums | "SumPerItem" >> beam.CombinePerKey(sum)  # (token, Σ weights)
+            else:
+                # A pre-threshold: only tokens held by ≥ k sampled users are noised.
+                histogram = (sums
+                             | "SumPerItem" >> beam.CombinePerKey(_sum_weights_and_holders)
+                             | "PreThreshold" >> beam.FlatMap(_held_by_at_least, k)
+                             )  # (token, Σ weights) of tokens with ≥ k holders
             released = histogram | "NoisyThreshold" >> NoisyThreshold(level1, seed, "level1")
         return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
             typing.Any)
+
+
+def _sum_weights_and_holders(parts) -> tuple:
+    """(weight, holders) pairs → their sums (a combiner: its output is one of its inputs)."""
+    weight, holders = 0.0, 0
+    for part_weight, part_holders in parts:
+        weight += part_weight
+        holders += part_holders
+    return weight, holders
+
+
+def _held_by_at_least(token_sums, pre_threshold: int):
+    """(token, (weight, holders)) → (token, weight) if it has ≥ k holders."""
+    token, (weight, holders) = token_sums
+    if holders >= pre_threshold:
+        yield token, weight
 
 
 def block_size_counts(block: bytes, edges: tuple) -> np.ndarray:

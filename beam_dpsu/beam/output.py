@@ -33,8 +33,11 @@ character. Items without these characters are written as their own text.
 The escaping is reversible: ``unescape(line)`` (``as_bytes=True`` for bytes
 items), ``parse_count_line``, and ``read_released`` / ``read_counts``, which
 read the shards back. Distinct str items give distinct lines, and so do
-distinct bytes items; a set mixing str and bytes items that decode alike would
-write the same line twice: release one type per set.
+distinct bytes items; but a str item and a bytes item that decode alike
+(``"cat"`` and ``b"cat"``) would be the same line. So a release holds one
+type: a set mixing str and bytes items (or tokens, in n-grams) is refused with
+a ``ValueError`` before any shard is written (which types a released set
+holds is a function of the set alone).
 
 Parquet (``format="parquet"``): the same shards, holding the same items in the
 same order, each written as one ``.parquet`` file with pyarrow under a fixed
@@ -66,7 +69,7 @@ from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.input_types import RELEASED, ReadsContainers
 from beam_dpsu.beam.windowing import require_global_window
 
-__all__ = ["release_order", "format_released", "format_count_line", "unescape",
+__all__ = ["MIXED_TYPES", "release_order", "format_released", "format_count_line", "unescape",
            "parse_count_line", "read_released", "read_counts", "shard_path", "WriteReleased",
            "FORMATS", "parquet_schema", "WriteReleasedCounts"]
 
@@ -241,6 +244,44 @@ def read_counts(source: str | Iterable[str], as_bytes: bool = False,
     return [parse_count_line(line, as_bytes, ngrams) for line in _lines(source)]
 
 
+MIXED_TYPES = ("the released set holds both str and bytes items, which one release cannot "
+               "hold: a str item and a bytes item of the same text would be the same line "
+               "(or value); release one type per set: decode the bytes items (or encode the "
+               "str ones) before selecting")
+
+
+def _item_types(value: Any) -> set:
+    """The types (``str``, ``bytes``) of an item's text: its own, or its tokens'."""
+    if isinstance(value, str):
+        return {str}
+    if isinstance(value, bytes):
+        return {bytes}
+    if isinstance(value, tuple):
+        return set().union(*map(_item_types, value))
+    return set()
+
+
+class _ItemTypesFn(beam.CombineFn):
+    """The types of text (``str``, ``bytes``) the elements' sort keys hold, over a set."""
+
+    def __init__(self, sort_key):
+        self._sort_key = sort_key
+
+    def create_accumulator(self):
+        return set()
+
+    def add_input(self, types, element):
+        if len(types) < 2:  # both found: nothing more to learn
+            types |= _item_types(self._sort_key(element))
+        return types
+
+    def merge_accumulators(self, accumulators):
+        return set().union(*accumulators)
+
+    def extract_output(self, types):
+        return frozenset(types)
+
+
 def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) -> str:
     """``prefix-SSSSS-of-NNNNN suffix``, Beam's default shard name template."""
     return f"{file_path_prefix}-{shard:05d}-of-{num_shards:05d}{suffix}"
@@ -256,7 +297,9 @@ class _WriteShardFn(beam.DoFn):
         self._format_line = format_line
         self._sort_key = sort_key
 
-    def process(self, shard_elements):
+    def process(self, shard_elements, item_types=frozenset()):
+        if len(item_types) > 1:  # every shard refuses, before writing anything
+            raise ValueError(MIXED_TYPES)
         shard, grouped = shard_elements
         elements = sorted(grouped["elements"], key=lambda e: release_order(self._sort_key(e)))
         content = self._encode(elements)
@@ -382,6 +425,8 @@ class WriteReleased(ReadsContainers, beam.PTransform):
 
     Raises:
       ParameterError: a bad ``format``, or ``format_line`` with Parquet.
+      ValueError: when it runs, a released set mixing str and bytes items (see
+        the module docstring); no shard is written.
     """
 
     _counts = False  # WriteReleasedCounts: (item, count) pairs
@@ -413,10 +458,14 @@ class WriteReleased(ReadsContainers, beam.PTransform):
         # Every shard exists, empty or not, so the file count is fixed.
         shards = (released.pipeline
                   | "AllShards" >> beam.Create([(i, None) for i in range(num_shards)]))
+        # The types of the whole set, so that a set mixing str and bytes is refused
+        # before any shard is written.
+        item_types = released | "ItemTypes" >> beam.CombineGlobally(_ItemTypesFn(sort_key))
         # Then each shard is sorted and written as one file.
         return ({"shard": shards, "elements": by_shard}
                 | "GroupShards" >> beam.CoGroupByKey()
-                | "SortAndWriteShard" >> beam.ParDo(self._shard_writer(sort_key)))
+                | "SortAndWriteShard" >> beam.ParDo(self._shard_writer(sort_key),
+                                                    beam.pvalue.AsSingleton(item_types)))
 
     def _shard_writer(self, sort_key) -> _WriteShardFn:
         """The DoFn that sorts one shard's elements and writes its file in the format."""

@@ -58,7 +58,9 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.core.sampling import UserSampler
-from beam_dpsu.beam.histograms import merge_histograms, split_by_shard
+from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
+                                       merge_histograms_with_holders, split_by_shard,
+                                       split_with_holders)
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
@@ -170,7 +172,8 @@ class UserBlockBuilder:
                             protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> dict:
+def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
+                           count_holders: bool = False):
     """A shard's policy histogram from its encoded blocks, in any number and order.
 
     First every block's items get ids in one shard-wide list (a dict lookup
@@ -182,6 +185,9 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
     order of their lists' bytes, so even then the result does not depend on
     how users fell into blocks (unlike ``sharded_policy_histogram``, which
     visits equal keys in input order).
+
+    With ``count_holders``: ({item: weight}, {item: users listing it}), for a
+    pre-threshold (``beam_dpsu.core.pre_threshold``; a user's list is distinct).
     """
     ids = ItemIds()
     order_keys, listed_parts, length_parts = [], [], []
@@ -192,7 +198,7 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
         listed_parts.append(to_shard_ids[block_listed])
         length_parts.append(block_lengths)
     if not len(ids):
-        return {}
+        return ({}, {}) if count_holders else {}
     items = ids.items()
     listed = np.concatenate(listed_parts)
     lengths = np.concatenate(length_parts).astype(np.intp)
@@ -206,7 +212,11 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float) -> di
         (listed[start:start + length]
          for start, length in zip(starts[order].tolist(), lengths[order].tolist())),
         len(items), update, cutoff)
-    return dict(zip(items, weights.tolist()))
+    histogram = dict(zip(items, weights.tolist()))
+    if count_holders:
+        holders = np.bincount(listed, minlength=len(items))
+        return histogram, dict(zip(items, holders.tolist()))
+    return histogram
 
 
 def _as_ids(ids: list, num_items: int) -> np.ndarray:
@@ -329,10 +339,12 @@ class _PolicyHistogramFn(beam.DoFn):
     BLOCKS = BagStateSpec("blocks", BytesCoder())
     WINDOW_END = TimerSpec("window_end", TimeDomain.WATERMARK)
 
-    def __init__(self, update, cutoff: float, item_shards: int | None):
+    def __init__(self, update, cutoff: float, item_shards: int | None,
+                 count_holders: bool = False):
         self._update = update
         self._cutoff = cutoff
         self._item_shards = item_shards
+        self._count_holders = count_holders
 
     def process(self, element, window=beam.DoFn.WindowParam,
                 blocks=beam.DoFn.StateParam(BLOCKS),
@@ -342,6 +354,13 @@ class _PolicyHistogramFn(beam.DoFn):
 
     @on_timer(WINDOW_END)
     def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS)):
+        if self._count_holders:
+            assert self._item_shards is not None, "holders travel with item shards only"
+            histogram, holders = shard_policy_histogram(blocks.read(), self._update,
+                                                        self._cutoff, count_holders=True)
+            blocks.clear()
+            yield from split_with_holders(histogram, holders, self._item_shards).items()
+            return
         histogram = shard_policy_histogram(blocks.read(), self._update, self._cutoff)
         blocks.clear()
         if self._item_shards is None:
@@ -360,7 +379,7 @@ class SequentialPolicyHistogram(beam.PTransform):
       update: the policy, e.g. ``policies.l2_descent``.
       cutoff: Γ.
       order_key: the run's secret key for the user order and shards.
-      shards: P ≥ 1 (see the module docstring).
+      shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
       item_shards: None (default) for (item, weight) pairs; else the histogram
         comes as (shard, {item: weight}) dicts, one per ``shard_of_item`` shard
         of this many that holds items, for ``NoisyThreshold.per_shard`` (one
@@ -371,12 +390,18 @@ class SequentialPolicyHistogram(beam.PTransform):
         by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
       seed: only with ``sample_elements``: a test-only seed for the elements'
         ids and samples (None, the default, draws from the OS).
+      pre_threshold: k ≥ 1; from 2 on (with ``item_shards``), only the items
+        listed by at least k users are in the histogram (``HeldByAtLeast``).
     """
 
     def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1,
                  item_shards: int | None = None, sample_elements: int | None = None,
-                 seed: int | None = None):
+                 seed: int | None = None, pre_threshold: int = 1):
         super().__init__()
+        self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
+        if self._pre_threshold > 1 and item_shards is None:
+            raise ParameterError("pre_threshold", "needs item_shards (holders travel with "
+                                                  "the shard dicts)")
         checks.integer("shards", shards, types=(int,))
         if item_shards is not None:
             checks.integer("item_shards", item_shards, types=(int,))
@@ -408,10 +433,16 @@ class SequentialPolicyHistogram(beam.PTransform):
             # end-of-window timer on the DirectRunner, and with it its output.
             | "EndStage" >> beam.Reshuffle()
             | "ApplyPolicyInOrder" >> beam.ParDo(
-                _PolicyHistogramFn(self._update, self._cutoff, self._item_shards)))
+                _PolicyHistogramFn(self._update, self._cutoff, self._item_shards,
+                                   count_holders=self._pre_threshold > 1)))
         # Finally the P shard histograms are summed per item (or per item shard).
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
+        if self._pre_threshold > 1:
+            return (shard_histograms
+                    | "GroupItemShards" >> beam.GroupByKey()
+                    | "SumPerItemShard" >> beam.Map(merge_histograms_with_holders)
+                    | "PreThreshold" >> HeldByAtLeast(self._pre_threshold))
         return (shard_histograms
                 | "GroupItemShards" >> beam.GroupByKey()
                 | "SumPerItemShard" >> beam.Map(merge_histograms))

@@ -4,7 +4,9 @@ The rounds are unrolled when the pipeline is built. First each user's
 records become one record of distinct items; then, for each round, the items
 released by all earlier rounds are removed from every user's set, the rest is
 re-sampled to Δ0, weighted 1/√|W|, summed, noised and thresholded with that
-round's calibration; finally the rounds' releases are flattened.
+round's calibration; finally the rounds' releases are flattened. With a
+pre-threshold k (the rounds' calibrations carry it) a round releases only
+items that at least k of that round's users hold after its sampling.
 
 Removing released items
 -----------------------
@@ -207,7 +209,7 @@ class SIPSRounds(ReleaseTransform):
             released = (remaining
                         | f"Round{i}/SampledWeightedHistogram" >> SampledWeightedHistogram(
                             policies.weighted_gaussian_weight, self._max_items, self._seed,
-                            salt, self._fanout)
+                            salt, self._fanout, pre_threshold=calibration.pre_threshold)
                         | f"Round{i}/NoisyThreshold" >> NoisyThreshold.per_shard(
                             calibration, self._seed, salt))
             self.released_per_round.append(released)

@@ -63,7 +63,8 @@ from scipy import optimize
 from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
+from beam_dpsu.core.budgets import Budget, ZCDPBudget, rounded_down
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration", "DeltaSplit",
@@ -97,6 +98,9 @@ class Calibration:
         of (e.g. level 1 of DPNE's T levels, which compose to one Gaussian of σ*):
         its σ alone is not the mechanism's guarantee, and
         ``composition.composed_guarantee`` refuses it.
+      pre_threshold: k ≥ 1: an item is released only if at least k users hold it
+        after bounding (``beam_dpsu.core.pre_threshold``); ``release_threshold``
+        is then ρ_k, raised for it. 1 is no pre-threshold.
     """
 
     noise: str
@@ -110,6 +114,7 @@ class Calibration:
     cutoff: float | None = None
     delta_noise: float | None = None
     part_of: str | None = None
+    pre_threshold: int = 1
 
     def __post_init__(self):
         checks.one_of("noise", self.noise, (LAPLACE, GAUSSIAN), "'laplace' or 'gaussian'")
@@ -141,6 +146,7 @@ class Calibration:
             "sensitivity": self.sensitivity,
             "source": self.source,
             **({} if self.cutoff is None else {"cutoff": self.cutoff}),
+            **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
         }
 
 
@@ -181,6 +187,11 @@ class RoundsCalibration:
     def gaussian_mu(self) -> float:
         return 1.0 / self.sigma_total
 
+    @property
+    def pre_threshold(self) -> int:
+        """k of every round (each round's holders are counted among its own users)."""
+        return self.rounds[0].pre_threshold
+
     def weight_threshold(self) -> float:
         """T of the last (largest-budget) round, whose threshold is the largest."""
         return self.rounds[-1].release_threshold
@@ -193,6 +204,7 @@ class RoundsCalibration:
             "threshold_delta": self.threshold_delta,
             **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
             "source": self.source,
+            **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
             "rounds": [
                 {"round": i, "rho": c.budget.rho, "delta": c.budget.delta,
                  "noise": c.noise, "noise_scale": c.noise_scale,
@@ -217,6 +229,8 @@ class KeepProbabilityCalibration:
       max_items_per_user: Δ0.
       budget: the budget this calibration spends.
       source: where the formulas come from.
+      pre_threshold: k ≥ 1: an item held by n < k users is never kept, one held by
+        n ≥ k is kept with π(n − (k − 1)) (``beam_dpsu.core.pre_threshold``).
     """
 
     epsilon_per_item: float
@@ -226,6 +240,7 @@ class KeepProbabilityCalibration:
     max_items_per_user: int
     budget: Budget
     source: str
+    pre_threshold: int = 1
 
     @property
     def threshold_delta(self) -> float:
@@ -233,10 +248,15 @@ class KeepProbabilityCalibration:
         return self.budget.delta
 
     def keep_probability(self, counts) -> np.ndarray:
-        """π(count) for each count (vectorised)."""
+        """π(count) for each count (vectorised); with a pre-threshold k, π(count − (k − 1))
+        for counts ≥ k and 0 below."""
+        return keep_probability_with_pre_threshold(
+            self._keep_probability_of_strategy, np.rint(np.asarray(counts, dtype=np.float64)),
+            self.pre_threshold)
+
+    def _keep_probability_of_strategy(self, counts: np.ndarray) -> np.ndarray:
         return thresholds.truncated_geometric_keep_probability(
-            np.rint(np.asarray(counts, dtype=np.float64)), self.epsilon_per_item,
-            self.delta_per_item)
+            counts, self.epsilon_per_item, self.delta_per_item)
 
     def keep_mask(self, counts, rng: np.random.Generator) -> np.ndarray:
         """Which items are kept: U < π(count) with U uniform on [0, 1)."""
@@ -244,15 +264,16 @@ class KeepProbabilityCalibration:
         return rng.random(pi.shape) < pi
 
     def weight_threshold(self) -> float:
-        """The smallest count kept with probability ≥ ½ (π grows with the count)."""
+        """The smallest count kept with probability ≥ ½ (π grows with the count; a
+        pre-threshold k shifts it by k − 1)."""
         lo, hi = 1, self.users_kept_surely
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.keep_probability([mid])[0] >= 0.5:
+            if self._keep_probability_of_strategy(np.array([float(mid)]))[0] >= 0.5:
                 hi = mid
             else:
                 lo = mid + 1
-        return float(lo)
+        return float(lo + self.pre_threshold - 1)
 
     def to_dict(self) -> dict:
         return {
@@ -265,6 +286,7 @@ class KeepProbabilityCalibration:
             "sensitivity_norm": 0,  # ℓ0: a user changes ≤ Δ0 counts, each by 1
             "sensitivity": self.max_items_per_user,
             "source": self.source,
+            **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
         }
 
 
@@ -313,19 +335,21 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
     item's decision at (ε/Δ0, δ/Δ0), less a float margin (Desfontaines et al. 2022
     Theorem 1; ``mechanisms.TruncatedGeometric``)."""
     d0 = max_items_per_user
-    eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
-    # π near 1 is a float64 compared with a 53-bit uniform; the drop side
-    # multiplies its rounding error by e^ε'. Keep a margin for it, so the
-    # probabilities actually used still meet (ε', δ').
-    # Compared in logs: e^ε' overflows for huge ε.
-    if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
+    # (ε/Δ0, δ/Δ0) rounded down: Δ0 items at these meet (ε, δ) exactly.
+    eps_item = rounded_down(Fraction(budget.epsilon) / d0)
+    delta_item = rounded_down(Fraction(budget.delta) / d0)
+    # π is a float64 compared with a 53-bit uniform: the keep chances as run differ
+    # from the exact optimum by float error, which the drop side multiplies by e^ε'.
+    # δ' less a margin proven to cover it, so the chances as run meet (ε', δ') exactly.
+    margin = thresholds.truncated_geometric_float_margin(eps_item, delta_item)
+    if not margin <= delta_item / 2.0:
         raise ParameterError.worded(
             "delta",
             f"truncated-geometric: delta per item = delta/max_items_per_user = "
             f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
-            f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
-            "lower epsilon or lower max_items_per_user")
-    delta_item -= math.exp(eps_item) * 2.0 ** -50
+            f"= {eps_item:g} (it must be at least twice their float error margin, "
+            f"{margin:.3g}); raise delta, lower epsilon or lower max_items_per_user")
+    delta_item = rounded_down(Fraction(delta_item) - Fraction(margin))
     n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
     return KeepProbabilityCalibration(
         epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,
@@ -496,14 +520,20 @@ EQUIVALENT_DELTA_FACTORS = (0.1, 1.0, 2.0, 5.0, 10.0)
 
 
 def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
-                            factors=EQUIVALENT_DELTA_FACTORS) -> list[dict]:
+                            factors=EQUIVALENT_DELTA_FACTORS,
+                            requested_epsilon: float | None = None) -> list[dict]:
     """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
 
     The mechanism is (ε′, δ_G(μ, ε′) + δ_thr)-DP for every ε′
-    (module docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
+    (this module's docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
     2022 Cor. 2.13). For each δ′ = factor·δ above the thresholds' cost we
     solve δ_G(μ, ε′) = δ′ − δ_thr for ε′ (δ_G decreases in ε′),
     rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
+
+    ``requested_epsilon``: the ε of a ``Budget(ε, δ)`` the mechanism was
+    calibrated to (its (ε, δ) holds by construction). At δ′ = δ the entry then
+    states that ε exactly, and at δ′ > δ no ε′ above it (a root rounded up
+    by a few ulps would otherwise state 1.0000000000002 for a requested 1).
     """
     sigma = 1.0 / mu
     out = []
@@ -539,6 +569,9 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
             while not surely_met(eps):
                 eps += step
                 step *= 2.0
+        if requested_epsilon is not None and delta_dp >= delta:
+            # (ε, δ)-DP implies (ε, δ′)-DP for every δ′ ≥ δ.
+            eps = requested_epsilon if delta_dp == delta else min(eps, requested_epsilon)
         out.append({"epsilon": eps, "delta": delta_dp})
     return out
 

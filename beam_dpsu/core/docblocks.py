@@ -253,16 +253,18 @@ def _distinct_sorted(values: np.ndarray) -> np.ndarray:
 
 def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, max_items: int,
                           item_weight: Callable[[int], float], rng: np.random.Generator | None,
-                          seeded_sample=None) -> np.ndarray:
+                          seeded_sample=None, count_holders: bool = False):
     """Σ_users item_weight(|S_u|) on each item of S_u, per item index (length ``n_items``).
 
     ``(users[j], items[j])`` are occurrences (repeats count once); S_u is
     user u's distinct items, sampled uniformly to ``max_items`` when it holds
     more: by priorities from ``rng``, or, with ``seeded_sample(u, item
-    indices) → kept item indices`` (seeded tests), by that.
+    indices) → kept item indices`` (seeded tests), by that. With ``count_holders``:
+    (the sums, the number of users whose S_u holds each item), for a pre-threshold.
     """
     if users.size == 0:
-        return np.zeros(n_items)
+        empty = np.zeros(n_items)
+        return (empty, np.zeros(n_items, dtype=np.int64)) if count_holders else empty
     user, item = _distinct_pairs(users, items, n_items)
     counts = np.bincount(user)
     over = counts > max_items
@@ -293,7 +295,10 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
         user, item = user[keep], item[keep]
         counts = np.minimum(counts, max_items)
     weight_of_size = np.array([0.0] + [item_weight(n) for n in range(1, int(counts.max()) + 1)])
-    return np.bincount(item, weights=weight_of_size[counts[user]], minlength=n_items)
+    sums = np.bincount(item, weights=weight_of_size[counts[user]], minlength=n_items)
+    if count_holders:
+        return sums, np.bincount(item, minlength=n_items)
+    return sums
 
 
 def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple:
@@ -350,13 +355,20 @@ def _seeded_sampler(block: DocumentBlock, label: Callable[[int], Hashable], max_
 
 
 def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=None,
-                salt: str = "") -> list:
-    """Level 1: [(token, Σ weights)] over the block's users' distinct tokens."""
+                salt: str = "", count_holders: bool = False) -> list:
+    """Level 1: [(token, Σ weights)] over the block's users' distinct tokens; with
+    ``count_holders`` [(token, (Σ weights, users holding it))] (a pre-threshold)."""
     users = np.repeat(block.doc_users, block.doc_lengths)
     vocab = block.vocab
+    sampler = _seeded_sampler(block, vocab.__getitem__, max_items, seed, salt)
+    if count_holders:
+        sums, holders = sampled_weighted_sums(users, block.tokens, len(vocab), max_items,
+                                              item_weight, rng, sampler, count_holders=True)
+        held = np.flatnonzero(holders)
+        return list(zip([vocab[i] for i in held.tolist()],
+                        zip(sums[held].tolist(), holders[held].tolist())))
     sums = sampled_weighted_sums(users, block.tokens, len(vocab), max_items, item_weight, rng,
-                                 _seeded_sampler(block, vocab.__getitem__, max_items, seed,
-                                                 salt))
+                                 sampler)
     held = np.flatnonzero(sums)
     return list(zip([vocab[i] for i in held.tolist()], sums[held].tolist()))
 

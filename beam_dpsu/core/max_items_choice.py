@@ -85,7 +85,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from beam_dpsu.core import checks, max_items_rounds
+from beam_dpsu.core import checks, max_items_rounds, pre_threshold_calibration
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -440,8 +440,9 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
     return calibrations
 
 
-def plan_auto(mechanism, budget: Budget | ZCDPBudget) -> AutoPlan:
-    """Splits the budget and calibrates every candidate Δ0 (eagerly; no data)."""
+def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) -> AutoPlan:
+    """Splits the budget and calibrates every candidate Δ0 (eagerly; no data), each
+    with the selection's pre-threshold k (``pre_threshold_calibration``)."""
     auto = mechanism.max_items_per_user
     if not is_auto(auto):
         raise ParameterError.worded("max_items_per_user",
@@ -449,7 +450,8 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget) -> AutoPlan:
     size_budget, selection_budget = split_budget(budget, auto.share)
 
     def thresholds_at(c: int) -> tuple:
-        calibration = with_max_items(mechanism, c).calibrate(selection_budget)
+        calibration = pre_threshold_calibration.calibrate(
+            with_max_items(mechanism, c), selection_budget, pre_threshold)
         t = weight_threshold(calibration)
         if not (math.isfinite(t) and t > 0):
             raise ValueError(f"threshold {t!r}")

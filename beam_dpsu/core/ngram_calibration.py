@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 from scipy import special
 
@@ -33,6 +34,7 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.gaussian import gaussian_noise_schedule
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration, split_delta
 from beam_dpsu.core.ngram_parameters import NgramParameters
+from beam_dpsu.core.pre_threshold_calibration import raised_threshold
 
 __all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "plan_level1",
            "calibrate_extraction", "dpsu_even_calibration", "spurious_probability"]
@@ -83,14 +85,18 @@ class DPNECalibration:
                 **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
                 "sigmas": list(self.sigmas),
                 "level1": {"release_threshold": self.level1.release_threshold,
+                           **({} if self.level1.pre_threshold == 1
+                              else {"pre_threshold": self.level1.pre_threshold}),
                            "threshold_delta": self.threshold_delta,
                            **({} if self.level1.cutoff is None
                               else {"cutoff": self.level1.cutoff})}}
 
 
 def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: str,
-              alpha: float) -> DPNECalibration:
-    """DPNE's calibration at Δ_1 = ``max_items_1`` (dpne Theorem 2.1; see ``total_sigma``)."""
+              alpha: float, pre_threshold: int = 1) -> DPNECalibration:
+    """DPNE's calibration at Δ_1 = ``max_items_1`` (dpne Theorem 2.1; see ``total_sigma``),
+    level 1's threshold (and cutoff) raised for a pre-threshold k on the unigrams
+    (``beam_dpsu.core.pre_threshold``; levels k ≥ 2 noise all of V_k and take none)."""
     def level1_threshold(sigma_total: float, threshold_delta: float) -> float:
         sigma_1 = gaussian_noise_schedule(sigma_total, max_n, noise_decay)[0]
         return thresholds.weighted_gaussian_threshold(sigma_1, threshold_delta, max_items_1)
@@ -107,21 +113,26 @@ def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: 
     part_of = (None if max_n == 1 else
                f"DPNE level 1 of {max_n} levels, which compose to one Gaussian of "
                f"sigma* = {sigma_total:.6g}")
-    return DPNECalibration(
-        max_items_1, sigma_total, threshold_delta, delta_noise, sigmas,
-        gaussian(budget, sigmas[0], rho_1, threshold_delta, "dpne Theorem 2.1", cutoff,
-                 delta_noise, part_of))
+    level1_calibration = gaussian(budget, sigmas[0], rho_1, threshold_delta,
+                                  "dpne Theorem 2.1", cutoff, delta_noise, part_of)
+    if pre_threshold != 1:
+        level1_calibration = raised_threshold(level1_calibration, level1, max_items_1,
+                                              pre_threshold, alpha)
+    return DPNECalibration(max_items_1, sigma_total, threshold_delta, delta_noise, sigmas,
+                           level1_calibration)
 
 
 def plan_level1(auto: max_items_choice.AutoMaxItems, budget, max_n: int, noise_decay: float,
-                level1: str, alpha: float) -> tuple[max_items_choice.AutoPlan, list]:
+                level1: str, alpha: float, pre_threshold: int = 1
+                ) -> tuple[max_items_choice.AutoPlan, list]:
     """Δ_1 = "auto": the budget split, and DPNE calibrated at every candidate Δ_1 under
     the selection's part (eagerly; no data). Returns (the plan, the calibrations)."""
     if isinstance(budget, (Budget, ZCDPBudget)):
         budgets.require_delta(budget, "DPNE n-gram extraction")
     size_budget, selection_budget = max_items_choice.split_budget(budget, auto.share)
     calibrations = list(max_items_choice.calibrate_candidates(
-        auto, lambda c: calibrate(selection_budget, max_n, noise_decay, c, level1, alpha),
+        auto, lambda c: calibrate(selection_budget, max_n, noise_decay, c, level1, alpha,
+                                  pre_threshold),
         "DPNE calibrates", "the selection's part of the budget").values())
     plan = max_items_choice.AutoPlan(
         auto=auto, size_budget=size_budget, selection_budget=selection_budget,
@@ -138,9 +149,9 @@ def calibrate_extraction(params: NgramParameters, budget
     for a fixed Δ_1, one per candidate when it is "auto" (``plan_level1``)."""
     if params.level1_auto is None:
         return None, [calibrate(budget, params.max_n, params.noise_decay, params.max_items[0],
-                                params.level1, params.alpha)]
+                                params.level1, params.alpha, params.pre_threshold)]
     return plan_level1(params.level1_auto, budget, params.max_n, params.noise_decay,
-                       params.level1, params.alpha)
+                       params.level1, params.alpha, params.pre_threshold)
 
 
 def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
@@ -152,8 +163,12 @@ def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
             sigma_total * math.sqrt(max_n), threshold_delta / max_n, max_items)
 
     sigma_total, threshold_delta, delta_noise = total_sigma(budget, level_threshold)
+    # Exactly within the split: T·δ_k ≤ δ_thr (δ_k rounded down; fl(δ_thr/T)·T can pass
+    # δ_thr) and T/σ² ≤ 1/σ*² (σ rounded up), so the T selections meet the budget.
     sigma = sigma_total * math.sqrt(max_n)
-    delta_k = threshold_delta / max_n
+    while Fraction(sigma) ** 2 < max_n * Fraction(sigma_total) ** 2:
+        sigma = math.nextafter(sigma, math.inf)  # an ulp or two at most
+    delta_k = min(budgets.parts_within(threshold_delta, [threshold_delta / max_n] * max_n))
     part_of = (None if max_n == 1 else
                f"one of the {max_n} DPSU-even selections, which compose to one Gaussian of "
                f"sigma* = {sigma_total:.6g}")

@@ -21,6 +21,7 @@ from beam_dpsu.core import checks
 from beam_dpsu.core import hashing
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.kgrams import PRUNINGS
+from beam_dpsu.core.pre_threshold import check_pre_threshold
 
 __all__ = ["NgramParameters", "LEVEL1_POLICIES", "MAX_NGRAM_LENGTH", "check_max_n",
            "max_items_per_level"]
@@ -93,6 +94,8 @@ class NgramParameters:
       level1: one of ``LEVEL1_POLICIES``: Weighted or Policy Gaussian at level 1.
       alpha: α of the level-1 policy cutoff ρ_1 + α·σ_1.
       seed: test-only seed, or None.
+      pre_threshold: k ≥ 1: a unigram (level 1) is released only if at least k
+        users hold it after bounding (``beam_dpsu.core.pre_threshold``); 1 is none.
       max_items: derived: Δ_k per level, None at level 1 when it is "auto".
       level1_auto: derived: level 1's ``AutoMaxItems`` when Δ_1 is "auto", else None.
       noise_decay: derived: c as a float (1.0 for "equal").
@@ -106,6 +109,7 @@ class NgramParameters:
     level1: str = "weighted-gaussian"
     alpha: float = 3.0
     seed: int | None = None
+    pre_threshold: int = 1
     max_items: tuple = dataclasses.field(init=False)
     level1_auto: max_items_choice.AutoMaxItems | None = dataclasses.field(init=False)
     noise_decay: float = dataclasses.field(init=False)
@@ -126,6 +130,7 @@ class NgramParameters:
         normalised = {"max_n": max_n, "eta": float(self.eta), "max_items": tuple(max_items),
                       "level1_auto": level1_auto,
                       "noise_decay": _noise_decay(self.noise_schedule),
-                      "alpha": float(self.alpha), "seed": hashing.check_seed(self.seed)}
+                      "alpha": float(self.alpha), "seed": hashing.check_seed(self.seed),
+                      "pre_threshold": check_pre_threshold(self.pre_threshold)}
         for name, value in normalised.items():
             object.__setattr__(self, name, value)

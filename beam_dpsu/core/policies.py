@@ -255,6 +255,14 @@ class WeightedHistogramBuilder:
             hist += self._item_weight(size) * self._size_counts(size)
         return dict(zip(self._ids.items(), hist.tolist()))
 
+    def holders(self) -> dict:
+        """{item: the number of users added so far that hold it} (for a pre-threshold,
+        ``beam_dpsu.core.pre_threshold``)."""
+        held = np.zeros(len(self._ids), dtype=np.int64)
+        for size in set(self._pending) | set(self._counts):
+            held += self._size_counts(size)
+        return dict(zip(self._ids.items(), held.tolist()))
+
 
 def weighted_histogram(users_items: Iterable[Iterable[Hashable]],
                        item_weight: Callable[[int], float]) -> dict:

@@ -9,14 +9,23 @@ consumers that need pairs.
 Formats (``--format``; inferred from the file names when not given, see
 :func:`pipelines.io.formats.infer_format`):
 
-* ``pairs``: CSV lines ``user,item``; the item is used as is (no tokenising).
-  Never inferred: a ``.csv`` file is read as ``csv``.
+* ``pairs``: CSV records ``user,item``, read with the csv module's default
+  dialect (a quoted field may hold commas, ``""`` quotes and line breaks, as
+  ``csv.writer`` writes them); the item is used exactly as written (no
+  tokenising, no whitespace stripped), the user id stripped as in ``csv``.
+  Every record has two non-empty fields; a blank line and a first line of
+  column names (``user,item``) are refused, unless ``--skip-header-lines``
+  skips the header. Never inferred: a ``.csv`` file is read as ``csv``.
 * ``csv``: a CSV file with a header row; ``--user-field`` names the user id
   column (or is ``@row``: each row is one user) and ``--text-field`` the text
-  column, which is tokenised.
-* ``jsonl``: one JSON object per line, with the same two fields.
+  column, which is tokenised. A row with fewer or more fields than the header
+  is refused; blank lines between records are skipped (as
+  ``csv.DictReader`` does: a blank line is no record).
+* ``jsonl``: one JSON object per line, with the same two fields; a blank line
+  is refused.
 * ``text``: one user per line, the whole line is their text; the user id is
-  ``<file>:<line number>``.
+  ``<file>:<line number>``. A first line that is a CSV header (``user,text``)
+  is refused, unless ``--skip-header-lines`` skips it.
 * ``msnbc`` (n-grams only): the UCI MSNBC sequence file, zipped or not.
 * ``parquet``: Parquet files, read with Beam's Parquet source, only the
   columns needed: ``--user-field`` (a string, integer or binary column, or
@@ -37,7 +46,11 @@ characters; a quote never closed is an error naming the line it opens on.
 A record that cannot be read fails the pipeline with an ``InputFormatError``
 naming the file, the line (and record) number and the field, and saying what
 is wrong; it never quotes the record, a user id or text (runner logs keep
-error messages). Nothing is skipped silently.
+error messages). Nothing is skipped silently: what is skipped is said above
+(header lines asked for, CSV blank lines, the MSNBC header). A compressed
+file is read to its end when a parser fails on it, so that a corrupt file is
+reported as corrupt (deflate's damage shows only at its checksum). Text
+holding a NUL character is refused in every format, Parquet columns included.
 :func:`pipelines.io.checks.inspect_input` parses the first records of each
 file on the launching machine, before a pipeline is built, so that most
 mistakes (a wrong ``--format`` among them: each parser checks its format's

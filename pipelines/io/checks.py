@@ -11,7 +11,7 @@ from typing import Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.io.decompression import open_input
+from pipelines.io.decompression import corruption_first, open_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import record_parser
 
@@ -55,11 +55,13 @@ def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
                 any_record = True
                 if n >= max_records:
                     break
+        except InputFormatError as exc:
+            raise corruption_first(stream, exc) from None
         finally:
             stream.close()
     if not any_record and len(checked) == len(files):
         what = (f"{files[0]} is" if len(files) == 1
                 else f"all {len(files)} files ({os.path.dirname(files[0])}/…) are")
-        # JSON lines have no header: blank lines are all such a file can hold.
-        holds = "blank lines only" if fmt == "jsonl" else "only a header"
-        raise InputFormatError(f"no records in the input: {what} empty or {holds}")
+        # JSON lines have no header (and a blank line is refused): such a file is empty.
+        holds = "" if fmt == "jsonl" else " or only a header"
+        raise InputFormatError(f"no records in the input: {what} empty{holds}")

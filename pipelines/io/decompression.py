@@ -13,6 +13,12 @@ given the same ``decompress(data, max_length)`` / ``needs_input`` / ``eof`` /
 the file: a file that ends inside a member is *truncated*; bytes after a
 member must be another member (concatenated gzip/bzip2/xz/zstd files are read
 whole), else the file is *corrupt*; an empty file is no compressed stream at all.
+
+Corrupt data is not always refused where it lies: gzip's and zlib's deflate
+decompresses damaged bytes into garbage, found only by the checksum at the
+member's end, while a parser may fail on the garbage first (as a missing field,
+say). :func:`corruption_first` reads such a file on to its end when a parser
+fails, so that a corrupt file is reported as corrupt.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ try:  # what Beam reads .zst with; without it .zst files are refused, not misrea
 except ImportError:  # pragma: no cover - an apache-beam dependency
     zstandard = None  # type: ignore[assignment]  # a module or None: checked before use
 
-__all__ = ["READ_SIZE", "open_input"]
+__all__ = ["READ_SIZE", "open_input", "corruption_first"]
 
 # Compressed bytes read from a file at a time; also the most one read asks a
 # decompressor for, so memory stays bounded whatever the compression ratio.
@@ -120,6 +126,7 @@ class _WholeDecompression(io.RawIOBase):
         self._input = b""  # compressed bytes read, not yet given to a decompressor
         self._members = 0
         self._output = memoryview(b"")  # decompressed bytes not yet returned
+        self.error: InputFormatError | None = None  # raised once, raised again by every read
 
     def readable(self):
         return True
@@ -166,8 +173,14 @@ class _WholeDecompression(io.RawIOBase):
                 return out
 
     def readinto(self, buffer):
+        if self.error is not None:
+            raise self.error
         if not self._output:
-            self._output = memoryview(self._decompress())
+            try:
+                self._output = memoryview(self._decompress())
+            except InputFormatError as exc:
+                self.error = exc
+                raise
         n = min(len(buffer), len(self._output))
         buffer[:n] = self._output[:n]
         self._output = self._output[n:]
@@ -193,3 +206,18 @@ def open_input(path: str, raw=None):
         raise InputFormatError(f"{path}: reading {compression} files needs the zstandard "
                                "module (pip install zstandard)")
     return _WholeDecompression(path, raw, compression)
+
+
+def corruption_first(stream, error: InputFormatError) -> InputFormatError:
+    """The error to report when parsing ``stream`` (from :func:`open_input`) raised
+    ``error``: for a compressed file, the rest is decompressed first, and the
+    decompressor's own error (a corrupt or truncated file) is reported instead
+    when there is one; else ``error``."""
+    if not isinstance(stream, _WholeDecompression):
+        return error
+    try:
+        while stream.read(READ_SIZE):
+            pass
+    except InputFormatError:
+        pass
+    return stream.error or error

@@ -15,7 +15,9 @@ FORMATS = ("pairs", "csv", "jsonl", "text", "parquet")
 DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc", "parquet")
 
 FORMAT_HELP = {
-    "pairs": "CSV lines user,item, items used as is",
+    "pairs": "CSV records user,item (Python's csv dialect: a quoted field may hold commas, "
+             "\"\" quotes and line breaks), each item exactly as written, whitespace kept; "
+             "no blank line, no header (or --skip-header-lines 1)",
     "csv": "a CSV file with a header, read with --user-field and --text-field",
     "jsonl": "one JSON object per line, read with --user-field and --text-field",
     "text": "one user per line, the line is their text",

@@ -142,8 +142,9 @@ class ParquetFields:
             first_row += row_group.num_rows
 
     def check_values(self, path: str, table: pa.Table) -> None:
-        """Raises on a null, an empty user id or an empty item in ``table`` (one row group
-        of ``path``; Beam's reader does not say which, so the error names the file)."""
+        """Raises on a null, an empty user id, an empty item or text holding a NUL
+        character in ``table`` (one row group of ``path``; Beam's reader does not say
+        which, so the error names the file and the column)."""
         for role, column in self.roles:
             values = _plain(table.column(column))
             if values.null_count:
@@ -163,9 +164,14 @@ class ParquetFields:
                 if _any_empty(items):
                     raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
                                            "empty item")
+                values = items
             elif role == "user" and not pa.types.is_integer(values.type) and _any_empty(values):
                 raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an empty "
                                        "user id")
+            if _is_text_type(values.type) and _any_nul(values):
+                # As a text file's line holding a NUL byte is refused (a binary id is bytes).
+                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text with a "
+                                       "NUL character (binary data in a string column?)")
 
 
 def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -177,6 +183,10 @@ def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _any_empty(values: pa.ChunkedArray | pa.Array) -> bool:
     return len(values) > 0 and bool(pc.any(pc.equal(pc.binary_length(values), 0)).as_py())
+
+
+def _any_nul(values: pa.ChunkedArray | pa.Array) -> bool:
+    return len(values) > 0 and bool(pc.any(pc.match_substring(values, "\x00")).as_py())
 
 
 def _parquet_null(path: str, role: str, column: str, rows: str = "") -> InputFormatError:
@@ -297,9 +307,10 @@ class ReadParquetRecords(beam.PTransform):
 
     Only the columns ``fields`` names are read. A text column is tokenised
     with ``tokenizer``; an items column is used as is. A row with a null
-    field, an empty user id or an empty item fails the pipeline with an
-    ``InputFormatError`` naming the file and the column; so does a file that
-    lacks a column (Beam's reader would read it as no rows).
+    field, an empty user id, an empty item or text holding a NUL character
+    fails the pipeline with an ``InputFormatError`` naming the file and the
+    column; so does a file that lacks a column (Beam's reader would read it as
+    no rows).
     """
 
     def __init__(self, pattern: str, fields: ParquetFields, tokenizer: Tokenizer = Tokenizer(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 import typing
@@ -47,6 +48,20 @@ def _looks_like_header(fields: Sequence[str]) -> bool:
             and fields[1].strip().lower() in _ITEM_HEADERS)
 
 
+def _looks_like_csv_header(line: str) -> bool:
+    """Whether a text line is a CSV header row: comma-separated column names, one a usual
+    user column name and another a usual item or text column name."""
+    if "," not in line:
+        return False
+    try:
+        names = [f.strip().lower() for f in next(csv.reader([line]))]
+    except csv.Error:
+        return False
+    users = [i for i, name in enumerate(names) if name in _USER_HEADERS]
+    return bool(users) and any(name in _ITEM_HEADERS for i, name in enumerate(names)
+                               if i != users[0])
+
+
 def _is_json_object(line: str) -> bool:
     line = line.strip()
     if not (line.startswith("{") and line.endswith("}")):
@@ -67,44 +82,51 @@ def _field_too_long(path: str, lineno: int) -> InputFormatError:
 
 
 def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
-    """``user,item`` CSV lines → (user, item); both fields must be non-empty.
+    """``user,item`` CSV records → (user, item), read with the csv module (default
+    dialect: comma-separated, ``"`` quotes, ``""`` a quote inside quotes).
 
-    A first line such as ``user,item`` (two usual column names) is refused
-    unless ``skip_header_lines`` skips it: read as data it would be a user
-    holding one item. So is a first line that is a JSON object (a JSON lines
-    file).
+    Every record is exactly two fields. The item is used as it is: no
+    whitespace is stripped, and a quoted item may hold commas, quotes and line
+    breaks (as ``csv.writer`` writes them); it must not be empty. The user id
+    has surrounding whitespace stripped (as in ``csv``) and must not be empty.
+    Refused, naming the line: a blank line, a quote never closed, a field
+    longer than ``FIELD_SIZE_LIMIT`` characters; a first line such as
+    ``user,item`` (two usual column names) unless ``skip_header_lines`` skips
+    it (read as data it would be a user holding one item); a first line that
+    is a JSON object (a JSON lines file).
     """
     csv.field_size_limit(FIELD_SIZE_LIMIT)
-    first = True
-    for lineno, line in stripped_lines(path, stream):
-        if lineno <= skip_header_lines or not line.strip():
-            continue
-        try:
-            fields = next(csv.reader([line]))
-        except csv.Error as exc:
-            if len(line) >= FIELD_SIZE_LIMIT:
-                raise _field_too_long(path, lineno) from None
-            raise InputFormatError(f"{path}:{lineno}: malformed CSV ({exc})") from None
-        if lineno == 1 and _looks_like_header(fields):
-            raise InputFormatError(
-                f"{path}:1 looks like a header row, not a user,item pair; give "
-                "--skip-header-lines 1, or --format csv --user-field F --text-field T for a "
-                "headed CSV of texts")
-        if first and _is_json_object(line):
-            raise InputFormatError(f"{path}:{lineno}: a JSON object, not a user,item pair"
-                                   + _JSONL_HINT)
-        if len(fields) != 2:
-            hint = ("; a headed CSV of texts? give --format csv --user-field F --text-field T"
-                    if first and len(fields) > 2 else "")
-            raise InputFormatError(
-                f"{path}:{lineno}: expected 2 fields user,item, got {len(fields)}{hint}")
-        first = False
-        user, item = fields[0].strip(), fields[1].strip()
-        if not user:
-            raise InputFormatError(f"{path}:{lineno}: field 1 (user id) is empty")
-        if not item:
-            raise InputFormatError(f"{path}:{lineno}: field 2 (item) is empty")
-        yield user, item
+    lines = (line for line in decoded_lines(path, stream) if line[0] > skip_header_lines)
+    first = next(lines, None)
+    if first is None:
+        return
+    if _is_json_object(first[1]):
+        raise InputFormatError(f"{path}:{first[0]}: a JSON object, not a user,item pair"
+                               + _JSONL_HINT)
+    records = _CsvRecords(path, itertools.chain([first], lines), first[0])
+    try:
+        for start, fields in records:
+            if start == 1 and _looks_like_header(fields):
+                raise InputFormatError(
+                    f"{path}:1 looks like a header row, not a user,item pair; give "
+                    "--skip-header-lines 1, or --format csv --user-field F --text-field T for "
+                    "a headed CSV of texts")
+            if not fields:
+                raise InputFormatError(f"{path}:{start}: a blank line; every line of a pairs "
+                                       "file is a user,item pair (remove blank lines)")
+            if len(fields) != 2:
+                hint = ("; a headed CSV of texts? give --format csv --user-field F --text-field "
+                        "T" if start == first[0] and len(fields) > 2 else "")
+                raise InputFormatError(
+                    f"{path}:{start}: expected 2 fields user,item, got {len(fields)}{hint}")
+            user, item = fields[0].strip(), fields[1]
+            if not user:
+                raise InputFormatError(f"{path}:{start}: field 1 (user id) is empty")
+            if not item:
+                raise InputFormatError(f"{path}:{start}: field 2 (item) is empty")
+            yield user, item
+    except csv.Error as exc:
+        raise InputFormatError(f"{path}:{records.line_num}: malformed CSV ({exc})") from None
 
 
 # A field of a CSV record as the csv module reads the default dialect (non-strict):
@@ -131,20 +153,23 @@ def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, in
 
 
 class _CsvRecords:
-    """(line it begins on, fields) of each record of a CSV stream, read with the csv
-    module (default dialect); a blank line is a record with no fields.
+    """(line it begins on, fields) of each record of CSV lines, read with the csv module
+    (default dialect); a blank line is a record with no fields.
 
-    A quoted field never closed (csv ends the record at the end of the file,
-    where only an open quote leaves one unended) and a field longer than
-    ``FIELD_SIZE_LIMIT`` are an ``InputFormatError`` naming the line the field
-    begins on; any other malformed CSV is csv's own ``csv.Error``.
+    ``lines`` are (number, line) pairs, line ends kept (:func:`decoded_lines`),
+    numbered on from ``first_lineno``. A quoted field never closed (csv ends
+    the record at the end of the file, where only an open quote leaves one
+    unended) and a field longer than ``FIELD_SIZE_LIMIT`` are an
+    ``InputFormatError`` naming the line the field begins on; any other
+    malformed CSV is csv's own ``csv.Error``.
     """
 
-    def __init__(self, path: str, stream):
+    def __init__(self, path: str, lines: Iterator[tuple[int, str]], first_lineno: int = 1):
         self._path = path
+        self._before = first_lineno - 1  # lines before the first one read
         self._lines: list[str] = []  # the lines of the record being read
         self._ended = False  # the file ended, inside a record or after the last
-        self._reader = csv.reader(self._read(decoded_lines(path, stream)))
+        self._reader = csv.reader(self._read(lines))
 
     def _read(self, lines: Iterator[tuple[int, str]]) -> Iterator[str]:
         for _, line in lines:
@@ -154,11 +179,11 @@ class _CsvRecords:
 
     @property
     def line_num(self) -> int:
-        """The lines read so far (the number of the last)."""
-        return self._reader.line_num
+        """The number of the last line read."""
+        return self._before + self._reader.line_num
 
     def __iter__(self) -> Iterator[tuple[int, list[str]]]:
-        start = 1
+        start = self._before + 1
         try:
             for fields in self._reader:
                 if self._ended:
@@ -167,7 +192,7 @@ class _CsvRecords:
                         "field that begins on this line is never closed (an unterminated "
                         "quote would read the rest of the file into it)")
                 yield start, fields
-                start, self._lines = self._reader.line_num + 1, []
+                start, self._lines = self.line_num + 1, []
         except csv.Error as exc:
             if "field limit" not in str(exc) or not self._lines:
                 raise
@@ -184,7 +209,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
     characters, is an error naming the line it begins on.
     """
     csv.field_size_limit(FIELD_SIZE_LIMIT)
-    records = _CsvRecords(path, stream)
+    records = _CsvRecords(path, decoded_lines(path, stream))
     rows = iter(records)
     row_is_user = user_field == ROW_AS_USER
     row_number = 0
@@ -216,6 +241,10 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
             if value is None:
                 raise InputFormatError(f"{where}: text field {text_field!r} is missing "
                                        f"(the row has fewer fields than the header)")
+            if len(row) > len(header):
+                raise InputFormatError(f"{where}: the row has {len(row)} fields, the header "
+                                       f"{len(header)} (a comma in a field that is not "
+                                       "quoted?)")
             yield user.strip(), value
     except csv.Error as exc:
         raise InputFormatError(f"{path}:{records.line_num}: record {row_number + 1}: "
@@ -223,10 +252,12 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
 
 
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
-    """JSON lines → (user, text); the user id may be a string or an integer."""
+    """JSON lines → (user, text); the user id may be a string or an integer. A blank line
+    is refused, naming it (as every other line that is not a JSON object)."""
     for lineno, line in stripped_lines(path, stream):
         if not line.strip():
-            continue
+            raise InputFormatError(f"{path}:{lineno}: a blank line; every line of a JSON lines "
+                                   "file is one JSON object (remove blank lines)")
         try:
             record = json.loads(line)
         except RecursionError:
@@ -265,12 +296,19 @@ _TEXT_SHAPE_LINES = 20
 def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
     """One user per line → (``path:line``, line).
 
-    Refused: a file whose first lines are all JSON objects (give ``jsonl``).
+    Refused: a file whose first lines are all JSON objects (give ``jsonl``),
+    and a first line that is a CSV header (``user,text``: a usual user column
+    name and a usual text column name; give ``csv``, or skip it).
     """
     first: list[tuple[int, str]] | None = []  # None once checked
     for lineno, line in stripped_lines(path, stream):
         if lineno <= skip_header_lines:
             continue
+        if lineno == 1 and _looks_like_csv_header(line):
+            raise InputFormatError(
+                f"{path}:1 looks like a CSV header row (column names), not a user's text; "
+                "give --format csv --user-field F --text-field T for a headed CSV, or "
+                "--skip-header-lines 1 to read the other lines as texts")
         if first is None:
             yield f"{path}:{lineno}", line
             continue

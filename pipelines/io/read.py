@@ -15,7 +15,8 @@ from apache_beam.io.filesystem import CompressionTypes
 
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.wording import plural
-from pipelines.io.decompression import open_input
+from pipelines.io.decompression import corruption_first, open_input
+from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS
 from pipelines.io.parquet import ParquetFields, ReadParquetRecords
 from pipelines.io.parsers import parse_msnbc, record_parser
@@ -49,6 +50,8 @@ class _ParseFileFn(beam.DoFn):
             # B007: n is read after the loop (the number of records).
             for n, record in enumerate(self._parse(path, stream), start=1):  # noqa: B007
                 yield record
+        except InputFormatError as exc:
+            raise corruption_first(stream, exc) from None
         finally:
             stream.close()
         if self._log_records:

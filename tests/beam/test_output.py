@@ -40,8 +40,11 @@ def write(elements, prefix, **kwargs):
     return read_files(prefix)
 
 
-def test_lines_are_sorted_and_every_shard_is_written(tmp_path):
-    items = [f"w{i}" for i in range(50)] + [b"raw\xff", "z\nnewline"]
+@pytest.mark.parametrize("items,escaped", [
+    ([f"w{i}" for i in range(50)] + ["z\nnewline"], "z\\nnewline"),
+    ([f"w{i}".encode() for i in range(50)] + [b"raw\xff"], "raw\\xff"),
+])
+def test_lines_are_sorted_and_every_shard_is_written(tmp_path, items, escaped):
     files = write(items, str(tmp_path / "items"), num_shards=4)
     assert sorted(files) == [os.path.basename(shard_path(str(tmp_path / "items"), i, 4, ".txt"))
                              for i in range(4)]
@@ -50,10 +53,26 @@ def test_lines_are_sorted_and_every_shard_is_written(tmp_path):
     for content in files.values():
         shard_lines = content.decode("utf-8").splitlines()
         shard_items = [item_of_line[line] for line in shard_lines]
-        assert shard_items == sorted(shard_items, key=release_order)  # str before bytes
+        assert shard_items == sorted(shard_items, key=release_order)
         lines += shard_lines
     assert sorted(lines) == sorted(format_released(i) for i in items)
-    assert "z\\nnewline" in lines and "raw\\xff" in lines
+    assert escaped in lines
+
+
+@pytest.mark.parametrize("items,kwargs", [
+    (["a", b"a"], {}),  # the same line twice
+    ([f"w{i}" for i in range(40)] + [b"raw"], {"num_shards": 8}),  # in other shards
+    ([("a", "b"), ("c", b"d")], {}),  # n-gram tokens
+    ([("a", 1), (b"a", 2)], {"sort_key": lambda kv: kv[0],
+                             "format_line": lambda kv: f"{kv[0]!r}"}),
+    (["a", b"b"], {"format": "parquet"}),
+])
+def test_a_release_mixing_str_and_bytes_is_refused_before_any_file(tmp_path, items, kwargs):
+    # New-user trial (issue 36, finding 8): "cat" and b"cat" were both released and
+    # written as the same line. Which types a set holds is a function of the set.
+    with pytest.raises(ValueError, match=r"both str and bytes items.*one type per set"):
+        write(items, str(tmp_path / "items"), **kwargs)
+    assert not glob.glob(str(tmp_path / "items*"))
 
 
 def test_empty_release_writes_empty_shards(tmp_path):

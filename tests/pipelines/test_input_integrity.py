@@ -121,6 +121,38 @@ def test_concatenated_members_are_all_read_and_trailing_garbage_is_refused(tmp_p
     assert str(err.value).startswith(f"{path}: ")
 
 
+def _csv_gzip_corrupted_mid_stream(path):
+    """A .csv.gz whose deflate data is damaged mid-stream: it decompresses into garbage
+    (which a parser meets first) and fails only at its checksum."""
+    import random
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "cat", "dog", "mouse", "horse"]
+    text = "user,text\n" + "".join(f"u{i},{' '.join(rng.choice(words) for _ in range(8))}\n"
+                                   for i in range(30000))
+    data = bytearray(gzip.compress(text.encode(), mtime=0))
+    middle = len(data) // 2
+    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_parse_error_in_a_corrupt_compressed_file_is_reported_as_corruption(tmp_path):
+    # New-user trial (issue 36, finding 14): reported as a missing CSV field.
+    path = _csv_gzip_corrupted_mid_stream(tmp_path / "texts.csv.gz")
+    parse = record_parser("csv", "user", "text")
+    with pytest.raises(InputFormatError, match="field"):  # what the garbage makes
+        list(parse(str(path), decompression.open_input(str(path))))
+    for check in (lambda: inspect_input([str(path)], "csv", "user", "text", max_records=10**6),
+                  lambda: read_file(path, "csv", "user", "text")):
+        with pytest.raises(InputFormatError,
+                           match=rf"^{path}: cannot be decompressed as gzip \(zlib.error\)"):
+            check()
+    # A whole file's bad record is still that record's error.
+    path.write_bytes(gzip.compress(b"user,text\nu1,hello\n,hello\nu3,x\n"))
+    with pytest.raises(InputFormatError, match=rf"^{path}:3: record 2: user id field"):
+        read_file(path, "csv", "user", "text")
+
+
 def test_an_empty_compressed_file_is_not_a_compressed_stream(tmp_path):
     path = tmp_path / "lines.txt.gz"
     path.write_bytes(b"")
@@ -422,7 +454,7 @@ CSV_FIELD = st.text(alphabet=st.sampled_from(list('ab ,"\n\r')), max_size=12)
 def records_and_scans(text):
     """csv's records of ``text``, each with the scanner's fields of the lines it was read
     from; raises as a parser does."""
-    records = parsers._CsvRecords("f", io.BytesIO(text.encode()))
+    records = parsers._CsvRecords("f", lines.decoded_lines("f", io.BytesIO(text.encode())))
     for start, row in records:
         yield row, parsers._field_starts(records._lines, start)
 

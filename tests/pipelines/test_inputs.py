@@ -50,10 +50,32 @@ def test_tokens_are_non_empty_plain_str_as_selection_trusts_them(text, lowercase
 
 
 def test_parse_pairs():
-    rows = list(parse_pairs("f", stream('u1,cat\n\n"u,2", dog \n')))
-    assert rows == [("u1", "cat"), ("u,2", "dog")]
+    # A CSV dialect: quoted fields may hold commas, quotes and line breaks; items keep
+    # their whitespace (\x0b too), user ids are stripped as in --format csv.
+    rows = list(parse_pairs("f", stream('u1,cat\r\n"u,2", dog \n u3 ,"two\nlines"\n'
+                                        'u4,"say ""hi"""\nu5,\x0bvt\n')))
+    assert rows == [("u1", "cat"), ("u,2", " dog "), ("u3", "two\nlines"), ("u4", 'say "hi"'),
+                    ("u5", "\x0bvt")]
     with pytest.raises(InputFormatError, match=r"f:1: field 2 \(item\) is empty"):
         list(parse_pairs("f", stream("u1,\n")))
+
+
+@pytest.mark.parametrize("body,message", [
+    ("u1,cat\n\nu2,dog\n", r"^f:2: a blank line"),
+    ("u1,cat\nu2,dog\n\n", r"^f:3: a blank line"),
+    ('u1,cat\nu2,"dog\nu3,cat\n', r"^f:2: a quoted field .* never closed"),
+    ('u1,"a\nb"\nu2,x,y\n', r"^f:3: expected 2 fields user,item, got 3$"),
+    ('u1,"a\nb"\n,x\n', r"^f:3: field 1 \(user id\) is empty"),
+])
+def test_parse_pairs_refuses_naming_the_line(body, message):
+    with pytest.raises(InputFormatError, match=message):
+        list(parse_pairs("f", stream(body)))
+
+
+def test_parse_pairs_numbers_lines_after_skipped_header_lines():
+    body = 'user,item\nu1,"a\nb"\nu2,"open\n'
+    with pytest.raises(InputFormatError, match=r"^f:4: a quoted field"):
+        list(parse_pairs("f", stream(body), 1))
 
 
 def test_parse_csv_multiline_fields_and_row_users():
@@ -80,6 +102,31 @@ def test_parse_jsonl_errors():
 
 def test_parse_text_users_are_lines():
     assert list(parse_text("f", stream("a b\nc\n"), skip_header_lines=1)) == [("f:2", "c")]
+
+
+def test_parse_text_refuses_a_csv_header_unless_skipped():
+    for header in ("user,text", "User_ID, Review ,rating", "id,stars,body"):
+        with pytest.raises(InputFormatError, match=r"^f:1 looks like a CSV header row.*"
+                                                   r"--format csv.*--skip-header-lines 1"):
+            list(parse_text("f", stream(f"{header}\nu1,the cat\n")))
+    assert list(parse_text("f", stream("user,text\nu1,the cat\n"), 1)) == [("f:2", "u1,the cat")]
+    # Texts with commas, and a header-like line after the first, are texts.
+    for text in ("users, text and more", "user,stars", "cat,dog,user"):
+        assert list(parse_text("f", stream(f"{text}\n"))) == [("f:1", text)]
+    assert len(list(parse_text("f", stream("hello\nuser,text\n")))) == 2
+
+
+def test_parse_jsonl_refuses_a_blank_line_naming_it():
+    with pytest.raises(InputFormatError, match=r"^f:2: a blank line"):
+        list(parse_jsonl("f", stream('{"u": "a", "t": "x"}\n  \n{"u": "b", "t": "y"}\n'),
+                         "u", "t"))
+
+
+def test_parse_csv_refuses_a_row_with_more_fields_than_the_header():
+    body = 'user,text\nu1,"a\nb"\nu2,hello,extra\n'
+    with pytest.raises(InputFormatError, match=r"^f:4: record 2: the row has 3 fields, the "
+                                               r"header 2"):
+        list(parse_csv("f", stream(body), "user", "text"))
 
 
 # -- errors name the file, line, record and field, never the record's text --------------

@@ -279,6 +279,13 @@ def test_a_null_without_statistics_fails_the_pipeline(tmp_path):
      "column 'tags' (--items-field) holds an empty item"),
     ({"user": [1, 2], "tags": [[SECRET], None]}, dict(items="tags"),
      "column 'tags' (--items-field) holds a null (missing) value"),
+    # NUL, refused as in text files (issue 36, finding 11).
+    ({"user": [1, 2], "tags": [[SECRET], ["b", "c\x00d"]]}, dict(items="tags"),
+     "column 'tags' (--items-field) holds text with a NUL character"),
+    ({"user": ["a", "b"], "text": [SECRET, "\x00"]}, dict(text="text"),
+     "column 'text' (--text-field) holds text with a NUL character"),
+    ({"user": ["a", "b\x00"], "text": [SECRET, "x"]}, dict(text="text"),
+     "column 'user' (--user-field) holds text with a NUL character"),
 ])
 def test_bad_values_of_a_row_group(columns, fields, message):
     # What the pipeline's step checks on each row group read (see the test above).
@@ -370,6 +377,11 @@ def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):
     with pytest.raises(Exception, match="b.parquet"):
         with TestPipeline() as p:
             _ = p | read
+
+
+def test_a_binary_user_id_may_hold_a_nul_byte():
+    ParquetFields("user", items="tags").check_values(
+        "x.parquet", pa.table({"user": [b"\x00\x01", b"a"], "tags": [["x"], ["y"]]}))
 
 
 def test_text_that_is_not_utf8_is_an_error_naming_the_column_never_a_byte(tmp_path):

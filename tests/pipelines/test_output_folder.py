@@ -18,6 +18,7 @@ import pytest
 
 from pipelines import errors, ngrams, output_folder, vocabulary
 from pipelines.evaluation import evaluate
+from pipelines.progress import configure_progress
 from tests.support.paths import ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
@@ -205,6 +206,43 @@ def test_overwrite_puts_the_new_folder_in_place_whole(tmp_path, monkeypatch, exc
     assert names(out) == ["old.txt"]  # untouched while the run writes
     output.commit()
     assert names(out) == ["new.txt"] and names(tmp_path) == ["out"]
+
+
+# -- siblings left by a killed run (issue 36, finding 9) ---------------------------
+
+
+def test_a_run_holds_a_lock_on_its_staging_folder_until_it_ends(tmp_path):
+    out = str(tmp_path / "out")
+    for end in ("commit", "discard"):
+        output = output_folder.prepare_output(out, overwrite=True)
+        assert os.path.basename(output.staging).startswith(".out" + output_folder.STAGING)
+        assert output_folder._locked(output.staging) is None  # another open file: refused
+        getattr(output, end)()
+        assert output._lock is None
+    assert names(tmp_path) == ["out"]  # no starting, staging or old sibling left
+
+
+def test_a_left_staging_folder_is_removed_and_a_live_one_kept_both_named(tmp_path, capsys):
+    left = tmp_path / ".out.beam_dpsu-staging-0123456789ab"
+    live = tmp_path / ".out.beam_dpsu-staging-ba9876543210"
+    old = tmp_path / ".out.beam_dpsu-old-00000000000a"
+    other = tmp_path / ".other.beam_dpsu-staging-0123456789ab"  # another output's
+    for folder in (left, live, old, other):
+        folder.mkdir()
+        (folder / "items-00000-of-00001.txt").write_text("partial\n")
+    held = output_folder._locked(str(live))  # as the run writing it holds it
+    configure_progress("test")  # the progress lines on stderr, as a job has them
+    try:
+        output = output_folder.prepare_output(str(tmp_path / "out"))
+        output.discard()
+    finally:
+        os.close(held)
+    assert not left.exists() and live.exists() and old.exists() and other.exists()
+    messages = capsys.readouterr().err.splitlines()  # warning lines of the pipelines logger
+    assert len(messages) == 3, messages
+    assert any(f"removed {left}" in m for m in messages)
+    assert any(str(live) in m and "another run" in m for m in messages)
+    assert any(str(old) in m and "moved aside" in m for m in messages)
 
 
 @pytest.mark.parametrize("remote", [False, True])

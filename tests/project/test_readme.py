@@ -24,7 +24,7 @@ def block_index(word: str) -> int:
 
 
 def test_readme_has_the_blocks_tested_here():
-    assert len(python_blocks()) == 7
+    assert len(python_blocks()) == 8
 
 
 def test_first_block_prints_the_report_and_releases_the_common_item(capsys):
@@ -89,6 +89,13 @@ def test_readme_counts_example_runs(capsys):
     assert sorted(line.split(",")[0] for line in counted) == ["('cat'", "('dog'"]
 
 
+def test_pre_threshold_block_releases_only_the_item_of_enough_users(capsys):
+    # "cat": weight 30 against ρ_10 ≈ 13.0 with σ ≈ 0.71 (released with probability
+    # 1 − 1e-100); "lynx" has 3 < 10 holders and is never noised.
+    out = run_block(block_index("pre_threshold=10"), capsys)
+    assert out.split() == ["cat"]
+
+
 def test_tokenize_is_shown_and_reachable_from_the_top_level():
     # README's tokenize is the package's: importable as written, and named so.
     import beam_dpsu
@@ -115,3 +122,18 @@ def test_readme_names_only_what_beam_dpsu_has():
     missing = [n for n in sorted(names) if not hasattr(beam_dpsu, n)
                and importlib.util.find_spec(f"beam_dpsu.{n}") is None]
     assert missing == []
+
+
+def test_readme_blocks_print_no_beam_warning_in_a_fresh_interpreter():
+    # Each block imports beam_dpsu before apache_beam: Beam's "apitools not found"
+    # warning (its GCP extras missing) is then dropped, whatever the order after.
+    import subprocess
+    import sys
+    blocks = python_blocks()
+    assert all(b.index("import beam_dpsu") < b.index("import apache_beam")
+               for b in blocks if "import apache_beam" in b)
+    code = blocks[block_index("SelectItems(beam_dpsu.WeightedGaussian")]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr[-3000:]
