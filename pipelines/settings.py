@@ -77,13 +77,16 @@ def describe_budget(budget, equivalents=None) -> str:
     if isinstance(budget, ZCDPBudget):
         text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
         if 2 * budget.delta < 1:
+            converted = budget.to_dp(2 * budget.delta).epsilon
+            # A report that states only the conversion (e.g. under auto, where the
+            # mechanism's curve depends on the chosen Δ0) is labelled as the conversion.
             exact = [e for e in equivalents or ()
-                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)]
+                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)
+                     and not math.isclose(e["epsilon"], converted, rel_tol=1e-12)]
             if exact:
                 epsilon, source = exact[0]["epsilon"], "by the mechanism's privacy curve"
             else:
-                epsilon = budget.to_dp(2 * budget.delta).epsilon
-                source = "by the zCDP conversion"
+                epsilon, source = converted, "by the zCDP conversion"
             text += f" ({source}: ≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
         return text
     return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"

@@ -51,8 +51,8 @@ The mass per mechanism (``user_mass``):
   ``TruncatedGeometric``): w = 1, g(m) = m; their threshold grows about
   linearly (Laplace) or as √Δ0 (Gaussian) in Δ0, so the rule favours the Δ0
   most users reach;
-* ℓ2 mechanisms (``WeightedGaussian``, ``SIPS``, ``PolicyGaussian``):
-  g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
+* ℓ2 mechanisms (``WeightedGaussian``, ``PolicyGaussian``; ``SIPS``'s
+  rounds): g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
   below the cutoff; if a fraction f of a user's items are, its mass there is
   √(f·m), proportional to √m for every Δ0 (uniform sampling keeps f);
 * ``WeightedLaplace``: w = 1/m, g = 1: every Δ0 gives the same mass, so the
@@ -62,9 +62,11 @@ The mass per mechanism (``user_mass``):
   is, which happens with probability 1 − (1 − f)^m. With nothing private to
   tell f, a uniform prior on f gives E = m/(m + 1) = g(m).
 
-For SIPS T is the last (largest-budget) round's threshold; for truncated
-geometric it is the number of users at which an item is kept with
-probability ½.
+For truncated geometric T is the number of users at which an item is kept
+with probability ½. SIPS is scored otherwise: its later rounds read each
+user's items minus those earlier rounds released, which M/T cannot see
+(scored so, it took a Δ0 one grid step above its best); ``max_items_rounds``
+models the rounds on the same histogram (``AutoPlan.round_thresholds``).
 
 What it does not model: the noise on each item (the rule compares expected
 weights with T) and a popularity profile that changes with user size. The
@@ -83,7 +85,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from beam_dpsu.core import checks, pre_threshold_calibration
+from beam_dpsu.core import checks, max_items_rounds, pre_threshold_calibration
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -326,6 +328,9 @@ class AutoPlan:
       edges: the lower edges of the size bins.
       mechanism_name: the mechanism the rule is for.
       user_mass: g(m), a key of ``MASSES``.
+      round_thresholds: for a mechanism made of rounds (SIPS), each candidate's
+        rounds' thresholds T_r: the rule is then ``max_items_rounds``' model of
+        the rounds; empty for the others (the M/T rule).
     """
 
     auto: AutoMaxItems
@@ -336,6 +341,7 @@ class AutoPlan:
     edges: tuple
     mechanism_name: str
     user_mass: str
+    round_thresholds: tuple = ()
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
         """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts.
@@ -349,6 +355,11 @@ class AutoPlan:
         the largest of several noisy masses leans to the candidates that read
         the most noisy bins, the large ones. On 50,000 users the margin is
         about 0.2 % of M.
+
+        With ``round_thresholds`` (SIPS) the score is instead the items the
+        rounds release in ``max_items_rounds``' model, from the same counts and
+        bin sizes, for the candidates up to the one M/T picks (0 above it), unless
+        no candidate's mass stands above the noise (then all 0).
         """
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):
@@ -367,19 +378,35 @@ class AutoPlan:
             # No mass to speak of: 0 for every candidate, and a tie goes to the smallest
             # (a negative mass over T would favour the largest T).
             out.append(max(lower_mass, 0.0) / t)
+        if self.round_thresholds and max(out) > 0.0:
+            # Only where some mass stands above the noise (else all 0: the smallest), and
+            # up to the M/T choice (``max_items_rounds``, "Noise"); 0 above it.
+            cap = int(np.argmax(out))
+            holding = max_items_rounds.holding_probabilities(middle)
+            return np.asarray([
+                max_items_rounds.expected_released(counts, middle, t, c, holding) if i <= cap
+                else 0.0
+                for i, (c, t) in enumerate(zip(self.candidates, self.round_thresholds))])
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
-        """The candidate with the largest M/T (the smaller on a tie): post-processing."""
+        """The candidate with the largest score, M/T or the rounds' items (the smaller on a
+        tie): post-processing."""
         return int(self.candidates[int(np.argmax(self.proxy(noisy_counts)))])
+
+    def _rule(self) -> dict:
+        if self.round_thresholds:
+            return {"rule": max_items_rounds.RULE, "user_mass": f"g(m) = {self.user_mass}",
+                    "round_thresholds": [list(t) for t in self.round_thresholds]}
+        return {"rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
+                        "from the noisy size histogram, T = the release threshold in weight "
+                        "units (beam_dpsu.core.max_items_choice)",
+                "user_mass": f"g(m) = {self.user_mass}"}
 
     def to_dict(self) -> dict:
         return {
             **self.auto.to_dict(),
-            "rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
-                    "from the noisy size histogram, T = the release threshold in weight "
-                    "units (beam_dpsu.core.max_items_choice)",
-            "user_mass": f"g(m) = {self.user_mass}",
+            **self._rule(),
             "size_histogram": {"budget": self.size_budget.to_dict(),
                                "noise": size_noise(self.size_budget).to_dict(),
                                "bin_lower_edges": list(self.edges),
@@ -422,21 +449,25 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) ->
                                     "plan_auto is for max_items_per_user='auto'")
     size_budget, selection_budget = split_budget(budget, auto.share)
 
-    def weight_threshold_at(c: int) -> float:
-        t = weight_threshold(pre_threshold_calibration.calibrate(
-            with_max_items(mechanism, c), selection_budget, pre_threshold))
+    def thresholds_at(c: int) -> tuple:
+        calibration = pre_threshold_calibration.calibrate(
+            with_max_items(mechanism, c), selection_budget, pre_threshold)
+        t = weight_threshold(calibration)
         if not (math.isfinite(t) and t > 0):
             raise ValueError(f"threshold {t!r}")
-        return t
+        return t, max_items_rounds.round_thresholds(calibration)
 
     thresholds_by_candidate = calibrate_candidates(
-        auto, weight_threshold_at, f"{mechanism.name} calibrates",
+        auto, thresholds_at, f"{mechanism.name} calibrates",
         "the selection's part of the budget")
-    candidates, weights = tuple(thresholds_by_candidate), tuple(thresholds_by_candidate.values())
+    candidates = tuple(thresholds_by_candidate)
+    weights = tuple(t for t, _ in thresholds_by_candidate.values())
+    rounds = tuple(r for _, r in thresholds_by_candidate.values())
     return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
                     candidates=candidates, weight_thresholds=weights,
                     edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
-                    mechanism_name=mechanism.name, user_mass=user_mass(mechanism))
+                    mechanism_name=mechanism.name, user_mass=user_mass(mechanism),
+                    round_thresholds=rounds if all(r is not None for r in rounds) else ())
 
 
 # --- CountReleased: Δ0 of the counts (max_items_per_user="auto"; see CountsAutoPlan) ---

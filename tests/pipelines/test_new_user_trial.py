@@ -266,7 +266,7 @@ def test_multi_processing_shows_progress_and_no_beam_noise(tmp_path, pairs):
     for noise in ("Discarding unparseable args", "Logging handler created", "apitools",
                   "No semi_persistent_directory found"):
         assert noise not in proc.stderr, proc.stderr[-3000:]
-    assert re.search(r"^\[vocabulary .*\] weighted-gaussian: released ", proc.stderr, re.M), \
+    assert re.search(r"^\[vocabulary .*\] sips: released ", proc.stderr, re.M), \
         proc.stderr[-3000:]
     assert re.search(r"^\[vocabulary .*\] wrote .*items-00000-of-00001\.txt", proc.stderr,
                      re.M), proc.stderr[-3000:]

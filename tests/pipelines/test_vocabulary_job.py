@@ -449,7 +449,7 @@ def test_help_shows_one_spelling_defaults_and_an_example(capsys):
     assert "--max-items-per-user N" in text and "--max_items_per_user" not in text.split(
         "examples:")[0]
     flat = " ".join(text.split())
-    assert "(default: weighted-gaussian)" in flat and "(default: 1)" in flat
+    assert "(default: sips)" in flat and "(default: 1)" in flat
     assert "examples:\n  python -m pipelines.vocabulary --input" in text
     assert "msnbc" not in text  # the vocabulary job does not read it
     assert "--direct_num_workers" in text
