@@ -153,7 +153,10 @@ class CountReleased(ReadsContainers, ReleaseTransform):
 
     Args:
       released: ``PCollection`` of released items (e.g. ``SelectItems``'
-        output), a set: its items are public once released.
+        output), a set: its items are public once released. A pre-threshold
+        belongs to that selection (``SelectItems(..., pre_threshold=k)``):
+        the counts are of the released items, each noised, held by k users
+        or not in this (freshly bounded) sample.
       budget: ``Budget(ε, δ)`` (discrete Laplace, scale Δ0/ε) or
         ``ZCDPBudget(ρ, δ)`` (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and
         is not spent. Use ``split_selection_and_counts`` to pay for the
