@@ -38,8 +38,10 @@ setup(
         # tests/test_docs_build.py. Pinned: a new griffe or mkdocstrings may add
         # warnings, which fail the strict build. Wheels only, no numpy or Beam
         # downgrade (checked with pip install --dry-run).
+        # ruff: mkdocstrings formats the separate signatures with it (without it the
+        # build logs "Formatting signatures requires either Black or Ruff").
         "docs": ["mkdocs==1.6.1", "mkdocs-autorefs==1.4.5", "mkdocstrings[python]==1.0.8",
-                 "mkdocstrings-python==2.0.11", "griffe==2.4.1"],
+                 "mkdocstrings-python==2.0.11", "griffe==2.4.1", "ruff==0.17.5"],
         # The quality gates of .ci/run, pinned: a new release's new rules must
         # not fail CI unannounced (wheels only).
         "lint": ["ruff==0.17.5", "mypy==2.4.1", "build==1.6.1"],

@@ -18,7 +18,10 @@ Free text becomes items with ``beam_dpsu.tokenize`` (or a
 
 __version__ = "0.1.0"
 
+import contextlib
 import importlib
+import importlib.abc
+import importlib.machinery
 import logging
 import sys
 from typing import TYPE_CHECKING
@@ -41,6 +44,22 @@ class _LastResort(logging.Handler):
             last.handle(record)
 
 
+@contextlib.contextmanager
+def _apitools_warning_dropped():
+    root = logging.getLogger()
+    drop = _DropApitoolsWarning()
+    stand_in = None if root.handlers else _LastResort()
+    root.addFilter(drop)
+    if stand_in is not None:
+        root.addHandler(stand_in)
+    try:
+        yield
+    finally:
+        root.removeFilter(drop)
+        if stand_in is not None:
+            root.removeHandler(stand_in)
+
+
 def _import_quietly(module: str) -> None:
     """Imports ``module`` (apache_beam) without its "apitools not found" warning,
     leaving the user's logging as it was: the filter is on the root logger only
@@ -51,18 +70,50 @@ def _import_quietly(module: str) -> None:
     nothing is done: Beam has already spoken."""
     if module in sys.modules:
         return
-    root = logging.getLogger()
-    drop = _DropApitoolsWarning()
-    stand_in = None if root.handlers else _LastResort()
-    root.addFilter(drop)
-    if stand_in is not None:
-        root.addHandler(stand_in)
-    try:
+    with _apitools_warning_dropped():
         importlib.import_module(module)
-    finally:
-        root.removeFilter(drop)
-        if stand_in is not None:
-            root.removeHandler(stand_in)
+
+
+class _QuietBeamFinder(importlib.abc.MetaPathFinder):
+    """``import apache_beam`` after ``import beam_dpsu``, by anyone (the user's own
+    ``import apache_beam as beam``), is quiet too: the finder runs Beam's package
+    module as :func:`_import_quietly` does, then removes itself."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "apache_beam":
+            return None
+        _remove_finder()
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        with _apitools_warning_dropped():
+            self._loader.exec_module(module)
+
+    def __getattr__(self, name):  # get_resource_reader, is_package, …
+        return getattr(self._loader, name)
+
+
+_FINDER = _QuietBeamFinder()
+
+
+def _remove_finder() -> None:
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
+
+
+if "apache_beam" not in sys.modules:
+    sys.meta_path.insert(0, _FINDER)
 
 
 if TYPE_CHECKING:  # the names as type checkers and the API reference see them

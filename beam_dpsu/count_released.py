@@ -27,7 +27,7 @@ With ``max_items_per_user="auto"`` a share of the counts' budget first buys
 a histogram of each user's number of distinct released items (one user in
 one bin: sensitivity 1; discrete Laplace of scale 1/ε_s or discrete Gaussian
 of σ² = 1/(2ρ_s), pure), Δ0 is chosen from it and the public number of
-released items (post-processing, ``max_items_choice.CountsAutoPlan``), and the counts
+released items (post-processing, ``counts_max_items_choice.CountsAutoPlan``), and the counts
 run at that Δ0 on the rest: ε or ρ add (sequential composition), δ stays 0.
 """
 
@@ -39,6 +39,7 @@ import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import checks, hashing, max_items_choice
+from beam_dpsu.core import counts_max_items_choice as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.counts_budget import count_calibration
@@ -148,11 +149,14 @@ class CountReleased(ReadsContainers, ReleaseTransform):
     per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
     uniformly; then sum 1 per (user, item) and add a zero for every released
     item, so each released item has exactly one count; finally add exact
-    discrete noise (see the module docstring for the calibration).
+    discrete noise (the calibration: [beam_dpsu.count_released][]'s module notes).
 
     Args:
       released: ``PCollection`` of released items (e.g. ``SelectItems``'
-        output), a set: its items are public once released.
+        output), a set: its items are public once released. A pre-threshold
+        belongs to that selection (``SelectItems(..., pre_threshold=k)``):
+        the counts are of the released items, each noised, held by k users
+        or not in this (freshly bounded) sample.
       budget: ``Budget(ε, δ)`` (discrete Laplace, scale Δ0/ε) or
         ``ZCDPBudget(ρ, δ)`` (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and
         is not spent. Use ``split_selection_and_counts`` to pay for the
@@ -166,7 +170,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         ``"auto"`` / ``AutoMaxItems(share, candidates)``: a share of
         ``budget`` buys a DP histogram of users' numbers of released items,
         and Δ0 is the candidate of least expected total error
-        (``max_items_choice.CountsAutoPlan``); the choice is
+        (``counts_max_items_choice.CountsAutoPlan``); the choice is
         ``chosen_max_items_per_user`` once the pipeline has run. Not with a
         tight split's part (bound to one Δ0).
       seed: test-only fixed seed; None (default) uses OS randomness. A seeded
@@ -193,14 +197,16 @@ class CountReleased(ReadsContainers, ReleaseTransform):
     The released set reaches the workers as a side input (it must fit in a
     worker's memory, as a vocabulary does).
 
-    Example::
+    For example:
 
-        parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
-        released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
-        counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
-        # or, instead, with Δ0 chosen privately from a share of the counts' budget:
-        counter = CountReleased(released, parts.counts, max_items_per_user="auto")
-        counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
+    ```python
+    parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
+    released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
+    counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
+    # or, instead, with Δ0 chosen privately from a share of the counts' budget:
+    counter = CountReleased(released, parts.counts, max_items_per_user="auto")
+    counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
+    ```
     """
 
     def __init__(self, released, budget: Budget | ZCDPBudget,
@@ -230,7 +236,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         bound = max_items_choice.check_max_items_or_auto(max_items_per_user)
         if max_items_choice.is_auto(bound):
             # split_budget refuses a tight split's part: it is bound to one Δ0.
-            self.auto_plan, self.calibrations_by_candidate = max_items_choice.plan_counts_auto(
+            self.auto_plan, self.calibrations_by_candidate = counts_choice.plan_counts_auto(
                 bound, budget, count_calibration)
             self.calibration = None
         else:

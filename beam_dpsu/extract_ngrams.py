@@ -124,7 +124,7 @@ class ExtractNgrams(ReleaseTransform):
         each an int, or ``"auto"`` / ``max_items_choice.AutoMaxItems`` (the share and
         the candidates): at level 1 chosen privately when the pipeline runs
         (a share of the budget, default 5 %), at a level k ≥ 2 the largest
-        candidate, for free (the module docstring says why).
+        candidate, for free ([beam_dpsu.extract_ngrams][]'s module notes say why).
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.core.kgrams``).
       noise_schedule: "equal" (the same σ_k at every level, default) or a

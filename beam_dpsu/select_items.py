@@ -132,19 +132,21 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         the pipeline is built) or from an element, or a bad element (when it
         runs). The message names the field, never a value.
 
-    Example::
+    For example:
 
-        released = pairs | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5))
-        # or, with one element per document:
-        released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
-                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
-        # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
-        released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
-                                      user_field="author", items_field="words")
-        # or, when each document is one person's only one:
-        released = (docs | beam.Map(lambda d: d["text"].split())
-                    | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
-                                  privacy_unit="element"))
+    ```python
+    released = pairs | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5))
+    # or, with one element per document:
+    released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
+                | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
+    # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
+    released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                                  user_field="author", items_field="words")
+    # or, when each document is one person's only one:
+    released = (docs | beam.Map(lambda d: d["text"].split())
+                | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
+                              privacy_unit="element"))
+    ```
     """
 
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,

@@ -4,10 +4,17 @@ Importing this package installs a logging filter that drops Beam's noise
 (:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.progress``, so that
 it is installed before Beam loads and also in the DirectRunner's worker
 processes, which import ``pipelines.io`` when they unpickle the jobs'
-DoFns.
+DoFns. It also makes an interrupt while a job started as ``python -m
+pipelines.JOB`` imports Beam one line ``interrupted``
+(:func:`pipelines.interrupts.quiet_start`).
 """
 
+import errno
 import logging
+
+from pipelines.interrupts import quiet_start
+
+quiet_start()
 
 
 
@@ -17,16 +24,20 @@ class _BeamNoiseFilter(logging.Filter):
     * ``apitools not found, and bigquery client libraries are not available``:
       logged on every run without the GCP extras, whatever the job does;
     * ``Discarding unparseable args``: the jobs validate every flag themselves;
+    * the start-up lines of the DirectRunner's worker processes (``pipelines.worker``):
+      ``No semi_persistent_directory found``, ``Logging handler created``;
     * the ERROR log (with traceback) Beam writes before re-raising an
       exception from a DoFn, when the exception is one the job reports as a
       clean ``error:`` line (bad record, bad input file, windowed input, a
-      failure in the step reading Parquet row groups).
+      failure in the step reading Parquet row groups, a full disk).
     """
 
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
-                 "No semi_persistent_directory found")
+                 "No semi_persistent_directory found", "Logging handler created")
     _CLEAN_ERRORS = ("InputFormatError", "InvalidRecordError", "NonGlobalWindowError",
-                     "UsageError", "ReadParquetRowGroups/")  # io.parquet.PARQUET_READ_STEP
+                     "UsageError", "ReadParquetRowGroups/",  # io.parquet.PARQUET_READ_STEP
+                     # a full disk (errors.NO_SPACE_ERRNOS)
+                     f"[Errno {errno.ENOSPC}]", f"[Errno {errno.EDQUOT}]")
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:

@@ -21,6 +21,8 @@ or a record's text.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import re
 
 from beam_dpsu.beam.bounding import InvalidRecordError
@@ -30,7 +32,7 @@ from pipelines.io.errors import InputFormatError
 from pipelines.io.parquet import parquet_read_error
 
 __all__ = ["UsageError", "FlagMessage", "FLAG_OF", "flag_errors", "error_message",
-           "CLEAN_ERRORS"]
+           "CLEAN_ERRORS", "NO_SPACE_ERRNOS"]
 
 
 class UsageError(ValueError):
@@ -86,13 +88,46 @@ _WRAPPED = re.compile(r"\b(InputFormatError|InvalidRecordError|NonGlobalWindowEr
 _STEP = re.compile(r"\s*\[while running '[^']*'\]")
 
 
+# A full disk (or quota) while a job writes: an expected failure, not a bug.
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_ERRNO = re.compile(r"\[Errno (\d+)\]")
+_STEP_NAME = re.compile(r"\[while running '([^']*)'\]")
+
+
+def _no_space_message(exc: BaseException) -> str | None:
+    """The line for a full disk anywhere in ``exc``'s chain (Beam raises a RuntimeError
+    whose text holds ``OSError: [Errno 28] …``, from the original), else None. It names
+    the step, never the file's path (a staging file's)."""
+    code, seen = None, set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and code is None:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS:
+            code = current.errno
+        else:
+            match = _ERRNO.search(str(current))
+            if match and int(match.group(1)) in NO_SPACE_ERRNOS:
+                code = int(match.group(1))
+        current = current.__cause__ or current.__context__
+    if code is None:
+        return None
+    step = _STEP_NAME.search(str(exc))
+    where = f" in step {step.group(1)!r}" if step else ""
+    return (f"{os.strerror(code)} (errno {code}){where}: nothing of this run was put in "
+            "place at the output; free some space and run again")
+
+
 def error_message(exc: BaseException) -> str | None:
     """The one-line message of an expected failure, or None for a bug.
 
     Beam re-raises a DoFn's exception with ``[while running 'Step']``
     appended (dropped here); portable runners wrap it in a RuntimeError whose
-    text holds the original ``InputFormatError: …`` line (found here).
+    text holds the original ``InputFormatError: …`` line (found here). A full
+    disk is expected too (:func:`_no_space_message`).
     """
+    no_space = _no_space_message(exc)
+    if no_space is not None:
+        return no_space
     if isinstance(exc, CLEAN_ERRORS):
         text = str(exc)
     else:

@@ -56,16 +56,18 @@ def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> No
 
 
 def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
-                            public_input: bool = True, auto_default: bool = False) -> None:
-    """--mechanism (or --mechanisms, comma-separated, with ``several``) and its parameters;
-    ``public_input``: GW-KT's public corpus flags, for jobs that read it."""
+                            public_input: bool = True, auto_default: bool = False,
+                            default: str = "weighted-gaussian") -> None:
+    """--mechanism (or --mechanisms, comma-separated, with ``several``; ``default`` when not
+    given) and its parameters; ``public_input``: GW-KT's public corpus flags, for jobs that
+    read it."""
     g = parser.add_argument_group("mechanism (see README 'Mechanisms')")
     names = ", ".join(sorted(mechanisms.MECHANISMS))
     if several:
-        g.add_argument(*flags("mechanisms"), default="weighted-gaussian", metavar="NAMES",
+        g.add_argument(*flags("mechanisms"), default=default, metavar="NAMES",
                        help=f"comma-separated mechanisms from: {names}")
     else:
-        g.add_argument(*flags("mechanism"), default="weighted-gaussian", metavar="NAME",
+        g.add_argument(*flags("mechanism"), default=default, metavar="NAME",
                        help=f"one of: {names}")
     default = ("auto for weighted-gaussian, policy-gaussian and sips, 100 for the others"
                if auto_default else "100")

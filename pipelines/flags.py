@@ -325,6 +325,11 @@ class JobArgumentParser(StrictArgumentParser):
         return sorted({s for s in self._option_strings
                        if s.startswith("--") and not _is_alias(s, self._option_strings)})
 
+    def was_given(self, dest: str) -> bool:
+        """Whether the last command line parsed set the flag of ``dest`` (rather than
+        leaving it to its default)."""
+        return dest in self._given
+
 
 class BeamOptionsParser(StrictArgumentParser):
     """Every flag of Beam's registered ``PipelineOptions`` classes, parsed strictly.

@@ -2,17 +2,67 @@
 
 The output folder is put in place or removed whole whatever the moment of the
 signal (:meth:`Interrupts.held`; docs/privacy.md, invariants: one folder, one
-release).
+release). Before the job runs, while its module imports Beam (seconds), the
+same line and exit code come from :func:`quiet_start`'s handler.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 
-__all__ = ["Interrupts", "INTERRUPTS"]
+__all__ = ["Interrupts", "INTERRUPTS", "quiet_start"]
+
+# Modules run as ``python -m`` that are no job: the DirectRunner's worker processes.
+_NOT_JOBS = ("pipelines.worker",)
+
+
+def _started_module(argv) -> str:
+    """The module of ``python … -m MODULE …`` (or ``-mMODULE``), else ""."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-m":
+            return argv[i + 1] if i + 1 < len(argv) else ""
+        if arg.startswith("-m"):
+            return arg[2:]
+        if not arg.startswith("-") or arg.startswith("-c"):
+            return ""  # a script or a command: no module
+        i += 2 if arg in ("-X", "-W") else 1
+    return ""
+
+
+def _exit_while_starting(signum, _frame):
+    try:
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(128 + signum)  # nothing written yet; no import to finish
+
+
+def quiet_start(argv=None) -> bool:
+    """In a job started as ``python -m pipelines.JOB``: a SIGINT or SIGTERM before the
+    job runs (while its module imports Beam) prints ``interrupted`` and exits with
+    128 + the signal, as an interrupt of the running job does, instead of a
+    ``KeyboardInterrupt`` traceback from inside the import. Called when the
+    ``pipelines`` package is imported, the job module's first import; the job's
+    :class:`Interrupts` take over while it runs. Returns whether it installed
+    the handler (not in other programs, nor where a handler is already set).
+    """
+    module = _started_module(sys.orig_argv if argv is None else argv)
+    if (not module.startswith("pipelines.") or module in _NOT_JOBS
+            or threading.current_thread() is not threading.main_thread()):
+        return False
+    installed = False
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL):
+            signal.signal(sig, _exit_while_starting)
+            installed = True
+    return installed
 
 
 class Interrupts:

@@ -12,12 +12,21 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+import apache_beam as beam
+
 from pipelines.errors import error_message
 from pipelines.interrupts import INTERRUPTS
 from pipelines.output_folder import run_with_output
 from pipelines.progress import configure_progress
+from pipelines.worker import runner_for
 
-__all__ = ["run_job"]
+__all__ = ["run_job", "job_pipeline"]
+
+
+def job_pipeline(options) -> beam.Pipeline:
+    """A job's pipeline under its Beam ``options`` (quiet worker processes under the
+    DirectRunner's multi_processing mode: ``pipelines.worker``)."""
+    return beam.Pipeline(runner=runner_for(options), options=options)
 
 
 def run_job(name: str, argv, prepare: Callable, run: Callable[..., str]) -> int:

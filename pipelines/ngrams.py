@@ -52,7 +52,7 @@ from pipelines.input_flags import resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.job_files import WriteJson, read_json
-from pipelines.job_runner import run_job
+from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
@@ -356,8 +356,11 @@ def run_prepared(job) -> str:
                  f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
                  f"{args.method} under {describe_budget(transform.budget)}"
                  + (" (the selection's part)" if args.budget_parts is not None else ""))
-    with beam.Pipeline(options=job.options) as pipeline:
+    with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, transform, staging_of(job))
+        # Building a large graph (e.g. one selection per candidate under auto) and
+        # starting the runner take seconds before the first record is read.
+        progress("built the pipeline; running it")
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
     per_length = ", ".join(f"{n:,} of length {k}"

@@ -13,6 +13,7 @@ never a user id, a record's text or a raw count (raw counts only with
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 
@@ -43,13 +44,16 @@ class _StderrHandler(logging.StreamHandler):
 
 
 class _ProgressFormatter(logging.Formatter):
+    """``[job  12.3s] message``, timed by the wall clock: a worker process's lines are
+    timed from the job's start too (:func:`_log_line`)."""
+
     def __init__(self):
         super().__init__()
         self.job = "job"
-        self.start = time.monotonic()
+        self.start = time.time()
 
     def format(self, record):
-        return f"[{self.job} {time.monotonic() - self.start:6.1f}s] {record.getMessage()}"
+        return f"[{self.job} {time.time() - self.start:6.1f}s] {record.getMessage()}"
 
 
 _HANDLER = _StderrHandler()
@@ -59,16 +63,37 @@ _HANDLER.setFormatter(_FORMATTER)
 
 def configure_progress(job: str) -> None:
     """Progress lines of the ``pipelines`` logger on stderr, timed from now."""
-    _FORMATTER.job, _FORMATTER.start = job, time.monotonic()
+    _FORMATTER.job, _FORMATTER.start = job, time.time()
+    _add_handler()
+    quiet_beam()
+
+
+def _add_handler() -> None:
     if _HANDLER not in LOG.handlers:
         LOG.addHandler(_HANDLER)
     LOG.setLevel(logging.INFO)
     LOG.propagate = False
-    quiet_beam()
 
 
 def progress(message: str) -> None:
     """One progress line (driver side)."""
+    LOG.info(message)
+
+
+def _job_clock() -> tuple:
+    """What a step needs to log a progress line wherever it runs (:func:`_log_line`)."""
+    return os.getpid(), _FORMATTER.job, _FORMATTER.start
+
+
+def _log_line(clock: tuple, message: str) -> None:
+    """A progress line from a step: in the job's process through its handler; in a
+    worker process of the DirectRunner's multi_processing mode (``pipelines.worker``),
+    where progress is not configured, through the same handler set up there, named and
+    timed as the job's own lines."""
+    pid, job, start = clock
+    if os.getpid() != pid and _HANDLER not in LOG.handlers:
+        _FORMATTER.job, _FORMATTER.start = job, start
+        _add_handler()
     LOG.info(message)
 
 
@@ -86,10 +111,10 @@ class LogCount(beam.PTransform):
         self._message = message
 
     def expand(self, pcoll):
-        message = self._message
+        message, clock = self._message, _job_clock()
 
         def log(n):
-            logging.getLogger("pipelines").info(message.format(n=n, s="" if n == 1 else "s"))
+            _log_line(clock, message.format(n=n, s="" if n == 1 else "s"))
             return n
 
         return (pcoll
@@ -101,10 +126,12 @@ def log_written(paths, what: str, staging: str | None = None, output: str | None
     """Logs each file a writer returns as written, named where it will be: under
     ``output`` once the ``staging`` folder it was written into is put in place."""
 
+    clock = _job_clock()
+
     def log(path):
         if staging and output and path.startswith(staging.rstrip("/") + "/"):
             path = output.rstrip("/") + path[len(staging.rstrip("/")):]
-        logging.getLogger("pipelines").info(f"wrote {path}")
+        _log_line(clock, f"wrote {path}")
 
     return paths | f"Log{what.title()}Written" >> beam.Map(log)
 

@@ -14,7 +14,8 @@ import difflib
 import math
 
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
-from beam_dpsu.core import hashing, max_items_choice, mechanisms
+from beam_dpsu.core import hashing, max_items_choice, mechanisms, thresholds
+from beam_dpsu.core import counts_max_items_choice as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.checks import ParameterError
@@ -64,23 +65,32 @@ def require_selection_delta(delta: float) -> None:
 
 
 def describe_budget(budget, equivalents=None) -> str:
-    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)``.
+    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (by the zCDP conversion:
+    ≈ (ε = 1.91, δ = 2e-05)-DP)``.
 
     ``equivalents``: the report's ``dp_equivalents`` for this budget, if any;
-    their ε at δ′ = 2δ is stated (exact for Gaussian mechanisms, smaller than
-    the zCDP conversion's), else the zCDP conversion (dp-sips Corollary 9).
+    their ε at δ′ = 2δ is stated, labelled "by the mechanism's privacy curve"
+    (exact for Gaussian mechanisms, smaller than the zCDP conversion's), else
+    the zCDP conversion's (dp-sips Corollary 9), labelled so: the job's start
+    line (before the mechanism is calibrated) and its summary may state two ε
+    for one budget, each saying where it comes from.
     """
     if isinstance(budget, ZCDPBudget):
         text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
         if 2 * budget.delta < 1:
+            converted = budget.to_dp(2 * budget.delta).epsilon
+            # A report that states only the conversion (e.g. under auto, where the
+            # mechanism's curve depends on the chosen Δ0) is labelled as the conversion.
             exact = [e for e in equivalents or ()
-                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)]
-            epsilon = (exact[0]["epsilon"] if exact
-                       else budget.to_dp(2 * budget.delta).epsilon)
-            text += f" (≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
+                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)
+                     and not math.isclose(e["epsilon"], converted, rel_tol=1e-12)]
+            if exact:
+                epsilon, source = exact[0]["epsilon"], "by the mechanism's privacy curve"
+            else:
+                epsilon, source = converted, "by the zCDP conversion"
+            text += f" ({source}: ≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
         return text
     return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"
-
 
 
 # -- mechanism ---------------------------------------------------------------------------
@@ -155,11 +165,14 @@ def calibrate(mechanism, budget):
         if exc.param != "delta":
             raise
         d0 = mechanism.max_items_per_user
+        margin = thresholds.truncated_geometric_float_margin(budget.epsilon / d0,
+                                                             budget.delta / d0)
         raise FlagMessage(
             f"truncated-geometric: delta per item = delta/{{max_items_per_user}} "
             f"{budget.delta / d0:g} is too small for float64 keep probabilities at epsilon per "
-            f"item = {budget.epsilon / d0:g} (it must exceed 2**-49 * e**(epsilon per item)); "
-            "raise {delta}, lower {epsilon} or lower {max_items_per_user}") from None
+            f"item = {budget.epsilon / d0:g} (it must be at least twice their float error "
+            f"margin, {margin:.3g}); raise {{delta}}, lower {{epsilon}} or lower "
+            "{max_items_per_user}") from None
 
 
 def tokenizer_from_args(args) -> Tokenizer:
@@ -203,11 +216,12 @@ def budget_parts_from_args(args, budget, mechanism=None,
 
 def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int | str) -> None:
     """The counts' calibration, computed now so a bad Δ0 fails before anything runs; with
-    --counts-max-items-per-user auto, every candidate's (``max_items_choice.plan_counts_auto``)."""
+    --counts-max-items-per-user auto, every candidate's
+    (``counts_max_items_choice.plan_counts_auto``)."""
     if parts is not None:
         with flag_errors(max_items_per_user="--counts-max-items-per-user"):
             if max_items_per_user == "auto":
-                max_items_choice.plan_counts_auto(max_items_choice.AutoMaxItems(), parts.counts,
+                counts_choice.plan_counts_auto(max_items_choice.AutoMaxItems(), parts.counts,
                                            count_calibration)
             else:
                 count_calibration(parts.counts, int(max_items_per_user))

@@ -2,8 +2,10 @@
 
     python -m pipelines.vocabulary --input 'reviews*.csv.gz' \\
         --user-field author --text-field body \\
-        --mechanism weighted-gaussian --rho 0.1 --delta 1e-5 \\
-        --max-items-per-user 100 --output out/
+        --rho 0.1 --delta 1e-5 --output out/
+
+SIPS with Δ0 chosen privately (``--max-items-per-user auto``) unless
+``--mechanism``/``--max-items-per-user`` say otherwise.
 
 Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
 sorted; ``--num-shards`` splits them by a hash of the item) and
@@ -45,7 +47,7 @@ from pipelines.input_flags import check_public_input, resolve_input
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.job_files import WriteJson, read_json
-from pipelines.job_runner import run_job
+from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
@@ -73,7 +75,9 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
             "--direct_num_workers 4 --direct_running_mode multi_processing",
         ])
     add_input_arguments(parser, FORMATS)
-    add_mechanism_arguments(parser, auto_default=True)
+    # SIPS by default: the most items of the parallel mechanisms at the same budget
+    # (docs/benchmarks.md), with Δ0 chosen privately.
+    add_mechanism_arguments(parser, auto_default=True, default="sips")
     add_budget_arguments(parser)
     add_counts_arguments(parser, "--max-items-per-user, or 100")
     add_output_arguments(parser, "items")
@@ -81,6 +85,10 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
                                                "per SIPS round")
     return parser
 
+
+JOB_DEFAULTS_NOTE = ("not given, so the job's defaults: SIPS releases the most items of the "
+                     "parallel mechanisms at a budget, and 'auto' chooses max_items_per_user "
+                     "privately (the rule in max_items_per_user.rule)")
 
 # The mechanisms whose Δ0 is "auto" when --max-items-per-user is not given: those the
 # Δ0 benchmark measured (the others keep their documented defaults, 100 or GW's 30).
@@ -94,12 +102,18 @@ def parse_args(argv, prog: str = PROG):
     mechanism parameters, and the first records of every input file. With
     --with-counts the budget is the total; ``build_pipeline`` splits it.
     """
-    args, options = parse_job_args(build_parser(prog), argv)
+    parser = build_parser(prog)
+    args, options = parse_job_args(parser, argv)
     budget = budget_from_args(args)
+    # The settings the job chose because they were not given (the report says so).
+    args.job_defaults = {}
+    if not parser.was_given("mechanism"):
+        args.job_defaults["mechanism"] = args.mechanism
     if args.max_items_per_user is None and args.mechanism.strip() in AUTO_BY_DEFAULT:
-        # Chosen privately unless given: within 94–99 % of the best fixed Δ0 of a grid
-        # for these mechanisms (docs/benchmarks.md, "Choosing Δ0 privately").
+        # Chosen privately unless given: close to the best fixed Δ0 of a grid for these
+        # mechanisms (docs/benchmarks.md, "Choosing Δ0 privately").
         args.max_items_per_user = "auto"
+        args.job_defaults["max_items_per_user"] = "auto"
     mechanism = mechanism_from_args(args)
     parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
@@ -215,6 +229,9 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         released_counts[stage] = pcoll | f"Count_{stage}" >> LogCount(
             f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
     static = with_counts_report(select.report, parts, counter, select.calibration)
+    job_defaults = getattr(args, "job_defaults", None)
+    if job_defaults:
+        static = {**static, "job_defaults": {**job_defaults, "note": JOB_DEFAULTS_NOTE}}
     output_format = args.output_format
 
     def assemble(_, released_items, stats=None, chosen_max_items_per_user=None,
@@ -263,8 +280,11 @@ def run_prepared(job) -> str:
     progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
                  f"({args.input}); releasing items with {mechanism.name} under "
                  f"{describe_budget(job.budget)}")
-    with beam.Pipeline(options=job.options) as pipeline:
+    with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, mechanism, job.budget, staging_of(job))
+        # Building a large graph (e.g. one selection per candidate under auto) and
+        # starting the runner take seconds before the first record is read.
+        progress("built the pipeline; running it")
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
     shard = "00000" if args.num_shards == 1 else "*"
@@ -281,8 +301,15 @@ def run_prepared(job) -> str:
     # Gaussian mechanisms); with counts they state the total's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
     chosen = report.get("chosen_max_items_per_user")
+    fixed = report.get("mechanism", {}).get("max_items_per_user")
+    default = "mechanism" in getattr(args, "job_defaults", {})
+    pre_threshold = report.get("pre_threshold", 1)
+    settings = ([f"max items per user {chosen:,}, chosen privately"] if chosen is not None
+                else [f"max items per user {fixed:,}"] if isinstance(fixed, int) else [])
+    settings += [f"pre-threshold {pre_threshold:,}"] if pre_threshold > 1 else []
     return (f"released {plural(released, 'item')} with {mechanism.name}"
-            + ("" if chosen is None else f" (max items per user {chosen:,}, chosen privately)")
+            + (" (the default)" if default else "")
+            + (f" ({', '.join(settings)})" if settings else "")
             + " under "
             f"{describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")

@@ -441,7 +441,7 @@ class SampleItemsPerUser(beam.PTransform):
     (``ItemCountsPerUser``), so each user is sampled, and bounded, once;
     then each user's distinct items are sampled. ``salt`` makes seeded
     samples of several rounds independent of each other. With
-    ``privacy_unit="element"`` each element is one person (module docstring)
+    ``privacy_unit="element"`` each element is one person ([beam_dpsu.beam.bounding][])
     and its output id is internal.
     """
 
@@ -469,7 +469,7 @@ class BoundContributions(ReadsContainers, SampleItemsPerUser):
 
     The bounding step of the parallel mechanisms (``SampleItemsPerUser``
     without a salt). With ``privacy_unit="element"`` each element is one
-    person (module docstring): check and sample, nothing to merge.
+    person ([beam_dpsu.beam.bounding][]): check and sample, nothing to merge.
 
     Args:
       max_items_per_user: Δ0, the most distinct items kept per user.

@@ -40,6 +40,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import counts_max_items_choice as counts_choice
 
 from beam_dpsu.core import hashing, record_blocks
 from beam_dpsu.core.tokenizer import Tokens
@@ -238,7 +239,7 @@ def _released_size(element, released) -> int:
 
 
 @draws_randomness
-def _noisy_counts_choice(counts, released_items: int, plan: max_items_choice.CountsAutoPlan,
+def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.CountsAutoPlan,
                          seed: int | None) -> int:
     """The index (in plan.candidates) of the counts' Δ0, from the noisy size counts."""
     rng = None if seed is None else random.Random(hashing.stable_hash64(("count-sizes", seed)))
@@ -271,7 +272,7 @@ class _ChooseCountsMaxItems(beam.PTransform):
     output) and comes as a side input; the noise is drawn once, whoever reads it.
     """
 
-    def __init__(self, plan: max_items_choice.CountsAutoPlan, released, seed: int | None):
+    def __init__(self, plan: counts_choice.CountsAutoPlan, released, seed: int | None):
         super().__init__()
         self._plan = plan
         self._released = released
@@ -299,7 +300,7 @@ class SampleAtChosenMaxItems(beam.PTransform):
     index (a singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
 
     Args:
-      plan: the split and the candidates (``max_items_choice.plan_counts_auto``).
+      plan: the split and the candidates (``counts_max_items_choice.plan_counts_auto``).
       released: the released items (canonical), a PCollection.
       released_set: the released items as a side input (``AsDict``).
       elements: with privacy_unit="element", the input elements: the sizes
@@ -309,7 +310,7 @@ class SampleAtChosenMaxItems(beam.PTransform):
       seed: test-only.
     """
 
-    def __init__(self, plan: max_items_choice.CountsAutoPlan, released, released_set,
+    def __init__(self, plan: counts_choice.CountsAutoPlan, released, released_set,
                  elements=None, seed: int | None = None):
         super().__init__()
         self._plan = plan

@@ -379,7 +379,7 @@ class SequentialPolicyHistogram(beam.PTransform):
       update: the policy, e.g. ``policies.l2_descent``.
       cutoff: Γ.
       order_key: the run's secret key for the user order and shards.
-      shards: P ≥ 1 (see the module docstring).
+      shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
       item_shards: None (default) for (item, weight) pairs; else the histogram
         comes as (shard, {item: weight}) dicts, one per ``shard_of_item`` shard
         of this many that holds items, for ``NoisyThreshold.per_shard`` (one

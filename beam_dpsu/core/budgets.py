@@ -36,22 +36,47 @@ __all__ = [
     "geometric_split_weights",
     "dp_to_zcdp",
     "parts_within",
+    "rounded_down",
 ]
 
 
+def rounded_down(value: Fraction) -> float:
+    """The largest float at most ``value`` (``float()`` rounds to nearest)."""
+    result = float(value)
+    if Fraction(result) > value:
+        result = math.nextafter(result, -math.inf)
+    return result
+
+
 def parts_within(total: float, parts: Sequence[float],
-                 rounded: Sequence[int] | None = None) -> list[float]:
-    """``parts``, those at the indices ``rounded`` (default: all) rounded down by one
-    ulp at a time until the parts' exact sum (of the floats' exact values, as
-    Fractions) is at most ``total``: a split computed in floats (e.g. (1 − s)·ε + s·ε)
-    can sum a few ulps past its total, which the accountant refuses (docs/privacy.md,
-    invariant 4). Parts already within are returned as given."""
+                 rounded: Sequence[int] | None = None, name: str = "parts",
+                 problem: str | None = None) -> list[float]:
+    """``parts``, those at the indices ``rounded`` (default: all) scaled down until the
+    parts' exact sum (of the floats' exact values, as Fractions) is at most ``total``: a
+    split computed in floats (e.g. (1 − s)·ε + s·ε) can sum a few ulps past its total,
+    which the accountant refuses (docs/privacy.md, invariant 4). Parts already within
+    are returned as given.
+
+    The rounded parts are computed once, in exact arithmetic: each is multiplied by
+    1 − excess/(their sum) and rounded down (so a few ulps of excess cost each about
+    one ulp, and a small part is never stepped down one ulp at a time). Where that
+    leaves a part that was positive at 0 or below, no valid split exists:
+    ``ParameterError`` about ``name``, saying ``problem`` (a default names the part)."""
     limit = Fraction(total)
     fitted = [float(part) for part in parts]
-    indices = range(len(fitted)) if rounded is None else rounded
-    while sum(map(Fraction, fitted)) > limit:
-        for i in indices:
-            fitted[i] = math.nextafter(fitted[i], 0.0)
+    indices = list(range(len(fitted)) if rounded is None else rounded)
+    excess = sum(map(Fraction, fitted)) - limit
+    if excess <= 0:
+        return fitted
+    room = sum(Fraction(fitted[i]) for i in indices)
+    factor = 1 - excess / room if room > excess else Fraction(0)
+    for i in indices:
+        part = fitted[i]
+        fitted[i] = rounded_down(Fraction(part) * factor)
+        if part > 0.0 and not fitted[i] > 0.0:
+            raise ParameterError(
+                name, problem or f"leaves part {i} of the total {total!r} no positive float: "
+                                 f"the other parts' exact sum already reaches the total")
     return fitted
 
 

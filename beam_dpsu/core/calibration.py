@@ -64,7 +64,7 @@ from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
-from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.budgets import Budget, ZCDPBudget, rounded_down
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration", "DeltaSplit",
@@ -335,19 +335,21 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
     item's decision at (ε/Δ0, δ/Δ0), less a float margin (Desfontaines et al. 2022
     Theorem 1; ``mechanisms.TruncatedGeometric``)."""
     d0 = max_items_per_user
-    eps_item, delta_item = budget.epsilon / d0, budget.delta / d0
-    # π near 1 is a float64 compared with a 53-bit uniform; the drop side
-    # multiplies its rounding error by e^ε'. Keep a margin for it, so the
-    # probabilities actually used still meet (ε', δ').
-    # Compared in logs: e^ε' overflows for huge ε.
-    if eps_item - 50.0 * math.log(2.0) >= math.log(delta_item / 2):
+    # (ε/Δ0, δ/Δ0) rounded down: Δ0 items at these meet (ε, δ) exactly.
+    eps_item = rounded_down(Fraction(budget.epsilon) / d0)
+    delta_item = rounded_down(Fraction(budget.delta) / d0)
+    # π is a float64 compared with a 53-bit uniform: the keep chances as run differ
+    # from the exact optimum by float error, which the drop side multiplies by e^ε'.
+    # δ' less a margin proven to cover it, so the chances as run meet (ε', δ') exactly.
+    margin = thresholds.truncated_geometric_float_margin(eps_item, delta_item)
+    if not margin <= delta_item / 2.0:
         raise ParameterError.worded(
             "delta",
             f"truncated-geometric: delta per item = delta/max_items_per_user = "
             f"{delta_item:g} is too small for float64 keep probabilities at epsilon per item "
-            f"= {eps_item:g} (it must exceed 2**-49 * e**(epsilon per item)); raise delta, "
-            "lower epsilon or lower max_items_per_user")
-    delta_item -= math.exp(eps_item) * 2.0 ** -50
+            f"= {eps_item:g} (it must be at least twice their float error margin, "
+            f"{margin:.3g}); raise delta, lower epsilon or lower max_items_per_user")
+    delta_item = rounded_down(Fraction(delta_item) - Fraction(margin))
     n1, n2 = thresholds.truncated_geometric_crossovers(eps_item, delta_item)
     return KeepProbabilityCalibration(
         epsilon_per_item=eps_item, delta_per_item=delta_item, crossover=n1,
@@ -518,14 +520,20 @@ EQUIVALENT_DELTA_FACTORS = (0.1, 1.0, 2.0, 5.0, 10.0)
 
 
 def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
-                            factors=EQUIVALENT_DELTA_FACTORS) -> list[dict]:
+                            factors=EQUIVALENT_DELTA_FACTORS,
+                            requested_epsilon: float | None = None) -> list[dict]:
     """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
 
     The mechanism is (ε′, δ_G(μ, ε′) + δ_thr)-DP for every ε′
-    (module docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
+    (this module's docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
     2022 Cor. 2.13). For each δ′ = factor·δ above the thresholds' cost we
     solve δ_G(μ, ε′) = δ′ − δ_thr for ε′ (δ_G decreases in ε′),
     rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
+
+    ``requested_epsilon``: the ε of a ``Budget(ε, δ)`` the mechanism was
+    calibrated to (its (ε, δ) holds by construction). At δ′ = δ the entry then
+    states that ε exactly, and at δ′ > δ no ε′ above it (a root rounded up
+    by a few ulps would otherwise state 1.0000000000002 for a requested 1).
     """
     sigma = 1.0 / mu
     out = []
@@ -561,6 +569,9 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
             while not surely_met(eps):
                 eps += step
                 step *= 2.0
+        if requested_epsilon is not None and delta_dp >= delta:
+            # (ε, δ)-DP implies (ε, δ′)-DP for every δ′ ≥ δ.
+            eps = requested_epsilon if delta_dp == delta else min(eps, requested_epsilon)
         out.append({"epsilon": eps, "delta": delta_dp})
     return out
 

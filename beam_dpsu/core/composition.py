@@ -292,11 +292,26 @@ def _counts_pld(counts, interval: float):
     return _pld(pair, interval)
 
 
+def _require_whole_mechanism(selection) -> None:
+    """Refuses a calibration of one part of a mechanism (``part_of``, e.g. DPNE's level 1
+    of T levels): its σ alone would state μ = 1/σ_1 where the mechanism's is 1/σ*."""
+    part_of = getattr(selection, "part_of", None)
+    if part_of is not None:
+        raise ParameterError.worded(
+            "selection", f"this calibration is {part_of}: composed alone it would state a "
+                         "guarantee below the mechanism's; compose the whole mechanism's "
+                         "calibration (one Gaussian of sigma*) instead")
+
+
 class _Composition:
-    """δ(ε) of the privacy-loss part of selection ∘ counts, by closed form or PLD."""
+    """δ(ε) of the privacy-loss part of selection ∘ counts, by closed form or PLD.
+
+    Every public entry point builds one, so every one refuses a part of a mechanism
+    (``_require_whole_mechanism``)."""
 
     def __init__(self, selection, counts, method: str = "auto",
                  interval: float = VALUE_DISCRETIZATION_INTERVAL):
+        _require_whole_mechanism(selection)
         checks.one_of("method", method, ("auto", "closed_form", "pld"),
                       "'auto', 'closed_form' or 'pld'")
         found = _selection_pair(selection)
@@ -361,7 +376,10 @@ class _Composition:
 
 
 def composed_delta(selection, counts, epsilon: float, method: str = "auto") -> float:
-    """Total δ at ``epsilon`` of the selection and its counts: δ_loss(ε) + threshold δ."""
+    """Total δ at ``epsilon`` of the selection and its counts: δ_loss(ε) + threshold δ.
+
+    Raises ``ParameterError`` if ``selection`` is one part of a mechanism (``part_of``;
+    see ``composed_guarantee``)."""
     comp = _Composition(selection, counts, method)
     return min(1.0, comp.loss_delta(float(epsilon)) + comp.threshold_delta)
 
@@ -369,7 +387,8 @@ def composed_delta(selection, counts, epsilon: float, method: str = "auto") -> f
 def composed_epsilon(selection, counts, delta: float, method: str = "auto") -> float:
     """Total ε at total ``delta``: the ε at δ − threshold δ of the privacy-loss part.
 
-    Raises ``ValueError`` if ``delta`` does not exceed the selection's threshold δ.
+    Raises ``ValueError`` if ``delta`` does not exceed the selection's threshold δ, or
+    ``selection`` is one part of a mechanism (``part_of``; see ``composed_guarantee``).
     """
     comp = _Composition(selection, counts, method)
     loss_delta = float(delta) - comp.threshold_delta
@@ -437,12 +456,7 @@ def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | N
         mechanism's is 1/σ*, an ε below the true one. Compose the whole
         mechanism's calibration (for DPNE: one Gaussian of σ*) instead.
     """
-    part_of = getattr(selection, "part_of", None)
-    if part_of is not None:
-        raise ParameterError.worded(
-            "selection", f"this calibration is {part_of}: composed alone it would state a "
-                         "guarantee below the mechanism's; compose the whole mechanism's "
-                         "calibration (one Gaussian of sigma*) instead")
+    _require_whole_mechanism(selection)  # before the try: this error is not swallowed
     try:
         comp = _Composition(selection, counts, method)
     except (ValueError, OverflowError, FloatingPointError):

@@ -31,7 +31,7 @@ import math
 import sys
 from fractions import Fraction
 
-from beam_dpsu.core import checks, composition
+from beam_dpsu.core import checks, composition, max_items_choice
 from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget, parts_within
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
@@ -47,6 +47,8 @@ __all__ = [
     "composed_guarantees",
 ]
 
+# The counts' default share; split_selection_and_counts's default is written out as
+# 0.25 so that its signature shows the number (tests/core/test_pld.py checks they agree).
 DEFAULT_COUNTS_SHARE = 0.25
 
 
@@ -251,12 +253,26 @@ def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> f
     return lo
 
 
+def _is_auto(max_items_per_user) -> bool:
+    """Δ0 "auto" (chosen privately when the pipeline runs), as a string or AutoMaxItems."""
+    return max_items_choice.is_auto(max_items_per_user) or (
+        isinstance(max_items_per_user, str) and max_items_per_user.strip().lower() == "auto")
+
+
+def _too_small(share: float, field: str, value: float) -> dict:
+    """``parts_within``'s error where the counts' part would not be a positive float."""
+    return {"name": "counts_share",
+            "problem": f"= {share!r} is too small: the counts' part of {field} = {value!r} "
+                       "is not a positive float once the selection's part is taken; raise "
+                       "the share"}
+
+
 def split_selection_and_counts(total: Budget | ZCDPBudget,
-                               counts_share: float = DEFAULT_COUNTS_SHARE,
+                               counts_share: float = 0.25,  # DEFAULT_COUNTS_SHARE
                                accountant: BudgetAccountant | None = None,
                                selection_mechanism=None,
                                counts_max_items_per_user: int | None = None,
-                               composition: str = "basic"
+                               composition: str | None = None
                                ) -> SelectionAndCountsBudget:
     """Splits ``total`` into a selection part and a counts part, and spends both.
 
@@ -286,6 +302,13 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     Δ0, can compose to more), and ``accountant`` is charged the total once.
     Under a ``ZCDPBudget`` the split stays additive in ρ (the papers' meaning).
 
+    By default (``composition=None``) the split is what the jobs use
+    (``--with-counts``): tight wherever it can be, i.e. a ``Budget`` total
+    with ``selection_mechanism`` (at a fixed Δ0, not ``"auto"``) and
+    ``counts_max_items_per_user`` given; basic otherwise (a ``ZCDPBudget``
+    total, no mechanism named, or an ``"auto"`` Δ0, whose split must hold
+    for every candidate).
+
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` of selection and counts together.
       counts_share: s in (0, 1), the counts' share of ε (or ρ).
@@ -295,7 +318,8 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         tightly (``composed``).
       counts_max_items_per_user: the Δ0 given to ``CountReleased``, with
         ``selection_mechanism``.
-      composition: ``"basic"`` (default) or ``"tight"``.
+      composition: ``"basic"``, ``"tight"`` or None (default: tight where it
+        can be, as above).
 
     Returns:
       The two parts, with the total and, given the mechanisms, ``composed``.
@@ -305,11 +329,16 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     """
     share = checks.probability("counts_share", counts_share, types=(int, float),
                                show_given=True)
-    checks.one_of("composition", composition, ("basic", "tight"), "'basic' or 'tight'")
+    if composition is not None:
+        checks.one_of("composition", composition, ("basic", "tight"), "'basic' or 'tight'")
     if (selection_mechanism is None) != (counts_max_items_per_user is None):
         raise ParameterError.worded(
             "selection_mechanism", "give both selection_mechanism and counts_max_items_per_user "
                                    "(to state the composed guarantee), or neither")
+    if composition is None:
+        composition = ("tight" if isinstance(total, Budget) and selection_mechanism is not None
+                       and not _is_auto(getattr(selection_mechanism, "max_items_per_user", None))
+                       and not _is_auto(counts_max_items_per_user) else "basic")
     if composition == "tight" and selection_mechanism is None:
         raise ParameterError.worded(
             "composition", "composition='tight' needs selection_mechanism and "
@@ -321,7 +350,8 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         # The basic parts, their exact sum within the total (parts_within: the counts'
         # part is the one rounded down, if need be).
         epsilons = parts_within(total.epsilon, [total.epsilon * (1.0 - share),
-                                                total.epsilon * share], rounded=[1])
+                                                total.epsilon * share], rounded=[1],
+                                **_too_small(share, "epsilon", total.epsilon))
         if composition == "tight":
             d0 = checks.max_items(counts_max_items_per_user)
             scale = _tight_scale(total, share, selection_mechanism, d0)
@@ -334,7 +364,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
             counts = Budget(epsilons[1], 0.0)
     elif isinstance(total, ZCDPBudget):
         rhos = parts_within(total.rho, [total.rho * (1.0 - share), total.rho * share],
-                            rounded=[1])
+                            rounded=[1], **_too_small(share, "rho", total.rho))
         selection = ZCDPBudget(rhos[0], total.delta)
         counts = ZCDPBudget(rhos[1], 0.0)
     else:

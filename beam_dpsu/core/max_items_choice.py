@@ -51,8 +51,8 @@ The mass per mechanism (``user_mass``):
   ``TruncatedGeometric``): w = 1, g(m) = m; their threshold grows about
   linearly (Laplace) or as √Δ0 (Gaussian) in Δ0, so the rule favours the Δ0
   most users reach;
-* ℓ2 mechanisms (``WeightedGaussian``, ``SIPS``, ``PolicyGaussian``):
-  g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
+* ℓ2 mechanisms (``WeightedGaussian``, ``PolicyGaussian``; ``SIPS``'s
+  rounds): g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
   below the cutoff; if a fraction f of a user's items are, its mass there is
   √(f·m), proportional to √m for every Δ0 (uniform sampling keeps f);
 * ``WeightedLaplace``: w = 1/m, g = 1: every Δ0 gives the same mass, so the
@@ -62,9 +62,11 @@ The mass per mechanism (``user_mass``):
   is, which happens with probability 1 − (1 − f)^m. With nothing private to
   tell f, a uniform prior on f gives E = m/(m + 1) = g(m).
 
-For SIPS T is the last (largest-budget) round's threshold; for truncated
-geometric it is the number of users at which an item is kept with
-probability ½.
+For truncated geometric T is the number of users at which an item is kept
+with probability ½. SIPS is scored otherwise: its later rounds read each
+user's items minus those earlier rounds released, which M/T cannot see
+(scored so, it took a Δ0 one grid step above its best); ``max_items_rounds``
+models the rounds on the same histogram (``AutoPlan.round_thresholds``).
 
 What it does not model: the noise on each item (the rule compares expected
 weights with T) and a popularity profile that changes with user size. The
@@ -83,7 +85,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from beam_dpsu.core import checks, pre_threshold_calibration
+from beam_dpsu.core import checks, max_items_rounds, pre_threshold_calibration
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -108,10 +110,6 @@ __all__ = [
     "with_max_items",
     "calibrate_candidates",
     "plan_auto",
-    "mean_absolute_noise",
-    "released_sizes",
-    "CountsAutoPlan",
-    "plan_counts_auto",
 ]
 
 AUTO = "auto"
@@ -326,6 +324,9 @@ class AutoPlan:
       edges: the lower edges of the size bins.
       mechanism_name: the mechanism the rule is for.
       user_mass: g(m), a key of ``MASSES``.
+      round_thresholds: for a mechanism made of rounds (SIPS), each candidate's
+        rounds' thresholds T_r: the rule is then ``max_items_rounds``' model of
+        the rounds; empty for the others (the M/T rule).
     """
 
     auto: AutoMaxItems
@@ -336,6 +337,7 @@ class AutoPlan:
     edges: tuple
     mechanism_name: str
     user_mass: str
+    round_thresholds: tuple = ()
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
         """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts.
@@ -349,6 +351,11 @@ class AutoPlan:
         the largest of several noisy masses leans to the candidates that read
         the most noisy bins, the large ones. On 50,000 users the margin is
         about 0.2 % of M.
+
+        With ``round_thresholds`` (SIPS) the score is instead the items the
+        rounds release in ``max_items_rounds``' model, from the same counts and
+        bin sizes, for the candidates up to the one M/T picks (0 above it), unless
+        no candidate's mass stands above the noise (then all 0).
         """
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):
@@ -367,19 +374,35 @@ class AutoPlan:
             # No mass to speak of: 0 for every candidate, and a tie goes to the smallest
             # (a negative mass over T would favour the largest T).
             out.append(max(lower_mass, 0.0) / t)
+        if self.round_thresholds and max(out) > 0.0:
+            # Only where some mass stands above the noise (else all 0: the smallest), and
+            # up to the M/T choice (``max_items_rounds``, "Noise"); 0 above it.
+            cap = int(np.argmax(out))
+            holding = max_items_rounds.holding_probabilities(middle)
+            return np.asarray([
+                max_items_rounds.expected_released(counts, middle, t, c, holding) if i <= cap
+                else 0.0
+                for i, (c, t) in enumerate(zip(self.candidates, self.round_thresholds))])
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
-        """The candidate with the largest M/T (the smaller on a tie): post-processing."""
+        """The candidate with the largest score, M/T or the rounds' items (the smaller on a
+        tie): post-processing."""
         return int(self.candidates[int(np.argmax(self.proxy(noisy_counts)))])
+
+    def _rule(self) -> dict:
+        if self.round_thresholds:
+            return {"rule": max_items_rounds.RULE, "user_mass": f"g(m) = {self.user_mass}",
+                    "round_thresholds": [list(t) for t in self.round_thresholds]}
+        return {"rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
+                        "from the noisy size histogram, T = the release threshold in weight "
+                        "units (beam_dpsu.core.max_items_choice)",
+                "user_mass": f"g(m) = {self.user_mass}"}
 
     def to_dict(self) -> dict:
         return {
             **self.auto.to_dict(),
-            "rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
-                    "from the noisy size histogram, T = the release threshold in weight "
-                    "units (beam_dpsu.core.max_items_choice)",
-            "user_mass": f"g(m) = {self.user_mass}",
+            **self._rule(),
             "size_histogram": {"budget": self.size_budget.to_dict(),
                                "noise": size_noise(self.size_budget).to_dict(),
                                "bin_lower_edges": list(self.edges),
@@ -422,181 +445,22 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) ->
                                     "plan_auto is for max_items_per_user='auto'")
     size_budget, selection_budget = split_budget(budget, auto.share)
 
-    def weight_threshold_at(c: int) -> float:
-        t = weight_threshold(pre_threshold_calibration.calibrate(
-            with_max_items(mechanism, c), selection_budget, pre_threshold))
+    def thresholds_at(c: int) -> tuple:
+        calibration = pre_threshold_calibration.calibrate(
+            with_max_items(mechanism, c), selection_budget, pre_threshold)
+        t = weight_threshold(calibration)
         if not (math.isfinite(t) and t > 0):
             raise ValueError(f"threshold {t!r}")
-        return t
+        return t, max_items_rounds.round_thresholds(calibration)
 
     thresholds_by_candidate = calibrate_candidates(
-        auto, weight_threshold_at, f"{mechanism.name} calibrates",
+        auto, thresholds_at, f"{mechanism.name} calibrates",
         "the selection's part of the budget")
-    candidates, weights = tuple(thresholds_by_candidate), tuple(thresholds_by_candidate.values())
+    candidates = tuple(thresholds_by_candidate)
+    weights = tuple(t for t, _ in thresholds_by_candidate.values())
+    rounds = tuple(r for _, r in thresholds_by_candidate.values())
     return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
                     candidates=candidates, weight_thresholds=weights,
                     edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
-                    mechanism_name=mechanism.name, user_mass=user_mass(mechanism))
-
-
-# --- CountReleased: Δ0 of the counts (max_items_per_user="auto"; see CountsAutoPlan) ---
-
-
-def mean_absolute_noise(distribution) -> float:
-    """E|Z| of a ``DiscreteLaplace`` or ``DiscreteGaussian``.
-
-    Discrete Laplace of scale t: P[Z = z] = (1 − q)/(1 + q)·q^{|z|}, q = e^{−1/t},
-    so E|Z| = 2(1 − q)/(1 + q)·Σ_{z≥1} z q^z = 2q/(1 − q²). Discrete Gaussian:
-    Σ_z |z|·P[Z = z] over the support; from σ = 10 on, σ·√(2/π), the continuous
-    value, which the sum equals in float64 (Poisson summation; as its variance).
-    """
-    if isinstance(distribution, DiscreteLaplace):
-        q = math.exp(-1.0 / float(distribution.scale))
-        return 2.0 * q / (1.0 - q * q)
-    if isinstance(distribution, DiscreteGaussian):
-        sigma = distribution.sigma
-        if sigma >= DiscreteGaussian._CLOSED_FORM_SIGMA:
-            return sigma * math.sqrt(2.0 / math.pi)
-        z = distribution._support()
-        return float(np.sum(distribution.pmf(z) * np.abs(z)))
-    raise TypeError(f"no mean absolute value for {type(distribution).__name__}")
-
-
-def released_sizes(users_items: Iterable[Iterable], released) -> list:
-    """Each user's number of distinct released items, users holding none left out (raw,
-    NOT private): what ``CountReleased`` bins for "auto"."""
-    released = set(released)
-    sizes = (len(set(items) & released) for items in users_items)
-    return [n for n in sizes if n > 0]
-
-
-@dataclasses.dataclass(frozen=True)
-class CountsAutoPlan:
-    """Everything ``CountReleased(max_items_per_user="auto")`` needs, fixed when built.
-
-    The rule. Each user is counted on ≤ Δ0 of the released items it holds
-    (sampled uniformly) and each of the K released items gets noise Z of
-    scale Δ0/ε (discrete Laplace) or σ² = Δ0/(2ρ) (discrete Gaussian). Item
-    i's error is Z_i − b_i, where b_i ≥ 0 is the number of its holders whose
-    sample dropped it. A user holding n_u released items drops n_u − Δ0 of
-    them when n_u > Δ0, so Σ_i b_i = D(Δ0) = Σ_u (n_u − Δ0)_+ exactly, and the
-    expected total absolute error over the K items is at most (triangle
-    inequality)
-
-        L(Δ0) = K·E|Z(Δ0)| + D(Δ0),
-
-    equal to it but for the items whose bias is within the noise of 0. The
-    first term grows with Δ0 (linearly under ε, as √Δ0 under ρ), the second
-    shrinks, and the rule takes the candidate with the smallest L (ties go
-    to the smaller Δ0).
-
-    K, the number of released items, is public (the released set is a DP
-    output). D needs the users' numbers n_u of distinct RELEASED items,
-    estimated from a noisy size histogram as for the selection: one user in
-    one bin, sensitivity 1 (a user holding no released item is in no bin).
-    Every candidate is a bin edge, so the users at or above the largest
-    candidate add to D(Δ0) − D(Δ0′) exactly Δ0′ − Δ0 each, whatever their size
-    (it cancels): the open last bin is read at its lower edge. The other bins
-    put their users at their geometric middle, within a factor √2. No user
-    holds more than the K released items, so the bins above K are empty by
-    construction: they are read as 0 (post-processing with the public K), and
-    the bin holding K ends at K.
-
-    Attributes:
-      auto: the share and the candidates asked for.
-      size_budget: what the histogram of users' released-item counts spends.
-      counts_budget: what the noisy counts spend (any Δ0).
-      candidates: the candidates the counts calibrate at under ``counts_budget``.
-      mean_absolute_noise: E|Z| of each candidate's count noise.
-      edges: the lower edges of the size bins.
-    """
-
-    auto: AutoMaxItems
-    size_budget: Any
-    counts_budget: Any
-    candidates: tuple
-    mean_absolute_noise: tuple
-    edges: tuple
-
-    def _excess(self, released_items: int) -> np.ndarray:
-        """(n − Δ0)_+ of a bin's users, one row per candidate, 0 in the bins above K (see
-        the comment above)."""
-        lower = np.asarray(self.edges, dtype=np.float64)
-        upper = np.append(lower[1:] - 1.0, lower[-1])  # the open last bin: its lower edge
-        at = np.sqrt(lower * np.minimum(upper, max(float(released_items), 1.0)))
-        excess = np.maximum(at[None, :] - np.asarray(self.candidates, np.float64)[:, None],
-                            0.0)
-        excess[:, lower > released_items] = 0.0
-        return excess
-
-    def expected_error(self, noisy_counts: np.ndarray, released_items: int) -> np.ndarray:
-        """K·E|Z(Δ0)| + D(Δ0) for each candidate, from the noisy counts.
-
-        K·E|Z| is exact (data-independent). D is read from the noisy counts as
-        they are, negatives included: the noise has mean 0, so D is unbiased
-        (as M in ``AutoPlan.proxy``). Unlike there, D is NOT moved by a margin
-        of two noise standard deviations: sd(D(Δ0)) = s·√(Σ_b w_b²), w_b the
-        bin's excess over Δ0, is largest for the small Δ0 through the bins far
-        above the users' sizes (empty but read with noise, up to K), so a margin
-        would grow with how empty those bins are, not with what the users hold,
-        and push Δ0 up. Measured on the bundled IMDb 2k (K = 248) and on Pareto
-        sizes (2,000-50,000 users, K = 500-5,000, ρ = 0.025 and 0.25), the
-        unbiased D's choice has a true error within 8.4 % of the best
-        candidate's on average (40 draws each), a 2-sd margin's up to 2× it.
-        """
-        counts = np.asarray(noisy_counts, dtype=np.float64)
-        if counts.shape != (len(self.edges),):
-            raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
-        if isinstance(released_items, bool) or int(released_items) != released_items \
-                or released_items < 0:
-            raise ParameterError("released_items", f"must be an int >= 0, got {released_items!r}")
-        dropped = self._excess(int(released_items)) @ counts
-        return float(released_items) * np.asarray(self.mean_absolute_noise) + dropped
-
-    def choose(self, noisy_counts: np.ndarray, released_items: int) -> int:
-        """The candidate with the smallest expected error (the smaller on a tie)."""
-        return int(self.candidates[int(np.argmin(self.expected_error(noisy_counts,
-                                                                      released_items)))])
-
-    def to_dict(self) -> dict:
-        return {
-            **self.auto.to_dict(),
-            "rule": "argmin over candidates of K·E|noise(Δ0)| + D(Δ0): K = the number of "
-                    "released items, D = Σ_users (released items held − Δ0)_+ from the "
-                    "noisy size histogram (beam_dpsu.core.max_items_choice)",
-            "size_histogram": {"of": "each user's number of distinct released items",
-                               "budget": self.size_budget.to_dict(),
-                               "noise": size_noise(self.size_budget).to_dict(),
-                               "bin_lower_edges": list(self.edges),
-                               "sensitivity": 1},
-            "counts_budget": self.counts_budget.to_dict(),
-            "candidates_calibrated": list(self.candidates),
-            "mean_absolute_noise": list(self.mean_absolute_noise),
-        }
-
-
-def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:
-    """Splits the counts' budget and calibrates every candidate Δ0 (no data).
-
-    Args:
-      auto: the share and candidates.
-      budget: the counts' ``Budget`` or ``ZCDPBudget``; a tight split's part
-        (bound to one Δ0) is refused by ``split_budget``.
-      calibrate: (budget, Δ0) → a calibration with ``.noise`` (e.g.
-        ``counts.count_calibration``).
-
-    Returns:
-      The plan, and each calibrated candidate's calibration (a dict).
-
-    Raises:
-      ValueError: a tight split's part, or no candidate calibrates.
-    """
-    size_budget, counts_budget = split_budget(budget, auto.share)
-    calibrations = calibrate_candidates(auto, lambda c: calibrate(counts_budget, c),
-                                        "the counts calibrate", "their part of the budget")
-    plan = CountsAutoPlan(
-        auto=auto, size_budget=size_budget, counts_budget=counts_budget,
-        candidates=tuple(calibrations),
-        mean_absolute_noise=tuple(mean_absolute_noise(k.noise) for k in calibrations.values()),
-        edges=tuple(int(e) for e in size_bin_edges(auto.candidates)))
-    return plan, calibrations
+                    mechanism_name=mechanism.name, user_mass=user_mass(mechanism),
+                    round_thresholds=rounds if all(r is not None for r in rounds) else ())

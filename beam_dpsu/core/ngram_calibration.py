@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 from scipy import special
 
@@ -162,8 +163,12 @@ def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
             sigma_total * math.sqrt(max_n), threshold_delta / max_n, max_items)
 
     sigma_total, threshold_delta, delta_noise = total_sigma(budget, level_threshold)
+    # Exactly within the split: T·δ_k ≤ δ_thr (δ_k rounded down; fl(δ_thr/T)·T can pass
+    # δ_thr) and T/σ² ≤ 1/σ*² (σ rounded up), so the T selections meet the budget.
     sigma = sigma_total * math.sqrt(max_n)
-    delta_k = threshold_delta / max_n
+    while Fraction(sigma) ** 2 < max_n * Fraction(sigma_total) ** 2:
+        sigma = math.nextafter(sigma, math.inf)  # an ulp or two at most
+    delta_k = min(budgets.parts_within(threshold_delta, [threshold_delta / max_n] * max_n))
     part_of = (None if max_n == 1 else
                f"one of the {max_n} DPSU-even selections, which compose to one Gaussian of "
                f"sigma* = {sigma_total:.6g}")

@@ -13,7 +13,7 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.budgets import ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.ngram_parameters import NgramParameters
-from beam_dpsu.core.report import GUARANTEES, SEEDED_NOTE, dp_equivalents
+from beam_dpsu.core.report import GUARANTEES, SEEDED_NOTE, dp_equivalents, requested_epsilon
 
 __all__ = ["dpne_report"]
 
@@ -65,7 +65,8 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
             report["levels"][0]["cutoff"] = only.level1.cutoff
         # The levels compose to one Gaussian with σ* plus level 1's threshold event.
         report["dp_equivalents"] = gaussian_dp_equivalents(
-            1.0 / only.sigma_total, only.threshold_delta, budget.delta)
+            1.0 / only.sigma_total, only.threshold_delta, budget.delta,
+            requested_epsilon=requested_epsilon(budget))
     if params.seed is not None:
         report["seed"] = params.seed
         report["seeded_note"] = SEEDED_NOTE

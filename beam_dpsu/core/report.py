@@ -11,12 +11,13 @@ import json
 import math
 
 from beam_dpsu import __version__
-from beam_dpsu.core.budgets import ZCDPBudget
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.mechanisms import GreedyWithoutSampling, SequentialMechanism
 
 __all__ = ["GUARANTEES", "mechanism_report", "auto_report", "selection_report", "user_order",
-           "counts_report", "dp_equivalents", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
+           "counts_report", "dp_equivalents", "requested_epsilon", "NON_PRIVATE_NOTE",
+           "SEEDED_NOTE", "to_json"]
 
 NON_PRIVATE_NOTE = (
     "These counts are computed from the raw input without noise. They are NOT "
@@ -35,6 +36,12 @@ def dp_equivalents(budget: ZCDPBudget) -> list[dict]:
         if delta_dp < 1.0:
             out.append({"epsilon": budget.to_dp(delta_dp).epsilon, "delta": delta_dp})
     return out
+
+
+def requested_epsilon(budget) -> float | None:
+    """The ε of an (ε, δ) budget, which a mechanism calibrated to it meets at δ by
+    construction (``gaussian_dp_equivalents``); None for a zCDP budget."""
+    return budget.epsilon if isinstance(budget, Budget) else None
 
 
 GUARANTEES = {
@@ -62,7 +69,8 @@ def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
         # exact (ε′, δ′) curve plus the thresholds' δ (beam_dpsu.core.calibration),
         # under either kind of budget; tighter than dp-sips Corollary 9.
         report["dp_equivalents"] = gaussian_dp_equivalents(
-            mu, calibration.threshold_delta, calibration.budget.delta)
+            mu, calibration.threshold_delta, calibration.budget.delta,
+            requested_epsilon=requested_epsilon(calibration.budget))
     elif isinstance(zcdp, ZCDPBudget):
         # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
         report["dp_equivalents"] = dp_equivalents(zcdp)

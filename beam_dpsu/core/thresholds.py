@@ -31,6 +31,7 @@ __all__ = [
     "policy_cutoff",
     "dpne_level_threshold",
     "truncated_geometric_crossovers",
+    "truncated_geometric_float_margin",
     "truncated_geometric_keep_probability",
     "truncated_geometric_recursion",
 ]
@@ -269,6 +270,34 @@ def gw_release_probability(laplace_scale: float, threshold: float, weights) -> f
     return -math.expm1(log_none)
 
 
+def _gw_excess(rho: float, lam: float, max_items: int, log_delta: float
+               ) -> tuple[float, float]:
+    """(x̂, B): x̂ the float value of x = ln P(ρ) − ln δ, P(ρ) the chance that some
+    worst-case key of ``gw_threshold`` is released, and B ≥ |x̂ − x|.
+
+    B assumes correctly rounded basic operations and exp, expm1, log, log1p within
+    2 ulps (4u relative, u = 2^-53). The arguments z = (ρ − w)/λ carry 2u·|z|, which
+    moves ln P(z) by at most 3.1u·|z| + 10u; ln(Δ0 − 1), ln δ and the final
+    log carry at most 4u of their size each, the sums and logaddexp a few u more.
+    The constants below are twice those sums.
+    """
+    log_zero_keys = math.log(max_items - 1) if max_items > 1 else -math.inf
+    z1, z0 = (rho - 1.0) / lam, rho / lam
+    log_union = float(np.logaddexp(_laplace_log_sf(z1),
+                                   log_zero_keys + _laplace_log_sf(z0)))
+    if log_union < -600.0:
+        # The union bound Σp ≥ P (an upper bound, exact to a relative e^-600 here,
+        # where 1 − Π(1 − p) would underflow: tiny λ or δ, huge Δ0).
+        log_chance = log_union
+    else:
+        log_none = (_laplace_log_cdf(z1) + (max_items - 1) * _laplace_log_cdf(z0))
+        log_chance = math.log(-math.expm1(log_none))
+    value = log_chance - log_delta
+    sizes = (abs(z1) + abs(z0) + abs(log_delta) + abs(log_chance)
+             + (abs(log_zero_keys) if max_items > 1 else 0.0))
+    return value, _UNIT * (8.0 * sizes + 64.0)
+
+
 def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) -> float:
     """ρ of GW and GW-KT with top-Δ0 lists and every held item noised, noise Lap(λ).
 
@@ -279,48 +308,43 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
     the published ρ_GW = 1 − λ·ln(2δ) of gw §3 eq. (1); the published GW
     used that with uncapped lists, which is not sound. Solved by Brent's
     method between ρ(Δ0 = 1) (a lower bound: more keys only add release
-    chances) and an upper bound found by doubling; accurate to ~1e-12.
+    chances) and an upper bound found by doubling; the root (and at Δ0 = 1 the
+    closed form) is then moved up until the float excess ln P − ln δ plus a bound
+    on its float error is ≤ 0 (``_gw_excess``), so P ≤ δ in exact arithmetic.
     """
     lam = _positive("laplace_scale", laplace_scale)
     delta = _probability(delta)
     d0 = checks.max_items(max_items_per_user)
     log_delta = math.log(delta)
 
-    log_zero_keys = math.log(d0 - 1) if d0 > 1 else -math.inf
-
     def excess(rho: float) -> float:
         # ln P[some worst-case key released] − ln δ; decreasing in ρ.
-        log_union = np.logaddexp(_laplace_log_sf((rho - 1.0) / lam),
-                                 log_zero_keys + _laplace_log_sf(rho / lam))
-        if log_union < -600.0:
-            # The union bound Σp ≥ P is exact to a relative e^-600 here, where
-            # 1 − Π(1 − p) would underflow (tiny λ or δ, huge Δ0).
-            return float(log_union) - log_delta
-        log_none = (_laplace_log_cdf((rho - 1.0) / lam)
-                    + (d0 - 1) * _laplace_log_cdf(rho / lam))
-        return math.log(-math.expm1(log_none)) - log_delta
+        return _gw_excess(rho, lam, d0, log_delta)[0]
 
     # One key at weight 1 alone is released w.p. δ at ρ1 (the Laplace quantile).
     with np.errstate(over="ignore"):
         rho1 = float(_sum_rounded_up(np.float64(1.0), np.float64(lam) * (
             -math.log(2.0 * delta) if delta <= 0.5 else math.log(2.0 * (1.0 - delta)))))
-    rho1 = _finite_threshold(rho1, "laplace_scale", lam, delta, d0)
-    if d0 == 1:
-        return rho1
-    if excess(rho1) <= 0.0:
-        # At very large ε the zero-weight keys add nothing representable.
-        return float(rho1)
-    step = lam * math.log(d0) + lam
-    hi = rho1 + step
-    while math.isfinite(hi) and excess(hi) > 0.0:
-        step *= 2.0
+    rho = _finite_threshold(rho1, "laplace_scale", lam, delta, d0)
+    if d0 > 1 and excess(rho1) > 0.0:  # else the zero-weight keys add nothing representable
+        step = lam * math.log(d0) + lam
         hi = rho1 + step
-    _finite_threshold(hi, "laplace_scale", lam, delta, d0)
-    rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps))
-    # Brent's root may sit a few ulps on the unsafe side: step up until it is not.
-    while excess(rho) > 0.0:
-        rho = math.nextafter(rho, math.inf)
-    return rho
+        while math.isfinite(hi) and excess(hi) > 0.0:
+            step *= 2.0
+            hi = rho1 + step
+        _finite_threshold(hi, "laplace_scale", lam, delta, d0)
+        rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13,
+                                    rtol=4 * np.finfo(float).eps))
+    # Up until even the float error cannot put P above δ: one step of λ·(x̂ + B) (the
+    # slope of ln P is about −1/λ), at least an ulp, doubling if that falls short.
+    for attempt in range(2000):
+        value, bound = _gw_excess(rho, lam, d0, log_delta)
+        if value + bound <= 0.0:
+            return rho
+        rho += max(lam * (value + bound), math.ulp(rho)) * 2.0 ** (attempt // 4)
+        rho = _finite_threshold(rho, "laplace_scale", lam, delta, d0)
+    raise ArithmeticError(  # pragma: no cover
+        "gw_threshold: the threshold did not reach the safe side")
 
 
 def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
@@ -416,3 +440,47 @@ def truncated_geometric_keep_probability(n, epsilon: float, delta: float) -> np.
     high = 1.0 + c - np.exp(-np.clip(n - n1, 0, None) * epsilon) * (1.0 - pi_n1 + c)
     pi = np.where(n <= 0, 0.0, np.where(n <= n1, low, np.where(n <= n2, high, 1.0)))
     return np.clip(pi, 0.0, 1.0)
+
+
+# The unit roundoff of float64: a correctly rounded operation errs by at most this, relative.
+_UNIT = 2.0 ** -53
+
+
+def truncated_geometric_float_margin(epsilon: float, delta: float) -> float:
+    """m such that the keep chances as run at (ε, δ − m) meet (ε, δ) in exact arithmetic.
+
+    The chance as run is p(n) = ⌈π̂(n)·2^53⌉/2^53 (numpy's 53-bit uniform U, kept iff
+    U < π̂(n)), π̂ the float closed form of ``truncated_geometric_keep_probability`` at
+    δ″ = δ − m ≥ δ/2 (callers refuse a larger m). With E ≥ |π̂(n) − π*(n)| for every
+    n, π* the exact optimum at (ε, δ″), p(n) ≤ e^ε·p(n−1) + δ″ + E + e^ε·E + 2^-53 and
+    1 − p(n−1) ≤ e^ε·(1 − p(n)) + δ″ + E + e^ε·(E + 2^-53), so
+    m = (1 + e^ε)·E + e^ε·2^-53 suffices. E is bounded with u = 2^-53, every basic
+    operation correctly rounded and exp, expm1, log1p and tanh within 2 ulps (4u
+    relative; glibc and numpy document at most 1), L = 2ε + ln(1 + 2·tanh(ε/2)/δ) ≥ n1·ε
+    (the floor of n1 may err by one) and c = δ/(e^ε − 1):
+
+    * n ≤ n1: δ″·expm1(fl(nε))/expm1(ε) errs by at most (nε + 11)·u relative (the
+      rounding of nε moves expm1 by (nε + 1)·u; two function calls, two roundings),
+      and π*(n) ≤ π*(n1) ≤ e^ε/(1 + e^ε) + δ;
+    * n1 < n ≤ n2: 1 + c − e^{−kε}·(1 − π̂(n1) + c) adds at most 20·(1 + c)·u to the
+      error of π̂(n1) (kε·e^{−kε} ≤ 1/e);
+    * a crossover n1 off by one (near a tie of the two branches) uses a branch
+      higher than the other by at most (5L + 8)·u·min(1, ε), and n2 off by one
+      moves π to 1 at most (δ + c)·(5L2 + 10)·u early, L2 = ln(1 + 2(e^ε − 1)/δ).
+
+    ``tests/core/test_review34_findings.py`` checks the chances as run against
+    (ε, δ) exactly over the whole range of n. Returns +inf where e^ε overflows.
+    """
+    epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
+    if epsilon > 700.0:
+        return math.inf
+    grow = math.exp(epsilon)
+    log_top = 2.0 * epsilon + math.log1p(2.0 * math.tanh(epsilon / 2.0) / delta)
+    log_end = math.log1p(2.0 * math.expm1(epsilon) / delta)
+    c = delta / math.expm1(epsilon)
+    top = min(1.0, grow / (1.0 + grow) + delta)
+    error = _UNIT * (1.01 * top * (log_top + 11.0) + 20.0 * (1.0 + c)
+                     + (5.0 * log_top + 8.0) * min(1.0, epsilon)
+                     + (delta + c) * (5.0 * log_end + 10.0))
+    # The bound's own float evaluation: a relative 1e-9 is far above its rounding.
+    return ((1.0 + grow) * error + grow * _UNIT) * (1.0 + 1e-9)

@@ -53,7 +53,7 @@ from pipelines.input_flags import resolve_input
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
 from pipelines.job_files import scratch_folder
-from pipelines.job_runner import run_job
+from pipelines.job_runner import job_pipeline, run_job
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
@@ -160,7 +160,7 @@ def build_cache(args, options, cache_dir: str) -> None:
     """Reads and tokenises the input once: one JSON line [user, [items…]] per user
     holding items (each row read as one record, grouped by user)."""
     tokenizer = tokenizer_from_args(args)
-    with beam.Pipeline(options=options) as p:
+    with job_pipeline(options) as p:
         _ = (p
              | "ReadUserItems" >> ReadUserItems(args.input, args.format, args.user_field,
                                                 args.text_field, tokenizer,
@@ -211,7 +211,7 @@ def run_trial(options, cache_dir: str, mechanism, budget, out_prefix: str,
               hot_key_fanout: int | None = None) -> tuple[list, float]:
     """One fresh-randomness run; returns (released items, wall seconds)."""
     start = time.perf_counter()
-    with beam.Pipeline(options=options) as p:
+    with job_pipeline(options) as p:
         _ = (read_cache_records(p, cache_dir)
              | "SelectItems" >> SelectItems(mechanism, budget, hot_key_fanout=hot_key_fanout)
              | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))

@@ -27,7 +27,7 @@ from pipelines.flag_groups import add_input_arguments, add_mechanism_arguments
 from pipelines.settings import mechanism_from_args, require_selection_delta, tokenizer_from_args
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
-from pipelines.job_runner import run_job
+from pipelines.job_runner import job_pipeline, run_job
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
@@ -147,7 +147,7 @@ def run_prepared(job) -> str:
     for i, (name, select) in enumerate(runs):
         out = f"{args.workdir}/run{i}.txt"
         start = time.perf_counter()
-        with beam.Pipeline(options=job.options) as p:
+        with job_pipeline(job.options) as p:
             _count_into(select(read(p)), out, "Released")
         seconds = time.perf_counter() - start
         print(f"{name:>42} | {_read_count(out):>9,} | {seconds:>7.1f}", flush=True)

@@ -14,6 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 import beam_dpsu
 from beam_dpsu import CountReleased, split_selection_and_counts
+from beam_dpsu.core.counts_max_items_choice import (CountsAutoPlan, mean_absolute_noise,
+                                                   plan_counts_auto, released_sizes)
 from beam_dpsu.core import max_items_choice as choice
 from beam_dpsu.core import hashing
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -32,19 +34,19 @@ SMALL = choice.AutoMaxItems(candidates=(1, 2, 5))
 def test_mean_absolute_noise_by_hand():
     # Discrete Laplace of scale 1: 2q/(1 − q²), q = e^{−1}.
     q = math.exp(-1.0)
-    assert choice.mean_absolute_noise(DiscreteLaplace(1)) == pytest.approx(2 * q / (1 - q * q))
-    assert choice.mean_absolute_noise(DiscreteLaplace(1)) == pytest.approx(0.850918, abs=1e-6)
+    assert mean_absolute_noise(DiscreteLaplace(1)) == pytest.approx(2 * q / (1 - q * q))
+    assert mean_absolute_noise(DiscreteLaplace(1)) == pytest.approx(0.850918, abs=1e-6)
     # Discrete Gaussian σ² = 1: Σ|z|e^{−z²/2} / Σe^{−z²/2} = 1.823779 / 2.506628.
-    assert choice.mean_absolute_noise(DiscreteGaussian(1)) == pytest.approx(0.727582, abs=1e-6)
+    assert mean_absolute_noise(DiscreteGaussian(1)) == pytest.approx(0.727582, abs=1e-6)
     # σ = 10: the continuous σ·√(2/π).
-    assert choice.mean_absolute_noise(DiscreteGaussian(100)) == pytest.approx(7.978846, abs=1e-6)
+    assert mean_absolute_noise(DiscreteGaussian(100)) == pytest.approx(7.978846, abs=1e-6)
     with pytest.raises(TypeError):
-        choice.mean_absolute_noise(1.0)
+        mean_absolute_noise(1.0)
 
 
 def hand_plan(size_budget, mean_abs=(1.0, 2.0, 6.0)):
     """Candidates 1, 2, 4: bins [1], [2], [3], [4, ∞)."""
-    return choice.CountsAutoPlan(auto=choice.AutoMaxItems(candidates=(1, 2, 4)),
+    return CountsAutoPlan(auto=choice.AutoMaxItems(candidates=(1, 2, 4)),
                                  size_budget=size_budget, counts_budget=Budget(1.0, 0.0),
                                  candidates=(1, 2, 4), mean_absolute_noise=mean_abs,
                                  edges=(1, 2, 3, 4))
@@ -82,7 +84,7 @@ def test_the_rule_reads_its_inputs_strictly():
 
 
 def test_plan_splits_the_counts_budget_and_calibrates_every_candidate():
-    plan, calibrations = choice.plan_counts_auto(SMALL, ZCDPBudget(1.0, 0.0), count_calibration)
+    plan, calibrations = plan_counts_auto(SMALL, ZCDPBudget(1.0, 0.0), count_calibration)
     assert plan.size_budget == ZCDPBudget(0.05, 0.0)
     assert plan.counts_budget.rho == pytest.approx(0.95) and plan.counts_budget.delta == 0.0
     assert plan.size_budget.rho + plan.counts_budget.rho <= 1.0
@@ -91,7 +93,7 @@ def test_plan_splits_the_counts_budget_and_calibrates_every_candidate():
     assert [float(k.noise.sigma_squared) for k in calibrations.values()] == pytest.approx(
         [c / 1.9 for c in (1, 2, 5)])
     assert plan.mean_absolute_noise == tuple(
-        choice.mean_absolute_noise(k.noise) for k in calibrations.values())
+        mean_absolute_noise(k.noise) for k in calibrations.values())
 
 
 # --- privacy: the size histogram moves by 1 ------------------------------------------------
@@ -104,8 +106,8 @@ users = st.lists(st.sets(st.sampled_from("abcdefgh"), max_size=8), max_size=12)
        released=st.sets(st.sampled_from("abcdefgh")))
 def test_one_more_user_moves_the_released_size_histogram_by_at_most_1(users, extra, released):
     edges = choice.size_bin_edges((1, 2, 5))
-    before = choice.size_counts(choice.released_sizes(users, released), edges)
-    after = choice.size_counts(choice.released_sizes(users + [extra], released), edges)
+    before = choice.size_counts(released_sizes(users, released), edges)
+    after = choice.size_counts(released_sizes(users + [extra], released), edges)
     moved = int(abs(after - before).sum())
     # Exactly one bin by 1 if the user holds a released item, else none.
     assert moved == (1 if extra & released else 0)

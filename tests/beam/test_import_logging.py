@@ -91,3 +91,21 @@ def test_other_warnings_during_the_quiet_import_still_show(tmp_path):
         """)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ["something else", "an error of its own"]
+
+
+def test_the_users_own_beam_import_after_beam_dpsu_is_quiet_and_configures_nothing():
+    # beam_dpsu imports Beam lazily: the user's `import apache_beam` after it is quiet
+    # too (a one-shot import hook), and leaves logging as it was.
+    done = run(f"""
+        import logging
+        {STATE}
+        before = state()
+        import beam_dpsu
+        import apache_beam as beam
+        assert state() == before, (before, state())
+        assert beam.Pipeline and beam_dpsu.SelectItems
+        import sys
+        assert not any(type(f).__name__ == "_QuietBeamFinder" for f in sys.meta_path)
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -16,7 +16,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu import (SIPS, Budget, CountGaussian, CountLaplace, ExtractNgrams,
@@ -123,6 +123,7 @@ def _policy_keys(users, k, blocks_of=3):
     return weights, holders, {item for item, n in holders.items() if n >= k}
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(users=user_lists)
 def test_policy_holders_count_the_users_listing_each_item(users):
     weights, holders, _ = _policy_keys(users, 1)
@@ -142,6 +143,7 @@ def _encoded(users) -> bytes:
     return builder.encode()
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(users=user_lists, extra=st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=4,
                                         unique=True), k=st.integers(1, 4))
 def test_policy_eligible_keys_grow_only_by_the_new_users_items(users, extra, k):

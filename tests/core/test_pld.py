@@ -152,8 +152,10 @@ def test_zcdp_split_states_epsilon_below_the_zcdp_conversion():
 # --- the split states its tight total ------------------------------------------------
 
 def test_split_with_mechanism_records_a_composed_guarantee_below_the_sum():
+    # composition="basic" asked for: the default with a mechanism is the tight split
+    # (test_the_default_split_is_tight_where_it_can_be).
     parts = split_selection_and_counts(IMDB, 0.25, selection_mechanism=WeightedGaussian(100),
-                                       counts_max_items_per_user=20)
+                                       counts_max_items_per_user=20, composition="basic")
     assert parts.total == IMDB and parts.selection == Budget(1.765 * 0.75, 4.96e-5)
     (g,) = parts.composed
     assert g.delta == IMDB.delta and g.basic_epsilon == IMDB.epsilon
@@ -163,7 +165,7 @@ def test_split_with_mechanism_records_a_composed_guarantee_below_the_sum():
     assert report["epsilon"] == g.epsilon and report["basic_composition_epsilon"] == 1.765
     # Data-independent and reproducible.
     again = split_selection_and_counts(IMDB, 0.25, selection_mechanism=WeightedGaussian(100),
-                                       counts_max_items_per_user=20)
+                                       counts_max_items_per_user=20, composition="basic")
     assert again.composed == parts.composed
     # Without the mechanism nothing is stated beyond the sum.
     assert split_selection_and_counts(IMDB, 0.25).composed == ()
@@ -257,6 +259,33 @@ def test_tight_split_meets_the_total_checked_by_integration():
     sel_more = WeightedGaussian(100).calibrate(Budget(parts.selection.epsilon * 1.001, IMDB.delta))
     cnt_more = count_calibration(Budget(parts.counts.epsilon * 1.001, 0.0), 20)
     assert composition.composed_epsilon(sel_more, cnt_more, IMDB.delta) > IMDB.epsilon
+
+
+def test_the_default_share_is_written_out_in_the_signature():
+    import inspect
+
+    from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
+    default = inspect.signature(split_selection_and_counts).parameters["counts_share"].default
+    assert default == DEFAULT_COUNTS_SHARE == 0.25
+
+
+def test_the_default_split_is_tight_where_it_can_be():
+    # As the jobs split with --with-counts (pipelines.settings.budget_parts_from_args).
+    for mechanism in (WeightedGaussian(100), SIPS(100)):
+        default = split_selection_and_counts(IMDB, 0.25, selection_mechanism=mechanism,
+                                             counts_max_items_per_user=20)
+        tight = split_selection_and_counts(IMDB, 0.25, selection_mechanism=mechanism,
+                                           counts_max_items_per_user=20, composition="tight")
+        assert default == tight and default.scale > 1.2
+    # Basic where a tight split cannot be made: no mechanism, a zCDP total, no slack.
+    basic = split_selection_and_counts(IMDB, 0.25, composition="basic")
+    assert split_selection_and_counts(IMDB, 0.25) == basic and basic.scale == 1.0
+    z = ZCDPBudget(0.1, 1e-5)
+    assert split_selection_and_counts(z, 0.25, selection_mechanism=WeightedGaussian(100),
+                                      counts_max_items_per_user=20).scale == 1.0
+    lap = split_selection_and_counts(IMDB, 0.25, selection_mechanism=WeightedLaplace(100),
+                                     counts_max_items_per_user=20)
+    assert lap.scale == 1.0 and lap.selection == basic.selection
 
 
 def test_tight_split_keeps_the_sum_where_there_is_no_slack_and_under_zcdp():

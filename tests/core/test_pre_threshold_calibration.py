@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu.core import max_items_choice, ngram_calibration, policies, pre_threshold, \
@@ -147,6 +147,8 @@ users_strategy = st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=5, uniq
                           max_size=12)
 
 
+# Data generation, not the test, is what a loaded machine slows down.
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(users=users_strategy)
 def test_builder_holders_count_users(users):
     builder = policies.WeightedHistogramBuilder(policies.weighted_gaussian_weight)
@@ -160,6 +162,7 @@ def test_builder_holders_count_users(users):
     assert set(builder.histogram()) == set(expected)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(users=users_strategy, extra=st.lists(st.sampled_from("abcdefghij"), max_size=5,
                                                unique=True), k=st.integers(1, 5))
 def test_the_eligible_keys_grow_only_by_the_new_users_items(users, extra, k):

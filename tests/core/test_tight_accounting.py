@@ -263,6 +263,20 @@ def test_zcdp_report_is_tighter_than_the_zcdp_conversion():
     assert lap["dp_equivalents"][0]["epsilon"] == pytest.approx(budget.to_dp(2e-5).epsilon)
 
 
+def test_gaussian_dp_equivalents_state_a_requested_epsilon_at_its_delta():
+    # A μ that meets (ε, δ = 1e-5) with ε its own curve's point, rounded up by the root.
+    computed = {e["delta"]: e["epsilon"] for e in gaussian_dp_equivalents(1 / 3.7, 1e-7, 1e-5)}
+    asked = computed[1e-5] * (1 - 1e-13)
+    stated = {e["delta"]: e["epsilon"]
+              for e in gaussian_dp_equivalents(1 / 3.7, 1e-7, 1e-5, requested_epsilon=asked)}
+    below, at, *above = sorted(computed)
+    assert sorted(stated) == sorted(computed) and below < at == 1e-5 and len(above) == 3
+    assert stated[below] == computed[below]  # δ′ < δ: the curve's own point
+    assert stated[at] == asked  # δ′ = δ: as asked, exactly
+    for delta in above:  # δ′ > δ: never above the requested ε
+        assert stated[delta] == min(computed[delta], asked)
+
+
 def test_gaussian_dp_equivalents_round_epsilon_up():
     for e in gaussian_dp_equivalents(1 / 2.0, 1e-6, 1e-5):
         exact = gaussian_mechanism_delta(2.0, e["epsilon"]) + threshold_delta_cost(1e-6)

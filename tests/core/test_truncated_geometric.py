@@ -169,14 +169,19 @@ def test_beam_run_unseeded_releases_only_held_items():
 
 
 def test_float_margin_and_refusal_at_huge_per_item_epsilon():
-    # Review finding: at ε' = 15, δ' = 1e-12 the float64 keep probabilities broke
-    # the (ε', δ') constraints by 15·δ'. The calibration keeps a margin of
-    # e^{ε'}·2⁻⁵⁰ from δ', and refuses budgets where that margin would eat δ'.
-    import math
+    # Review findings: at ε' = 15, δ' = 1e-12 the float64 keep probabilities broke
+    # the (ε', δ') constraints by 15·δ'; a margin of e^{ε'}·2⁻⁵⁰ still left them
+    # over by up to 0.13·δ' (issue 34). The calibration keeps the proven margin of
+    # ``truncated_geometric_float_margin`` from δ', and refuses budgets where that
+    # margin would eat half of δ' (tests/core/test_review34_findings.py checks the
+    # chances as run exactly).
     from beam_dpsu import Budget, TruncatedGeometric
+    from beam_dpsu.core.thresholds import truncated_geometric_float_margin
     cal = TruncatedGeometric(1).calibrate(Budget(3.0, 1e-5))
-    assert cal.delta_per_item == pytest.approx(1e-5 - math.exp(3.0) * 2.0 ** -50, rel=1e-12)
-    assert cal.delta_per_item < 1e-5
+    margin = truncated_geometric_float_margin(3.0, 1e-5)
+    assert math.exp(3.0) * 2.0 ** -50 < margin < 1e-5 * 1e-6
+    assert Fraction(cal.delta_per_item) <= Fraction(1e-5) - Fraction(margin)
+    assert cal.delta_per_item == pytest.approx(1e-5 - margin, rel=1e-15)
     with pytest.raises(ValueError, match="too small for float64 keep probabilities at "
                                          "epsilon per item = 15"):
         TruncatedGeometric(1).calibrate(Budget(15.0, 1e-12))

@@ -75,3 +75,39 @@ def test_the_peer_benchmark_refuses_auto(capsys):
                                  "--max-items-per-user", "auto"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "fixed int" in err[-1]
+
+
+def _pairs(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text("".join(f"u{u},common\nu{u},w{u % 4}\n" for u in range(400)))
+    return ["--input", str(path), "--format", "pairs", "--rho", "1", "--delta", "1e-5"]
+
+
+def test_the_default_job_runs_sips_with_auto_and_says_why(tmp_path, capsys):
+    # Neither --mechanism nor --max-items-per-user: SIPS with Δ0 chosen privately, and
+    # report and summary say these were the job's defaults.
+    out = tmp_path / "out"
+    assert vocabulary.main([*_pairs(tmp_path), "--output", str(out)]) == 0
+    summary = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("released ")]
+    report = read_report(out)
+    assert report["mechanism"]["name"] == "sips"
+    assert report["mechanism"]["max_items_per_user"]["method"] == "auto"
+    defaults = report["job_defaults"]
+    assert {k: v for k, v in defaults.items() if k != "note"} == {
+        "mechanism": "sips", "max_items_per_user": "auto"}
+    assert "max_items_per_user.rule" in defaults["note"]
+    assert "max_items_rounds" in report["max_items_per_user"]["rule"]
+    chosen = report["chosen_max_items_per_user"]
+    assert summary == [line for line in summary if line.startswith(
+        f"released {report['released_items']:,} item") and
+        f"with sips (the default) (max items per user {chosen:,}, chosen privately)" in line]
+    assert len(summary) == 1
+
+
+def test_a_mechanism_given_is_not_reported_as_a_default(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert vocabulary.main([*_pairs(tmp_path), "--mechanism", "sips",
+                            "--max-items-per-user", "5", "--output", str(out)]) == 0
+    assert "(the default)" not in capsys.readouterr().out
+    assert "job_defaults" not in read_report(out)

@@ -128,9 +128,15 @@ def test_prepare_output(tmp_path):
 def test_describe_budget():
     assert settings.describe_budget(Budget(1, 1e-6)) == "(ε = 1, δ = 1e-06)-DP"
     assert settings.describe_budget(ZCDPBudget(0.1, 1e-5)) == (
-        "ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.91, δ = 2e-05)-DP)")
+        "ρ = 0.1 zCDP, δ = 1e-05 (by the zCDP conversion: ≈ (ε = 1.91, δ = 2e-05)-DP)")
     # A Gaussian mechanism's report states the exact curve: the smaller ε at 2δ.
     from beam_dpsu import SelectItems, WeightedGaussian
     report = SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)).report
     assert settings.describe_budget(ZCDPBudget(0.1, 1e-5), report["dp_equivalents"]) == (
-        "ρ = 0.1 zCDP, δ = 1e-05 (≈ (ε = 1.76, δ = 2e-05)-DP)")
+        "ρ = 0.1 zCDP, δ = 1e-05 (by the mechanism's privacy curve: ≈ (ε = 1.76, "
+        "δ = 2e-05)-DP)")
+    # Under auto the report states only the conversion (the curve depends on the Δ0
+    # chosen when the pipeline runs): labelled as the conversion, not as the curve.
+    auto = SelectItems(WeightedGaussian("auto"), ZCDPBudget(0.1, 1e-5)).report
+    assert settings.describe_budget(ZCDPBudget(0.1, 1e-5), auto["dp_equivalents"]) == (
+        "ρ = 0.1 zCDP, δ = 1e-05 (by the zCDP conversion: ≈ (ε = 1.91, δ = 2e-05)-DP)")

@@ -395,4 +395,4 @@ def test_one_released_item_is_one_item(tmp_path, capsys):
     # below 1e-6; "dog" (one user) with probability at most δ = 1e-7: this fails by
     # chance < 1e-6.
     assert code == 0 and captured.out.startswith("released 1 item with "), captured.out
-    assert "weighted-gaussian: released 1 item\n" in captured.err
+    assert "sips: released 1 item\n" in captured.err  # the default mechanism

@@ -71,8 +71,10 @@ def test_job_on_example_imdb_slice(tmp_path, capsys):
     # One summary line on stdout; progress on stderr, free of Beam's noise.
     summary = captured.out.strip().splitlines()
     assert len(summary) == 1
-    assert re.match(rf"released {len(items):,} items with weighted-gaussian under ρ = 0.5 "
-                    r"zCDP, δ = 1e-05 \(≈ \(ε = [\d.]+, δ = 2e-05\)-DP\); wrote .*"
+    assert re.match(rf"released {len(items):,} items with weighted-gaussian \(max items per "
+                    r"user 50\) under ρ = 0.5 "
+                    r"zCDP, δ = 1e-05 \(by the mechanism's privacy curve: ≈ \(ε = [\d.]+, "
+                    r"δ = 2e-05\)-DP\); wrote .*"
                     r"items-00000-of-00001.txt and .*report.json$", summary[0]), summary[0]
     assert "reading 1 csv file" in captured.err
     assert f"weighted-gaussian: released {len(items):,} items" in captured.err
@@ -447,7 +449,7 @@ def test_help_shows_one_spelling_defaults_and_an_example(capsys):
     assert "--max-items-per-user N" in text and "--max_items_per_user" not in text.split(
         "examples:")[0]
     flat = " ".join(text.split())
-    assert "(default: weighted-gaussian)" in flat and "(default: 1)" in flat
+    assert "(default: sips)" in flat and "(default: 1)" in flat
     assert "examples:\n  python -m pipelines.vocabulary --input" in text
     assert "msnbc" not in text  # the vocabulary job does not read it
     assert "--direct_num_workers" in text
@@ -536,3 +538,32 @@ def test_job_without_counts_writes_none(tmp_path):
     assert vocabulary.main(["--input", path, "--format", "pairs", *BASE,
                             "--output", str(out)]) == 0
     assert not glob.glob(os.path.join(out, "counts-*")) and "counts" not in read_output(out)[1]
+
+
+@pytest.mark.parametrize("share, code", [("1e-9", 0), ("1e-17", 2)])
+def test_job_with_a_tiny_counts_share_ends_promptly(tmp_path, capsys, share, code):
+    """Review (issue 34): --counts-share 1e-9 hung in budgets.parts_within, which stepped
+    the counts' part down one ulp at a time. Now the split is exact at once: 1e-9 runs,
+    and a share whose counts' part is no positive float (1e-17 of ε = 1) is one error line.
+    An alarm fails the test rather than hang the suite."""
+    import signal
+
+    def expire(*_):
+        raise TimeoutError("the job was still running after 300 s")
+
+    path = write_csv(tmp_path, "u1,a\nu2,b\n")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(300)
+    try:
+        got, err = run_job(["--input", path, "--format", "pairs", "--mechanism",
+                            "weighted-gaussian", "--epsilon", "1", "--delta", "1e-6",
+                            "--with-counts", "--counts-share", share,
+                            "--output", str(tmp_path / "out")], capsys)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert got == code
+    if code == 2:
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and "Traceback" not in err
+        assert lines[0].startswith("error: --counts-share = 1e-17 is too small")

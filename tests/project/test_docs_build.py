@@ -40,6 +40,20 @@ def test_reference_builds_without_a_warning(tmp_path):
     built = strict_build(ROOT, str(tmp_path / "site"))
     assert built.returncode == 0 and "WARNING" not in built.stderr, built.stderr
     assert os.path.exists(tmp_path / "site" / "api" / "transforms" / "index.html")
+    # Nothing but mkdocs' own three INFO lines (a missing signature formatter, ruff,
+    # in the docs extra, was one more).
+    infos = [line for line in built.stderr.splitlines() if line.strip()]
+    assert all(re.match(r"INFO\s+-\s+(Cleaning site|Building documentation|Documentation "
+                        r"built)", line) for line in infos), built.stderr
+    # What the reference renders: no reST "Example::" left, a default as its number,
+    # the module notes that docstrings point to.
+    site = str(tmp_path / "site")
+    pages = {os.path.relpath(p, site): read(p)
+             for p in glob.glob(os.path.join(site, "**", "index.html"), recursive=True)}
+    assert not [name for name, page in pages.items() if "Example::" in page]
+    budgets = pages[os.path.join("api", "budgets", "index.html")]
+    assert "DEFAULT_COUNTS_SHARE" not in budgets and "counts_share" in budgets
+    assert 'id="beam_dpsu.count_released"' in pages[os.path.join("api", "modules", "index.html")]
 
 
 def test_a_broken_reference_fails_the_build(tmp_path):
@@ -56,6 +70,15 @@ def test_a_broken_reference_fails_the_build(tmp_path):
     built = strict_build(str(tmp_path), str(tmp_path / "site"))
     assert built.returncode != 0
     assert "gone.md" in built.stderr and "beam_dpsu.NoSuchName" in built.stderr, built.stderr
+
+
+def test_the_nav_titles_the_api_pages_by_their_own_headings():
+    nav = re.findall(r"^\s+- ([^:]+): (api/\w+\.md)$", read(os.path.join(ROOT, "mkdocs.yml")),
+                     re.M)
+    assert len(nav) == len(glob.glob(os.path.join(DOCS, "api", "*.md")))
+    for title, page in nav:
+        heading = re.search(r"^# (.+)$", read(os.path.join(DOCS, page)), re.M).group(1)
+        assert title == heading, (page, title, heading)
 
 
 def referenced_names() -> set:

@@ -122,3 +122,18 @@ def test_readme_names_only_what_beam_dpsu_has():
     missing = [n for n in sorted(names) if not hasattr(beam_dpsu, n)
                and importlib.util.find_spec(f"beam_dpsu.{n}") is None]
     assert missing == []
+
+
+def test_readme_blocks_print_no_beam_warning_in_a_fresh_interpreter():
+    # Each block imports beam_dpsu before apache_beam: Beam's "apitools not found"
+    # warning (its GCP extras missing) is then dropped, whatever the order after.
+    import subprocess
+    import sys
+    blocks = python_blocks()
+    assert all(b.index("import beam_dpsu") < b.index("import apache_beam")
+               for b in blocks if "import apache_beam" in b)
+    code = blocks[block_index("SelectItems(beam_dpsu.WeightedGaussian")]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == "", proc.stderr[-3000:]

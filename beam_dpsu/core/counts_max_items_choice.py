@@ -1,0 +1,184 @@
+"""``CountReleased``'s Δ0 chosen privately (``max_items_per_user="auto"``): ``CountsAutoPlan``.
+
+As ``beam_dpsu.core.max_items_choice`` does for a selection (the same share,
+size bins and integer noise, ``split_budget``, ``size_noise``), a share of the
+counts' budget buys a noisy histogram of how many distinct *released* items
+users hold; from it and the public number of released items, ``CountsAutoPlan``
+picks the candidate Δ0 with the smallest expected total error of the counts
+(noise on every released item plus the counts lost to the bound).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
+from beam_dpsu.core.max_items_choice import (AutoMaxItems, calibrate_candidates, size_bin_edges,
+                                             size_noise, split_budget)
+
+__all__ = ["mean_absolute_noise", "released_sizes", "CountsAutoPlan", "plan_counts_auto"]
+
+
+def mean_absolute_noise(distribution) -> float:
+    """E|Z| of a ``DiscreteLaplace`` or ``DiscreteGaussian``.
+
+    Discrete Laplace of scale t: P[Z = z] = (1 − q)/(1 + q)·q^{|z|}, q = e^{−1/t},
+    so E|Z| = 2(1 − q)/(1 + q)·Σ_{z≥1} z q^z = 2q/(1 − q²). Discrete Gaussian:
+    Σ_z |z|·P[Z = z] over the support; from σ = 10 on, σ·√(2/π), the continuous
+    value, which the sum equals in float64 (Poisson summation; as its variance).
+    """
+    if isinstance(distribution, DiscreteLaplace):
+        q = math.exp(-1.0 / float(distribution.scale))
+        return 2.0 * q / (1.0 - q * q)
+    if isinstance(distribution, DiscreteGaussian):
+        sigma = distribution.sigma
+        if sigma >= DiscreteGaussian._CLOSED_FORM_SIGMA:
+            return sigma * math.sqrt(2.0 / math.pi)
+        z = distribution._support()
+        return float(np.sum(distribution.pmf(z) * np.abs(z)))
+    raise TypeError(f"no mean absolute value for {type(distribution).__name__}")
+
+
+def released_sizes(users_items: Iterable[Iterable], released) -> list:
+    """Each user's number of distinct released items, users holding none left out (raw,
+    NOT private): what ``CountReleased`` bins for "auto"."""
+    released = set(released)
+    sizes = (len(set(items) & released) for items in users_items)
+    return [n for n in sizes if n > 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class CountsAutoPlan:
+    """Everything ``CountReleased(max_items_per_user="auto")`` needs, fixed when built.
+
+    The rule. Each user is counted on ≤ Δ0 of the released items it holds
+    (sampled uniformly) and each of the K released items gets noise Z of
+    scale Δ0/ε (discrete Laplace) or σ² = Δ0/(2ρ) (discrete Gaussian). Item
+    i's error is Z_i − b_i, where b_i ≥ 0 is the number of its holders whose
+    sample dropped it. A user holding n_u released items drops n_u − Δ0 of
+    them when n_u > Δ0, so Σ_i b_i = D(Δ0) = Σ_u (n_u − Δ0)_+ exactly, and the
+    expected total absolute error over the K items is at most (triangle
+    inequality)
+
+        L(Δ0) = K·E|Z(Δ0)| + D(Δ0),
+
+    equal to it but for the items whose bias is within the noise of 0. The
+    first term grows with Δ0 (linearly under ε, as √Δ0 under ρ), the second
+    shrinks, and the rule takes the candidate with the smallest L (ties go
+    to the smaller Δ0).
+
+    K, the number of released items, is public (the released set is a DP
+    output). D needs the users' numbers n_u of distinct RELEASED items,
+    estimated from a noisy size histogram as for the selection: one user in
+    one bin, sensitivity 1 (a user holding no released item is in no bin).
+    Every candidate is a bin edge, so the users at or above the largest
+    candidate add to D(Δ0) − D(Δ0′) exactly Δ0′ − Δ0 each, whatever their size
+    (it cancels): the open last bin is read at its lower edge. The other bins
+    put their users at their geometric middle, within a factor √2. No user
+    holds more than the K released items, so the bins above K are empty by
+    construction: they are read as 0 (post-processing with the public K), and
+    the bin holding K ends at K.
+
+    Attributes:
+      auto: the share and the candidates asked for.
+      size_budget: what the histogram of users' released-item counts spends.
+      counts_budget: what the noisy counts spend (any Δ0).
+      candidates: the candidates the counts calibrate at under ``counts_budget``.
+      mean_absolute_noise: E|Z| of each candidate's count noise.
+      edges: the lower edges of the size bins.
+    """
+
+    auto: AutoMaxItems
+    size_budget: Any
+    counts_budget: Any
+    candidates: tuple
+    mean_absolute_noise: tuple
+    edges: tuple
+
+    def _excess(self, released_items: int) -> np.ndarray:
+        """(n − Δ0)_+ of a bin's users, one row per candidate, 0 in the bins above K (see
+        the comment above)."""
+        lower = np.asarray(self.edges, dtype=np.float64)
+        upper = np.append(lower[1:] - 1.0, lower[-1])  # the open last bin: its lower edge
+        at = np.sqrt(lower * np.minimum(upper, max(float(released_items), 1.0)))
+        excess = np.maximum(at[None, :] - np.asarray(self.candidates, np.float64)[:, None],
+                            0.0)
+        excess[:, lower > released_items] = 0.0
+        return excess
+
+    def expected_error(self, noisy_counts: np.ndarray, released_items: int) -> np.ndarray:
+        """K·E|Z(Δ0)| + D(Δ0) for each candidate, from the noisy counts.
+
+        K·E|Z| is exact (data-independent). D is read from the noisy counts as
+        they are, negatives included: the noise has mean 0, so D is unbiased
+        (as M in ``AutoPlan.proxy``). Unlike there, D is NOT moved by a margin
+        of two noise standard deviations: sd(D(Δ0)) = s·√(Σ_b w_b²), w_b the
+        bin's excess over Δ0, is largest for the small Δ0 through the bins far
+        above the users' sizes (empty but read with noise, up to K), so a margin
+        would grow with how empty those bins are, not with what the users hold,
+        and push Δ0 up. Measured on the bundled IMDb 2k (K = 248) and on Pareto
+        sizes (2,000-50,000 users, K = 500-5,000, ρ = 0.025 and 0.25), the
+        unbiased D's choice has a true error within 8.4 % of the best
+        candidate's on average (40 draws each), a 2-sd margin's up to 2× it.
+        """
+        counts = np.asarray(noisy_counts, dtype=np.float64)
+        if counts.shape != (len(self.edges),):
+            raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
+        if isinstance(released_items, bool) or int(released_items) != released_items \
+                or released_items < 0:
+            raise ParameterError("released_items", f"must be an int >= 0, got {released_items!r}")
+        dropped = self._excess(int(released_items)) @ counts
+        return float(released_items) * np.asarray(self.mean_absolute_noise) + dropped
+
+    def choose(self, noisy_counts: np.ndarray, released_items: int) -> int:
+        """The candidate with the smallest expected error (the smaller on a tie)."""
+        return int(self.candidates[int(np.argmin(self.expected_error(noisy_counts,
+                                                                      released_items)))])
+
+    def to_dict(self) -> dict:
+        return {
+            **self.auto.to_dict(),
+            "rule": "argmin over candidates of K·E|noise(Δ0)| + D(Δ0): K = the number of "
+                    "released items, D = Σ_users (released items held − Δ0)_+ from the "
+                    "noisy size histogram (beam_dpsu.core.max_items_choice)",
+            "size_histogram": {"of": "each user's number of distinct released items",
+                               "budget": self.size_budget.to_dict(),
+                               "noise": size_noise(self.size_budget).to_dict(),
+                               "bin_lower_edges": list(self.edges),
+                               "sensitivity": 1},
+            "counts_budget": self.counts_budget.to_dict(),
+            "candidates_calibrated": list(self.candidates),
+            "mean_absolute_noise": list(self.mean_absolute_noise),
+        }
+
+
+def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:
+    """Splits the counts' budget and calibrates every candidate Δ0 (no data).
+
+    Args:
+      auto: the share and candidates.
+      budget: the counts' ``Budget`` or ``ZCDPBudget``; a tight split's part
+        (bound to one Δ0) is refused by ``split_budget``.
+      calibrate: (budget, Δ0) → a calibration with ``.noise`` (e.g.
+        ``counts.count_calibration``).
+
+    Returns:
+      The plan, and each calibrated candidate's calibration (a dict).
+
+    Raises:
+      ValueError: a tight split's part, or no candidate calibrates.
+    """
+    size_budget, counts_budget = split_budget(budget, auto.share)
+    calibrations = calibrate_candidates(auto, lambda c: calibrate(counts_budget, c),
+                                        "the counts calibrate", "their part of the budget")
+    plan = CountsAutoPlan(
+        auto=auto, size_budget=size_budget, counts_budget=counts_budget,
+        candidates=tuple(calibrations),
+        mean_absolute_noise=tuple(mean_absolute_noise(k.noise) for k in calibrations.values()),
+        edges=tuple(int(e) for e in size_bin_edges(auto.candidates)))
+    return plan, calibrations
