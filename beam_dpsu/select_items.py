@@ -186,9 +186,10 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                 for c in self.auto_plan.candidates]
             self.calibration = None
         else:
-            self.calibration = pre_threshold_calibration.calibrate(mechanism, budget,
-                                                                   self.pre_threshold)
-            _log_pre_threshold(mechanism, budget, self.calibration)
+            plain = mechanism.calibrate(budget)
+            self.calibration = pre_threshold_calibration.with_pre_threshold(
+                plain, mechanism, self.pre_threshold)
+            _log_pre_threshold(mechanism.name, plain, self.calibration)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
@@ -261,16 +262,16 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
 
 
-def _log_pre_threshold(mechanism, budget, calibration) -> None:
+def _log_pre_threshold(name: str, plain, calibration) -> None:
     """With a pre-threshold, says when the transform is built what it costs: the weight
-    an item needs for an even chance of release, without and with it (a pre-threshold
-    never makes a release certainly empty: ``beam_dpsu.core.pre_threshold``)."""
+    an item needs for an even chance of release, without (``plain``) and with it (a
+    pre-threshold never makes a release certainly empty: ``beam_dpsu.core.pre_threshold``)."""
     if calibration.pre_threshold == 1:
         return
     LOG.info("SelectItems (%s): %s; the weight an item needs to be released with "
-             "probability 1/2 rises from %.6g to %.6g", mechanism.name,
+             "probability 1/2 rises from %.6g to %.6g", name,
              pre_threshold_rule.describe_pre_threshold(calibration.pre_threshold),
-             mechanism.calibrate(budget).weight_threshold(), calibration.weight_threshold())
+             plain.weight_threshold(), calibration.weight_threshold())
 
 
 def _check_public_counts(public_counts, mechanism):

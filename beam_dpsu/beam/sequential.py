@@ -354,16 +354,12 @@ class _PolicyHistogramFn(beam.DoFn):
 
     @on_timer(WINDOW_END)
     def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS)):
-        if self._count_holders:
-            assert self._item_shards is not None, "holders travel with item shards only"
-            histogram, holders = shard_policy_histogram(blocks.read(), self._update,
-                                                        self._cutoff, count_holders=True)
-            blocks.clear()
-            yield from split_with_holders(histogram, holders, self._item_shards).items()
-            return
-        histogram = shard_policy_histogram(blocks.read(), self._update, self._cutoff)
+        histogram = shard_policy_histogram(blocks.read(), self._update, self._cutoff,
+                                           count_holders=self._count_holders)
         blocks.clear()
-        if self._item_shards is None:
+        if self._count_holders:  # (weights, holders), with item shards only
+            yield from split_with_holders(*histogram, self._item_shards).items()
+        elif self._item_shards is None:
             yield from histogram.items()
         else:
             yield from split_by_shard(histogram, self._item_shards).items()
