@@ -75,12 +75,18 @@ class Interrupts:
     and its threads' lines do not follow. Later signals are ignored while the
     job cleans up. Once the output is being put in place (:meth:`held`) a
     signal is too late to stop it: the job then completes.
+
+    ``on_interrupt`` holds what else the first signal must stop, called with no
+    argument before the interrupt is raised: the worker processes of the
+    multi-process mode, which Beam waits for before the job can clean up
+    (``pipelines.worker.WORKERS``).
     """
 
     def __init__(self):
         self.signal: int | None = None
         self._held, self._pending = False, None
         self._previous: dict = {}
+        self.on_interrupt: list = []
 
     def __enter__(self):
         self.signal, self._held, self._pending = None, False, None
@@ -106,6 +112,8 @@ class Interrupts:
     def _interrupt(self, signum):
         self.signal = signum
         logging.disable(logging.CRITICAL)
+        for stop in self.on_interrupt:
+            stop()
         raise KeyboardInterrupt
 
     @contextlib.contextmanager

@@ -9,6 +9,7 @@ put in place as ``job.output`` when it returns (``output_folder.written_whole``)
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Callable
 
@@ -18,9 +19,21 @@ from pipelines.errors import error_message
 from pipelines.interrupts import INTERRUPTS
 from pipelines.output_folder import run_with_output
 from pipelines.progress import configure_progress
-from pipelines.worker import runner_for
+from pipelines.worker import WORKERS, runner_for
 
 __all__ = ["run_job", "job_pipeline"]
+
+
+@contextlib.contextmanager
+def _workers_stopped_on_interrupt(interrupts):
+    """While a job runs, an interrupt also stops the worker processes of the
+    multi-process mode (a signal sent to the job alone reaches none of them)."""
+    interrupts.on_interrupt.append(WORKERS.interrupt)
+    try:
+        yield
+    finally:
+        interrupts.on_interrupt.remove(WORKERS.interrupt)
+        WORKERS.close()
 
 
 def job_pipeline(options) -> beam.Pipeline:
@@ -45,7 +58,7 @@ def run_job(name: str, argv, prepare: Callable, run: Callable[..., str]) -> int:
         place as ``job.output`` when it returns (``output_folder.written_whole``).
     """
     configure_progress(name)
-    with INTERRUPTS as interrupts:
+    with INTERRUPTS as interrupts, _workers_stopped_on_interrupt(interrupts):
         try:
             try:
                 job = prepare(argv)

@@ -9,70 +9,20 @@ traceback (:func:`assert_refused`). One job costs about 5–10 s.
 """
 
 import codecs
-import csv
 import errno
 import gzip
 import os
 import random
 import re
-import signal
-import subprocess
-import sys
-import time
 import zlib
 
 import pytest
 
 import beam_dpsu
+from tests.support.job_processes import (assert_ran, assert_refused, released,
+                                         run, vocabulary, write_pairs)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
-
-
-def run(module: str, args, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"pipelines.{module}", *map(str, args)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-
-
-def vocabulary(args, timeout: float = 300) -> subprocess.CompletedProcess:
-    return run("vocabulary", args, timeout)
-
-
-def error_lines(proc) -> list[str]:
-    return [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-
-
-def assert_refused(proc, out=None) -> str:
-    """Exit 2, exactly one ``error:`` line (returned), no traceback, nothing written."""
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
-    lines = error_lines(proc)
-    assert len(lines) == 1, proc.stderr[-3000:]
-    if out is not None:
-        assert not os.path.exists(out)
-        parent, name = os.path.split(str(out).rstrip("/"))
-        assert not [n for n in os.listdir(parent) if n.startswith(f".{name}.beam_dpsu")]
-    return lines[0]
-
-
-def assert_ran(proc) -> None:
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode == 0 and not error_lines(proc), proc.stderr[-3000:]
-
-
-def write_pairs(path, items_per_user, users: int = 60) -> str:
-    """``users`` users each holding every item of ``items_per_user``, written by
-    Python's csv.writer (items holding a quote, comma or line break are quoted)."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        for u in range(users):
-            for item in items_per_user:
-                writer.writerow([f"u{u}", item])
-    return str(path)
-
-
-def released(out) -> list:
-    return beam_dpsu.read_released(os.path.join(str(out), "items-*.txt"))
 
 
 @pytest.fixture
@@ -254,118 +204,6 @@ def test_stale_staging_folder_is_removed_or_named(tmp_path, pairs):
     assert not stale.exists() or stale.name in proc.stderr
 
 
-# -- 10: multi-process DirectRunner ----------------------------------------------------
-# Costs a multi-process run (worker processes start and import Beam).
-
-
-def test_multi_processing_shows_progress_and_no_beam_noise(tmp_path, pairs):
-    proc = vocabulary(["--input", pairs, "--format", "pairs", "--epsilon", "1", *FIXED,
-                       "--output", tmp_path / "out", "--direct_num_workers", "2",
-                       "--direct_running_mode=multi_processing"])
-    assert_ran(proc)
-    for noise in ("Discarding unparseable args", "Logging handler created", "apitools",
-                  "No semi_persistent_directory found"):
-        assert noise not in proc.stderr, proc.stderr[-3000:]
-    assert re.search(r"^\[vocabulary .*\] sips: released ", proc.stderr, re.M), \
-        proc.stderr[-3000:]
-    assert re.search(r"^\[vocabulary .*\] wrote .*items-00000-of-00001\.txt", proc.stderr,
-                     re.M), proc.stderr[-3000:]
-
-
-def _worker_pids(pid: int) -> list[int]:
-    """The job's worker processes (``python -m pipelines.worker``, its children)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                command = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid and b"pipelines.worker" in command:
-            pids.append(int(entry))
-    return pids
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the worker processes in /proc")
-def test_multi_processing_ctrl_c_is_one_line_without_worker_tracebacks(tmp_path):
-    # Ctrl-C in a terminal signals every process of the job: the job and its workers.
-    # The signal goes to the process group once both workers run (then they import
-    # Beam and run bundles for seconds: the job takes ~10 s more on 100,000 pairs).
-    rng = random.Random(1)
-    path = tmp_path / "pairs.csv"
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(f"u{u},i{rng.randrange(3000)}\n" for u in range(20_000) for _ in range(5))
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.vocabulary", "--input", str(path), "--format",
-         "pairs", "--epsilon", "1", "--delta", "1e-5", "--max-items-per-user", "5",
-         "--output", str(out), "--direct_num_workers", "2",
-         "--direct_running_mode=multi_processing"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while len(workers := _worker_pids(proc.pid)) < 2 and proc.poll() is None:
-            assert time.monotonic() < deadline, "no worker processes started"
-            time.sleep(0.1)
-        time.sleep(1)
-        os.killpg(proc.pid, signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, (proc.returncode, stderr[-3000:])
-    assert "Traceback" not in stderr and "Exception in thread" not in stderr, stderr[-3000:]
-    assert stderr.splitlines()[-1] == "interrupted" and stdout == "", stderr[-3000:]
-    assert [line for line in stderr.splitlines() if not line.startswith("[vocabulary ")] \
-        == ["interrupted"], stderr[-3000:]
-    assert os.listdir(tmp_path) == ["pairs.csv"]
-    deadline = time.monotonic() + 30
-    while any(os.path.exists(f"/proc/{pid}") for pid in workers):  # none left behind
-        assert time.monotonic() < deadline, "worker processes outlived the job"
-        time.sleep(0.2)
-
-
-# -- Ctrl-C while the job imports Beam (the first seconds) ----------------------------
-
-
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_an_interrupt_while_beam_imports_is_one_line(sig, code):
-    # PYTHONVERBOSE makes the job log each import on stderr: the signal is sent once
-    # apache_beam's own modules import (after the pipelines package, before the job).
-    # At level 2 (every path tried) the rest of the imports write megabytes, so the
-    # job blocks on the full pipe until the signal: on a loaded machine it cannot
-    # finish --help before the signal arrives.
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
-    try:
-        for line in proc.stderr:
-            if line.startswith("import 'apache_beam."):
-                break
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
-    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
-    assert stderr.splitlines()[-1] == "interrupted" and stdout == "", stderr[-3000:]
-
-
-def test_the_start_handler_is_for_jobs_only():
-    from pipelines.interrupts import _started_module
-    assert _started_module(["python", "-m", "pipelines.vocabulary", "--rho", "1"]) \
-        == "pipelines.vocabulary"
-    assert _started_module(["python", "-X", "importtime", "-mpipelines.ngrams"]) \
-        == "pipelines.ngrams"
-    for argv in (["python", "-m", "pytest", "-m", "pipelines.x"], ["python", "job.py"],
-                 ["python", "-c", "pass"], ["beam-dpsu", "vocabulary"]):
-        assert not _started_module(argv).startswith("pipelines."), argv
-    # In this process (pytest) importing pipelines installed nothing.
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 # -- a full disk while writing ---------------------------------------------------------

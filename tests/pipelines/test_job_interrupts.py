@@ -1,0 +1,142 @@
+"""Interrupts of a job run as a user runs it (``python -m pipelines.vocabulary``): Ctrl-C
+or SIGTERM while Beam imports, and the DirectRunner's multi-process mode, whose worker
+processes must neither speak on the console nor outlive the job.
+
+Found by a new-user trial: each test failed before its fix. An interrupted job
+prints one line ``interrupted`` and exits with 128 + the signal, without a
+traceback, leaving no output folder (docs/privacy.md: one folder, one release).
+"""
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.job_processes import assert_ran, child_pids, vocabulary, write_pairs
+from tests.support.paths import ROOT
+
+FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
+
+
+@pytest.fixture
+def pairs(tmp_path) -> str:
+    return write_pairs(tmp_path / "pairs.csv", ["cat", "dog"])
+
+
+# -- 10: multi-process DirectRunner ----------------------------------------------------
+# Costs a multi-process run (worker processes start and import Beam).
+
+
+def test_multi_processing_shows_progress_and_no_beam_noise(tmp_path, pairs):
+    proc = vocabulary(["--input", pairs, "--format", "pairs", "--epsilon", "1", *FIXED,
+                       "--output", tmp_path / "out", "--direct_num_workers", "2",
+                       "--direct_running_mode=multi_processing"])
+    assert_ran(proc)
+    for noise in ("Discarding unparseable args", "Logging handler created", "apitools",
+                  "No semi_persistent_directory found"):
+        assert noise not in proc.stderr, proc.stderr[-3000:]
+    assert re.search(r"^\[vocabulary .*\] sips: released ", proc.stderr, re.M), \
+        proc.stderr[-3000:]
+    assert re.search(r"^\[vocabulary .*\] wrote .*items-00000-of-00001\.txt", proc.stderr,
+                     re.M), proc.stderr[-3000:]
+
+
+def _signal_group(proc, sig):
+    os.killpg(proc.pid, sig)
+
+
+def _signal_job_alone(proc, sig):
+    proc.send_signal(sig)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the worker processes in /proc")
+@pytest.mark.parametrize("send,sig,code", [
+    # Ctrl-C in a terminal signals every process of the job: the job and its workers.
+    (_signal_group, signal.SIGINT, 130),
+    # A scheduler's SIGTERM (kill PID) reaches the job alone: the job must not wait
+    # for its workers for ever, and they must end with it.
+    (_signal_job_alone, signal.SIGTERM, 143),
+], ids=["ctrl-c-to-the-group", "sigterm-to-the-job-alone"])
+def test_multi_processing_interrupt_is_one_line_and_leaves_no_worker(tmp_path, send, sig,
+                                                                       code):
+    # The signal is sent once both workers run (then they import Beam and run
+    # bundles for seconds: the job takes ~10 s more on 100,000 pairs).
+    rng = random.Random(1)
+    path = tmp_path / "pairs.csv"
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(f"u{u},i{rng.randrange(3000)}\n" for u in range(20_000) for _ in range(5))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.vocabulary", "--input", str(path), "--format",
+         "pairs", "--epsilon", "1", "--delta", "1e-5", "--max-items-per-user", "5",
+         "--output", str(out), "--direct_num_workers", "2",
+         "--direct_running_mode=multi_processing"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while (len(workers := child_pids(proc.pid, b"pipelines.worker")) < 2
+               and proc.poll() is None):
+            assert time.monotonic() < deadline, "no worker processes started"
+            time.sleep(0.1)
+        time.sleep(1)
+        send(proc, sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr and "Exception in thread" not in stderr, stderr[-3000:]
+    assert stderr.splitlines()[-1] == "interrupted" and stdout == "", stderr[-3000:]
+    assert [line for line in stderr.splitlines() if not line.startswith("[vocabulary ")] \
+        == ["interrupted"], stderr[-3000:]
+    assert os.listdir(tmp_path) == ["pairs.csv"]
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{pid}") for pid in workers):  # none left behind
+        assert time.monotonic() < deadline, "worker processes outlived the job"
+        time.sleep(0.2)
+
+
+# -- Ctrl-C while the job imports Beam (the first seconds) ----------------------------
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_while_beam_imports_is_one_line(sig, code):
+    # PYTHONVERBOSE makes the job log each import on stderr: the signal is sent once
+    # apache_beam's own modules import (after the pipelines package, before the job).
+    # At level 2 (every path tried) the rest of the imports write megabytes, so the
+    # job blocks on the full pipe until the signal: on a loaded machine it cannot
+    # finish --help before the signal arrives.
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
+    try:
+        for line in proc.stderr:
+            if line.startswith("import 'apache_beam."):
+                break
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    assert stderr.splitlines()[-1] == "interrupted" and stdout == "", stderr[-3000:]
+
+
+def test_the_start_handler_is_for_jobs_only():
+    from pipelines.interrupts import _started_module
+    assert _started_module(["python", "-m", "pipelines.vocabulary", "--rho", "1"]) \
+        == "pipelines.vocabulary"
+    assert _started_module(["python", "-X", "importtime", "-mpipelines.ngrams"]) \
+        == "pipelines.ngrams"
+    for argv in (["python", "-m", "pytest", "-m", "pipelines.x"], ["python", "job.py"],
+                 ["python", "-c", "pass"], ["beam-dpsu", "vocabulary"]):
+        assert not _started_module(argv).startswith("pipelines."), argv
+    # In this process (pytest) importing pipelines installed nothing.
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
