@@ -68,9 +68,9 @@ level 1's threshold gets all of δ.
 
 Everything is calibrated when the transform is built, at every candidate Δ_1
 (``beam_dpsu.core.ngram_calibration.plan_level1``). When it runs, the choice
-(drawn once, checkpointed) routes the users to level 1 built for the chosen
-Δ_1 (one level 1 per candidate; the others get no user and release
-nothing), and hands levels k ≥ 2 that candidate's σ_k with their other
+(drawn once, checkpointed) is read by one level 1, which runs at the chosen
+Δ_1 and that candidate's calibration (``beam_dpsu.beam.chosen``), and hands
+levels k ≥ 2 that candidate's σ_k with their other
 parameters: for each fixed choice the pipeline is DPNE at that Δ_1 and the
 selection's budget, and sequential composition with the size histogram
 gives the caller's budget. The chosen Δ_1 (``chosen_max_items_per_user``) is
@@ -252,7 +252,7 @@ class ExtractNgrams(ReleaseTransform):
         # Only a seeded sample or the policy's order reads an id: unseeded
         # elements are blocked as they come, with no id, and a level-1 policy
         # draws their ids on its own branch, so that no draw feeds two steps
-        # (invariant 11; with Δ_1 "auto" after the routing, on the chosen branch).
+        # (invariant 11; with Δ_1 "auto" too, inside level 1 at the chosen Δ_1).
         unseeded_elements = self.privacy_unit == "element" and seed is None
         user_docs = None
         if not unseeded_elements or (policy and self.auto_plan is None):

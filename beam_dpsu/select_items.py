@@ -24,6 +24,7 @@ from beam_dpsu.core import policies
 from beam_dpsu.beam.max_items_routing import AutoSelection
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser
+from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismConfig,
                                        ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
@@ -170,26 +171,20 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
-        # pipeline runs; every candidate's selection is calibrated now.
+        # pipeline runs; every candidate is calibrated now, and the selection
+        # reads the chosen candidate's Δ0 and calibration (beam_dpsu.beam.chosen).
         self.auto_plan = None
-        self._auto_branches: list = []
+        self._auto_calibrations: tuple = ()
         self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget, self.pre_threshold)
-            # One selection per candidate Δ0, each on one merged record per user.
-            self._auto_branches = [
-                SelectItems(max_items_choice.with_max_items(mechanism, c),
-                            self.auto_plan.selection_budget,
-                            seed=seed, hot_key_fanout=hot_key_fanout, privacy_unit="element",
-                            non_private_stats=non_private_stats, public_counts=public_counts,
-                            pre_threshold=self.pre_threshold)
-                for c in self.auto_plan.candidates]
+            self._auto_calibrations = tuple(
+                self._calibrate(max_items_choice.with_max_items(mechanism, c),
+                                self.auto_plan.selection_budget)
+                for c in self.auto_plan.candidates)
             self.calibration = None
         else:
-            plain = mechanism.calibrate(budget)
-            self.calibration = pre_threshold_calibration.with_pre_threshold(
-                plain, mechanism, self.pre_threshold)
-            _log_pre_threshold(mechanism.name, plain, self.calibration)
+            self.calibration = self._calibrate(mechanism, budget)
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
@@ -203,12 +198,20 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         self.non_private_stats = bool(non_private_stats)
         self.non_private_released_by_stage: dict = {}
 
+    def _calibrate(self, mechanism: MechanismConfig, budget):
+        """The mechanism's calibration under ``budget``, with this selection's pre-threshold."""
+        checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
+        plain = mechanism.calibrate(budget)
+        calibration = pre_threshold_calibration.with_pre_threshold(
+            plain, mechanism, self.pre_threshold)
+        _log_pre_threshold(mechanism.name, plain, calibration)
+        return calibration
+
     @property
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
-        auto_calibrations = {} if self.auto_plan is None else {
-            c: branch.calibration
-            for c, branch in zip(self.auto_plan.candidates, self._auto_branches)}
+        auto_calibrations = {} if self.auto_plan is None else dict(
+            zip(self.auto_plan.candidates, self._auto_calibrations))
         report = selection_report(self.mechanism, self.budget, self.calibration,
                                   self.auto_plan, auto_calibrations, self.seed,
                                   self.privacy_unit)
@@ -218,20 +221,29 @@ class SelectItems(ReadsContainers, ReleaseTransform):
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
         elements = read_fields(elements, self.fields, "SelectItems")
+        if self.auto_plan is None:
+            return self._select(elements, self.privacy_unit,
+                                Chosen.of(self.mechanism.max_items_per_user),
+                                Chosen.of(self.calibration))
+        # max_items_per_user="auto": first Δ0 is chosen privately from the users'
+        # sizes, while their records wait packed; then one selection, at every
+        # candidate's calibration, reads the chosen one (a side input).
+        auto = AutoSelection(self.auto_plan,
+                             occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
+                             privacy_unit=self.privacy_unit, seed=self.seed)
+        records = elements | "AutoMaxItemsPerUser" >> auto
+        # (one privacy_unit="element" record per user)
+        self.chosen_max_items_per_user = auto.chosen_max_items_per_user
+        return self._select(records, "element", Chosen(self.auto_plan.candidates, auto.chosen),
+                            Chosen(self._auto_calibrations, auto.chosen))
+
+    def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen):
+        """The selection's pipeline on ``elements`` at Δ0 ``max_items`` and ``calibration``
+        (one value each, or one per candidate chosen by the same index)."""
         mechanism = self.mechanism
-        if self.auto_plan is not None:
-            auto = AutoSelection(self.auto_plan, self._auto_branches,
-                                 occurrences=isinstance(mechanism, GreedyWithoutSampling),
-                                 privacy_unit=self.privacy_unit, seed=self.seed)
-            released = elements | "AutoMaxItemsPerUser" >> auto
-            self.chosen_max_items_per_user = auto.chosen_max_items_per_user
-            if self.non_private_stats and isinstance(mechanism, SIPS):
-                self.non_private_released_by_stage = auto.chosen_branch_stages(
-                    [f"round_{i}" for i in range(mechanism.rounds)])
-            return released
         if isinstance(mechanism, SIPS):
-            rounds = SIPSRounds(self.calibration, mechanism.max_items_per_user, self.seed,
-                                mechanism.removal, self.hot_key_fanout, self.privacy_unit)
+            rounds = SIPSRounds(calibration, max_items, self.seed, mechanism.removal,
+                                self.hot_key_fanout, privacy_unit)
             released = elements | "SIPSRounds" >> rounds
             if self.non_private_stats:
                 self.non_private_released_by_stage = {
@@ -239,25 +251,25 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             return released
         if isinstance(mechanism, SequentialMechanism):
             return elements | "SequentialPolicy" >> _SequentialSelection(
-                mechanism, self.calibration, self.seed, self._order_key, self.privacy_unit,
+                mechanism, max_items, calibration, self.seed, self._order_key, privacy_unit,
                 self.public_counts)
         if isinstance(mechanism, ParallelMechanism):
             # BoundContributions and WeightedHistogram, with the sample and
             # the partial sum in one step; each element of privacy_unit="element"
             # input is one user's record already, checked in that step too.
-            by_element = self.privacy_unit == "element"
+            by_element = privacy_unit == "element"
             user_records = elements if by_element else (
                 elements | "ItemCountsPerUser" >> ItemCountsPerUser(
-                    occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed))
+                    occurrences=False, privacy_unit=privacy_unit, seed=self.seed))
             histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
-                mechanism.item_weight, mechanism.max_items_per_user, self.seed,
+                mechanism.item_weight, max_items, self.seed,
                 hot_key_fanout=self.hot_key_fanout, elements=by_element,
                 pre_threshold=self.pre_threshold)
             # The histogram comes as one dict per shard: each is decided whole.
-            if isinstance(self.calibration, KeepProbabilityCalibration):  # truncated geometric
+            if isinstance(calibration.first, KeepProbabilityCalibration):  # truncated geometric
                 return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
-                    self.calibration, self.seed)
-            return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(self.calibration,
+                    calibration, self.seed)
+            return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(calibration,
                                                                              self.seed)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
 
@@ -303,12 +315,13 @@ class _SequentialSelection(beam.PTransform):
     as the parallel mechanisms do.
     """
 
-    def __init__(self, mechanism, calibration, seed, order_key, privacy_unit,
-                 public_counts=None):
+    def __init__(self, mechanism, max_items: Chosen, calibration: Chosen, seed, order_key,
+                 privacy_unit, public_counts=None):
         super().__init__()
         self._public_counts = public_counts
         self._privacy_unit = privacy_unit
         self._mechanism = mechanism
+        self._max_items = max_items
         self._calibration = calibration
         self._seed = seed
         self._key = order_key
@@ -322,7 +335,7 @@ class _SequentialSelection(beam.PTransform):
                               occurrences=True, privacy_unit=self._privacy_unit,
                               seed=self._seed)
                           | "TopItemsPerUser" >> OrderItemsForGW(
-                              self._key, m.max_items_per_user,
+                              self._key, self._max_items,
                               m.public_counts if self._public_counts is None
                               else self._public_counts))
             update = policies.greedy_update
@@ -333,20 +346,20 @@ class _SequentialSelection(beam.PTransform):
             if self._privacy_unit == "element":
                 # Each element is one person's record already: it is checked,
                 # sampled and packed for the policy in one step.
-                user_items, sample_elements = elements, m.max_items_per_user
+                user_items, sample_elements = elements, self._max_items
             else:
                 user_items = (elements
                               | "ItemCountsPerUser" >> ItemCountsPerUser(
                                   occurrences=False, privacy_unit=self._privacy_unit,
                                   seed=self._seed)
                               | "SampleItemsPerUser" >> SampleEachUser(
-                                  m.max_items_per_user, self._seed))
+                                  self._max_items, self._seed))
                 sample_elements = None
         # The histogram comes as one dict per shard of the items: each is noised whole.
         return (user_items
                 | "PolicyHistogram" >> SequentialPolicyHistogram(
-                    update, self._calibration.cutoff, self._key, m.shards,
+                    update, self._calibration.map(lambda c: c.cutoff), self._key, m.shards,
                     item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
                     seed=None if sample_elements is None else self._seed,
-                    pre_threshold=self._calibration.pre_threshold)
+                    pre_threshold=self._calibration.first.pre_threshold)
                 | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))

@@ -358,8 +358,8 @@ def run_prepared(job) -> str:
                  + (" (the selection's part)" if args.budget_parts is not None else ""))
     with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, transform, staging_of(job))
-        # Building a large graph (e.g. one selection per candidate under auto) and
-        # starting the runner take seconds before the first record is read.
+        # Building the graph (a few steps per level) and starting the runner take
+        # seconds before the first record is read.
         progress("built the pipeline; running it")
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")

@@ -282,8 +282,8 @@ def run_prepared(job) -> str:
                  f"{describe_budget(job.budget)}")
     with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, mechanism, job.budget, staging_of(job))
-        # Building a large graph (e.g. one selection per candidate under auto) and
-        # starting the runner take seconds before the first record is read.
+        # Building the graph (e.g. SIPS's rounds) and starting the runner take
+        # seconds before the first record is read.
         progress("built the pipeline; running it")
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")

@@ -47,6 +47,7 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
+from beam_dpsu.beam.chosen import Chosen, per_candidate
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
@@ -396,18 +397,21 @@ def _distinct_items(element) -> tuple:
 
 @draws_randomness
 class _SampleItemsFn(beam.DoFn):
+    """(user_id, distinct items) → (user_id, ≤ Δ0 of them), Δ0 the chosen candidate's
+    (``chosen``, a side input, when there are several: ``beam_dpsu.beam.chosen``)."""
 
-    def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
-        self._sample = UserSampler(max_items_per_user, seed, salt)
+    def __init__(self, max_items: tuple, seed: int | None, salt: str):
+        self._samples = tuple(UserSampler(m, seed, salt) for m in per_candidate(max_items))
 
     def setup(self):
-        self._sample.setup()
+        for sample in self._samples:
+            sample.setup()
 
-    def process(self, user_record):
+    def process(self, user_record, chosen=0):
         user_id, items = user_record
         if not items:  # a user holding nothing contributes nothing
             return
-        yield user_id, tuple(self._sample(user_id, items))
+        yield user_id, tuple(self._samples[chosen](user_id, items))
 
 
 class SampleEachUser(beam.PTransform):
@@ -418,11 +422,14 @@ class SampleEachUser(beam.PTransform):
     one record per user): it samples each record as it comes, so a user given
     in two records would be bounded twice. The public ``SampleItemsPerUser``
     merges first. Empty records are left out (those users hold nothing).
+    ``max_items_per_user`` may be a ``Chosen`` (``beam_dpsu.beam.chosen``).
     """
 
-    def __init__(self, max_items_per_user: int, seed: int | None = None, salt: str = ""):
+    def __init__(self, max_items_per_user, seed: int | None = None, salt: str = ""):
         super().__init__()
-        self._max_items = checks.at_least("max_items_per_user", max_items_per_user, 1)
+        self._max_items = Chosen.of(max_items_per_user)
+        for max_items in self._max_items.values:
+            checks.at_least("max_items_per_user", max_items, 1)
         self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "SampleEachUser")
         self._salt = salt
@@ -430,7 +437,8 @@ class SampleEachUser(beam.PTransform):
     def expand(self, user_records):
         require_global_window(user_records, "SampleEachUser")
         return user_records | "SampleDistinctItems" >> beam.ParDo(
-            _SampleItemsFn(self._max_items, self._seed, self._salt))
+            _SampleItemsFn(self._max_items.values, self._seed, self._salt),
+            **self._max_items.side_inputs())
 
 
 class SampleItemsPerUser(beam.PTransform):

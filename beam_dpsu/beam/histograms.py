@@ -34,6 +34,7 @@ from beam_dpsu.core import policies
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
+from beam_dpsu.beam.chosen import Chosen, per_candidate
 from beam_dpsu.core.sampling import UserSampler
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
@@ -213,32 +214,35 @@ class _SampleAndSumFn(PartialHistogramFn):
     ``SampleEachUser`` and ``PartialHistogramFn`` in one step: the same draws
     (``sample_user_items``), and the sample goes straight into the bundle's
     partial histogram, without a tuple per user, a step between, or a second
-    deduplication (a sample of distinct items is distinct).
+    deduplication (a sample of distinct items is distinct). Δ0 is one per
+    candidate (``beam_dpsu.beam.chosen``): ``chosen``, a side input, says which.
     """
 
-    def __init__(self, item_weight, max_keys: int, max_items: int, seed, salt: str,
+    def __init__(self, item_weight, max_keys: int, max_items: tuple, seed, salt: str,
                  shards: int, elements: bool = False, count_holders: bool = False):
         super().__init__(item_weight, max_keys, shards, count_holders)
-        self._sample = UserSampler(max_items, seed, salt)
+        self._samples = tuple(UserSampler(m, seed, salt) for m in per_candidate(max_items))
         self._elements = elements
 
     def setup(self):
-        self._sample.setup()
+        for sample in self._samples:
+            sample.setup()
 
-    def process(self, record):
+    def process(self, record, chosen=0):
+        sample = self._samples[chosen]
         if self._elements:
             # privacy_unit="element": the element is the user's record. Its id
             # only seeds a seeded sample, so an unseeded run draws none.
             items = element_distinct_items(record)
-            user_id = (None if self._sample.seed is None
-                       else distinct_element_id(items, self._sample.seed))
+            user_id = (None if sample.seed is None
+                       else distinct_element_id(items, sample.seed))
         else:
             user_id, items = record
         if not items:  # a user holding nothing contributes nothing
             return
         # A user within Δ0 keeps every item: no sample (nor copy) to draw.
-        self._partial.add_distinct(items if len(items) <= self._sample.max_items
-                                   else self._sample(user_id, items))
+        self._partial.add_distinct(items if len(items) <= sample.max_items
+                                   else sample(user_id, items))
         if self._partial.entries >= self._max_keys:
             yield from self._flush()
 
@@ -260,19 +264,24 @@ class SampledWeightedHistogram(beam.PTransform):
     (times ``hot_key_fanout``, if set; noise it with ``NoisyThreshold.per_shard``
     or ``KeepWithProbability.per_shard``). With ``pre_threshold`` k ≥ 2 only the
     items held by at least k sampled users are in it (``HeldByAtLeast``).
+    ``max_items_per_user`` may be a ``Chosen`` (one Δ0 per candidate, picked
+    when the pipeline runs; ``beam_dpsu.beam.chosen``).
     """
 
-    def __init__(self, item_weight: Callable[[int], float], max_items_per_user: int,
-                 seed: int | None = None, salt: str = "", hot_key_fanout: int | None = None,
-                 elements: bool = False, pre_threshold: int = 1):
+    def __init__(self, item_weight: Callable[[int], float],
+                 max_items_per_user: int | Chosen, seed: int | None = None, salt: str = "",
+                 hot_key_fanout: int | None = None, elements: bool = False,
+                 pre_threshold: int = 1):
         super().__init__()
-        checks.at_least("max_items_per_user", max_items_per_user, 1)
+        self._max_items = Chosen.of(max_items_per_user)
+        for max_items in self._max_items.values:
+            checks.at_least("max_items_per_user", max_items, 1)
         checks.optional_integer("hot_key_fanout", hot_key_fanout)
         self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
         warn_if_seeded(checks.seed(seed), "SampledWeightedHistogram")
         # The fan-out spreads the sum over more shards (fewer items each).
-        self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS, max_items_per_user,
-                                   checks.seed(seed), salt,
+        self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS,
+                                   self._max_items.values, checks.seed(seed), salt,
                                    HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements,
                                    count_holders=self._pre_threshold > 1)
 
@@ -283,7 +292,8 @@ class SampledWeightedHistogram(beam.PTransform):
         # so a worker would hold every distinct item of its bundle; this way
         # each flush leaves the worker, and a shard's sum is built once.
         partial_sums = (user_items
-                        | "SampleAndSumPerBundle" >> beam.ParDo(self._fn)
+                        | "SampleAndSumPerBundle" >> beam.ParDo(
+                            self._fn, **self._max_items.side_inputs())
                         | "GroupShards" >> beam.GroupByKey())
         if self._pre_threshold == 1:
             return partial_sums | "SumPerShard" >> beam.Map(merge_histograms)

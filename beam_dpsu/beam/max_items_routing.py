@@ -1,4 +1,4 @@
-"""``max_items_per_user="auto"`` in Beam: the size histogram, the choice, one selection.
+"""``max_items_per_user="auto"`` in Beam: the size histogram, the choice, the records.
 
 The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. The pipeline
 ``AutoSelection`` builds:
@@ -11,18 +11,20 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
 2. then one step adds the integer noise to the bin counts and picks Δ0
    (``AutoPlan.choose``); that draw is checkpointed, since both the routing
    below and ``chosen_max_items_per_user`` read it;
-3. finally every block goes to the selection built for the chosen Δ0 (one
-   ``SelectItems`` per candidate, calibrated when this transform was built;
-   the others get no record and release nothing), is unpacked there into the
-   users' records, and the releases are flattened into one.
+3. finally every block waits for the choice and is unpacked into the users'
+   records, one per user, for the selection: one selection for every
+   candidate, calibrated for each when ``SelectItems`` was built, whose steps
+   read the chosen candidate's Δ0 and calibration from the chosen index
+   (``AutoSelection.chosen``, a side input; ``beam_dpsu.beam.chosen``).
 
-The records must wait for the choice, all of them (it is a side input of
-the routing, and it needs every user's size): packed, they take ~2.6 bytes per
-distinct (user, item) pair where the DirectRunner held ~35 per pair of the
-lists of str (docs/benchmarks.md).
+The records must wait for the choice, all of them (it needs every user's
+size): packed, they take ~2.6 bytes per distinct (user, item) pair where the
+DirectRunner held ~35 per pair of the lists of str (docs/benchmarks.md). A
+step that reads the choice as a side input before unpacking holds them
+packed until it is known.
 
-Which candidate ran is the chosen Δ0, a DP output (the size histogram's
-post-processing); the selection that ran spends the selection's budget once.
+The chosen Δ0 is a DP output (the size histogram's post-processing); the
+selection runs once, at that Δ0, and spends the selection's budget once.
 
 ``SampleAtChosenMaxItems`` does the same for ``CountReleased``: the histogram
 is of each user's number of distinct *released* items, the choice
@@ -123,7 +125,7 @@ class _PackRecordsFn(beam.DoFn):
     ``privacy_unit="element"`` input, checked here (the rule of
     ``element_item_counts``: a bad element raises naming the problem, never a
     value), else a merged (user_id, {item: occurrences}) record. The user id
-    is not kept (the branches read ``privacy_unit="element"`` records). Not
+    is not kept (the selection reads ``privacy_unit="element"`` records). Not
     ``beam.BatchElements``, which logs how many elements it batched (the
     number of users; docs/privacy.md, invariant 6).
     """
@@ -164,32 +166,37 @@ def _unpack(bins_block) -> Iterable:
     return record_blocks.unpack_block(bins_block[1])
 
 
-def _to_chosen(record, num_branches: int, chosen: int) -> int:
-    return chosen
+def _after_choice(bins_block, chosen: int):
+    """A packed block, passed on once the choice is known (``chosen``, a side input:
+    the block waits packed, not unpacked, until then)."""
+    return bins_block
 
 
 class AutoSelection(beam.PTransform):
-    """One selection whose Δ0 is chosen privately (see the module docstring).
+    """The users' records of a selection whose Δ0 is chosen privately, and the choice
+    (see the module docstring): input elements → one record per user, in the form of
+    ``privacy_unit="element"`` elements, once Δ0 is chosen.
+
+    After expansion ``chosen`` is the chosen candidate's index in
+    ``plan.candidates`` (a singleton PCollection, drawn once) and
+    ``chosen_max_items_per_user`` its Δ0.
 
     Args:
-      plan: the budget split and the candidates' calibrations (``max_items_choice.plan_auto``).
-      branches: one unapplied ``SelectItems`` per candidate of ``plan``, built
-        with ``privacy_unit="element"`` and the selection's budget.
+      plan: the budget split and the candidates (``max_items_choice.plan_auto``).
       occurrences: whether the mechanism uses item frequencies (GW).
       privacy_unit: the caller's privacy unit.
       seed: test-only.
     """
 
-    def __init__(self, plan: max_items_choice.AutoPlan, branches: list, occurrences: bool,
+    def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
                  privacy_unit: str, seed: int | None):
         super().__init__()
         self._plan = plan
-        self._branches = branches
         self._occurrences = occurrences
         self._privacy_unit = privacy_unit
         self._seed = seed
+        self.chosen = None
         self.chosen_max_items_per_user = None
-        self.branch_outputs: list = []
 
     def expand(self, elements):
         # First one record per user (merged user records, or the elements
@@ -209,25 +216,14 @@ class AutoSelection(beam.PTransform):
                       functools.partial(_sum_bin_counts, n_bins))
                   | "ChooseMaxItemsPerUser" >> ChooseFromSizeCounts(self._plan, self._seed))
         candidates = self._plan.candidates
+        self.chosen = chosen
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
-        # Finally every block to the chosen candidate's selection, and one release.
-        routed = blocks | "ToChosenSelection" >> beam.Partition(
-            _to_chosen, len(self._branches), chosen=beam.pvalue.AsSingleton(chosen))
-        self.branch_outputs = [
-            routed[i]
-            | f"UnpackForMaxItems{c}" >> beam.FlatMap(_unpack)
-            | f"SelectWithMaxItems{c}" >> branch
-            for i, (c, branch) in enumerate(zip(candidates, self._branches))]
-        return self.branch_outputs | "OneRelease" >> beam.Flatten()
-
-    def chosen_branch_stages(self, stages: list) -> dict:
-        """{stage: the chosen branch's named intermediate release} for each of ``stages``
-        (keys of the branches' ``non_private_released_by_stage``), once expanded."""
-        return {stage: ([branch.non_private_released_by_stage[stage]
-                         for branch in self._branches]
-                        | f"{stage.title().replace('_', '')}OfChosen" >> beam.Flatten())
-                for stage in stages}
+        # Finally every block, once the choice is known, as its users' records.
+        return (blocks
+                | "WaitForTheChoice" >> beam.Map(_after_choice,
+                                                 chosen=beam.pvalue.AsSingleton(chosen))
+                | "UnpackUserRecords" >> beam.FlatMap(_unpack))
 
 
 # --- CountReleased: Δ0 of the counts -------------------------------------------------

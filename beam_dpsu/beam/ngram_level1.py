@@ -10,10 +10,11 @@ With ``max_items_per_user="auto"`` Δ_1 is chosen as SelectItems chooses Δ0
 (``beam_dpsu.core.max_items_choice``): ``ChooseLevel1MaxItems`` counts each
 user's distinct tokens into the size bins (one user, one bin: sensitivity
 1), adds the integer noise and applies the M/T rule with g(m) = √m and
-T = ρ_1; ``Level1AtChosenMaxItems`` then routes every user to level 1 built
-for the chosen Δ_1 (one level 1 per candidate, calibrated when the transform
-was built; the others get no user and release nothing). The choice is a
-singleton, checkpointed: drawn once, whoever reads it.
+T = ρ_1; ``Level1AtChosenMaxItems`` then runs one level 1 whose steps read
+the chosen candidate's Δ_1 and calibration (every candidate calibrated when
+the transform was built) from the choice, a side input
+(``beam_dpsu.beam.chosen``). The choice is a singleton, checkpointed: drawn
+once, whoever reads it.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import policies
 from beam_dpsu.core.ngram_calibration import DPNECalibration
 from beam_dpsu.beam.bounding import SampleEachUser
+from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.beam.document_blocks import BlockHistogramFn, distinct_tokens, element_as_user
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
-from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts, _to_chosen
+from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
 
@@ -40,7 +42,9 @@ __all__ = ["Level1", "ChooseLevel1MaxItems", "Level1AtChosenMaxItems", "block_si
 
 
 class Level1(beam.PTransform):
-    """Users → the unigrams (token,) level 1 releases at Δ_1 = ``calibration.max_items_1``.
+    """Users → the unigrams (token,) level 1 releases at Δ_1 = ``calibration.max_items_1``
+    (``calibration`` may be a ``Chosen``: one per candidate Δ_1, picked when the
+    pipeline runs).
 
     Its input is blocks of users (weighted-gaussian: each user's distinct
     tokens sampled to Δ_1 and weighted 1/√|sample|, summed per bundle) or,
@@ -51,37 +55,40 @@ class Level1(beam.PTransform):
     that reads them.
     """
 
-    def __init__(self, calibration: DPNECalibration, policy: bool, seed: int | None,
+    def __init__(self, calibration: DPNECalibration | Chosen, policy: bool, seed: int | None,
                  check_elements: bool = False):
         super().__init__()
-        self._calibration, self._policy, self._seed = calibration, policy, seed
+        self._calibration, self._policy, self._seed = Chosen.of(calibration), policy, seed
         self._check_elements = check_elements
 
     def expand(self, users):
-        max_items, level1 = self._calibration.max_items_1, self._calibration.level1
+        max_items = self._calibration.map(lambda c: c.max_items_1)
+        level1 = self._calibration.map(lambda c: c.level1)
         seed = self._seed
         if self._check_elements:
             users = users | "CheckElements" >> beam.Map(element_as_user, seed)
         if self._policy:
             # A sequential policy visits users one by one, in keyed-hash order.
             key = run_order_key(seed)
-            assert level1.cutoff is not None  # (ngram_calibration.calibrate sets it)
+            assert all(c.cutoff is not None for c in level1.values)  # (calibrate sets it)
             released = (users
                         | "DistinctTokens" >> beam.MapTuple(
                             lambda user, docs: (user, tuple(distinct_tokens(docs))))
                         | "SampleItemsPerUser" >> SampleEachUser(max_items, seed, "level1")
                         | "PolicyHistogram" >> SequentialPolicyHistogram(
-                            policies.l2_descent, level1.cutoff, key,
+                            policies.l2_descent, level1.map(lambda c: c.cutoff), key,
                             item_shards=HISTOGRAM_SHARDS,
-                            pre_threshold=level1.pre_threshold)
+                            pre_threshold=level1.first.pre_threshold)
                         | "NoisyThreshold" >> NoisyThreshold.per_shard(level1, seed, "level1"))
         else:
-            k = level1.pre_threshold
-            sums = users | "SumUsersPerBundle" >> beam.ParDo(BlockHistogramFn(
-                functools.partial(docblocks.level1_sums, max_items=max_items,
-                                  item_weight=policies.weighted_gaussian_weight,
-                                  seed=seed, salt="level1", count_holders=k > 1),
-                count_holders=k > 1))
+            k = level1.first.pre_threshold
+            sums_of_block = functools.partial(
+                _level1_sums_at_chosen, max_items=max_items.values,
+                item_weight=policies.weighted_gaussian_weight, seed=seed, salt="level1",
+                count_holders=k > 1)
+            sums = users | "SumUsersPerBundle" >> beam.ParDo(
+                BlockHistogramFn(sums_of_block, count_holders=k > 1),
+                *([] if max_items.index is None else [beam.pvalue.AsSingleton(max_items.index)]))
             if k == 1:
                 histogram = sums | "SumPerItem" >> beam.CombinePerKey(sum)  # (token, Σ weights)
             else:
@@ -93,6 +100,11 @@ class Level1(beam.PTransform):
             released = histogram | "NoisyThreshold" >> NoisyThreshold(level1, seed, "level1")
         return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
             typing.Any)
+
+
+def _level1_sums_at_chosen(block, chosen: int = 0, *, max_items: tuple, **level1_sums):
+    """``docblocks.level1_sums`` at the chosen candidate's Δ_1 (``chosen``, a side input)."""
+    return docblocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
 
 
 def _sum_weights_and_holders(parts) -> tuple:
@@ -149,8 +161,7 @@ class Level1AtChosenMaxItems(beam.PTransform):
     chosen privately (``ChooseLevel1MaxItems`` over the blocks).
 
     ``users`` is what ``Level1`` reads (blocks, or records with ``policy``).
-    The choice routes every user to level 1 built for the chosen Δ_1; the
-    other candidates' level 1 gets no user and releases nothing. After
+    One level 1 reads the chosen Δ_1 and its calibration from the choice. After
     expansion ``chosen`` holds the chosen index and ``chosen_max_items_per_user``
     the chosen Δ_1 (singletons; a DP output).
     """
@@ -166,15 +177,12 @@ class Level1AtChosenMaxItems(beam.PTransform):
     def expand(self, users_and_blocks):
         users, user_blocks = users_and_blocks
         candidates = self._plan.candidates
-        # First the choice (drawn once), then every user to the chosen candidate's level 1.
+        # First the choice (drawn once), then level 1 at the chosen candidate's Δ_1.
         self.chosen = user_blocks | "ChooseLevel1MaxItems" >> ChooseLevel1MaxItems(
             self._plan, self._seed)  # index in candidates
         self.chosen_max_items_per_user = self.chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
-        routed = users | "ToChosenLevel1" >> beam.Partition(
-            _to_chosen, len(candidates), chosen=beam.pvalue.AsSingleton(self.chosen))
-        releases = [routed[i]
-                    | f"Level1MaxItems{calibration.max_items_1}" >> Level1(
-                        calibration, self._policy, self._seed, self._check_elements)
-                    for i, calibration in enumerate(self._calibrations)]
-        return releases | "Level1OfChosen" >> beam.Flatten()  # (token,)
+        return (users
+                | "Level1AtChosen" >> Level1(Chosen(self._calibrations, self.chosen),
+                                             self._policy, self._seed,
+                                             self._check_elements))  # (token,)

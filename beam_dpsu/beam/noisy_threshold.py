@@ -23,6 +23,7 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, release_mask
+from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, warn_if_seeded
@@ -113,31 +114,66 @@ class BatchedDecisionFn(beam.DoFn):
 
 
 @draws_randomness
-class _PerShardFn(beam.DoFn):
-    """(shard, {item: weight}) → the items ``decision`` keeps; every item decided once."""
+class _ChosenDecisionFn(beam.DoFn):
+    """(item, weight) → item if the chosen candidate's decision keeps it (``chosen``, a
+    side input; ``beam_dpsu.beam.chosen``): each candidate's ``BatchedDecisionFn``
+    buffers and draws as it would alone, and only the chosen one gets items."""
 
-    def __init__(self, decision: BatchedDecisionFn):
-        self._decision = decision
+    def __init__(self, decisions: tuple):
+        self._decisions = decisions
 
     def setup(self):
-        self._decision.setup()
+        for decision in self._decisions:
+            decision.setup()
 
-    def process(self, shard_histogram):
-        yield from self._decision.decide_histogram(shard_histogram[1])
+    def start_bundle(self):
+        for decision in self._decisions:
+            decision.start_bundle()
+
+    def process(self, item_weight, chosen):
+        yield from self._decisions[chosen].process(item_weight)
+
+    def finish_bundle(self):
+        for decision in self._decisions:
+            yield from decision.finish_bundle()
+
+
+def _decide_each(decisions: Chosen) -> beam.ParDo:
+    """The ParDo deciding (item, weight) pairs one by one with ``decisions``' chosen one."""
+    if decisions.index is None:
+        return beam.ParDo(decisions.first)
+    return beam.ParDo(_ChosenDecisionFn(decisions.values), **decisions.side_inputs())
+
+
+@draws_randomness
+class _PerShardFn(beam.DoFn):
+    """(shard, {item: weight}) → the items the chosen candidate's decision keeps; every
+    item decided once (``chosen``, a side input, says which; ``beam_dpsu.beam.chosen``)."""
+
+    def __init__(self, decisions: tuple):
+        self._decisions = decisions
+
+    def setup(self):
+        for decision in self._decisions:
+            decision.setup()
+
+    def process(self, shard_histogram, chosen=0):
+        yield from self._decisions[chosen].decide_histogram(shard_histogram[1])
 
 
 class _PerShard(ReleaseTransform):
     """A release step on (shard, {item: weight}) dicts; one object is one release."""
 
-    def __init__(self, decision: BatchedDecisionFn, name: str):
+    def __init__(self, decisions: Chosen, name: str):
         super().__init__()
-        self._decision = decision
+        self._decisions = decisions
         self._name = name
 
     def expand(self, shard_histograms):
         require_global_window(shard_histograms, self._name)
         return (shard_histograms
-                | "DecidePerShard" >> beam.ParDo(_PerShardFn(self._decision))
+                | "DecidePerShard" >> beam.ParDo(_PerShardFn(self._decisions.values),
+                                                 **self._decisions.side_inputs())
                 | "Checkpoint" >> beam.Reshuffle())
 
 
@@ -161,34 +197,39 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
     ``per_shard``) for each application.
 
     Args:
-      calibration: noise distribution, scale and threshold.
+      calibration: noise distribution, scale and threshold; or a ``Chosen`` of
+        them (one per candidate Δ0, picked when the pipeline runs).
       seed: test-only; None draws noise from OS entropy.
       salt: distinguishes seeded noise of several selections in one pipeline
         (e.g. the rounds of SIPS), so they do not reuse the same draws.
     """
 
-    def __init__(self, calibration: Calibration, seed: int | None = None, salt: str = ""):
+    def __init__(self, calibration: Calibration | Chosen, seed: int | None = None,
+                 salt: str = ""):
         super().__init__()
-        self._calibration = calibration
+        self._calibration = Chosen.of(calibration)
         self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "NoisyThreshold")
         self._salt = salt
 
     @staticmethod
-    def per_shard(calibration: Calibration, seed: int | None = None,
+    def per_shard(calibration: Calibration | Chosen, seed: int | None = None,
                   salt: str = "") -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: weight}) dicts, each
         item in exactly one of them (``SampledWeightedHistogram``'s output). A new
-        object at each call: one object is one release."""
+        object at each call: one object is one release. ``calibration`` may be a
+        ``Chosen`` (one per candidate Δ0, picked when the pipeline runs)."""
         warn_if_seeded(seed, "NoisyThreshold")
-        return _PerShard(_NoisyThresholdFn(calibration, checks.seed(seed), salt),
-                         "NoisyThreshold")
+        seed = checks.seed(seed)
+        return _PerShard(Chosen.of(calibration).map(
+            lambda c: _NoisyThresholdFn(c, seed, salt)), "NoisyThreshold")
 
     def expand(self, histogram):
         require_global_window(histogram, "NoisyThreshold")
+        decisions = self._calibration.map(
+            lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
         return (histogram
-                | "AddNoiseAndThreshold" >> beam.ParDo(
-                    _NoisyThresholdFn(self._calibration, self._seed, self._salt))
+                | "AddNoiseAndThreshold" >> _decide_each(decisions)
                 | "Checkpoint" >> beam.Reshuffle())
 
 
@@ -219,12 +260,14 @@ class KeepWithProbability(ReleaseTransform):
         warn_if_seeded(self._seed, "KeepWithProbability")
 
     @staticmethod
-    def per_shard(calibration: KeepProbabilityCalibration,
+    def per_shard(calibration: KeepProbabilityCalibration | Chosen,
                   seed: int | None = None) -> beam.PTransform:
-        """The same release for a histogram given as (shard, {item: count}) dicts."""
+        """The same release for a histogram given as (shard, {item: count}) dicts
+        (``calibration`` may be a ``Chosen``, as for ``NoisyThreshold.per_shard``)."""
         warn_if_seeded(seed, "KeepWithProbability")
-        return _PerShard(_KeepWithProbabilityFn(calibration, checks.seed(seed)),
-                         "KeepWithProbability")
+        seed = checks.seed(seed)
+        return _PerShard(Chosen.of(calibration).map(
+            lambda c: _KeepWithProbabilityFn(c, seed)), "KeepWithProbability")
 
     def expand(self, histogram):
         require_global_window(histogram, "KeepWithProbability")

@@ -52,11 +52,13 @@ from typing import Hashable, Iterable, Mapping, Sequence
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.coders import BytesCoder
+from apache_beam.coders import BytesCoder, VarIntCoder
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
+from apache_beam.transforms.userstate import (BagStateSpec, ReadModifyWriteStateSpec, TimerSpec,
+                                              on_timer)
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
+from beam_dpsu.beam.chosen import Chosen, per_candidate
 from beam_dpsu.core.sampling import UserSampler
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
@@ -304,23 +306,25 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
     be no more random, and each person's order key and shard are still
     independent of the data. Seeded (tests only), its id is ``distinct_element_id``'s
     and its sample and keyed hash are that id's, so the blocks hold what the
-    two steps would give.
+    two steps would give. Δ0 is one per candidate: ``chosen`` (a side input,
+    ``beam_dpsu.beam.chosen``) says which.
     """
 
-    def __init__(self, shards: int, order_key: bytes, max_items_per_user: int,
+    def __init__(self, shards: int, order_key: bytes, max_items_per_user: tuple,
                  seed: int | None, max_items: int | None = None):
         super().__init__(shards, order_key, max_items)
-        self._sample = UserSampler(max_items_per_user, seed, "")
+        self._samples = tuple(UserSampler(m, seed, "") for m in per_candidate(max_items_per_user))
 
     def setup(self):
         super().setup()
-        self._sample.setup()
+        for sample in self._samples:
+            sample.setup()
 
-    def process(self, element):
+    def process(self, element, chosen=0):
         items = element_distinct_items(element)
         if not items:  # a person holding nothing contributes nothing
             return
-        sample = self._sample
+        sample = self._samples[chosen]
         if sample.seed is None:
             mac = random_id128().to_bytes(16, "big") + random_id128().to_bytes(16, "big")
             if len(items) > sample.max_items:  # within Δ0 the sample is every item
@@ -354,7 +358,10 @@ class _PolicyHistogramFn(beam.DoFn):
 
     @on_timer(WINDOW_END)
     def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS)):
-        histogram = shard_policy_histogram(blocks.read(), self._update, self._cutoff,
+        yield from self._histogram(blocks, self._cutoff)
+
+    def _histogram(self, blocks, cutoff):
+        histogram = shard_policy_histogram(blocks.read(), self._update, cutoff,
                                            count_holders=self._count_holders)
         blocks.clear()
         if self._count_holders:  # (weights, holders), with item shards only
@@ -365,6 +372,37 @@ class _PolicyHistogramFn(beam.DoFn):
             yield from split_by_shard(histogram, self._item_shards).items()
 
 
+class _ChosenPolicyHistogramFn(_PolicyHistogramFn):
+    """``_PolicyHistogramFn`` with one cutoff Γ per candidate Δ0: ``chosen`` (a side
+    input, ``beam_dpsu.beam.chosen``) says which. A timer reads no side input, so the
+    index waits in the key's state for it. (Its own state and timer specs: Beam
+    registers one timer callback per spec.)"""
+
+    BLOCKS = BagStateSpec("blocks", BytesCoder())
+    CHOSEN = ReadModifyWriteStateSpec("chosen", VarIntCoder())
+    WINDOW_END = TimerSpec("window_end", TimeDomain.WATERMARK)
+
+    def __init__(self, update, cutoffs: tuple, item_shards: int | None,
+                 count_holders: bool = False):
+        super().__init__(update, cutoffs[0], item_shards, count_holders)
+        self._cutoffs = cutoffs
+
+    def process(self, element, chosen, window=beam.DoFn.WindowParam,
+                blocks=beam.DoFn.StateParam(BLOCKS),
+                chosen_state=beam.DoFn.StateParam(CHOSEN),
+                window_end=beam.DoFn.TimerParam(WINDOW_END)):
+        blocks.add(element[1])
+        chosen_state.write(chosen)
+        window_end.set(window.max_timestamp())
+
+    @on_timer(WINDOW_END)
+    def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS),
+                       chosen_state=beam.DoFn.StateParam(CHOSEN)):
+        cutoff = self._cutoffs[chosen_state.read()]
+        chosen_state.clear()
+        yield from self._histogram(blocks, cutoff)
+
+
 class SequentialPolicyHistogram(beam.PTransform):
     """(user_id, items in the user's priority order) → (item, weight).
 
@@ -373,7 +411,9 @@ class SequentialPolicyHistogram(beam.PTransform):
 
     Args:
       update: the policy, e.g. ``policies.l2_descent``.
-      cutoff: Γ.
+      cutoff: Γ, or a ``Chosen`` of them (one per candidate Δ0, picked when the
+        pipeline runs; ``beam_dpsu.beam.chosen``), then with ``sample_elements``
+        a ``Chosen`` by the same index, if given.
       order_key: the run's secret key for the user order and shards.
       shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
       item_shards: None (default) for (item, weight) pairs; else the histogram
@@ -390,8 +430,8 @@ class SequentialPolicyHistogram(beam.PTransform):
         listed by at least k users are in the histogram (``HeldByAtLeast``).
     """
 
-    def __init__(self, update, cutoff: float, order_key: bytes, shards: int = 1,
-                 item_shards: int | None = None, sample_elements: int | None = None,
+    def __init__(self, update, cutoff: float | Chosen, order_key: bytes, shards: int = 1,
+                 item_shards: int | None = None, sample_elements: int | Chosen | None = None,
                  seed: int | None = None, pre_threshold: int = 1):
         super().__init__()
         self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
@@ -409,11 +449,14 @@ class SequentialPolicyHistogram(beam.PTransform):
                     "seed", "SequentialPolicyHistogram takes a seed only with "
                             "sample_elements (it seeds the elements' ids and samples)")
             self._pack = _PolicyUserBlocksFn(shards, order_key)
+            self._pack_chosen = Chosen.of(None)
         else:
+            self._pack_chosen = Chosen.of(sample_elements)
             self._pack = _PolicyElementBlocksFn(
-                shards, order_key, checks.max_items(sample_elements, "sample_elements"), seed)
+                shards, order_key, tuple(checks.max_items(m, "sample_elements")
+                                         for m in self._pack_chosen.values), seed)
         self._update = update
-        self._cutoff = cutoff
+        self._cutoff = Chosen.of(cutoff)
         self._item_shards = item_shards
 
     def expand(self, user_items):
@@ -422,15 +465,14 @@ class SequentialPolicyHistogram(beam.PTransform):
         require_global_window(user_items, "SequentialPolicyHistogram")
         shard_histograms = (
             user_items
-            | "PackUserBlocks" >> beam.ParDo(self._pack).with_output_types(
+            | "PackUserBlocks" >> beam.ParDo(
+                self._pack, **self._pack_chosen.side_inputs()).with_output_types(
                 typing.Tuple[int, bytes])
             # A stage boundary (a few blocks per bundle move): fused with the
             # packing, two of these transforms on one input lost one's
             # end-of-window timer on the DirectRunner, and with it its output.
             | "EndStage" >> beam.Reshuffle()
-            | "ApplyPolicyInOrder" >> beam.ParDo(
-                _PolicyHistogramFn(self._update, self._cutoff, self._item_shards,
-                                   count_holders=self._pre_threshold > 1)))
+            | "ApplyPolicyInOrder" >> self._apply_policy())
         # Finally the P shard histograms are summed per item (or per item shard).
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
@@ -444,6 +486,16 @@ class SequentialPolicyHistogram(beam.PTransform):
                 | "SumPerItemShard" >> beam.Map(merge_histograms))
 
 
+    def _apply_policy(self) -> beam.ParDo:
+        count_holders = self._pre_threshold > 1
+        if self._cutoff.index is None:
+            return beam.ParDo(_PolicyHistogramFn(self._update, self._cutoff.first,
+                                                 self._item_shards, count_holders))
+        return beam.ParDo(_ChosenPolicyHistogramFn(self._update, self._cutoff.values,
+                                                   self._item_shards, count_holders),
+                          beam.pvalue.AsSingleton(self._cutoff.index))
+
+
 class OrderItemsForGW(beam.PTransform):
     """(user_id, {item: count}) → (user_id, the user's top-Δ0 items in GW priority order).
 
@@ -455,16 +507,17 @@ class OrderItemsForGW(beam.PTransform):
     included (the proof in ``beam_dpsu.core.policies``).
     """
 
-    def __init__(self, order_key: bytes, max_items_per_user: int, public_counts=None):
+    def __init__(self, order_key: bytes, max_items_per_user: int | Chosen, public_counts=None):
         super().__init__()
         self._key = order_key
-        self._max_items = checks.max_items(max_items_per_user)
+        self._max_items = Chosen.of(max_items_per_user).map(checks.max_items)
         self._public = public_counts
 
     def expand(self, user_counts):
-        order = _TopItemsFn(self._key, self._max_items)
+        order = _TopItemsFn(self._key, self._max_items.values)
+        chosen = self._max_items.side_inputs()
         if self._public is None or isinstance(self._public, Mapping):
-            return user_counts | "TopItemsByCounts" >> beam.ParDo(order, self._public)
+            return user_counts | "TopItemsByCounts" >> beam.ParDo(order, self._public, **chosen)
         # The public side input is global too, and an item listed twice (e.g. in
         # two public files) counts once with the sum, whatever the file split.
         require_global_window(self._public, "OrderItemsForGW (public_counts)")
@@ -472,7 +525,7 @@ class OrderItemsForGW(beam.PTransform):
                   | "ValidatePublicCounts" >> beam.Map(_check_public_count)
                   | "SumPublicCounts" >> beam.CombinePerKey(sum))
         return user_counts | "TopItemsByPublicCounts" >> beam.ParDo(
-            order, beam.pvalue.AsDict(public))
+            order, beam.pvalue.AsDict(public), **chosen)
 
 
 # The most items whose tie keys a worker keeps (~150 bytes each).
@@ -488,9 +541,9 @@ class _TopItemsFn(beam.DoFn):
     users (a Zipf vocabulary).
     """
 
-    def __init__(self, order_key: bytes, max_items: int):
+    def __init__(self, order_key: bytes, max_items: tuple):
         self._key = order_key
-        self._max_items = max_items
+        self._max_items = per_candidate(max_items)  # Δ0 per candidate; ``chosen`` says which
         self._ties: dict = {}
 
     def setup(self):
@@ -509,9 +562,9 @@ class _TopItemsFn(beam.DoFn):
             tie = self._ties[item] = stable_hash64(item, key=self._key)
         return tie
 
-    def process(self, record, public=None):
+    def process(self, record, public=None, chosen=0):
         user_id, counts = record
-        yield user_id, gw_item_order(counts, self._tie_key, self._max_items, public)
+        yield user_id, gw_item_order(counts, self._tie_key, self._max_items[chosen], public)
 
 
 def _check_public_count(record):

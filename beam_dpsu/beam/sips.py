@@ -45,6 +45,7 @@ import apache_beam as beam
 
 from beam_dpsu.core import checks, policies
 from beam_dpsu.beam.bounding import ItemCountsPerUser, element_distinct_items
+from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.core.calibration import RoundsCalibration
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
 from beam_dpsu.beam.records import UserItems
@@ -144,8 +145,10 @@ class SIPSRounds(ReleaseTransform):
     round, flattened.
 
     Args:
-      calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``).
-      max_items_per_user: Δ0, re-sampled in every round.
+      calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``), or a ``Chosen``
+        of them (one per candidate Δ0, with the same number of rounds).
+      max_items_per_user: Δ0, re-sampled in every round (or a ``Chosen``, as
+        ``calibration``; ``beam_dpsu.beam.chosen``).
       seed: test-only; round 0 draws exactly what Weighted Gaussian would, so
         one round at ratio 1 reproduces it.
       removal: "side_input" or "join" (see the module docstring).
@@ -158,12 +161,15 @@ class SIPSRounds(ReleaseTransform):
     refused when the pipeline is built.
     """
 
-    def __init__(self, calibration: RoundsCalibration, max_items_per_user: int,
-                 seed: int | None = None, removal: str = "side_input",
-                 hot_key_fanout: int | None = None, privacy_unit: str = "user_id"):
+    def __init__(self, calibration: RoundsCalibration | Chosen,
+                 max_items_per_user: int | Chosen, seed: int | None = None,
+                 removal: str = "side_input", hot_key_fanout: int | None = None,
+                 privacy_unit: str = "user_id"):
         super().__init__()
         checks.one_of("removal", removal, REMOVALS)
-        self._calibration = calibration
+        self._calibration = Chosen.of(calibration)
+        if len({len(c.rounds) for c in self._calibration.values}) != 1:
+            raise ValueError("every candidate calibration must have the same rounds")
         self._max_items = max_items_per_user
         self._seed = seed
         self._removal = removal
@@ -201,7 +207,8 @@ class SIPSRounds(ReleaseTransform):
         # every earlier release. The most frequent items go first, so later
         # rounds read and move much smaller records than the first.
         remaining = user_items
-        for i, calibration in enumerate(self._calibration.rounds):
+        for i in range(len(self._calibration.first.rounds)):
+            calibration = self._calibration.map(lambda c, i=i: c.rounds[i])
             salt = "" if i == 0 else f"round{i}"
             if self.released_per_round:
                 remaining = remaining | f"Round{i}/RemoveReleased" >> remove(
@@ -209,7 +216,7 @@ class SIPSRounds(ReleaseTransform):
             released = (remaining
                         | f"Round{i}/SampledWeightedHistogram" >> SampledWeightedHistogram(
                             policies.weighted_gaussian_weight, self._max_items, self._seed,
-                            salt, self._fanout, pre_threshold=calibration.pre_threshold)
+                            salt, self._fanout, pre_threshold=calibration.first.pre_threshold)
                         | f"Round{i}/NoisyThreshold" >> NoisyThreshold.per_shard(
                             calibration, self._seed, salt))
             self.released_per_round.append(released)

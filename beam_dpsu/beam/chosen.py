@@ -1,0 +1,65 @@
+"""Parameters chosen when the pipeline runs: one value per candidate, and the index.
+
+Under ``max_items_per_user="auto"`` a selection's Δ0, and with it its
+calibration (noise scale, thresholds, cutoffs), is chosen privately while
+the pipeline runs (``beam_dpsu.beam.max_items_routing``). Every candidate is
+calibrated when the transform is built; a step whose parameter depends on Δ0
+holds every candidate's value and reads which one to use from a singleton
+side input, the chosen candidate's index. So one selection serves every
+candidate: the pipeline holds one copy of each step, not one per candidate
+(the DirectRunner, like any runner, builds and schedules every step of the
+graph, even one that gets no data).
+
+A fixed parameter is ``Chosen.of(value)``: one candidate, index 0, no side
+input; the steps then run exactly as they would with the plain value.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import apache_beam as beam
+
+__all__ = ["Chosen", "per_candidate"]
+
+
+def per_candidate(values) -> tuple:
+    """A DoFn's per-candidate values: a tuple as it is, one plain value as a 1-tuple."""
+    return values if isinstance(values, tuple) else (values,)
+
+
+class Chosen:
+    """One parameter's value per candidate, and the chosen candidate's index.
+
+    Args:
+      values: the candidates' values, in the order of the candidates.
+      index: a singleton PCollection holding the index (in ``values``) of the
+        candidate chosen when the pipeline runs; None with one value.
+    """
+
+    def __init__(self, values, index: beam.pvalue.PCollection | None = None):
+        self.values = tuple(values)
+        if not self.values:
+            raise ValueError("a chosen parameter needs at least one candidate value")
+        if index is None and len(self.values) > 1:
+            raise ValueError("several candidate values need the chosen index")
+        self.index = index
+
+    @classmethod
+    def of(cls, value) -> "Chosen":
+        """``value`` itself if it is a ``Chosen``, else one fixed value."""
+        return value if isinstance(value, Chosen) else cls((value,))
+
+    @property
+    def first(self):
+        """The first candidate's value (for what every candidate shares)."""
+        return self.values[0]
+
+    def map(self, function: Callable) -> "Chosen":
+        """Each candidate's ``function(value)``, chosen by the same index."""
+        return Chosen([function(value) for value in self.values], self.index)
+
+    def side_inputs(self) -> dict:
+        """The keyword side input ``chosen`` (the index) for a ``ParDo``/``Map`` whose
+        function takes ``chosen=0``; none for a fixed value."""
+        return {} if self.index is None else {"chosen": beam.pvalue.AsSingleton(self.index)}
