@@ -8,7 +8,6 @@ that setup.py's ``console_scripts`` entry resolves to it.
 
 import ast
 import glob
-import gzip
 import os
 import re
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 import beam_dpsu
 from pipelines import command
 from tests.support import job_calls
+from tests.support.examples import imdb_slice
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
@@ -142,16 +142,6 @@ def output_bytes(folder) -> dict:
         with open(path, "rb") as f:
             files[os.path.basename(path)] = f.read()
     return files
-
-
-def imdb_slice(path, rows: int) -> str:
-    """The header and first ``rows`` rows of examples/imdb_2k.csv.gz (one row per line), as
-    a .csv.gz: the same kind of input at a fraction of the reading time."""
-    with gzip.open(EXAMPLE, "rt", encoding="utf-8") as f:
-        lines = f.read().split("\n")[:rows + 1]
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    return str(path)
 
 
 def test_a_subcommand_run_equals_its_module_byte_for_byte(tmp_path):
