@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import io
 import logging
+import math
 import signal
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def _alarm(seconds):
         raise _Expired(f"the job was still running after {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(int(seconds))
+    signal.alarm(math.ceil(seconds))
     try:
         yield
     finally:
