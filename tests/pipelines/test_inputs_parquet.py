@@ -9,8 +9,6 @@ import csv
 import glob
 import io
 import os
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,8 +22,8 @@ from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import infer_format
 from pipelines.io.parquet import ParquetFields
 from pipelines.io.read import ReadUserItems
+from tests.support import job_calls
 from tests.support.job_output import read_report as report
-from tests.support.paths import ROOT
 
 BUDGET = ["--epsilon", "50", "--delta", "1e-6", "--max-items-per-user", "5", "--seed", "3"]
 SECRET = "secret-value"  # in the files' data: never in an error line
@@ -310,10 +308,9 @@ def test_a_corrupt_data_page_fails_the_job_with_one_error_line(tmp_path):
     with open(path, "wb") as f:
         f.write(bytes(data))
     out = tmp_path / "o"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.vocabulary", "--input", path, "--user-field", "user",
-         "--text-field", "text", *BUDGET[:-2], "--output", str(out)],  # unseeded: no warning
-        cwd=ROOT, capture_output=True, text=True)
+    # In this process, its stderr as a process prints it (tests/support/job_calls.py).
+    proc = job_calls.vocabulary(["--input", path, "--user-field", "user", "--text-field", "text",
+                                 *BUDGET[:-2], "--output", str(out)])  # unseeded: no warning
     lines = [line for line in proc.stderr.splitlines() if not line.startswith("[vocabulary")]
     assert proc.returncode == 2
     assert lines == ["error: a Parquet input file cannot be read (OSError in Beam's Parquet "

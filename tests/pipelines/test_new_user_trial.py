@@ -1,11 +1,12 @@
 """Findings of a new-user trial, through the jobs' command lines on small inputs.
 
-Each test runs ``python -m pipelines.vocabulary`` (or ``pipelines.ngrams``)
-in a subprocess from the repository root, states the expected behaviour and
-is marked ``xfail(strict=True)`` while the defect is there: the fix must
-remove the marker. A refused job prints one line starting ``error:`` on
-stderr naming the problem, exits with 2, writes nothing and shows no
-traceback (:func:`assert_refused`). One job costs about 5–10 s.
+Each test runs the job's command line (``pipelines.vocabulary.main(argv)``, or
+``pipelines.ngrams``) in this process, stdout and stderr captured as a process
+would print them (tests/support/job_calls.py), states the expected behaviour and
+was marked ``xfail(strict=True)`` while the defect was there. A refused job prints
+one line starting ``error:`` on stderr naming the problem, exits with 2, writes
+nothing and shows no traceback (:func:`assert_refused`). A job that runs costs
+about 2–5 s.
 """
 
 import codecs
@@ -19,8 +20,8 @@ import zlib
 import pytest
 
 import beam_dpsu
-from tests.support.job_processes import (assert_ran, assert_refused, released,
-                                         run, vocabulary, write_pairs)
+from tests.support.job_calls import run, vocabulary
+from tests.support.job_processes import assert_ran, assert_refused, released, write_pairs
 
 FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
 

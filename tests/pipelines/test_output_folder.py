@@ -7,7 +7,9 @@ into place), so a failed or interrupted run leaves neither an output folder
 nor a sibling. SIGINT/SIGTERM end a job with one line ``interrupted``.
 """
 
+import contextlib
 import gzip
+import io
 import os
 import signal
 import subprocess
@@ -26,12 +28,17 @@ EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 SURE = ["--epsilon", "5", "--delta", "1e-6", "--seed", "3", "--max-items-per-user", "3"]
 
 
-@pytest.fixture
-def pairs(tmp_path):
-    path = tmp_path / "in" / "pairs.csv"
+def pairs_in(folder) -> str:
+    """FOLDER/in/pairs.csv: 400 users holding 3 of 12 words each."""
+    path = folder / "in" / "pairs.csv"
     path.parent.mkdir()
     path.write_text("".join(f"user{u},w{(u + k) % 12}\n" for u in range(400) for k in range(3)))
     return str(path)
+
+
+@pytest.fixture
+def pairs(tmp_path):
+    return pairs_in(tmp_path)
 
 
 def vocab(pairs, out, *extra):
@@ -112,24 +119,36 @@ def test_evaluate_refuses_a_cache_inside_the_output(pairs, tmp_path, capsys):
 # -- the folder appears complete or not at all ----------------------------------------------
 
 
-def test_the_run_writes_into_a_hidden_sibling_renamed_at_the_end(pairs, tmp_path,
-                                                                monkeypatch):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def spied_run(tmp_path_factory):
+    """One run as ``pairs`` and ``vocab`` make it, into a new folder, watched: (its folder,
+    the output, what ``read_json`` saw (called after the pipeline, before the folder is
+    put in place), stderr)."""
+    base = tmp_path_factory.mktemp("spied")
+    pairs = pairs_in(base)
+    out = base / "out"
     seen = []
     read_json = vocabulary.read_json
 
-    def spy(path):  # called after the pipeline, before the folder is put in place
-        seen.append((path, out.exists(), names(tmp_path)))
+    def spy(path):
+        seen.append((path, out.exists(), names(base)))
         return read_json(path)
 
-    monkeypatch.setattr(vocabulary, "read_json", spy)
-    assert vocab(pairs, out) == 0
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(err):
+        patch.setattr(vocabulary, "read_json", spy)
+        assert vocab(pairs, out) == 0
+    return base, out, seen, err.getvalue()
+
+
+def test_the_run_writes_into_a_hidden_sibling_renamed_at_the_end(spied_run):
+    base, out, seen, _ = spied_run
     (path, existed, siblings), = seen
     staging = os.path.dirname(path)
-    assert not existed and os.path.dirname(staging) == str(tmp_path)
+    assert not existed and os.path.dirname(staging) == str(base)
     assert os.path.basename(staging).startswith(".out.") and siblings == sorted(
         ["in", os.path.basename(staging)])
-    assert names(tmp_path) == ["in", "out"] and "report.json" in names(out)
+    assert names(base) == ["in", "out"] and "report.json" in names(out)
 
 
 def test_an_empty_existing_folder_is_used(pairs, tmp_path):
@@ -264,11 +283,10 @@ def test_a_temporary_file_left_by_a_dead_worker_is_not_released(tmp_path, remote
     assert names(out) == ["items-00000-of-00001.txt", "report.json"]
 
 
-def test_progress_names_the_written_files_where_they_end_up(pairs, tmp_path, capsys):
+def test_progress_names_the_written_files_where_they_end_up(spied_run):
     # Review finding: "wrote …" named the staging folder, gone after the rename.
-    out = tmp_path / "out"
-    assert vocab(pairs, out) == 0
-    wrote = [line for line in capsys.readouterr().err.splitlines() if "] wrote " in line]
+    _, out, _, err = spied_run
+    wrote = [line for line in err.splitlines() if "] wrote " in line]
     assert wrote and all(f"wrote {out}/items-" in line for line in wrote)
 
 

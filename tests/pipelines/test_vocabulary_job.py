@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from pipelines import vocabulary
+from tests.support.examples import IMDB_2K as EXAMPLE
+from tests.support.examples import imdb_slice
 from tests.support.job_output import output_bytes, read_report, shard_lines
 from tests.support.paths import ROOT
-
-EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 BASE = ["--epsilon", "1", "--delta", "1e-5"]
 RAW_FIELDS = {"non_private_counts", "users", "pairs", "distinct_items"}
 
@@ -81,13 +81,20 @@ def test_job_on_example_imdb_slice(tmp_path, capsys):
     assert "apitools" not in captured.err and "Discarding" not in captured.err
 
 
+@pytest.fixture(scope="module")
+def imdb_500(tmp_path_factory):
+    """The first 500 reviews of the example (a quarter of its reading time): enough users
+    that "the", "movie" and "film" clear the threshold at ρ = 0.5."""
+    return imdb_slice(tmp_path_factory.mktemp("imdb") / "imdb_500.csv.gz", 500)
+
+
 @pytest.mark.parametrize("fields, unit", [(["--user-field", "@row"], "element"),
                                           (["--user-field", "user"], "user_id")])
-def test_privacy_unit_follows_the_user_field(tmp_path, fields, unit):
+def test_privacy_unit_follows_the_user_field(tmp_path, imdb_500, fields, unit):
     # @row makes every row its own person, so rows are not merged per user id
     # (the per-user shuffle is left out); a user column is merged per user.
     out = tmp_path / "out"
-    code = vocabulary.main(["--input", EXAMPLE, *fields, "--text-field", "review",
+    code = vocabulary.main(["--input", imdb_500, *fields, "--text-field", "review",
                             "--rho", "0.5", "--delta", "1e-5", "--max-items-per-user", "50",
                             "--with-counts", "--output", str(out)])
     assert code == 0
@@ -136,14 +143,15 @@ def test_non_private_stats_are_opt_in(tmp_path, capsys):
     assert "read 62 records from" in capsys.readouterr().err
 
 
-SIPS_ARGS = ["--input", EXAMPLE, "--format", "csv", "--user-field", "user",
+SIPS_ARGS = ["--format", "csv", "--user-field", "user",
              "--text-field", "review", "--mechanism", "sips", "--rounds", "2", "--ratio", "0.5",
              "--rho", "0.5", "--delta", "1e-5", "--max-items-per-user", "50", "--seed", "3"]
 
 
-def test_job_sips_reports_rounds(tmp_path, capsys):
+def test_job_sips_reports_rounds(tmp_path, imdb_500, capsys):
     out = tmp_path / "out"
-    code = vocabulary.main(SIPS_ARGS + ["--output", str(out), "--non-private-stats"])
+    code = vocabulary.main(["--input", imdb_500, *SIPS_ARGS, "--output", str(out),
+                            "--non-private-stats"])
     assert code == 0
     items, report = read_output(out)
     assert report["mechanism"] == {"name": "sips", "max_items_per_user": 50, "rounds": 2,
@@ -163,11 +171,11 @@ def test_job_sips_reports_rounds(tmp_path, capsys):
             in err)
 
 
-def test_job_sips_keeps_round_sizes_without_non_private_stats(tmp_path, capsys):
+def test_job_sips_keeps_round_sizes_without_non_private_stats(tmp_path, imdb_500, capsys):
     # Invariant 6: which round released an item is not a function of
     # the released set (docs/privacy.md, invariant 6): by default neither report nor log says it.
     out = tmp_path / "out"
-    assert vocabulary.main(SIPS_ARGS + ["--output", str(out)]) == 0
+    assert vocabulary.main(["--input", imdb_500, *SIPS_ARGS, "--output", str(out)]) == 0
     items, report = read_output(out)
     assert report["released_items"] == len(items) > 0
     assert "released_by_stage" not in json.dumps(report)

@@ -41,7 +41,20 @@ def test_input_paths_are_made_absolute_for_every_checkout(monkeypatch, tmp_path)
 
 
 def test_a_failing_job_is_one_error_line_not_a_traceback(capsys, monkeypatch, tmp_path):
-    # A --before checkout whose job cannot run: the benchmark names it and exits 2.
+    # A --before checkout whose job cannot run: the benchmark names it and exits 2. Its
+    # job runs in a real process; the read-only pipeline and this checkout's job, which
+    # run before it in each round, are timed as above (the first test), not here.
+    real_time_process = benchmark.time_process
+
+    def time_only_before(command, cwd, log_path):
+        if cwd != benchmark.ROOT:
+            return real_time_process(command, cwd, log_path)
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write(json.dumps({"pairs": 1000}) + "\n")
+        return 10.0, 100.0
+
+    monkeypatch.setattr(benchmark, "time_process", time_only_before)
+    monkeypatch.setattr(benchmark, "_released", lambda job, output: 7)
     (tmp_path / "pipelines").mkdir()
     monkeypatch.chdir(benchmark.ROOT)
     assert benchmark.main(["--before", str(tmp_path), "--", *JOB]) == 2
