@@ -92,11 +92,15 @@ def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
     # d ln Φ(u)/du = φ(u)/Φ(u) ≤ |u| + 1 for every u.
     err_x = ulp * (a + b) * (abs(x) + 1.0)
     err_y = ulp * (a + b) * (abs(y) + 1.0)
-    l1, l2 = special.log_ndtr(x), special.log_ndtr(y)
+    # Python floats: past float range a sum is inf (no numpy overflow warning), and an
+    # error bound that is not finite says "unknown" (the caller then uses the closed form).
+    l1, l2 = float(special.log_ndtr(x)), float(special.log_ndtr(y))
     diff = epsilon + l2 - l1
     if not diff < 0:
         return math.inf
     err_diff = err_x + err_y + ulp * (epsilon + abs(l1) + abs(l2))
+    if not math.isfinite(err_diff):
+        return math.inf
     return err_x + err_diff * math.exp(diff) / -math.expm1(diff)
 
 

@@ -47,6 +47,8 @@ def test_huge_epsilon_is_refused_naming_the_flag(tmp_path, pairs):
     proc = vocabulary(["--input", pairs, "--format", "pairs", "--epsilon", "1e308", *FIXED,
                        "--output", out])
     assert "--epsilon" in assert_refused(proc, out)
+    # The error line alone: no RuntimeWarning of the float overflow before it.
+    assert "Warning" not in proc.stderr, proc.stderr[-3000:]
 
 
 # -- 2: a directory as --input ---------------------------------------------------------
