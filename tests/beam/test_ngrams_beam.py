@@ -122,7 +122,8 @@ def releases(tmp_path_factory):
              # the tokenizer's output, with the default level 1 (weighted-gaussian)
              "weighted-gaussian tokens": lambda p: _seeded_element(p, "weighted-gaussian",
                                                                    "tokens")}
-    return run_cases(tmp_path_factory.mktemp("ngrams"), cases)
+    return run_cases(tmp_path_factory.mktemp("ngrams"),
+                     lambda p: {name: build(p) for name, build in cases.items()})
 
 
 @pytest.mark.parametrize("eta", ETAS)

@@ -9,8 +9,8 @@ on its own case's output::
 
     @pytest.fixture(scope="module")
     def released(tmp_path_factory):
-        return run_cases(tmp_path_factory.mktemp("cases"), {
-            name: lambda p, name=name: p | f"Create {name}" >> ... for name in NAMES})
+        return run_cases(tmp_path_factory.mktemp("cases"), lambda p: {
+            name: p | f"Create {name}" >> ... for name in NAMES})
 
     @pytest.mark.parametrize("name", NAMES)
     def test_something(released, name):
@@ -38,20 +38,19 @@ class _WriteList(beam.DoFn):
             pickle.dump(list(elements), f)
 
 
-Case = Callable[[beam.Pipeline], "beam.PCollection | dict[str, beam.PCollection]"]
+Outputs = dict  # {name: PCollection, or {part: PCollection}}
 
 
-def run_cases(folder, cases: dict[str, Case]) -> dict:
-    """Builds ``cases[name](pipeline)`` for every name in one TestPipeline, runs it, and
-    returns {name: the list of that branch's elements (in the runner's order)}; a case
-    that returns {part: PCollection} gets {part: list}.
+def run_cases(folder, build: Callable[[beam.Pipeline], Outputs]) -> dict:
+    """Runs ``build(pipeline)`` (every case on its own branch of one TestPipeline; it may
+    share inputs between cases) and returns {name: the list of that case's elements (in
+    the runner's order)}; a case given as {part: PCollection} gets {part: list}.
 
-    Labels inside a case must be unique across cases (e.g. end them with the name).
+    Labels must be unique across cases (e.g. end them with the case's name).
     """
     paths: dict = {}
     with TestPipeline() as p:
-        for name, build in cases.items():
-            built = build(p)
+        for name, built in build(p).items():
             parts = built if isinstance(built, dict) else {None: built}
             for part, pcoll in parts.items():
                 label = name if part is None else f"{name} {part}"
