@@ -83,13 +83,8 @@ def test_empty_release_writes_empty_shards(tmp_path):
 
 
 def test_shard_of_an_item_does_not_depend_on_the_other_items(tmp_path):
-    with TestPipeline() as p:  # both releases in one pipeline
-        for label, items in [("a", [f"w{i}" for i in range(30)]),
-                             ("b", [f"w{i}" for i in range(0, 30, 2)])]:
-            _ = (p | f"Create {label}" >> beam.Create(items)
-                 | f"Write {label}" >> WriteReleased(str(tmp_path / label / "items"),
-                                                     num_shards=3))
-    a, b = (read_files(str(tmp_path / label / "items")) for label in "ab")
+    a = write([f"w{i}" for i in range(30)], str(tmp_path / "a" / "items"), num_shards=3)
+    b = write([f"w{i}" for i in range(0, 30, 2)], str(tmp_path / "b" / "items"), num_shards=3)
     for name in a:
         even = [x for x in a[name].decode().splitlines() if int(x[1:]) % 2 == 0]
         assert even == b[name].decode().splitlines()
@@ -127,48 +122,31 @@ def documents():
             for u in range(400)]
 
 
-def write_release(p, label, transform, elements, prefix, splits):
-    """Adds to ``p`` the seeded transform on ``elements`` given as ``splits`` Create()s,
-    flattened, and writes its release under ``prefix``."""
+def release_files(transform_factory, elements, prefix, splits):
+    """Runs the seeded transform on ``elements`` given as ``splits`` Create()s, flattened."""
     chunks = [elements[i::splits] for i in range(splits)]
-    parts = [p | f"{label} Part{i}" >> beam.Create(chunk) for i, chunk in enumerate(chunks)]
-    released = parts | f"{label} Flatten" >> beam.Flatten() | f"{label} Release" >> transform
-    _ = released | f"{label} Write" >> WriteReleased(prefix, num_shards=2)
-
-
-PERMUTED_CASES = {
-    "weighted-gaussian": (lambda: SelectItems(mechanisms.WeightedGaussian(3),
-                                              ZCDPBudget(0.5, 1e-3), seed=11), corpus),
-    "sips": (lambda: SelectItems(mechanisms.SIPS(3), ZCDPBudget(0.5, 1e-3), seed=11), corpus),
-    "policy-gaussian": (lambda: SelectItems(mechanisms.PolicyGaussian(3),
-                                            ZCDPBudget(0.5, 1e-3), seed=11), corpus),
-    "dpne": (lambda: ExtractNgrams(3, ZCDPBudget(1.0, 1e-3), max_items_per_user=4, eta=0.5,
-                                   seed=11), documents),
-}
-
-
-@pytest.fixture(scope="module")
-def permuted_releases(tmp_path_factory):
-    """{case: (files of the release in order, in one part; files of the shuffled
-    input in three parts)}: every case and both inputs in ONE pipeline (a
-    TestPipeline each cost seconds), each writing its own folder."""
-    folder = tmp_path_factory.mktemp("permuted")
     with TestPipeline() as p:
-        for name, (factory, data) in PERMUTED_CASES.items():
-            elements = data()
-            shuffled = list(elements)
-            random.Random(1).shuffle(shuffled)
-            write_release(p, f"{name} a", factory(), elements, str(folder / name / "a" / "items"),
-                          splits=1)
-            write_release(p, f"{name} b", factory(), shuffled, str(folder / name / "b" / "items"),
-                          splits=3)
-    return {name: (read_files(str(folder / name / "a" / "items")),
-                   read_files(str(folder / name / "b" / "items"))) for name in PERMUTED_CASES}
+        parts = [p | f"Part{i}" >> beam.Create(chunk) for i, chunk in enumerate(chunks)]
+        released = parts | beam.Flatten() | transform_factory()
+        _ = released | WriteReleased(prefix, num_shards=2)
+    return read_files(prefix)
 
 
-@pytest.mark.parametrize("name", sorted(PERMUTED_CASES))
-def test_permuted_and_resplit_input_gives_identical_files(permuted_releases, name):
-    first, second = permuted_releases[name]
+@pytest.mark.parametrize("name,factory,data", [
+    ("weighted-gaussian", lambda: SelectItems(mechanisms.WeightedGaussian(3),
+                                              ZCDPBudget(0.5, 1e-3), seed=11), corpus),
+    ("sips", lambda: SelectItems(mechanisms.SIPS(3), ZCDPBudget(0.5, 1e-3), seed=11), corpus),
+    ("policy-gaussian", lambda: SelectItems(mechanisms.PolicyGaussian(3), ZCDPBudget(0.5, 1e-3),
+                                            seed=11), corpus),
+    ("dpne", lambda: ExtractNgrams(3, ZCDPBudget(1.0, 1e-3), max_items_per_user=4, eta=0.5,
+                                   seed=11), documents),
+])
+def test_permuted_and_resplit_input_gives_identical_files(tmp_path, name, factory, data):
+    elements = data()
+    shuffled = list(elements)
+    random.Random(1).shuffle(shuffled)
+    first = release_files(factory, elements, str(tmp_path / "a" / "items"), splits=1)
+    second = release_files(factory, shuffled, str(tmp_path / "b" / "items"), splits=3)
     assert first == second
     assert sum(len(c) for c in first.values()) > 0, "nothing released: the test proves nothing"
 
