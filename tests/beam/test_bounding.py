@@ -169,75 +169,81 @@ def as_records(pairs, parts: int):
     return records
 
 
-@pytest.mark.parametrize("name", sorted(MECHANISMS))
-def test_seeded_selection_is_the_same_for_pairs_records_and_mixed_input(name):
+def test_seeded_selection_is_the_same_for_pairs_records_and_mixed_input():
     # Each branch is its own SelectItems with one seed: draws are derived from
     # (seed, user or item), so only a difference in bounding could tell the
-    # branches apart (e.g. a user bounded once per record).
-    mechanism = mechanism_from_name(name, max_items_per_user=4)
-    budget = Budget(4.0, 1e-3) if name != "sips" else ZCDPBudget(2.0, 1e-3)
+    # branches apart (e.g. a user bounded once per record). Every mechanism in
+    # one pipeline (one TestPipeline each costs seconds); each check names its own.
     pairs = dataset()
     records = as_records(pairs, 1)
     mixed = as_records(pairs, 3)[::2] + [(u, i) for r in as_records(pairs, 3)[1::2] for u, i in
                                          [(r[0], item) for item in r[1]]]
+
+    def check(_, from_pairs, from_records, from_mixed, name):
+        assert sorted(from_pairs) == sorted(from_records) == sorted(from_mixed), name
+        assert len(from_pairs) == len(set(from_pairs)), name
+        # Every mechanism releases some of these items at this budget (7 to
+        # 14 of them with this seed), so equal outputs are not empty ones.
+        assert from_pairs, name
+        return name
+
+    single = beam.pvalue.AsSingleton
     with TestPipeline() as p:
-        outputs = {}
-        for label, elements in [("pairs", pairs), ("records", records), ("mixed", mixed)]:
-            outputs[label] = (p | f"Create{label}" >> beam.Create(elements)
-                              | f"Select{label}" >> SelectItems(mechanism, budget, seed=3)
-                              | f"List{label}" >> beam.combiners.ToList())
-
-        def check(_, from_pairs, from_records, from_mixed):
-            assert sorted(from_pairs) == sorted(from_records) == sorted(from_mixed)
-            assert len(from_pairs) == len(set(from_pairs))
-            # Every mechanism releases some of these items at this budget (7 to
-            # 14 of them with this seed), so equal outputs are not empty ones.
-            assert from_pairs
-            return True
-
-        single = beam.pvalue.AsSingleton
-        result = (p | beam.Create([None]) | beam.Map(
-            check, single(outputs["pairs"]), single(outputs["records"]), single(outputs["mixed"])))
-        assert_that(result, equal_to([True]))
+        created = {label: p | f"Create{label}" >> beam.Create(elements)
+                   for label, elements in [("pairs", pairs), ("records", records),
+                                           ("mixed", mixed)]}
+        for name in sorted(MECHANISMS):
+            mechanism = mechanism_from_name(name, max_items_per_user=4)
+            budget = Budget(4.0, 1e-3) if name != "sips" else ZCDPBudget(2.0, 1e-3)
+            outputs = {label: (elements | f"Select{label} {name}" >> SelectItems(
+                                   mechanism, budget, seed=3)
+                               | f"List{label} {name}" >> beam.combiners.ToList())
+                       for label, elements in created.items()}
+            result = (p | f"Once {name}" >> beam.Create([None]) | f"Check {name}" >> beam.Map(
+                check, single(outputs["pairs"]), single(outputs["records"]),
+                single(outputs["mixed"]), name))
+            assert_that(result, equal_to([name]), label=f"Checked {name}")
 
 
 # --- Beam: neighbours given as records ---------------------------------------------------
 
 
-@pytest.mark.parametrize("mechanism,norm", [(mechanisms.WeightedGaussian(4), 2),
-                                            (mechanisms.WeightedLaplace(4), 1)])
-def test_an_extra_user_in_several_records_moves_keys_and_weights_within_the_bound(mechanism,
-                                                                                   norm):
+def test_an_extra_user_in_several_records_moves_keys_and_weights_within_the_bound():
     # D and D ∪ {x}, x split over three records among the others. Seeded
     # sampling is derived from (seed, user), so common users sample alike and
     # the histograms differ by x's contribution alone: ‖H − H'‖ ≤ 1 in the
     # mechanism's norm, and the new keys are x's items, at most Δ0 of them.
+    # Both mechanisms in one pipeline, each check naming its own.
     base = as_records(dataset(), 2)
     x_items = ["w1", "w2", "w3", "xonly1", "xonly2", "xonly3", "xonly4", "xonly5"]
     extra = [("x", x_items[0:3]), ("x", x_items[3:6]), ("x", x_items[6:])]
     neighbour = base[:5] + [extra[0]] + base[5:20] + [extra[1]] + base[20:] + [extra[2]]
-    histograms = {}
+
+    def check(_, h, h_prime, name, norm):
+        new_keys = set(h_prime) - set(h)
+        assert new_keys <= set(x_items) and len(new_keys) <= 4, name
+        assert set(h) <= set(h_prime), name
+        distance = policies.histogram_distance(h, h_prime, norm)
+        assert distance <= 1.0 + 1e-9, name
+        assert distance > 0.5, name  # x did contribute: one user of ≤ 4 items moves it by 1
+        return name
+
+    single = beam.pvalue.AsSingleton
     with TestPipeline() as p:
-        for label, elements in [("D", base), ("D+x", neighbour)]:
-            histograms[label] = (p | f"Create{label}" >> beam.Create(elements)
-                                 | f"Bound{label}" >> BoundContributions(4, seed=9)
-                                 | f"Histogram{label}" >> WeightedHistogram(
-                                     mechanism.item_weight, max_partial_keys=3)
-                                 | f"AsDict{label}" >> beam.combiners.ToDict())
-
-        def check(_, h, h_prime):
-            new_keys = set(h_prime) - set(h)
-            assert new_keys <= set(x_items) and len(new_keys) <= 4
-            assert set(h) <= set(h_prime)
-            distance = policies.histogram_distance(h, h_prime, norm)
-            assert distance <= 1.0 + 1e-9
-            assert distance > 0.5  # x did contribute: one user of ≤ 4 items moves it by 1
-            return True
-
-        single = beam.pvalue.AsSingleton
-        result = (p | beam.Create([None])
-                  | beam.Map(check, single(histograms["D"]), single(histograms["D+x"])))
-        assert_that(result, equal_to([True]))
+        bounded = {label: (p | f"Create{label}" >> beam.Create(elements)
+                           | f"Bound{label}" >> BoundContributions(4, seed=9))
+                   for label, elements in [("D", base), ("D+x", neighbour)]}
+        for mechanism, norm in [(mechanisms.WeightedGaussian(4), 2),
+                                (mechanisms.WeightedLaplace(4), 1)]:
+            name = mechanism.name
+            histograms = {label: (records | f"Histogram{label} {name}" >> WeightedHistogram(
+                                      mechanism.item_weight, max_partial_keys=3)
+                                  | f"AsDict{label} {name}" >> beam.combiners.ToDict())
+                          for label, records in bounded.items()}
+            result = (p | f"Once {name}" >> beam.Create([None])
+                      | f"Check {name}" >> beam.Map(check, single(histograms["D"]),
+                                                    single(histograms["D+x"]), name, norm))
+            assert_that(result, equal_to([name]), label=f"Checked {name}")
 
 
 # --- Beam: the partial histograms and the batched noise ------------------------------------
@@ -248,19 +254,19 @@ def test_flushing_partial_histograms_early_gives_the_same_sums():
     users = [u for u in users if u[1]]
     expected = policies.weighted_histogram([items for _, items in users],
                                            policies.weighted_gaussian_weight)
-    for max_keys in (1, 5, 1 << 18):
-        with TestPipeline() as p:
-            hist = (p | beam.Create(users)
-                    | WeightedHistogram(policies.weighted_gaussian_weight,
-                                        max_partial_keys=max_keys))
+    with TestPipeline() as p:  # every flush size in one pipeline
+        created = p | beam.Create(users)
+        for max_keys in (1, 5, 1 << 18):
+            hist = created | f"Histogram {max_keys}" >> WeightedHistogram(
+                policies.weighted_gaussian_weight, max_partial_keys=max_keys)
 
             def check(pairs, max_keys=max_keys):
                 got = dict(pairs)
                 assert len(got) == len(pairs), f"an item was emitted twice ({max_keys})"
-                assert set(got) == set(expected)
-                assert all(math.isclose(got[k], expected[k], abs_tol=1e-9) for k in got)
+                assert set(got) == set(expected), max_keys
+                assert all(math.isclose(got[k], expected[k], abs_tol=1e-9) for k in got), max_keys
 
-            assert_that(hist, check)
+            assert_that(hist, check, label=f"Check {max_keys}")
 
 
 def test_batched_noise_decides_every_item_once_across_batches():
@@ -300,8 +306,7 @@ def test_merging_shard_histograms_sums_per_item():
     assert merge_histograms((0, [])) == (0, {})
 
 
-@pytest.mark.parametrize("seed", [None, 3])
-def test_per_shard_noise_decides_every_item_once(seed):
+def test_per_shard_noise_decides_every_item_once():
     # A shard larger than a noise batch and several shards: each item decided
     # once, whole shards at a time. σ = 1e-6 against a margin of 50: a wrong
     # decision by chance has probability below 1e-300 (never, in practice).
@@ -310,9 +315,13 @@ def test_per_shard_noise_decides_every_item_once(seed):
                               budget=Budget(1.0, 1e-6), source="test")
     histogram = {f"i{j}": 100.0 if j % 3 else 0.0 for j in range(3 * NOISE_BATCH)}
     shards = list(split_by_shard(histogram, 2).items()) + [(5, {"lone": 100.0})]
-    with TestPipeline() as p:
-        released = (p | beam.Create(shards) | NoisyThreshold.per_shard(calibration, seed))
-        assert_that(released, equal_to([k for k, w in histogram.items() if w > 50] + ["lone"]))
+    with TestPipeline() as p:  # unseeded and seeded in one pipeline
+        created = p | beam.Create(shards)
+        for seed in (None, 3):
+            released = created | f"Noise seed={seed}" >> NoisyThreshold.per_shard(calibration,
+                                                                                 seed)
+            assert_that(released, equal_to([k for k, w in histogram.items() if w > 50] + ["lone"]),
+                        label=f"Check seed={seed}")
 
 
 def test_per_shard_keep_with_probability_keeps_certain_items_and_drops_impossible_ones():

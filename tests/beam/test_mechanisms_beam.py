@@ -17,6 +17,7 @@ from beam_dpsu.core import policies
 from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng
+from tests.support.one_pipeline import run_cases
 
 ALL = [CountLaplace(3), CountGaussian(3), WeightedLaplace(3), WeightedGaussian(3)]
 HUGE = Budget(epsilon=1e6, delta=0.4)  # noise ~1e-6: the release is the threshold rule
@@ -35,9 +36,30 @@ def dataset():
     return pairs
 
 
+BUDGETS = {"approx-dp": Budget(0.5, 1e-6), "zcdp": ZCDPBudget(0.05, 1e-6)}
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    """{(mechanism name, budget name): the released items}: the seeded huge-ε
+    releases and the unseeded ones of BUDGETS, every mechanism of ALL, in ONE
+    pipeline on one input (a TestPipeline each cost seconds)."""
+    def build(p):
+        data = p | beam.Create(dataset())
+        cases = {}
+        for mechanism in ALL:
+            for name, budget, seed in [("huge", HUGE, 7)] + [(b, BUDGETS[b], None)
+                                                             for b in BUDGETS]:
+                cases[mechanism.name, name] = data | f"Select {mechanism.name} {name}" >> (
+                    SelectItems(mechanism, budget, seed=seed))
+        return cases
+
+    return run_cases(tmp_path_factory.mktemp("releases"), build)
+
+
 @pytest.mark.parametrize("mechanism", ALL, ids=lambda m: m.name)
-def test_huge_epsilon_releases_items_above_threshold(mechanism):
-    select = SelectItems(mechanism, HUGE, seed=7)
+def test_huge_epsilon_releases_items_above_threshold(releases, mechanism):
+    select = SelectItems(mechanism, HUGE, seed=7)  # the fixture's (name, "huge") case
     threshold = select.calibration.release_threshold
     # With ε = 1e6 the noise is negligible, so an item is released iff its
     # weight exceeds ρ; compute the weights from the pure policy.
@@ -47,24 +69,16 @@ def test_huge_epsilon_releases_items_above_threshold(mechanism):
     weights = policies.weighted_histogram(users.values(), mechanism.item_weight)
     expected = sorted(item for item, w in weights.items() if w > threshold)
     assert "common" in expected and "solo" not in expected
-    with TestPipeline() as p:
-        released = p | beam.Create(dataset()) | select
-        assert_that(released, equal_to(expected))
+    assert sorted(releases[mechanism.name, "huge"]) == expected
 
 
-@pytest.mark.parametrize("budget", [Budget(0.5, 1e-6), ZCDPBudget(0.05, 1e-6)],
-                         ids=["approx-dp", "zcdp"])
+@pytest.mark.parametrize("budget", sorted(BUDGETS))
 @pytest.mark.parametrize("mechanism", ALL, ids=lambda m: m.name)
-def test_never_releases_anything_outside_the_input(mechanism, budget):
+def test_never_releases_anything_outside_the_input(releases, mechanism, budget):
     items_held = {item for _, item in dataset()}
-    with TestPipeline() as p:
-        released = p | beam.Create(dataset()) | SelectItems(mechanism, budget)
-
-        def check(items):
-            assert set(items) <= items_held, set(items) - items_held
-            assert len(items) == len(set(items)), "an item was released twice"
-
-        assert_that(released, check)
+    items = releases[mechanism.name, budget]
+    assert set(items) <= items_held, set(items) - items_held
+    assert len(items) == len(set(items)), "an item was released twice"
 
 
 def test_sampling_bounds_each_user_to_max_items():

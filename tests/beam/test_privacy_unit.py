@@ -380,14 +380,16 @@ def bounded(elements, mechanism, max_items):
     return out
 
 
-@pytest.mark.parametrize("mechanism", sorted(POLICIES))
+# Drawing a case costs Hypothesis more than checking it, so every policy is
+# checked on each drawn case (as in tests/core/test_sequential_policies.py):
+# each still on examples(1000) cases (measured: 38 s for the three runs, 22 s now).
 @settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(elements=st.lists(ELEMENT, max_size=12), extra=st.one_of(ELEMENT, st.just(None)),
        position=st.integers(0, 12), max_items=st.integers(1, 4),
        cutoff=st.floats(1.0, 4.0), shards=st.integers(1, 3),
        key=st.binary(min_size=8, max_size=8))
-def test_an_extra_element_adds_only_its_own_keys(mechanism, elements, extra, position,
-                                                 max_items, cutoff, shards, key):
+def test_an_extra_element_adds_only_its_own_keys(elements, extra, position, max_items, cutoff,
+                                                 shards, key):
     # The extra element may be a copy of one already there (extra=None): equal
     # elements share a seeded id, and the order must still be fixed for the rest.
     if extra is None:
@@ -395,15 +397,16 @@ def test_an_extra_element_adds_only_its_own_keys(mechanism, elements, extra, pos
             return
         extra = list(elements[position % len(elements)])
     plus = elements[:position] + [extra] + elements[position:]
-    update, norm = POLICIES[mechanism]
-    h = sharded_policy_histogram(bounded(elements, mechanism, max_items), update, cutoff,
-                                 shards, key)
-    h_plus = sharded_policy_histogram(bounded(plus, mechanism, max_items), update, cutoff,
-                                      shards, key)
-    (_, x_list), = bounded([extra], mechanism, max_items)
-    new = set(h_plus) - set(h)
-    assert new <= set(x_list) and len(new) <= max_items
-    assert histogram_distance(h, h_plus, norm) <= 1 + 1e-9
+    for mechanism in sorted(POLICIES):
+        update, norm = POLICIES[mechanism]
+        h = sharded_policy_histogram(bounded(elements, mechanism, max_items), update, cutoff,
+                                     shards, key)
+        h_plus = sharded_policy_histogram(bounded(plus, mechanism, max_items), update, cutoff,
+                                          shards, key)
+        (_, x_list), = bounded([extra], mechanism, max_items)
+        new = set(h_plus) - set(h)
+        assert new <= set(x_list) and len(new) <= max_items, mechanism
+        assert histogram_distance(h, h_plus, norm) <= 1 + 1e-9, mechanism
 
 
 def test_a_tokens_list_changed_by_hand_is_checked_like_any_list():

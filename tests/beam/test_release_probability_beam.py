@@ -32,6 +32,7 @@ from beam_dpsu import SelectItems
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.budgets import Budget
 from beam_dpsu.extract_ngrams import ExtractNgrams
+from tests.support.one_pipeline import run_cases
 
 QUANTILE = 1 - 1e-8
 N_USERS = 2_000
@@ -75,57 +76,77 @@ def lone_elements():
     return list(by_user.values())
 
 
-@pytest.mark.parametrize("mechanism, privacy_unit",
-                         [(m, "user_id") for m in MECHANISMS]
-                         + [(m, "element") for m in ELEMENT_MECHANISMS],
+LONE_CASES = ([(m, "user_id") for m in MECHANISMS]
+              + [(m, "element") for m in ELEMENT_MECHANISMS])
+
+
+def lone_documents(privacy_unit):
+    """Each user's one document holds tokens nobody else holds (1..Δ1+1 of them)."""
+    docs = [[f"user{u}.{j}" for j in range(1 + u % (MAX_ITEMS + 1))] for u in range(N_USERS)]
+    return docs if privacy_unit == "element" else [(f"u{u}", tuple(d))
+                                                    for u, d in enumerate(docs)]
+
+
+def ngram_extract(privacy_unit):
+    return ExtractNgrams(2, BUDGET, max_items_per_user=MAX_ITEMS, privacy_unit=privacy_unit)
+
+
+def _owners_released(released, label):
+    """The number of distinct users (the prefix before '.') some released item names."""
+    return (released
+            | f"Owners {label}" >> beam.FlatMap(
+                lambda item: {t.split(".")[0] for t in (item if isinstance(item, tuple)
+                                                         else (item,))})
+            | f"Distinct {label}" >> beam.Distinct()
+            | f"Count {label}" >> beam.combiners.Count.Globally())
+
+
+@pytest.fixture(scope="module")
+def users_with_a_release(tmp_path_factory):
+    """{case: [the number of users with some item (n-gram) released]}: every
+    mechanism's and both n-gram cases in ONE pipeline (a TestPipeline each cost
+    seconds), on shared inputs."""
+    def build(p):
+        data = {"user_id": p | "Users" >> beam.Create(lone_users()),
+                "element": p | "Elements" >> beam.Create(lone_elements())}
+        cases = {}
+        for mechanism, privacy_unit in LONE_CASES:
+            label = f"{mechanism.name} {privacy_unit}"
+            released = data[privacy_unit] | f"Select {label}" >> SelectItems(
+                mechanism, BUDGET, privacy_unit=privacy_unit)
+            cases[label] = _owners_released(released, label)
+        for privacy_unit in ("user_id", "element"):
+            label = f"ngrams {privacy_unit}"
+            released = (p | f"Create {label}" >> beam.Create(lone_documents(privacy_unit))
+                        | f"Extract {label}" >> ngram_extract(privacy_unit))
+            cases[label] = _owners_released(released, label)
+        return cases
+
+    return run_cases(tmp_path_factory.mktemp("lone"), build)
+
+
+@pytest.mark.parametrize("mechanism, privacy_unit", LONE_CASES,
                          ids=lambda v: getattr(v, "name", v))
-def test_a_lone_users_items_are_released_with_probability_at_most_delta(mechanism,
-                                                                        privacy_unit):
+def test_a_lone_users_items_are_released_with_probability_at_most_delta(
+        users_with_a_release, mechanism, privacy_unit):
     select = SelectItems(mechanism, BUDGET, privacy_unit=privacy_unit)
     delta = threshold_delta(select)
     assert delta <= BUDGET.delta
     bound = stats.binom.ppf(QUANTILE, N_USERS, delta)
-    data = lone_users() if privacy_unit == "user_id" else lone_elements()
-    with TestPipeline() as p:
-        users_with_a_release = (
-            p | beam.Create(data)
-            | select
-            | "Owner" >> beam.Map(lambda item: item.split(".")[0])
-            | "Distinct" >> beam.Distinct()
-            | beam.combiners.Count.Globally())
-
-        def check(counts):
-            (count,) = counts
-            assert count <= bound, (mechanism.name, count, bound, delta)
-
-        assert_that(users_with_a_release, check)
+    (count,) = users_with_a_release[f"{mechanism.name} {privacy_unit}"]
+    assert count <= bound, (mechanism.name, count, bound, delta)
 
 
 @pytest.mark.parametrize("privacy_unit", ["user_id", "element"])
-def test_a_lone_users_ngrams_are_released_with_probability_at_most_delta(privacy_unit):
+def test_a_lone_users_ngrams_are_released_with_probability_at_most_delta(
+        users_with_a_release, privacy_unit):
     # Each user's one document holds tokens nobody else holds (1..Δ1+1 of
     # them, so some are sampled down): any n-gram of it needs one of its
     # unigrams, released with probability ≤ level 1's threshold δ.
-    extract = ExtractNgrams(2, BUDGET, max_items_per_user=MAX_ITEMS,
-                            privacy_unit=privacy_unit)
-    delta = extract.threshold_delta
+    delta = ngram_extract(privacy_unit).threshold_delta
     bound = stats.binom.ppf(QUANTILE, N_USERS, delta)
-    docs = [[f"user{u}.{j}" for j in range(1 + u % (MAX_ITEMS + 1))] for u in range(N_USERS)]
-    data = docs if privacy_unit == "element" else [(f"u{u}", tuple(d))
-                                                    for u, d in enumerate(docs)]
-    with TestPipeline() as p:
-        users_with_a_release = (
-            p | beam.Create(data)
-            | extract
-            | "Owners" >> beam.FlatMap(lambda gram: {t.split(".")[0] for t in gram})
-            | "Distinct" >> beam.Distinct()
-            | beam.combiners.Count.Globally())
-
-        def check(counts):
-            (count,) = counts
-            assert count <= bound, (privacy_unit, count, bound, delta)
-
-        assert_that(users_with_a_release, check)
+    (count,) = users_with_a_release[f"ngrams {privacy_unit}"]
+    assert count <= bound, (privacy_unit, count, bound, delta)
 
 
 def test_unseen_valid_kgrams_are_released_at_the_spurious_rate():

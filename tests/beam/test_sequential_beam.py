@@ -23,6 +23,7 @@ from beam_dpsu.beam import sequential
 from beam_dpsu.beam.bounding import ItemCountsPerUser
 from beam_dpsu.beam.sequential import (OrderItemsForGW, SequentialPolicyHistogram,
                                   sharded_policy_histogram)
+from tests.support.one_pipeline import run_cases
 
 SEED = 17
 
@@ -94,16 +95,50 @@ def ids(m):
     return f"{m.name}-{getattr(m, 'max_items_per_user', '')}-{m.shards}"
 
 
+GW_HISTOGRAMS = [(3, 1, None), (4, 3, None), (2, 2, {"w7": 1000, "w3": 50, "w20": 7}),
+                 (100, 1, None)]
+GW_CUTOFF = 8.0  # high enough that users run out of budget: zero-weight keys appear
+UNSEEDED = [PolicyLaplace(5), PolicyGaussian(5), GreedyWithoutSampling()]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """Every case of the three parametrized tests below in ONE pipeline (a
+    TestPipeline each cost seconds), each on its own Create, as before:
+    ("seeded", i): MECHANISMS[i]'s seeded release; ("gw", i): GW_HISTOGRAMS[i]'s
+    histogram; ("unseeded", name): the releases of UNSEEDED."""
+    def build(p):
+        cases = {}
+        for i, mechanism in enumerate(MECHANISMS):
+            label = ("seeded", i)
+            # Input order reversed: the keyed-hash order must make it irrelevant.
+            cases[label] = (p | f"Create {label}" >> beam.Create(list(reversed(corpus())))
+                            | f"Select {label}" >> SelectItems(mechanism, Budget(2.0, 1e-3),
+                                                               seed=SEED))
+        for i, (max_items, shards, public) in enumerate(GW_HISTOGRAMS):
+            label = ("gw", i)
+            cases[label] = (p | f"Create {label}" >> beam.Create(list(reversed(corpus())))
+                            | f"Counts {label}" >> ItemCountsPerUser()
+                            | f"Order {label}" >> OrderItemsForGW(ORDER_KEY, max_items, public)
+                            | f"Histogram {label}" >> SequentialPolicyHistogram(
+                                policies.greedy_update, GW_CUTOFF, ORDER_KEY, shards))
+        for mechanism in UNSEEDED:
+            label = ("unseeded", mechanism.name)
+            cases[label] = (p | f"Create {label}" >> beam.Create(corpus())
+                            | f"Select {label}" >> SelectItems(mechanism, ZCDPBudget(0.3, 1e-4)))
+        return cases
+
+    return run_cases(tmp_path_factory.mktemp("sequential"), build)
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=ids)
-def test_seeded_release_equals_pure_core(mechanism):
+def test_seeded_release_equals_pure_core(outputs, mechanism):
     select = SelectItems(mechanism, Budget(2.0, 1e-3), seed=SEED)
     pairs = corpus()
     expected = expected_release(pairs, mechanism, select)
     assert expected  # the test data releases something
-    with TestPipeline() as p:
-        # Input order reversed: the keyed-hash order must make it irrelevant.
-        released = p | beam.Create(list(reversed(pairs))) | select
-        assert_that(released, equal_to(expected))
+    case = next(i for i, m in enumerate(MECHANISMS) if m is mechanism)
+    assert sorted(outputs["seeded", case]) == expected
 
 
 @pytest.mark.parametrize("privacy_unit", ["user_id", "element"])
@@ -142,29 +177,23 @@ def test_two_sequential_selections_of_one_input_both_release(privacy_unit):
             assert_that(checked, equal_to([True]), label=f"Released{i}")
 
 
-@pytest.mark.parametrize("max_items,shards,public", [
-    (3, 1, None), (4, 3, None), (2, 2, {"w7": 1000, "w3": 50, "w20": 7}), (100, 1, None)])
-def test_gw_beam_histogram_has_the_keys_of_the_pure_reference(max_items, shards, public):
+@pytest.mark.parametrize("case", range(len(GW_HISTOGRAMS)),
+                         ids=[f"{m}-{s}-{'public' if p else None}"
+                              for m, s, p in GW_HISTOGRAMS])
+def test_gw_beam_histogram_has_the_keys_of_the_pure_reference(outputs, case):
     # The histogram the Beam path noises (OrderItemsForGW + SequentialPolicyHistogram)
     # has exactly the keys of policies.policy_histogram on the same lists, zero
     # weights included, and the same weights.
+    max_items, shards, public = GW_HISTOGRAMS[case]
     pairs = corpus()
-    cutoff = 8.0  # high enough that users run out of budget: zero-weight keys appear
+    cutoff = GW_CUTOFF
     expected = expected_histogram(pairs, GreedyWithoutSampling(max_items, shards=shards,
                                                                public_counts=public), cutoff)
     assert 0.0 in expected.values()
-    with TestPipeline() as p:
-        hist = (p | beam.Create(list(reversed(pairs)))
-                | ItemCountsPerUser()
-                | OrderItemsForGW(ORDER_KEY, max_items, public)
-                | SequentialPolicyHistogram(policies.greedy_update, cutoff, ORDER_KEY, shards))
-
-        def same_histogram(items):
-            got = dict(items)
-            assert len(got) == len(items) and set(got) == set(expected)
-            assert all(got[k] == pytest.approx(w, abs=1e-12) for k, w in expected.items())
-
-        assert_that(hist, same_histogram)
+    items = outputs["gw", case]
+    got = dict(items)
+    assert len(got) == len(items) and set(got) == set(expected)
+    assert all(got[k] == pytest.approx(w, abs=1e-12) for k, w in expected.items())
     if shards == 1:  # one order: the pure reference is policy_histogram itself
         counts = user_counts(pairs)
         ordered = sorted(gw_lists(counts, max_items, public),
@@ -205,19 +234,11 @@ def test_no_config_holds_a_pcollection():
     assert GreedyWithoutSampling(public_counts={"a": 1}).public_order
 
 
-@pytest.mark.parametrize("mechanism",
-                         [PolicyLaplace(5), PolicyGaussian(5), GreedyWithoutSampling()],
-                         ids=lambda m: m.name)
-def test_never_releases_an_item_nobody_holds(mechanism):
-    pairs = corpus()
-    held = {item for _, item in pairs}
-    with TestPipeline() as p:
-        released = p | beam.Create(pairs) | SelectItems(mechanism, ZCDPBudget(0.3, 1e-4))
-
-        def only_held_items(items):
-            assert set(items) <= held, set(items) - held
-
-        assert_that(released, only_held_items)
+@pytest.mark.parametrize("mechanism", UNSEEDED, ids=lambda m: m.name)
+def test_never_releases_an_item_nobody_holds(outputs, mechanism):
+    held = {item for _, item in corpus()}
+    items = outputs["unseeded", mechanism.name]
+    assert set(items) <= held, set(items) - held
 
 
 def test_configs_validate_and_report_the_cutoff():
