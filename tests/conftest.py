@@ -1,10 +1,16 @@
-"""pytest configuration of the whole suite: the Hypothesis profile.
+"""pytest configuration of the whole suite: the Hypothesis profile, and a memo of
+one Beam function.
 
 ``HYPOTHESIS_PROFILE=quick python -m pytest ...`` runs each property test with
 a twentieth of its examples (development); unset, or ``ci``, runs the full
 counts (CI and README's test command). See tests/support/hypothesis_profiles.py.
+
+Beam's ``get_dofn_specs`` is memoised per DoFn class (the same answers, a
+third less CPU in pipeline tests): tests/support/dofn_specs_cache.py.
 """
 
+from tests.support import dofn_specs_cache
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
+dofn_specs_cache.install()
