@@ -9,8 +9,9 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
    which count each user's number of distinct items into the fixed size bins
    as they pack it (the bins are then summed over all blocks);
 2. then one step adds the integer noise to the bin counts and picks Δ0
-   (``AutoPlan.choose``); that draw is checkpointed, since both the routing
-   below and ``chosen_max_items_per_user`` read it;
+   (``AutoPlan.choose``); that draw is checkpointed, since the wait below,
+   every step of the selection that reads it, and ``chosen_max_items_per_user``
+   read it;
 3. finally every block waits for the choice and is unpacked into the users'
    records, one per user, for the selection: one selection for every
    candidate, calibrated for each when ``SelectItems`` was built, whose steps

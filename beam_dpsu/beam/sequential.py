@@ -343,7 +343,7 @@ class _PolicyHistogramFn(beam.DoFn):
     BLOCKS = BagStateSpec("blocks", BytesCoder())
     WINDOW_END = TimerSpec("window_end", TimeDomain.WATERMARK)
 
-    def __init__(self, update, cutoff: float, item_shards: int | None,
+    def __init__(self, update, cutoff: float | None, item_shards: int | None,
                  count_holders: bool = False):
         self._update = update
         self._cutoff = cutoff
@@ -384,7 +384,8 @@ class _ChosenPolicyHistogramFn(_PolicyHistogramFn):
 
     def __init__(self, update, cutoffs: tuple, item_shards: int | None,
                  count_holders: bool = False):
-        super().__init__(update, cutoffs[0], item_shards, count_holders)
+        # No cutoff of its own: only the chosen one (``emit_histogram``) is ever used.
+        super().__init__(update, None, item_shards, count_holders)
         self._cutoffs = cutoffs
 
     def process(self, element, chosen, window=beam.DoFn.WindowParam,
@@ -457,6 +458,9 @@ class SequentialPolicyHistogram(beam.PTransform):
                                          for m in self._pack_chosen.values), seed)
         self._update = update
         self._cutoff = Chosen.of(cutoff)
+        if (self._pack_chosen.index is not None
+                and self._pack_chosen.index is not self._cutoff.index):
+            raise ValueError("sample_elements and cutoff must be chosen by the same index")
         self._item_shards = item_shards
 
     def expand(self, user_items):
