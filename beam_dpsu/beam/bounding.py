@@ -47,11 +47,11 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
-from beam_dpsu.beam.chosen import Chosen, per_candidate
+from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
-from beam_dpsu.core.sampling import UserSampler, item_sort_key
+from beam_dpsu.core.sampling import CandidateSamplers, item_sort_key
 from beam_dpsu.core.tokenizer import Tokens
 from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import require_global_window
@@ -401,11 +401,10 @@ class _SampleItemsFn(beam.DoFn):
     (``chosen``, a side input, when there are several: ``beam_dpsu.beam.chosen``)."""
 
     def __init__(self, max_items: tuple, seed: int | None, salt: str):
-        self._samples = tuple(UserSampler(m, seed, salt) for m in per_candidate(max_items))
+        self._samples = CandidateSamplers(max_items, seed, salt)
 
     def setup(self):
-        for sample in self._samples:
-            sample.setup()
+        self._samples.setup()
 
     def process(self, user_record, chosen=0):
         user_id, items = user_record
@@ -427,9 +426,8 @@ class SampleEachUser(beam.PTransform):
 
     def __init__(self, max_items_per_user, seed: int | None = None, salt: str = ""):
         super().__init__()
-        self._max_items = Chosen.of(max_items_per_user)
-        for max_items in self._max_items.values:
-            checks.at_least("max_items_per_user", max_items, 1)
+        self._max_items = Chosen.of(max_items_per_user).map(
+            lambda m: checks.at_least("max_items_per_user", m, 1))
         self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "SampleEachUser")
         self._salt = salt

@@ -62,4 +62,10 @@ class Chosen:
     def side_inputs(self) -> dict:
         """The keyword side input ``chosen`` (the index) for a ``ParDo``/``Map`` whose
         function takes ``chosen=0``; none for a fixed value."""
-        return {} if self.index is None else {"chosen": beam.pvalue.AsSingleton(self.index)}
+        args = self.side_input_args()
+        return {"chosen": args[0]} if args else {}
+
+    def side_input_args(self) -> list:
+        """The index as a positional side input (for a function that takes it after
+        the element, by position); none for a fixed value."""
+        return [] if self.index is None else [beam.pvalue.AsSingleton(self.index)]

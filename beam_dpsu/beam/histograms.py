@@ -34,8 +34,8 @@ from beam_dpsu.core import policies
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
-from beam_dpsu.beam.chosen import Chosen, per_candidate
-from beam_dpsu.core.sampling import UserSampler
+from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
@@ -221,12 +221,11 @@ class _SampleAndSumFn(PartialHistogramFn):
     def __init__(self, item_weight, max_keys: int, max_items: tuple, seed, salt: str,
                  shards: int, elements: bool = False, count_holders: bool = False):
         super().__init__(item_weight, max_keys, shards, count_holders)
-        self._samples = tuple(UserSampler(m, seed, salt) for m in per_candidate(max_items))
+        self._samples = CandidateSamplers(max_items, seed, salt)
         self._elements = elements
 
     def setup(self):
-        for sample in self._samples:
-            sample.setup()
+        self._samples.setup()
 
     def process(self, record, chosen=0):
         sample = self._samples[chosen]
@@ -273,9 +272,8 @@ class SampledWeightedHistogram(beam.PTransform):
                  hot_key_fanout: int | None = None, elements: bool = False,
                  pre_threshold: int = 1):
         super().__init__()
-        self._max_items = Chosen.of(max_items_per_user)
-        for max_items in self._max_items.values:
-            checks.at_least("max_items_per_user", max_items, 1)
+        self._max_items = Chosen.of(max_items_per_user).map(
+            lambda m: checks.at_least("max_items_per_user", m, 1))
         checks.optional_integer("hot_key_fanout", hot_key_fanout)
         self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
         warn_if_seeded(checks.seed(seed), "SampledWeightedHistogram")

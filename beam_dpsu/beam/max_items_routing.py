@@ -47,11 +47,12 @@ from beam_dpsu.core import counts_max_items_choice as counts_choice
 
 from beam_dpsu.core import hashing, record_blocks
 from beam_dpsu.core.tokenizer import Tokens
-from beam_dpsu.beam.bounding import (ItemCountsPerUser, element_distinct_items, element_items,
+from beam_dpsu.beam.bounding import (ItemCountsPerUser, SampleEachUser, element_distinct_items,
+                                     element_items,
                                      plain_str_items)
+from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.beam.windowing import in_global_window
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.core.sampling import UserSampler
 
 __all__ = ["SizeHistogram", "ChooseFromSizeCounts", "AutoSelection",
            "SampleAtChosenMaxItems"]
@@ -244,24 +245,6 @@ def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.Counts
     return plan.candidates.index(plan.choose(noisy, released_items))
 
 
-@draws_randomness
-class _SampleAtChosenFn(beam.DoFn):
-    """(user, released items) → (user, ≤ Δ0 of them sampled uniformly), Δ0 the chosen
-    candidate (a side input): as ``SampleEachUser`` at that Δ0, seeded samples alike."""
-
-    def __init__(self, candidates: tuple, seed: int | None, salt: str):
-        self._samplers = tuple(UserSampler(c, seed, salt) for c in candidates)
-
-    def setup(self):
-        for sampler in self._samplers:
-            sampler.setup()
-
-    def process(self, user_record, chosen: int):
-        user_id, items = user_record
-        if items:
-            yield user_id, tuple(self._samplers[chosen](user_id, items))
-
-
 class _ChooseCountsMaxItems(beam.PTransform):
     """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed.
 
@@ -331,6 +314,5 @@ class SampleAtChosenMaxItems(beam.PTransform):
         candidates = self._plan.candidates
         self.chosen_max_items_per_user = self.chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
-        return user_released | "SampleItemsPerUser" >> beam.ParDo(
-            _SampleAtChosenFn(candidates, self._seed, "counts"),
-            beam.pvalue.AsSingleton(self.chosen))
+        return user_released | "SampleItemsPerUser" >> SampleEachUser(
+            Chosen(candidates, self.chosen), self._seed, "counts")

@@ -88,7 +88,7 @@ class Level1(beam.PTransform):
                 count_holders=k > 1)
             sums = users | "SumUsersPerBundle" >> beam.ParDo(
                 BlockHistogramFn(sums_of_block, count_holders=k > 1),
-                *([] if max_items.index is None else [beam.pvalue.AsSingleton(max_items.index)]))
+                *max_items.side_input_args())
             if k == 1:
                 histogram = sums | "SumPerItem" >> beam.CombinePerKey(sum)  # (token, Σ weights)
             else:

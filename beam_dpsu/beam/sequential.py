@@ -59,7 +59,7 @@ from apache_beam.transforms.userstate import (BagStateSpec, ReadModifyWriteState
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen, per_candidate
-from beam_dpsu.core.sampling import UserSampler
+from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
@@ -313,12 +313,11 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
     def __init__(self, shards: int, order_key: bytes, max_items_per_user: tuple,
                  seed: int | None, max_items: int | None = None):
         super().__init__(shards, order_key, max_items)
-        self._samples = tuple(UserSampler(m, seed, "") for m in per_candidate(max_items_per_user))
+        self._samples = CandidateSamplers(max_items_per_user, seed, "")
 
     def setup(self):
         super().setup()
-        for sample in self._samples:
-            sample.setup()
+        self._samples.setup()
 
     def process(self, element, chosen=0):
         items = element_distinct_items(element)
@@ -497,7 +496,7 @@ class SequentialPolicyHistogram(beam.PTransform):
                                                  self._item_shards, count_holders))
         return beam.ParDo(_ChosenPolicyHistogramFn(self._update, self._cutoff.values,
                                                    self._item_shards, count_holders),
-                          beam.pvalue.AsSingleton(self._cutoff.index))
+                          *self._cutoff.side_input_args())
 
 
 class OrderItemsForGW(beam.PTransform):

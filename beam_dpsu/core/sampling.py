@@ -16,7 +16,8 @@ import numpy as np
 
 from beam_dpsu.core import hashing
 
-__all__ = ["item_sort_key", "sample_items", "sample_user_items", "UserSampler"]
+__all__ = ["item_sort_key", "sample_items", "sample_user_items", "UserSampler",
+           "CandidateSamplers"]
 
 
 def item_sort_key(item):
@@ -75,3 +76,26 @@ class UserSampler:
     def __call__(self, user_id, items) -> list:
         return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
                                  self.salt)
+
+
+class CandidateSamplers:
+    """One ``UserSampler`` per candidate Δ0 (``max_items_per_user="auto"``: the step reads
+    which candidate was chosen when it runs), set up together; ``samplers[i]`` is the
+    i-th candidate's.
+
+    Args:
+      max_items_per_user: the candidates' Δ0, a tuple; or one Δ0 (one candidate).
+      seed, salt: as ``UserSampler``'s, the same for every candidate.
+    """
+
+    def __init__(self, max_items_per_user, seed: int | None, salt: str):
+        values = (max_items_per_user if isinstance(max_items_per_user, tuple)
+                  else (max_items_per_user,))
+        self._samplers = tuple(UserSampler(m, seed, salt) for m in values)
+
+    def setup(self) -> None:
+        for sampler in self._samplers:
+            sampler.setup()
+
+    def __getitem__(self, index: int) -> UserSampler:
+        return self._samplers[index]

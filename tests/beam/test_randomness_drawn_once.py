@@ -224,7 +224,8 @@ def test_the_library_before_its_checkpoints_would_fail(monkeypatch):
 def test_every_dofn_that_draws_is_marked():
     # A DoFn of the library that holds a generator, samples or reads OS
     # randomness must carry the marker, or the graph test would not see it.
-    drawing = re.compile(r"\brng\b|_rng\b|random_id128|os_random|UserSampler|_sample\b|"
+    drawing = re.compile(r"\brng\b|_rng\b|random_id128|os_random|UserSampler|CandidateSamplers|"
+                         r"_sample\b|"
                          r"token_bytes|urandom")
     modules = [m for name, m in vars(beam_dpsu).items() if inspect.ismodule(m)]
     unmarked = []
