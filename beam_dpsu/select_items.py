@@ -199,8 +199,8 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         self.non_private_released_by_stage: dict = {}
 
     def _calibrate(self, mechanism: MechanismConfig, budget):
-        """The mechanism's calibration under ``budget``, with this selection's pre-threshold."""
-        checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
+        """The mechanism's calibration under ``budget``, with this selection's pre-threshold
+        (the caller's budget was checked against the mechanism when it was given)."""
         plain = mechanism.calibrate(budget)
         calibration = pre_threshold_calibration.with_pre_threshold(
             plain, mechanism, self.pre_threshold)
