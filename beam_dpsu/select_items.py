@@ -254,24 +254,31 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                 mechanism, max_items, calibration, self.seed, self._order_key, privacy_unit,
                 self.public_counts)
         if isinstance(mechanism, ParallelMechanism):
-            # BoundContributions and WeightedHistogram, with the sample and
-            # the partial sum in one step; each element of privacy_unit="element"
-            # input is one user's record already, checked in that step too.
-            by_element = privacy_unit == "element"
-            user_records = elements if by_element else (
-                elements | "ItemCountsPerUser" >> ItemCountsPerUser(
-                    occurrences=False, privacy_unit=privacy_unit, seed=self.seed))
-            histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
-                mechanism.item_weight, max_items, self.seed,
-                hot_key_fanout=self.hot_key_fanout, elements=by_element,
-                pre_threshold=self.pre_threshold)
-            # The histogram comes as one dict per shard: each is decided whole.
-            if isinstance(calibration.first, KeepProbabilityCalibration):  # truncated geometric
-                return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
-                    calibration, self.seed)
-            return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(calibration,
-                                                                             self.seed)
+            return _parallel_selection(elements, mechanism, privacy_unit, max_items, calibration,
+                                       self.seed, self.hot_key_fanout, self.pre_threshold)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
+
+
+def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chosen,
+                        calibration: Chosen, seed, hot_key_fanout, pre_threshold: int):
+    """A parallel mechanism's steps, applied in the calling ``SelectItems``.
+
+    BoundContributions and WeightedHistogram, with the sample and the partial
+    sum in one step; each element of privacy_unit="element" input is one
+    user's record already, checked in that step too.
+    """
+    by_element = privacy_unit == "element"
+    user_records = elements if by_element else (
+        elements | "ItemCountsPerUser" >> ItemCountsPerUser(
+            occurrences=False, privacy_unit=privacy_unit, seed=seed))
+    histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
+        mechanism.item_weight, max_items, seed, hot_key_fanout=hot_key_fanout,
+        elements=by_element, pre_threshold=pre_threshold)
+    # The histogram comes as one dict per shard: each is decided whole.
+    if isinstance(calibration.first, KeepProbabilityCalibration):  # truncated geometric
+        return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
+            calibration, seed)
+    return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(calibration, seed)
 
 
 def _log_pre_threshold(name: str, plain, calibration) -> None:
