@@ -1,16 +1,21 @@
-"""pytest configuration of the whole suite: the Hypothesis profile, and a memo of
-one Beam function.
+"""pytest configuration of the whole suite: the Hypothesis profile, and three
+speed-ups of Beam that change no answer.
 
 ``HYPOTHESIS_PROFILE=quick python -m pytest ...`` runs each property test with
 a twentieth of its examples (development); unset, or ``ci``, runs the full
 counts (CI and README's test command). See tests/support/hypothesis_profiles.py.
 
 Beam's ``get_dofn_specs`` is memoised per DoFn class (the same answers, a
-third less CPU in pipeline tests): tests/support/dofn_specs_cache.py.
+third less CPU in pipeline tests): tests/support/dofn_specs_cache.py. Its option
+parsing is memoised per (options class, flags): tests/support/options_memo.py.
+The DirectRunner falls back to the FnApiRunner without first trying to fetch
+the Prism runner: tests/support/prism_off.py.
 """
 
-from tests.support import dofn_specs_cache
+from tests.support import dofn_specs_cache, options_memo, prism_off
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
 dofn_specs_cache.install()
+options_memo.install()
+prism_off.install()
