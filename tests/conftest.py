@@ -1,4 +1,4 @@
-"""pytest configuration of the whole suite: the Hypothesis profile, and three
+"""pytest configuration of the whole suite: the Hypothesis profile, and four
 speed-ups of Beam that change no answer.
 
 ``HYPOTHESIS_PROFILE=quick python -m pytest ...`` runs each property test with
@@ -9,13 +9,16 @@ Beam's ``get_dofn_specs`` is memoised per DoFn class (the same answers, a
 third less CPU in pipeline tests): tests/support/dofn_specs_cache.py. Its option
 parsing is memoised per (options class, flags): tests/support/options_memo.py.
 The DirectRunner falls back to the FnApiRunner without first trying to fetch
-the Prism runner: tests/support/prism_off.py.
+the Prism runner: tests/support/prism_off.py. TestPipelines skip Beam's
+runner-API rebuild, as plain pipelines do (one test keeps it for every public
+transform): tests/support/no_round_trip.py.
 """
 
-from tests.support import dofn_specs_cache, options_memo, prism_off
+from tests.support import dofn_specs_cache, no_round_trip, options_memo, prism_off
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
 dofn_specs_cache.install()
 options_memo.install()
 prism_off.install()
+no_round_trip.install()
