@@ -108,10 +108,13 @@ class _PackUsersFn(beam.DoFn):
     def __init__(self, elements: bool, seed: int | None):
         self._elements = elements
         self._seed = seed
-        self._builder = None
+        self._builder: record_blocks.RecordBlockBuilder | None = None
 
     def start_bundle(self):
-        self._builder = record_blocks.RecordBlockBuilder(False, keyed=self._seed is not None)
+        self._builder = self._new_builder()
+
+    def _new_builder(self) -> record_blocks.RecordBlockBuilder:
+        return record_blocks.RecordBlockBuilder(False, keyed=self._seed is not None)
 
     def process(self, record):
         if self._elements:
@@ -128,9 +131,9 @@ class _PackUsersFn(beam.DoFn):
             yield in_global_window(self._flush())
 
     def _flush(self) -> bytes:
-        block = self._builder.packed()
-        self._builder = record_blocks.RecordBlockBuilder(False, keyed=self._seed is not None)
-        return block
+        builder, self._builder = self._builder, self._new_builder()
+        assert builder is not None, "start_bundle made one"
+        return builder.packed()
 
 
 def _keyed_by_element_ids(block: bytes, seed: int) -> bytes:
