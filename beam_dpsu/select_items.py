@@ -228,22 +228,26 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         # max_items_per_user="auto": first Δ0 is chosen privately from the users'
         # sizes, while their records wait packed; then one selection, at every
         # candidate's calibration, reads the chosen one (a side input).
+        # SIPS reads the blocks the users waited in, packed (beam_dpsu.beam.sips).
+        packed = isinstance(self.mechanism, SIPS)
         auto = AutoSelection(self.auto_plan,
                              occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
-                             privacy_unit=self.privacy_unit, seed=self.seed)
+                             privacy_unit=self.privacy_unit, seed=self.seed, packed=packed)
         records = elements | "AutoMaxItemsPerUser" >> auto
-        # (one privacy_unit="element" record per user)
+        # (one privacy_unit="element" record per user, or blocks of them)
         self.chosen_max_items_per_user = auto.chosen_max_items_per_user
         return self._select(records, "element", Chosen(self.auto_plan.candidates, auto.chosen),
-                            Chosen(self._auto_calibrations, auto.chosen))
+                            Chosen(self._auto_calibrations, auto.chosen), packed)
 
-    def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen):
+    def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen,
+                packed: bool = False):
         """The selection's pipeline on ``elements`` at Δ0 ``max_items`` and ``calibration``
-        (one value each, or one per candidate chosen by the same index)."""
+        (one value each, or one per candidate chosen by the same index); ``packed``:
+        SIPS's ``elements`` are blocks of them (``AutoSelection(packed=True)``)."""
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(calibration, max_items, self.seed, mechanism.removal,
-                                self.hot_key_fanout, privacy_unit)
+                                self.hot_key_fanout, privacy_unit, packed)
             released = elements | "SIPSRounds" >> rounds
             if self.non_private_stats:
                 self.non_private_released_by_stage = {

@@ -30,7 +30,7 @@ import apache_beam as beam
 
 from beam_dpsu.core import checks
 
-from beam_dpsu.core import policies
+from beam_dpsu.core import policies, record_blocks
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
@@ -219,16 +219,23 @@ class _SampleAndSumFn(PartialHistogramFn):
     """
 
     def __init__(self, item_weight, max_keys: int, max_items: tuple, seed, salt: str,
-                 shards: int, elements: bool = False, count_holders: bool = False):
+                 shards: int, elements: bool = False, count_holders: bool = False,
+                 packed: bool = False):
         super().__init__(item_weight, max_keys, shards, count_holders)
         self._samples = CandidateSamplers(max_items, seed, salt)
         self._elements = elements
+        self._packed = packed
 
     def setup(self):
         self._samples.setup()
 
     def process(self, record, chosen=0):
         sample = self._samples[chosen]
+        if self._packed:
+            # a block of users (record_blocks), each keyed by its id in a seeded run
+            for user_id, items in record_blocks.block_users(record):
+                yield from self._add_user(sample, user_id, items)
+            return
         if self._elements:
             # privacy_unit="element": the element is the user's record. Its id
             # only seeds a seeded sample, so an unseeded run draws none.
@@ -237,6 +244,9 @@ class _SampleAndSumFn(PartialHistogramFn):
                        else distinct_element_id(items, sample.seed))
         else:
             user_id, items = record
+        yield from self._add_user(sample, user_id, items)
+
+    def _add_user(self, sample, user_id, items):
         if not items:  # a user holding nothing contributes nothing
             return
         # A user within Δ0 keeps every item: no sample (nor copy) to draw.
@@ -264,13 +274,16 @@ class SampledWeightedHistogram(beam.PTransform):
     or ``KeepWithProbability.per_shard``). With ``pre_threshold`` k ≥ 2 only the
     items held by at least k sampled users are in it (``HeldByAtLeast``).
     ``max_items_per_user`` may be a ``Chosen`` (one Δ0 per candidate, picked
-    when the pipeline runs; ``beam_dpsu.beam.chosen``).
+    when the pipeline runs; ``beam_dpsu.beam.chosen``). With ``packed=True`` its
+    input is blocks of users' distinct items (``beam_dpsu.core.record_blocks``),
+    each user keyed by its id in a seeded run: the same users, read in the
+    same order, as records.
     """
 
     def __init__(self, item_weight: Callable[[int], float],
                  max_items_per_user: int | Chosen, seed: int | None = None, salt: str = "",
                  hot_key_fanout: int | None = None, elements: bool = False,
-                 pre_threshold: int = 1):
+                 pre_threshold: int = 1, packed: bool = False):
         super().__init__()
         self._max_items = Chosen.of(max_items_per_user).map(
             lambda m: checks.at_least("max_items_per_user", m, 1))
@@ -281,7 +294,7 @@ class SampledWeightedHistogram(beam.PTransform):
         self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS,
                                    self._max_items.values, checks.seed(seed), salt,
                                    HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements,
-                                   count_holders=self._pre_threshold > 1)
+                                   count_holders=self._pre_threshold > 1, packed=packed)
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")

@@ -17,6 +17,8 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
    candidate, calibrated for each when ``SelectItems`` was built, whose steps
    read the chosen candidate's Δ0 and calibration from the chosen index
    (``AutoSelection.chosen``, a side input; ``beam_dpsu.beam.chosen``).
+   SIPS takes the blocks themselves (``packed=True``): its rounds carry the
+   users packed (``beam_dpsu.beam.sips``).
 
 The records must wait for the choice, all of them (it needs every user's
 size): packed, they take ~2.6 bytes per distinct (user, item) pair where the
@@ -188,15 +190,18 @@ class AutoSelection(beam.PTransform):
       occurrences: whether the mechanism uses item frequencies (GW).
       privacy_unit: the caller's privacy unit.
       seed: test-only.
+      packed: the users' records stay packed: the output is the blocks
+        (``record_blocks``, one bytes value each, unkeyed), once Δ0 is chosen.
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
-                 privacy_unit: str, seed: int | None):
+                 privacy_unit: str, seed: int | None, packed: bool = False):
         super().__init__()
         self._plan = plan
         self._occurrences = occurrences
         self._privacy_unit = privacy_unit
         self._seed = seed
+        self._packed = packed
         self.chosen = None
         self.chosen_max_items_per_user = None
 
@@ -222,10 +227,12 @@ class AutoSelection(beam.PTransform):
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
         # Finally every block, once the choice is known, as its users' records.
-        return (blocks
-                | "WaitForTheChoice" >> beam.Map(_after_choice,
-                                                 chosen=beam.pvalue.AsSingleton(chosen))
-                | "UnpackUserRecords" >> beam.FlatMap(_unpack))
+        waited = blocks | "WaitForTheChoice" >> beam.Map(_after_choice,
+                                                         chosen=beam.pvalue.AsSingleton(chosen))
+        if self._packed:
+            return waited | "Blocks" >> beam.Map(lambda bins_block: bins_block[1]
+                                                 ).with_output_types(bytes)
+        return waited | "UnpackUserRecords" >> beam.FlatMap(_unpack)
 
 
 # --- CountReleased: Δ0 of the counts -------------------------------------------------

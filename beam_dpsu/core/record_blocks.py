@@ -16,6 +16,14 @@ distinct items (an item repeated once per occurrence with ``occurrences``):
 the same items, the same counts, in another order (seeded samples and
 element ids sort the items first: ``beam_dpsu.core.sampling``).
 
+The SIPS rounds carry their users' records as such blocks from one round to
+the next (``beam_dpsu.beam.sips``): a block of distinct items, each user
+with a key when a seeded run needs one (``keyed``); ``block_users`` reads a
+block's users back as (key, items), and ``without_items`` removes a round's
+release from a block by mapping the released set over the block's item list
+once, the ids of the items left renumbered, the users left with nothing
+dropped.
+
 Pure Python/numpy (no Beam).
 """
 
@@ -23,8 +31,8 @@ from __future__ import annotations
 
 import pickle
 from array import array
-from itertools import repeat
-from typing import Mapping
+from itertools import compress, repeat
+from typing import Container, Iterator, Mapping
 
 import numpy as np
 
@@ -32,7 +40,8 @@ from beam_dpsu.core.max_items_choice import size_counts
 from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
-__all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "unpack_block"]
+__all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "unpack_block",
+           "block_users", "with_keys", "without_items"]
 
 # A block ends at this many (user, item) ids, or once it holds this many
 # distinct items: its ids then fit in 16 bits (2 MiB of ids), unless the last
@@ -42,10 +51,12 @@ ITEMS_PER_BLOCK = 60_000
 
 
 class RecordBlockBuilder:
-    """Packs users' checked items ({item: occurrences} or a set of items) one by one."""
+    """Packs users' checked items ({item: occurrences} or a set of items) one by one;
+    ``keyed``: with a key per user (``add``'s ``key``), read back by ``block_users``."""
 
-    def __init__(self, occurrences: bool):
+    def __init__(self, occurrences: bool, keyed: bool = False):
         self._occurrences = occurrences
+        self._keys: list | None = [] if keyed else None
         self._ids = ItemIds()
         self._items = array("i")
         self._counts = array("i")
@@ -65,10 +76,13 @@ class RecordBlockBuilder:
         """Whether the block has reached ``IDS_PER_BLOCK`` ids or ``ITEMS_PER_BLOCK`` items."""
         return len(self._items) >= IDS_PER_BLOCK or len(self._ids) >= ITEMS_PER_BLOCK
 
-    def add(self, items, plain_str: bool) -> None:
+    def add(self, items, plain_str: bool, key=None) -> None:
         """One user's distinct items: a set, or a dict of occurrences (``occurrences``).
-        ``plain_str``: whether they are known to be non-empty plain str."""
+        ``plain_str``: whether they are known to be non-empty plain str; ``key``: the
+        user's key in a ``keyed`` block."""
         self._items.extend(self._ids.ids(items))
+        if self._keys is not None:
+            self._keys.append(key)
         if self._occurrences:
             self._counts.extend(items.values() if isinstance(items, Mapping)
                                 else repeat(1, len(items)))
@@ -80,25 +94,38 @@ class RecordBlockBuilder:
         block as one bytes value)."""
         ends = np.frombuffer(self._ends, dtype=np.int64) if self._ends else np.zeros(
             0, dtype=np.int64)
-        sizes = np.diff(ends, prepend=0)
-        items = self._ids.items()
+        return size_counts(np.diff(ends, prepend=0), edges), self.packed()
+
+    def packed(self) -> bytes:
+        """The block as one bytes value."""
         ids = np.frombuffer(self._items, dtype=np.int32) if self._items else np.zeros(
             0, dtype=np.int32)
-        if len(items) <= 1 << 16:
-            ids = ids.astype(np.uint16)
-        block = (items, ids.tobytes(), ids.dtype.char, bytes(self._ends),
-                 bytes(self._counts) if self._occurrences else None, self._plain_str)
-        return size_counts(sizes, edges), pickle.dumps(block,
-                                                           protocol=pickle.HIGHEST_PROTOCOL)
+        return _block(self._ids.items(), ids, bytes(self._ends),
+                      bytes(self._counts) if self._occurrences else None, self._plain_str,
+                      self._keys)
+
+
+def _block(items: list, ids: np.ndarray, ends: bytes, counts: bytes | None, plain_str: bool,
+           keys: list | None) -> bytes:
+    """A block's fields as one bytes value, its ids in 16 bits when its items allow."""
+    if len(items) <= 1 << 16:
+        ids = ids.astype(np.uint16)
+    block = (items, ids.tobytes(), ids.dtype.char, ends, counts, plain_str, keys)
+    return pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _users_items(items: list, ids: bytes, id_type: str) -> list:
+    """Every (user, item) id of a block as its item, in packing order."""
+    vocabulary = np.empty(len(items), dtype=object)
+    vocabulary[:] = items
+    return vocabulary[np.frombuffer(ids, dtype=id_type)].tolist()
 
 
 def unpack_block(block: bytes):
     """A packed block → each user's items as a list, in packing order (a ``Tokens`` list
     when every item of the block is a non-empty plain str, as a tokenizer makes them)."""
-    items, ids, id_type, ends, counts, plain_str = pickle.loads(block)
-    vocabulary = np.empty(len(items), dtype=object)
-    vocabulary[:] = items
-    listed = vocabulary[np.frombuffer(ids, dtype=id_type)].tolist()
+    items, ids, id_type, ends, counts, plain_str, _ = pickle.loads(block)
+    listed = _users_items(items, ids, id_type)
     if counts is not None:
         times = np.frombuffer(counts, dtype=np.int32).tolist()
     kind = Tokens if plain_str else list
@@ -109,3 +136,49 @@ def unpack_block(block: bytes):
         else:
             yield kind(item for i in range(start, end) for item in repeat(listed[i], times[i]))
         start = end
+
+
+def block_users(block: bytes) -> Iterator[tuple]:
+    """A block of distinct items → (key, items) per user, in packing order: ``key`` as
+    given to a ``keyed`` builder (None otherwise), ``items`` a list."""
+    items, ids, id_type, ends, counts, _, keys = pickle.loads(block)
+    if counts is not None:
+        raise ValueError("block_users reads blocks of distinct items, not of occurrences")
+    listed = _users_items(items, ids, id_type)
+    start = 0
+    for user, end in enumerate(np.frombuffer(ends, dtype=np.int64).tolist()):
+        yield (None if keys is None else keys[user]), listed[start:end]
+        start = end
+
+
+def with_keys(block: bytes, keys: list) -> bytes:
+    """The block with ``keys``, one per user in packing order, in place of its own."""
+    items, ids, id_type, ends, counts, plain_str, _ = pickle.loads(block)
+    if len(keys) != len(ends) // 8:
+        raise ValueError(f"{len(keys)} keys for a block of {len(ends) // 8} users")
+    return _block(items, np.frombuffer(ids, dtype=id_type), ends, counts, plain_str, list(keys))
+
+
+def without_items(block: bytes, removed: Container) -> bytes | None:
+    """A block of distinct items less every item in ``removed``: the users in their
+    order, each user's items left in theirs, a user left with nothing dropped (None
+    if no user is left). ``removed`` is read once per item of the block's item list,
+    not once per (user, item); the items left are renumbered."""
+    items, ids, id_type, ends, counts, plain_str, keys = pickle.loads(block)
+    if counts is not None:
+        raise ValueError("without_items removes from blocks of distinct items only")
+    gone = np.fromiter(map(removed.__contains__, items), dtype=bool, count=len(items))
+    if not gone.any():
+        return block
+    ids_ = np.frombuffer(ids, dtype=id_type)
+    kept = ~gone[ids_]
+    # Each user's end among the (user, item) ids kept; users left with nothing
+    # end where the user before them ends.
+    kept_ends = np.concatenate(([0], np.cumsum(kept)))[np.frombuffer(ends, dtype=np.int64)]
+    left = np.diff(kept_ends, prepend=0) > 0
+    if not left.any():
+        return None
+    renumbered = np.cumsum(~gone) - 1
+    return _block([item for item, g in zip(items, gone.tolist()) if not g],
+                  renumbered[ids_[kept]].astype(np.int32), kept_ends[left].tobytes(), None,
+                  plain_str, None if keys is None else list(compress(keys, left.tolist())))

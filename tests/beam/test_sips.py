@@ -143,12 +143,25 @@ def expected_weighted_gaussian(pairs, max_items, calibration, seed):
                   if release_mask(w, calibration, derived_rng(seed, "noise", "", item)))
 
 
+def _block(users):
+    from beam_dpsu.core.record_blocks import RecordBlockBuilder
+    builder = RecordBlockBuilder(False, keyed=True)
+    for user, items in users:
+        builder.add(dict.fromkeys(items), False, user)
+    return builder.packed()
+
+
 def test_side_input_removal_drops_exactly_the_released_items():
+    # The side-input removal works on packed blocks of users (record_blocks).
     from beam_dpsu.beam.sips import _drop_released
-    assert list(_drop_released(("u", ("a", "b", "c", b"a")), {"a": None, "c": None})) == [
-        ("u", ("b", b"a"))]
-    # A user left with nothing goes: it adds nothing to later rounds.
-    assert list(_drop_released(("u", ("a",)), {"a": None})) == []
+    from beam_dpsu.core.record_blocks import block_users
+    block = _block([("u", ("a", "b", "c", b"a")), ("v", ("a",)), ("w", ("c", "d"))])
+    (left,) = _drop_released(block, {"a": None, "c": None})
+    # A user left with nothing goes (it adds nothing to later rounds); the others
+    # keep their items in their order.
+    assert list(block_users(left)) == [("u", ["b", b"a"]), ("w", ["d"])]
+    # A block left with no user goes too.
+    assert list(_drop_released(_block([("v", ("a",))]), {"a": None})) == []
 
 
 def test_join_removal_groups_on_the_user_id_alone():
