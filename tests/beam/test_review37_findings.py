@@ -15,7 +15,6 @@ import random
 from collections import Counter
 
 import apache_beam as beam
-import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from hypothesis import given, settings
