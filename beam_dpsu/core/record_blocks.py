@@ -161,9 +161,11 @@ def with_keys(block: bytes, keys: list) -> bytes:
 
 def without_items(block: bytes, removed: Container) -> bytes | None:
     """A block of distinct items less every item in ``removed``: the users in their
-    order, each user's items left in theirs, a user left with nothing dropped (None
-    if no user is left). ``removed`` is read once per item of the block's item list,
-    not once per (user, item); the items left are renumbered."""
+    order, each user's items left in theirs, a user the removal leaves with nothing
+    dropped (None if no user is left). A block that holds none of ``removed`` is
+    returned as it is, with any user that held nothing to begin with (such a user
+    adds nothing to a histogram). ``removed`` is read once per item of the block's
+    item list, not once per (user, item); the items left are renumbered."""
     items, ids, id_type, ends, counts, plain_str, keys = pickle.loads(block)
     if counts is not None:
         raise ValueError("without_items removes from blocks of distinct items only")
@@ -174,7 +176,8 @@ def without_items(block: bytes, removed: Container) -> bytes | None:
     kept = ~gone[ids_]
     # Each user's end among the (user, item) ids kept; users left with nothing
     # end where the user before them ends.
-    kept_ends = np.concatenate(([0], np.cumsum(kept)))[np.frombuffer(ends, dtype=np.int64)]
+    kept_ends = np.concatenate(([0], np.cumsum(kept, dtype=np.int64)))[
+        np.frombuffer(ends, dtype=np.int64)]
     left = np.diff(kept_ends, prepend=0) > 0
     if not left.any():
         return None

@@ -1,4 +1,4 @@
-"""Review of the packed SIPS rounds (commit 039e92d): users carried between rounds in
+"""The packed SIPS rounds, against a neighbouring dataset: users carried between rounds in
 blocks of 16-bit item ids (beam_dpsu.core.record_blocks), the side-input removal
 per block item (``without_items``), keys only for seeded samples, and under
 ``max_items_per_user="auto"`` the blocks that waited for Δ0 as round 0's input.
