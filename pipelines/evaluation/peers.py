@@ -52,6 +52,7 @@ from pipelines.evaluation.benchmark import ROOT, _absolute_inputs, time_process
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
+from beam_dpsu.core.max_items_choice import is_auto  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from pipelines.io.formats import FORMATS  # noqa: E402
 from pipelines.io.read import ReadPairs  # noqa: E402
@@ -104,14 +105,12 @@ def build_parser() -> JobArgumentParser:
                   "review --epsilon 1 --delta 1e-5 --max-items-per-user 100 "
                   "--mechanisms sips:auto,sips"])
     add_input_arguments(parser, FORMATS)
-    add_mechanism_arguments(parser, several=True, public_input=False)
-    parser.set_defaults(mechanisms=DEFAULT_MECHANISMS)
-    for action in parser._actions:  # --mechanisms: the NAME:auto form, and the default
-        if action.dest == "mechanisms":
-            action.metavar = "NAME[:N|auto],…"
-            action.help += ("; NAME:auto or NAME:N runs it at that --max-items-per-user "
-                            "instead (sips:auto is the vocabulary job's default; PipelineDP "
-                            f"keeps the fixed one) (default: {DEFAULT_MECHANISMS})")
+    add_mechanism_arguments(
+        parser, several=True, public_input=False, default=DEFAULT_MECHANISMS,
+        several_metavar="NAME[:N|auto],…",
+        several_help="; NAME:auto or NAME:N runs it at that --max-items-per-user instead "
+                     "(sips:auto is the vocabulary job's default; PipelineDP keeps the fixed "
+                     "one) (default: " + DEFAULT_MECHANISMS.replace(",", ", ") + ")")
     g = parser.add_argument_group("budget and peers")
     g.add_argument(*flags("epsilon"), type=float, required=True, metavar="E",
                    help="ε of the (ε, δ)-DP budget every selection gets")
@@ -196,7 +195,7 @@ def _selections(job) -> list:
 
     for mechanism in job.mechanisms:
         label = f"beam_dpsu {mechanism.name}"
-        if mechanism.name == "sips" and mechanism.max_items_per_user == "auto":
+        if mechanism.name == "sips" and is_auto(mechanism.max_items_per_user):
             label += " (default job)"
         runs.append((label, mechanism.max_items_per_user,
                      lambda pairs, m=mechanism: ours(pairs, m)))
