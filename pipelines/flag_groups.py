@@ -57,15 +57,17 @@ def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> No
 
 def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                             public_input: bool = True, auto_default: bool = False,
-                            default: str = "weighted-gaussian") -> None:
-    """--mechanism (or --mechanisms, comma-separated, with ``several``; ``default`` when not
+                            default: str = "weighted-gaussian",
+                            several_metavar: str = "NAMES", several_help: str = "") -> None:
+    """--mechanism (or --mechanisms, comma-separated, with ``several``, shown as
+    ``several_metavar``, ``several_help`` appended to its help; ``default`` when not
     given) and its parameters; ``public_input``: GW-KT's public corpus flags, for jobs that
     read it."""
     g = parser.add_argument_group("mechanism (see README 'Mechanisms')")
     names = ", ".join(sorted(mechanisms.MECHANISMS))
     if several:
-        g.add_argument(*flags("mechanisms"), default=default, metavar="NAMES",
-                       help=f"comma-separated mechanisms from: {names}")
+        g.add_argument(*flags("mechanisms"), default=default, metavar=several_metavar,
+                       help=f"comma-separated mechanisms from: {names}{several_help}")
     else:
         g.add_argument(*flags("mechanism"), default=default, metavar="NAME",
                        help=f"one of: {names}")

@@ -3,34 +3,56 @@
     pip install -e ".[bench]"
     python -m pipelines.evaluation.peers --input data/imdb_50k_reviews.csv.gz \\
         --format csv --user-field @row --text-field review \\
-        --epsilon 1 --delta 1e-5 --max-items-per-user 100
+        --epsilon 1 --delta 1e-5 --max-items-per-user 100 \\
+        --peer-strategies TRUNCATED_GEOMETRIC,LAPLACE_THRESHOLDING,GAUSSIAN_THRESHOLDING \\
+        --mechanisms sips:auto,sips
 
 The same (user, item) pairs go through PipelineDP's ``select_partitions``
 (each of its strategies — truncated geometric, its default; Laplace and
 Gaussian thresholding; weighted Gaussian — at (ε, δ) with
-``max_partitions_contributed`` = Δ0) and through our
-mechanisms (``--mechanisms``, default weighted-gaussian, policy-gaussian,
-sips, gw, truncated-geometric — the last is the same algorithm as PipelineDP's
-default strategy), one DirectRunner pipeline each. It prints released items and wall
-time side by side. PipelineDP is an optional dependency of this script only.
+``max_partitions_contributed`` = Δ0 = ``--max-items-per-user``, default 100)
+and through our mechanisms (``--mechanisms``). An entry ``NAME:auto`` or
+``NAME:N`` runs that mechanism at ``--max-items-per-user`` auto or N instead of
+Δ0: ``sips:auto`` is the vocabulary job's default (SIPS, Δ0 chosen privately
+on 5% of the budget), the first entry of the default list
+(sips:auto, weighted-gaussian, policy-gaussian, sips, gw, truncated-geometric
+— the last is the same algorithm as PipelineDP's default strategy).
+PipelineDP's rows always take the fixed Δ0: its ``max_partitions_contributed``
+is an int.
+
+Each selection is one DirectRunner pipeline in a fresh Python process (this
+script re-run with ``--selection I``), one after another. For each it prints
+released items, the wall time of the pipeline (measured in that process:
+reading and tokenising the input included, interpreter start and imports
+not), and the peak resident memory of that process: ``ru_maxrss`` from
+``os.wait4`` (``benchmark.time_process``; the largest process of its tree,
+imports included — about the same baseline for every row). For ``auto`` it
+also prints the Δ0 chosen (a DP release). Times and memory are figures of the
+run, not private: for evaluation only; compare rows of one run only.
+PipelineDP is an optional dependency of this script only.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 import time
 from types import SimpleNamespace
 
-from pipelines.flags import flags, JobArgumentParser, parse_job_args
+from pipelines.flags import flags, int_or_auto, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import add_input_arguments, add_mechanism_arguments
-from pipelines.settings import mechanism_from_args, require_selection_delta, tokenizer_from_args
+from pipelines.settings import (check_calibrates, mechanism_from_args, require_selection_delta,
+                                tokenizer_from_args)
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
 from pipelines.job_runner import job_pipeline, run_job
+from pipelines.evaluation.benchmark import ROOT, _absolute_inputs, time_process
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
+from beam_dpsu.core.max_items_choice import is_auto  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from pipelines.io.formats import FORMATS  # noqa: E402
 from pipelines.io.read import ReadPairs  # noqa: E402
@@ -40,6 +62,7 @@ PROG = "python -m pipelines.evaluation.peers"
 # Every strategy PipelineDP 0.3 offers; "its best strategy" is the best of these.
 PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRESHOLDING",
                    "WEIGHTED_GAUSSIAN_THRESHOLDING")
+DEFAULT_MECHANISMS = "sips:auto,weighted-gaussian,policy-gaussian,sips,gw,truncated-geometric"
 
 
 def _count_into(pcoll, path: str, label: str):
@@ -76,12 +99,18 @@ def build_parser() -> JobArgumentParser:
     parser = JobArgumentParser(
         prog=PROG,
         description="PipelineDP's partition selection next to beam_dpsu's mechanisms on the "
-                    "same data and (ε, δ) budget: released items and wall time side by side.",
+                    "same data and (ε, δ) budget, each in a fresh process: released items, "
+                    "wall time and peak memory side by side.",
         examples=[f"{PROG} --input examples/imdb_2k.csv.gz --user-field user --text-field "
-                  "review --epsilon 1 --delta 1e-5 --max-items-per-user 100"])
+                  "review --epsilon 1 --delta 1e-5 --max-items-per-user 100 "
+                  "--mechanisms sips:auto,sips"])
     add_input_arguments(parser, FORMATS)
-    add_mechanism_arguments(parser, several=True, public_input=False)
-    parser.set_defaults(mechanisms="weighted-gaussian,policy-gaussian,sips,gw,truncated-geometric")
+    add_mechanism_arguments(
+        parser, several=True, public_input=False, default=DEFAULT_MECHANISMS,
+        several_metavar="NAME[:N|auto],…",
+        several_help="; NAME:auto or NAME:N runs it at that --max-items-per-user instead "
+                     "(sips:auto is the vocabulary job's default; PipelineDP keeps the fixed "
+                     "one) (default: " + DEFAULT_MECHANISMS.replace(",", ", ") + ")")
     g = parser.add_argument_group("budget and peers")
     g.add_argument(*flags("epsilon"), type=float, required=True, metavar="E",
                    help="ε of the (ε, δ)-DP budget every selection gets")
@@ -92,11 +121,32 @@ def build_parser() -> JobArgumentParser:
                    help="PipelineDP strategies to run (its weighted Gaussian recomputes σ for "
                         "every partition and is slow on large vocabularies)")
     g.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_peers", metavar="FOLDER",
-                   help="scratch folder for the counts")
+                   help="scratch folder for the counts and the processes' logs")
+    g.add_argument(*flags("selection"), type=int, metavar="I",
+                   help="run only the I-th selection (from 0: PipelineDP's strategies, then "
+                        "--mechanisms) in this process and write its result to the workdir; "
+                        "what each timed process runs")
     return parser
 
 
+def _mechanism_entries(args) -> list:
+    """(name, Δ0) per --mechanisms entry ``NAME[:N|auto]``; Δ0 defaults to
+    --max-items-per-user."""
+    entries = []
+    for entry in args.mechanisms.split(","):
+        name, colon, value = entry.strip().partition(":")
+        if not name:
+            continue
+        try:
+            max_items = int_or_auto(value) if colon else args.max_items_per_user
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--mechanisms {entry.strip()!r}: {exc}") from None
+        entries.append((name, max_items))
+    return entries
+
+
 def prepare(argv):
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, options = parse_job_args(build_parser(), argv)
     try:
         import pipeline_dp  # noqa: F401
@@ -108,49 +158,112 @@ def prepare(argv):
     require_selection_delta(budget.delta)
     if args.max_items_per_user == "auto":
         raise UsageError("--max-items-per-user auto is not offered here: PipelineDP's "
-                             "max_partitions_contributed takes a fixed int")
+                         "max_partitions_contributed takes a fixed int (give our "
+                         "mechanisms auto as --mechanisms sips:auto)")
     args.max_items_per_user = args.max_items_per_user or 100
     strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
     unknown = set(strategies) - set(PEER_STRATEGIES)
     if unknown:
         raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
-                             f"{list(PEER_STRATEGIES)}")
-    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
-                  for name in args.mechanisms.split(",") if name.strip()]
+                         f"{list(PEER_STRATEGIES)}")
+    mechanisms = []
+    for name, max_items in _mechanism_entries(args):
+        mechanisms.append(mechanism_from_args(
+            argparse.Namespace(**{**vars(args), "max_items_per_user": max_items}), name,
+            ignore_unused=True))
     with flag_errors(mechanism="--mechanisms"):
         for mechanism in mechanisms:
-            mechanism.calibrate(budget)
+            check_calibrates(mechanism, budget)
+    count = len(strategies) + len(mechanisms)
+    if args.selection is not None and not 0 <= args.selection < count:
+        raise UsageError(f"--selection must be in 0..{count - 1}, got {args.selection}")
+    args.workdir = os.path.abspath(args.workdir)
     args.files = resolve_input(args, FORMATS)
-    return SimpleNamespace(args=args, options=options, budget=budget, strategies=strategies,
-                           mechanisms=mechanisms, output=None)
+    return SimpleNamespace(args=args, argv=argv, options=options, budget=budget,
+                           strategies=strategies, mechanisms=mechanisms, output=None)
+
+
+def _selections(job) -> list:
+    """(label, Δ0, select) per selection, in --selection order."""
+    args, budget, max_items = job.args, job.budget, job.args.max_items_per_user
+    runs = [(f"PipelineDP {s.lower()}", max_items, lambda pairs, s=s: (pipeline_dp_select(
+        pairs, s, budget, max_items), None)) for s in job.strategies]
+
+    def ours(pairs, mechanism):
+        select = SelectItems(mechanism, budget, hot_key_fanout=args.hot_key_fanout)
+        return pairs | "SelectItems" >> select, select.chosen_max_items_per_user
+
+    for mechanism in job.mechanisms:
+        label = f"beam_dpsu {mechanism.name}"
+        if mechanism.name == "sips" and is_auto(mechanism.max_items_per_user):
+            label += " (default job)"
+        runs.append((label, mechanism.max_items_per_user,
+                     lambda pairs, m=mechanism: ours(pairs, m)))
+    return runs
+
+
+def _run_one(job, index: int) -> None:
+    """Runs selection ``index`` in this process; writes {released, seconds, max_items}."""
+    args = job.args
+    tokenizer = tokenizer_from_args(args)
+    _, max_items, select = _selections(job)[index]
+    base = os.path.join(args.workdir, f"run{index}")
+    chosen_path = None
+    start = time.perf_counter()
+    with job_pipeline(job.options) as p:
+        pairs = p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
+                                             args.text_field, tokenizer,
+                                             args.skip_header_lines, files=args.files,
+                                             items_field=args.items_field)
+        released, chosen = select(pairs)
+        _count_into(released, f"{base}.txt", "Released")
+        if chosen is not None:  # the Δ0 chosen privately (a DP release)
+            chosen_path = f"{base}.chosen.txt"
+            _ = chosen | "WriteChosen" >> beam.io.WriteToText(chosen_path,
+                                                               shard_name_template="")
+    seconds = time.perf_counter() - start
+    if chosen_path is not None:
+        max_items = f"auto → {_read_count(chosen_path)}"
+    with open(f"{base}.json", "w", encoding="utf-8") as f:
+        json.dump({"released": _read_count(f"{base}.txt"), "seconds": seconds,
+                   "max_items": max_items}, f)
+
+
+def _child_argv(job, index: int) -> list:
+    """This run's flags for the process of selection ``index``: input paths made
+    absolute (it runs in the project's root), its own --workdir and --selection."""
+    argv, out, skip = _absolute_inputs(job.argv), [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.split("=")[0] in flags("workdir") + flags("selection"):
+            skip = "=" not in arg
+        else:
+            out.append(arg)
+    return [*out, "--workdir", job.args.workdir, "--selection", str(index)]
 
 
 def run_prepared(job) -> str:
-    args, budget, max_items = job.args, job.budget, job.args.max_items_per_user
-    tokenizer = tokenizer_from_args(args)
-
-    def read(p):
-        return p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                            args.text_field, tokenizer, args.skip_header_lines,
-                                            files=args.files, items_field=args.items_field)
-
-    runs = [(f"PipelineDP {s.lower()}", lambda pairs, s=s: pipeline_dp_select(
-        pairs, s, budget, max_items)) for s in job.strategies]
-    for mechanism in job.mechanisms:
-        runs.append((f"beam_dpsu {mechanism.name}",
-                     lambda pairs, m=mechanism: pairs | SelectItems(
-                         m, budget, hot_key_fanout=args.hot_key_fanout)))
-
-    print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), Δ0 = {max_items}")
-    print(f"{'selection':>42} | {'released':>9} | {'wall s':>7}", flush=True)
+    args, budget = job.args, job.budget
     os.makedirs(args.workdir, exist_ok=True)  # scratch, kept: not a release folder
-    for i, (name, select) in enumerate(runs):
-        out = f"{args.workdir}/run{i}.txt"
-        start = time.perf_counter()
-        with job_pipeline(job.options) as p:
-            _count_into(select(read(p)), out, "Released")
-        seconds = time.perf_counter() - start
-        print(f"{name:>42} | {_read_count(out):>9,} | {seconds:>7.1f}", flush=True)
+    if args.selection is not None:
+        _run_one(job, args.selection)
+        return ""
+    print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), "
+          f"Δ0 = {args.max_items_per_user}; each selection in its own process; wall s: the "
+          "pipeline, peak MiB: the process's ru_maxrss (non-private figures of the run)")
+    print(f"{'selection':>42} | {'Δ0':>10} | {'released':>9} | {'wall s':>7} | "
+          f"{'peak MiB':>8}", flush=True)
+    for i, (name, _, _) in enumerate(_selections(job)):
+        result_path = os.path.join(args.workdir, f"run{i}.json")
+        if os.path.exists(result_path):
+            os.remove(result_path)  # a previous run's
+        command = [sys.executable, "-m", "pipelines.evaluation.peers", *_child_argv(job, i)]
+        _, peak = time_process(command, ROOT, os.path.join(args.workdir, f"run{i}.log"))
+        with open(result_path, encoding="utf-8") as f:
+            result = json.load(f)
+        print(f"{name:>42} | {result['max_items']:>10} | {result['released']:>9,} | "
+              f"{result['seconds']:>7.1f} | {peak:>8,.0f}", flush=True)
     return ""
 
 

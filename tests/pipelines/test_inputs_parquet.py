@@ -132,7 +132,7 @@ def test_peer_benchmark_reads_parquet(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     # Same failure bound as above: both items are released by both selections.
-    assert [line.split("|")[1].strip() for line in out.splitlines()[2:]] == ["2", "2"]
+    assert [line.split("|")[2].strip() for line in out.splitlines()[2:]] == ["2", "2"]
 
 
 def test_row_groups_dictionary_large_string_and_binary_columns(tmp_path):
