@@ -117,7 +117,7 @@ def _split_argv(argv):
 _PATH_FLAGS = ("--input", "--public-input", "--public_input")
 
 
-def _absolute_inputs(job_argv: list) -> list:
+def absolute_inputs(job_argv: list) -> list:
     """``job_argv`` with the values of --input/--public-input made absolute (local paths)."""
     out = list(job_argv)
     for i, arg in enumerate(out):
@@ -152,7 +152,7 @@ def prepare(argv):
                              "(no pipelines/ folder)")
     # The jobs run in the folder of their checkout (--before's too): input
     # paths given relative to here are made absolute.
-    job_argv = _absolute_inputs(job_argv)
+    job_argv = absolute_inputs(job_argv)
     mechanisms = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
     if args.job == "ngrams":
         mechanisms = [None]

@@ -48,7 +48,7 @@ from pipelines.settings import (check_calibrates, mechanism_from_args, require_s
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
 from pipelines.job_runner import job_pipeline, run_job
-from pipelines.evaluation.benchmark import ROOT, _absolute_inputs, time_process
+from pipelines.evaluation.benchmark import ROOT, absolute_inputs, time_process
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
@@ -232,7 +232,7 @@ def _run_one(job, index: int) -> None:
 def _child_argv(job, index: int) -> list:
     """This run's flags for the process of selection ``index``: input paths made
     absolute (it runs in the project's root), its own --workdir and --selection."""
-    argv, out, skip = _absolute_inputs(job.argv), [], False
+    argv, out, skip = absolute_inputs(job.argv), [], False
     for arg in argv:
         if skip:
             skip = False

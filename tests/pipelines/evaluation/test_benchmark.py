@@ -35,7 +35,7 @@ def test_input_paths_are_made_absolute_for_every_checkout(monkeypatch, tmp_path)
     monkeypatch.chdir(tmp_path)
     argv = ["--input", "data/x.csv", "--public-input=pub/*.txt", "--input", "gs://b/x.csv",
             "--rho", "0.1"]
-    assert benchmark._absolute_inputs(argv) == [
+    assert benchmark.absolute_inputs(argv) == [
         "--input", str(tmp_path / "data" / "x.csv"), f"--public-input={tmp_path}/pub/*.txt",
         "--input", "gs://b/x.csv", "--rho", "0.1"]
 
