@@ -228,13 +228,17 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         # max_items_per_user="auto": first Δ0 is chosen privately from the users'
         # sizes, while their records wait packed; then one selection, at every
         # candidate's calibration, reads the chosen one (a side input).
+        # A parallel mechanism samples and sums whole packed blocks; the others read
+        # one privacy_unit="element" record per user.
+        as_blocks = isinstance(self.mechanism, ParallelMechanism)
         auto = AutoSelection(self.auto_plan,
                              occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
-                             privacy_unit=self.privacy_unit, seed=self.seed)
+                             privacy_unit=self.privacy_unit, seed=self.seed,
+                             as_blocks=as_blocks)
         records = elements | "AutoMaxItemsPerUser" >> auto
-        # (one privacy_unit="element" record per user)
         self.chosen_max_items_per_user = auto.chosen_max_items_per_user
-        return self._select(records, "element", Chosen(self.auto_plan.candidates, auto.chosen),
+        return self._select(records, "blocks" if as_blocks else "element",
+                            Chosen(self.auto_plan.candidates, auto.chosen),
                             Chosen(self._auto_calibrations, auto.chosen))
 
     def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen):
@@ -268,12 +272,13 @@ def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chose
     user's record already, checked in that step too.
     """
     by_element = privacy_unit == "element"
-    user_records = elements if by_element else (
+    blocks = privacy_unit == "blocks"  # AutoSelection's packed blocks
+    user_records = elements if by_element or blocks else (
         elements | "ItemCountsPerUser" >> ItemCountsPerUser(
             occurrences=False, privacy_unit=privacy_unit, seed=seed))
     histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
         mechanism.item_weight, max_items, seed, hot_key_fanout=hot_key_fanout,
-        elements=by_element, pre_threshold=pre_threshold)
+        elements=by_element, pre_threshold=pre_threshold, blocks=blocks)
     # The histogram comes as one dict per shard: each is decided whole.
     if isinstance(calibration.first, KeepProbabilityCalibration):  # truncated geometric
         return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(

@@ -188,15 +188,19 @@ class AutoSelection(beam.PTransform):
       occurrences: whether the mechanism uses item frequencies (GW).
       privacy_unit: the caller's privacy unit.
       seed: test-only.
+      as_blocks: return the packed blocks, (users per size bin, block) pairs, not
+        the users' records: for a step that reads the choice itself and takes a
+        whole block at a time (``SampledWeightedHistogram(blocks=True)``).
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
-                 privacy_unit: str, seed: int | None):
+                 privacy_unit: str, seed: int | None, as_blocks: bool = False):
         super().__init__()
         self._plan = plan
         self._occurrences = occurrences
         self._privacy_unit = privacy_unit
         self._seed = seed
+        self._as_blocks = as_blocks
         self.chosen = None
         self.chosen_max_items_per_user = None
 
@@ -221,6 +225,8 @@ class AutoSelection(beam.PTransform):
         self.chosen = chosen
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
+        if self._as_blocks:  # the next step reads the choice: the blocks wait there
+            return blocks
         # Finally every block, once the choice is known, as its users' records.
         return (blocks
                 | "WaitForTheChoice" >> beam.Map(_after_choice,

@@ -231,6 +231,33 @@ class WeightedHistogramBuilder:
         if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._ids):
             self._fold(size)
 
+    def add_block(self, items: list, ids: np.ndarray, sizes: np.ndarray) -> None:
+        """Adds many users at once: ``ids`` their distinct items as indices into ``items``,
+        one user after another, ``sizes`` each user's number of them (a user of size 0
+        adds nothing). The same histogram as ``add_distinct`` once per user: only the
+        items some user holds get an id, one dict probe per distinct item of the block
+        (not one per listed item)."""
+        if not len(ids):
+            return
+        ids = np.asarray(ids, dtype=np.intp)
+        held = np.flatnonzero(np.bincount(ids, minlength=len(items)))
+        to_builder = np.zeros(len(items), dtype=np.intp)
+        to_builder[held] = self._ids.ids([items[i] for i in held.tolist()])
+        builder_ids = to_builder[ids]
+        pair_sizes = np.repeat(np.asarray(sizes, dtype=np.intp), sizes)
+        order = np.argsort(pair_sizes, kind="stable")
+        by_size, starts = np.unique(pair_sizes[order], return_index=True)
+        grouped = builder_ids[order]
+        for size, start, end in zip(by_size.tolist(), starts.tolist(),
+                                    starts[1:].tolist() + [len(grouped)]):
+            pending = self._pending.get(size)
+            if pending is None:
+                pending = self._pending[size] = []
+            pending.extend(grouped[start:end].tolist())
+            self._pending_ids += end - start
+            if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._ids):
+                self._fold(size)
+
     def _size_counts(self, size: int) -> np.ndarray:
         """The exact number of users of this size holding each item, by id."""
         counts = np.bincount(np.array(self._pending.get(size, ()), dtype=np.intp),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import pickle
 from array import array
 from itertools import repeat
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 import numpy as np
 
@@ -32,7 +32,8 @@ from beam_dpsu.core.max_items_choice import size_counts
 from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
-__all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "unpack_block"]
+__all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlock",
+           "decode_block", "unpack_block"]
 
 # A block ends at this many (user, item) ids, or once it holds this many
 # distinct items: its ids then fit in 16 bits (2 MiB of ids), unless the last
@@ -92,19 +93,45 @@ class RecordBlockBuilder:
                                                            protocol=pickle.HIGHEST_PROTOCOL)
 
 
+class DecodedBlock(NamedTuple):
+    """A packed block as arrays: ``items`` (the block's item list), ``ids`` (every user's
+    distinct items as indices into it, one user after another), ``ends`` (where each
+    user's ids end), ``counts`` (each id's occurrences, or None) and ``plain_str``."""
+
+    items: list
+    ids: np.ndarray
+    ends: np.ndarray
+    counts: np.ndarray | None
+    plain_str: bool
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Each user's number of distinct items, in packing order."""
+        return np.diff(self.ends, prepend=0)
+
+
+def decode_block(block: bytes) -> DecodedBlock:
+    """A packed block (``RecordBlockBuilder.build``) → its arrays, nothing per user."""
+    items, ids, id_type, ends, counts, plain_str = pickle.loads(block)
+    return DecodedBlock(items, np.frombuffer(ids, dtype=id_type),
+                        np.frombuffer(ends, dtype=np.int64),
+                        None if counts is None else np.frombuffer(counts, dtype=np.int32),
+                        plain_str)
+
+
 def unpack_block(block: bytes):
     """A packed block → each user's items as a list, in packing order (a ``Tokens`` list
     when every item of the block is a non-empty plain str, as a tokenizer makes them)."""
-    items, ids, id_type, ends, counts, plain_str = pickle.loads(block)
-    vocabulary = np.empty(len(items), dtype=object)
-    vocabulary[:] = items
-    listed = vocabulary[np.frombuffer(ids, dtype=id_type)].tolist()
-    if counts is not None:
-        times = np.frombuffer(counts, dtype=np.int32).tolist()
-    kind = Tokens if plain_str else list
+    decoded = decode_block(block)
+    vocabulary = np.empty(len(decoded.items), dtype=object)
+    vocabulary[:] = decoded.items
+    listed = vocabulary[decoded.ids].tolist()
+    if decoded.counts is not None:
+        times = decoded.counts.tolist()
+    kind = Tokens if decoded.plain_str else list
     start = 0
-    for end in np.frombuffer(ends, dtype=np.int64).tolist():
-        if counts is None:
+    for end in decoded.ends.tolist():
+        if decoded.counts is None:
             yield kind(listed[start:end])
         else:
             yield kind(item for i in range(start, end) for item in repeat(listed[i], times[i]))

@@ -16,8 +16,8 @@ import numpy as np
 
 from beam_dpsu.core import hashing
 
-__all__ = ["item_sort_key", "sample_items", "sample_user_items", "UserSampler",
-           "CandidateSamplers"]
+__all__ = ["item_sort_key", "sample_items", "sample_user_items", "sample_block",
+           "UserSampler", "CandidateSamplers"]
 
 
 def item_sort_key(item):
@@ -57,6 +57,29 @@ def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Ge
                         hashing.derived_rng(seed, "sample", salt, user_id), ordered=True)
 
 
+def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Every user of a block sampled as ``sample_items`` samples one, unseeded, in a few
+    numpy calls: (the kept ids, one user after another, each user's kept number).
+
+    ``ids`` holds the users' distinct items one user after another, ``sizes``
+    each user's number of them. A user over Δ0 keeps the Δ0 of its items with
+    the smallest independent uniform keys (a uniform Δ0-subset); a user
+    within Δ0 keeps every item, and the order of a user's kept items is not
+    kept. Only for unseeded runs: a seeded sample is ``sample_user_items``'s,
+    user by user.
+    """
+    kept_sizes = np.minimum(sizes, max_items_per_user)
+    if not len(ids) or int(sizes.max(initial=0)) <= max_items_per_user:
+        return ids, kept_sizes
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    # By user, then by random key: each user's first Δ0 positions are its sample.
+    order = np.lexsort((rng.random(len(ids)), owner))
+    starts = np.cumsum(sizes) - sizes
+    rank = np.arange(len(ids)) - np.repeat(starts, sizes)
+    return ids[order[rank < max_items_per_user]], kept_sizes
+
+
 class UserSampler:
     """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own.
 
@@ -76,6 +99,11 @@ class UserSampler:
     def __call__(self, user_id, items) -> list:
         return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
                                  self.salt)
+
+    def sample_block(self, ids: np.ndarray, sizes: np.ndarray) -> tuple:
+        """``sample_block`` with this sampler's Δ0 and generator (unseeded only)."""
+        assert self.seed is None and self._rng is not None, "unseeded, after setup()"
+        return sample_block(ids, sizes, self.max_items, self._rng)
 
 
 class CandidateSamplers:
