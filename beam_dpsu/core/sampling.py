@@ -64,20 +64,34 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
 
     ``ids`` holds the users' distinct items one user after another, ``sizes``
     each user's number of them. A user over Δ0 keeps the Δ0 of its items with
-    the smallest independent uniform keys (a uniform Δ0-subset); a user
-    within Δ0 keeps every item, and the order of a user's kept items is not
-    kept. Only for unseeded runs: a seeded sample is ``sample_user_items``'s,
-    user by user.
+    the smallest independent uniform 40-bit keys (a uniform Δ0-subset; two
+    equal keys, probability 2^-40 a pair, go by position); a user within Δ0
+    keeps every item. Only for unseeded runs: a seeded sample is
+    ``sample_user_items``'s, user by user.
     """
+    sizes = np.asarray(sizes, dtype=np.int64)
     kept_sizes = np.minimum(sizes, max_items_per_user)
-    if not len(ids) or int(sizes.max(initial=0)) <= max_items_per_user:
+    over = sizes > max_items_per_user
+    if not over.any():
         return ids, kept_sizes
-    owner = np.repeat(np.arange(len(sizes)), sizes)
-    # By user, then by random key: each user's first Δ0 positions are its sample.
-    order = np.lexsort((rng.random(len(ids)), owner))
-    starts = np.cumsum(sizes) - sizes
-    rank = np.arange(len(ids)) - np.repeat(starts, sizes)
-    return ids[order[rank < max_items_per_user]], kept_sizes
+    over_pairs = np.repeat(over, sizes)
+    over_sizes = sizes[over]
+    # Keys: the user (its rank among those over Δ0) above 40 random bits, so one
+    # sort groups each user's items in a random order; its first Δ0 are kept.
+    keys = np.repeat(np.arange(len(over_sizes), dtype=np.int64) << 40, over_sizes)
+    keys |= rng.integers(0, 1 << 40, size=len(keys), dtype=np.int64)
+    order = np.argsort(keys)
+    rank = np.arange(len(keys)) - np.repeat(np.cumsum(over_sizes) - over_sizes, over_sizes)
+    sampled = ids[over_pairs][order[rank < max_items_per_user]]
+    # Every user's kept ids back in user order: those within Δ0 as they were.
+    out = np.empty(int(kept_sizes.sum()), dtype=ids.dtype)
+    out_starts = np.cumsum(kept_sizes) - kept_sizes
+    keep_all = ~over_pairs
+    shift = np.repeat(out_starts - (np.cumsum(sizes) - sizes), sizes)
+    out[(np.arange(len(ids)) + shift)[keep_all]] = ids[keep_all]
+    out[np.repeat(out_starts[over], max_items_per_user)
+        + np.tile(np.arange(max_items_per_user), len(over_sizes))] = sampled
+    return out, kept_sizes
 
 
 class UserSampler:
