@@ -228,9 +228,11 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         # max_items_per_user="auto": first Δ0 is chosen privately from the users'
         # sizes, while their records wait packed; then one selection, at every
         # candidate's calibration, reads the chosen one (a side input).
-        # A parallel mechanism samples and sums whole packed blocks; the others read
-        # one privacy_unit="element" record per user.
-        as_blocks = isinstance(self.mechanism, ParallelMechanism)
+        # The parallel mechanisms and the sampling policies take whole packed blocks;
+        # SIPS and GW read one privacy_unit="element" record per user.
+        as_blocks = isinstance(self.mechanism, ParallelMechanism) or (
+            isinstance(self.mechanism, SequentialMechanism)
+            and not isinstance(self.mechanism, GreedyWithoutSampling))
         auto = AutoSelection(self.auto_plan,
                              occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
                              privacy_unit=self.privacy_unit, seed=self.seed,
@@ -355,9 +357,9 @@ class _SequentialSelection(beam.PTransform):
         else:
             update = (policies.l1_descent if isinstance(m, PolicyLaplace)
                       else policies.l2_descent)
-            if self._privacy_unit == "element":
-                # Each element is one person's record already: it is checked,
-                # sampled and packed for the policy in one step.
+            if self._privacy_unit in ("element", "blocks"):
+                # Each element is one person's record already (or a packed block
+                # of them): it is checked, sampled and packed for the policy in one step.
                 user_items, sample_elements = elements, self._max_items
             else:
                 user_items = (elements
@@ -373,5 +375,6 @@ class _SequentialSelection(beam.PTransform):
                     update, self._calibration.map(lambda c: c.cutoff), self._key, m.shards,
                     item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
                     seed=None if sample_elements is None else self._seed,
-                    pre_threshold=self._calibration.first.pre_threshold)
+                    pre_threshold=self._calibration.first.pre_threshold,
+                    blocks=self._privacy_unit == "blocks")
                 | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))
