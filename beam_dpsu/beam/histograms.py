@@ -268,8 +268,8 @@ class _BlockSampleAndSumFn(_SampleAndSumFn):
         sample = self._samples[chosen]
         if sample.seed is None:
             block = record_blocks.decode_block(bins_block[1])
-            ids, sizes = sample.sample_block(block.ids, block.sizes)
-            self._partial.add_block(block.items, ids, sizes)
+            for run_ids, run_sizes in block.runs():
+                self._partial.add_block(block.items, *sample.sample_block(run_ids, run_sizes))
         else:
             for element in record_blocks.unpack_block(bins_block[1]):
                 self._add_element(element, sample)

@@ -328,12 +328,14 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
             for element in record_blocks.unpack_block(bins_block[1]):
                 self._add_element(element, sample)
         else:
-            self._add_sampled_block(record_blocks.decode_block(bins_block[1]), sample)
+            block = record_blocks.decode_block(bins_block[1])
+            for run_ids, run_sizes in block.runs():
+                self._add_sampled_run(block.items, run_ids, run_sizes, sample)
         if self._held >= self._max_items:
             yield from self._flush()
 
-    def _add_sampled_block(self, block, sample) -> None:
-        ids, lengths = sample.sample_block(block.ids, block.sizes)
+    def _add_sampled_run(self, items: list, run_ids, run_sizes, sample) -> None:
+        ids, lengths = sample.sample_block(run_ids, run_sizes)
         holders = lengths > 0  # a person holding nothing contributes nothing
         lengths = lengths[holders]
         macs = np.frombuffer(secrets.token_bytes(32 * len(lengths)), dtype=np.uint8).reshape(
@@ -345,7 +347,7 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
             builder = self._blocks.get(shard)
             if builder is None:
                 builder = self._blocks[shard] = UserBlockBuilder()
-            builder.add_block(macs[users, :16].tobytes(), block.items,
+            builder.add_block(macs[users, :16].tobytes(), items,
                               ids[np.repeat(users, lengths)], lengths[users])
         self._held += len(ids) + len(lengths)
 

@@ -40,6 +40,8 @@ __all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlo
 # user brought more new items than were left (then 32).
 IDS_PER_BLOCK = 1 << 20
 ITEMS_PER_BLOCK = 60_000
+# The most ids of a run of users worked on at once (``DecodedBlock.runs``).
+RUN_IDS = 1 << 16
 
 
 class RecordBlockBuilder:
@@ -108,6 +110,19 @@ class DecodedBlock(NamedTuple):
     def sizes(self) -> np.ndarray:
         """Each user's number of distinct items, in packing order."""
         return np.diff(self.ends, prepend=0)
+
+    def runs(self, max_ids: int = RUN_IDS):
+        """The users in runs of consecutive users holding at most ``max_ids`` ids in all
+        (a larger user alone): (ids, sizes) of each run, views of the block's arrays.
+        Array work on a run at a time keeps its temporary arrays small."""
+        sizes = self.sizes
+        first, start = 0, 0
+        while first < len(sizes):
+            last = max(first + 1, int(np.searchsorted(self.ends, start + max_ids,
+                                                      side="right")))
+            end = int(self.ends[last - 1])
+            yield self.ids[start:end], sizes[first:last]
+            first, start = last, end
 
 
 def decode_block(block: bytes) -> DecodedBlock:

@@ -115,3 +115,12 @@ def test_a_block_sample_is_uniform():
     assert len(pairs) == 6
     sd = (users * (1 / 6) * (5 / 6)) ** 0.5
     assert all(abs(n - users / 6) < 6 * sd for n in pairs.values())
+
+
+def test_a_block_splits_into_runs_of_whole_users():
+    users = [{f"w{i}" for i in range(n)} for n in (3, 0, 4, 9, 2, 2, 1)]
+    decoded = decode_block(_pack(users, occurrences=False)[1])
+    runs = list(decoded.runs(max_ids=5))
+    # at most 5 ids a run, but a user of 9 alone; every user once, in order
+    assert [sizes.tolist() for _, sizes in runs] == [[3, 0], [4], [9], [2, 2, 1]]
+    assert np.concatenate([ids for ids, _ in runs]).tolist() == decoded.ids.tolist()
