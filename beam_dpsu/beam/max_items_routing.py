@@ -16,7 +16,10 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
    records, one per user, for the selection: one selection for every
    candidate, calibrated for each when ``SelectItems`` was built, whose steps
    read the chosen candidate's Δ0 and calibration from the chosen index
-   (``AutoSelection.chosen``, a side input; ``beam_dpsu.beam.chosen``).
+   (``AutoSelection.chosen``, a side input; ``beam_dpsu.beam.chosen``). The
+   parallel mechanisms and the sampling policies take the blocks packed
+   instead (``as_blocks=True``): their first step reads the choice and
+   samples a block at a time in numpy, with no list of str per user.
 
 The records must wait for the choice, all of them (it needs every user's
 size): packed, they take ~2.6 bytes per distinct (user, item) pair where the
