@@ -229,7 +229,9 @@ class WeightedHistogramBuilder:
             pending = self._pending[size] = []
         pending.extend(ids)
         self._pending_ids += size
-        self._fold_if_full(size)
+        # (the list alone: ``add_block``'s arrays only delay a fold, which changes no sum)
+        if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._ids):
+            self._fold(size)
 
     def _listed(self, size: int) -> int:
         """How many ids of this size wait to be counted."""
