@@ -236,14 +236,14 @@ class _SampleAndSumFn(PartialHistogramFn):
         if self._partial.entries >= self._max_keys:
             yield from self._flush()
 
-    def _add_element(self, element, sample) -> None:
+    def _add_element(self, element, sample):
         # privacy_unit="element": the element is the user's record. Its id
         # only seeds a seeded sample, so an unseeded run draws none.
         items = element_distinct_items(element)
         self._add(None if sample.seed is None else distinct_element_id(items, sample.seed),
                   items, sample)
 
-    def _add(self, user_id, items, sample) -> None:
+    def _add(self, user_id, items, sample):
         if not items:  # a user holding nothing contributes nothing
             return
         # A user within Δ0 keeps every item: no sample (nor copy) to draw.

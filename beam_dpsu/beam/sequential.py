@@ -293,7 +293,7 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
         if self._add_element(element, self._samples[chosen]):
             yield from self._flush()
 
-    def _add_element(self, element, sample) -> bool:
+    def _add_element(self, element, sample):
         """Adds one element (checked, sampled); True when the blocks are full."""
         items = element_distinct_items(element)
         if not items:  # a person holding nothing contributes nothing
