@@ -29,6 +29,7 @@ class UserBlockBuilder:
         self._order_keys: list = []
         self._ids = ItemIds()
         self._listed: list = []  # the users' item ids, one list after another
+        self._listed_before: list = []  # int32 arrays of ids listed before ``_listed``
         self._lengths: list = []
 
     def add(self, order_key: bytes, items: Iterable) -> None:
@@ -53,11 +54,15 @@ class UserBlockBuilder:
         to_block = np.zeros(len(items), dtype=np.intp)
         to_block[held] = self._ids.ids([items[i] for i in held.tolist()])
         self._order_keys.append(order_keys)
-        self._listed.extend(to_block[ids].tolist())
+        # As int32 arrays, in order: a list would hold a new int object per id.
+        if self._listed:
+            self._listed_before.append(np.array(self._listed, dtype=np.int32))
+            self._listed = []
+        self._listed_before.append(to_block[ids].astype(np.int32))
         self._lengths.extend(np.asarray(lengths).tolist())
 
     def encode(self) -> bytes:
-        return pickle.dumps((b"".join(self._order_keys), self._ids.items(),
-                             np.array(self._listed, dtype=np.int32),
+        listed = np.concatenate(self._listed_before + [np.array(self._listed, dtype=np.int32)])
+        return pickle.dumps((b"".join(self._order_keys), self._ids.items(), listed,
                              np.array(self._lengths, dtype=np.int32)),
                             protocol=pickle.HIGHEST_PROTOCOL)

@@ -36,3 +36,16 @@ def _decoded(builder):
 def test_a_block_needs_one_order_key_per_user():
     with pytest.raises(ValueError, match="order keys"):
         UserBlockBuilder().add_block(b"k" * 16, ["a", "b"], np.array([0, 1]), np.array([1, 1]))
+
+
+def test_users_added_one_by_one_and_as_blocks_keep_their_order():
+    mixed, one_by_one = UserBlockBuilder(), UserBlockBuilder()
+    keys = [bytes([k]) * 16 for k in range(4)]
+    mixed.add(keys[0], ["a", "b"])
+    mixed.add_block(keys[1] + keys[2], ["b", "c", "d"], np.array([2, 0, 1]), np.array([1, 2]))
+    mixed.add(keys[3], ["d"])
+    for key, items in zip(keys, (["a", "b"], ["d"], ["b", "c"], ["d"])):
+        one_by_one.add(key, items)
+    a, b = _decoded(mixed), _decoded(one_by_one)
+    assert a[0] == b[0] and a[3].tolist() == b[3].tolist() == [2, 1, 2, 1]
+    assert [a[1][i] for i in a[2]] == [b[1][i] for i in b[2]] == ["a", "b", "d", "b", "c", "d"]
