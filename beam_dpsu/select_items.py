@@ -228,15 +228,23 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         # max_items_per_user="auto": first Δ0 is chosen privately from the users'
         # sizes, while their records wait packed; then one selection, at every
         # candidate's calibration, reads the chosen one (a side input).
-        # SIPS reads the blocks the users waited in, packed (beam_dpsu.beam.sips).
+        # The parallel mechanisms and the sampling policies take whole packed blocks
+        # that read the choice themselves; SIPS reads the blocks the users waited in
+        # once it is known (beam_dpsu.beam.sips); GW one privacy_unit="element" record
+        # per user.
+        as_blocks = isinstance(self.mechanism, ParallelMechanism) or (
+            isinstance(self.mechanism, SequentialMechanism)
+            and not isinstance(self.mechanism, GreedyWithoutSampling))
         packed = isinstance(self.mechanism, SIPS)
         auto = AutoSelection(self.auto_plan,
                              occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
-                             privacy_unit=self.privacy_unit, seed=self.seed, packed=packed)
+                             privacy_unit=self.privacy_unit, seed=self.seed, packed=packed,
+                             as_blocks=as_blocks)
         records = elements | "AutoMaxItemsPerUser" >> auto
-        # (one privacy_unit="element" record per user, or blocks of them)
+        # (blocks, or one privacy_unit="element" record per user)
         self.chosen_max_items_per_user = auto.chosen_max_items_per_user
-        return self._select(records, "element", Chosen(self.auto_plan.candidates, auto.chosen),
+        return self._select(records, "blocks" if as_blocks else "element",
+                            Chosen(self.auto_plan.candidates, auto.chosen),
                             Chosen(self._auto_calibrations, auto.chosen), packed)
 
     def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen,
@@ -272,12 +280,13 @@ def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chose
     user's record already, checked in that step too.
     """
     by_element = privacy_unit == "element"
-    user_records = elements if by_element else (
+    blocks = privacy_unit == "blocks"  # AutoSelection's packed blocks
+    user_records = elements if by_element or blocks else (
         elements | "ItemCountsPerUser" >> ItemCountsPerUser(
             occurrences=False, privacy_unit=privacy_unit, seed=seed))
     histogram = user_records | "SampledWeightedHistogram" >> SampledWeightedHistogram(
         mechanism.item_weight, max_items, seed, hot_key_fanout=hot_key_fanout,
-        elements=by_element, pre_threshold=pre_threshold)
+        elements=by_element, pre_threshold=pre_threshold, blocks=blocks)
     # The histogram comes as one dict per shard: each is decided whole.
     if isinstance(calibration.first, KeepProbabilityCalibration):  # truncated geometric
         return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
@@ -354,9 +363,9 @@ class _SequentialSelection(beam.PTransform):
         else:
             update = (policies.l1_descent if isinstance(m, PolicyLaplace)
                       else policies.l2_descent)
-            if self._privacy_unit == "element":
-                # Each element is one person's record already: it is checked,
-                # sampled and packed for the policy in one step.
+            if self._privacy_unit in ("element", "blocks"):
+                # Each element is one person's record already (or a packed block
+                # of them): it is checked, sampled and packed for the policy in one step.
                 user_items, sample_elements = elements, self._max_items
             else:
                 user_items = (elements
@@ -372,5 +381,6 @@ class _SequentialSelection(beam.PTransform):
                     update, self._calibration.map(lambda c: c.cutoff), self._key, m.shards,
                     item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
                     seed=None if sample_elements is None else self._seed,
-                    pre_threshold=self._calibration.first.pre_threshold)
+                    pre_threshold=self._calibration.first.pre_threshold,
+                    blocks=self._privacy_unit == "blocks")
                 | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))

@@ -232,26 +232,57 @@ class _SampleAndSumFn(PartialHistogramFn):
     def process(self, record, chosen=0):
         sample = self._samples[chosen]
         if self._packed:
-            # a block of users (record_blocks), each keyed by its id in a seeded run
+            # a block of users (record_blocks), each keyed by its id in a seeded run;
+            # the fold is checked after each user, as for records
             for user_id, items in record_blocks.block_users(record):
-                yield from self._add_user(sample, user_id, items)
+                self._add(user_id, items, sample)
+                if self._partial.entries >= self._max_keys:
+                    yield from self._flush()
             return
         if self._elements:
-            # privacy_unit="element": the element is the user's record. Its id
-            # only seeds a seeded sample, so an unseeded run draws none.
-            items = element_distinct_items(record)
-            user_id = (None if sample.seed is None
-                       else distinct_element_id(items, sample.seed))
+            self._add_element(record, sample)
         else:
-            user_id, items = record
-        yield from self._add_user(sample, user_id, items)
+            self._add(*record, sample)
+        if self._partial.entries >= self._max_keys:
+            yield from self._flush()
 
-    def _add_user(self, sample, user_id, items):
+    def _add_element(self, element, sample):
+        # privacy_unit="element": the element is the user's record. Its id
+        # only seeds a seeded sample, so an unseeded run draws none.
+        items = element_distinct_items(element)
+        self._add(None if sample.seed is None else distinct_element_id(items, sample.seed),
+                  items, sample)
+
+    def _add(self, user_id, items, sample):
         if not items:  # a user holding nothing contributes nothing
             return
         # A user within Δ0 keeps every item: no sample (nor copy) to draw.
         self._partial.add_distinct(items if len(items) <= sample.max_items
                                    else sample(user_id, items))
+
+
+@draws_randomness
+class _BlockSampleAndSumFn(_SampleAndSumFn):
+    """``_SampleAndSumFn`` on the packed blocks of ``max_items_per_user="auto"``
+    (``AutoSelection(as_blocks=True)``): (users per size bin, packed block) → partial sums.
+
+    A block's users are checked, distinct records of ``privacy_unit="element"``
+    (``record_blocks``). Unseeded, the whole block is sampled and counted in
+    numpy (``sampling.sample_block``, ``WeightedHistogramBuilder.add_block``):
+    no list of str per user, one dict probe per distinct item of the block.
+    Seeded (tests only), each user is unpacked and added as its element would
+    be, the same id and sample.
+    """
+
+    def process(self, bins_block, chosen=0):
+        sample = self._samples[chosen]
+        if sample.seed is None:
+            block = record_blocks.decode_block(bins_block[1])
+            for run_ids, run_sizes in block.runs():
+                self._partial.add_block(block.items, *sample.sample_block(run_ids, run_sizes))
+        else:
+            for element in record_blocks.unpack_block(bins_block[1]):
+                self._add_element(element, sample)
         if self._partial.entries >= self._max_keys:
             yield from self._flush()
 
@@ -274,16 +305,18 @@ class SampledWeightedHistogram(beam.PTransform):
     or ``KeepWithProbability.per_shard``). With ``pre_threshold`` k ≥ 2 only the
     items held by at least k sampled users are in it (``HeldByAtLeast``).
     ``max_items_per_user`` may be a ``Chosen`` (one Δ0 per candidate, picked
-    when the pipeline runs; ``beam_dpsu.beam.chosen``). With ``packed=True`` its
-    input is blocks of users' distinct items (``beam_dpsu.core.record_blocks``),
-    each user keyed by its id in a seeded run: the same users, read in the
-    same order, as records.
+    when the pipeline runs; ``beam_dpsu.beam.chosen``). With ``blocks=True``
+    its input is instead the packed blocks of ``AutoSelection(as_blocks=True)``
+    (``_BlockSampleAndSumFn``): the same histogram, seeded samples included.
+    With ``packed=True`` its input is blocks of users' distinct items
+    (``beam_dpsu.core.record_blocks``; SIPS's rounds), each user keyed by its id
+    in a seeded run: the same users, read in the same order, as records.
     """
 
     def __init__(self, item_weight: Callable[[int], float],
                  max_items_per_user: int | Chosen, seed: int | None = None, salt: str = "",
                  hot_key_fanout: int | None = None, elements: bool = False,
-                 pre_threshold: int = 1, packed: bool = False):
+                 pre_threshold: int = 1, blocks: bool = False, packed: bool = False):
         super().__init__()
         self._max_items = Chosen.of(max_items_per_user).map(
             lambda m: checks.at_least("max_items_per_user", m, 1))
@@ -291,10 +324,10 @@ class SampledWeightedHistogram(beam.PTransform):
         self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
         warn_if_seeded(checks.seed(seed), "SampledWeightedHistogram")
         # The fan-out spreads the sum over more shards (fewer items each).
-        self._fn = _SampleAndSumFn(item_weight, PARTIAL_HISTOGRAM_KEYS,
-                                   self._max_items.values, checks.seed(seed), salt,
-                                   HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements,
-                                   count_holders=self._pre_threshold > 1, packed=packed)
+        fn = _BlockSampleAndSumFn if blocks else _SampleAndSumFn
+        self._fn = fn(item_weight, PARTIAL_HISTOGRAM_KEYS, self._max_items.values,
+                      checks.seed(seed), salt, HISTOGRAM_SHARDS * (hot_key_fanout or 1),
+                      elements, count_holders=self._pre_threshold > 1, packed=packed)
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")

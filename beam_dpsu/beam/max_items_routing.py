@@ -17,8 +17,11 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
    candidate, calibrated for each when ``SelectItems`` was built, whose steps
    read the chosen candidate's Δ0 and calibration from the chosen index
    (``AutoSelection.chosen``, a side input; ``beam_dpsu.beam.chosen``).
-   SIPS takes the blocks themselves (``packed=True``): its rounds carry the
-   users packed (``beam_dpsu.beam.sips``).
+   The parallel mechanisms and the sampling policies take the blocks packed
+   instead (``as_blocks=True``): their first step reads the choice and
+   samples a block at a time in numpy, with no list of str per user. SIPS
+   takes the blocks once the choice is known (``packed=True``): its rounds
+   carry the users packed (``beam_dpsu.beam.sips``).
 
 The records must wait for the choice, all of them (it needs every user's
 size): packed, they take ~2.6 bytes per distinct (user, item) pair where the
@@ -192,16 +195,23 @@ class AutoSelection(beam.PTransform):
       seed: test-only.
       packed: the users' records stay packed: the output is the blocks
         (``record_blocks``, one bytes value each, unkeyed), once Δ0 is chosen.
+      as_blocks: return the packed blocks, (users per size bin, block) pairs, not
+        the users' records: for a step that reads the choice itself and takes a
+        whole block at a time (``SampledWeightedHistogram(blocks=True)``).
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
-                 privacy_unit: str, seed: int | None, packed: bool = False):
+                 privacy_unit: str, seed: int | None, packed: bool = False,
+                 as_blocks: bool = False):
         super().__init__()
         self._plan = plan
         self._occurrences = occurrences
         self._privacy_unit = privacy_unit
         self._seed = seed
+        if packed and as_blocks:
+            raise ValueError("AutoSelection gives blocks either packed or as_blocks, not both")
         self._packed = packed
+        self._as_blocks = as_blocks
         self.chosen = None
         self.chosen_max_items_per_user = None
 
@@ -226,6 +236,8 @@ class AutoSelection(beam.PTransform):
         self.chosen = chosen
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
+        if self._as_blocks:  # the next step reads the choice: the blocks wait there
+            return blocks
         # Finally every block, once the choice is known, as its users' records.
         waited = blocks | "WaitForTheChoice" >> beam.Map(_after_choice,
                                                          chosen=beam.pvalue.AsSingleton(chosen))

@@ -59,7 +59,9 @@ from apache_beam.transforms.userstate import (BagStateSpec, ReadModifyWriteState
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen, per_candidate
+from beam_dpsu.core import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
+from beam_dpsu.core.user_blocks import UserBlockBuilder
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
@@ -140,38 +142,6 @@ def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], u
         for item, w in hist.items():
             total[item] = total.get(item, 0.0) + w
     return total
-
-
-class UserBlockBuilder:
-    """Users of one shard packed into one compact block: ``add`` them, then ``encode``.
-
-    A block holds the users' 16-byte order keys, its distinct items (each
-    stored once), and each user's list as int32 ids into them, in the list's
-    order. Ids are given with one C-level dict lookup per listed item
-    (``policies.ItemIds``). Users with an empty list hold nothing and are
-    not added.
-    """
-
-    def __init__(self):
-        self._order_keys: list = []
-        self._ids = ItemIds()
-        self._listed: list = []  # the users' item ids, one list after another
-        self._lengths: list = []
-
-    def add(self, order_key: bytes, items: Iterable) -> None:
-        """One user: its order key (``user_order_key``) and its list."""
-        if len(order_key) != 16:
-            raise ValueError(f"an order key has 16 bytes, got {len(order_key)}")
-        ids = self._ids.ids(items)
-        self._order_keys.append(order_key)
-        self._listed.extend(ids)
-        self._lengths.append(len(ids))
-
-    def encode(self) -> bytes:
-        return pickle.dumps((b"".join(self._order_keys), self._ids.items(),
-                             np.array(self._listed, dtype=np.int32),
-                             np.array(self._lengths, dtype=np.int32)),
-                            protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
@@ -320,10 +290,14 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
         self._samples.setup()
 
     def process(self, element, chosen=0):
+        if self._add_element(element, self._samples[chosen]):
+            yield from self._flush()
+
+    def _add_element(self, element, sample):
+        """Adds one element (checked, sampled); True when the blocks are full."""
         items = element_distinct_items(element)
         if not items:  # a person holding nothing contributes nothing
-            return
-        sample = self._samples[chosen]
+            return False
         if sample.seed is None:
             mac = random_id128().to_bytes(16, "big") + random_id128().to_bytes(16, "big")
             if len(items) > sample.max_items:  # within Δ0 the sample is every item
@@ -332,8 +306,50 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
             id_ = distinct_element_id(items, sample.seed)
             items = sample(id_, items)
             mac = self._mac(id_)
-        if self._add(mac, items):
+        return self._add(mac, items)
+
+
+@draws_randomness
+class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
+    """``_PolicyElementBlocksFn`` on the packed blocks of ``max_items_per_user="auto"``
+    ((users per size bin, block) pairs, ``AutoSelection(as_blocks=True)``), whose users
+    are checked, distinct records already.
+
+    Unseeded, a whole block is sampled in numpy (``sampling.sample_block``),
+    each user it keeps gets 32 fresh random bytes as its element would, and
+    its users join their shard's block by ids (``UserBlockBuilder.add_block``:
+    no list of str per user). Seeded (tests only), each user is unpacked and
+    added as its element would be.
+    """
+
+    def process(self, bins_block, chosen=0):
+        sample = self._samples[chosen]
+        if sample.seed is not None:
+            for element in record_blocks.unpack_block(bins_block[1]):
+                self._add_element(element, sample)
+        else:
+            block = record_blocks.decode_block(bins_block[1])
+            for run_ids, run_sizes in block.runs():
+                self._add_sampled_run(block.items, run_ids, run_sizes, sample)
+        if self._held >= self._max_items:
             yield from self._flush()
+
+    def _add_sampled_run(self, items: list, run_ids, run_sizes, sample) -> None:
+        ids, lengths = sample.sample_block(run_ids, run_sizes)
+        holders = lengths > 0  # a person holding nothing contributes nothing
+        lengths = lengths[holders]
+        macs = np.frombuffer(secrets.token_bytes(32 * len(lengths)), dtype=np.uint8).reshape(
+            -1, 32)
+        # _shard_of_mac on every user at once: bytes 16-24 of the 32, big-endian.
+        shards = macs[:, 16:24].copy().view(">u8")[:, 0] % self._shards
+        for shard in np.unique(shards).tolist():
+            users = shards == shard
+            builder = self._blocks.get(shard)
+            if builder is None:
+                builder = self._blocks[shard] = UserBlockBuilder()
+            builder.add_block(macs[users, :16].tobytes(), items,
+                              ids[np.repeat(users, lengths)], lengths[users])
+        self._held += len(ids) + len(lengths)
 
 
 class _PolicyHistogramFn(beam.DoFn):
@@ -426,13 +442,15 @@ class SequentialPolicyHistogram(beam.PTransform):
         by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
       seed: only with ``sample_elements``: a test-only seed for the elements'
         ids and samples (None, the default, draws from the OS).
+      blocks: only with ``sample_elements``: the input is instead the packed
+        blocks of ``AutoSelection(as_blocks=True)`` (``_PolicyRecordBlocksFn``).
       pre_threshold: k ≥ 1; from 2 on (with ``item_shards``), only the items
         listed by at least k users are in the histogram (``HeldByAtLeast``).
     """
 
     def __init__(self, update, cutoff: float | Chosen, order_key: bytes, shards: int = 1,
                  item_shards: int | None = None, sample_elements: int | Chosen | None = None,
-                 seed: int | None = None, pre_threshold: int = 1):
+                 seed: int | None = None, pre_threshold: int = 1, blocks: bool = False):
         super().__init__()
         self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
         if self._pre_threshold > 1 and item_shards is None:
@@ -452,7 +470,7 @@ class SequentialPolicyHistogram(beam.PTransform):
             self._pack_chosen = Chosen.of(None)
         else:
             self._pack_chosen = Chosen.of(sample_elements)
-            self._pack = _PolicyElementBlocksFn(
+            self._pack = (_PolicyRecordBlocksFn if blocks else _PolicyElementBlocksFn)(
                 shards, order_key, tuple(checks.max_items(m, "sample_elements")
                                          for m in self._pack_chosen.values), seed)
         self._update = update

@@ -199,6 +199,7 @@ class WeightedHistogramBuilder:
         self._item_weight = item_weight
         self._ids = ItemIds()
         self._pending: dict = {}  # size → ids of its users' items, not yet counted
+        self._pending_arrays: dict = {}  # size → int32 arrays of ids (``add_block``)
         self._counts: dict = {}  # size → int64 counts per id (folded lists)
         self._pending_ids = 0
         self._count_cells = 0
@@ -228,13 +229,52 @@ class WeightedHistogramBuilder:
             pending = self._pending[size] = []
         pending.extend(ids)
         self._pending_ids += size
+        # (the list alone: ``add_block``'s arrays only delay a fold, which changes no sum)
         if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._ids):
             self._fold(size)
+
+    def _listed(self, size: int) -> int:
+        """How many ids of this size wait to be counted."""
+        return len(self._pending.get(size, ())) + sum(
+            map(len, self._pending_arrays.get(size, ())))
+
+    def _fold_if_full(self, size: int) -> None:
+        listed = self._listed(size)
+        if listed >= self.FOLD_IDS and listed >= len(self._ids):
+            self._fold(size)
+
+    def add_block(self, items: list, ids: np.ndarray, sizes: np.ndarray) -> None:
+        """Adds many users at once: ``ids`` their distinct items as indices into ``items``,
+        one user after another, ``sizes`` each user's number of them (a user of size 0
+        adds nothing). The same histogram as ``add_distinct`` once per user: only the
+        items some user holds get an id, one dict probe per distinct item of the block
+        (not one per listed item)."""
+        if not len(ids):
+            return
+        ids = np.asarray(ids, dtype=np.intp)
+        held = np.flatnonzero(np.bincount(ids, minlength=len(items)))
+        to_builder = np.zeros(len(items), dtype=np.intp)
+        to_builder[held] = self._ids.ids([items[i] for i in held.tolist()])
+        builder_ids = to_builder[ids]
+        pair_sizes = np.repeat(np.asarray(sizes, dtype=np.intp), sizes)
+        order = np.argsort(pair_sizes, kind="stable")
+        by_size, starts = np.unique(pair_sizes[order], return_index=True)
+        grouped = builder_ids[order]
+        for size, start, end in zip(by_size.tolist(), starts.tolist(),
+                                    starts[1:].tolist() + [len(grouped)]):
+            # As int32 arrays: a list would hold a new int object per id.
+            self._pending_arrays.setdefault(size, []).append(
+                grouped[start:end].astype(np.int32))
+            self._pending_ids += end - start
+            self._fold_if_full(size)
 
     def _size_counts(self, size: int) -> np.ndarray:
         """The exact number of users of this size holding each item, by id."""
         counts = np.bincount(np.array(self._pending.get(size, ()), dtype=np.intp),
                              minlength=len(self._ids))
+        arrays = self._pending_arrays.get(size)
+        if arrays:
+            counts += np.bincount(np.concatenate(arrays), minlength=len(self._ids))
         folded = self._counts.get(size)
         if folded is not None:
             counts[:len(folded)] += folded
@@ -245,13 +285,14 @@ class WeightedHistogramBuilder:
         folded = self._counts.get(size)
         self._count_cells += len(counts) - (0 if folded is None else len(folded))
         self._counts[size] = counts
-        self._pending_ids -= len(self._pending[size])
+        self._pending_ids -= self._listed(size)
         self._pending[size] = []
+        self._pending_arrays.pop(size, None)
 
     def histogram(self) -> dict:
         """The histogram {item: Σ weights} of the users added so far."""
         hist = np.zeros(len(self._ids))
-        for size in sorted(set(self._pending) | set(self._counts)):
+        for size in sorted(set(self._pending) | set(self._pending_arrays) | set(self._counts)):
             hist += self._item_weight(size) * self._size_counts(size)
         return dict(zip(self._ids.items(), hist.tolist()))
 
@@ -259,7 +300,7 @@ class WeightedHistogramBuilder:
         """{item: the number of users added so far that hold it} (for a pre-threshold,
         ``beam_dpsu.core.pre_threshold``)."""
         held = np.zeros(len(self._ids), dtype=np.int64)
-        for size in set(self._pending) | set(self._counts):
+        for size in set(self._pending) | set(self._pending_arrays) | set(self._counts):
             held += self._size_counts(size)
         return dict(zip(self._ids.items(), held.tolist()))
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import pickle
 from array import array
 from itertools import compress, repeat
-from typing import Container, Iterator, Mapping
+from typing import Container, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
@@ -40,14 +40,16 @@ from beam_dpsu.core.max_items_choice import size_counts
 from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
-__all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "unpack_block",
-           "block_users", "with_keys", "without_items"]
+__all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlock",
+           "decode_block", "unpack_block", "block_users", "with_keys", "without_items"]
 
 # A block ends at this many (user, item) ids, or once it holds this many
 # distinct items: its ids then fit in 16 bits (2 MiB of ids), unless the last
 # user brought more new items than were left (then 32).
 IDS_PER_BLOCK = 1 << 20
 ITEMS_PER_BLOCK = 60_000
+# The most ids of a run of users worked on at once (``DecodedBlock.runs``).
+RUN_IDS = 1 << 16
 
 
 class RecordBlockBuilder:
@@ -119,6 +121,47 @@ def _users_items(items: list, ids: bytes, id_type: str) -> list:
     vocabulary = np.empty(len(items), dtype=object)
     vocabulary[:] = items
     return vocabulary[np.frombuffer(ids, dtype=id_type)].tolist()
+
+
+class DecodedBlock(NamedTuple):
+    """A packed block as arrays: ``items`` (the block's item list), ``ids`` (every user's
+    distinct items as indices into it, one user after another), ``ends`` (where each
+    user's ids end), ``counts`` (each id's occurrences, or None), ``plain_str`` and
+    ``keys`` (each user's key, or None)."""
+
+    items: list
+    ids: np.ndarray
+    ends: np.ndarray
+    counts: np.ndarray | None
+    plain_str: bool
+    keys: list | None = None
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Each user's number of distinct items, in packing order."""
+        return np.diff(self.ends, prepend=0)
+
+    def runs(self, max_ids: int = RUN_IDS):
+        """The users in runs of consecutive users holding at most ``max_ids`` ids in all
+        (a larger user alone): (ids, sizes) of each run, views of the block's arrays.
+        Array work on a run at a time keeps its temporary arrays small."""
+        sizes = self.sizes
+        first, start = 0, 0
+        while first < len(sizes):
+            last = max(first + 1, int(np.searchsorted(self.ends, start + max_ids,
+                                                      side="right")))
+            end = int(self.ends[last - 1])
+            yield self.ids[start:end], sizes[first:last]
+            first, start = last, end
+
+
+def decode_block(block: bytes) -> DecodedBlock:
+    """A packed block (``RecordBlockBuilder.build``) → its arrays, nothing per user."""
+    items, ids, id_type, ends, counts, plain_str, keys = pickle.loads(block)
+    return DecodedBlock(items, np.frombuffer(ids, dtype=id_type),
+                        np.frombuffer(ends, dtype=np.int64),
+                        None if counts is None else np.frombuffer(counts, dtype=np.int32),
+                        plain_str, keys)
 
 
 def unpack_block(block: bytes):

@@ -16,8 +16,8 @@ import numpy as np
 
 from beam_dpsu.core import hashing
 
-__all__ = ["item_sort_key", "sample_items", "sample_user_items", "UserSampler",
-           "CandidateSamplers"]
+__all__ = ["item_sort_key", "sample_items", "sample_user_items", "sample_block",
+           "UserSampler", "CandidateSamplers"]
 
 
 def item_sort_key(item):
@@ -57,6 +57,45 @@ def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Ge
                         hashing.derived_rng(seed, "sample", salt, user_id), ordered=True)
 
 
+def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Every user of a block sampled as ``sample_items`` samples one, unseeded, in a few
+    numpy calls: (the kept ids, one user after another, each user's kept number).
+
+    ``ids`` holds the users' distinct items one user after another, ``sizes``
+    each user's number of them. A user over Δ0 keeps the Δ0 of its items with
+    the smallest independent uniform 40-bit keys (a uniform Δ0-subset; two
+    equal keys, probability 2^-40 a pair, go by position); a user within Δ0
+    keeps every item. Only for unseeded runs: a seeded sample is
+    ``sample_user_items``'s, user by user.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    kept_sizes = np.minimum(sizes, max_items_per_user)
+    over = sizes > max_items_per_user
+    if not over.any():
+        return ids, kept_sizes
+    over_pairs = np.repeat(over, sizes)
+    over_sizes = sizes[over]
+    # Keys: the user (its rank among those over Δ0) above 40 random bits, so one
+    # sort groups each user's items in a random order; its first Δ0 are kept.
+    keys = np.repeat(np.arange(len(over_sizes), dtype=np.int64) << 40, over_sizes)
+    keys |= rng.integers(0, 1 << 40, size=len(keys), dtype=np.int64)
+    # A stable sort: two equal keys of a user go by their position in that user's
+    # items, never by how a sort splits the other users of the run.
+    order = np.argsort(keys, kind="stable")
+    rank = np.arange(len(keys)) - np.repeat(np.cumsum(over_sizes) - over_sizes, over_sizes)
+    sampled = ids[over_pairs][order[rank < max_items_per_user]]
+    # Every user's kept ids back in user order: those within Δ0 as they were.
+    out = np.empty(int(kept_sizes.sum()), dtype=ids.dtype)
+    out_starts = np.cumsum(kept_sizes) - kept_sizes
+    keep_all = ~over_pairs
+    shift = np.repeat(out_starts - (np.cumsum(sizes) - sizes), sizes)
+    out[(np.arange(len(ids)) + shift)[keep_all]] = ids[keep_all]
+    out[np.repeat(out_starts[over], max_items_per_user)
+        + np.tile(np.arange(max_items_per_user), len(over_sizes))] = sampled
+    return out, kept_sizes
+
+
 class UserSampler:
     """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own.
 
@@ -76,6 +115,11 @@ class UserSampler:
     def __call__(self, user_id, items) -> list:
         return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
                                  self.salt)
+
+    def sample_block(self, ids: np.ndarray, sizes: np.ndarray) -> tuple:
+        """``sample_block`` with this sampler's Δ0 and generator (unseeded only)."""
+        assert self.seed is None and self._rng is not None, "unseeded, after setup()"
+        return sample_block(ids, sizes, self.max_items, self._rng)
 
 
 class CandidateSamplers:

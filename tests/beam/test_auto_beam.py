@@ -10,6 +10,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import beam_dpsu
+import beam_dpsu.beam.max_items_routing as routing
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import SIPS, GreedyWithoutSampling, PolicyGaussian, WeightedGaussian
@@ -189,3 +190,28 @@ def test_a_bad_element_is_refused_before_the_choice_naming_no_value():
         with TestPipeline() as p:
             _ = p | beam.Create([["cat", "secret-value-7", 7]]) | select
     assert "secret-value-7" not in str(raised.value)
+
+
+@pytest.mark.parametrize("mechanism", [WeightedGaussian, PolicyGaussian])
+@pytest.mark.parametrize("privacy_unit", ["element", "user_id"])
+def test_unseeded_auto_samples_whole_blocks_and_releases_the_common_items(
+        mechanism, privacy_unit, monkeypatch):
+    # Unseeded, the parallel mechanisms and the policies sample each packed block of
+    # users in numpy (sampling.sample_block). The choice is forced to Δ0 = 2, so every
+    # user but bob (3 items) is sampled. Each common item keeps about 2/3 of its
+    # ≥ 1,000 holders, a weight above 400 against thresholds below 16 and σ ≤ 1.2:
+    # missing one has probability far below 1e-12. "rare" (bob alone) may be
+    # released, with probability ≤ δ = 1e-5, so it is allowed, not required.
+    monkeypatch.setattr(routing, "_noisy_choice", lambda counts, plan, seed: 1)
+    select = beam_dpsu.SelectItems(mechanism(max_items_per_user=AUTO), BIG,
+                                   privacy_unit=privacy_unit)
+    records = PAIRS if privacy_unit == "user_id" else [
+        [w for w in ("cat", "dog", f"x{i % 3}")] for i in range(3000)] + [["cat", "rare"]]
+
+    def common_and_maybe_rare(released):
+        assert set(COMMON) <= set(released) <= set(COMMON) | {"rare"}, sorted(released)
+
+    with TestPipeline() as p:
+        released = p | beam.Create(records) | select
+        assert_that(released, common_and_maybe_rare, label="Released")
+        assert_that(select.chosen_max_items_per_user, equal_to([2]), label="Chosen")

@@ -4,10 +4,12 @@ import pickle
 from collections import Counter
 
 import numpy as np
+import pytest
 
-from beam_dpsu.core import max_items_choice
-from beam_dpsu.core.record_blocks import (RecordBlockBuilder, block_users, unpack_block,
-                                          with_keys, without_items)
+from beam_dpsu.core import max_items_choice, policies
+from beam_dpsu.core.record_blocks import (RecordBlockBuilder, block_users, decode_block,
+                                          unpack_block, with_keys, without_items)
+from beam_dpsu.core.sampling import sample_block
 from beam_dpsu.core.tokenizer import Tokens
 
 EDGES = np.asarray((1, 2, 5, 10), dtype=np.int64)
@@ -107,3 +109,74 @@ def test_blocks_of_occurrences_refuse_the_distinct_readers():
             assert "distinct" in str(error)
         else:
             raise AssertionError("a block of occurrences was read as distinct items")
+def test_a_decoded_block_holds_the_users_as_arrays():
+    users = [{"cat", "dog"}, set(), {"dog", "x"}]
+    _, block = _pack(users, occurrences=False)
+    decoded = decode_block(block)
+    assert decoded.sizes.tolist() == [2, 0, 2] and decoded.counts is None
+    starts = decoded.ends - decoded.sizes
+    assert [{decoded.items[i] for i in decoded.ids[s:e]}
+            for s, e in zip(starts.tolist(), decoded.ends.tolist())] == users
+
+
+def _histogram_user_by_user(items, ids, sizes):
+    builder = policies.WeightedHistogramBuilder(policies.weighted_gaussian_weight)
+    start = 0
+    for size in sizes:
+        builder.add_distinct([items[i] for i in ids[start:start + size]])
+        start += size
+    return builder
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_a_block_adds_to_the_histogram_what_its_users_add_one_by_one(fold, monkeypatch):
+    if fold:  # every size's ids folded into counts at once
+        monkeypatch.setattr(policies.WeightedHistogramBuilder, "FOLD_IDS", 1)
+    rng = np.random.default_rng(5)
+    items = [f"w{i}" for i in range(300)]
+    sizes = rng.integers(0, 40, size=200)
+    ids = np.concatenate([rng.choice(300, size=s, replace=False) for s in sizes])
+    one_by_one = _histogram_user_by_user(items, ids, sizes)
+    at_once = policies.WeightedHistogramBuilder(policies.weighted_gaussian_weight)
+    at_once.add_block(items, ids, sizes)
+    at_once.add_block(items, ids[:0], sizes[:0])  # an empty block adds nothing
+    # the same sums bit for bit, and only held items get a key
+    assert at_once.histogram() == one_by_one.histogram()
+    assert at_once.holders() == one_by_one.holders()
+    assert set(at_once.histogram()) == {items[i] for i in ids.tolist()}
+    assert at_once.entries == one_by_one.entries
+
+
+def test_a_block_sample_keeps_delta0_of_each_users_own_items():
+    rng = np.random.default_rng(1)
+    sizes = np.array([0, 3, 10, 1, 7])
+    ids = np.concatenate([rng.choice(50, size=s, replace=False) for s in sizes])
+    kept, kept_sizes = sample_block(ids, sizes, 4, rng)
+    assert kept_sizes.tolist() == [0, 3, 4, 1, 4] and len(kept) == kept_sizes.sum()
+    starts, kept_starts = np.cumsum(sizes) - sizes, np.cumsum(kept_sizes) - kept_sizes
+    for s, n, ks, kn in zip(starts, sizes, kept_starts, kept_sizes):
+        assert len(set(kept[ks:ks + kn])) == kn and set(kept[ks:ks + kn]) <= set(ids[s:s + n])
+    # within Δ0, every user keeps every item (no draw)
+    assert sample_block(ids, sizes, 10, rng)[0] is ids
+
+
+def test_a_block_sample_is_uniform():
+    """Each of the 6 pairs of 4 items is a user's sample with probability 1/6. Over
+    60,000 users a pair's count is off by more than 6 standard deviations (~548) with
+    probability < 2e-9 each, < 1.2e-8 for the six."""
+    users = 60_000
+    ids = np.tile(np.arange(4), users)
+    kept, _ = sample_block(ids, np.full(users, 4), 2, np.random.default_rng())
+    pairs = Counter(map(tuple, np.sort(kept.reshape(-1, 2), axis=1).tolist()))
+    assert len(pairs) == 6
+    sd = (users * (1 / 6) * (5 / 6)) ** 0.5
+    assert all(abs(n - users / 6) < 6 * sd for n in pairs.values())
+
+
+def test_a_block_splits_into_runs_of_whole_users():
+    users = [{f"w{i}" for i in range(n)} for n in (3, 0, 4, 9, 2, 2, 1)]
+    decoded = decode_block(_pack(users, occurrences=False)[1])
+    runs = list(decoded.runs(max_ids=5))
+    # at most 5 ids a run, but a user of 9 alone; every user once, in order
+    assert [sizes.tolist() for _, sizes in runs] == [[3, 0], [4], [9], [2, 2, 1]]
+    assert np.concatenate([ids for ids, _ in runs]).tolist() == decoded.ids.tolist()

@@ -1,0 +1,51 @@
+"""A sequential policy's users packed a block at a time (beam_dpsu.core.user_blocks)."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from beam_dpsu.core.user_blocks import UserBlockBuilder
+
+
+def test_users_added_as_a_block_encode_as_users_added_one_by_one():
+    rng = np.random.default_rng(3)
+    items = [f"w{i}" for i in range(50)]
+    lengths = rng.integers(1, 12, size=30)
+    ids = np.concatenate([rng.choice(50, size=n, replace=False) for n in lengths])
+    keys = rng.bytes(16 * len(lengths))
+    one_by_one, at_once = UserBlockBuilder(), UserBlockBuilder()
+    start = 0
+    for user, n in enumerate(lengths.tolist()):
+        one_by_one.add(keys[16 * user:16 * user + 16], [items[i] for i in ids[start:start + n]])
+        start += n
+    at_once.add_block(keys, items, ids, lengths)
+    # The same block, byte for byte, but for the ids: at once, items are numbered
+    # by their position in ``items``; one by one, in order of first sight.
+    a_keys, a_items, a_listed, a_lengths = _decoded(one_by_one)
+    b_keys, b_items, b_listed, b_lengths = _decoded(at_once)
+    assert a_keys == b_keys and a_lengths.tolist() == b_lengths.tolist()
+    assert [a_items[i] for i in a_listed] == [b_items[i] for i in b_listed]
+    assert set(b_items) == {items[i] for i in ids.tolist()}  # only listed items
+
+
+def _decoded(builder):
+    return pickle.loads(builder.encode())
+
+
+def test_a_block_needs_one_order_key_per_user():
+    with pytest.raises(ValueError, match="order keys"):
+        UserBlockBuilder().add_block(b"k" * 16, ["a", "b"], np.array([0, 1]), np.array([1, 1]))
+
+
+def test_users_added_one_by_one_and_as_blocks_keep_their_order():
+    mixed, one_by_one = UserBlockBuilder(), UserBlockBuilder()
+    keys = [bytes([k]) * 16 for k in range(4)]
+    mixed.add(keys[0], ["a", "b"])
+    mixed.add_block(keys[1] + keys[2], ["b", "c", "d"], np.array([2, 0, 1]), np.array([1, 2]))
+    mixed.add(keys[3], ["d"])
+    for key, items in zip(keys, (["a", "b"], ["d"], ["b", "c"], ["d"])):
+        one_by_one.add(key, items)
+    a, b = _decoded(mixed), _decoded(one_by_one)
+    assert a[0] == b[0] and a[3].tolist() == b[3].tolist() == [2, 1, 2, 1]
+    assert [a[1][i] for i in a[2]] == [b[1][i] for i in b[2]] == ["a", "b", "d", "b", "c", "d"]
