@@ -231,9 +231,16 @@ class _SampleAndSumFn(PartialHistogramFn):
 
     def process(self, record, chosen=0):
         sample = self._samples[chosen]
+        if self._packed and sample.seed is None:
+            # a block of users (record_blocks), sampled and summed in numpy, as
+            # _BlockSampleAndSumFn does: no list of str per user
+            self._add_decoded(record_blocks.decode_block(record), sample)
+            if self._partial.entries >= self._max_keys:
+                yield from self._flush()
+            return
         if self._packed:
-            # a block of users (record_blocks), each keyed by its id in a seeded run;
-            # the fold is checked after each user, as for records
+            # a seeded block, each user keyed by its id: user by user as records are,
+            # the fold checked after each user
             for user_id, items in record_blocks.block_users(record):
                 self._add(user_id, items, sample)
                 if self._partial.entries >= self._max_keys:
@@ -252,6 +259,12 @@ class _SampleAndSumFn(PartialHistogramFn):
         items = element_distinct_items(element)
         self._add(None if sample.seed is None else distinct_element_id(items, sample.seed),
                   items, sample)
+
+    def _add_decoded(self, block, sample):
+        # Unseeded: every user of the block sampled (``sampling.sample_block``) and
+        # counted by ids, a run of users at a time (small temporary arrays).
+        for run_ids, run_sizes in block.runs():
+            self._partial.add_block(block.items, *sample.sample_block(run_ids, run_sizes))
 
     def _add(self, user_id, items, sample):
         if not items:  # a user holding nothing contributes nothing
@@ -277,9 +290,7 @@ class _BlockSampleAndSumFn(_SampleAndSumFn):
     def process(self, bins_block, chosen=0):
         sample = self._samples[chosen]
         if sample.seed is None:
-            block = record_blocks.decode_block(bins_block[1])
-            for run_ids, run_sizes in block.runs():
-                self._partial.add_block(block.items, *sample.sample_block(run_ids, run_sizes))
+            self._add_decoded(record_blocks.decode_block(bins_block[1]), sample)
         else:
             for element in record_blocks.unpack_block(bins_block[1]):
                 self._add_element(element, sample)

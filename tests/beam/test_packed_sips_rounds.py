@@ -15,6 +15,7 @@ import random
 from collections import Counter
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from hypothesis import given, settings
@@ -29,7 +30,7 @@ from beam_dpsu.core import record_blocks
 from beam_dpsu.core.policies import weighted_gaussian_weight
 from beam_dpsu.core.record_blocks import (RecordBlockBuilder, block_users, unpack_block,
                                           without_items)
-from beam_dpsu.core.sampling import sample_user_items
+from beam_dpsu.core.sampling import sample_block, sample_user_items
 
 # --- helpers -----------------------------------------------------------------------
 
@@ -152,25 +153,34 @@ def test_packing_never_splits_a_user_over_blocks(elements, users):
 # --- each user's sample is its own draw, whatever its block ---------------------------
 
 def test_an_unseeded_user_is_sampled_once_from_its_own_items_whatever_its_block(monkeypatch):
-    # The unseeded sample of a packed user is one call to the worker's sampler,
-    # with no key (no id is drawn or read) and exactly the user's remaining
-    # items: nothing of the other users of its block.
-    calls = []
+    # An unseeded packed block is sampled in numpy (``sampling.sample_block``), a
+    # run of users at a time, with no key (no id is drawn or read): every user
+    # goes into exactly one sample call, and keeps min(Δ0, |W|) of its own
+    # remaining items, nothing of the other users of its block.
+    kept_by_user = []
 
-    def recording(user_id, items, max_items, rng, seed=None, salt=""):
-        calls.append((user_id, frozenset(items), max_items, seed))
-        return sample_user_items(user_id, items, max_items, rng, seed, salt)
+    def recording(ids, sizes, max_items, rng):
+        kept, kept_sizes = sample_block(ids, sizes, max_items, rng)
+        starts, kept_starts = np.cumsum(sizes) - sizes, np.cumsum(kept_sizes) - kept_sizes
+        for start, size, kept_start, kept_size in zip(starts, sizes, kept_starts, kept_sizes):
+            own = ids[start:start + size].tolist()
+            mine = kept[kept_start:kept_start + kept_size].tolist()
+            assert set(mine) <= set(own) and len(set(mine)) == len(mine) == min(size, 3)
+            kept_by_user.append((size, len(mine)))
+        return kept, kept_sizes
 
-    monkeypatch.setattr("beam_dpsu.core.sampling.sample_user_items", recording)
+    monkeypatch.setattr("beam_dpsu.core.sampling.sample_block", recording)
     users = [set("abcde"), set("a"), set("cdefgh"), set(), set("xyz"), set("bcdx")]
     for packing in ([users], [users[:2], users[2:]], [[u] for u in users],
                     [list(reversed(users))]):
-        calls.clear()
+        kept_by_user.clear()
         fn = _sampler_fn(3, None)
-        _histogram(fn, [_block([(None, sorted(u)) for u in group], keyed=False)
-                        for group in packing])
-        assert Counter(calls) == Counter(
-            (None, frozenset(u), 3, None) for u in users if len(u) > 3)
+        histogram = _histogram(fn, [_block([(None, sorted(u)) for u in group], keyed=False)
+                                    for group in packing])
+        assert Counter(kept_by_user) == Counter((len(u), min(len(u), 3)) for u in users)
+        # every item some user kept is a key, and only those: here every item
+        # held by a user within Δ0, and at most the items of the others
+        assert {"a", "x", "y", "z"} <= set(histogram[0]) <= set().union(*users)
 
 
 @settings(max_examples=40, deadline=None)
