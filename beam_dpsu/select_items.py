@@ -228,14 +228,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         # max_items_per_user="auto": first Δ0 is chosen privately from the users'
         # sizes, while their records wait packed; then one selection, at every
         # candidate's calibration, reads the chosen one (a side input).
-        # The parallel mechanisms and the sampling policies take whole packed blocks
-        # that read the choice themselves; SIPS reads the blocks the users waited in
-        # once it is known (beam_dpsu.beam.sips); GW one privacy_unit="element" record
-        # per user.
-        as_blocks = isinstance(self.mechanism, ParallelMechanism) or (
-            isinstance(self.mechanism, SequentialMechanism)
-            and not isinstance(self.mechanism, GreedyWithoutSampling))
-        packed = isinstance(self.mechanism, SIPS)
+        as_blocks, packed = _waiting_form(self.mechanism)
         auto = AutoSelection(self.auto_plan,
                              occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
                              privacy_unit=self.privacy_unit, seed=self.seed, packed=packed,
@@ -269,6 +262,18 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             return _parallel_selection(elements, mechanism, privacy_unit, max_items, calibration,
                                        self.seed, self.hot_key_fanout, self.pre_threshold)
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
+
+
+def _waiting_form(mechanism) -> tuple[bool, bool]:
+    """How a mechanism takes the users' packed records under ``auto``: (``as_blocks``,
+    ``packed``) of ``AutoSelection``. The parallel mechanisms and the sampling policies
+    take whole blocks that read the choice themselves; SIPS the blocks the users waited
+    in, once it is known (``beam_dpsu.beam.sips``); GW one ``privacy_unit="element"``
+    record per user."""
+    as_blocks = isinstance(mechanism, ParallelMechanism) or (
+        isinstance(mechanism, SequentialMechanism)
+        and not isinstance(mechanism, GreedyWithoutSampling))
+    return as_blocks, isinstance(mechanism, SIPS)
 
 
 def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chosen,
