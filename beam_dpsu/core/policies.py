@@ -163,6 +163,16 @@ class ItemIds:
         """The items seen so far, by id."""
         return list(self._index)
 
+    def of_block(self, items: list, ids) -> np.ndarray:
+        """``ids``, indices into a block's own ``items``, as ids of this numbering: one
+        lookup per distinct item the ids hold (not one per listed id), in the order of
+        their first index; items of the block no id names get no id."""
+        ids = np.asarray(ids, dtype=np.intp)
+        held = np.flatnonzero(np.bincount(ids, minlength=len(items)))
+        to_these = np.zeros(len(items), dtype=np.intp)
+        to_these[held] = self.ids([items[i] for i in held.tolist()])
+        return to_these[ids]
+
 
 def _item_ids_of(items: list) -> ItemIds:
     """An ``ItemIds`` that has seen ``items``, in that order."""
@@ -251,11 +261,7 @@ class WeightedHistogramBuilder:
         (not one per listed item)."""
         if not len(ids):
             return
-        ids = np.asarray(ids, dtype=np.intp)
-        held = np.flatnonzero(np.bincount(ids, minlength=len(items)))
-        to_builder = np.zeros(len(items), dtype=np.intp)
-        to_builder[held] = self._ids.ids([items[i] for i in held.tolist()])
-        builder_ids = to_builder[ids]
+        builder_ids = self._ids.of_block(items, ids)
         pair_sizes = np.repeat(np.asarray(sizes, dtype=np.intp), sizes)
         order = np.argsort(pair_sizes, kind="stable")
         by_size, starts = np.unique(pair_sizes[order], return_index=True)

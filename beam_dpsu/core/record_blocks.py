@@ -116,13 +116,6 @@ def _block(items: list, ids: np.ndarray, ends: bytes, counts: bytes | None, plai
     return pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _users_items(items: list, ids: bytes, id_type: str) -> list:
-    """Every (user, item) id of a block as its item, in packing order."""
-    vocabulary = np.empty(len(items), dtype=object)
-    vocabulary[:] = items
-    return vocabulary[np.frombuffer(ids, dtype=id_type)].tolist()
-
-
 class DecodedBlock(NamedTuple):
     """A packed block as arrays: ``items`` (the block's item list), ``ids`` (every user's
     distinct items as indices into it, one user after another), ``ends`` (where each
@@ -135,6 +128,12 @@ class DecodedBlock(NamedTuple):
     counts: np.ndarray | None
     plain_str: bool
     keys: list | None = None
+
+    def listed(self) -> list:
+        """Every (user, item) id of the block as its item, in packing order."""
+        vocabulary = np.empty(len(self.items), dtype=object)
+        vocabulary[:] = self.items
+        return vocabulary[self.ids].tolist()
 
     @property
     def sizes(self) -> np.ndarray:
@@ -167,39 +166,48 @@ def decode_block(block: bytes) -> DecodedBlock:
 def unpack_block(block: bytes):
     """A packed block → each user's items as a list, in packing order (a ``Tokens`` list
     when every item of the block is a non-empty plain str, as a tokenizer makes them)."""
-    items, ids, id_type, ends, counts, plain_str, _ = pickle.loads(block)
-    listed = _users_items(items, ids, id_type)
-    if counts is not None:
-        times = np.frombuffer(counts, dtype=np.int32).tolist()
-    kind = Tokens if plain_str else list
+    decoded = decode_block(block)
+    listed = decoded.listed()
+    if decoded.counts is not None:
+        times = decoded.counts.tolist()
+    kind = Tokens if decoded.plain_str else list
     start = 0
-    for end in np.frombuffer(ends, dtype=np.int64).tolist():
-        if counts is None:
+    for end in decoded.ends.tolist():
+        if decoded.counts is None:
             yield kind(listed[start:end])
         else:
             yield kind(item for i in range(start, end) for item in repeat(listed[i], times[i]))
         start = end
 
 
+def _decoded_distinct(block: bytes, refusal: str) -> DecodedBlock:
+    """``decode_block`` of a block of distinct items; ``refusal`` for one of occurrences."""
+    decoded = decode_block(block)
+    if decoded.counts is not None:
+        raise ValueError(refusal)
+    return decoded
+
+
 def block_users(block: bytes) -> Iterator[tuple]:
     """A block of distinct items → (key, items) per user, in packing order: ``key`` as
     given to a ``keyed`` builder (None otherwise), ``items`` a list."""
-    items, ids, id_type, ends, counts, _, keys = pickle.loads(block)
-    if counts is not None:
-        raise ValueError("block_users reads blocks of distinct items, not of occurrences")
-    listed = _users_items(items, ids, id_type)
+    decoded = _decoded_distinct(block, "block_users reads blocks of distinct items, not "
+                                       "of occurrences")
+    listed, keys = decoded.listed(), decoded.keys
     start = 0
-    for user, end in enumerate(np.frombuffer(ends, dtype=np.int64).tolist()):
+    for user, end in enumerate(decoded.ends.tolist()):
         yield (None if keys is None else keys[user]), listed[start:end]
         start = end
 
 
 def with_keys(block: bytes, keys: list) -> bytes:
     """The block with ``keys``, one per user in packing order, in place of its own."""
-    items, ids, id_type, ends, counts, plain_str, _ = pickle.loads(block)
-    if len(keys) != len(ends) // 8:
-        raise ValueError(f"{len(keys)} keys for a block of {len(ends) // 8} users")
-    return _block(items, np.frombuffer(ids, dtype=id_type), ends, counts, plain_str, list(keys))
+    decoded = decode_block(block)
+    if len(keys) != len(decoded.ends):
+        raise ValueError(f"{len(keys)} keys for a block of {len(decoded.ends)} users")
+    return _block(decoded.items, decoded.ids, decoded.ends.tobytes(),
+                  None if decoded.counts is None else decoded.counts.tobytes(),
+                  decoded.plain_str, list(keys))
 
 
 def without_items(block: bytes, removed: Container) -> bytes | None:
@@ -209,22 +217,20 @@ def without_items(block: bytes, removed: Container) -> bytes | None:
     returned as it is, with any user that held nothing to begin with (such a user
     adds nothing to a histogram). ``removed`` is read once per item of the block's
     item list, not once per (user, item); the items left are renumbered."""
-    items, ids, id_type, ends, counts, plain_str, keys = pickle.loads(block)
-    if counts is not None:
-        raise ValueError("without_items removes from blocks of distinct items only")
+    decoded = _decoded_distinct(block, "without_items removes from blocks of distinct "
+                                       "items only")
+    items, ids_, keys = decoded.items, decoded.ids, decoded.keys
     gone = np.fromiter(map(removed.__contains__, items), dtype=bool, count=len(items))
     if not gone.any():
         return block
-    ids_ = np.frombuffer(ids, dtype=id_type)
     kept = ~gone[ids_]
     # Each user's end among the (user, item) ids kept; users left with nothing
     # end where the user before them ends.
-    kept_ends = np.concatenate(([0], np.cumsum(kept, dtype=np.int64)))[
-        np.frombuffer(ends, dtype=np.int64)]
+    kept_ends = np.concatenate(([0], np.cumsum(kept, dtype=np.int64)))[decoded.ends]
     left = np.diff(kept_ends, prepend=0) > 0
     if not left.any():
         return None
     renumbered = np.cumsum(~gone) - 1
     return _block([item for item, g in zip(items, gone.tolist()) if not g],
                   renumbered[ids_[kept]].astype(np.int32), kept_ends[left].tobytes(), None,
-                  plain_str, None if keys is None else list(compress(keys, left.tolist())))
+                  decoded.plain_str, None if keys is None else list(compress(keys, left.tolist())))

@@ -49,16 +49,13 @@ class UserBlockBuilder:
         if len(order_keys) != 16 * len(lengths):
             raise ValueError(f"{len(lengths)} users need {16 * len(lengths)} bytes of "
                              f"order keys, got {len(order_keys)}")
-        ids = np.asarray(ids, dtype=np.intp)
-        held = np.flatnonzero(np.bincount(ids, minlength=len(items)))
-        to_block = np.zeros(len(items), dtype=np.intp)
-        to_block[held] = self._ids.ids([items[i] for i in held.tolist()])
+        block_ids = self._ids.of_block(items, ids)
         self._order_keys.append(order_keys)
         # As int32 arrays, in order: a list would hold a new int object per id.
         if self._listed:
             self._listed_before.append(np.array(self._listed, dtype=np.int32))
             self._listed = []
-        self._listed_before.append(to_block[ids].astype(np.int32))
+        self._listed_before.append(block_ids.astype(np.int32))
         self._lengths.extend(np.asarray(lengths).tolist())
 
     def encode(self) -> bytes:
