@@ -78,7 +78,8 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                         f"kept before anything is counted, sampled uniformly (default: {default}) "
                         "or, for gw, the user's most frequent ones (default: 30"
                         + ("; 300 with --public-input)" if public_input else ")")
-                        + "; 'auto' spends 5%% of the budget on choosing it privately "
+                        + "; 'auto' spends 5%% of the budget (sips: 1.5%%) on choosing it "
+                          "privately "
                           "(README 'Choosing Δ0')")
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3, at most 100)")

@@ -18,8 +18,8 @@ import numpy as np
 
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
-from beam_dpsu.core.max_items_choice import (AutoMaxItems, calibrate_candidates, size_bin_edges,
-                                             size_noise, split_budget)
+from beam_dpsu.core.max_items_choice import (DEFAULT_SHARE, AutoMaxItems, calibrate_candidates,
+                                             size_bin_edges, size_noise, split_budget)
 
 __all__ = ["mean_absolute_noise", "released_sizes", "CountsAutoPlan", "plan_counts_auto"]
 
@@ -173,7 +173,8 @@ def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:
     Raises:
       ValueError: a tight split's part, or no candidate calibrates.
     """
-    size_budget, counts_budget = split_budget(budget, auto.share)
+    auto = auto.with_share(DEFAULT_SHARE)
+    size_budget, counts_budget = split_budget(budget, auto.spent)
     calibrations = calibrate_candidates(auto, lambda c: calibrate(counts_budget, c),
                                         "the counts calibrate", "their part of the budget")
     plan = CountsAutoPlan(

@@ -112,7 +112,8 @@ class MechanismConfig:
         out = {"name": self.name, **dataclasses.asdict(self)}  # type: ignore[call-overload]
         max_items = getattr(self, "max_items_per_user", None)
         if max_items_choice.is_auto(max_items):
-            out["max_items_per_user"] = max_items.to_dict()
+            out["max_items_per_user"] = max_items.with_share(
+                max_items_choice.default_share(self)).to_dict()
         return out
 
 
@@ -290,6 +291,8 @@ class SIPS(MechanismConfig):
     removal: str = "side_input"
     name: ClassVar[str] = "sips"
     user_mass: ClassVar[str] = "sqrt(m)"
+    # "auto"'s default share of the budget (max_items_choice, "The share").
+    auto_share: ClassVar[float] = max_items_choice.SIPS_SHARE
     # Rounds are unrolled when the pipeline is built: 100 run in ~40 s on the
     # DirectRunner; dp-sips uses 3 to 5 (§5).
     MAX_ROUNDS: ClassVar[int] = 100
@@ -534,7 +537,8 @@ class GreedyWithoutSampling(SequentialMechanism):
         public = (None if not self.public_order else
                   f"mapping of {len(pc)} items" if pc is not None else "PCollection")
         return {"name": "gw-kt" if self.public_order else self.name,
-                "max_items_per_user": (self.max_items_per_user.to_dict()
+                "max_items_per_user": (self.max_items_per_user.with_share(
+                                           max_items_choice.default_share(self)).to_dict()
                                        if max_items_choice.is_auto(self.max_items_per_user)
                                        else self.max_items_per_user), "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}

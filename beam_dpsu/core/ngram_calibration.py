@@ -129,7 +129,8 @@ def plan_level1(auto: max_items_choice.AutoMaxItems, budget, max_n: int, noise_d
     the selection's part (eagerly; no data). Returns (the plan, the calibrations)."""
     if isinstance(budget, (Budget, ZCDPBudget)):
         budgets.require_delta(budget, "DPNE n-gram extraction")
-    size_budget, selection_budget = max_items_choice.split_budget(budget, auto.share)
+    auto = auto.with_share(max_items_choice.DEFAULT_SHARE)
+    size_budget, selection_budget = max_items_choice.split_budget(budget, auto.spent)
     calibrations = list(max_items_choice.calibrate_candidates(
         auto, lambda c: calibrate(selection_budget, max_n, noise_decay, c, level1, alpha,
                                   pre_threshold),

@@ -280,10 +280,11 @@ def released_count(data: UserItemArrays, mechanism, budget, rng: np.random.Gener
     return len(release(data, mechanism.max_items_per_user, calibration, rng))
 
 
-def auto_released_count(data: UserItemArrays, mechanism, budget, share: float,
+def auto_released_count(data: UserItemArrays, mechanism, budget, share: float | None,
                         rng: np.random.Generator) -> tuple[int, int]:
     """(Δ0 chosen, items released) with ``max_items_per_user="auto"``: a noisy histogram
-    of the users' distinct-item counts at ``share`` of the budget, the rule's Δ0 from
+    of the users' distinct-item counts at ``share`` of the budget (None: the mechanism's
+    default), the rule's Δ0 from
     it, the selection at the rest (``beam_dpsu.core.max_items_choice``, as ``SelectItems``
     runs it)."""
     auto = max_items_choice.AutoMaxItems(share=share)
@@ -338,8 +339,9 @@ def build_parser() -> JobArgumentParser:
                    help="runs per fixed Δ0")
     g.add_argument(*flags("auto-trials"), type=int, default=5, metavar="N",
                    help="runs of auto (0: grid only)")
-    g.add_argument(*flags("auto-share"), type=float, default=0.05, metavar="S",
-                   help="share of the budget auto spends on the size histogram")
+    g.add_argument(*flags("auto-share"), type=float, default=None, metavar="S",
+                   help="share of the budget auto spends on the size histogram (default: "
+                        "the mechanism's, 0.05 but SIPS 0.015)")
     g.add_argument(*flags("seed"), type=int, default=0, metavar="N",
                    help="seed of the synthetic data and of every run (reproducible)")
     return parser
@@ -367,7 +369,7 @@ def prepare(argv):
                         ("--synthetic-users", args.synthetic_users - 1)):
         if value < 0:
             raise UsageError(f"{flag} is too small, got {value}")
-    if not 0.0 < args.auto_share < 1.0:
+    if args.auto_share is not None and not 0.0 < args.auto_share < 1.0:
         raise UsageError(f"--auto-share must be in (0, 1), got {args.auto_share}")
     sets = data_sets(args.data_dir, args.imdb, args.askreddit, args.synthetic_users, args.seed)
     chosen_sets = [sets[n] for n in _names(args.datasets, sets, "--datasets")]
@@ -464,9 +466,11 @@ def run_prepared(job) -> str:
 
         run_grid_and_auto(job, record)
     budget = job.budget
+    share = "the default" if job.args.auto_share is None else f"{job.args.auto_share:g}"
     header = (f"Items released, budget ZCDPBudget(ρ={budget.rho:g}, δ={budget.delta:g}) in "
               f"total; grid: {job.args.grid_trials} trials per Δ0; auto: "
-              f"{job.args.auto_trials} trials at share {job.args.auto_share:g}. Raw "
+              f"{job.args.auto_trials} trials at share "
+              f"{share}. Raw "
               "statistics, not private.\n\n")
     with open(os.path.join(staging, "results.md"), "w", encoding="utf-8") as f:
         f.write(header + summarise(rows, job.grid))

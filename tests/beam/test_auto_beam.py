@@ -83,8 +83,9 @@ def test_the_report_states_the_split_the_rule_and_every_candidate():
     report = json.loads(to_json(select.report))
     assert report["budget"] == {"type": "approx-zcdp", "rho": 5.0, "delta": 1e-5}
     auto = report["max_items_per_user"]
-    assert auto["method"] == "auto" and auto["share"] == 0.05
-    assert auto["selection_budget"]["rho"] == pytest.approx(4.75)
+    # SIPS's own default share, 1.5 % (max_items_choice, "The share").
+    assert auto["method"] == "auto" and auto["share"] == 0.015
+    assert auto["selection_budget"]["rho"] == pytest.approx(5.0 * 0.985)
     assert sorted(report["selection_by_candidate"], key=int) == [
         str(c) for c in max_items_choice.CANDIDATES]
     assert report["selection_by_candidate"]["100"]["rounds"][0]["rho"] > 0

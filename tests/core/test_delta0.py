@@ -119,7 +119,7 @@ PLANNED = [WeightedGaussian, SIPS, PolicyGaussian, PolicyLaplace, WeightedLaplac
 def test_every_candidate_is_calibrated_at_the_selection_budget(mechanism, budget):
     plan = choice.plan_auto(mechanism(max_items_per_user="auto"), budget)
     assert plan.candidates == choice.CANDIDATES
-    assert plan.selection_budget == choice.split_budget(budget, 0.05)[1]
+    assert plan.selection_budget == choice.split_budget(budget, choice.default_share(mechanism))[1]
     for c, t in zip(plan.candidates, plan.weight_thresholds):
         fixed = mechanism(max_items_per_user=c).calibrate(plan.selection_budget)
         assert t == choice.weight_threshold(fixed)
@@ -215,12 +215,27 @@ def test_ties_and_an_empty_histogram_choose_the_smallest_candidate():
     assert plan.choose(np.zeros(len(plan.edges))) == 1
 
 
+@pytest.mark.parametrize("mechanism", PLANNED)
+def test_the_default_share_is_the_mechanisms_and_a_given_share_wins(mechanism):
+    # SIPS spends 1.5 % (max_items_choice, "The share"), every other mechanism 5 %; the
+    # share is public and the plan, the config's report and the split all state it.
+    expected = 0.015 if mechanism is SIPS else 0.05
+    assert choice.default_share(mechanism()) == expected
+    assert mechanism(max_items_per_user="auto").to_dict()["max_items_per_user"]["share"] \
+        == expected
+    plan = choice.plan_auto(mechanism(max_items_per_user="auto"), ZCDP)
+    assert plan.auto.share == expected
+    assert (plan.size_budget, plan.selection_budget) == choice.split_budget(ZCDP, expected)
+    given = choice.plan_auto(mechanism(max_items_per_user=choice.AutoMaxItems(share=0.2)), ZCDP)
+    assert given.auto.share == 0.2 and given.size_budget.rho == pytest.approx(0.1 * 0.2)
+
+
 def test_the_plan_report_holds_parameters_only():
     plan = _plan(SIPS)
     report = plan.to_dict()
-    assert report["method"] == "auto" and report["share"] == 0.05
+    assert report["method"] == "auto" and report["share"] == choice.SIPS_SHARE == 0.015
     assert report["size_histogram"]["sensitivity"] == 1
-    assert report["size_histogram"]["budget"] == {"type": "approx-zcdp", "rho": 0.1 * 0.05,
+    assert report["size_histogram"]["budget"] == {"type": "approx-zcdp", "rho": 0.1 * 0.015,
                                                    "delta": 0.0}
     assert report["candidates_calibrated"] == list(choice.CANDIDATES)
     assert report["user_mass"] == "g(m) = sqrt(m)"
