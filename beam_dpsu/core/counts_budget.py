@@ -27,6 +27,7 @@ proof in its docstring), an ε at the same δ that is never above the sum.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from fractions import Fraction
@@ -221,6 +222,17 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
 
 
 def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
+    """``_solve_tight_scale``, kept for a hashable mechanism config: a job splits the
+    same total more than once (checking its flags, building the pipeline), and
+    each solve calibrates the selection ~35 times."""
+    try:
+        hash(selection_mechanism)
+    except TypeError:  # e.g. GW with a dict of public counts
+        return _solve_tight_scale(total, share, selection_mechanism, d0)
+    return _kept_tight_scale(total, share, selection_mechanism, d0)
+
+
+def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
     """The largest c ≥ 1 (to 1e-9) at which Budget(c(1−s)ε, δ) for the selection and
     Budget(c·s·ε, 0) for the counts compose, as calibrated, to ε at δ; 1 if none.
 
@@ -251,6 +263,9 @@ def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> f
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+_kept_tight_scale = functools.lru_cache(maxsize=256)(_solve_tight_scale)
 
 
 def _is_auto(max_items_per_user) -> bool:

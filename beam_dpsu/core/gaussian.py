@@ -14,6 +14,7 @@ against the tables of the papers it cites.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -140,6 +141,11 @@ def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float
     return math.exp(_log_gaussian_delta(sigma, epsilon, l2_sensitivity))
 
 
+# A pure function of its three floats, solved anew by every calibration under
+# (ε, δ): a job calibrates the same budget several times (checks, the tight
+# split's bisection, the report), so the answers are kept (bounded; errors are
+# not kept and are raised again).
+@functools.lru_cache(maxsize=4096)
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
     """The smallest σ such that N(0, σ²) noise is (ε, δ)-DP for L2 sensitivity Δ.
 

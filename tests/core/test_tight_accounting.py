@@ -352,3 +352,31 @@ def test_the_delta_split_holds_exactly_not_only_in_floats(epsilon):
     t = Fraction(c.threshold_delta)
     # The thresholds cost δ_thr (docs/privacy.md, "The split between noise and thresholds").
     assert Fraction(c.delta_noise) + t <= Fraction(4.96e-5)
+
+
+# --- kept answers: the solvers are pure, so a job's repeated calibrations reuse them ---
+
+def test_the_analytic_sigma_is_kept_and_equals_a_fresh_solve():
+    solve = analytic_gaussian_sigma.__wrapped__
+    analytic_gaussian_sigma.cache_clear()
+    first = analytic_gaussian_sigma(0.7, 3e-7, 2.0)
+    assert analytic_gaussian_sigma(0.7, 3e-7, 2.0) == first == solve(0.7, 3e-7, 2.0)
+    assert analytic_gaussian_sigma.cache_info().hits == 1
+    for _ in range(2):  # an error is not kept: it is raised again, naming the parameter
+        with pytest.raises(ValueError, match="delta"):
+            analytic_gaussian_sigma(0.7, 1.5)
+
+
+def test_the_tight_split_is_kept_for_hashable_configs_and_solved_for_others():
+    from beam_dpsu.core import counts_budget
+    total = Budget(1.0, 1e-6)
+    counts_budget._kept_tight_scale.cache_clear()
+    plain = mechanisms.WeightedGaussian(10)
+    kept = [counts_budget._tight_scale(total, 0.1, plain, 10) for _ in range(2)]
+    assert kept[0] == kept[1] == counts_budget._solve_tight_scale(total, 0.1, plain, 10) > 1.0
+    assert counts_budget._kept_tight_scale.cache_info().hits == 1
+    # GW with a mapping of public counts is not hashable: solved every time, same answer.
+    with_counts = mechanisms.GreedyWithoutSampling(10, public_counts={"a": 3})
+    scale = counts_budget._tight_scale(total, 0.1, with_counts, 10)
+    assert scale == counts_budget._solve_tight_scale(total, 0.1, with_counts, 10)
+    assert counts_budget._kept_tight_scale.cache_info().currsize == 1
