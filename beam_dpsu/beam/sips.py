@@ -19,8 +19,9 @@ worker as a dict side input: no extra shuffle, but every worker holds the
 released set in memory (roughly 100–200 bytes per item in Python, so
 about 1–2 GB for 10 million items). Its records travel between the rounds
 packed, a run of users per block (``beam_dpsu.core.record_blocks``): each
-user's distinct items as 16-bit ids into the block's own item list (~2.6
-bytes per (user, item) on IMDb, against ~6 as NUL-joined text), a user's
+user's distinct items as ids into the block's own item list, mostly one
+byte each (~1.7 bytes per (user, item) on IMDb, against ~6 as NUL-joined
+text), a user's
 key only where a seeded sample reads it. A round removes the release from a
 block by looking up each of the block's items once, not each (user, item),
 and the items come back as str only for the users a round samples. Under

@@ -4,17 +4,19 @@ With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
 needs every user's size: so the users' records wait, all of them, until the
 choice is made (a side input). As pickled lists of str they took ~7.7 bytes
 per (user, item) pair encoded on IMDb, and the DirectRunner held ~35 bytes
-per pair (buffered, then copied when read back); packed here they take ~2.6
+per pair (buffered, then copied when read back); packed here they take ~1.7
 bytes per distinct pair, each block's items included (docs/benchmarks.md).
 
-A block is a run of users: each user's distinct items as 16-bit ids into the
-block's own item list (32-bit when the last user took it past 65,536 items),
-and, for a mechanism that reads frequencies, each item's occurrences; the
-users' size bins are counted as they are packed, so the size histogram needs
-no pass of its own. Unpacking gives every user back as a list of its
-distinct items (an item repeated once per occurrence with ``occurrences``):
-the same items, the same counts, in another order (seeded samples and
-element ids sort the items first: ``beam_dpsu.core.sampling``).
+A block is a run of users: each user's distinct items as ids into the
+block's own item list (numbered as the block first sees them, so the
+frequent items get the small ids), ascending within the user and written as
+differences, one byte each below 255 (``encode_ids``), and, for a mechanism
+that reads frequencies, each item's occurrences; the users' size bins are
+counted as they are packed, so the size histogram needs no pass of its own.
+Unpacking gives every user back as a list of its distinct items (an item
+repeated once per occurrence with ``occurrences``): the same items, the same
+counts, in the order the block first saw them (seeded samples and element
+ids sort the items first: ``beam_dpsu.core.sampling``).
 
 The SIPS rounds carry their users' records as such blocks from one round to
 the next (``beam_dpsu.beam.sips``): a block of distinct items, each user
@@ -41,11 +43,11 @@ from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
 __all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlock",
+           "ascending_per_user", "encode_ids", "decode_ids",
            "decode_block", "unpack_block", "block_users", "with_keys", "without_items"]
 
 # A block ends at this many (user, item) ids, or once it holds this many
-# distinct items: its ids then fit in 16 bits (2 MiB of ids), unless the last
-# user brought more new items than were left (then 32).
+# distinct items (the last user may bring more new items than were left).
 IDS_PER_BLOCK = 1 << 20
 ITEMS_PER_BLOCK = 60_000
 # The most ids of a run of users worked on at once (``DecodedBlock.runs``).
@@ -149,7 +151,7 @@ def encode_ids(ids: np.ndarray, ends: np.ndarray) -> tuple:
     mostly the block's frequent ones, which get the first ids), so each difference is
     one byte (``small``, uint8) unless it is ``_LARGE`` or more: then the byte is
     ``_LARGE`` and the difference is the next value of ``large`` (uint16, or uint32
-    when one needs it). ~1.2 bytes per (user, item) on IMDb, against 2 as 16-bit ids."""
+    when one needs it). ~1.25 bytes per (user, item) on IMDb, against 2 as 16-bit ids."""
     steps = np.array(ids, dtype=np.int32 if not len(ids) or ids.max() < 1 << 31 else np.int64)
     steps[1:] -= steps[:-1].copy()
     sizes = np.diff(ends, prepend=0)
