@@ -20,11 +20,12 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
    The parallel mechanisms and the sampling policies take the blocks packed
    instead (``as_blocks=True``): their first step reads the choice and
    samples a block at a time in numpy, with no list of str per user. SIPS
-   takes the blocks once the choice is known (``packed=True``): its rounds
-   carry the users packed (``beam_dpsu.beam.sips``).
+   takes the blocks alone (``packed=True``): its rounds carry the users
+   packed, and every round's first step reads the choice before a block
+   (``beam_dpsu.beam.sips``).
 
 The records must wait for the choice, all of them (it needs every user's
-size): packed, they take ~2.6 bytes per distinct (user, item) pair where the
+size): packed, they take ~1.7 bytes per distinct (user, item) pair where the
 DirectRunner held ~35 per pair of the lists of str (docs/benchmarks.md). A
 step that reads the choice as a side input before unpacking holds them
 packed until it is known.
@@ -194,7 +195,8 @@ class AutoSelection(beam.PTransform):
       privacy_unit: the caller's privacy unit.
       seed: test-only.
       packed: the users' records stay packed: the output is the blocks
-        (``record_blocks``, one bytes value each, unkeyed), once Δ0 is chosen.
+        (``record_blocks``, one bytes value each, unkeyed), for steps that each read
+        the choice (a side input) before a block, so the blocks wait there.
       as_blocks: return the packed blocks, (users per size bin, block) pairs, not
         the users' records: for a step that reads the choice itself and takes a
         whole block at a time (``SampledWeightedHistogram(blocks=True)``).
@@ -238,12 +240,15 @@ class AutoSelection(beam.PTransform):
             lambda index: candidates[index])
         if self._as_blocks:  # the next step reads the choice: the blocks wait there
             return blocks
+        if self._packed:
+            # The blocks alone: each step that reads them reads the choice first
+            # (SIPS's rounds), so they wait there, in one buffer its readers share,
+            # not in a copy made by a step of their own that waits.
+            return blocks | "Blocks" >> beam.Map(lambda bins_block: bins_block[1]
+                                                 ).with_output_types(bytes)
         # Finally every block, once the choice is known, as its users' records.
         waited = blocks | "WaitForTheChoice" >> beam.Map(_after_choice,
                                                          chosen=beam.pvalue.AsSingleton(chosen))
-        if self._packed:
-            return waited | "Blocks" >> beam.Map(lambda bins_block: bins_block[1]
-                                                 ).with_output_types(bytes)
         return waited | "UnpackUserRecords" >> beam.FlatMap(_unpack)
 
 

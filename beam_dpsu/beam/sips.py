@@ -19,13 +19,16 @@ worker as a dict side input: no extra shuffle, but every worker holds the
 released set in memory (roughly 100–200 bytes per item in Python, so
 about 1–2 GB for 10 million items). Its records travel between the rounds
 packed, a run of users per block (``beam_dpsu.core.record_blocks``): each
-user's distinct items as 16-bit ids into the block's own item list (~2.6
-bytes per (user, item) on IMDb, against ~6 as NUL-joined text), a user's
+user's distinct items as ids into the block's own item list, mostly one
+byte each (~1.7 bytes per (user, item) on IMDb, against ~6 as NUL-joined
+text), a user's
 key only where a seeded sample reads it. A round removes the release from a
 block by looking up each of the block's items once, not each (user, item),
 and the items come back as str only for the users a round samples. Under
 ``max_items_per_user="auto"`` the blocks the users waited in for the choice
-of Δ0 are the first round's records (``AutoSelection(packed=True)``).
+of Δ0 are the first round's records (``AutoSelection(packed=True)``), read
+by the first round's sample (which reads the choice) and by the second
+round's removal from one buffer.
 ``removal="join"`` instead keys every
 (user, item) by item, co-groups with the released items and regroups by user:
 two extra shuffles of all pairs per round, but no per-worker memory bound.
@@ -141,6 +144,12 @@ def _keyed_by_element_ids(block: bytes, seed: int) -> bytes:
     (``distinct_element_id``, as ``ItemCountsPerUser`` gives it)."""
     return record_blocks.with_keys(block, [distinct_element_id(items, seed)
                                            for _, items in record_blocks.block_users(block)])
+
+
+def _unpack_once_chosen(block: bytes, chosen=0):
+    """A block's users, one record each, read once the choice of Δ0 (``chosen``, a
+    side input read only to wait for it) is known."""
+    return record_blocks.unpack_block(block)
 
 
 class RemoveReleasedByJoin(beam.PTransform):
@@ -284,7 +293,9 @@ class SIPSRounds(ReleaseTransform):
     def _join_records(self, elements):
         """One record of distinct items per user, for the join."""
         if self._packed:
-            elements = elements | "UnpackUserRecords" >> beam.FlatMap(record_blocks.unpack_block)
+            # the blocks wait for the choice of Δ0 packed (AutoSelection(packed=True))
+            elements = elements | "UnpackUserRecords" >> beam.FlatMap(
+                _unpack_once_chosen, **Chosen.of(self._max_items).side_inputs())
         user_items = (elements
                       | "ItemCountsPerUser" >> self._counts
                       | "DistinctItems" >> beam.MapTuple(_distinct_items).with_output_types(

@@ -4,17 +4,19 @@ With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
 needs every user's size: so the users' records wait, all of them, until the
 choice is made (a side input). As pickled lists of str they took ~7.7 bytes
 per (user, item) pair encoded on IMDb, and the DirectRunner held ~35 bytes
-per pair (buffered, then copied when read back); packed here they take ~2.6
+per pair (buffered, then copied when read back); packed here they take ~1.7
 bytes per distinct pair, each block's items included (docs/benchmarks.md).
 
-A block is a run of users: each user's distinct items as 16-bit ids into the
-block's own item list (32-bit when the last user took it past 65,536 items),
-and, for a mechanism that reads frequencies, each item's occurrences; the
-users' size bins are counted as they are packed, so the size histogram needs
-no pass of its own. Unpacking gives every user back as a list of its
-distinct items (an item repeated once per occurrence with ``occurrences``):
-the same items, the same counts, in another order (seeded samples and
-element ids sort the items first: ``beam_dpsu.core.sampling``).
+A block is a run of users: each user's distinct items as ids into the
+block's own item list (numbered as the block first sees them, so the
+frequent items get the small ids), ascending within the user and written as
+differences, one byte each below 255 (``encode_ids``), and, for a mechanism
+that reads frequencies, each item's occurrences; the users' size bins are
+counted as they are packed, so the size histogram needs no pass of its own.
+Unpacking gives every user back as a list of its distinct items (an item
+repeated once per occurrence with ``occurrences``): the same items, the same
+counts, in the order the block first saw them (seeded samples and element
+ids sort the items first: ``beam_dpsu.core.sampling``).
 
 The SIPS rounds carry their users' records as such blocks from one round to
 the next (``beam_dpsu.beam.sips``): a block of distinct items, each user
@@ -41,11 +43,11 @@ from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
 __all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlock",
+           "ascending_per_user", "encode_ids", "decode_ids",
            "decode_block", "unpack_block", "block_users", "with_keys", "without_items"]
 
 # A block ends at this many (user, item) ids, or once it holds this many
-# distinct items: its ids then fit in 16 bits (2 MiB of ids), unless the last
-# user brought more new items than were left (then 32).
+# distinct items (the last user may bring more new items than were left).
 IDS_PER_BLOCK = 1 << 20
 ITEMS_PER_BLOCK = 60_000
 # The most ids of a run of users worked on at once (``DecodedBlock.runs``).
@@ -102,18 +104,79 @@ class RecordBlockBuilder:
         """The block as one bytes value."""
         ids = np.frombuffer(self._items, dtype=np.int32) if self._items else np.zeros(
             0, dtype=np.int32)
-        return _block(self._ids.items(), ids, bytes(self._ends),
-                      bytes(self._counts) if self._occurrences else None, self._plain_str,
-                      self._keys)
+        ends = np.frombuffer(self._ends, dtype=np.int64) if self._ends else np.zeros(
+            0, dtype=np.int64)
+        counts = (np.array(self._counts, dtype=np.int32) if self._occurrences else None)
+        return _block(self._ids.items(), ids, ends, counts, self._plain_str, self._keys)
 
 
-def _block(items: list, ids: np.ndarray, ends: bytes, counts: bytes | None, plain_str: bool,
-           keys: list | None) -> bytes:
-    """A block's fields as one bytes value, its ids in 16 bits when its items allow."""
-    if len(items) <= 1 << 16:
-        ids = ids.astype(np.uint16)
-    block = (items, ids.tobytes(), ids.dtype.char, ends, counts, plain_str, keys)
+def _block(items: list, ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None,
+           plain_str: bool, keys: list | None, in_order: bool = False) -> bytes:
+    """A block's fields as one bytes value, its ids encoded by ``encode_ids``
+    (``in_order``: each user's ids already ascend, as ``encode_ids`` leaves them)."""
+    if not in_order:
+        ids, counts = ascending_per_user(ids, ends, counts)
+    small, large = encode_ids(ids, ends)
+    ends_type = np.uint32 if not len(ends) or ends[-1] < 1 << 32 else np.int64
+    block = (items, small.tobytes(), large.tobytes(), large.dtype.char,
+             ends.astype(ends_type).tobytes(), ends_type().dtype.char,
+             None if counts is None else counts.astype(np.int32).tobytes(), plain_str, keys)
     return pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# An id difference of at least this is written in full (``encode_ids``).
+_LARGE = 255
+
+
+def ascending_per_user(ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None = None):
+    """``ids`` (users one after another, user i's ending at ``ends[i]``) with each user's
+    ids in ascending order, and ``counts`` (one per id, or None) in the same order."""
+    sizes = np.diff(ends, prepend=0)
+    span = int(ids.max()) + 1 if len(ids) else 1
+    # Each user's ids offset past the users before it: one sort orders every user
+    # apart and keeps the users in their order.
+    key_type = np.uint32 if len(ends) * span < 1 << 32 else np.int64
+    offsets = np.repeat(np.arange(len(ends), dtype=key_type) * key_type(span), sizes)
+    keys = offsets + ids.astype(key_type)
+    if counts is None:
+        keys.sort()
+        return keys - offsets, None
+    order = np.argsort(keys, kind="stable")
+    return ids[order], counts[order]
+
+
+def encode_ids(ids: np.ndarray, ends: np.ndarray) -> tuple:
+    """Each user's ascending ids (``ascending_per_user``) as differences: a user's first
+    id as it is, each next one less the one before. Most are small (a user's items are
+    mostly the block's frequent ones, which get the first ids), so each difference is
+    one byte (``small``, uint8) unless it is ``_LARGE`` or more: then the byte is
+    ``_LARGE`` and the difference is the next value of ``large`` (uint16, or uint32
+    when one needs it). ~1.25 bytes per (user, item) on IMDb, against 2 as 16-bit ids."""
+    steps = np.array(ids, dtype=np.int32 if not len(ids) or ids.max() < 1 << 31 else np.int64)
+    steps[1:] -= steps[:-1].copy()
+    sizes = np.diff(ends, prepend=0)
+    starts = (ends - sizes)[sizes > 0]
+    steps[starts] = ids[starts]
+    small = np.minimum(steps, _LARGE).astype(np.uint8)
+    large = steps[small == _LARGE]
+    large_type = np.uint16 if not len(large) or large.max() < 1 << 16 else np.uint32
+    return small, large.astype(large_type)
+
+
+def decode_ids(small: np.ndarray, large: np.ndarray, ends: np.ndarray,
+               items: int) -> np.ndarray:
+    """``encode_ids``'s ids back, from its two arrays, the users' ``ends`` and the
+    number of the block's ``items`` (int32 ids, or int64 if the sums could overflow it)."""
+    # The running sum reaches at most a largest id per user.
+    steps = small.astype(np.int32 if len(ends) * items < 1 << 31 else np.int64)
+    steps[small == _LARGE] = large
+    np.cumsum(steps, out=steps)
+    # Each user's ids are the running sum of its own differences: the sum less the
+    # sum over the users before it.
+    sizes = np.diff(ends, prepend=0)
+    before = np.concatenate(([0], steps))[ends - sizes]
+    steps -= np.repeat(before, sizes)
+    return steps
 
 
 class DecodedBlock(NamedTuple):
@@ -156,9 +219,12 @@ class DecodedBlock(NamedTuple):
 
 def decode_block(block: bytes) -> DecodedBlock:
     """A packed block (``RecordBlockBuilder.build``) → its arrays, nothing per user."""
-    items, ids, id_type, ends, counts, plain_str, keys = pickle.loads(block)
-    return DecodedBlock(items, np.frombuffer(ids, dtype=id_type),
-                        np.frombuffer(ends, dtype=np.int64),
+    items, small, large, large_type, ends, ends_type, counts, plain_str, keys = pickle.loads(
+        block)
+    ends = np.frombuffer(ends, dtype=ends_type).astype(np.int64)
+    ids = decode_ids(np.frombuffer(small, dtype=np.uint8),
+                     np.frombuffer(large, dtype=large_type), ends, len(items))
+    return DecodedBlock(items, ids, ends,
                         None if counts is None else np.frombuffer(counts, dtype=np.int32),
                         plain_str, keys)
 
@@ -205,9 +271,8 @@ def with_keys(block: bytes, keys: list) -> bytes:
     decoded = decode_block(block)
     if len(keys) != len(decoded.ends):
         raise ValueError(f"{len(keys)} keys for a block of {len(decoded.ends)} users")
-    return _block(decoded.items, decoded.ids, decoded.ends.tobytes(),
-                  None if decoded.counts is None else decoded.counts.tobytes(),
-                  decoded.plain_str, list(keys))
+    return _block(decoded.items, decoded.ids, decoded.ends, decoded.counts,
+                  decoded.plain_str, list(keys), in_order=True)
 
 
 def without_items(block: bytes, removed: Container) -> bytes | None:
@@ -230,7 +295,8 @@ def without_items(block: bytes, removed: Container) -> bytes | None:
     left = np.diff(kept_ends, prepend=0) > 0
     if not left.any():
         return None
-    renumbered = np.cumsum(~gone) - 1
+    renumbered = np.cumsum(~gone, dtype=np.int32) - 1
+    # (the renumbering keeps each user's ids ascending)
     return _block([item for item, g in zip(items, gone.tolist()) if not g],
-                  renumbered[ids_[kept]].astype(np.int32), kept_ends[left].tobytes(), None,
-                  decoded.plain_str, None if keys is None else list(compress(keys, left.tolist())))
+                  renumbered[ids_[kept]], kept_ends[left], None, decoded.plain_str,
+                  None if keys is None else list(compress(keys, left.tolist())), in_order=True)

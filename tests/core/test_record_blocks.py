@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from beam_dpsu.core import max_items_choice, policies
-from beam_dpsu.core.record_blocks import (RecordBlockBuilder, block_users, decode_block,
-                                          unpack_block, with_keys, without_items)
+from beam_dpsu.core.record_blocks import (RecordBlockBuilder, ascending_per_user, block_users,
+                                          decode_block, decode_ids, encode_ids, unpack_block,
+                                          with_keys, without_items)
 from beam_dpsu.core.sampling import sample_block
 from beam_dpsu.core.tokenizer import Tokens
 
@@ -62,13 +63,16 @@ def _keyed(users):
     return builder.packed()
 
 
-def test_a_keyed_block_gives_each_user_back_with_its_key_and_its_items_in_order():
+def test_a_keyed_block_gives_each_user_back_with_its_key_and_its_items_in_block_order():
     users = [("u1", ["b", "a", "c"]), (7, ["a"]), (("t", 1), []), ("u4", ["d", "c"])]
     block = _keyed(users)
-    assert list(block_users(block)) == users
-    assert [list(u) for u in unpack_block(block)] == [items for _, items in users]
+    # each user's items in the order the block first saw them (b, a, c, d): the
+    # ids ascend within a user (record_blocks.encode_ids)
+    back = [("u1", ["b", "a", "c"]), (7, ["a"]), (("t", 1), []), ("u4", ["c", "d"])]
+    assert list(block_users(block)) == back
+    assert [list(u) for u in unpack_block(block)] == [items for _, items in back]
     assert list(block_users(with_keys(block, [1, 2, 3, 4]))) == [
-        (k, items) for k, (_, items) in zip([1, 2, 3, 4], users)]
+        (k, items) for k, (_, items) in zip([1, 2, 3, 4], back)]
     builder = RecordBlockBuilder(False)
     builder.add({"x"}, True)
     assert list(block_users(builder.packed())) == [(None, ["x"])]
@@ -80,7 +84,7 @@ def test_removal_drops_the_items_the_emptied_users_and_renumbers_what_is_left():
     left = without_items(block, {"a": None, "x": None})
     # u2 holds nothing left and u3 held nothing: both go (a user with no items
     # adds nothing to later rounds); the others keep their order.
-    assert list(block_users(left)) == [("u1", ["b", "c"]), ("u4", ["d", "c"])]
+    assert list(block_users(left)) == [("u1", ["b", "c"]), ("u4", ["c", "d"])]
     assert without_items(block, set()) == block
     assert without_items(block, {"a", "b", "c", "d"}) is None
     # the removed item is gone from the block's own item list (ids renumbered)
@@ -88,14 +92,17 @@ def test_removal_drops_the_items_the_emptied_users_and_renumbers_what_is_left():
     assert list(block_users(without_items(left, {"d"}))) == [("u1", ["b", "c"]), ("u4", ["c"])]
 
 
-def test_removal_from_a_32_bit_block_can_bring_it_back_to_16_bits():
-    users = [("a", [f"a{i}" for i in range(40_000)]), ("b", [f"b{i}" for i in range(40_000)]),
+def test_removal_can_bring_32_bit_id_differences_back_to_16_bits():
+    users = [("a", [f"a{i}" for i in range(70_000)]), ("b", ["a0", "a69999"]),
              ("c", ["a7", "b7"])]
     block = _keyed(users)
-    left = without_items(block, {f"b{i}" for i in range(40_000)})
-    assert list(block_users(left)) == [("a", users[0][1]), ("c", ["a7"])]
-    # (fields: items, ids, the ids' numpy type, …)
-    assert pickle.loads(block)[2] == "i" and pickle.loads(left)[2] == "H"
+    assert list(block_users(block)) == users
+    left = without_items(block, {f"a{i}" for i in range(1, 69_999)})
+    assert list(block_users(left)) == [("a", ["a0", "a69999"]), ("b", ["a0", "a69999"]),
+                                       ("c", ["b7"])]
+    # (fields: items, the small differences, the large ones, their numpy type, …):
+    # 69,999 needs 32 bits, the renumbered 1 (a69999 after a0) one byte
+    assert pickle.loads(block)[3] == "I" and pickle.loads(left)[3] == "H"
 
 
 def test_blocks_of_occurrences_refuse_the_distinct_readers():
@@ -180,3 +187,67 @@ def test_a_block_splits_into_runs_of_whole_users():
     # at most 5 ids a run, but a user of 9 alone; every user once, in order
     assert [sizes.tolist() for _, sizes in runs] == [[3, 0], [4], [9], [2, 2, 1]]
     assert np.concatenate([ids for ids, _ in runs]).tolist() == decoded.ids.tolist()
+
+
+# --- the ids' encoding ---------------------------------------------------------------
+
+
+def _round_trip(users, items):
+    sizes = np.array([len(u) for u in users], dtype=np.int64)
+    ends = np.cumsum(sizes)
+    ids = np.array([i for u in users for i in u], dtype=np.int32)
+    ordered, _ = ascending_per_user(ids, ends)
+    small, large = encode_ids(ordered, ends)
+    return small, large, decode_ids(small, large, ends, items)
+
+
+def test_ids_come_back_ascending_per_user_across_the_byte_and_16_bit_boundaries():
+    # differences of 254 (one byte), 255 (the first written whole), 65,535 (16 bits)
+    # and 65,536 (32 bits), at a user's first id and after it, empty users between
+    users = [[0, 254], [], [255], [3, 2, 1], [], [65_535, 0], [65_536], [7, 7 + 255]]
+    small, large, back = _round_trip(users, 70_000)
+    starts = np.cumsum([0] + [len(u) for u in users])
+    assert [back[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])] == [
+        sorted(u) for u in users]
+    assert small.dtype == np.uint8 and len(small) == sum(map(len, users))
+    assert large.tolist() == [255, 65_535, 65_536, 255] and large.dtype == np.uint32
+    small16, large16, _ = _round_trip([[0, 254], [255, 65_535 + 255]], 70_000)
+    assert large16.dtype == np.uint16 and large16.tolist() == [255, 65_535]
+
+
+def test_random_users_round_trip_and_most_differences_take_one_byte():
+    rng = np.random.default_rng(5)
+    items = 60_000
+    # a Zipf vocabulary: users hold mostly the frequent (first) ids
+    users = [np.unique(rng.zipf(1.3, size=rng.integers(0, 200)) % items).tolist()
+             for _ in range(2_000)]
+    order = [rng.permutation(u).tolist() for u in users]
+    small, large, back = _round_trip(order, items)
+    assert back.tolist() == [i for u in users for i in u]
+    assert len(large) < 0.3 * len(small)
+
+
+def test_counts_follow_their_ids_into_ascending_order():
+    ids = np.array([5, 1, 3, 2, 0], dtype=np.int32)
+    counts = np.array([50, 10, 30, 20, 1], dtype=np.int32)
+    ordered, moved = ascending_per_user(ids, np.array([3, 3, 5]), counts)
+    assert ordered.tolist() == [1, 3, 5, 0, 2] and moved.tolist() == [10, 30, 50, 1, 20]
+
+
+def test_a_block_is_about_one_byte_per_user_and_item_of_a_zipf_vocabulary():
+    rng = np.random.default_rng(6)
+    words = [f"w{i}" for i in range(20_000)]
+    builder = RecordBlockBuilder(False)
+    pairs = 0
+    for _ in range(3_000):
+        user = {words[i % len(words)] for i in rng.zipf(1.2, size=150)}
+        pairs += len(user)
+        builder.add(user, True)
+    block = builder.packed()
+    decoded = decode_block(block)
+    items, small, large = pickle.loads(block)[:3]
+    # the ids cost less than 1.5 bytes per pair (2 as 16-bit ids)
+    assert len(small) + len(large) < 1.5 * pairs and len(small) == pairs
+    assert [set(u) for u in unpack_block(block)][:3] == [
+        {decoded.items[i] for i in decoded.ids[a:b]}
+        for a, b in zip([0] + decoded.ends[:2].tolist(), decoded.ends[:3].tolist())]
