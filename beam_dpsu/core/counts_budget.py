@@ -226,8 +226,8 @@ def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> f
     same total more than once (checking its flags, building the pipeline), and
     each solve calibrates the selection ~35 times."""
     try:
-        hash(selection_mechanism)
-    except TypeError:  # e.g. GW with a dict of public counts
+        hash((total, share, selection_mechanism, d0))
+    except TypeError:  # e.g. GW with a dict of public counts (or a total bound to one)
         return _solve_tight_scale(total, share, selection_mechanism, d0)
     return _kept_tight_scale(total, share, selection_mechanism, d0)
 

@@ -144,8 +144,9 @@ def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float
 # A pure function of its three floats, solved anew by every calibration under
 # (ε, δ): a job calibrates the same budget several times (checks, the tight
 # split's bisection, the report), so the answers are kept (bounded; errors are
-# not kept and are raised again).
-@functools.lru_cache(maxsize=4096)
+# not kept and are raised again). Typed: True == 1 and hashes as 1, and a kept
+# σ(1, δ) must not answer σ(True, δ), which the checks refuse.
+@functools.lru_cache(maxsize=4096, typed=True)
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
     """The smallest σ such that N(0, σ²) noise is (ε, δ)-DP for L2 sensitivity Δ.
 

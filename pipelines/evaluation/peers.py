@@ -14,7 +14,7 @@ Gaussian thresholding; weighted Gaussian — at (ε, δ) with
 and through our mechanisms (``--mechanisms``). An entry ``NAME:auto`` or
 ``NAME:N`` runs that mechanism at ``--max-items-per-user`` auto or N instead of
 Δ0: ``sips:auto`` is the vocabulary job's default (SIPS, Δ0 chosen privately
-on 5% of the budget), the first entry of the default list
+on 1.5% of the budget, SIPS's share), the first entry of the default list
 (sips:auto, weighted-gaussian, policy-gaussian, sips, gw, truncated-geometric
 — the last is the same algorithm as PipelineDP's default strategy).
 PipelineDP's rows always take the fixed Δ0: its ``max_partitions_contributed``

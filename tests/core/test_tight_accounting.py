@@ -380,3 +380,41 @@ def test_the_tight_split_is_kept_for_hashable_configs_and_solved_for_others():
     scale = counts_budget._tight_scale(total, 0.1, with_counts, 10)
     assert scale == counts_budget._solve_tight_scale(total, 0.1, with_counts, 10)
     assert counts_budget._kept_tight_scale.cache_info().currsize == 1
+
+
+# --- review 18a: the kept answers never stand in for a refusal or another key's answer ---
+
+@pytest.mark.parametrize("bad", [True, np.True_], ids=["bool", "numpy-bool"])
+def test_a_kept_sigma_is_not_returned_for_a_bool_that_equals_its_key(bad):
+    # Finding (review 18a): True == 1 and hashes as 1, so once σ(1, δ) was kept,
+    # σ(True, δ) returned it instead of refusing the bool as a fresh call does.
+    analytic_gaussian_sigma.cache_clear()
+    with pytest.raises(TypeError, match="epsilon"):
+        analytic_gaussian_sigma(bad, 0.5)
+    analytic_gaussian_sigma(1, 0.5)
+    analytic_gaussian_sigma(1.0, 0.5)
+    with pytest.raises(TypeError, match="epsilon"):
+        analytic_gaussian_sigma(bad, 0.5)
+    with pytest.raises(TypeError, match="l2_sensitivity"):
+        analytic_gaussian_sigma(1.0, 0.5, bad)
+
+
+def test_equal_keys_of_other_number_types_get_the_fresh_answer():
+    solve = analytic_gaussian_sigma.__wrapped__
+    analytic_gaussian_sigma.cache_clear()
+    for first, second in [(2, 2.0), (np.float64(0.5), 0.5), (np.int64(3), 3.0),
+                          (np.float32(0.25), 0.25)]:
+        a = analytic_gaussian_sigma(first, 1e-6)
+        b = analytic_gaussian_sigma(second, 1e-6)
+        assert a == b == solve(second, 1e-6) and type(a) is type(b) is float
+
+
+def test_the_tight_split_is_solved_when_the_total_is_not_hashable():
+    # Finding (review 18a): only the mechanism's hash was checked; a total that is a
+    # tight part bound to GW with a mapping of public counts raised TypeError in the cache.
+    from beam_dpsu.core import counts_budget
+    gw = mechanisms.GreedyWithoutSampling(10, public_counts={"a": 3})
+    total = counts_budget.TightSelectionBudget(1.0, 1e-6, for_mechanism=gw)
+    plain = mechanisms.WeightedGaussian(10)
+    assert counts_budget._tight_scale(total, 0.1, plain, 10) == \
+        counts_budget._solve_tight_scale(total, 0.1, plain, 10)

@@ -51,6 +51,19 @@ def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):
     assert report["chosen_max_items_per_user"] in report["max_items_per_user"]["candidates"]
     counts_plan = report["counts"]["max_items_per_user"]
     chosen = report["counts_chosen_max_items_per_user"]
+    # Review 18a: the job's default SIPS spends its own 1.5 % of the selection's part,
+    # the counts 5 % of theirs; each histogram's budget is that share of its part.
+    split = report["budget_split"]
+    selection_plan = report["max_items_per_user"]
+    assert report["mechanism"]["name"] == "sips"
+    assert selection_plan["share"] == 0.015 == report["mechanism"]["max_items_per_user"]["share"]
+    assert counts_plan["share"] == 0.05
+    for plan, part, rest in ((selection_plan, split["selection"], "selection_budget"),
+                             (counts_plan, split["counts"], "counts_budget")):
+        size = plan["size_histogram"]["budget"]
+        assert size["rho"] == part["rho"] * plan["share"] and size["delta"] == 0.0
+        assert size["rho"] + plan[rest]["rho"] <= part["rho"]
+        assert plan[rest]["delta"] == part["delta"]
     assert chosen in counts_plan["candidates_calibrated"]
     summary = [line for line in (captured.out + captured.err).splitlines()
                if line.startswith("released ")]
