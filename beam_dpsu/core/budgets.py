@@ -140,6 +140,8 @@ class Budget:
         so the parts' ε and δ sum to at most this budget's, exactly (each part
         rounded down where the floats' sum would pass it: ``parts_within``).
         """
+        # A tight split's part is bound to one calibration: its pieces would not be.
+        checks.no_tight_part(self, "Budget.split (splitting it again)")
         w = checks.split_weights(weights)
         epsilons = parts_within(self.epsilon, [self.epsilon * x for x in w])
         deltas = parts_within(self.delta, [self.delta * x for x in w])
@@ -225,6 +227,8 @@ class BudgetAccountant:
 
     def __init__(self, total: Budget | ZCDPBudget):
         checks.instance("total", total, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
+        # Parts spent from a tight split's part would be plain budgets, of any mechanism.
+        checks.no_tight_part(total, "a BudgetAccountant's total")
         self.total = total
         self._spent: list = []
 

@@ -342,6 +342,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     Raises:
       BudgetExceededError: ``accountant`` has less than ``total`` left.
     """
+    checks.no_tight_part(total, "split_selection_and_counts (splitting it again)")
     share = checks.probability("counts_share", counts_share, types=(int, float),
                                show_given=True)
     if composition is not None:

@@ -363,9 +363,6 @@ def test_a_tight_part_is_refused_with_another_mechanism_or_counts_max_items():
 
 
 
-@pytest.mark.xfail(strict=True, reason="review 18a, open (pre-existing): a tight part split "
-                   "again, or made an accountant's total, gives plain Budgets that any mechanism "
-                   "takes, so the binding to the mechanism it was computed for is lost")
 @pytest.mark.parametrize("resplit", ["Budget.split", "split_selection_and_counts",
                                      "BudgetAccountant"])
 def test_a_tight_part_cannot_be_laundered_by_splitting_it_again(resplit):
