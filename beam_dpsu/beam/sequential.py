@@ -1,4 +1,4 @@
-"""Sequential policy histograms as a stateful Beam DoFn (dpsu Algorithm 2; gw §3).
+"""Sequential policy histograms in Beam, one ordered pass per shard (dpsu Algorithm 2; gw §3).
 
 A policy histogram visits users one at a time, each update depending on the
 histogram so far. The visiting order must be the same for the users common
@@ -12,12 +12,14 @@ The pipeline: first each worker packs the users of its bundle into one
 compact block per shard (``UserBlockBuilder``: the users' order keys, and
 their items as small ids into the block's own list of distinct items), a
 shard being another part of the keyed hash (elements of ``privacy_unit="element"``
-input are checked and sampled in the same step, ``_PolicyElementBlocksFn``); then,
-past a ``Reshuffle`` that ends the stage, a stateful DoFn per shard
-buffers the blocks in bag state and, when the window closes (the end of a
-batch input), sorts all its users by keyed hash and applies the policy in
-that order (``shard_policy_histogram``); finally the shard histograms are
-summed per item. The output has one (item, weight) per item of any user's
+input are checked and sampled in the same step, ``_PolicyElementBlocksFn``); then
+a ``GroupByKey`` gathers each shard's blocks once the window closes (the end
+of a batch input; only the global window is accepted), and one DoFn call per
+shard sorts all its users by keyed hash and applies the policy in that
+order (``shard_policy_histogram``); finally the shard histograms are summed
+per item. (Before, the blocks waited in a stateful DoFn's bag state for an
+end-of-window timer, past a ``Reshuffle``: one more stage and one more copy of
+the blocks on the DirectRunner, for the same histogram.) The output has one (item, weight) per item of any user's
 list, weight 0 included (GW), and every one of them is noised: see
 ``beam_dpsu.core.policies`` for why. Only the visiting order matters to the
 histogram, so how users fall into bundles and blocks changes nothing but
@@ -30,15 +32,17 @@ histogram changes, by at most 1 in the policy's norm: the sum keeps
 sensitivity 1 (``tests/test_sequential_policies.py`` checks it). P = 1 is
 the papers' algorithm; P > 1 lets the runner work on P shards in parallel.
 
-Memory. A shard holds its users in state as blocks: 20 bytes per user (its
-16-byte order key and its length) and 4 bytes per listed item, plus each
-block's distinct items, about Σ_users (20 + 4·|list|) bytes + Σ_blocks
-Σ_distinct (len(item) + 5) bytes: e.g. ~21 MB for the 50,000 IMDb reviews at
-Δ0 = 100, all on one worker when P = 1. When the window closes the shard
-decodes them (8 more bytes per listed item) and builds one dict over its
+Memory. A shard's users arrive as blocks: 20 bytes per user (its 16-byte
+order key and its length) and 2 bytes per listed item (4 in a block of more
+than 2^16 distinct items), plus each block's distinct items, about
+Σ_users (20 + 2·|list|) bytes + Σ_blocks Σ_distinct (len(item) + 5) bytes:
+e.g. ~12 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when
+P = 1. The shard reads the blocks' ids in place, writes them once in its own
+numbering (4 more bytes per listed item) and builds one dict over its
 distinct items (~100 bytes each). Raise P when a shard would not fit a
 worker. A worker packing blocks holds at most ``USER_BLOCK_ITEMS`` listed
-items (~8 bytes each, plus the blocks' distinct items) before it sends them.
+items (~8 bytes each, plus the blocks' distinct items) before it sends them,
+and sends them sooner once a block holds ``USER_BLOCK_DISTINCT`` distinct items.
 """
 
 from __future__ import annotations
