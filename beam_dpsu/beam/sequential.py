@@ -19,8 +19,9 @@ shard sorts all its users by keyed hash and applies the policy in that
 order (``shard_policy_histogram``); finally the shard histograms are summed
 per item. (Before, the blocks waited in a stateful DoFn's bag state for an
 end-of-window timer, past a ``Reshuffle``: one more stage and one more copy of
-the blocks on the DirectRunner, for the same histogram.) The output has one (item, weight) per item of any user's
-list, weight 0 included (GW), and every one of them is noised: see
+the blocks on the DirectRunner, for the same histogram.) The output has one
+(item, weight) per item of any user's list, weight 0 included (GW), and
+every one of them is noised: see
 ``beam_dpsu.core.policies`` for why. Only the visiting order matters to the
 histogram, so how users fall into bundles and blocks changes nothing but
 the time (the same shard weights bit for bit; with P ≥ 3 shards their sum
