@@ -131,7 +131,7 @@ class ExtractNgrams(ReleaseTransform):
         number c > 0 with σ_k = c·σ_{k−1} (dpne §3.1.1); either way
         1/σ*² = Σ 1/σ_k².
       level1: "weighted-gaussian" (default) or "policy-gaussian" (ℓ2-descent,
-        with cutoff ρ_1 + alpha·σ_1, in a stateful DoFn).
+        with cutoff ρ_1 + alpha·σ_1, users in keyed-hash order).
       alpha: α of the level-1 policy cutoff.
       seed: test-only seed (logs a WARNING when the transform is built).
       privacy_unit: "user_id" (default): neighbours differ by one user id's

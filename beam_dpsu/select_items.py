@@ -335,7 +335,7 @@ class _SequentialSelection(beam.PTransform):
 
     First bound contributions (check, count items per user; the policies
     then sample Δ0 items, GW keeps its top Δ0 by frequency), then build the
-    policy histogram in keyed-hash user order in a stateful DoFn, finally
+    policy histogram in keyed-hash user order, one DoFn call per shard, finally
     noise and threshold every key of it (GW's zero weights included) exactly
     as the parallel mechanisms do.
     """

@@ -1,4 +1,4 @@
-"""Sequential policy histograms as a stateful Beam DoFn (dpsu Algorithm 2; gw §3).
+"""Sequential policy histograms in Beam, one ordered pass per shard (dpsu Algorithm 2; gw §3).
 
 A policy histogram visits users one at a time, each update depending on the
 histogram so far. The visiting order must be the same for the users common
@@ -12,13 +12,16 @@ The pipeline: first each worker packs the users of its bundle into one
 compact block per shard (``UserBlockBuilder``: the users' order keys, and
 their items as small ids into the block's own list of distinct items), a
 shard being another part of the keyed hash (elements of ``privacy_unit="element"``
-input are checked and sampled in the same step, ``_PolicyElementBlocksFn``); then,
-past a ``Reshuffle`` that ends the stage, a stateful DoFn per shard
-buffers the blocks in bag state and, when the window closes (the end of a
-batch input), sorts all its users by keyed hash and applies the policy in
-that order (``shard_policy_histogram``); finally the shard histograms are
-summed per item. The output has one (item, weight) per item of any user's
-list, weight 0 included (GW), and every one of them is noised: see
+input are checked and sampled in the same step, ``_PolicyElementBlocksFn``); then
+a ``GroupByKey`` gathers each shard's blocks once the window closes (the end
+of a batch input; only the global window is accepted), and one DoFn call per
+shard sorts all its users by keyed hash and applies the policy in that
+order (``shard_policy_histogram``); finally the shard histograms are summed
+per item. (Before, the blocks waited in a stateful DoFn's bag state for an
+end-of-window timer, past a ``Reshuffle``: one more stage and one more copy of
+the blocks on the DirectRunner, for the same histogram.) The output has one
+(item, weight) per item of any user's list, weight 0 included (GW), and
+every one of them is noised: see
 ``beam_dpsu.core.policies`` for why. Only the visiting order matters to the
 histogram, so how users fall into bundles and blocks changes nothing but
 the time (the same shard weights bit for bit; with P ≥ 3 shards their sum
@@ -30,38 +33,35 @@ histogram changes, by at most 1 in the policy's norm: the sum keeps
 sensitivity 1 (``tests/test_sequential_policies.py`` checks it). P = 1 is
 the papers' algorithm; P > 1 lets the runner work on P shards in parallel.
 
-Memory. A shard holds its users in state as blocks: 20 bytes per user (its
-16-byte order key and its length) and 4 bytes per listed item, plus each
-block's distinct items, about Σ_users (20 + 4·|list|) bytes + Σ_blocks
-Σ_distinct (len(item) + 5) bytes: e.g. ~21 MB for the 50,000 IMDb reviews at
-Δ0 = 100, all on one worker when P = 1. When the window closes the shard
-decodes them (8 more bytes per listed item) and builds one dict over its
+Memory. A shard's users arrive as blocks: 20 bytes per user (its 16-byte
+order key and its length) and 2 bytes per listed item (4 in a block of more
+than 2^16 distinct items), plus each block's distinct items, about
+Σ_users (20 + 2·|list|) bytes + Σ_blocks Σ_distinct (len(item) + 5) bytes:
+e.g. ~12 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when
+P = 1. The shard reads the blocks' ids in place, writes them once in its own
+numbering (4 more bytes per listed item) and builds one dict over its
 distinct items (~100 bytes each). Raise P when a shard would not fit a
 worker. A worker packing blocks holds at most ``USER_BLOCK_ITEMS`` listed
-items (~8 bytes each, plus the blocks' distinct items) before it sends them.
+items (~8 bytes each, plus the blocks' distinct items) before it sends them,
+and sends them sooner once a block holds ``USER_BLOCK_DISTINCT`` distinct items.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import pickle
 import secrets
 import typing
 from typing import Hashable, Iterable, Mapping, Sequence
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.coders import BytesCoder, VarIntCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import (BagStateSpec, ReadModifyWriteStateSpec, TimerSpec,
-                                              on_timer)
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen, per_candidate
 from beam_dpsu.core import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
-from beam_dpsu.core.user_blocks import UserBlockBuilder
+from beam_dpsu.core.user_blocks import UserBlockBuilder, decode_user_block
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
@@ -82,6 +82,10 @@ __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histog
 # The most listed items (plus one per user) a worker packs into blocks before
 # it sends them on: ~8 bytes each, plus the blocks' distinct items.
 USER_BLOCK_ITEMS = 1 << 20
+# A worker also sends its blocks once one holds this many distinct items, so that
+# a block's ids fit 16 bits (``user_blocks.SMALL_IDS``; unless its last user brought
+# more new items than were left).
+USER_BLOCK_DISTINCT = 60_000
 
 
 def run_order_key(seed: int | None = None) -> bytes:
@@ -149,7 +153,8 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
     """A shard's policy histogram from its encoded blocks, in any number and order.
 
     First every block's items get ids in one shard-wide list (a dict lookup
-    per distinct item of a block, then a numpy take per block), then the
+    per distinct item of a block, then one numpy take per block into one
+    array of the shard's listed ids; a block's own ids are read in place), then the
     users are sorted by order key (a lexicographic sort of the 16 bytes as
     two big-endian 64-bit words), finally ``policy_weights`` visits them in
     that order. Equal order keys (one user id in two records, against the
@@ -162,17 +167,23 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
     pre-threshold (``beam_dpsu.core.pre_threshold``; a user's list is distinct).
     """
     ids = ItemIds()
-    order_keys, listed_parts, length_parts = [], [], []
+    order_keys, length_parts, parts = [], [], []
     for block in blocks:
-        block_keys, block_items, block_listed, block_lengths = pickle.loads(block)
-        to_shard_ids = _as_ids(ids.ids(block_items), len(ids))
-        order_keys.append(block_keys)
-        listed_parts.append(to_shard_ids[block_listed])
-        length_parts.append(block_lengths)
+        decoded = decode_user_block(block)  # its ids and lengths: views, no copy
+        order_keys.append(decoded.order_keys)
+        length_parts.append(decoded.lengths)
+        parts.append((_as_ids(ids.ids(decoded.items), len(ids)), decoded.listed))
     if not len(ids):
         return ({}, {}) if count_holders else {}
     items = ids.items()
-    listed = np.concatenate(listed_parts)
+    # Every listed id in the shard's numbering, written block by block into one array.
+    listed = np.empty(sum(len(part[1]) for part in parts),
+                      dtype=np.int32 if len(items) <= 1 << 31 else np.int64)
+    end = 0
+    for to_shard_ids, block_listed in parts:
+        start, end = end, end + len(block_listed)
+        listed[start:end] = to_shard_ids[block_listed]
+    del parts
     lengths = np.concatenate(length_parts).astype(np.intp)
     starts = np.cumsum(lengths) - lengths
     words = np.frombuffer(b"".join(order_keys), dtype=">u8").reshape(-1, 2)
@@ -192,7 +203,7 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
 
 
 def _as_ids(ids: list, num_items: int) -> np.ndarray:
-    # 4 bytes per listed item, unless the shard has 2^31 distinct items or more.
+    # 4 bytes per item, unless the shard has 2^31 distinct items or more.
     return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
 
 
@@ -253,7 +264,7 @@ class _PolicyUserBlocksFn(beam.DoFn):
             block = self._blocks[shard] = UserBlockBuilder()
         block.add(mac[:16], items)
         self._held += len(items) + 1
-        return self._held >= self._max_items
+        return self._held >= self._max_items or block.distinct >= USER_BLOCK_DISTINCT
 
     def finish_bundle(self):
         yield from self._flush()
@@ -325,16 +336,19 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
     def process(self, bins_block, chosen=0):
         sample = self._samples[chosen]
         if sample.seed is not None:
+            full = False
             for element in record_blocks.unpack_block(bins_block[1]):
-                self._add_element(element, sample)
+                full = self._add_element(element, sample) or full
+            if full:
+                yield from self._flush()
         else:
             block = record_blocks.decode_block(bins_block[1])
             for run_ids, run_sizes in block.runs():
-                self._add_sampled_run(block.items, run_ids, run_sizes, sample)
-        if self._held >= self._max_items:
-            yield from self._flush()
+                if self._add_sampled_run(block.items, run_ids, run_sizes, sample):
+                    yield from self._flush()
 
-    def _add_sampled_run(self, items: list, run_ids, run_sizes, sample) -> None:
+    def _add_sampled_run(self, items: list, run_ids, run_sizes, sample) -> bool:
+        """Adds a run of users, each sampled; True when the blocks are full."""
         ids, lengths = sample.sample_block(run_ids, run_sizes)
         holders = lengths > 0  # a person holding nothing contributes nothing
         lengths = lengths[holders]
@@ -342,6 +356,7 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
             -1, 32)
         # _shard_of_mac on every user at once: bytes 16-24 of the 32, big-endian.
         shards = macs[:, 16:24].copy().view(">u8")[:, 0] % self._shards
+        full = False
         for shard in np.unique(shards).tolist():
             users = shards == shard
             builder = self._blocks.get(shard)
@@ -349,74 +364,34 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
                 builder = self._blocks[shard] = UserBlockBuilder()
             builder.add_block(macs[users, :16].tobytes(), items,
                               ids[np.repeat(users, lengths)], lengths[users])
+            full = full or builder.distinct >= USER_BLOCK_DISTINCT
         self._held += len(ids) + len(lengths)
+        return full or self._held >= self._max_items
 
 
 class _PolicyHistogramFn(beam.DoFn):
-    """Buffers a shard's blocks of users; when the window closes applies the policy in order."""
+    """(shard, all its blocks of users) → its policy histogram, the users visited in order.
 
-    BLOCKS = BagStateSpec("blocks", BytesCoder())
-    WINDOW_END = TimerSpec("window_end", TimeDomain.WATERMARK)
+    One cutoff Γ per candidate Δ0: ``chosen`` (a side input, ``beam_dpsu.beam.chosen``)
+    says which; a fixed Γ is the one candidate, with no side input.
+    """
 
-    def __init__(self, update, cutoff: float | None, item_shards: int | None,
+    def __init__(self, update, cutoffs: tuple, item_shards: int | None,
                  count_holders: bool = False):
         self._update = update
-        self._cutoff = cutoff
+        self._cutoffs = cutoffs
         self._item_shards = item_shards
         self._count_holders = count_holders
 
-    def process(self, element, window=beam.DoFn.WindowParam,
-                blocks=beam.DoFn.StateParam(BLOCKS),
-                window_end=beam.DoFn.TimerParam(WINDOW_END)):
-        blocks.add(element[1])
-        window_end.set(window.max_timestamp())
-
-    @on_timer(WINDOW_END)
-    def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS)):
-        yield from self._histogram(blocks, self._cutoff)
-
-    def _histogram(self, blocks, cutoff):
-        histogram = shard_policy_histogram(blocks.read(), self._update, cutoff,
+    def process(self, shard_blocks, chosen=0):
+        histogram = shard_policy_histogram(shard_blocks[1], self._update, self._cutoffs[chosen],
                                            count_holders=self._count_holders)
-        blocks.clear()
         if self._count_holders:  # (weights, holders), with item shards only
             yield from split_with_holders(*histogram, self._item_shards).items()
         elif self._item_shards is None:
             yield from histogram.items()
         else:
             yield from split_by_shard(histogram, self._item_shards).items()
-
-
-class _ChosenPolicyHistogramFn(_PolicyHistogramFn):
-    """``_PolicyHistogramFn`` with one cutoff Γ per candidate Δ0: ``chosen`` (a side
-    input, ``beam_dpsu.beam.chosen``) says which. A timer reads no side input, so the
-    index waits in the key's state for it. (Its own state and timer specs: Beam
-    registers one timer callback per spec.)"""
-
-    BLOCKS = BagStateSpec("blocks", BytesCoder())
-    CHOSEN = ReadModifyWriteStateSpec("chosen", VarIntCoder())
-    WINDOW_END = TimerSpec("window_end", TimeDomain.WATERMARK)
-
-    def __init__(self, update, cutoffs: tuple, item_shards: int | None,
-                 count_holders: bool = False):
-        # No cutoff of its own: only the chosen one (``emit_histogram``) is ever used.
-        super().__init__(update, None, item_shards, count_holders)
-        self._cutoffs = cutoffs
-
-    def process(self, element, chosen, window=beam.DoFn.WindowParam,
-                blocks=beam.DoFn.StateParam(BLOCKS),
-                chosen_state=beam.DoFn.StateParam(CHOSEN),
-                window_end=beam.DoFn.TimerParam(WINDOW_END)):
-        blocks.add(element[1])
-        chosen_state.write(chosen)
-        window_end.set(window.max_timestamp())
-
-    @on_timer(WINDOW_END)
-    def emit_histogram(self, blocks=beam.DoFn.StateParam(BLOCKS),
-                       chosen_state=beam.DoFn.StateParam(CHOSEN)):
-        cutoff = self._cutoffs[chosen_state.read()]
-        chosen_state.clear()
-        yield from self._histogram(blocks, cutoff)
 
 
 class SequentialPolicyHistogram(beam.PTransform):
@@ -489,11 +464,13 @@ class SequentialPolicyHistogram(beam.PTransform):
             | "PackUserBlocks" >> beam.ParDo(
                 self._pack, **self._pack_chosen.side_inputs()).with_output_types(
                 typing.Tuple[int, bytes])
-            # A stage boundary (a few blocks per bundle move): fused with the
-            # packing, two of these transforms on one input lost one's
-            # end-of-window timer on the DirectRunner, and with it its output.
-            | "EndStage" >> beam.Reshuffle()
-            | "ApplyPolicyInOrder" >> self._apply_policy())
+            # Each shard's blocks in one place, once every user is packed (the global
+            # window closes): a GroupByKey, one stage boundary, no per-key state.
+            | "GroupShardBlocks" >> beam.GroupByKey()
+            | "ApplyPolicyInOrder" >> beam.ParDo(
+                _PolicyHistogramFn(self._update, self._cutoff.values, self._item_shards,
+                                   self._pre_threshold > 1),
+                **self._cutoff.side_inputs()))
         # Finally the P shard histograms are summed per item (or per item shard).
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
@@ -505,16 +482,6 @@ class SequentialPolicyHistogram(beam.PTransform):
         return (shard_histograms
                 | "GroupItemShards" >> beam.GroupByKey()
                 | "SumPerItemShard" >> beam.Map(merge_histograms))
-
-
-    def _apply_policy(self) -> beam.ParDo:
-        count_holders = self._pre_threshold > 1
-        if self._cutoff.index is None:
-            return beam.ParDo(_PolicyHistogramFn(self._update, self._cutoff.first,
-                                                 self._item_shards, count_holders))
-        return beam.ParDo(_ChosenPolicyHistogramFn(self._update, self._cutoff.values,
-                                                   self._item_shards, count_holders),
-                          *self._cutoff.side_input_args())
 
 
 class OrderItemsForGW(beam.PTransform):

@@ -5,21 +5,29 @@ them, and its shards decode and visit them (``shard_policy_histogram``)."""
 from __future__ import annotations
 
 import pickle
-from typing import Iterable
+import struct
+from typing import Iterable, NamedTuple
 
 import numpy as np
 
 from beam_dpsu.core.policies import ItemIds
 
-__all__ = ["UserBlockBuilder"]
+__all__ = ["SMALL_IDS", "UserBlockBuilder", "UserBlock", "decode_user_block"]
+
+# A block of at most this many distinct items lists them as 16-bit ids, else 32-bit.
+SMALL_IDS = 1 << 16
+# An encoded block: this header (users, listed ids, bytes per id), then the users'
+# order keys (16 bytes each), their lengths (int32), their ids, and the pickled items.
+_HEADER = struct.Struct("<QQB")
 
 
 class UserBlockBuilder:
     """Users of one shard packed into one compact block: ``add`` them, then ``encode``.
 
     A block holds the users' 16-byte order keys, its distinct items (each
-    stored once), and each user's list as int32 ids into them, in the list's
-    order. Ids are given with one C-level dict lookup per listed item
+    stored once), and each user's list as ids into them, in the list's order
+    (16-bit when the block holds at most ``SMALL_IDS`` distinct items, else
+    32-bit). Ids are given with one C-level dict lookup per listed item
     (``policies.ItemIds``), or, for users added a block at a time
     (``add_block``), one per distinct item of that block. Users with an empty
     list hold nothing and are not added.
@@ -58,8 +66,44 @@ class UserBlockBuilder:
         self._listed_before.append(block_ids.astype(np.int32))
         self._lengths.extend(np.asarray(lengths).tolist())
 
+    @property
+    def distinct(self) -> int:
+        """How many distinct items the block holds."""
+        return len(self._ids)
+
     def encode(self) -> bytes:
-        listed = np.concatenate(self._listed_before + [np.array(self._listed, dtype=np.int32)])
-        return pickle.dumps((b"".join(self._order_keys), self._ids.items(), listed,
-                             np.array(self._lengths, dtype=np.int32)),
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        """The block as bytes (``decode_user_block`` reads it): 2 bytes per listed id when
+        it holds at most ``SMALL_IDS`` distinct items, else 4, and 20 per user."""
+        dtype = np.uint16 if len(self._ids) <= SMALL_IDS else np.int32
+        listed = np.concatenate([part.astype(dtype, copy=False) for part in self._listed_before]
+                                + [np.array(self._listed, dtype=dtype)])
+        order_keys = b"".join(self._order_keys)
+        return b"".join((_HEADER.pack(len(self._lengths), len(listed), listed.itemsize),
+                         order_keys, np.array(self._lengths, dtype=np.int32).tobytes(),
+                         listed.tobytes(),
+                         pickle.dumps(self._ids.items(), protocol=pickle.HIGHEST_PROTOCOL)))
+
+
+class UserBlock(NamedTuple):
+    """A decoded block: the users' order keys (16 bytes each, joined), the block's distinct
+    items, each user's list as ids into them one after another, and each list's length.
+    ``listed`` and ``lengths`` are read-only views into the encoded bytes (no copy)."""
+
+    order_keys: bytes
+    items: list
+    listed: np.ndarray
+    lengths: np.ndarray
+
+
+def decode_user_block(block: bytes) -> UserBlock:
+    """A block ``UserBlockBuilder.encode`` made."""
+    users, num_listed, id_size = _HEADER.unpack_from(block)
+    keys_end = _HEADER.size + 16 * users
+    lengths_end = keys_end + 4 * users
+    listed_end = lengths_end + id_size * num_listed
+    return UserBlock(
+        block[_HEADER.size:keys_end],
+        pickle.loads(memoryview(block)[listed_end:]),
+        np.frombuffer(block, dtype=np.uint16 if id_size == 2 else np.int32, count=num_listed,
+                      offset=lengths_end),
+        np.frombuffer(block, dtype=np.int32, count=users, offset=keys_end))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import pickle
 from collections import Counter
 
 import apache_beam as beam
@@ -32,6 +31,7 @@ from beam_dpsu import Budget, SelectItems, ZCDPBudget
 from beam_dpsu.beam.histograms import _BlockSampleAndSumFn
 from beam_dpsu.beam.randomness import random_fanouts
 from beam_dpsu.beam.sequential import _PolicyRecordBlocksFn
+from beam_dpsu.core.user_blocks import decode_user_block
 from beam_dpsu.core import mechanisms, policies, record_blocks, sampling
 from beam_dpsu.core.record_blocks import RecordBlockBuilder
 from beam_dpsu.core.sampling import sample_block
@@ -278,7 +278,7 @@ def _policy_blocks(users, d0, shards):
     decoded = []
     for windowed in out:
         shard, block = windowed.value
-        keys, items, listed, lengths = pickle.loads(block)
+        keys, items, listed, lengths = decode_user_block(block)
         starts = np.cumsum(lengths) - lengths
         for user, (start, length) in enumerate(zip(starts.tolist(), lengths.tolist())):
             decoded.append((shard, keys[16 * user:16 * user + 16],

@@ -11,7 +11,6 @@ sequential policy grows only by the extra element's items with its ids, and
 that a seeded run does not depend on the elements' order.
 """
 
-import pickle
 import random
 
 import apache_beam as beam
@@ -316,6 +315,7 @@ def test_unseeded_element_blocks_sample_each_element_and_key_it_at_random():
     # elements (two people) get different order keys, and an element over
     # Δ0 = 3 lists 3 of its distinct items, one within lists them all.
     from beam_dpsu.beam.sequential import _PolicyElementBlocksFn
+    from beam_dpsu.core.user_blocks import decode_user_block
     fn = _PolicyElementBlocksFn(4, b"key", 3, None)
     fn.setup()
     fn.start_bundle()
@@ -325,7 +325,7 @@ def test_unseeded_element_blocks_sample_each_element_and_key_it_at_random():
     users = []
     for shard, block in blocks:
         assert 0 <= shard < 4
-        keys, items, listed, lengths = pickle.loads(block)
+        keys, items, listed, lengths = decode_user_block(block)
         starts = np.cumsum(lengths) - lengths
         users += [(keys[16 * u:16 * u + 16], sorted(items[i] for i in listed[s:s + n]))
                   for u, (s, n) in enumerate(zip(starts, lengths))]

@@ -14,6 +14,7 @@ from beam_dpsu.beam import sequential
 from beam_dpsu.beam.histograms import shard_of_item
 from beam_dpsu.core.hashing import canonical_bytes
 from beam_dpsu.core.policies import greedy_update, l1_descent, l2_descent, policy_histogram
+from beam_dpsu.core.user_blocks import decode_user_block
 from beam_dpsu.beam.sequential import (SequentialPolicyHistogram, UserBlockBuilder,
                                   shard_policy_histogram, sharded_policy_histogram,
                                   user_order_key)
@@ -92,14 +93,13 @@ def test_no_blocks_and_empty_blocks_give_an_empty_histogram():
     assert shard_policy_histogram([UserBlockBuilder().encode()] * 3, l2_descent, 2.0) == {}
 
 
-def test_a_block_stores_each_distinct_item_once_and_lists_as_int32_ids():
-    import pickle
+def test_a_block_stores_each_distinct_item_once_and_lists_as_16_bit_ids():
     builder = UserBlockBuilder()
     builder.add(b"a" * 16, ["x", "y", "z"])
     builder.add(b"b" * 16, ["y", "x"])
-    keys, items, listed, lengths = pickle.loads(builder.encode())
+    keys, items, listed, lengths = decode_user_block(builder.encode())
     assert keys == b"a" * 16 + b"b" * 16 and items == ["x", "y", "z"]
-    assert listed.dtype == np.int32 and listed.tolist() == [0, 1, 2, 1, 0]
+    assert listed.dtype == np.uint16 and listed.tolist() == [0, 1, 2, 1, 0]
     assert lengths.tolist() == [3, 2]
 
 
@@ -117,12 +117,14 @@ def users(n=300):
             for u in range(n)]
 
 
+@pytest.mark.parametrize("limit", ["USER_BLOCK_ITEMS", "USER_BLOCK_DISTINCT"])
 @pytest.mark.parametrize("shards", [1, 3])
-def test_blocks_sent_mid_bundle_give_the_reference_histogram(monkeypatch, shards):
-    # A worker sends its blocks once it holds USER_BLOCK_ITEMS listed items: with
-    # a limit of 7, a bundle sends dozens of blocks per shard, and the histogram
-    # is still the pure reference's, bit for bit.
-    monkeypatch.setattr(sequential, "USER_BLOCK_ITEMS", 7)
+def test_blocks_sent_mid_bundle_give_the_reference_histogram(monkeypatch, shards, limit):
+    # A worker sends its blocks once it holds USER_BLOCK_ITEMS listed items, or
+    # once a block holds USER_BLOCK_DISTINCT distinct items: with a limit of 7, a
+    # bundle sends dozens of blocks per shard, and the histogram is still the
+    # pure reference's, bit for bit.
+    monkeypatch.setattr(sequential, limit, 7)
     named = users()
     expected = sharded_policy_histogram(named, l2_descent, 2.0, shards, KEY)
     with TestPipeline() as p:

@@ -1,11 +1,9 @@
 """A sequential policy's users packed a block at a time (beam_dpsu.core.user_blocks)."""
 
-import pickle
-
 import numpy as np
 import pytest
 
-from beam_dpsu.core.user_blocks import UserBlockBuilder
+from beam_dpsu.core.user_blocks import SMALL_IDS, UserBlockBuilder, decode_user_block
 
 
 def test_users_added_as_a_block_encode_as_users_added_one_by_one():
@@ -30,7 +28,7 @@ def test_users_added_as_a_block_encode_as_users_added_one_by_one():
 
 
 def _decoded(builder):
-    return pickle.loads(builder.encode())
+    return decode_user_block(builder.encode())
 
 
 def test_a_block_needs_one_order_key_per_user():
@@ -49,3 +47,23 @@ def test_users_added_one_by_one_and_as_blocks_keep_their_order():
     a, b = _decoded(mixed), _decoded(one_by_one)
     assert a[0] == b[0] and a[3].tolist() == b[3].tolist() == [2, 1, 2, 1]
     assert [a[1][i] for i in a[2]] == [b[1][i] for i in b[2]] == ["a", "b", "d", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("distinct, id_bytes", [(SMALL_IDS, 2), (SMALL_IDS + 1, 4)])
+def test_a_block_lists_16_bit_ids_up_to_small_ids_distinct_items_else_32_bit(distinct, id_bytes):
+    items = [f"w{i}" for i in range(distinct)]
+    builder = UserBlockBuilder()
+    builder.add(b"a" * 16, items[:distinct // 2])
+    builder.add_block(b"b" * 16 + b"c" * 16, items, np.arange(distinct)[::-1],
+                      np.array([distinct - distinct // 2 - 1, distinct // 2 + 1]))
+    assert builder.distinct == distinct
+    keys, block_items, listed, lengths = decode_user_block(builder.encode())
+    assert listed.itemsize == id_bytes and not listed.flags.writeable  # a view of the bytes
+    assert keys == b"a" * 16 + b"b" * 16 + b"c" * 16
+    assert lengths.tolist() == [distinct // 2, distinct - distinct // 2 - 1, distinct // 2 + 1]
+    assert [block_items[i] for i in listed.tolist()] == items[:distinct // 2] + items[::-1]
+
+
+def test_an_empty_block_decodes_to_no_users():
+    keys, items, listed, lengths = decode_user_block(UserBlockBuilder().encode())
+    assert (keys, items, listed.tolist(), lengths.tolist()) == (b"", [], [], [])
