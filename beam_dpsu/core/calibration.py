@@ -301,7 +301,7 @@ def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
     if isinstance(budget, Budget):
         return budget.epsilon
     if isinstance(budget, ZCDPBudget):
-        return math.sqrt(2.0 * budget.rho)
+        return gaussian.zcdp_laplace_epsilon(budget.rho)
     raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
 
@@ -502,7 +502,8 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
         sigma, threshold_delta, delta_noise = (split.sigma_total, split.threshold_delta,
                                                split.delta_noise)
     elif isinstance(budget, ZCDPBudget):
-        sigma = _finite_noise_scale(l2_sensitivity / math.sqrt(2.0 * budget.rho), "sigma", budget)
+        sigma = _finite_noise_scale(gaussian.zcdp_gaussian_sigma(budget.rho, l2_sensitivity),
+                                    "sigma", budget)
         threshold_delta = budget.delta
     else:
         raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 import sys
 
 import numpy as np
@@ -31,6 +32,8 @@ __all__ = [
     "zcdp_delta_for_epsilon",
     "zcdp_to_dp",
     "largest_zcdp_rho",
+    "zcdp_gaussian_sigma",
+    "zcdp_laplace_epsilon",
 ]
 
 
@@ -371,3 +374,31 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
         rho *= 1.0 - step
         step *= 2.0
     return classic * (1.0 - 1e-9)
+
+
+def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
+    """σ = Δ/√(2ρ), the Gaussian noise that is ρ-zCDP for ℓ2 sensitivity Δ (Bun &
+    Steinke 2016, Proposition 1.6; dp-sips Definition 12), rounded *up* to the first
+    float at which Δ²/(2σ²) ≤ ρ holds exactly: the float nearest Δ/√(2ρ) is below it
+    for about half of all ρ, and its noise would pay a few ulps more than ρ
+    (docs/privacy.md, invariant 4). A σ that is not a positive finite float is
+    returned as computed, for the caller to name the parameter."""
+    sigma = l2_sensitivity / math.sqrt(2.0 * rho)
+    if not (math.isfinite(sigma) and sigma > 0.0):
+        return sigma
+    paid_for = Fraction(l2_sensitivity) ** 2 / (2 * Fraction(rho))
+    while Fraction(sigma) ** 2 < paid_for:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+def zcdp_laplace_epsilon(rho: float) -> float:
+    """ε = √(2ρ), at which pure ε-DP implies ρ-zCDP (ρ = ε²/2; Bun & Steinke 2016,
+    Proposition 1.4), rounded *down* to the last float with ε²/2 ≤ ρ exactly (the
+    float nearest √(2ρ) can be above it)."""
+    epsilon = math.sqrt(2.0 * rho)
+    if not (math.isfinite(epsilon) and epsilon > 0.0):
+        return epsilon
+    while Fraction(epsilon) ** 2 > 2 * Fraction(rho):
+        epsilon = math.nextafter(epsilon, -math.inf)
+    return epsilon

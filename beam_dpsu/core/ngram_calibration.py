@@ -31,7 +31,7 @@ from beam_dpsu.core import checks
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.gaussian import gaussian_noise_schedule
+from beam_dpsu.core.gaussian import gaussian_noise_schedule, zcdp_gaussian_sigma
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration, split_delta
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.pre_threshold_calibration import raised_threshold
@@ -55,7 +55,7 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
         split = split_delta(budget.epsilon, budget.delta, threshold_of)
         return split.sigma_total, split.threshold_delta, split.delta_noise
     if isinstance(budget, ZCDPBudget):
-        return 1.0 / math.sqrt(2.0 * budget.rho), budget.delta, None
+        return zcdp_gaussian_sigma(budget.rho), budget.delta, None
     raise checks.ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
 
 

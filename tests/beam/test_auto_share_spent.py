@@ -99,10 +99,9 @@ def test_sips_auto_without_a_share_composes_its_noise_to_the_total(total):
     for calibration in select._auto_calibrations:
         if isinstance(total, beam_dpsu.ZCDPBudget):
             rounds = sum(1 / (2 * Fraction(c.noise_scale) ** 2) for c in calibration.rounds)
-            # Within the total up to the rounding of σ_i = 1/√(2ρ_i) to the nearest float
-            # (≤ 2 ulps of ρ each; exact rounding: test_zcdp_gaussian_sigma_is_never_below_
-            # what_its_rho_pays_for below), and nothing left unspent.
-            assert hist + rounds <= _amount(total) * (1 + Fraction(1, 2 ** 50))
+            # Within the total exactly (σ_i is rounded up: gaussian.zcdp_gaussian_sigma),
+            # and nothing left unspent.
+            assert hist + rounds <= _amount(total)
             assert float(hist + rounds) == pytest.approx(float(_amount(total)), rel=1e-12)
             assert Fraction(calibration.zcdp_budget.rho) + hist <= _amount(total)
             assert math.fsum(c.threshold_delta for c in calibration.rounds) <= total.delta
@@ -162,9 +161,6 @@ def test_extract_ngrams_spends_the_share_it_calibrates_and_reports_it(given, sha
         assert c.sigma_total == expected.sigma_total
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing (not from the share change): under "
-                   "ZCDPBudget σ = Δ/√(2ρ) is rounded to the nearest float, not up, so about "
-                   "half of all ρ get noise whose exact ρ is a few ulps above the stated one")
 @pytest.mark.parametrize("mechanism", [WeightedGaussian(10), SIPS(10)])
 def test_zcdp_gaussian_sigma_is_never_below_what_its_rho_pays_for(mechanism):
     # Invariant 4 keeps splits exact (parts_within, size_noise's Fraction scales) and

@@ -194,3 +194,33 @@ def test_pure_budget_converts_to_zcdp():
     assert Budget(1.0).to_zcdp() == ZCDPBudget(0.5, 0.0)
     with pytest.raises(ValueError, match="only a pure budget"):
         Budget(1.0, 1e-6).to_zcdp()
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.1 * 0.985, 0.3, 0.7, 1.9, 1e-300, 5e-324, 1e300])
+@pytest.mark.parametrize("l2_sensitivity", [1.0, math.sqrt(7), 100.0])
+def test_zcdp_sigma_is_rounded_up_and_laplace_epsilon_down(rho, l2_sensitivity):
+    # Review finding: σ = Δ/√(2ρ) rounded to nearest pays a few ulps more than ρ for
+    # about half of all ρ (0.1 is one). Now Δ²/(2σ²) ≤ ρ exactly, one float up at most;
+    # and ε = √(2ρ) for the Laplace step has ε²/2 ≤ ρ exactly.
+    from fractions import Fraction
+    from beam_dpsu.core.gaussian import zcdp_gaussian_sigma, zcdp_laplace_epsilon
+    sigma = zcdp_gaussian_sigma(rho, l2_sensitivity)
+    nearest = l2_sensitivity / math.sqrt(2.0 * rho)
+    if math.isfinite(sigma) and sigma > 0:
+        assert Fraction(l2_sensitivity) ** 2 / (2 * Fraction(sigma) ** 2) <= Fraction(rho)
+        assert sigma in (nearest, math.nextafter(nearest, math.inf))
+    else:
+        assert sigma == nearest  # left for the caller to refuse, naming rho
+    epsilon = zcdp_laplace_epsilon(rho)
+    if math.isfinite(epsilon) and epsilon > 0:
+        assert Fraction(epsilon) ** 2 / 2 <= Fraction(rho)
+        assert epsilon in (math.sqrt(2.0 * rho), math.nextafter(math.sqrt(2.0 * rho), 0.0))
+
+
+def test_zcdp_sigma_at_rho_three_tenths_is_the_float_above_the_nearest():
+    # A case that rounded down before the fix: 1/√0.6 to nearest is below the exact value.
+    from fractions import Fraction
+    from beam_dpsu.core.gaussian import zcdp_gaussian_sigma
+    nearest = 1.0 / math.sqrt(0.6)
+    assert 1 / (2 * Fraction(nearest) ** 2) > Fraction(0.3)
+    assert zcdp_gaussian_sigma(0.3) == math.nextafter(nearest, math.inf)
