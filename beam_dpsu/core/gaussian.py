@@ -34,6 +34,7 @@ __all__ = [
     "largest_zcdp_rho",
     "zcdp_gaussian_sigma",
     "zcdp_laplace_epsilon",
+    "sqrt_rounded_up",
 ]
 
 
@@ -402,3 +403,14 @@ def zcdp_laplace_epsilon(rho: float) -> float:
     while Fraction(epsilon) ** 2 > 2 * Fraction(rho):
         epsilon = math.nextafter(epsilon, -math.inf)
     return epsilon
+
+
+def sqrt_rounded_up(n: int) -> float:
+    """√n rounded *up* to the first float whose square is at least n exactly: an ℓ2
+    sensitivity such as Count Gaussian's √Δ0, for which the float nearest √n (below it
+    for about half of all n) would calibrate σ, and state μ = Δ2/σ, for a smaller
+    sensitivity than the mechanism has (docs/privacy.md, invariant 4)."""
+    root = math.sqrt(n)
+    while Fraction(root) ** 2 < n:
+        root = math.nextafter(root, math.inf)
+    return root
