@@ -57,6 +57,16 @@ def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0)
         raise ParameterError.worded("decay",
             f"noise decay {decay:g} over {levels} levels gives a sigma outside the float range "
             f"(sigma_1 = {sigmas[0]:g}, sigma_{levels} = {sigmas[-1]:g}); use a decay closer to 1")
+    # σ_1 rounded up until Σ 1/σ_k² ≤ 1/σ*² exactly (to nearest, about half of all σ*
+    # passed it by an ulp): each σ_k = fl(σ_1·c^(k−1)) grows with σ_1, a few ulps at most.
+    paid_for = 1 / Fraction(sigma_total) ** 2
+    while sum(1 / Fraction(s) ** 2 for s in sigmas) > paid_for:
+        sigma_1 = math.nextafter(sigma_1, math.inf)
+        sigmas = [float(sigma_1 * p) for p in powers]
+        if not math.isfinite(sigmas[-1]) or not math.isfinite(sigma_1):
+            raise ParameterError.worded(
+                "decay", f"noise decay {decay:g} over {levels} levels gives a sigma outside "
+                         "the float range; use a decay closer to 1")
     return sigmas
 
 
