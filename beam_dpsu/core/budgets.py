@@ -152,6 +152,8 @@ class Budget:
         Proposition 1.4), so a pure-DP part (e.g. a Laplace aggregation) can be
         accounted beside zCDP parts. Only for δ = 0: an (ε, δ > 0) guarantee has
         no such conversion."""
+        # A tight split's counts part (δ = 0) converted would be a plain ZCDPBudget.
+        checks.no_tight_part(self, "Budget.to_zcdp (converting it)")
         if self.delta != 0:
             raise ParameterError.worded(
                 "delta", "only a pure budget (delta = 0) converts to zCDP: ε-DP implies "

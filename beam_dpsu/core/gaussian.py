@@ -34,6 +34,7 @@ __all__ = [
     "largest_zcdp_rho",
     "zcdp_gaussian_sigma",
     "zcdp_laplace_epsilon",
+    "sqrt_rounded_up",
 ]
 
 
@@ -56,6 +57,16 @@ def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0)
         raise ParameterError.worded("decay",
             f"noise decay {decay:g} over {levels} levels gives a sigma outside the float range "
             f"(sigma_1 = {sigmas[0]:g}, sigma_{levels} = {sigmas[-1]:g}); use a decay closer to 1")
+    # σ_1 rounded up until Σ 1/σ_k² ≤ 1/σ*² exactly (to nearest, about half of all σ*
+    # passed it by an ulp): each σ_k = fl(σ_1·c^(k−1)) grows with σ_1, a few ulps at most.
+    paid_for = 1 / Fraction(sigma_total) ** 2
+    while sum(1 / Fraction(s) ** 2 for s in sigmas) > paid_for:
+        sigma_1 = math.nextafter(sigma_1, math.inf)
+        sigmas = [float(sigma_1 * p) for p in powers]
+        if not math.isfinite(sigmas[-1]) or not math.isfinite(sigma_1):
+            raise ParameterError.worded(
+                "decay", f"noise decay {decay:g} over {levels} levels gives a sigma outside "
+                         "the float range; use a decay closer to 1")
     return sigmas
 
 
@@ -402,3 +413,14 @@ def zcdp_laplace_epsilon(rho: float) -> float:
     while Fraction(epsilon) ** 2 > 2 * Fraction(rho):
         epsilon = math.nextafter(epsilon, -math.inf)
     return epsilon
+
+
+def sqrt_rounded_up(n: int) -> float:
+    """√n rounded *up* to the first float whose square is at least n exactly: an ℓ2
+    sensitivity such as Count Gaussian's √Δ0, for which the float nearest √n (below it
+    for about half of all n) would calibrate σ, and state μ = Δ2/σ, for a smaller
+    sensitivity than the mechanism has (docs/privacy.md, invariant 4)."""
+    root = math.sqrt(n)
+    while Fraction(root) ** 2 < n:
+        root = math.nextafter(root, math.inf)
+    return root

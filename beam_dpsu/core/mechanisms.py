@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from fractions import Fraction
 from typing import ClassVar, Mapping, cast
 
 import numpy as np
@@ -46,6 +47,7 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import policies
 
 from beam_dpsu.core import thresholds
+from beam_dpsu.core.gaussian import sqrt_rounded_up
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
@@ -162,7 +164,7 @@ class CountGaussian(ParallelMechanism):
     def calibrate(self, budget) -> Calibration:
         budget = self._check_budget(budget)
         return gaussian_calibration(
-            budget, self.max_items_per_user, math.sqrt(self.max_items_per_user),
+            budget, self.max_items_per_user, sqrt_rounded_up(self.max_items_per_user),
             thresholds.count_gaussian_threshold,
             "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
 
@@ -323,6 +325,12 @@ class SIPS(MechanismConfig):
     def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
         """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total) with δ = δ_thr, or a clear error."""
         rho = 0.5 * (1.0 / split.sigma_total) ** 2
+        # Rounded down until 2ρ ≤ 1/σ_total² exactly: the rounds' σ_i are each rounded up
+        # for their ρ_i, whose sum is at most ρ, so Σ 1/σ_i² ≤ 1/σ_total², the Gaussian
+        # the analytic calibration paid for (to nearest, ρ could be an ulp above it).
+        while rho > 0.0 and math.isfinite(rho) and (
+                2 * Fraction(rho) * Fraction(split.sigma_total) ** 2 > 1):
+            rho = math.nextafter(rho, 0.0)
         w_first = budgets.geometric_split_weights(self.rounds, self.ratio)[0]
         if not (math.isfinite(rho) and rho * w_first > 0.0):
             raise ParameterError(

@@ -63,11 +63,17 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
     numpy calls: (the kept ids, one user after another, each user's kept number).
 
     ``ids`` holds the users' distinct items one user after another, ``sizes``
-    each user's number of them. A user over Δ0 keeps the Δ0 of its items with
-    the smallest independent uniform 40-bit keys (a uniform Δ0-subset; two
-    equal keys, probability 2^-40 a pair, go by position); a user within Δ0
-    keeps every item. Only for unseeded runs: a seeded sample is
+    each user's number of them. A user over Δ0 keeps the Δ0 of its items that
+    come first in a uniform random permutation of all the pairs over Δ0 (its
+    items' places in it are distinct, so their order is uniform and exactly
+    independent of the order they are listed in: a uniform Δ0-subset); a user
+    within Δ0 keeps every item. Only for unseeded runs: a seeded sample is
     ``sample_user_items``'s, user by user.
+
+    (Independent 40-bit keys, as before, tie with probability ~|W|·2^-40 at a
+    user's Δ0 boundary and went by position; a block lists each user's items in
+    the order the block first saw them (``record_blocks``), which the users packed
+    before it decide, so the sample depended on them.)
     """
     sizes = np.asarray(sizes, dtype=np.int64)
     kept_sizes = np.minimum(sizes, max_items_per_user)
@@ -76,14 +82,17 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
         return ids, kept_sizes
     over_pairs = np.repeat(over, sizes)
     over_sizes = sizes[over]
-    # Keys: the user (its rank among those over Δ0) above 40 random bits, so one
-    # sort groups each user's items in a random order; its first Δ0 are kept.
-    keys = np.repeat(np.arange(len(over_sizes), dtype=np.int64) << 40, over_sizes)
-    keys |= rng.integers(0, 1 << 40, size=len(keys), dtype=np.int64)
-    # A stable sort: two equal keys of a user go by their position in that user's
-    # items, never by how a sort splits the other users of the run.
-    order = np.argsort(keys, kind="stable")
-    rank = np.arange(len(keys)) - np.repeat(np.cumsum(over_sizes) - over_sizes, over_sizes)
+    # Keys: the user (its rank among those over Δ0), then the pair's place in one
+    # uniform permutation of the pairs, so one sort groups each user's items in a
+    # uniformly random order with no ties; its first Δ0 are kept.
+    pairs = int(over_sizes.sum())
+    users = np.repeat(np.arange(len(over_sizes), dtype=np.int64), over_sizes)
+    places = rng.permutation(pairs).astype(np.int64, copy=False)
+    if pairs < 1 << 31:  # users · pairs + place fits int64
+        order = np.argsort(users * pairs + places)
+    else:
+        order = np.lexsort((places, users))
+    rank = np.arange(pairs) - np.repeat(np.cumsum(over_sizes) - over_sizes, over_sizes)
     sampled = ids[over_pairs][order[rank < max_items_per_user]]
     # Every user's kept ids back in user order: those within Δ0 as they were.
     out = np.empty(int(kept_sizes.sum()), dtype=ids.dtype)

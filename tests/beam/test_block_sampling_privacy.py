@@ -10,8 +10,8 @@ set grows only by that user's items and the histogram moves by ≤ 1 in its norm
 
 Statistical tests: each chi-square is compared with its upper 1e-8 quantile
 (``scipy.stats.chi2.isf(1e-8, df)``); the expected count of every cell is ≥ 1,000,
-where the chi-square approximation is accurate. There are 8 such comparisons in this
-file, so a correct sampler fails one with probability < 1e-7.
+where the chi-square approximation is accurate. There are 10 such comparisons in this
+file, so a correct sampler fails one with probability at most 1e-7.
 """
 
 from __future__ import annotations
@@ -115,14 +115,54 @@ def test_users_within_delta0_keep_every_item_in_place():
 
 
 class _FixedKeys:
-    """A generator whose ``integers`` gives preset keys (in place of 40 random bits)."""
+    """A generator whose ``permutation`` orders the pairs by preset keys (equal keys by
+    their position), in place of a uniform permutation: a user's items come in the
+    order of its own keys."""
 
     def __init__(self, keys):
         self._keys = np.asarray(keys, dtype=np.int64)
 
-    def integers(self, low, high, size, dtype):
-        assert low == 0 and high == 1 << 40 and size == len(self._keys)
-        return self._keys.astype(dtype)
+    def permutation(self, n):
+        assert n == len(self._keys)
+        places = np.empty(n, dtype=np.int64)
+        places[np.argsort(self._keys, kind="stable")] = np.arange(n)
+        return places
+
+
+class _TyingDraws:
+    """A real generator, except that its bounded integers are 0 or 1: draws that tie
+    often (independent 40-bit keys tie with probability ~|W|·2^-40 at a user's Δ0
+    boundary; here about half the time)."""
+
+    def __init__(self, rng):
+        self._rng = rng
+
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        return self._rng.integers(0, 2, size=size, dtype=dtype)
+
+    def __getattr__(self, name):
+        return getattr(self._rng, name)
+
+
+def test_a_users_sample_is_uniform_whichever_order_its_block_numbered_its_items():
+    """Review 18b: a record block lists each user's ids ascending, numbered as the block
+    first saw its items, so a user packed before y decides the order y's items are
+    listed in; the sample broke ties of its 40-bit keys by that order, so y's sample
+    depended on the users packed with it. Each packing's 3 cells are compared with a
+    chi-square at 1e-8 (2 comparisons; expected 2,000 a cell)."""
+    y, x = ["a", "b", "c"], ["c", "b"]
+    copies = 6_000
+    rng = _TyingDraws(np.random.default_rng())
+    for packed in ([y], [x, y]):
+        builder = RecordBlockBuilder(False)
+        for items in packed:
+            builder.add(items, True)
+        decoded = record_blocks.decode_block(builder.build(EDGES)[1])
+        y_ids = decoded.ids[decoded.ends[-2] if len(packed) == 2 else 0:]
+        kept, _ = sample_block(np.tile(y_ids, copies), np.full(copies, 3), 1, rng)
+        counts = Counter(decoded.items[i] for i in kept.tolist())
+        statistic, limit = _chi_square([counts[item] for item in y], copies / 3)
+        assert statistic < limit, (packed, dict(counts), statistic, limit)
 
 
 def test_a_users_sample_never_depends_on_the_users_packed_with_it():

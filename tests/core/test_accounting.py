@@ -224,3 +224,36 @@ def test_zcdp_sigma_at_rho_three_tenths_is_the_float_above_the_nearest():
     nearest = 1.0 / math.sqrt(0.6)
     assert 1 / (2 * Fraction(nearest) ** 2) > Fraction(0.3)
     assert zcdp_gaussian_sigma(0.3) == math.nextafter(nearest, math.inf)
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.3, 0.7, 1.9])
+def test_count_gaussian_zcdp_sigma_pays_for_the_exact_sensitivity_sqrt_delta0(rho):
+    # Review 18b: Count Gaussian's ℓ2 sensitivity is √Δ0, given as the float nearest it,
+    # which is below √Δ0 for about half of all Δ0 (3 is one); σ was rounded up for
+    # that float, so Δ0/(2σ²) could still pass ρ by an ulp, and μ = Δ2/σ in the
+    # composition was stated for the smaller sensitivity.
+    from fractions import Fraction
+    from beam_dpsu import ZCDPBudget
+    from beam_dpsu.core.mechanisms import CountGaussian
+    assert Fraction(math.sqrt(3)) ** 2 < 3
+    for d0 in range(1, 200):
+        calibration = CountGaussian(d0).calibrate(ZCDPBudget(rho, 1e-6))
+        assert Fraction(calibration.sensitivity) ** 2 >= d0, d0
+        assert Fraction(d0) / (2 * Fraction(calibration.noise_scale) ** 2) <= Fraction(rho), d0
+
+
+@pytest.mark.parametrize("epsilon", [round(0.1 * k, 1) for k in range(1, 31)])
+def test_sips_rounds_under_a_dp_budget_compose_within_the_gaussian_paid_for(epsilon):
+    # Review 18b: under Budget(ε, δ) SIPS's rounds share one analytic Gaussian σ_total
+    # in μ²; ρ = 1/(2σ_total²) was rounded to nearest, so the rounds (σ_i rounded up for
+    # ρ_i, Σ ρ_i ≤ ρ) could compose to μ² = Σ 1/σ_i² an ulp above 1/σ_total².
+    from fractions import Fraction
+    from beam_dpsu import Budget
+    from beam_dpsu.core.mechanisms import SIPS
+    mechanism = SIPS(max_items_per_user=30)
+    budget = Budget(epsilon, 1e-5)
+    sigma_total = mechanism._delta_split(budget).sigma_total
+    calibration = mechanism.calibrate(budget)
+    paid = 1 / Fraction(sigma_total) ** 2
+    assert 2 * Fraction(calibration.zcdp_budget.rho) <= paid
+    assert sum(1 / Fraction(r.noise_scale) ** 2 for r in calibration.rounds) <= paid

@@ -138,3 +138,16 @@ def test_level_thresholds_golden():
     assert thresholds.dpne_level_threshold(1.0, 0.01, 5, 0) == math.inf
     with pytest.raises(ValueError, match="eta must lie strictly between 0 and 1"):
         thresholds.dpne_level_threshold(1.0, 1.5, 5, 5)
+
+
+@pytest.mark.parametrize("levels", [2, 3, 5])
+@pytest.mark.parametrize("decay", [0.9, 1.0, 1.3])
+def test_noise_schedule_composes_within_sigma_star_exactly(levels, decay):
+    # Review 18b: σ* is rounded up for its budget (zCDP: zcdp_gaussian_sigma), but the
+    # levels' σ_k were rounded to nearest, so Σ 1/σ_k² passed 1/σ*² by an ulp for about
+    # half of all σ*: the levels spent a few ulps more than the budget.
+    from fractions import Fraction
+    for k in range(1, 40):
+        sigma_star = 0.37 * k
+        sigmas = gaussian_noise_schedule(sigma_star, levels, decay)
+        assert sum(1 / Fraction(s) ** 2 for s in sigmas) <= 1 / Fraction(sigma_star) ** 2, k

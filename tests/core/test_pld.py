@@ -414,3 +414,20 @@ def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
                                                   - (epsilon - (1 - 2 * x) / (2 * s2)) / mu))
             for x, w in zip(xs, weights))
     assert composition._Composition(selection, counts).loss_delta(epsilon) >= float(exact)
+
+
+def test_a_tight_counts_part_cannot_be_laundered_by_converting_it_to_zcdp():
+    # Review 18b: Budget.split, split_selection_and_counts and BudgetAccountant refuse a
+    # tight part, but Budget.to_zcdp made the counts' part (δ = 0) a plain ZCDPBudget
+    # that CountReleased took at any Δ0: discrete Gaussian counts at its ρ beside the
+    # selection's tight part compose to ε = 1.66 at δ = 1e-6 for a total of ε = 1.
+    parts = split_selection_and_counts(Budget(1.0, 1e-6), 0.25,
+                                       selection_mechanism=WeightedGaussian(10),
+                                       counts_max_items_per_user=10, composition="tight")
+    selection = WeightedGaussian(10).calibrate(parts.selection)
+    assert composition.composed_epsilon(
+        selection, count_calibration(ZCDPBudget(parts.counts.epsilon ** 2 / 2), 10),
+        1e-6) > 1.5
+    with pytest.raises(ValueError, match="tight split"):
+        parts.counts.to_zcdp()
+    assert Budget(parts.counts.epsilon).to_zcdp().rho > 0  # a plain pure budget converts
