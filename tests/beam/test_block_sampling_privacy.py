@@ -225,8 +225,8 @@ def _coupled(monkeypatch, max_ids: int):
     monkeypatch.setattr(sampling.UserSampler, "sample_block", sample)
 
 
-def _block_histogram(users, d0, users_per_block, item_weight, holders=False) -> dict:
-    """The partial sums ``_BlockSampleAndSumFn`` gives for ``users`` packed in blocks of
+def _block_outputs(users, d0, users_per_block, item_weight, holders=False) -> list:
+    """What ``_BlockSampleAndSumFn`` emits for ``users`` packed in blocks of
     ``users_per_block`` users (unseeded)."""
     fn = _BlockSampleAndSumFn(item_weight, 1 << 30, (d0,), None, "", 1,
                               count_holders=holders)
@@ -239,8 +239,14 @@ def _block_histogram(users, d0, users_per_block, item_weight, holders=False) -> 
             builder.add(set(items), True)
         out.extend(fn.process(builder.build(EDGES)))
     out.extend(fn.finish_bundle())
+    return out
+
+
+def _block_histogram(users, d0, users_per_block, item_weight, holders=False) -> dict:
+    """The partial sums ``_BlockSampleAndSumFn`` gives for ``users`` packed in blocks of
+    ``users_per_block`` users (unseeded)."""
     histogram: dict = {}
-    for windowed in out:
+    for windowed in _block_outputs(users, d0, users_per_block, item_weight, holders):
         shard_dict = windowed.value[1]
         if holders:
             shard_dict = shard_dict[0]
@@ -284,17 +290,7 @@ def test_one_more_user_adds_only_its_own_keys_and_moves_the_histogram_by_at_most
 def test_holders_count_each_users_sample_once(users, d0, per_block):
     with pytest.MonkeyPatch.context() as patch:
         _coupled(patch, 7)
-        fn = _BlockSampleAndSumFn(policies.count_weight, 1 << 30, (d0,), None, "", 1,
-                                  count_holders=True)
-        fn.setup()
-        fn.start_bundle()
-        out = []
-        for first in range(0, len(users), per_block):
-            builder = RecordBlockBuilder(False)
-            for items in users[first:first + per_block]:
-                builder.add(set(items), True)
-            out.extend(fn.process(builder.build(EDGES)))
-        out.extend(fn.finish_bundle())
+        out = _block_outputs(users, d0, per_block, policies.count_weight, holders=True)
     sums, held = {}, {}
     for windowed in out:
         part_sums, part_held = windowed.value[1]
