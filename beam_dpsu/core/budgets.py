@@ -16,13 +16,13 @@ Conventions
 from __future__ import annotations
 
 import dataclasses
-import math
 from fractions import Fraction
 from typing import Sequence
 
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.exact_floats import rounded_down  # re-exported: budgets.rounded_down
 from beam_dpsu.core.checks import require_delta  # re-exported: callers of budgets.require_delta
 from beam_dpsu.core.gaussian import largest_zcdp_rho, zcdp_to_dp
 from beam_dpsu.core.wording import a_type, plural
@@ -38,14 +38,6 @@ __all__ = [
     "parts_within",
     "rounded_down",
 ]
-
-
-def rounded_down(value: Fraction) -> float:
-    """The largest float at most ``value`` (``float()`` rounds to nearest)."""
-    result = float(value)
-    if Fraction(result) > value:
-        result = math.nextafter(result, -math.inf)
-    return result
 
 
 def parts_within(total: float, parts: Sequence[float],

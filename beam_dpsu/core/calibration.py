@@ -404,9 +404,7 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     # float check let it exceed δ by ~1e-16·δ).
     # δ_noise is δ − cost in exact arithmetic, rounded down to a float.
     room = Fraction(delta) - Fraction(threshold_delta_cost(threshold_delta))
-    delta_noise = float(room)
-    if Fraction(delta_noise) > room:
-        delta_noise = math.nextafter(delta_noise, 0.0)
+    delta_noise = rounded_down(room)
     # ... and the float sum must not round above δ either: step down by δ's ulp,
     # doubling (δ_noise's own ulp may be far smaller; never one ulp at a time).
     step = math.ulp(delta)

@@ -24,6 +24,7 @@ from scipy import optimize, special
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.exact_floats import nudged
 
 __all__ = [
     "gaussian_noise_schedule",
@@ -398,9 +399,7 @@ def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
     if not (math.isfinite(sigma) and sigma > 0.0):
         return sigma
     paid_for = Fraction(l2_sensitivity) ** 2 / (2 * Fraction(rho))
-    while Fraction(sigma) ** 2 < paid_for:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma
+    return nudged(sigma, lambda s: Fraction(s) ** 2 >= paid_for, math.inf)
 
 
 def zcdp_laplace_epsilon(rho: float) -> float:
@@ -410,9 +409,7 @@ def zcdp_laplace_epsilon(rho: float) -> float:
     epsilon = math.sqrt(2.0 * rho)
     if not (math.isfinite(epsilon) and epsilon > 0.0):
         return epsilon
-    while Fraction(epsilon) ** 2 > 2 * Fraction(rho):
-        epsilon = math.nextafter(epsilon, -math.inf)
-    return epsilon
+    return nudged(epsilon, lambda e: Fraction(e) ** 2 <= 2 * Fraction(rho), -math.inf)
 
 
 def sqrt_rounded_up(n: int) -> float:
@@ -420,7 +417,4 @@ def sqrt_rounded_up(n: int) -> float:
     sensitivity such as Count Gaussian's √Δ0, for which the float nearest √n (below it
     for about half of all n) would calibrate σ, and state μ = Δ2/σ, for a smaller
     sensitivity than the mechanism has (docs/privacy.md, invariant 4)."""
-    root = math.sqrt(n)
-    while Fraction(root) ** 2 < n:
-        root = math.nextafter(root, math.inf)
-    return root
+    return nudged(math.sqrt(n), lambda root: Fraction(root) ** 2 >= n, math.inf)

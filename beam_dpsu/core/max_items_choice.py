@@ -110,6 +110,7 @@ from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
+from beam_dpsu.core.exact_floats import nudged
 
 __all__ = [
     "AUTO",
@@ -222,10 +223,8 @@ def check_max_items_or_auto(value: Any, name: str = "max_items_per_user"):
 def _rest(total: float, part: float) -> float:
     """total − part, rounded down until part + rest ≤ total exactly (as Fractions), with
     ``part`` the exact value the noise spends (``size_noise`` scales by it exactly)."""
-    rest = total - part
-    while Fraction(part) + Fraction(rest) > Fraction(total):
-        rest = math.nextafter(rest, 0.0)
-    return rest
+    return nudged(total - part, lambda rest: Fraction(part) + Fraction(rest) <= Fraction(total),
+                  0.0)
 
 
 def split_budget(budget: Budget | ZCDPBudget, share: float):

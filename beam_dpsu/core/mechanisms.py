@@ -47,6 +47,7 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import policies
 
 from beam_dpsu.core import thresholds
+from beam_dpsu.core.exact_floats import nudged
 from beam_dpsu.core.gaussian import sqrt_rounded_up
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
@@ -328,9 +329,8 @@ class SIPS(MechanismConfig):
         # Rounded down until 2ρ ≤ 1/σ_total² exactly: the rounds' σ_i are each rounded up
         # for their ρ_i, whose sum is at most ρ, so Σ 1/σ_i² ≤ 1/σ_total², the Gaussian
         # the analytic calibration paid for (to nearest, ρ could be an ulp above it).
-        while rho > 0.0 and math.isfinite(rho) and (
-                2 * Fraction(rho) * Fraction(split.sigma_total) ** 2 > 1):
-            rho = math.nextafter(rho, 0.0)
+        rho = nudged(rho, lambda r: not (r > 0.0 and math.isfinite(r))
+                     or 2 * Fraction(r) * Fraction(split.sigma_total) ** 2 <= 1, 0.0)
         w_first = budgets.geometric_split_weights(self.rounds, self.ratio)[0]
         if not (math.isfinite(rho) and rho * w_first > 0.0):
             raise ParameterError(

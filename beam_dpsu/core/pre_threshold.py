@@ -83,6 +83,7 @@ from typing import Callable
 import numpy as np
 
 from beam_dpsu.core import checks, thresholds
+from beam_dpsu.core.exact_floats import rounded_up
 
 __all__ = [
     "MAX_USER_WEIGHT",
@@ -167,19 +168,11 @@ def max_user_weight(mechanism: str) -> float:
     return MAX_USER_WEIGHT[mechanism]
 
 
-def _round_up(value: Fraction) -> float:
-    """The smallest float ≥ ``value``."""
-    result = float(value)
-    if Fraction(result) < value:
-        result = math.nextafter(result, math.inf)
-    return result
-
-
 def pre_threshold_shift(pre_threshold: int, max_user_weight: float) -> float:
     """(k − 1)·w_max, rounded up: how far a pre-threshold k raises a release threshold."""
     k = check_pre_threshold(pre_threshold)
     weight = checks.positive("max_user_weight", max_user_weight)
-    return _round_up((k - 1) * Fraction(weight))
+    return rounded_up((k - 1) * Fraction(weight))
 
 
 def own_weights_equal(mechanism: str, pre_threshold: int) -> bool:
@@ -229,7 +222,7 @@ def release_threshold(mechanism: str, pre_threshold: int, noise_scale: float,
     shift = pre_threshold_shift(k, max_user_weight(mechanism))
     if shift == 0.0:
         return base
-    total = _round_up(Fraction(base) + Fraction(shift))
+    total = rounded_up(Fraction(base) + Fraction(shift))
     if not math.isfinite(total):
         raise checks.ParameterError(
             "pre_threshold", f"= {k} makes the release threshold overflow a float")

@@ -14,12 +14,14 @@ number of items a user contributes, t ranges over 1..Δ0.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from scipy import optimize, special
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.exact_floats import rounded_up
 
 __all__ = [
     "count_laplace_threshold",
@@ -117,10 +119,7 @@ def _candidate_items(max_items_per_user: int) -> np.ndarray:
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
     if d0 <= _EXACT_ITEMS:
         return head
-    last = float(d0)
-    if last < d0:
-        last = math.nextafter(last, math.inf)
-    return np.append(head, last)
+    return np.append(head, rounded_up(Fraction(d0)))
 
 
 def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.ndarray:

@@ -1,0 +1,36 @@
+"""Floats on the safe side of an exact bound.
+
+A budget, a noise scale or a threshold computed in floats is rounded to the
+nearest float, which can land a few ulps on the wrong side of what the proof
+needs (a part summing past its total, a σ below what its ρ pays for). These
+take the computed float and move it, one float at a time, to the first one
+that meets the bound exactly, checked in exact arithmetic (``Fraction``):
+docs/privacy.md, invariant 4.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Callable
+
+__all__ = ["nudged", "rounded_down", "rounded_up"]
+
+
+def nudged(value: float, holds: Callable[[float], bool], toward: float) -> float:
+    """``value``, moved one float at a time toward ``toward`` until ``holds`` of it
+    (``value`` itself if it already holds): a float computed to nearest made to meet
+    its exact bound, a few ulps away at most."""
+    while not holds(value):
+        value = math.nextafter(value, toward)
+    return value
+
+
+def rounded_down(value: Fraction) -> float:
+    """The largest float at most ``value`` (``float()`` rounds to nearest)."""
+    return nudged(float(value), lambda result: Fraction(result) <= value, -math.inf)
+
+
+def rounded_up(value: Fraction) -> float:
+    """The smallest float at least ``value``."""
+    return nudged(float(value), lambda result: Fraction(result) >= value, math.inf)
