@@ -132,5 +132,5 @@ def test_import_graph_has_no_cycle():
 
 def test_graph_reads_imports():
     # The test has teeth: the graph sees the imports it should.
-    assert "beam_dpsu.core.budgets" in GRAPH["beam_dpsu.core.mechanisms"]
+    assert "beam_dpsu.core.budgets" in GRAPH["beam_dpsu.core.parallel_mechanisms"]
     assert "beam_dpsu.core.checks" in GRAPH["beam_dpsu.core.budgets"]

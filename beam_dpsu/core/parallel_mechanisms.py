@@ -1,0 +1,287 @@
+"""The parallel mechanisms' configs (each user's update is independent of the
+others) and SIPS, which runs Weighted Gaussian for several rounds
+(``beam_dpsu.core.mechanisms`` has the table of every config and its source)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+from typing import ClassVar
+
+import numpy as np
+
+from beam_dpsu.core import budgets, checks
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import policies
+from beam_dpsu.core import thresholds
+from beam_dpsu.core.exact_floats import nudged
+from beam_dpsu.core.gaussian import sqrt_rounded_up
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
+                                        RoundsCalibration, gaussian_calibration,
+                                        laplace_calibration, split_delta,
+                                        truncated_geometric_calibration)
+from beam_dpsu.core.mechanism_config import MechanismConfig
+
+__all__ = ["ParallelMechanism", "CountLaplace", "CountGaussian", "WeightedLaplace",
+           "WeightedGaussian", "TruncatedGeometric", "SIPS"]
+
+
+class ParallelMechanism(MechanismConfig):
+    """A mechanism whose per-user update is a fixed weight per sampled item."""
+
+    max_items_per_user: int
+    # A staticmethod: a Callable class attribute would read as a method to mypy.
+    item_weight: ClassVar[staticmethod[[int], float]]
+
+
+@dataclasses.dataclass(frozen=True)
+class CountLaplace(ParallelMechanism):
+    """Count Laplace: each user adds 1 to each of ≤ Δ0 sampled items; Lap(Δ0/ε) noise.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "count-laplace"
+    user_mass: ClassVar[str] = "m"
+    item_weight = staticmethod(policies.count_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
+        return laplace_calibration(
+            budget, self.max_items_per_user, float(self.max_items_per_user),
+            thresholds.count_laplace_threshold,
+            "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
+
+
+@dataclasses.dataclass(frozen=True)
+class CountGaussian(ParallelMechanism):
+    """Count Gaussian: +1 to each of ≤ Δ0 sampled items; Gaussian noise for L2 = √Δ0.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "count-gaussian"
+    user_mass: ClassVar[str] = "m"
+    item_weight = staticmethod(policies.count_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
+        return gaussian_calibration(
+            budget, self.max_items_per_user, sqrt_rounded_up(self.max_items_per_user),
+            thresholds.count_gaussian_threshold,
+            "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedLaplace(ParallelMechanism):
+    """Weighted Laplace: +1/|W| to each of ≤ Δ0 sampled items; Lap(1/ε) noise.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "weighted-laplace"
+    user_mass: ClassVar[str] = "1"
+    item_weight = staticmethod(policies.weighted_laplace_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
+        return laplace_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedGaussian(ParallelMechanism):
+    """Weighted Gaussian: +1/√|W| to each of ≤ Δ0 sampled items; Gaussian noise for L2 = 1.
+
+    Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ_noise), threshold with
+    δ_thr, δ_noise + δ_thr = δ split to minimise the threshold
+    (``calibration.split_delta``; dpsu Theorem B.2 used δ/2 each). Under
+    ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ), threshold with δ (dp-sips Theorem 1).
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "weighted-gaussian"
+    user_mass: ClassVar[str] = "sqrt(m)"
+    item_weight = staticmethod(policies.weighted_gaussian_weight)
+
+    def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
+        return gaussian_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class TruncatedGeometric(ParallelMechanism):
+    """Truncated geometric: the optimal partition selection for users holding one item.
+
+    Desfontaines, Voss, Gipson & Mandayam 2022, PoPETs ("Differentially
+    private partition selection", arXiv 2006.03684) Theorem 1: each user adds 1 to each of
+    ≤ Δ0 sampled items, and an item held by n users is kept with probability
+    π(n), π(0) = 0, π(n) = min(e^ε'·π(n−1) + δ', 1 − e^{−ε'}·(1 − π(n−1) − δ'), 1).
+    With Δ0 = 1 this is the best (ε, δ)-DP selection there is; with Δ0 > 1
+    each item's decision gets (ε' = ε/Δ0, δ' = δ/Δ0) and basic composition
+    over the user's ≤ Δ0 items gives (ε, δ), as in PipelineDP (whose PyDP
+    backend uses δ' = 1 − (1 − δ)^{1/Δ0}, larger by a factor 1 + O(δ)).
+    The baseline the set-union papers are compared with, not a set-union
+    mechanism of its own: it ignores how many items a user holds.
+
+    (ε, δ)-DP only: it has no zCDP calibration, so a ``ZCDPBudget`` is refused.
+
+    Attributes:
+      max_items_per_user: Δ0, the number of distinct items sampled per user.
+    """
+
+    max_items_per_user: int = 100
+    name: ClassVar[str] = "truncated-geometric"
+    user_mass: ClassVar[str] = "m"
+    item_weight = staticmethod(policies.count_weight)
+
+    def calibrate(self, budget) -> KeepProbabilityCalibration:
+        budget = self._check_budget(budget)
+        if not isinstance(budget, Budget):
+            raise ParameterError.worded(
+                "budget",
+                "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) "
+                "and has no zCDP calibration: give it a Budget(epsilon, delta)")
+        return truncated_geometric_calibration(budget, self.max_items_per_user)
+
+
+@dataclasses.dataclass(frozen=True)
+class SIPS(MechanismConfig):
+    """DP-SIPS: iterative partition selection (dp-sips §4, Algorithm 3).
+
+    Round i = 0..I−1 runs Weighted Gaussian with ρ_i = ρ·r^{I−i−1}(1−r)/(1−r^I)
+    and δ_i likewise (even split at r = 1), σ_i = 1/√(2ρ_i) and the threshold
+    max_{k≤Δ0} 1/√k + σ_i Φ⁻¹((1−δ_i)^{1/k}), on every user's items minus all
+    items released in earlier rounds, re-sampled to Δ0 each round. The union
+    is δ-approximate ρ-zCDP (dp-sips Theorem 1 and Lemma 6).
+
+    Under a ``Budget(ε, δ)`` the rounds' noise is calibrated as ONE Gaussian
+    mechanism (tight accounting, docs/privacy.md, Accounting): σ_total = analytic Gaussian at
+    (ε, δ_noise), and round i gets μ_i² = w_i·μ² (σ_i = σ_total/√w_i, i.e.
+    ρ_i ∝ w_i with ρ = 1/(2σ_total²)) and δ_i = w_i·δ_thr, w_i the geometric
+    shares above. Privacy: the rounds are an adaptive composition of Gaussian
+    mechanisms of ℓ2 sensitivity 1 on the keys both neighbours noise (items
+    released earlier are removed alike on both sides), which is exactly the
+    Gaussian mechanism with μ² = Σ μ_i² (Dong, Roth & Su 2022, Cor. 3.3), so
+    (ε, δ_noise)-DP by the analytic Gaussian; the only other event is that an
+    item only the extra user holds crosses a round's threshold, of probability
+    ≤ Σ δ_i = δ_thr (dp-sips App. A per round, union bound), which costs
+    δ_thr (proof in ``beam_dpsu.core.calibration``). Total:
+    (ε, δ_noise + δ_thr) = (ε, δ). The split δ_noise/δ_thr
+    minimises the last (largest) round's threshold (``split_delta``). The old
+    route through zCDP (dp-sips Corollary 9 at δ/2 each) gave ρ = 0.0949 at
+    (1.765, 4.96e-5); this gives an equivalent ρ of about 0.11.
+
+    Attributes:
+      max_items_per_user: Δ0, distinct items sampled per user in each round.
+      rounds: I ≥ 1, the number of rounds (at most ``MAX_ROUNDS`` = 100).
+      ratio: r in (0, 1], the ratio between consecutive rounds' budgets.
+      removal: how earlier rounds' items are removed: "side_input" (default;
+        the released set is broadcast to workers) or "join" (no memory bound,
+        more shuffles); see ``beam_dpsu.beam.sips`` for where the cut-over lies.
+        It changes only the execution, never the output distribution.
+    """
+
+    max_items_per_user: int = 100
+    rounds: int = 3
+    ratio: float = 1.0 / 3.0
+    removal: str = "side_input"
+    name: ClassVar[str] = "sips"
+    user_mass: ClassVar[str] = "sqrt(m)"
+    # "auto"'s default share of the budget (max_items_choice, "The share").
+    auto_share: ClassVar[float] = max_items_choice.SIPS_SHARE
+    # Rounds are unrolled when the pipeline is built: 100 run in ~40 s on the
+    # DirectRunner; dp-sips uses 3 to 5 (§5).
+    MAX_ROUNDS: ClassVar[int] = 100
+
+    def __post_init__(self):
+        super().__post_init__()
+        checks.one_of("removal", self.removal, ("side_input", "join"),
+                      "'side_input' or 'join'")
+        if (isinstance(self.rounds, (int, np.integer)) and not isinstance(self.rounds, bool)
+                and self.rounds > self.MAX_ROUNDS):
+            raise ParameterError("rounds", f"must be at most {self.MAX_ROUNDS} (each round is a "
+                                           f"stage of the pipeline), got {self.rounds!r}")
+        budgets.geometric_split_weights(self.rounds, self.ratio)  # validates both
+        object.__setattr__(self, "rounds", int(self.rounds))
+        object.__setattr__(self, "ratio", float(self.ratio))
+
+    def _delta_split(self, budget: Budget) -> DeltaSplit:
+        """The δ split minimising the last round's threshold (see the class docstring)."""
+        w_last = budgets.geometric_split_weights(self.rounds, self.ratio)[-1]
+        d0 = self.max_items_per_user
+
+        def last_threshold(sigma_total: float, threshold_delta: float) -> float:
+            return thresholds.weighted_gaussian_threshold(
+                sigma_total / math.sqrt(w_last), threshold_delta * w_last, d0)
+
+        return split_delta(budget.epsilon, budget.delta, last_threshold)
+
+    def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
+        """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total) with δ = δ_thr, or a clear error."""
+        rho = 0.5 * (1.0 / split.sigma_total) ** 2
+        # Rounded down until 2ρ ≤ 1/σ_total² exactly: the rounds' σ_i are each rounded up
+        # for their ρ_i, whose sum is at most ρ, so Σ 1/σ_i² ≤ 1/σ_total², the Gaussian
+        # the analytic calibration paid for (to nearest, ρ could be an ulp above it).
+        rho = nudged(rho, lambda r: not (r > 0.0 and math.isfinite(r))
+                     or 2 * Fraction(r) * Fraction(split.sigma_total) ** 2 <= 1, 0.0)
+        w_first = budgets.geometric_split_weights(self.rounds, self.ratio)[0]
+        if not (math.isfinite(rho) and rho * w_first > 0.0):
+            raise ParameterError(
+                "epsilon", f"= {budget.epsilon:g} is too small for sips over {self.rounds} "
+                           f"rounds: the rounds' noise (sigma_total = {split.sigma_total:g}) is "
+                           "outside the float range; raise epsilon or use fewer rounds")
+        return ZCDPBudget(rho, split.threshold_delta)
+
+    def zcdp_budget(self, budget) -> ZCDPBudget:
+        """The δ-approximate ρ-zCDP budget split over the rounds.
+
+        Under ``Budget(ε, δ)``: ρ = 1/(2σ_total²) of the composed Gaussian
+        (Gaussian noise of μ is μ²/2-zCDP) and δ = δ_thr, the rounds' threshold δ.
+        """
+        budget = self._check_budget(budget)
+        if isinstance(budget, ZCDPBudget):
+            return budget
+        if isinstance(budget, Budget):
+            return self._equivalent_zcdp(budget, self._delta_split(budget))
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+
+    def round_budgets(self, budget) -> list[ZCDPBudget]:
+        """(ρ_i, δ_i) of each round; they sum to the total (dp-sips Thm 1 proof)."""
+        total = self.zcdp_budget(budget)
+        return total.split(budgets.geometric_split_weights(self.rounds, self.ratio))
+
+    def calibrate(self, budget) -> RoundsCalibration:
+        budget = self._check_budget(budget)
+        delta_noise = None
+        if isinstance(budget, Budget):
+            split = self._delta_split(budget)
+            total = self._equivalent_zcdp(budget, split)
+            delta_noise = split.delta_noise
+        else:
+            total = budget
+        # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2):
+        # σ_i = 1/√(2ρ_i) = σ_total/√w_i and its threshold at δ_i.
+        round_mechanism = WeightedGaussian(self.max_items_per_user)
+        parts = total.split(budgets.geometric_split_weights(self.rounds, self.ratio))
+        rounds = tuple(round_mechanism.calibrate(part) for part in parts)
+        return RoundsCalibration(rounds=rounds, budget=budget, zcdp_budget=total,
+                                 delta_noise=delta_noise,
+                                 source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, "
+                                        "Theorem 1; under (ε, δ): one analytic Gaussian "
+                                        "for all rounds (Dong, Roth & Su 2022, Cor. 3.3)")

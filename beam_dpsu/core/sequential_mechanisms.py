@@ -1,0 +1,201 @@
+"""The sequential mechanisms' configs: each user's update depends on the histogram
+so far, and users are visited in a keyed-hash order (``beam_dpsu.core.mechanisms``
+has the table of every config and its source)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import ClassVar, Mapping, cast
+
+from beam_dpsu.core import checks
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import thresholds
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.calibration import (Calibration, gaussian_calibration,
+                                        laplace_calibration)
+from beam_dpsu.core.mechanism_config import MechanismConfig
+
+__all__ = ["SequentialMechanism", "PolicyLaplace", "PolicyGaussian",
+           "GreedyWithoutSampling"]
+
+
+class SequentialMechanism(MechanismConfig):
+    """A mechanism whose users update the histogram one after another (a policy).
+
+    Users are visited in the order of a keyed hash of their id; ``shards``
+    splits them over that many independent orders whose histograms are summed
+    (same sensitivity; see ``beam_dpsu.beam.sequential``).
+    """
+
+    alpha: float
+    shards: int
+
+    def _with_cutoff(self, calibration: Calibration) -> Calibration:
+        cutoff = thresholds.policy_cutoff(calibration.release_threshold,
+                                          calibration.noise_scale, self.alpha)
+        return dataclasses.replace(calibration, cutoff=cutoff)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLaplace(SequentialMechanism):
+    """Policy Laplace: ℓ1-descent toward Γ = ρ_Lap + α/ε, Lap(1/ε) noise (dpsu §4, Alg. 3–4).
+
+    Attributes:
+      max_items_per_user: Δ0, distinct items sampled per user.
+      alpha: α ≥ 0 in the cutoff Γ = ρ + α·λ (the paper finds 2–6 works best).
+      shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+    """
+
+    max_items_per_user: int = 100
+    alpha: float = 3.0
+    shards: int = 1
+    name: ClassVar[str] = "policy-laplace"
+    user_mass: ClassVar[str] = "m/(m+1)"
+
+    def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
+        return self._with_cutoff(laplace_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1"))
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyGaussian(SequentialMechanism):
+    """Policy Gaussian: ℓ2-descent toward Γ = ρ_Gauss + α·σ (dpsu §5, Alg. 5 and 7).
+
+    Algorithm 5 prints Γ ← ρ_Lap + α·σ; the intent, used here, is ρ_Gauss + α·σ.
+    The ℓ1-descent variant (Algorithm 8) is not private and is not offered.
+    Under ``Budget(ε, δ)`` σ and ρ are Weighted Gaussian's (the δ split
+    minimises ρ, the weight an item needs to be released with probability ½;
+    Γ follows from it).
+
+    Attributes:
+      max_items_per_user: Δ0, distinct items sampled per user.
+      alpha: α ≥ 0 in the cutoff Γ = ρ + α·σ.
+      shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+    """
+
+    max_items_per_user: int = 100
+    alpha: float = 3.0
+    shards: int = 1
+    name: ClassVar[str] = "policy-gaussian"
+    user_mass: ClassVar[str] = "sqrt(m)"
+
+    def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
+        return self._with_cutoff(gaussian_calibration(
+            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1"))
+
+
+@dataclasses.dataclass(frozen=True)
+class GreedyWithoutSampling(SequentialMechanism):
+    """GW: greedy updates on each user's top-Δ0 items, Lap(1/ε) (gw §3 as fixed in docs/privacy.md).
+
+    Each user keeps its Δ0 most frequent items (by its own counts; ties by a
+    keyed hash of the item) and fills them toward Γ one at a time, most
+    frequent first, until its budget of 1 is spent. With ``public_order`` it
+    is GW-KT (gw §4): items are ranked by counts from public data (absent
+    items count 1), given here as a mapping (``public_counts``) or, counted in
+    the pipeline, to the transform (``SelectItems(..., public_counts=pcoll)``).
+    Every item of every user's list is noised and thresholded, zero weight
+    included, and the threshold ρ solves
+    1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = ½·e^{−(ρ−w)ε}
+    (``thresholds.gw_threshold``; the proof is in ``beam_dpsu.core.policies``).
+
+    This is not the published GW, which takes no Δ0, noises only items of
+    positive weight and uses ρ_GW = 1 − λ·ln(2δ): that rule is not DP (users
+    after the extra one can push other users' items from weight 0 to > 0;
+    docs/privacy.md, GW fix). The fix costs utility: on IMDb at ε = 1.7 the published
+    rule released about 3,400 items, this one about 2,650 at Δ0 = 30
+    (``docs/benchmarks.md``).
+
+    Attributes:
+      max_items_per_user: Δ0, the number of a user's most frequent (GW) or
+        most publicly frequent (GW-KT) items it may spend its budget on; all
+        of them are noised. Smaller Δ0 lowers ρ; larger lets a user reach
+        further down its list. None (the default) means 30 for GW and 300
+        for GW-KT, the best of 10/30/100/300 (GW) and 30/100/300/1000
+        (GW-KT) on IMDb at ε = 1.7: a GW-KT list starts with the most common
+        public words, which reach Γ after a few users, so it needs to be
+        longer to leave the user items to spend on.
+      alpha: α ≥ 0 in Γ = ρ + α·λ; Γ must be ≥ 1 (gw Theorem 1).
+      public_counts: None, or a mapping item → count (GW-KT with these
+        counts). Counts held in a Beam ``PCollection`` of (item, count) pairs,
+        e.g. counted from a public corpus in the same pipeline, go to the
+        transform instead: ``SelectItems(..., public_counts=pcoll)``, with
+        ``public_order=True`` here.
+      shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
+      public_order: GW-KT: items are ranked by public counts (True whenever
+        ``public_counts`` is given; set it when the counts come to the
+        transform).
+    """
+
+    max_items_per_user: int | None = None
+    alpha: float = 3.0
+    public_counts: Mapping | None = None
+    shards: int = 1
+    public_order: bool = False
+    name: ClassVar[str] = "gw"
+    user_mass: ClassVar[str] = "m/(m+1)"
+
+    DEFAULT_MAX_ITEMS: ClassVar[int] = 30
+    DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
+
+    def __post_init__(self):
+        pc = self.public_counts
+        if _is_pcollection(pc):
+            raise ParameterTypeError(
+                "public_counts", "must be None or a mapping item -> count: a PCollection of "
+                "(item, count) goes to the transform, SelectItems(GreedyWithoutSampling("
+                "public_order=True), budget, public_counts=pcoll)")
+        checks.instance("public_order", self.public_order, bool, "True or False")
+        if pc is not None:
+            object.__setattr__(self, "public_order", True)
+        if self.max_items_per_user is None:
+            object.__setattr__(self, "max_items_per_user",
+                               self.DEFAULT_MAX_ITEMS_KT if self.public_order
+                               else self.DEFAULT_MAX_ITEMS)
+        super().__post_init__()
+        if pc is not None and not isinstance(pc, Mapping):
+            raise ParameterTypeError("public_counts", "must be None, a mapping item -> count or "
+                                     f"a PCollection of (item, count), got {type(pc).__name__}")
+        if isinstance(pc, Mapping):
+            for count in pc.values():
+                checks.public_count(count)
+
+    def calibrate(self, budget) -> Calibration:
+        budget = self._check_budget(budget)
+        calibration = self._with_cutoff(laplace_calibration(
+            budget, cast(int, self.max_items_per_user),  # set by __post_init__
+            1.0, thresholds.gw_threshold,
+            "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
+            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 "
+            "(docs/privacy.md, The GW cascade gap and its fix)"))
+        assert calibration.cutoff is not None  # set by _with_cutoff
+        if calibration.cutoff < 1.0:
+            raise ParameterError.worded(
+                "alpha",
+                f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "
+                "raise alpha or lower delta")
+        return calibration
+
+    def to_dict(self) -> dict:
+        pc = self.public_counts
+        # Without a mapping here, GW-KT's counts come to the transform as a PCollection.
+        public = (None if not self.public_order else
+                  f"mapping of {len(pc)} items" if pc is not None else "PCollection")
+        return {"name": "gw-kt" if self.public_order else self.name,
+                "max_items_per_user": (self.max_items_per_user.with_share(
+                                           max_items_choice.default_share(self)).to_dict()
+                                       if max_items_choice.is_auto(self.max_items_per_user)
+                                       else self.max_items_per_user), "alpha": self.alpha,
+                "shards": self.shards, "public_counts": public}
+
+
+def _is_pcollection(value) -> bool:
+    """Whether ``value`` is a Beam PCollection, without importing Beam (the core
+    needs none: if Beam is not loaded, nothing is a PCollection)."""
+    pvalue = sys.modules.get("apache_beam.pvalue")
+    return pvalue is not None and isinstance(value, pvalue.PCollection)
