@@ -76,3 +76,14 @@ def optional_counts(chunk: bytes, items, max_count: int) -> dict:
     """
     base = max_count + 2
     return {item: b % base - 1 for item, b in zip(items, chunk) if b % base}
+
+
+def item_list(chunk: bytes, items, max_size: int) -> list:
+    """A list of 1..max_size items of ``items`` (≤ 256), repeats allowed, in order.
+
+    ``chunk`` has 1 + max_size bytes: the size is 1 + chunk[0] mod max_size,
+    item j is items[chunk[1 + j] mod len(items)]. Every such list is reached.
+    Zero bytes: [items[0]].
+    """
+    size = 1 + chunk[0] % max_size
+    return [items[b % len(items)] for b in chunk[1:1 + size]]
