@@ -50,21 +50,30 @@ def ordered_user(chunk: bytes, alphabet, max_size: int) -> list:
     return nth_permutation(alphabet, rank % math.factorial(len(alphabet)))[:size]
 
 
+def held(chunk: bytes, items) -> list:
+    """(item, its byte) of the items held: a subset of ``items``, sparse or dense.
+
+    chunk[0] sets the density: ``keep`` = 1 + chunk[0] mod 8, and item k is
+    held iff its byte b = chunk[1 + k] has b mod 8 ≥ 8 − keep (probability
+    keep/8). Every subset is reached (keep = 7: b mod 8 = 0 leaves an item
+    out); zero bytes hold none.
+    """
+    keep = 1 + chunk[0] % 8
+    return [(item, b) for item, b in zip(items, chunk[1:]) if b % 8 >= 8 - keep]
+
+
 COUNTS_BYTES = 11  # one density byte, then one byte per item (up to 10 items)
 
 
 def item_counts(chunk: bytes, items, max_count: int) -> dict:
     """A non-empty {item: count} over ``items`` (≤ 10 of them), counts 1..max_count (≤ 32).
 
-    chunk[0] sets the user's density: ``keep`` = 1 + chunk[0] mod 8, and item k
-    is held iff its byte b has b mod 8 ≥ 8 − keep (probability keep/8, so
-    sparse and dense users both occur), with count 1 + (b // 8) mod max_count.
-    Every non-empty dict of ≤ len(items) keys is reached. No item held (zero
-    bytes among them) stands for {items[0]: 1}, the smallest user.
+    The items ``held`` (sparse and dense users both occur), item k with count
+    1 + (b // 8) mod max_count of its byte b. Every non-empty dict of
+    ≤ len(items) keys is reached. No item held (zero bytes among them) stands
+    for {items[0]: 1}, the smallest user.
     """
-    keep = 1 + chunk[0] % 8
-    counts = {item: 1 + (b // 8) % max_count
-              for item, b in zip(items, chunk[1:]) if b % 8 >= 8 - keep}
+    counts = {item: 1 + (b // 8) % max_count for item, b in held(chunk, items)}
     return counts or {items[0]: 1}
 
 
@@ -78,12 +87,12 @@ def optional_counts(chunk: bytes, items, max_count: int) -> dict:
     return {item: b % base - 1 for item, b in zip(items, chunk) if b % base}
 
 
-def item_list(chunk: bytes, items, max_size: int) -> list:
-    """A list of 1..max_size items of ``items`` (≤ 256), repeats allowed, in order.
+def item_list(chunk: bytes, items, max_size: int, min_size: int = 1) -> list:
+    """A list of min_size..max_size items of ``items`` (≤ 256), repeats allowed, in order.
 
-    ``chunk`` has 1 + max_size bytes: the size is 1 + chunk[0] mod max_size,
-    item j is items[chunk[1 + j] mod len(items)]. Every such list is reached.
-    Zero bytes: [items[0]].
+    ``chunk`` has 1 + max_size bytes: the size is min_size + chunk[0] mod
+    (max_size − min_size + 1), item j is items[chunk[1 + j] mod len(items)].
+    Every such list is reached. Zero bytes: min_size times items[0].
     """
-    size = 1 + chunk[0] % max_size
+    size = min_size + chunk[0] % (max_size - min_size + 1)
     return [items[b % len(items)] for b in chunk[1:1 + size]]
