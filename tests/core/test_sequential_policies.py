@@ -150,9 +150,12 @@ def users_and_extra(draw):
     Case space: D has 0..20 users; x and each user of D are an ordered list
     of 1..5 distinct letters of "abcdef". Within a case the letters are the
     first k (k = 1..6), so that users share items often when k is small;
-    k = 6 reaches every list. Shrinks toward D = [] and x = ["a"].
+    k = 6 reaches every list. D's size is the smaller of two uniform draws:
+    small datasets, where Algorithm 8's counterexamples are (none in 7,500
+    random cases of 13 to 20 users), come more often than large ones.
+    Shrinks toward D = [] and x = ["a"].
     """
-    n = draw(st.integers(0, MAX_USERS))
+    n = min(draw(st.integers(0, MAX_USERS)), draw(st.integers(0, MAX_USERS)))
     letters = LETTERS[:draw(st.integers(1, len(LETTERS)))]
     data = draw(blob((MAX_USERS + 1) * USER_LIST_BYTES))
     users = [ordered_user(data[i * USER_LIST_BYTES:(i + 1) * USER_LIST_BYTES], letters, MAX_LIST)

@@ -37,17 +37,23 @@ def nth_permutation(items, n: int) -> list:
 USER_LIST_BYTES = 3
 
 
-def ordered_user(chunk: bytes, alphabet, max_size: int) -> list:
-    """An ordered list of 1..min(max_size, len(alphabet)) distinct items of ``alphabet``.
+def ordered_user(chunk: bytes, alphabet, max_size: int, min_size: int = 1) -> list:
+    """An ordered list of min_size..max_size distinct items of ``alphabet`` (fewer if the
+    alphabet is shorter).
 
-    ``chunk`` (USER_LIST_BYTES bytes, read as one integer v): the size is
-    1 + v mod max_size, the order the (v // max_size)-th permutation of the
-    alphabet, mod len(alphabet)! (≤ 6! here, far below 2^24 / max_size: every
-    order and size is reached, near uniformly). Zero bytes: [alphabet[0]].
+    ``chunk`` (read as one integer v): the size is min_size + v mod s, s =
+    max_size − min_size + 1, the order the (v // s)-th permutation of the
+    alphabet, mod len(alphabet)!. The chunk must be long enough that
+    256^len(chunk) / s ≥ len(alphabet)! (asserted), so every order and size is
+    reached, near uniformly when it is much longer. Zero bytes: the first
+    min_size items of the alphabet.
     """
+    sizes = max_size - min_size + 1
+    orders = math.factorial(len(alphabet))
+    assert 256 ** len(chunk) // sizes >= orders, "too few bytes for every order"
     v = int.from_bytes(chunk, "little")
-    size, rank = 1 + v % max_size, v // max_size
-    return nth_permutation(alphabet, rank % math.factorial(len(alphabet)))[:size]
+    size, rank = min_size + v % sizes, v // sizes
+    return nth_permutation(alphabet, rank % orders)[:size]
 
 
 def held(chunk: bytes, items) -> list:
