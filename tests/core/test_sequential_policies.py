@@ -150,12 +150,9 @@ def users_and_extra(draw):
     Case space: D has 0..20 users; x and each user of D are an ordered list
     of 1..5 distinct letters of "abcdef". Within a case the letters are the
     first k (k = 1..6), so that users share items often when k is small;
-    k = 6 reaches every list. D's size is the smaller of two uniform draws:
-    small datasets, where Algorithm 8's counterexamples are (none in 7,500
-    random cases of 13 to 20 users), come more often than large ones.
-    Shrinks toward D = [] and x = ["a"].
+    k = 6 reaches every list. Shrinks toward D = [] and x = ["a"].
     """
-    n = min(draw(st.integers(0, MAX_USERS)), draw(st.integers(0, MAX_USERS)))
+    n = draw(st.integers(0, MAX_USERS))
     letters = LETTERS[:draw(st.integers(1, len(LETTERS)))]
     data = draw(blob((MAX_USERS + 1) * USER_LIST_BYTES))
     users = [ordered_user(data[i * USER_LIST_BYTES:(i + 1) * USER_LIST_BYTES], letters, MAX_LIST)
@@ -428,7 +425,9 @@ def test_permuting_users_does_not_change_the_histogram():
 
 def test_property_test_finds_algorithm_8_counterexample():
     # The ℓ2 property test, run on Algorithm 8, must fail (corrigendum to dpsu Prop. 5.1).
-    @settings(max_examples=5000, deadline=None, database=None, phases=FIND_ONLY,
+    # It stops at the first failure: on 100 seeds it needed 23 to 2,332 examples
+    # (median ~370, a tail about exponential): 10,000 leave a chance miss < 1e-8.
+    @settings(max_examples=10_000, deadline=None, database=None, phases=FIND_ONLY,
               suppress_health_check=[HealthCheck.too_slow])
     @given(neighbours())
     def algorithm_8_is_l2_contractive(pair):
