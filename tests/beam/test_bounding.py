@@ -32,6 +32,7 @@ from beam_dpsu.beam.bounding import (ItemCountsPerUser, SampleItemsPerUser, _Mer
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.beam.histograms import merge_histograms, shard_of_item, split_by_shard
 from beam_dpsu.beam.noisy_threshold import NOISE_BATCH, KeepWithProbability, NoisyThreshold
+from tests.support.byte_cases import blob, nth_permutation
 from tests.support.hypothesis_profiles import examples
 
 # --- the pure part ----------------------------------------------------------------------
@@ -80,38 +81,55 @@ def test_item_counts_names_the_problem_never_the_value(element, message):
         item_counts(element)
 
 
-def occurrences():
-    """A few users' item occurrences (users and items drawn from small alphabets)."""
-    item = st.sampled_from(["a", "b", "c", "d", "e"])
-    return st.lists(st.tuples(st.sampled_from(["u1", "u2", 3]), item), min_size=1, max_size=40)
+USERS = ["u1", "u2", 3]
+ITEMS = ["a", "b", "c", "d", "e"]
+MAX_PAIRS = 40
+ORDER_BYTES = 20  # 2^160 > 40!: every order of ≤ 40 elements
 
 
-def split_into_elements(pairs, draw):
-    """The same occurrences as a random mix of pairs and records of any size, shuffled."""
+@st.composite
+def split_occurrences(draw):
+    """A few users' item occurrences, the same occurrences as a random mix of pairs
+    and records of any size, shuffled, and each element's bundle (0..2).
+
+    Case space: 1..40 (user, item) pairs of users u1, u2, 3 and items a..e;
+    each user's items cut into consecutive parts of any sizes, a part of one
+    item a pair or a record, a record a list or a tuple; the elements in any
+    order. All of it decoded from one blob (tests/support/byte_cases.py): one
+    byte per pair, two per part, one per element's bundle and 20 for the
+    order. Zero bytes: every pair (u1, a), each item its own list record, in
+    order, all in bundle 0.
+    """
+    n = draw(st.integers(1, MAX_PAIRS))
+    data = draw(blob(4 * MAX_PAIRS + ORDER_BYTES))
+    pairs = [(USERS[b % 3], ITEMS[b // 3 % 5]) for b in data[:n]]
     by_user: dict = {}
     for user, item in pairs:
         by_user.setdefault(user, []).append(item)
+    cuts = iter(zip(data[MAX_PAIRS:3 * MAX_PAIRS:2], data[MAX_PAIRS + 1:3 * MAX_PAIRS:2]))
     elements = []
     for user, items in by_user.items():
         while items:
-            size = draw(st.integers(1, len(items)))
+            cut, form = next(cuts)  # at most one part per pair
+            size = 1 + cut % len(items)
             part, items = items[:size], items[size:]
-            as_pair = size == 1 and draw(st.booleans())
+            as_pair = size == 1 and form % 2 == 1
             elements.append((user, part[0]) if as_pair else
-                            (user, draw(st.sampled_from([list, tuple]))(part)))
-    return draw(st.permutations(elements))
+                            (user, (list, tuple)[form // 2 % 2](part)))
+    rank = int.from_bytes(data[-ORDER_BYTES:], "little")
+    bundles = [b % 3 for b in data[3 * MAX_PAIRS:3 * MAX_PAIRS + len(elements)]]
+    return pairs, nth_permutation(elements, rank), bundles
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(occurrences(), st.data())
-def test_any_split_into_pairs_and_records_merges_to_the_same_counts(pairs, data):
+@given(split_occurrences())
+def test_any_split_into_pairs_and_records_merges_to_the_same_counts(case):
     # Bundles are random groups of elements, merged the way a runner does:
     # add_input within a bundle, merge_accumulators across bundles.
-    elements = split_into_elements(pairs, data.draw)
+    pairs, elements, bundles = case
     fn = _MergeItemCountsFn()
     per_user: dict = {}
-    for user, counts in map(item_counts, elements):
-        bundle = data.draw(st.integers(0, 2))
+    for (user, counts), bundle in zip(map(item_counts, elements), bundles, strict=True):
         accs = per_user.setdefault(user, [fn.create_accumulator() for _ in range(3)])
         accs[bundle] = fn.add_input(accs[bundle], counts)
     merged = {u: fn.extract_output(fn.merge_accumulators(accs)) for u, accs in per_user.items()}

@@ -18,12 +18,32 @@ from beam_dpsu.core.user_blocks import decode_user_block
 from beam_dpsu.beam.sequential import (SequentialPolicyHistogram, UserBlockBuilder,
                                   shard_policy_histogram, sharded_policy_histogram,
                                   user_order_key)
+from tests.support.byte_cases import blob, item_list, ordered_user
 from tests.support.hypothesis_profiles import examples
 
 KEY = b"k" * 32
 POLICIES = [l1_descent, l2_descent, greedy_update]
-ITEM = st.sampled_from(["a", "b", "c", "dd", "é", "f", "g", b"a", b"\x00", "a\x00"])
-USER_LIST = st.lists(ITEM, max_size=6, unique=True)
+ITEMS = ["a", "b", "c", "dd", "é", "f", "g", b"a", b"\x00", "a\x00"]
+LIST_BYTES = 4  # 2^32 / 7 sizes > 10! orders
+
+
+@st.composite
+def user_lists(draw, min_users, max_users):
+    """min_users..max_users users' lists, decoded from one blob (tests/support/byte_cases.py).
+
+    Case space: each list 0..6 distinct items of ITEMS in any order. Zero
+    bytes: empty lists.
+    """
+    n = draw(st.integers(min_users, max_users))
+    data = draw(blob(max_users * LIST_BYTES))
+    return [ordered_user(data[i * LIST_BYTES:(i + 1) * LIST_BYTES], ITEMS, 6, min_size=0)
+            for i in range(n)]
+
+
+def cut_list(max_cuts, max_cut):
+    """0..max_cuts cuts, each 0..max_cut: one blob."""
+    return blob(1 + max_cuts).map(
+        lambda chunk: item_list(chunk, range(max_cut + 1), max_cuts, min_size=0))
 
 
 def packed(users, cuts):
@@ -44,7 +64,7 @@ def permuted(blocks, seed):
 
 
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(USER_LIST, max_size=30), st.lists(st.integers(0, 40), max_size=5),
+@given(user_lists(0, 30), cut_list(5, 40),
        st.integers(0, 2), st.floats(0.5, 4.0), st.integers(0, 2 ** 32 - 1))
 def test_blocks_give_the_policy_histogram_in_key_order_bit_for_bit(lists, cuts, policy, cutoff,
                                                                     seed):
@@ -74,8 +94,7 @@ def test_order_keys_sort_as_bytes_across_both_words():
         assert got == expected
 
 
-@given(st.lists(USER_LIST, min_size=2, max_size=8), st.lists(st.integers(0, 10), max_size=3),
-       st.integers(0, 2 ** 32 - 1))
+@given(user_lists(2, 8), cut_list(3, 10), st.integers(0, 2 ** 32 - 1))
 @settings(max_examples=examples(200), deadline=None)
 def test_equal_order_keys_are_visited_by_their_lists_whatever_the_blocks(lists, cuts, seed):
     # One user id in two records breaks the input's contract, but the result

@@ -22,12 +22,44 @@ from beam_dpsu.core.docblocks import (BadToken, BlockBuilder, _gram_keys, encode
                                  level_sums, sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
 from beam_dpsu.core.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
+from tests.support.byte_cases import blob, item_list, nth_permutation
 from tests.support.hypothesis_profiles import examples
 from tests.support.kgram_sets import TOKENS, released_sets
 
 BIG = 10_000  # a Δ no user reaches: nothing is sampled
-documents = st.lists(st.sampled_from(TOKENS), max_size=8).map(tuple)
-users_docs = st.lists(st.lists(documents, max_size=3).map(tuple), max_size=6)
+# Users' documents decoded from one blob (tests/support/byte_cases.py), a few
+# draws per case where lists of lists of tokens took one or two per token.
+# Case space: 0..6 users, each a tuple of 0..3 documents, each a tuple of 0..8
+# tokens of TOKENS. Zero bytes: users without documents.
+MAX_USERS, MAX_DOCS, MAX_DOC = 6, 3, 8
+DOC_BYTES = 1 + MAX_DOC
+USER_BYTES = 1 + MAX_DOCS * DOC_BYTES
+
+
+def document(chunk):
+    return tuple(item_list(chunk, TOKENS, MAX_DOC, min_size=0))
+
+
+def user_documents(chunk):
+    return tuple(document(chunk[1 + j * DOC_BYTES:1 + (j + 1) * DOC_BYTES])
+                 for j in range(chunk[0] % (MAX_DOCS + 1)))
+
+
+@st.composite
+def users_documents(draw):
+    n = draw(st.integers(0, MAX_USERS))
+    data = draw(blob(MAX_USERS * USER_BYTES))
+    return [user_documents(data[i * USER_BYTES:(i + 1) * USER_BYTES]) for i in range(n)]
+
+
+documents = blob(DOC_BYTES).map(document)
+users_docs = users_documents()
+
+
+def order_of(data: bytes) -> int:
+    """An order's rank (tests/support/byte_cases.py ``nth_permutation``): zero bytes keep
+    the order; 44 bytes reach every order of ≤ 72 items (2^352 > 72!)."""
+    return int.from_bytes(data, "little")
 
 
 def valid_of(docs, k, previous, unigrams, pruning):
@@ -187,16 +219,17 @@ def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users)
 
 
 @settings(max_examples=examples(200), deadline=None)
-@given(st.lists(st.integers(0, 9), min_size=1, max_size=8), st.integers(1, 4),
-       st.randoms(use_true_random=False))
+@given(blob(1 + 8).map(lambda chunk: item_list(chunk, range(10), 8)), st.integers(1, 4),
+       blob(44).map(order_of))
 def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes, max_items,
-                                                                            shuffler):
+                                                                            order):
     # Review finding: only the seeded path had a sensitivity test, and a sample
     # ordered by priority alone (users mixed up) passed every test. Users hold
     # disjoint items, given in a shuffled order: each keeps exactly
     # min(count, Δ) of its own items, each weighted 1/√kept (ℓ2 = 1 per user).
-    pairs = [(u, f"{u}.{j}") for u, n in enumerate(sizes) for j in range(n)]
-    shuffler.shuffle(pairs)
+    # 1..8 users of 0..9 items each, the ≤ 72 (user, item) pairs in any order.
+    pairs = nth_permutation([(u, f"{u}.{j}") for u, n in enumerate(sizes) for j in range(n)],
+                            order)
     labels = sorted({item for _, item in pairs})
     index = {item: i for i, item in enumerate(labels)}
     users = np.array([u for u, _ in pairs], dtype=np.int64)
@@ -253,17 +286,25 @@ def test_a_user_with_a_token_the_check_refuses_adds_nothing():
     assert words == ["a", "b", "b", "c"]
 
 
+@st.composite
+def user_item_pairs(draw):
+    """0..40 (user 0..6, item 0..9) pairs, one byte each, and an order's rank (20 bytes:
+    2^160 > 40!). Zero bytes: (0, 0) pairs in order."""
+    n = draw(st.integers(0, 40))
+    data = draw(blob(40 + 20))
+    return [(b % 7, b // 7 % 10) for b in data[:n]], order_of(data[40:])
+
+
 @settings(max_examples=examples(200), deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), max_size=40),
-       st.integers(1, 4), st.randoms(use_true_random=False))
-def test_repeats_count_once_whether_users_come_in_order_or_not(pairs, max_items, shuffler):
+@given(user_item_pairs(), st.integers(1, 4))
+def test_repeats_count_once_whether_users_come_in_order_or_not(pairs_order, max_items):
+    pairs, order = pairs_order
     # Users in order take the linear path (a radix sort by item), shuffled
     # ones the combined-key sort: both give each user's distinct items.
     reference = weighted_histogram([{i for u2, i in pairs if u2 == u} for u in range(7)],
                                    weighted_gaussian_weight)
     in_order = sorted(pairs, key=lambda p: p[0])  # by user only: items stay mixed
-    shuffled = list(pairs)
-    shuffler.shuffle(shuffled)
+    shuffled = nth_permutation(pairs, order)
     for given_pairs in (in_order, shuffled):
         users = np.array([u for u, _ in given_pairs], dtype=np.int64)
         items = np.array([i for _, i in given_pairs], dtype=np.int64)
