@@ -7,6 +7,7 @@ never a release from the part that could be read.
 """
 
 import bz2
+import functools
 import gzip
 import io
 import json
@@ -62,13 +63,19 @@ BODY = "".join(f"user{i} read page {i * 7919 % 1000} of the site\n"
                for i in range(1, 20001)).encode()
 
 
+@functools.cache
+def compressed_body(suffix) -> bytes:
+    """BODY compressed as ``suffix``, made once for the tests that read or cut it."""
+    return COMPRESSORS[suffix](BODY)
+
+
 # -- every compression is read to its end-of-stream marker --------------------
 
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
 def test_a_whole_compressed_file_is_read_whole(tmp_path, suffix):
     path = tmp_path / f"lines.txt{suffix}"
-    path.write_bytes(COMPRESSORS[suffix](BODY))
+    path.write_bytes(compressed_body(suffix))
     records = read_file(path)
     assert len(records) == 20000
     assert records[-1] == (f"{path}:20000", f"user20000 read page {20000 * 7919 % 1000} of "
@@ -78,7 +85,7 @@ def test_a_whole_compressed_file_is_read_whole(tmp_path, suffix):
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
 @pytest.mark.parametrize("keep", [0.9, 0.5, "head"])
 def test_a_truncated_compressed_file_is_an_error_naming_it(tmp_path, suffix, keep):
-    whole = COMPRESSORS[suffix](BODY)
+    whole = compressed_body(suffix)
     cut = whole[:200] if keep == "head" else whole[:int(len(whole) * keep)]
     path = tmp_path / f"lines.txt{suffix}"
     path.write_bytes(cut)
@@ -91,7 +98,7 @@ def test_a_truncated_compressed_file_is_an_error_naming_it(tmp_path, suffix, kee
 
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
 def test_a_corrupt_compressed_file_is_an_error_naming_it(tmp_path, suffix):
-    whole = bytearray(COMPRESSORS[suffix](BODY))
+    whole = bytearray(compressed_body(suffix))
     middle = len(whole) // 2
     whole[middle:middle + 64] = bytes(64)  # 64 bytes zeroed in the middle
     path = tmp_path / f"lines.txt{suffix}"
@@ -190,10 +197,16 @@ def test_the_read_is_checked_in_the_pipeline_too(tmp_path):
             _ = p | read.ReadUserTexts(str(path), "text") | beam.Map(lambda r: r)
 
 
-def _cut_copy(tmp_path, suffix, keep):
+@functools.cache
+def _whole_copy(suffix) -> bytes:
+    """examples/imdb_2k.csv.gz compressed as ``suffix`` (made once: xz takes a second)."""
     data = gzip.decompress(open(IMDB_2K, "rb").read())
-    whole = {".gz": lambda d: open(IMDB_2K, "rb").read(), ".bz2": bz2.compress,
-             ".xz": lzma.compress}[suffix](data)
+    return {".gz": lambda d: open(IMDB_2K, "rb").read(), ".bz2": bz2.compress,
+            ".xz": lzma.compress}[suffix](data)
+
+
+def _cut_copy(tmp_path, suffix, keep):
+    whole = _whole_copy(suffix)
     cut = whole[:keep] if isinstance(keep, int) else whole[:int(len(whole) * keep)]
     path = tmp_path / f"imdb.csv{suffix}"
     path.write_bytes(cut)
