@@ -32,6 +32,7 @@ Pure Python/numpy (no Beam).
 from __future__ import annotations
 
 import pickle
+import struct
 from array import array
 from itertools import compress, repeat
 from typing import Container, Iterator, Mapping, NamedTuple
@@ -43,8 +44,8 @@ from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
 __all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlock",
-           "ascending_per_user", "encode_ids", "decode_ids",
-           "decode_block", "unpack_block", "block_users", "with_keys", "without_items"]
+           "ascending_per_user", "encode_ids", "decode_ids", "decode_block", "block_runs",
+           "unpack_block", "block_users", "with_keys", "without_items"]
 
 # A block ends at this many (user, item) ids, or once it holds this many
 # distinct items (the last user may bring more new items than were left).
@@ -112,16 +113,88 @@ class RecordBlockBuilder:
 
 def _block(items: list, ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None,
            plain_str: bool, keys: list | None, in_order: bool = False) -> bytes:
-    """A block's fields as one bytes value, its ids encoded by ``encode_ids``
+    """A block's fields as one bytes value (``_LAYOUT``), its ids encoded by ``encode_ids``
     (``in_order``: each user's ids already ascend, as ``encode_ids`` leaves them)."""
     if not in_order:
         ids, counts = ascending_per_user(ids, ends, counts)
     small, large = encode_ids(ids, ends)
     ends_type = np.uint32 if not len(ends) or ends[-1] < 1 << 32 else np.int64
-    block = (items, small.tobytes(), large.tobytes(), large.dtype.char,
-             ends.astype(ends_type).tobytes(), ends_type().dtype.char,
-             None if counts is None else counts.astype(np.int32).tobytes(), plain_str, keys)
-    return pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+    listed = _joined(items, plain_str)
+    flags = ((_PLAIN_STR if plain_str else 0) | (_COUNTS if counts is not None else 0)
+             | (_JOINED if listed is not None else 0) | (_KEYS if keys is not None else 0))
+    if listed is None:
+        listed = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+    keys_bytes = b"" if keys is None else pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL)
+    sections = [ends.astype(ends_type).tobytes(), large.tobytes(),
+                b"" if counts is None else counts.astype(np.int32).tobytes(),
+                small.tobytes(), listed, keys_bytes]
+    header = _HEADER.pack(flags, len(ends), len(small), len(large), large.itemsize,
+                          np.dtype(ends_type).itemsize, len(listed), len(keys_bytes))
+    return b"".join([header] + [part + bytes(-len(part) % 8) for part in sections])
+
+
+# A block: this header (flags, users, (user, item) ids, large differences, their
+# item size, the ends' item size, the item list's bytes, the keys' bytes), then each
+# section padded to 8 bytes: the users' ends, the large differences, the counts
+# (int32, with occurrences), the small differences, the item list (its str joined
+# by NUL in UTF-8 when it can be, else pickled), the keys (pickled). The arrays are
+# read in place (``numpy.frombuffer``), not copied out of a pickle.
+_HEADER = struct.Struct("<8Q")
+_PLAIN_STR, _COUNTS, _JOINED, _KEYS = 1, 2, 4, 8
+
+
+def _joined(items: list, plain_str: bool) -> bytes | None:
+    """The item list as its str joined by NUL, UTF-8 (lone surrogates passed through),
+    when every item is a str and none holds a NUL (``str.split`` gives the list back
+    exactly); else None. 1 byte per item besides its own, against 3 pickled."""
+    if not items or not (plain_str or all(type(item) is str for item in items)):
+        return None
+    joined = "\0".join(items)
+    if joined.count("\0") != len(items) - 1:
+        return None
+    return joined.encode("utf-8", "surrogatepass")
+
+
+class _Fields(NamedTuple):
+    """A block's sections, its arrays views of its bytes."""
+
+    items: list
+    small: np.ndarray
+    large: np.ndarray
+    ends: np.ndarray
+    counts: np.ndarray | None
+    plain_str: bool
+    keys: list | None
+
+
+def _fields(block: bytes) -> _Fields:
+    flags, users, pairs, n_large, large_size, ends_size, items_size, keys_size = (
+        _HEADER.unpack_from(block))
+    offset = _HEADER.size
+
+    def section(size: int) -> int:
+        nonlocal offset
+        start = offset
+        offset += size + -size % 8
+        return start
+
+    ends = np.frombuffer(block, dtype=np.uint32 if ends_size == 4 else np.int64,
+                         count=users, offset=section(users * ends_size))
+    large = np.frombuffer(block, dtype=np.uint16 if large_size == 2 else np.uint32,
+                          count=n_large, offset=section(n_large * large_size))
+    with_counts = bool(flags & _COUNTS)
+    at = section(4 * pairs if with_counts else 0)
+    counts = np.frombuffer(block, dtype=np.int32, count=pairs, offset=at) if with_counts \
+        else None
+    small = np.frombuffer(block, dtype=np.uint8, count=pairs, offset=section(pairs))
+    at = section(items_size)
+    listed = block[at:at + items_size]
+    items = (listed.decode("utf-8", "surrogatepass").split("\0") if flags & _JOINED
+             else pickle.loads(listed))
+    at = section(keys_size)
+    keys = pickle.loads(block[at:at + keys_size]) if flags & _KEYS else None
+    return _Fields(items, small, large, ends.astype(np.int64), counts,
+                   bool(flags & _PLAIN_STR), keys)
 
 
 # An id difference of at least this is written in full (``encode_ids``).
@@ -217,25 +290,46 @@ class DecodedBlock(NamedTuple):
         (a larger user alone): (ids, sizes) of each run, views of the block's arrays.
         Array work on a run at a time keeps its temporary arrays small."""
         sizes = self.sizes
-        first, start = 0, 0
-        while first < len(sizes):
-            last = max(first + 1, int(np.searchsorted(self.ends, start + max_ids,
-                                                      side="right")))
-            end = int(self.ends[last - 1])
+        for first, last, start, end in _run_bounds(self.ends, max_ids):
             yield self.ids[start:end], sizes[first:last]
-            first, start = last, end
+
+
+def _run_bounds(ends: np.ndarray, max_ids: int):
+    """(first user, last user + 1, first id, last id + 1) of each run of ``runs``."""
+    first, start = 0, 0
+    while first < len(ends):
+        last = max(first + 1, int(np.searchsorted(ends, start + max_ids, side="right")))
+        end = int(ends[last - 1])
+        yield first, last, start, end
+        first, start = last, end
 
 
 def decode_block(block: bytes) -> DecodedBlock:
     """A packed block (``RecordBlockBuilder.build``) → its arrays, nothing per user."""
-    items, small, large, large_type, ends, ends_type, counts, plain_str, keys = pickle.loads(
-        block)
-    ends = np.frombuffer(ends, dtype=ends_type).astype(np.int64)
-    ids = decode_ids(np.frombuffer(small, dtype=np.uint8),
-                     np.frombuffer(large, dtype=large_type), ends, len(items))
-    return DecodedBlock(items, ids, ends,
-                        None if counts is None else np.frombuffer(counts, dtype=np.int32),
-                        plain_str, keys)
+    fields = _fields(block)
+    ids = decode_ids(fields.small, fields.large, fields.ends, len(fields.items))
+    return DecodedBlock(fields.items, ids, fields.ends, fields.counts, fields.plain_str,
+                        fields.keys)
+
+
+def block_runs(block: bytes, max_ids: int = RUN_IDS) -> tuple:
+    """(the block's item list, its runs): ``decode_block(block).runs(max_ids)``, each
+    run's ids decoded from the block's bytes as it comes, so that no array of the
+    whole block's ids is made (for the steps that sample a block a run at a time)."""
+    fields = _fields(block)
+    return fields.items, _decoded_runs(fields, max_ids)
+
+
+def _decoded_runs(fields: _Fields, max_ids: int):
+    sizes = np.diff(fields.ends, prepend=0)
+    escaped = 0
+    for first, last, start, end in _run_bounds(fields.ends, max_ids):
+        small = fields.small[start:end]
+        n_large = int(np.count_nonzero(small == _LARGE))
+        yield (decode_ids(small, fields.large[escaped:escaped + n_large],
+                          fields.ends[first:last] - start, len(fields.items)),
+               sizes[first:last])
+        escaped += n_large
 
 
 def unpack_block(block: bytes):
