@@ -190,7 +190,8 @@ def test_a_block_splits_into_runs_of_whole_users():
 
 @pytest.mark.parametrize("max_ids", [1, 5, 40, 1 << 16])
 def test_runs_decoded_from_the_bytes_are_the_decoded_blocks_runs(max_ids):
-    # ids past one byte and past 16 bits (large differences in several runs)
+    # ids past one byte, two and 16 bits (second bytes and large differences in
+    # several runs)
     users = [{f"w{i}" for i in range(n)} for n in (3, 0, 300, 9, 2, 70_000, 1, 0, 260)]
     users[3] |= {"w299", "w69999"}
     block = _pack(users, occurrences=False)[1]
@@ -209,22 +210,27 @@ def _round_trip(users, items):
     ends = np.cumsum(sizes)
     ids = np.array([i for u in users for i in u], dtype=np.int32)
     ordered, _ = ascending_per_user(ids, ends)
-    small, large = encode_ids(ordered, ends)
-    return small, large, decode_ids(small, large, ends, items)
+    small, low, large = encode_ids(ordered, ends)
+    return small, low, large, decode_ids(small, low, large, ends, items)
 
 
 def test_ids_come_back_ascending_per_user_across_the_byte_and_16_bit_boundaries():
-    # differences of 254 (one byte), 255 (the first written whole), 65,535 (16 bits)
-    # and 65,536 (32 bits), at a user's first id and after it, empty users between
-    users = [[0, 254], [], [255], [3, 2, 1], [], [65_535, 0], [65_536], [7, 7 + 255]]
-    small, large, back = _round_trip(users, 70_000)
+    # differences of 223 (one byte), 224 and 8,159 (two), 8,160 (the first written
+    # whole), 65,535 (16 bits) and 65,536 (32 bits), at a user's first id and after
+    # it, empty users between
+    users = [[0, 223], [], [224], [3, 2, 1], [8_159, 0], [], [8_160], [65_535, 0], [65_536],
+             [7, 7 + 8_160], [5, 5 + 224, 5 + 224 + 8_159]]
+    small, low, large, back = _round_trip(users, 70_000)
     starts = np.cumsum([0] + [len(u) for u in users])
     assert [back[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])] == [
         sorted(u) for u in users]
     assert small.dtype == np.uint8 and len(small) == sum(map(len, users))
-    assert large.tolist() == [255, 65_535, 65_536, 255] and large.dtype == np.uint32
-    small16, large16, _ = _round_trip([[0, 254], [255, 65_535 + 255]], 70_000)
-    assert large16.dtype == np.uint16 and large16.tolist() == [255, 65_535]
+    assert small.tolist() == [0, 223, 224, 1, 1, 1, 0, 254, 255, 0, 255, 255, 7, 255,
+                              5, 224, 254]
+    assert low.tolist() == [0, 0xFF, 0, 0xFF] and low.dtype == np.uint8
+    assert large.tolist() == [8_160, 65_535, 65_536, 8_160] and large.dtype == np.uint32
+    _, _, large16, _ = _round_trip([[0, 223], [8_160, 65_535 + 8_160]], 70_000)
+    assert large16.dtype == np.uint16 and large16.tolist() == [8_160, 65_535]
 
 
 def test_random_users_round_trip_and_most_differences_take_one_byte():
@@ -234,9 +240,9 @@ def test_random_users_round_trip_and_most_differences_take_one_byte():
     users = [np.unique(rng.zipf(1.3, size=rng.integers(0, 200)) % items).tolist()
              for _ in range(2_000)]
     order = [rng.permutation(u).tolist() for u in users]
-    small, large, back = _round_trip(order, items)
+    small, low, large, back = _round_trip(order, items)
     assert back.tolist() == [i for u in users for i in u]
-    assert len(large) < 0.3 * len(small)
+    assert len(low) + len(large) < 0.3 * len(small)
 
 
 def test_counts_follow_their_ids_into_ascending_order():
@@ -253,7 +259,7 @@ def test_ids_come_back_in_16_bits_up_to_65536_items_and_32_above(items):
     # first id and after it
     last = items - 1
     users = [[0, last], [last], [], [0]]
-    small, large, back = _round_trip(users, items)
+    *_, back = _round_trip(users, items)
     assert back.tolist() == [0, last, last, 0]
     assert back.dtype == (np.uint16 if items <= 1 << 16 else np.int32)
 
@@ -306,9 +312,10 @@ def test_a_block_is_about_one_byte_per_user_and_item_of_a_zipf_vocabulary():
         builder.add(user, True)
     block = builder.packed()
     decoded = decode_block(block)
-    small, large = _fields(block).small, _fields(block).large
+    fields = _fields(block)
     # the ids cost less than 1.5 bytes per pair (2 as 16-bit ids)
-    assert len(small) + len(large) < 1.5 * pairs and len(small) == pairs
+    assert fields.small.nbytes + fields.low.nbytes + fields.large.nbytes < 1.5 * pairs
+    assert len(fields.small) == pairs
     assert [set(u) for u in unpack_block(block)][:3] == [
         {decoded.items[i] for i in decoded.ids[a:b]}
         for a, b in zip([0] + decoded.ends[:2].tolist(), decoded.ends[:3].tolist())]
