@@ -260,7 +260,7 @@ class _SampleAndSumFn(PartialHistogramFn):
         self._add(None if sample.seed is None else distinct_element_id(items, sample.seed),
                   items, sample)
 
-    def _add_runs(self, items: list, runs, sample):
+    def _add_runs(self, items, runs, sample):
         # Unseeded: every user of the block sampled (``sampling.sample_block``) and
         # counted by ids, a run of users at a time, each decoded as it comes
         # (``record_blocks.block_runs``: small temporary arrays only).
