@@ -4,7 +4,7 @@ With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
 needs every user's size: so the users' records wait, all of them, until the
 choice is made (a side input). As pickled lists of str they took ~7.7 bytes
 per (user, item) pair encoded on IMDb, and the DirectRunner held ~35 bytes
-per pair (buffered, then copied when read back); packed here they take ~1.7
+per pair (buffered, then copied when read back); packed here they take ~1.55
 bytes per distinct pair, each block's items included (docs/benchmarks.md).
 
 A block is a run of users: each user's distinct items as ids into the
