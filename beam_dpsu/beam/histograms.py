@@ -234,7 +234,7 @@ class _SampleAndSumFn(PartialHistogramFn):
         if self._packed and sample.seed is None:
             # a block of users (record_blocks), sampled and summed in numpy, as
             # _BlockSampleAndSumFn does: no list of str per user
-            self._add_decoded(record_blocks.decode_block(record), sample)
+            self._add_runs(*record_blocks.block_runs(record), sample)
             if self._partial.entries >= self._max_keys:
                 yield from self._flush()
             return
@@ -260,11 +260,12 @@ class _SampleAndSumFn(PartialHistogramFn):
         self._add(None if sample.seed is None else distinct_element_id(items, sample.seed),
                   items, sample)
 
-    def _add_decoded(self, block, sample):
+    def _add_runs(self, items, runs, sample):
         # Unseeded: every user of the block sampled (``sampling.sample_block``) and
-        # counted by ids, a run of users at a time (small temporary arrays).
-        for run_ids, run_sizes in block.runs():
-            self._partial.add_block(block.items, *sample.sample_block(run_ids, run_sizes))
+        # counted by ids, a run of users at a time, each decoded as it comes
+        # (``record_blocks.block_runs``: small temporary arrays only).
+        for run_ids, run_sizes in runs:
+            self._partial.add_block(items, *sample.sample_block(run_ids, run_sizes))
 
     def _add(self, user_id, items, sample):
         if not items:  # a user holding nothing contributes nothing
@@ -290,7 +291,7 @@ class _BlockSampleAndSumFn(_SampleAndSumFn):
     def process(self, bins_block, chosen=0):
         sample = self._samples[chosen]
         if sample.seed is None:
-            self._add_decoded(record_blocks.decode_block(bins_block[1]), sample)
+            self._add_runs(*record_blocks.block_runs(bins_block[1]), sample)
         else:
             for element in record_blocks.unpack_block(bins_block[1]):
                 self._add_element(element, sample)

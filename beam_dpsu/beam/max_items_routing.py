@@ -25,7 +25,7 @@ The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. Th
    (``beam_dpsu.beam.sips``).
 
 The records must wait for the choice, all of them (it needs every user's
-size): packed, they take ~1.7 bytes per distinct (user, item) pair where the
+size): packed, they take ~1.55 bytes per distinct (user, item) pair where the
 DirectRunner held ~35 per pair of the lists of str (docs/benchmarks.md). A
 step that reads the choice as a side input before unpacking holds them
 packed until it is known.

@@ -342,9 +342,9 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
             if full:
                 yield from self._flush()
         else:
-            block = record_blocks.decode_block(bins_block[1])
-            for run_ids, run_sizes in block.runs():
-                if self._add_sampled_run(block.items, run_ids, run_sizes, sample):
+            items, runs = record_blocks.block_runs(bins_block[1])
+            for run_ids, run_sizes in runs:
+                if self._add_sampled_run(items, run_ids, run_sizes, sample):
                     yield from self._flush()
 
     def _add_sampled_run(self, items: list, run_ids, run_sizes, sample) -> bool:

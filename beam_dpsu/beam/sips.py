@@ -20,7 +20,7 @@ released set in memory (roughly 100–200 bytes per item in Python, so
 about 1–2 GB for 10 million items). Its records travel between the rounds
 packed, a run of users per block (``beam_dpsu.core.record_blocks``): each
 user's distinct items as ids into the block's own item list, mostly one
-byte each (~1.7 bytes per (user, item) on IMDb, against ~6 as NUL-joined
+byte each (~1.55 bytes per (user, item) on IMDb, against ~6 as NUL-joined
 text), a user's
 key only where a seeded sample reads it. A round removes the release from a
 block by looking up each of the block's items once, not each (user, item),

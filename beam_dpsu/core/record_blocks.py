@@ -4,13 +4,13 @@ With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
 needs every user's size: so the users' records wait, all of them, until the
 choice is made (a side input). As pickled lists of str they took ~7.7 bytes
 per (user, item) pair encoded on IMDb, and the DirectRunner held ~35 bytes
-per pair (buffered, then copied when read back); packed here they take ~1.7
+per pair (buffered, then copied when read back); packed here they take ~1.55
 bytes per distinct pair, each block's items included (docs/benchmarks.md).
 
 A block is a run of users: each user's distinct items as ids into the
 block's own item list (numbered as the block first sees them, so the
 frequent items get the small ids), ascending within the user and written as
-differences, one byte each below 255 (``encode_ids``), and, for a mechanism
+differences, most of them one byte (``encode_ids``), and, for a mechanism
 that reads frequencies, each item's occurrences; the users' size bins are
 counted as they are packed, so the size histogram needs no pass of its own.
 Unpacking gives every user back as a list of its distinct items (an item
@@ -32,6 +32,7 @@ Pure Python/numpy (no Beam).
 from __future__ import annotations
 
 import pickle
+import struct
 from array import array
 from itertools import compress, repeat
 from typing import Container, Iterator, Mapping, NamedTuple
@@ -43,8 +44,8 @@ from beam_dpsu.core.policies import ItemIds
 from beam_dpsu.core.tokenizer import Tokens
 
 __all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlock",
-           "ascending_per_user", "encode_ids", "decode_ids",
-           "decode_block", "unpack_block", "block_users", "with_keys", "without_items"]
+           "ascending_per_user", "encode_ids", "decode_ids", "decode_block", "block_runs",
+           "unpack_block", "block_users", "with_keys", "without_items"]
 
 # A block ends at this many (user, item) ids, or once it holds this many
 # distinct items (the last user may bring more new items than were left).
@@ -112,20 +113,99 @@ class RecordBlockBuilder:
 
 def _block(items: list, ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None,
            plain_str: bool, keys: list | None, in_order: bool = False) -> bytes:
-    """A block's fields as one bytes value, its ids encoded by ``encode_ids``
+    """A block's fields as one bytes value (``_HEADER``), its ids encoded by ``encode_ids``
     (``in_order``: each user's ids already ascend, as ``encode_ids`` leaves them)."""
     if not in_order:
         ids, counts = ascending_per_user(ids, ends, counts)
-    small, large = encode_ids(ids, ends)
+    small, low, large = encode_ids(ids, ends)
     ends_type = np.uint32 if not len(ends) or ends[-1] < 1 << 32 else np.int64
-    block = (items, small.tobytes(), large.tobytes(), large.dtype.char,
-             ends.astype(ends_type).tobytes(), ends_type().dtype.char,
-             None if counts is None else counts.astype(np.int32).tobytes(), plain_str, keys)
-    return pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+    listed = _joined(items, plain_str)
+    flags = ((_PLAIN_STR if plain_str else 0) | (_COUNTS if counts is not None else 0)
+             | (_JOINED if listed is not None else 0) | (_KEYS if keys is not None else 0))
+    if listed is None:
+        listed = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+    keys_bytes = b"" if keys is None else pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL)
+    sections = [ends.astype(ends_type).tobytes(), large.tobytes(),
+                b"" if counts is None else counts.astype(np.int32).tobytes(),
+                small.tobytes(), low.tobytes(), listed, keys_bytes]
+    header = _HEADER.pack(flags, len(ends), len(small), len(low), len(large), large.itemsize,
+                          np.dtype(ends_type).itemsize, len(listed), len(keys_bytes))
+    return b"".join([header] + [part + bytes(-len(part) % 8) for part in sections])
 
 
-# An id difference of at least this is written in full (``encode_ids``).
+# A block: this header (flags, users, (user, item) ids, second bytes, large
+# differences, their item size, the ends' item size, the item list's bytes, the
+# keys' bytes), then each section padded to 8 bytes: the users' ends, the large
+# differences, the counts (int32, with occurrences), the first bytes of the
+# differences, their second bytes (``encode_ids``), the item list (its str joined by
+# NUL in UTF-8 when it can be, else pickled), the keys (pickled). The arrays are read
+# in place (``numpy.frombuffer``), not copied out of a pickle.
+_HEADER = struct.Struct("<9Q")
+_PLAIN_STR, _COUNTS, _JOINED, _KEYS = 1, 2, 4, 8
+
+
+def _joined(items: list, plain_str: bool) -> bytes | None:
+    """The item list as its str joined by NUL, UTF-8 (lone surrogates passed through),
+    when every item is a str and none holds a NUL (``str.split`` gives the list back
+    exactly); else None. 1 byte per item besides its own, against 3 pickled."""
+    if not items or not (plain_str or all(type(item) is str for item in items)):
+        return None
+    joined = "\0".join(items)
+    if joined.count("\0") != len(items) - 1:
+        return None
+    return joined.encode("utf-8", "surrogatepass")
+
+
+class _Fields(NamedTuple):
+    """A block's sections, its arrays views of its bytes."""
+
+    items: list
+    small: np.ndarray
+    low: np.ndarray
+    large: np.ndarray
+    ends: np.ndarray
+    counts: np.ndarray | None
+    plain_str: bool
+    keys: list | None
+
+
+def _fields(block: bytes) -> _Fields:
+    flags, users, pairs, n_low, n_large, large_size, ends_size, items_size, keys_size = (
+        _HEADER.unpack_from(block))
+    offset = _HEADER.size
+
+    def section(size: int) -> int:
+        nonlocal offset
+        start = offset
+        offset += size + -size % 8
+        return start
+
+    ends = np.frombuffer(block, dtype=np.uint32 if ends_size == 4 else np.int64,
+                         count=users, offset=section(users * ends_size))
+    large = np.frombuffer(block, dtype=np.uint16 if large_size == 2 else np.uint32,
+                          count=n_large, offset=section(n_large * large_size))
+    with_counts = bool(flags & _COUNTS)
+    at = section(4 * pairs if with_counts else 0)
+    counts = np.frombuffer(block, dtype=np.int32, count=pairs, offset=at) if with_counts \
+        else None
+    small = np.frombuffer(block, dtype=np.uint8, count=pairs, offset=section(pairs))
+    low = np.frombuffer(block, dtype=np.uint8, count=n_low, offset=section(n_low))
+    at = section(items_size)
+    listed = block[at:at + items_size]
+    items = (listed.decode("utf-8", "surrogatepass").split("\0") if flags & _JOINED
+             else pickle.loads(listed))
+    at = section(keys_size)
+    keys = pickle.loads(block[at:at + keys_size]) if flags & _KEYS else None
+    return _Fields(items, small, low, large, ends.astype(np.int64), counts,
+                   bool(flags & _PLAIN_STR), keys)
+
+
+# The first byte of an id difference: below ``_WIDE`` the difference itself; from
+# ``_WIDE`` to ``_LARGE`` - 1 the high bits of one below ``_WIDE_END``, its low byte
+# next in ``low``; ``_LARGE``: the difference is written in full (``encode_ids``).
+_WIDE = 224
 _LARGE = 255
+_WIDE_END = _WIDE + ((_LARGE - _WIDE) << 8)
 
 
 def ascending_per_user(ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None = None):
@@ -148,35 +228,54 @@ def ascending_per_user(ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | N
 def encode_ids(ids: np.ndarray, ends: np.ndarray) -> tuple:
     """Each user's ascending ids (``ascending_per_user``) as differences: a user's first
     id as it is, each next one less the one before. Most are small (a user's items are
-    mostly the block's frequent ones, which get the first ids), so each difference is
-    one byte (``small``, uint8) unless it is ``_LARGE`` or more: then the byte is
-    ``_LARGE`` and the difference is the next value of ``large`` (uint16, or uint32
-    when one needs it). ~1.25 bytes per (user, item) on IMDb, against 2 as 16-bit ids."""
+    mostly the block's frequent ones, which get the first ids), so a difference is one
+    byte (``small``, uint8) below ``_WIDE`` (224); two below ``_WIDE_END`` (8,160): the
+    byte ``_WIDE`` + its high bits and its low byte, the next value of ``low`` (uint8);
+    else the byte is ``_LARGE`` (255) and the difference is the next value of ``large``
+    (uint16, or uint32 when one needs it). (small, low, large): ~1.14 bytes per (user,
+    item) on IMDb, against 2 as 16-bit ids (1.25 with one byte or three)."""
     steps = np.array(ids, dtype=np.int32 if not len(ids) or ids.max() < 1 << 31 else np.int64)
     steps[1:] -= steps[:-1].copy()
     sizes = np.diff(ends, prepend=0)
     starts = (ends - sizes)[sizes > 0]
     steps[starts] = ids[starts]
-    small = np.minimum(steps, _LARGE).astype(np.uint8)
-    large = steps[small == _LARGE]
+    small = steps.astype(np.uint8)  # the differences below _WIDE; the others next
+    wide = (steps >= _WIDE) & (steps < _WIDE_END)
+    above = steps[wide] - _WIDE
+    small[wide] = _WIDE + (above >> 8)
+    low = (above & 0xFF).astype(np.uint8)
+    full = steps >= _WIDE_END
+    small[full] = _LARGE
+    large = steps[full]
     large_type = np.uint16 if not len(large) or large.max() < 1 << 16 else np.uint32
-    return small, large.astype(large_type)
+    return small, low, large.astype(large_type)
 
 
-def decode_ids(small: np.ndarray, large: np.ndarray, ends: np.ndarray,
+def decode_ids(small: np.ndarray, low: np.ndarray, large: np.ndarray, ends: np.ndarray,
                items: int) -> np.ndarray:
-    """``encode_ids``'s ids back, from its two arrays, the users' ``ends`` and the
-    number of the block's ``items`` (int32 ids, or int64 if the sums could overflow it)."""
-    # The running sum reaches at most a largest id per user.
-    steps = small.astype(np.int32 if len(ends) * items < 1 << 31 else np.int64)
-    steps[small == _LARGE] = large
-    np.cumsum(steps, out=steps)
-    # Each user's ids are the running sum of its own differences: the sum less the
-    # sum over the users before it.
+    """``encode_ids``'s ids back, from its three arrays, the users' ``ends`` and the
+    number of the block's ``items``: uint16 ids when they fit (at most 2^16 items),
+    else int32 (int64 past 2^31 items).
+
+    One running sum in the ids' own type gives every id: a user's first difference
+    is its first id, and its differences sum to its last id, so each user's first
+    difference less the last id before it makes the block's running sum the ids
+    themselves (modulo 2^16 in uint16: exact, since every id fits). No array per
+    id beyond the result: a block's decoding is its largest passing allocation,
+    and the worker's heap keeps the room of the largest ones (docs/benchmarks.md)."""
+    id_type = (np.uint16 if items <= 1 << 16 else np.int32 if items <= 1 << 31
+               else np.int64)
+    ids = small.astype(id_type)
+    wide = (small >= _WIDE) & (small < _LARGE)
+    ids[wide] = ((ids[wide] - _WIDE) << 8) + _WIDE + low
+    ids[small == _LARGE] = large
     sizes = np.diff(ends, prepend=0)
-    before = np.concatenate(([0], steps))[ends - sizes]
-    steps -= np.repeat(before, sizes)
-    return steps
+    starts = (ends - sizes)[sizes > 0]
+    if len(starts) > 1:
+        last = np.add.reduceat(ids, starts, dtype=id_type)
+        ids[starts[1:]] -= last[:-1]
+    np.cumsum(ids, out=ids, dtype=id_type)
+    return ids
 
 
 class DecodedBlock(NamedTuple):
@@ -208,25 +307,48 @@ class DecodedBlock(NamedTuple):
         (a larger user alone): (ids, sizes) of each run, views of the block's arrays.
         Array work on a run at a time keeps its temporary arrays small."""
         sizes = self.sizes
-        first, start = 0, 0
-        while first < len(sizes):
-            last = max(first + 1, int(np.searchsorted(self.ends, start + max_ids,
-                                                      side="right")))
-            end = int(self.ends[last - 1])
+        for first, last, start, end in _run_bounds(self.ends, max_ids):
             yield self.ids[start:end], sizes[first:last]
-            first, start = last, end
+
+
+def _run_bounds(ends: np.ndarray, max_ids: int):
+    """(first user, last user + 1, first id, last id + 1) of each run of ``runs``."""
+    first, start = 0, 0
+    while first < len(ends):
+        last = max(first + 1, int(np.searchsorted(ends, start + max_ids, side="right")))
+        end = int(ends[last - 1])
+        yield first, last, start, end
+        first, start = last, end
 
 
 def decode_block(block: bytes) -> DecodedBlock:
     """A packed block (``RecordBlockBuilder.build``) → its arrays, nothing per user."""
-    items, small, large, large_type, ends, ends_type, counts, plain_str, keys = pickle.loads(
-        block)
-    ends = np.frombuffer(ends, dtype=ends_type).astype(np.int64)
-    ids = decode_ids(np.frombuffer(small, dtype=np.uint8),
-                     np.frombuffer(large, dtype=large_type), ends, len(items))
-    return DecodedBlock(items, ids, ends,
-                        None if counts is None else np.frombuffer(counts, dtype=np.int32),
-                        plain_str, keys)
+    fields = _fields(block)
+    ids = decode_ids(fields.small, fields.low, fields.large, fields.ends, len(fields.items))
+    return DecodedBlock(fields.items, ids, fields.ends, fields.counts, fields.plain_str,
+                        fields.keys)
+
+
+def block_runs(block: bytes, max_ids: int = RUN_IDS) -> tuple:
+    """(the block's item list, its runs): ``decode_block(block).runs(max_ids)``, each
+    run's ids decoded from the block's bytes as it comes, so that no array of the
+    whole block's ids is made (for the steps that sample a block a run at a time)."""
+    fields = _fields(block)
+    return fields.items, _decoded_runs(fields, max_ids)
+
+
+def _decoded_runs(fields: _Fields, max_ids: int):
+    sizes = np.diff(fields.ends, prepend=0)
+    lows, escaped = 0, 0
+    for first, last, start, end in _run_bounds(fields.ends, max_ids):
+        small = fields.small[start:end]
+        n_large = int(np.count_nonzero(small == _LARGE))
+        n_low = int(np.count_nonzero(small >= _WIDE)) - n_large
+        yield (decode_ids(small, fields.low[lows:lows + n_low],
+                          fields.large[escaped:escaped + n_large],
+                          fields.ends[first:last] - start, len(fields.items)),
+               sizes[first:last])
+        lows, escaped = lows + n_low, escaped + n_large
 
 
 def unpack_block(block: bytes):

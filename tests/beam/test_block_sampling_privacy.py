@@ -201,12 +201,12 @@ def _coupled(monkeypatch, max_ids: int):
     the user's own items and the item, whatever block or run the user is in; runs hold at
     most ``max_ids`` ids (to cross run boundaries on small inputs)."""
     seen = {}
-    real_decode, real_runs = record_blocks.decode_block, record_blocks.DecodedBlock.runs
+    real_runs = record_blocks.block_runs
 
-    def decode(block):
-        decoded = real_decode(block)
-        seen["items"] = decoded.items
-        return decoded
+    def runs(block):
+        items, block_runs = real_runs(block, max_ids)
+        seen["items"] = items
+        return items, block_runs
 
     def sample(self, ids, sizes):
         items = seen["items"]
@@ -219,9 +219,7 @@ def _coupled(monkeypatch, max_ids: int):
                 keys.extend(_key40(user, items[i]) for i in user_ids)
         return sampling.sample_block(ids, sizes, self.max_items, _FixedKeys(keys))
 
-    monkeypatch.setattr(record_blocks, "decode_block", decode)
-    monkeypatch.setattr(record_blocks.DecodedBlock, "runs",
-                        lambda self, max_ids_=max_ids: real_runs(self, max_ids_))
+    monkeypatch.setattr(record_blocks, "block_runs", runs)
     monkeypatch.setattr(sampling.UserSampler, "sample_block", sample)
 
 

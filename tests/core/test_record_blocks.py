@@ -1,13 +1,13 @@
 """Users' records packed for max_items_per_user="auto" (beam_dpsu.core.record_blocks)."""
 
-import pickle
 from collections import Counter
 
 import numpy as np
 import pytest
 
 from beam_dpsu.core import max_items_choice, policies
-from beam_dpsu.core.record_blocks import (RecordBlockBuilder, ascending_per_user, block_users,
+from beam_dpsu.core.record_blocks import (_HEADER, _JOINED, RecordBlockBuilder, _fields,
+                                          ascending_per_user, block_runs, block_users,
                                           decode_block, decode_ids, encode_ids, unpack_block,
                                           with_keys, without_items)
 from beam_dpsu.core.sampling import sample_block
@@ -100,9 +100,8 @@ def test_removal_can_bring_32_bit_id_differences_back_to_16_bits():
     left = without_items(block, {f"a{i}" for i in range(1, 69_999)})
     assert list(block_users(left)) == [("a", ["a0", "a69999"]), ("b", ["a0", "a69999"]),
                                        ("c", ["b7"])]
-    # (fields: items, the small differences, the large ones, their numpy type, …):
     # 69,999 needs 32 bits, the renumbered 1 (a69999 after a0) one byte
-    assert pickle.loads(block)[3] == "I" and pickle.loads(left)[3] == "H"
+    assert _fields(block).large.dtype == np.uint32 and _fields(left).large.dtype == np.uint16
 
 
 def test_blocks_of_occurrences_refuse_the_distinct_readers():
@@ -189,6 +188,20 @@ def test_a_block_splits_into_runs_of_whole_users():
     assert np.concatenate([ids for ids, _ in runs]).tolist() == decoded.ids.tolist()
 
 
+@pytest.mark.parametrize("max_ids", [1, 5, 40, 1 << 16])
+def test_runs_decoded_from_the_bytes_are_the_decoded_blocks_runs(max_ids):
+    # ids past one byte, two and 16 bits (second bytes and large differences in
+    # several runs)
+    users = [{f"w{i}" for i in range(n)} for n in (3, 0, 300, 9, 2, 70_000, 1, 0, 260)]
+    users[3] |= {"w299", "w69999"}
+    block = _pack(users, occurrences=False)[1]
+    decoded = decode_block(block)
+    items, runs = block_runs(block, max_ids)
+    assert items == decoded.items
+    assert [(ids.tolist(), sizes.tolist()) for ids, sizes in runs] == [
+        (ids.tolist(), sizes.tolist()) for ids, sizes in decoded.runs(max_ids)]
+
+
 # --- the ids' encoding ---------------------------------------------------------------
 
 
@@ -197,22 +210,27 @@ def _round_trip(users, items):
     ends = np.cumsum(sizes)
     ids = np.array([i for u in users for i in u], dtype=np.int32)
     ordered, _ = ascending_per_user(ids, ends)
-    small, large = encode_ids(ordered, ends)
-    return small, large, decode_ids(small, large, ends, items)
+    small, low, large = encode_ids(ordered, ends)
+    return small, low, large, decode_ids(small, low, large, ends, items)
 
 
 def test_ids_come_back_ascending_per_user_across_the_byte_and_16_bit_boundaries():
-    # differences of 254 (one byte), 255 (the first written whole), 65,535 (16 bits)
-    # and 65,536 (32 bits), at a user's first id and after it, empty users between
-    users = [[0, 254], [], [255], [3, 2, 1], [], [65_535, 0], [65_536], [7, 7 + 255]]
-    small, large, back = _round_trip(users, 70_000)
+    # differences of 223 (one byte), 224 and 8,159 (two), 8,160 (the first written
+    # whole), 65,535 (16 bits) and 65,536 (32 bits), at a user's first id and after
+    # it, empty users between
+    users = [[0, 223], [], [224], [3, 2, 1], [8_159, 0], [], [8_160], [65_535, 0], [65_536],
+             [7, 7 + 8_160], [5, 5 + 224, 5 + 224 + 8_159]]
+    small, low, large, back = _round_trip(users, 70_000)
     starts = np.cumsum([0] + [len(u) for u in users])
     assert [back[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])] == [
         sorted(u) for u in users]
     assert small.dtype == np.uint8 and len(small) == sum(map(len, users))
-    assert large.tolist() == [255, 65_535, 65_536, 255] and large.dtype == np.uint32
-    small16, large16, _ = _round_trip([[0, 254], [255, 65_535 + 255]], 70_000)
-    assert large16.dtype == np.uint16 and large16.tolist() == [255, 65_535]
+    assert small.tolist() == [0, 223, 224, 1, 1, 1, 0, 254, 255, 0, 255, 255, 7, 255,
+                              5, 224, 254]
+    assert low.tolist() == [0, 0xFF, 0, 0xFF] and low.dtype == np.uint8
+    assert large.tolist() == [8_160, 65_535, 65_536, 8_160] and large.dtype == np.uint32
+    _, _, large16, _ = _round_trip([[0, 223], [8_160, 65_535 + 8_160]], 70_000)
+    assert large16.dtype == np.uint16 and large16.tolist() == [8_160, 65_535]
 
 
 def test_random_users_round_trip_and_most_differences_take_one_byte():
@@ -222,9 +240,9 @@ def test_random_users_round_trip_and_most_differences_take_one_byte():
     users = [np.unique(rng.zipf(1.3, size=rng.integers(0, 200)) % items).tolist()
              for _ in range(2_000)]
     order = [rng.permutation(u).tolist() for u in users]
-    small, large, back = _round_trip(order, items)
+    small, low, large, back = _round_trip(order, items)
     assert back.tolist() == [i for u in users for i in u]
-    assert len(large) < 0.3 * len(small)
+    assert len(low) + len(large) < 0.3 * len(small)
 
 
 def test_counts_follow_their_ids_into_ascending_order():
@@ -232,6 +250,55 @@ def test_counts_follow_their_ids_into_ascending_order():
     counts = np.array([50, 10, 30, 20, 1], dtype=np.int32)
     ordered, moved = ascending_per_user(ids, np.array([3, 3, 5]), counts)
     assert ordered.tolist() == [1, 3, 5, 0, 2] and moved.tolist() == [10, 30, 50, 1, 20]
+
+
+@pytest.mark.parametrize("items", [1, 255, 256, 65_535, 65_536, 65_537])
+def test_ids_come_back_in_16_bits_up_to_65536_items_and_32_above(items):
+    # one user holding the last item and the first, one holding the last only:
+    # the largest difference a block of that many items can hold, at a user's
+    # first id and after it
+    last = items - 1
+    users = [[0, last], [last], [], [0]]
+    *_, back = _round_trip(users, items)
+    assert back.tolist() == [0, last, last, 0]
+    assert back.dtype == (np.uint16 if items <= 1 << 16 else np.int32)
+
+
+@pytest.mark.parametrize("items, plain_str, joined", [
+    (["a", "b"], True, True),
+    (["é", "\ud800", "x y", "𝔘"], False, True),  # any str: UTF-8, lone surrogates kept
+    (["a\0b", "c"], True, False),  # a NUL in an item: pickled
+    (["a", b"b", 3, ("t", 1)], False, False),  # not all str: pickled
+    ([""], False, True),
+    (["", "a"], False, True),
+])
+def test_the_item_list_comes_back_exactly_joined_or_pickled(items, plain_str, joined):
+    builder = RecordBlockBuilder(False, keyed=True)
+    builder.add(dict.fromkeys(items), plain_str, key=("k", 1))
+    builder.add({}, plain_str, key=None)
+    block = builder.packed()
+    fields = _fields(block)
+    assert fields.items == items and [type(i) for i in fields.items] == list(map(type, items))
+    assert fields.plain_str is plain_str and fields.keys == [("k", 1), None]
+    assert bool(_HEADER.unpack_from(block)[0] & _JOINED) is joined
+    assert list(block_users(block)) == [(("k", 1), items), (None, [])]
+
+
+def test_an_empty_block_and_a_block_of_empty_users_read_back():
+    for users in ([], [set(), set()]):
+        block = _pack(users, occurrences=True)[1]
+        decoded = decode_block(block)
+        assert decoded.items == [] and decoded.ids.tolist() == [] and (
+            decoded.sizes.tolist() == [0] * len(users))
+        assert list(unpack_block(block)) == [[]] * len(users)
+        assert [sizes.tolist() for _, sizes in block_runs(block)[1]] == (
+            [[0, 0]] if users else [])
+
+
+def test_counts_come_back_read_in_place():
+    _, block = _pack([{"a": 3, "b": 1}, {"b": 2}], occurrences=True)
+    decoded = decode_block(block)
+    assert decoded.counts.tolist() == [3, 1, 2] and decoded.counts.dtype == np.int32
 
 
 def test_a_block_is_about_one_byte_per_user_and_item_of_a_zipf_vocabulary():
@@ -245,9 +312,10 @@ def test_a_block_is_about_one_byte_per_user_and_item_of_a_zipf_vocabulary():
         builder.add(user, True)
     block = builder.packed()
     decoded = decode_block(block)
-    items, small, large = pickle.loads(block)[:3]
+    fields = _fields(block)
     # the ids cost less than 1.5 bytes per pair (2 as 16-bit ids)
-    assert len(small) + len(large) < 1.5 * pairs and len(small) == pairs
+    assert fields.small.nbytes + fields.low.nbytes + fields.large.nbytes < 1.5 * pairs
+    assert len(fields.small) == pairs
     assert [set(u) for u in unpack_block(block)][:3] == [
         {decoded.items[i] for i in decoded.ids[a:b]}
         for a, b in zip([0] + decoded.ends[:2].tolist(), decoded.ends[:3].tolist())]
