@@ -20,7 +20,9 @@ from fractions import Fraction
 import sys
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
+# scipy.optimize is imported in the functions that use it: it adds ~0.5 CPU-s to
+# every start (a job's --help, each worker process) that does not solve anything.
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
@@ -202,6 +204,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
         hi += 5.0
     s = None
     if f(lo) >= 0 >= f(hi):
+        from scipy import optimize
         log_s = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
         error = _log_gaussian_delta_error(math.exp(log_s), epsilon)
         if error <= _GAUSSIAN_DELTA_RTOL:
@@ -253,6 +256,7 @@ def _log_zcdp_delta(rho: float, epsilon: float) -> float:
     if epsilon > rho:
         lowest = min(lowest, 1e-3 * (epsilon - rho) / (2.0 * rho))
     lo, hi = math.log(lowest), math.log(max(10.0 * centre, 10.0))
+    from scipy import optimize
     with np.errstate(over="ignore", invalid="ignore"):
         res = optimize.minimize_scalar(lambda t: log_obj(math.exp(t)),
                                        bounds=(lo, hi), method="bounded",
@@ -322,6 +326,7 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
         return lo
     if f(hi) > 0:
         return classic
+    from scipy import optimize
     epsilon = float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
     # Brent's root may sit on the unsafe side: move up until it is not.
     step = 1e-12
@@ -377,6 +382,7 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
     lo, hi = math.log(classic), math.log(epsilon) + 5.0
     if not f(lo) <= 0 <= f(hi):
         return classic * (1.0 - 1e-9)
+    from scipy import optimize
     log_rho = optimize.brentq(f, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500)
     # Round conservatively: back off from the root until the guarantee holds.
     rho, step = math.exp(log_rho) * (1.0 - 1e-9), 1e-9

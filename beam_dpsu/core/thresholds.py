@@ -17,7 +17,9 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
+# scipy.optimize is imported in the functions that use it: it adds ~0.5 CPU-s to
+# every start (a job's --help, each worker process) that does not solve anything.
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
@@ -332,6 +334,7 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
             step *= 2.0
             hi = rho1 + step
         _finite_threshold(hi, "laplace_scale", lam, delta, d0)
+        from scipy import optimize
         rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13,
                                     rtol=4 * np.finfo(float).eps))
     # Up until even the float error cannot put P above δ: one step of λ·(x̂ + B) (the
