@@ -20,9 +20,9 @@ from fractions import Fraction
 import sys
 
 import numpy as np
-from scipy import special
-# scipy.optimize is imported in the functions that use it: it adds ~0.5 CPU-s to
-# every start (a job's --help, each worker process) that does not solve anything.
+# scipy.optimize and scipy.special are imported in the functions that use them: they
+# add ~0.8 CPU-s to every start (a job's --help, each worker process) that does not
+# calibrate anything.
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
@@ -85,6 +85,7 @@ def _log_gaussian_delta(sigma: float, epsilon: float, l2_sensitivity: float) -> 
     Both terms are taken in log space (``log_ndtr``) and their difference as
     exp(l1)·(−expm1(ε + l2 − l1)), which stays accurate for δ down to 1e-300.
     """
+    from scipy import special
     a = l2_sensitivity / (2.0 * sigma)
     b = epsilon * sigma / l2_sensitivity
     l1 = special.log_ndtr(a - b)
@@ -104,6 +105,7 @@ def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
     ε + l2 − l1 when it is tiny (very small ε, where both Φ terms are near ½).
     Rounding of a, b and the log terms is taken as 2 ulps each.
     """
+    from scipy import special
     ulp = 2.0 * np.finfo(np.float64).eps
     a, b = 1.0 / (2.0 * s), epsilon * s
     x, y = a - b, -a - b
@@ -141,6 +143,7 @@ def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
     Proposition 2.2 cannot be solved to ``_GAUSSIAN_DELTA_RTOL`` in floats
     (ε below about 1e-10 or above about 1e10, depending on δ).
     """
+    from scipy import special
     z = float(special.ndtri(delta)) * -1.0
     large_eps = (z + math.hypot(z, math.sqrt(2.0) * math.sqrt(epsilon))) / 2.0 / epsilon
     small_eps = 1.0 / (2.0 * math.sqrt(2.0) * float(special.erfinv(delta)))
