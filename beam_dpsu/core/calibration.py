@@ -58,7 +58,8 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize
+# scipy.optimize is imported in the functions that use it: it adds ~0.5 CPU-s to
+# every start (a job's --help, each worker process) that does not solve anything.
 
 from beam_dpsu.core import checks, gaussian
 
@@ -474,6 +475,7 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
         split = at(t)
         return penalty if split is None else split.objective
 
+    from scipy import optimize
     with np.errstate(all="ignore"):
         optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded",
                                  options={"xatol": 1e-3, "maxiter": 40})
@@ -561,6 +563,7 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
             hi = 1.0
             while excess(hi) > 0.0:
                 hi *= 2.0
+            from scipy import optimize
             eps = float(optimize.brentq(excess, 0.0, hi, xtol=1e-300, rtol=1e-12))
             # The root's safe side, past the float error of δ_G: steps that
             # double from a relative 1e-12 (never one ulp at a time).

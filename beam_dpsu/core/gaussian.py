@@ -20,7 +20,9 @@ from fractions import Fraction
 import sys
 
 import numpy as np
-from scipy import optimize, special
+# scipy.optimize and scipy.special are imported in the functions that use them: they
+# add ~0.8 CPU-s to every start (a job's --help, each worker process) that does not
+# calibrate anything.
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
@@ -83,6 +85,7 @@ def _log_gaussian_delta(sigma: float, epsilon: float, l2_sensitivity: float) -> 
     Both terms are taken in log space (``log_ndtr``) and their difference as
     exp(l1)·(−expm1(ε + l2 − l1)), which stays accurate for δ down to 1e-300.
     """
+    from scipy import special
     a = l2_sensitivity / (2.0 * sigma)
     b = epsilon * sigma / l2_sensitivity
     l1 = special.log_ndtr(a - b)
@@ -102,6 +105,7 @@ def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
     ε + l2 − l1 when it is tiny (very small ε, where both Φ terms are near ½).
     Rounding of a, b and the log terms is taken as 2 ulps each.
     """
+    from scipy import special
     ulp = 2.0 * np.finfo(np.float64).eps
     a, b = 1.0 / (2.0 * s), epsilon * s
     x, y = a - b, -a - b
@@ -139,6 +143,7 @@ def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
     Proposition 2.2 cannot be solved to ``_GAUSSIAN_DELTA_RTOL`` in floats
     (ε below about 1e-10 or above about 1e10, depending on δ).
     """
+    from scipy import special
     z = float(special.ndtri(delta)) * -1.0
     large_eps = (z + math.hypot(z, math.sqrt(2.0) * math.sqrt(epsilon))) / 2.0 / epsilon
     small_eps = 1.0 / (2.0 * math.sqrt(2.0) * float(special.erfinv(delta)))
@@ -202,6 +207,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
         hi += 5.0
     s = None
     if f(lo) >= 0 >= f(hi):
+        from scipy import optimize
         log_s = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
         error = _log_gaussian_delta_error(math.exp(log_s), epsilon)
         if error <= _GAUSSIAN_DELTA_RTOL:
@@ -253,6 +259,7 @@ def _log_zcdp_delta(rho: float, epsilon: float) -> float:
     if epsilon > rho:
         lowest = min(lowest, 1e-3 * (epsilon - rho) / (2.0 * rho))
     lo, hi = math.log(lowest), math.log(max(10.0 * centre, 10.0))
+    from scipy import optimize
     with np.errstate(over="ignore", invalid="ignore"):
         res = optimize.minimize_scalar(lambda t: log_obj(math.exp(t)),
                                        bounds=(lo, hi), method="bounded",
@@ -322,6 +329,7 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
         return lo
     if f(hi) > 0:
         return classic
+    from scipy import optimize
     epsilon = float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
     # Brent's root may sit on the unsafe side: move up until it is not.
     step = 1e-12
@@ -377,6 +385,7 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
     lo, hi = math.log(classic), math.log(epsilon) + 5.0
     if not f(lo) <= 0 <= f(hi):
         return classic * (1.0 - 1e-9)
+    from scipy import optimize
     log_rho = optimize.brentq(f, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500)
     # Round conservatively: back off from the root until the guarantee holds.
     rho, step = math.exp(log_rho) * (1.0 - 1e-9), 1e-9

@@ -24,7 +24,8 @@ import dataclasses
 import math
 from fractions import Fraction
 
-from scipy import special
+# scipy.special is imported in the function that uses it: it adds ~0.3 CPU-s to every
+# start (a job's --help, each worker process) that does not compute with it.
 
 from beam_dpsu.core import budgets
 from beam_dpsu.core import checks
@@ -182,4 +183,5 @@ def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
 def spurious_probability(rho: float, sigma: float) -> float:
     """Φ(−ρ_k/σ_k): the chance that a zero-weight valid k-gram crosses ρ_k (dpne App. A;
     0 when ρ_k is +inf: no valid k-gram)."""
+    from scipy import special
     return float(special.ndtr(-rho / sigma)) if math.isfinite(rho) else 0.0

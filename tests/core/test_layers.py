@@ -7,11 +7,16 @@ after any of them.
 of its source (``ast``; imports inside functions included, those under
 ``if TYPE_CHECKING:`` left out: they never run), has no cycle, and
 the core imports nothing from ``beam_dpsu.beam`` or the transform modules.
+(c) In the same fresh interpreter, no core module loads scipy on import (~1 CPU-s of
+every job's start, its ``--help`` and each worker process): its modules are imported
+by the functions that use them.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import pathlib
 import subprocess
 import sys
@@ -74,33 +79,44 @@ def _imports(module: str, path: pathlib.Path) -> set[str]:
 GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 
 
-# One fresh interpreter imports every module in turn and names the first after whose
-# import Beam is loaded (a fresh interpreter each costs ~1 s of numpy and scipy apiece).
-_FIRST_TO_LOAD_BEAM = """
-import importlib, sys
+# One fresh interpreter imports every module in turn and names, for each watched
+# module, the first after whose import it is loaded (a fresh interpreter each would
+# cost ~1 s of numpy and scipy apiece).
+WATCHED = ("apache_beam", "scipy")
+_FIRST_TO_LOAD = """
+import importlib, json, sys
+first = {}
 for module in sys.argv[1:]:
     importlib.import_module(module)
-    if 'apache_beam' in sys.modules:
-        print(module)
-        break
-"""
+    for watched in %r:
+        if watched in sys.modules:
+            first.setdefault(watched, module)
+print(json.dumps(first))
+""" % (WATCHED,)
 
 
-def _first_module_loading_beam(modules: list[str]) -> str:
-    result = subprocess.run([sys.executable, "-c", _FIRST_TO_LOAD_BEAM, *modules], cwd=ROOT,
+@functools.lru_cache(maxsize=None)
+def _first_modules_loading(modules: tuple[str, ...]) -> dict[str, str]:
+    result = subprocess.run([sys.executable, "-c", _FIRST_TO_LOAD, *modules], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
+    return json.loads(result.stdout)
 
 
 def test_core_and_package_load_without_beam():
-    assert _first_module_loading_beam(["beam_dpsu", *CORE]) == ""
+    assert _first_modules_loading(("beam_dpsu", *CORE)).get("apache_beam") is None
 
 
-def test_a_module_loading_beam_is_named():
-    # The check has teeth: a Beam module is caught, and named.
-    assert _first_module_loading_beam(
-        ["beam_dpsu.core.budgets", "beam_dpsu.beam.histograms"]) == "beam_dpsu.beam.histograms"
+def test_a_module_loading_a_watched_one_is_named():
+    # The check has teeth: a module loading Beam (or scipy) is caught, and named.
+    first = _first_modules_loading(
+        ("beam_dpsu.core.budgets", "scipy.stats", "beam_dpsu.beam.histograms"))
+    assert first.get("scipy") == "scipy.stats"
+    assert first.get("apache_beam") == "beam_dpsu.beam.histograms"
+
+
+def test_core_and_package_load_without_scipy():
+    assert _first_modules_loading(("beam_dpsu", *CORE)).get("scipy") is None
 
 
 def test_core_imports_no_beam_layer():

@@ -139,6 +139,12 @@ def test_discrete_gaussian_counts_pld_is_an_upper_bound_close_to_exact():
         assert found + 1e-6 > total_delta
 
 
+def test_discrete_gaussian_tail_is_the_normal_tail_scipy_stats_gives():
+    # P[|X| > ⌈11.6σ⌉] is bounded by 2·P[N(0, 1) > 11.6], computed without loading
+    # scipy.stats (start-up time): the same float as stats.norm.sf gives.
+    assert composition._discrete_gaussian_tail() == 2.0 * float(stats.norm.sf(11.6))
+
+
 def test_zcdp_split_states_epsilon_below_the_zcdp_conversion():
     total = ZCDPBudget(0.1, 1e-5)
     parts = split_selection_and_counts(total, 0.25, selection_mechanism=WeightedGaussian(100),
