@@ -1,4 +1,4 @@
-"""pytest configuration of the whole suite: the Hypothesis profile, and four
+"""pytest configuration of the whole suite: the Hypothesis profile, and six
 speed-ups of Beam that change no answer.
 
 ``HYPOTHESIS_PROFILE=quick python -m pytest ...`` runs each property test with
@@ -11,10 +11,13 @@ parsing is memoised per (options class, flags): tests/support/options_memo.py.
 The DirectRunner falls back to the FnApiRunner without first trying to fetch
 the Prism runner: tests/support/prism_off.py. TestPipelines skip Beam's
 runner-API rebuild, as plain pipelines do (one test keeps it for every public
-transform): tests/support/no_round_trip.py.
+transform): tests/support/no_round_trip.py. Beam's picklers store pickles
+uncompressed: tests/support/pickle_store.py. Its state cache weighs entries
+without listing every module's globals: tests/support/state_cache_sizes.py.
 """
 
-from tests.support import dofn_specs_cache, no_round_trip, options_memo, prism_off
+from tests.support import (dofn_specs_cache, no_round_trip, options_memo, pickle_store,
+                           prism_off, state_cache_sizes)
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
@@ -22,3 +25,5 @@ dofn_specs_cache.install()
 options_memo.install()
 prism_off.install()
 no_round_trip.install()
+pickle_store.install()
+state_cache_sizes.install()

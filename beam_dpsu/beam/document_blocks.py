@@ -35,6 +35,7 @@ from beam_dpsu.core.documents import check_document, element_document, element_t
 from beam_dpsu.beam.histograms import PARTIAL_HISTOGRAM_KEYS
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window
+from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["USERS_PER_BLOCK", "TOKENS_PER_BLOCK", "DOCUMENT_ELEMENT", "UserRecords",
            "PackUserBlocksFn", "BlockHistogramFn", "element_as_user", "distinct_tokens"]
@@ -98,6 +99,7 @@ class UserRecords(beam.PTransform):
                 | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
 
 
+@opaque_output
 class PackUserBlocksFn(beam.DoFn):
     """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
 
@@ -159,6 +161,7 @@ class PackUserBlocksFn(beam.DoFn):
 
 
 @draws_randomness
+@opaque_output
 class BlockHistogramFn(beam.DoFn):
     """Pickled ``DocumentBlock``s → partial sums of the users' weighted level items.
 

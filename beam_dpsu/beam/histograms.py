@@ -39,6 +39,7 @@ from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
+from beam_dpsu.beam.output_types import opaque_output
 
 # SampledWeightedHistogram is internal (it trusts its input's items to be
 # distinct), so it is not exported.
@@ -125,6 +126,7 @@ class HeldByAtLeast(beam.PTransform):
                                                                self._pre_threshold)
 
 
+@opaque_output
 class PartialHistogramFn(beam.DoFn):
     """Sums the users of a bundle into one partial histogram, emitted per item
     (or, with ``shards``, as one dict per shard of the items).

@@ -59,6 +59,7 @@ from beam_dpsu.beam.bounding import (ItemCountsPerUser, SampleEachUser, element_
 from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.beam.windowing import in_global_window
 from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["SizeHistogram", "ChooseFromSizeCounts", "AutoSelection",
            "SampleAtChosenMaxItems"]
@@ -126,6 +127,7 @@ def _sum_bin_counts(n_bins: int, counts) -> np.ndarray:
     return functools.reduce(np.add, counts, np.zeros(n_bins, dtype=np.int64))
 
 
+@opaque_output
 class _PackRecordsFn(beam.DoFn):
     """User records → (users per size bin, packed block) per run of users.
 

@@ -41,6 +41,7 @@ from beam_dpsu.beam.document_blocks import BlockHistogramFn
 from beam_dpsu.beam.noisy_threshold import BatchedDecisionFn
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window
+from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["KgramLevel", "LevelStats", "LevelThresholdFn", "SpuriousFn", "released_as_keys",
            "level_logger"]
@@ -87,6 +88,7 @@ def level_logger(name: str | None, k: int, max_n: int):
 
 
 @draws_randomness
+@opaque_output
 class SpuriousFn(beam.DoFn):
     """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
 

@@ -28,6 +28,7 @@ from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, warn_if_seeded
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
+from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["NOISE_BATCH", "NoisyThreshold", "KeepWithProbability"]
 
@@ -37,6 +38,7 @@ NOISE_BATCH = 4096
 
 
 @draws_randomness
+@opaque_output
 class BatchedDecisionFn(beam.DoFn):
     """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
 
@@ -114,6 +116,7 @@ class BatchedDecisionFn(beam.DoFn):
 
 
 @draws_randomness
+@opaque_output
 class _ChosenDecisionFn(beam.DoFn):
     """(item, weight) → item if the chosen candidate's decision keeps it (``chosen``, a
     side input; ``beam_dpsu.beam.chosen``): each candidate's ``BatchedDecisionFn``
@@ -146,6 +149,7 @@ def _decide_each(decisions: Chosen) -> beam.ParDo:
 
 
 @draws_randomness
+@opaque_output
 class _PerShardFn(beam.DoFn):
     """(shard, {item: weight}) → the items the chosen candidate's decision keeps; every
     item decided once (``chosen``, a side input, says which; ``beam_dpsu.beam.chosen``)."""

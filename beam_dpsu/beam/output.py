@@ -68,6 +68,7 @@ from beam_dpsu.core.hashing import stable_hash64
 from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.input_types import RELEASED, ReadsContainers
 from beam_dpsu.beam.windowing import require_global_window
+from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["MIXED_TYPES", "release_order", "format_released", "format_count_line", "unescape",
            "parse_count_line", "read_released", "read_counts", "shard_path", "WriteReleased",
@@ -287,6 +288,7 @@ def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) 
     return f"{file_path_prefix}-{shard:05d}-of-{num_shards:05d}{suffix}"
 
 
+@opaque_output
 class _WriteShardFn(beam.DoFn):
     """Sorts one shard's elements and writes them as one file; yields its path."""
 

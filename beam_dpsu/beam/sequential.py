@@ -74,6 +74,7 @@ from beam_dpsu.core.policies import ItemIds, apply_policy, check_public_count, g
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
+from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
            "USER_BLOCK_ITEMS", "UserBlockBuilder", "shard_policy_histogram",
@@ -369,6 +370,7 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
         return full or self._held >= self._max_items
 
 
+@opaque_output
 class _PolicyHistogramFn(beam.DoFn):
     """(shard, all its blocks of users) → its policy histogram, the users visited in order.
 

@@ -20,12 +20,14 @@ from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS
 from pipelines.io.parquet import ParquetFields, ReadParquetRecords
 from pipelines.io.parsers import parse_msnbc, record_parser
+from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["ReadUserTexts", "ReadPairs", "ReadUserItems", "ReadDocuments", "items_of"]
 
 _LOG = logging.getLogger("pipelines")
 
 
+@opaque_output
 class _ParseFileFn(beam.DoFn):
     """Parses one matched file into records, logging which file it reads.
 

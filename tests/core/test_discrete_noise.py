@@ -1,17 +1,25 @@
 """The exact discrete samplers (Canonne, Kamath & Steinke 2020) against their pmfs.
 
 Statistical checks and their chance of failing on a correct sampler:
-* each distribution check is a chi-square goodness-of-fit test on N draws of
-  OS randomness, rejected at p < 1e-8;
+* each distribution check is a chi-square goodness-of-fit test on N draws,
+  rejected at p < 1e-8;
 * each Bernoulli(exp(−γ)) and sign check is an exact two-sided binomial test,
   rejected at p < 1e-8.
 There are 14 such checks below, so the module fails by chance with
 probability < 2e-7. The tests that must detect a wrong distribution use a
 fixed seed, so they are deterministic.
+
+The checks draw from ``fresh_rng``: a Mersenne Twister seeded from the OS on every
+run (so each run is a new random test, and a failure names its seed), since the
+samplers' OS generator (``random.SystemRandom``, a system call per draw) took
+half of the module's time. The samplers ask any generator for the same uniform
+integers; the OS default itself is tested in
+``test_seeded_generators_are_reproducible_and_os_default_is_not``.
 """
 
 import math
 import random
+import secrets
 from fractions import Fraction
 
 import numpy as np
@@ -27,28 +35,38 @@ N = 20_000
 ALPHA = 1e-8
 
 
+def fresh_rng() -> random.Random:
+    """A generator seeded from the OS: a new test each run, reproducible from its seed."""
+    seed = secrets.randbits(64)
+    rng = random.Random(seed)
+    rng.seed_for_failures = seed  # type: ignore[attr-defined]
+    return rng
+
+
 LAPLACE_SCALES = [Fraction(2, 5), 1, Fraction(5, 2), 100 / 0.1]
 GAUSSIAN_VARIANCES = [Fraction(1, 4), 1, 100 / 0.2, 1e6]
 
 
 @pytest.mark.parametrize("scale", LAPLACE_SCALES, ids=str)
 def test_discrete_laplace_matches_its_pmf(scale):
-    dist = DiscreteLaplace(scale)
-    assert chi_square_pvalue(dist.samples(N), dist) > ALPHA
+    dist, rng = DiscreteLaplace(scale), fresh_rng()
+    assert chi_square_pvalue(dist.samples(N, rng), dist) > ALPHA, rng.seed_for_failures
 
 
 @pytest.mark.parametrize("sigma_squared", GAUSSIAN_VARIANCES, ids=str)
 def test_discrete_gaussian_matches_its_pmf(sigma_squared):
-    dist = DiscreteGaussian(sigma_squared)
-    assert chi_square_pvalue(dist.samples(N), dist) > ALPHA
+    dist, rng = DiscreteGaussian(sigma_squared), fresh_rng()
+    assert chi_square_pvalue(dist.samples(N, rng), dist) > ALPHA, rng.seed_for_failures
 
 
 @pytest.mark.parametrize("dist", [DiscreteLaplace(3), DiscreteGaussian(9)],
                          ids=["laplace", "gaussian"])
 def test_samples_are_symmetric(dist):
-    draws = np.asarray(dist.samples(N))
+    rng = fresh_rng()
+    draws = np.asarray(dist.samples(N, rng))
     positive, negative = int((draws > 0).sum()), int((draws < 0).sum())
-    assert stats.binomtest(positive, positive + negative, 0.5).pvalue > ALPHA
+    assert stats.binomtest(positive, positive + negative, 0.5).pvalue > ALPHA, \
+        rng.seed_for_failures
 
 
 def test_the_fit_test_has_teeth():
@@ -81,9 +99,10 @@ def test_pmfs_are_normalised_and_match_closed_forms():
 
 @pytest.mark.parametrize("gamma", [Fraction(1, 3), 1, Fraction(5, 2), 0.75])
 def test_bernoulli_exp_probability(gamma):
-    rng = random.SystemRandom()
+    rng = fresh_rng()
     hits = sum(bernoulli_exp(gamma, rng) for _ in range(N))
-    assert stats.binomtest(hits, N, math.exp(-float(gamma))).pvalue > ALPHA
+    assert stats.binomtest(hits, N, math.exp(-float(gamma))).pvalue > ALPHA, \
+        rng.seed_for_failures
 
 
 def test_bernoulli_exp_edge_cases():

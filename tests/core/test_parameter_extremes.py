@@ -355,23 +355,33 @@ def test_vocabulary_job_refuses_out_of_range_parameters_in_one_line(tmp_path, ca
 
 def _zcdp_delta_upper(rho, epsilon):
     """An upper bound on δ*(ρ, ε) of dp-sips Lemma 8, evaluated in 60-digit arithmetic:
-    the objective at the best α of a fine grid (every α gives a valid bound)."""
+    the objective at the best α a golden-section search finds (every α gives a valid
+    bound, so the search only decides how tight it is)."""
     with mpmath.workdps(60):
         r, e = mpmath.mpf(rho), mpmath.mpf(epsilon)
 
-        def log_obj(u):
-            return u * ((r - e) + u * r) - mpmath.log(u) + (1 + u) * mpmath.log1p(-1 / (1 + u))
+        def log_obj(log_u):
+            u = mpmath.exp(log_u)
+            return u * ((r - e) + u * r) - log_u + (1 + u) * mpmath.log1p(-1 / (1 + u))
 
-        # A log grid of u = α − 1 around the leading term's minimiser (or 1 when
-        # ε ≤ ρ), refined three times around the best point (the objective is
-        # unimodal in ln u).
-        best_u = max((e - r) / (2 * r), mpmath.mpf(1))
-        width = mpmath.mpf(12)  # decades on each side
-        for _ in range(4):
-            grid = [best_u * mpmath.power(10, width * k / 300) for k in range(-300, 301)]
-            best_u = min(grid, key=log_obj)
-            width /= 150
-        return mpmath.exp(min(log_obj(best_u), 0))
+        # The objective is unimodal in ln u (u = α − 1): a golden-section search over
+        # twelve decades each side of the leading term's minimiser (or of 1 when
+        # ε ≤ ρ), down to 1e-12 in ln u (the grid this replaced stopped at ~3e-8).
+        centre = mpmath.log(max((e - r) / (2 * r), mpmath.mpf(1)))
+        low, high = centre - 12 * mpmath.log(10), centre + 12 * mpmath.log(10)
+        ratio = (mpmath.sqrt(5) - 1) / 2
+        a, b = high - ratio * (high - low), low + ratio * (high - low)
+        fa, fb = log_obj(a), log_obj(b)
+        while high - low > mpmath.mpf("1e-12"):
+            if fa <= fb:
+                high, b, fb = b, a, fa
+                a = high - ratio * (high - low)
+                fa = log_obj(a)
+            else:
+                low, a, fa = a, b, fb
+                b = low + ratio * (high - low)
+                fb = log_obj(b)
+        return mpmath.exp(min(fa, fb, 0))
 
 
 @pytest.mark.parametrize("rho", [1e-300, 1e-20, 1e-3, 1.0, 1e6, 1e20, 1e300])

@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from tests.support.job_processes import assert_ran, child_pids, vocabulary, write_pairs
+from tests.support.job_processes import (assert_ran, child_pids, sigint_as_in_a_terminal,
+                                         vocabulary, write_pairs)
 from tests.support.paths import ROOT
 
 FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
@@ -71,13 +72,14 @@ def test_multi_processing_interrupt_is_one_line_and_leaves_no_worker(tmp_path, s
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(f"u{u},i{rng.randrange(3000)}\n" for u in range(20_000) for _ in range(5))
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.vocabulary", "--input", str(path), "--format",
-         "pairs", "--epsilon", "1", "--delta", "1e-5", "--max-items-per-user", "5",
-         "--output", str(out), "--direct_num_workers", "2",
-         "--direct_running_mode=multi_processing"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+    with sigint_as_in_a_terminal():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.vocabulary", "--input", str(path), "--format",
+             "pairs", "--epsilon", "1", "--delta", "1e-5", "--max-items-per-user", "5",
+             "--output", str(out), "--direct_num_workers", "2",
+             "--direct_running_mode=multi_processing"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
     try:
         deadline = time.monotonic() + 240
         while (len(workers := child_pids(proc.pid, b"pipelines.worker")) < 2
@@ -112,9 +114,10 @@ def test_an_interrupt_while_beam_imports_is_one_line(sig, code):
     # At level 2 (every path tried) the rest of the imports write megabytes, so the
     # job blocks on the full pipe until the signal: on a loaded machine it cannot
     # finish --help before the signal arrives.
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
+    with sigint_as_in_a_terminal():
+        proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
     try:
         for line in proc.stderr:
             if line.startswith("import 'apache_beam."):

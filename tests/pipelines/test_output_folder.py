@@ -21,6 +21,7 @@ import pytest
 from pipelines import errors, ngrams, output_folder, vocabulary
 from pipelines.evaluation import evaluate
 from pipelines.progress import configure_progress
+from tests.support.job_processes import sigint_as_in_a_terminal
 from tests.support.paths import ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
@@ -341,8 +342,9 @@ def interrupt(big_csv, out, sig, *extra):
     command = [sys.executable, "-m", "pipelines.vocabulary", "--input", big_csv,
                "--user-field", "user", "--text-field", "review", "--rho", "0.1",
                "--delta", "1e-5", "--output", str(out), *extra]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    with sigint_as_in_a_terminal():
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
     lines = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the second progress line: the pipeline runs

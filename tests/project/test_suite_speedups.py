@@ -5,21 +5,33 @@
   two objects share a mutable value.
 * With Prism off (tests/support/prism_off.py), a TestPipeline runs on the
   FnApiRunner without ever reaching Prism's job submission.
+* Pickles stored uncompressed (tests/support/pickle_store.py) load as the same
+  objects, and a pickle Beam compressed itself still loads.
+* The state cache's weights without the modules' globals
+  (tests/support/state_cache_sizes.py) are sizes all the same, and a pipeline
+  reading a side input in many bundles gives what Beam gives.
 """
 
 import argparse
+import bz2
 import os
 
 import apache_beam as beam
 import pytest
+from apache_beam.internal import cloudpickle_pickler, pickler
 from apache_beam.options import pipeline_options
 from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
 from apache_beam.runners.portability import prism_runner
 from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.runners.worker import statecache
 from apache_beam.testing.util import assert_that, equal_to
+
+from tests.support import pickle_store
 
 MEMO_OFF = os.environ.get("BEAM_DPSU_TESTS_NO_OPTIONS_MEMO") == "1"
 PRISM_ALLOWED = os.environ.get("BEAM_DPSU_TESTS_ALLOW_PRISM") == "1"
+BZ2_PICKLES = os.environ.get("BEAM_DPSU_TESTS_BZ2_PICKLES") == "1"
+FULL_STATE_SIZES = os.environ.get("BEAM_DPSU_TESTS_FULL_STATE_SIZES") == "1"
 
 FLAG_LISTS = [
     [],
@@ -107,3 +119,37 @@ def test_pipelines_run_on_the_fn_api_runner_without_reaching_prism(monkeypatch):
         assert_that(p | beam.Create([1, 2, 3]) | beam.Map(lambda x: 2 * x),
                     equal_to([2, 4, 6]))
     assert submitted == []
+
+
+class _Scaled(beam.DoFn):
+    def __init__(self, factor):
+        self.factor = factor
+
+    def process(self, x):
+        yield x * self.factor
+
+
+@pytest.mark.skipif(BZ2_PICKLES, reason="BEAM_DPSU_TESTS_BZ2_PICKLES=1")
+def test_pickles_are_stored_uncompressed_and_load_as_the_same_objects():
+    assert cloudpickle_pickler.bz2 is pickle_store.STORE
+    encoded = pickler.dumps(_Scaled(3))
+    assert pickle_store.MARKER in cloudpickle_pickler.base64.b64decode(encoded)
+    assert list(pickler.loads(encoded).process(2)) == [6]
+    # A pickle compressed by Beam's own bz2 (another process, a saved proto) still loads.
+    raw = pickle_store._decompress(cloudpickle_pickler.base64.b64decode(encoded))
+    compressed = cloudpickle_pickler.base64.b64encode(bz2.compress(raw, 9))
+    assert list(pickler.loads(compressed).process(5)) == [15]
+
+
+@pytest.mark.skipif(FULL_STATE_SIZES, reason="BEAM_DPSU_TESTS_FULL_STATE_SIZES=1")
+def test_state_cache_weights_skip_the_modules_globals_and_are_sizes():
+    assert hasattr(statecache.get_deep_size, "__wrapped__")
+    small, large = [1, 2, 3], list(range(10_000))
+    assert 0 < statecache.get_deep_size(small) < statecache.get_deep_size(large)
+    assert statecache.get_deep_size(large) == statecache.get_deep_size.__wrapped__(large)
+    # Side inputs go through the cache: read in every bundle, they give Beam's answer.
+    with TestPipeline() as p:
+        side = p | "Side" >> beam.Create([10])
+        main = (p | beam.Create(list(range(50))) | beam.Reshuffle()
+                | beam.Map(lambda x, s: x + s, s=beam.pvalue.AsSingleton(side)))
+        assert_that(main, equal_to([x + 10 for x in range(50)]))

@@ -1,8 +1,10 @@
 """Jobs run as a user runs them: ``python -m pipelines.JOB`` in a subprocess from the
 repository root, and what a refused or a finished run must look like."""
 
+import contextlib
 import csv
 import os
+import signal
 import subprocess
 import sys
 
@@ -14,6 +16,26 @@ from tests.support.paths import ROOT
 def run(module: str, args, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", f"pipelines.{module}", *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def sigint_as_in_a_terminal():
+    """Processes started inside get SIGINT's default action, as from a terminal.
+
+    A shell starts a background command (``pytest … &``) with SIGINT ignored, an
+    ignored signal stays ignored across exec, and a job started so keeps it ignored
+    while it imports (as a program should: ``pipelines.interrupts.quiet_start``).
+    A test that sends a job SIGINT checks what a user's Ctrl-C does, so it starts
+    the job with the default action whatever the suite was started from.
+    """
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:  # a Python handler becomes the default action in an exec'd child
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def vocabulary(args, timeout: float = 300) -> subprocess.CompletedProcess:
