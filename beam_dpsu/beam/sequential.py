@@ -152,54 +152,87 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
                            count_holders: bool = False):
     """A shard's policy histogram from its encoded blocks, in any number and order.
 
-    First every block's items get ids in one shard-wide list (a dict lookup
-    per distinct item of a block, then one numpy take per block into one
-    array of the shard's listed ids; a block's own ids are read in place), then the
-    users are sorted by order key (a lexicographic sort of the 16 bytes as
-    two big-endian 64-bit words), finally ``policy_weights`` visits them in
-    that order. Equal order keys (one user id in two records, against the
-    input's contract, or equal elements of a seeded run) are visited in the
-    order of their lists' bytes, so even then the result does not depend on
-    how users fell into blocks (unlike ``sharded_policy_histogram``, which
-    visits equal keys in input order).
+    First every block's distinct items get ids in one shard-wide list (a dict
+    lookup per distinct item of a block: one small array per block from its
+    ids to the shard's; a block's own ids are read in place, never copied),
+    then the users are sorted by order key (a lexicographic sort of the 16
+    bytes as two big-endian 64-bit words), finally ``policy_weights`` visits
+    them in that order, each user's list put in the shard's numbering as it
+    is visited (``_ShardUsers``). Equal order keys (one user id in two
+    records, against the input's contract, or equal elements of a seeded
+    run) are visited in the order of their lists' bytes, so even then the
+    result does not depend on how users fell into blocks (unlike
+    ``sharded_policy_histogram``, which visits equal keys in input order).
 
     With ``count_holders``: ({item: weight}, {item: users listing it}), for a
     pre-threshold (``beam_dpsu.core.pre_threshold``; a user's list is distinct).
     """
-    ids = ItemIds()
-    order_keys, length_parts, parts = [], [], []
-    for block in blocks:
-        decoded = decode_user_block(block)  # its ids and lengths: views, no copy
-        order_keys.append(decoded.order_keys)
-        length_parts.append(decoded.lengths)
-        parts.append((_as_ids(ids.ids(decoded.items), len(ids)), decoded.listed))
-    if not len(ids):
+    users = _ShardUsers(blocks)
+    if not users.num_items:
         return ({}, {}) if count_holders else {}
-    items = ids.items()
-    # Every listed id in the shard's numbering, written block by block into one array.
-    listed = np.empty(sum(len(part[1]) for part in parts),
-                      dtype=np.int32 if len(items) <= 1 << 31 else np.int64)
-    end = 0
-    for to_shard_ids, block_listed in parts:
-        start, end = end, end + len(block_listed)
-        listed[start:end] = to_shard_ids[block_listed]
-    del parts
-    lengths = np.concatenate(length_parts).astype(np.intp)
-    starts = np.cumsum(lengths) - lengths
-    words = np.frombuffer(b"".join(order_keys), dtype=">u8").reshape(-1, 2)
+    items = users.items
+    words = np.frombuffer(users.order_keys, dtype=">u8").reshape(-1, 2)
     order = np.lexsort((words[:, 1], words[:, 0]))
     ties = np.flatnonzero((words[order[1:]] == words[order[:-1]]).all(axis=1))
     if ties.size:
-        order = _order_ties(order, ties, words, listed, starts, lengths, items)
-    weights = policy_weights(
-        (listed[start:start + length]
-         for start, length in zip(starts[order].tolist(), lengths[order].tolist())),
-        len(items), update, cutoff)
+        order = _order_ties(order, ties, words, users)
+    weights = policy_weights(users.in_order(order), len(items), update, cutoff)
     histogram = dict(zip(items, weights.tolist()))
     if count_holders:
-        holders = np.bincount(listed, minlength=len(items))
-        return histogram, dict(zip(items, holders.tolist()))
+        return histogram, dict(zip(items, users.holders().tolist()))
     return histogram
+
+
+class _ShardUsers:
+    """A shard's users from its encoded blocks: their order keys (joined), the shard's
+    distinct items, and each user's list in the shard's numbering on demand.
+
+    Each block's ids stay where they are (views of its bytes, 2 bytes an id in a
+    block of at most 2^16 items), with one array per block from its ids to the
+    shard's: no array of the shard's listed ids (4 bytes each) is made, a user's
+    list is put in the shard's numbering when it is read (``user``, ``in_order``).
+    """
+
+    def __init__(self, blocks: Iterable[bytes]):
+        ids = ItemIds()
+        order_keys, lengths, self._to_shard, self._listed = [], [], [], []
+        for block in blocks:
+            decoded = decode_user_block(block)  # its ids and lengths: views, no copy
+            order_keys.append(decoded.order_keys)
+            lengths.append(decoded.lengths)
+            self._to_shard.append(_as_ids(ids.ids(decoded.items), len(ids)))
+            self._listed.append(decoded.listed)
+        self.order_keys = b"".join(order_keys)
+        self.items = ids.items()
+        self.num_items = len(self.items)
+        # Each user's block, and where its list starts and how long it is in that block.
+        self._block = np.repeat(np.arange(len(lengths), dtype=np.intp),
+                                [len(part) for part in lengths])
+        self._lengths = (np.concatenate(lengths).astype(np.intp) if lengths
+                         else np.zeros(0, dtype=np.intp))
+        self._starts = np.concatenate(
+            [np.cumsum(part, dtype=np.intp) - part for part in lengths]) if lengths \
+            else np.zeros(0, dtype=np.intp)
+
+    def user(self, user: int) -> np.ndarray:
+        """One user's list, as ids of the shard."""
+        block, start = self._block[user], self._starts[user]
+        return self._to_shard[block][self._listed[block][start:start + self._lengths[user]]]
+
+    def in_order(self, order: np.ndarray):
+        """The users' lists in ``order``, as ids of the shard (one numpy take each)."""
+        to_shard, listed = self._to_shard, self._listed
+        for block, start, length in zip(self._block[order].tolist(),
+                                        self._starts[order].tolist(),
+                                        self._lengths[order].tolist()):
+            yield to_shard[block][listed[block][start:start + length]]
+
+    def holders(self) -> np.ndarray:
+        """Each shard item's number of users (a user's list is distinct)."""
+        holders = np.zeros(self.num_items, dtype=np.int64)
+        for to_shard, listed in zip(self._to_shard, self._listed):
+            np.add.at(holders, to_shard, np.bincount(listed, minlength=len(to_shard)))
+        return holders
 
 
 def _as_ids(ids: list, num_items: int) -> np.ndarray:
@@ -207,14 +240,13 @@ def _as_ids(ids: list, num_items: int) -> np.ndarray:
     return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
 
 
-def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarray:
+def _order_ties(order, ties, words, users: _ShardUsers) -> np.ndarray:
     """``order`` with each run of equal order keys sorted by the users' lists."""
     order = order.copy()
+    items = users.items
 
     def content(user):
-        start = starts[user]
-        return tuple(map(canonical_bytes, map(items.__getitem__,
-                                         listed[start:start + lengths[user]].tolist())))
+        return tuple(map(canonical_bytes, map(items.__getitem__, users.user(user).tolist())))
 
     run_starts = ties[np.r_[True, np.diff(ties) > 1]]
     for first in run_starts.tolist():
@@ -272,8 +304,12 @@ class _PolicyUserBlocksFn(beam.DoFn):
     def _flush(self) -> list:
         # Global window only (the transform refuses others): one window and
         # timestamp for every block, whenever it was sent.
+        return [in_global_window(shard_block) for shard_block in self._full_blocks()]
+
+    def _full_blocks(self) -> list:
+        """The blocks held, as (shard, encoded block) pairs; none is held after."""
         blocks, self._blocks, self._held = self._blocks, {}, 0
-        return [in_global_window((shard, block.encode())) for shard, block in blocks.items()]
+        return [(shard, block.encode()) for shard, block in blocks.items()]
 
 
 @draws_randomness
@@ -334,18 +370,31 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
     """
 
     def process(self, bins_block, chosen=0):
+        for shard_block in self._packed(bins_block[1], self._samples[chosen]):
+            yield in_global_window(shard_block)
+
+    def packed_users(self, blocks: Iterable[bytes], chosen: int) -> list:
+        """Every user of the record ``blocks`` sampled and packed, as ``process`` sends
+        them, without their shards (for one shard): encoded user blocks."""
+        self.start_bundle()
         sample = self._samples[chosen]
+        packed = [user_block for block in blocks for _, user_block in self._packed(block, sample)]
+        return packed + [user_block for _, user_block in self._full_blocks()]
+
+    def _packed(self, block: bytes, sample):
+        """Adds the users of a record block, each sampled; yields the (shard, encoded
+        block) pairs sent as the blocks fill."""
         if sample.seed is not None:
             full = False
-            for element in record_blocks.unpack_block(bins_block[1]):
+            for element in record_blocks.unpack_block(block):
                 full = self._add_element(element, sample) or full
             if full:
-                yield from self._flush()
+                yield from self._full_blocks()
         else:
-            items, runs = record_blocks.block_runs(bins_block[1])
+            items, runs = record_blocks.block_runs(block)
             for run_ids, run_sizes in runs:
                 if self._add_sampled_run(items, run_ids, run_sizes, sample):
-                    yield from self._flush()
+                    yield from self._full_blocks()
 
     def _add_sampled_run(self, items: list, run_ids, run_sizes, sample) -> bool:
         """Adds a run of users, each sampled; True when the blocks are full."""
@@ -392,6 +441,36 @@ class _PolicyHistogramFn(beam.DoFn):
             yield from histogram.items()
         else:
             yield from split_by_shard(histogram, self._item_shards).items()
+
+
+@draws_randomness
+class _PolicyRecordShardFn(_PolicyHistogramFn):
+    """One shard's record blocks (``shards=1``, ``blocks``) → its policy histogram: its
+    users sampled and packed here (``_PolicyRecordBlocksFn.packed_users``), then visited
+    in order as ``_PolicyHistogramFn`` visits them, by the same ``chosen`` candidate.
+
+    The record blocks cross the shuffle instead of the user blocks made from them
+    (~1.5 bytes per (user, item) pair, against 2 per sampled id), in one stage
+    fewer: the runner copies the blocks it carries a few times over, and the
+    user blocks of a Δ0 that keeps most items were the larger.
+    """
+
+    def __init__(self, packer: _PolicyRecordBlocksFn, update, cutoffs: tuple,
+                 item_shards: int | None, count_holders: bool = False):
+        super().__init__(update, cutoffs, item_shards, count_holders)
+        self._packer = packer
+
+    def setup(self):
+        self._packer.setup()
+
+    def process(self, shard_blocks, chosen=0):
+        user_blocks = self._packer.packed_users(shard_blocks[1], chosen)
+        yield from super().process((shard_blocks[0], user_blocks), chosen)
+
+
+def _to_the_shard(bins_block) -> tuple:
+    """A record block (``AutoSelection(as_blocks=True)``'s pair) keyed to the one shard."""
+    return 0, bins_block[1]
 
 
 class SequentialPolicyHistogram(beam.PTransform):
@@ -448,6 +527,7 @@ class SequentialPolicyHistogram(beam.PTransform):
             self._pack = (_PolicyRecordBlocksFn if blocks else _PolicyElementBlocksFn)(
                 shards, order_key, tuple(checks.max_items(m, "sample_elements")
                                          for m in self._pack_chosen.values), seed)
+        self._shards = shards
         self._update = update
         self._cutoff = Chosen.of(cutoff)
         if (self._pack_chosen.index is not None
@@ -459,18 +539,27 @@ class SequentialPolicyHistogram(beam.PTransform):
         # The timer fires at the end of the window: in any window but the
         # global one, each window would be its own policy over its own users.
         require_global_window(user_items, "SequentialPolicyHistogram")
-        shard_histograms = (
-            user_items
-            | "PackUserBlocks" >> beam.ParDo(
-                self._pack, **self._pack_chosen.side_inputs()).with_output_types(
-                typing.Tuple[int, bytes])
-            # Each shard's blocks in one place, once every user is packed (the global
-            # window closes): a GroupByKey, one stage boundary, no per-key state.
-            | "GroupShardBlocks" >> beam.GroupByKey()
-            | "ApplyPolicyInOrder" >> beam.ParDo(
-                _PolicyHistogramFn(self._update, self._cutoff.values, self._item_shards,
-                                   self._pre_threshold > 1),
-                **self._cutoff.side_inputs()))
+        args = (self._update, self._cutoff.values, self._item_shards, self._pre_threshold > 1)
+        if isinstance(self._pack, _PolicyRecordBlocksFn) and self._shards == 1:
+            # One shard: its record blocks are gathered as they are, and its users
+            # sampled and packed where they are visited (``_PolicyRecordShardFn``).
+            shard_blocks = (user_items
+                            | "ToTheShard" >> beam.Map(_to_the_shard).with_output_types(
+                                typing.Tuple[int, bytes])
+                            | "GroupShardBlocks" >> beam.GroupByKey())
+            policy = _PolicyRecordShardFn(self._pack, *args)
+        else:
+            shard_blocks = (
+                user_items
+                | "PackUserBlocks" >> beam.ParDo(
+                    self._pack, **self._pack_chosen.side_inputs()).with_output_types(
+                    typing.Tuple[int, bytes])
+                # Each shard's blocks in one place, once every user is packed (the global
+                # window closes): a GroupByKey, one stage boundary, no per-key state.
+                | "GroupShardBlocks" >> beam.GroupByKey())
+            policy = _PolicyHistogramFn(*args)
+        shard_histograms = shard_blocks | "ApplyPolicyInOrder" >> beam.ParDo(
+            policy, **self._cutoff.side_inputs())
         # Finally the P shard histograms are summed per item (or per item shard).
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
