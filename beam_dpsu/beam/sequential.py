@@ -19,7 +19,13 @@ shard sorts all its users by keyed hash and applies the policy in that
 order (``shard_policy_histogram``); finally the shard histograms are summed
 per item. (Before, the blocks waited in a stateful DoFn's bag state for an
 end-of-window timer, past a ``Reshuffle``: one more stage and one more copy of
-the blocks on the DirectRunner, for the same histogram.) The output has one
+the blocks on the DirectRunner, for the same histogram.) With one shard and the
+record blocks of ``max_items_per_user="auto"`` (``blocks``), the record blocks are
+gathered as they are, and the shard's DoFn samples and packs its users before it
+visits them (``_PolicyRecordShardFn``): the runner carries and copies the record
+blocks, smaller than the user blocks of a Δ0 that keeps most items, in one stage
+fewer (P > 1 shards need each user's shard drawn before the shuffle, so there the
+users are packed first as above). The output has one
 (item, weight) per item of any user's list, weight 0 included (GW), and
 every one of them is noised: see
 ``beam_dpsu.core.policies`` for why. Only the visiting order matters to the
@@ -38,9 +44,10 @@ order key and its length) and 2 bytes per listed item (4 in a block of more
 than 2^16 distinct items), plus each block's distinct items, about
 Σ_users (20 + 2·|list|) bytes + Σ_blocks Σ_distinct (len(item) + 5) bytes:
 e.g. ~12 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when
-P = 1. The shard reads the blocks' ids in place, writes them once in its own
-numbering (4 more bytes per listed item) and builds one dict over its
-distinct items (~100 bytes each). Raise P when a shard would not fit a
+P = 1. The shard reads the blocks' ids in place, puts each user's list in its
+own numbering as it visits the user (one array per block from its ids to the
+shard's, none of the shard's listed ids) and builds one dict over its distinct
+items (~100 bytes each). Raise P when a shard would not fit a
 worker. A worker packing blocks holds at most ``USER_BLOCK_ITEMS`` listed
 items (~8 bytes each, plus the blocks' distinct items) before it sends them,
 and sends them sooner once a block holds ``USER_BLOCK_DISTINCT`` distinct items.
@@ -61,7 +68,7 @@ from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen, per_candidate
 from beam_dpsu.core import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
-from beam_dpsu.core.user_blocks import UserBlockBuilder, decode_user_block
+from beam_dpsu.core.user_blocks import UserBlockBuilder, shard_policy_histogram
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
@@ -69,8 +76,7 @@ from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.core.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
-    policy_weights
+from beam_dpsu.core.policies import apply_policy, check_public_count, gw_item_order
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
@@ -146,115 +152,6 @@ def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], u
         for item, w in hist.items():
             total[item] = total.get(item, 0.0) + w
     return total
-
-
-def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
-                           count_holders: bool = False):
-    """A shard's policy histogram from its encoded blocks, in any number and order.
-
-    First every block's distinct items get ids in one shard-wide list (a dict
-    lookup per distinct item of a block: one small array per block from its
-    ids to the shard's; a block's own ids are read in place, never copied),
-    then the users are sorted by order key (a lexicographic sort of the 16
-    bytes as two big-endian 64-bit words), finally ``policy_weights`` visits
-    them in that order, each user's list put in the shard's numbering as it
-    is visited (``_ShardUsers``). Equal order keys (one user id in two
-    records, against the input's contract, or equal elements of a seeded
-    run) are visited in the order of their lists' bytes, so even then the
-    result does not depend on how users fell into blocks (unlike
-    ``sharded_policy_histogram``, which visits equal keys in input order).
-
-    With ``count_holders``: ({item: weight}, {item: users listing it}), for a
-    pre-threshold (``beam_dpsu.core.pre_threshold``; a user's list is distinct).
-    """
-    users = _ShardUsers(blocks)
-    if not users.num_items:
-        return ({}, {}) if count_holders else {}
-    items = users.items
-    words = np.frombuffer(users.order_keys, dtype=">u8").reshape(-1, 2)
-    order = np.lexsort((words[:, 1], words[:, 0]))
-    ties = np.flatnonzero((words[order[1:]] == words[order[:-1]]).all(axis=1))
-    if ties.size:
-        order = _order_ties(order, ties, words, users)
-    weights = policy_weights(users.in_order(order), len(items), update, cutoff)
-    histogram = dict(zip(items, weights.tolist()))
-    if count_holders:
-        return histogram, dict(zip(items, users.holders().tolist()))
-    return histogram
-
-
-class _ShardUsers:
-    """A shard's users from its encoded blocks: their order keys (joined), the shard's
-    distinct items, and each user's list in the shard's numbering on demand.
-
-    Each block's ids stay where they are (views of its bytes, 2 bytes an id in a
-    block of at most 2^16 items), with one array per block from its ids to the
-    shard's: no array of the shard's listed ids (4 bytes each) is made, a user's
-    list is put in the shard's numbering when it is read (``user``, ``in_order``).
-    """
-
-    def __init__(self, blocks: Iterable[bytes]):
-        ids = ItemIds()
-        order_keys, lengths, self._to_shard, self._listed = [], [], [], []
-        for block in blocks:
-            decoded = decode_user_block(block)  # its ids and lengths: views, no copy
-            order_keys.append(decoded.order_keys)
-            lengths.append(decoded.lengths)
-            self._to_shard.append(_as_ids(ids.ids(decoded.items), len(ids)))
-            self._listed.append(decoded.listed)
-        self.order_keys = b"".join(order_keys)
-        self.items = ids.items()
-        self.num_items = len(self.items)
-        # Each user's block, and where its list starts and how long it is in that block.
-        self._block = np.repeat(np.arange(len(lengths), dtype=np.intp),
-                                [len(part) for part in lengths])
-        self._lengths = (np.concatenate(lengths).astype(np.intp) if lengths
-                         else np.zeros(0, dtype=np.intp))
-        self._starts = np.concatenate(
-            [np.cumsum(part, dtype=np.intp) - part for part in lengths]) if lengths \
-            else np.zeros(0, dtype=np.intp)
-
-    def user(self, user: int) -> np.ndarray:
-        """One user's list, as ids of the shard."""
-        block, start = self._block[user], self._starts[user]
-        return self._to_shard[block][self._listed[block][start:start + self._lengths[user]]]
-
-    def in_order(self, order: np.ndarray):
-        """The users' lists in ``order``, as ids of the shard (one numpy take each)."""
-        to_shard, listed = self._to_shard, self._listed
-        for block, start, length in zip(self._block[order].tolist(),
-                                        self._starts[order].tolist(),
-                                        self._lengths[order].tolist()):
-            yield to_shard[block][listed[block][start:start + length]]
-
-    def holders(self) -> np.ndarray:
-        """Each shard item's number of users (a user's list is distinct)."""
-        holders = np.zeros(self.num_items, dtype=np.int64)
-        for to_shard, listed in zip(self._to_shard, self._listed):
-            np.add.at(holders, to_shard, np.bincount(listed, minlength=len(to_shard)))
-        return holders
-
-
-def _as_ids(ids: list, num_items: int) -> np.ndarray:
-    # 4 bytes per item, unless the shard has 2^31 distinct items or more.
-    return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
-
-
-def _order_ties(order, ties, words, users: _ShardUsers) -> np.ndarray:
-    """``order`` with each run of equal order keys sorted by the users' lists."""
-    order = order.copy()
-    items = users.items
-
-    def content(user):
-        return tuple(map(canonical_bytes, map(items.__getitem__, users.user(user).tolist())))
-
-    run_starts = ties[np.r_[True, np.diff(ties) > 1]]
-    for first in run_starts.tolist():
-        last = first + 1
-        while last + 1 < len(order) and (words[order[last + 1]] == words[order[first]]).all():
-            last += 1
-        order[first:last + 1] = sorted(order[first:last + 1].tolist(), key=content)
-    return order
 
 
 class _PolicyUserBlocksFn(beam.DoFn):
