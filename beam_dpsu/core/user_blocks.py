@@ -182,15 +182,16 @@ class _ShardUsers:
     def user(self, user: int) -> np.ndarray:
         """One user's list, as ids of the shard."""
         block, start = self._block[user], self._starts[user]
-        return self._to_shard[block][self._listed[block][start:start + self._lengths[user]]]
+        return self._to_shard[block].take(self._listed[block][start:start + self._lengths[user]])
 
     def in_order(self, order: np.ndarray):
         """The users' lists in ``order``, as ids of the shard (one numpy take each)."""
-        to_shard, listed = self._to_shard, self._listed
-        for block, start, length in zip(self._block[order].tolist(),
-                                        self._starts[order].tolist(),
-                                        self._lengths[order].tolist()):
-            yield to_shard[block][listed[block][start:start + length]]
+        blocks = list(zip(self._to_shard, self._listed))
+        ends = self._starts + self._lengths
+        for block, start, end in zip(self._block[order].tolist(), self._starts[order].tolist(),
+                                     ends[order].tolist()):
+            to_shard, listed = blocks[block]
+            yield to_shard.take(listed[start:end])  # (take: ~1 µs less than [] here)
 
     def holders(self) -> np.ndarray:
         """Each shard item's number of users (a user's list is distinct)."""
