@@ -309,3 +309,32 @@ def test_auto_record_blocks_reach_one_shard_unpacked(shards):
               for t in pipeline.to_runner_api().components.transforms.values()}
     assert ("PackUserBlocks" in labels) == (shards > 1)
     assert ("ToTheShard" in labels) == (shards == 1)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_fixed_sample_with_a_chosen_cutoff_runs_on_one_shard_as_on_two(shards):
+    # FINDING (pg20 review): with one shard, _PolicyRecordShardFn samples by the cutoff's
+    # chosen index (self._samples[chosen]) instead of the sample's own (0 when
+    # sample_elements is one fixed Δ0, as the packing step reads it). A fixed
+    # sample_elements with a cutoff chosen when the pipeline runs was accepted when
+    # built and ran with P = 2, but with P = 1 a chosen index of 1 raised IndexError
+    # (a traceback) in ApplyPolicyInOrder. Either way is fine for a fix: refuse the pair
+    # when the transform is built (naming the index), or sample by Δ0's own index.
+    from beam_dpsu.beam.chosen import Chosen
+    users = [["a", "b"], ["c"]]  # disjoint lists: the histogram is the same in any order
+    pipeline = TestPipeline()
+    index = pipeline | "Index" >> beam.Create([1])
+    try:
+        transform = SequentialPolicyHistogram(l2_descent, Chosen((1.0, 2.0), index), KEY,
+                                              shards, sample_elements=3, blocks=True)
+    except ValueError as error:  # refused when built: the same for every P
+        assert "index" in str(error)
+        return
+    out = pipeline | beam.Create(_record_blocks(users, [])) | transform
+    expected = policy_histogram(users, l2_descent, 2.0)
+    assert_that(out, lambda got: _same_histogram(got, expected))
+    pipeline.run().wait_until_finish()
+
+
+def _same_histogram(got, expected):
+    assert dict(got) == pytest.approx(expected) and len(got) == len(expected), got
