@@ -352,16 +352,19 @@ class _PolicyRecordShardFn(_PolicyHistogramFn):
     user blocks of a Δ0 that keeps most items were the larger.
     """
 
-    def __init__(self, packer: _PolicyRecordBlocksFn, update, cutoffs: tuple,
-                 item_shards: int | None, count_holders: bool = False):
+    def __init__(self, packer: _PolicyRecordBlocksFn, sample_is_chosen: bool, update,
+                 cutoffs: tuple, item_shards: int | None, count_holders: bool = False):
         super().__init__(update, cutoffs, item_shards, count_holders)
         self._packer = packer
+        # Δ0 is chosen by the cutoff's index, or is one value (its index 0).
+        self._sample_is_chosen = sample_is_chosen
 
     def setup(self):
         self._packer.setup()
 
     def process(self, shard_blocks, chosen=0):
-        user_blocks = self._packer.packed_users(shard_blocks[1], chosen)
+        user_blocks = self._packer.packed_users(shard_blocks[1],
+                                                chosen if self._sample_is_chosen else 0)
         yield from super().process((shard_blocks[0], user_blocks), chosen)
 
 
@@ -444,7 +447,8 @@ class SequentialPolicyHistogram(beam.PTransform):
                             | "ToTheShard" >> beam.Map(_to_the_shard).with_output_types(
                                 typing.Tuple[int, bytes])
                             | "GroupShardBlocks" >> beam.GroupByKey())
-            policy = _PolicyRecordShardFn(self._pack, *args)
+            policy = _PolicyRecordShardFn(self._pack, self._pack_chosen.index is not None,
+                                          *args)
         else:
             shard_blocks = (
                 user_items
