@@ -288,7 +288,7 @@ def test_one_shard_samples_and_packs_its_record_blocks_as_the_packing_step_does(
     assert here == _users_of([block for _, block in out])
     for holders in (False, True):
         fn = sequential._PolicyRecordShardFn(
-            sequential._PolicyRecordBlocksFn(1, KEY, d0, seed), False, l2_descent, (1.0, 2.5), 4,
+            sequential._PolicyRecordBlocksFn(1, KEY, d0, seed), True, l2_descent, (1.0, 2.5), 4,
             holders)
         fn.setup()
         two_steps = sequential._PolicyHistogramFn(l2_descent, (1.0, 2.5), 4, holders)
