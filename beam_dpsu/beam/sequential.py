@@ -19,7 +19,13 @@ shard sorts all its users by keyed hash and applies the policy in that
 order (``shard_policy_histogram``); finally the shard histograms are summed
 per item. (Before, the blocks waited in a stateful DoFn's bag state for an
 end-of-window timer, past a ``Reshuffle``: one more stage and one more copy of
-the blocks on the DirectRunner, for the same histogram.) The output has one
+the blocks on the DirectRunner, for the same histogram.) With one shard and the
+record blocks of ``max_items_per_user="auto"`` (``blocks``), the record blocks are
+gathered as they are, and the shard's DoFn samples and packs its users before it
+visits them (``_PolicyRecordShardFn``): the runner carries and copies the record
+blocks, smaller than the user blocks of a Δ0 that keeps most items, in one stage
+fewer (P > 1 shards need each user's shard drawn before the shuffle, so there the
+users are packed first as above). The output has one
 (item, weight) per item of any user's list, weight 0 included (GW), and
 every one of them is noised: see
 ``beam_dpsu.core.policies`` for why. Only the visiting order matters to the
@@ -38,9 +44,10 @@ order key and its length) and 2 bytes per listed item (4 in a block of more
 than 2^16 distinct items), plus each block's distinct items, about
 Σ_users (20 + 2·|list|) bytes + Σ_blocks Σ_distinct (len(item) + 5) bytes:
 e.g. ~12 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when
-P = 1. The shard reads the blocks' ids in place, writes them once in its own
-numbering (4 more bytes per listed item) and builds one dict over its
-distinct items (~100 bytes each). Raise P when a shard would not fit a
+P = 1. The shard reads the blocks' ids in place, puts each user's list in its
+own numbering as it visits the user (one array per block from its ids to the
+shard's, none of the shard's listed ids) and builds one dict over its distinct
+items (~100 bytes each). Raise P when a shard would not fit a
 worker. A worker packing blocks holds at most ``USER_BLOCK_ITEMS`` listed
 items (~8 bytes each, plus the blocks' distinct items) before it sends them,
 and sends them sooner once a block holds ``USER_BLOCK_DISTINCT`` distinct items.
@@ -61,7 +68,7 @@ from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen, per_candidate
 from beam_dpsu.core import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
-from beam_dpsu.core.user_blocks import UserBlockBuilder, decode_user_block
+from beam_dpsu.core.user_blocks import UserBlockBuilder, shard_policy_histogram
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
@@ -69,8 +76,7 @@ from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.core.policies import ItemIds, apply_policy, check_public_count, gw_item_order, \
-    policy_weights
+from beam_dpsu.core.policies import apply_policy, check_public_count, gw_item_order
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
@@ -149,83 +155,6 @@ def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], u
     return total
 
 
-def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
-                           count_holders: bool = False):
-    """A shard's policy histogram from its encoded blocks, in any number and order.
-
-    First every block's items get ids in one shard-wide list (a dict lookup
-    per distinct item of a block, then one numpy take per block into one
-    array of the shard's listed ids; a block's own ids are read in place), then the
-    users are sorted by order key (a lexicographic sort of the 16 bytes as
-    two big-endian 64-bit words), finally ``policy_weights`` visits them in
-    that order. Equal order keys (one user id in two records, against the
-    input's contract, or equal elements of a seeded run) are visited in the
-    order of their lists' bytes, so even then the result does not depend on
-    how users fell into blocks (unlike ``sharded_policy_histogram``, which
-    visits equal keys in input order).
-
-    With ``count_holders``: ({item: weight}, {item: users listing it}), for a
-    pre-threshold (``beam_dpsu.core.pre_threshold``; a user's list is distinct).
-    """
-    ids = ItemIds()
-    order_keys, length_parts, parts = [], [], []
-    for block in blocks:
-        decoded = decode_user_block(block)  # its ids and lengths: views, no copy
-        order_keys.append(decoded.order_keys)
-        length_parts.append(decoded.lengths)
-        parts.append((_as_ids(ids.ids(decoded.items), len(ids)), decoded.listed))
-    if not len(ids):
-        return ({}, {}) if count_holders else {}
-    items = ids.items()
-    # Every listed id in the shard's numbering, written block by block into one array.
-    listed = np.empty(sum(len(part[1]) for part in parts),
-                      dtype=np.int32 if len(items) <= 1 << 31 else np.int64)
-    end = 0
-    for to_shard_ids, block_listed in parts:
-        start, end = end, end + len(block_listed)
-        listed[start:end] = to_shard_ids[block_listed]
-    del parts
-    lengths = np.concatenate(length_parts).astype(np.intp)
-    starts = np.cumsum(lengths) - lengths
-    words = np.frombuffer(b"".join(order_keys), dtype=">u8").reshape(-1, 2)
-    order = np.lexsort((words[:, 1], words[:, 0]))
-    ties = np.flatnonzero((words[order[1:]] == words[order[:-1]]).all(axis=1))
-    if ties.size:
-        order = _order_ties(order, ties, words, listed, starts, lengths, items)
-    weights = policy_weights(
-        (listed[start:start + length]
-         for start, length in zip(starts[order].tolist(), lengths[order].tolist())),
-        len(items), update, cutoff)
-    histogram = dict(zip(items, weights.tolist()))
-    if count_holders:
-        holders = np.bincount(listed, minlength=len(items))
-        return histogram, dict(zip(items, holders.tolist()))
-    return histogram
-
-
-def _as_ids(ids: list, num_items: int) -> np.ndarray:
-    # 4 bytes per item, unless the shard has 2^31 distinct items or more.
-    return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
-
-
-def _order_ties(order, ties, words, listed, starts, lengths, items) -> np.ndarray:
-    """``order`` with each run of equal order keys sorted by the users' lists."""
-    order = order.copy()
-
-    def content(user):
-        start = starts[user]
-        return tuple(map(canonical_bytes, map(items.__getitem__,
-                                         listed[start:start + lengths[user]].tolist())))
-
-    run_starts = ties[np.r_[True, np.diff(ties) > 1]]
-    for first in run_starts.tolist():
-        last = first + 1
-        while last + 1 < len(order) and (words[order[last + 1]] == words[order[first]]).all():
-            last += 1
-        order[first:last + 1] = sorted(order[first:last + 1].tolist(), key=content)
-    return order
-
-
 class _PolicyUserBlocksFn(beam.DoFn):
     """(user_id, items) → (shard, encoded block of that shard's users in this bundle).
 
@@ -273,8 +202,12 @@ class _PolicyUserBlocksFn(beam.DoFn):
     def _flush(self) -> list:
         # Global window only (the transform refuses others): one window and
         # timestamp for every block, whenever it was sent.
+        return [in_global_window(shard_block) for shard_block in self._full_blocks()]
+
+    def _full_blocks(self) -> list:
+        """The blocks held, as (shard, encoded block) pairs; none is held after."""
         blocks, self._blocks, self._held = self._blocks, {}, 0
-        return [in_global_window((shard, block.encode())) for shard, block in blocks.items()]
+        return [(shard, block.encode()) for shard, block in blocks.items()]
 
 
 @draws_randomness
@@ -335,18 +268,31 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
     """
 
     def process(self, bins_block, chosen=0):
+        for shard_block in self._packed(bins_block[1], self._samples[chosen]):
+            yield in_global_window(shard_block)
+
+    def packed_users(self, blocks: Iterable[bytes], chosen: int) -> list:
+        """Every user of the record ``blocks`` sampled and packed, as ``process`` sends
+        them, without their shards (for one shard): encoded user blocks."""
+        self.start_bundle()
         sample = self._samples[chosen]
+        packed = [user_block for block in blocks for _, user_block in self._packed(block, sample)]
+        return packed + [user_block for _, user_block in self._full_blocks()]
+
+    def _packed(self, block: bytes, sample):
+        """Adds the users of a record block, each sampled; yields the (shard, encoded
+        block) pairs sent as the blocks fill."""
         if sample.seed is not None:
             full = False
-            for element in record_blocks.unpack_block(bins_block[1]):
+            for element in record_blocks.unpack_block(block):
                 full = self._add_element(element, sample) or full
             if full:
-                yield from self._flush()
+                yield from self._full_blocks()
         else:
-            items, runs = record_blocks.block_runs(bins_block[1])
+            items, runs = record_blocks.block_runs(block)
             for run_ids, run_sizes in runs:
                 if self._add_sampled_run(items, run_ids, run_sizes, sample):
-                    yield from self._flush()
+                    yield from self._full_blocks()
 
     def _add_sampled_run(self, items: list, run_ids, run_sizes, sample) -> bool:
         """Adds a run of users, each sampled; True when the blocks are full."""
@@ -394,6 +340,39 @@ class _PolicyHistogramFn(beam.DoFn):
             yield from histogram.items()
         else:
             yield from split_by_shard(histogram, self._item_shards).items()
+
+
+@draws_randomness
+class _PolicyRecordShardFn(_PolicyHistogramFn):
+    """One shard's record blocks (``shards=1``, ``blocks``) → its policy histogram: its
+    users sampled and packed here (``_PolicyRecordBlocksFn.packed_users``), then visited
+    in order as ``_PolicyHistogramFn`` visits them, by the same ``chosen`` candidate.
+
+    The record blocks cross the shuffle instead of the user blocks made from them
+    (~1.5 bytes per (user, item) pair, against 2 per sampled id), in one stage
+    fewer: the runner copies the blocks it carries a few times over, and the
+    user blocks of a Δ0 that keeps most items were the larger.
+    """
+
+    def __init__(self, packer: _PolicyRecordBlocksFn, sample_is_chosen: bool, update,
+                 cutoffs: tuple, item_shards: int | None, count_holders: bool = False):
+        super().__init__(update, cutoffs, item_shards, count_holders)
+        self._packer = packer
+        # Δ0 is chosen by the cutoff's index, or is one value (its index 0).
+        self._sample_is_chosen = sample_is_chosen
+
+    def setup(self):
+        self._packer.setup()
+
+    def process(self, shard_blocks, chosen=0):
+        user_blocks = self._packer.packed_users(shard_blocks[1],
+                                                chosen if self._sample_is_chosen else 0)
+        yield from super().process((shard_blocks[0], user_blocks), chosen)
+
+
+def _to_the_shard(bins_block) -> tuple:
+    """A record block (``AutoSelection(as_blocks=True)``'s pair) keyed to the one shard."""
+    return 0, bins_block[1]
 
 
 class SequentialPolicyHistogram(beam.PTransform):
@@ -450,6 +429,7 @@ class SequentialPolicyHistogram(beam.PTransform):
             self._pack = (_PolicyRecordBlocksFn if blocks else _PolicyElementBlocksFn)(
                 shards, order_key, tuple(checks.max_items(m, "sample_elements")
                                          for m in self._pack_chosen.values), seed)
+        self._shards = shards
         self._update = update
         self._cutoff = Chosen.of(cutoff)
         if (self._pack_chosen.index is not None
@@ -461,18 +441,28 @@ class SequentialPolicyHistogram(beam.PTransform):
         # The timer fires at the end of the window: in any window but the
         # global one, each window would be its own policy over its own users.
         require_global_window(user_items, "SequentialPolicyHistogram")
-        shard_histograms = (
-            user_items
-            | "PackUserBlocks" >> beam.ParDo(
-                self._pack, **self._pack_chosen.side_inputs()).with_output_types(
-                typing.Tuple[int, bytes])
-            # Each shard's blocks in one place, once every user is packed (the global
-            # window closes): a GroupByKey, one stage boundary, no per-key state.
-            | "GroupShardBlocks" >> beam.GroupByKey()
-            | "ApplyPolicyInOrder" >> beam.ParDo(
-                _PolicyHistogramFn(self._update, self._cutoff.values, self._item_shards,
-                                   self._pre_threshold > 1),
-                **self._cutoff.side_inputs()))
+        args = (self._update, self._cutoff.values, self._item_shards, self._pre_threshold > 1)
+        if isinstance(self._pack, _PolicyRecordBlocksFn) and self._shards == 1:
+            # One shard: its record blocks are gathered as they are, and its users
+            # sampled and packed where they are visited (``_PolicyRecordShardFn``).
+            shard_blocks = (user_items
+                            | "ToTheShard" >> beam.Map(_to_the_shard).with_output_types(
+                                typing.Tuple[int, bytes])
+                            | "GroupShardBlocks" >> beam.GroupByKey())
+            policy = _PolicyRecordShardFn(self._pack, self._pack_chosen.index is not None,
+                                          *args)
+        else:
+            shard_blocks = (
+                user_items
+                | "PackUserBlocks" >> beam.ParDo(
+                    self._pack, **self._pack_chosen.side_inputs()).with_output_types(
+                    typing.Tuple[int, bytes])
+                # Each shard's blocks in one place, once every user is packed (the global
+                # window closes): a GroupByKey, one stage boundary, no per-key state.
+                | "GroupShardBlocks" >> beam.GroupByKey())
+            policy = _PolicyHistogramFn(*args)
+        shard_histograms = shard_blocks | "ApplyPolicyInOrder" >> beam.ParDo(
+            policy, **self._cutoff.side_inputs())
         # Finally the P shard histograms are summed per item (or per item shard).
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)

@@ -1,6 +1,7 @@
 """Users of one shard of a sequential policy packed into one compact block (pure
-Python/numpy, no Beam): ``UserBlockBuilder``. ``beam_dpsu.beam.sequential`` packs
-them, and its shards decode and visit them (``shard_policy_histogram``)."""
+Python/numpy, no Beam): ``UserBlockBuilder``; and a shard's policy histogram from its
+blocks (``shard_policy_histogram``). ``beam_dpsu.beam.sequential`` packs the users and
+gathers each shard's blocks."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from beam_dpsu.core.policies import ItemIds
+from beam_dpsu.core.hashing import canonical_bytes
+from beam_dpsu.core.policies import ItemIds, policy_weights
 
-__all__ = ["SMALL_IDS", "UserBlockBuilder", "UserBlock", "decode_user_block"]
+__all__ = ["SMALL_IDS", "UserBlockBuilder", "UserBlock", "decode_user_block",
+           "shard_policy_histogram"]
 
 # A block of at most this many distinct items lists them as 16-bit ids, else 32-bit.
 SMALL_IDS = 1 << 16
@@ -107,3 +110,114 @@ def decode_user_block(block: bytes) -> UserBlock:
         np.frombuffer(block, dtype=np.uint16 if id_size == 2 else np.int32, count=num_listed,
                       offset=lengths_end),
         np.frombuffer(block, dtype=np.int32, count=users, offset=keys_end))
+
+
+def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
+                           count_holders: bool = False):
+    """A shard's policy histogram from its encoded blocks, in any number and order.
+
+    First every block's distinct items get ids in one shard-wide list (a dict
+    lookup per distinct item of a block: one small array per block from its
+    ids to the shard's; a block's own ids are read in place, never copied),
+    then the users are sorted by order key (a lexicographic sort of the 16
+    bytes as two big-endian 64-bit words), finally ``policy_weights`` visits
+    them in that order, each user's list put in the shard's numbering as it
+    is visited (``_ShardUsers``). Equal order keys (one user id in two
+    records, against the input's contract, or equal elements of a seeded
+    run) are visited in the order of their lists' bytes, so even then the
+    result does not depend on how users fell into blocks (unlike
+    ``beam_dpsu.beam.sequential.sharded_policy_histogram``, which visits equal keys in
+    input order).
+
+    With ``count_holders``: ({item: weight}, {item: users listing it}), for a
+    pre-threshold (``beam_dpsu.core.pre_threshold``; a user's list is distinct).
+    """
+    users = _ShardUsers(blocks)
+    if not users.num_items:
+        return ({}, {}) if count_holders else {}
+    items = users.items
+    words = np.frombuffer(users.order_keys, dtype=">u8").reshape(-1, 2)
+    order = np.lexsort((words[:, 1], words[:, 0]))
+    ties = np.flatnonzero((words[order[1:]] == words[order[:-1]]).all(axis=1))
+    if ties.size:
+        order = _order_ties(order, ties, words, users)
+    weights = policy_weights(users.in_order(order), len(items), update, cutoff)
+    histogram = dict(zip(items, weights.tolist()))
+    if count_holders:
+        return histogram, dict(zip(items, users.holders().tolist()))
+    return histogram
+
+
+class _ShardUsers:
+    """A shard's users from its encoded blocks: their order keys (joined), the shard's
+    distinct items, and each user's list in the shard's numbering on demand.
+
+    Each block's ids stay where they are (views of its bytes, 2 bytes an id in a
+    block of at most 2^16 items), with one array per block from its ids to the
+    shard's: no array of the shard's listed ids (4 bytes each) is made, a user's
+    list is put in the shard's numbering when it is read (``user``, ``in_order``).
+    """
+
+    def __init__(self, blocks: Iterable[bytes]):
+        ids = ItemIds()
+        order_keys, lengths, self._to_shard, self._listed = [], [], [], []
+        for block in blocks:
+            decoded = decode_user_block(block)  # its ids and lengths: views, no copy
+            order_keys.append(decoded.order_keys)
+            lengths.append(decoded.lengths)
+            self._to_shard.append(_as_ids(ids.ids(decoded.items), len(ids)))
+            self._listed.append(decoded.listed)
+        self.order_keys = b"".join(order_keys)
+        self.items = ids.items()
+        self.num_items = len(self.items)
+        # Each user's block, and where its list starts and how long it is in that block.
+        self._block = np.repeat(np.arange(len(lengths), dtype=np.intp),
+                                [len(part) for part in lengths])
+        self._lengths = (np.concatenate(lengths).astype(np.intp) if lengths
+                         else np.zeros(0, dtype=np.intp))
+        self._starts = np.concatenate(
+            [np.cumsum(part, dtype=np.intp) - part for part in lengths]) if lengths \
+            else np.zeros(0, dtype=np.intp)
+
+    def user(self, user: int) -> np.ndarray:
+        """One user's list, as ids of the shard."""
+        block, start = self._block[user], self._starts[user]
+        return self._to_shard[block].take(self._listed[block][start:start + self._lengths[user]])
+
+    def in_order(self, order: np.ndarray):
+        """The users' lists in ``order``, as ids of the shard (one numpy take each)."""
+        blocks = list(zip(self._to_shard, self._listed))
+        ends = self._starts + self._lengths
+        for block, start, end in zip(self._block[order].tolist(), self._starts[order].tolist(),
+                                     ends[order].tolist()):
+            to_shard, listed = blocks[block]
+            yield to_shard.take(listed[start:end])  # (take: ~1 µs less than [] here)
+
+    def holders(self) -> np.ndarray:
+        """Each shard item's number of users (a user's list is distinct)."""
+        holders = np.zeros(self.num_items, dtype=np.int64)
+        for to_shard, listed in zip(self._to_shard, self._listed):
+            np.add.at(holders, to_shard, np.bincount(listed, minlength=len(to_shard)))
+        return holders
+
+
+def _as_ids(ids: list, num_items: int) -> np.ndarray:
+    # 4 bytes per item, unless the shard has 2^31 distinct items or more.
+    return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
+
+
+def _order_ties(order, ties, words, users: _ShardUsers) -> np.ndarray:
+    """``order`` with each run of equal order keys sorted by the users' lists."""
+    order = order.copy()
+    items = users.items
+
+    def content(user):
+        return tuple(map(canonical_bytes, map(items.__getitem__, users.user(user).tolist())))
+
+    run_starts = ties[np.r_[True, np.diff(ties) > 1]]
+    for first in run_starts.tolist():
+        last = first + 1
+        while last + 1 < len(order) and (words[order[last + 1]] == words[order[first]]).all():
+            last += 1
+        order[first:last + 1] = sorted(order[first:last + 1].tolist(), key=content)
+    return order
