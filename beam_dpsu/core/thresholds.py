@@ -21,7 +21,7 @@ import numpy as np
 # add ~0.8 CPU-s to every start (a job's --help, each worker process) that does not
 # calibrate anything.
 
-from beam_dpsu.core import checks, memo
+from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.exact_floats import rounded_up
 
@@ -227,8 +227,6 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float,
     return _finite_threshold(value, "laplace_scale", lam, delta, d0)
 
 
-# Kept: every δ split evaluates it at ~40 points, the same ones for the same budget.
-@memo.kept(maxsize=4096)
 def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
     """ρ_Gauss for Weighted Gaussian (+1/√|W|) and Policy Gaussian, noise N(0, σ²).
 

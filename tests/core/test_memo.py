@@ -73,18 +73,6 @@ def test_kept_runs_again_after_an_error_and_for_values_without_a_key():
 
 # -- every kept function: the same floats as the uncached one -------------------------
 
-def test_kept_thresholds_equal_a_fresh_computation():
-    cases = [(0.5, 1e-6, 1), (3.3, 2.5e-7, 100), (1e-3, 0.4, 10 ** 12), (7.0, 1e-300, 64)]
-    for args in cases:
-        assert thresholds.weighted_gaussian_threshold(*args) == \
-            thresholds.weighted_gaussian_threshold.__wrapped__(*args)
-        assert thresholds.weighted_gaussian_threshold(*args) == \
-            thresholds.weighted_gaussian_threshold.__wrapped__(*args)
-    for _ in range(2):
-        with pytest.raises(ParameterError, match="sigma"):
-            thresholds.weighted_gaussian_threshold(-0.0, 1e-6, 10)
-
-
 def _old_closures(d0, max_n=3, noise_decay=1.0):
     """The objectives as closures, as they were before they became partials."""
     w_last = geometric_split_weights(3, 1 / 3)[-1]
@@ -104,7 +92,7 @@ def _old_closures(d0, max_n=3, noise_decay=1.0):
 def test_kept_splits_equal_the_closures_they_replaced(budget, d0):
     old = {name: split_delta(budget.epsilon, budget.delta, objective)
            for name, objective in _old_closures(d0).items()}
-    objective = functools.partial(thresholds.weighted_gaussian_threshold.__wrapped__,
+    objective = functools.partial(thresholds.weighted_gaussian_threshold,
                                   max_items_per_user=d0)
     assert split_delta(budget.epsilon, budget.delta, objective) == \
         split_delta.__wrapped__(budget.epsilon, budget.delta, objective) == \
