@@ -97,17 +97,39 @@ def test_kept_splits_equal_the_closures_they_replaced(budget, d0):
     assert split_delta(budget.epsilon, budget.delta, objective) == \
         split_delta.__wrapped__(budget.epsilon, budget.delta, objective) == \
         old["weighted-gaussian"]
+    wg = old["weighted-gaussian"]
     for _ in range(2):  # the second time from the kept answers
-        assert WeightedGaussian(d0).calibrate(budget).delta_noise == \
-            old["weighted-gaussian"].delta_noise
-        assert PolicyGaussian(d0).calibrate(budget).threshold_delta == \
-            old["weighted-gaussian"].threshold_delta
+        for mechanism in (WeightedGaussian(d0), PolicyGaussian(d0)):
+            c = mechanism.calibrate(budget)
+            assert (c.noise_scale, c.release_threshold, c.threshold_delta, c.delta_noise) == (
+                wg.sigma_total, wg.objective, wg.threshold_delta, wg.delta_noise)
         assert SIPS(d0)._delta_split(budget) == old["sips"]
         dpne = ngram_calibration.calibrate(budget, 3, 1.0, d0, "weighted-gaussian", 3.0)
-        assert (dpne.sigma_total, dpne.threshold_delta, dpne.delta_noise) == (
-            old["dpne"].sigma_total, old["dpne"].threshold_delta, old["dpne"].delta_noise)
+        assert (dpne.sigma_total, dpne.threshold_delta, dpne.delta_noise,
+                dpne.level1.release_threshold) == (
+            old["dpne"].sigma_total, old["dpne"].threshold_delta, old["dpne"].delta_noise,
+            old["dpne"].objective)
         even = ngram_calibration.dpsu_even_calibration(budget, 3, d0)
         assert even.delta_noise == old["dpsu-even"].delta_noise
+
+
+_OBJECTIVE_CALLS = []
+
+
+def _counted_threshold(d0, sigma, threshold_delta):
+    _OBJECTIVE_CALLS.append(sigma)
+    return thresholds.weighted_gaussian_threshold(sigma, threshold_delta, d0)
+
+
+def test_a_split_is_kept_for_a_partial_and_solved_again_for_a_closure():
+    objective = functools.partial(_counted_threshold, 7)
+    first = split_delta(0.77, 3.3e-7, objective)
+    solved = len(_OBJECTIVE_CALLS)
+    assert solved >= 17  # the grid at least
+    assert split_delta(0.77, 3.3e-7, functools.partial(_counted_threshold, 7)) == first
+    assert len(_OBJECTIVE_CALLS) == solved  # kept: not solved again
+    assert split_delta(0.77, 3.3e-7, lambda s, d: objective(s, d)) == first
+    assert len(_OBJECTIVE_CALLS) == 2 * solved  # a closure: solved again
 
 
 def test_a_split_that_fails_fails_again_with_the_same_message():
