@@ -54,6 +54,7 @@ Under ``ZCDPBudget(ρ, δ)`` nothing changes: σ = Δ2/√(2ρ) and δ_thr = δ.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 
@@ -61,7 +62,7 @@ import numpy as np
 # scipy.optimize is imported in the functions that use it: it adds ~0.5 CPU-s to
 # every start (a job's --help, each worker process) that does not solve anything.
 
-from beam_dpsu.core import checks, gaussian
+from beam_dpsu.core import checks, gaussian, memo
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
@@ -424,6 +425,9 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     return DeltaSplit(delta_noise, threshold_delta, sigma, value)
 
 
+# Kept (~40 σ and threshold solves each): a job splits the same budget several times.
+# Only objectives ``memo.exact_key`` vouches for (a partial of a module-level function).
+@memo.kept(maxsize=256)
 def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0
                 ) -> DeltaSplit:
     """The δ split between one Gaussian σ and the thresholds that minimises ``objective``.
@@ -482,6 +486,12 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
     return min(evaluated, key=lambda s: (s.objective, -s.threshold_delta))
 
 
+def _threshold_at(threshold_fn, max_items_per_user: int, sigma: float,
+                  threshold_delta: float) -> float:
+    """``gaussian_calibration``'s objective; a partial of it is a value ``split_delta`` keeps."""
+    return threshold_fn(sigma, threshold_delta, max_items_per_user)
+
+
 def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
                          threshold_fn, source: str) -> Calibration:
     """Gaussian σ and threshold ``threshold_fn(σ, δ_threshold, Δ0)``.
@@ -498,7 +508,8 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     delta_noise = None
     if isinstance(budget, Budget):
         split = split_delta(budget.epsilon, budget.delta,
-                            lambda s, d: threshold_fn(s, d, max_items_per_user), l2_sensitivity)
+                            functools.partial(_threshold_at, threshold_fn, max_items_per_user),
+                            l2_sensitivity)
         sigma, threshold_delta, delta_noise = (split.sigma_total, split.threshold_delta,
                                                split.delta_noise)
     elif isinstance(budget, ZCDPBudget):

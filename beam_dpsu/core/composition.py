@@ -89,7 +89,7 @@ import numpy as np
 # ~0.3 and ~0.5 CPU-s to every start (a job's --help, each worker process) that does not
 # compute with them.
 
-from beam_dpsu.core import checks
+from beam_dpsu.core import checks, memo
 from beam_dpsu.core.checks import ParameterError
 
 __all__ = [
@@ -303,6 +303,15 @@ def _counts_pld(counts, interval: float):
     return _pld(pair, interval)
 
 
+# Kept (two: one holds ~10^5-10^6 floats): ``composed_guarantees`` composes the same
+# parts at up to three δ, and a build asks for the same guarantees more than once.
+# Only read afterwards (dp-accounting's queries do not change a PLD).
+@memo.kept(maxsize=2)
+def _composed_pld(sel, counts, interval: float):
+    """The PLD of the selection's pair composed with the counts' (dp-accounting)."""
+    return _pld(sel, interval).compose(_counts_pld(counts, interval))
+
+
 def _require_whole_mechanism(selection) -> None:
     """Refuses a calibration of one part of a mechanism (``part_of``, e.g. DPNE's level 1
     of T levels): its σ alone would state μ = 1/σ_1 where the mechanism's is 1/σ*."""
@@ -339,7 +348,7 @@ class _Composition:
         self.description = f"selection: {sel_what}; counts: {cnt_what}"
         self._pld = None
         if self.method == "pld":
-            self._pld = _pld(self.sel, interval).compose(_counts_pld(counts, interval))
+            self._pld = _composed_pld(self.sel, counts, interval)
 
     def truncation_slack(self, epsilon: float) -> float:
         if isinstance(self.cnt, _DiscreteGaussianCounts) and self.method == "pld":

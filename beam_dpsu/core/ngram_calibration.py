@@ -21,6 +21,7 @@ the transform is built, from the parameters and the budget alone:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 
@@ -93,18 +94,22 @@ class DPNECalibration:
                               else {"cutoff": self.level1.cutoff})}}
 
 
+def _level1_threshold(max_n: int, noise_decay: float, max_items_1: int, sigma_total: float,
+                      threshold_delta: float) -> float:
+    """ρ_1 at a split: level 1's σ_1 of σ* (dpne Theorem 2.1)."""
+    sigma_1 = gaussian_noise_schedule(sigma_total, max_n, noise_decay)[0]
+    return thresholds.weighted_gaussian_threshold(sigma_1, threshold_delta, max_items_1)
+
+
 def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: str,
               alpha: float, pre_threshold: int = 1) -> DPNECalibration:
     """DPNE's calibration at Δ_1 = ``max_items_1`` (dpne Theorem 2.1; see ``total_sigma``),
     level 1's threshold (and cutoff) raised for a pre-threshold k on the unigrams
     (``beam_dpsu.core.pre_threshold``; levels k ≥ 2 noise all of V_k and take none)."""
-    def level1_threshold(sigma_total: float, threshold_delta: float) -> float:
-        sigma_1 = gaussian_noise_schedule(sigma_total, max_n, noise_decay)[0]
-        return thresholds.weighted_gaussian_threshold(sigma_1, threshold_delta, max_items_1)
-
     # Only level 1 has a threshold event (levels k ≥ 2 noise all of V_k):
-    # the δ split minimises ρ_1.
-    sigma_total, threshold_delta, delta_noise = total_sigma(budget, level1_threshold)
+    # the δ split minimises ρ_1. (A partial: ``split_delta`` keeps its answer.)
+    sigma_total, threshold_delta, delta_noise = total_sigma(
+        budget, functools.partial(_level1_threshold, max_n, noise_decay, max_items_1))
     sigmas = gaussian_noise_schedule(sigma_total, max_n, noise_decay)
     rho_1 = thresholds.weighted_gaussian_threshold(sigmas[0], threshold_delta, max_items_1)
     cutoff = (thresholds.policy_cutoff(rho_1, sigmas[0], alpha)
@@ -156,15 +161,19 @@ def calibrate_extraction(params: NgramParameters, budget
                        params.level1, params.alpha, params.pre_threshold)
 
 
+def _even_level_threshold(max_n: int, max_items: int, sigma_total: float,
+                          threshold_delta: float) -> float:
+    """DPSU-even's common threshold at a split: σ = √T·σ*, δ_thr/T each."""
+    return thresholds.weighted_gaussian_threshold(
+        sigma_total * math.sqrt(max_n), threshold_delta / max_n, max_items)
+
+
 def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
     """DPSU-even (dpne Table 3): T equal Gaussian selections composing to σ* (each
     σ = √T·σ*, dpne Proposition 2.3), each threshold with δ_thr/T; the δ split
     minimises that (common) threshold."""
-    def level_threshold(sigma_total: float, threshold_delta: float) -> float:
-        return thresholds.weighted_gaussian_threshold(
-            sigma_total * math.sqrt(max_n), threshold_delta / max_n, max_items)
-
-    sigma_total, threshold_delta, delta_noise = total_sigma(budget, level_threshold)
+    sigma_total, threshold_delta, delta_noise = total_sigma(
+        budget, functools.partial(_even_level_threshold, max_n, max_items))
     # Exactly within the split: T·δ_k ≤ δ_thr (δ_k rounded down; fl(δ_thr/T)·T can pass
     # δ_thr) and T/σ² ≤ 1/σ*² (σ rounded up), so the T selections meet the budget.
     sigma = sigma_total * math.sqrt(max_n)

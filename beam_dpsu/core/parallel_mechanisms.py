@@ -5,6 +5,7 @@ others) and SIPS, which runs Weighted Gaussian for several rounds
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 from typing import ClassVar
@@ -160,6 +161,13 @@ class TruncatedGeometric(ParallelMechanism):
         return truncated_geometric_calibration(budget, self.max_items_per_user)
 
 
+def _last_round_threshold(w_last: float, d0: int, sigma_total: float,
+                          threshold_delta: float) -> float:
+    """SIPS's last round's threshold at a split: σ_total/√w_last and δ_thr·w_last."""
+    return thresholds.weighted_gaussian_threshold(
+        sigma_total / math.sqrt(w_last), threshold_delta * w_last, d0)
+
+
 @dataclasses.dataclass(frozen=True)
 class SIPS(MechanismConfig):
     """DP-SIPS: iterative partition selection (dp-sips §4, Algorithm 3).
@@ -224,13 +232,10 @@ class SIPS(MechanismConfig):
     def _delta_split(self, budget: Budget) -> DeltaSplit:
         """The δ split minimising the last round's threshold (see the class docstring)."""
         w_last = budgets.geometric_split_weights(self.rounds, self.ratio)[-1]
-        d0 = self.max_items_per_user
-
-        def last_threshold(sigma_total: float, threshold_delta: float) -> float:
-            return thresholds.weighted_gaussian_threshold(
-                sigma_total / math.sqrt(w_last), threshold_delta * w_last, d0)
-
-        return split_delta(budget.epsilon, budget.delta, last_threshold)
+        # A partial, not a closure: ``split_delta`` keeps its answer (``memo``).
+        return split_delta(budget.epsilon, budget.delta,
+                           functools.partial(_last_round_threshold, w_last,
+                                             self.max_items_per_user))
 
     def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
         """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total) with δ = δ_thr, or a clear error."""
