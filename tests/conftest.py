@@ -12,9 +12,12 @@ The DirectRunner falls back to the FnApiRunner without first trying to fetch
 the Prism runner: tests/support/prism_off.py. TestPipelines skip Beam's
 runner-API rebuild, as plain pipelines do (one test keeps it for every public
 transform): tests/support/no_round_trip.py. Beam's picklers store pickles
-uncompressed: tests/support/pickle_store.py. Its state cache weighs entries
+uncompressed: tests/support/pickle_store.py (a test whose pipeline runs worker
+processes takes the ``beams_own_pickles`` fixture). Its state cache weighs entries
 without listing every module's globals: tests/support/state_cache_sizes.py.
 """
+
+import pytest
 
 from tests.support import (dofn_specs_cache, no_round_trip, options_memo, pickle_store,
                            prism_off, state_cache_sizes)
@@ -27,3 +30,10 @@ prism_off.install()
 no_round_trip.install()
 pickle_store.install()
 state_cache_sizes.install()
+
+
+@pytest.fixture
+def beams_own_pickles():
+    """Beam's own bz2 pickles, for a pipeline whose workers are other processes."""
+    with pickle_store.beams_own():
+        yield

@@ -153,3 +153,10 @@ def test_state_cache_weights_skip_the_modules_globals_and_are_sizes():
         main = (p | beam.Create(list(range(50))) | beam.Reshuffle()
                 | beam.Map(lambda x, s: x + s, s=beam.pvalue.AsSingleton(side)))
         assert_that(main, equal_to([x + 10 for x in range(50)]))
+
+
+def test_beams_own_pickles_are_bz2_for_worker_processes(beams_own_pickles):
+    encoded = pickler.dumps(_Scaled(2))
+    raw = cloudpickle_pickler.base64.b64decode(encoded)
+    assert raw.startswith(b"BZh")  # what a worker process's Beam reads
+    assert list(pickler.loads(encoded).process(4)) == [8]

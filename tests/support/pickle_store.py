@@ -8,17 +8,22 @@ suite's many small in-process pipelines that compression was ~3 % of all CPU.
 Here the picklers' ``bz2`` is a stand-in that stores the pickle as it is, behind
 a marker no bz2 stream begins with, and reads both (a pickle compressed
 elsewhere still loads): the same objects come back. Jobs the suite runs as
-subprocesses are untouched. ``BEAM_DPSU_TESTS_BZ2_PICKLES=1`` turns it off;
+subprocesses are untouched. A pipeline whose workers are other processes (the
+DirectRunner's ``multi_processing`` mode, run in the test's own process) sends
+them its pickles, which they read with Beam's own bz2: such a test takes the
+``beams_own_pickles`` fixture (tests/conftest.py), under which the picklers
+compress as Beam does. ``BEAM_DPSU_TESTS_BZ2_PICKLES=1`` turns the store off;
 tests/project/test_suite_speedups.py checks the round trip.
 """
 
 import bz2
+import contextlib
 import os
 import types
 
 from apache_beam.internal import cloudpickle_pickler
 
-__all__ = ["install", "MARKER"]
+__all__ = ["install", "beams_own", "MARKER"]
 
 MARKER = b"beam_dpsu:raw:"  # a bz2 stream begins with b"BZh"
 
@@ -35,16 +40,34 @@ def _decompress(data):
 STORE = types.SimpleNamespace(compress=_compress, decompress=_decompress)
 
 
-def install() -> bool:
-    """Gives Beam's picklers the uncompressed store; False if switched off."""
-    if os.environ.get("BEAM_DPSU_TESTS_BZ2_PICKLES") == "1":
-        return False
+def _picklers() -> list:
     modules = [cloudpickle_pickler]
     try:
         from apache_beam.internal import dill_pickler
         modules.append(dill_pickler)
     except ImportError:  # dill is optional
         pass
-    for module in modules:
+    return modules
+
+
+def install() -> bool:
+    """Gives Beam's picklers the uncompressed store; False if switched off."""
+    if os.environ.get("BEAM_DPSU_TESTS_BZ2_PICKLES") == "1":
+        return False
+    for module in _picklers():
         module.bz2 = STORE  # type: ignore[attr-defined]
     return True
+
+
+@contextlib.contextmanager
+def beams_own():
+    """Within: the picklers compress with bz2 as Beam does (and still read the store)."""
+    modules = _picklers()
+    before = [module.bz2 for module in modules]
+    for module in modules:
+        module.bz2 = types.SimpleNamespace(compress=bz2.compress, decompress=_decompress)
+    try:
+        yield
+    finally:
+        for module, previous in zip(modules, before):
+            module.bz2 = previous
