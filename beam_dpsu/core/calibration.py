@@ -59,8 +59,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
-# scipy.optimize is imported in the functions that use it: it adds ~0.5 CPU-s to
-# every start (a job's --help, each worker process) that does not solve anything.
+# scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import checks, gaussian, memo
 

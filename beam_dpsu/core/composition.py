@@ -85,9 +85,7 @@ import functools
 import math
 
 import numpy as np
-# scipy.special and scipy.stats are imported in the functions that use them: they add
-# ~0.3 and ~0.5 CPU-s to every start (a job's --help, each worker process) that does not
-# compute with them.
+# scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import checks, memo
 from beam_dpsu.core.checks import ParameterError

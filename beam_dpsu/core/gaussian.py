@@ -20,9 +20,7 @@ from fractions import Fraction
 import sys
 
 import numpy as np
-# scipy.optimize and scipy.special are imported in the functions that use them: they
-# add ~0.8 CPU-s to every start (a job's --help, each worker process) that does not
-# calibrate anything.
+# scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError

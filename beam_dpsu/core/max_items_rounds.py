@@ -87,8 +87,7 @@ from collections.abc import Sequence
 from typing import Union
 
 import numpy as np
-# scipy.special is imported in the function that uses it: it adds ~0.3 CPU-s to every
-# start (a job's --help, each worker process) that does not compute with it.
+# scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import memo
 

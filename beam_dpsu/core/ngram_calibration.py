@@ -25,8 +25,7 @@ import functools
 import math
 from fractions import Fraction
 
-# scipy.special is imported in the function that uses it: it adds ~0.3 CPU-s to every
-# start (a job's --help, each worker process) that does not compute with it.
+# scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import budgets
 from beam_dpsu.core import checks
