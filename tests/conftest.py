@@ -1,4 +1,4 @@
-"""pytest configuration of the whole suite: the Hypothesis profile, and six
+"""pytest configuration of the whole suite: the Hypothesis profile, and seven
 speed-ups of Beam that change no answer.
 
 ``HYPOTHESIS_PROFILE=quick python -m pytest ...`` runs each property test with
@@ -14,13 +14,15 @@ runner-API rebuild, as plain pipelines do (one test keeps it for every public
 transform): tests/support/no_round_trip.py. Beam's picklers store pickles
 uncompressed: tests/support/pickle_store.py (a test whose pipeline runs worker
 processes takes the ``beams_own_pickles`` fixture). Its state cache weighs entries
-without listing every module's globals: tests/support/state_cache_sizes.py.
+without listing every module's globals: tests/support/state_cache_sizes.py. Its
+signatures and source reads of functions are memoised per function:
+tests/support/function_inspection.py.
 """
 
 import pytest
 
-from tests.support import (dofn_specs_cache, no_round_trip, options_memo, pickle_store,
-                           prism_off, state_cache_sizes)
+from tests.support import (dofn_specs_cache, function_inspection, no_round_trip, options_memo,
+                           pickle_store, prism_off, state_cache_sizes)
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
@@ -30,6 +32,7 @@ prism_off.install()
 no_round_trip.install()
 pickle_store.install()
 state_cache_sizes.install()
+function_inspection.install()
 
 
 @pytest.fixture

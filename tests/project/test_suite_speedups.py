@@ -10,11 +10,17 @@
 * The state cache's weights without the modules' globals
   (tests/support/state_cache_sizes.py) are sizes all the same, and a pipeline
   reading a side input in many bundles gives what Beam gives.
+* The inspection memo (tests/support/function_inspection.py) gives Beam's own
+  signatures and source bodies, for functions, bound methods and the callables
+  it does not keep, and keeps no function alive.
 """
 
 import argparse
 import bz2
+import functools
+import gc
 import os
+import weakref
 
 import apache_beam as beam
 import pytest
@@ -24,14 +30,17 @@ from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
 from apache_beam.runners.portability import prism_runner
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.runners.worker import statecache
+from apache_beam.transforms import core as beam_core
+from apache_beam.typehints import decorators
 from apache_beam.testing.util import assert_that, equal_to
 
-from tests.support import pickle_store
+from tests.support import function_inspection, pickle_store
 
 MEMO_OFF = os.environ.get("BEAM_DPSU_TESTS_NO_OPTIONS_MEMO") == "1"
 PRISM_ALLOWED = os.environ.get("BEAM_DPSU_TESTS_ALLOW_PRISM") == "1"
 BZ2_PICKLES = os.environ.get("BEAM_DPSU_TESTS_BZ2_PICKLES") == "1"
 FULL_STATE_SIZES = os.environ.get("BEAM_DPSU_TESTS_FULL_STATE_SIZES") == "1"
+INSPECTION_MEMO_OFF = os.environ.get("BEAM_DPSU_TESTS_NO_INSPECTION_MEMO") == "1"
 
 FLAG_LISTS = [
     [],
@@ -86,6 +95,9 @@ def test_the_options_memo_gives_what_beam_gives_for_every_options_class(flags):
             assert _plain(vars(options._visible_options)) == expected, cls.__name__
             assert _plain(options.get_all_options()) == _plain(
                 _beams_own(cls, flags).get_all_options()), cls.__name__
+            # The option names, as Beam reads them off dir().
+            beams_list = PipelineOptions._visible_option_list.__wrapped__
+            assert options._visible_option_list() == beams_list(options), cls.__name__
 
 
 @pytest.mark.skipif(MEMO_OFF, reason="BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1")
@@ -100,6 +112,10 @@ def test_memoised_options_share_no_mutable_value_and_views_share_their_store():
     first.view_as(DebugOptions).experiments = ["c"]
     assert first.get_all_options()["experiments"] == ["c"]
     assert isinstance(first._visible_options, argparse.Namespace)
+    # Every list a parse gives is each object's own.
+    third, fourth = DebugOptions(flags), DebugOptions(flags)
+    assert third.experiments == fourth.experiments == ["a"]
+    assert third._visible_options.experiments is not fourth._visible_options.experiments
 
 
 def test_options_that_are_not_a_list_are_parsed_by_beam_every_time():
@@ -160,3 +176,61 @@ def test_beams_own_pickles_are_bz2_for_worker_processes(beams_own_pickles):
     raw = cloudpickle_pickler.base64.b64decode(encoded)
     assert raw.startswith(b"BZh")  # what a worker process's Beam reads
     assert list(pickler.loads(encoded).process(4)) == [8]
+
+
+class _YieldsAndReturns(beam.DoFn):
+    def process(self, x, scale=2):
+        if x:
+            return [x]
+        yield x * scale
+
+
+def _with_defaults(element, *side, factor=3, **named):
+    return element * factor
+
+
+@pytest.mark.skipif(INSPECTION_MEMO_OFF, reason="BEAM_DPSU_TESTS_NO_INSPECTION_MEMO=1")
+def test_the_inspection_memo_gives_beams_signatures_and_source_bodies():
+    for module in function_inspection.SIGNATURE_READERS:
+        assert hasattr(module.get_signature, "__wrapped__"), module.__name__
+    beams_signature = decorators.get_signature.__wrapped__
+    beams_body = beam_core._get_function_body_without_inners.__wrapped__
+    callables = [_with_defaults, lambda x, y=1: x + y, _Scaled(3).process, _Scaled(4).process,
+                 _YieldsAndReturns().process, beam.Map(lambda x: x).fn.process,
+                 functools.partial(_with_defaults, factor=2), len, str.upper, _Scaled,
+                 _Scaled.process, beam.CombineFn().add_input]
+    for fn in callables:
+        for _ in range(2):  # the first call fills the memo, the second reads it
+            assert decorators.get_signature(fn) == beams_signature(fn), fn
+            assert beam_core.get_function_args_defaults(fn) == _args_defaults_by(
+                beams_signature, fn), fn
+    for fn in [_with_defaults, _Scaled(1).process, _YieldsAndReturns().process,
+               beam.Map(lambda x: x).fn.process, lambda x: [x]]:
+        for _ in range(2):
+            assert beam_core._get_function_body_without_inners(fn) == beams_body(fn), fn
+    # Beam still finds the process that both yields and returns, and only that one.
+    assert beam_core._check_fn_use_yield_and_return(_YieldsAndReturns().process)
+    assert not beam_core._check_fn_use_yield_and_return(_Scaled(2).process)
+
+
+def _args_defaults_by(get_signature, fn):
+    """Beam's get_function_args_defaults, with Beam's own get_signature."""
+    saved = beam_core.get_signature
+    beam_core.get_signature = get_signature
+    try:
+        return beam_core.get_function_args_defaults(fn)
+    finally:
+        beam_core.get_signature = saved
+
+
+@pytest.mark.skipif(INSPECTION_MEMO_OFF, reason="BEAM_DPSU_TESTS_NO_INSPECTION_MEMO=1")
+def test_the_inspection_memo_holds_no_function_alive():
+    def made_here(x):
+        return x
+
+    reference = weakref.ref(made_here)
+    decorators.get_signature(made_here)
+    beam.Map(made_here)  # its signature, through ParDo
+    del made_here
+    gc.collect()
+    assert reference() is None

@@ -8,15 +8,20 @@ that parsing was about a fifth of the suite's pipeline time.
 
 What a parse yields is a function of the options class and the flags alone:
 the memo keeps, per (class, flags), the namespace Beam's own constructor
-parsed, and gives each new object a deep copy of it — so no two objects
-share a mutable default, as with Beam's fresh parsers. The rest of the
-constructor (the kwargs overrides and the shared option store) runs as
-Beam's does. Flags other than a list or tuple of hashable values (None: Beam
-then reads ``sys.argv``) are parsed by Beam every time. ``BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1``
-turns the memo off; tests/project/test_suite_speedups.py checks that it gives
-what Beam gives for every options class.
+parsed, and gives each new object a copy of it: a deep copy of every value
+that can change in place (a list of experiments), the others shared — so no
+two objects share a mutable default, as with Beam's fresh parsers. The rest
+of the constructor (the kwargs overrides and the shared option store) runs as
+Beam's does. The option names of a parsed namespace are its attributes'
+names (what Beam reads off ``dir()``, sorted, on every ``view_as``). Flags
+other than a list or tuple of hashable values (None: Beam then reads
+``sys.argv``) are parsed by Beam every time.
+``BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1`` turns the memo off;
+tests/project/test_suite_speedups.py checks that it gives what Beam gives for
+every options class.
 """
 
+import argparse
 import copy
 import logging
 import os
@@ -25,6 +30,9 @@ from apache_beam.options import pipeline_options
 
 __all__ = ["install"]
 
+# Values a parse can give that no one can change in place: shared, not copied.
+IMMUTABLE = (type(None), bool, int, float, str, bytes)
+
 
 def install() -> bool:
     """Replaces ``PipelineOptions.__init__`` by its memoised twin; False if switched off."""
@@ -32,6 +40,8 @@ def install() -> bool:
         return False
     options_class = pipeline_options.PipelineOptions
     original = getattr(options_class.__init__, "__wrapped__", options_class.__init__)
+    # (class, flags) → (the parsed values, the names of those that are mutable, the
+    # option names in Beam's order)
     parsed: dict = {}
 
     def __init__(self, flags=None, **kwargs):
@@ -39,23 +49,42 @@ def install() -> bool:
             return original(self, flags, **kwargs)
         try:
             key = (type(self), tuple(flags))
-            namespace = parsed.get(key)
+            entry = parsed.get(key)
         except TypeError:  # flags that are not hashable
             return original(self, flags, **kwargs)
-        if namespace is None:
+        if entry is None:
             original(self, flags, **kwargs)
-            parsed[key] = copy.deepcopy(self._visible_options)
+            values = copy.deepcopy(vars(self._visible_options))
+            mutable = tuple(name for name, value in values.items()
+                            if type(value) not in IMMUTABLE)
+            parsed[key] = (values, mutable, tuple(self._visible_option_list()))
             return None
-        # What Beam's constructor does once it has parsed (apache_beam 2.77).
+        # What Beam's constructor does once it has parsed (apache_beam 2.77), with a
+        # fresh copy of each mutable value (immutable ones can be shared).
+        values, mutable, option_names = entry
         logging.basicConfig()
         self._flags = flags
-        self._visible_options = copy.deepcopy(namespace)
+        fresh = dict(values)
+        for name in mutable:
+            fresh[name] = copy.deepcopy(values[name])
+        self._visible_options = argparse.Namespace(**fresh)
         self._all_options = kwargs
-        for option_name in self._visible_option_list():
-            if option_name not in self._all_options:
-                self._all_options[option_name] = getattr(self._visible_options, option_name)
+        for option_name in option_names:
+            if option_name not in kwargs:
+                kwargs[option_name] = fresh[option_name]
         return None
 
+    def _visible_option_list(self):
+        options = self._visible_options
+        if type(options) is not argparse.Namespace:  # not a parse's: as Beam lists them
+            return original_list(self)
+        # dir() of a Namespace lists its attributes, and nothing public of its class.
+        return sorted(name for name in vars(options) if name[0] != "_")
+
+    original_list = getattr(options_class._visible_option_list, "__wrapped__",
+                            options_class._visible_option_list)
     __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    _visible_option_list.__wrapped__ = original_list  # type: ignore[attr-defined]
     options_class.__init__ = __init__  # type: ignore[method-assign]
+    options_class._visible_option_list = _visible_option_list  # type: ignore[method-assign]
     return True
