@@ -1,4 +1,4 @@
-"""pytest configuration of the whole suite: the Hypothesis profile, and seven
+"""pytest configuration of the whole suite: the Hypothesis profile, and eight
 speed-ups of Beam that change no answer.
 
 ``HYPOTHESIS_PROFILE=quick python -m pytest ...`` runs each property test with
@@ -16,13 +16,14 @@ uncompressed: tests/support/pickle_store.py (a test whose pipeline runs worker
 processes takes the ``beams_own_pickles`` fixture). Its state cache weighs entries
 without listing every module's globals: tests/support/state_cache_sizes.py. Its
 signatures and source reads of functions are memoised per function:
-tests/support/function_inspection.py.
+tests/support/function_inspection.py. The element type of a ``Create`` is
+inferred once per distinct shape of its values: tests/support/create_types.py.
 """
 
 import pytest
 
-from tests.support import (dofn_specs_cache, function_inspection, no_round_trip, options_memo,
-                           pickle_store, prism_off, state_cache_sizes)
+from tests.support import (create_types, dofn_specs_cache, function_inspection, no_round_trip,
+                           options_memo, pickle_store, prism_off, state_cache_sizes)
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
@@ -33,6 +34,7 @@ no_round_trip.install()
 pickle_store.install()
 state_cache_sizes.install()
 function_inspection.install()
+create_types.install()
 
 
 @pytest.fixture

@@ -13,10 +13,13 @@
 * The inspection memo (tests/support/function_inspection.py) gives Beam's own
   signatures and source bodies, for functions, bound methods and the callables
   it does not keep, and keeps no function alive.
+* A ``Create``'s element type (tests/support/create_types.py) is the one Beam
+  infers, for values of every shape.
 """
 
 import argparse
 import bz2
+import collections
 import functools
 import gc
 import os
@@ -31,7 +34,7 @@ from apache_beam.runners.portability import prism_runner
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.runners.worker import statecache
 from apache_beam.transforms import core as beam_core
-from apache_beam.typehints import decorators
+from apache_beam.typehints import decorators, trivial_inference
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.support import function_inspection, pickle_store
@@ -41,6 +44,7 @@ PRISM_ALLOWED = os.environ.get("BEAM_DPSU_TESTS_ALLOW_PRISM") == "1"
 BZ2_PICKLES = os.environ.get("BEAM_DPSU_TESTS_BZ2_PICKLES") == "1"
 FULL_STATE_SIZES = os.environ.get("BEAM_DPSU_TESTS_FULL_STATE_SIZES") == "1"
 INSPECTION_MEMO_OFF = os.environ.get("BEAM_DPSU_TESTS_NO_INSPECTION_MEMO") == "1"
+CREATE_TYPES_OFF = os.environ.get("BEAM_DPSU_TESTS_NO_CREATE_TYPES_MEMO") == "1"
 
 FLAG_LISTS = [
     [],
@@ -234,3 +238,33 @@ def test_the_inspection_memo_holds_no_function_alive():
     del made_here
     gc.collect()
     assert reference() is None
+
+
+_Point = collections.namedtuple("_Point", "x y")
+
+CREATE_VALUE_LISTS = [
+    [1, 2, 3],
+    ["a", "b"],
+    [("u1", "a"), ("u2", "b"), (3, "c"), (1.0, "a"), (True, "a"), ("u", b"x")],
+    [("u", ["a", "b"]), ("v", []), ("w", ["a", 1]), ("x", ("a", ("b", 2)))],
+    [["a", "b"], ["c"], [1, "a"], [], [None]],
+    [("u", {"a": 1}), ("v", {"b": 2.0}), {"k": "v"}, {1: 2}],
+    [(), (None,), (None, None), _Point(1, 2), ("a", _Point(1, "b"))],
+    [{"a", "b"}, frozenset({1}), set()],
+    [beam.Row(a=1, b="x"), beam.Row(a=2, b=None)],
+    [("u", len), ("u", str.upper)],
+]
+
+
+@pytest.mark.skipif(CREATE_TYPES_OFF, reason="BEAM_DPSU_TESTS_NO_CREATE_TYPES_MEMO=1")
+@pytest.mark.parametrize("values", CREATE_VALUE_LISTS, ids=range(len(CREATE_VALUE_LISTS)))
+def test_create_infers_the_element_type_beam_infers(values):
+    beams_hint = trivial_inference.instance_to_type.__wrapped__
+    beams_create = beam.Create.infer_output_type.__wrapped__
+    for _ in range(2):  # the first call fills the memo, the second reads it
+        for value in values:
+            assert trivial_inference.instance_to_type(value) == beams_hint(value), value
+        assert (beam.Create(values).infer_output_type(None)
+                == beams_create(beam.Create(values), None))
+    # A pipeline's Create declares the same type, and its coder follows.
+    assert beam.Create(values).get_output_type() == beams_create(beam.Create(values), None)
