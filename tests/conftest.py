@@ -18,12 +18,18 @@ without listing every module's globals: tests/support/state_cache_sizes.py. Its
 signatures and source reads of functions are memoised per function:
 tests/support/function_inspection.py. The element type of a ``Create`` is
 inferred once per distinct shape of its values: tests/support/create_types.py.
+
+The files go to the workers longest first, by their recorded seconds
+(tests/support/file_order.py; ``--record-file-seconds`` records them).
 """
+
+from __future__ import annotations
 
 import pytest
 
 from tests.support import (create_types, dofn_specs_cache, function_inspection, no_round_trip,
                            options_memo, pickle_store, prism_off, state_cache_sizes)
+from tests.support import file_order
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
@@ -35,6 +41,37 @@ pickle_store.install()
 state_cache_sizes.install()
 function_inspection.install()
 create_types.install()
+
+
+# Set in the process that sees every report (the controller, or a run without
+# xdist) when the run records each file's seconds.
+_recorder: file_order.SecondsRecorder | None = None
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-file-seconds", action="store_true",
+                     help="write each test file's seconds into tests/support/file_seconds.json "
+                          "(the order the files go to workers in)")
+
+
+def pytest_configure(config):
+    global _recorder
+    if config.getoption("record_file_seconds") and not hasattr(config, "workerinput"):
+        _recorder = file_order.SecondsRecorder()
+
+
+def pytest_collection_modifyitems(config, items):
+    items[:] = file_order.longest_first(items, file_order.read_seconds())
+
+
+def pytest_runtest_logreport(report):
+    if _recorder is not None:
+        _recorder.add(report.nodeid, report.duration)
+
+
+def pytest_sessionfinish(session):
+    if _recorder is not None:
+        _recorder.write()
 
 
 @pytest.fixture
