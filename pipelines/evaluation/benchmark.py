@@ -30,7 +30,10 @@ alike, and the ratios stay comparable.
 
 Each line reports the fastest and the median wall time over ``--repeats``
 runs (the fastest is the least disturbed by other load on the machine, and
-the ratio and pairs/s use it), its ratio to the read-only pipeline's, pairs
+the ratio and pairs/s use it), its ratio to the read-only pipeline's, the
+median over the rounds of each round's ratio (the job's time against the
+read-only pipeline's of the same round: steadier than the fastest times on a
+machine whose speed drifts between minutes; ``× rounds``), pairs
 (item occurrences) per second of the job,
 the peak resident memory of the job's process tree (``ru_maxrss`` of the
 largest process) and what the job released. The pair count, times and
@@ -294,15 +297,19 @@ def _benchmark(job, workdir: str) -> str:
         if args.repeats > 1:
             progress(f"round {i + 1} of {args.repeats}: every pipeline ran once")
     read_wall, read_median, read_rss, _ = _summary(results["read-only", "read-only"])
+    read_walls = [run[0] for run in results["read-only", "read-only"]]
     pairs = pairs_box["pairs"]
     progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB; "
                  "non-private figures, for evaluation only)")
     for mechanism, code, _ in pipelines:
         wall, median, rss, released = _summary(results[mechanism, code])
+        round_ratios = [run[0] / read for run, read in zip(results[mechanism, code],
+                                                            read_walls)]
         _emit(args, {"job": args.job, "mechanism": mechanism, "code": code,
                      "pairs": pairs, "wall_seconds": round(wall, 2),
                      "median_seconds": round(median, 2),
                      "ratio_to_read": round(wall / read_wall, 2),
+                     "median_round_ratio_to_read": round(statistics.median(round_ratios), 2),
                      "pairs_per_second": round(pairs / wall), "peak_mib": round(rss),
                      "released": released})
     return ""
@@ -320,12 +327,13 @@ def _emit(args, result: dict) -> None:
         print("NON-PRIVATE figures of the input and the run (pairs, times, memory): for "
               "evaluation only", flush=True)
         print(f"{'mechanism':>24} {'code':>9} {'wall s':>8} {'median':>8} {'× read':>7} "
-              f"{'pairs/s':>11} {'peak MiB':>9} {'released':>9}", flush=True)
+              f"{'× rounds':>8} {'pairs/s':>11} {'peak MiB':>9} {'released':>9}", flush=True)
         _HEADER = True
     released = "" if result["released"] is None else f"{result['released']:,}"
     print(f"{result['mechanism']:>24} {result['code']:>9} {result['wall_seconds']:>8.1f} "
           f"{result['median_seconds']:>8.1f} {result['ratio_to_read']:>7.2f} "
-          f"{result['pairs_per_second']:>11,} {result['peak_mib']:>9,} {released:>9}",
+          f"{result['median_round_ratio_to_read']:>8.2f} {result['pairs_per_second']:>11,} "
+          f"{result['peak_mib']:>9,} {released:>9}",
           flush=True)
 
 

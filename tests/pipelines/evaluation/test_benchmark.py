@@ -87,6 +87,9 @@ def test_every_round_runs_each_pipeline_once_and_ratios_use_the_fastest(capsys, 
     assert [(r["code"], r["wall_seconds"], r["median_seconds"]) for r in lines] == [
         ("read-only", 8.0, 9.0), ("this", 12.0, 13.0), ("before", 15.0, 16.0)]
     assert [r["ratio_to_read"] for r in lines] == [1.0, 1.5, 1.88]
+    # Each round's ratio to its own read-only run (10, 8, 9 s), the median of them:
+    # this 14/10, 12/8, 13/9; before 16/10, 20/8, 15/9.
+    assert [r["median_round_ratio_to_read"] for r in lines] == [1.0, 1.44, 1.67]
 
 
 def test_max_items_values_time_each_mechanism_at_each_value_in_one_run(capsys, monkeypatch):
