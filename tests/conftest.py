@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import (create_types, dofn_specs_cache, function_inspection, no_round_trip,
-                           options_memo, pickle_store, prism_off, state_cache_sizes)
-from tests.support import file_order
+from tests.support import (create_types, dofn_specs_cache, file_order, function_inspection,
+                           no_round_trip, options_memo, pickle_store, prism_off,
+                           state_cache_sizes)
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
