@@ -30,7 +30,7 @@ setup(
         # numpy or Beam downgrade; checked with pip install --dry-run).
         # pandas: reads a Parquet release back in tests/beam/test_output_parquet.py
         # (wheels only, no numpy or pyarrow downgrade: checked likewise).
-        "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6.80", "matplotlib>=3.7",
+        "test": ["pytest>=7", "pytest-xdist>=3.6", "hypothesis>=6.80", "matplotlib>=3.7",
                  "pipeline-dp>=0.3", "pandas>=2"],
         "bench": ["pipeline-dp>=0.3"],
         "plot": ["matplotlib>=3.7"],
