@@ -20,6 +20,7 @@
 import argparse
 import bz2
 import collections
+import contextlib
 import functools
 import gc
 import os
@@ -198,7 +199,6 @@ def test_the_inspection_memo_gives_beams_signatures_and_source_bodies():
     for module in function_inspection.SIGNATURE_READERS:
         assert hasattr(module.get_signature, "__wrapped__"), module.__name__
     beams_signature = decorators.get_signature.__wrapped__
-    beams_body = beam_core._get_function_body_without_inners.__wrapped__
     callables = [_with_defaults, lambda x, y=1: x + y, _Scaled(3).process, _Scaled(4).process,
                  _YieldsAndReturns().process, beam.Map(lambda x: x).fn.process,
                  functools.partial(_with_defaults, factor=2), len, str.upper, _Scaled,
@@ -206,25 +206,30 @@ def test_the_inspection_memo_gives_beams_signatures_and_source_bodies():
     for fn in callables:
         for _ in range(2):  # the first call fills the memo, the second reads it
             assert decorators.get_signature(fn) == beams_signature(fn), fn
-            assert beam_core.get_function_args_defaults(fn) == _args_defaults_by(
-                beams_signature, fn), fn
+            with _beams_function(beam_core, "get_signature"):
+                beams_args = beam_core.get_function_args_defaults(fn)
+            assert beam_core.get_function_args_defaults(fn) == beams_args, fn
     for fn in [_with_defaults, _Scaled(1).process, _YieldsAndReturns().process,
                beam.Map(lambda x: x).fn.process, lambda x: [x]]:
         for _ in range(2):
-            assert beam_core._get_function_body_without_inners(fn) == beams_body(fn), fn
+            with _beams_function(beam_core, "_get_function_body_without_inners"):
+                beams_body = beam_core._get_function_body_without_inners(fn)
+            assert beam_core._get_function_body_without_inners(fn) == beams_body, fn
     # Beam still finds the process that both yields and returns, and only that one.
     assert beam_core._check_fn_use_yield_and_return(_YieldsAndReturns().process)
     assert not beam_core._check_fn_use_yield_and_return(_Scaled(2).process)
 
 
-def _args_defaults_by(get_signature, fn):
-    """Beam's get_function_args_defaults, with Beam's own get_signature."""
-    saved = beam_core.get_signature
-    beam_core.get_signature = get_signature
+@contextlib.contextmanager
+def _beams_function(module, name):
+    """``module.name`` back to Beam's own function (its ``__wrapped__``) meanwhile: what
+    Beam computes with none of the memo, inner calls included."""
+    memoised = getattr(module, name)
+    setattr(module, name, memoised.__wrapped__)
     try:
-        return beam_core.get_function_args_defaults(fn)
+        yield
     finally:
-        beam_core.get_signature = saved
+        setattr(module, name, memoised)
 
 
 @pytest.mark.skipif(INSPECTION_MEMO_OFF, reason="BEAM_DPSU_TESTS_NO_INSPECTION_MEMO=1")
@@ -259,12 +264,13 @@ CREATE_VALUE_LISTS = [
 @pytest.mark.skipif(CREATE_TYPES_OFF, reason="BEAM_DPSU_TESTS_NO_CREATE_TYPES_MEMO=1")
 @pytest.mark.parametrize("values", CREATE_VALUE_LISTS, ids=range(len(CREATE_VALUE_LISTS)))
 def test_create_infers_the_element_type_beam_infers(values):
-    beams_hint = trivial_inference.instance_to_type.__wrapped__
-    beams_create = beam.Create.infer_output_type.__wrapped__
+    # Beam's own answers, its nested members' hints included.
+    with _beams_function(trivial_inference, "instance_to_type"), \
+            _beams_function(beam.Create, "infer_output_type"):
+        beams_hints = [trivial_inference.instance_to_type(value) for value in values]
+        beams_type = beam.Create(values).infer_output_type(None)
     for _ in range(2):  # the first call fills the memo, the second reads it
-        for value in values:
-            assert trivial_inference.instance_to_type(value) == beams_hint(value), value
-        assert (beam.Create(values).infer_output_type(None)
-                == beams_create(beam.Create(values), None))
-    # A pipeline's Create declares the same type, and its coder follows.
-    assert beam.Create(values).get_output_type() == beams_create(beam.Create(values), None)
+        assert [trivial_inference.instance_to_type(value) for value in values] == beams_hints
+        assert beam.Create(values).infer_output_type(None) == beams_type
+    # The type a pipeline reads off the Create.
+    assert beam.Create(values).get_output_type() == beams_type

@@ -21,7 +21,6 @@ tests/project/test_suite_speedups.py checks it against Beam's own answers.
 """
 
 import os
-import types
 
 from apache_beam import pvalue
 from apache_beam.transforms import core
@@ -31,7 +30,7 @@ __all__ = ["install"]
 
 # Types whose hint is not the type itself.
 NOT_SIMPLE = frozenset(typehints.DISALLOWED_PRIMITIVE_TYPES) | {
-    pvalue.Row, types.MethodType}
+    pvalue.Row, trivial_inference.BoundMethod}
 
 
 def install() -> bool:
@@ -42,7 +41,6 @@ def install() -> bool:
                             trivial_inference.instance_to_type)
     original_create = getattr(core.Create.infer_output_type, "__wrapped__",
                               core.Create.infer_output_type)
-    not_simple = NOT_SIMPLE | {trivial_inference.BoundMethod}
     tuple_hints: dict = {}  # member types → the tuple's hint
     list_hints: dict = {}  # the set of member types → the list's hint
 
@@ -58,7 +56,7 @@ def install() -> bool:
             return original_hint(o)
         hint = kept.get(member_types)
         if hint is None:
-            if not_simple.intersection(member_types):
+            if NOT_SIMPLE.intersection(member_types):
                 return original_hint(o)
             hint = kept[member_types] = original_hint(o)
         return hint

@@ -53,12 +53,11 @@ def install() -> bool:
     def get_signature(func):
         kind = type(func)
         if kind is types.FunctionType:
-            kept = plain
+            kept, key = plain, func
         elif kind is types.MethodType and type(func.__func__) is types.FunctionType:
-            kept, func_key = bound, func.__func__
+            kept, key = bound, func.__func__
         else:
             return original_signature(func)
-        key = func if kept is plain else func_key
         signature = kept.get(key)
         if signature is None:
             signature = kept[key] = original_signature(func)
