@@ -100,7 +100,8 @@ class NgramsByDPSU(ReleaseTransform):
 
     def expand(self, documents):
         require_global_window(documents, "NgramsByDPSU")
-        docs = documents | "CheckDocuments" >> beam.Map(check_document)  # (user_id, tokens)
+        docs = documents | "CheckDocuments" >> beam.Map(check_document).with_output_types(
+            typing.Any)  # (user_id, tokens)
         decode = beam.Map(lambda text: tuple(json.loads(text)))
         if self.variant == "dpsu-all":
             pairs = self._ngram_pairs(docs, range(1, self.max_n + 1), "AllNgrams", True)

@@ -45,7 +45,8 @@ class WriteJson(beam.PTransform):
         path = self._path
         return (reports
                 | "ToJson" >> beam.Map(to_json)
-                | "WriteFile" >> beam.Map(lambda text: _write_file(text + "\n", path)))
+                | "WriteFile" >> beam.Map(
+                    lambda text: _write_file(text + "\n", path)).with_output_types(str))
 
 
 @contextlib.contextmanager

@@ -119,7 +119,7 @@ class LogCount(beam.PTransform):
 
         return (pcoll
                 | "Count" >> beam.combiners.Count.Globally()
-                | "Log" >> beam.Map(log))
+                | "Log" >> beam.Map(log).with_output_types(int))
 
 
 def log_written(paths, what: str, staging: str | None = None, output: str | None = None):
@@ -133,5 +133,5 @@ def log_written(paths, what: str, staging: str | None = None, output: str | None
             path = output.rstrip("/") + path[len(staging.rstrip("/")):]
         _log_line(clock, f"wrote {path}")
 
-    return paths | f"Log{what.title()}Written" >> beam.Map(log)
+    return paths | f"Log{what.title()}Written" >> beam.Map(log).with_output_types(type(None))
 

@@ -93,8 +93,9 @@ class UserRecords(beam.PTransform):
     def expand(self, documents):
         if self._privacy_unit == "element":
             return documents | "CheckElements" >> beam.Map(element_as_user, self._seed)
+        check_documents = beam.Map(check_document).with_output_types(Any)
         return (documents
-                | "CheckDocuments" >> beam.Map(check_document)  # (user_id, tokens)
+                | "CheckDocuments" >> check_documents  # (user_id, tokens)
                 | "DocumentsPerUser" >> beam.GroupByKey()  # (user_id, [tokens, ...])
                 | "AsTuples" >> beam.MapTuple(lambda user, docs: (user, tuple(docs))))
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 import numbers
 import re
 import uuid
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -455,8 +455,10 @@ class WriteReleased(ReadsContainers, beam.PTransform):
         require_global_window(released, "WriteReleased")
         num_shards, sort_key = self._num_shards, self._sort_key
         # First every element goes to the shard its own sort key hashes to.
+        # (Its output type declared as Beam infers it, which saves the inference.)
         by_shard = released | "AssignShard" >> beam.Map(
-            lambda e: (stable_hash64(sort_key(e)) % num_shards, e))
+            lambda e: (stable_hash64(sort_key(e)) % num_shards, e)).with_output_types(
+                Tuple[Any, released.element_type])
         # Every shard exists, empty or not, so the file count is fixed.
         shards = (released.pipeline
                   | "AllShards" >> beam.Create([(i, None) for i in range(num_shards)]))
