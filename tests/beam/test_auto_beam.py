@@ -155,7 +155,7 @@ def test_the_size_combiner_merges_nothing_into_a_vector():
 def _released_with_blocks_of(ids_per_block, monkeypatch, mechanism, privacy_unit, folder):
     """The seeded release of a Zipf-like data set whose items straddle the threshold.
 
-    600 users: each mechanism releases 15-41 items, and blocks of 7 ids are about 1,700.
+    600 users: each mechanism releases 15-41 items, and the users fill 383 blocks of 7 ids.
     """
     from beam_dpsu.core import record_blocks
     monkeypatch.setattr(record_blocks, "IDS_PER_BLOCK", ids_per_block)
