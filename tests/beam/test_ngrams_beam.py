@@ -405,6 +405,12 @@ def test_unseeded_blocks_hold_no_user_id():
 
 def test_unseeded_element_mode_with_a_policy_gaussian_level1(releases):
     # Review gap: the policy orders elements by their (random) ids.
+    # Unseeded at α = 3: every unigram (≥ 108 of the 459 elements) stops at the
+    # cutoff Γ = ρ_1 + 3σ and is missed with probability Φ(−3) = 1.3e-3; each held
+    # bigram (≥ 105 holders, weight ≥ 50 against ρ_2 < 10, σ = 2.5) is missed but
+    # with probability < 1e-50. No bigram is released only if a unigram of each of
+    # the disjoint held pairs (a, dog), (ran, home), (the, cat), (sat, down) is
+    # missed: (2Φ(−3))^4 = 5.3e-11, far below 1e-6.
     ngrams = releases["element policy"]
     assert len(ngrams) == len(set(ngrams)) and downward_closed(ngrams)
     assert any(len(g) == 2 for g in ngrams)

@@ -38,10 +38,14 @@ from tests.support.byte_cases import blob, item_list
 from tests.support.hypothesis_profiles import examples
 
 HUGE = Budget(epsilon=1e6, delta=0.4)  # for parameter checks
-# Noise of scale ~1e-6 and thresholds ≥ 6.4 noise scales above 1: an item
-# held by one person (weight ≤ 1) is released with probability < 1e-10, an
-# item of weight ≥ 2 or at the policies' cutoff Γ = ρ + 25σ misses with
-# probability < 1e-100: the tests below fail by chance with probability < 1e-8.
+# Noise of scale ≤ 1.5e-3 and thresholds ≥ 6.3 noise scales above 1: an item
+# held by one person (weight ≤ 1) is released with probability ≤ δ = 1e-10
+# (equal to it for Policy Laplace and GW), an item of weight ≥ 2 misses with
+# probability < 1e-100, and one at the policies' cutoff Γ = ρ + 25·scale with
+# ½e^{−25} < 7e-12 (Laplace) or Φ(−25) < 1e-100 (Gaussian). The 60 own items
+# (weight 1 under the policies, and in SIPS's second round once "common" is
+# removed) of the three policies' cases and SIPS's make 2.3e-8: the tests below
+# fail by chance with probability < 3e-8.
 EXACT = Budget(epsilon=1e6, delta=1e-10)
 
 

@@ -254,31 +254,28 @@ def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
 # The 60 users fill "common" up to the cutoff Γ = ρ + α·scale and stop, so it
 # is released unless the noise falls below −α·scale: with α = 3 that is
 # ½e^{−3} = 2.5% for Laplace (these tests failed by chance). α = 25 makes it
-# ½e^{−25} < 1e-10 (Laplace) and Φ(−25) < 1e-100 (Gaussian).
+# ½e^{−25} < 1e-10 (Laplace) and Φ(−25) < 1e-100 (Gaussian). The loner's item is
+# released with probability about δ per case: δ = 1e-9 (at 1e-6: 2.5e-6 in all).
 SURE = ["--alpha", "25"]
 SEQUENTIAL_ARGS = [
     ["--mechanism", "policy-laplace", *SURE],
     ["--mechanism", "policy-gaussian", "--shards", "2", *SURE],
     ["--mechanism", "gw", *SURE],
 ]
-SEQUENTIAL_BUDGET = ["--max-items-per-user", "3", "--epsilon", "5", "--delta", "1e-6"]
+SEQUENTIAL_BUDGET = ["--max-items-per-user", "3", "--epsilon", "5", "--delta", "1e-9"]
 
 
-def _sequential_job(tmp_path, args, output="out"):
+def _sequential_job(tmp_path, args):
     src = write_pairs(tmp_path / "pairs.csv",
                       [f"user{u},common" for u in range(60)] + ["loner,secret"])
     return ["--input", src, "--format", "pairs", *args, *SEQUENTIAL_BUDGET,
-            "--output", str(tmp_path / output)]
+            "--output", str(tmp_path / "out")]
 
 
-@pytest.mark.xfail(strict=True, reason="the loner's item is released with probability "
-                                       "about δ = 1e-6 in each case")
 def test_the_sequential_jobs_fail_by_chance_below_one_in_a_million(tmp_path):
-    # The test below must fail by chance less than once in a million runs (its three
-    # cases, unseeded): "common" reaches Γ (60 users, Γ < 60; with 2 shards each
-    # shard stops at Γ, so the sum is ≥ Γ) and is missed when its noise falls below
-    # −(Γ − ρ); the loner's one item has weight 1 and is released when its noise
-    # passes ρ − 1. By each job's own calibration.
+    # The unseeded test below fails by chance w.p. 2.5e-9 (its 3 cases): "common"
+    # reaches Γ ≤ 60 (each of 2 shards stops at Γ) and is missed when its noise falls
+    # below −(Γ − ρ); the loner's item (weight 1) is released when it passes ρ − 1.
     rate = 0.0
     for args in SEQUENTIAL_ARGS:
         job = vocabulary.prepare(_sequential_job(tmp_path, args))
