@@ -26,8 +26,8 @@ released items, the wall time of the pipeline (measured in that process:
 reading and tokenising the input included, interpreter start and imports
 not), and the peak resident memory of that process: ``ru_maxrss`` from
 ``os.wait4`` (``benchmark.time_process``; the largest process of its tree,
-imports included — about the same baseline for every row). For ``auto`` it
-also prints the Δ0 chosen (a DP release). Times and memory are figures of the
+imports included: Beam's in every row, PipelineDP's only in its own rows). For
+``auto`` it also prints the Δ0 chosen (a DP release). Times and memory are figures of the
 run, not private: for evaluation only; compare rows of one run only.
 PipelineDP is an optional dependency of this script only.
 """
@@ -35,6 +35,7 @@ PipelineDP is an optional dependency of this script only.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -148,11 +149,10 @@ def _mechanism_entries(args) -> list:
 def prepare(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     args, options = parse_job_args(build_parser(), argv)
-    try:
-        import pipeline_dp  # noqa: F401
-    except ImportError:
-        raise UsageError("this benchmark needs PipelineDP: pip install -e '.[bench]'") \
-            from None
+    # Found, not imported: only PipelineDP's own selections load it, so that our
+    # rows' processes (time and peak memory) hold none of its modules.
+    if importlib.util.find_spec("pipeline_dp") is None:
+        raise UsageError("this benchmark needs PipelineDP: pip install -e '.[bench]'")
     with flag_errors():
         budget = Budget(args.epsilon, args.delta)
     require_selection_delta(budget.delta)
