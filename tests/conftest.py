@@ -7,7 +7,8 @@ counts (CI and README's test command). See tests/support/hypothesis_profiles.py.
 
 Beam's ``get_dofn_specs`` is memoised per DoFn class (the same answers, a
 third less CPU in pipeline tests): tests/support/dofn_specs_cache.py. Its option
-parsing is memoised per (options class, flags): tests/support/options_memo.py.
+parsing (each options object's, and ``get_all_options``'s) is memoised per
+(options class, flags): tests/support/options_memo.py.
 The DirectRunner falls back to the FnApiRunner without first trying to fetch
 the Prism runner: tests/support/prism_off.py. TestPipelines skip Beam's
 runner-API rebuild, as plain pipelines do (one test keeps it for every public

@@ -1,8 +1,9 @@
 """The suite's speed-ups of Beam change no answer (tests/conftest.py).
 
 * The option-parsing memo (tests/support/options_memo.py) gives every options
-  class, for every flag list, the options Beam's own constructor gives, and no
-  two objects share a mutable value.
+  class, for every flag list, the options Beam's own constructor gives, and
+  ``get_all_options`` what Beam's gives (overrides, warnings and every keyword
+  included); no two objects or calls share a mutable value.
 * With Prism off (tests/support/prism_off.py), a TestPipeline runs on the
   FnApiRunner without ever reaching Prism's job submission.
 * Pickles stored uncompressed (tests/support/pickle_store.py) load as the same
@@ -99,10 +100,50 @@ def test_the_options_memo_gives_what_beam_gives_for_every_options_class(flags):
             options = cls(list(flags))
             assert _plain(vars(options._visible_options)) == expected, cls.__name__
             assert _plain(options.get_all_options()) == _plain(
-                _beams_own(cls, flags).get_all_options()), cls.__name__
+                _beams_all_options(_beams_own(cls, flags))), cls.__name__
             # The option names, as Beam reads them off dir().
             beams_list = PipelineOptions._visible_option_list.__wrapped__
             assert options._visible_option_list() == beams_list(options), cls.__name__
+
+
+def _beams_all_options(options, **kwargs):
+    return PipelineOptions.get_all_options.__wrapped__(options, **kwargs)
+
+
+ALL_OPTIONS_CALLS = [{}, {"drop_default": True}, {"current_only": True},
+                     {"retain_unknown_options": True, "display_warnings": True},
+                     {"retain_unknown_options": True, "drop_default": True}]
+
+
+@pytest.mark.skipif(MEMO_OFF, reason="BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1")
+@pytest.mark.parametrize("flags", FLAG_LISTS, ids=range(len(FLAG_LISTS)))
+def test_all_options_are_what_beam_gives_for_every_call_and_override(flags, caplog):
+    # Overrides by keyword: a known option, and one no class defines (Beam keeps it
+    # with retain_unknown_options, else warns that it discards it).
+    overrides = {"runner": "SomeRunner", "no_such_option": 7}
+    for cls in (PipelineOptions, DebugOptions, pipeline_options.StandardOptions):
+        for kwargs in ALL_OPTIONS_CALLS:
+            for _ in range(2):  # the first call fills the memo, the second reads it
+                caplog.clear()
+                mine = cls(list(flags), **overrides).get_all_options(**kwargs)
+                my_warnings = [r.getMessage() for r in caplog.records]
+                caplog.clear()
+                beams = _beams_all_options(_beams_own_with(cls, flags, overrides), **kwargs)
+                assert _plain(mine) == _plain(beams), (cls.__name__, kwargs)
+                if not any(flag.startswith("--not_a_beam_flag") for flag in flags):
+                    # (An unknown flag goes to Beam's own call, and Beam warns of it
+                    # once per process.)
+                    assert my_warnings == [r.getMessage() for r in caplog.records]
+    # Each call's lists are its own, as with Beam's fresh parse.
+    first = PipelineOptions(["--experiments=a"]).get_all_options()
+    first["experiments"].append("b")
+    assert PipelineOptions(["--experiments=a"]).get_all_options()["experiments"] == ["a"]
+
+
+def _beams_own_with(cls, flags, overrides):
+    options = cls.__new__(cls)
+    PipelineOptions.__init__.__wrapped__(options, list(flags), **overrides)
+    return options
 
 
 @pytest.mark.skipif(MEMO_OFF, reason="BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1")

@@ -16,7 +16,15 @@ Beam's does. The option names of a parsed namespace are its attributes'
 names (what Beam reads off ``dir()``, sorted, on every ``view_as``). Flags
 other than a list or tuple of hashable values (None: Beam then reads
 ``sys.argv``) are parsed by Beam every time.
-``BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1`` turns the memo off;
+
+``get_all_options`` (three times per run: once in ``Pipeline.run``, twice in
+the DirectRunner) builds one parser of every options class, about 480 flags,
+and parses the flags again; its parse is memoised the same way, per (flags,
+the options classes it reads), and what Beam does after its parse (the
+object's overrides, ``drop_default``, its warnings) runs as Beam's does. A
+parse that leaves unknown flags, or a call with ``add_extra_args_fn``, goes
+to Beam every time (those warn, or add flags).
+``BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1`` turns both memos off;
 tests/project/test_suite_speedups.py checks that it gives what Beam gives for
 every options class.
 """
@@ -27,6 +35,7 @@ import logging
 import os
 
 from apache_beam.options import pipeline_options
+from apache_beam.options.value_provider import ValueProvider
 
 __all__ = ["install"]
 
@@ -87,4 +96,75 @@ def install() -> bool:
     _visible_option_list.__wrapped__ = original_list  # type: ignore[attr-defined]
     options_class.__init__ = __init__  # type: ignore[method-assign]
     options_class._visible_option_list = _visible_option_list  # type: ignore[method-assign]
+    _install_all_options(options_class)
     return True
+
+
+def _parse_all(options, current_only):
+    """Beam's parse in ``get_all_options`` (apache_beam 2.77): (the values, the
+    names of the mutable ones, each option's default), or None if flags are left
+    unknown (Beam then warns, or adds them)."""
+    subset = {}
+    for cls in ([type(options)] if current_only
+                else pipeline_options.PipelineOptions.__subclasses__()):
+        subset.setdefault(str(cls), cls)
+    parser = pipeline_options._BeamArgumentParser(allow_abbrev=False)
+    for cls in subset.values():
+        cls._add_argparse_args(parser)
+    known_args, unknown_args = parser.parse_known_args(options._flags)
+    if unknown_args:
+        return None
+    values = vars(known_args)
+    mutable = tuple(name for name, value in values.items() if type(value) not in IMMUTABLE)
+    return values, mutable, {name: parser.get_default(name) for name in values}
+
+
+def _install_all_options(options_class) -> None:
+    original = getattr(options_class.get_all_options, "__wrapped__",
+                       options_class.get_all_options)
+    parsed: dict = {}  # (flags, the classes read) → _parse_all's answer
+    logger = pipeline_options._LOGGER
+
+    def get_all_options(self, drop_default=False, add_extra_args_fn=None,
+                        retain_unknown_options=False, display_warnings=False,
+                        current_only=False):
+        flags = self._flags
+        if add_extra_args_fn is not None or not isinstance(flags, (list, tuple)):
+            return original(self, drop_default, add_extra_args_fn, retain_unknown_options,
+                            display_warnings, current_only)
+        classes = ((type(self),) if current_only
+                   else tuple(pipeline_options.PipelineOptions.__subclasses__()))
+        try:
+            key = (tuple(flags), classes)
+            if key not in parsed:
+                parsed[key] = _parse_all(self, current_only)
+        except TypeError:  # flags that are not hashable
+            return original(self, drop_default, add_extra_args_fn, retain_unknown_options,
+                            display_warnings, current_only)
+        entry = parsed[key]
+        if entry is None:  # unknown flags: Beam warns, or adds them, every time
+            return original(self, drop_default, add_extra_args_fn, retain_unknown_options,
+                            display_warnings, current_only)
+        # What Beam does after its parse, with no unknown flag (its warnings and
+        # retain_unknown_options' second parse then change nothing).
+        values, mutable, defaults = entry
+        result = dict(values)
+        for name in mutable:
+            result[name] = copy.deepcopy(values[name])
+        overrides = self._all_options.copy()
+        for k in list(result):
+            overrides.pop(k, None)
+            if k in self._all_options:
+                result[k] = self._all_options[k]
+            if (drop_default and defaults[k] == result[k]
+                    and not isinstance(defaults[k], ValueProvider)):
+                del result[k]
+        if overrides:
+            if retain_unknown_options:
+                result.update(overrides)
+            elif not current_only:
+                logger.warning("Discarding invalid overrides: %s", overrides)
+        return result
+
+    get_all_options.__wrapped__ = original  # type: ignore[attr-defined]
+    options_class.get_all_options = get_all_options  # type: ignore[method-assign]
