@@ -9,6 +9,7 @@ refuse such input when the pipeline is built.
 
 import apache_beam as beam
 import pytest
+import scipy.stats
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.transforms import window
 
@@ -104,11 +105,24 @@ def test_writer_refuses_windows_too():
         _ = windowed(p, ["a"]) | WriteReleased("/tmp/never")
 
 
+# The unseeded release of the test below: "common" has 399 + 1/√2 of weight (u0 also
+# holds "rare"), "rare" u0's 1/√2. At δ = 1e-5 "rare" passed w.p. 1.7e-6; δ = 1e-7.
+REWINDOWED = (WeightedGaussian(3), Budget(1.0, 1e-7))
+
+
+def test_the_rewindowed_release_fails_by_chance_below_one_in_a_million():
+    # It fails when "rare" passes the threshold, or "common" falls below it.
+    c = SelectItems(*REWINDOWED).calibration
+    rate = (scipy.stats.norm.sf((c.release_threshold - 0.5 ** 0.5) / c.noise_scale)
+            + scipy.stats.norm.cdf((c.release_threshold - 399 - 0.5 ** 0.5) / c.noise_scale))
+    assert rate < 1e-6, rate
+
+
 def test_rewindowing_into_the_global_window_is_accepted():
     # Records spread over 6 fixed windows, then put back into the global window:
     # SelectItems builds, its pipeline runs, and it releases what it would from
-    # records never windowed: "common" (400 users, weight ≈ 400 against a
-    # threshold of 18.6, σ = 3.9) and not "rare" (one user; released w.p. < 3e-6).
+    # records never windowed: "common" (400 users, weight ≈ 400 against a threshold
+    # of 27, σ = 4.8) and not "rare" (one user): fails by chance w.p. 1.7e-8.
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
     stamped = [((f"u{u}", "common"), u % 60) for u in range(400)] + [(("u0", "rare"), 55)]
@@ -117,7 +131,7 @@ def test_rewindowing_into_the_global_window_is_accepted():
                     | beam.MapTuple(window.TimestampedValue)
                     | beam.WindowInto(window.FixedWindows(10))
                     | "Global" >> beam.WindowInto(window.GlobalWindows())
-                    | SelectItems(WeightedGaussian(3), BUDGET))
+                    | SelectItems(*REWINDOWED))
         assert_that(released, equal_to(["common"]))
 
 

@@ -391,8 +391,8 @@ def test_one_released_item_is_one_item(tmp_path, capsys):
                             "--delta", "1e-7", "--max-items-per-user", "1",
                             "--output", str(tmp_path / "o")])
     captured = capsys.readouterr()
-    # "cat" (300 users, weight 300 against σ ≈ 0.7) is released but for a chance far
-    # below 1e-6; "dog" (one user) with probability at most δ = 1e-7: this fails by
-    # chance < 1e-6.
+    # "cat" (300 users, weight 300 against SIPS's thresholds ≤ 15.4, σ ≤ 2.6) is missed
+    # w.p. < 1e-300; "dog" (one user, weight 1) passes a round's threshold w.p. 1e-7 in
+    # all (δ = 1e-7 at Δ0 = 1): this fails by chance w.p. about 1e-7.
     assert code == 0 and captured.out.startswith("released 1 item with "), captured.out
     assert "sips: released 1 item\n" in captured.err  # the default mechanism

@@ -113,9 +113,8 @@ def test_evaluation_reads_parquet(tmp_path):
     assert code == 0, err
     with open(out / "results.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    # Unseeded: 60 users each holding both items, against a threshold of about 10
-    # with σ ≈ 0.35 at ε = 50 (Δ0 = 5): both are released but with probability
-    # far below 1e-6.
+    # Unseeded: 60 users each holding both items (weight 60/√2 = 42 each), against a
+    # threshold of 1.8 with σ = 0.16 at ε = 50 (Δ0 = 5): one is missed w.p. < 1e-300.
     assert [r["released"] for r in rows] == ["2"]
 
 

@@ -84,7 +84,8 @@ def test_shared_accountant_block_refuses_the_overspending_transform(capsys):
 def test_readme_counts_example_runs(capsys):
     out = run_block(block_index("CountReleased"), capsys)
     assert out.startswith("discrete_gaussian 14.14213")  # σ² = Δ0/(2ρ) = 20/(2·0.05) = 200
-    # Both items are released (300 holders each) and counted once each.
+    # Both items are released (300 holders each, weight 212 against ρ = 9.6, σ = 1.8: one
+    # is missed w.p. < 1e-300) and counted once each.
     counted = [line for line in out.splitlines() if line.startswith("(")]
     assert sorted(line.split(",")[0] for line in counted) == ["('cat'", "('dog'"]
 
