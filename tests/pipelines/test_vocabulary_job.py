@@ -11,20 +11,14 @@ import sys
 
 import numpy as np
 import pytest
-import scipy.stats
 
 from pipelines import vocabulary
 from tests.support.examples import IMDB_2K as EXAMPLE
 from tests.support.examples import imdb_slice
-from tests.support.job_output import output_bytes, read_report, shard_lines
+from tests.support.job_output import output_bytes, released_items_and_report, shard_lines
 from tests.support.paths import ROOT
 BASE = ["--epsilon", "1", "--delta", "1e-5"]
 RAW_FIELDS = {"non_private_counts", "users", "pairs", "distinct_items"}
-
-
-def read_output(out_dir):
-    items = [line for line in shard_lines(out_dir, "items-*.txt") if line.strip()]
-    return items, read_report(out_dir)
 
 
 def run_job(args, capsys=None):
@@ -61,7 +55,7 @@ def test_job_on_example_imdb_slice(tmp_path, capsys):
         "--max-items-per-user", "50", "--output", str(out)])
     assert code == 0
     captured = capsys.readouterr()
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     assert sorted(os.listdir(out)) == ["items-00000-of-00001.txt", "report.json"]
     assert report["mechanism"] == {"name": "weighted-gaussian", "max_items_per_user": 50}
     assert report["budget"] == {"type": "approx-zcdp", "rho": 0.5, "delta": 1e-5}
@@ -101,7 +95,7 @@ def test_privacy_unit_follows_the_user_field(tmp_path, imdb_500, fields, unit):
                             "--rho", "0.5", "--delta", "1e-5", "--max-items-per-user", "50",
                             "--with-counts", "--output", str(out)])
     assert code == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     assert report["privacy_unit"] == report["counts"]["privacy_unit"] == unit
     assert report["guarantee"].startswith("element-level" if unit == "element" else "user-level")
     assert {"the", "movie", "film"} <= set(items)
@@ -123,7 +117,7 @@ def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
                             "--epsilon", "50", "--delta", "1e-6", "--seed", "3",
                             "--output", str(out)])
     assert code == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     assert items == ["common"]
     assert report["seeded"] is True and report["seed"] == 3
     assert "non_private_counts" not in report
@@ -136,7 +130,7 @@ def test_non_private_stats_are_opt_in(tmp_path, capsys):
     assert vocabulary.main(["--input", src, "--format", "pairs", "--max-items-per-user", "1",
                             "--epsilon", "50", "--delta", "1e-6", "--non-private-stats",
                             "--output", str(out)]) == 0
-    _, report = read_output(out)
+    _, report = released_items_and_report(out)
     counts = report["non_private_counts"]
     assert {k: counts[k] for k in ("users", "pairs", "distinct_items")} == {
         "users": 61, "pairs": 62, "distinct_items": 2}
@@ -156,7 +150,7 @@ def test_job_sips_reports_rounds(tmp_path, imdb_500, capsys):
     code = vocabulary.main(["--input", imdb_500, *SIPS_ARGS, "--output", str(out),
                             "--non-private-stats"])
     assert code == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     assert report["mechanism"] == {"name": "sips", "max_items_per_user": 50, "rounds": 2,
                                    "ratio": 0.5, "removal": "side_input"}
     assert [r["round"] for r in report["rounds"]] == [0, 1]
@@ -179,7 +173,7 @@ def test_job_sips_keeps_round_sizes_without_non_private_stats(tmp_path, imdb_500
     # the released set (docs/privacy.md, invariant 6): by default neither report nor log says it.
     out = tmp_path / "out"
     assert vocabulary.main(["--input", imdb_500, *SIPS_ARGS, "--output", str(out)]) == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     assert report["released_items"] == len(items) > 0
     assert "released_by_stage" not in json.dumps(report)
     assert "round_0" not in json.dumps(report)
@@ -234,7 +228,7 @@ def test_permuted_and_resplit_input_gives_identical_files(tmp_path, permuted_inp
                                 "--output", str(out)]) == 0
         outputs.append(output_bytes(out))
     assert outputs[0] == outputs[1]
-    items, report = read_output(tmp_path / "one")
+    items, report = released_items_and_report(tmp_path / "one")
     assert 5 < len(items) < 300  # a real release: neither nothing nor everything
     assert not raw_keys(report)
     shards = int(extra[1]) if extra else 1
@@ -255,82 +249,6 @@ def test_job_sips_flags_are_refused_by_other_mechanisms(tmp_path, capsys):
 
 # The 60 users fill "common" up to the cutoff Γ = ρ + α·scale and stop, so it
 # is released unless the noise falls below −α·scale: with α = 3 that is
-# ½e^{−3} = 2.5% for Laplace (these tests failed by chance). α = 25 makes it
-# ½e^{−25} < 1e-10 (Laplace) and Φ(−25) < 1e-100 (Gaussian). The loner's item is
-# released with probability about δ per case: δ = 1e-9 (at 1e-6: 2.5e-6 in all).
-SURE = ["--alpha", "25"]
-SEQUENTIAL_ARGS = [
-    ["--mechanism", "policy-laplace", *SURE],
-    ["--mechanism", "policy-gaussian", "--shards", "2", *SURE],
-    ["--mechanism", "gw", *SURE],
-]
-SEQUENTIAL_BUDGET = ["--max-items-per-user", "3", "--epsilon", "5", "--delta", "1e-9"]
-
-
-def _sequential_job(tmp_path, args):
-    src = write_pairs(tmp_path / "pairs.csv",
-                      [f"user{u},common" for u in range(60)] + ["loner,secret"])
-    return ["--input", src, "--format", "pairs", *args, *SEQUENTIAL_BUDGET,
-            "--output", str(tmp_path / "out")]
-
-
-def test_the_sequential_jobs_fail_by_chance_below_one_in_a_million(tmp_path):
-    # The unseeded test below fails by chance w.p. 2.5e-9 (its 3 cases): "common"
-    # reaches Γ ≤ 60 (each of 2 shards stops at Γ) and is missed when its noise falls
-    # below −(Γ − ρ); the loner's item (weight 1) is released when it passes ρ − 1.
-    rate = 0.0
-    for args in SEQUENTIAL_ARGS:
-        job = vocabulary.prepare(_sequential_job(tmp_path, args))
-        c = job.mechanism.calibrate(job.budget)
-        tail = scipy.stats.norm if c.noise == "gaussian" else scipy.stats.laplace
-        assert c.cutoff <= 60
-        rate += (tail.sf((c.cutoff - c.release_threshold) / c.noise_scale)
-                 + tail.sf((c.release_threshold - 1) / c.noise_scale))
-    assert rate < 1e-6, rate
-
-
-@pytest.mark.parametrize("args", SEQUENTIAL_ARGS)
-def test_job_sequential_mechanisms(tmp_path, args):
-    assert vocabulary.main(_sequential_job(tmp_path, args)) == 0
-    items, report = read_output(tmp_path / "out")
-    assert items == ["common"]
-    assert report["cutoff"] > report["release_threshold"]
-    assert report["mechanism"]["max_items_per_user"] == 3
-
-
-def test_job_gw_default_max_items(tmp_path):
-    src = write_pairs(tmp_path / "pairs.csv", [f"user{u},common" for u in range(60)])
-    out = tmp_path / "out"
-    assert vocabulary.main(["--input", src, "--format", "pairs", "--mechanism", "gw", *SURE,
-                            "--epsilon", "5", "--delta", "1e-6", "--output", str(out)]) == 0
-    items, report = read_output(out)
-    assert items == ["common"] and report["mechanism"]["max_items_per_user"] == 30
-
-
-def test_job_gw_kt_with_public_corpus(tmp_path):
-    # Two users hold 'common' three times and 'rare' once. At ε = 20, δ = 1e-6:
-    # ρ = 1.66 (Δ0 = 30 or 300; the zero-weight keys barely move it at this ε),
-    # Γ = ρ + 3λ = 1.81. Plain GW spends each user's budget on
-    # 'common' first (1 + 0.81 = Γ; 'rare' gets 0.19); GW-KT, whose public
-    # corpus only has 'rare', spends it on 'rare' first. The item at Γ is
-    # released w.p. 1 − ½e^{−3} ≈ 0.975 and the other never (seeded here).
-    public = tmp_path / "public.txt"
-    public.write_text("rare words here\n" * 5)
-    src = tmp_path / "pairs.csv"
-    src.write_text("".join(f"user{u},common\n" * 3 + f"user{u},rare\n" for u in range(2)))
-    released = {}
-    for name, extra in (("gw", []), ("gw-kt", ["--public-input", str(public)])):
-        out = tmp_path / name
-        assert vocabulary.main(["--input", str(src), "--format", "pairs", "--mechanism", "gw",
-                                *extra, "--epsilon", "20", "--delta", "1e-6", "--seed", "1",
-                                "--output", str(out)]) == 0
-        items, report = read_output(out)
-        assert report["mechanism"]["name"] == name
-        assert report["mechanism"]["max_items_per_user"] == {"gw": 30, "gw-kt": 300}[name]
-        released[name] = items
-    assert released == {"gw": ["common"], "gw-kt": ["rare"]}
-
-
 def test_job_public_input_needs_gw(tmp_path, capsys):
     path = write_csv(tmp_path, "u1,cat\n")
     code, err = run_job(["--input", path, "--format", "pairs", "--public-input", path,
@@ -349,7 +267,7 @@ def test_job_jsonl_and_text_formats_inferred(tmp_path):
     assert vocabulary.main(["--input", str(jsonl), "--user-field", "author",
                             "--text-field", "body", "--epsilon", "50", "--delta", "1e-6",
                             "--max-items-per-user", "5", "--output", str(out)]) == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     # Unseeded: fails w.p. < 1e-24 (each word weighs ≥ 20 at any Δ0; SIPS's ρ ≤ 4.1, σ ≤ 0.6).
     assert items == ["hello", "see", "world"]  # URL stripped, lower-cased, sorted
 
@@ -358,7 +276,7 @@ def test_job_jsonl_and_text_formats_inferred(tmp_path):
     out = tmp_path / "out_text"
     assert vocabulary.main(["--input", str(text), "--keep-case", "--epsilon", "50",
                             "--delta", "1e-6", "--output", str(out)]) == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     assert items == ["Alpha", "beta"]
 
 
@@ -494,7 +412,7 @@ def test_tiny_input_says_that_releasing_nothing_is_expected(tmp_path, capsys):
     # otherwise be released with probability Φ(−4.5) ≈ 4e-6.
     assert vocabulary.main(["--input", src, "--format", "pairs", "--rho", "0.1",
                             "--delta", "1e-5", "--seed", "1", "--output", str(out)]) == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     assert items == [] and report["released_items"] == 0
     assert "released 0 items" in (text := capsys.readouterr().out)
     assert "nothing cleared the release threshold" in text
@@ -520,7 +438,7 @@ def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, no
                             "--delta", "1e-6", "--with-counts", "--counts-max-items-per-user",
                             "2", "--output", str(out)])
     assert code == 0
-    items, report = read_output(out)
+    items, report = released_items_and_report(out)
     counts = read_counts(out)
     # Every released item exactly once, no other, in the items' (sorted) order. Unseeded:
     # "also" (weight 80) and "common" miss ρ ≤ 8.6 (σ ≤ 1.6) w.p. < 1e-300.
@@ -570,7 +488,8 @@ def test_job_without_counts_writes_none(tmp_path):
     out = tmp_path / "out"
     assert vocabulary.main(["--input", path, "--format", "pairs", *BASE,
                             "--output", str(out)]) == 0
-    assert not glob.glob(os.path.join(out, "counts-*")) and "counts" not in read_output(out)[1]
+    assert not glob.glob(os.path.join(out, "counts-*"))
+    assert "counts" not in released_items_and_report(out)[1]
 
 
 @pytest.mark.parametrize("share, code", [("1e-9", 0), ("1e-17", 2)])

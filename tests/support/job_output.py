@@ -22,6 +22,13 @@ def read_report(out_dir) -> dict:
         return json.load(f)
 
 
+def released_items_and_report(out_dir) -> tuple[list[str], dict]:
+    """The vocabulary job's released items (its items-*.txt lines, blank lines
+    left out) and its report."""
+    items = [line for line in shard_lines(out_dir, "items-*.txt") if line.strip()]
+    return items, read_report(out_dir)
+
+
 def output_bytes(out_dir) -> dict:
     """Every file the job wrote, name → bytes."""
     files = {}
