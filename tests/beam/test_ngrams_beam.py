@@ -129,7 +129,9 @@ def releases(tmp_path_factory):
 @pytest.mark.parametrize("eta", ETAS)
 def test_output_is_downward_closed_with_both_pruning(releases, eta):
     # At η = 0.5 many spurious k-grams are drawn; they too must keep the output
-    # closed under subgrams (dpne Proposition 2.1).
+    # closed under subgrams (dpne Proposition 2.1). Unseeded: fails by chance w.p. 1.3e-77
+    # (the held 3-gram ('the', 'dog', 'sat') and its 5 subgrams are each missed at their
+    # level, ρ_k ≤ σΦ⁻¹(1 − η/9) for k ≥ 2; both cases).
     ngrams = releases[f"eta={eta}"]
     assert len(ngrams) == len(set(ngrams)), "an n-gram was released twice"
     assert downward_closed(ngrams), sorted(ngrams)
@@ -173,6 +175,8 @@ def test_dpsu_baselines(releases, variant, n):
     held = {g for _, doc in phrase_corpus() for k in range(1, 4)
             for g in [tuple(doc[i:i + k]) for i in range(len(doc) - k + 1)]}
     ngrams = releases[variant]
+    # Unseeded: fails by chance w.p. < 1e-269 (nothing released only if the most held
+    # unigram, or bigram for dpsu-single, is missed; dpsu-even's is the largest).
     assert ngrams and set(ngrams) <= held
     if variant == "dpsu-single":
         assert {len(g) for g in ngrams} == {2}
@@ -294,7 +298,8 @@ def test_held_and_spurious_ngrams_carry_one_timestamp(releases):
     # which were spurious. 200 users hold one 10-token sentence; the 91 valid
     # bigrams nobody holds (single pruning) each cross ρ_2 with probability
     # ≈ 0.099, so some spurious bigram is drawn except with probability ≈ 7.5e-5
-    # (the test then checks held ones only; it never fails by chance).
+    # (the test then checks held ones only). Unseeded: fails by chance only if nothing
+    # is released, w.p. < 1e-8000 (each unigram weighs 200/√10 = 63; ρ_1 = 2.3, σ = 0.32).
     assert releases["timestamps"] == [GlobalWindow().max_timestamp().micros // 1000]
 
 
@@ -346,6 +351,8 @@ def test_element_mode_output_is_downward_closed_and_held(releases):
     ngrams = releases["element"]
     assert len(ngrams) == len(set(ngrams))
     assert downward_closed(ngrams)
+    # Unseeded: fails by chance w.p. 3.4e-220 (the held ('the', 'dog', 'sat') and its
+    # subgrams, each missed at its level; ρ_k ≤ σΦ⁻¹(1 − η/9) for k ≥ 2).
     assert any(len(g) == 3 for g in ngrams)
     # η = 0.01 of |S_1| ≤ 11 expects ≤ 0.11 spurious bigrams: some held one is there.
     assert {g for g in ngrams if len(g) == 1} <= held

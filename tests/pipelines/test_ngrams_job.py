@@ -29,6 +29,8 @@ def test_ngram_job_on_msnbc_slice(tmp_path, capsys):
     ngrams, report = read_job_output(out)
     assert report["released_ngrams"] == len(ngrams)
     assert sum(report["released_per_length"].values()) == len(ngrams)
+    # Unseeded: fails by chance w.p. 4.7e-121 (one of the 10 most visited categories, ≥ 88
+    # of 994 lines, missed at level 1: ρ_1 = 11.2, σ_1 = 2.2, lines sampled to Δ_1 = 10).
     assert report["released_per_length"]["1"] >= 10
     assert {t for g in ngrams for t in g} <= {str(i) for i in range(1, 18)}
     assert downward_closed(ngrams)
@@ -120,7 +122,9 @@ def test_ngram_job_with_counts(tmp_path):
     assert [g for g, _ in lines] == ngram_lines and len(ngram_lines) == len(ngrams)
     by_gram = {g: int(c) for g, c in lines}
     # Users hold ≤ 6 n-grams, so 'new york' has 90 holders, 'new york city' 60;
-    # noise σ² = Δ0/(2ρ) = 6/(2·1) = 3: |error| ≥ 30 has probability < 1e-60.
+    # noise σ² = Δ0/(2ρ) = 6/(2·1) = 3: |error| ≥ 30 has probability < 1e-60. Unseeded:
+    # both are released but w.p. 1.6e-114 ('city', 60 lines of weight 1/√3, or a subgram
+    # missed at its level: ρ_1 = 6.8, σ = 1.2).
     assert abs(by_gram["new york"] - 90) < 30 and abs(by_gram["new york city"] - 60) < 30
     assert report["counts"]["noise"] == "discrete_gaussian"
     assert report["counts"]["sigma_squared"] == 3.0
@@ -136,6 +140,7 @@ def test_ngram_job_text_corpus_and_baseline(tmp_path):
                             "--epsilon", "3", "--delta", "1e-5", "--max-items-per-user", "6",
                             "--output", out]) == 0
     ngrams, report = read_job_output(out)
+    # Unseeded: nothing is released w.p. < 1e-269 (the most held unigram missed).
     assert report["mechanism"]["name"] == "dpsu-even" and ngrams
 
 

@@ -46,10 +46,12 @@ def test_the_default_job_and_fixed_delta0_side_by_side_with_memory(tmp_path, cap
     # candidates (a DP release).
     assert rows[0][1] == rows[2][1] == "5"
     assert rows[1][1].startswith("auto → ") and int(rows[1][1].split("→")[1]) >= 1
-    # Unseeded. Every item has >= 100 users (>= 50 after any Δ0 >= 1 bounds each user's
-    # 2 items); at ε = 50 PipelineDP keeps an item of 20 users with probability 1 in
-    # float64, and our thresholds (Δ0 <= 5, or auto's candidates at 95% of ε) are below
-    # 15 with σ < 2: a missed item has probability far below 1e-6.
+    # Unseeded: fails by chance w.p. at most 7e-24. Every item has >= 100 users, each
+    # holding 2 items. PipelineDP's Gaussian thresholding (ρ = 2.6, σ = 0.34 at Δ0 = 5)
+    # misses one w.p. 1e-17835; sips at Δ0 = 5 (rounds' ρ 3.7/2.5/1.8, σ 0.55/0.32/0.19,
+    # weight ≥ 100/√2) w.p. 1e-43332; sips:auto (98.5% of ε) w.p. 1e-42422 at any
+    # candidate Δ0 ≥ 2 and 1.8e-24 at Δ0 = 1 (weight Binomial(100, 1/2) in round 1),
+    # for each of the 4 items of 100 users.
     assert [r[2] for r in rows] == ["5", "5", "5"]
     for row in rows:  # a wall time and a peak memory per process (no timing asserted)
         assert float(row[3]) > 0 and int(row[4].replace(",", "")) > 0
@@ -65,8 +67,9 @@ def test_our_selections_process_loads_no_pipelinedp(tmp_path, monkeypatch):
     code = peers.main([*_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
                        "--mechanisms", "sips", "--selection", "1"])
     assert code == 0
-    # Unseeded; all 5 items are released but with probability far below 1e-6 (as in
-    # the first test: every item has >= 100 users at ε = 50).
+    # Unseeded: fails by chance w.p. about 1e-43332 (sips at Δ0 = 100: each of the 5
+    # items has >= 100 users of 2 items, weight ≥ 100/√2 against the rounds' ρ < 3.7,
+    # σ < 0.56; missed only if missed in all 3 rounds).
     assert json.loads((tmp_path / "w" / "run1.json").read_text())["released"] == 5
     assert "pipeline_dp" not in sys.modules
 
