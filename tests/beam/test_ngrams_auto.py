@@ -209,7 +209,8 @@ def assert_same_release(auto, fixed, docs, chosen):
 def test_an_unseeded_auto_run_releases_the_common_ngrams():
     # Each common n-gram has weight ≥ 1,000 against thresholds < 60 and σ < 6: it is
     # released but w.p. < 1e-100. Bob's "zz" passes ρ_1 w.p. ≤ δ = 1e-8, and with
-    # η = 1e-9 each level draws a spurious k-gram w.p. < 1e-9: this fails w.p. < 1e-7.
+    # η = 1e-9 level k draws a spurious k-gram w.p. ≤ η·|S_{k−1}| ≤ 4e-9 (|S_1| ≤ 4): this
+    # fails w.p. < 1e-7.
     # The choice of 5 (2,000 users of 3 items) holds unless a bin's noise (σ = 1.4) passes
     # 366: w.p. < 1e-300.
     extract = ExtractNgrams(3, BIG, max_items_per_user=AUTO, eta=1e-9,

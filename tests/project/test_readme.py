@@ -56,7 +56,9 @@ def test_fields_block_reads_rows_by_field_name(capsys):
 
 def test_ngram_block_prints_the_sorted_ngrams(capsys):
     lines = [line for line in run_block(block_index("ExtractNgrams"), capsys).splitlines() if line]
-    # Every held n-gram has 200 users behind it, far above every threshold ρ_k.
+    # Every held n-gram has 200 users behind it, far above every threshold ρ_k. Unseeded:
+    # fails by chance w.p. 1e-1729 (each unigram weighs 200/√3 = 115 against ρ_1 = 6.2,
+    # σ = 1.2; the 2- and 3-grams weigh more against ρ_k ≤ σΦ⁻¹(1 − η/3) = 3.3).
     # A spurious k-gram (a valid one no user holds) is drawn with probability
     # Φ(−ρ_k/σ_k) each among the few unheld valid ones, so do not pin
     # the exact set: the held ones must be there, one per line, sorted.
