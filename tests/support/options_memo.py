@@ -43,6 +43,19 @@ __all__ = ["install"]
 IMMUTABLE = (type(None), bool, int, float, str, bytes)
 
 
+def _mutable_names(values: dict) -> tuple:
+    """The names of a parse's values that can change in place (copied for each user)."""
+    return tuple(name for name, value in values.items() if type(value) not in IMMUTABLE)
+
+
+def _fresh(values: dict, mutable: tuple) -> dict:
+    """A memoised parse's values for one user: the mutable ones copied, the rest shared."""
+    fresh = dict(values)
+    for name in mutable:
+        fresh[name] = copy.deepcopy(values[name])
+    return fresh
+
+
 def install() -> bool:
     """Replaces ``PipelineOptions.__init__`` by its memoised twin; False if switched off."""
     if os.environ.get("BEAM_DPSU_TESTS_NO_OPTIONS_MEMO") == "1":
@@ -64,18 +77,14 @@ def install() -> bool:
         if entry is None:
             original(self, flags, **kwargs)
             values = copy.deepcopy(vars(self._visible_options))
-            mutable = tuple(name for name, value in values.items()
-                            if type(value) not in IMMUTABLE)
-            parsed[key] = (values, mutable, tuple(self._visible_option_list()))
+            parsed[key] = (values, _mutable_names(values), tuple(self._visible_option_list()))
             return None
         # What Beam's constructor does once it has parsed (apache_beam 2.77), with a
         # fresh copy of each mutable value (immutable ones can be shared).
         values, mutable, option_names = entry
         logging.basicConfig()
         self._flags = flags
-        fresh = dict(values)
-        for name in mutable:
-            fresh[name] = copy.deepcopy(values[name])
+        fresh = _fresh(values, mutable)
         self._visible_options = argparse.Namespace(**fresh)
         self._all_options = kwargs
         for option_name in option_names:
@@ -100,23 +109,22 @@ def install() -> bool:
     return True
 
 
-def _parse_all(options, current_only):
-    """Beam's parse in ``get_all_options`` (apache_beam 2.77): (the values, the
-    names of the mutable ones, each option's default), or None if flags are left
-    unknown (Beam then warns, or adds them)."""
-    subset = {}
-    for cls in ([type(options)] if current_only
-                else pipeline_options.PipelineOptions.__subclasses__()):
+def _parse_all(flags, classes: tuple):
+    """Beam's parse in ``get_all_options`` (apache_beam 2.77) of ``flags`` by the
+    parsers of ``classes``: (the values, the names of the mutable ones, each
+    option's default), or None if flags are left unknown (Beam then warns, or
+    adds them)."""
+    subset: dict = {}
+    for cls in classes:  # the last of two same-named classes is dropped, as in Beam
         subset.setdefault(str(cls), cls)
     parser = pipeline_options._BeamArgumentParser(allow_abbrev=False)
     for cls in subset.values():
         cls._add_argparse_args(parser)
-    known_args, unknown_args = parser.parse_known_args(options._flags)
+    known_args, unknown_args = parser.parse_known_args(flags)
     if unknown_args:
         return None
     values = vars(known_args)
-    mutable = tuple(name for name, value in values.items() if type(value) not in IMMUTABLE)
-    return values, mutable, {name: parser.get_default(name) for name in values}
+    return values, _mutable_names(values), {name: parser.get_default(name) for name in values}
 
 
 def _install_all_options(options_class) -> None:
@@ -128,29 +136,29 @@ def _install_all_options(options_class) -> None:
     def get_all_options(self, drop_default=False, add_extra_args_fn=None,
                         retain_unknown_options=False, display_warnings=False,
                         current_only=False):
+        def beams():
+            return original(self, drop_default, add_extra_args_fn, retain_unknown_options,
+                            display_warnings, current_only)
+
         flags = self._flags
         if add_extra_args_fn is not None or not isinstance(flags, (list, tuple)):
-            return original(self, drop_default, add_extra_args_fn, retain_unknown_options,
-                            display_warnings, current_only)
+            return beams()
         classes = ((type(self),) if current_only
                    else tuple(pipeline_options.PipelineOptions.__subclasses__()))
+        key = (tuple(flags), classes)
         try:
-            key = (tuple(flags), classes)
-            if key not in parsed:
-                parsed[key] = _parse_all(self, current_only)
+            hash(key)
         except TypeError:  # flags that are not hashable
-            return original(self, drop_default, add_extra_args_fn, retain_unknown_options,
-                            display_warnings, current_only)
+            return beams()
+        if key not in parsed:
+            parsed[key] = _parse_all(flags, classes)
         entry = parsed[key]
         if entry is None:  # unknown flags: Beam warns, or adds them, every time
-            return original(self, drop_default, add_extra_args_fn, retain_unknown_options,
-                            display_warnings, current_only)
+            return beams()
         # What Beam does after its parse, with no unknown flag (its warnings and
         # retain_unknown_options' second parse then change nothing).
         values, mutable, defaults = entry
-        result = dict(values)
-        for name in mutable:
-            result[name] = copy.deepcopy(values[name])
+        result = _fresh(values, mutable)
         overrides = self._all_options.copy()
         for k in list(result):
             overrides.pop(k, None)
