@@ -78,9 +78,9 @@ def _plain(value):
     return value
 
 
-def _beams_own(cls, flags):
+def _beams_own(cls, flags, **overrides):
     options = cls.__new__(cls)
-    PipelineOptions.__init__.__wrapped__(options, flags)
+    PipelineOptions.__init__.__wrapped__(options, list(flags), **overrides)
     return options
 
 
@@ -128,7 +128,7 @@ def test_all_options_are_what_beam_gives_for_every_call_and_override(flags, capl
                 mine = cls(list(flags), **overrides).get_all_options(**kwargs)
                 my_warnings = [r.getMessage() for r in caplog.records]
                 caplog.clear()
-                beams = _beams_all_options(_beams_own_with(cls, flags, overrides), **kwargs)
+                beams = _beams_all_options(_beams_own(cls, flags, **overrides), **kwargs)
                 assert _plain(mine) == _plain(beams), (cls.__name__, kwargs)
                 if not any(flag.startswith("--not_a_beam_flag") for flag in flags):
                     # (An unknown flag goes to Beam's own call, and Beam warns of it
@@ -138,12 +138,6 @@ def test_all_options_are_what_beam_gives_for_every_call_and_override(flags, capl
     first = PipelineOptions(["--experiments=a"]).get_all_options()
     first["experiments"].append("b")
     assert PipelineOptions(["--experiments=a"]).get_all_options()["experiments"] == ["a"]
-
-
-def _beams_own_with(cls, flags, overrides):
-    options = cls.__new__(cls)
-    PipelineOptions.__init__.__wrapped__(options, list(flags), **overrides)
-    return options
 
 
 @pytest.mark.skipif(MEMO_OFF, reason="BEAM_DPSU_TESTS_NO_OPTIONS_MEMO=1")
