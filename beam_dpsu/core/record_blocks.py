@@ -85,7 +85,8 @@ class RecordBlockBuilder:
         """One user's distinct items: a set, or a dict of occurrences (``occurrences``).
         ``plain_str``: whether they are known to be non-empty plain str; ``key``: the
         user's key in a ``keyed`` block."""
-        self._items.extend(self._ids.ids(items))
+        # ``fromlist``: half the time of ``extend`` for a list (no iterator protocol)
+        self._items.fromlist(self._ids.ids(items))
         if self._keys is not None:
             self._keys.append(key)
         if self._occurrences:
