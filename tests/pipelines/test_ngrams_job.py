@@ -11,6 +11,7 @@ from pipelines import ngrams as ngrams_job
 from tests.support.job_output import output_bytes, read_report, shard_lines
 from tests.support.ngram_corpora import downward_closed, phrase_corpus
 from tests.support.paths import ROOT
+from tests.support.input_files import write_lines
 
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 RAW_LEVEL_FIELDS = {"support", "released_from_users", "spurious", "expected_spurious"}
@@ -73,7 +74,7 @@ def permuted_documents(tmp_path_factory):
 def write_permuted(base, lines, ext, split_at, seed):
     """``lines`` as one file, and shuffled over two files: (the file, a glob of the two)."""
     one = base / f"one.{ext}"
-    one.write_text("\n".join(lines) + "\n")
+    write_lines(one, lines)
     shuffled = list(lines)
     random.Random(seed).shuffle(shuffled)
     split = base / "split"

@@ -16,6 +16,7 @@ from pipelines import ngrams as ngrams_job
 from pipelines import vocabulary as vocabulary_job
 from tests.support.job_output import read_report
 from tests.support.paths import ROOT
+from tests.support.input_files import write_lines
 
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 BUDGET = ["--epsilon", "4", "--delta", "1e-5", "--seed", "7"]
@@ -39,8 +40,7 @@ def pairs_file(tmp_path_factory):
     for user in range(400):
         for item in rng.sample(vocab[:8] if user % 2 else vocab, 5):
             lines.append(f'u{user},"{item}"')
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return str(path)
+    return write_lines(path, lines)
 
 
 def job_argv(job: str, pairs: str, with_counts: bool, shards: int) -> list:

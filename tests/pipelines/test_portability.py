@@ -21,6 +21,7 @@ from beam_dpsu import MECHANISMS
 from pipelines import ngrams, vocabulary
 from tests.support.job_output import read_report
 from tests.support.paths import ROOT
+from tests.support.input_files import write_lines
 
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 
@@ -74,8 +75,7 @@ def pairs_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "pairs.csv"
     lines = [f"user{u},common" for u in range(80)] + [f"user{u},also" for u in range(0, 80, 2)]
     lines += ["loner,secret"]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return write_lines(path, lines)
 
 
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))

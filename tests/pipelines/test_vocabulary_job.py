@@ -17,6 +17,7 @@ from tests.support.examples import IMDB_2K as EXAMPLE
 from tests.support.examples import imdb_slice
 from tests.support.job_output import output_bytes, released_items_and_report, shard_lines
 from tests.support.paths import ROOT
+from tests.support.input_files import write_lines
 BASE = ["--epsilon", "1", "--delta", "1e-5"]
 RAW_FIELDS = {"non_private_counts", "users", "pairs", "distinct_items"}
 
@@ -101,16 +102,11 @@ def test_privacy_unit_follows_the_user_field(tmp_path, imdb_500, fields, unit):
     assert {"the", "movie", "film"} <= set(items)
 
 
-def write_pairs(path, lines):
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
 @pytest.mark.parametrize("mechanism", ["count-laplace", "count-gaussian", "weighted-laplace",
                                        "weighted-gaussian"])
 def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
     lines = [f"user{u},common" for u in range(60)] + ["loner,secret"]
-    src = write_pairs(tmp_path / "pairs.csv", ["user,item"] + lines)
+    src = write_lines(tmp_path / "pairs.csv", ["user,item"] + lines)
     out = tmp_path / "out"
     code = vocabulary.main(["--input", src, "--format", "pairs", "--skip-header-lines", "1",
                             "--mechanism", mechanism, "--max-items-per-user", "1",
@@ -125,7 +121,7 @@ def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
 
 def test_non_private_stats_are_opt_in(tmp_path, capsys):
     lines = [f"user{u},common" for u in range(60)] + ["loner,secret", "user1,common"]
-    src = write_pairs(tmp_path / "pairs.csv", lines)
+    src = write_lines(tmp_path / "pairs.csv", lines)
     out = tmp_path / "out"
     assert vocabulary.main(["--input", src, "--format", "pairs", "--max-items-per-user", "1",
                             "--epsilon", "50", "--delta", "1e-6", "--non-private-stats",
@@ -200,7 +196,7 @@ def permuted_inputs(tmp_path_factory):
     """The same pairs as one file in user order, and permuted over three files."""
     base = tmp_path_factory.mktemp("permuted")
     lines = zipf_pairs()
-    one = write_pairs(base / "one.csv", lines)
+    one = write_lines(base / "one.csv", lines)
     shuffled = list(lines)
     random.Random(7).shuffle(shuffled)
     split = base / "split"
@@ -406,7 +402,7 @@ def test_help_shows_one_spelling_defaults_and_an_example(capsys):
 
 
 def test_tiny_input_says_that_releasing_nothing_is_expected(tmp_path, capsys):
-    src = write_pairs(tmp_path / "tiny.csv", ["alice,cat", "bob,cat", "bob,dog"])
+    src = write_lines(tmp_path / "tiny.csv", ["alice,cat", "bob,cat", "bob,dog"])
     out = tmp_path / "out"
     # Seeded: 'cat' (weight 1.7 against a threshold of 11.7, σ = 2.24) would
     # otherwise be released with probability Φ(−4.5) ≈ 4e-6.

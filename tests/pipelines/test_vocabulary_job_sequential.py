@@ -6,11 +6,7 @@ import scipy.stats
 
 from pipelines import vocabulary
 from tests.support.job_output import released_items_and_report
-
-
-def write_pairs(path, lines):
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+from tests.support.input_files import write_lines
 
 
 # ½e^{−3} = 2.5% for Laplace (these tests failed by chance). α = 25 makes it
@@ -26,7 +22,7 @@ SEQUENTIAL_BUDGET = ["--max-items-per-user", "3", "--epsilon", "5", "--delta", "
 
 
 def _sequential_job(tmp_path, args):
-    src = write_pairs(tmp_path / "pairs.csv",
+    src = write_lines(tmp_path / "pairs.csv",
                       [f"user{u},common" for u in range(60)] + ["loner,secret"])
     return ["--input", src, "--format", "pairs", *args, *SEQUENTIAL_BUDGET,
             "--output", str(tmp_path / "out")]
@@ -57,7 +53,7 @@ def test_job_sequential_mechanisms(tmp_path, args):
 
 
 def test_job_gw_default_max_items(tmp_path):
-    src = write_pairs(tmp_path / "pairs.csv", [f"user{u},common" for u in range(60)])
+    src = write_lines(tmp_path / "pairs.csv", [f"user{u},common" for u in range(60)])
     out = tmp_path / "out"
     assert vocabulary.main(["--input", src, "--format", "pairs", "--mechanism", "gw", *SURE,
                             "--epsilon", "5", "--delta", "1e-6", "--output", str(out)]) == 0

@@ -7,14 +7,14 @@ import os
 import pytest
 
 from pipelines.evaluation import evaluate
+from tests.support.input_files import write_lines
 
 
 @pytest.fixture
 def pairs_file(tmp_path):
     path = tmp_path / "pairs.csv"
     lines = [f"user{u},w{(u * 3 + k) % 25}" for u in range(150) for k in range(6)]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return write_lines(path, lines)
 
 
 def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys):
