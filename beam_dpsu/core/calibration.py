@@ -61,16 +61,17 @@ from fractions import Fraction
 import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
-from beam_dpsu.core import checks, gaussian, memo
+from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
 from beam_dpsu.core.budgets import Budget, ZCDPBudget, rounded_down
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.delta_split import split_delta, threshold_delta_cost
 
-__all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration", "DeltaSplit",
-           "split_delta", "threshold_delta_cost", "gaussian_dp_equivalents",
-           "laplace_calibration", "gaussian_calibration", "noise", "release_mask"]
+__all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration",
+           "gaussian_dp_equivalents", "laplace_calibration", "gaussian_calibration", "noise",
+           "release_mask"]
 
 LAPLACE = "laplace"
 GAUSSIAN = "gaussian"
@@ -357,132 +358,6 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
         users_kept_surely=n2 + 1, max_items_per_user=d0, budget=budget,
         source="Desfontaines, Voss, Gipson & Mandayam 2022 (PoPETs; arXiv 2006.03684) "
                "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
-
-
-def threshold_delta_cost(threshold_delta: float) -> float:
-    """The δ the thresholds cost end to end: δ_thr itself (module docstring).
-
-    Both directions cost δ_thr: the remove direction by the union bound
-    (P[M(D′) ∈ S] ≤ P[Ã ∈ S] + δ_thr), the add direction because
-    Q(S) − e^ε(1 − δ_thr)P̃(S) = (1 − δ_thr)(Q(S) − e^ε P̃(S)) + δ_thr·Q(S)
-    ≤ δ_noise + δ_thr.
-    """
-    return threshold_delta
-
-
-@dataclasses.dataclass(frozen=True)
-class DeltaSplit:
-    """How ``split_delta`` divided δ: δ_noise + δ_thr ≤ δ.
-
-    Attributes:
-      delta_noise: δ of the analytic Gaussian σ_total.
-      threshold_delta: δ_thr, the thresholds' total bad-event probability.
-      sigma_total: the analytic Gaussian σ at (ε, delta_noise) for the ℓ2 sensitivity.
-      objective: the objective's value (the release threshold it minimised).
-    """
-
-    delta_noise: float
-    threshold_delta: float
-    sigma_total: float
-    objective: float
-
-
-# The search variable is t = logit(δ_thr/δ): a coarse grid over [−T, T]
-# locates the basin, then a bounded Brent search refines it. |t| ≤ 16 keeps
-# either share ≥ 1.1e-7·δ, far beyond any useful optimum (it sits near 0).
-_SPLIT_LOGIT_BOUND = 16.0
-_SPLIT_GRID = 17
-
-
-def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, objective):
-    """(δ_noise, δ_thr, σ_total, objective) at t = logit(δ_thr/δ), or None if infeasible."""
-    share = 0.5 * (1.0 + math.tanh(0.5 * t))  # = 1/(1 + e^{−t}), overflow-free
-    threshold_delta = delta * share
-    delta_noise = delta - threshold_delta_cost(threshold_delta)
-    if not (0.0 < threshold_delta < 1.0 and delta_noise > 0.0):
-        return None
-    # The sum must hold exactly, not only in floating point (review finding: the
-    # float check let it exceed δ by ~1e-16·δ).
-    # δ_noise is δ − cost in exact arithmetic, rounded down to a float.
-    room = Fraction(delta) - Fraction(threshold_delta_cost(threshold_delta))
-    delta_noise = rounded_down(room)
-    # ... and the float sum must not round above δ either: step down by δ's ulp,
-    # doubling (δ_noise's own ulp may be far smaller; never one ulp at a time).
-    step = math.ulp(delta)
-    while delta_noise > 0.0 and delta_noise + threshold_delta_cost(threshold_delta) > delta:
-        delta_noise -= step
-        step *= 2.0
-    if not delta_noise > 0.0:
-        return None
-    try:
-        sigma = gaussian.analytic_gaussian_sigma(epsilon, delta_noise, l2_sensitivity)
-        value = float(objective(sigma, threshold_delta))
-    except (ValueError, ArithmeticError, RuntimeError):
-        return None
-    if not math.isfinite(value):
-        return None
-    return DeltaSplit(delta_noise, threshold_delta, sigma, value)
-
-
-# Kept (~40 σ and threshold solves each): a job splits the same budget several times.
-# Only objectives ``memo.exact_key`` vouches for (a partial of a module-level function).
-@memo.kept(maxsize=256)
-def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0
-                ) -> DeltaSplit:
-    """The δ split between one Gaussian σ and the thresholds that minimises ``objective``.
-
-    ``objective(σ_total, δ_thr)`` is the release threshold the split yields,
-    in units of item weight: the weight an item needs to be released with
-    probability ½ (single-round mechanisms: ρ; SIPS: the last round's ρ;
-    DPNE: level 1's ρ_1). Lower is better for every item, so it is the
-    objective. δ_noise = δ − δ_thr (module docstring).
-
-    A data-independent, deterministic choice made when the transform is
-    built: a grid of ``_SPLIT_GRID`` points in t = logit(δ_thr/δ) ∈ [−16, 16]
-    finds the best cell, then a bounded Brent search (scipy's
-    ``minimize_scalar``, ≤ 40 evaluations) refines it between its
-    neighbours; the best point evaluated is returned, so the result is never
-    worse than the grid's (and, the grid containing t = 0, than δ_thr = δ/2).
-    Points where σ or the threshold cannot be computed count as infeasible.
-    """
-    epsilon = float(epsilon)
-    delta = float(delta)
-    evaluated = []
-
-    def at(t: float):
-        split = _split_at(epsilon, delta, t, l2_sensitivity, objective)
-        if split is not None:
-            evaluated.append(split)
-        return split
-
-    grid = np.linspace(-_SPLIT_LOGIT_BOUND, _SPLIT_LOGIT_BOUND, _SPLIT_GRID)
-    values = [at(float(t)) for t in grid]
-    feasible = [i for i, v in enumerate(values) if v is not None]
-    if not feasible:
-        # Every split failed: the even split's own error names the problem.
-        sigma = gaussian.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
-        objective(sigma, delta / 2.0)
-        raise ParameterError.worded(
-            "delta", f"no split of delta = {delta!r} between noise and thresholds works at "
-                     f"epsilon = {epsilon!r}")
-    best = min(feasible, key=lambda i: values[i].objective)
-    lo = float(grid[max(best - 1, 0)])
-    hi = float(grid[min(best + 1, len(grid) - 1)])
-
-    # Infeasible points get a finite penalty above every feasible grid value
-    # (inf would make Brent's parabola steps nan).
-    worst = max(values[i].objective for i in feasible)
-    penalty = worst + 1.0 + abs(worst)
-
-    def f(t: float) -> float:
-        split = at(t)
-        return penalty if split is None else split.objective
-
-    from scipy import optimize
-    with np.errstate(all="ignore"):
-        optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded",
-                                 options={"xatol": 1e-3, "maxiter": 40})
-    return min(evaluated, key=lambda s: (s.objective, -s.threshold_delta))
 
 
 def _threshold_at(threshold_fn, max_items_per_user: int, sigma: float,

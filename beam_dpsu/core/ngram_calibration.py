@@ -9,7 +9,7 @@ the transform is built, from the parameters and the budget alone:
   under ``ZCDPBudget(ρ, δ)`` (``total_sigma``).
 * The δ split: only level 1 has a threshold event (levels k ≥ 2 noise all of
   V_k), so δ_noise + δ_thr = δ is split to minimise ρ_1
-  (``calibration.split_delta``, whose docstring has the proof).
+  (``delta_split.split_delta``; the proof is in ``beam_dpsu.core.calibration``).
 * ρ_1 (dpne Theorem 2.1) and, with a policy-gaussian level 1, its cutoff
   (``calibrate``). ρ_k for k ≥ 2 reads released set sizes:
   ``thresholds.dpne_level_threshold`` when the level runs.
@@ -33,7 +33,8 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.gaussian import gaussian_noise_schedule, zcdp_gaussian_sigma
-from beam_dpsu.core.calibration import GAUSSIAN, Calibration, split_delta
+from beam_dpsu.core.calibration import GAUSSIAN, Calibration
+from beam_dpsu.core.delta_split import split_delta
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.pre_threshold_calibration import raised_threshold
 
@@ -46,8 +47,8 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
 
     Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
     δ_noise + δ_thr = δ is split to minimise
-    ``threshold_of(σ*, δ_thr)`` (``calibration.split_delta``, whose docstring
-    has the proof); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
+    ``threshold_of(σ*, δ_thr)`` (``delta_split.split_delta``; the proof is in
+    ``beam_dpsu.core.calibration``); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
     δ_noise is None.
     """
     if isinstance(budget, (Budget, ZCDPBudget)):

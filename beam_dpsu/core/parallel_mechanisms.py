@@ -20,10 +20,10 @@ from beam_dpsu.core.exact_floats import nudged
 from beam_dpsu.core.gaussian import sqrt_rounded_up
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
-from beam_dpsu.core.calibration import (Calibration, DeltaSplit, KeepProbabilityCalibration,
+from beam_dpsu.core.calibration import (Calibration, KeepProbabilityCalibration,
                                         RoundsCalibration, gaussian_calibration,
-                                        laplace_calibration, split_delta,
-                                        truncated_geometric_calibration)
+                                        laplace_calibration, truncated_geometric_calibration)
+from beam_dpsu.core.delta_split import DeltaSplit, split_delta
 from beam_dpsu.core.mechanism_config import MechanismConfig
 
 __all__ = ["ParallelMechanism", "CountLaplace", "CountGaussian", "WeightedLaplace",
@@ -106,7 +106,7 @@ class WeightedGaussian(ParallelMechanism):
 
     Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ_noise), threshold with
     δ_thr, δ_noise + δ_thr = δ split to minimise the threshold
-    (``calibration.split_delta``; dpsu Theorem B.2 used δ/2 each). Under
+    (``delta_split.split_delta``; dpsu Theorem B.2 used δ/2 each). Under
     ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ), threshold with δ (dp-sips Theorem 1).
 
     Attributes:

@@ -192,7 +192,7 @@ def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int
 
     dpsu §1.1: ρ = max_{t ≤ Δ0} 1 + σ·Φ⁻¹((1 − δ)^{1/t}), maximal at t = Δ0.
     ``delta`` is the threshold's share (under (ε, δ)-DP chosen by
-    ``calibration.split_delta``; dpsu uses δ/2; all of δ under zCDP).
+    ``delta_split.split_delta``; dpsu uses δ/2; all of δ under zCDP).
     """
     sigma = _positive("sigma", sigma)
     delta = _probability(delta)
@@ -231,7 +231,7 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     dpsu Theorem 5.1 / Theorem B.2 and dp-sips Theorem 1 (App. A):
     ρ = max_{1 ≤ t ≤ Δ0} 1/√t + σ·Φ⁻¹((1 − δ)^{1/t}).
     ``delta`` is the threshold's share: under (ε, δ)-DP chosen by
-    ``calibration.split_delta`` (dpsu prints (1 − δ/2)^{1/t}, the even split),
+    ``delta_split.split_delta`` (dpsu prints (1 − δ/2)^{1/t}, the even split),
     the whole δ under δ-approximate zCDP (dp-sips). The maximum is taken over
     t ≤ 64 and t = Δ0 only (``_candidate_items``).
     """

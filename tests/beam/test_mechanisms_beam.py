@@ -219,7 +219,7 @@ def test_report_is_computed_at_construction():
     report = select.report
     assert report["noise"] == "gaussian"
     # docs/privacy.md's golden σ = 1.33279, ρ_G = 6.8237 are the δ/2 + δ/2 split;
-    # the optimal split (docs/privacy.md, Accounting; calibration.split_delta) lowers ρ_G.
+    # the optimal split (docs/privacy.md, Accounting; delta_split.split_delta) lowers ρ_G.
     assert report["noise_scale"] == pytest.approx(1.32038, abs=5e-5)
     assert report["release_threshold"] == pytest.approx(6.81355, abs=5e-5)
     assert report["release_threshold"] < 6.8237

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import beam_dpsu
-from beam_dpsu.core import calibration, policies, thresholds
+from beam_dpsu.core import calibration, delta_split, policies, thresholds
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_the_librarys_own_splits_fit_its_accountant(epsilon):
 
 @pytest.mark.parametrize("delta_thr", [1e-10, 1e-5, 0.01, 0.3])
 def test_the_thresholds_cost_their_own_delta(delta_thr):
-    assert calibration.threshold_delta_cost(delta_thr) == delta_thr
+    assert delta_split.threshold_delta_cost(delta_thr) == delta_thr
 
 
 def _wasted_delta(delta: float, delta_noise: float, threshold_delta: float) -> Fraction:

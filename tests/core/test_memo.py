@@ -9,7 +9,7 @@ import pytest
 
 from beam_dpsu.core import composition, max_items_rounds, memo, ngram_calibration, thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget, geometric_split_weights
-from beam_dpsu.core.calibration import split_delta
+from beam_dpsu.core.delta_split import split_delta
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.counts_budget import count_calibration
 from beam_dpsu.core.gaussian import gaussian_noise_schedule
