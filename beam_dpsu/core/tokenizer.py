@@ -18,6 +18,15 @@ _MARKUP = re.compile(r"<[^<>]{0,200}>")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
 
+def _may_hold_url(text: str) -> bool:
+    """Whether the URL pattern can match in ``text``: each of its matches holds "://"
+    (http://, https://, ftp://) or "www." in some case (only "W" and "w" match a
+    case-insensitive "w"; ":", "/" and "." match only themselves). Two C-level scans
+    instead of the pattern's own search, which tries every position: a third of the
+    tokenizer's time on IMDb's reviews, of which 0.4 % hold "://" or "www."."""
+    return "://" in text or "www." in text.lower()
+
+
 class Tokens(list):
     """What a ``Tokenizer`` returns: a list of non-empty plain ``str`` tokens.
 
@@ -49,7 +58,7 @@ class Tokenizer:
     def __call__(self, text: str) -> Tokens:
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
-        if self.strip_urls:
+        if self.strip_urls and _may_hold_url(text):
             text = _URL.sub(" ", text)
         if self.strip_markup:
             text = _MARKUP.sub(" ", text)

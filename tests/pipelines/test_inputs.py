@@ -1,14 +1,20 @@
 """Unit tests of the tokeniser and the input parsers (no pipeline)."""
 
+import csv
+import gzip
 import io
+import re
+import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_dpsu.core.tokenizer import _MARKUP, _URL, _WORD, Tokenizer, Tokens, tokenize
+from beam_dpsu.core.tokenizer import (_MARKUP, _URL, _WORD, Tokenizer, Tokens,
+                                      _may_hold_url, tokenize)
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import parse_csv, parse_jsonl, parse_pairs, parse_text
+from tests.support.examples import IMDB_2K
 from tests.support.hypothesis_profiles import examples
 
 
@@ -36,6 +42,64 @@ def test_the_ascii_fast_path_gives_the_tokens_of_per_token_lower_casing(text):
     # (on non-ASCII text the two differ, e.g. 'İ', so that keeps the slow path).
     reference = [t.lower() for t in _WORD.findall(_MARKUP.sub(" ", _URL.sub(" ", text)))]
     assert tokenize(text) == reference
+
+
+def reference_tokens(text: str, lowercase: bool = True, strip_urls: bool = True,
+                     strip_markup: bool = True) -> list:
+    """The tokenizer's rule, step by step: URLs out, markup out, split, lower-case each."""
+    if strip_urls:
+        text = _URL.sub(" ", text)
+    if strip_markup:
+        text = _MARKUP.sub(" ", text)
+    return [t.lower() if lowercase else t for t in _WORD.findall(text)]
+
+
+def test_only_w_matches_the_url_patterns_letters_and_no_case_changes_its_punctuation():
+    # The pre-check (_may_hold_url) looks for "://" and a lower-cased "www.": sound
+    # only if a case-insensitive match of "w" is "w" or "W" (each lower-cases to
+    # "w"), and ":", "/" and "." match only themselves, over every code point.
+    for literal, allowed in (("w", {"w", "W"}), (":", {":"}), ("/", {"/"}), (".", {"."})):
+        pattern = re.compile(re.escape(literal), re.IGNORECASE)
+        matched = {chr(c) for c in range(sys.maxunicode + 1) if pattern.fullmatch(chr(c))}
+        assert matched == allowed
+    assert all(ch.lower() == "w" for ch in "wW")
+
+
+def test_real_reviews_give_the_reference_tokens():
+    # The 2,000 reviews of examples/ (markup on most, URLs on a few), every option.
+    with gzip.open(IMDB_2K, "rt", encoding="utf-8", newline="") as f:
+        reviews = [row["review"] for row in csv.DictReader(f)]
+    assert sum(map(_may_hold_url, reviews)) >= 5  # the URL path runs too
+    for options in ((True, True, True), (False, True, False), (True, False, True)):
+        tokenizer = Tokenizer(*options)
+        assert [tokenizer(text) for text in reviews] == [
+            reference_tokens(text, *options) for text in reviews]
+
+
+# Pieces of URLs in every case, near misses, markup and non-ASCII letters (ſ and K
+# are letters case-insensitive matching folds onto s and k).
+URL_PIECES = ["www.", "WWW.", "wWw.", "Www", "http://", "HTTPS://", "hTtP:/", "ftp://",
+              "httpſ://", "://", ":/", "w", "W", ".", ":", "/", " ", "\n", "x", "Y", "_",
+              "<b>", "<", ">", "é", "İ", "ſ", "K", "don't", "’s"]
+
+
+@settings(max_examples=examples(1000), deadline=None)
+@given(st.lists(st.sampled_from(URL_PIECES), max_size=12).map("".join),
+       st.booleans(), st.booleans(), st.booleans())
+def test_the_url_pre_check_changes_no_token(text, lowercase, strip_urls, strip_markup):
+    assert Tokenizer(lowercase, strip_urls, strip_markup)(text) == reference_tokens(
+        text, lowercase, strip_urls, strip_markup)
+    if _URL.search(text):
+        assert _may_hold_url(text)
+
+
+@pytest.mark.parametrize("text,holds_url", [
+    ("see www.x.org", True), ("WwW.X.ORG now", True), ("HTTPS://a.b/c d", True),
+    ("ftp://f/g h", True), ("httpſ://x y", True), ("w w w . no", False), ("http:/ /x", False)])
+def test_urls_in_any_case_are_removed_and_near_misses_kept(text, holds_url):
+    assert tokenize(text) == reference_tokens(text)
+    assert _may_hold_url(text) is holds_url
+    assert bool(_URL.search(text)) is holds_url
 
 
 @settings(max_examples=examples(500), deadline=None)
