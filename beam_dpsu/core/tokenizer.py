@@ -58,6 +58,10 @@ class Tokenizer:
     def __call__(self, text: str) -> Tokens:
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
+        if type(text) is not str:
+            # A plain copy: a subclass's own methods (lower, isascii) must not
+            # change the tokens, whichever steps run.
+            text = str.__str__(text)
         if self.strip_urls and _may_hold_url(text):
             text = _URL.sub(" ", text)
         if self.strip_markup:

@@ -76,6 +76,25 @@ def test_real_reviews_give_the_reference_tokens():
             reference_tokens(text, *options) for text in reviews]
 
 
+class OddStr(str):
+    """A str whose own case methods lie."""
+
+    def lower(self):
+        return "zzz"
+
+    def isascii(self):
+        return False
+
+
+@pytest.mark.parametrize("options", [(a, b, c) for a in (True, False) for b in (True, False)
+                                     for c in (True, False)])
+def test_a_str_subclass_gives_the_tokens_of_its_plain_text(options):
+    # Review finding: with no URL and no markup step, the subclass reached lower().
+    text = "Hello World <b>x</b> www.a.b"
+    for sample in (text, "Hello World"):
+        assert Tokenizer(*options)(OddStr(sample)) == reference_tokens(sample, *options)
+
+
 # Pieces of URLs in every case, near misses, markup and non-ASCII letters (ſ and K
 # are letters case-insensitive matching folds onto s and k).
 URL_PIECES = ["www.", "WWW.", "wWw.", "Www", "http://", "HTTPS://", "hTtP:/", "ftp://",
