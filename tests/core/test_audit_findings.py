@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import beam_dpsu
-from beam_dpsu.core import calibration, delta_split, policies, thresholds
+from beam_dpsu.core import delta_split, policies, thresholds
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
