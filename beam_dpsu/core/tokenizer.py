@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import string
 from collections.abc import Iterable
 
 __all__ = ["Tokens", "Tokenizer", "tokenize"]
@@ -25,6 +26,29 @@ def _may_hold_url(text: str) -> bool:
     instead of the pattern's own search, which tries every position: a third of the
     tokenizer's time on IMDb's reviews, of which 0.4 % hold "://" or "www."."""
     return "://" in text or "www." in text.lower()
+
+
+# ASCII letters, digits and the apostrophe kept; every other ASCII character a space.
+_ASCII_WORD_CHARS = frozenset(string.ascii_letters + string.digits + "'")
+_ASCII_SPACES = str.maketrans({chr(c): " " for c in range(128)
+                               if chr(c) not in _ASCII_WORD_CHARS})
+
+
+def _ascii_words(text: str) -> list:
+    """``_WORD.findall(text)`` for an ASCII ``text``, in C-level string calls.
+
+    On ASCII the pattern's words are runs of letters and digits joined by
+    single apostrophes. So every other character becomes a space; then an
+    apostrophe with no letter or digit on one side (next to a space, another
+    apostrophe or an end) does too: pairs of apostrophes first, then one
+    beside a space. What is left, split at the spaces, is the pattern's
+    matches, in order (the regex found them at about two-thirds of the speed).
+    """
+    spaced = text.translate(_ASCII_SPACES)
+    if "'" in spaced:
+        spaced = " " + spaced.replace("''", "  ") + " "
+        spaced = spaced.replace(" '", "  ").replace("' ", "  ")
+    return spaced.split()
 
 
 class Tokens(list):
@@ -69,7 +93,7 @@ class Tokenizer:
         if self.lowercase and text.isascii():
             # One C call instead of one per token: on ASCII text lower-casing
             # maps letters to letters, so the tokens are the same.
-            return Tokens(_WORD.findall(text.lower()))
+            return Tokens(_ascii_words(text.lower()))
         tokens: Iterable[str] = _WORD.findall(text)
         if self.lowercase:
             tokens = map(str.lower, tokens)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_dpsu.core.tokenizer import (_MARKUP, _URL, _WORD, Tokenizer, Tokens,
+from beam_dpsu.core.tokenizer import (_MARKUP, _URL, _WORD, Tokenizer, Tokens, _ascii_words,
                                       _may_hold_url, tokenize)
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import parse_csv, parse_jsonl, parse_pairs, parse_text
@@ -93,6 +93,22 @@ def test_a_str_subclass_gives_the_tokens_of_its_plain_text(options):
     text = "Hello World <b>x</b> www.a.b"
     for sample in (text, "Hello World"):
         assert Tokenizer(*options)(OddStr(sample)) == reference_tokens(sample, *options)
+
+
+@settings(max_examples=examples(2000), deadline=None)
+@given(st.lists(st.sampled_from(["'", "''", "a", "Z", "0", "don't", "o'neil", " ", "_", "-",
+                                 ".", "\t", "\n", "\x1c", "\x00", "\x7f", "'s", "s'"]),
+                max_size=16).map("".join))
+def test_the_ascii_word_split_is_the_word_pattern(text):
+    # Apostrophes alone, in runs, at either end and beside every kind of
+    # separator (\x1c is whitespace to str.split, \x00 and \x7f are not).
+    assert _ascii_words(text) == _WORD.findall(text)
+
+
+def test_the_ascii_word_split_on_every_ascii_character():
+    for code in range(128):
+        for text in (chr(code), f"a{chr(code)}b", f"a'{chr(code)}'b", f"{chr(code)}'x'"):
+            assert _ascii_words(text) == _WORD.findall(text), repr(text)
 
 
 # Pieces of URLs in every case, near misses, markup and non-ASCII letters (ſ and K
