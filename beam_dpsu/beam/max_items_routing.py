@@ -52,14 +52,10 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import counts_max_items_choice as counts_choice
 
 from beam_dpsu.core import hashing, record_blocks
-from beam_dpsu.core.tokenizer import Tokens
-from beam_dpsu.beam.bounding import (ItemCountsPerUser, SampleEachUser, element_distinct_items,
-                                     element_items,
-                                     plain_str_items)
+from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen
-from beam_dpsu.beam.windowing import in_global_window
+from beam_dpsu.beam.record_packing import PackRecordsFn
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.beam.output_types import opaque_output
 
 __all__ = ["SizeHistogram", "ChooseFromSizeCounts", "AutoSelection",
            "SampleAtChosenMaxItems"]
@@ -127,50 +123,6 @@ def _sum_bin_counts(n_bins: int, counts) -> np.ndarray:
     return functools.reduce(np.add, counts, np.zeros(n_bins, dtype=np.int64))
 
 
-@opaque_output
-class _PackRecordsFn(beam.DoFn):
-    """User records → (users per size bin, packed block) per run of users.
-
-    Each record is one user's: with ``elements`` an element of
-    ``privacy_unit="element"`` input, checked here (the rule of
-    ``element_item_counts``: a bad element raises naming the problem, never a
-    value), else a merged (user_id, {item: occurrences}) record. The user id
-    is not kept (the selection reads ``privacy_unit="element"`` records). Not
-    ``beam.BatchElements``, which logs how many elements it batched (the
-    number of users; docs/privacy.md, invariant 6).
-    """
-
-    def __init__(self, edges: tuple, occurrences: bool, elements: bool):
-        self._edges = np.asarray(edges, dtype=np.int64)
-        self._occurrences = occurrences
-        self._elements = elements
-        self._builder = None
-
-    def start_bundle(self):
-        self._builder = record_blocks.RecordBlockBuilder(self._occurrences)
-
-    def process(self, record):
-        if self._elements:
-            items = element_items(record, self._occurrences)
-            # a Tokens list's set has passed the plain-str check already
-            plain = (type(record) is Tokens and type(items) is set) or plain_str_items(items)
-        else:
-            items = record[1]
-            plain = plain_str_items(items)
-        self._builder.add(items, plain)
-        if self._builder.full:
-            yield self._flush()
-
-    def finish_bundle(self):
-        if self._builder.users:
-            yield self._flush()
-
-    def _flush(self):
-        packed = self._builder.build(self._edges)
-        self._builder = record_blocks.RecordBlockBuilder(self._occurrences)
-        return in_global_window(packed)
-
-
 def _unpack(bins_block) -> Iterable:
     """(users per size bin, packed block) → the block's users, one record each."""
     return record_blocks.unpack_block(bins_block[1])
@@ -229,7 +181,7 @@ class AutoSelection(beam.PTransform):
                 occurrences=self._occurrences, privacy_unit=self._privacy_unit))
         n_bins = len(self._plan.edges)
         blocks = records | "PackUserRecords" >> beam.ParDo(
-            _PackRecordsFn(self._plan.edges, self._occurrences, by_element))
+            PackRecordsFn(by_element, self._occurrences, edges=self._plan.edges))
         # Then the private choice of Δ0, drawn once.
         chosen = (blocks
                   | "UsersPerSizeBin" >> beam.Map(lambda bins_block: bins_block[0])

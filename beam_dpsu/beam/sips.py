@@ -55,15 +55,15 @@ from collections import Counter
 import apache_beam as beam
 
 from beam_dpsu.core import checks, policies, record_blocks
-from beam_dpsu.beam.bounding import (ItemCountsPerUser, distinct_element_id,
-                                     element_distinct_items, plain_str_items)
+from beam_dpsu.beam.bounding import ItemCountsPerUser, distinct_element_id
 from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.record_packing import PackRecordsFn
 from beam_dpsu.core.calibration import RoundsCalibration
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
 from beam_dpsu.beam.records import UserItems
 from beam_dpsu.beam.release_guard import ReleaseTransform, seed_announced, warn_if_seeded
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
-from beam_dpsu.beam.windowing import in_global_window, require_global_window
+from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["REMOVALS", "RemoveReleasedBySideInput", "RemoveReleasedByJoin", "SIPSRounds"]
 
@@ -97,46 +97,6 @@ def _drop_released(block: bytes, done):
     remaining = record_blocks.without_items(block, done)
     if remaining is not None:
         yield remaining
-
-
-class _PackUsersFn(beam.DoFn):
-    """Users' records → blocks of their distinct items (``record_blocks``), a run of
-    users each, a user keyed by its id only in a seeded run (the sample's seed).
-
-    A record is an element of ``privacy_unit="element"`` input (``elements``),
-    checked here as ``ItemCountsPerUser`` checks it (an unseeded run draws no
-    id: nothing reads one), or a merged (user_id, {item: count}) record.
-    """
-
-    def __init__(self, elements: bool, seed: int | None):
-        self._elements = elements
-        self._seed = seed
-        self._builder: record_blocks.RecordBlockBuilder | None = None
-
-    def start_bundle(self):
-        self._builder = self._new_builder()
-
-    def _new_builder(self) -> record_blocks.RecordBlockBuilder:
-        return record_blocks.RecordBlockBuilder(False, keyed=self._seed is not None)
-
-    def process(self, record):
-        if self._elements:
-            items = element_distinct_items(record)
-            key = None if self._seed is None else distinct_element_id(items, self._seed)
-        else:
-            key, items = record
-        self._builder.add(items, plain_str_items(items), key)
-        if self._builder.full:
-            yield self._flush()
-
-    def finish_bundle(self):
-        if self._builder.users:
-            yield in_global_window(self._flush())
-
-    def _flush(self) -> bytes:
-        builder, self._builder = self._builder, self._new_builder()
-        assert builder is not None, "start_bundle made one"
-        return builder.packed()
 
 
 def _keyed_by_element_ids(block: bytes, seed: int) -> bytes:
@@ -288,7 +248,7 @@ class SIPSRounds(ReleaseTransform):
         by_element = self._privacy_unit == "element"
         records = elements if by_element else elements | "ItemCountsPerUser" >> self._counts
         return records | "PackUserRecords" >> beam.ParDo(
-            _PackUsersFn(by_element, self._seed)).with_output_types(bytes)
+            PackRecordsFn(by_element, key_seed=self._seed)).with_output_types(bytes)
 
     def _join_records(self, elements):
         """One record of distinct items per user, for the join."""

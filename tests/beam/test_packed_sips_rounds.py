@@ -22,10 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu import SIPS, SelectItems, ZCDPBudget
-from beam_dpsu.beam import max_items_routing, sips
+from beam_dpsu.beam import sips
 from beam_dpsu.beam.bounding import distinct_element_id
 from beam_dpsu.beam.histograms import _SampleAndSumFn
 from beam_dpsu.beam.randomness import random_fanouts
+from beam_dpsu.beam.record_packing import PackRecordsFn
 from beam_dpsu.core import record_blocks
 from beam_dpsu.core.policies import weighted_gaussian_weight
 from beam_dpsu.core.record_blocks import (RecordBlockBuilder, block_users, unpack_block,
@@ -143,16 +144,16 @@ def test_removal_across_the_16_bit_boundary_keeps_every_item_right(n_items):
                       max_size=40))
 def test_packing_never_splits_a_user_over_blocks(elements, users):
     # With tiny blocks (a handful of items or ids) every user still lands whole
-    # in exactly one block: the SIPS packing (_PackUsersFn) and the auto
-    # packing (_PackRecordsFn) both add a user whole, then end the block.
+    # in exactly one block: the SIPS packing and the auto packing (one
+    # PackRecordsFn, keyed or with size bins) both add a user whole, then end the block.
     saved = record_blocks.ITEMS_PER_BLOCK, record_blocks.IDS_PER_BLOCK
     record_blocks.ITEMS_PER_BLOCK, record_blocks.IDS_PER_BLOCK = 5, 7
     try:
         records = ([sorted(items) for items in users] if elements
                    else [(f"u{i}", dict.fromkeys(items, 1)) for i, items in enumerate(users)])
-        for fn, unpack in ((sips._PackUsersFn(elements, None), unpack_block),
-                           (sips._PackUsersFn(elements, 3), unpack_block),
-                           (max_items_routing._PackRecordsFn((1, 2, 5), False, elements),
+        for fn, unpack in ((PackRecordsFn(elements), unpack_block),
+                           (PackRecordsFn(elements, key_seed=3), unpack_block),
+                           (PackRecordsFn(elements, edges=(1, 2, 5)),
                             lambda bins_block: unpack_block(bins_block[1]))):
             blocks = _run_dofn(fn, records)
             got = [sorted(user) for block in blocks for user in unpack(block)]
@@ -350,10 +351,10 @@ def test_auto_sips_checkpoints_its_draws(removal, unit, seed):
 def test_the_packed_blocks_carry_no_draw_and_no_id_unseeded():
     # Unseeded, a block carries no key (nothing random, nothing identifying):
     # the records every round reads are the same whoever re-reads them.
-    for fn in (sips._PackUsersFn(True, None), sips._PackUsersFn(False, None)):
+    for fn in (PackRecordsFn(True), PackRecordsFn(False)):
         records = ([["a", "b"], ["c"]] if fn._elements
                    else [("u1", {"a": 1, "b": 1}), ("u2", {"c": 1})])
         (block,) = _run_dofn(fn, records)
         assert [k for k, _ in block_users(block)] == [None, None]
-        (again,) = _run_dofn(sips._PackUsersFn(fn._elements, None), records)
+        (again,) = _run_dofn(PackRecordsFn(fn._elements), records)
         assert again == block
