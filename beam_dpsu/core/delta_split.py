@@ -24,7 +24,8 @@ __all__ = ["DeltaSplit", "split_delta", "threshold_delta_cost"]
 
 
 def threshold_delta_cost(threshold_delta: float) -> float:
-    """The δ the thresholds cost end to end: δ_thr itself (module docstring).
+    """The δ the thresholds cost end to end: δ_thr itself (the proof is in
+    ``beam_dpsu.core.calibration``'s docstring).
 
     Both directions cost δ_thr: the remove direction by the union bound
     (P[M(D′) ∈ S] ≤ P[Ã ∈ S] + δ_thr), the add direction because
