@@ -138,6 +138,7 @@ if TYPE_CHECKING:  # the names as type checkers and the API reference see them
     from beam_dpsu.core.tokenizer import (Tokenizer, Tokens, tokenize)
     from beam_dpsu.beam.windowing import (NonGlobalWindowError, require_global_window)
     from beam_dpsu.count_released import CountReleased
+    from beam_dpsu.keep_released import KeepReleased
     from beam_dpsu.core.counts_budget import (SelectionAndCountsBudget, count_calibration,
                                               split_selection_and_counts)
 
@@ -182,6 +183,7 @@ _PUBLIC = {  # public name -> the module that defines it
     "NonGlobalWindowError": "beam_dpsu.beam.windowing",
     "require_global_window": "beam_dpsu.beam.windowing",
     "CountReleased": "beam_dpsu.count_released",
+    "KeepReleased": "beam_dpsu.keep_released",
     "SelectionAndCountsBudget": "beam_dpsu.core.counts_budget",
     "count_calibration": "beam_dpsu.core.counts_budget",
     "split_selection_and_counts": "beam_dpsu.core.counts_budget",
@@ -191,7 +193,8 @@ _PUBLIC = {  # public name -> the module that defines it
 # on first use (PEP 562), and Beam is imported quietly before any module that
 # needs it.
 _NEEDS_BEAM = ("beam_dpsu.beam", "beam_dpsu.select_items", "beam_dpsu.count_released",
-               "beam_dpsu.extract_ngrams", "beam_dpsu.ngram_baselines")
+               "beam_dpsu.extract_ngrams", "beam_dpsu.ngram_baselines",
+               "beam_dpsu.keep_released")
 
 
 def __getattr__(name: str):
@@ -250,6 +253,7 @@ __all__ = [
     "DiscreteGaussian",
     "DiscreteLaplace",
     "CountReleased",
+    "KeepReleased",
     "SelectionAndCountsBudget",
     "count_calibration",
     "split_selection_and_counts",

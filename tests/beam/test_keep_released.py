@@ -1,0 +1,110 @@
+"""KeepReleased: records restricted to a released set, by side input or by join."""
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms import window
+
+from beam_dpsu import (InvalidRecordError, KeepReleased, NonGlobalWindowError, SelectItems,
+                       WeightedGaussian, ZCDPBudget)
+from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.keep_released import _KeepBySideInputFn
+
+METHODS = ("side_input", "join")
+
+# (name, records, released, key, expected kept records)
+CASES = [
+    # Records with duplicate keys all pass (or all drop); a released item repeated
+    # in the release still passes each record once.
+    ("duplicate_keys", [("a", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 2)],
+     ["a", "c", "zz", "a"], lambda r: r[0], [("a", 1), ("a", 2), ("c", 4), ("a", 2)]),
+    ("empty_release", [("a", 1), ("b", 2)], [], lambda r: r[0], []),
+    ("int_keys", [{"id": 1}, {"id": 2}, {"id": 3}], [3, 1], lambda r: r["id"],
+     [{"id": 1}, {"id": 3}]),
+    # n-grams as ExtractNgrams releases them (tuples of str).
+    ("ngram_keys", [(("new", "york"), 5), (("york", "new"), 6), (("new",), 7)],
+     [("new", "york"), ("new",)], lambda r: r[0], [(("new", "york"), 5), (("new",), 7)]),
+    ("bytes_keys", [(b"x", 1), (b"y", 2), ("x", 3)], [b"x"], lambda r: r[0], [(b"x", 1)]),
+    # numpy scalars equal their Python values, by either method.
+    ("numpy_keys", [(np.str_("a"), 1), (np.int64(4), 2), ("b", 3)], ["a", 4],
+     lambda r: r[0], [(np.str_("a"), 1), (np.int64(4), 2)]),
+    # Without a key the record is its own item.
+    ("no_key", ["a", "b", "a", "c"], ["a", "c"], None, ["a", "a", "c"]),
+]
+
+
+def test_keep_released_keeps_exactly_the_records_whose_key_is_released():
+    with TestPipeline() as p:
+        for name, records, released, key, expected in CASES:
+            recs = p | f"Records {name}" >> beam.Create(records)
+            rel = p | f"Released {name}" >> beam.Create(released)
+            for method in METHODS:
+                kept = recs | f"Keep {name} {method}" >> KeepReleased(rel, key=key,
+                                                                     method=method)
+                assert_that(kept, equal_to(expected), label=f"Check {name} {method}")
+        # A release straight from SelectItems (its output means a set).
+        pairs = p | "Pairs" >> beam.Create([(f"u{i}", w) for i in range(200)
+                                            for w in ("cat", "dog")] + [("loner", "secret")])
+        words = pairs | SelectItems(WeightedGaussian(max_items_per_user=2),
+                                    ZCDPBudget(1.0, 1e-6), seed=3)
+        rows = p | "Rows" >> beam.Create([{"word": "cat", "n": 1}, {"word": "secret", "n": 2},
+                                          {"word": "dog", "n": 3}])
+        for method in METHODS:
+            assert_that(rows | f"KeepSelected {method}" >> KeepReleased(
+                words, key=lambda row: row["word"], method=method),
+                equal_to([{"word": "cat", "n": 1}, {"word": "dog", "n": 3}]),
+                label=f"CheckSelected {method}")
+
+
+def test_the_side_input_set_is_built_once_per_dofn_instance():
+    # The released set is one value (global window): later bundles reuse the set
+    # instead of reading and hashing the side input again.
+    reads = []
+
+    def released():
+        reads.append(1)
+        yield from ("a", "b")
+
+    fn = _KeepBySideInputFn(lambda record: record)
+    fn.setup()
+    assert [list(fn.process(r, released())) for r in ("a", "c", "b")] == [["a"], [], ["b"]]
+    assert len(reads) == 1
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_unhashable_key_fails_naming_its_type_not_its_value(method):
+    with pytest.raises(Exception, match=r"KeepReleased: key\(record\) must be hashable .*got "
+                                        r"a list") as info:
+        with TestPipeline() as p:
+            rel = p | "Released" >> beam.Create(["secret-item"])
+            _ = (p | beam.Create([(["secret-item"], "secret-user")])
+                 | KeepReleased(rel, key=lambda r: r[0], method=method))
+    assert "secret" not in str(info.value).split("KeepReleased:", 1)[1].split("\n")[0]
+    assert isinstance(info.value, InvalidRecordError) or "InvalidRecordError" in str(info.value)
+
+
+def test_bad_arguments_are_refused_when_built():
+    p = TestPipeline()
+    records = p | "Records" >> beam.Create(["a"])
+    released = p | "Released" >> beam.Create(["a"])
+    with pytest.raises(TypeError, match="released must be the PCollection of released items, "
+                                        "got list"):
+        KeepReleased(["a"])
+    with pytest.raises(ParameterError, match="method must be 'side_input' or 'join', got 'sql'"):
+        KeepReleased(released, method="sql")
+    with pytest.raises(TypeError, match="key must be a function record -> item, got a str"):
+        KeepReleased(released, key="word")
+    with pytest.raises(TypeError, match="positional"):
+        KeepReleased(released, lambda r: r)  # key is keyword-only
+    other = TestPipeline() | "Elsewhere" >> beam.Create(["a"])
+    with pytest.raises(ParameterError, match="released is a PCollection of another pipeline"):
+        _ = records | "FromElsewhere" >> KeepReleased(other)
+    windowed = records | "Window" >> beam.WindowInto(window.FixedWindows(10))
+    with pytest.raises(NonGlobalWindowError, match=r"KeepReleased \(its records\) needs its "
+                                                   "input in the global window"):
+        _ = windowed | "WindowedRecords" >> KeepReleased(released)
+    windowed_release = released | "WindowRelease" >> beam.WindowInto(window.FixedWindows(10))
+    with pytest.raises(NonGlobalWindowError, match=r"KeepReleased \(its released items\)"):
+        _ = records | "WindowedRelease" >> KeepReleased(windowed_release)
