@@ -5,7 +5,10 @@ First beam_dpsu releases the words of a review corpus under user-level
 word and no other, the DP number of reviews using it and their DP mean length
 in tokens (clipped to [0, MAX_LENGTH]), with the released words as *public
 partitions*: since the set is already DP, PipelineDP spends nothing on
-choosing partitions and every released word gets a row.
+choosing partitions and every released word gets a row. Its rows are first
+restricted to the released words with ``beam_dpsu.KeepReleased`` (a side
+input of the released set: no shuffle), so PipelineDP is told they are
+already filtered and bounds each user's contributions among released words only.
 
 One total budget pays for both. The selection needs δ (an item held by one
 user may be released with probability ≤ δ); PipelineDP's Laplace noise on
@@ -31,7 +34,7 @@ import sys
 
 import apache_beam as beam
 
-from beam_dpsu import Budget, BudgetAccountant, SelectItems, WeightedGaussian
+from beam_dpsu import Budget, BudgetAccountant, KeepReleased, SelectItems, WeightedGaussian
 from beam_dpsu.core.report import to_json
 from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines.io.read import ReadDocuments
@@ -67,15 +70,19 @@ def aggregate_over_released(documents, released, aggregation: Budget,
         noise_kind=pipeline_dp.NoiseKind.LAPLACE,
         max_partitions_contributed=max_partitions_per_user,
         max_contributions_per_partition=1,
-        min_value=0.0, max_value=float(max_length))
+        min_value=0.0, max_value=float(max_length),
+        public_partitions_already_filtered=True)  # by KeepReleased below
     extractors = pipeline_dp.DataExtractors(
         privacy_id_extractor=lambda row: row[0],
         partition_extractor=lambda row: row[1],
         value_extractor=lambda row: row[2])
-    # One row per (user, distinct word of a review): the review's length.
-    rows = documents | "WordRows" >> beam.FlatMap(
-        lambda doc: ((doc[0], word, float(min(len(doc[1]), max_length)))
-                     for word in set(doc[1])))
+    # One row per (user, distinct word of a review): the review's length, for
+    # the released words only (which rows pass depends on the released set alone).
+    rows = (documents
+            | "WordRows" >> beam.FlatMap(
+                lambda doc: ((doc[0], word, float(min(len(doc[1]), max_length)))
+                             for word in set(doc[1])))
+            | "KeepReleasedWords" >> KeepReleased(released, key=lambda row: row[1]))
     aggregates = engine.aggregate(rows, params, extractors, public_partitions=released)
     return aggregates, accountant, params
 
@@ -95,7 +102,8 @@ def build_pipeline(pipeline, documents, total: Budget, aggregation_share: float 
     accountant = BudgetAccountant(total) if accountant is None else accountant
     selection, aggregation = split_budget(total, aggregation_share, accountant)
     # First release the words (each review is one user).
-    select = SelectItems(WeightedGaussian(max_words_per_user), selection, seed=seed)
+    select = SelectItems(WeightedGaussian(max_items_per_user=max_words_per_user), selection,
+                         seed=seed)
     released = (documents
                 | "Pairs" >> beam.FlatMap(lambda doc: ((doc[0], word) for word in doc[1]))
                 | "SelectWords" >> select)
@@ -112,6 +120,7 @@ def build_pipeline(pipeline, documents, total: Budget, aggregation_share: float 
         "aggregation": {"library": "PipelineDP", "budget": aggregation.to_dict(),
                         "metrics": ["count", "mean"], "noise": "laplace",
                         "public_partitions": "the released words",
+                        "rows_kept_by": "beam_dpsu.KeepReleased (side input)",
                         "max_partitions_contributed": params.max_partitions_contributed,
                         "max_contributions_per_partition": 1,
                         "value_bounds": [0, max_length]},

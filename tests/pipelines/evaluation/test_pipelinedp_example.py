@@ -46,7 +46,9 @@ def test_every_released_word_gets_one_aggregate_and_no_other_word_does():
         def check(rows):
             by_word = {w: (n, mean) for w, n, mean in rows}
             # 'great' (400 users) and 'film' (300) are released surely; the loner's
-            # words with probability ≤ δ, and not with this seed.
+            # words with probability ≤ δ, and not with this seed. PipelineDP is told
+            # the rows are filtered already (KeepReleased): without that filter the
+            # loner's words would get rows here.
             assert sorted(by_word) == ["film", "great"], sorted(by_word)
             # PipelineDP splits ε = 2 into ε = 1 for the count (ℓ1 sensitivity
             # 3: Laplace scale 3) and ε = 1 for the centred sum (values in [−2, 2],
@@ -92,3 +94,4 @@ def test_main_writes_sorted_word_stats_and_report(tmp_path):
     report = read_report(out)
     assert report["spent"] == {"epsilon": 4.0, "delta": 1e-5}
     assert report["aggregation"]["public_partitions"] == "the released words"
+    assert report["aggregation"]["rows_kept_by"] == "beam_dpsu.KeepReleased (side input)"
