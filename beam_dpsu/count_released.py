@@ -183,7 +183,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         ``privacy_unit="element"``).
       item_field: the field holding one item per element (with ``ngrams``:
         one n-gram, a list or tuple of str).
-      items_field: the field holding a list, tuple, set or array of items
+      item_list_field: the field holding a list, tuple, set or array of items
         (with ``ngrams``: of n-grams); not with ``item_field``.
 
     Raises:
@@ -209,11 +209,11 @@ class CountReleased(ReadsContainers, ReleaseTransform):
     ```
     """
 
-    def __init__(self, released, budget: Budget | ZCDPBudget,
+    def __init__(self, released, budget: Budget | ZCDPBudget, *,
                  max_items_per_user: int | str | max_items_choice.AutoMaxItems = 100,
                  seed: int | None = None, ngrams: bool = False, label=None,
                  privacy_unit: str = "user_id", accountant=None, user_field: str | None = None,
-                 item_field: str | None = None, items_field: str | None = None):
+                 item_field: str | None = None, item_list_field: str | None = None):
         super().__init__(label)
         checks.instance("released", released, beam.pvalue.PCollection,
                         "the PCollection of released items", lambda v: type(v).__name__)
@@ -227,7 +227,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                 "privacy_unit", "CountReleased counts n-grams from (user_id, n-gram) pairs: "
                                 "privacy_unit='element' is for items, not n-grams")
         self.fields = input_fields(self.privacy_unit, user_field, self.ngrams,
-                                   item_field=item_field, items_field=items_field)
+                                   item_field=item_field, item_list_field=item_list_field)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
         # pipeline runs; every candidate's noise is calibrated now.
         self.auto_plan = None

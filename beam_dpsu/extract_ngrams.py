@@ -191,7 +191,7 @@ class ExtractNgrams(ReleaseTransform):
     and the number released.
     """
 
-    def __init__(self, max_n: int, budget, max_items_per_user=100, eta: float = 0.01,
+    def __init__(self, max_n: int, budget, max_items_per_user=100, *, eta: float = 0.01,
                  pruning: str = "both", noise_schedule="equal",
                  level1: str = "weighted-gaussian", alpha: float = 3.0, seed=None, label=None,
                  non_private_stats: bool = False, privacy_unit: str = "user_id",

@@ -57,7 +57,7 @@ class NgramsByDPSU(ReleaseTransform):
     Gaussian at T·Δ0; ``dpsu-single``: at Δ0).
     """
 
-    def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100,
+    def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100, *,
                  n: int | None = None, seed=None, accountant=None):
         super().__init__()
         if variant not in BASELINES:
@@ -125,8 +125,8 @@ class NgramsByDPSU(ReleaseTransform):
                 pairs
                 | f"Level{k}/Bound" >> _BoundPairs(self.max_items, self.seed, f"even{k}")
                 | f"Level{k}/Histogram" >> WeightedHistogram(policies.weighted_gaussian_weight)
-                | f"Level{k}/NoisyThreshold" >> NoisyThreshold(calibration, self.seed,
-                                                               f"even{k}"))
+                | f"Level{k}/NoisyThreshold" >> NoisyThreshold(
+                    calibration, seed=self.seed, salt=f"even{k}"))
         return outputs | "Union" >> beam.Flatten()
 
 

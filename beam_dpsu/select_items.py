@@ -51,7 +51,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
     tuple, set or numpy array of str/bytes, each occurrence once), or a mix: a
     user may span any number of elements, which are merged into one before
     anything is bounded. Rows, NamedTuples and dicts are read by naming their
-    fields (``user_field`` with ``item_field`` or ``items_field``), into the
+    fields (``user_field`` with ``item_field`` or ``item_list_field``), into the
     same pairs or records. Records are the faster form when the data already
     comes as rows or documents of one user: read them as records rather than
     exploding them into pairs.
@@ -82,8 +82,12 @@ class SelectItems(ReadsContainers, ReleaseTransform):
     refused with ``AppliedTwiceError`` when the pipeline is built. Reuse its
     output PCollection, or build a second ``SelectItems`` with its own budget.
 
+    Every argument after ``budget`` is keyword-only.
+
     Args:
-      mechanism: a config, e.g. ``WeightedGaussian(max_items_per_user=100)``.
+      mechanism: a config, e.g. ``WeightedGaussian(max_items_per_user=100)``;
+        Δ0 is its ``max_items_per_user`` (an int, ``"auto"`` or
+        ``AutoMaxItems(share=..., candidates=...)``).
       budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``; the
         whole budget is spent by this transform.
       accountant: optional ``BudgetAccountant`` to spend ``budget`` from, when
@@ -110,7 +114,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         ``privacy_unit="element"`` (an element has no user id).
       item_field: with ``user_field``, the field holding one item (str or
         bytes) per element, as in a ``(user_id, item)`` pair.
-      items_field: the field holding a list, tuple, set or 1-D array of
+      item_list_field: the field holding a list, tuple, set or 1-D array of
         items, as in a ``(user_id, items)`` record; alone with
         ``privacy_unit="element"``. Not with ``item_field``.
       public_counts: GW-KT's public counts as a ``PCollection`` of (item,
@@ -142,7 +146,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                 | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
     # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
     released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
-                                  user_field="author", items_field="words")
+                                  user_field="author", item_list_field="words")
     # or, when each document is one person's only one:
     released = (docs | beam.Map(lambda d: d["text"].split())
                 | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
@@ -150,11 +154,11 @@ class SelectItems(ReadsContainers, ReleaseTransform):
     ```
     """
 
-    def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget,
+    def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget, *,
                  seed: int | None = None, hot_key_fanout: int | None = None, label=None,
                  privacy_unit: str = "user_id", accountant=None,
                  non_private_stats: bool = False, user_field: str | None = None,
-                 item_field: str | None = None, items_field: str | None = None,
+                 item_field: str | None = None, item_list_field: str | None = None,
                  public_counts=None, pre_threshold: int = 1):
         super().__init__(label)
         checks.instance("mechanism", mechanism, MechanismConfig,
@@ -167,7 +171,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         self.hot_key_fanout = hot_key_fanout
         self.privacy_unit = checks.privacy_unit(privacy_unit)
         self.fields = input_fields(self.privacy_unit, user_field, item_field=item_field,
-                                   items_field=items_field)
+                                   item_list_field=item_list_field)
         checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the

@@ -150,8 +150,9 @@ def parse_args(argv, prog: str = PROG):
     transform: ExtractNgrams | NgramsByDPSU
     if args.method == "dpne":
         def dpne(privacy_unit):
-            return ExtractNgrams(args.max_n, budget, args.max_items_per_user, args.eta,
-                                 args.pruning, args.noise_decay, args.level1, args.alpha,
+            return ExtractNgrams(args.max_n, budget, args.max_items_per_user, eta=args.eta,
+                                 pruning=args.pruning, noise_schedule=args.noise_decay,
+                                 level1=args.level1, alpha=args.alpha,
                                  seed=args.seed, non_private_stats=args.non_private_stats,
                                  privacy_unit=privacy_unit, progress_logger=LOG.name,
                                  pre_threshold=args.pre_threshold)
@@ -170,7 +171,7 @@ def parse_args(argv, prog: str = PROG):
         with flag_errors():
             thresholds.check_max_items(args.max_items_per_user)
             transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
-                                     args.single_n, seed=args.seed)
+                                     n=args.single_n, seed=args.seed)
     if args.single_n is not None and args.method != "dpsu-single":
         raise UsageError(f"--single-n applies to --method dpsu-single only, not "
                          f"{args.method}")

@@ -239,8 +239,8 @@ def count_released(records, released, parts: SelectionAndCountsBudget,
     """Counts the released items and writes OUT/counts-*.tsv (``output_format``
     "parquet": OUT/counts-*.parquet) in the items' order and shards (both sorted
     and sharded by the item alone)."""
-    counter = CountReleased(released, parts.counts, max_items_per_user, seed=seed,
-                            ngrams=ngrams, privacy_unit=privacy_unit)
+    counter = CountReleased(released, parts.counts, max_items_per_user=max_items_per_user,
+                            seed=seed, ngrams=ngrams, privacy_unit=privacy_unit)
     _ = (records
          | "CountReleased" >> counter
          | "WriteCounts" >> WriteReleasedCounts(f"{out}/counts", num_shards=num_shards,

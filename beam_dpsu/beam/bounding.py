@@ -486,6 +486,6 @@ class BoundContributions(ReadsContainers, SampleItemsPerUser):
 
     _NAME = "BoundContributions"
 
-    def __init__(self, max_items_per_user: int, seed: int | None = None,
+    def __init__(self, max_items_per_user: int, *, seed: int | None = None,
                  privacy_unit: str = "user_id"):
         super().__init__(max_items_per_user, seed, privacy_unit=privacy_unit)

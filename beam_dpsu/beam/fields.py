@@ -2,7 +2,7 @@
 
 ``SelectItems``, ``ExtractNgrams`` and ``CountReleased`` take a PCollection of
 ``beam.Row``s, NamedTuples or dicts when told which fields hold the user id
-and the items (``user_field="author", items_field="tokens"``), in the spirit
+and the items (``user_field="author", item_list_field="tokens"``), in the spirit
 of PipelineDP's data extractors, but as field names, not functions: the
 pipeline graph and the report say what was read. One labelled step,
 ``FieldsToRecords``, turns each element into the ``(user_id, item)`` pair,
@@ -39,7 +39,7 @@ __all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords
 # What the value field holds, by argument: one item, a collection of items,
 # an ordered sequence of tokens (ExtractNgrams), or, for CountReleased(...,
 # ngrams=True), one n-gram or a collection of n-grams.
-_KINDS = {"item_field": "item", "items_field": "items", "tokens_field": "tokens"}
+_KINDS = {"item_field": "item", "item_list_field": "items", "tokens_field": "tokens"}
 _NGRAM_KINDS = {"item": "ngram", "items": "ngrams"}
 # Element types that are already the tuple/list form: fields would misread them.
 _PLAIN_FORMS = (typehints.TupleConstraint, typehints.TupleSequenceConstraint,
@@ -58,7 +58,7 @@ class InputFields:
     Attributes:
       user_field: the user id's field; None with ``privacy_unit="element"``.
       value_field: the field holding the item(s) or tokens.
-      value_arg: the argument that named it (``"item_field"``, ``"items_field"``
+      value_arg: the argument that named it (``"item_field"``, ``"item_list_field"``
         or ``"tokens_field"``), for error messages.
       kind: what the value is: ``"item"``, ``"items"``, ``"tokens"``,
         ``"ngram"`` or ``"ngrams"``.
@@ -82,7 +82,7 @@ def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool 
       user_field: the user id's field; must be None with ``privacy_unit="element"``.
       ngrams: the items are n-grams (``CountReleased(..., ngrams=True)``).
       **value_fields: the transform's value arguments, e.g. ``item_field=None,
-        items_field="tokens"``: at most one may be given.
+        item_list_field="tokens"``: at most one may be given.
 
     Raises:
       ValueError: a combination that cannot be read unambiguously.
@@ -110,7 +110,7 @@ def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool 
         if kind == "item":
             raise ParameterError.worded(
                 arg, "with privacy_unit='element' an element holds all of one "
-                     "person's items: give them as a list with items_field")
+                     "person's items: give them as a list with item_list_field")
     elif user_field is None:
         raise ParameterError(arg, "needs user_field too: with privacy_unit='user_id' the user "
                                   "id's field must be named (or privacy_unit='element' if each "
@@ -151,7 +151,7 @@ def _getter(element: Any) -> Callable[[str], Any]:
                                          and hasattr(element, "_fields")):
         return lambda name: getattr(element, name)
     hint = ("; a plain tuple or list is read without fields: drop user_field/item_field/"
-            "items_field/tokens_field" if isinstance(element, (tuple, list)) else "")
+            "item_list_field/tokens_field" if isinstance(element, (tuple, list)) else "")
     raise InvalidRecordError("with named fields each element must be a beam.Row, a "
                              f"NamedTuple or a dict, got {a_type(element)}{hint}")
 
@@ -216,7 +216,7 @@ class _ReadFields:
         if f.kind == "item":
             if not isinstance(value, (str, bytes)):
                 raise self._bad_value(value, element, "one item (str or bytes)",
-                                      "; a list of items is read with items_field")
+                                      "; a list of items is read with item_list_field")
             return value
         if f.kind in ("ngram", "tokens"):  # ordered: a sequence, not a set
             if isinstance(value, np.ndarray) and value.ndim == 1:

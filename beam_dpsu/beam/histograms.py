@@ -185,7 +185,8 @@ class WeightedHistogram(ReadsContainers, beam.PTransform):
         (bounds a worker's memory).
     """
 
-    def __init__(self, item_weight: Callable[[int], float], hot_key_fanout: int | None = None,
+    def __init__(self, item_weight: Callable[[int], float], *,
+                 hot_key_fanout: int | None = None,
                  max_partial_keys: int = PARTIAL_HISTOGRAM_KEYS):
         super().__init__()
         checks.optional_integer("hot_key_fanout", hot_key_fanout)

@@ -97,7 +97,8 @@ class Level1(beam.PTransform):
                              | "SumPerItem" >> beam.CombinePerKey(_sum_weights_and_holders)
                              | "PreThreshold" >> beam.FlatMap(_held_by_at_least, k)
                              )  # (token, Σ weights) of tokens with ≥ k holders
-            released = histogram | "NoisyThreshold" >> NoisyThreshold(level1, seed, "level1")
+            released = histogram | "NoisyThreshold" >> NoisyThreshold(level1, seed=seed,
+                                                                      salt="level1")
         return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
             typing.Any)
 

@@ -208,7 +208,7 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
         (e.g. the rounds of SIPS), so they do not reuse the same draws.
     """
 
-    def __init__(self, calibration: Calibration | Chosen, seed: int | None = None,
+    def __init__(self, calibration: Calibration | Chosen, *, seed: int | None = None,
                  salt: str = ""):
         super().__init__()
         self._calibration = Chosen.of(calibration)

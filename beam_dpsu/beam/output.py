@@ -205,7 +205,7 @@ def _lines(source: str | Iterable[str]):
             yield from handle.read().decode("utf-8").split("\n")[:-1]
 
 
-def read_released(source: str | Iterable[str], as_bytes: bool = False,
+def read_released(source: str | Iterable[str], *, as_bytes: bool = False,
                   ngrams: bool = False) -> list:
     """The items of a release written by ``WriteReleased``, unescaped.
 
@@ -227,7 +227,7 @@ def read_released(source: str | Iterable[str], as_bytes: bool = False,
     return [_item(line, as_bytes, ngrams) for line in _lines(source)]
 
 
-def read_counts(source: str | Iterable[str], as_bytes: bool = False,
+def read_counts(source: str | Iterable[str], *, as_bytes: bool = False,
                 ngrams: bool = False) -> list:
     """``(item, count)`` pairs of a counts TSV (``counts-*.tsv``), unescaped.
 
@@ -433,9 +433,9 @@ class WriteReleased(ReadsContainers, beam.PTransform):
 
     _counts = False  # WriteReleasedCounts: (item, count) pairs
 
-    def __init__(self, file_path_prefix: str, file_name_suffix: str | None = None,
+    def __init__(self, file_path_prefix: str, *, file_name_suffix: str | None = None,
                  num_shards: int = 1, format_line: Callable[[Any], str] | None = None,
-                 sort_key: Callable[[Any], Any] | None = None, *, format: str = "text",
+                 sort_key: Callable[[Any], Any] | None = None, format: str = "text",
                  ngrams: bool = False, as_bytes: bool = False):
         super().__init__()
         checks.integer("num_shards", num_shards, types=(int,))
@@ -510,11 +510,12 @@ class WriteReleasedCounts(WriteReleased):
 
     _counts = True
 
-    def __init__(self, file_path_prefix: str, file_name_suffix: str | None = None,
-                 num_shards: int = 1, *, format: str = "text",
+    def __init__(self, file_path_prefix: str, *, file_name_suffix: str | None = None,
+                 num_shards: int = 1, format: str = "text",
                  ngrams: bool = False, as_bytes: bool = False):
         if file_name_suffix is None and format == "text":
             file_name_suffix = ".tsv"
-        super().__init__(file_path_prefix, file_name_suffix, num_shards,
-                         format_count_line if format == "text" else None, _item_of,
-                         format=format, ngrams=ngrams, as_bytes=as_bytes)
+        super().__init__(file_path_prefix, file_name_suffix=file_name_suffix,
+                         num_shards=num_shards,
+                         format_line=format_count_line if format == "text" else None,
+                         sort_key=_item_of, format=format, ngrams=ngrams, as_bytes=as_bytes)

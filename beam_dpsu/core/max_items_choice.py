@@ -155,7 +155,7 @@ def default_share(mechanism) -> float:
     return getattr(mechanism, "auto_share", DEFAULT_SHARE)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class AutoMaxItems:
     """``max_items_per_user`` chosen privately when the pipeline runs.
 

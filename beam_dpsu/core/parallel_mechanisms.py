@@ -206,6 +206,7 @@ class SIPS(MechanismConfig):
     """
 
     max_items_per_user: int = 100
+    _: dataclasses.KW_ONLY  # the fields after Δ0 are keyword-only
     rounds: int = 3
     ratio: float = 1.0 / 3.0
     removal: str = "side_input"

@@ -48,6 +48,7 @@ class PolicyLaplace(SequentialMechanism):
     """
 
     max_items_per_user: int = 100
+    _: dataclasses.KW_ONLY  # the fields after Δ0 are keyword-only
     alpha: float = 3.0
     shards: int = 1
     name: ClassVar[str] = "policy-laplace"
@@ -77,6 +78,7 @@ class PolicyGaussian(SequentialMechanism):
     """
 
     max_items_per_user: int = 100
+    _: dataclasses.KW_ONLY  # the fields after Δ0 are keyword-only
     alpha: float = 3.0
     shards: int = 1
     name: ClassVar[str] = "policy-gaussian"
@@ -133,6 +135,7 @@ class GreedyWithoutSampling(SequentialMechanism):
     """
 
     max_items_per_user: int | None = None
+    _: dataclasses.KW_ONLY  # the fields after Δ0 are keyword-only
     alpha: float = 3.0
     public_counts: Mapping | None = None
     shards: int = 1

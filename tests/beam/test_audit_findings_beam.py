@@ -112,7 +112,7 @@ def test_d1_select_items_and_count_released_do_refuse_another_configuration():
     pipeline = beam.Pipeline()
     released = pipeline | beam.Create(["a"])
     with pytest.raises(ValueError, match="tight"):
-        beam_dpsu.CountReleased(released, parts.counts, 5)
+        beam_dpsu.CountReleased(released, parts.counts, max_items_per_user=5)
 
 
 # --- C1: DPNE's level-1 calibration composed with counts -------------------------------

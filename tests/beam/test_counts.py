@@ -177,10 +177,10 @@ def test_seeded_counts_equal_the_pure_core_and_unseeded_are_noisy():
     with TestPipeline() as p:
         released = p | "Released" >> beam.Create(sorted(truth))
         seeded = (p | "Pairs" >> beam.Create(pairs)
-                  | "Seeded" >> CountReleased(released, budget, 2, seed=seed))
+                  | "Seeded" >> CountReleased(released, budget, max_items_per_user=2, seed=seed))
         assert_that(seeded, equal_to(expected), label="SeededIsPure")
         unseeded = (p | "Pairs2" >> beam.Create(pairs)
-                    | "Unseeded" >> CountReleased(released, budget, 2))
+                    | "Unseeded" >> CountReleased(released, budget, max_items_per_user=2))
 
         def noisy(rows):
             # Scale 4 noise on 40 counts: P[all 40 errors are 0] = tanh(1/8)^40 < 1e-36.
@@ -193,8 +193,8 @@ def test_seeded_counts_equal_the_pure_core_and_unseeded_are_noisy():
 def test_report_is_computed_at_construction():
     with TestPipeline() as p:
         released = p | beam.Create(["a"])
-        report = CountReleased(released, ZCDPBudget(0.1, 0), 20).report
-        seeded = CountReleased(released, Budget(0.5), 10, seed=3).report
+        report = CountReleased(released, ZCDPBudget(0.1, 0), max_items_per_user=20).report
+        seeded = CountReleased(released, Budget(0.5), max_items_per_user=10, seed=3).report
     assert report["noise"] == "discrete_gaussian"
     assert report["sigma_squared"] == pytest.approx(100.0) and report["sigma"] == pytest.approx(10)
     assert report["sensitivity"] == pytest.approx(math.sqrt(20))
@@ -212,13 +212,14 @@ def test_windowed_input_is_refused():
     with pytest.raises(NonGlobalWindowError,
                        match=r"CountReleased \(its users' items\) needs its input in "
                              "the global window, but it is windowed by FixedWindows"):
-        _ = windowed | "Count1" >> CountReleased(released, Budget(1.0), 5)
+        _ = windowed | "Count1" >> CountReleased(released, Budget(1.0), max_items_per_user=5)
     with pytest.raises(NonGlobalWindowError,
                        match=r"CountReleased \(its released items\) needs its input in the "
                              "global window"):
         _ = (p | "Pairs2" >> beam.Create([("u", "a")])
              | "Count2" >> CountReleased(
-                 released | "W" >> beam.WindowInto(window.FixedWindows(5)), Budget(1.0), 5))
+                 released | "W" >> beam.WindowInto(window.FixedWindows(5)), Budget(1.0),
+                 max_items_per_user=5))
 
 
 def test_unbounded_input_is_refused():
@@ -226,16 +227,17 @@ def test_unbounded_input_is_refused():
     released = p | "Released" >> beam.Create(["a"])
     stream = p | TestStream().add_elements([("u", "a")]).advance_watermark_to_infinity()
     with pytest.raises(NonGlobalWindowError, match="needs a bounded \\(batch\\) input"):
-        _ = stream | CountReleased(released, Budget(1.0), 5)
+        _ = stream | CountReleased(released, Budget(1.0), max_items_per_user=5)
 
 
 def test_bad_arguments_and_records():
     with pytest.raises(TypeError, match="released must be the PCollection of released items"):
-        CountReleased(["a"], Budget(1.0), 5)
+        CountReleased(["a"], Budget(1.0), max_items_per_user=5)
     with pytest.raises(InvalidRecordError, match="missing user id"):
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([(None, "a")])
-                 | CountReleased(p | "Released" >> beam.Create(["a"]), Budget(1.0), 5))
+                 | CountReleased(p | "Released" >> beam.Create(["a"]), Budget(1.0),
+                                 max_items_per_user=5))
 
 
 def test_numpy_str_released_items_are_counted():
@@ -281,21 +283,23 @@ def test_ngrams_are_counted_with_ngrams_true_and_a_mix_up_is_refused():
     with pytest.raises(InvalidRecordError, match=r"released item is an n-gram .* ngrams=True"):
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([("u1", ["new"])])
-                 | CountReleased(p | "Released" >> beam.Create([("new", "york")]), EXACT, 5))
+                 | CountReleased(p | "Released" >> beam.Create([("new", "york")]), EXACT,
+                                 max_items_per_user=5))
     with pytest.raises(InvalidRecordError, match=r"released item is a str .* ngrams=False"):
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
-                 | CountReleased(p | "Released" >> beam.Create(["new"]), EXACT, 5, ngrams=True))
+                 | CountReleased(p | "Released" >> beam.Create(["new"]), EXACT,
+                                 max_items_per_user=5, ngrams=True))
     # Review finding: a released "n-gram" with non-str tokens was turned into
     # strings and silently counted 0.
     with pytest.raises(InvalidRecordError, match=r"released n-gram must be a non-empty tuple"):
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
-                 | CountReleased(p | "Released" >> beam.Create([("new", 1)]), EXACT, 5,
-                                 ngrams=True))
+                 | CountReleased(p | "Released" >> beam.Create([("new", 1)]), EXACT,
+                                 max_items_per_user=5, ngrams=True))
     with pytest.raises(InvalidRecordError, match=r"n-gram item \(field 1\) must be a non-empty "
                                                  r"tuple of non-empty str, got a str"):
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([("u1", "new")])
-                 | CountReleased(p | "Released" >> beam.Create([("new",)]), EXACT, 5,
-                                 ngrams=True))
+                 | CountReleased(p | "Released" >> beam.Create([("new",)]), EXACT,
+                                 max_items_per_user=5, ngrams=True))

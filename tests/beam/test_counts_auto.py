@@ -137,11 +137,11 @@ def test_auto_counts_are_the_fixed_counts_at_the_chosen_max_items():
     with TestPipeline() as p:
         data = p | "Pairs" >> beam.Create(PAIRS)
         released = p | "Released" >> beam.Create(RELEASED)
-        auto = CountReleased(released, BUDGET, SMALL, seed=1, label="Auto")
+        auto = CountReleased(released, BUDGET, max_items_per_user=SMALL, seed=1, label="Auto")
         chosen = expected_choice(auto, [3] * 40, 100)
         assert chosen == 2
-        fixed = CountReleased(released, auto.auto_plan.counts_budget, chosen, seed=1,
-                              label="Fixed")
+        fixed = CountReleased(released, auto.auto_plan.counts_budget, max_items_per_user=chosen,
+                              seed=1, label="Fixed")
         both = ({"auto": data | auto, "fixed": data | fixed}
                 | beam.CoGroupByKey()
                 | beam.Map(lambda kv: (kv[0], len(kv[1]["auto"]) == 1
@@ -158,7 +158,7 @@ def test_auto_counts_with_privacy_unit_element():
     elements = [["a", "b", "c", "secret"]] * 300 + [["a"]] * 20
     with TestPipeline() as p:
         released = p | "Released" >> beam.Create(["a", "b", "c", "z"])
-        counter = CountReleased(released, BUDGET, SMALL, privacy_unit="element")
+        counter = CountReleased(released, BUDGET, max_items_per_user=SMALL, privacy_unit="element")
         counts = p | beam.Create(elements) | counter
         sigma = math.sqrt(5 / (2 * counter.auto_plan.counts_budget.rho))
         truth = {"a": 320, "b": 300, "c": 300, "z": 0}
@@ -169,7 +169,7 @@ def test_auto_counts_with_privacy_unit_element():
 
 def test_the_report_lists_the_plan_and_every_candidate():
     p = beam.Pipeline()
-    counter = CountReleased(p | beam.Create(["a"]), BUDGET, "auto")
+    counter = CountReleased(p | beam.Create(["a"]), BUDGET, max_items_per_user="auto")
     report = json.loads(to_json(counter.report))
     plan = report["max_items_per_user"]
     assert plan["method"] == "auto" and plan["share"] == 0.05
@@ -190,13 +190,13 @@ def test_a_tight_split_part_is_refused_with_auto():
     assert parts.scale > 1.0
     p = beam.Pipeline()
     with pytest.raises(ValueError, match="tight split.*composition='basic'"):
-        CountReleased(p | beam.Create(["a"]), parts.counts, "auto")
+        CountReleased(p | beam.Create(["a"]), parts.counts, max_items_per_user="auto")
 
 
 def test_auto_spends_its_budget_once():
     accountant = beam_dpsu.BudgetAccountant(BUDGET)
     p = beam.Pipeline()
-    CountReleased(p | beam.Create(["a"]), BUDGET, "auto", accountant=accountant)
+    CountReleased(p | beam.Create(["a"]), BUDGET, max_items_per_user="auto", accountant=accountant)
     with pytest.raises(beam_dpsu.BudgetExceededError):
         accountant.spend(ZCDPBudget(1e-3, 0.0), "more")
 

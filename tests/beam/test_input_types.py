@@ -60,8 +60,8 @@ def test_every_keyed_input_form_builds(name, elements):
 
 
 @pytest.mark.parametrize("elements, kwargs", [
-    ([Doc("u", ["a"])], {"user_field": "author", "items_field": "words"}),
-    ([beam.Row(author="u", words=["a"])], {"user_field": "author", "items_field": "words"}),
+    ([Doc("u", ["a"])], {"user_field": "author", "item_list_field": "words"}),
+    ([beam.Row(author="u", words=["a"])], {"user_field": "author", "item_list_field": "words"}),
     ([{"author": "u", "word": "a"}], {"user_field": "author", "item_field": "word"}),
     ([tokenize("a b")], {"privacy_unit": "element"}),
     ([["a", "b"], {"c"}], {"privacy_unit": "element"}),

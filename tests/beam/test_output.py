@@ -284,8 +284,9 @@ def test_released_items_and_counts_round_trip_through_the_writers(tmp_path_facto
         released = p | "Items" >> beam.Create(sorted(items))
         _ = released | "WriteItems" >> WriteReleased(str(folder / "items"), num_shards=num_shards)
         _ = (p | "Counts" >> beam.Create(sorted(counts.items()))
-             | "WriteCounts" >> WriteReleased(str(folder / "counts"), ".tsv", num_shards=num_shards,
-                                              format_line=count_line, sort_key=lambda kv: kv[0]))
+             | "WriteCounts" >> WriteReleased(str(folder / "counts"), file_name_suffix=".tsv",
+                                              num_shards=num_shards, format_line=count_line,
+                                              sort_key=lambda kv: kv[0]))
     item_lines = read_back(str(folder / "items"))
     assert len(item_lines) == len(items)
     assert {unescape(line) for line in item_lines} == items

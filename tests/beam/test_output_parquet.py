@@ -87,8 +87,8 @@ def seeded_release(tmp_path_factory):
             str(folder / "counts"), num_shards=SHARDS, format="parquet")
         # The jobs' counts writer today (pipelines/settings.py count_released).
         _ = counts | "JobCounts" >> WriteReleased(
-            str(folder / "job-counts"), ".tsv", num_shards=SHARDS, format_line=format_count_line,
-            sort_key=lambda kv: kv[0])
+            str(folder / "job-counts"), file_name_suffix=".tsv", num_shards=SHARDS,
+            format_line=format_count_line, sort_key=lambda kv: kv[0])
     return folder
 
 
@@ -225,7 +225,7 @@ def test_default_suffixes():
     assert WriteReleased("o/items", format="parquet")._suffix == ".parquet"
     assert WriteReleasedCounts("o/counts")._suffix == ".tsv"
     assert WriteReleasedCounts("o/counts", format="parquet")._suffix == ".parquet"
-    assert WriteReleased("o/items", ".txt.gz")._suffix == ".txt.gz"
+    assert WriteReleased("o/items", file_name_suffix=".txt.gz")._suffix == ".txt.gz"
 
 
 @pytest.mark.parametrize("items,kwargs,message", [

@@ -100,7 +100,8 @@ def _transforms(p):
     parts = split_selection_and_counts(BUDGET, 0.25)
     released = pairs | "Released" >> SelectItems(mechanisms.WeightedGaussian(2), parts.selection)
     for delta0 in (2, "auto"):
-        _ = pairs | f"Count {delta0}" >> CountReleased(released, parts.counts, delta0)
+        _ = pairs | f"Count {delta0}" >> CountReleased(released, parts.counts,
+                                                       max_items_per_user=delta0)
     documents = p | "Documents" >> beam.Create(DOCUMENTS)
     for kwargs in ({}, {"level1": "policy-gaussian"}, {"max_items_per_user": "auto"},
                    {"non_private_stats": True}):

@@ -119,7 +119,8 @@ def test_selection_then_counts_checkpoint_their_draws(unit, counts_max_items):
     released = data | "Select" >> SelectItems(mechanisms.WeightedGaussian(2), parts.selection,
                                               privacy_unit=unit)
     _ = released | "Write" >> beam.Map(lambda x: x)
-    counter = CountReleased(released, parts.counts, counts_max_items, privacy_unit=unit)
+    counter = CountReleased(released, parts.counts, max_items_per_user=counts_max_items,
+                            privacy_unit=unit)
     counts = data | "Count" >> counter
     read_twice(counts, "Counts")
     if counts_max_items == "auto":

@@ -1,7 +1,7 @@
 """Schema'd input: SelectItems, ExtractNgrams and CountReleased read named fields.
 
 Rows, NamedTuples and dicts with ``user_field`` and ``item_field`` /
-``items_field`` / ``tokens_field`` must give, under a seed, exactly the
+``item_list_field`` / ``tokens_field`` must give, under a seed, exactly the
 release of the same data as tuples (every draw is derived from the seed and
 the user or item, not from the input's form), bound a user spread over many
 rows once, and fail with errors naming the field, never a value.
@@ -83,8 +83,8 @@ def assert_same_release(from_tuples, from_fields, nonempty=True):
 
 # --- the release is the tuple form's -----------------------------------------------------
 
-@pytest.mark.parametrize("form,arg", [("row", "items_field"), ("dict", "item_field"),
-                                      ("namedtuple", "items_field"),
+@pytest.mark.parametrize("form,arg", [("row", "item_list_field"), ("dict", "item_field"),
+                                      ("namedtuple", "item_list_field"),
                                       ("namedtuple", "item_field")])
 def test_select_items_from_fields_releases_what_tuples_release(form, arg):
     elements = pairs() if arg == "item_field" else records()
@@ -121,12 +121,14 @@ def test_count_released_from_fields_counts_what_tuples_count():
     with TestPipeline() as p:
         items = p | "Released" >> beam.Create(released)
         from_tuples = (p | "Tuples" >> beam.Create(records())
-                       | "CountTuples" >> CountReleased(items, Budget(1.0), 2, seed=3))
+                       | "CountTuples" >> CountReleased(items, Budget(1.0), max_items_per_user=2,
+                                                        seed=3))
         rows = as_rows(records(), FORMS["dict"]("words"))
         from_fields = (p | "Fields" >> beam.Create(rows)
-                       | "CountFields" >> CountReleased(items, Budget(1.0), 2, seed=3,
+                       | "CountFields" >> CountReleased(items, Budget(1.0), max_items_per_user=2,
+                                                        seed=3,
                                                         user_field="author",
-                                                        items_field="words"))
+                                                        item_list_field="words"))
         assert_same_release(from_tuples, from_fields)
 
 
@@ -136,14 +138,14 @@ def test_count_released_ngrams_from_fields():
         released = p | "Released" >> beam.Create(ngrams)
         one = (p | "One" >> beam.Create([row(f"u{i}", ["the", "cat"], "ngram")
                                           for i in range(3)])
-               | "CountOne" >> CountReleased(released, EXACT, 5, ngrams=True,
+               | "CountOne" >> CountReleased(released, EXACT, max_items_per_user=5, ngrams=True,
                                              user_field="author", item_field="ngram"))
         # A list of n-grams per row, a user over two rows: counted once per n-gram.
         many = (p | "Many" >> beam.Create([{"a": "u0", "g": [["the", "cat"], ("cat",)]},
                                            {"a": "u0", "g": [("cat",)]},
                                            {"a": "u1", "g": [("cat",)]}])
-                | "CountMany" >> CountReleased(released, EXACT, 5, ngrams=True,
-                                               user_field="a", items_field="g"))
+                | "CountMany" >> CountReleased(released, EXACT, max_items_per_user=5, ngrams=True,
+                                               user_field="a", item_list_field="g"))
         assert_that(one, equal_to([(("the", "cat"), 3), (("cat",), 0)]), label="CheckOne")
         assert_that(many, equal_to([(("the", "cat"), 1), (("cat",), 2)]), label="CheckMany")
 
@@ -163,7 +165,7 @@ def test_extract_ngrams_from_fields_releases_what_documents_release(form):
         assert_same_release(from_tuples, from_fields)
 
 
-def test_element_privacy_unit_reads_the_items_field_alone():
+def test_element_privacy_unit_reads_the_item_list_field_alone():
     people = [[f"w{(u + j) % 12}" for j in range(u % 4 + 1)] for u in range(80)]
     rows = [beam.Row(words=tuple(items), n=len(items)) for items in people]
     docs = [[t for t in ["the", "cat", "sat"][: 1 + u % 3]] for u in range(40)]
@@ -172,7 +174,7 @@ def test_element_privacy_unit_reads_the_items_field_alone():
                       | "SelectLists" >> SelectItems(*SELECT, seed=4, privacy_unit="element"))
         from_rows = (p | "Rows" >> beam.Create(rows)
                      | "SelectRows" >> SelectItems(*SELECT, seed=4, privacy_unit="element",
-                                                   items_field="words"))
+                                                   item_list_field="words"))
         assert_same_release(from_lists, from_rows)
         ngrams = (p | "Docs" >> beam.Create([{"tokens": np.array(d)} for d in docs])
                   | ExtractNgrams(2, ZCDPBudget(5.0, 1e-5), 3, privacy_unit="element",
@@ -199,8 +201,8 @@ def test_a_user_over_many_rows_is_merged_and_bounded_once(form):
         # The counts: the spreader's 10 rows × 4 released items count on Δ0 = 2 items once.
         many = [make("spreader", w) for _ in range(10) for w in "abcd"]
         counts = (p | "Many" >> beam.Create(many)
-                  | CountReleased(p | "Released" >> beam.Create(list("abcd")), EXACT, 2,
-                                  user_field="author", item_field="word"))
+                  | CountReleased(p | "Released" >> beam.Create(list("abcd")), EXACT,
+                                  max_items_per_user=2, user_field="author", item_field="word"))
         assert_that(counts | beam.Values() | beam.CombineGlobally(sum), equal_to([2]),
                     label="CheckCounts")
 
@@ -212,7 +214,7 @@ TRANSFORMS = {
     "CountReleased": lambda **kw: CountReleased(TestPipeline() | beam.Create(["a"]), EXACT,
                                                 **kw),
     "ExtractNgrams": lambda **kw: ExtractNgrams(2, ZCDPBudget(1.0, 1e-5),
-                                                **{("tokens_field" if k == "items_field"
+                                                **{("tokens_field" if k == "item_list_field"
                                                     else k): v for k, v in kw.items()}),
 }
 
@@ -220,12 +222,12 @@ TRANSFORMS = {
 @pytest.mark.parametrize("name", sorted(TRANSFORMS))
 @pytest.mark.parametrize("kwargs,error,message", [
     ({"user_field": "a"}, ValueError, r"user_field needs .*field too"),
-    ({"items_field": "w"}, ValueError, "needs user_field too"),
-    ({"user_field": "a", "items_field": "w", "privacy_unit": "element"}, ValueError,
+    ({"item_list_field": "w"}, ValueError, "needs user_field too"),
+    ({"user_field": "a", "item_list_field": "w", "privacy_unit": "element"}, ValueError,
      "privacy_unit='element' .* has no user id: drop user_field"),
-    ({"user_field": "a", "items_field": "a"}, ValueError, "name the same field 'a'"),
-    ({"user_field": "", "items_field": "w"}, TypeError, "user_field must be a non-empty str"),
-    ({"user_field": "a", "items_field": 3}, TypeError, "_field must be a non-empty str"),
+    ({"user_field": "a", "item_list_field": "a"}, ValueError, "name the same field 'a'"),
+    ({"user_field": "", "item_list_field": "w"}, TypeError, "user_field must be a non-empty str"),
+    ({"user_field": "a", "item_list_field": 3}, TypeError, "_field must be a non-empty str"),
 ])
 def test_wrong_field_arguments_are_refused_at_construction(name, kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -233,11 +235,11 @@ def test_wrong_field_arguments_are_refused_at_construction(name, kwargs, error, 
 
 
 def test_one_item_and_a_list_of_items_are_exclusive():
-    with pytest.raises(ValueError, match="give one of item_field or items_field, not "
-                                         "item_field and items_field"):
-        SelectItems(*SELECT, user_field="a", item_field="w", items_field="ws")
+    with pytest.raises(ValueError, match="give one of item_field or item_list_field, not "
+                                         "item_field and item_list_field"):
+        SelectItems(*SELECT, user_field="a", item_field="w", item_list_field="ws")
     with pytest.raises(ValueError, match="all of one person's items: give them as a list "
-                                         "with items_field"):
+                                         "with item_list_field"):
         SelectItems(*SELECT, item_field="w", privacy_unit="element")
     assert input_fields("user_id") is None  # no fields: tuple input, as before
 
@@ -245,10 +247,10 @@ def test_one_item_and_a_list_of_items_are_exclusive():
 @pytest.mark.parametrize("elements", [[("u", "a")], [["a", "b"]]])
 def test_fields_with_tuple_or_list_input_are_refused_when_built(elements):
     with pytest.raises(TypeError, match=r"given named fields \(user_field='author', "
-                                        r"items_field='words'\), but its input's elements "
+                                        r"item_list_field='words'\), but its input's elements "
                                         r"are (Tuple|List)\["):
         _ = (TestPipeline() | beam.Create(elements)
-             | SelectItems(*SELECT, user_field="author", items_field="words"))
+             | SelectItems(*SELECT, user_field="author", item_list_field="words"))
 
 
 @pytest.mark.parametrize("elements,kind", [
@@ -273,8 +275,8 @@ def test_a_schema_without_the_field_fails_when_built(elements, kind):
     ({"secret-user": ["secret-item"]}, {"item_field": "word"},
      r"^a dict has no key 'word' \(item_field\)( \[|$)"),
     # A defaultdict would make up an empty value for the missing key.
-    (collections.defaultdict(list, author="secret-user"), {"items_field": "words"},
-     r"^a defaultdict has no key 'words' \(items_field\)( \[|$)"),
+    (collections.defaultdict(list, author="secret-user"), {"item_list_field": "words"},
+     r"^a defaultdict has no key 'words' \(item_list_field\)( \[|$)"),
     ({"author": None, "word": "secret-item"}, {"item_field": "word"},
      r"^field 'author' \(user_field\) of a dict is a missing user id \(None or empty\)"),
     ({"author": 1.5, "word": "secret-item"}, {"item_field": "word"},
@@ -282,9 +284,9 @@ def test_a_schema_without_the_field_fails_when_built(elements, kind):
      r"these, got a float"),
     ({"author": "secret-user", "word": ["secret-item"]}, {"item_field": "word"},
      r"^field 'word' \(item_field\) of a dict must be one item \(str or bytes\), got a list; "
-     "a list of items is read with items_field"),
-    ({"author": "secret-user", "words": "secret item"}, {"items_field": "words"},
-     r"^field 'words' \(items_field\) of a dict must be a list, tuple, set or array of "
+     "a list of items is read with item_list_field"),
+    ({"author": "secret-user", "words": "secret item"}, {"item_list_field": "words"},
+     r"^field 'words' \(item_list_field\) of a dict must be a list, tuple, set or array of "
      r"items, got a str; tokenise the text"),
     (("secret-user", "secret-item"), {"item_field": "word"},
      r"^with named fields each element must be a beam.Row, a NamedTuple or a dict, got a "

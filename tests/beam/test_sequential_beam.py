@@ -269,7 +269,7 @@ def test_configs_validate_and_report_the_cutoff():
     assert z.noise_scale == pytest.approx(1.0)
     assert z.release_threshold == pytest.approx(14.76558, abs=5e-6)
     assert (mechanism_from_name("policy-laplace", max_items_per_user=7, alpha=2.0)
-            == PolicyLaplace(7, 2.0))
+            == PolicyLaplace(7, alpha=2.0))
     assert mechanism_from_name("gw", max_items_per_user=7) == GreedyWithoutSampling(7)
     # Default Δ0: 30 for GW, 300 for GW-KT (whose lists start with the common words).
     assert GreedyWithoutSampling().max_items_per_user == 30

@@ -31,7 +31,7 @@ def test_geometric_split_golden():
 
 def test_round_budgets_add_up_to_the_total():
     for rounds, ratio in [(3, 1 / 3), (5, 0.2), (2, 1.0), (7, 0.9)]:
-        parts = SIPS(100, rounds, ratio).round_budgets(ZCDPBudget(0.1, 1e-5))
+        parts = SIPS(100, rounds=rounds, ratio=ratio).round_budgets(ZCDPBudget(0.1, 1e-5))
         assert math.fsum(p.rho for p in parts) == pytest.approx(0.1, rel=1e-14)
         assert math.fsum(p.delta for p in parts) == pytest.approx(1e-5, rel=1e-14)
         assert all(a.rho <= b.rho for a, b in zip(parts, parts[1:]))  # rising budgets
@@ -40,7 +40,7 @@ def test_round_budgets_add_up_to_the_total():
 def test_round_thresholds_golden():
     # Per round: σ_i = 1/√(2ρ_i), T_i = max_{k≤Δ0} 1/√k + σ_i Φ⁻¹((1 − δ_i)^{1/k})
     # (dp-sips Alg. 2/3).
-    cal = SIPS(100, 3, 1 / 3).calibrate(ZCDPBudget(0.1, 1e-5))
+    cal = SIPS(100, rounds=3, ratio=1 / 3).calibrate(ZCDPBudget(0.1, 1e-5))
     k = np.arange(1, 101)
     for i, share in enumerate([1 / 13, 3 / 13, 9 / 13]):
         rho_i, delta_i = 0.1 * share, 1e-5 * share

@@ -48,7 +48,7 @@ def pld_epsilon(sigmas, delta) -> float:
 @pytest.mark.parametrize("rounds,ratio", [(3, 1 / 3), (2, 0.5), (4, 1.0)])
 @pytest.mark.parametrize("budget", [IMDB, Budget(1.0, 1e-6)], ids=str)
 def test_sips_rounds_compose_to_epsilon_at_delta_noise(rounds, ratio, budget):
-    cal = mechanisms.SIPS(100, rounds, ratio).calibrate(budget)
+    cal = mechanisms.SIPS(100, rounds=rounds, ratio=ratio).calibrate(budget)
     sigmas = [r.noise_scale for r in cal.rounds]
     # The rounds are one Gaussian mechanism at (ε, δ_noise): PLD's ε matches
     # (PLD rounds pessimistically, by < 1e-3 here).
@@ -229,7 +229,7 @@ def test_sips_rounds_as_split_keep_delta_noise_exactly(rounds, ratio, budget):
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cal = mechanisms.SIPS(100, rounds, ratio).calibrate(budget)
+        cal = mechanisms.SIPS(100, rounds=rounds, ratio=ratio).calibrate(budget)
     assert gaussian_mechanism_delta(cal.sigma_total, budget.epsilon) <= cal.delta_noise
 
 
