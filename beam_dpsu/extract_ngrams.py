@@ -227,9 +227,10 @@ class ExtractNgrams(ReleaseTransform):
         self.level_stats = None
         self.non_private_level_stats = None
 
-    # The parameters, as validated (``self.params``).
+    # The parameters, as validated (``self.params``); Δ_k per level under the one name
+    # Δ0 has everywhere (None: level 1's Δ_1 is "auto", chosen when the pipeline runs).
     max_n = property(lambda self: self.params.max_n)
-    max_items = property(lambda self: list(self.params.max_items))
+    max_items_per_user = property(lambda self: list(self.params.max_items))
     eta = property(lambda self: self.params.eta)
     pruning = property(lambda self: self.params.pruning)
     noise_decay = property(lambda self: self.params.noise_decay)

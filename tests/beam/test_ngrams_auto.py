@@ -83,7 +83,7 @@ def test_every_candidate_is_dpne_at_the_selection_budget():
     assert plan.size_budget.epsilon == pytest.approx(0.05)
     assert plan.selection_budget.delta == 1e-7 and plan.size_budget.delta == 0
     assert plan.candidates == max_items_choice.CANDIDATES and plan.user_mass == "sqrt(m)"
-    assert extract.max_items == [None] + [1000] * 3
+    assert extract.max_items_per_user == [None] + [1000] * 3
     for c, calibration, rho in zip(plan.candidates, extract._calibrations,
                                    plan.weight_thresholds):
         fixed = ExtractNgrams(4, plan.selection_budget, max_items_per_user=[c, 1000, 1000, 1000])
