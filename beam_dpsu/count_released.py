@@ -1,6 +1,6 @@
 """Noisy user counts of the released items: ``CountReleased``.
 
-``CountReleased(released, budget, max_items_per_user)`` takes the
+``CountReleased(released, budget, max_items_per_user=...)`` takes the
 (user_id, item) records and the ``PCollection`` of released items and returns
 ``(item, noisy count of users holding it)`` for exactly the released items:
 every released item gets one count (0 + noise if no bounded user holds it),
@@ -151,6 +151,8 @@ class CountReleased(ReadsContainers, ReleaseTransform):
     item, so each released item has exactly one count; finally add exact
     discrete noise (the calibration: [beam_dpsu.count_released][]'s module notes).
 
+    Every argument after ``budget`` is keyword-only.
+
     Args:
       released: ``PCollection`` of released items (e.g. ``SelectItems``'
         output), a set: its items are public once released. A pre-threshold
@@ -167,7 +169,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         both parts already.
       max_items_per_user: Δ0, the most released items each user is counted
         for (sampled uniformly among the released items the user holds), or
-        ``"auto"`` / ``AutoMaxItems(share, candidates)``: a share of
+        ``"auto"`` / ``AutoMaxItems(share=..., candidates=...)``: a share of
         ``budget`` buys a DP histogram of users' numbers of released items,
         and Δ0 is the candidate of least expected total error
         (``counts_max_items_choice.CountsAutoPlan``); the choice is

@@ -114,6 +114,8 @@ __all__ = ["ExtractNgrams"]
 class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
+    Every argument after ``max_items_per_user`` is keyword-only.
+
     Args:
       max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (100;
         ``beam_dpsu.core.ngram_parameters``, where every parameter is checked).
@@ -121,8 +123,8 @@ class ExtractNgrams(ReleaseTransform):
       accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
         this transform is built (``BudgetExceededError`` past its total).
       max_items_per_user: Δ_k, one value for every level or one per level;
-        each an int, or ``"auto"`` / ``max_items_choice.AutoMaxItems`` (the share and
-        the candidates): at level 1 chosen privately when the pipeline runs
+        each an int, or ``"auto"`` / ``AutoMaxItems(share=..., candidates=...)``:
+        at level 1 chosen privately when the pipeline runs
         (a share of the budget, default 5 %), at a level k ≥ 2 the largest
         candidate, for free ([beam_dpsu.extract_ngrams][]'s module notes say why).
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.

@@ -152,9 +152,12 @@ class KeepReleased(beam.PTransform):
                             "its records: release and filter in one pipeline")
         require_global_window(records, "KeepReleased (its records)")
         require_global_window(self._released, "KeepReleased (its released items)")
+        # The kept records are records: their type stays the input's.
+        element_type = records.element_type
         if self._method == "side_input":
             return records | "KeepBySideInput" >> beam.ParDo(
-                _KeepBySideInputFn(self._key), beam.pvalue.AsIter(self._released))
+                _KeepBySideInputFn(self._key), beam.pvalue.AsIter(self._released)
+            ).with_output_types(element_type)
         key = self._key
         keyed = records | "KeyRecords" >> beam.Map(
             lambda record: (_canonical(_hashable(key(record), "key(record)")), record))
@@ -162,4 +165,4 @@ class KeepReleased(beam.PTransform):
             lambda item: (_canonical(_hashable(item, "a released item")), None))
         return ({"records": keyed, "released": items}
                 | "JoinOnKey" >> beam.CoGroupByKey()
-                | "KeepJoined" >> beam.FlatMap(_kept_by_join))
+                | "KeepJoined" >> beam.FlatMap(_kept_by_join).with_output_types(element_type))

@@ -50,7 +50,8 @@ class NgramsByDPSU(ReleaseTransform):
       threshold with 1/T of level 1's δ share.
     * "dpsu-single": the whole budget on the n-grams of one length ``n``.
 
-    ``accountant``: optional ``BudgetAccountant`` to spend ``budget`` from when
+    The arguments after ``max_items_per_user`` (``n``, ``seed``, ``accountant``) are
+    keyword-only. ``accountant``: optional ``BudgetAccountant`` to spend ``budget`` from when
     this transform is built (``BudgetExceededError`` past its total). A part of a
     tight split (``split_selection_and_counts(composition="tight")``) is refused
     unless it was made for this variant's one selection (``dpsu-all``: Weighted

@@ -159,8 +159,10 @@ def default_share(mechanism) -> float:
 class AutoMaxItems:
     """``max_items_per_user`` chosen privately when the pipeline runs.
 
-    ``max_items_per_user="auto"`` is ``AutoMaxItems()``; pass one of these to
-    change the share or the candidates.
+    ``max_items_per_user="auto"`` is ``AutoMaxItems()``; pass one of these, as the
+    same ``max_items_per_user`` (of a mechanism config, ``CountReleased`` or
+    ``ExtractNgrams``), to change the share or the candidates, by keyword:
+    ``AutoMaxItems(share=0.02)``.
 
     Attributes:
       share: the part of the budget (0 < share < 1) spent on the DP histogram

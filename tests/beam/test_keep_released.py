@@ -98,6 +98,11 @@ def test_bad_arguments_are_refused_when_built():
         KeepReleased(released, key="word")
     with pytest.raises(TypeError, match="positional"):
         KeepReleased(released, lambda r: r)  # key is keyword-only
+    typed = p | "Typed" >> beam.Create([("a", 1)]).with_output_types(tuple[str, int])
+    for method in METHODS:  # the kept records keep their type
+        kept = typed | f"KeepTyped {method}" >> KeepReleased(released, key=lambda r: r[0],
+                                                             method=method)
+        assert kept.element_type == typed.element_type
     other = TestPipeline() | "Elsewhere" >> beam.Create(["a"])
     with pytest.raises(ParameterError, match="released is a PCollection of another pipeline"):
         _ = records | "FromElsewhere" >> KeepReleased(other)
