@@ -11,7 +11,9 @@ all of them, and its summary holds raw counts. Publish nothing from it.
 
 First the input is read and tokenised once into a per-user cache (JSON
 lines) in a temporary folder, removed when the job ends (``--cache-dir``
-keeps it where you say instead; it holds raw user data). Then every
+keeps it where you say instead, in a subfolder keyed by the input files'
+paths and contents and the flags that read them, so one folder serves
+several inputs; it holds raw user data). Then every
 (mechanism, budget, trial) runs as its own pipeline on that cache, with fresh
 OS randomness, and its released items and wall time are recorded. Finally it
 writes to ``--output`` (which never holds raw data):
@@ -35,9 +37,11 @@ import argparse
 import csv
 import functools
 import glob
+import hashlib
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -55,6 +59,8 @@ from pipelines.progress import progress
 from pipelines.job_files import scratch_folder
 from pipelines.job_runner import job_pipeline, run_job
 import apache_beam as beam  # noqa: E402
+from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
@@ -114,8 +120,9 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     g.add_argument(*flags("no-plot"), action="store_true",
                    help="do not draw utility.png (which needs matplotlib)")
     g.add_argument(*flags("cache-dir"), metavar="FOLDER",
-                   help="keep the tokenised per-user cache (raw user data) in FOLDER; by "
-                        "default it lives in a temporary folder removed at exit")
+                   help="keep the tokenised per-user cache (raw user data) in FOLDER, one "
+                        "subfolder per input and reading flags, and reuse it; by default it "
+                        "lives in a temporary folder removed at exit")
     g.add_argument(*flags("output"), required=True, metavar="FOLDER",
                    help="local output folder for results.csv, summary.md and utility.png")
     add_overwrite_argument(g)
@@ -173,6 +180,52 @@ def build_cache(args, options, cache_dir: str) -> None:
              | "AsJson" >> beam.Map(json.dumps)
              | "WriteCache" >> beam.io.WriteToText(os.path.join(cache_dir, "users"),
                                                    file_name_suffix=".jsonl"))
+
+
+# Raised when what the cache holds for the same key changes (its layout, the reader).
+CACHE_VERSION = 1
+_KEY_FILE = "key.json"
+
+
+def _file_digest(path: str) -> str:
+    """sha256 of a file's bytes as stored (compressed files are not decompressed)."""
+    digest = hashlib.sha256()
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(args) -> dict:
+    """Everything that decides what the cache holds: the input files (path and
+    contents), the format, the field flags and the tokenizer's options."""
+    return {"version": CACHE_VERSION,
+            "files": [[path, _file_digest(path)] for path in sorted(args.files)],
+            "format": args.format, "user_field": args.user_field,
+            "text_field": args.text_field, "items_field": getattr(args, "items_field", None),
+            "skip_header_lines": args.skip_header_lines, "keep_case": args.keep_case,
+            "keep_urls": args.keep_urls}
+
+
+def kept_cache_folder(cache_root: str, key: dict) -> str:
+    """The folder in ``cache_root`` (--cache-dir) for the cache of ``key``."""
+    text = json.dumps(key, sort_keys=True)
+    return os.path.join(cache_root, "cache-" + hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
+def cache_is_complete(cache_dir: str, key: dict) -> bool:
+    """Whether ``cache_dir`` holds a finished cache of ``key`` (its key file is written
+    last, so an interrupted build does not count)."""
+    try:
+        with open(os.path.join(cache_dir, _KEY_FILE), encoding="utf-8") as f:
+            return json.load(f) == key and bool(_cache_files(cache_dir))
+    except (OSError, ValueError):
+        return False
+
+
+def mark_cache_complete(cache_dir: str, key: dict) -> None:
+    with open(os.path.join(cache_dir, _KEY_FILE), "w", encoding="utf-8") as f:
+        json.dump(key, f, sort_keys=True)
 
 
 def _cache_files(cache_dir: str) -> list[str]:
@@ -352,14 +405,20 @@ def run_prepared(job) -> str:
 def _evaluate(job, work_dir: str) -> str:
     args, options, budgets, mechanisms = job.args, job.options, job.budgets, job.mechanisms
     out = staging_of(job)  # put in place as --output when the job ends
-    cache_dir = os.path.join(work_dir, "cache")
-    if _cache_files(cache_dir):
+    key = cache_key(args) if args.cache_dir else None
+    cache_dir = (kept_cache_folder(work_dir, key) if key is not None
+                 else os.path.join(work_dir, "cache"))
+    if key is not None and cache_is_complete(cache_dir, key):
         progress(f"using the cache in {cache_dir}")
     else:
         progress(f"reading and tokenising {args.input} into "
                      + (cache_dir if args.cache_dir else "a temporary cache") + " …")
         start = time.perf_counter()
+        # A build that did not finish may have left shards a new one would not replace.
+        shutil.rmtree(cache_dir, ignore_errors=True)
         build_cache(args, options, cache_dir)
+        if key is not None:
+            mark_cache_complete(cache_dir, key)
         progress(f"cached the input in {time.perf_counter() - start:.1f} s")
     users = count_users(cache_dir)
     frequent = (items_held_by_at_least(cache_dir, args.k_anonymity)

@@ -66,7 +66,8 @@ def test_evaluation_keeps_the_cache_only_where_asked(pairs_file, tmp_path):
                           "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
                           "--cache-dir", str(cache), "--output", str(out)]) == 0
     assert sorted(os.listdir(out)) == ["results.csv", "summary.md"]
-    assert [n for n in os.listdir(cache / "cache") if n.startswith("users-")]
+    [kept] = [n for n in os.listdir(cache) if n.startswith("cache-")]
+    assert [n for n in os.listdir(cache / kept) if n.startswith("users-")]
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "* Data set: pairs.csv" in summary and "ρ-zCDP with ρ ∈ {1}" in summary
 
@@ -128,3 +129,45 @@ def test_the_cache_holds_only_users_holding_items(tmp_path):
     os.makedirs(cache)
     build_cache(args, PipelineOptions([]), str(cache))
     assert count_users(str(cache)) == 1
+
+
+def _evaluate_with_cache(path, cache, out, *extra):
+    return evaluate.main(["--input", str(path), "--format", "pairs", "--mechanisms",
+                          "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
+                          "--cache-dir", str(cache), "--output", str(out), *extra])
+
+
+def test_a_kept_cache_serves_only_the_input_it_was_made_from(pairs_file, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    other = write_lines(tmp_path / "other.csv",
+                        [f"person{u},w{u % 7}" for u in range(40)])
+    assert _evaluate_with_cache(pairs_file, cache, tmp_path / "e1") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    # Another input with the same --cache-dir: read and cached anew, its own users counted.
+    assert _evaluate_with_cache(other, cache, tmp_path / "e2") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    summary = (tmp_path / "e2" / "summary.md").read_text(encoding="utf-8")
+    assert "* Data set: other.csv" in summary and "40 users (raw count)" in summary
+    # The first input again: its cache is reused.
+    assert _evaluate_with_cache(pairs_file, cache, tmp_path / "e3") == 0
+    assert "using the cache in" in capsys.readouterr().err
+    summary = (tmp_path / "e3" / "summary.md").read_text(encoding="utf-8")
+    assert "150 users (raw count)" in summary
+
+
+def test_the_cache_key_covers_contents_and_reading_flags(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    path = write_lines(tmp_path / "in.csv", [f"u{u},W{u % 5}" for u in range(30)])
+    assert _evaluate_with_cache(path, cache, tmp_path / "e1") == 0
+    capsys.readouterr()
+    # Same path, other contents (same size): not the old cache.
+    write_lines(tmp_path / "in.csv", [f"v{u},W{u % 5}" for u in range(30)][:20])
+    assert _evaluate_with_cache(path, cache, tmp_path / "e2") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    assert "20 users (raw count)" in (tmp_path / "e2" / "summary.md").read_text("utf-8")
+    # Same contents, another tokenizer option: not the old cache either.
+    assert _evaluate_with_cache(path, cache, tmp_path / "e3", "--keep-case") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    # Same everything: reused.
+    assert _evaluate_with_cache(path, cache, tmp_path / "e4", "--keep-case") == 0
+    assert "using the cache in" in capsys.readouterr().err
