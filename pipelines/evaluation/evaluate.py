@@ -228,6 +228,25 @@ def mark_cache_complete(cache_dir: str, key: dict) -> None:
         json.dump(key, f, sort_keys=True)
 
 
+def check_cache_dir(folder: str) -> None:
+    """--cache-dir is a local folder, or one that can be created (it is, here).
+
+    Raises:
+      UsageError: naming --cache-dir and the problem.
+    """
+    if "://" in folder:
+        raise UsageError(f"--cache-dir must be a local folder, got {folder!r}")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"--cache-dir {folder} is a file, not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--cache-dir {folder} cannot be created: "
+                         f"{exc.strerror or exc}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--cache-dir {folder} is not writable")
+
+
 def _cache_files(cache_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(cache_dir, "users-*.jsonl")))
 
@@ -391,6 +410,8 @@ def prepare(argv, prog: str = PROG):
     if not args.no_plot:
         check_plotting()
     args.files = resolve_input(args, FORMATS)
+    if args.cache_dir:  # created here, once everything else is checked
+        check_cache_dir(args.cache_dir)
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
                            output=args.output, overwrite=args.overwrite,
                            inputs=args.files + [args.cache_dir or ""])

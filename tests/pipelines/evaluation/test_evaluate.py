@@ -171,3 +171,18 @@ def test_the_cache_key_covers_contents_and_reading_flags(tmp_path, capsys):
     # Same everything: reused.
     assert _evaluate_with_cache(path, cache, tmp_path / "e4", "--keep-case") == 0
     assert "using the cache in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["a file", "inside a file"])
+def test_an_unusable_cache_dir_is_one_error_line_before_any_work(pairs_file, tmp_path, capsys,
+                                                                 where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    cache = blocker if where == "a file" else blocker / "sub"
+    code = _evaluate_with_cache(pairs_file, cache, tmp_path / "o")
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("error: --cache-dir ") and str(cache) in line
+    assert ("is a file, not a folder" if where == "a file" else "cannot be created") in line
+    assert not (tmp_path / "o").exists()
