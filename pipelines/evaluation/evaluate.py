@@ -54,6 +54,7 @@ from pipelines.settings import (check_calibrates, mechanism_from_args, require_s
                                 tokenizer_from_args)
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
+from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
 from pipelines.job_files import scratch_folder
@@ -78,17 +79,6 @@ EVALUATION_NOTE = (
     "mechanisms only; publish nothing from it.")
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
-
-
 def build_parser(prog: str = PROG) -> JobArgumentParser:
     parser = JobArgumentParser(
         prog=prog,
@@ -103,9 +93,9 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     add_input_arguments(parser, FORMATS)
     add_mechanism_arguments(parser, several=True, public_input=False)
     g = parser.add_argument_group("budget grid (user-level)")
-    g.add_argument(*flags("epsilons"), type=_floats, metavar="E,E…",
+    g.add_argument(*flags("epsilons"), metavar="E,E…",
                    help="comma-separated ε values of (ε, δ)-DP budgets")
-    g.add_argument(*flags("rhos"), type=_floats, metavar="R,R…",
+    g.add_argument(*flags("rhos"), metavar="R,R…",
                    help="comma-separated ρ values of zCDP budgets; give --epsilons or --rhos")
     g.add_argument(*flags("delta"), type=float, required=True, metavar="D",
                    help="δ of every budget")
@@ -136,9 +126,13 @@ GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanis
 def budgets_from_args(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
         raise UsageError("give exactly one of --epsilons or --rhos")
+    if args.epsilons is not None:
+        epsilons = comma_list(args.epsilons, "--epsilons", float, "numbers")
+    else:
+        rhos = comma_list(args.rhos, "--rhos", float, "numbers")
     with flag_errors(**GRID_FLAGS):
-        budgets = ([Budget(e, args.delta) for e in args.epsilons] if args.epsilons is not None
-                   else [ZCDPBudget(r, args.delta) for r in args.rhos])
+        budgets = ([Budget(e, args.delta) for e in epsilons] if args.epsilons is not None
+                   else [ZCDPBudget(r, args.delta) for r in rhos])
     require_selection_delta(args.delta)
     return budgets
 
@@ -399,10 +393,8 @@ def prepare(argv, prog: str = PROG):
             os.path.abspath(args.output) + os.sep):
         raise UsageError("--cache-dir must not be inside --output: the output folder is "
                              "written whole and replaced as a whole")
-    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
-                  for name in args.mechanisms.split(",") if name.strip()]
-    if not mechanisms:
-        raise UsageError("--mechanisms names no mechanism")
+    mechanisms = [mechanism_from_args(args, name, ignore_unused=True)
+                  for name in comma_list(args.mechanisms, "--mechanisms", what="mechanisms")]
     with flag_errors(**GRID_FLAGS):
         for budget in budgets:  # calibrate everything before running anything
             for mechanism in mechanisms:

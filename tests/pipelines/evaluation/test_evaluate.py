@@ -186,3 +186,31 @@ def test_an_unusable_cache_dir_is_one_error_line_before_any_work(pairs_file, tmp
     assert line.startswith("error: --cache-dir ") and str(cache) in line
     assert ("is a file, not a folder" if where == "a file" else "cannot be created") in line
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("flag, value, problem", [
+    ("--epsilons", "1,,2", "--epsilons has an empty entry (entry 2 of '1,,2')"),
+    ("--epsilons", "1,2,", "--epsilons has an empty entry (entry 3 of '1,2,')"),
+    ("--epsilons", "1,2,1.0", "--epsilons gives 1 twice"),
+    ("--rhos", "0.1, ,0.2", "--rhos has an empty entry (entry 2 of '0.1, ,0.2')"),
+    ("--epsilons", "1,x", "--epsilons: expected comma-separated numbers, got '1,x'"),
+    ("--mechanisms", "sips,sips", "--mechanisms gives sips twice"),
+    ("--mechanisms", "sips,,gw", "--mechanisms has an empty entry (entry 2 of 'sips,,gw')"),
+    ("--mechanisms", ",", "--mechanisms has an empty entry (entry 1 of ',')"),
+])
+def test_list_flags_refuse_empty_and_repeated_entries(pairs_file, tmp_path, capsys, flag, value,
+                                                      problem):
+    grid = {"--epsilons": "1", "--mechanisms": "weighted-gaussian"}
+    grid.pop(flag, None)
+    if flag == "--rhos":
+        grid.pop("--epsilons")
+    argv = ["--input", pairs_file, "--format", "pairs", "--delta", "1e-5", "--no-plot",
+            "--output", str(tmp_path / "o"), flag, value]
+    for k, v in grid.items():
+        argv += [k, v]
+    code = evaluate.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith(f"error: {problem}")
+    assert not (tmp_path / "o").exists()
