@@ -18,22 +18,23 @@ several inputs; it holds raw user data). Then every
 OS randomness, and its released items and wall time are recorded. Finally it
 writes to ``--output`` (which never holds raw data):
 
-* ``results.csv``: mechanism, budget, trial, released, wall seconds (and the
-  k-anonymity coverage with ``--k-anonymity``),
+* ``results.csv``: mechanism, budget, trial, released, missing mass (the share
+  of the input's distinct (user, item) pairs whose item is not released),
+  wall seconds (and the k-anonymity coverage with ``--k-anonymity``),
 * ``summary.md``: the data set, its number of users (a raw count), each
   mechanism's parameters (Δ0 …), the budgets, and the mean ± std of released
-  items per mechanism and budget,
+  items and missing mass per mechanism and budget,
 * ``utility.png``: released items vs ε (or ρ), one line per mechanism
   (needs matplotlib, checked before anything runs; ``--no-plot`` skips it).
 
 ``--k-anonymity K`` also reports the share of items held by ≥ K users that
-each run released (dpsu Table 3). Those counts come from the raw data: they
-are NOT differentially private and are for evaluation only.
+each run released (dpsu Table 3). These counts, like the missing mass's
+(``pipelines.evaluation.coverage``), come from the raw data: they are NOT
+differentially private and are for evaluation only.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import glob
@@ -54,6 +55,7 @@ from pipelines.settings import (check_calibrates, mechanism_from_args, require_s
                                 tokenizer_from_args)
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
+from pipelines.evaluation.coverage import missing_mass, pair_counts
 from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
@@ -75,7 +77,7 @@ PROG = "python -m pipelines.evaluation.evaluate"
 EVALUATION_NOTE = (
     "This evaluation releases from the same data once per mechanism, budget and trial: "
     "the privacy loss of the whole evaluation is the sum of all those releases, and the "
-    "user count and coverage figures are raw (not private). It is for comparing "
+    "user count, missing mass and coverage figures are raw (not private). It is for comparing "
     "mechanisms only; publish nothing from it.")
 
 
@@ -261,15 +263,24 @@ def count_users(cache_dir: str) -> int:
     return n
 
 
-def items_held_by_at_least(cache_dir: str, k: int) -> set:
-    """Items held by ≥ k distinct users (raw counts; NOT private)."""
-    holders: dict = {}
+def _cached_item_lists(cache_dir: str):
     for path in _cache_files(cache_dir):
         with open(path, encoding="utf-8") as f:
             for line in f:
-                _, items = json.loads(line)
-                for item in set(items):
-                    holders[item] = holders.get(item, 0) + 1
+                if line.strip():
+                    yield json.loads(line)[1]
+
+
+def cached_pair_counts(cache_dir: str) -> dict:
+    """Distinct (user, item) pairs per item of the cache (raw counts; NOT private)."""
+    return pair_counts(_cached_item_lists(cache_dir))
+
+
+def items_held_by_at_least(cache_dir: str, k: int, holders: dict | None = None) -> set:
+    """Items held by ≥ k distinct users (raw counts; NOT private); ``holders``: the
+    cache's ``cached_pair_counts`` when already counted."""
+    if holders is None:
+        holders = cached_pair_counts(cache_dir)
     return {item for item, n in holders.items() if n >= k}
 
 
@@ -328,8 +339,8 @@ def write_summary(rows: list[dict], path: str, k_anonymity: int | None,
              "* Mechanisms:"]
     lines += ["  " + _mechanism_line(m) for m in context["mechanisms"]]
     lines += ["", "Released items, mean ± standard deviation over trials.", ""]
-    header = "| mechanism | budget | trials | released | wall seconds |"
-    rule = "|---|---|---|---|---|"
+    header = "| mechanism | budget | trials | released | missing mass (raw) | wall seconds |"
+    rule = "|---|---|---|---|---|---|"
     if k_anonymity:
         header += f" coverage of items held by ≥ {k_anonymity} users |"
         rule += "---|"
@@ -343,11 +354,17 @@ def write_summary(rows: list[dict], path: str, k_anonymity: int | None,
     for (mechanism, budget), group in groups.items():
         m, s = mean_std([r["released"] for r in group])
         w, _ = mean_std([r["wall_seconds"] for r in group])
-        line = f"| {mechanism} | {budget} | {len(group)} | {m:,.1f} ± {s:,.1f} | {w:.1f} |"
+        mm, mms = mean_std([r["missing_mass"] for r in group])
+        line = (f"| {mechanism} | {budget} | {len(group)} | {m:,.1f} ± {s:,.1f} | "
+                f"{100 * mm:.1f}% ± {100 * mms:.1f}% | {w:.1f} |")
         if k_anonymity:
             c, cs = mean_std([r["k_anonymity_coverage"] for r in group])
             line += f" {100 * c:.1f}% ± {100 * cs:.1f}% |"
         lines.append(line)
+    lines += ["", "Missing mass: the share of the input's distinct (user, item) pairs whose "
+                  "item is not released (Dick, Joseph & Raman, ICLR 2026), from raw "
+                  f"(non-private) counts of who holds each item. {NON_PRIVATE_NOTE} For "
+                  "evaluation only."]
     if k_anonymity:
         lines += ["", f"Coverage uses raw (non-private) counts of who holds each item. "
                       f"{NON_PRIVATE_NOTE} For evaluation only."]
@@ -434,7 +451,8 @@ def _evaluate(job, work_dir: str) -> str:
             mark_cache_complete(cache_dir, key)
         progress(f"cached the input in {time.perf_counter() - start:.1f} s")
     users = count_users(cache_dir)
-    frequent = (items_held_by_at_least(cache_dir, args.k_anonymity)
+    holders = cached_pair_counts(cache_dir)  # raw counts, for the coverage figures
+    frequent = (items_held_by_at_least(cache_dir, args.k_anonymity, holders)
                 if args.k_anonymity else None)
 
     rows = []
@@ -447,18 +465,20 @@ def _evaluate(job, work_dir: str) -> str:
                 released, seconds = run_trial(options, cache_dir, mechanism, budget,
                                               os.path.join(work_dir, "released"),
                                               args.hot_key_fanout)
+                released_set = set(released)
                 row = {"mechanism": mechanism.name, "budget": budget_label(budget),
                        "x": budget_x(budget), "trial": trial, "released": len(released),
+                       "missing_mass": round(missing_mass(holders, released_set), 6),
                        "wall_seconds": round(seconds, 3)}
                 if frequent is not None:
                     row["k_anonymity_coverage"] = (
-                        len(frequent & set(released)) / len(frequent) if frequent else math.nan)
+                        len(frequent & released_set) / len(frequent) if frequent else math.nan)
                 rows.append(row)
                 progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
                              f"trial {trial}/{args.trials}: {plural(len(released), 'item')} in "
                              f"{seconds:.1f} s")
 
-    fields = ["mechanism", "budget", "trial", "released", "wall_seconds"]
+    fields = ["mechanism", "budget", "trial", "released", "missing_mass", "wall_seconds"]
     if frequent is not None:
         fields.append("k_anonymity_coverage")
     with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:

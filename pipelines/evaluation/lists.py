@@ -8,17 +8,14 @@ and, outside an evaluation, budget, so both are refused naming the flag.
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import Any, Callable
 
 from pipelines.errors import UsageError
 
 __all__ = ["comma_list"]
 
-T = TypeVar("T")
-
-
-def comma_list(text: str, flag: str, parse: Callable[[str], T] = str,  # type: ignore[assignment]
-               what: str = "values") -> list[T]:
+def comma_list(text: str, flag: str, parse: Callable[[str], Any] = str,
+               what: str = "values") -> list[Any]:
     """The entries of a comma-separated flag value, parsed, in order.
 
     Args:
@@ -35,7 +32,7 @@ def comma_list(text: str, flag: str, parse: Callable[[str], T] = str,  # type: i
         (compared after parsing, so ``1`` and ``1.0`` are the same number).
     """
     entries = [entry.strip() for entry in text.split(",")]
-    values: list = []
+    values: list[Any] = []
     for i, entry in enumerate(entries, 1):
         if not entry:
             raise UsageError(f"{flag} has an empty entry (entry {i} of {text!r}); give "

@@ -34,6 +34,10 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
     assert {r["budget"] for r in rows} == {"eps=1", "eps=4"}
     assert all(int(r["released"]) <= 25 and float(r["wall_seconds"]) > 0 for r in rows)
     assert all(0.0 <= float(r["k_anonymity_coverage"]) <= 1.0 for r in rows)
+    # Every item is held by 36 of the 150 users: the missing mass is the share of items
+    # not released.
+    assert all(abs(float(r["missing_mass"]) - (1 - int(r["released"]) / 25)) < 1e-6
+               for r in rows)
     # More budget releases at least as much (25 items held by 36 users each, all of a
     # user's 6 items kept: weight 36/√6 = 14.7). Unseeded: fails by chance w.p. 1.4e-57
     # (at ε = 4, ρ = 5.9 and σ = 1.1: each of the 50 item-trials misses w.p. 2.3e-15; at
@@ -214,3 +218,26 @@ def test_list_flags_refuse_empty_and_repeated_entries(pairs_file, tmp_path, caps
     [line] = [line for line in err.splitlines() if line.strip()]
     assert line.startswith(f"error: {problem}")
     assert not (tmp_path / "o").exists()
+
+
+def test_every_run_reports_its_missing_mass_labelled_raw(tmp_path):
+    # 100 users, each holding "common" (twice: distinct pairs count once) and an item of
+    # its own. Only "common" is released, so half of the 200 distinct pairs are missing
+    # (while 100 of 101 items are). Unseeded: fails by chance w.p. <= 1e-8 (each user's
+    # own item is released w.p. <= δ = 1e-10; "common", weight 100/√2 = 70.7 against a
+    # threshold near 5.5 with σ = 0.71, is missed w.p. far below that).
+    path = write_lines(tmp_path / "in.csv", [line for u in range(100) for line in
+                                             (f"u{u},common", f"u{u},common", f"u{u},own{u}")])
+    out = tmp_path / "eval"
+    assert evaluate.main(["--input", path, "--format", "pairs", "--mechanisms",
+                          "weighted-gaussian,sips", "--rhos", "1", "--delta", "1e-10",
+                          "--no-plot", "--output", str(out)]) == 0
+    with open(out / "results.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["mechanism"], r["released"], float(r["missing_mass"])) for r in rows] == [
+        ("weighted-gaussian", "1", 0.5), ("sips", "1", 0.5)]
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "| missing mass (raw) |" in summary
+    assert "| weighted-gaussian | rho=1 | 1 | 1.0 ± 0.0 |" in summary
+    assert "| 50.0% ± 0.0% |" in summary
+    assert "Missing mass: the share of the input's distinct (user, item) pairs" in summary
