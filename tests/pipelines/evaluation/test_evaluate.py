@@ -164,7 +164,7 @@ def test_the_cache_key_covers_contents_and_reading_flags(tmp_path, capsys):
     path = write_lines(tmp_path / "in.csv", [f"u{u},W{u % 5}" for u in range(30)])
     assert _evaluate_with_cache(path, cache, tmp_path / "e1") == 0
     capsys.readouterr()
-    # Same path, other contents (same size): not the old cache.
+    # Same path, other contents: not the old cache.
     write_lines(tmp_path / "in.csv", [f"v{u},W{u % 5}" for u in range(30)][:20])
     assert _evaluate_with_cache(path, cache, tmp_path / "e2") == 0
     assert "using the cache" not in capsys.readouterr().err
