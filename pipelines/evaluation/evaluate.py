@@ -361,13 +361,12 @@ def write_summary(rows: list[dict], path: str, k_anonymity: int | None,
             c, cs = mean_std([r["k_anonymity_coverage"] for r in group])
             line += f" {100 * c:.1f}% ± {100 * cs:.1f}% |"
         lines.append(line)
+    coverage = (f" and the coverage (the share of the items held by ≥ {k_anonymity} users "
+                "that the run released)" if k_anonymity else "")
     lines += ["", "Missing mass: the share of the input's distinct (user, item) pairs whose "
-                  "item is not released (Dick, Joseph & Raman, ICLR 2026), from raw "
-                  f"(non-private) counts of who holds each item. {NON_PRIVATE_NOTE} For "
-                  "evaluation only."]
-    if k_anonymity:
-        lines += ["", f"Coverage uses raw (non-private) counts of who holds each item. "
-                      f"{NON_PRIVATE_NOTE} For evaluation only."]
+                  f"item is not released (Dick, Joseph & Raman, ICLR 2026). It{coverage} "
+                  f"{'use' if k_anonymity else 'uses'} raw (non-private) counts of who holds "
+                  f"each item. {NON_PRIVATE_NOTE} For evaluation only."]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 

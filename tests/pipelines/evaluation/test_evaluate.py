@@ -55,6 +55,8 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
     assert "* `gw`: alpha = 3, shards = 1, Δ0 = 6" in summary
     assert "| weighted-gaussian | eps=4 | 2 |" in summary
     assert "NOT differentially private" in summary
+    assert ("It and the coverage (the share of the items held by ≥ 5 users that the run "
+            "released) use raw (non-private) counts") in summary
     with open(out / "utility.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(out / "utility.png") > 10_000
