@@ -57,6 +57,7 @@ from types import SimpleNamespace
 from pipelines.flags import flags, JobArgumentParser
 from pipelines.settings import tokenizer_from_args
 from pipelines.errors import UsageError
+from pipelines.evaluation.lists import comma_list
 from pipelines.progress import progress
 from pipelines.job_files import read_json, scratch_folder
 from pipelines.job_runner import run_job
@@ -156,7 +157,7 @@ def prepare(argv):
     # The jobs run in the folder of their checkout (--before's too): input
     # paths given relative to here are made absolute.
     job_argv = absolute_inputs(job_argv)
-    mechanisms = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
+    mechanisms = comma_list(args.mechanisms, "--mechanisms", what="mechanisms")
     if args.job == "ngrams":
         mechanisms = [None]
     max_items = [None]
@@ -166,7 +167,7 @@ def prepare(argv):
                 for a in job_argv):
             raise UsageError("--max-items-values: vocabulary job only, without "
                              "--max-items-per-user among the job's flags")
-        max_items = [v.strip() for v in args.max_items_values.split(",") if v.strip()]
+        max_items = comma_list(args.max_items_values, "--max-items-values")
     # The job's own parser checks its flags and the input before anything runs.
     module = _job_module(args.job)
     probe = ["--output", os.path.join(tempfile.gettempdir(), "beam_dpsu_benchmark_probe")]

@@ -11,33 +11,38 @@ all of them, and its summary holds raw counts. Publish nothing from it.
 
 First the input is read and tokenised once into a per-user cache (JSON
 lines) in a temporary folder, removed when the job ends (``--cache-dir``
-keeps it where you say instead; it holds raw user data). Then every
+keeps it where you say instead, in a subfolder keyed by the input files'
+paths and contents and the flags that read them, so one folder serves
+several inputs; it holds raw user data). Then every
 (mechanism, budget, trial) runs as its own pipeline on that cache, with fresh
 OS randomness, and its released items and wall time are recorded. Finally it
 writes to ``--output`` (which never holds raw data):
 
-* ``results.csv``: mechanism, budget, trial, released, wall seconds (and the
-  k-anonymity coverage with ``--k-anonymity``),
+* ``results.csv``: mechanism, budget, trial, released, missing mass (the share
+  of the input's distinct (user, item) pairs whose item is not released),
+  wall seconds (and the k-anonymity coverage with ``--k-anonymity``),
 * ``summary.md``: the data set, its number of users (a raw count), each
   mechanism's parameters (Δ0 …), the budgets, and the mean ± std of released
-  items per mechanism and budget,
+  items and missing mass per mechanism and budget,
 * ``utility.png``: released items vs ε (or ρ), one line per mechanism
   (needs matplotlib, checked before anything runs; ``--no-plot`` skips it).
 
 ``--k-anonymity K`` also reports the share of items held by ≥ K users that
-each run released (dpsu Table 3). Those counts come from the raw data: they
-are NOT differentially private and are for evaluation only.
+each run released (dpsu Table 3). These counts, like the missing mass's
+(``pipelines.evaluation.coverage``), come from the raw data: they are NOT
+differentially private and are for evaluation only.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import glob
+import hashlib
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -50,11 +55,15 @@ from pipelines.settings import (check_calibrates, mechanism_from_args, require_s
                                 tokenizer_from_args)
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
+from pipelines.evaluation.coverage import missing_mass, pair_counts
+from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
 from pipelines.job_files import scratch_folder
 from pipelines.job_runner import job_pipeline, run_job
 import apache_beam as beam  # noqa: E402
+from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
@@ -68,19 +77,8 @@ PROG = "python -m pipelines.evaluation.evaluate"
 EVALUATION_NOTE = (
     "This evaluation releases from the same data once per mechanism, budget and trial: "
     "the privacy loss of the whole evaluation is the sum of all those releases, and the "
-    "user count and coverage figures are raw (not private). It is for comparing "
+    "user count, missing mass and coverage figures are raw (not private). It is for comparing "
     "mechanisms only; publish nothing from it.")
-
-
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
 
 
 def build_parser(prog: str = PROG) -> JobArgumentParser:
@@ -97,9 +95,9 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     add_input_arguments(parser, FORMATS)
     add_mechanism_arguments(parser, several=True, public_input=False)
     g = parser.add_argument_group("budget grid (user-level)")
-    g.add_argument(*flags("epsilons"), type=_floats, metavar="E,E…",
+    g.add_argument(*flags("epsilons"), metavar="E,E…",
                    help="comma-separated ε values of (ε, δ)-DP budgets")
-    g.add_argument(*flags("rhos"), type=_floats, metavar="R,R…",
+    g.add_argument(*flags("rhos"), metavar="R,R…",
                    help="comma-separated ρ values of zCDP budgets; give --epsilons or --rhos")
     g.add_argument(*flags("delta"), type=float, required=True, metavar="D",
                    help="δ of every budget")
@@ -114,8 +112,9 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     g.add_argument(*flags("no-plot"), action="store_true",
                    help="do not draw utility.png (which needs matplotlib)")
     g.add_argument(*flags("cache-dir"), metavar="FOLDER",
-                   help="keep the tokenised per-user cache (raw user data) in FOLDER; by "
-                        "default it lives in a temporary folder removed at exit")
+                   help="keep the tokenised per-user cache (raw user data) in FOLDER, one "
+                        "subfolder per input and reading flags, and reuse it; by default it "
+                        "lives in a temporary folder removed at exit")
     g.add_argument(*flags("output"), required=True, metavar="FOLDER",
                    help="local output folder for results.csv, summary.md and utility.png")
     add_overwrite_argument(g)
@@ -129,9 +128,13 @@ GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanis
 def budgets_from_args(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
         raise UsageError("give exactly one of --epsilons or --rhos")
+    if args.epsilons is not None:
+        epsilons = comma_list(args.epsilons, "--epsilons", float, "numbers")
+    else:
+        rhos = comma_list(args.rhos, "--rhos", float, "numbers")
     with flag_errors(**GRID_FLAGS):
-        budgets = ([Budget(e, args.delta) for e in args.epsilons] if args.epsilons is not None
-                   else [ZCDPBudget(r, args.delta) for r in args.rhos])
+        budgets = ([Budget(e, args.delta) for e in epsilons] if args.epsilons is not None
+                   else [ZCDPBudget(r, args.delta) for r in rhos])
     require_selection_delta(args.delta)
     return budgets
 
@@ -175,6 +178,71 @@ def build_cache(args, options, cache_dir: str) -> None:
                                                    file_name_suffix=".jsonl"))
 
 
+# Raised when what the cache holds for the same key changes (its layout, the reader).
+CACHE_VERSION = 1
+_KEY_FILE = "key.json"
+
+
+def _file_digest(path: str) -> str:
+    """sha256 of a file's bytes as stored (compressed files are not decompressed)."""
+    digest = hashlib.sha256()
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(args) -> dict:
+    """Everything that decides what the cache holds: the input files (path and
+    contents), the format, the field flags and the tokenizer's options."""
+    return {"version": CACHE_VERSION,
+            "files": [[path, _file_digest(path)] for path in sorted(args.files)],
+            "format": args.format, "user_field": args.user_field,
+            "text_field": args.text_field, "items_field": getattr(args, "items_field", None),
+            "skip_header_lines": args.skip_header_lines, "keep_case": args.keep_case,
+            "keep_urls": args.keep_urls}
+
+
+def kept_cache_folder(cache_root: str, key: dict) -> str:
+    """The folder in ``cache_root`` (--cache-dir) for the cache of ``key``."""
+    text = json.dumps(key, sort_keys=True)
+    return os.path.join(cache_root, "cache-" + hashlib.sha256(text.encode()).hexdigest()[:16])
+
+
+def cache_is_complete(cache_dir: str, key: dict) -> bool:
+    """Whether ``cache_dir`` holds a finished cache of ``key`` (its key file is written
+    last, so an interrupted build does not count)."""
+    try:
+        with open(os.path.join(cache_dir, _KEY_FILE), encoding="utf-8") as f:
+            return json.load(f) == key and bool(_cache_files(cache_dir))
+    except (OSError, ValueError):
+        return False
+
+
+def mark_cache_complete(cache_dir: str, key: dict) -> None:
+    with open(os.path.join(cache_dir, _KEY_FILE), "w", encoding="utf-8") as f:
+        json.dump(key, f, sort_keys=True)
+
+
+def check_cache_dir(folder: str) -> None:
+    """--cache-dir is a local folder, or one that can be created (it is, here).
+
+    Raises:
+      UsageError: naming --cache-dir and the problem.
+    """
+    if "://" in folder:
+        raise UsageError(f"--cache-dir must be a local folder, got {folder!r}")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"--cache-dir {folder} is a file, not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--cache-dir {folder} cannot be created: "
+                         f"{exc.strerror or exc}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--cache-dir {folder} is not writable")
+
+
 def _cache_files(cache_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(cache_dir, "users-*.jsonl")))
 
@@ -195,15 +263,24 @@ def count_users(cache_dir: str) -> int:
     return n
 
 
-def items_held_by_at_least(cache_dir: str, k: int) -> set:
-    """Items held by ≥ k distinct users (raw counts; NOT private)."""
-    holders: dict = {}
+def _cached_item_lists(cache_dir: str):
     for path in _cache_files(cache_dir):
         with open(path, encoding="utf-8") as f:
             for line in f:
-                _, items = json.loads(line)
-                for item in set(items):
-                    holders[item] = holders.get(item, 0) + 1
+                if line.strip():
+                    yield json.loads(line)[1]
+
+
+def cached_pair_counts(cache_dir: str) -> dict:
+    """Distinct (user, item) pairs per item of the cache (raw counts; NOT private)."""
+    return pair_counts(_cached_item_lists(cache_dir))
+
+
+def items_held_by_at_least(cache_dir: str, k: int, holders: dict | None = None) -> set:
+    """Items held by ≥ k distinct users (raw counts; NOT private); ``holders``: the
+    cache's ``cached_pair_counts`` when already counted."""
+    if holders is None:
+        holders = cached_pair_counts(cache_dir)
     return {item for item, n in holders.items() if n >= k}
 
 
@@ -262,8 +339,8 @@ def write_summary(rows: list[dict], path: str, k_anonymity: int | None,
              "* Mechanisms:"]
     lines += ["  " + _mechanism_line(m) for m in context["mechanisms"]]
     lines += ["", "Released items, mean ± standard deviation over trials.", ""]
-    header = "| mechanism | budget | trials | released | wall seconds |"
-    rule = "|---|---|---|---|---|"
+    header = "| mechanism | budget | trials | released | missing mass (raw) | wall seconds |"
+    rule = "|---|---|---|---|---|---|"
     if k_anonymity:
         header += f" coverage of items held by ≥ {k_anonymity} users |"
         rule += "---|"
@@ -277,14 +354,19 @@ def write_summary(rows: list[dict], path: str, k_anonymity: int | None,
     for (mechanism, budget), group in groups.items():
         m, s = mean_std([r["released"] for r in group])
         w, _ = mean_std([r["wall_seconds"] for r in group])
-        line = f"| {mechanism} | {budget} | {len(group)} | {m:,.1f} ± {s:,.1f} | {w:.1f} |"
+        mm, mms = mean_std([r["missing_mass"] for r in group])
+        line = (f"| {mechanism} | {budget} | {len(group)} | {m:,.1f} ± {s:,.1f} | "
+                f"{100 * mm:.1f}% ± {100 * mms:.1f}% | {w:.1f} |")
         if k_anonymity:
             c, cs = mean_std([r["k_anonymity_coverage"] for r in group])
             line += f" {100 * c:.1f}% ± {100 * cs:.1f}% |"
         lines.append(line)
-    if k_anonymity:
-        lines += ["", f"Coverage uses raw (non-private) counts of who holds each item. "
-                      f"{NON_PRIVATE_NOTE} For evaluation only."]
+    coverage = (f" and the coverage (the share of the items held by ≥ {k_anonymity} users "
+                "that the run released)" if k_anonymity else "")
+    lines += ["", "Missing mass: the share of the input's distinct (user, item) pairs whose "
+                  f"item is not released (Dick, Joseph & Raman, ICLR 2026). It{coverage} "
+                  f"{'use' if k_anonymity else 'uses'} raw (non-private) counts of who holds "
+                  f"each item. {NON_PRIVATE_NOTE} For evaluation only."]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -327,10 +409,8 @@ def prepare(argv, prog: str = PROG):
             os.path.abspath(args.output) + os.sep):
         raise UsageError("--cache-dir must not be inside --output: the output folder is "
                              "written whole and replaced as a whole")
-    mechanisms = [mechanism_from_args(args, name.strip(), ignore_unused=True)
-                  for name in args.mechanisms.split(",") if name.strip()]
-    if not mechanisms:
-        raise UsageError("--mechanisms names no mechanism")
+    mechanisms = [mechanism_from_args(args, name, ignore_unused=True)
+                  for name in comma_list(args.mechanisms, "--mechanisms", what="mechanisms")]
     with flag_errors(**GRID_FLAGS):
         for budget in budgets:  # calibrate everything before running anything
             for mechanism in mechanisms:
@@ -338,6 +418,8 @@ def prepare(argv, prog: str = PROG):
     if not args.no_plot:
         check_plotting()
     args.files = resolve_input(args, FORMATS)
+    if args.cache_dir:  # created here, once everything else is checked
+        check_cache_dir(args.cache_dir)
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
                            output=args.output, overwrite=args.overwrite,
                            inputs=args.files + [args.cache_dir or ""])
@@ -352,17 +434,24 @@ def run_prepared(job) -> str:
 def _evaluate(job, work_dir: str) -> str:
     args, options, budgets, mechanisms = job.args, job.options, job.budgets, job.mechanisms
     out = staging_of(job)  # put in place as --output when the job ends
-    cache_dir = os.path.join(work_dir, "cache")
-    if _cache_files(cache_dir):
+    key = cache_key(args) if args.cache_dir else None
+    cache_dir = (kept_cache_folder(work_dir, key) if key is not None
+                 else os.path.join(work_dir, "cache"))
+    if key is not None and cache_is_complete(cache_dir, key):
         progress(f"using the cache in {cache_dir}")
     else:
         progress(f"reading and tokenising {args.input} into "
                      + (cache_dir if args.cache_dir else "a temporary cache") + " …")
         start = time.perf_counter()
+        # A build that did not finish may have left shards a new one would not replace.
+        shutil.rmtree(cache_dir, ignore_errors=True)
         build_cache(args, options, cache_dir)
+        if key is not None:
+            mark_cache_complete(cache_dir, key)
         progress(f"cached the input in {time.perf_counter() - start:.1f} s")
     users = count_users(cache_dir)
-    frequent = (items_held_by_at_least(cache_dir, args.k_anonymity)
+    holders = cached_pair_counts(cache_dir)  # raw counts, for the coverage figures
+    frequent = (items_held_by_at_least(cache_dir, args.k_anonymity, holders)
                 if args.k_anonymity else None)
 
     rows = []
@@ -375,18 +464,20 @@ def _evaluate(job, work_dir: str) -> str:
                 released, seconds = run_trial(options, cache_dir, mechanism, budget,
                                               os.path.join(work_dir, "released"),
                                               args.hot_key_fanout)
+                released_set = set(released)
                 row = {"mechanism": mechanism.name, "budget": budget_label(budget),
                        "x": budget_x(budget), "trial": trial, "released": len(released),
+                       "missing_mass": round(missing_mass(holders, released_set), 6),
                        "wall_seconds": round(seconds, 3)}
                 if frequent is not None:
                     row["k_anonymity_coverage"] = (
-                        len(frequent & set(released)) / len(frequent) if frequent else math.nan)
+                        len(frequent & released_set) / len(frequent) if frequent else math.nan)
                 rows.append(row)
                 progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
                              f"trial {trial}/{args.trials}: {plural(len(released), 'item')} in "
                              f"{seconds:.1f} s")
 
-    fields = ["mechanism", "budget", "trial", "released", "wall_seconds"]
+    fields = ["mechanism", "budget", "trial", "released", "missing_mass", "wall_seconds"]
     if frequent is not None:
         fields.append("k_anonymity_coverage")
     with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:

@@ -45,6 +45,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 from pipelines.flags import flags, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import add_overwrite_argument
+from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
@@ -348,9 +349,9 @@ def build_parser() -> JobArgumentParser:
 
 
 def _names(text: str, known, flag: str) -> list:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = comma_list(text, flag, what="names")
     unknown = [n for n in names if n not in known]
-    if unknown or not names:
+    if unknown:
         raise UsageError(f"{flag}: unknown or no names {unknown}; choose from "
                              f"{sorted(known)}")
     return names
@@ -360,11 +361,7 @@ def prepare(argv):
     args, _ = parse_job_args(build_parser(), argv)
     with flag_errors():
         budget = ZCDPBudget(args.rho, args.delta)
-    try:
-        grid = [int(x) for x in args.grid.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--grid must be integers separated by commas, got "
-                             f"{args.grid!r}") from None
+    grid = comma_list(args.grid, "--grid", int, "integers")
     for flag, value in (("--grid-trials", args.grid_trials), ("--auto-trials", args.auto_trials),
                         ("--synthetic-users", args.synthetic_users - 1)):
         if value < 0:

@@ -46,6 +46,7 @@ from pipelines.flags import flags, int_or_auto, JobArgumentParser, parse_job_arg
 from pipelines.flag_groups import add_input_arguments, add_mechanism_arguments
 from pipelines.settings import (check_calibrates, mechanism_from_args, require_selection_delta,
                                 tokenizer_from_args)
+from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
 from pipelines.job_runner import job_pipeline, run_job
@@ -134,14 +135,12 @@ def _mechanism_entries(args) -> list:
     """(name, Δ0) per --mechanisms entry ``NAME[:N|auto]``; Δ0 defaults to
     --max-items-per-user."""
     entries = []
-    for entry in args.mechanisms.split(","):
-        name, colon, value = entry.strip().partition(":")
-        if not name:
-            continue
+    for entry in comma_list(args.mechanisms, "--mechanisms", what="mechanisms"):
+        name, colon, value = entry.partition(":")
         try:
             max_items = int_or_auto(value) if colon else args.max_items_per_user
         except argparse.ArgumentTypeError as exc:
-            raise UsageError(f"--mechanisms {entry.strip()!r}: {exc}") from None
+            raise UsageError(f"--mechanisms {entry!r}: {exc}") from None
         entries.append((name, max_items))
     return entries
 
@@ -161,7 +160,7 @@ def prepare(argv):
                          "max_partitions_contributed takes a fixed int (give our "
                          "mechanisms auto as --mechanisms sips:auto)")
     args.max_items_per_user = args.max_items_per_user or 100
-    strategies = [s.strip() for s in args.peer_strategies.split(",") if s.strip()]
+    strategies = comma_list(args.peer_strategies, "--peer-strategies", what="strategies")
     unknown = set(strategies) - set(PEER_STRATEGIES)
     if unknown:
         raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "

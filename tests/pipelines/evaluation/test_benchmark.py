@@ -29,6 +29,13 @@ def test_bad_benchmark_command_lines_fail_with_one_error_line(capsys):
     assert "is not a checkout of this project" in capsys.readouterr().err
     assert benchmark.main(["--", *JOB, "--output", "x"]) == 2
     assert "leave --output out" in capsys.readouterr().err
+    assert benchmark.main(["--mechanisms", "sips,sips", "--", *JOB]) == 2
+    assert capsys.readouterr().err.startswith("error: --mechanisms gives sips twice")
+    assert benchmark.main(["--mechanisms", "sips,,gw", "--", *JOB]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: --mechanisms has an empty entry (entry 2 of 'sips,,gw')")
+    assert benchmark.main(["--max-items-values", "100,100", "--", *JOB[:-2]]) == 2
+    assert capsys.readouterr().err.startswith("error: --max-items-values gives 100 twice")
 
 
 def test_input_paths_are_made_absolute_for_every_checkout(monkeypatch, tmp_path):

@@ -34,6 +34,10 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
     assert {r["budget"] for r in rows} == {"eps=1", "eps=4"}
     assert all(int(r["released"]) <= 25 and float(r["wall_seconds"]) > 0 for r in rows)
     assert all(0.0 <= float(r["k_anonymity_coverage"]) <= 1.0 for r in rows)
+    # Every item is held by 36 of the 150 users: the missing mass is the share of items
+    # not released.
+    assert all(abs(float(r["missing_mass"]) - (1 - int(r["released"]) / 25)) < 1e-6
+               for r in rows)
     # More budget releases at least as much (25 items held by 36 users each, all of a
     # user's 6 items kept: weight 36/√6 = 14.7). Unseeded: fails by chance w.p. 1.4e-57
     # (at ε = 4, ρ = 5.9 and σ = 1.1: each of the 50 item-trials misses w.p. 2.3e-15; at
@@ -51,6 +55,8 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
     assert "* `gw`: alpha = 3, shards = 1, Δ0 = 6" in summary
     assert "| weighted-gaussian | eps=4 | 2 |" in summary
     assert "NOT differentially private" in summary
+    assert ("It and the coverage (the share of the items held by ≥ 5 users that the run "
+            "released) use raw (non-private) counts") in summary
     with open(out / "utility.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert os.path.getsize(out / "utility.png") > 10_000
@@ -66,7 +72,8 @@ def test_evaluation_keeps_the_cache_only_where_asked(pairs_file, tmp_path):
                           "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
                           "--cache-dir", str(cache), "--output", str(out)]) == 0
     assert sorted(os.listdir(out)) == ["results.csv", "summary.md"]
-    assert [n for n in os.listdir(cache / "cache") if n.startswith("users-")]
+    [kept] = [n for n in os.listdir(cache) if n.startswith("cache-")]
+    assert [n for n in os.listdir(cache / kept) if n.startswith("users-")]
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "* Data set: pairs.csv" in summary and "ρ-zCDP with ρ ∈ {1}" in summary
 
@@ -128,3 +135,111 @@ def test_the_cache_holds_only_users_holding_items(tmp_path):
     os.makedirs(cache)
     build_cache(args, PipelineOptions([]), str(cache))
     assert count_users(str(cache)) == 1
+
+
+def _evaluate_with_cache(path, cache, out, *extra):
+    return evaluate.main(["--input", str(path), "--format", "pairs", "--mechanisms",
+                          "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
+                          "--cache-dir", str(cache), "--output", str(out), *extra])
+
+
+def test_a_kept_cache_serves_only_the_input_it_was_made_from(pairs_file, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    other = write_lines(tmp_path / "other.csv",
+                        [f"person{u},w{u % 7}" for u in range(40)])
+    assert _evaluate_with_cache(pairs_file, cache, tmp_path / "e1") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    # Another input with the same --cache-dir: read and cached anew, its own users counted.
+    assert _evaluate_with_cache(other, cache, tmp_path / "e2") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    summary = (tmp_path / "e2" / "summary.md").read_text(encoding="utf-8")
+    assert "* Data set: other.csv" in summary and "40 users (raw count)" in summary
+    # The first input again: its cache is reused.
+    assert _evaluate_with_cache(pairs_file, cache, tmp_path / "e3") == 0
+    assert "using the cache in" in capsys.readouterr().err
+    summary = (tmp_path / "e3" / "summary.md").read_text(encoding="utf-8")
+    assert "150 users (raw count)" in summary
+
+
+def test_the_cache_key_covers_contents_and_reading_flags(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    path = write_lines(tmp_path / "in.csv", [f"u{u},W{u % 5}" for u in range(30)])
+    assert _evaluate_with_cache(path, cache, tmp_path / "e1") == 0
+    capsys.readouterr()
+    # Same path, other contents: not the old cache.
+    write_lines(tmp_path / "in.csv", [f"v{u},W{u % 5}" for u in range(30)][:20])
+    assert _evaluate_with_cache(path, cache, tmp_path / "e2") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    assert "20 users (raw count)" in (tmp_path / "e2" / "summary.md").read_text("utf-8")
+    # Same contents, another tokenizer option: not the old cache either.
+    assert _evaluate_with_cache(path, cache, tmp_path / "e3", "--keep-case") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    # Same everything: reused.
+    assert _evaluate_with_cache(path, cache, tmp_path / "e4", "--keep-case") == 0
+    assert "using the cache in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["a file", "inside a file"])
+def test_an_unusable_cache_dir_is_one_error_line_before_any_work(pairs_file, tmp_path, capsys,
+                                                                 where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    cache = blocker if where == "a file" else blocker / "sub"
+    code = _evaluate_with_cache(pairs_file, cache, tmp_path / "o")
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("error: --cache-dir ") and str(cache) in line
+    assert ("is a file, not a folder" if where == "a file" else "cannot be created") in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("flag, value, problem", [
+    ("--epsilons", "1,,2", "--epsilons has an empty entry (entry 2 of '1,,2')"),
+    ("--epsilons", "1,2,", "--epsilons has an empty entry (entry 3 of '1,2,')"),
+    ("--epsilons", "1,2,1.0", "--epsilons gives 1 twice"),
+    ("--rhos", "0.1, ,0.2", "--rhos has an empty entry (entry 2 of '0.1, ,0.2')"),
+    ("--epsilons", "1,x", "--epsilons: expected comma-separated numbers, got '1,x'"),
+    ("--mechanisms", "sips,sips", "--mechanisms gives sips twice"),
+    ("--mechanisms", "sips,,gw", "--mechanisms has an empty entry (entry 2 of 'sips,,gw')"),
+    ("--mechanisms", ",", "--mechanisms has an empty entry (entry 1 of ',')"),
+])
+def test_list_flags_refuse_empty_and_repeated_entries(pairs_file, tmp_path, capsys, flag, value,
+                                                      problem):
+    grid = {"--epsilons": "1", "--mechanisms": "weighted-gaussian"}
+    grid.pop(flag, None)
+    if flag == "--rhos":
+        grid.pop("--epsilons")
+    argv = ["--input", pairs_file, "--format", "pairs", "--delta", "1e-5", "--no-plot",
+            "--output", str(tmp_path / "o"), flag, value]
+    for k, v in grid.items():
+        argv += [k, v]
+    code = evaluate.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith(f"error: {problem}")
+    assert not (tmp_path / "o").exists()
+
+
+def test_every_run_reports_its_missing_mass_labelled_raw(tmp_path):
+    # 100 users, each holding "common" (twice: distinct pairs count once) and an item of
+    # its own. Only "common" is released, so half of the 200 distinct pairs are missing
+    # (while 100 of 101 items are). Unseeded: fails by chance w.p. <= 1e-8 (each user's
+    # own item is released w.p. <= δ = 1e-10; "common", weight 100/√2 = 70.7 against a
+    # threshold near 5.5 with σ = 0.71, is missed w.p. far below that).
+    path = write_lines(tmp_path / "in.csv", [line for u in range(100) for line in
+                                             (f"u{u},common", f"u{u},common", f"u{u},own{u}")])
+    out = tmp_path / "eval"
+    assert evaluate.main(["--input", path, "--format", "pairs", "--mechanisms",
+                          "weighted-gaussian,sips", "--rhos", "1", "--delta", "1e-10",
+                          "--no-plot", "--output", str(out)]) == 0
+    with open(out / "results.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["mechanism"], r["released"], float(r["missing_mass"])) for r in rows] == [
+        ("weighted-gaussian", "1", 0.5), ("sips", "1", 0.5)]
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "| missing mass (raw) |" in summary
+    assert "| weighted-gaussian | rho=1 | 1 | 1.0 ± 0.0 |" in summary
+    assert "| 50.0% ± 0.0% |" in summary
+    assert "Missing mass: the share of the input's distinct (user, item) pairs" in summary

@@ -126,3 +126,15 @@ def test_job_refuses_an_unknown_data_set_with_one_error_line(tmp_path, capsys):
     assert bench.main(["--output", str(tmp_path / "o"), "--datasets", "imdb,nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --datasets")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--grid", "5,,50"], "--grid has an empty entry (entry 2 of '5,,50')"),
+    (["--grid", "5,50,5"], "--grid gives 5 twice"),
+    (["--mechanisms", "sips,sips"], "--mechanisms gives sips twice"),
+    (["--datasets", "imdb,"], "--datasets has an empty entry (entry 2 of 'imdb,')"),
+])
+def test_job_refuses_empty_and_repeated_list_entries(tmp_path, capsys, flags, message):
+    assert bench.main(["--output", str(tmp_path / "o"), *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {message}"), err

@@ -80,12 +80,22 @@ def test_our_selections_process_loads_no_pipelinedp(tmp_path, monkeypatch):
     (["--mechanisms", "sips:auto,sips", "--selection", "3"],
      "--selection must be in 0..2, got 3"),
     (["--mechanisms", "sipz:auto"], "did you mean sips"),
+    (["--mechanisms", "sips,,gw"], "--mechanisms has an empty entry (entry 2 of 'sips,,gw')"),
+    (["--mechanisms", "sips:auto,sips:auto"], "--mechanisms gives sips:auto twice"),
 ])
 def test_bad_command_lines_are_one_error_line(flag, message, tmp_path, capsys):
     code = peers.main([*_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC", *flag])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and err[-1].startswith("error:") and message in err[-1], err
     assert sum(line.startswith("error:") for line in err) == 1
+
+
+def test_a_strategy_given_twice_is_one_error_line(tmp_path, capsys):
+    code = peers.main([*_pairs(tmp_path), "--peer-strategies",
+                       "TRUNCATED_GEOMETRIC,TRUNCATED_GEOMETRIC"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("error: --peer-strategies gives TRUNCATED_GEOMETRIC twice"), err
 
 
 def test_a_selection_process_gets_absolute_paths_its_workdir_and_index(tmp_path,

@@ -1,0 +1,48 @@
+"""Comma-separated flag values of the evaluation jobs (``--epsilons 1,2,4``,
+``--mechanisms sips,gw``): every entry given, and each once.
+
+An empty entry (``1,,2``, a trailing comma) or one given twice (``sips,sips``,
+``1,1.0``) is a typo more often than a wish: each run of a grid costs time
+and, outside an evaluation, budget, so both are refused naming the flag.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pipelines.errors import UsageError
+
+__all__ = ["comma_list"]
+
+def comma_list(text: str, flag: str, parse: Callable[[str], Any] = str,
+               what: str = "values") -> list[Any]:
+    """The entries of a comma-separated flag value, parsed, in order.
+
+    Args:
+      text: the flag's value, e.g. ``"1,2,4"``.
+      flag: the flag, for the error message (``"--epsilons"``).
+      parse: turns one stripped entry into its value; ``ValueError`` means a bad entry.
+      what: what the entries are, for the error message (``"numbers"``).
+
+    Returns:
+      The parsed entries, at least one.
+
+    Raises:
+      UsageError: an entry is empty, does not parse, or equals an earlier one
+        (compared after parsing, so ``1`` and ``1.0`` are the same number).
+    """
+    entries = [entry.strip() for entry in text.split(",")]
+    values: list[Any] = []
+    for i, entry in enumerate(entries, 1):
+        if not entry:
+            raise UsageError(f"{flag} has an empty entry (entry {i} of {text!r}); give "
+                             f"comma-separated {what}, each once")
+        try:
+            value = parse(entry)
+        except ValueError:
+            raise UsageError(f"{flag}: expected comma-separated {what}, got {text!r}") from None
+        if value in values:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise UsageError(f"{flag} gives {shown} twice ({text!r}); give each once")
+        values.append(value)
+    return values
