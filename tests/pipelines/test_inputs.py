@@ -338,3 +338,48 @@ def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
             assert_that(both[1], equal_to([(f"{path}:{i}", tuple(e)) for i, e in
                                            zip((4, 5) if fmt == "msnbc" else (1, 2), expected)]),
                         label=f"Documents{fmt}")
+
+
+# -- a field named twice is refused, never one of the two picked -------------------------
+
+@pytest.mark.parametrize("header,field,columns", [
+    ("user,text,user", "user", "columns 1 and 3"),
+    ("text,user,text", "text", "columns 1 and 3"),
+    ("user,user,text,user", "user", "columns 1, 2 and 4"),
+])
+def test_parse_csv_refuses_a_header_naming_a_field_read_twice(header, field, columns):
+    # Read as the last column of that name, 300 rows of one person (alice,secret,rowN)
+    # would be 300 users, each releasing the secret.
+    body = header + "\n" + "".join(f"alice,{SECRET},row{i}\n" for i in range(300))
+    with pytest.raises(InputFormatError, match=rf"^f:1: the header names the field "
+                                               rf"'{field}' in {columns}") as err:
+        list(parse_csv("f", stream(body), "user", "text"))
+    assert SECRET not in str(err.value) and "alice" not in str(err.value)
+    # Each row its own user: the text column is still read, so it is refused too.
+    if field == "text":
+        with pytest.raises(InputFormatError, match=r"^f:1: the header names the field 'text'"):
+            list(parse_csv("f", stream(body), "@row", "text"))
+
+
+def test_parse_csv_keeps_a_repeated_column_that_is_not_read():
+    body = "user,x,text,x,,\nu1,a,hi,b,,\n"
+    assert list(parse_csv("f", stream(body), "user", "text")) == [("u1", "hi")]
+
+
+@pytest.mark.parametrize("line,field", [
+    ('{"user": "alice", "text": "s", "user": "row7"}', "user"),
+    ('{"text": "s", "user": "alice", "text": "t"}', "text"),
+    # The same key spelt with an escape is the same key once decoded.
+    ('{"user": "alice", "text": "s", "\\u0075ser": "row7"}', "user"),
+])
+def test_parse_jsonl_refuses_a_key_read_twice_in_an_object(line, field):
+    body = '{"user": "bob", "text": "x"}\n' + line + "\n"
+    with pytest.raises(InputFormatError, match=rf"^f:2: the object has the key '{field}' "
+                                               "2 times") as err:
+        list(parse_jsonl("f", stream(body), "user", "text"))
+    assert "alice" not in str(err.value) and "row7" not in str(err.value)
+
+
+def test_parse_jsonl_keeps_repeated_keys_it_does_not_read():
+    body = '{"user": "u1", "x": 1, "text": "hi", "x": 2, "meta": {"a": 1, "a": 2}}\n'
+    assert list(parse_jsonl("f", stream(body), "user", "text")) == [("u1", "hi")]
