@@ -165,9 +165,13 @@ class ParquetFields:
                     raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
                                            "empty item")
                 values = items
-            elif role == "user" and not pa.types.is_integer(values.type) and _any_empty(values):
-                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an empty "
-                                       "user id")
+            elif role == "user" and not pa.types.is_integer(values.type):
+                if _any_empty(values):
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
+                                           "empty user id")
+                if _any_blank(values):  # refused as csv and pairs refuse it, once stripped
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a user "
+                                           "id that is only whitespace")
             if _is_text_type(values.type) and _any_nul(values):
                 # As a text file's line holding a NUL byte is refused (a binary id is bytes).
                 raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text with a "
@@ -183,6 +187,16 @@ def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _any_empty(values: pa.ChunkedArray | pa.Array) -> bool:
     return len(values) > 0 and bool(pc.any(pc.equal(pc.binary_length(values), 0)).as_py())
+
+
+def _any_blank(values: pa.ChunkedArray) -> bool:
+    """Whether a (non-empty) user id is only whitespace, as ``str.isspace`` says (bytes
+    decoded as UTF-8: the library reads UTF-8 bytes ids as their text)."""
+    if len(values) == 0:
+        return False
+    if _is_text_type(values.type):
+        return bool(pc.any(pc.utf8_is_space(values)).as_py())
+    return any(raw.decode("utf-8", "replace").isspace() for raw in values.to_pylist())
 
 
 def _any_nul(values: pa.ChunkedArray | pa.Array) -> bool:

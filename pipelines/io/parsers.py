@@ -75,6 +75,11 @@ def _is_json_object(line: str) -> bool:
 _JSONL_HINT = "; the file looks like JSON lines: give --format jsonl"
 
 
+def _blank(user: str | None) -> str:
+    """The note on a user id refused as empty that is not empty but whitespace."""
+    return " (it is only whitespace)" if user else ""
+
+
 def _field_too_long(path: str, lineno: int) -> InputFormatError:
     return InputFormatError(
         f"{path}:{lineno}: a field that begins on this line is longer than the limit of "
@@ -121,7 +126,8 @@ def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple
                     f"{path}:{start}: expected 2 fields user,item, got {len(fields)}{hint}")
             user, item = fields[0].strip(), fields[1]
             if not user:
-                raise InputFormatError(f"{path}:{start}: field 1 (user id) is empty")
+                raise InputFormatError(f"{path}:{start}: field 1 (user id) is empty"
+                                       + _blank(fields[0]))
             if not item:
                 raise InputFormatError(f"{path}:{start}: field 2 (item) is empty")
             yield user, item
@@ -253,7 +259,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
             value = row[text_column] if text_column < len(row) else None
             if user is None or not user.strip():
                 raise InputFormatError(f"{where}: user id field {user_field!r} is missing "
-                                       "or empty")
+                                       "or empty" + _blank(user))
             if value is None:
                 raise InputFormatError(f"{where}: text field {text_field!r} is missing "
                                        f"(the row has fewer fields than the header)")
@@ -322,9 +328,10 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
                         f"{record.repeated[name]} times: which one to read is ambiguous; "
                         "keep one")
         user, value = record.get(user_field), record.get(text_field)
-        if user is None or user == "":
+        if user is None or (isinstance(user, str) and not user.strip()):
+            # A blank id is refused as in csv and pairs, which strip the user id.
             raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} is missing "
-                                   "or empty")
+                                   "or empty" + _blank(user))
         if isinstance(user, bool) or not isinstance(user, (str, int)):
             raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} must be a "
                                    f"string or an integer, got {a_type(user)}")

@@ -383,3 +383,61 @@ def test_parse_jsonl_refuses_a_key_read_twice_in_an_object(line, field):
 def test_parse_jsonl_keeps_repeated_keys_it_does_not_read():
     body = '{"user": "u1", "x": 1, "text": "hi", "x": 2, "meta": {"a": 1, "a": 2}}\n'
     assert list(parse_jsonl("f", stream(body), "user", "text")) == [("u1", "hi")]
+
+
+# -- a blank user id is refused in every format ------------------------------------------
+
+@pytest.mark.parametrize("blank", [" ", "\t \u3000"])
+def test_a_blank_user_id_is_refused_in_every_text_format(blank):
+    import json
+    with pytest.raises(InputFormatError, match=r"^f:1: user id field 'u' is missing or empty "
+                                               r"\(it is only whitespace\)$"):
+        list(parse_jsonl("f", stream(json.dumps({"u": blank, "t": "x"}) + "\n"), "u", "t"))
+    with pytest.raises(InputFormatError, match=r"^f:2: record 1: user id field 'u' is missing "
+                                               r"or empty \(it is only whitespace\)$"):
+        list(parse_csv("f", stream(f"u,t\n{blank},x\n"), "u", "t"))
+    with pytest.raises(InputFormatError, match=r"^f:1: field 1 \(user id\) is empty \(it is "
+                                               r"only whitespace\)$"):
+        list(parse_pairs("f", stream(f"{blank},x\n")))
+
+
+# -- flags that do not fit the format are named with the right one ------------------------
+
+def _args(**given):
+    import argparse
+    base = dict(input=None, format=None, user_field=None, text_field=None, items_field=None,
+                skip_header_lines=0, public_input=None, public_format="text",
+                public_text_field=None)
+    return argparse.Namespace(**{**base, **given})
+
+
+def test_row_as_user_with_jsonl_says_it_is_for_csv_and_parquet(tmp_path):
+    from pipelines.errors import UsageError
+    from pipelines.input_flags import resolve_input
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"user": "a", "text": "x"}\n')
+    for fmt in ("jsonl", None):
+        with pytest.raises(UsageError, match=r"^--user-field @row \(each row its own user\) "
+                                             r"applies to --format csv or parquet, not jsonl"):
+            resolve_input(_args(input=str(path), format=fmt, user_field="@row",
+                                text_field="text"), ("pairs", "csv", "jsonl", "text"))
+
+
+def test_a_public_input_of_another_format_names_public_format(tmp_path):
+    from pipelines.input_flags import check_public_input
+    parquet = tmp_path / "x.parquet"
+    parquet.write_bytes(b"PAR1\x15\x00\x15\x8c\x01\xff\xfe" + b"\x00" * 20)
+    jsonl = tmp_path / "p.txt"
+    jsonl.write_text('{"text": "a"}\n' * 3)
+    headed = tmp_path / "h.txt"
+    headed.write_text("user,text\nu,a b\n")
+    for path, fmt in ((parquet, "parquet"), (jsonl, "jsonl"), (headed, "csv")):
+        with pytest.raises(InputFormatError) as err:
+            check_public_input(_args(public_input=str(path)))
+        message = str(err.value)
+        assert "--format" not in message, message
+        assert "--public-format" in message and "text or csv" in message, message
+        if fmt == "csv":
+            assert "give --public-format csv --public-text-field T" in message, message
+        else:
+            assert f"not {fmt}" in message, message

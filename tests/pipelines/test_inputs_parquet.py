@@ -270,6 +270,13 @@ def test_a_null_without_statistics_fails_the_pipeline(tmp_path):
 @pytest.mark.parametrize("columns,fields,message", [
     ({"user": ["a", "", SECRET], "text": ["x", "y", SECRET]}, dict(text="text"),
      "column 'user' (--user-field) holds an empty user id"),
+    # Blank, as a CSV or pairs file's user id is refused once stripped.
+    ({"user": ["a", " \t", SECRET], "text": ["x", "y", SECRET]}, dict(text="text"),
+     "column 'user' (--user-field) holds a user id that is only whitespace"),
+    ({"user": ["a", "\u3000"], "text": ["x", SECRET]}, dict(text="text"),
+     "column 'user' (--user-field) holds a user id that is only whitespace"),
+    ({"user": pa.array([b"a", b"\xe3\x80\x80 "]), "text": ["x", SECRET]}, dict(text="text"),
+     "column 'user' (--user-field) holds a user id that is only whitespace"),
     ({"user": ["a", "b"], "tags": [[SECRET], ["b", None]]}, dict(items="tags"),
      "column 'tags' (--items-field) holds a list with a null item"),
     ({"user": ["a", "b"], "tags": [[SECRET], ["b", ""]]}, dict(items="tags"),
