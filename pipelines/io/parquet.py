@@ -211,9 +211,8 @@ def _parquet_null(path: str, role: str, column: str, rows: str = "") -> InputFor
                             f"(missing) value; every row needs {what}")
 
 
-def _parquet_footer_rows(path: str, fields: ParquetFields) -> tuple[int, str | None]:
-    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows and the
-    kind of its user ids (``_user_id_kind``)."""
+def _parquet_footer_rows(path: str, fields: ParquetFields) -> int:
+    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows."""
     if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
         raise InputFormatError(
             f"{path}: a Parquet file is read as it is (its columns are compressed inside): "
@@ -227,35 +226,17 @@ def _parquet_footer_rows(path: str, fields: ParquetFields) -> tuple[int, str | N
     schema = metadata.schema.to_arrow_schema()
     fields.check_schema(path, schema)
     fields.check_footer_nulls(path, metadata)
-    return metadata.num_rows, _user_id_kind(schema, fields)
-
-
-def _user_id_kind(schema: pa.Schema, fields: ParquetFields) -> str | None:
-    """"binary" or "text" (string or integer, which is read as text), None for @row."""
-    if fields.user == ROW_AS_USER:
-        return None
-    arrow_type = schema.field(fields.user).type
-    if pa.types.is_dictionary(arrow_type):
-        arrow_type = arrow_type.value_type
-    binary = pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)
-    return "binary" if binary else "text"
+    return metadata.num_rows
 
 
 def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
     """Reads the footer of every file (not its data) before a pipeline is built; raises
     ``InputFormatError`` naming the file when one is cut short or not Parquet, lacks a
     column or has one of the wrong type, when the footer's statistics count a null in
-    a column read, or when no file holds a row."""
+    a column read, or when no file holds a row. (A user id column may be binary in
+    one file and text in another: the library reads UTF-8 bytes as their text.)"""
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        footers = list(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
-    rows = sum(n for n, _ in footers)
-    # A user id read as bytes in one file and as text in another would be two users.
-    kinds = {kind: path for path, (_, kind) in zip(files, footers) if kind is not None}
-    if len(kinds) > 1:
-        raise InputFormatError(
-            f"column {fields.user!r} (--user-field) holds binary ids in {kinds['binary']} "
-            f"but text ids in {kinds['text']}: one user would be two; give every file the "
-            "same type of user id")
+        rows = sum(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
     if not rows:
         what = (f"{files[0]} has" if len(files) == 1
                 else f"all {len(files)} files ({os.path.dirname(files[0])}/…) have")

@@ -351,19 +351,23 @@ def test_help_lists_parquet_and_the_items_field(job):
 # -- privacy review (docs/privacy.md, invariants 1, 5 and 10) -----------------------------
 
 
-def test_binary_and_text_user_ids_across_files_are_refused(tmp_path):
-    # One user id as bytes in one file and as text in another would be two users,
-    # each bounded to Δ0: the user would count twice.
+def test_binary_and_text_user_ids_across_files_are_one_user(tmp_path):
+    # One user id as UTF-8 bytes in one file and as text in another is one user (the
+    # library keys ids by their text), bounded once; bytes that are not UTF-8 are an
+    # id no text spells.
+    from beam_dpsu.beam.bounding import ItemCountsPerUser
+    from pipelines.io.parquet import inspect_parquet
     os.makedirs(tmp_path / "in")
     write_parquet(tmp_path / "in" / "a.parquet",
-                  {"user": pa.array([b"alice"], pa.binary()), "text": ["x"]})
+                  {"user": pa.array([b"alice", b"\xff"], pa.binary()), "text": ["x", "z"]})
     write_parquet(tmp_path / "in" / "b.parquet", {"user": ["alice"], "text": ["y"]})
-    code, err = run(vocabulary.main, ["--input", str(tmp_path / "in" / "*.parquet"),
-                                      "--format", "parquet", "--user-field", "user",
-                                      "--text-field", "text", *BUDGET,
-                                      "--output", str(tmp_path / "o")])
-    assert code == 2 and "column 'user' (--user-field)" in err and "binary" in err, err
-    assert "alice" not in err and not os.path.exists(tmp_path / "o")
+    files = sorted(glob.glob(str(tmp_path / "in" / "*.parquet")))
+    inspect_parquet(files, ParquetFields("user", "text"))
+    with TestPipeline() as p:
+        users = (p | ReadUserItems(str(tmp_path / "in" / "*.parquet"), "parquet", "user",
+                                   "text", files=files)
+                 | ItemCountsPerUser())
+        assert_that(users, equal_to([("alice", {"x": 1, "y": 1}), (b"\xff", {"z": 1})]))
 
 
 def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):
