@@ -23,6 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
 from beam_dpsu.core.tokenizer import Tokenizer
+from beam_dpsu.core.user_records import canonical_user_id
 from beam_dpsu.core.wording import plural
 from pipelines.io.errors import InputFormatError, error_kind
 from pipelines.io.formats import ROW_AS_USER
@@ -283,6 +284,10 @@ class _ParquetRowsFn(beam.DoFn):
             if pa.types.is_integer(user_column.type):  # as in jsonl: an integer id is text
                 user_column = user_column.cast(pa.string())
             users = user_column.to_pylist()
+            if not _is_text_type(user_column.type):
+                # UTF-8 bytes as their text, as the library keys them, so that a job's
+                # non-private user count agrees with it.
+                users = [canonical_user_id(user) for user in users]
         if self._log_records:
             _LOG.info(f"read {plural(len(values), 'record')} from a row group of {path} "
                       "(non-private count)")
