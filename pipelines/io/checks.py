@@ -10,6 +10,7 @@ import errno
 import os
 import re
 import stat
+import warnings
 from typing import Sequence
 
 from apache_beam.io.filesystem import FileSystem
@@ -27,6 +28,12 @@ INSPECT_RECORDS = 100
 
 # The characters that make a pattern a glob (as Beam's filesystems read it).
 _GLOB = re.compile(r"[*?[]")
+
+# ``[[]``, the one way to match a literal "[" in Beam's patterns (the escape the
+# error below gives), makes Python's re warn when Beam compiles the pattern; the
+# set is what is meant, so that one warning is not shown.
+warnings.filterwarnings("ignore", message="Possible nested set", category=FutureWarning,
+                        module="apache_beam.io.filesystem")
 
 
 def check_input_exists(pattern: str) -> list[str]:
