@@ -77,9 +77,10 @@ def _check_local_files(pattern: str, paths: list[str]) -> None:
 def _candidates(pattern: str, paths: list[str]) -> list[str]:
     """Every local path ``pattern`` names, readable or not: Beam's matches, and the
     entries its listing drops (links it cannot follow), found as it lists them."""
-    if not _GLOB.search(pattern):
+    glob = _GLOB.search(pattern)
+    if glob is None:
         return paths or ([pattern] if os.path.lexists(pattern) else [])
-    prefix = re.match(r"^[^[*?]*", pattern)[0]  # as Beam's match splits a pattern
+    prefix = pattern[:glob.start()]  # as Beam's match splits a pattern
     folder = prefix if prefix.endswith(os.sep) else os.path.dirname(prefix)
     if not folder:
         return paths  # Beam lists nothing under an empty prefix
