@@ -9,9 +9,11 @@ instead). Messages name files, lines and fields, never a record's text.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from pipelines.errors import UsageError
+from pipelines.io.errors import InputFormatError
 from pipelines.io.checks import check_input_exists, inspect_input
 from pipelines.io.formats import ROW_AS_USER, infer_format
 from pipelines.io.parquet import ParquetFields, inspect_parquet
@@ -39,6 +41,12 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     how = " (inferred from the file name)" if inferred else ""
     if items_field and args.format != "parquet":
         raise UsageError(f"--items-field applies to --format parquet, not {args.format}{how}")
+    if args.user_field == ROW_AS_USER and args.format not in ("csv", "parquet"):
+        raise UsageError(f"--user-field {ROW_AS_USER} (each row its own user) applies to "
+                         f"--format csv or parquet, not {args.format}{how}; a JSON lines "
+                         "file needs a field holding the user id" if args.format == "jsonl"
+                         else f"--user-field {ROW_AS_USER} (each row its own user) applies "
+                         f"to --format csv or parquet, not {args.format}{how}")
     if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
         hint = ("; for headerless lines of user,item give --format pairs"
                 if args.format == "csv" and "pairs" in formats else "")
@@ -72,7 +80,30 @@ def check_public_input(args) -> None:
     if args.public_format == "csv" and not args.public_text_field:
         raise UsageError("--public-format csv needs --public-text-field")
     files = check_input_exists(args.public_input)
-    inspect_input(files, args.public_format,
-                  ROW_AS_USER if args.public_format == "csv" else None,
-                  args.public_text_field or None, 0)
+    try:
+        inspect_input(files, args.public_format,
+                      ROW_AS_USER if args.public_format == "csv" else None,
+                      args.public_text_field or None, 0)
+    except InputFormatError as exc:
+        raise InputFormatError(_public_hint(str(exc))) from None
+
+
+# The hint of an input error that names another --format (see pipelines.io.parsers).
+_FORMAT_HINT = re.compile(r"give --format (\w+)[^;]*$")
+
+
+def _public_hint(message: str) -> str:
+    """An input error's hint to give another ``--format``, worded for --public-input,
+    which takes --public-format text or csv only."""
+    hint = _FORMAT_HINT.search(message)
+    if hint is None:
+        return message
+    fmt = hint.group(1)
+    if fmt == "csv":
+        said = ("give --public-format csv --public-text-field T for a headed CSV "
+                "(--public-format takes text or csv)")
+    else:
+        said = (f"--public-input is read with --public-format text or csv, not {fmt}: "
+                "convert it to one of those")
+    return message[:hint.start()] + said
 

@@ -12,7 +12,10 @@ PCollection of either
 The forms may be mixed, and a user may arrive in any number of elements of
 either form: they are always merged into one record per user before
 anything is bounded (docs/privacy.md, invariant 1), so a user split over many rows is still
-one user.
+one user. User ids are keyed by their text (``canonical_user_id``): ``5``,
+``"5"`` and ``b"5"`` are one user, as are ``"u1"`` and ``b"u1"`` (merging
+spellings of one id can only lower that person's contribution); a bool or
+float id is refused.
 
 Privacy unit. That is ``privacy_unit="user_id"``, the default: neighbouring
 datasets differ by all the elements that share one user id. With
@@ -87,7 +90,8 @@ def check_pair(record: Any) -> tuple:
     """Returns ``record`` as a plain (user_id, item) pair; raises naming what is wrong.
 
     The user id must be present (not None, not an empty string) and a str,
-    bytes, int or tuple of these (see ``canonical_user_id``); the item must be
+    bytes, int or tuple of these, and is returned keyed by its text
+    (``canonical_user_id``: ``5``, ``"5"`` and ``b"5"`` are ``"5"``); the item must be
     a non-empty str or bytes (subclasses such as ``numpy.str_`` become plain
     str). The error names the field and the type found, never the record's
     values: runner logs keep error text, and a user id or item there would
@@ -151,7 +155,8 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
     ``(user_id, items)`` record (an iterable of items, each occurrence once).
     With ``occurrences=False`` every item of the element counts 1 (for the
     mechanisms that use only a user's distinct items; about twice as fast).
-    User ids as in ``canonical_user_id``; items must be non-empty str or bytes
+    User ids as ``canonical_user_id`` keys them (one text, one user); items must be
+    non-empty str or bytes
     (``numpy.str_`` and other subclasses become plain str/bytes). A record may
     be empty: that user holds nothing. The error names the field, the item's
     position and the type found, never a value (runner logs keep errors).

@@ -298,6 +298,8 @@ class FieldsToRecords(beam.PTransform):
     (``check_element_type``); each element is checked as it is read (a
     missing field, a user id that is not one, a str where a list of items is
     expected): errors name the field and the element's type, never a value.
+    The user id is keyed by its text as in tuple input (``5``, ``"5"`` and
+    ``b"5"`` are one user: ``beam_dpsu.core.user_records.canonical_user_id``).
 
     Args:
       fields: what to read (``input_fields``).

@@ -23,6 +23,8 @@ Formats (``--format``; inferred from the file names when not given, see
   ``csv.DictReader`` does: a blank line is no record).
 * ``jsonl``: one JSON object per line, with the same two fields; a blank line
   is refused.
+* In both (and in Parquet) a field read that the header or object names
+  twice is refused, never one of the two taken.
 * ``text``: one user per line, the whole line is their text; the user id is
   ``<file>:<line number>``. A first line that is a CSV header (``user,text``)
   is refused, unless ``--skip-header-lines`` skips it.

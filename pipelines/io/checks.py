@@ -6,9 +6,14 @@ at once. (Parquet inputs are checked from their footers instead:
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
+import warnings
 from typing import Sequence
 
+from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines.io.decompression import corruption_first, open_input
@@ -21,13 +26,28 @@ __all__ = ["INSPECT_RECORDS", "check_input_exists", "inspect_input"]
 INSPECT_RECORDS = 100
 
 
+# The characters that make a pattern a glob (as Beam's filesystems read it).
+_GLOB = re.compile(r"[*?[]")
+
+# ``[[]``, the one way to match a literal "[" in Beam's patterns (the escape the
+# error below gives), makes Python's re warn when Beam compiles the pattern; the
+# set is what is meant, so that one warning is not shown.
+warnings.filterwarnings("ignore", message="Possible nested set", category=FutureWarning,
+                        module="apache_beam.io.filesystem")
+
+
 def check_input_exists(pattern: str) -> list[str]:
-    """The files matching ``pattern``, sorted; raises if there are none."""
+    """The files matching ``pattern``, sorted; raises if there are none, or if one is not
+    a regular file (a named pipe, a device, a symbolic link that loops or dangles),
+    or when the pattern is the name of a file it does not match (``br[1].csv``)."""
     try:
         result = FileSystems.match([pattern])[0]
     except Exception as exc:  # BeamIOError and friends carry the cause
         raise InputFormatError(f"cannot read input {pattern!r}: {exc}") from None
     paths = sorted(m.path for m in result.metadata_list)
+    local = "://" not in pattern
+    if local:
+        _check_local_files(pattern, paths)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
     folder = next((p for p in paths if "://" not in p and os.path.isdir(p)), None)
@@ -35,6 +55,62 @@ def check_input_exists(pattern: str) -> list[str]:
         raise InputFormatError(f"the input {folder} is a directory, not a file: give a glob of "
                                f"its files (e.g. {os.path.join(folder, '*')})")
     return paths
+
+
+def _check_local_files(pattern: str, paths: list[str]) -> None:
+    """Raises for a local pattern that names a file it does not match (``[…]`` is a glob
+    character class) or whose files include one that is not a regular file (Beam's
+    listing skips what it cannot stat, so a glob would read the input in part)."""
+    if _GLOB.search(pattern) and os.path.lexists(pattern) and pattern not in paths:
+        escaped = re.sub(r"([*?[])", r"[\1]", pattern)
+        found = f" (it matches {len(paths)} other files)" if paths else ""
+        raise InputFormatError(
+            f"no input file matches {pattern!r}, but a file of that name exists: […] in a "
+            f"pattern is a glob character class, * and ? wildcards{found}; to read the "
+            f"file itself give --input {escaped!r} (each [, * and ? in [brackets])")
+    for path in _candidates(pattern, paths):
+        problem = _not_a_regular_file(path)
+        if problem:
+            raise InputFormatError(f"the input {path} is {problem}")
+
+
+def _candidates(pattern: str, paths: list[str]) -> list[str]:
+    """Every local path ``pattern`` names, readable or not: Beam's matches, and the
+    entries its listing drops (links it cannot follow), found as it lists them."""
+    glob = _GLOB.search(pattern)
+    if glob is None:
+        return paths or ([pattern] if os.path.lexists(pattern) else [])
+    prefix = pattern[:glob.start()]  # as Beam's match splits a pattern
+    folder = prefix if prefix.endswith(os.sep) else os.path.dirname(prefix)
+    if not folder:
+        return paths  # Beam lists nothing under an empty prefix
+    matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    found = set(paths)
+    for dirpath, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            if path not in found and matches(path) and os.path.islink(path):
+                found.add(path)
+    return sorted(found)
+
+
+def _not_a_regular_file(path: str) -> str | None:
+    """What a local path is when it is not a regular file (a folder is refused apart)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if os.path.islink(path):
+            if exc.errno == errno.ELOOP:
+                return "a symbolic link that loops (too many levels of symbolic links)"
+            return "a symbolic link to a file that does not exist"
+        return None  # gone since it was matched: reading it says so
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    what = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device")
+    return (f"{what}, not a regular file: the job reads its input twice (a check on this "
+            "machine, then the pipeline), and a stream can be read once; save the data to a "
+            "file and give that")
 
 
 def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,

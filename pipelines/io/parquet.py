@@ -23,6 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
 from beam_dpsu.core.tokenizer import Tokenizer
+from beam_dpsu.core.user_records import canonical_user_id
 from beam_dpsu.core.wording import plural
 from pipelines.io.errors import InputFormatError, error_kind
 from pipelines.io.formats import ROW_AS_USER
@@ -165,9 +166,13 @@ class ParquetFields:
                     raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
                                            "empty item")
                 values = items
-            elif role == "user" and not pa.types.is_integer(values.type) and _any_empty(values):
-                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an empty "
-                                       "user id")
+            elif role == "user" and not pa.types.is_integer(values.type):
+                if _any_empty(values):
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
+                                           "empty user id")
+                if _any_blank(values):  # refused as csv and pairs refuse it, once stripped
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a user "
+                                           "id that is only whitespace")
             if _is_text_type(values.type) and _any_nul(values):
                 # As a text file's line holding a NUL byte is refused (a binary id is bytes).
                 raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text with a "
@@ -185,6 +190,16 @@ def _any_empty(values: pa.ChunkedArray | pa.Array) -> bool:
     return len(values) > 0 and bool(pc.any(pc.equal(pc.binary_length(values), 0)).as_py())
 
 
+def _any_blank(values: pa.ChunkedArray) -> bool:
+    """Whether a (non-empty) user id is only whitespace, as ``str.isspace`` says (bytes
+    decoded as UTF-8: the library reads UTF-8 bytes ids as their text)."""
+    if len(values) == 0:
+        return False
+    if _is_text_type(values.type):
+        return bool(pc.any(pc.utf8_is_space(values)).as_py())
+    return any(raw.decode("utf-8", "replace").isspace() for raw in values.to_pylist())
+
+
 def _any_nul(values: pa.ChunkedArray | pa.Array) -> bool:
     return len(values) > 0 and bool(pc.any(pc.match_substring(values, "\x00")).as_py())
 
@@ -197,9 +212,8 @@ def _parquet_null(path: str, role: str, column: str, rows: str = "") -> InputFor
                             f"(missing) value; every row needs {what}")
 
 
-def _parquet_footer_rows(path: str, fields: ParquetFields) -> tuple[int, str | None]:
-    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows and the
-    kind of its user ids (``_user_id_kind``)."""
+def _parquet_footer_rows(path: str, fields: ParquetFields) -> int:
+    """Checks one file's footer (see :func:`inspect_parquet`); its number of rows."""
     if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
         raise InputFormatError(
             f"{path}: a Parquet file is read as it is (its columns are compressed inside): "
@@ -213,35 +227,17 @@ def _parquet_footer_rows(path: str, fields: ParquetFields) -> tuple[int, str | N
     schema = metadata.schema.to_arrow_schema()
     fields.check_schema(path, schema)
     fields.check_footer_nulls(path, metadata)
-    return metadata.num_rows, _user_id_kind(schema, fields)
-
-
-def _user_id_kind(schema: pa.Schema, fields: ParquetFields) -> str | None:
-    """"binary" or "text" (string or integer, which is read as text), None for @row."""
-    if fields.user == ROW_AS_USER:
-        return None
-    arrow_type = schema.field(fields.user).type
-    if pa.types.is_dictionary(arrow_type):
-        arrow_type = arrow_type.value_type
-    binary = pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)
-    return "binary" if binary else "text"
+    return metadata.num_rows
 
 
 def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
     """Reads the footer of every file (not its data) before a pipeline is built; raises
     ``InputFormatError`` naming the file when one is cut short or not Parquet, lacks a
     column or has one of the wrong type, when the footer's statistics count a null in
-    a column read, or when no file holds a row."""
+    a column read, or when no file holds a row. (A user id column may be binary in
+    one file and text in another: the library reads UTF-8 bytes as their text.)"""
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        footers = list(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
-    rows = sum(n for n, _ in footers)
-    # A user id read as bytes in one file and as text in another would be two users.
-    kinds = {kind: path for path, (_, kind) in zip(files, footers) if kind is not None}
-    if len(kinds) > 1:
-        raise InputFormatError(
-            f"column {fields.user!r} (--user-field) holds binary ids in {kinds['binary']} "
-            f"but text ids in {kinds['text']}: one user would be two; give every file the "
-            "same type of user id")
+        rows = sum(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
     if not rows:
         what = (f"{files[0]} has" if len(files) == 1
                 else f"all {len(files)} files ({os.path.dirname(files[0])}/…) have")
@@ -288,6 +284,10 @@ class _ParquetRowsFn(beam.DoFn):
             if pa.types.is_integer(user_column.type):  # as in jsonl: an integer id is text
                 user_column = user_column.cast(pa.string())
             users = user_column.to_pylist()
+            if not _is_text_type(user_column.type):
+                # UTF-8 bytes as their text, as the library keys them, so that a job's
+                # non-private user count agrees with it.
+                users = [canonical_user_id(user) for user in users]
         if self._log_records:
             _LOG.info(f"read {plural(len(values), 'record')} from a row group of {path} "
                       "(non-private count)")

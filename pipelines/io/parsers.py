@@ -75,6 +75,11 @@ def _is_json_object(line: str) -> bool:
 _JSONL_HINT = "; the file looks like JSON lines: give --format jsonl"
 
 
+def _blank(user: str | None) -> str:
+    """The note on a user id refused as empty that is not empty but whitespace."""
+    return " (it is only whitespace)" if user else ""
+
+
 def _field_too_long(path: str, lineno: int) -> InputFormatError:
     return InputFormatError(
         f"{path}:{lineno}: a field that begins on this line is longer than the limit of "
@@ -121,7 +126,8 @@ def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple
                     f"{path}:{start}: expected 2 fields user,item, got {len(fields)}{hint}")
             user, item = fields[0].strip(), fields[1]
             if not user:
-                raise InputFormatError(f"{path}:{start}: field 1 (user id) is empty")
+                raise InputFormatError(f"{path}:{start}: field 1 (user id) is empty"
+                                       + _blank(fields[0]))
             if not item:
                 raise InputFormatError(f"{path}:{start}: field 2 (item) is empty")
             yield user, item
@@ -200,13 +206,27 @@ class _CsvRecords:
             raise _field_too_long(self._path, longest[0]) from None
 
 
+def _refuse_repeated_columns(path: str, header: Sequence[str], read: Sequence[str]) -> None:
+    """Raises when the header names a column that is read more than once: taking one of
+    them would be a guess (taking the last, ``user,text,user`` read another column as
+    the user id). A repeated column that is not read is left alone."""
+    for name in read:
+        columns = [str(i) for i, column in enumerate(header, start=1) if column == name]
+        if len(columns) > 1:
+            listed = f"{', '.join(columns[:-1])} and {columns[-1]}"
+            raise InputFormatError(
+                f"{path}:1: the header names the field {name!r} in columns {listed}: which "
+                "one to read is ambiguous; rename or remove all but one")
+
+
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """A headed CSV file → (user, text) per row.
 
     ``user_field="@row"`` makes every row its own user (``<file>:<row>``), for
     corpora such as IMDb where each document is one user. A quoted field may
     span lines; one never closed, or longer than ``FIELD_SIZE_LIMIT``
-    characters, is an error naming the line it begins on.
+    characters, is an error naming the line it begins on. A header naming a
+    field read twice (``user,text,user``) is refused: no column is picked.
     """
     csv.field_size_limit(FIELD_SIZE_LIMIT)
     records = _CsvRecords(path, decoded_lines(path, stream))
@@ -225,7 +245,9 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                 raise InputFormatError(
                     f"{path}: the header (line 1, {len(header)} fields) has no field "
                     f"{name!r}{hint}")
-        column = {name: i for i, name in enumerate(header)}  # a repeated name: its last
+        _refuse_repeated_columns(path, header, (text_field,) if row_is_user
+                                 else (user_field, text_field))
+        column = {name: i for i, name in enumerate(header)}
         user_column, text_column = column.get(user_field, -1), column[text_field]
         for start, row in rows:
             if not row:
@@ -237,7 +259,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
             value = row[text_column] if text_column < len(row) else None
             if user is None or not user.strip():
                 raise InputFormatError(f"{where}: user id field {user_field!r} is missing "
-                                       "or empty")
+                                       "or empty" + _blank(user))
             if value is None:
                 raise InputFormatError(f"{where}: text field {text_field!r} is missing "
                                        f"(the row has fewer fields than the header)")
@@ -251,15 +273,40 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                                f"malformed CSV ({exc})") from None
 
 
+class _RepeatedKeys(dict):
+    """A JSON object that names a key more than once: its last values (as ``json`` reads
+    it), with how many times each repeated key appears."""
+
+    repeated: dict
+
+
+def _json_object(pairs: list) -> dict:
+    record = dict(pairs)
+    if len(record) == len(pairs):
+        return record
+    repeated = _RepeatedKeys(record)
+    counts: dict = {}
+    for key, _ in pairs:
+        counts[key] = counts.get(key, 0) + 1
+    repeated.repeated = {key: n for key, n in counts.items() if n > 1}
+    return repeated
+
+
+# One decoder for every line (``json.loads`` with a hook would build one per call); the
+# hook sees each object's keys before a repeated one overwrites the first.
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object)
+
+
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """JSON lines → (user, text); the user id may be a string or an integer. A blank line
-    is refused, naming it (as every other line that is not a JSON object)."""
+    is refused, naming it (as every other line that is not a JSON object), and so is
+    an object naming a key read twice (``{"user": …, "user": …}``): neither is picked."""
     for lineno, line in stripped_lines(path, stream):
         if not line.strip():
             raise InputFormatError(f"{path}:{lineno}: a blank line; every line of a JSON lines "
                                    "file is one JSON object (remove blank lines)")
         try:
-            record = json.loads(line)
+            record = _JSON_DECODER.decode(line)
         except RecursionError:
             raise InputFormatError(f"{path}:{lineno}: the JSON is nested too deeply to "
                                    "read") from None
@@ -273,10 +320,18 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
         if not isinstance(record, dict):
             raise InputFormatError(
                 f"{path}:{lineno}: expected a JSON object, got a JSON {type(record).__name__}")
+        if type(record) is _RepeatedKeys:
+            for name in (user_field, text_field):
+                if name in record.repeated:
+                    raise InputFormatError(
+                        f"{path}:{lineno}: the object has the key {name!r} "
+                        f"{record.repeated[name]} times: which one to read is ambiguous; "
+                        "keep one")
         user, value = record.get(user_field), record.get(text_field)
-        if user is None or user == "":
+        if user is None or (isinstance(user, str) and not user.strip()):
+            # A blank id is refused as in csv and pairs, which strip the user id.
             raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} is missing "
-                                   "or empty")
+                                   "or empty" + _blank(user))
         if isinstance(user, bool) or not isinstance(user, (str, int)):
             raise InputFormatError(f"{path}:{lineno}: user id field {user_field!r} must be a "
                                    f"string or an integer, got {a_type(user)}")

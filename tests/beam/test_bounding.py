@@ -28,7 +28,8 @@ from beam_dpsu import (MECHANISMS, BoundContributions, Budget, InvalidRecordErro
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core import policies
 from beam_dpsu.beam.bounding import (ItemCountsPerUser, SampleItemsPerUser, _MergeItemCountsFn,
-                                item_counts)
+                                canonical_user_id, item_counts)
+from beam_dpsu.beam.sequential import run_order_key, user_order_key
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.beam.histograms import merge_histograms, shard_of_item, split_by_shard
 from beam_dpsu.beam.noisy_threshold import NOISE_BATCH, KeepWithProbability, NoisyThreshold
@@ -53,7 +54,7 @@ def test_item_counts_of_pairs_and_records():
 
 def test_item_counts_canonicalises_user_ids_and_items():
     user, counts = item_counts((np.int64(7), np.array(["x", "y", "x"])))
-    assert user == 7 and type(user) is int
+    assert user == "7" and type(user) is str  # an int id is its text: 7 and "7" are one user
     assert counts == {"x": 2, "y": 1} and all(type(i) is str for i in counts)
     # numpy.str_ and str are one item, and come out as plain str.
     _, counts = item_counts(("u", [np.str_("x"), "x", b"x"]))
@@ -135,7 +136,7 @@ def test_any_split_into_pairs_and_records_merges_to_the_same_counts(case):
     merged = {u: fn.extract_output(fn.merge_accumulators(accs)) for u, accs in per_user.items()}
     expected: dict = {}
     for user, item in pairs:
-        expected.setdefault(user, Counter())[item] += 1
+        expected.setdefault(canonical_user_id(user), Counter())[item] += 1
     assert merged == {u: dict(c) for u, c in expected.items()}
 
 
@@ -164,6 +165,27 @@ def test_a_user_split_over_many_records_is_bounded_once():
 
         assert_that(sampled, check, label="SampledOnce")
         assert_that(bounded, check, label="BoundedOnce")
+
+
+def test_one_id_spelt_as_int_str_or_bytes_is_one_user_bounded_once():
+    # 5, "5", b"5" and numpy.int64(5) are one person (as are "u1" and b"u1"): keyed
+    # apart, each spelling was a user of its own, bounded and counted on its own (a
+    # pre-threshold of k passed with fewer than k people).
+    elements = [(5, "a"), ("5", "b"), (b"5", ["c"]), (np.int64(5), "d"), ("u1", "x"),
+                (b"u1", ["y"]), (("g", 1), "z"), (("g", "1"), "z")]
+    with TestPipeline() as p:
+        created = p | beam.Create(elements)
+        counts = created | "Counts" >> ItemCountsPerUser()
+        bounded = created | "Bound" >> BoundContributions(1, seed=3)
+        assert_that(counts, equal_to([("5", {"a": 1, "b": 1, "c": 1, "d": 1}),
+                                      ("u1", {"x": 1, "y": 1}), (("g", "1"), {"z": 2})]),
+                    label="OneRecordPerPerson")
+        assert_that(bounded | beam.Map(lambda r: (r[0], len(r[1]))),
+                    equal_to([("5", 1), ("u1", 1), (("g", "1"), 1)]), label="BoundedOnce")
+    # The keyed-hash order of users (the sequential policies') is on the canonical id:
+    # neighbouring datasets that spell a common user differently order it the same.
+    key = run_order_key(3)
+    assert len({user_order_key(item_counts((u, "a"))[0], key) for u in (5, "5", b"5")}) == 1
 
 
 def dataset():

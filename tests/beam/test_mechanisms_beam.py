@@ -255,13 +255,14 @@ def test_mechanism_from_name():
 
 
 def test_one_user_is_one_key_whatever_the_id_type():
-    # numpy.int64(7) and 7 are one user; so are numpy.str_ items and str.
+    # numpy.int64(7), 7 and "7" are one user (an int id is its text); so are numpy.str_
+    # items and str.
     import numpy as np
-    pairs = [(np.int64(7), np.str_("a")), (7, "b"), (7, "c"), (np.int64(7), "d")]
+    pairs = [(np.int64(7), np.str_("a")), (7, "b"), ("7", "c"), (np.int64(7), "d")]
     with TestPipeline() as p:
         users = (p | beam.Create(pairs) | BoundContributions(10)
                  | beam.MapTuple(lambda user, items: (type(user).__name__, sorted(items))))
-        assert_that(users, equal_to([("int", ["a", "b", "c", "d"])]))
+        assert_that(users, equal_to([("str", ["a", "b", "c", "d"])]))
 
 
 @pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)],

@@ -314,3 +314,18 @@ def test_a_bad_row_names_beam_row_and_its_fields():
             _ = (p | beam.Create(rows).with_output_types(typing.Any)
                  | ExtractNgrams(2, ZCDPBudget(1.0, 1e-5), user_field="author",
                                  tokens_field="words"))
+
+
+def test_a_user_field_is_keyed_by_its_text_as_tuple_input_is():
+    # 5, "5" and b"5" in the user field are one person, as in (user_id, item) pairs.
+    from beam_dpsu.beam.fields import _ReadFields
+    read = _ReadFields(input_fields("user_id", "user", items_field="items"))
+    Review = collections.namedtuple("Review", ["user", "items"])
+    ids = {read(element)[0] for element in (
+        {"user": 5, "items": ["a"]}, {"user": "5", "items": ["b"]},
+        Review(b"5", ["c"]), beam.Row(user=np.int64(5), items=["d"]))}
+    assert ids == {"5"}
+    with pytest.raises(InvalidRecordError, match=r"field 'user' \(user_field\) of a dict must "
+                                                 r"be a str, bytes, int or tuple of these, got "
+                                                 r"a float"):
+        read({"user": 5.0, "items": ["a"]})

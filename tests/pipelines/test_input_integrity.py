@@ -534,3 +534,62 @@ def test_the_text_job_names_the_line_of_a_bad_byte(tmp_path, capsys):
     assert code == 2
     assert_one_error_line(capsys.readouterr().err, f"{path}:50002: the line is not UTF-8")
     assert not out.exists()
+
+
+# -- inputs that are not plain files, and names that are globs ---------------------------
+
+from pipelines.io.checks import check_input_exists  # noqa: E402
+
+
+def test_a_named_pipe_is_refused_before_it_is_opened(tmp_path):
+    # Opened twice (the check, then the pipeline), a FIFO's second open waits forever.
+    fifo = tmp_path / "in.csv"
+    os.mkfifo(fifo)
+    for pattern in (str(fifo), str(tmp_path / "*.csv")):
+        with pytest.raises(InputFormatError, match=rf"^the input {fifo} is a named pipe \(FIFO\), "
+                                                   "not a regular file: .*save"):
+            check_input_exists(pattern)
+
+
+def test_a_symlink_loop_and_a_dangling_symlink_are_named(tmp_path):
+    loop = tmp_path / "loop.csv"
+    os.symlink(loop, loop)
+    with pytest.raises(InputFormatError, match=rf"^the input {loop} is a symbolic link that "
+                                               "loops"):
+        check_input_exists(str(loop))
+    dangling = tmp_path / "gone.csv"
+    os.symlink(tmp_path / "nowhere.csv", dangling)
+    with pytest.raises(InputFormatError, match=rf"^the input {dangling} is a symbolic link to "
+                                               "a file that does not exist"):
+        check_input_exists(str(dangling))
+    # A glob over them must not skip them silently (Beam's listing drops what it cannot
+    # stat): the input would be read in part.
+    (tmp_path / "ok.csv").write_text("user,text\nu,x\n")
+    with pytest.raises(InputFormatError, match=r"^the input .*(loop|gone)\.csv is a symbolic"):
+        check_input_exists(str(tmp_path / "*.csv"))
+
+
+def test_a_file_name_with_brackets_says_they_are_a_glob_and_how_to_escape_them(tmp_path):
+    path = tmp_path / "br[1].csv"
+    path.write_text("user,text\nu,x\n")
+    escaped = str(tmp_path / "br[[]1].csv")
+    with pytest.raises(InputFormatError, match=r"^no input file matches '.*br\[1\]\.csv', but a "
+                                               r"file of that name exists: \[…\] in a pattern "
+                                               r"is a glob .*br\[\[\]1\]\.csv") as err:
+        check_input_exists(str(path))
+    assert escaped in str(err.value)
+    assert check_input_exists(escaped) == [str(path)]
+    # A glob that matches another file than the one of that very name is refused too.
+    (tmp_path / "br1.csv").write_text("user,text\nu,x\n")
+    with pytest.raises(InputFormatError, match=r"but a file of that name exists"):
+        check_input_exists(str(path))
+
+
+def test_the_job_names_a_symlink_loop_in_one_error_line(tmp_path, capsys):
+    loop = tmp_path / "loop.csv"
+    os.symlink(loop, loop)
+    code = vocabulary.main(["--input", str(loop), "--user-field", "user", "--text-field",
+                            "text", "--epsilon", "1", "--delta", "1e-5",
+                            "--output", str(tmp_path / "out")])
+    assert code == 2
+    assert_one_error_line(capsys.readouterr().err, "is a symbolic link that loops")

@@ -338,3 +338,106 @@ def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
             assert_that(both[1], equal_to([(f"{path}:{i}", tuple(e)) for i, e in
                                            zip((4, 5) if fmt == "msnbc" else (1, 2), expected)]),
                         label=f"Documents{fmt}")
+
+
+# -- a field named twice is refused, never one of the two picked -------------------------
+
+@pytest.mark.parametrize("header,field,columns", [
+    ("user,text,user", "user", "columns 1 and 3"),
+    ("text,user,text", "text", "columns 1 and 3"),
+    ("user,user,text,user", "user", "columns 1, 2 and 4"),
+])
+def test_parse_csv_refuses_a_header_naming_a_field_read_twice(header, field, columns):
+    # Read as the last column of that name, 300 rows of one person (alice,secret,rowN)
+    # would be 300 users, each releasing the secret.
+    body = header + "\n" + "".join(f"alice,{SECRET},row{i}\n" for i in range(300))
+    with pytest.raises(InputFormatError, match=rf"^f:1: the header names the field "
+                                               rf"'{field}' in {columns}") as err:
+        list(parse_csv("f", stream(body), "user", "text"))
+    assert SECRET not in str(err.value) and "alice" not in str(err.value)
+    # Each row its own user: the text column is still read, so it is refused too.
+    if field == "text":
+        with pytest.raises(InputFormatError, match=r"^f:1: the header names the field 'text'"):
+            list(parse_csv("f", stream(body), "@row", "text"))
+
+
+def test_parse_csv_keeps_a_repeated_column_that_is_not_read():
+    body = "user,x,text,x,,\nu1,a,hi,b,,\n"
+    assert list(parse_csv("f", stream(body), "user", "text")) == [("u1", "hi")]
+
+
+@pytest.mark.parametrize("line,field", [
+    ('{"user": "alice", "text": "s", "user": "row7"}', "user"),
+    ('{"text": "s", "user": "alice", "text": "t"}', "text"),
+    # The same key spelt with an escape is the same key once decoded.
+    ('{"user": "alice", "text": "s", "\\u0075ser": "row7"}', "user"),
+])
+def test_parse_jsonl_refuses_a_key_read_twice_in_an_object(line, field):
+    body = '{"user": "bob", "text": "x"}\n' + line + "\n"
+    with pytest.raises(InputFormatError, match=rf"^f:2: the object has the key '{field}' "
+                                               "2 times") as err:
+        list(parse_jsonl("f", stream(body), "user", "text"))
+    assert "alice" not in str(err.value) and "row7" not in str(err.value)
+
+
+def test_parse_jsonl_keeps_repeated_keys_it_does_not_read():
+    body = '{"user": "u1", "x": 1, "text": "hi", "x": 2, "meta": {"a": 1, "a": 2}}\n'
+    assert list(parse_jsonl("f", stream(body), "user", "text")) == [("u1", "hi")]
+
+
+# -- a blank user id is refused in every format ------------------------------------------
+
+@pytest.mark.parametrize("blank", [" ", "\t \u3000"])
+def test_a_blank_user_id_is_refused_in_every_text_format(blank):
+    import json
+    with pytest.raises(InputFormatError, match=r"^f:1: user id field 'u' is missing or empty "
+                                               r"\(it is only whitespace\)$"):
+        list(parse_jsonl("f", stream(json.dumps({"u": blank, "t": "x"}) + "\n"), "u", "t"))
+    with pytest.raises(InputFormatError, match=r"^f:2: record 1: user id field 'u' is missing "
+                                               r"or empty \(it is only whitespace\)$"):
+        list(parse_csv("f", stream(f"u,t\n{blank},x\n"), "u", "t"))
+    with pytest.raises(InputFormatError, match=r"^f:1: field 1 \(user id\) is empty \(it is "
+                                               r"only whitespace\)$"):
+        list(parse_pairs("f", stream(f"{blank},x\n")))
+
+
+# -- flags that do not fit the format are named with the right one ------------------------
+
+def _args(**given):
+    import argparse
+    base = dict(input=None, format=None, user_field=None, text_field=None, items_field=None,
+                skip_header_lines=0, public_input=None, public_format="text",
+                public_text_field=None)
+    return argparse.Namespace(**{**base, **given})
+
+
+def test_row_as_user_with_jsonl_says_it_is_for_csv_and_parquet(tmp_path):
+    from pipelines.errors import UsageError
+    from pipelines.input_flags import resolve_input
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"user": "a", "text": "x"}\n')
+    for fmt in ("jsonl", None):
+        with pytest.raises(UsageError, match=r"^--user-field @row \(each row its own user\) "
+                                             r"applies to --format csv or parquet, not jsonl"):
+            resolve_input(_args(input=str(path), format=fmt, user_field="@row",
+                                text_field="text"), ("pairs", "csv", "jsonl", "text"))
+
+
+def test_a_public_input_of_another_format_names_public_format(tmp_path):
+    from pipelines.input_flags import check_public_input
+    parquet = tmp_path / "x.parquet"
+    parquet.write_bytes(b"PAR1\x15\x00\x15\x8c\x01\xff\xfe" + b"\x00" * 20)
+    jsonl = tmp_path / "p.txt"
+    jsonl.write_text('{"text": "a"}\n' * 3)
+    headed = tmp_path / "h.txt"
+    headed.write_text("user,text\nu,a b\n")
+    for path, fmt in ((parquet, "parquet"), (jsonl, "jsonl"), (headed, "csv")):
+        with pytest.raises(InputFormatError) as err:
+            check_public_input(_args(public_input=str(path)))
+        message = str(err.value)
+        assert "--format" not in message, message
+        assert "--public-format" in message and "text or csv" in message, message
+        if fmt == "csv":
+            assert "give --public-format csv --public-text-field T" in message, message
+        else:
+            assert f"not {fmt}" in message, message

@@ -137,7 +137,8 @@ def test_peer_benchmark_reads_parquet(tmp_path, capsys):
 def test_row_groups_dictionary_large_string_and_binary_columns(tmp_path):
     # pandas categoricals are dictionary-encoded; large_string is what some
     # writers use. Every row of every row group is read, none twice. Binary
-    # user ids stay bytes (an id, never shown); integer ids become text, as in jsonl.
+    # user ids that are UTF-8 are read as their text, others stay bytes (an id, never
+    # shown), as the library keys them; integer ids become text, as in jsonl.
     users = pa.array([f"u{i % 7}" for i in range(40)]).dictionary_encode()
     texts = pa.array([f"w{i}" for i in range(40)], type=pa.large_string())
     text_path = write_parquet(tmp_path / "d.parquet", {"user": users, "text": texts},
@@ -153,7 +154,7 @@ def test_row_groups_dictionary_large_string_and_binary_columns(tmp_path):
                     label="CheckTexts")
         binary_read = p | "Binary" >> ReadUserItems(binary_path, "parquet", "user",
                                                     items_field="items")
-        assert_that(binary_read, equal_to([(b"\xff\x00", ["x", "y"]), (b"k", [])]),
+        assert_that(binary_read, equal_to([(b"\xff\x00", ["x", "y"]), ("k", [])]),
                     label="CheckBinary")
         int_read = p | "Int" >> ReadUserItems(int_path, "parquet", "user", items_field="items")
         assert_that(int_read, equal_to([("7", ["z"])]), label="CheckInt")
@@ -270,6 +271,13 @@ def test_a_null_without_statistics_fails_the_pipeline(tmp_path):
 @pytest.mark.parametrize("columns,fields,message", [
     ({"user": ["a", "", SECRET], "text": ["x", "y", SECRET]}, dict(text="text"),
      "column 'user' (--user-field) holds an empty user id"),
+    # Blank, as a CSV or pairs file's user id is refused once stripped.
+    ({"user": ["a", " \t", SECRET], "text": ["x", "y", SECRET]}, dict(text="text"),
+     "column 'user' (--user-field) holds a user id that is only whitespace"),
+    ({"user": ["a", "\u3000"], "text": ["x", SECRET]}, dict(text="text"),
+     "column 'user' (--user-field) holds a user id that is only whitespace"),
+    ({"user": pa.array([b"a", b"\xe3\x80\x80 "]), "text": ["x", SECRET]}, dict(text="text"),
+     "column 'user' (--user-field) holds a user id that is only whitespace"),
     ({"user": ["a", "b"], "tags": [[SECRET], ["b", None]]}, dict(items="tags"),
      "column 'tags' (--items-field) holds a list with a null item"),
     ({"user": ["a", "b"], "tags": [[SECRET], ["b", ""]]}, dict(items="tags"),
@@ -344,19 +352,23 @@ def test_help_lists_parquet_and_the_items_field(job):
 # -- privacy review (docs/privacy.md, invariants 1, 5 and 10) -----------------------------
 
 
-def test_binary_and_text_user_ids_across_files_are_refused(tmp_path):
-    # One user id as bytes in one file and as text in another would be two users,
-    # each bounded to Δ0: the user would count twice.
+def test_binary_and_text_user_ids_across_files_are_one_user(tmp_path):
+    # One user id as UTF-8 bytes in one file and as text in another is one user (the
+    # library keys ids by their text), bounded once; bytes that are not UTF-8 are an
+    # id no text spells.
+    from beam_dpsu.beam.bounding import ItemCountsPerUser
+    from pipelines.io.parquet import inspect_parquet
     os.makedirs(tmp_path / "in")
     write_parquet(tmp_path / "in" / "a.parquet",
-                  {"user": pa.array([b"alice"], pa.binary()), "text": ["x"]})
+                  {"user": pa.array([b"alice", b"\xff"], pa.binary()), "text": ["x", "z"]})
     write_parquet(tmp_path / "in" / "b.parquet", {"user": ["alice"], "text": ["y"]})
-    code, err = run(vocabulary.main, ["--input", str(tmp_path / "in" / "*.parquet"),
-                                      "--format", "parquet", "--user-field", "user",
-                                      "--text-field", "text", *BUDGET,
-                                      "--output", str(tmp_path / "o")])
-    assert code == 2 and "column 'user' (--user-field)" in err and "binary" in err, err
-    assert "alice" not in err and not os.path.exists(tmp_path / "o")
+    files = sorted(glob.glob(str(tmp_path / "in" / "*.parquet")))
+    inspect_parquet(files, ParquetFields("user", "text"))
+    with TestPipeline() as p:
+        users = (p | ReadUserItems(str(tmp_path / "in" / "*.parquet"), "parquet", "user",
+                                   "text", files=files)
+                 | ItemCountsPerUser())
+        assert_that(users, equal_to([("alice", {"x": 1, "y": 1}), (b"\xff", {"z": 1})]))
 
 
 def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):
