@@ -13,7 +13,8 @@ The rules the pages follow (CONTRIBUTING.md, "The documentation"):
   installed environment). An identical block runs once.
 * A block preceded by ``<!-- block: not run (reason) -->`` is not run, and
   says why; nor is a ``bash`` block running ``python -m pytest`` (the suite itself:
-  README's test command stays unmarked, as CI reads it). Other languages (``text``, ``json``) are shown data.
+  README's test command stays unmarked, as CI reads it). Other languages
+  (``text``, ``json``) are shown data.
 
 A block may use what an earlier block of its page made (a file, an output
 folder): running one block runs the earlier blocks of its page first.
