@@ -45,9 +45,6 @@ FENCE = re.compile(r"^( *)```(\S*)[^\n]*\n(.*?)^\1```[ \t]*$", re.M | re.S)
 NOT_RUN = re.compile(r"<!-- block: not run \((.+?)\) -->\s*$")
 RUNNABLE = ("python", "bash")
 SHOWN = ("text", "json", "yaml", "toml")
-# Until the keyword-only API (with KeepReleased) is merged, its blocks cannot run:
-# delete this skip once beam_dpsu.KeepReleased exists on main.
-NEEDS_KEEP_RELEASED = "needs beam_dpsu.KeepReleased, from the keyword-only API change"
 
 
 def doc_files() -> list[str]:
@@ -177,8 +174,6 @@ def skip_reason(block: Block) -> str | None:
         return f"not run: {block.not_run}"
     if block.lang == "bash" and re.search(r"-m pytest\b", block.code):
         return "not run: it is the test suite itself (README keeps the command unmarked for CI)"
-    if "KeepReleased" in block.code and not hasattr(beam_dpsu, "KeepReleased"):
-        return NEEDS_KEEP_RELEASED
     if "import pipeline_dp" in block.code:
         try:
             import pipeline_dp  # noqa: F401

@@ -80,11 +80,6 @@ def test_tokenize_is_named_with_its_package():
     assert [s for s in spans if not re.search(r"beam_dpsu[. ]", s)] == []
 
 
-# Until the keyword-only API branch is merged, KeepReleased is named before it exists:
-# delete this once beam_dpsu.KeepReleased is on main.
-NOT_YET = {"KeepReleased"}
-
-
 def test_pages_name_only_what_beam_dpsu_has():
     import importlib
     import beam_dpsu
@@ -92,7 +87,7 @@ def test_pages_name_only_what_beam_dpsu_has():
         names = set(re.findall(r"\bbeam_dpsu\.(\w+)", read(page)))
         missing = [n for n in sorted(names) if not hasattr(beam_dpsu, n)
                    and importlib.util.find_spec(f"beam_dpsu.{n}") is None]
-        assert set(missing) <= NOT_YET, (page, missing)
+        assert missing == [], (page, missing)
 
 
 def test_blocks_import_beam_dpsu_first():
