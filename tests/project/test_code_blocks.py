@@ -38,7 +38,6 @@ import sys
 
 import pytest
 
-import beam_dpsu
 from tests.support.paths import ROOT
 
 FENCE = re.compile(r"^( *)```(\S*)[^\n]*\n(.*?)^\1```[ \t]*$", re.M | re.S)
