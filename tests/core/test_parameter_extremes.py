@@ -7,6 +7,7 @@ length Δ0. The thresholds' bounded search equals the brute-force maximum and
 is never below it (a lower threshold would break privacy).
 """
 
+import dataclasses
 import math
 import warnings
 
@@ -120,6 +121,26 @@ def test_counts_noise_beyond_float_range_is_refused():
     # of length 80σ (σ = 10^6 here: 8·10^7 entries before).
     calibration = counts_budget.count_calibration(ZCDPBudget(0.5), 10 ** 12)
     assert calibration.noise.to_dict()["std"] == pytest.approx(1e6)
+
+
+@pytest.mark.parametrize("budget,param", [(Budget(1e-320, 1e-5), "epsilon"),
+                                            (ZCDPBudget(1e-320, 1e-5), "rho")])
+def test_auto_max_items_at_a_vanishing_budget_is_refused_naming_it(budget, param):
+    # Was an OverflowError from the report: the distinct-count estimate's share of
+    # ε (or ρ) gave a noise scale beyond the float range.
+    from beam_dpsu.core import max_items_choice
+    from beam_dpsu.core.checks import ParameterError
+    mechanism = mechanisms.WeightedGaussian("auto")
+    with pytest.raises(ParameterError, match=f"^{param} = 1e-320 is too small") as caught:
+        max_items_choice.plan_auto(mechanism, budget)
+    assert caught.value.param == param
+    least = float(str(caught.value).split("at least ")[1].split(",")[0])
+    # The bound it states works, and the float just below it is refused.
+    works = dataclasses.replace(budget, **{param: least})
+    max_items_choice.plan_auto(mechanism, works).to_dict()
+    with pytest.raises(ParameterError, match="is too small"):
+        max_items_choice.plan_auto(mechanism, dataclasses.replace(
+            budget, **{param: math.nextafter(least, 0.0)}))
 
 
 # -- --max-n ------------------------------------------------------------------
@@ -345,6 +366,9 @@ def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):
 @pytest.mark.parametrize("flags,message", [
     (["--epsilon", "1", "--max-items-per-user", str(2 ** 63)],
      "--max-items-per-user must be at most 2**63 - 1"),
+    # The default Δ0 is auto: its distinct-count estimate's noise needs a float scale.
+    (["--epsilon", "1e-320"], "--epsilon = 1e-320 is too small"),
+    (["--rho", "1e-320"], "--rho = 1e-320 is too small"),
 ])
 def test_vocabulary_job_refuses_out_of_range_parameters_in_one_line(tmp_path, capsys, flags,
                                                                      message):
