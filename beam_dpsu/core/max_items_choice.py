@@ -487,12 +487,17 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
       ValueError: no candidate calibrates, naming the first refusal (``who``, e.g.
         "sips calibrates", and ``part``, the part of the budget, word the message).
     """
-    calibrations, refusals = {}, []
+    calibrations, refusals, errors = {}, [], []
     for c in auto.candidates:
         try:
             calibrations[c] = calibrate(c)
         except ValueError as e:
             refusals.append(f"{c}: {e}")
+            errors.append(e)
+    if not calibrations and all(getattr(e, "param", None) == "alpha" for e in errors):
+        # Every candidate refuses the policy's alpha (its cutoff): that flag is the one to
+        # change, by the first (smallest) candidate's bound, the loosest.
+        raise errors[0]
     if not calibrations:
         raise ParameterError.worded(
             "max_items_per_user",

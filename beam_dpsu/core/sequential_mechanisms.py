@@ -33,7 +33,9 @@ class SequentialMechanism(MechanismConfig):
 
     def _with_cutoff(self, calibration: Calibration) -> Calibration:
         cutoff = thresholds.policy_cutoff(calibration.release_threshold,
-                                          calibration.noise_scale, self.alpha)
+                                          calibration.noise_scale, self.alpha,
+                                          cast(int, self.max_items_per_user),
+                                          thresholds.DESCENT_NORMS.get(self.name))
         return dataclasses.replace(calibration, cutoff=cutoff)
 
 

@@ -9,6 +9,7 @@ is never below it (a lower threshold would break privacy).
 
 import dataclasses
 import math
+import re
 import warnings
 
 import mpmath
@@ -141,6 +142,41 @@ def test_auto_max_items_at_a_vanishing_budget_is_refused_naming_it(budget, param
     with pytest.raises(ParameterError, match="is too small"):
         max_items_choice.plan_auto(mechanism, dataclasses.replace(
             budget, **{param: math.nextafter(least, 0.0)}))
+
+
+@pytest.mark.parametrize("name,budget,d0,alpha", [
+    ("policy-gaussian", Budget(1.0, 1e-5), 100, 1e300),
+    ("policy-gaussian", ZCDPBudget(0.1, 1e-5), 7, 1e160),
+    ("policy-laplace", Budget(1.0, 1e-5), 10 ** 4, 1e305)])
+def test_an_alpha_that_overflows_the_descent_is_refused_with_the_largest_that_works(
+        name, budget, d0, alpha):
+    # Was: Policy Gaussian at alpha = 1e160 summed squared gaps to inf, so every increment
+    # was 0 and nothing was released (exit 0). The bound is thresholds.descent_cutoff_limit:
+    # Δ0 gaps of at most Γ each, summed in floats.
+    from beam_dpsu.core import policies
+    from beam_dpsu.core.checks import ParameterError
+    mechanism = mechanisms.MECHANISMS[name](d0, alpha=alpha)
+    with pytest.raises(ParameterError, match=re.escape(f"alpha = {alpha:g} makes the cutoff")) as caught:
+        mechanism.calibrate(budget)
+    assert caught.value.param == "alpha"
+    largest = float(str(caught.value).split("the largest value that works here is ")[1])
+    calibration = dataclasses.replace(mechanism, alpha=largest).calibrate(budget)
+    update = policies.l2_descent if name == "policy-gaussian" else policies.l1_descent
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow in the descent's sum
+        # The worst case of the bound: every gap is Γ (a user's Δ0 items at weight 0).
+        increments = update(np.zeros(d0), calibration.cutoff)
+    assert np.all(np.isfinite(increments)) and np.all(increments > 0)
+    assert math.fsum(increments ** (2 if name == "policy-gaussian" else 1)) == \
+        pytest.approx(1.0)
+    with pytest.raises(ParameterError, match="the largest value that works here is"):
+        dataclasses.replace(mechanism, alpha=math.nextafter(largest, math.inf)).calibrate(budget)
+
+
+def test_a_cutoff_that_overflows_the_descent_at_alpha_0_asks_for_more_budget():
+    from beam_dpsu.core.checks import ParameterError
+    with pytest.raises(ParameterError, match="even at alpha = 0: raise epsilon"):
+        mechanisms.PolicyGaussian(3, alpha=0.0).calibrate(ZCDPBudget(1e-320, 1e-5))
 
 
 # -- --max-n ------------------------------------------------------------------
@@ -369,6 +405,8 @@ def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):
     # The default Δ0 is auto: its distinct-count estimate's noise needs a float scale.
     (["--epsilon", "1e-320"], "--epsilon = 1e-320 is too small"),
     (["--rho", "1e-320"], "--rho = 1e-320 is too small"),
+    (["--epsilon", "1", "--mechanism", "policy-gaussian", "--alpha", "1e160"],
+     "--alpha = 1e+160 makes the cutoff"),
 ])
 def test_vocabulary_job_refuses_out_of_range_parameters_in_one_line(tmp_path, capsys, flags,
                                                                      message):
