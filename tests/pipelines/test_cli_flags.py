@@ -53,9 +53,12 @@ def text(tmp_path):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--epsilon", "1", "--delta", "-1e-5"], "error: --delta must satisfy 0 <= delta < 1, "
+    # A job refuses --delta 0 too (selecting items is never pure DP): 0 < delta < 1.
+    (["--epsilon", "1", "--delta", "-1e-5"], "error: --delta must satisfy 0 < delta < 1, "
                                             "got -1e-05"),
-    (["--epsilon", "1", "--delta", "2"], "error: --delta must satisfy 0 <= delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "2"], "error: --delta must satisfy 0 < delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "1"], "error: --delta must satisfy 0 < delta < 1, got 1.0"),
+    (["--rho", "1", "--delta", "nan"], "error: --delta must satisfy 0 < delta < 1, got nan"),
     (["--epsilon", "-1", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
     (["--epsilon", "-1E3", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
     (["--epsilon", "-inf", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
