@@ -14,7 +14,7 @@ import difflib
 import math
 
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
-from beam_dpsu.core import hashing, max_items_choice, mechanisms, thresholds
+from beam_dpsu.core import checks, hashing, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core import counts_max_items_choice as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
@@ -109,7 +109,7 @@ def mechanism_from_args(args, name: str | None = None,
     ``ignore_unused`` (jobs that run several mechanisms with one set of flags).
     """
     flag_of = {} if name is None else {"mechanism": "--mechanisms"}  # one of several
-    name = (name or args.mechanism).strip()
+    name = checks.canonical_name(name or args.mechanism)  # as the library reads it
     fanout = getattr(args, "hot_key_fanout", None)
     if fanout is not None and fanout < 1:
         raise UsageError(f"--hot-key-fanout must be >= 1, got {fanout}")

@@ -213,7 +213,7 @@ def is_auto(max_items_per_user: Any) -> TypeGuard[AutoMaxItems]:
 def check_max_items_or_auto(value: Any, name: str = "max_items_per_user"):
     """An int Δ0 (validated), or ``AutoMaxItems`` for ``"auto"`` / an ``AutoMaxItems``."""
     if isinstance(value, str):
-        if value.strip().lower() == AUTO:
+        if checks.canonical_name(value) == AUTO:
             return AutoMaxItems()
         raise ParameterError(name, f"must be an int or 'auto', got {value!r}")
     if isinstance(value, AutoMaxItems):

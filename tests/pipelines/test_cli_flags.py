@@ -412,3 +412,10 @@ def test_pre_threshold_help_says_what_the_threshold_does_and_its_default_once(jo
     helped = " ".join(text[start:text.index("\n  -", start)].split())  # up to the next flag
     assert helped.count("(default") == 1 and "(default: 1, none)" in helped
     assert "policy-gaussian" in action.help and "K − 1" in action.help
+
+
+def test_mechanism_names_and_auto_ignore_case_alike(pairs, capsys):
+    # One rule for the names a flag takes: --mechanism as --max-items-per-user's "auto".
+    code = vocabulary.main([*pairs, *BUDGET, "--mechanism", "Weighted-Gaussian",
+                            "--max-items-per-user", "AUTO"])
+    assert code == 0, capsys.readouterr().err
