@@ -30,6 +30,7 @@ class SequentialMechanism(MechanismConfig):
 
     alpha: float
     shards: int
+    max_items_per_user: int | None  # every subclass's field (GW: None until __post_init__)
 
     def _with_cutoff(self, calibration: Calibration) -> Calibration:
         cutoff = thresholds.policy_cutoff(calibration.release_threshold,

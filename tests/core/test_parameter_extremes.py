@@ -156,7 +156,8 @@ def test_an_alpha_that_overflows_the_descent_is_refused_with_the_largest_that_wo
     from beam_dpsu.core import policies
     from beam_dpsu.core.checks import ParameterError
     mechanism = mechanisms.MECHANISMS[name](d0, alpha=alpha)
-    with pytest.raises(ParameterError, match=re.escape(f"alpha = {alpha:g} makes the cutoff")) as caught:
+    refusal = re.escape(f"alpha = {alpha:g} makes the cutoff")
+    with pytest.raises(ParameterError, match=refusal) as caught:
         mechanism.calibrate(budget)
     assert caught.value.param == "alpha"
     largest = float(str(caught.value).split("the largest value that works here is ")[1])
