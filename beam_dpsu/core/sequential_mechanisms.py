@@ -36,7 +36,8 @@ class SequentialMechanism(MechanismConfig):
         cutoff = thresholds.policy_cutoff(calibration.release_threshold,
                                           calibration.noise_scale, self.alpha,
                                           cast(int, self.max_items_per_user),
-                                          thresholds.DESCENT_NORMS.get(self.name))
+                                          thresholds.DESCENT_NORMS.get(self.name),
+                                          calibration.budget)
         return dataclasses.replace(calibration, cutoff=cutoff)
 
 

@@ -358,8 +358,8 @@ DESCENT_NORMS: dict[str, int] = {"policy-laplace": 1, "policy-gaussian": 2}
 
 
 def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
-                  max_items_per_user: int | None = None, descent_norm: int | None = None
-                  ) -> float:
+                  max_items_per_user: int | None = None, descent_norm: int | None = None,
+                  budget=None) -> float:
     """Γ = ρ + α·scale, the cutoff of the sequential update policies.
 
     dpsu Algorithm 3 (Γ = ρ_Lap + α·λ) and Algorithm 5 (printed with ρ_Lap; the
@@ -370,7 +370,8 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
 
     Raises:
       ParameterError: about ``alpha``, if Γ is not a finite float or is above that
-        limit; the message states the largest α that works.
+        limit; the message states the largest α that works. If even α = 0 is above it,
+        about the ``budget``'s epsilon or rho (when given) that set the threshold.
     """
     alpha = checks.non_negative("alpha", alpha, strict=False)
     scale = _positive("noise_scale", noise_scale)
@@ -391,12 +392,19 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
         return Fraction(float(threshold) + a * scale) <= limit
 
     gaps = "gaps" if descent_norm == 1 else "squared gaps"
-    what = (f"makes the cutoff threshold + alpha * noise scale = {cutoff:.6g} too large for "
-            f"the l{descent_norm}-descent over max_items_per_user = {d0} items, whose sum of "
-            f"{gaps} would overflow (the cutoff must be at most {float(limit):.6g})")
+    too_large = (f"too large for the l{descent_norm}-descent over max_items_per_user = {d0} "
+                 f"items, whose sum of {gaps} would overflow (the cutoff must be at most "
+                 f"{float(limit):.6g})")
+    what = f"makes the cutoff threshold + alpha * noise scale = {cutoff:.6g} {too_large}"
     if not fits(0.0):
-        raise ParameterError("alpha", f"= {alpha:g} {what}, even at alpha = 0: raise epsilon "
-                                      "(or rho) or lower max_items_per_user")
+        param = next((p for p in ("epsilon", "rho") if hasattr(budget, p)), None)
+        if param is None:
+            raise ParameterError("alpha", f"= {alpha:g} {what}, even at alpha = 0: raise "
+                                          "epsilon (or rho) or lower max_items_per_user")
+        raise ParameterError(param, f"= {getattr(budget, param)!r} is too small here: the "
+                                    f"release threshold {float(threshold):.6g} alone (alpha = 0) "
+                                    f"is {too_large}; raise {param} or lower "
+                                    "max_items_per_user")
     largest = math.nextafter(min(alpha, (float(limit) - float(threshold)) / scale), math.inf)
     while not fits(largest):
         largest = math.nextafter(largest, 0.0)

@@ -176,8 +176,15 @@ def test_an_alpha_that_overflows_the_descent_is_refused_with_the_largest_that_wo
 
 def test_a_cutoff_that_overflows_the_descent_at_alpha_0_asks_for_more_budget():
     from beam_dpsu.core.checks import ParameterError
-    with pytest.raises(ParameterError, match="even at alpha = 0: raise epsilon"):
+    from beam_dpsu.core import ngram_calibration
+    with pytest.raises(ParameterError, match="^rho = 1e-320 is too small here: the release "
+                                             "threshold .* alone .alpha = 0. is too large"):
         mechanisms.PolicyGaussian(3, alpha=0.0).calibrate(ZCDPBudget(1e-320, 1e-5))
+    with pytest.raises(ParameterError, match="even at alpha = 0: raise epsilon"):
+        thresholds.policy_cutoff(1e160, 1.0, 0.0, 3, 2)
+    # DPNE's policy level 1 keeps its descent finite too.
+    with pytest.raises(ParameterError, match="^alpha = 1e.300 makes the cutoff"):
+        ngram_calibration.calibrate(Budget(1.0, 1e-5), 2, 1.0, 10, "policy-gaussian", 1e300)
 
 
 # -- --max-n ------------------------------------------------------------------
