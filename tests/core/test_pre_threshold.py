@@ -118,7 +118,8 @@ PHI_INV_99 = 2.3263478740408408  # Φ⁻¹(0.99)
     ("weighted-laplace", 2, 1 / 3, math.exp(-10), 1, 4.1023 + 1),           # ρ_Lap(Δ0 = 1)
     ("gw", 2, 1 / 1.7, 8.1142e-5, 30, 7.21549 + 1),                          # fixed GW ρ
     # Policy Laplace at k ≥ 2: the plain shift (its new keys get equal increments;
-    # ``pre_threshold``, 2.): ρ_Lap(λ = 1, δ = 1e-5, Δ0 = 50) + 3, below GW's 14.76558 + 3.
+    # ``pre_threshold``, 2.): ρ_Lap(λ = 1, δ = 1e-5, Δ0 = 50) (dpsu Thm B.1) + 3, below
+    # GW's 14.76558 + 3.
     ("policy-laplace", 4, 1.0, 1e-5, 50, 14.75180 + 3),
     ("policy-laplace", 3, 1.0, 1e-4, 4, 12.15345),  # GW's base would give 12.26083
     # Policy Gaussian at k ≥ 2: 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}); σ = 1, δ = 0.01, Δ0 = 1:
@@ -243,8 +244,9 @@ def test_the_module_threshold_covers_the_policy_gaussian_case():
 
 def test_policy_gaussian_base_threshold_changes_with_the_pre_threshold():
     """At ε = 1, δ = 1e-4, Δ0 = 3, k = 3 (Budget(1, 1e-4), its δ split kept): 14.485
-    without a pre-threshold, 16.908 with k = 3, above 14.485 + 2: the base threshold
-    becomes 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}) (module docstring, 2.)."""
+    without a pre-threshold (ρ_G, dpsu Thm B.2), 16.908 with k = 3, above 14.485 + 2:
+    the base threshold becomes 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}) (dpsu §1.1's count
+    threshold; module docstring, 2.)."""
     budget = beam_dpsu.Budget(1.0, 1e-4)
     plain = beam_dpsu.PolicyGaussian(3).calibrate(budget)
     raised = pre_threshold_calibration.calibrate(beam_dpsu.PolicyGaussian(3), budget, 3)
