@@ -242,6 +242,9 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                 bound, budget, count_calibration)
             self.calibration = None
         else:
+            # A tight split's selection part is made for one SelectItems, never for counts.
+            if getattr(budget, "for_mechanism", None) is not None:
+                checks.no_tight_part(budget, "CountReleased")
             checks.tight_part("max_items_per_user", bound,
                               getattr(budget, "for_max_items_per_user", None))
             self.calibration = count_calibration(budget, bound)

@@ -109,9 +109,11 @@ def add_pre_threshold_argument(group, what: str) -> None:
     """--pre-threshold K: on top of the DP selection, release only what ≥ K users hold."""
     group.add_argument(*flags("pre-threshold"), type=int, default=1, metavar="K",
                        help=f"release {what} only if at least K distinct users hold it after "
-                            "bounding, on top of the DP selection, at the same budget (its "
-                            "release threshold rises by K − 1; README 'Pre-threshold'); "
-                            "default: 1, none")
+                            "bounding, on top of the DP selection, at the same budget: its "
+                            "release threshold rises by K − 1 (policy-gaussian: by more, its "
+                            "base threshold becoming one for unequal weights; "
+                            "truncated-geometric keeps with the count minus K − 1); README "
+                            "'Pre-threshold' (default: 1, none)")
 
 
 def _add_public_input_arguments(g) -> None:

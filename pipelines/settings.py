@@ -14,7 +14,7 @@ import difflib
 import math
 
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
-from beam_dpsu.core import hashing, max_items_choice, mechanisms, thresholds
+from beam_dpsu.core import checks, hashing, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core import counts_max_items_choice as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
@@ -47,6 +47,11 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
     """The job's budget from --epsilon or --rho and --delta (and --seed checked)."""
     if (args.epsilon is None) == (args.rho is None):
         raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
+    delta = args.delta
+    # A job refuses 0 as well (require_selection_delta says why), so the range it states
+    # is 0 < delta < 1, not the library's 0 <= delta < 1 (counts alone may be pure).
+    if isinstance(delta, float) and not 0.0 <= delta < 1.0:  # nan included
+        raise UsageError(f"--delta must satisfy 0 < delta < 1, got {delta!r}")
     with flag_errors():
         budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
                   else ZCDPBudget(args.rho, args.delta))
@@ -104,7 +109,7 @@ def mechanism_from_args(args, name: str | None = None,
     ``ignore_unused`` (jobs that run several mechanisms with one set of flags).
     """
     flag_of = {} if name is None else {"mechanism": "--mechanisms"}  # one of several
-    name = (name or args.mechanism).strip()
+    name = checks.canonical_name(name or args.mechanism)  # as the library reads it
     fanout = getattr(args, "hot_key_fanout", None)
     if fanout is not None and fanout < 1:
         raise UsageError(f"--hot-key-fanout must be >= 1, got {fanout}")

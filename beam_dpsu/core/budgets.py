@@ -229,18 +229,31 @@ class BudgetAccountant:
     def _fields(self):
         return ("epsilon", "delta") if isinstance(self.total, Budget) else ("rho", "delta")
 
+    def _exact_spent(self, field: str) -> Fraction:
+        return sum((Fraction(getattr(b, field)) for b in self._spent), Fraction(0))
+
+    def _exact_remaining(self, field: str) -> Fraction:
+        return Fraction(getattr(self.total, field)) - self._exact_spent(field)
+
     def spent(self) -> dict:
-        return {f: sum(getattr(b, f) for b in self._spent) for f in self._fields()}
+        """What the parts spent, per field: their exact sum, to the nearest float."""
+        return {f: float(self._exact_spent(f)) for f in self._fields()}
 
     def _fits(self, field: str, parts) -> bool:
         """Whether what is spent plus ``parts`` is at most the total, exactly."""
-        spent = sum(Fraction(getattr(b, field)) for b in self._spent)
         need = sum(Fraction(getattr(part, field)) for part in parts)
-        return spent + need <= Fraction(getattr(self.total, field))
+        return need <= self._exact_remaining(field)
 
     def remaining(self) -> dict:
-        spent = self.spent()
-        return {f: getattr(self.total, f) - spent[f] for f in self._fields()}
+        """What is left, per field: the largest float at most the exact remainder, so a
+        part of that size still fits (a float sum of the parts would round either way)."""
+        return {f: rounded_down(self._exact_remaining(f)) for f in self._fields()}
+
+    def _exceeded(self, field: str, asked: str) -> BudgetExceededError:
+        return BudgetExceededError(
+            f"{asked} would exceed the total {field}={getattr(self.total, field)!r} (already "
+            f"spent {self.spent()[field]!r}): at most {field}={self.remaining()[field]!r} "
+            "remains, the parts' floats summed exactly (the parts of Budget.split fit whole)")
 
     def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
         """Records ``part`` as spent and returns it; raises if it does not fit.
@@ -252,14 +265,10 @@ class BudgetAccountant:
         if _budget_kind(part) is not _budget_kind(self.total):
             raise ParameterTypeError.worded(
                 "part", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
-        spent = self.spent()
         for f in self._fields():
-            limit = getattr(self.total, f)
             if not self._fits(f, [part]):
                 asks = "" if what is None else f"{what} asks for {part!r}: "
-                raise BudgetExceededError(
-                    f"{asks}spending {f}={getattr(part, f)!r} would exceed the total "
-                    f"{f}={limit!r} (already spent {spent[f]!r})")
+                raise self._exceeded(f, f"{asks}spending {f}={getattr(part, f)!r}")
         self._spent.append(part)
         return part
 
@@ -269,23 +278,22 @@ class BudgetAccountant:
             if _budget_kind(part) is not _budget_kind(self.total):
                 raise ParameterTypeError.worded(
                     "parts", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
-        spent = self.spent()
         for f in self._fields():
-            limit = getattr(self.total, f)
-            need = sum(getattr(part, f) for part in parts)
             if not self._fits(f, parts):
-                raise BudgetExceededError(
-                    f"spending {f}={need!r} in {plural(len(parts), 'part')} would exceed the "
-                    f"total {f}={limit!r} (already spent {spent[f]!r})")
+                need = float(sum(Fraction(getattr(part, f)) for part in parts))
+                raise self._exceeded(
+                    f, f"spending {f}={need!r} in {plural(len(parts), 'part')}")
         self._spent.extend(parts)
         return parts
 
     def __repr__(self) -> str:
-        def fmt(values: dict) -> str:
-            return ", ".join(f"{k}={v:.6g}" for k, v in values.items())
+        def fmt(values: dict, spec: str) -> str:  # spec "" is repr: a float in full
+            return ", ".join(f"{k}={format(v, spec) if spec else repr(v)}"
+                             for k, v in values.items())
 
-        return (f"BudgetAccountant(total={self.total!r}, spent=({fmt(self.spent())}), "
-                f"remaining=({fmt(self.remaining())}), parts={len(self._spent)})")
+        # What remains in full: 0.01 shown for 0.0099…9 would read as spendable.
+        return (f"BudgetAccountant(total={self.total!r}, spent=({fmt(self.spent(), '.6g')}), "
+                f"remaining=({fmt(self.remaining(), '')}), parts={len(self._spent)})")
 
 
 def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:

@@ -50,6 +50,7 @@ __all__ = [
     "user_size",
     "public_count",
     "one_of",
+    "canonical_name",
     "PRIVACY_UNITS",
     "privacy_unit",
     "instance",
@@ -271,6 +272,12 @@ def public_count(count: Any) -> Any:
             f"number >= 0, got {a_type(count)}"
             + (" that is NaN, infinite or below 0" if isinstance(count, (int, float)) else ""))
     return count
+
+
+def canonical_name(value: Any) -> Any:
+    """How a name a user gives is read (a mechanism's, ``"auto"``): case and surrounding
+    spaces ignored, one rule for the library and the jobs' flags; a non-str unchanged."""
+    return value.strip().lower() if isinstance(value, str) else value
 
 
 def one_of(name: str, value: Any, choices: Collection, described: str | None = None) -> Any:

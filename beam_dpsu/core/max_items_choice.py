@@ -99,6 +99,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any, TypeGuard
@@ -214,7 +215,7 @@ def is_auto(max_items_per_user: Any) -> TypeGuard[AutoMaxItems]:
 def check_max_items_or_auto(value: Any, name: str = "max_items_per_user"):
     """An int Δ0 (validated), or ``AutoMaxItems`` for ``"auto"`` / an ``AutoMaxItems``."""
     if isinstance(value, str):
-        if value.strip().lower() == AUTO:
+        if checks.canonical_name(value) == AUTO:
             return AutoMaxItems()
         raise ParameterError(name, f"must be an int or 'auto', got {value!r}")
     if isinstance(value, AutoMaxItems):
@@ -229,6 +230,27 @@ def _rest(total: float, part: float) -> float:
                   0.0)
 
 
+_LARGEST_FLOAT = Fraction(sys.float_info.max)
+
+
+def _size_part(param: str, total: float, share: float, per: int) -> float:
+    """total·share, the size histogram's ε (``per`` = 1: scale 1/ε) or ρ (``per`` = 2:
+    σ² = 1/(2ρ)), refused where that noise scale is beyond the float range (it is
+    reported as a float), stating the least total that works."""
+    def fits(value: float) -> bool:
+        part = value * share
+        return part > 0.0 and 1 / (per * Fraction(part)) <= _LARGEST_FLOAT
+
+    if fits(total):
+        return total * share
+    least = nudged(float(1 / (per * _LARGEST_FLOAT * Fraction(share))), fits, math.inf)
+    raise ParameterError(
+        param, f"= {total!r} is too small for max_items_per_user='auto': its share "
+               f"{share:g} for the estimate of users' distinct items gets a noise scale "
+               f"beyond the float range; raise {param} to at least {least!r}, or fix "
+               "max_items_per_user")
+
+
 def split_budget(budget: Budget | ZCDPBudget, share: float):
     """(size_budget, selection_budget): the size histogram's part and the selection's.
 
@@ -238,10 +260,10 @@ def split_budget(budget: Budget | ZCDPBudget, share: float):
     """
     share = _check_share(share)
     if type(budget) is Budget:
-        size = budget.epsilon * share
+        size = _size_part("epsilon", budget.epsilon, share, 1)
         return Budget(size, 0.0), Budget(_rest(budget.epsilon, size), budget.delta)
     if type(budget) is ZCDPBudget:
-        size = budget.rho * share
+        size = _size_part("rho", budget.rho, share, 2)
         return ZCDPBudget(size, 0.0), ZCDPBudget(_rest(budget.rho, size), budget.delta)
     if isinstance(budget, (Budget, ZCDPBudget)):
         # A tight split's part is bound to one Δ0; "auto" has none yet.
@@ -467,12 +489,17 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
       ValueError: no candidate calibrates, naming the first refusal (``who``, e.g.
         "sips calibrates", and ``part``, the part of the budget, word the message).
     """
-    calibrations, refusals = {}, []
+    calibrations, refusals, errors = {}, [], []
     for c in auto.candidates:
         try:
             calibrations[c] = calibrate(c)
         except ValueError as e:
             refusals.append(f"{c}: {e}")
+            errors.append(e)
+    if not calibrations and all(getattr(e, "param", None) == "alpha" for e in errors):
+        # Every candidate refuses the policy's alpha (its cutoff): that flag is the one to
+        # change, by the first (smallest) candidate's bound, the loosest.
+        raise errors[0]
     if not calibrations:
         raise ParameterError.worded(
             "max_items_per_user",

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.mechanism_config import MechanismConfig
 from beam_dpsu.core.parallel_mechanisms import (SIPS, CountGaussian, CountLaplace,
@@ -97,6 +98,7 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
       ValueError: an unknown or non-private name, or a parameter the mechanism
         does not take.
     """
+    name = checks.canonical_name(name)
     if name in _NOT_PRIVATE:
         raise ParameterError.worded("mechanism", _NOT_PRIVATE[name])
     if name not in MECHANISMS:

@@ -112,7 +112,8 @@ def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: 
         budget, functools.partial(_level1_threshold, max_n, noise_decay, max_items_1))
     sigmas = gaussian_noise_schedule(sigma_total, max_n, noise_decay)
     rho_1 = thresholds.weighted_gaussian_threshold(sigmas[0], threshold_delta, max_items_1)
-    cutoff = (thresholds.policy_cutoff(rho_1, sigmas[0], alpha)
+    cutoff = (thresholds.policy_cutoff(rho_1, sigmas[0], alpha, max_items_1,
+                                       thresholds.DESCENT_NORMS[level1], budget)
               if level1 == "policy-gaussian" else None)
     # With T > 1 levels, level 1's σ_1 alone is not DPNE's guarantee (σ*: the levels
     # compose to one Gaussian; docs/privacy.md, DPNE): marked, so composition refuses it.

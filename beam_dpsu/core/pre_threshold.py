@@ -46,19 +46,27 @@ H(u) + Z_u > ρ_k, with ρ_k = ρ′ + (k − 1)·w_max (``release_threshold``).
    * GW: its ρ covers every weighting w ≥ 0, Σ w ≤ 1 on ≤ Δ0 keys
      (docs/privacy.md, the GW fix, step 3), which x's greedy increments are.
      So ρ′ = ρ.
-   * Policy Laplace / Policy Gaussian with k ≥ 2: x's increments on U need
-     **not** be equal (a key of U may already carry its earlier holders'
-     weight, so its gap to Γ differs), and ρ_Lap, ρ_G assume equal weights
-     (docs/privacy.md, invariant 12). The plain shift fails: Policy Gaussian,
-     σ = 2.236, δ_thr = 1e-5, Δ0 = 4, α = 3, k = 14, with 13 users {s_j}
-     (j = 1, 2, 3) before x = {u, s_1, s_2, s_3} and 13 users {u} after it,
-     gives x effective weights (0.92, 0.22, 0.22, 0.22) and a release chance
-     of 1.017·δ_thr at ρ_G + 13. So ρ′ is a threshold that covers every
-     weighting x's increments can take: Policy Laplace (ℓ1 ≤ 1, ≤ Δ0 keys):
-     the GW threshold; Policy Gaussian (each increment ≤ 1 as ‖·‖₂ ≤ 1, ≤ Δ0
-     keys): 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}), since 1 − Π Φ((ρ′ − w_u)/σ)
-     grows with every w_u. (At k = 1 the own keys start at 0 and their
-     increments are equal: ρ′ = ρ.)
+   * Policy Gaussian with k ≥ 2: x's increments on U need **not** be equal (a key
+     of U may carry earlier holders' weight, so its gap to Γ is smaller, and
+     ℓ2-descent follows the gaps), and ρ_G assumes equal weights (docs/privacy.md,
+     invariant 12). The plain shift fails: σ = 2.236, δ_thr = 1e-5, Δ0 = 4, α = 3,
+     k = 14, 13 users {s_j} for each j = 1, 2, 3 before x = {u, s_1, s_2, s_3} and
+     13 users {u} after it, Γ = ρ_G + 13 + 3σ: x's effective weights are (0.710,
+     0.407, 0.407, 0.407), released with chance 1.0036·δ_thr at ρ_G + 13
+     (``tests/core/test_pre_threshold.py``). So ρ′ = 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}),
+     which covers every weighting with increments ≤ 1 on ≤ Δ0 keys, since
+     1 − Π Φ((ρ′ − w_u)/σ) grows with every w_u.
+   * Policy Laplace: the plain shift, ρ′ = ρ_Lap (full proof: docs/privacy.md,
+     Pre-threshold). A key u of U has k − 1 other holders, so at most k − 1 before
+     x, each adding ≤ 1: x meets it with gap Γ − H(u) ≥ ρ_k + α·λ − (k − 1) ≥ ρ′.
+     ℓ1-descent adds min(G_v, L) (water level L) with Σ ≤ 1, so with ρ′ ≥ 1,
+     min(G_u, L) ≤ 1 ≤ G_u: every key of U gets the same increment w (L, or G_u = 1
+     when it is U's only key), and |U|·w ≤ 1. So the chance is
+     1 − F(ρ′ − w)^{|U|} ≤ 1 − F(ρ′ − 1/|U|)^{|U|} ≤ δ_thr, the |U|-term of ρ_Lap.
+     ρ_Lap ≥ 1 whenever δ_thr ≤ ½ (its t = 1 term is 1 + λ·ln(1/(2δ_thr))); where
+     it is not, GW's threshold (every ℓ1 weighting) is used.
+   (At k = 1 the own keys start at 0 and both descents give them equal
+   increments: ρ′ = ρ.)
 3. Conditioned on no key of U being released the outputs are the K(D) parts,
    private by 1.; with 2. this is the mechanism's (ε, δ) as without a
    pre-threshold (proof of ``beam_dpsu.core.calibration``).
@@ -121,8 +129,9 @@ MAX_USER_WEIGHT: dict[str, float] = {
     "gw": 1.0,
 }
 
-# Sequential policies whose own-key weights are unequal once k ≥ 2 (module docstring, 2.).
-_DESCENT_POLICIES = ("policy-laplace", "policy-gaussian")
+# Sequential policies whose own-key weights can be unequal once k ≥ 2 (module docstring,
+# 2.): ℓ2-descent's increments follow the gaps; ℓ1-descent's are equal on the new keys.
+_UNEQUAL_AT_K_ABOVE_ONE = ("policy-gaussian",)
 
 
 def check_pre_threshold(pre_threshold) -> int:
@@ -177,9 +186,10 @@ def pre_threshold_shift(pre_threshold: int, max_user_weight: float) -> float:
 
 def own_weights_equal(mechanism: str, pre_threshold: int) -> bool:
     """Whether the extra user's new keys get equal weights (so the mechanism's own ρ
-    covers them): always but for Policy Laplace/Gaussian at k ≥ 2 (module docstring)."""
+    covers them): always but for Policy Gaussian at k ≥ 2 (module docstring; for
+    Policy Laplace where ρ_Lap ≥ 1, which ``release_threshold`` checks)."""
     max_user_weight(mechanism)
-    return check_pre_threshold(pre_threshold) == 1 or mechanism not in _DESCENT_POLICIES
+    return check_pre_threshold(pre_threshold) == 1 or mechanism not in _UNEQUAL_AT_K_ABOVE_ONE
 
 
 def _base_threshold(mechanism: str, k: int, noise_scale: float, threshold_delta: float,
@@ -191,8 +201,15 @@ def _base_threshold(mechanism: str, k: int, noise_scale: float, threshold_delta:
     if mechanism == "count-gaussian":
         return thresholds.count_gaussian_threshold(noise_scale, threshold_delta,
                                                    max_items_per_user)
-    if mechanism == "gw" or (mechanism == "policy-laplace" and k > 1):
+    if mechanism == "gw":
         return thresholds.gw_threshold(noise_scale, threshold_delta, max_items_per_user)
+    if mechanism == "policy-laplace" and k > 1:
+        # The plain shift needs every new key's gap to Γ >= 1, which ρ_Lap >= 1 gives
+        # (always for δ_thr <= ½); else GW's threshold covers every ℓ1 weighting.
+        rho = thresholds.weighted_laplace_threshold(noise_scale, threshold_delta,
+                                                    max_items_per_user)
+        return rho if rho >= 1.0 else thresholds.gw_threshold(
+            noise_scale, threshold_delta, max_items_per_user)
     if mechanism == "policy-gaussian" and k > 1:
         return thresholds.count_gaussian_threshold(noise_scale, threshold_delta,
                                                    max_items_per_user)
@@ -212,10 +229,11 @@ def release_threshold(mechanism: str, pre_threshold: int, noise_scale: float,
     """ρ_k = ρ′ + (k − 1)·w_max for a mechanism by name, its noise scale (λ or σ; for
     SIPS one round's σ_r and δ_r) and its threshold δ, rounded up.
 
-    ρ′ is the mechanism's own threshold, except for Policy Laplace and Policy
-    Gaussian at k ≥ 2, whose new keys can get unequal weights: there the GW
-    threshold (ℓ1) or 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}) (ℓ2), which cover every
-    weighting (module docstring). At k = 1 this is the mechanism's threshold.
+    ρ′ is the mechanism's own threshold, except for Policy Gaussian at k ≥ 2,
+    whose new keys can get unequal weights: there 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}),
+    which covers every weighting (module docstring). Policy Laplace's new keys
+    get equal increments, so its ρ′ is ρ_Lap (GW's threshold in the corner
+    ρ_Lap < 1, δ > ½). At k = 1 this is the mechanism's threshold.
     """
     k = check_pre_threshold(pre_threshold)
     base = _base_threshold(mechanism, k, noise_scale, threshold_delta, max_items_per_user)
@@ -236,4 +254,5 @@ def describe_pre_threshold(pre_threshold: int) -> str:
         return "pre_threshold 1: none (an item needs 1 holder, as without it)"
     return (f"pre_threshold {k}: an item needs >= {k} distinct holders after bounding, then "
             f"the DP selection with its release threshold raised by {k - 1} times the "
-            "largest weight one user gives an item")
+            "largest weight one user gives an item (for policy-gaussian by more: its base "
+            "threshold becomes the one for unequal weights)")

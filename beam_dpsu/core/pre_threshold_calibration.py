@@ -63,6 +63,9 @@ def raised_threshold(calibration: Calibration, mechanism: str, max_items_per_use
     if cutoff is not None:
         if alpha is None:
             raise ParameterError("alpha", "is needed to move a policy's cutoff")
-        cutoff = thresholds.policy_cutoff(threshold, calibration.noise_scale, alpha)
+        cutoff = thresholds.policy_cutoff(threshold, calibration.noise_scale, alpha,
+                                          max_items_per_user,
+                                          thresholds.DESCENT_NORMS.get(mechanism),
+                                          calibration.budget)
     return dataclasses.replace(calibration, release_threshold=threshold, cutoff=cutoff,
                                pre_threshold=k)

@@ -30,10 +30,14 @@ class SequentialMechanism(MechanismConfig):
 
     alpha: float
     shards: int
+    max_items_per_user: int | None  # every subclass's field (GW: None until __post_init__)
 
     def _with_cutoff(self, calibration: Calibration) -> Calibration:
         cutoff = thresholds.policy_cutoff(calibration.release_threshold,
-                                          calibration.noise_scale, self.alpha)
+                                          calibration.noise_scale, self.alpha,
+                                          cast(int, self.max_items_per_user),
+                                          thresholds.DESCENT_NORMS.get(self.name),
+                                          calibration.budget)
         return dataclasses.replace(calibration, cutoff=cutoff)
 
 

@@ -14,6 +14,7 @@ number of items a user contributes, t ranges over 1..Δ0.
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -31,6 +32,8 @@ __all__ = [
     "gw_threshold",
     "gw_release_probability",
     "policy_cutoff",
+    "descent_cutoff_limit",
+    "DESCENT_NORMS",
     "dpne_level_threshold",
     "truncated_geometric_crossovers",
     "truncated_geometric_float_margin",
@@ -348,20 +351,86 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
         "gw_threshold: the threshold did not reach the safe side")
 
 
-def policy_cutoff(threshold: float, noise_scale: float, alpha: float) -> float:
+#: The descents whose cutoff must keep Σ gap^p finite (``policy_cutoff``), by mechanism
+#: name: p = 1 for Policy Laplace's ℓ1-descent, 2 for Policy Gaussian's ℓ2-descent (GW's
+#: greedy update sums no gaps).
+DESCENT_NORMS: dict[str, int] = {"policy-laplace": 1, "policy-gaussian": 2}
+
+
+def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
+                  max_items_per_user: int | None = None, descent_norm: int | None = None,
+                  budget=None) -> float:
     """Γ = ρ + α·scale, the cutoff of the sequential update policies.
 
     dpsu Algorithm 3 (Γ = ρ_Lap + α·λ) and Algorithm 5 (printed with ρ_Lap; the
     intent, used here, is ρ_Gauss + α·σ; see docs/privacy.md, misprints); gw §3 (Γ ≥ 1 for GW).
+    With ``descent_norm`` p (1: ℓ1-descent, 2: ℓ2-descent) and Δ0, Γ must also keep
+    the descent finite (``descent_cutoff_limit``): an overflowing Σ gap^p gives every
+    increment 0, so nothing would be released.
+
+    Raises:
+      ParameterError: about ``alpha``, if Γ is not a finite float or is above that
+        limit; the message states the largest α that works. If even α = 0 is above it,
+        about the ``budget``'s epsilon or rho (when given) that set the threshold.
     """
     alpha = checks.non_negative("alpha", alpha, strict=False)
-    cutoff = float(threshold) + alpha * _positive("noise_scale", noise_scale)
+    scale = _positive("noise_scale", noise_scale)
+    cutoff = float(threshold) + alpha * scale
     if not math.isfinite(cutoff):
         raise ParameterError.worded(
             "alpha", f"the cutoff threshold + alpha * noise scale is not a finite float "
                      f"(alpha = {alpha:g}, noise scale = {noise_scale:g}); lower alpha or "
                      "raise epsilon (or rho)")
-    return cutoff
+    if descent_norm is None or max_items_per_user is None:
+        return cutoff
+    d0 = checks.max_items(max_items_per_user)
+    limit = descent_cutoff_limit(d0, descent_norm)
+    if Fraction(cutoff) <= limit:
+        return cutoff
+
+    def fits(a: float) -> bool:
+        return Fraction(float(threshold) + a * scale) <= limit
+
+    gaps = "gaps" if descent_norm == 1 else "squared gaps"
+    too_large = (f"too large for the l{descent_norm}-descent over max_items_per_user = {d0} "
+                 f"items, whose sum of {gaps} would overflow (the cutoff must be at most "
+                 f"{float(limit):.6g})")
+    what = f"makes the cutoff threshold + alpha * noise scale = {cutoff:.6g} {too_large}"
+    if not fits(0.0):
+        param = next((p for p in ("epsilon", "rho") if hasattr(budget, p)), None)
+        if param is None:
+            raise ParameterError("alpha", f"= {alpha:g} {what}, even at alpha = 0: raise "
+                                          "epsilon (or rho) or lower max_items_per_user")
+        raise ParameterError(param, f"= {getattr(budget, param)!r} is too small here: the "
+                                    f"release threshold {float(threshold):.6g} alone (alpha = 0) "
+                                    f"is {too_large}; raise {param} or lower "
+                                    "max_items_per_user")
+    largest = math.nextafter(min(alpha, (float(limit) - float(threshold)) / scale), math.inf)
+    while not fits(largest):
+        largest = math.nextafter(largest, 0.0)
+    while fits(math.nextafter(largest, math.inf)):
+        largest = math.nextafter(largest, math.inf)
+    raise ParameterError("alpha", f"= {alpha:g} {what}; the largest value that works here is "
+                                  f"{largest!r}")
+
+
+def descent_cutoff_limit(max_items_per_user: int, descent_norm: int) -> Fraction:
+    """The largest cutoff Γ at which a descent over Δ0 items sums Σ gap^p in floats
+    without overflow (p = ``descent_norm``: 1 for ℓ1-, 2 for ℓ2-descent).
+
+    Every gap is Γ − H ∈ [0, Γ] (no item is above Γ), so Σ gap^p ≤ Δ0·Γ^p exactly;
+    rounding each power and summing n terms adds a relative error below (n + 1)·u,
+    u = 2^-53 (Higham, Accuracy and Stability, §4.2). So the float sum is finite when
+    Δ0·Γ^p·(1 + (Δ0 + 1)·2^-52) ≤ the largest float, which this Γ meets exactly.
+    """
+    if descent_norm not in (1, 2):
+        raise ParameterError("descent_norm", f"must be 1 or 2, got {descent_norm!r}")
+    d0 = Fraction(checks.max_items(max_items_per_user))
+    room = Fraction(sys.float_info.max) / (d0 * (1 + (d0 + 1) / 2 ** 52))
+    if descent_norm == 1:
+        return room
+    root = Fraction(math.isqrt(math.floor(room)))  # ⌊√room⌋: Γ = root has Γ² ≤ room
+    return root
 
 
 def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int) -> float:

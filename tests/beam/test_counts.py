@@ -96,6 +96,20 @@ def test_selection_refuses_the_pure_counts_part():
         SelectItems(WeightedGaussian(5), parts.counts)
 
 
+def test_a_tight_split_selection_part_is_refused_by_the_counts():
+    # Each part of a tight split composes to the total only with the calibration it was
+    # made for: the selection part spent on counts would spend that part twice.
+    parts = split_selection_and_counts(Budget(1.0, 1e-5), 0.25,
+                                       selection_mechanism=WeightedGaussian(20),
+                                       counts_max_items_per_user=20, composition="tight")
+    p = beam.Pipeline()
+    released = p | beam.Create(["a"])
+    for max_items in (20, 5):
+        with pytest.raises(ValueError, match="tight split.*not for CountReleased"):
+            CountReleased(released, parts.selection, max_items)
+    CountReleased(released, parts.counts, 20)  # the part made for these counts
+
+
 # --- the Beam transform --------------------------------------------------------------
 
 def test_every_released_item_gets_exactly_one_count_and_no_other_item_does():

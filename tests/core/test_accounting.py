@@ -1,6 +1,8 @@
 """Golden and validation tests of budgets, conversions and the analytic Gaussian σ."""
 
 import math
+import re
+from fractions import Fraction
 
 import pytest
 
@@ -101,6 +103,32 @@ def test_accountant_refuses_overspending():
 
 
 # --- analytic Gaussian ------------------------------------------------------------
+
+def test_accountant_shows_the_exact_remainder_and_it_is_spendable():
+    # 99 parts of 0.01: the floats' exact sum is 0.99000000000000002…, so the float 0.01
+    # (0.0100000000000000002…) no longer fits. What remains is shown exactly (the largest
+    # float that fits), not as 0.01 after a float sum of 0.9900000000000007.
+    acc = BudgetAccountant(Budget(1.0, 1e-5))
+    for _ in range(99):
+        acc.spend(Budget(0.01, 1e-7))
+    left = acc.remaining()["epsilon"]
+    exact = Fraction(1.0) - 99 * Fraction(0.01)
+    assert Fraction(left) <= exact < Fraction(math.nextafter(left, 1.0))
+    assert left < 0.01 and f"epsilon={left!r}" in repr(acc)
+    assert acc.spent()["epsilon"] == float(99 * Fraction(0.01))  # 0.99, not 0.9900000000000007
+    with pytest.raises(BudgetExceededError, match=re.escape(
+            f"(already spent 0.99): at most epsilon={left!r} remains")):
+        acc.spend(Budget(0.01, 1e-7))
+    acc.spend(Budget(left, acc.remaining()["delta"]))  # the remainder shown is spendable
+    assert acc.remaining() == {"epsilon": 0.0, "delta": 0.0}
+
+
+def test_accountant_spends_the_parts_of_a_split_whole():
+    # Budget.split's parts sum to the total exactly (parts_within), so all of them fit.
+    acc = BudgetAccountant(Budget(1.0, 1e-5))
+    acc.spend_all(*Budget(1.0, 1e-5).split([1] * 100))
+    assert 0.0 <= acc.remaining()["epsilon"] < 1e-15
+
 
 def test_analytic_gaussian_golden():
     # docs/privacy.md: σ(ε=3, δ/2 with δ=e^-10, L2=1) = 1.33279.

@@ -63,3 +63,16 @@ def test_strict_and_loose_numbers():
     with pytest.raises(ParameterTypeError):
         checks.positive("sigma", True)
     assert checks.positive("sigma", True, strict=False) == 1.0  # float() takes a bool
+
+
+@pytest.mark.parametrize("name,auto,not_private", [
+    ("weighted-gaussian", "auto", "policy-gaussian-l1"),
+    ("Weighted-Gaussian", "Auto", "Policy-Gaussian-L1"),
+    (" WEIGHTED-GAUSSIAN ", " AUTO ", " POLICY-GAUSSIAN-L1 ")])
+def test_names_are_read_ignoring_case_and_surrounding_spaces(name, auto, not_private):
+    # One rule for every name a user gives, as "auto" already was: case and spaces ignored.
+    from beam_dpsu.core.max_items_choice import check_max_items_or_auto
+    assert mechanisms.mechanism_from_name(name) == mechanisms.WeightedGaussian()
+    assert isinstance(check_max_items_or_auto(auto), AutoMaxItems)
+    with pytest.raises(ParameterError, match="not differentially private"):
+        mechanisms.mechanism_from_name(not_private)

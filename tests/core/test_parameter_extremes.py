@@ -7,7 +7,9 @@ length Δ0. The thresholds' bounded search equals the brute-force maximum and
 is never below it (a lower threshold would break privacy).
 """
 
+import dataclasses
 import math
+import re
 import warnings
 
 import mpmath
@@ -120,6 +122,69 @@ def test_counts_noise_beyond_float_range_is_refused():
     # of length 80σ (σ = 10^6 here: 8·10^7 entries before).
     calibration = counts_budget.count_calibration(ZCDPBudget(0.5), 10 ** 12)
     assert calibration.noise.to_dict()["std"] == pytest.approx(1e6)
+
+
+@pytest.mark.parametrize("budget,param", [(Budget(1e-320, 1e-5), "epsilon"),
+                                            (ZCDPBudget(1e-320, 1e-5), "rho")])
+def test_auto_max_items_at_a_vanishing_budget_is_refused_naming_it(budget, param):
+    # Was an OverflowError from the report: the distinct-count estimate's share of
+    # ε (or ρ) gave a noise scale beyond the float range.
+    from beam_dpsu.core import max_items_choice
+    from beam_dpsu.core.checks import ParameterError
+    mechanism = mechanisms.WeightedGaussian("auto")
+    with pytest.raises(ParameterError, match=f"^{param} = 1e-320 is too small") as caught:
+        max_items_choice.plan_auto(mechanism, budget)
+    assert caught.value.param == param
+    least = float(str(caught.value).split("at least ")[1].split(",")[0])
+    # The bound it states works, and the float just below it is refused.
+    works = dataclasses.replace(budget, **{param: least})
+    max_items_choice.plan_auto(mechanism, works).to_dict()
+    with pytest.raises(ParameterError, match="is too small"):
+        max_items_choice.plan_auto(mechanism, dataclasses.replace(
+            budget, **{param: math.nextafter(least, 0.0)}))
+
+
+@pytest.mark.parametrize("name,budget,d0,alpha", [
+    ("policy-gaussian", Budget(1.0, 1e-5), 100, 1e300),
+    ("policy-gaussian", ZCDPBudget(0.1, 1e-5), 7, 1e160),
+    ("policy-laplace", Budget(1.0, 1e-5), 10 ** 4, 1e305)])
+def test_an_alpha_that_overflows_the_descent_is_refused_with_the_largest_that_works(
+        name, budget, d0, alpha):
+    # Was: Policy Gaussian at alpha = 1e160 summed squared gaps to inf, so every increment
+    # was 0 and nothing was released (exit 0). The bound is thresholds.descent_cutoff_limit:
+    # Δ0 gaps of at most Γ each, summed in floats.
+    from beam_dpsu.core import policies
+    from beam_dpsu.core.checks import ParameterError
+    mechanism = mechanisms.MECHANISMS[name](d0, alpha=alpha)
+    refusal = re.escape(f"alpha = {alpha:g} makes the cutoff")
+    with pytest.raises(ParameterError, match=refusal) as caught:
+        mechanism.calibrate(budget)
+    assert caught.value.param == "alpha"
+    largest = float(str(caught.value).split("the largest value that works here is ")[1])
+    calibration = dataclasses.replace(mechanism, alpha=largest).calibrate(budget)
+    update = policies.l2_descent if name == "policy-gaussian" else policies.l1_descent
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow in the descent's sum
+        # The worst case of the bound: every gap is Γ (a user's Δ0 items at weight 0).
+        increments = update(np.zeros(d0), calibration.cutoff)
+    assert np.all(np.isfinite(increments)) and np.all(increments > 0)
+    assert math.fsum(increments ** (2 if name == "policy-gaussian" else 1)) == \
+        pytest.approx(1.0)
+    with pytest.raises(ParameterError, match="the largest value that works here is"):
+        dataclasses.replace(mechanism, alpha=math.nextafter(largest, math.inf)).calibrate(budget)
+
+
+def test_a_cutoff_that_overflows_the_descent_at_alpha_0_asks_for_more_budget():
+    from beam_dpsu.core.checks import ParameterError
+    from beam_dpsu.core import ngram_calibration
+    with pytest.raises(ParameterError, match="^rho = 1e-320 is too small here: the release "
+                                             "threshold .* alone .alpha = 0. is too large"):
+        mechanisms.PolicyGaussian(3, alpha=0.0).calibrate(ZCDPBudget(1e-320, 1e-5))
+    with pytest.raises(ParameterError, match="even at alpha = 0: raise epsilon"):
+        thresholds.policy_cutoff(1e160, 1.0, 0.0, 3, 2)
+    # DPNE's policy level 1 keeps its descent finite too.
+    with pytest.raises(ParameterError, match="^alpha = 1e.300 makes the cutoff"):
+        ngram_calibration.calibrate(Budget(1.0, 1e-5), 2, 1.0, 10, "policy-gaussian", 1e300)
 
 
 # -- --max-n ------------------------------------------------------------------
@@ -345,6 +410,11 @@ def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):
 @pytest.mark.parametrize("flags,message", [
     (["--epsilon", "1", "--max-items-per-user", str(2 ** 63)],
      "--max-items-per-user must be at most 2**63 - 1"),
+    # The default Δ0 is auto: its distinct-count estimate's noise needs a float scale.
+    (["--epsilon", "1e-320"], "--epsilon = 1e-320 is too small"),
+    (["--rho", "1e-320"], "--rho = 1e-320 is too small"),
+    (["--epsilon", "1", "--mechanism", "policy-gaussian", "--alpha", "1e160"],
+     "--alpha = 1e+160 makes the cutoff"),
 ])
 def test_vocabulary_job_refuses_out_of_range_parameters_in_one_line(tmp_path, capsys, flags,
                                                                      message):

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 import beam_dpsu
-from beam_dpsu.core import checks, policies, pre_threshold, thresholds
+from beam_dpsu.core import (checks, policies, pre_threshold, pre_threshold_calibration,
+                            thresholds)
 
 # --- counts: keep probabilities ----------------------------------------------------------
 
@@ -116,8 +117,11 @@ PHI_INV_99 = 2.3263478740408408  # Φ⁻¹(0.99)
     ("weighted-laplace", 5, 1 / 3, math.exp(-10), 100, 4.6473 + 4),         # ρ_Lap = 4.6473
     ("weighted-laplace", 2, 1 / 3, math.exp(-10), 1, 4.1023 + 1),           # ρ_Lap(Δ0 = 1)
     ("gw", 2, 1 / 1.7, 8.1142e-5, 30, 7.21549 + 1),                          # fixed GW ρ
-    # Policy Laplace at k ≥ 2 takes the GW threshold (every ℓ1 weighting):
-    ("policy-laplace", 4, 1.0, 1e-5, 50, 14.76558 + 3),
+    # Policy Laplace at k ≥ 2: the plain shift (its new keys get equal increments;
+    # ``pre_threshold``, 2.): ρ_Lap(λ = 1, δ = 1e-5, Δ0 = 50) (dpsu Thm B.1) + 3, below
+    # GW's 14.76558 + 3.
+    ("policy-laplace", 4, 1.0, 1e-5, 50, 14.75180 + 3),
+    ("policy-laplace", 3, 1.0, 1e-4, 4, 12.15345),  # GW's base would give 12.26083
     # Policy Gaussian at k ≥ 2: 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}); σ = 1, δ = 0.01, Δ0 = 1:
     ("policy-gaussian", 2, 1.0, 0.01, 1, 1 + PHI_INV_99 + 1),
     ("count-gaussian", 3, 1.0, 0.01, 1, 1 + PHI_INV_99 + 2),
@@ -164,11 +168,10 @@ def test_the_shift_is_k_minus_one_over_a_threshold_covering_the_new_keys(mechani
         assert got > found.release_threshold + (k - 1)
 
 
-def test_own_weights_are_equal_except_for_the_descent_policies_at_k_above_one():
+def test_own_weights_are_equal_except_for_policy_gaussian_at_k_above_one():
     for name in pre_threshold.MAX_USER_WEIGHT:
         assert pre_threshold.own_weights_equal(name, 1)
-        assert pre_threshold.own_weights_equal(name, 3) == (
-            name not in ("policy-laplace", "policy-gaussian"))
+        assert pre_threshold.own_weights_equal(name, 3) == (name != "policy-gaussian")
 
 
 def test_bad_parameters_are_refused():
@@ -187,24 +190,27 @@ def test_describe_pre_threshold():
     assert pre_threshold.describe_pre_threshold(1).startswith("pre_threshold 1: none")
     text = pre_threshold.describe_pre_threshold(4)
     assert "needs >= 4 distinct holders" in text and "3 times" in text
+    assert "policy-gaussian by more" in text  # its base threshold changes too
 
 
 # --- the Policy Gaussian counterexample to the plain shift -------------------------------
 
-def _policy_gaussian_case(k: int):
-    """σ = 2.236, δ_thr = 1e-5, Δ0 = 4, α = 3: k − 1 users {s_j} (j = 1, 2, 3) before
-    x = {u, s1, s2, s3}, k − 1 users {u} after; every item of x goes from k − 1 to k
-    holders. Returns (δ_thr, σ, ρ_G, x's items' weights under D′)."""
-    sigma, delta, max_items = 2.236, 1e-5, 4
-    rho = thresholds.weighted_gaussian_threshold(sigma, delta, max_items)
-    cutoff = thresholds.policy_cutoff(rho, sigma, 3.0)
+SIGMA_CASE, DELTA_CASE, MAX_ITEMS_CASE = 2.236, 1e-5, 4
+
+
+def _policy_gaussian_case(k: int, threshold: float):
+    """σ = 2.236, δ_thr = 1e-5, Δ0 = 4, α = 3, Γ = ``threshold`` + 3σ (the cutoff follows
+    the release threshold, as ``pre_threshold_calibration`` sets it): k − 1 users {s_j}
+    for each j = 1, 2, 3 before x = {u, s1, s2, s3}, k − 1 users {u} after; every item
+    of x goes from k − 1 to k holders. Returns x's items' weights under D′."""
+    cutoff = thresholds.policy_cutoff(threshold, SIGMA_CASE, 3.0)
     before = [[f"s{j}"] for j in (1, 2, 3) for _ in range(k - 1)]
     extra = ["u", "s1", "s2", "s3"]
     after = [["u"] for _ in range(k - 1)]
     histogram = policies.policy_histogram(before + [extra] + after, policies.l2_descent, cutoff)
     holders_without_x = {item: sum(item in user for user in before + after) for item in extra}
     assert all(n == k - 1 for n in holders_without_x.values())  # all four are new keys
-    return delta, sigma, rho, np.array([histogram[item] for item in extra])
+    return np.array([histogram[item] for item in extra])
 
 
 def _gaussian_release_chance(threshold, weights, sigma):
@@ -212,17 +218,137 @@ def _gaussian_release_chance(threshold, weights, sigma):
 
 
 def test_the_plain_shift_is_not_enough_for_policy_gaussian():
-    """The case in the module docstring: effective weights (0.92, 0.22, 0.22, 0.22)
-    exceed δ_thr at ρ_G + (k − 1) by 1.7 %."""
-    delta, sigma, rho, weights = _policy_gaussian_case(14)
-    np.testing.assert_allclose(weights - 13, [0.9156, 0.2321, 0.2321, 0.2321], atol=1e-4)
-    assert _gaussian_release_chance(rho + 13, weights, sigma) > 1.015 * delta
+    """The case in the module docstring (2., Policy Gaussian): at the plain shift
+    ρ_G + 13 and its cutoff Γ = ρ_G + 13 + 3σ, x's effective weights (0.710, 0.407,
+    0.407, 0.407) are released with chance 1.0036·δ_thr > δ_thr."""
+    rho = thresholds.weighted_gaussian_threshold(SIGMA_CASE, DELTA_CASE, MAX_ITEMS_CASE)
+    assert rho == pytest.approx(10.70686, abs=1e-5)  # ρ_G (dpsu Thm B.2's max over t ≤ Δ0)
+    weights = _policy_gaussian_case(14, rho + 13)
+    np.testing.assert_allclose(weights - 13, [0.71004, 0.40655, 0.40655, 0.40655], atol=1e-5)
+    chance = _gaussian_release_chance(rho + 13, weights, SIGMA_CASE)
+    assert chance / DELTA_CASE == pytest.approx(1.00355, abs=1e-5)
+    # With Γ from the un-raised ρ_G (Γ = ρ_G + 3σ) the same users give (0.916, 0.232,
+    # 0.232, 0.232) and 1.0171·δ_thr: not what the code computes, which raises Γ with ρ_k.
+    old = _policy_gaussian_case(14, rho)
+    np.testing.assert_allclose(old - 13, [0.91562, 0.23212, 0.23212, 0.23212], atol=1e-5)
+    assert _gaussian_release_chance(rho + 13, old, SIGMA_CASE) / DELTA_CASE == \
+        pytest.approx(1.01715, abs=1e-5)
 
 
 def test_the_module_threshold_covers_the_policy_gaussian_case():
-    delta, sigma, _, weights = _policy_gaussian_case(14)
-    rho_k = pre_threshold.release_threshold("policy-gaussian", 14, sigma, delta, 4)
-    assert _gaussian_release_chance(rho_k, weights, sigma) <= delta
+    rho_k = pre_threshold.release_threshold("policy-gaussian", 14, SIGMA_CASE, DELTA_CASE,
+                                            MAX_ITEMS_CASE)
+    weights = _policy_gaussian_case(14, rho_k)
+    assert _gaussian_release_chance(rho_k, weights, SIGMA_CASE) <= DELTA_CASE
+
+
+def test_policy_gaussian_base_threshold_changes_with_the_pre_threshold():
+    """At ε = 1, δ = 1e-4, Δ0 = 3, k = 3 (Budget(1, 1e-4), its δ split kept): 14.485
+    without a pre-threshold (ρ_G, dpsu Thm B.2), 16.908 with k = 3, above 14.485 + 2:
+    the base threshold becomes 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}) (dpsu §1.1's count
+    threshold; module docstring, 2.)."""
+    budget = beam_dpsu.Budget(1.0, 1e-4)
+    plain = beam_dpsu.PolicyGaussian(3).calibrate(budget)
+    raised = pre_threshold_calibration.calibrate(beam_dpsu.PolicyGaussian(3), budget, 3)
+    assert plain.release_threshold == pytest.approx(14.48495, abs=1e-5)
+    assert raised.release_threshold == pytest.approx(16.90760, abs=1e-5)
+    assert raised.release_threshold == pytest.approx(thresholds.count_gaussian_threshold(
+        plain.noise_scale, plain.threshold_delta, 3) + 2, rel=1e-15)
+    assert raised.cutoff == pytest.approx(raised.release_threshold + 3 * plain.noise_scale)
+
+
+# --- Policy Laplace: the new keys' increments are equal, so the plain shift holds --------
+
+LIST_OF_ITEMS = st.lists(st.sampled_from([f"w{i}" for i in range(6)]), min_size=1, max_size=4,
+                         unique=True)
+
+PL_SCALE, PL_DELTA, PL_MAX_ITEMS = 1.0, 1e-5, 4
+
+
+def _policy_laplace_extra_increments(before, extra, k):
+    """Γ = ρ_k + 3λ as the calibration sets it; x's ℓ1-descent increments after ``before``."""
+    rho_k = pre_threshold.release_threshold("policy-laplace", k, PL_SCALE, PL_DELTA,
+                                            PL_MAX_ITEMS)
+    cutoff = thresholds.policy_cutoff(rho_k, PL_SCALE, 3.0)
+    histogram = policies.policy_histogram(before, policies.l1_descent, cutoff)
+    current = np.array([histogram.get(item, 0.0) for item in extra])
+    return rho_k, cutoff, policies.l1_descent(current, cutoff)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(LIST_OF_ITEMS, max_size=20), LIST_OF_ITEMS, st.lists(LIST_OF_ITEMS, max_size=8),
+       st.integers(2, 6))
+def test_policy_laplace_gives_the_new_keys_equal_increments(before, extra, after, k):
+    """The lemma of ``pre_threshold``, 2.: a key of x that has k − 1 other holders (a new
+    key, U) has at most k − 1 earlier holders, each of weight ≤ 1, so its gap to
+    Γ = ρ_k + α·λ exceeds ρ′ ≥ 1 ≥ the water level: every key of U gets the water level,
+    and Σ_U ≤ 1 gives each at most 1/|U|."""
+    others = before + after
+    new = [i for i, item in enumerate(extra) if sum(item in user for user in others) == k - 1]
+    _, _, increments = _policy_laplace_extra_increments(before, extra, k)
+    if not new:
+        return
+    on_new = increments[new]
+    assert np.all(on_new == on_new[0])  # equal, bit for bit
+    assert on_new[0] * len(new) <= 1.0 + 1e-12
+
+
+def _laplace_release_chance(threshold, weights, scale):
+    return -math.expm1(float(np.sum(_laplace_log_cdf((threshold - weights) / scale))))
+
+
+def _policy_laplace_new_key_chance(before, extra, after, k):
+    """P[some new key of x is released] at ρ_k under D′, exactly (Laplace CDFs)."""
+    rho_k = pre_threshold.release_threshold("policy-laplace", k, PL_SCALE, PL_DELTA,
+                                            PL_MAX_ITEMS)
+    cutoff = thresholds.policy_cutoff(rho_k, PL_SCALE, 3.0)
+    histogram = policies.policy_histogram(before + [extra] + after, policies.l1_descent,
+                                          cutoff)
+    others = before + after
+    new = np.array([histogram[item] for item in extra
+                    if sum(item in user for user in others) == k - 1])
+    return _laplace_release_chance(rho_k, new, PL_SCALE) if new.size else 0.0
+
+
+def test_policy_laplace_uses_gw_base_only_where_its_own_threshold_is_below_one():
+    """The plain shift's proof needs ρ_Lap ≥ 1 (every new key's gap to Γ ≥ 1), which
+    holds whenever δ_thr ≤ ½; at λ = 10, δ_thr = 0.99, Δ0 = 4, ρ_Lap ≈ −2.88."""
+    assert pre_threshold.release_threshold("policy-laplace", 2, 10.0, 0.9, 4) == \
+        pytest.approx(thresholds.weighted_laplace_threshold(10.0, 0.9, 4) + 1, rel=1e-15)
+    assert thresholds.weighted_laplace_threshold(10.0, 0.99, 4) < 1.0
+    assert pre_threshold.release_threshold("policy-laplace", 2, 10.0, 0.99, 4) == \
+        pytest.approx(thresholds.gw_threshold(10.0, 0.99, 4) + 1, rel=1e-15)
+
+
+@pytest.mark.parametrize("k", [2, 3, 14])
+def test_policy_laplace_plain_shift_holds_on_the_policy_gaussian_counterexample(k):
+    """The structure that breaks the plain shift for Policy Gaussian (k − 1 users {s_j}
+    before x = {u, s1, s2, s3}, k − 1 users {u} after) leaves Policy Laplace's new keys at
+    equal increments, released with chance ≤ δ_thr at ρ_Lap + (k − 1)."""
+    before = [[f"s{j}"] for j in (1, 2, 3) for _ in range(k - 1)]
+    extra = ["u", "s1", "s2", "s3"]
+    after = [["u"] for _ in range(k - 1)]
+    _, _, increments = _policy_laplace_extra_increments(before, extra, k)
+    assert np.all(increments == 0.25)
+    assert _policy_laplace_new_key_chance(before, extra, after, k) <= PL_DELTA * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("k", [2, 5])
+def test_policy_laplace_plain_shift_is_attained(k):
+    """The bound is tight: x's t new keys, each with k − 1 later holders at weight 1, at
+    the t that sets ρ_Lap (here t = Δ0 = 4 at δ = 1e-5, λ = 1): the chance is δ_thr."""
+    extra = [f"w{i}" for i in range(PL_MAX_ITEMS)]
+    after = [[item] for item in extra for _ in range(k - 1)]
+    chance = _policy_laplace_new_key_chance([], extra, after, k)
+    assert chance == pytest.approx(PL_DELTA, rel=1e-9)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(LIST_OF_ITEMS, max_size=20), LIST_OF_ITEMS, st.lists(LIST_OF_ITEMS, max_size=8),
+       st.integers(2, 6))
+def test_policy_laplace_new_keys_are_released_at_most_delta(before, extra, after, k):
+    """The exact tail over x's new keys at the plain shift ρ_Lap + (k − 1), small cases."""
+    assert _policy_laplace_new_key_chance(before, extra, after, k) <= PL_DELTA * (1 + 1e-9)
 
 
 # --- property: the new keys' release chance at ρ_k, every mechanism ----------------------

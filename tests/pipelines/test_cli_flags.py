@@ -53,9 +53,12 @@ def text(tmp_path):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--epsilon", "1", "--delta", "-1e-5"], "error: --delta must satisfy 0 <= delta < 1, "
+    # A job refuses --delta 0 too (selecting items is never pure DP): 0 < delta < 1.
+    (["--epsilon", "1", "--delta", "-1e-5"], "error: --delta must satisfy 0 < delta < 1, "
                                             "got -1e-05"),
-    (["--epsilon", "1", "--delta", "2"], "error: --delta must satisfy 0 <= delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "2"], "error: --delta must satisfy 0 < delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "1"], "error: --delta must satisfy 0 < delta < 1, got 1.0"),
+    (["--rho", "1", "--delta", "nan"], "error: --delta must satisfy 0 < delta < 1, got nan"),
     (["--epsilon", "-1", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
     (["--epsilon", "-1E3", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
     (["--epsilon", "-inf", "--delta", "1e-5"], "error: --epsilon must be a finite number > 0"),
@@ -396,3 +399,23 @@ def test_one_released_item_is_one_item(tmp_path, capsys):
     # all (δ = 1e-7 at Δ0 = 1): this fails by chance w.p. about 1e-7.
     assert code == 0 and captured.out.startswith("released 1 item with "), captured.out
     assert "sips: released 1 item\n" in captured.err  # the default mechanism
+
+
+@pytest.mark.parametrize("job", ["vocabulary", "ngrams"])
+def test_pre_threshold_help_says_what_the_threshold_does_and_its_default_once(job):
+    # The threshold rises by K − 1 over the mechanism's own, except Policy Gaussian's,
+    # whose base threshold changes too (beam_dpsu.core.pre_threshold, 2.).
+    action = next(a for a in job_parsers()[job]._actions
+                  if "--pre-threshold" in a.option_strings)
+    text = job_parsers()[job].format_help()
+    start = text.index("--pre-threshold K", text.index("options:"))
+    helped = " ".join(text[start:text.index("\n  -", start)].split())  # up to the next flag
+    assert helped.count("(default") == 1 and "(default: 1, none)" in helped
+    assert "policy-gaussian" in action.help and "K − 1" in action.help
+
+
+def test_mechanism_names_and_auto_ignore_case_alike(pairs, capsys):
+    # One rule for the names a flag takes: --mechanism as --max-items-per-user's "auto".
+    code = vocabulary.main([*pairs, *BUDGET, "--mechanism", "Weighted-Gaussian",
+                            "--max-items-per-user", "AUTO"])
+    assert code == 0, capsys.readouterr().err

@@ -317,7 +317,7 @@ def test_job_bad_pairs_record_names_line_not_text(tmp_path, capsys):
     (["--input", "/nonexistent/*.csv", *BASE], "no input file matches '/nonexistent/*.csv'"),
     (["--epsilon", "-1", "--delta", "1e-5"], "--epsilon must be a finite number > 0, got -1.0"),
     (["--epsilon", "1", "--rho", "0.1", "--delta", "1e-5"], "give exactly one of --epsilon"),
-    (["--epsilon", "1", "--delta", "2"], "--delta must satisfy 0 <= delta < 1, got 2.0"),
+    (["--epsilon", "1", "--delta", "2"], "--delta must satisfy 0 < delta < 1, got 2.0"),
     (["--epsilon", "1", "--delta", "0"], "--delta must be > 0, got 0: selecting items is never "
                                          "pure differential privacy"),
     (["--counts-share", "0.5", *BASE], "--counts-share and --counts-max-items-per-user need "
