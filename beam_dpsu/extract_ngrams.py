@@ -115,7 +115,7 @@ class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
     Args:
-      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (100;
+      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (40;
         ``beam_dpsu.core.ngram_parameters``, where every parameter is checked).
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
       accountant: optional ``BudgetAccountant`` to spend ``budget`` from when

@@ -39,7 +39,7 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
 from beam_dpsu.core.wording import plural
-from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES
+from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES, MAX_NGRAM_LENGTH
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU
 from pipelines import settings
@@ -98,7 +98,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     add_input_arguments(parser, DOCUMENT_FORMATS)
     g = parser.add_argument_group("n-grams (DPNE)")
     g.add_argument(*flags("max-n"), type=int, default=3, metavar="T",
-                   help="T, the longest n-gram length (at most 100)")
+                   help=f"T, the longest n-gram length (at most {MAX_NGRAM_LENGTH})")
     g.add_argument(*flags("max-items-per-user"), type=_max_items, default=100,
                    metavar="N|auto[,…]",
                    help="Δ_k, the contribution bound per level: how many distinct k-grams of "
