@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from types import SimpleNamespace
 
 import apache_beam as beam
@@ -52,6 +51,7 @@ from pipelines.input_flags import resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.job_files import WriteJson, read_json
+from pipelines.interrupts import end_program
 from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
@@ -394,4 +394,4 @@ def main(argv=None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())
