@@ -17,10 +17,11 @@ import os
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 # No logging here: this module is imported first, before the handler is in place.
 
-__all__ = ["Interrupts", "INTERRUPTS", "quiet_start", "end_program"]
+__all__ = ["Interrupts", "INTERRUPTS", "quiet_start", "install_start_handler", "end_program"]
 
 # Modules run as ``python -m`` that are no job: the DirectRunner's worker processes.
 _NOT_JOBS = ("pipelines.worker",)
@@ -51,7 +52,7 @@ def _exit_while_starting(signum, _frame):
         os._exit(128 + signum)
 
 
-def end_program(code: int):
+def end_program(code: int) -> NoReturn:
     """Ends a job run as a program with exit ``code``, once the job has returned.
 
     Python's own shutdown (seconds with Beam loaded) resets the signals to their
@@ -86,8 +87,16 @@ def quiet_start(argv=None) -> bool:
     the handler (not in other programs, nor where a handler is already set).
     """
     module = _started_module(sys.orig_argv if argv is None else argv)
-    if (not module.startswith("pipelines.") or module in _NOT_JOBS
-            or threading.current_thread() is not threading.main_thread()):
+    if not module.startswith("pipelines.") or module in _NOT_JOBS:
+        return False
+    return install_start_handler()
+
+
+def install_start_handler() -> bool:
+    """Installs :func:`quiet_start`'s handler for SIGINT and SIGTERM where they have
+    their default actions (in the main thread only); returns whether it did (for a
+    program that starts jobs otherwise, e.g. the ``beam-dpsu`` command)."""
+    if threading.current_thread() is not threading.main_thread():
         return False
     installed = False
     for sig in (signal.SIGINT, signal.SIGTERM):
