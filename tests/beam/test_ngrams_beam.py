@@ -206,7 +206,7 @@ def test_extract_ngrams_validation():
 def test_parameter_errors_name_the_argument():
     # A job maps ``param`` to its flag; the message is the library's, unchanged.
     cases = [({"max_n": 0}, "max_n", "max_n must be an int >= 1, got 0"),
-             ({"max_n": 101}, "max_n", "max_n must be at most 100 (each length is a stage of "
+             ({"max_n": 101}, "max_n", "max_n must be at most 40 (each length is a stage of "
                                        "the pipeline), got 101"),
              ({"eta": 0}, "eta", "eta must lie strictly between 0 and 1, got 0"),
              ({"pruning": "left"}, "pruning",
