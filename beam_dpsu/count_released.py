@@ -263,6 +263,10 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         # global window.
         require_global_window(elements, "CountReleased (its users' items)")
         require_global_window(self.released, "CountReleased (its released items)")
+        if self.released.pipeline is not elements.pipeline:
+            raise ParameterError("released", "must come from the same pipeline as the users' "
+                                             "items (e.g. SelectItems applied to them there), "
+                                             "got a PCollection of another pipeline")
         elements = read_fields(elements, self.fields, "CountReleased")
         # Released items as plain str/bytes/tuples of str (numpy.str_ and the
         # like cannot be encoded deterministically as keys), of the kind counted.

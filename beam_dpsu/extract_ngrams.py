@@ -117,7 +117,7 @@ class ExtractNgrams(ReleaseTransform):
     Every argument after ``max_items_per_user`` is keyword-only.
 
     Args:
-      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (100;
+      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (40;
         ``beam_dpsu.core.ngram_parameters``, where every parameter is checked).
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
       accountant: optional ``BudgetAccountant`` to spend ``budget`` from when

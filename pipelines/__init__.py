@@ -9,12 +9,13 @@ pipelines.JOB`` imports Beam one line ``interrupted``
 (:func:`pipelines.interrupts.quiet_start`).
 """
 
-import errno
-import logging
-
+# First, before any other import: the handler for an interrupt while the job starts.
 from pipelines.interrupts import quiet_start
 
 quiet_start()
+
+import errno  # noqa: E402
+import logging  # noqa: E402
 
 
 

@@ -27,6 +27,8 @@ import sys
 from types import ModuleType
 from typing import NamedTuple, Sequence
 
+from pipelines.interrupts import end_program, install_start_handler
+
 __all__ = ["PROG", "JOBS", "build_parser", "job_module", "main"]
 
 PROG = "beam-dpsu"
@@ -92,9 +94,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
       0 on success (and for ``--help``, ``--version``), 2 for a bad command line
       (one ``error: …`` line on stderr), 130 when interrupted, else the job's
-      own exit code.
+      own exit code. Run as the program (``argv`` None, as the installed script
+      calls it) it does not return: the process ends with that code
+      (``pipelines.interrupts.end_program``), and a SIGINT or SIGTERM from the
+      start to the end is one line ``interrupted`` and 128 + the signal.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:
+        install_start_handler()
+        end_program(_main(sys.argv[1:]))
+    return _main(argv)
+
+
+def _main(argv: Sequence[str]) -> int:
+    argv = list(argv)
     if not argv:
         return _usage_error(f"give a command: {_choices()}")
     command, rest = argv[0], argv[1:]

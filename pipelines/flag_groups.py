@@ -82,7 +82,8 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                           "privately "
                           "(README 'Choosing Δ0')")
     g.add_argument(*flags("rounds"), type=int, metavar="N",
-                   help="sips: number of rounds (default: 3, at most 100)")
+                   help="sips: number of rounds (default: 3, at most "
+                        f"{mechanisms.SIPS.MAX_ROUNDS})")
     g.add_argument(*flags("ratio"), type=float, metavar="R",
                    help="sips: each round gets R times the budget of the next, 0 < R <= 1 "
                         "(default: 1/3)")

@@ -3,19 +3,25 @@
 The output folder is put in place or removed whole whatever the moment of the
 signal (:meth:`Interrupts.held`; docs/privacy.md, invariants: one folder, one
 release). Before the job runs, while its module imports Beam (seconds), the
-same line and exit code come from :func:`quiet_start`'s handler.
+same line and exit code come from :func:`quiet_start`'s handler, installed by
+the ``pipelines`` package before it imports anything else; after the job,
+:func:`end_program` keeps it in place until the process has ended. Only the
+interpreter's own start (before any of this package runs) is left to the
+signals' default actions.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import sys
 import threading
+from typing import NoReturn
 
-__all__ = ["Interrupts", "INTERRUPTS", "quiet_start"]
+# No logging here: this module is imported first, before the handler is in place.
+
+__all__ = ["Interrupts", "INTERRUPTS", "quiet_start", "install_start_handler", "end_program"]
 
 # Modules run as ``python -m`` that are no job: the DirectRunner's worker processes.
 _NOT_JOBS = ("pipelines.worker",)
@@ -41,7 +47,34 @@ def _exit_while_starting(signum, _frame):
         sys.stderr.write("interrupted\n")
         sys.stderr.flush()
     finally:
-        os._exit(128 + signum)  # nothing written yet; no import to finish
+        # Before the job: nothing written yet, no import to finish. After it: the
+        # output is in place (or gone) and the summary printed.
+        os._exit(128 + signum)
+
+
+def end_program(code: int) -> NoReturn:
+    """Ends a job run as a program with exit ``code``, once the job has returned.
+
+    Python's own shutdown (seconds with Beam loaded) resets the signals to their
+    default actions part-way, so a signal then ended the process by the signal
+    (or, during the exit callbacks, printed ``Exception ignored … KeyboardInterrupt``
+    and exited 0). Instead the exit callbacks run here with the start handler in
+    place (a signal: ``interrupted``, 128 + the signal), the streams are flushed,
+    and the process ends without the interpreter's teardown.
+    """
+    import atexit
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored (nohup, &) stays so
+            signal.signal(sig, _exit_while_starting)
+    try:
+        atexit._run_exitfuncs()  # what the interpreter's exit would call (logging too)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more to say
+                pass
+        os._exit(code if isinstance(code, int) else 1)
 
 
 def quiet_start(argv=None) -> bool:
@@ -54,8 +87,16 @@ def quiet_start(argv=None) -> bool:
     the handler (not in other programs, nor where a handler is already set).
     """
     module = _started_module(sys.orig_argv if argv is None else argv)
-    if (not module.startswith("pipelines.") or module in _NOT_JOBS
-            or threading.current_thread() is not threading.main_thread()):
+    if not module.startswith("pipelines.") or module in _NOT_JOBS:
+        return False
+    return install_start_handler()
+
+
+def install_start_handler() -> bool:
+    """Installs :func:`quiet_start`'s handler for SIGINT and SIGTERM where they have
+    their default actions (in the main thread only); returns whether it did (for a
+    program that starts jobs otherwise, e.g. the ``beam-dpsu`` command)."""
+    if threading.current_thread() is not threading.main_thread():
         return False
     installed = False
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -99,6 +140,7 @@ class Interrupts:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+        import logging
         logging.disable(logging.NOTSET)
         return False
 
@@ -110,6 +152,7 @@ class Interrupts:
             self._interrupt(signum)
 
     def _interrupt(self, signum):
+        import logging
         self.signal = signum
         logging.disable(logging.CRITICAL)
         for stop in self.on_interrupt:

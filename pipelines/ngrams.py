@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from types import SimpleNamespace
 
 import apache_beam as beam
@@ -39,7 +38,7 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
 from beam_dpsu.core.wording import plural
-from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES
+from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES, MAX_NGRAM_LENGTH
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU
 from pipelines import settings
@@ -52,6 +51,7 @@ from pipelines.input_flags import resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.job_files import WriteJson, read_json
+from pipelines.interrupts import end_program
 from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
@@ -98,7 +98,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     add_input_arguments(parser, DOCUMENT_FORMATS)
     g = parser.add_argument_group("n-grams (DPNE)")
     g.add_argument(*flags("max-n"), type=int, default=3, metavar="T",
-                   help="T, the longest n-gram length (at most 100)")
+                   help=f"T, the longest n-gram length (at most {MAX_NGRAM_LENGTH})")
     g.add_argument(*flags("max-items-per-user"), type=_max_items, default=100,
                    metavar="N|auto[,…]",
                    help="Δ_k, the contribution bound per level: how many distinct k-grams of "
@@ -395,4 +395,4 @@ def main(argv=None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

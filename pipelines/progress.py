@@ -3,7 +3,7 @@
 Each job logs ``[job  12.3s] …`` lines through the ``pipelines`` logger
 (:func:`configure_progress`, :func:`progress`): the files it reads, each
 stage's or DPNE level's released count (:class:`LogCount`; SIPS rounds' only
-with ``--non-private-stats``), the files it wrote (:func:`log_written`); and
+with ``--non-private-stats``), the files it wrote (:func:`log_written`, one line per writer); and
 one summary line on stdout when it succeeds. Only the released set leaves
 (docs/privacy.md, invariants): these lines name files and released counts,
 never a user id, a record's text or a raw count (raw counts only with
@@ -123,15 +123,25 @@ class LogCount(beam.PTransform):
 
 
 def log_written(paths, what: str, staging: str | None = None, output: str | None = None):
-    """Logs each file a writer returns as written, named where it will be: under
-    ``output`` once the ``staging`` folder it was written into is put in place."""
+    """Logs the files a writer returns as written, in one line once all are written,
+    named where they will be: under ``output`` once the ``staging`` folder they were
+    written into is put in place. Many shards make one line (how many, the first and
+    the last; ``--num-shards 300`` once made 300 lines)."""
 
     clock = _job_clock()
 
-    def log(path):
+    def where(path):
         if staging and output and path.startswith(staging.rstrip("/") + "/"):
-            path = output.rstrip("/") + path[len(staging.rstrip("/")):]
-        _log_line(clock, f"wrote {path}")
+            return output.rstrip("/") + path[len(staging.rstrip("/")):]
+        return path
 
-    return paths | f"Log{what.title()}Written" >> beam.Map(log).with_output_types(type(None))
+    def log(written):
+        names = sorted(where(path) for path in written)
+        if len(names) == 1:
+            _log_line(clock, f"wrote {names[0]}")
+        elif names:
+            _log_line(clock, f"wrote {len(names):,} files {names[0]} … {names[-1]}")
 
+    return (paths
+            | f"Collect{what.title()}Written" >> beam.combiners.ToList()
+            | f"Log{what.title()}Written" >> beam.Map(log).with_output_types(type(None)))

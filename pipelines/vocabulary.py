@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from types import SimpleNamespace
 
 import apache_beam as beam
@@ -47,6 +46,7 @@ from pipelines.input_flags import check_public_input, resolve_input
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.job_files import WriteJson, read_json
+from pipelines.interrupts import end_program
 from pipelines.job_runner import job_pipeline, run_job
 from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
@@ -327,4 +327,4 @@ def main(argv=None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

@@ -41,7 +41,7 @@ distinct items are sampled uniformly down to Δ0.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import repeat
+from itertools import filterfalse, repeat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -108,6 +108,8 @@ def check_pair(record: Any) -> tuple:
             f"item (field 1) must be str or bytes, got {a_type(item)}")
     if not item:
         raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
+    if _has_lone_surrogate(item):
+        raise InvalidRecordError(f"item (field 1) of a (user_id, item) record {LONE_SURROGATE}")
     return user_id, _plain(item)
 
 
@@ -117,12 +119,43 @@ def _check_user_id(user_id, what: str):
     return canonical_user_id(user_id, what)
 
 
+# Every writer encodes str items as UTF-8, which cannot hold a lone surrogate
+# (what errors="surrogateescape" decoding makes of an invalid byte): refused where
+# items are checked, before anything is noised, never after the release.
+LONE_SURROGATE = ("holds a lone surrogate (not UTF-8; decode the input strictly, or give "
+                  "the items as bytes)")
+
+
+def _has_lone_surrogate(item) -> bool:
+    """Whether a str ``item`` holds a surrogate code point (ASCII is known in O(1))."""
+    if isinstance(item, bytes) or item.isascii():
+        return False
+    try:
+        item.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _utf8_items(distinct) -> bool:
+    """Whether plain str items all encode as UTF-8: the non-ASCII ones (skipped in C
+    by ``str.isascii``, O(1) each) encoded at once."""
+    try:
+        "".join(filterfalse(str.isascii, distinct)).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _bad_item(item) -> str | None:
-    """Why ``item`` is not an item (a non-empty str or bytes), or None if it is one."""
+    """Why ``item`` is not an item (a non-empty str or bytes that UTF-8 holds), or None
+    if it is one."""
     if not isinstance(item, (str, bytes)):
         return f"must be str or bytes, got {a_type(item)}"
     if not item:
         return "is empty"
+    if _has_lone_surrogate(item):
+        return LONE_SURROGATE
     return None
 
 
@@ -170,6 +203,9 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
         user_id = _check_user_id(user_id, "(user_id, item) record")
         if not value:
             raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
+        if _has_lone_surrogate(value):
+            raise InvalidRecordError(
+                f"item (field 1) of a (user_id, item) record {LONE_SURROGATE}")
         return user_id, {_plain(value): 1}
     user_id = _check_user_id(user_id, "(user_id, items) record")
     if isinstance(value, Mapping) or not isinstance(value, (Iterable, np.ndarray)):
@@ -246,7 +282,8 @@ def element_item_counts(element: Any, occurrences: bool = True,
 def _plain_tokens(distinct) -> bool:
     """Whether distinct items are all non-empty plain str (as a Tokenizer makes them; a
     Tokens list can be changed after): one C-level pass over the distinct items only."""
-    return not distinct or ("" not in distinct and set(map(type, distinct)) == {str})
+    return not distinct or ("" not in distinct and set(map(type, distinct)) == {str}
+                            and _utf8_items(distinct))
 
 
 def element_distinct_items(element: Any) -> set | dict:

@@ -22,14 +22,28 @@ __all__ = ["check_document", "element_document", "element_tokens", "plain_token"
 
 
 def plain_tokens(tokens) -> bool:
-    """Plain str tokens, none empty and none with whitespace: exactly when
-    splitting them joined by spaces gives them back (C calls, the common case)."""
-    return set(map(type, tokens)) <= {str} and " ".join(tokens).split() == list(tokens)
+    """Plain str tokens, none empty, none with whitespace and all UTF-8 (no lone
+    surrogate, which no writer can encode): exactly when splitting them joined by
+    spaces gives them back and the join encodes (C calls, the common case)."""
+    if not set(map(type, tokens)) <= {str}:
+        return False
+    joined = " ".join(tokens)
+    return joined.split() == list(tokens) and (joined.isascii() or _utf8(joined))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def plain_token(token) -> bool:
-    """One token as ``plain_tokens`` wants it: a plain, non-empty str without whitespace."""
-    return type(token) is str and token.split() == [token]
+    """One token as ``plain_tokens`` wants it: a plain, non-empty str without whitespace,
+    all UTF-8."""
+    return (type(token) is str and token.split() == [token]
+            and (token.isascii() or _utf8(token)))
 
 
 def checked_tokens(tokens, where: str) -> tuple:
@@ -47,6 +61,10 @@ def checked_tokens(tokens, where: str) -> tuple:
             raise InvalidRecordError(
                 f"token {position} of {where} contains whitespace; tokens are "
                 "written space-separated, so split them first")
+        if not (t.isascii() or _utf8(t)):
+            raise InvalidRecordError(
+                f"token {position} of {where} holds a lone surrogate (not UTF-8; decode the "
+                "input strictly)")
     # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
     return tuple(str(t) for t in tokens)
 

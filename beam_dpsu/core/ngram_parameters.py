@@ -29,10 +29,12 @@ __all__ = ["NgramParameters", "LEVEL1_POLICIES", "MAX_NGRAM_LENGTH", "check_max_
 LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
 
 # The longest n-gram length a transform takes. Levels are unrolled when the
-# pipeline is built (a few stages each): 100 levels build in ~8 s and run on
-# the DirectRunner; 1000 levels exhausted Python's recursion limit after
-# minutes. DPNE's evaluation stops at T = 10 (dpne §4).
-MAX_NGRAM_LENGTH = 100
+# pipeline is built (16 steps each in a chain) and Beam's Python runners walk
+# that chain recursively at Python's default limit of 1000 frames: 100 levels
+# ended in RecursionError, 40 leave a quarter of it
+# (tests/pipelines/test_pipeline_depth.py). DPNE's evaluation stops at T = 10
+# (dpne §4).
+MAX_NGRAM_LENGTH = 40
 
 
 def check_max_n(max_n) -> int:

@@ -197,7 +197,7 @@ class SIPS(MechanismConfig):
 
     Attributes:
       max_items_per_user: Δ0, distinct items sampled per user in each round.
-      rounds: I ≥ 1, the number of rounds (at most ``MAX_ROUNDS`` = 100).
+      rounds: I ≥ 1, the number of rounds (at most ``MAX_ROUNDS`` = 40).
       ratio: r in (0, 1], the ratio between consecutive rounds' budgets.
       removal: how earlier rounds' items are removed: "side_input" (default;
         the released set is broadcast to workers) or "join" (no memory bound,
@@ -214,9 +214,12 @@ class SIPS(MechanismConfig):
     user_mass: ClassVar[str] = "sqrt(m)"
     # "auto"'s default share of the budget (max_items_choice, "The share").
     auto_share: ClassVar[float] = max_items_choice.SIPS_SHARE
-    # Rounds are unrolled when the pipeline is built: 100 run in ~40 s on the
-    # DirectRunner; dp-sips uses 3 to 5 (§5).
-    MAX_ROUNDS: ClassVar[int] = 100
+    # Rounds are unrolled when the pipeline is built (11 steps each in a chain,
+    # 17 with the join) and Beam's Python runners walk that chain recursively at
+    # Python's default limit of 1000 frames: 100 rounds ended in RecursionError,
+    # 40 leave a quarter of it (tests/pipelines/test_pipeline_depth.py); dp-sips
+    # uses 3 to 5 (§5).
+    MAX_ROUNDS: ClassVar[int] = 40
 
     def __post_init__(self):
         super().__post_init__()

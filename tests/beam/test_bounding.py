@@ -28,8 +28,10 @@ from beam_dpsu import (MECHANISMS, BoundContributions, Budget, InvalidRecordErro
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core import policies
 from beam_dpsu.beam.bounding import (ItemCountsPerUser, SampleItemsPerUser, _MergeItemCountsFn,
-                                canonical_user_id, item_counts)
+                                canonical_user_id, check_pair, element_distinct_items,
+                                element_item_counts, item_counts)
 from beam_dpsu.beam.sequential import run_order_key, user_order_key
+from beam_dpsu.core.tokenizer import Tokens
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.beam.histograms import merge_histograms, shard_of_item, split_by_shard
 from beam_dpsu.beam.noisy_threshold import NOISE_BATCH, KeepWithProbability, NoisyThreshold
@@ -80,6 +82,37 @@ def test_item_counts_canonicalises_user_ids_and_items():
 def test_item_counts_names_the_problem_never_the_value(element, message):
     with pytest.raises(InvalidRecordError, match=message):
         item_counts(element)
+
+
+# "a\udc80b" is what errors="surrogateescape" decoding gives for an invalid byte: UTF-8,
+# which every writer uses, cannot hold it, so it is refused before anything is noised
+# (it used to pass selection and fail both writers after the release).
+SURROGATE = "a\udc80b"
+LONE_SURROGATE = r"holds a lone surrogate \(not UTF-8; decode the input strictly"
+RECORD = r"a \(user_id, items\) record \(field 1\) "
+
+
+@pytest.mark.parametrize("check, element, where", [
+    (item_counts, ("u", ["ok", "é", SURROGATE]), r"^item 2 of " + RECORD),
+    (item_counts, ("u", ("ok", SURROGATE)), r"^item 1 of " + RECORD),
+    (item_counts, ("u", {SURROGATE}), r"^an item of " + RECORD),
+    (item_counts, ("u", SURROGATE), r"^item \(field 1\) of a \(user_id, item\) record "),
+    (check_pair, ("u", SURROGATE), r"^item \(field 1\) of a \(user_id, item\) record "),
+    (element_item_counts, ["ok", SURROGATE], r"^item 1 of an element "),
+    (element_distinct_items, ["ok", SURROGATE], r"^item 1 of an element "),
+    (element_distinct_items, Tokens(["ok", SURROGATE]), r"^item 1 of an element "),
+])
+def test_items_with_lone_surrogates_are_refused_naming_field_and_position(check, element,
+                                                                          where):
+    with pytest.raises(InvalidRecordError, match=where + LONE_SURROGATE) as raised:
+        check(element)
+    assert "\udc80" not in str(raised.value)  # the item's text is never echoed
+
+
+def test_items_that_utf8_holds_pass_the_surrogate_check():
+    assert item_counts(("u", ["é", "😀", "ok"]))[1] == {"é": 1, "😀": 1, "ok": 1}
+    assert check_pair(("u", "naïve")) == ("u", "naïve")
+    assert element_distinct_items(Tokens(["é", "ok"])) == {"é", "ok"}
 
 
 USERS = ["u1", "u2", 3]

@@ -254,6 +254,17 @@ def test_bad_arguments_and_records():
                                  max_items_per_user=5))
 
 
+def test_released_items_of_another_pipeline_are_refused_when_built():
+    # Before: Beam's "{<Pipeline object at 0x…>} != {…}" from deep inside the build.
+    other = beam.Pipeline()
+    released = other | "Released" >> beam.Create(["a"])
+    p = beam.Pipeline()
+    pairs = p | "Pairs" >> beam.Create([("u", "a")])
+    with pytest.raises(ValueError, match=r"^released must come from the same pipeline as the "
+                                         r"users' items"):
+        _ = pairs | CountReleased(released, Budget(1.0), 5)
+
+
 def test_numpy_str_released_items_are_counted():
     # Review finding: released numpy.str_ items failed in Beam's deterministic
     # key coder; they are counted as the plain str they equal.

@@ -17,7 +17,7 @@ from beam_dpsu import Budget, InvalidRecordError, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.kgrams import ValidKgramSampler
 from beam_dpsu.core.tokenizer import Tokens, tokenize
-from beam_dpsu.core.documents import check_document
+from beam_dpsu.core.documents import check_document, element_tokens, plain_token
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 
@@ -206,7 +206,7 @@ def test_extract_ngrams_validation():
 def test_parameter_errors_name_the_argument():
     # A job maps ``param`` to its flag; the message is the library's, unchanged.
     cases = [({"max_n": 0}, "max_n", "max_n must be an int >= 1, got 0"),
-             ({"max_n": 101}, "max_n", "max_n must be at most 100 (each length is a stage of "
+             ({"max_n": 101}, "max_n", "max_n must be at most 40 (each length is a stage of "
                                        "the pipeline), got 101"),
              ({"eta": 0}, "eta", "eta must lie strictly between 0 and 1, got 0"),
              ({"pruning": "left"}, "pruning",
@@ -285,6 +285,20 @@ def test_check_document_accepts_exactly_non_empty_str_tokens_without_whitespace(
     else:
         with pytest.raises(InvalidRecordError, match=r"^token \d+ of a document \(field 1\)"):
             check_document(("u", tokens))
+
+
+@pytest.mark.parametrize("tokens, position", [(("ok", "a\udc80b"), 1), (["\ud800"], 0)])
+def test_tokens_holding_a_lone_surrogate_are_refused_naming_the_position(tokens, position):
+    # UTF-8, which the writers use, cannot hold one: refused before anything is
+    # noised (it passed selection and failed both writers after the release).
+    with pytest.raises(InvalidRecordError, match=rf"^token {position} of a document \(field 1\) "
+                                                 r"holds a lone surrogate") as raised:
+        check_document(("u", tokens))
+    assert "\udc80" not in str(raised.value) and "\ud800" not in str(raised.value)
+    assert check_document(("u", ("é", "😀"))) == ("u", ("é", "😀"))
+    assert not plain_token("a\udc80b") and plain_token("é")
+    with pytest.raises(InvalidRecordError, match=r"^token 1 of an element holds a lone surrogate"):
+        element_tokens(["ok", "a\udc80b"])
 
 
 class _Timestamp(beam.DoFn):

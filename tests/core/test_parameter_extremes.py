@@ -202,9 +202,12 @@ def test_max_n_has_a_stated_limit():
 
 
 def test_sips_rounds_have_a_stated_limit():
-    # Rounds are unrolled like n-gram levels; 100 is accepted, more is refused.
-    mechanisms.SIPS(rounds=100).calibrate(ZCDPBudget(1.0, 1e-5))
-    with pytest.raises(ValueError, match="rounds must be at most 100"):
+    # Rounds are unrolled like n-gram levels; the limit is accepted, more is refused.
+    limit = mechanisms.SIPS.MAX_ROUNDS
+    mechanisms.SIPS(rounds=limit).calibrate(ZCDPBudget(1.0, 1e-5))
+    with pytest.raises(ValueError, match=f"rounds must be at most {limit}"):
+        mechanisms.SIPS(rounds=limit + 1)
+    with pytest.raises(ValueError, match=f"rounds must be at most {limit}"):
         mechanisms.SIPS(rounds=1000)
     # Before: "split weights must be finite and > 0, got [0.0, 0.0, …]".
     with pytest.raises(ValueError, match="ratio = 1e-300 over 3 rounds gives the first round"):

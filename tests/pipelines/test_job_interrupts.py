@@ -164,3 +164,61 @@ def test_the_start_handler_is_for_jobs_only():
         assert not _started_module(argv).startswith("pipelines."), argv
     # In this process (pytest) importing pipelines installed nothing.
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+# -- the first moments and the last ----------------------------------------------------
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_the_handler_comes_before_the_pipelines_package_imports_anything_else(sig, code):
+    # An interrupt in a job's first moments ended it by the signal: the handler came
+    # after the package's own imports (logging among them). Now it comes first, so a
+    # signal once the package imports logging is one line. The import log (level 2:
+    # the job blocks on the full pipe until the signal) says when, not a clock.
+    with sigint_as_in_a_terminal():
+        proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
+    try:
+        for line in proc.stderr:
+            if line.startswith("import 'logging'"):
+                break
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    last = stderr.splitlines()[-1]
+    assert re.fullmatch(LAST_LINE_WHILE_IMPORTING, last) and stdout == "", stderr[-3000:]
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_after_the_summary_is_one_line_and_the_release_stays_whole(
+        tmp_path, pairs, sig, code):
+    # After the summary, Python's shutdown (seconds with Beam loaded) ran with the
+    # signals' default actions: SIGTERM ended the job by the signal, and Ctrl-C once
+    # printed "Exception ignored in atexit callback … KeyboardInterrupt" and exited 0.
+    # The signal is sent once the summary is read: the job may have ended by then
+    # (exit 0); if not, it says so in one line and exits 128 + the signal.
+    out = tmp_path / "out"
+    with sigint_as_in_a_terminal():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.vocabulary", "--input", pairs, "--format",
+             "pairs", "--epsilon", "1", *FIXED, "--output", str(out)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        summary = proc.stdout.readline()
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "; wrote " in summary and stdout == "", (summary, stderr[-3000:])
+    assert proc.returncode in (0, code), (proc.returncode, stderr[-3000:])
+    for noise in ("Traceback", "KeyboardInterrupt", "Exception ignored"):
+        assert noise not in stderr, stderr[-3000:]
+    if proc.returncode:
+        assert stderr.splitlines()[-1] == "interrupted", stderr[-3000:]
+    assert sorted(os.listdir(out)) == ["items-00000-of-00001.txt", "report.json"]

@@ -291,6 +291,17 @@ def test_progress_names_the_written_files_where_they_end_up(spied_run):
     assert wrote and all(f"wrote {out}/items-" in line for line in wrote)
 
 
+def test_progress_says_once_what_many_shards_wrote(pairs, tmp_path, capsys):
+    # `--num-shards 300` printed 300 "wrote …" lines: one line per writer now,
+    # naming how many files (the flag's value), the first and the last.
+    out = tmp_path / "out"
+    assert vocab(pairs, out, "--num-shards", "40") == 0
+    wrote = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()
+             if "] wrote " in line]
+    assert wrote == [f"wrote 40 files {out}/items-00000-of-00040.txt … "
+                     f"{out}/items-00039-of-00040.txt"]
+
+
 # -- remote outputs (gs://…): the same steps through Beam's FileSystems, tried on local paths
 
 
