@@ -51,8 +51,8 @@ _MAX_POINTS = 4001
 #: dp-accounting composes at most this many counts (about 1 s); beyond, discrete
 #: Gaussian counts get no tight statement (the zCDP sum stands).
 MAX_PLD_COUNTS = 1000
-# Review finding: composing with dp-accounting understated δ by ~1e-16 in absolute
-# terms (reported ε at δ = 2e-10 gave a true δ of 2.00000095e-10).
+# Added to dp-accounting's composed δ, which can fall ~1e-16 (absolute) below the
+# true δ (a reported ε at δ = 2e-10 had a true δ of 2.00000095e-10).
 _PLD_ABSOLUTE_SLACK = 1e-14
 
 
