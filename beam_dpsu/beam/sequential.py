@@ -450,7 +450,7 @@ class OrderItemsForGW(beam.PTransform):
     input); ties broken by a keyed hash of the item (gw Algorithm 2, line 8);
     only the first Δ0 are kept (``policies.gw_item_order``). Every item of
     these lists becomes a noised key of the policy histogram, weight 0
-    included (the proof in ``beam_dpsu.core.policies``).
+    included (proof: docs/explanation/proofs.md#gw-and-gw-kt).
     """
 
     def __init__(self, order_key: bytes, max_items_per_user: int | Chosen, public_counts=None):

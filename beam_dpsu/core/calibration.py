@@ -129,7 +129,7 @@ class RoundsCalibration:
         Gaussian (the equivalent ρ) with δ = the rounds' threshold δ.
       source: where the formulas come from.
       delta_noise: under ``Budget(ε, δ)``, the δ of the one analytic Gaussian
-        all rounds' noise was calibrated to (see the module docstring); None
+        all rounds' noise was calibrated to (module docstring); None
         under ``ZCDPBudget``.
     """
 
@@ -337,8 +337,8 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     Under ``Budget(ε, δ)``: σ is the analytic Gaussian at (ε, δ_noise) for the
     given ℓ2 sensitivity and the threshold gets δ_thr, with
     δ_noise + δ_thr = δ split to minimise the threshold
-    (``split_delta``; the proof is in the module docstring; dpsu Theorem 5.1 /
-    B.2 used δ/2 each).
+    (``split_delta``; proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms;
+    dpsu Theorem 5.1 / B.2 used δ/2 each).
     Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
     ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
     """

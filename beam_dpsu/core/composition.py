@@ -154,7 +154,10 @@ def _binomial_rounded_up(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _counts_pair(counts):
-    """The counts' pair: Δ0 coordinates each moved by 1 (see the module docstring)."""
+    """The counts' pair: Δ0 coordinates each moved by 1.
+
+    Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
+    """
     from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
     d0 = int(counts.max_items_per_user)
     if isinstance(counts.noise, DiscreteLaplace):
@@ -177,7 +180,7 @@ def _counts_pair(counts):
 
 @functools.cache
 def _discrete_gaussian_tail() -> float:
-    """P[|X| > ⌈11.6σ⌉] for X discrete Gaussian (see the module docstring): 2Φ(−11.6),
+    """P[|X| > ⌈11.6σ⌉] for X discrete Gaussian (docs/explanation/proofs.md): 2Φ(−11.6),
     the same float as 2·scipy.stats.norm.sf(11.6), which computes it so."""
     from scipy import special
     return 2.0 * float(special.ndtr(-11.6))

@@ -20,8 +20,9 @@ budgets (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and 
 under zCDP, dp-sips Lemma 6). ``split_selection_and_counts`` makes that split
 from one total and records it in a ``BudgetAccountant``. The sum is an upper
 bound: given both parts' calibrations, ``composed_guarantees`` states the
-total as run with privacy-loss distributions (``beam_dpsu.core.composition``,
-proof in its docstring), an ε at the same δ that is never above the sum.
+total as run with privacy-loss distributions (``beam_dpsu.core.composition``),
+an ε at the same δ that is never above the sum.
+Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 """
 
 from __future__ import annotations

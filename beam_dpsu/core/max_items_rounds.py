@@ -36,7 +36,7 @@ from beam_dpsu.core import memo
 __all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_released",
            "round_thresholds"]
 
-# The Zipf exponent of the prior popularity law (see the module docstring).
+# The Zipf exponent of the prior popularity law (docs/explanation/proofs.md, "The prior").
 EXPONENT = 1.3
 # The rule, as ``AutoPlan.to_dict`` reports it.
 RULE = ("argmax over candidates of the items the rounds release in a model of them: users "
@@ -97,7 +97,7 @@ def _last_above(weights: np.ndarray, start: int, threshold: float) -> float:
 def expected_released(counts: Floats, sizes: Floats, thresholds: Floats, max_items: int,
                       holding: np.ndarray | None = None,
                       exponent: float = EXPONENT) -> float:
-    """K_I: the items the rounds release in the model (module docstring).
+    """K_I: the items the rounds release in the model (docs/explanation/proofs.md).
 
     Args:
       counts: users per size bin (noisy counts as they are).

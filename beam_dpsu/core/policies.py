@@ -339,7 +339,7 @@ def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
     next, until the budget is spent or every item has reached Γ (the
     termination the printed algorithm lacks; dp-sips footnote 1). Items at Γ
     get 0; so does every item after the budget runs out (those stay keys of
-    the histogram at weight 0 and are noised; module docstring). ℓ1
+    the histogram at weight 0 and are noised: docs/explanation/proofs.md#gw-and-gw-kt). ℓ1
     sensitivity 1 (gw Lemma 1).
     """
     weights = np.asarray(weights, dtype=np.float64)
@@ -366,7 +366,8 @@ def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: flo
     Every item of the user's (already bounded) list is written, with whatever
     increment the policy gives it, 0 included: the histogram's keys are the
     union of the users' lists, which is what keeps the noised key set of
-    neighbours apart only by the extra user's items (module docstring). For
+    neighbours apart only by the extra user's items
+    (docs/explanation/proofs.md#parallel-and-sequential-updates). For
     ℓ1- and ℓ2-descent with Γ > 0 every increment of a new item is positive,
     so there the keys are also exactly the items of positive weight.
     """
@@ -425,7 +426,7 @@ def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items
     Most frequent first by the user's own counts C_i, or, with
     ``public_counts`` (GW-KT), by the public counts (items absent from the
     public data count 1); only the first Δ0 are kept (the cap that bounds the
-    extra user's keys; module docstring). Ties are broken by
+    extra user's keys: docs/explanation/proofs.md#gw-and-gw-kt). Ties are broken by
     ``tie_key(item)`` (a keyed hash), which depends on the item alone, never
     on the histogram.
     """
