@@ -3,25 +3,17 @@
 Pure Python (no Beam); ``beam_dpsu.count_released.CountReleased`` is the
 transform that draws the counts.
 
-Noise. Each user is counted on at most Δ0 released items, so adding or
-removing one user changes at most Δ0 counts by 1 each: ℓ1 sensitivity Δ0,
-ℓ2 sensitivity √Δ0. The counts are published, so the noise is exact and
-discrete (``beam_dpsu.core.discrete_noise``; Canonne, Kamath & Steinke 2020):
+Each user is counted on at most Δ0 released items (ℓ1 sensitivity Δ0, ℓ2
+√Δ0), with exact discrete noise (``beam_dpsu.core.discrete_noise``): discrete
+Laplace of scale Δ0/ε under ``Budget(ε, δ)``, discrete Gaussian of
+σ² = Δ0/(2ρ) under ``ZCDPBudget(ρ, δ)``; both pure, δ is unused.
+Proof: docs/explanation/proofs.md#counts-of-released-items.
 
-* ``Budget(ε, δ)``: discrete Laplace noise of scale Δ0/ε, pure ε-DP
-  (CKS §1.1, eq. (2); Ghosh, Roughgarden & Sundararajan 2009); δ is unused.
-* ``ZCDPBudget(ρ, δ)``: discrete Gaussian noise with σ² = Δ0/(2ρ), pure
-  ρ-zCDP (CKS Theorem 4 with Proposition 3 for the ℓ2 sensitivity √Δ0);
-  δ is unused.
-
-Split. The released set is an earlier DP output, so counting on it is
-adaptive composition: selection and counts together spend the sum of their
-budgets (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ
-under zCDP, dp-sips Lemma 6). ``split_selection_and_counts`` makes that split
-from one total and records it in a ``BudgetAccountant``. The sum is an upper
-bound: given both parts' calibrations, ``composed_guarantees`` states the
-total as run with privacy-loss distributions (``beam_dpsu.core.composition``),
-an ε at the same δ that is never above the sum.
+Counting on the released set is adaptive composition: selection and counts
+together spend the sum of their budgets. ``split_selection_and_counts`` makes
+that split from one total and records it in a ``BudgetAccountant``; given both
+parts' calibrations, ``composed_guarantees`` states the total as run, an ε at
+the same δ never above the sum (``beam_dpsu.core.composition``).
 Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 """
 
