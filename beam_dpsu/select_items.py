@@ -46,112 +46,43 @@ __all__ = ["SelectItems"]
 class SelectItems(ReadsContainers, ReleaseTransform):
     """Releases the items held by users under user-level DP.
 
-    Its input is a PCollection of ``(user_id, item)`` pairs, one per
-    occurrence, or of ``(user_id, items)`` per-user records (``items`` a list,
-    tuple, set or numpy array of str/bytes, each occurrence once), or a mix: a
-    user may span any number of elements, which are merged into one before
-    anything is bounded. Rows, NamedTuples and dicts are read by naming their
-    fields (``user_field`` with ``item_field`` or ``item_list_field``), into the
-    same pairs or records. Records are the faster form when the data already
-    comes as rows or documents of one user: read them as records rather than
-    exploding them into pairs.
-
-    The pipeline it builds: first bound each user's contribution (check
-    elements, merge them per user, dedupe, sample ≤ Δ0 items), then sum the
-    mechanism's per-user weights into a histogram over held items only,
-    finally add noise and keep the items above the release threshold.
-
-    The input must be bounded and in the global window (bounding is global:
-    a windowed input would bound each user once per window), else
-    ``NonGlobalWindowError`` when the pipeline is built. The output
-    PCollection means a *set*: the guarantee covers which items are in it,
-    nothing else. Write it with ``beam_dpsu.WriteReleased`` (sorted lines in
-    hash-chosen shards), never with ``WriteToText``, whose line order follows
-    the input and the histogram's insertion order.
-
-    An item's identity is its Python value: two items are one when they are
-    equal (``==``). So ``"cat"`` and ``b"cat"`` are two items, counted and
-    released apart (``numpy.str_``/``numpy.bytes_`` items are plain ``str``/
-    ``bytes``). Give every item one type: a released set holding both
-    ``str`` and ``bytes`` items cannot be written (``WriteReleased`` refuses
-    it with a ``ValueError`` before writing any file, as ``"cat"`` and
-    ``b"cat"`` would be the same line); decode bytes (or encode str) first.
-
-    One object is one release: it spends its whole budget once, so applying
-    the same ``SelectItems`` a second time (in this or another pipeline) is
-    refused with ``AppliedTwiceError`` when the pipeline is built. Reuse its
-    output PCollection, or build a second ``SelectItems`` with its own budget.
-
-    Every argument after ``budget`` is keyword-only.
+    Bounds each user's contribution (merges the user's elements, dedupes, samples
+    ≤ Δ0 items), sums the mechanism's per-user weights into a histogram over the
+    held items, adds noise and keeps the items above the release threshold. It is
+    calibrated when constructed: ``.report`` is ready before the pipeline runs. The
+    input (pairs, per-user records or rows; docs/how-to/input.md) must be bounded and
+    in the global window. The output means a *set*: write it with
+    ``beam_dpsu.WriteReleased``, never with ``WriteToText``. Items are equal when
+    ``==``: give them one type (``"cat"`` and ``b"cat"`` are two items but one line).
+    One object spends its budget once.
+    Input: docs/explanation/proofs.md#bounding-and-the-privacy-unit.
 
     Args:
-      mechanism: a config, e.g. ``WeightedGaussian(max_items_per_user=100)``;
-        Δ0 is its ``max_items_per_user`` (an int, ``"auto"`` or
-        ``AutoMaxItems(share=..., candidates=...)``).
-      budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``; the
-        whole budget is spent by this transform.
-      accountant: optional ``BudgetAccountant`` to spend ``budget`` from, when
-        this transform is built: transforms sharing one accountant raise
-        ``BudgetExceededError`` as soon as their budgets sum past its total.
-      seed: test-only fixed seed; None (default) uses OS entropy. A seeded
-        transform logs a WARNING (``beam_dpsu`` logger) when it is built.
-      hot_key_fanout: optional fan-out for the sum of partial histograms: the
-        parallel mechanisms and SIPS sum them in 64 × fan-out shards of the
-        items (``beam_dpsu.beam.histograms``); useful on large runners.
-      privacy_unit: ``"user_id"`` (default): neighbours differ by all the
-        elements of one user id, which are merged before bounding.
-        ``"element"``: neighbours differ by one element, and each element
-        is a list, set or 1-D array holding *all* of one person's items (no
-        user id): nothing is merged, which saves the per-user shuffle. Use it
-        only when no person can appear in two elements, e.g. one document
-        per author, or after your own group-by-user.
-      non_private_stats: also keep each SIPS round's release, after
-        expansion, as ``non_private_released_by_stage`` (``{"round_0":
-        PCollection, ...}``). Off by default: which round released an item is
-        NOT a function of the released set; keep it out of anything published.
-      user_field: read the input as ``beam.Row``s, NamedTuples or dicts
-        (``beam_dpsu.beam.fields``): the field holding the user id. Not with
-        ``privacy_unit="element"`` (an element has no user id).
-      item_field: with ``user_field``, the field holding one item (str or
-        bytes) per element, as in a ``(user_id, item)`` pair.
-      item_list_field: the field holding a list, tuple, set or 1-D array of
-        items, as in a ``(user_id, items)`` record; alone with
-        ``privacy_unit="element"``. Not with ``item_field``.
-      public_counts: GW-KT's public counts as a ``PCollection`` of (item,
-        count) pairs, e.g. counted from a public corpus in the same pipeline
-        (a side input); only with ``GreedyWithoutSampling(public_order=True)``
-        that holds no mapping of its own.
-      pre_threshold: k ≥ 1 (default 1, none): on top of the DP selection, an
-        item is released only if at least k distinct users hold it after
-        bounding (per round for SIPS), as PipelineDP's and Google's
-        ``pre_threshold``. Same budget: the release thresholds rise by
-        k − 1 times the largest weight one user gives an item (truncated
-        geometric keeps with π(n − (k − 1))); docs/privacy.md, Pre-threshold.
+      mechanism: a config, e.g. ``WeightedGaussian(100)``: Δ0 is its
+        ``max_items_per_user``, an int, ``"auto"`` or ``AutoMaxItems(...)``.
+      budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``, all spent.
+      seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
+      hot_key_fanout: sum the partial histograms in 64 × fan-out item shards.
+      privacy_unit: ``"user_id"`` (default) or ``"element"`` (one element: all of a person).
+      accountant: optional ``BudgetAccountant`` that ``budget`` is spent from.
+      non_private_stats: keep each SIPS round's release as
+        ``non_private_released_by_stage``: NOT a function of the released set.
+      user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field.
+      item_field: with ``user_field``, the field holding one str/bytes item.
+      item_list_field: the field holding a collection of items; alone with
+        ``privacy_unit="element"``, never with ``item_field``.
+      public_counts: GW-KT's public (item, count) pairs as a ``PCollection``;
+        only with ``GreedyWithoutSampling(public_order=True)`` holding no mapping.
+      pre_threshold: k ≥ 1 (default 1, none): release only items at least k
+        users hold after bounding. Proof: docs/explanation/proofs.md#pre-threshold.
 
     Raises:
-      ValueError: field arguments that do not fit together or with
-        ``privacy_unit``, when it is constructed.
-      TypeError: a field name that is not a str, when it is constructed; named
-        fields for an input typed as tuples or lists, when the pipeline is built.
-      InvalidRecordError: a named field missing from the input's schema (when
-        the pipeline is built) or from an element, or a bad element (when it
-        runs). The message names the field, never a value.
-
-    For example:
-
-    ```python
-    released = pairs | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5))
-    # or, with one element per document:
-    released = (docs | beam.Map(lambda d: (d["author"], d["text"].split()))
-                | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5)))
-    # or, from beam.Rows (NamedTuples, dicts) with an author and a list of words:
-    released = rows | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
-                                  user_field="author", item_list_field="words")
-    # or, when each document is one person's only one:
-    released = (docs | beam.Map(lambda d: d["text"].split())
-                | SelectItems(WeightedGaussian(100), ZCDPBudget(0.1, 1e-5),
-                              privacy_unit="element"))
-    ```
+      ValueError: field arguments that do not fit together, when constructed.
+      TypeError: a field name that is not a str, or named fields on tuple input.
+      InvalidRecordError: a field missing from the schema or an element, or a
+        bad element; the message names the field, never a value.
+      AppliedTwiceError: applied a second time, when the pipeline is built.
+      NonGlobalWindowError: a windowed input, when the pipeline is built.
     """
 
     def __init__(self, mechanism: MechanismConfig, budget: Budget | ZCDPBudget, *,

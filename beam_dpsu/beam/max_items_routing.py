@@ -1,42 +1,22 @@
 """``max_items_per_user="auto"`` in Beam: the size histogram, the choice, the records.
 
-The math is ``beam_dpsu.core.max_items_choice``; this module only moves data. The pipeline
-``AutoSelection`` builds:
+The math is ``beam_dpsu.core.max_items_choice``; this module only moves data.
+``AutoSelection`` first merges every user's elements into one record and
+packs the records into compact blocks (``beam_dpsu.core.record_blocks``),
+which count each user's number of distinct items into the fixed size bins;
+then one step adds the integer noise to the summed bins and picks Δ0
+(``AutoPlan.choose``), a checkpointed draw; finally every block waits for the
+choice and feeds the selection, calibrated for every candidate when
+``SelectItems`` was built, whose steps read the chosen index as a side input
+(``beam_dpsu.beam.chosen``). The parallel mechanisms and the sampling
+policies take the blocks packed (``as_blocks=True``), SIPS takes them alone
+(``packed=True``). The chosen Δ0 is a DP output; the selection runs once, at
+that Δ0, and spends the selection's budget once.
 
-1. first, every user's elements are merged into one record (as any selection
-   does before bounding), checked, and packed with other users' into compact
-   blocks (``beam_dpsu.core.record_blocks``: item ids, not lists of str),
-   which count each user's number of distinct items into the fixed size bins
-   as they pack it (the bins are then summed over all blocks);
-2. then one step adds the integer noise to the bin counts and picks Δ0
-   (``AutoPlan.choose``); that draw is checkpointed, since the wait below,
-   every step of the selection that reads it, and ``chosen_max_items_per_user``
-   read it;
-3. finally every block waits for the choice and is unpacked into the users'
-   records, one per user, for the selection: one selection for every
-   candidate, calibrated for each when ``SelectItems`` was built, whose steps
-   read the chosen candidate's Δ0 and calibration from the chosen index
-   (``AutoSelection.chosen``, a side input; ``beam_dpsu.beam.chosen``).
-   The parallel mechanisms and the sampling policies take the blocks packed
-   instead (``as_blocks=True``): their first step reads the choice and
-   samples a block at a time in numpy, with no list of str per user. SIPS
-   takes the blocks alone (``packed=True``): its rounds carry the users
-   packed, and every round's first step reads the choice before a block
-   (``beam_dpsu.beam.sips``).
+``SampleAtChosenMaxItems`` does the same for ``CountReleased``, on each user's
+number of distinct *released* items (``CountsAutoPlan.choose``).
 
-The records must wait for the choice, all of them (it needs every user's
-size): packed, they take ~1.55 bytes per distinct (user, item) pair where the
-DirectRunner held ~35 per pair of the lists of str (docs/benchmarks.md). A
-step that reads the choice as a side input before unpacking holds them
-packed until it is known.
-
-The chosen Δ0 is a DP output (the size histogram's post-processing); the
-selection runs once, at that Δ0, and spends the selection's budget once.
-
-``SampleAtChosenMaxItems`` does the same for ``CountReleased``: the histogram
-is of each user's number of distinct *released* items, the choice
-``CountsAutoPlan.choose`` (which also reads the public number of released
-items), and every user is sampled at the chosen Δ0 before it is counted.
+Design and memory: docs/explanation/proofs.md#auto-in-beam.
 """
 
 from __future__ import annotations

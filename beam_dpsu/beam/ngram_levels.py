@@ -2,23 +2,16 @@
 the spurious draws, and the levels' figures (dpne §2, App. A).
 
 ``KgramLevel(k, …)`` over the blocks of users
-(``beam_dpsu.beam.document_blocks``): every user's valid k-grams (both
-(k−1)-subgrams released, or the prefix only with ``pruning="single"``; S_1 and
+(``beam_dpsu.beam.document_blocks``): every user's valid k-grams (S_1 and
 S_{k−1} arrive as side inputs) are sampled to Δ_k and weighted 1/√|U|; the
-sums get N(0, σ_k²) noise and are kept above
-ρ_k = σ_k Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)), where |V_k| is counted exactly
-from S_{k−1} (``kgrams.valid_kgram_count``). Finally the zero-weight valid
-k-grams the histogram over all of V_k would have released are drawn:
-B_k ~ Binomial(|V_k| − |supp H_k|, Φ(−ρ_k/σ_k)) k-grams sampled uniformly
-from V_k ∖ supp H_k (``SpuriousFn``). This spurious sampling is part of the
-privacy guarantee, not cosmetic: without it, which zero-weight k-grams are
-missing from the output depends on the data (docs/privacy.md, "DPNE's spurious k-grams").
+sums get N(0, σ_k²) noise and are kept above ρ_k, which reads |V_k| counted
+exactly from S_{k−1} (``kgrams.valid_kgram_count``). Finally the zero-weight
+valid k-grams the histogram over all of V_k would have released are drawn
+(``SpuriousFn``): part of the guarantee, not cosmetic. H_k and each level are
+checkpointed with a ``Reshuffle`` before they fan out (docs/privacy.md,
+invariant 11; ``beam_dpsu.beam.randomness``).
 
-Drawn once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``): H_k's
-sampled sums feed both the noise and the support the spurious draws avoid,
-and each level (its release with its spurious draws) feeds the output, the
-next level and the level stats; both are checkpointed with a ``Reshuffle``
-before they fan out.
+The levels and their proof: docs/explanation/proofs.md#dpne.
 """
 
 from __future__ import annotations

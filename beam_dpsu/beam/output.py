@@ -1,55 +1,29 @@
 r"""Writing a released set so that nothing but the set leaves (docs/privacy.md, invariant 6).
 
-The DP guarantee covers the released *set*. A PCollection has no order, but a
-file does: written with ``WriteToText``, released items come out in the order
-the runner happened to process them, which follows the input (a pairs file in
-user order comes back in user order), the histogram's insertion order (a
-sequential policy emits one user's items together) or the way a level was
-built (DPNE's spurious k-grams would form one block after the held ones,
-labelling every one of them). Any of these says more than the set.
+The DP guarantee covers the released *set*, but a file has an order: written
+with ``WriteToText``, released items follow the input, the histogram's
+insertion order or the way a level was built, and say more than the set.
 
-``WriteReleased`` removes all of it: first each element is assigned a shard
-by a stable, unkeyed hash of its sort key (so which file an item lands in
-depends on the item alone), then every shard's elements are sorted and the
-shard is written as one file. The same set gives byte-identical files
-whatever the input order, bundling, runner or number of workers. Every shard
-file is written, empty ones included, so the number of files says nothing
-either.
-
-Each shard is sorted in memory on one worker: raise ``num_shards`` when the
-released set would not fit one worker (about 100 bytes per item in Python).
-A shard is written to a temporary name and renamed, so a failed write never
-leaves a partial file under the final name.
+``WriteReleased`` removes all of it: each element is assigned a shard by a
+stable, unkeyed hash of its sort key (which file an item lands in depends on
+the item alone), every shard's elements are sorted and the shard is written
+as one file, to a temporary name then renamed (a failed write never leaves a
+partial file under the final name). The same set gives byte-identical files
+whatever the input order, bundling, runner or number of workers; every shard
+file is written, empty ones included. Each shard is sorted in memory on one
+worker: raise ``num_shards`` when the released set would not fit one.
 
 Lines: a str item is its text, bytes are decoded as UTF-8 (invalid bytes as
-``\xNN``), an n-gram is its tokens joined by a space (``check_document``
-refuses tokens with whitespace). One item is one line however the file is
-split (``for line in f`` or ``str.splitlines()``): a backslash is written
-``\\``, line breaks ``\n`` / ``\r``, and every other character that
-``str.splitlines()`` breaks at (``\x0b \x0c \x1c \x1d \x1e \x85 \u2028
-\u2029``), like a lone surrogate, as ``\uXXXX``; in a counts TSV a tab is
-``\t``. ``\xNN`` is always a raw byte of a bytes item, ``\uXXXX`` always a
-character. Items without these characters are written as their own text.
-The escaping is reversible: ``unescape(line)`` (``as_bytes=True`` for bytes
-items), ``parse_count_line``, and ``read_released`` / ``read_counts``, which
-read the shards back. Distinct str items give distinct lines, and so do
-distinct bytes items; but a str item and a bytes item that decode alike
-(``"cat"`` and ``b"cat"``) would be the same line. So a release holds one
-type: a set mixing str and bytes items (or tokens, in n-grams) is refused with
-a ``ValueError`` before any shard is written (which types a released set
-holds is a function of the set alone).
+``\xNN``), an n-gram is its tokens joined by a space. One item is one line
+however the file is split: backslashes, line breaks and every character
+``str.splitlines()`` breaks at are escaped (and tabs in a counts TSV),
+reversibly: ``unescape``, ``parse_count_line``, ``read_released``,
+``read_counts``. A release holds one type: a set mixing str and bytes items
+is refused with a ``ValueError`` before any shard is written. Parquet
+(``format="parquet"``): the same shards and order, one ``.parquet`` file each
+under a fixed schema (``parquet_schema``), nothing escaped.
 
-Parquet (``format="parquet"``): the same shards, holding the same items in the
-same order, each written as one ``.parquet`` file with pyarrow under a fixed
-schema (``parquet_schema``), empty shards included: a string column ``item``
-(``as_bytes=True``: binary), or for n-grams (``ngrams=True``) a list column
-``ngram`` of the tokens; ``WriteReleasedCounts`` adds an int64 column
-``count``. Nothing is escaped: a column holds the item (or its tokens)
-itself, as any Parquet reader loads it. A str item holding a lone
-surrogate is refused (a string column is UTF-8); so is an item of the other
-type (bytes in a str release, str with ``as_bytes=True``): one type per set.
-The bytes depend on the set alone, for one pyarrow version (its name is in
-the file's ``created_by``).
+Details: docs/explanation/proofs.md#writing-a-release.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 When a step declares no output type, Beam infers one as it builds the pipeline,
 by interpreting the bytecode of the DoFn's ``process`` and of what it calls
-(``apache_beam.typehints.trivial_inference``): 10–20 ms per step for the DoFns
-here, every time a pipeline is built, a few percent of the test suite. For
+(``apache_beam.typehints.trivial_inference``), every time a pipeline is built:
+a cost for every step, and a visible share of the test suite's time. For
 the DoFns that emit packed blocks, shard dicts or records, what it infers is
 ``Any`` whatever the input; ``opaque_output`` declares exactly that, so the
 build skips the inference and each output PCollection gets the type, and so

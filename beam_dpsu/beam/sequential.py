@@ -1,56 +1,22 @@
 """Sequential policy histograms in Beam, one ordered pass per shard (dpsu Algorithm 2; gw §3).
 
 A policy histogram visits users one at a time, each update depending on the
-histogram so far. The visiting order must be the same for the users common
-to neighbouring datasets, so it is the order of a keyed hash of the user id
-(HMAC-SHA256, a fresh random key per run), never arrival order or the id.
-An element of ``privacy_unit="element"`` input has no id to hash: unseeded,
-it gets 32 fresh random bytes in place of the keyed hash, as independent
-of the data as the HMAC of a random id.
+histogram so far, in the order of a keyed hash of the user id (HMAC-SHA256, a
+fresh random key per run), so that the users common to neighbouring datasets
+are visited in the same order. Each worker packs the users of its bundle into
+one compact block per shard (``UserBlockBuilder``); a ``GroupByKey`` gathers
+each shard's blocks (only the global window is accepted), one DoFn call per
+shard sorts its users by keyed hash and applies the policy
+(``shard_policy_histogram``), and the shard histograms are summed per item.
+The output has one (item, weight) per item of any user's list, weight 0
+included (GW), and every one of them is noised (``beam_dpsu.core.policies``).
 
-The pipeline: first each worker packs the users of its bundle into one
-compact block per shard (``UserBlockBuilder``: the users' order keys, and
-their items as small ids into the block's own list of distinct items), a
-shard being another part of the keyed hash (elements of ``privacy_unit="element"``
-input are checked and sampled in the same step, ``_PolicyElementBlocksFn``); then
-a ``GroupByKey`` gathers each shard's blocks once the window closes (the end
-of a batch input; only the global window is accepted), and one DoFn call per
-shard sorts all its users by keyed hash and applies the policy in that
-order (``shard_policy_histogram``); finally the shard histograms are summed
-per item. (Before, the blocks waited in a stateful DoFn's bag state for an
-end-of-window timer, past a ``Reshuffle``: one more stage and one more copy of
-the blocks on the DirectRunner, for the same histogram.) With one shard and the
-record blocks of ``max_items_per_user="auto"`` (``blocks``), the record blocks are
-gathered as they are, and the shard's DoFn samples and packs its users before it
-visits them (``_PolicyRecordShardFn``): the runner carries and copies the record
-blocks, smaller than the user blocks of a Δ0 that keeps most items, in one stage
-fewer (P > 1 shards need each user's shard drawn before the shuffle, so there the
-users are packed first as above). The output has one
-(item, weight) per item of any user's list, weight 0 included (GW), and
-every one of them is noised: see
-``beam_dpsu.core.policies`` for why. Only the visiting order matters to the
-histogram, so how users fall into bundles and blocks changes nothing but
-the time (the same shard weights bit for bit; with P ≥ 3 shards their sum
-per item may differ in the last bit with the order the runner adds them).
+With ``shards=P`` the users are split over P keys, one ordered policy per
+shard; an extra user changes one shard's histogram, so the sum keeps
+sensitivity 1. P = 1 is the papers' algorithm; raise P when a shard would not
+fit a worker.
 
-Shards. With ``shards=P`` the users are split over P keys, one ordered policy
-per shard. An extra user lands in exactly one shard, so only that shard's
-histogram changes, by at most 1 in the policy's norm: the sum keeps
-sensitivity 1 (``tests/test_sequential_policies.py`` checks it). P = 1 is
-the papers' algorithm; P > 1 lets the runner work on P shards in parallel.
-
-Memory. A shard's users arrive as blocks: 20 bytes per user (its 16-byte
-order key and its length) and 2 bytes per listed item (4 in a block of more
-than 2^16 distinct items), plus each block's distinct items, about
-Σ_users (20 + 2·|list|) bytes + Σ_blocks Σ_distinct (len(item) + 5) bytes:
-e.g. ~12 MB for the 50,000 IMDb reviews at Δ0 = 100, all on one worker when
-P = 1. The shard reads the blocks' ids in place, puts each user's list in its
-own numbering as it visits the user (one array per block from its ids to the
-shard's, none of the shard's listed ids) and builds one dict over its distinct
-items (~100 bytes each). Raise P when a shard would not fit a
-worker. A worker packing blocks holds at most ``USER_BLOCK_ITEMS`` listed
-items (~8 bytes each, plus the blocks' distinct items) before it sends them,
-and sends them sooner once a block holds ``USER_BLOCK_DISTINCT`` distinct items.
+Design, shards and memory: docs/explanation/proofs.md#sequential-policies-in-beam.
 """
 
 from __future__ import annotations
@@ -484,7 +450,7 @@ class OrderItemsForGW(beam.PTransform):
     input); ties broken by a keyed hash of the item (gw Algorithm 2, line 8);
     only the first Δ0 are kept (``policies.gw_item_order``). Every item of
     these lists becomes a noised key of the policy histogram, weight 0
-    included (the proof in ``beam_dpsu.core.policies``).
+    included (proof: docs/explanation/proofs.md#gw-and-gw-kt).
     """
 
     def __init__(self, order_key: bytes, max_items_per_user: int | Chosen, public_counts=None):

@@ -1,51 +1,23 @@
 """DP-SIPS rounds as Beam PTransforms (dp-sips §4, Algorithm 3).
 
-The rounds are unrolled when the pipeline is built. First each user's
-records become one record of distinct items; then, for each round, the items
-released by all earlier rounds are removed from every user's set, the rest is
-re-sampled to Δ0, weighted 1/√|W|, summed, noised and thresholded with that
-round's calibration; finally the rounds' releases are flattened. With a
-pre-threshold k (the rounds' calibrations carry it) a round releases only
-items that at least k of that round's users hold after its sampling.
+The rounds are unrolled when the pipeline is built. Each user's records become
+one record of distinct items; then, for each round, the items released by all
+earlier rounds are removed from every user's set, the rest is re-sampled to
+Δ0, weighted 1/√|W|, summed, noised and thresholded with that round's
+calibration; finally the rounds' releases are flattened. With a pre-threshold
+k a round releases only items that at least k of that round's users hold.
 
-Removing released items
------------------------
-Each round removes the previous round's release from the records the
-previous round read, so round i reads every user less all earlier releases;
-the released items are the frequent ones, so later rounds read much smaller
-records, and users left with nothing are dropped.
 ``removal="side_input"`` (default) broadcasts a round's release to every
-worker as a dict side input: no extra shuffle, but every worker holds the
-released set in memory (roughly 100–200 bytes per item in Python, so
-about 1–2 GB for 10 million items). Its records travel between the rounds
-packed, a run of users per block (``beam_dpsu.core.record_blocks``): each
-user's distinct items as ids into the block's own item list, mostly one
-byte each (~1.55 bytes per (user, item) on IMDb, against ~6 as NUL-joined
-text), a user's
-key only where a seeded sample reads it. A round removes the release from a
-block by looking up each of the block's items once, not each (user, item),
-and the items come back as str only for the users a round samples. Under
-``max_items_per_user="auto"`` the blocks the users waited in for the choice
-of Δ0 are the first round's records (``AutoSelection(packed=True)``), read
-by the first round's sample (which reads the choice) and by the second
-round's removal from one buffer.
-``removal="join"`` instead keys every
-(user, item) by item, co-groups with the released items and regroups by user:
-two extra shuffles of all pairs per round, but no per-worker memory bound.
-Use the join when a round may release more than a few million items (more
-than ~10% of a worker's memory at the figures above); below that the side
-input is faster.
+worker as a dict side input (no extra shuffle; every worker holds the released
+set), the records travelling between rounds packed
+(``beam_dpsu.core.record_blocks``). ``removal="join"`` co-groups the
+(user, item) pairs with the release instead: two extra shuffles per round, no
+per-worker memory bound; use it when a round may release more than a few
+million items. A round's release is checkpointed (``NoisyThreshold.per_shard``
+ends in a ``Reshuffle``), so the output and the next round's removal read one
+draw (docs/privacy.md, invariant 11).
 
-Drawn once
-----------
-A round's release feeds both the output and the next round's removal: it is
-checkpointed (``NoisyThreshold.per_shard`` ends in a ``Reshuffle``) so that a
-runner that recomputes it cannot remove one draw and output another (docs/privacy.md,
-invariant 11; ``beam_dpsu.beam.randomness``). The users' records, read by
-every round, carry no draw: unseeded ``privacy_unit="element"`` records get
-no random id with the side-input removal (nothing reads one), and with the
-join, which regroups by id, the ids are checkpointed once (one more move of
-every record; the join moves every pair twice per round).
+Design and memory: docs/explanation/proofs.md#sips-in-beam.
 """
 
 from __future__ import annotations

@@ -5,50 +5,14 @@ pipeline is built: which noise, its scale, the release threshold, and how δ
 was spent. ``release_mask`` is the pure noise-and-threshold step that both the
 Beam ``NoisyThreshold`` transform and the statistical tests run.
 
-Gaussian mechanisms under ``Budget(ε, δ)`` (tight accounting, docs/privacy.md, Accounting)
-------------------------------------------------------------------------------------------
-Every Gaussian set-union mechanism here (Weighted/Count/Policy Gaussian, the
-rounds of SIPS, the levels of DPNE) adds N(0, σ_r²) noise to histograms of
-ℓ2 sensitivity ≤ Δ2 on the keys both neighbours noise, and thresholds them.
-Its δ is split, when the transform is built, into δ = δ_noise + δ_thr:
+Gaussian mechanisms under ``Budget(ε, δ)`` split δ = δ_noise + δ_thr. The noise
+of all rounds or levels is calibrated as one Gaussian mechanism (the analytic
+Gaussian at (ε, δ_noise), split over the rounds in μ²), and the thresholds
+bound the release of keys only the extra user holds by δ_thr in total; the
+split (``split_delta``) is the data-independent one that minimises the release
+threshold. Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) and δ_thr = δ.
 
-* **Noise.** The noise of all rounds/levels is calibrated as ONE Gaussian
-  mechanism: σ_total = analytic Gaussian at (ε, δ_noise) for sensitivity Δ2
-  (Balle & Wang 2018, Thm 8; dpsu Prop. 2.2), split over the rounds in
-  μ² = Δ2²/σ² by the mechanism's schedule (μ_r² = w_r·μ², Σ w_r = 1). An
-  adaptive composition of Gaussian mechanisms with μ_r is exactly the
-  Gaussian mechanism with μ² = Σ μ_r² (μ-GDP; Dong, Roth & Su 2022,
-  Cor. 3.3), and μ-GDP is (ε, δ_G(μ, ε))-DP for every ε with δ_G the analytic
-  Gaussian's δ (ibid. Cor. 2.13) — so the noise alone is (ε, δ_noise)-DP.
-* **Thresholds.** Let D′ = D ∪ {x}. In round r the keys noised under D′
-  but not under D, keys(H_r(D′)) ∖ keys(H_r(D)), hold weight from x alone
-  (≤ Δ0 of them, docs/privacy.md, invariant 8): x's "own keys" of that round. Let Ã be
-  D′'s run in which own keys are never released, and E the event that
-  M(D′) releases no own key in any round; M(D′) = Ã on E. Given Ã's whole
-  run, the own keys' noise is independent of it and each round's threshold
-  bounds their release chance by δ_r (the lone-user bound, dpsu Thm 5.1 /
-  dp-sips App. A; δ_r = 0 for DPNE levels k ≥ 2, which noise all of V_k), so
-  P[E | Ã] ≥ 1 − Σ_r δ_r = 1 − δ_thr (union bound).
-  (Ã, M(D)) is the adaptive composition, round by round, of Gaussian
-  mechanisms of ℓ2 sensitivity ≤ Δ2 on keys(H_r(D)) (other users' sampling
-  is the same mixture on both sides, x's a mixture on one side: convexity
-  keeps each round μ_r-GDP), hence μ-GDP: its hockey-stick divergence at
-  e^ε is ≤ δ_G(μ, ε) = δ_noise both ways. For every set S of outputs:
-  P[M(D′) ∈ S] ≤ P[Ã ∈ S] + P[not E] ≤ e^ε P[M(D) ∈ S] + δ_noise + δ_thr; and
-  P[M(D′) ∈ S] ≥ P[Ã ∈ S, E] ≥ (1 − δ_thr)·P[Ã ∈ S], so with Q = P[M(D) ∈ ·]
-  and P̃ = P[Ã ∈ ·],
-  Q(S) − e^ε P[M(D′) ∈ S] ≤ Q(S) − e^ε(1 − δ_thr)P̃(S)
-  = (1 − δ_thr)(Q(S) − e^ε P̃(S)) + δ_thr·Q(S) ≤ (1 − δ_thr)·δ_noise + δ_thr
-  ≤ δ_noise + δ_thr
-  (Q(S) − e^ε P̃(S) ≤ δ_noise by the hockey-stick bound, and Q(S) ≤ 1).
-  Both directions: (ε, δ_noise + δ_thr)-DP ≤ (ε, δ)-DP. The thresholds' bad
-  events are the only non-Gaussian part, and they cost δ_thr in both directions.
-* **The split** is a data-independent choice (``split_delta``): it minimises
-  the release threshold (the weight an item needs to be released with
-  probability ½; for SIPS that of the last, largest round; for DPNE that of
-  level 1) by a bounded 1-D search on logit(δ_thr/δ).
-
-Under ``ZCDPBudget(ρ, δ)`` nothing changes: σ = Δ2/√(2ρ) and δ_thr = δ.
+Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
 
 from __future__ import annotations
@@ -165,7 +129,7 @@ class RoundsCalibration:
         Gaussian (the equivalent ρ) with δ = the rounds' threshold δ.
       source: where the formulas come from.
       delta_noise: under ``Budget(ε, δ)``, the δ of the one analytic Gaussian
-        all rounds' noise was calibrated to (see the module docstring); None
+        all rounds' noise was calibrated to (module docstring); None
         under ``ZCDPBudget``.
     """
 
@@ -373,8 +337,8 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     Under ``Budget(ε, δ)``: σ is the analytic Gaussian at (ε, δ_noise) for the
     given ℓ2 sensitivity and the threshold gets δ_thr, with
     δ_noise + δ_thr = δ split to minimise the threshold
-    (``split_delta``; the proof is in the module docstring; dpsu Theorem 5.1 /
-    B.2 used δ/2 each).
+    (``split_delta``; proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms;
+    dpsu Theorem 5.1 / B.2 used δ/2 each).
     Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
     ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
     """

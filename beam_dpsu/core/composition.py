@@ -9,73 +9,13 @@ or ``RoundsCalibration`` of SIPS, or any calibration with a ``Budget``) and
 the counts' ``CountsCalibration`` and return the total guarantee of releasing
 both. Basic composition adds the ε's; this accounting is tight for the
 mechanisms actually run, so it is smaller, and never larger: the reported ε
-is the minimum of the two (both are valid bounds).
+is the minimum of the two (both are valid bounds). Closed forms are the fast
+path (discrete Laplace counts as a binomial loss, a Gaussian selection as one
+μ-GDP Gaussian, a Laplace or other ``Budget`` selection as randomized
+response); the PLD accountant covers discrete Gaussian counts, with
+pessimistic rounding so the reported ε is never below the true one.
 
-Closed forms are the fast path; the PLD accountant covers the rest:
-
-* Counts with discrete Laplace noise: one user moves ≤ Δ0 counts by exactly 1,
-  and the privacy loss of one count is ±a (a = 1/scale, CKS §1.1) with
-  P[+a] = eᵃ/(1 + eᵃ). Δ0 counts: loss a·(2K − Δ0), K ~ Binomial(Δ0, eᵃ/(1 + eᵃ)),
-  exactly (for Δ0 > 4000 on 4000 bins, each mass moved to a larger loss,
-  which only over-states δ).
-* Gaussian selection (ℓ2 sensitivity Δ2, σ): one Gaussian of μ = Δ2/σ; SIPS
-  rounds compose to one Gaussian with μ² = Σ μ_r² (Dong, Roth & Su 2022,
-  Cor. 3.3). δ_G(ε) = Φ(μ/2 − ε/μ) − e^ε·Φ(−μ/2 − ε/μ) (Balle & Wang 2018,
-  Thm 8) holds for every real ε, so the composition with any discrete loss
-  {l_k w.p. p_k} has δ(ε) = Σ_k p_k·δ_G(ε − l_k) exactly.
-* Laplace selection (ℓ1 sensitivity Δ1, λ): bounded by its pure ε_s = Δ1/λ,
-  i.e. by randomized response (loss ±ε_s, P[+ε_s] = e^ε_s/(1 + e^ε_s)), which
-  dominates every ε_s-DP mechanism (Kairouz, Oh & Viswanath 2015; Dong, Roth &
-  Su 2022, Prop. 2.5). (A multi-dimensional Laplace shift is not claimed to be
-  dominated by the 1-D Laplace: we have no proof at hand, so it is not used.)
-  Any other selection with a ``Budget(ε_s, δ_s)`` is bounded the same way,
-  its δ_s counted as threshold δ (below).
-* Counts with discrete Gaussian noise (zCDP budgets): the PLD accountant of
-  ``dp-accounting`` (``from_discrete_gaussian_mechanism``, Δ0-fold
-  self-composition, pessimistic rounding, discretisation interval 1e-4),
-  composed with the selection's PLD. Rounding costs < Δ0·1e-4 in ε (about
-  +0.05 at Δ0 = 1000), never below the true ε. Beyond Δ0 = 1000 no tight
-  statement is made. Its noise is truncated to
-  [−T, T], T = ⌈11.6σ⌉; the true noise differs by total variation
-  τ ≤ 2·Φ̄(11.6) < 1e-30 per count (Z = Σ e^{−x²/2σ²} ≥ σ√(2π) by Poisson
-  summation, CKS), so (1 + e^ε)·Δ0·τ is added to δ.
-
-Proof (why the total is (ε, δ_loss(ε) + δ_threshold), both directions). Let
-D' = D ∪ {x}. Write "M on D' is δ'-approximately dominated by a pair (A, B)"
-when its output law is (1 − δ')·P' + δ'·P'' with (P', law on D) dominated
-by (A, B) in hockey-stick divergence, in both directions. Each part is so:
-
-1. A selection (one round): its only non-Gaussian part is x's items that no
-   other user holds; they exist only under D', and the event E that none is
-   released has P[E] ≥ 1 − δ_threshold (each mechanism's lone-user release
-   test). Their noise is independent of the other keys', so the law given E
-   is the noisy histogram on keys present in both datasets, post-processed;
-   one user moves it within the ℓ2 (ℓ1) sensitivity: the Gaussian pair of μ
-   (Balle & Wang 2018; rotation invariance) or the randomized-response pair
-   of ε_s. Moving mass between the two components makes the weight exactly
-   1 − δ_threshold. SIPS: every round is so for every earlier output, with
-   its own δ_r.
-2. The counts, for every fixed released set S: x moves the count vector by
-   v ∈ {0, 1}^S with ≤ Δ0 ones (for each of x's uniform Δ0-samples; the
-   mixture over samples is dominated by its worst member, by joint convexity
-   of the hockey-stick divergence), and m < Δ0 ones is a post-processing of
-   Δ0 ones: the Δ0-fold pair of one count (δ' = 0).
-3. Adaptive composition: expanding the product of the mixtures, the joint law
-   on D' is (1 − δ*)·P* + δ*·P** with δ* ≤ Σ δ_r (union bound) and P* the
-   adaptive composition of the dominated components, which the product of
-   the pairs dominates (Dong, Roth & Su 2022, Thm 3.2 for trade-off functions;
-   Zhu, Dong & Wang 2022, Thm 10 for dominating pairs): P* is (ε, δ_loss(ε))-
-   close to the law on D for every ε.
-4. Gopi et al. 2020, Lemma 2.1 (its proof uses only P ≥ (1 − δ*)P* and
-   P ≤ P* + δ*, so it holds for this mixture): the joint law on D' is
-   (ε, δ_loss(ε) + δ*)-close to that on D, both directions.
-
-Pessimistic rounding makes dp-accounting's δ an upper bound on δ_loss (Meiser
-& Mohammadi 2018; Koskela et al. 2021; its tails go to loss +∞), and ε is
-solved keeping the upper end, so the reported ε is never below the true one.
-A pure ε_s-DP part is dominated by randomized response (Kairouz, Oh &
-Viswanath 2015; DRS Prop. 2.5); an (ε_s, δ_s)-DP part by randomized response
-up to weight δ_s, which step 3 counts with the thresholds.
+Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 """
 
 from __future__ import annotations
@@ -111,8 +51,8 @@ _MAX_POINTS = 4001
 #: dp-accounting composes at most this many counts (about 1 s); beyond, discrete
 #: Gaussian counts get no tight statement (the zCDP sum stands).
 MAX_PLD_COUNTS = 1000
-# Review finding: composing with dp-accounting understated δ by ~1e-16 in absolute
-# terms (reported ε at δ = 2e-10 gave a true δ of 2.00000095e-10).
+# Added to dp-accounting's composed δ, which can fall ~1e-16 (absolute) below the
+# true δ (a reported ε at δ = 2e-10 had a true δ of 2.00000095e-10).
 _PLD_ABSOLUTE_SLACK = 1e-14
 
 
@@ -214,7 +154,10 @@ def _binomial_rounded_up(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _counts_pair(counts):
-    """The counts' pair: Δ0 coordinates each moved by 1 (see the module docstring)."""
+    """The counts' pair: Δ0 coordinates each moved by 1.
+
+    Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
+    """
     from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
     d0 = int(counts.max_items_per_user)
     if isinstance(counts.noise, DiscreteLaplace):
@@ -237,7 +180,7 @@ def _counts_pair(counts):
 
 @functools.cache
 def _discrete_gaussian_tail() -> float:
-    """P[|X| > ⌈11.6σ⌉] for X discrete Gaussian (see the module docstring): 2Φ(−11.6),
+    """P[|X| > ⌈11.6σ⌉] for X discrete Gaussian (docs/explanation/proofs.md): 2Φ(−11.6),
     the same float as 2·scipy.stats.norm.sf(11.6), which computes it so."""
     from scipy import special
     return 2.0 * float(special.ndtr(-11.6))

@@ -3,25 +3,18 @@
 Pure Python (no Beam); ``beam_dpsu.count_released.CountReleased`` is the
 transform that draws the counts.
 
-Noise. Each user is counted on at most Δ0 released items, so adding or
-removing one user changes at most Δ0 counts by 1 each: ℓ1 sensitivity Δ0,
-ℓ2 sensitivity √Δ0. The counts are published, so the noise is exact and
-discrete (``beam_dpsu.core.discrete_noise``; Canonne, Kamath & Steinke 2020):
+Each user is counted on at most Δ0 released items (ℓ1 sensitivity Δ0, ℓ2
+√Δ0), with exact discrete noise (``beam_dpsu.core.discrete_noise``): discrete
+Laplace of scale Δ0/ε under ``Budget(ε, δ)``, discrete Gaussian of
+σ² = Δ0/(2ρ) under ``ZCDPBudget(ρ, δ)``; both pure, δ is unused.
+Proof: docs/explanation/proofs.md#counts-of-released-items.
 
-* ``Budget(ε, δ)``: discrete Laplace noise of scale Δ0/ε, pure ε-DP
-  (CKS §1.1, eq. (2); Ghosh, Roughgarden & Sundararajan 2009); δ is unused.
-* ``ZCDPBudget(ρ, δ)``: discrete Gaussian noise with σ² = Δ0/(2ρ), pure
-  ρ-zCDP (CKS Theorem 4 with Proposition 3 for the ℓ2 sensitivity √Δ0);
-  δ is unused.
-
-Split. The released set is an earlier DP output, so counting on it is
-adaptive composition: selection and counts together spend the sum of their
-budgets (basic composition for (ε, δ), Dwork & Roth Thm 3.16; additive ρ and δ
-under zCDP, dp-sips Lemma 6). ``split_selection_and_counts`` makes that split
-from one total and records it in a ``BudgetAccountant``. The sum is an upper
-bound: given both parts' calibrations, ``composed_guarantees`` states the
-total as run with privacy-loss distributions (``beam_dpsu.core.composition``,
-proof in its docstring), an ε at the same δ that is never above the sum.
+Counting on the released set is adaptive composition: selection and counts
+together spend the sum of their budgets. ``split_selection_and_counts`` makes
+that split from one total and records it in a ``BudgetAccountant``; given both
+parts' calibrations, ``composed_guarantees`` states the total as run, an ε at
+the same δ never above the sum (``beam_dpsu.core.composition``).
+Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 """
 
 from __future__ import annotations
@@ -291,38 +284,17 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                ) -> SelectionAndCountsBudget:
     """Splits ``total`` into a selection part and a counts part, and spends both.
 
-    The counts get ``counts_share`` of ε (or ρ) and δ = 0, since their
-    discrete noise is pure; the selection gets the rest of ε (or ρ) and all of
-    δ. The parts compose to ``total``: basic composition for (ε, δ) (Dwork &
-    Roth Thm 3.16), additive ρ and δ for approximate zCDP (dp-sips Lemma 6).
-
-    Both parts are spent from ``accountant`` (by default a fresh one over
-    ``total``): if it has less than ``total`` left, ``BudgetExceededError``
-    is raised and nothing is returned.
-
-    With ``selection_mechanism`` (the selection's config, e.g.
-    ``WeightedGaussian(100)``) and ``counts_max_items_per_user`` (the Δ0 given
-    to ``CountReleased``), both parts are calibrated now and the result's
-    ``composed`` holds the tight total (ε, δ) of the two as run
-    (``composed_guarantees``; ``beam_dpsu.core.composition``): the split itself is
-    unchanged, the total is only stated more tightly (ε ≤ the sum).
-
-    ``composition="tight"`` (a ``Budget`` total, with both of the above) uses
-    that slack: both parts' ε are scaled by the largest c ≥ 1 at which the
-    composed ε of the two *as calibrated* is still ≤ the total ε at the total
-    δ (``_tight_scale``; c = 1 when there is none, e.g. a Laplace selection,
-    whose δ all goes to its threshold). The parts' ε then add up to c·ε, more
-    than the total: they are valid **only** for ``selection_mechanism`` and
-    counts with ``counts_max_items_per_user`` (other mechanisms, or a smaller
-    Δ0, can compose to more), and ``accountant`` is charged the total once.
-    Under a ``ZCDPBudget`` the split stays additive in ρ (the papers' meaning).
-
-    By default (``composition=None``) the split is what the jobs use
-    (``--with-counts``): tight wherever it can be, i.e. a ``Budget`` total
-    with ``selection_mechanism`` (at a fixed Δ0, not ``"auto"``) and
-    ``counts_max_items_per_user`` given; basic otherwise (a ``ZCDPBudget``
-    total, no mechanism named, or an ``"auto"`` Δ0, whose split must hold
-    for every candidate).
+    The counts get ``counts_share`` of ε (or ρ) and δ = 0, since their discrete
+    noise is pure; the selection gets the rest of ε (or ρ) and all of δ. The
+    parts compose to ``total``: basic composition for (ε, δ) (Dwork & Roth Thm
+    3.16), additive ρ and δ for approximate zCDP (dp-sips Lemma 6). Given
+    ``selection_mechanism`` and ``counts_max_items_per_user``, both parts are
+    calibrated now and ``composed`` states the tight total as run
+    (``beam_dpsu.core.composition``). ``composition="tight"`` (a ``Budget``
+    total) spends that slack: both ε are scaled by the largest c ≥ 1 at which
+    the two as calibrated still compose to ≤ the total (``_tight_scale``), so
+    the parts are valid **only** for that mechanism and that Δ0.
+    Tight split: docs/explanation/proofs.md#selection-composed-with-its-counts.
 
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` of selection and counts together.
@@ -333,14 +305,16 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         tightly (``composed``).
       counts_max_items_per_user: the Δ0 given to ``CountReleased``, with
         ``selection_mechanism``.
-      composition: ``"basic"``, ``"tight"`` or None (default: tight where it
-        can be, as above).
+      composition: ``"basic"``, ``"tight"`` or None (default, as the jobs'
+        ``--with-counts``: tight where it can be, i.e. a ``Budget`` total with
+        both of the above at a fixed Δ0; basic otherwise).
 
     Returns:
       The two parts, with the total and, given the mechanisms, ``composed``.
 
     Raises:
-      BudgetExceededError: ``accountant`` has less than ``total`` left.
+      BudgetExceededError: ``accountant`` has less than ``total`` left; nothing
+        is returned.
     """
     checks.no_tight_part(total, "split_selection_and_counts (splitting it again)")
     share = checks.probability("counts_share", counts_share, types=(int, float),

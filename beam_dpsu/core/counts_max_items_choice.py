@@ -56,33 +56,14 @@ def released_sizes(users_items: Iterable[Iterable], released) -> list:
 class CountsAutoPlan:
     """Everything ``CountReleased(max_items_per_user="auto")`` needs, fixed when built.
 
-    The rule. Each user is counted on ≤ Δ0 of the released items it holds
-    (sampled uniformly) and each of the K released items gets noise Z of
-    scale Δ0/ε (discrete Laplace) or σ² = Δ0/(2ρ) (discrete Gaussian). Item
-    i's error is Z_i − b_i, where b_i ≥ 0 is the number of its holders whose
-    sample dropped it. A user holding n_u released items drops n_u − Δ0 of
-    them when n_u > Δ0, so Σ_i b_i = D(Δ0) = Σ_u (n_u − Δ0)_+ exactly, and the
-    expected total absolute error over the K items is at most (triangle
-    inequality)
-
-        L(Δ0) = K·E|Z(Δ0)| + D(Δ0),
-
-    equal to it but for the items whose bias is within the noise of 0. The
-    first term grows with Δ0 (linearly under ε, as √Δ0 under ρ), the second
-    shrinks, and the rule takes the candidate with the smallest L (ties go
-    to the smaller Δ0).
-
-    K, the number of released items, is public (the released set is a DP
-    output). D needs the users' numbers n_u of distinct RELEASED items,
-    estimated from a noisy size histogram as for the selection: one user in
-    one bin, sensitivity 1 (a user holding no released item is in no bin).
-    Every candidate is a bin edge, so the users at or above the largest
-    candidate add to D(Δ0) − D(Δ0′) exactly Δ0′ − Δ0 each, whatever their size
-    (it cancels): the open last bin is read at its lower edge. The other bins
-    put their users at their geometric middle, within a factor √2. No user
-    holds more than the K released items, so the bins above K are empty by
-    construction: they are read as 0 (post-processing with the public K), and
-    the bin holding K ends at K.
+    The rule takes the candidate Δ0 with the smallest bound on the expected
+    total absolute error of the K released items' counts,
+    L(Δ0) = K·E|Z(Δ0)| + D(Δ0): the noise of every count, plus
+    D(Δ0) = Σ_u (n_u − Δ0)_+, the holders the samples drop (ties go to the
+    smaller Δ0). K is public; D is read from a noisy histogram of the users'
+    numbers n_u of distinct released items (one user in one bin, sensitivity 1),
+    the open last bin at its lower edge, the bins above K as 0.
+    Rule: docs/explanation/proofs.md#counts-of-released-items.
 
     Attributes:
       auto: the share and the candidates asked for.
@@ -117,14 +98,9 @@ class CountsAutoPlan:
         K·E|Z| is exact (data-independent). D is read from the noisy counts as
         they are, negatives included: the noise has mean 0, so D is unbiased
         (as M in ``AutoPlan.proxy``). Unlike there, D is NOT moved by a margin
-        of two noise standard deviations: sd(D(Δ0)) = s·√(Σ_b w_b²), w_b the
-        bin's excess over Δ0, is largest for the small Δ0 through the bins far
-        above the users' sizes (empty but read with noise, up to K), so a margin
-        would grow with how empty those bins are, not with what the users hold,
-        and push Δ0 up. Measured on the bundled IMDb 2k (K = 248) and on Pareto
-        sizes (2,000-50,000 users, K = 500-5,000, ρ = 0.025 and 0.25), the
-        unbiased D's choice has a true error within 8.4 % of the best
-        candidate's on average (40 draws each), a 2-sd margin's up to 2× it.
+        of two noise standard deviations, which would grow with how empty the
+        bins far above the users' sizes are and push Δ0 up.
+        Why: docs/explanation/proofs.md#counts-of-released-items.
         """
         counts = np.asarray(noisy_counts, dtype=np.float64)
         if counts.shape != (len(self.edges),):

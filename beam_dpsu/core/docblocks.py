@@ -245,8 +245,8 @@ def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
 
 
 def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort: numpy 2's hash-based ``unique`` is ~10× slower
-    on a million int64."""
+    """``np.unique(values)`` by a sort: numpy 2's hash-based ``unique`` is much slower
+    on large int64 arrays."""
     ordered = np.sort(values)
     return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if ordered.size else ordered
 

@@ -84,7 +84,7 @@ def random_id128() -> int:
 
     Drawn ``RANDOM_ID_BATCH`` at a time with one ``os.urandom`` call, per
     thread and per process (a forked child starts with none): a call of its
-    own per id was a system call of several microseconds per element.
+    own per id would be one system call per element.
     """
     pool = _random_ids.pool
     if not pool:

@@ -2,81 +2,23 @@
 
 ``max_items_choice.AutoPlan`` scores a one-round mechanism by M(Δ0)/T(Δ0),
 the users' total weight over the release threshold. SIPS is not one round:
-it runs Weighted Gaussian I times with growing budgets, and each round reads
-every user's items *minus* those earlier rounds released, re-sampled to Δ0
-(dp-sips §4, Algorithm 3; the rounds are §3.1's Algorithm 2). The last
-rounds, which hold most of the budget and release most of the rare items,
-therefore see users far smaller than the size histogram says (on IMDb the
-last round reads 16 % of the (user, item) pairs), and they gain less from a
-large Δ0 than Weighted Gaussian does: scored by M/T, SIPS took a Δ0 one grid
-step above its best. A uniform shrink (every user keeps the same share) is
-not enough either: a large user holds the popular items as a small user
-does, so it loses a smaller *share* of its items to them (IMDb, last round:
-users of 30-45 items keep 9 % of them, users of 360-510 keep 24 %).
+each of its rounds reads every user's items *minus* those earlier rounds
+released, so its last rounds see users far smaller than the size histogram
+says and gain less from a large Δ0.
 
-The model (``expected_released``). Items are ranked k = 1, 2, … by
-popularity q_k = k^{−a}/ζ(a), a Zipf law whose exponent a is a public prior
-(``EXPONENT``; nothing about the items is read). A user holding n distinct
-items holds item k with probability
+The model (``expected_released``) ranks items by a Zipf popularity whose
+exponent is a public prior (``EXPONENT``), gives a user of n distinct items
+item k with probability p_k(n) = 1 − exp(−λ(n)·q_k), and follows the rounds:
+each round removes the ranks released before it, samples min(n^(r), Δ0) of
+the rest and releases the ranks whose expected weight reaches the round's
+threshold. The rule takes the candidate with the most items released after
+the last round (ties to the smaller Δ0), among the candidates up to the M/T
+rule's choice (``AutoPlan.proxy``), which guards against noise in the large
+bins. The sums over users come from the noisy size histogram alone and the
+thresholds are the calibrations', so the choice is post-processing of the DP
+histogram and public parameters. Numerics: ``rank_grid``, λ(n) by bisection.
 
-    p_k(n) = 1 − exp(−λ(n)·q_k),   λ(n) fixed by Σ_k p_k(n) = n,
-
-the user drawing items from the law until it holds n distinct ones
-(Poissonised): a large user holds the popular items almost surely, a small
-one in proportion to its size. Round r = 0 … I−1 has threshold T_r; the
-ranks 1 … K_r are released before it (K_0 = 0). A user of n items holds
-
-    n^(r) = n − Σ_{k ≤ K_r} p_k(n)
-
-of the others, samples min(n^(r), Δ0) of them uniformly and gives each
-1/√min(n^(r), Δ0) (dp-sips Algorithm 2), so item k > K_r has the expected
-weight
-
-    W_k^(r) = Σ_users p_k(n)·min(1, Δ0/n^(r))/√min(n^(r), Δ0)
-            = Σ_users p_k(n)·√min(n^(r), Δ0)/n^(r).
-
-Every p_k(n) falls with k, so W^(r) does: round r releases the ranks above
-K_r up to K_{r+1} = the largest k with W_k^(r) ≥ T_r (the rank where an
-item is released about half the time; K_{r+1} = K_r if there is none). The
-rule takes the candidate with the largest K_I, the items the model releases
-(ties go to the smaller Δ0), among the candidates up to the M/T rule's
-choice (see Noise below). With one round this is Weighted Gaussian's count,
-saturation included.
-
-The sums over users come from the noisy size histogram alone (one user in
-one bin, as for the M/T rule), its users at the bin's geometric middle (the
-open last bin at its lower edge, the largest candidate: such a user keeps
-Δ0 items whichever candidate is chosen, and its weight per item,
-p_k(n)/n^(r)·√Δ0, hardly moves with n), the counts as they are (mean-zero
-noise); the thresholds T_r are the calibrations' (data-independent). So the
-choice is post-processing of the DP histogram and public parameters.
-
-Noise. The model reads every bin, and the bins of large sizes, nearly
-empty, weigh most in it: a user of n items holds a rare item about n^a
-times as often as a user of one, so a few noise users in the top bins can
-make a large Δ0 look best on small data. The M/T rule guards against that by
-taking M two noise deviations low (``AutoPlan.proxy``); its choice also
-bounds SIPS's from above, since SIPS's later rounds read users smaller than
-the histogram's, whose weight stops growing at a smaller Δ0 while the
-thresholds grow with Δ0 as one round's do. So the rule takes the model's best
-among the candidates up to the M/T choice (``AutoPlan.proxy``).
-
-The prior. What decides Δ0 is how much of each user the early rounds take,
-which the exponent sets: a near 1 spreads the users over many rare items (a
-larger Δ0 pays), a large a puts them on a few popular ones (a small Δ0
-suffices). Measured on the benchmark's data sets (docs/benchmarks.md,
-"Choosing Δ0 privately"), whose items fall off as rank^−1.0 to rank^−1.6
-where SIPS releases them, every a from 1.3 to 1.5 puts the model's best Δ0
-on SIPS's best grid step (IMDb 100, zipf-a 100, zipf-b 5, AskReddit 100);
-a = 1.1 moves IMDb to 200 and zipf-b to 10, a = 2 IMDb to 50 and zipf-a to
-500, one grid step each. The
-model leaves out each item's noise and a popularity that changes with the
-user's size; the benchmark measures the rule against the best Δ0 of a grid.
-
-Numerics: the ranks are 1 … 199 one by one and then ~3,000 log-spaced
-points to 10^9, each standing for the ranks up to the next (``rank_grid``);
-λ(n) is found by bisection on log λ; K is interpolated log-linearly between
-grid points, so that nearby candidates do not tie on one grid point.
+Model, prior and numerics: docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
 """
 
 from __future__ import annotations
@@ -94,7 +36,7 @@ from beam_dpsu.core import memo
 __all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_released",
            "round_thresholds"]
 
-# The Zipf exponent of the prior popularity law (see the module docstring).
+# The Zipf exponent of the prior popularity law (docs/explanation/proofs.md, "The prior").
 EXPONENT = 1.3
 # The rule, as ``AutoPlan.to_dict`` reports it.
 RULE = ("argmax over candidates of the items the rounds release in a model of them: users "
@@ -155,7 +97,7 @@ def _last_above(weights: np.ndarray, start: int, threshold: float) -> float:
 def expected_released(counts: Floats, sizes: Floats, thresholds: Floats, max_items: int,
                       holding: np.ndarray | None = None,
                       exponent: float = EXPONENT) -> float:
-    """K_I: the items the rounds release in the model (module docstring).
+    """K_I: the items the rounds release in the model (docs/explanation/proofs.md).
 
     Args:
       counts: users per size bin (noisy counts as they are).

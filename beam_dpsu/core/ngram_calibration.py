@@ -8,8 +8,8 @@ the transform is built, from the parameters and the budget alone:
   schedule), σ* being the analytic Gaussian at (ε, δ_noise), or 1/√(2ρ)
   under ``ZCDPBudget(ρ, δ)`` (``total_sigma``).
 * The δ split: only level 1 has a threshold event (levels k ≥ 2 noise all of
-  V_k), so δ_noise + δ_thr = δ is split to minimise ρ_1
-  (``delta_split.split_delta``; the proof is in ``beam_dpsu.core.calibration``).
+  V_k), so δ_noise + δ_thr = δ is split to minimise ρ_1 (``delta_split.split_delta``;
+  proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
 * ρ_1 (dpne Theorem 2.1) and, with a policy-gaussian level 1, its cutoff
   (``calibrate``). ρ_k for k ≥ 2 reads released set sizes:
   ``thresholds.dpne_level_threshold`` when the level runs.

@@ -179,21 +179,11 @@ class SIPS(MechanismConfig):
     is δ-approximate ρ-zCDP (dp-sips Theorem 1 and Lemma 6).
 
     Under a ``Budget(ε, δ)`` the rounds' noise is calibrated as ONE Gaussian
-    mechanism (tight accounting, docs/privacy.md, Accounting): σ_total = analytic Gaussian at
-    (ε, δ_noise), and round i gets μ_i² = w_i·μ² (σ_i = σ_total/√w_i, i.e.
-    ρ_i ∝ w_i with ρ = 1/(2σ_total²)) and δ_i = w_i·δ_thr, w_i the geometric
-    shares above. Privacy: the rounds are an adaptive composition of Gaussian
-    mechanisms of ℓ2 sensitivity 1 on the keys both neighbours noise (items
-    released earlier are removed alike on both sides), which is exactly the
-    Gaussian mechanism with μ² = Σ μ_i² (Dong, Roth & Su 2022, Cor. 3.3), so
-    (ε, δ_noise)-DP by the analytic Gaussian; the only other event is that an
-    item only the extra user holds crosses a round's threshold, of probability
-    ≤ Σ δ_i = δ_thr (dp-sips App. A per round, union bound), which costs
-    δ_thr (proof in ``beam_dpsu.core.calibration``). Total:
-    (ε, δ_noise + δ_thr) = (ε, δ). The split δ_noise/δ_thr
-    minimises the last (largest) round's threshold (``split_delta``). The old
-    route through zCDP (dp-sips Corollary 9 at δ/2 each) gave ρ = 0.0949 at
-    (1.765, 4.96e-5); this gives an equivalent ρ of about 0.11.
+    mechanism: σ_total = analytic Gaussian at (ε, δ_noise), and round i gets
+    μ_i² = w_i·μ² (σ_i = σ_total/√w_i) and δ_i = w_i·δ_thr, w_i the geometric
+    shares above; the split δ_noise/δ_thr minimises the last (largest) round's
+    threshold (``split_delta``). Total: (ε, δ_noise + δ_thr) = (ε, δ).
+    Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 
     Attributes:
       max_items_per_user: Δ0, distinct items sampled per user in each round.

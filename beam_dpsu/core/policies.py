@@ -1,64 +1,20 @@
 """Per-user histogram update rules, as pure functions.
 
-Parallel rules. A user holds a set W of at most Δ0 distinct items (after
-bounding). The parallel mechanisms add the same weight to each item of W,
-independent of other users, so the histogram is a plain sum and can be built
-by ``CombinePerKey(sum)``. What bounds the histogram's sensitivity is the weight:
-
-* Count:            +1 to each item        ℓ1 ≤ Δ0, ℓ2 ≤ √Δ0  (dpsu §1.1)
-* Weighted Laplace: +1/|W| to each item    ℓ1 ≤ 1            (dpsu Alg. 9, Thm B.1)
-* Weighted Gaussian: +1/√|W| to each item  ℓ2 ≤ 1            (dpsu Alg. 10, Thm B.2)
-
-Sequential rules (policies). Users are visited one after another in a fixed
-order (a keyed hash of the user id); each user's update depends on the
-histogram so far. Every user first bounds its items to a list of at most Δ0:
-a uniform sample (Policy Laplace, Policy Gaussian) or its top Δ0 by its own
-counts (GW) or by public counts (GW-KT), ties by a keyed hash of the item.
-
-Which keys are noised. ``policy_histogram`` returns exactly the histogram
-that is noised and thresholded, and its keys are *every item of every user's
-list*, whatever weight it got (``apply_policy`` writes each of them). So the
-key set depends only on the bounded lists, never on how the histogram
-evolved, and for neighbours D′ = D ∪ {x} it grows only by x's own ≤ Δ0 items
-(docs/privacy.md, invariant 8). For Policy Laplace and Policy Gaussian this is the papers'
-support of H: with Γ > 0 (always, as ρ > 1 for δ < ½) ℓ1- and ℓ2-descent
-give every item below Γ a positive increment, so every sampled item has
-positive weight. GW gives weight 0 to the items after its budget runs out:
-those keys are noised too (weight 0), which is what its proof needs.
-
-GW and GW-KT: proof of (ε, δ)-DP (docs/privacy.md, the GW fix of gw §3, Thm 1).
-The published GW leaves out zero-weight items and caps nothing. Its Lemma 2
-assumes only x creates keys outside supp(H), which is false: x filling shared
-items near Γ makes later users spend leftover budget further down their
-lists, so items of *other* users go from weight 0 (never noised) to > 0; with
-m of them at 1/m each the release chance is ≈ m·e^{−(1−1/m)ε}·δ, unbounded
-in m (``tests/test_sequential_policies.py`` has a fixed-order example at
-3.3·δ). Here instead, let L_i be user i's top-Δ0 list and H, H′ the
-histograms of D and D′ = D ∪ {x}. L_i (i ≠ x) is the same in both (it
-depends on C_i or the public counts and the keyed item hash only), and so is
-the order of the common users.
-
-1. Keys. keys(H) = K = ∪_{i≠x} L_i and keys(H′) = K ∪ L_x: the new keys
-   U = L_x ∖ K are at most Δ0 items of x.
-2. ε on K. The greedy update of a user on its fixed list is monotone in the
-   histogram and spends less budget on a histogram that is higher everywhere,
-   so by induction over the users after x, H′ ≥ H pointwise and
-   ‖H′ − H‖₁ ≤ 1 (gw Lemma 1, properties P1 and P2; sharding keeps it, x is
-   in one shard). Laplace noise of scale 1/ε on K is then ε-DP (under a
-   ``ZCDPBudget``, ε = √(2ρ) gives ρ-zCDP).
-3. δ on U. Only x lists the items of U (others may hold them beyond their top Δ0), so their
-   weights are x's increments: at most Δ0 keys, w_u ≥ 0, Σ w_u ≤ 1. P[some key of U released]
-   = 1 − Π_u F(ρ − w_u) with F the Laplace CDF, which is log-concave, so
-   −Σ ln F(ρ − w_u) is convex in w and largest at a vertex of
-   {w ≥ 0, Σ w ≤ 1}: one key at weight 1, the other Δ0 − 1 at 0. ρ solves
-   1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ (``thresholds.gw_threshold``), so
-   this chance is ≤ δ.
-4. Conditioned on no key of U being released, the output is the K part,
-   ε-indistinguishable by 2.; with 3. this gives (ε, δ)-DP exactly as in the
-   proof of gw Theorem 1. Γ ≥ 1 is still required (gw Theorem 1; docs/privacy.md, invariant 5),
-   though the bound in 3. does not use it.
+Parallel rules (Count, Weighted Laplace, Weighted Gaussian) add the same
+weight to each of a user's ≤ Δ0 distinct items, independent of other users,
+so the histogram is a plain sum (``CombinePerKey(sum)``) and the weight bounds
+its sensitivity. Sequential rules (policies: Policy Laplace, Policy Gaussian,
+GW, GW-KT) visit the users one after another in the order of a keyed hash of
+the user id; each user bounds its items to a list of at most Δ0 and updates
+the histogram so far. ``policy_histogram`` returns exactly the histogram that
+is noised and thresholded: its keys are every item of every user's list,
+whatever weight it got (docs/privacy.md, invariant 8). GW is the fixed GW,
+not the published one (docs/privacy.md, the GW cascade gap).
 
 The Beam histogram transforms and the property tests call the same functions.
+
+Proofs: docs/explanation/proofs.md#parallel-and-sequential-updates and
+docs/explanation/proofs.md#gw-and-gw-kt.
 """
 
 from __future__ import annotations
@@ -383,7 +339,7 @@ def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
     next, until the budget is spent or every item has reached Γ (the
     termination the printed algorithm lacks; dp-sips footnote 1). Items at Γ
     get 0; so does every item after the budget runs out (those stay keys of
-    the histogram at weight 0 and are noised; module docstring). ℓ1
+    the histogram at weight 0 and are noised: docs/explanation/proofs.md#gw-and-gw-kt). ℓ1
     sensitivity 1 (gw Lemma 1).
     """
     weights = np.asarray(weights, dtype=np.float64)
@@ -410,7 +366,8 @@ def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: flo
     Every item of the user's (already bounded) list is written, with whatever
     increment the policy gives it, 0 included: the histogram's keys are the
     union of the users' lists, which is what keeps the noised key set of
-    neighbours apart only by the extra user's items (module docstring). For
+    neighbours apart only by the extra user's items
+    (docs/explanation/proofs.md#parallel-and-sequential-updates). For
     ℓ1- and ℓ2-descent with Γ > 0 every increment of a new item is positive,
     so there the keys are also exactly the items of positive weight.
     """
@@ -469,7 +426,7 @@ def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items
     Most frequent first by the user's own counts C_i, or, with
     ``public_counts`` (GW-KT), by the public counts (items absent from the
     public data count 1); only the first Δ0 are kept (the cap that bounds the
-    extra user's keys; module docstring). Ties are broken by
+    extra user's keys: docs/explanation/proofs.md#gw-and-gw-kt). Ties are broken by
     ``tie_key(item)`` (a keyed hash), which depends on the item alone, never
     on the histogram.
     """

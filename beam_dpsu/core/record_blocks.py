@@ -2,10 +2,8 @@
 
 With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
 needs every user's size: so the users' records wait, all of them, until the
-choice is made (a side input). As pickled lists of str they took ~7.7 bytes
-per (user, item) pair encoded on IMDb, and the DirectRunner held ~35 bytes
-per pair (buffered, then copied when read back); packed here they take ~1.55
-bytes per distinct pair, each block's items included (docs/benchmarks.md).
+choice is made (a side input). Packed, they take a few times less memory
+than lists of str (figures: docs/explanation/proofs.md#auto-in-beam).
 
 A block is a run of users: each user's distinct items as ids into the
 block's own item list (numbered as the block first sees them, so the
@@ -233,8 +231,8 @@ def encode_ids(ids: np.ndarray, ends: np.ndarray) -> tuple:
     byte (``small``, uint8) below ``_WIDE`` (224); two below ``_WIDE_END`` (8,160): the
     byte ``_WIDE`` + its high bits and its low byte, the next value of ``low`` (uint8);
     else the byte is ``_LARGE`` (255) and the difference is the next value of ``large``
-    (uint16, or uint32 when one needs it). (small, low, large): ~1.14 bytes per (user,
-    item) on IMDb, against 2 as 16-bit ids (1.25 with one byte or three)."""
+    (uint16, or uint32 when one needs it). Smaller than 16-bit ids on real data
+    (figures: docs/explanation/proofs.md#sips-in-beam)."""
     steps = np.array(ids, dtype=np.int32 if not len(ids) or ids.max() < 1 << 31 else np.int64)
     steps[1:] -= steps[:-1].copy()
     sizes = np.diff(ends, prepend=0)

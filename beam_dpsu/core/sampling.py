@@ -70,10 +70,10 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
     within Δ0 keeps every item. Only for unseeded runs: a seeded sample is
     ``sample_user_items``'s, user by user.
 
-    (Independent 40-bit keys, as before, tie with probability ~|W|·2^-40 at a
-    user's Δ0 boundary and went by position; a block lists each user's items in
-    the order the block first saw them (``record_blocks``), which the users packed
-    before it decide, so the sample depended on them.)
+    One permutation rather than independent 40-bit keys per item: such keys tie
+    with probability ~|W|·2^-40 at a user's Δ0 boundary and a tie goes by
+    position, while a block lists each user's items in the order the block first
+    saw them (``record_blocks``), which the users packed before it decide.
     """
     sizes = np.asarray(sizes, dtype=np.int64)
     kept_sizes = np.minimum(sizes, max_items_per_user)
