@@ -27,7 +27,6 @@ proof in its docstring), an ε at the same δ that is never above the sum.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import sys
 from fractions import Fraction
@@ -212,24 +211,9 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
         spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
         points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
                   for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
-    out = []
-    for delta, basic in points:
-        found = composition.composed_guarantee(selection_calibration, counts_calibration,
-                                                delta, basic)
-        if found is not None:
-            out.append(found)
-    return tuple(out)
-
-
-def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
-    """``_solve_tight_scale``, kept for a hashable mechanism config: a job splits the
-    same total more than once (checking its flags, building the pipeline), and
-    each solve calibrates the selection ~35 times."""
-    try:
-        hash((total, share, selection_mechanism, d0))
-    except TypeError:  # e.g. GW with a dict of public counts (or a total bound to one)
-        return _solve_tight_scale(total, share, selection_mechanism, d0)
-    return _kept_tight_scale(total, share, selection_mechanism, d0)
+    found = composition.composed_guarantees_at(selection_calibration, counts_calibration,
+                                               points)
+    return tuple(g for g in found if g is not None)
 
 
 def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
@@ -263,9 +247,6 @@ def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
-
-
-_kept_tight_scale = functools.lru_cache(maxsize=256)(_solve_tight_scale)
 
 
 def _is_auto(max_items_per_user) -> bool:
@@ -310,7 +291,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     ``composition="tight"`` (a ``Budget`` total, with both of the above) uses
     that slack: both parts' ε are scaled by the largest c ≥ 1 at which the
     composed ε of the two *as calibrated* is still ≤ the total ε at the total
-    δ (``_tight_scale``; c = 1 when there is none, e.g. a Laplace selection,
+    δ (``_solve_tight_scale``; c = 1 when there is none, e.g. a Laplace selection,
     whose δ all goes to its threshold). The parts' ε then add up to c·ε, more
     than the total: they are valid **only** for ``selection_mechanism`` and
     counts with ``counts_max_items_per_user`` (other mechanisms, or a smaller
@@ -370,7 +351,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                 **_too_small(share, "epsilon", total.epsilon))
         if composition == "tight":
             d0 = checks.max_items(counts_max_items_per_user)
-            scale = _tight_scale(total, share, selection_mechanism, d0)
+            scale = _solve_tight_scale(total, share, selection_mechanism, d0)
         if scale > 1.0:  # a tight split: each part bound to what it was computed for
             selection = TightSelectionBudget(epsilons[0] * scale, total.delta,
                                              for_mechanism=selection_mechanism)
