@@ -113,10 +113,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget, self.pre_threshold)
-            self._auto_calibrations = tuple(
-                self._calibrate(max_items_choice.with_max_items(mechanism, c),
-                                self.auto_plan.selection_budget)
-                for c in self.auto_plan.candidates)
+            self._auto_calibrations = self.auto_plan.calibrations
             self.calibration = None
         else:
             self.calibration = self._calibrate(mechanism, budget)

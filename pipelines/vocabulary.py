@@ -115,7 +115,10 @@ def parse_args(argv, prog: str = PROG):
         args.max_items_per_user = "auto"
         args.job_defaults["max_items_per_user"] = "auto"
     mechanism = mechanism_from_args(args)
-    parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
+    # Split once (the tight split calibrates the selection many times): build_pipeline
+    # reads it here.
+    args.budget_parts = parts = budget_parts_from_args(args, budget, mechanism,
+                                                       counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
     with flag_errors():
         check_calibrates(mechanism, budget if parts is None else parts.selection,
@@ -194,7 +197,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                 else elements | "RowTokens" >> beam.Values())
     # Then release items with the chosen mechanism (on its part of the budget
     # when the counts take a share of it).
-    parts = budget_parts_from_args(args, budget, mechanism, counts_max_items(args))
+    parts = args.budget_parts  # parse_args split the budget
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,

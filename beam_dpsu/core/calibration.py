@@ -326,7 +326,7 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
 
 def _threshold_at(threshold_fn, max_items_per_user: int, sigma: float,
                   threshold_delta: float) -> float:
-    """``gaussian_calibration``'s objective; a partial of it is a value ``split_delta`` keeps."""
+    """``gaussian_calibration``'s objective (a partial of it is ``split_delta``'s)."""
     return threshold_fn(sigma, threshold_delta, max_items_per_user)
 
 

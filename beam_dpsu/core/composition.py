@@ -27,7 +27,7 @@ import math
 import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
-from beam_dpsu.core import checks, memo
+from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "composed_delta",
     "composed_epsilon",
     "composed_guarantee",
+    "composed_guarantees_at",
     "gaussian_composition_mu",
     "VALUE_DISCRETIZATION_INTERVAL",
     "MAX_PLD_COUNTS",
@@ -244,10 +245,6 @@ def _counts_pld(counts, interval: float):
     return _pld(pair, interval)
 
 
-# Kept (two: one holds ~10^5-10^6 floats): ``composed_guarantees`` composes the same
-# parts at up to three δ, and a build asks for the same guarantees more than once.
-# Only read afterwards (dp-accounting's queries do not change a PLD).
-@memo.kept(maxsize=2)
 def _composed_pld(sel, counts, interval: float):
     """The PLD of the selection's pair composed with the counts' (dp-accounting)."""
     return _pld(sel, interval).compose(_counts_pld(counts, interval))
@@ -417,11 +414,22 @@ def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | N
         mechanism's is 1/σ*, an ε below the true one. Compose the whole
         mechanism's calibration (for DPNE: one Gaussian of σ*) instead.
     """
+    return composed_guarantees_at(selection, counts, [(delta, basic_epsilon)], method)[0]
+
+
+def composed_guarantees_at(selection, counts, points, method: str = "auto") -> list:
+    """``composed_guarantee`` at each (delta, basic_epsilon) of ``points``, from one
+    composition of the two parts (a PLD is built once, not once per δ)."""
     _require_whole_mechanism(selection)  # before the try: this error is not swallowed
     try:
         comp = _Composition(selection, counts, method)
     except (ValueError, OverflowError, FloatingPointError):
-        return None
+        return [None] * len(points)
+    return [_guarantee(comp, delta, basic_epsilon) for delta, basic_epsilon in points]
+
+
+def _guarantee(comp: _Composition, delta: float, basic_epsilon: float | None
+               ) -> ComposedGuarantee | None:
     loss_delta = float(delta) - comp.threshold_delta
     if not loss_delta > 0:
         if basic_epsilon is None:

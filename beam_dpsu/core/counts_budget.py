@@ -20,7 +20,6 @@ Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import sys
 from fractions import Fraction
@@ -205,24 +204,9 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
         spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
         points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
                   for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
-    out = []
-    for delta, basic in points:
-        found = composition.composed_guarantee(selection_calibration, counts_calibration,
-                                                delta, basic)
-        if found is not None:
-            out.append(found)
-    return tuple(out)
-
-
-def _tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
-    """``_solve_tight_scale``, kept for a hashable mechanism config: a job splits the
-    same total more than once (checking its flags, building the pipeline), and
-    each solve calibrates the selection ~35 times."""
-    try:
-        hash((total, share, selection_mechanism, d0))
-    except TypeError:  # e.g. GW with a dict of public counts (or a total bound to one)
-        return _solve_tight_scale(total, share, selection_mechanism, d0)
-    return _kept_tight_scale(total, share, selection_mechanism, d0)
+    found = composition.composed_guarantees_at(selection_calibration, counts_calibration,
+                                               points)
+    return tuple(g for g in found if g is not None)
 
 
 def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
@@ -258,9 +242,6 @@ def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int
     return lo
 
 
-_kept_tight_scale = functools.lru_cache(maxsize=256)(_solve_tight_scale)
-
-
 def _is_auto(max_items_per_user) -> bool:
     """Δ0 "auto" (chosen privately when the pipeline runs), as a string or AutoMaxItems."""
     return max_items_choice.is_auto(max_items_per_user) or (
@@ -292,7 +273,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     calibrated now and ``composed`` states the tight total as run
     (``beam_dpsu.core.composition``). ``composition="tight"`` (a ``Budget``
     total) spends that slack: both ε are scaled by the largest c ≥ 1 at which
-    the two as calibrated still compose to ≤ the total (``_tight_scale``), so
+    the two as calibrated still compose to ≤ the total (``_solve_tight_scale``), so
     the parts are valid **only** for that mechanism and that Δ0.
     Tight split: docs/explanation/proofs.md#selection-composed-with-its-counts.
 
@@ -344,7 +325,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                 **_too_small(share, "epsilon", total.epsilon))
         if composition == "tight":
             d0 = checks.max_items(counts_max_items_per_user)
-            scale = _tight_scale(total, share, selection_mechanism, d0)
+            scale = _solve_tight_scale(total, share, selection_mechanism, d0)
         if scale > 1.0:  # a tight split: each part bound to what it was computed for
             selection = TightSelectionBudget(epsilons[0] * scale, total.delta,
                                              for_mechanism=selection_mechanism)

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
-from beam_dpsu.core import gaussian, memo
+from beam_dpsu.core import gaussian
 from beam_dpsu.core.budgets import rounded_down
 from beam_dpsu.core.checks import ParameterError
 
@@ -89,9 +89,6 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     return DeltaSplit(delta_noise, threshold_delta, sigma, value)
 
 
-# Kept (~40 σ and threshold solves each): a job splits the same budget several times.
-# Only objectives ``memo.exact_key`` vouches for (a partial of a module-level function).
-@memo.kept(maxsize=256)
 def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0
                 ) -> DeltaSplit:
     """The δ split between one Gaussian σ and the thresholds that minimises ``objective``.

@@ -394,6 +394,8 @@ class AutoPlan:
       round_thresholds: for a mechanism made of rounds (SIPS), each candidate's
         rounds' thresholds T_r: the rule is then ``max_items_rounds``' model of
         the rounds; empty for the others (the M/T rule).
+      calibrations: each candidate's calibration (with the pre-threshold), computed
+        once here for the selection to use.
     """
 
     auto: AutoMaxItems
@@ -405,6 +407,7 @@ class AutoPlan:
     mechanism_name: str
     user_mass: str
     round_thresholds: tuple = ()
+    calibrations: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
         """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts.
@@ -524,16 +527,17 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) ->
         t = weight_threshold(calibration)
         if not (math.isfinite(t) and t > 0):
             raise ValueError(f"threshold {t!r}")
-        return t, max_items_rounds.round_thresholds(calibration)
+        return t, max_items_rounds.round_thresholds(calibration), calibration
 
     thresholds_by_candidate = calibrate_candidates(
         auto, thresholds_at, f"{mechanism.name} calibrates",
         "the selection's part of the budget")
     candidates = tuple(thresholds_by_candidate)
-    weights = tuple(t for t, _ in thresholds_by_candidate.values())
-    rounds = tuple(r for _, r in thresholds_by_candidate.values())
+    weights = tuple(t for t, _, _ in thresholds_by_candidate.values())
+    rounds = tuple(r for _, r, _ in thresholds_by_candidate.values())
     return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
                     candidates=candidates, weight_thresholds=weights,
                     edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
                     mechanism_name=mechanism.name, user_mass=user_mass(mechanism),
-                    round_thresholds=rounds if all(r is not None for r in rounds) else ())
+                    round_thresholds=rounds if all(r is not None for r in rounds) else (),
+                    calibrations=tuple(c for _, _, c in thresholds_by_candidate.values()))

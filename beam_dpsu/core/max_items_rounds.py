@@ -31,8 +31,6 @@ from typing import Union
 import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
-from beam_dpsu.core import memo
-
 __all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_released",
            "round_thresholds"]
 
@@ -60,15 +58,8 @@ def rank_grid() -> tuple[np.ndarray, np.ndarray]:
 
 def holding_probabilities(sizes: Floats, exponent: float = EXPONENT) -> np.ndarray:
     """p_k(n) for each size n (rows) and grid rank k (columns): Σ_k p_k(n) = n."""
-    # A copy of the kept array: the caller may write to it.
-    return _holding_probabilities(np.asarray(sizes, dtype=np.float64), exponent).copy()
-
-
-# Kept: the sizes are the bins' (data-independent), the same for every plan of the same
-# candidates, and the bisection reads each bin's ~3,000 grid points 60 times.
-@memo.kept(maxsize=8)
-def _holding_probabilities(n: np.ndarray, exponent: float) -> np.ndarray:
     from scipy import special
+    n = np.asarray(sizes, dtype=np.float64)
     ranks, widths = rank_grid()
     q = ranks ** -float(exponent) / float(special.zeta(exponent))
     lo, hi = np.full(len(n), -20.0), np.full(len(n), 80.0)  # log λ

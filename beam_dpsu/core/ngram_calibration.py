@@ -107,7 +107,7 @@ def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: 
     level 1's threshold (and cutoff) raised for a pre-threshold k on the unigrams
     (``beam_dpsu.core.pre_threshold``; levels k ≥ 2 noise all of V_k and take none)."""
     # Only level 1 has a threshold event (levels k ≥ 2 noise all of V_k):
-    # the δ split minimises ρ_1. (A partial: ``split_delta`` keeps its answer.)
+    # the δ split minimises ρ_1.
     sigma_total, threshold_delta, delta_noise = total_sigma(
         budget, functools.partial(_level1_threshold, max_n, noise_decay, max_items_1))
     sigmas = gaussian_noise_schedule(sigma_total, max_n, noise_decay)

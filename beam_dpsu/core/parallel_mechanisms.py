@@ -226,7 +226,6 @@ class SIPS(MechanismConfig):
     def _delta_split(self, budget: Budget) -> DeltaSplit:
         """The δ split minimising the last round's threshold (see the class docstring)."""
         w_last = budgets.geometric_split_weights(self.rounds, self.ratio)[-1]
-        # A partial, not a closure: ``split_delta`` keeps its answer (``memo``).
         return split_delta(budget.epsilon, budget.delta,
                            functools.partial(_last_round_threshold, w_last,
                                              self.max_items_per_user))

@@ -297,21 +297,6 @@ def test_the_analytic_sigma_is_kept_and_equals_a_fresh_solve():
             analytic_gaussian_sigma(0.7, 1.5)
 
 
-def test_the_tight_split_is_kept_for_hashable_configs_and_solved_for_others():
-    from beam_dpsu.core import counts_budget
-    total = Budget(1.0, 1e-6)
-    counts_budget._kept_tight_scale.cache_clear()
-    plain = mechanisms.WeightedGaussian(10)
-    kept = [counts_budget._tight_scale(total, 0.1, plain, 10) for _ in range(2)]
-    assert kept[0] == kept[1] == counts_budget._solve_tight_scale(total, 0.1, plain, 10) > 1.0
-    assert counts_budget._kept_tight_scale.cache_info().hits == 1
-    # GW with a mapping of public counts is not hashable: solved every time, same answer.
-    with_counts = mechanisms.GreedyWithoutSampling(10, public_counts={"a": 3})
-    scale = counts_budget._tight_scale(total, 0.1, with_counts, 10)
-    assert scale == counts_budget._solve_tight_scale(total, 0.1, with_counts, 10)
-    assert counts_budget._kept_tight_scale.cache_info().currsize == 1
-
-
 # --- review 18a: the kept answers never stand in for a refusal or another key's answer ---
 
 @pytest.mark.parametrize("bad", [True, np.True_], ids=["bool", "numpy-bool"])
@@ -346,5 +331,4 @@ def test_the_tight_split_is_solved_when_the_total_is_not_hashable():
     gw = mechanisms.GreedyWithoutSampling(10, public_counts={"a": 3})
     total = counts_budget.TightSelectionBudget(1.0, 1e-6, for_mechanism=gw)
     plain = mechanisms.WeightedGaussian(10)
-    assert counts_budget._tight_scale(total, 0.1, plain, 10) == \
-        counts_budget._solve_tight_scale(total, 0.1, plain, 10)
+    assert counts_budget._solve_tight_scale(total, 0.1, plain, 10) > 1.0
