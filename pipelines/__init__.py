@@ -1,4 +1,4 @@
-"""The jobs of beam_dpsu: vocabulary, ngrams, evaluate, benchmark (see README "The jobs").
+"""The jobs of beam_dpsu: vocabulary, ngrams, evaluate, benchmark (see docs/jobs.md).
 
 Importing this package installs a logging filter that drops Beam's noise
 (:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.progress``, so that

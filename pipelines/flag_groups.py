@@ -63,7 +63,7 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
     ``several_metavar``, ``several_help`` appended to its help; ``default`` when not
     given) and its parameters; ``public_input``: GW-KT's public corpus flags, for jobs that
     read it."""
-    g = parser.add_argument_group("mechanism (see README 'Mechanisms')")
+    g = parser.add_argument_group("mechanism (see docs/explanation/mechanisms.md)")
     names = ", ".join(sorted(mechanisms.MECHANISMS))
     if several:
         g.add_argument(*flags("mechanisms"), default=default, metavar=several_metavar,
@@ -80,7 +80,7 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                         + ("; 300 with --public-input)" if public_input else ")")
                         + "; 'auto' spends 5%% of the budget (sips: 1.5%%) on choosing it "
                           "privately "
-                          "(README 'Choosing Δ0')")
+                          "(docs/how-to/choose-delta0.md)")
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3, at most "
                         f"{mechanisms.SIPS.MAX_ROUNDS})")
@@ -113,8 +113,8 @@ def add_pre_threshold_argument(group, what: str) -> None:
                             "bounding, on top of the DP selection, at the same budget: its "
                             "release threshold rises by K − 1 (policy-gaussian: by more, its "
                             "base threshold becoming one for unequal weights; "
-                            "truncated-geometric keeps with the count minus K − 1); README "
-                            "'Pre-threshold' (default: 1, none)")
+                            "truncated-geometric keeps with the count minus K − 1); "
+                            "docs/how-to/pre-threshold.md (default: 1, none)")
 
 
 def _add_public_input_arguments(g) -> None:

@@ -105,7 +105,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
                         "each user are sampled; one value for every length or one per length, "
                         "comma-separated. 'auto' at level 1 spends 5%% of the budget on "
                         "choosing Δ_1 privately; at a level k >= 2 it is 1000, for free "
-                        "(README 'Choosing Δ0')")
+                        "(docs/how-to/choose-delta0.md)")
     g.add_argument(*flags("eta"), type=float, default=0.01, metavar="η",
                    help="η, the spurious-n-gram rate: at level k, at most η times as many "
                         "k-grams no user holds as (k−1)-grams released, in expectation "
