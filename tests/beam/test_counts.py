@@ -106,8 +106,8 @@ def test_a_tight_split_selection_part_is_refused_by_the_counts():
     released = p | beam.Create(["a"])
     for max_items in (20, 5):
         with pytest.raises(ValueError, match="tight split.*not for CountReleased"):
-            CountReleased(released, parts.selection, max_items)
-    CountReleased(released, parts.counts, 20)  # the part made for these counts
+            CountReleased(released, parts.selection, max_items_per_user=max_items)
+    CountReleased(released, parts.counts, max_items_per_user=20)  # the part made for these counts
 
 
 # --- the Beam transform --------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_released_items_of_another_pipeline_are_refused_when_built():
     pairs = p | "Pairs" >> beam.Create([("u", "a")])
     with pytest.raises(ValueError, match=r"^released must come from the same pipeline as the "
                                          r"users' items"):
-        _ = pairs | CountReleased(released, Budget(1.0), 5)
+        _ = pairs | CountReleased(released, Budget(1.0), max_items_per_user=5)
 
 
 def test_numpy_str_released_items_are_counted():

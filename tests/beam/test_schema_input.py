@@ -319,7 +319,7 @@ def test_a_bad_row_names_beam_row_and_its_fields():
 def test_a_user_field_is_keyed_by_its_text_as_tuple_input_is():
     # 5, "5" and b"5" in the user field are one person, as in (user_id, item) pairs.
     from beam_dpsu.beam.fields import _ReadFields
-    read = _ReadFields(input_fields("user_id", "user", items_field="items"))
+    read = _ReadFields(input_fields("user_id", "user", item_list_field="items"))
     Review = collections.namedtuple("Review", ["user", "items"])
     ids = {read(element)[0] for element in (
         {"user": 5, "items": ["a"]}, {"user": "5", "items": ["b"]},
