@@ -20,7 +20,7 @@ import beam_dpsu
 from pipelines import command
 from tests.support import job_calls
 from tests.support.examples import imdb_slice
-from tests.support.job_processes import sigint_as_in_a_terminal
+from tests.support.job_processes import interrupt_once_imported
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
@@ -184,19 +184,8 @@ def test_the_command_interrupted_while_beam_imports_is_one_line(sig, code):
     # The command caught only KeyboardInterrupt while the job module imported Beam:
     # SIGTERM ended it by the signal. The import log (level 2: the command blocks on
     # the full pipe until the signal) says when, not a clock.
-    with sigint_as_in_a_terminal():
-        proc = subprocess.Popen([sys.executable, "-c", CONSOLE_SCRIPT, "vocabulary", "--help"],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
-    try:
-        for line in proc.stderr:
-            if line.startswith("import 'apache_beam."):
-                break
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
+    returncode, stdout, stderr = interrupt_once_imported(
+        ["-c", CONSOLE_SCRIPT, "vocabulary", "--help"], "import 'apache_beam.", sig)
+    assert returncode == code, (returncode, stderr[-3000:])
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
     assert re.fullmatch(r"(?:(?:# |import ).*)?interrupted", stderr.splitlines()[-1])

@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from tests.support.job_processes import (assert_ran, child_pids, sigint_as_in_a_terminal,
+from tests.support.job_processes import (assert_ran, child_pids, interrupt_once_imported,
+                                         sigint_as_in_a_terminal,
                                          vocabulary, write_pairs)
 from tests.support.paths import ROOT
 
@@ -118,20 +119,9 @@ def test_an_interrupt_while_beam_imports_is_one_line(sig, code):
     # At level 2 (every path tried) the rest of the imports write megabytes, so the
     # job blocks on the full pipe until the signal: on a loaded machine it cannot
     # finish --help before the signal arrives.
-    with sigint_as_in_a_terminal():
-        proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
-    try:
-        for line in proc.stderr:
-            if line.startswith("import 'apache_beam."):
-                break
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
+    returncode, stdout, stderr = interrupt_once_imported(
+        ["-m", "pipelines.vocabulary", "--help"], "import 'apache_beam.", sig)
+    assert returncode == code, (returncode, stderr[-3000:])
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
     # Python's import log (this test's probe, not the job's output) prints a message and
     # its newline in two writes; a signal between the two leaves the job's line right
@@ -175,20 +165,9 @@ def test_the_handler_comes_before_the_pipelines_package_imports_anything_else(si
     # after the package's own imports (logging among them). Now it comes first, so a
     # signal once the package imports logging is one line. The import log (level 2:
     # the job blocks on the full pipe until the signal) says when, not a clock.
-    with sigint_as_in_a_terminal():
-        proc = subprocess.Popen([sys.executable, "-m", "pipelines.vocabulary", "--help"],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**os.environ, "PYTHONVERBOSE": "2"})
-    try:
-        for line in proc.stderr:
-            if line.startswith("import 'logging'"):
-                break
-        proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, (proc.returncode, stderr[-3000:])
+    returncode, stdout, stderr = interrupt_once_imported(
+        ["-m", "pipelines.vocabulary", "--help"], "import 'logging'", sig)
+    assert returncode == code, (returncode, stderr[-3000:])
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
     last = stderr.splitlines()[-1]
     assert re.fullmatch(LAST_LINE_WHILE_IMPORTING, last) and stdout == "", stderr[-3000:]

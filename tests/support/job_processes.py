@@ -94,3 +94,26 @@ def child_pids(pid: int, command_part: bytes) -> list[int]:
         if ppid == pid and command_part in command:
             pids.append(int(entry))
     return pids
+
+
+def interrupt_once_imported(argv, first_line: str, sig) -> tuple[int, str, str]:
+    """Runs ``python argv`` with Python's import log on stderr and sends ``sig`` once a
+    line of that log starts with ``first_line``; returns (exit code, stdout, stderr).
+
+    At PYTHONVERBOSE level 2 (every path tried) the imports write megabytes, so the
+    process blocks on the full pipe until the signal: the log says when, not a clock."""
+    with sigint_as_in_a_terminal():
+        proc = subprocess.Popen([sys.executable, *argv], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONVERBOSE": "2"})
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith(first_line):
+                break
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, stdout, stderr
