@@ -49,6 +49,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import checks, hashing
+from beam_dpsu.core.documents import encodes_as_utf8
 from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
 from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
@@ -128,23 +129,13 @@ LONE_SURROGATE = ("holds a lone surrogate (not UTF-8; decode the input strictly,
 
 def _has_lone_surrogate(item) -> bool:
     """Whether a str ``item`` holds a surrogate code point (ASCII is known in O(1))."""
-    if isinstance(item, bytes) or item.isascii():
-        return False
-    try:
-        item.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    return not (isinstance(item, bytes) or item.isascii() or encodes_as_utf8(item))
 
 
 def _utf8_items(distinct) -> bool:
     """Whether plain str items all encode as UTF-8: the non-ASCII ones (skipped in C
     by ``str.isascii``, O(1) each) encoded at once."""
-    try:
-        "".join(filterfalse(str.isascii, distinct)).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return encodes_as_utf8("".join(filterfalse(str.isascii, distinct)))
 
 
 def _bad_item(item) -> str | None:

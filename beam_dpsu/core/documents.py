@@ -18,7 +18,7 @@ from beam_dpsu.core.wording import a_type
 from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
 
 __all__ = ["check_document", "element_document", "element_tokens", "plain_token",
-           "checked_tokens"]
+           "checked_tokens", "encodes_as_utf8"]
 
 
 def plain_tokens(tokens) -> bool:
@@ -28,10 +28,11 @@ def plain_tokens(tokens) -> bool:
     if not set(map(type, tokens)) <= {str}:
         return False
     joined = " ".join(tokens)
-    return joined.split() == list(tokens) and (joined.isascii() or _utf8(joined))
+    return joined.split() == list(tokens) and (joined.isascii() or encodes_as_utf8(joined))
 
 
-def _utf8(text: str) -> bool:
+def encodes_as_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: false exactly when it holds a lone surrogate."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -43,7 +44,7 @@ def plain_token(token) -> bool:
     """One token as ``plain_tokens`` wants it: a plain, non-empty str without whitespace,
     all UTF-8."""
     return (type(token) is str and token.split() == [token]
-            and (token.isascii() or _utf8(token)))
+            and (token.isascii() or encodes_as_utf8(token)))
 
 
 def checked_tokens(tokens, where: str) -> tuple:
@@ -61,7 +62,7 @@ def checked_tokens(tokens, where: str) -> tuple:
             raise InvalidRecordError(
                 f"token {position} of {where} contains whitespace; tokens are "
                 "written space-separated, so split them first")
-        if not (t.isascii() or _utf8(t)):
+        if not (t.isascii() or encodes_as_utf8(t)):
             raise InvalidRecordError(
                 f"token {position} of {where} holds a lone surrogate (not UTF-8; decode the "
                 "input strictly)")
