@@ -5,7 +5,7 @@ import inspect
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 
 import beam_dpsu
 from beam_dpsu import (SIPS, AutoMaxItems, Budget, CountReleased, ExtractNgrams,

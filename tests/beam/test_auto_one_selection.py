@@ -14,7 +14,7 @@ import random
 import apache_beam as beam
 import pytest
 from apache_beam.pipeline import PipelineVisitor
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import beam_dpsu

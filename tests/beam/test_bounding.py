@@ -17,7 +17,7 @@ import zlib
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import GlobalWindow
 from hypothesis import given, settings

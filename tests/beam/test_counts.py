@@ -7,7 +7,7 @@ from fractions import Fraction
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import window
@@ -270,7 +270,7 @@ def test_numpy_str_released_items_are_counted():
     # key coder; they are counted as the plain str they equal.
     import numpy as np
     import apache_beam as beam
-    from apache_beam.testing.test_pipeline import TestPipeline
+    from tests.support.runner import TestPipeline
     from apache_beam.testing.util import assert_that
     from beam_dpsu import Budget
     from beam_dpsu.count_released import CountReleased

@@ -6,7 +6,7 @@ import typing
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.typehints.decorators import TypeCheckError
 
 from beam_dpsu import (BoundContributions, Budget, CountReleased, NoisyThreshold, SelectItems,

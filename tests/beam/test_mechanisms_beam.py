@@ -4,7 +4,7 @@ import math
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_dpsu import (MECHANISMS, Budget, BoundContributions, CountGaussian, CountLaplace,

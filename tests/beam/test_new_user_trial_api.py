@@ -9,7 +9,7 @@ import re
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 
 import beam_dpsu
 

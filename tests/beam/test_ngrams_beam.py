@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.typehints import typehints
 from apache_beam.typehints.decorators import TypeCheckError

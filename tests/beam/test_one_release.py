@@ -16,7 +16,7 @@ import logging
 import apache_beam as beam
 import pytest
 from apache_beam.internal import pickler
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_dpsu import (SIPS, Budget, BudgetAccountant, BudgetExceededError, CountReleased,

@@ -16,7 +16,7 @@ import random
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 
 from beam_dpsu import SelectItems, ZCDPBudget
 

@@ -15,7 +15,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 
 import beam_dpsu
 from beam_dpsu import (CountReleased, ExtractNgrams, SelectItems, WeightedGaussian,

@@ -17,7 +17,7 @@ from collections import Counter
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@ items, and the SIPS rounds' records between stages are coded with it."""
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st

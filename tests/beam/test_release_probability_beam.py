@@ -23,7 +23,7 @@ with probability < 2e-7 in all (15 one-sided and one two-sided: 1.7e-7).
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from scipy import special, stats
 

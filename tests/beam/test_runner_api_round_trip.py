@@ -1,9 +1,9 @@
 """Every public transform survives Beam's runner-API round trip, and releases the same.
 
 ``TestPipeline.run(test_runner_api=True)`` translates the pipeline to its
-runner-API proto and rebuilds a Python pipeline from it before running it. The
-rest of the suite skips that rebuild (tests/support/no_round_trip.py, as plain
-pipelines and the jobs do); this test keeps it: one pipeline holding every
+runner-API proto and rebuilds a Python pipeline from it before running it, as
+every TestPipeline of the suite does (plain pipelines and the jobs skip it on the
+FnApiRunner; Dataflow and the portable runners do it). Here one pipeline holding every
 public transform (each mechanism at a fixed Δ0, SIPS with ``auto``, the counts,
 DPNE and the n-gram baselines), seeded, run once with the round trip and once
 without, must give the same outputs.
@@ -14,7 +14,7 @@ import pickle
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 
 from beam_dpsu import (MECHANISMS, Budget, BoundContributions, CountReleased, ExtractNgrams,
                        SelectItems, mechanism_from_name)

@@ -5,7 +5,7 @@ bit, however the users fell into blocks and whatever order the blocks came in.""
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

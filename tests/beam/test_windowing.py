@@ -123,7 +123,7 @@ def test_rewindowing_into_the_global_window_is_accepted():
     # SelectItems builds, its pipeline runs, and it releases what it would from
     # records never windowed: "common" (400 users, weight ≈ 400 against a threshold
     # of 27, σ = 4.8) and not "rare" (one user): fails by chance w.p. 1.7e-8.
-    from apache_beam.testing.test_pipeline import TestPipeline
+    from tests.support.runner import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
     stamped = [((f"u{u}", "common"), u % 60) for u in range(400)] + [(("u0", "rare"), 55)]
     with TestPipeline() as p:
@@ -139,7 +139,7 @@ def test_records_rewindowed_into_the_global_window_are_bounded_once_per_user():
     # Review finding: per-window GroupByKey, then re-windowed to the global
     # window and sampled. Each of the user's 6 window records used to be
     # sampled to Δ0 = 1 on its own: 6 items at weight 1, ‖H − H′‖₂² = 6.
-    from apache_beam.testing.test_pipeline import TestPipeline
+    from tests.support.runner import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
     with TestPipeline() as p:
         histogram = (p | beam.Create([(f"i{t}", t * 10) for t in range(6)])

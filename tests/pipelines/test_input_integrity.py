@@ -188,7 +188,7 @@ def test_a_truncated_msnbc_zip_is_an_error(tmp_path):
 
 def test_the_read_is_checked_in_the_pipeline_too(tmp_path):
     import apache_beam as beam
-    from apache_beam.testing.test_pipeline import TestPipeline
+    from tests.support.runner import TestPipeline
     path = tmp_path / "lines.txt.gz"
     whole = gzip.compress(BODY)
     path.write_bytes(whole[:int(len(whole) * 0.9)])

@@ -320,7 +320,7 @@ def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
     # What ExtractNgrams(privacy_unit="element") takes: each record's tokens as
     # a list, in place of the (path:line, tokens) documents, for every format.
     import apache_beam as beam
-    from apache_beam.testing.test_pipeline import TestPipeline
+    from tests.support.runner import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
     from pipelines.io.read import ReadDocuments
     seq = tmp_path / "msnbc.seq"

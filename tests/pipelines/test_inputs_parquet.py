@@ -13,7 +13,7 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import ngrams, vocabulary

@@ -104,8 +104,7 @@ def test_ngram_job_on_the_portable_runner(job_endpoint, tmp_path):
     assert [s["k"] for s in report["level_stats"]] == [2, 3]
 
 
-def test_vocabulary_job_multi_processing(pairs_file, tmp_path, beams_own_pickles):
-    # The worker processes read the pipeline's pickles with Beam's own bz2.
+def test_vocabulary_job_multi_processing(pairs_file, tmp_path):
     out = str(tmp_path / "out")
     assert vocabulary.main(["--input", pairs_file, "--format", "pairs",
                             "--mechanism", "policy-gaussian",

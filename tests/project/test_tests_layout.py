@@ -57,7 +57,7 @@ def later():
 import test_kgrams
 import tests.support.paths
 from tests.support.kgram_sets import TOKENS
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 import apache_beam.testing.test_stream
 """
     assert imported_test_modules(ast.parse(code)) == [

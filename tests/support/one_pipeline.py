@@ -24,7 +24,7 @@ import pickle
 from typing import Callable
 
 import apache_beam as beam
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 
 
 class _WriteList(beam.DoFn):

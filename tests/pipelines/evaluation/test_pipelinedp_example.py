@@ -11,7 +11,7 @@ import os
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that
 
 from beam_dpsu import Budget, BudgetAccountant, BudgetExceededError
