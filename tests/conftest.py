@@ -14,7 +14,9 @@ longest first, by their recorded seconds (tests/support/file_order.py;
 from __future__ import annotations
 
 
-from tests.support import file_order
+import pytest
+
+from tests.support import file_order, tiers
 from tests.support.hypothesis_profiles import register_and_load
 
 register_and_load()
@@ -38,6 +40,9 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # the pipeline, job and subprocess tiers are the slow ones
+        if any(item.get_closest_marker(tier) for tier in tiers.TIERS):
+            item.add_marker(getattr(pytest.mark, tiers.SLOW))
     items[:] = file_order.longest_first(items, file_order.read_seconds())
 
 

@@ -12,6 +12,8 @@ from beam_dpsu import (SIPS, AutoMaxItems, Budget, CountReleased, ExtractNgrams,
                        GreedyWithoutSampling, SelectItems, WeightedGaussian, ZCDPBudget)
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 
+pytestmark = pytest.mark.pipeline
+
 # Each public callable and the parameters it takes positionally (all others are
 # keyword-only): a positional argument past these is a TypeError, not a silent
 # mix-up (SelectItems(m, b, 7) was seed=7; SIPS(100, 3, 1/3) rounds and ratio).

@@ -31,6 +31,8 @@ from beam_dpsu.core.calibration import Calibration
 from beam_dpsu.beam.noisy_threshold import KeepWithProbability, NoisyThreshold
 from beam_dpsu.count_released import count_calibration
 
+pytestmark = pytest.mark.pipeline
+
 try:  # the n-gram baselines may move to a module of their own
     from beam_dpsu.ngram_baselines import NgramsByDPSU  # type: ignore[import-not-found]
 except ImportError:

@@ -18,6 +18,8 @@ from beam_dpsu.core.mechanisms import SIPS, GreedyWithoutSampling, PolicyGaussia
 from beam_dpsu.beam.randomness import random_fanouts
 from beam_dpsu.core.report import to_json
 
+pytestmark = pytest.mark.pipeline
+
 # 3,000 users hold "cat", "dog" and one of "x0", "x1", "x2"; bob holds "cat" and
 # "rare". Every user but bob holds 3 distinct items.
 PAIRS = ([(f"u{i}", w) for i in range(3000) for w in ("cat", "dog", f"x{i % 3}")]

@@ -24,6 +24,8 @@ from beam_dpsu.core.mechanisms import (SIPS, CountGaussian, GreedyWithoutSamplin
                                        PolicyGaussian, PolicyLaplace, TruncatedGeometric,
                                        WeightedGaussian, WeightedLaplace)
 
+pytestmark = pytest.mark.pipeline
+
 BUDGET = beam_dpsu.Budget(2.0, 1e-5)
 MECHANISMS = [WeightedGaussian, WeightedLaplace, CountGaussian, TruncatedGeometric,
               PolicyGaussian, PolicyLaplace, GreedyWithoutSampling, SIPS]

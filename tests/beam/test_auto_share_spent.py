@@ -22,6 +22,8 @@ from beam_dpsu.core.mechanisms import (SIPS, CountGaussian, CountLaplace, Greedy
                                        PolicyGaussian, PolicyLaplace, WeightedGaussian,
                                        WeightedLaplace)
 
+pytestmark = pytest.mark.pipeline
+
 ZCDP = beam_dpsu.ZCDPBudget(0.1, 1e-5)
 DP = beam_dpsu.Budget(1.0, 1e-5)
 CANDIDATES = (1, 10, 100)

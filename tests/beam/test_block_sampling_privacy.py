@@ -36,6 +36,8 @@ from beam_dpsu.core import mechanisms, policies, record_blocks, sampling
 from beam_dpsu.core.record_blocks import RecordBlockBuilder
 from beam_dpsu.core.sampling import sample_block
 
+pytestmark = pytest.mark.pipeline
+
 EDGES = np.asarray((1, 2, 5, 10), dtype=np.int64)
 # Each statistical comparison fails by chance with probability 1e-8 (see the docstring).
 P_FAIL = 1e-8

@@ -38,6 +38,8 @@ from beam_dpsu.beam.noisy_threshold import NOISE_BATCH, KeepWithProbability, Noi
 from tests.support.byte_cases import blob, nth_permutation
 from tests.support.hypothesis_profiles import examples
 
+pytestmark = pytest.mark.pipeline
+
 # --- the pure part ----------------------------------------------------------------------
 
 

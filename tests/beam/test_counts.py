@@ -20,6 +20,8 @@ from beam_dpsu.beam.windowing import NonGlobalWindowError
 from beam_dpsu.core.hashing import stable_hash64
 from tests.support.goodness_of_fit import chi_square_pvalue
 
+pytestmark = pytest.mark.pipeline
+
 # Noise of scale ≤ 20/1e6: P[any of ≤ 1,000 counts gets nonzero noise] < 1e-20 000.
 EXACT = Budget(1e6)
 

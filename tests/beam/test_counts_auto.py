@@ -26,6 +26,8 @@ from beam_dpsu.core.report import to_json
 from tests.support.hypothesis_profiles import examples
 from tests.support.job_output import read_report
 
+pytestmark = [pytest.mark.job, pytest.mark.pipeline]
+
 SMALL = choice.AutoMaxItems(candidates=(1, 2, 5))
 
 

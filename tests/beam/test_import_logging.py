@@ -8,6 +8,10 @@ import textwrap
 
 from tests.support.paths import ROOT
 
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
 STATE = ("root = logging.getLogger(); "
          "state = lambda: (list(root.handlers), list(root.filters), root.level)")
 

@@ -14,6 +14,8 @@ from beam_dpsu import (BoundContributions, Budget, CountReleased, NoisyThreshold
 from beam_dpsu.core import policies
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 
+pytestmark = pytest.mark.pipeline
+
 BUDGET = Budget(1.0, 1e-5)
 CALIBRATION = Calibration(noise=GAUSSIAN, noise_scale=1.0, release_threshold=5.0,
                           threshold_delta=1e-6, sensitivity_norm=2, sensitivity=1.0,

@@ -12,6 +12,8 @@ from beam_dpsu import (InvalidRecordError, KeepReleased, NonGlobalWindowError, S
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.keep_released import _KeepBySideInputFn
 
+pytestmark = pytest.mark.pipeline
+
 METHODS = ("side_input", "join")
 
 # (name, records, released, key, expected kept records)

@@ -19,6 +19,8 @@ from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng
 from tests.support.one_pipeline import run_cases
 
+pytestmark = pytest.mark.pipeline
+
 ALL = [CountLaplace(3), CountGaussian(3), WeightedLaplace(3), WeightedGaussian(3)]
 HUGE = Budget(epsilon=1e6, delta=0.4)  # noise ~1e-6: the release is the threshold rule
 

@@ -13,6 +13,8 @@ from tests.support.runner import TestPipeline
 
 import beam_dpsu
 
+pytestmark = pytest.mark.pipeline
+
 # An item no step label or message template contains, so that an error echoing
 # it is caught (the trial used "cat", which words such as "indicate" contain).
 ITEM = "okapi"

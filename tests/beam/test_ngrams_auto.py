@@ -30,6 +30,8 @@ from pipelines import ngrams as ngrams_job
 from tests.support.hypothesis_profiles import examples
 from tests.support.paths import ROOT
 
+pytestmark = [pytest.mark.job, pytest.mark.pipeline]
+
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 DP = Budget(1.0, 1e-7)
 # Three candidates keep the graphs small (level 1 is built once per candidate).

@@ -25,6 +25,8 @@ from tests.support.hypothesis_profiles import examples
 from tests.support.ngram_corpora import downward_closed, phrase_corpus
 from tests.support.one_pipeline import run_cases
 
+pytestmark = pytest.mark.pipeline
+
 # The releases most tests below check, built in ONE pipeline (module fixture
 # ``releases``; a TestPipeline per test cost seconds each); each test asserts on
 # its own branch. Tests that expect an error, or capture logs, run their own.

@@ -25,6 +25,8 @@ from beam_dpsu import (SIPS, Budget, BudgetAccountant, BudgetExceededError, Coun
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 from beam_dpsu.beam.sips import SIPSRounds
 
+pytestmark = pytest.mark.pipeline
+
 BUDGET = Budget(1.0, 1e-5)
 # Far above every threshold below: 300 users hold "common", no one else anything.
 PAIRS = [(f"u{i}", "common") for i in range(300)]

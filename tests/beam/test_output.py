@@ -25,6 +25,8 @@ from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.beam.output import WriteReleased, format_released, release_order, shard_path
 from tests.support.hypothesis_profiles import examples
 
+pytestmark = pytest.mark.pipeline
+
 
 def read_files(prefix):
     out = {}

@@ -24,6 +24,8 @@ from beam_dpsu import (CountReleased, ExtractNgrams, SelectItems, WeightedGaussi
 from beam_dpsu.beam.output import _parquet_value, format_count_line, parquet_schema, shard_path
 from beam_dpsu.core.checks import ParameterError
 
+pytestmark = pytest.mark.pipeline
+
 SHARDS = 3
 
 

@@ -29,6 +29,8 @@ from beam_dpsu.beam.noisy_threshold import KeepWithProbability, NoisyThreshold
 from beam_dpsu.core.counts_budget import split_selection_and_counts
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 
+pytestmark = pytest.mark.pipeline
+
 BUDGET = ZCDPBudget(0.5, 1e-5)
 PAIRS = [("u1", "a"), ("u1", "b"), ("u2", "a"), ("u3", "c")]
 ELEMENTS = [["a", "b"], ["a"], ["c", "a"]]

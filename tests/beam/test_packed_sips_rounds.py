@@ -33,6 +33,8 @@ from beam_dpsu.core.record_blocks import (RecordBlockBuilder, block_users, unpac
                                           without_items)
 from beam_dpsu.core.sampling import sample_block, sample_user_items
 
+pytestmark = pytest.mark.pipeline
+
 # --- helpers -----------------------------------------------------------------------
 
 ITEMS = st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h", b"a", b"x", "é", "a b"])

@@ -25,6 +25,8 @@ from beam_dpsu import (SIPS, Budget, CountGaussian, CountLaplace, ExtractNgrams,
 from beam_dpsu.core import policies
 from beam_dpsu.beam.sequential import UserBlockBuilder, shard_policy_histogram
 
+pytestmark = pytest.mark.pipeline
+
 K = 4
 BUDGET = Budget(20.0, 0.3)
 

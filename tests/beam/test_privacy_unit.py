@@ -37,6 +37,8 @@ from beam_dpsu.beam.sequential import SequentialPolicyHistogram, sharded_policy_
 from tests.support.byte_cases import blob, item_list
 from tests.support.hypothesis_profiles import examples
 
+pytestmark = pytest.mark.pipeline
+
 HUGE = Budget(epsilon=1e6, delta=0.4)  # for parameter checks
 # Noise of scale ≤ 1.5e-3 and thresholds ≥ 6.3 noise scales above 1: an item
 # held by one person (weight ≤ 1) is released with probability ≤ δ = 1e-10

@@ -32,6 +32,8 @@ from beam_dpsu.ngram_baselines import NgramsByDPSU
 from beam_dpsu.beam.randomness import draws_randomness, random_fanouts
 from beam_dpsu.beam.noisy_threshold import KeepWithProbability
 
+pytestmark = pytest.mark.pipeline
+
 BUDGET = ZCDPBudget(0.5, 1e-5)
 PAIRS = [("u1", "a"), ("u1", "b"), ("u2", "a"), ("u3", "c")]
 ELEMENTS = [["a", "b"], ["a"], ["c", "a"]]

@@ -12,6 +12,10 @@ from beam_dpsu.beam import records
 from beam_dpsu.beam.records import UserItems, UserItemsCoder
 from tests.support.hypothesis_profiles import examples
 
+import pytest
+
+pytestmark = pytest.mark.pipeline
+
 TEXT = st.text(alphabet=st.characters(blacklist_categories=()), min_size=0, max_size=6)
 USER_ID = st.one_of(st.integers(-2 ** 130, 2 ** 130), TEXT, st.binary(max_size=8),
                     st.tuples(TEXT, st.integers(0, 9)), st.booleans())

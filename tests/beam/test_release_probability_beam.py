@@ -34,6 +34,8 @@ from beam_dpsu.core.budgets import Budget
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from tests.support.one_pipeline import run_cases
 
+pytestmark = pytest.mark.pipeline
+
 QUANTILE = 1 - 1e-8
 N_USERS = 2_000
 MAX_ITEMS = 4

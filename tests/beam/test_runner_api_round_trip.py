@@ -20,6 +20,8 @@ from beam_dpsu import (MECHANISMS, Budget, BoundContributions, CountReleased, Ex
                        SelectItems, mechanism_from_name)
 from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU
 
+pytestmark = pytest.mark.pipeline
+
 SEED = 11
 PAIRS = ([(f"u{u}", "common") for u in range(60)]
          + [(f"u{u}", f"w{u % 4}") for u in range(60)]

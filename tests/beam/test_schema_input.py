@@ -20,6 +20,8 @@ from beam_dpsu import (Budget, CountReleased, ExtractNgrams, InvalidRecordError,
                        WeightedGaussian, WeightedLaplace, ZCDPBudget)
 from beam_dpsu.beam.fields import input_fields
 
+pytestmark = pytest.mark.pipeline
+
 SELECT = (WeightedGaussian(3), ZCDPBudget(0.5, 1e-3))  # threshold ≈ 4.09, σ = 1
 EXACT = Budget(1e6)  # counts: P[any nonzero noise] < 1e-20 000 (tests/test_counts.py)
 HUGE = Budget(epsilon=1e6, delta=0.4)  # selection noise ~1e-6: the threshold rule

@@ -25,6 +25,8 @@ from beam_dpsu.beam.sequential import (OrderItemsForGW, SequentialPolicyHistogra
                                   sharded_policy_histogram)
 from tests.support.one_pipeline import run_cases
 
+pytestmark = pytest.mark.pipeline
+
 SEED = 17
 
 

@@ -18,6 +18,8 @@ from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng, os_rng
 from beam_dpsu.core.policies import weighted_gaussian_weight
 
+pytestmark = pytest.mark.pipeline
+
 # --- golden splits and thresholds ---------------------------------------------------
 
 

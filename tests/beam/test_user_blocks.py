@@ -21,6 +21,8 @@ from beam_dpsu.beam.sequential import (SequentialPolicyHistogram, UserBlockBuild
 from tests.support.byte_cases import blob, item_list, ordered_user
 from tests.support.hypothesis_profiles import examples
 
+pytestmark = pytest.mark.pipeline
+
 KEY = b"k" * 32
 POLICIES = [l1_descent, l2_descent, greedy_update]
 ITEMS = ["a", "b", "c", "dd", "é", "f", "g", b"a", b"\x00", "a\x00"]

@@ -24,6 +24,8 @@ from beam_dpsu.beam.sequential import SequentialPolicyHistogram
 from beam_dpsu.beam.sips import SIPSRounds
 from beam_dpsu.beam.windowing import NonGlobalWindowError
 
+pytestmark = pytest.mark.pipeline
+
 BUDGET = Budget(1.0, 1e-5)
 
 

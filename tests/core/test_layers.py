@@ -23,6 +23,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.subprocess
+
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "beam_dpsu"
 ROOT = PACKAGE.parent
 

@@ -32,6 +32,8 @@ from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 from tests.support.hypothesis_profiles import examples
 
+pytestmark = pytest.mark.job
+
 HUGE_D0 = [10 ** 12, 2 ** 63 - 1]
 WEIGHTED = [thresholds.weighted_laplace_threshold, thresholds.weighted_gaussian_threshold]
 ALL_THRESHOLDS = WEIGHTED + [thresholds.count_laplace_threshold,

@@ -17,6 +17,8 @@ from beam_dpsu.core import composition
 from beam_dpsu.core.calibration import Calibration, RoundsCalibration
 from beam_dpsu.core.counts_budget import composed_guarantees
 
+pytestmark = pytest.mark.pipeline
+
 IMDB = Budget(1.765, 4.96e-5)
 # dp-accounting's pessimistic rounding over-states each composed loss by < one
 # grid step: Δ0-fold counts by < Δ0·1e-4 in ε (plus the solvers' 1e-9).

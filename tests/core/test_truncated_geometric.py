@@ -20,6 +20,8 @@ from beam_dpsu.core.thresholds import (truncated_geometric_crossovers,
                                   truncated_geometric_keep_probability,
                                   truncated_geometric_recursion)
 
+pytestmark = pytest.mark.pipeline
+
 
 def exact_recursion_at_ln2(delta: Fraction, n_max: int) -> list[Fraction]:
     """The recursion in exact rationals at ε = ln 2 (e^ε = 2, e^{−ε} = 1/2)."""

@@ -6,6 +6,8 @@ from pipelines import flags, vocabulary
 from pipelines.evaluation import peers as benchmark_peers
 from tests.support.job_output import read_report
 
+pytestmark = pytest.mark.job
+
 BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field",
         "review", "--rho", "0.1", "--delta", "1e-5"]
 

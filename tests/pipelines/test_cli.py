@@ -16,6 +16,8 @@ from pipelines.io.errors import InputFormatError
 
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.subprocess
+
 
 def parse(argv):
     return flags.parse_job_args(vocabulary.build_parser(), argv)

@@ -16,6 +16,8 @@ from pipelines.evaluation import benchmark, evaluate
 from tests.support.job_flags import FLAG, beam_flags, job_flags, job_parsers
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.job
+
 BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
 # A library's own spellings: a parameter name, a Budget/ZCDPBudget repr or a
 # budget dict. None of them may reach a job's error line.

@@ -22,6 +22,8 @@ from tests.support import job_calls
 from tests.support.examples import imdb_slice
 from tests.support.job_processes import interrupt_once_imported
 
+pytestmark = [pytest.mark.job, pytest.mark.subprocess]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 

@@ -28,6 +28,8 @@ from pipelines.io.parsers import record_parser
 from tests.support.hypothesis_profiles import examples
 from tests.support.paths import ROOT
 
+pytestmark = [pytest.mark.job, pytest.mark.pipeline]
+
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 SECRET = "alice@example.com"

@@ -17,6 +17,8 @@ from pipelines.io.parsers import parse_csv, parse_jsonl, parse_pairs, parse_text
 from tests.support.examples import IMDB_2K
 from tests.support.hypothesis_profiles import examples
 
+pytestmark = pytest.mark.pipeline
+
 
 def stream(text: str):
     return io.BytesIO(text.encode("utf-8"))

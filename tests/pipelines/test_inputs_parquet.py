@@ -25,6 +25,8 @@ from pipelines.io.read import ReadUserItems
 from tests.support import job_calls
 from tests.support.job_output import read_report as report
 
+pytestmark = [pytest.mark.job, pytest.mark.pipeline]
+
 BUDGET = ["--epsilon", "50", "--delta", "1e-6", "--max-items-per-user", "5", "--seed", "3"]
 SECRET = "secret-value"  # in the files' data: never in an error line
 

@@ -22,6 +22,8 @@ from tests.support.job_processes import (assert_ran, child_pids, interrupt_once_
                                          vocabulary, write_pairs)
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.subprocess
+
 FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
 
 

@@ -23,6 +23,8 @@ import beam_dpsu
 from tests.support.job_calls import run, vocabulary
 from tests.support.job_processes import assert_ran, assert_refused, released, write_pairs
 
+pytestmark = [pytest.mark.job, pytest.mark.subprocess]
+
 FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
 
 

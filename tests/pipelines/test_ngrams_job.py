@@ -13,6 +13,8 @@ from tests.support.ngram_corpora import downward_closed, phrase_corpus
 from tests.support.paths import ROOT
 from tests.support.input_files import write_lines
 
+pytestmark = pytest.mark.job
+
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 RAW_LEVEL_FIELDS = {"support", "released_from_users", "spurious", "expected_spurious"}
 

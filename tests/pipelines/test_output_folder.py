@@ -24,6 +24,8 @@ from pipelines.progress import configure_progress
 from tests.support.job_processes import sigint_as_in_a_terminal
 from tests.support.paths import ROOT
 
+pytestmark = [pytest.mark.job, pytest.mark.subprocess]
+
 EXAMPLE = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 # Enough users holding each word that the seeded runs release something.
 SURE = ["--epsilon", "5", "--delta", "1e-6", "--seed", "3", "--max-items-per-user", "3"]

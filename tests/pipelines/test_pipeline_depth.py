@@ -22,6 +22,8 @@ from beam_dpsu.core.ngram_parameters import MAX_NGRAM_LENGTH
 from beam_dpsu.core.parallel_mechanisms import SIPS
 from pipelines import ngrams, vocabulary
 
+pytestmark = [pytest.mark.job, pytest.mark.pipeline]
+
 # Beam's runners run with Python's default limit; a quarter is left free.
 ROOM = 750
 

@@ -23,6 +23,8 @@ from tests.support.job_output import read_report
 from tests.support.paths import ROOT
 from tests.support.input_files import write_lines
 
+pytestmark = [pytest.mark.job, pytest.mark.subprocess]
+
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 
 

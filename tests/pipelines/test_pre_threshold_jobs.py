@@ -6,6 +6,8 @@ import pytest
 from pipelines import ngrams, vocabulary
 from tests.support.job_output import read_report, shard_lines
 
+pytestmark = pytest.mark.job
+
 BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field",
         "review", "--rho", "0.5", "--delta", "1e-5"]
 

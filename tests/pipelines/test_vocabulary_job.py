@@ -18,6 +18,8 @@ from tests.support.examples import imdb_slice
 from tests.support.job_output import output_bytes, released_items_and_report, shard_lines
 from tests.support.paths import ROOT
 from tests.support.input_files import write_lines
+
+pytestmark = [pytest.mark.job, pytest.mark.subprocess]
 BASE = ["--epsilon", "1", "--delta", "1e-5"]
 RAW_FIELDS = {"non_private_counts", "users", "pairs", "distinct_items"}
 

@@ -8,6 +8,8 @@ from pipelines import vocabulary
 from tests.support.job_output import released_items_and_report
 from tests.support.input_files import write_lines
 
+pytestmark = pytest.mark.job
+
 
 # ½e^{−3} = 2.5% for Laplace (these tests failed by chance). α = 25 makes it
 # ½e^{−25} < 1e-10 (Laplace) and Φ(−25) < 1e-100 (Gaussian). The loner's item is

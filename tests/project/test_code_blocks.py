@@ -40,6 +40,8 @@ import pytest
 
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.subprocess
+
 FENCE = re.compile(r"^( *)```(\S*)[^\n]*\n(.*?)^\1```[ \t]*$", re.M | re.S)
 NOT_RUN = re.compile(r"<!-- block: not run \((.+?)\) -->\s*$")
 RUNNABLE = ("python", "bash")

@@ -18,6 +18,8 @@ import pytest
 import beam_dpsu
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.subprocess
+
 DOCS = os.path.join(ROOT, "docs")
 NO_DOCS_EXTRA = "the docs extra is not installed (pip install -e '.[docs]')"
 

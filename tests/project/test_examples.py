@@ -9,6 +9,10 @@ import sys
 import beam_dpsu
 from tests.support.paths import ROOT
 
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
 
 def run_example(name: str, args, cwd) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": ROOT}  # as after `pip install -e .`

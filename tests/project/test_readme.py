@@ -12,6 +12,10 @@ import sys
 
 from tests.support.paths import ROOT
 
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
 README_MAX_LINES = 150
 BENCHMARKS_MAX_LINES = 300
 

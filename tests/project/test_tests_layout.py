@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.support import hypothesis_profiles
+from tests.support import hypothesis_profiles, tiers
 from tests.support.paths import ROOT
 
 
@@ -99,3 +99,31 @@ def test_ci_runs_the_readme_test_command():
         ci = re.findall(r"^step pytest python3 -m (pytest .*)$", f.read(), re.M)
     assert len(readme) == 1 and "-n auto --dist" in readme[0]
     assert ci == readme
+
+
+def test_the_tier_patterns_see_code_not_strings():
+    code = """
+import subprocess
+from tests.support.runner import TestPipeline
+# beam.Pipeline( in a comment
+NOTE = "vocabulary.main( in a string"
+def run():
+    return subprocess.run(["true"])
+"""
+    assert tiers.tiers_used(code) == {"pipeline", "subprocess"}
+    declared = "import pytest\npytestmark = [pytest.mark.job, pytest.mark.foo]\n"
+    assert tiers.tiers_declared(declared) == {"job"}
+
+
+def test_each_test_file_declares_the_tiers_its_code_uses():
+    # A file that builds pipelines, runs jobs or starts processes is marked so (and
+    # conftest marks it slow): the quick loop, -m "not slow", stays pure and fast.
+    wrong = {}
+    for path in suite_files():
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        used, declared = tiers.tiers_used(source), tiers.tiers_declared(source)
+        if used != declared:
+            wrong[os.path.relpath(path, ROOT)] = {"uses": sorted(used),
+                                                  "declares": sorted(declared)}
+    assert wrong == {}, "set the file's pytestmark to the tiers it uses (tests/support/tiers.py)"

@@ -4,6 +4,10 @@ import json
 
 from pipelines.evaluation import benchmark
 
+import pytest
+
+pytestmark = pytest.mark.job
+
 JOB = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-field", "review",
        "--rho", "0.1", "--delta", "1e-5", "--max-items-per-user", "20"]
 

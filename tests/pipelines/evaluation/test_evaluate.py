@@ -9,6 +9,8 @@ import pytest
 from pipelines.evaluation import evaluate
 from tests.support.input_files import write_lines
 
+pytestmark = pytest.mark.job
+
 
 @pytest.fixture
 def pairs_file(tmp_path):

@@ -18,6 +18,8 @@ from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines.evaluation import max_items as bench
 
 from tests.support.paths import ROOT
+
+pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 
 

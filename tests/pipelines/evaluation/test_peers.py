@@ -11,6 +11,8 @@ import pytest
 
 from pipelines.evaluation import peers
 
+pytestmark = pytest.mark.job
+
 # Found, not imported: the benchmark itself loads PipelineDP only for its own rows.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("pipeline_dp") is None,
                                 reason="PipelineDP is in the test extra: "

@@ -18,6 +18,8 @@ from beam_dpsu import Budget, BudgetAccountant, BudgetExceededError
 from tests.support.job_output import read_report
 from tests.support.paths import ROOT
 
+pytestmark = [pytest.mark.job, pytest.mark.pipeline]
+
 pytest.importorskip("pipeline_dp", reason="PipelineDP is in the test extra: "
                                           "pip install -e '.[test]'")
 
