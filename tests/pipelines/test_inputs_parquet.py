@@ -24,6 +24,7 @@ from pipelines.io.parquet import ParquetFields
 from pipelines.io.read import ReadUserItems
 from tests.support import job_calls
 from tests.support.job_output import read_report as report
+from tests.support.runner import RUNNER_FLAG
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -125,7 +126,8 @@ def test_peer_benchmark_reads_parquet(tmp_path, capsys):
     from pipelines.evaluation import peers as benchmark_peers
     path = write_parquet(tmp_path / "in.parquet",
                          {"user": [f"u{i}" for i in range(60)], "text": ["a b"] * 60})
-    code = benchmark_peers.main(["--input", path, "--user-field", "user", "--text-field",
+    code = benchmark_peers.main([RUNNER_FLAG, "--input", path, "--user-field", "user",
+                                 "--text-field",
                                  "text", "--epsilon", "50", "--delta", "1e-6",
                                  "--peer-strategies", "TRUNCATED_GEOMETRIC",
                                  "--mechanisms", "weighted-gaussian",

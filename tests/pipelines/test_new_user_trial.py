@@ -22,6 +22,7 @@ import pytest
 import beam_dpsu
 from tests.support.job_calls import run, vocabulary
 from tests.support.job_processes import assert_ran, assert_refused, released, write_pairs
+from tests.support.runner import RUNNER_FLAG
 
 pytestmark = [pytest.mark.job, pytest.mark.subprocess]
 
@@ -237,7 +238,8 @@ def test_a_full_disk_is_one_error_line_and_leaves_nothing(tmp_path, pairs, monke
     monkeypatch.setattr(FileSystems, "create",
                         staticmethod(lambda path, *a, **k: _FullDisk(create(path, *a, **k))))
     out = tmp_path / "out"
-    code = vocabulary.main(["--input", pairs, "--format", "pairs", "--epsilon", "1", *FIXED,
+    code = vocabulary.main([RUNNER_FLAG, "--input", pairs, "--format", "pairs", "--epsilon", "1",
+                            *FIXED,
                             "--output", str(out)])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == "", captured.err[-3000:]

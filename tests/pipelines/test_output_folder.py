@@ -23,6 +23,7 @@ from pipelines.evaluation import evaluate
 from pipelines.progress import configure_progress
 from tests.support.job_processes import sigint_as_in_a_terminal
 from tests.support.paths import ROOT
+from tests.support.runner import RUNNER_FLAG
 
 pytestmark = [pytest.mark.job, pytest.mark.subprocess]
 
@@ -45,7 +46,8 @@ def pairs(tmp_path):
 
 
 def vocab(pairs, out, *extra):
-    return vocabulary.main(["--input", pairs, "--format", "pairs", *SURE, "--output", str(out),
+    return vocabulary.main([RUNNER_FLAG, "--input", pairs, "--format", "pairs", *SURE, "--output",
+                            str(out),
                             *extra])
 
 
@@ -88,10 +90,12 @@ def test_ngrams_refuses_a_folder_holding_files(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "items-00000-of-00001.txt").write_text("old\n")
-    code = ngrams.main(["--input", str(src), "--max-n", "2", "--max-items-per-user", "3",
+    code = ngrams.main([RUNNER_FLAG, "--input", str(src), "--max-n", "2", "--max-items-per-user",
+                        "3",
                         *SURE[:6], "--output", str(out)])
     assert code == 2 and "--overwrite" in only_error_line(capsys.readouterr().err)
-    assert ngrams.main(["--input", str(src), "--max-n", "2", "--max-items-per-user", "3",
+    assert ngrams.main([RUNNER_FLAG, "--input", str(src), "--max-n", "2", "--max-items-per-user",
+                        "3",
                         *SURE[:6], "--output", str(out), "--overwrite"]) == 0
     assert names(out) == ["ngrams-00000-of-00001.txt", "report.json"]
 
@@ -103,16 +107,16 @@ def test_evaluate_no_plot_over_a_plotted_run_leaves_no_old_plot(pairs, tmp_path,
               "--output", str(out)]
     out.mkdir()
     (out / "utility.png").write_bytes(b"an earlier run's plot")
-    assert evaluate.main(common + ["--no-plot"]) == 2
+    assert evaluate.main([RUNNER_FLAG, *common + ["--no-plot"]]) == 2
     assert "--overwrite" in only_error_line(capsys.readouterr().err)
-    assert evaluate.main(common + ["--no-plot", "--overwrite"]) == 0
+    assert evaluate.main([RUNNER_FLAG, *common + ["--no-plot", "--overwrite"]]) == 0
     assert names(out) == ["results.csv", "summary.md"]
     assert names(tmp_path) == ["eval", "in"]
 
 
 def test_evaluate_refuses_a_cache_inside_the_output(pairs, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = evaluate.main(["--input", pairs, "--format", "pairs", "--mechanisms", "gw",
+    code = evaluate.main([RUNNER_FLAG, "--input", pairs, "--format", "pairs", "--mechanisms", "gw",
                           "--epsilons", "2", "--delta", "1e-5", "--no-plot",
                           "--cache-dir", str(out / "cache"), "--output", str(out)])
     assert code == 2 and "--cache-dir" in only_error_line(capsys.readouterr().err)

@@ -5,6 +5,7 @@ import pytest
 
 from pipelines import ngrams, vocabulary
 from tests.support.job_output import read_report, shard_lines
+from tests.support.runner import RUNNER_FLAG
 
 pytestmark = pytest.mark.job
 
@@ -14,7 +15,8 @@ BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-fi
 
 def test_the_vocabulary_job_applies_and_reports_the_pre_threshold(tmp_path, capsys):
     out = tmp_path / "out"
-    code = vocabulary.main([*BASE, "--mechanism", "weighted-gaussian", "--max-items-per-user",
+    code = vocabulary.main([RUNNER_FLAG, *BASE, "--mechanism", "weighted-gaussian",
+                            "--max-items-per-user",
                             "10", "--pre-threshold", "40", "--output", str(out)])
     capsys.readouterr()
     assert code == 0
@@ -64,7 +66,8 @@ def test_a_bad_pre_threshold_is_one_error_line(job, extra, value, message, tmp_p
 
 
 def test_the_ngram_baselines_refuse_a_pre_threshold(tmp_path, capsys):
-    code = ngrams.main([*BASE, "--max-n", "2", "--max-items-per-user", "10", "--method",
+    code = ngrams.main([RUNNER_FLAG, *BASE, "--max-n", "2", "--max-items-per-user", "10",
+                        "--method",
                         "dpsu-all", "--pre-threshold", "3", "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["error: --pre-threshold applies to --method dpne only, not "
@@ -73,7 +76,7 @@ def test_the_ngram_baselines_refuse_a_pre_threshold(tmp_path, capsys):
 
 def test_the_ngram_job_records_the_pre_threshold(tmp_path, capsys):
     out = tmp_path / "out"
-    code = ngrams.main([*BASE, "--max-n", "2", "--max-items-per-user", "10",
+    code = ngrams.main([RUNNER_FLAG, *BASE, "--max-n", "2", "--max-items-per-user", "10",
                         "--pre-threshold", "5", "--output", str(out)])
     capsys.readouterr()
     assert code == 0

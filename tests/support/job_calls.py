@@ -22,6 +22,8 @@ import subprocess
 import sys
 import warnings
 
+from tests.support.runner import job_args
+
 
 class _Expired(Exception):
     """The job was still running at the timeout."""
@@ -71,10 +73,16 @@ def _as_a_fresh_process():
             root.handlers, root.level = handlers, level
 
 
+# The jobs that take Beam's options: run on the suite's runner unless a test names one.
+_BEAM_JOBS = ("vocabulary", "ngrams", "evaluation.evaluate", "evaluation.peers")
+
+
 def run(module: str, args, timeout: float | None = None) -> subprocess.CompletedProcess:
     """``pipelines.<module>.main(args)`` in this process: (exit code, stdout, stderr). An
-    exit through ``SystemExit`` (``--help``, ``--version``) gives its code."""
-    argv = [str(a) for a in args]
+    exit through ``SystemExit`` (``--help``, ``--version``) gives its code. A job taking
+    Beam's options runs on the suite's runner (tests/support/runner.py) unless ``args``
+    choose one."""
+    argv = job_args(args) if module in _BEAM_JOBS else [str(a) for a in args]
     main = importlib.import_module(f"pipelines.{module}").main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \

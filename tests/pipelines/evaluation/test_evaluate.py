@@ -8,6 +8,7 @@ import pytest
 
 from pipelines.evaluation import evaluate
 from tests.support.input_files import write_lines
+from tests.support.runner import RUNNER_FLAG
 
 pytestmark = pytest.mark.job
 
@@ -21,7 +22,7 @@ def pairs_file(tmp_path):
 
 def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = evaluate.main(["--input", pairs_file, "--format", "pairs",
+    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs",
                           "--mechanisms", "weighted-gaussian,gw",
                           "--epsilons", "1,4", "--delta", "1e-5", "--trials", "2",
                           "--max-items-per-user", "6", "--k-anonymity", "5",
@@ -70,7 +71,7 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
 
 def test_evaluation_keeps_the_cache_only_where_asked(pairs_file, tmp_path):
     out, cache = tmp_path / "eval", tmp_path / "cache"
-    assert evaluate.main(["--input", pairs_file, "--format", "pairs", "--mechanisms",
+    assert evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--mechanisms",
                           "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
                           "--cache-dir", str(cache), "--output", str(out)]) == 0
     assert sorted(os.listdir(out)) == ["results.csv", "summary.md"]
@@ -90,7 +91,8 @@ def test_missing_matplotlib_is_reported_before_any_work(pairs_file, tmp_path, ca
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1",
+    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--epsilons",
+                          "1",
                           "--delta", "1e-5", "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and "utility.png needs matplotlib" in err and "--no-plot" in err
@@ -110,10 +112,12 @@ def test_every_tool_passes_max_items_to_gw(pairs_file):
 
 
 def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
-    code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1",
+    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--epsilons",
+                          "1",
                           "--rhos", "0.1", "--delta", "1e-5", "--output", str(tmp_path / "o")])
     assert code == 2 and "give exactly one of --epsilons or --rhos" in capsys.readouterr().err
-    code = evaluate.main(["--input", pairs_file, "--format", "pairs", "--epsilons", "1,-2",
+    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--epsilons",
+                          "1,-2",
                           "--delta", "1e-5", "--output", str(tmp_path / "o")])
     assert code == 2
     assert "--epsilons must be a finite number > 0, got -2.0" in capsys.readouterr().err
@@ -140,7 +144,7 @@ def test_the_cache_holds_only_users_holding_items(tmp_path):
 
 
 def _evaluate_with_cache(path, cache, out, *extra):
-    return evaluate.main(["--input", str(path), "--format", "pairs", "--mechanisms",
+    return evaluate.main([RUNNER_FLAG, "--input", str(path), "--format", "pairs", "--mechanisms",
                           "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
                           "--cache-dir", str(cache), "--output", str(out), *extra])
 
@@ -216,7 +220,7 @@ def test_list_flags_refuse_empty_and_repeated_entries(pairs_file, tmp_path, caps
             "--output", str(tmp_path / "o"), flag, value]
     for k, v in grid.items():
         argv += [k, v]
-    code = evaluate.main(argv)
+    code = evaluate.main([RUNNER_FLAG, *argv])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.strip()]
@@ -233,7 +237,7 @@ def test_every_run_reports_its_missing_mass_labelled_raw(tmp_path):
     path = write_lines(tmp_path / "in.csv", [line for u in range(100) for line in
                                              (f"u{u},common", f"u{u},common", f"u{u},own{u}")])
     out = tmp_path / "eval"
-    assert evaluate.main(["--input", path, "--format", "pairs", "--mechanisms",
+    assert evaluate.main([RUNNER_FLAG, "--input", path, "--format", "pairs", "--mechanisms",
                           "weighted-gaussian,sips", "--rhos", "1", "--delta", "1e-10",
                           "--no-plot", "--output", str(out)]) == 0
     with open(out / "results.csv", newline="", encoding="utf-8") as f:

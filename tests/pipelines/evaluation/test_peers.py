@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from pipelines.evaluation import peers
+from tests.support.runner import RUNNER_FLAG
 
 pytestmark = pytest.mark.job
 
@@ -32,7 +33,7 @@ def _rows(out: str) -> list:
 
 
 def test_the_default_job_and_fixed_delta0_side_by_side_with_memory(tmp_path, capsys):
-    code = peers.main([*_pairs(tmp_path), "--max-items-per-user", "5",
+    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--max-items-per-user", "5",
                        "--peer-strategies", "GAUSSIAN_THRESHOLDING",
                        "--mechanisms", "sips:auto,sips"])
     captured = capsys.readouterr()
@@ -66,7 +67,7 @@ def test_our_selections_process_loads_no_pipelinedp(tmp_path, monkeypatch):
     # its peak memory and time hold none of it; PipelineDP's own rows load it.
     for name in [m for m in sys.modules if m.split(".")[0] == "pipeline_dp"]:
         monkeypatch.delitem(sys.modules, name)
-    code = peers.main([*_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
+    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
                        "--mechanisms", "sips", "--selection", "1"])
     assert code == 0
     # Unseeded: fails by chance w.p. about 1e-43332 (sips at Δ0 = 100: each of the 5
@@ -86,14 +87,15 @@ def test_our_selections_process_loads_no_pipelinedp(tmp_path, monkeypatch):
     (["--mechanisms", "sips:auto,sips:auto"], "--mechanisms gives sips:auto twice"),
 ])
 def test_bad_command_lines_are_one_error_line(flag, message, tmp_path, capsys):
-    code = peers.main([*_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC", *flag])
+    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
+                       *flag])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and err[-1].startswith("error:") and message in err[-1], err
     assert sum(line.startswith("error:") for line in err) == 1
 
 
 def test_a_strategy_given_twice_is_one_error_line(tmp_path, capsys):
-    code = peers.main([*_pairs(tmp_path), "--peer-strategies",
+    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies",
                        "TRUNCATED_GEOMETRIC,TRUNCATED_GEOMETRIC"])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1
