@@ -419,3 +419,17 @@ def test_mechanism_names_and_auto_ignore_case_alike(pairs, capsys):
     code = vocabulary.main([*pairs, *BUDGET, "--mechanism", "Weighted-Gaussian",
                             "--max-items-per-user", "AUTO"])
     assert code == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spelling", ["SIPS", " Policy-Gaussian ", "WEIGHTED-GAUSSIAN"])
+def test_a_mechanism_spelled_in_capitals_gets_the_same_job_defaults(spelling, tmp_path):
+    # The job's defaults (Δ0 chosen privately for these mechanisms) follow the name as
+    # the library reads it, so SIPS gets what sips gets.
+    def parsed(name):
+        args = vocabulary.parse_args(["--input", str(tmp_path / "pairs.csv"), "--format",
+                                      "pairs", "--mechanism", name, "--epsilon", "1",
+                                      "--delta", "1e-5", "--output", str(tmp_path / "out")])[0]
+        return args.max_items_per_user, args.job_defaults
+    (tmp_path / "pairs.csv").write_text("u1,a\nu2,a\n", encoding="utf-8")
+    assert parsed(spelling) == parsed(spelling.strip().lower()) == (
+        "auto", {"max_items_per_user": "auto"})
