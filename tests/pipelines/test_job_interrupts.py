@@ -198,6 +198,28 @@ def test_an_interrupt_after_the_summary_is_one_line_and_the_release_stays_whole(
     assert proc.returncode in (0, code), (proc.returncode, stderr[-3000:])
     for noise in ("Traceback", "KeyboardInterrupt", "Exception ignored"):
         assert noise not in stderr, stderr[-3000:]
-    if proc.returncode:
-        assert stderr.splitlines()[-1] == "interrupted", stderr[-3000:]
+    if proc.returncode:  # the line says the release is complete, so nobody runs it again
+        assert stderr.splitlines()[-1] == (
+            f"interrupted after the release was complete: {out} holds it (running the job "
+            "again would spend the budget again)"), stderr[-3000:]
     assert sorted(os.listdir(out)) == ["items-00000-of-00001.txt", "report.json"]
+
+
+@pytest.mark.parametrize("released", [False, True])
+def test_a_signal_after_the_job_says_whether_the_release_is_in_place(released, tmp_path):
+    # The start handler (in place from the job's end until the process ends) tells a
+    # signal before any release from one after the release was put in place.
+    script = (
+        "import os, signal\n"
+        "from pipelines.interrupts import INTERRUPTS, install_start_handler\n"
+        f"INTERRUPTS.released_to = {str(tmp_path) if released else None!r}\n"
+        "install_start_handler()\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "import time; time.sleep(30)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last == (f"interrupted after the release was complete: {tmp_path} holds it "
+                    "(running the job again would spend the budget again)"
+                    if released else "interrupted"), proc.stderr
