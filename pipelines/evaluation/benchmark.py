@@ -61,6 +61,7 @@ from pipelines.evaluation.lists import comma_list
 from pipelines.progress import progress
 from pipelines.job_files import read_json, scratch_folder
 from pipelines.job_runner import run_job
+from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.benchmark"
@@ -343,4 +344,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

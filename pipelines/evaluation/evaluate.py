@@ -44,7 +44,6 @@ import math
 import os
 import shutil
 import statistics
-import sys
 import time
 from types import SimpleNamespace
 
@@ -61,6 +60,7 @@ from pipelines.output_folder import staging_of
 from pipelines.progress import progress
 from pipelines.job_files import scratch_folder
 from pipelines.job_runner import job_pipeline, run_job
+from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
@@ -505,4 +505,4 @@ def main(argv=None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

@@ -37,7 +37,6 @@ import dataclasses
 import functools
 import os
 import random
-import sys
 import time
 from collections import defaultdict
 from types import SimpleNamespace
@@ -50,6 +49,7 @@ from pipelines.errors import flag_errors, UsageError
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
 from pipelines.job_runner import run_job
+from pipelines.interrupts import end_program
 
 import numpy as np  # noqa: E402
 
@@ -479,4 +479,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

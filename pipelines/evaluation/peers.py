@@ -50,6 +50,7 @@ from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
 from pipelines.job_runner import job_pipeline, run_job
+from pipelines.interrupts import end_program
 from pipelines.evaluation.benchmark import ROOT, absolute_inputs, time_process
 import apache_beam as beam  # noqa: E402
 
@@ -271,4 +272,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())
