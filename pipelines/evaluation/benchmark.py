@@ -59,7 +59,7 @@ from pipelines.settings import tokenizer_from_args
 from pipelines.errors import UsageError
 from pipelines.evaluation.lists import comma_list
 from pipelines.progress import progress
-from pipelines.job_files import read_json, scratch_folder
+from pipelines.job_files import check_scratch_folder, read_json, scratch_folder
 from pipelines.job_runner import run_job
 from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
@@ -177,6 +177,8 @@ def prepare(argv):
             extra = [] if mechanism is None else ["--mechanism", mechanism]
             extra += [] if value is None else ["--max-items-per-user", value]
             job_args = module.parse_args(job_argv + extra + probe)[0]
+    if args.workdir and not args.read_only:  # created here, once everything else is checked
+        check_scratch_folder(args.workdir, "--workdir")
     return SimpleNamespace(args=args, job_argv=job_argv, mechanisms=mechanisms,
                            max_items=max_items, job_args=job_args, output=None)
 

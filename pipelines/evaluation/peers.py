@@ -49,6 +49,7 @@ from pipelines.settings import (check_calibrates, mechanism_from_args, require_s
 from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
+from pipelines.job_files import check_scratch_folder
 from pipelines.job_runner import job_pipeline, run_job
 from pipelines.interrupts import end_program
 from pipelines.evaluation.benchmark import ROOT, absolute_inputs, time_process
@@ -177,8 +178,9 @@ def prepare(argv):
     count = len(strategies) + len(mechanisms)
     if args.selection is not None and not 0 <= args.selection < count:
         raise UsageError(f"--selection must be in 0..{count - 1}, got {args.selection}")
-    args.workdir = os.path.abspath(args.workdir)
     args.files = resolve_input(args, FORMATS)
+    check_scratch_folder(args.workdir, "--workdir")  # created here, once the rest is checked
+    args.workdir = os.path.abspath(args.workdir)
     return SimpleNamespace(args=args, argv=argv, options=options, budget=budget,
                            strategies=strategies, mechanisms=mechanisms, output=None)
 
@@ -245,7 +247,7 @@ def _child_argv(job, index: int) -> list:
 
 def run_prepared(job) -> str:
     args, budget = job.args, job.budget
-    os.makedirs(args.workdir, exist_ok=True)  # scratch, kept: not a release folder
+    # --workdir: scratch, kept (not a release folder), created by prepare.
     if args.selection is not None:
         _run_one(job, args.selection)
         return ""

@@ -90,6 +90,22 @@ def test_bad_command_lines_are_one_error_line(flag, message, tmp_path, capsys):
     assert sum(line.startswith("error:") for line in err) == 1
 
 
+@pytest.mark.parametrize("where", ["a file", "inside a file"])
+def test_an_unusable_workdir_is_one_error_line_before_any_work(where, tmp_path, capsys,
+                                                               monkeypatch):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    workdir = blocker if where == "a file" else blocker / "sub"
+    monkeypatch.setattr(peers, "time_process", lambda *a: pytest.fail("it ran"))
+    argv = _pairs(tmp_path)
+    argv[argv.index("--workdir") + 1] = str(workdir)
+    code = peers.main([*argv, "--peer-strategies", "TRUNCATED_GEOMETRIC"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: --workdir {workdir} ")
+    assert ("is a file, not a folder" if where == "a file" else "cannot be created") in err[0]
+
+
 def test_a_strategy_given_twice_is_one_error_line(tmp_path, capsys):
     code = peers.main([*_pairs(tmp_path), "--peer-strategies",
                        "TRUNCATED_GEOMETRIC,TRUNCATED_GEOMETRIC"])
