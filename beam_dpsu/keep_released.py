@@ -200,7 +200,7 @@ class KeepReleased(beam.PTransform):
                                                    f"{a_type(key)}")
         self._released = released
         self._key = _record_itself if key is None else key
-        self._method = checks.one_of("method", method, METHODS, "'side_input' or 'join'")
+        self._method = checks.one_name_of("method", method, METHODS, "'side_input' or 'join'")
 
     def expand(self, records):
         if self._released.pipeline is not records.pipeline:

@@ -64,6 +64,8 @@ from pipelines.job_runner import run_job
 from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
+
 PROG = "python -m pipelines.evaluation.benchmark"
 JOBS = ("vocabulary", "ngrams")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -158,7 +160,7 @@ def prepare(argv):
     # The jobs run in the folder of their checkout (--before's too): input
     # paths given relative to here are made absolute.
     job_argv = absolute_inputs(job_argv)
-    mechanisms = comma_list(args.mechanisms, "--mechanisms", what="mechanisms")
+    mechanisms = comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms")
     if args.job == "ngrams":
         mechanisms = [None]
     max_items = [None]

@@ -66,6 +66,7 @@ from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
@@ -391,7 +392,8 @@ def prepare(argv, prog: str = PROG):
         raise UsageError("--cache-dir must not be inside --output: the output folder is "
                              "written whole and replaced as a whole")
     mechanisms = [mechanism_from_args(args, name, ignore_unused=True)
-                  for name in comma_list(args.mechanisms, "--mechanisms", what="mechanisms")]
+                  for name in comma_list(args.mechanisms, "--mechanisms", canonical_name,
+                                          "mechanisms")]
     with flag_errors(**GRID_FLAGS):
         for budget in budgets:  # calibrate everything before running anything
             for mechanism in mechanisms:

@@ -57,6 +57,7 @@ from beam_dpsu.core import max_items_choice  # noqa: E402
 
 from beam_dpsu.core import policies  # noqa: E402
 from beam_dpsu.core.budgets import ZCDPBudget  # noqa: E402
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.core.calibration import release_mask  # noqa: E402
 from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
 from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402
@@ -349,7 +350,7 @@ def build_parser() -> JobArgumentParser:
 
 
 def _names(text: str, known, flag: str) -> list:
-    names = comma_list(text, flag, what="names")
+    names = comma_list(text, flag, canonical_name, "names")  # as mechanism names are
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"{flag}: unknown or no names {unknown}; choose from "

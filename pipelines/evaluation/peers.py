@@ -56,6 +56,7 @@ from pipelines.evaluation.benchmark import ROOT, absolute_inputs, time_process
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.core.max_items_choice import is_auto  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from pipelines.io.formats import FORMATS  # noqa: E402
@@ -137,7 +138,7 @@ def _mechanism_entries(args) -> list:
     """(name, Δ0) per --mechanisms entry ``NAME[:N|auto]``; Δ0 defaults to
     --max-items-per-user."""
     entries = []
-    for entry in comma_list(args.mechanisms, "--mechanisms", what="mechanisms"):
+    for entry in comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms"):
         name, colon, value = entry.partition(":")
         try:
             max_items = int_or_auto(value) if colon else args.max_items_per_user
@@ -162,7 +163,9 @@ def prepare(argv):
                          "max_partitions_contributed takes a fixed int (give our "
                          "mechanisms auto as --mechanisms sips:auto)")
     args.max_items_per_user = args.max_items_per_user or 100
-    strategies = comma_list(args.peer_strategies, "--peer-strategies", what="strategies")
+    # PipelineDP's names, read as mechanism names are (case and spaces ignored).
+    strategies = comma_list(args.peer_strategies, "--peer-strategies",
+                            lambda name: canonical_name(name).upper(), "strategies")
     unknown = set(strategies) - set(PEER_STRATEGIES)
     if unknown:
         raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "

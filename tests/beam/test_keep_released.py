@@ -163,6 +163,9 @@ def test_bad_arguments_are_refused_when_built():
         KeepReleased(released, method="sql")
     with pytest.raises(TypeError, match="key must be a function record -> item, got a str"):
         KeepReleased(released, key="word")
+    # The method's name is read as mechanism names are: case and spaces ignored.
+    spelled = records | "KeepJoinSpelled" >> KeepReleased(released, method=" Join ")
+    assert spelled.producer.full_label == "KeepJoinSpelled/KeepJoined"
     with pytest.raises(TypeError, match="positional"):
         KeepReleased(released, lambda r: r)  # key is keyword-only
     typed = p | "Typed" >> beam.Create([("a", 1)]).with_output_types(tuple[str, int])
