@@ -33,6 +33,7 @@ import numpy as np
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.documents import encodes_as_utf8
 from beam_dpsu.core.user_records import InvalidRecordError
 from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import require_global_window
@@ -46,30 +47,72 @@ def _record_itself(record: Any) -> Any:
     return record
 
 
-def _hashable(value: Any, what: str) -> Any:
-    """``value`` if it can be a set member; an error naming its type (never its value)."""
-    try:
-        hash(value)
-    except TypeError:
-        raise InvalidRecordError(f"KeepReleased: {what} must be hashable (a str, bytes, int "
-                                 f"or tuple of these), got {a_type(value)}") from None
-    return value
+_KEY_TYPES = "a str, bytes, int (not a bool) or tuple of these"
 
 
-def _canonical(value: Any) -> Any:
-    """``value`` as the plain Python value it equals (numpy.str_ → str, numpy.int64 → int,
-    tuples element by element), so that the join's encoded keys match as ``==`` does."""
-    if type(value) in (str, bytes, int):
+class _NotAKey(Exception):
+    """What ``_plain`` found instead of a key: the type to name (never the value)."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as the plain str, bytes, int or tuple of these it equals (numpy's str,
+    bytes and ints, an ``IntEnum``, tuples part by part); ``_NotAKey`` otherwise."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii() or encodes_as_utf8(value):
+            return value
+        raise _NotAKey("a str that is not UTF-8 (a lone surrogate)")
+    if kind is bytes or kind is int:
         return value
+    if isinstance(value, (bool, np.bool_)):
+        raise _NotAKey("a bool")
     if isinstance(value, str):
-        return str(value)
+        return _plain(str.__str__(value))
     if isinstance(value, bytes):
-        return bytes(value)
-    if isinstance(value, np.generic):
-        return value.item()
+        return bytes(memoryview(value))
+    if isinstance(value, (int, np.integer)):
+        return int(value)
     if isinstance(value, tuple):
-        return tuple(_canonical(v) for v in value)
-    return value
+        try:
+            return tuple(_plain(part) for part in value)
+        except _NotAKey as inner:
+            raise _NotAKey("a tuple holding " + str(inner).removeprefix("a tuple holding ")) \
+                from None
+    raise _NotAKey(a_type(value))
+
+
+def _item_key(value: Any, what: str) -> Any:
+    """``value`` as the key both methods compare: a plain str, bytes, int or tuple of these.
+
+    Equal keys of these types encode to equal bytes and unequal ones to unequal
+    bytes, so the side input's ``==`` and the join's encoded keys keep the same
+    records. A float, a bool, None or any other type is refused, by both methods
+    alike: ``1.0`` and ``True`` equal ``1`` in Python but not once encoded, and
+    the join's coder would print a value it cannot encode.
+
+    Raises:
+      InvalidRecordError: for any other value, naming its type, never the value.
+    """
+    try:
+        return _plain(value)
+    except _NotAKey as found:
+        raise InvalidRecordError(f"KeepReleased: {what} must be {_KEY_TYPES}, got {found}") \
+            from None
+
+
+def _released_as_key(item: Any) -> tuple:
+    """A released item as the join's (key, marker) element."""
+    return _item_key(item, "a released item"), None
+
+
+class _KeyRecord:
+    """record → (its key as ``_item_key`` gives it, the record), the join's records side."""
+
+    def __init__(self, key: Callable[[Any], Any]):
+        self._key = key
+
+    def __call__(self, record: Any) -> tuple:
+        return _item_key(self._key(record), "key(record)"), record
 
 
 class _KeepBySideInputFn(beam.DoFn):
@@ -85,8 +128,8 @@ class _KeepBySideInputFn(beam.DoFn):
     def process(self, record, released):
         if self._released is None:
             # One value in the global window: built once, reused by every later bundle.
-            self._released = frozenset(_hashable(item, "a released item") for item in released)
-        if _hashable(self._key(record), "key(record)") in self._released:
+            self._released = frozenset(_item_key(item, "a released item") for item in released)
+        if _item_key(self._key(record), "key(record)") in self._released:
             yield record
 
 
@@ -105,10 +148,21 @@ class KeepReleased(beam.PTransform):
     no privacy cost of its own. A record whose key several released elements
     equal still passes once; records with equal keys all pass or all drop.
 
+    Keys and released items are str, bytes, int or tuples of these (numpy's
+    str and ints count as the values they equal), by either method: a float or
+    a bool is refused rather than matched, since ``1.0`` and ``True`` equal
+    ``1`` in Python but not as the join's encoded keys.
+
+    A later DP aggregation of the kept records must see each person as one
+    user, as the selection did: key its records by the user id as the
+    selection keyed it, ``beam_dpsu.core.user_records.canonical_user_id``
+    (``5``, ``"5"`` and ``b"5"`` are one user there), or one person can count
+    as several users in the aggregation and spend its budget more than once.
+
     Args:
       released: the ``PCollection`` of released items (``SelectItems``' or
         ``ExtractNgrams``' output) in the records' pipeline.
-      key: record → its item (hashable: str, bytes, int, tuple of these, as
+      key: record → its item (a str, bytes, int or tuple of these, as
         ``ExtractNgrams``' n-grams are); default: the record is its item.
       method: ``"side_input"`` (default; the set in every worker's memory,
         ~100 bytes per 10-character item) or ``"join"`` (a ``CoGroupByKey``, no
@@ -122,14 +176,17 @@ class KeepReleased(beam.PTransform):
       ParameterError: ``released`` is not a PCollection (a TypeError too), is
         from another pipeline, or ``method`` is unknown.
       NonGlobalWindowError: either input windowed or unbounded, when built.
-      InvalidRecordError: when it runs, a key or released item that is not
-        hashable (the message names its type, never its value).
+      InvalidRecordError: when it runs, a key or released item that is not a
+        str, bytes, int (a bool is not) or tuple of these, or a str that is not
+        UTF-8, by either method (the message names its type, never its value).
 
     For example:
 
     ```python
     released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
     rows = rows | KeepReleased(released, key=lambda row: row["word"])
+    # A later aggregation's user ids, keyed as SelectItems keyed them:
+    users = rows | beam.Map(lambda row: (canonical_user_id(row["user"]), row))
     ```
     """
 
@@ -143,7 +200,7 @@ class KeepReleased(beam.PTransform):
                                                    f"{a_type(key)}")
         self._released = released
         self._key = _record_itself if key is None else key
-        self._method = checks.one_of("method", method, METHODS, "'side_input' or 'join'")
+        self._method = checks.one_name_of("method", method, METHODS, "'side_input' or 'join'")
 
     def expand(self, records):
         if self._released.pipeline is not records.pipeline:
@@ -158,11 +215,8 @@ class KeepReleased(beam.PTransform):
             return records | "KeepBySideInput" >> beam.ParDo(
                 _KeepBySideInputFn(self._key), beam.pvalue.AsIter(self._released)
             ).with_output_types(element_type)
-        key = self._key
-        keyed = records | "KeyRecords" >> beam.Map(
-            lambda record: (_canonical(_hashable(key(record), "key(record)")), record))
-        items = self._released | "ReleasedAsKeys" >> beam.Map(
-            lambda item: (_canonical(_hashable(item, "a released item")), None))
+        keyed = records | "KeyRecords" >> beam.Map(_KeyRecord(self._key))
+        items = self._released | "ReleasedAsKeys" >> beam.Map(_released_as_key)
         return ({"records": keyed, "released": items}
                 | "JoinOnKey" >> beam.CoGroupByKey()
                 | "KeepJoined" >> beam.FlatMap(_kept_by_join).with_output_types(element_type))

@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import re
+import traceback
 
 from beam_dpsu.beam.bounding import InvalidRecordError
 from beam_dpsu.beam.windowing import NonGlobalWindowError
@@ -117,17 +118,33 @@ def _no_space_message(exc: BaseException) -> str | None:
             "place at the output; free some space and run again")
 
 
+def _prism_start_message(exc: BaseException) -> str | None:
+    """The line for a Prism runner that could not start (its binary neither found nor
+    downloaded: an offline machine, a wrong ``--prism_location``), else None. Raised
+    while the runner starts, before any data is read."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not any(os.path.basename(frame.filename) == "prism_runner.py" for frame in frames):
+        return None
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (f"the Prism runner could not start ({reason[:300]}); give --prism_location a "
+            "Prism binary, or choose another runner, e.g. --runner FnApiRunner "
+            "(docs/how-to/runners.md)")
+
+
 def error_message(exc: BaseException) -> str | None:
     """The one-line message of an expected failure, or None for a bug.
 
     Beam re-raises a DoFn's exception with ``[while running 'Step']``
     appended (dropped here); portable runners wrap it in a RuntimeError whose
     text holds the original ``InputFormatError: …`` line (found here). A full
-    disk is expected too (:func:`_no_space_message`).
+    disk and a Prism runner that cannot start are expected too.
     """
     no_space = _no_space_message(exc)
     if no_space is not None:
         return no_space
+    prism = _prism_start_message(exc)
+    if prism is not None:
+        return prism
     if isinstance(exc, CLEAN_ERRORS):
         text = str(exc)
     else:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from beam_dpsu.beam.output import FORMATS as OUTPUT_FORMATS
 from beam_dpsu.core import mechanisms
+from beam_dpsu.core.checks import canonical_name
 from beam_dpsu.core.counts_budget import DEFAULT_COUNTS_SHARE
 from pipelines.flags import JobArgumentParser, boolean, flags, int_or_auto
 from pipelines.io.formats import FORMAT_HELP
@@ -87,7 +88,7 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
     g.add_argument(*flags("ratio"), type=float, metavar="R",
                    help="sips: each round gets R times the budget of the next, 0 < R <= 1 "
                         "(default: 1/3)")
-    g.add_argument(*flags("sips-removal"), choices=("side_input", "join"),
+    g.add_argument(*flags("sips-removal"), type=canonical_name, choices=("side_input", "join"),
                    help="sips: remove released items by side input, or by join when the "
                         "released set is too large for worker memory (default: side_input)")
     g.add_argument(*flags("alpha"), type=float, metavar="A",

@@ -21,7 +21,8 @@ from typing import NoReturn
 
 # No logging here: this module is imported first, before the handler is in place.
 
-__all__ = ["Interrupts", "INTERRUPTS", "quiet_start", "install_start_handler", "end_program"]
+__all__ = ["Interrupts", "INTERRUPTS", "quiet_start", "install_start_handler", "end_program",
+           "interrupted_line"]
 
 # Modules run as ``python -m`` that are no job: the DirectRunner's worker processes.
 _NOT_JOBS = ("pipelines.worker",)
@@ -42,9 +43,20 @@ def _started_module(argv) -> str:
     return ""
 
 
+def interrupted_line() -> str:
+    """What a job says when a signal ends it: ``interrupted``, or, once its release is in
+    place, that the release is complete (so that nobody runs the job again for it, which
+    would spend the budget again)."""
+    done = INTERRUPTS.released_to
+    if done is None:
+        return "interrupted"
+    return (f"interrupted after the release was complete: {done} holds it (running the "
+            "job again would spend the budget again)")
+
+
 def _exit_while_starting(signum, _frame):
     try:
-        sys.stderr.write("interrupted\n")
+        sys.stderr.write(interrupted_line() + "\n")
         sys.stderr.flush()
     finally:
         # Before the job: nothing written yet, no import to finish. After it: the
@@ -125,12 +137,16 @@ class Interrupts:
 
     def __init__(self):
         self.signal: int | None = None
+        # The output folder once the release is in place there (set by the output folder's
+        # commit; kept after the job, until the process ends).
+        self.released_to: str | None = None
         self._held, self._pending = False, None
         self._previous: dict = {}
         self.on_interrupt: list = []
 
     def __enter__(self):
         self.signal, self._held, self._pending = None, False, None
+        self.released_to = None
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)

@@ -13,8 +13,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsu.core.report import to_json
+from pipelines.errors import UsageError
 
-__all__ = ["WriteJson", "read_json", "scratch_folder"]
+__all__ = ["WriteJson", "read_json", "scratch_folder", "check_scratch_folder"]
 
 
 def _write_file(text: str, path: str) -> str:
@@ -49,9 +50,35 @@ class WriteJson(beam.PTransform):
                     lambda text: _write_file(text + "\n", path)).with_output_types(str))
 
 
+def check_scratch_folder(folder: str, flag: str) -> None:
+    """A flag's scratch folder is a local folder, or one that can be created (it is, here).
+
+    Called once a job has checked everything else, so a bad folder is one
+    ``error:`` line before any work rather than a traceback once it began.
+
+    Args:
+      folder: the flag's value.
+      flag: the flag, e.g. ``"--workdir"``, for the message.
+
+    Raises:
+      UsageError: naming ``flag`` and the problem.
+    """
+    if "://" in folder:
+        raise UsageError(f"{flag} must be a local folder, got {folder!r}")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"{flag} {folder} is a file, not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {folder} cannot be created: {exc.strerror or exc}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {folder} is not writable")
+
+
 @contextlib.contextmanager
 def scratch_folder(folder: str | None, prefix: str):
-    """``folder`` (created if needed, and kept), or a temporary folder removed at the end."""
+    """``folder`` (created if needed, and kept; ``check_scratch_folder`` checks it first),
+    or a temporary folder removed at the end."""
     if folder:
         os.makedirs(folder, exist_ok=True)
         yield folder

@@ -16,7 +16,7 @@ from typing import Callable
 import apache_beam as beam
 
 from pipelines.errors import error_message
-from pipelines.interrupts import INTERRUPTS
+from pipelines.interrupts import INTERRUPTS, interrupted_line
 from pipelines.output_folder import run_with_output
 from pipelines.progress import configure_progress
 from pipelines.worker import WORKERS, runner_for
@@ -68,7 +68,7 @@ def run_job(name: str, argv, prepare: Callable, run: Callable[..., str]) -> int:
             summary = run_with_output(job, run)
         except BaseException as exc:  # noqa: BLE001 - re-raised unless expected
             if interrupts.signal is not None or isinstance(exc, KeyboardInterrupt):
-                print("interrupted", file=sys.stderr, flush=True)
+                print(interrupted_line(), file=sys.stderr, flush=True)
                 return interrupts.exit_code()
             message = error_message(exc) if isinstance(exc, Exception) else None
             if message is None:

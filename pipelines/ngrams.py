@@ -34,7 +34,7 @@ import apache_beam as beam
 
 from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, canonical_name
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
 from beam_dpsu.core.wording import plural
@@ -113,15 +113,17 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     g.add_argument(*flags("noise-decay"), type=float, default=1.0, metavar="C",
                    help="c: the noise of level k is c times that of level k−1 (σ_k = "
                         "c·σ_{k−1}); 1 gives every level the same noise")
-    g.add_argument(*flags("pruning"), choices=PRUNINGS, default="both",
+    # Names of algorithms, read as mechanism names are (case and spaces ignored).
+    g.add_argument(*flags("pruning"), type=canonical_name, choices=PRUNINGS, default="both",
                    help="which k-grams level k considers: both = both (k−1)-subgrams were "
                         "released; single = the prefix was")
-    g.add_argument(*flags("level1"), choices=LEVEL1_POLICIES, default="weighted-gaussian",
+    g.add_argument(*flags("level1"), type=canonical_name, choices=LEVEL1_POLICIES,
+                   default="weighted-gaussian",
                    help="the mechanism of level 1 (single words)")
     g.add_argument(*flags("alpha"), type=float, default=3.0, metavar="A",
                    help="policy-gaussian level 1: α, how far above the threshold users fill "
                         "an item, in noise scales")
-    g.add_argument(*flags("method"), choices=METHODS, default="dpne",
+    g.add_argument(*flags("method"), type=canonical_name, choices=METHODS, default="dpne",
                    help="dpne, or a DPSU baseline of dpne Table 3: dpsu-all (one selection "
                         "over every length), dpsu-even (one per length, budget split evenly), "
                         "dpsu-single (one length, --single-n)")

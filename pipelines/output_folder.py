@@ -361,6 +361,7 @@ def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[
             raise KeyboardInterrupt  # one came and was swallowed on the way here
         with INTERRUPTS.held(then_raise=False):  # once started, too late to stop
             output.commit()
+            INTERRUPTS.released_to = folder
     except BaseException:
         if output is not None:
             with INTERRUPTS.held(then_raise=False):

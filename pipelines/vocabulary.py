@@ -34,6 +34,7 @@ import apache_beam as beam
 
 from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import mechanisms
+from beam_dpsu.core.checks import canonical_name
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
 from beam_dpsu.core.wording import plural
 from beam_dpsu.select_items import SelectItems
@@ -109,7 +110,7 @@ def parse_args(argv, prog: str = PROG):
     args.job_defaults = {}
     if not parser.was_given("mechanism"):
         args.job_defaults["mechanism"] = args.mechanism
-    if args.max_items_per_user is None and args.mechanism.strip() in AUTO_BY_DEFAULT:
+    if args.max_items_per_user is None and canonical_name(args.mechanism) in AUTO_BY_DEFAULT:
         # Chosen privately unless given: close to the best fixed Δ0 of a grid for these
         # mechanisms (docs/benchmarks.md, "Choosing Δ0 privately").
         args.max_items_per_user = "auto"

@@ -160,7 +160,7 @@ class SIPSRounds(ReleaseTransform):
                  removal: str = "side_input", hot_key_fanout: int | None = None,
                  privacy_unit: str = "user_id", packed: bool = False):
         super().__init__()
-        checks.one_of("removal", removal, REMOVALS)
+        removal = checks.one_name_of("removal", removal, REMOVALS)
         self._calibration = Chosen.of(calibration)
         if len({len(c.rounds) for c in self._calibration.values}) != 1:
             raise ValueError("every candidate calibration must have the same rounds")

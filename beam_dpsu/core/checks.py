@@ -51,6 +51,7 @@ __all__ = [
     "public_count",
     "one_of",
     "canonical_name",
+    "one_name_of",
     "PRIVACY_UNITS",
     "privacy_unit",
     "instance",
@@ -275,8 +276,9 @@ def public_count(count: Any) -> Any:
 
 
 def canonical_name(value: Any) -> Any:
-    """How a name a user gives is read (a mechanism's, ``"auto"``): case and surrounding
-    spaces ignored, one rule for the library and the jobs' flags; a non-str unchanged."""
+    """How a name a user gives is read (a mechanism's, ``"auto"``, an algorithm's such as
+    ``pruning`` or ``removal``): case and surrounding spaces ignored, one rule for the
+    library and the jobs' flags; a non-str unchanged."""
     return value.strip().lower() if isinstance(value, str) else value
 
 
@@ -287,6 +289,19 @@ def one_of(name: str, value: Any, choices: Collection, described: str | None = N
         wanted = described if described is not None else f"one of {choices}"
         raise ParameterError(name, f"must be {wanted}, got {value!r}")
     return value
+
+
+def one_name_of(name: str, value: Any, choices: Collection,
+                described: str | None = None) -> Any:
+    """``value`` read as a name (``canonical_name``: case and surrounding spaces ignored)
+    if that is one of ``choices``, which are written so; the message shows ``value`` as
+    given. For the names of algorithms (a pruning rule, a removal method), read as
+    mechanism names are."""
+    read = canonical_name(value)
+    if read not in choices:
+        wanted = described if described is not None else f"one of {choices}"
+        raise ParameterError(name, f"must be {wanted}, got {value!r}")
+    return read
 
 
 # What identifies the unit of privacy: a user id shared by any number of

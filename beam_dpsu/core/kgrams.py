@@ -47,7 +47,7 @@ def is_valid(kgram: tuple, previous: set | dict, unigrams: set | dict, pruning: 
 def valid_kgram_count(previous: Iterable[tuple], unigrams: Iterable[tuple],
                       pruning: str = "both") -> int:
     """|V_k| exactly, from S_{k−1} (and S_1 for "single"), without listing V_k."""
-    checks.one_of("pruning", pruning, PRUNINGS)
+    pruning = checks.one_name_of("pruning", pruning, PRUNINGS)
     previous = list(previous)
     if pruning == "single":
         return len(previous) * len(set(unigrams))
@@ -67,7 +67,7 @@ class ValidKgramSampler:
     """
 
     def __init__(self, previous: Iterable[tuple], unigrams: Iterable[tuple], pruning: str = "both"):
-        checks.one_of("pruning", pruning, PRUNINGS)
+        pruning = checks.one_name_of("pruning", pruning, PRUNINGS)
         self._pruning = pruning
         previous = sorted(set(previous))
         if pruning == "single":

@@ -122,14 +122,11 @@ class NgramParameters:
         if not 0.0 < float(self.eta) < 1.0:
             raise checks.ParameterError(
                 "eta", f"must lie strictly between 0 and 1, got {self.eta!r}")
-        if self.pruning not in PRUNINGS:
-            raise checks.ParameterError(
-                "pruning", f"must be one of {PRUNINGS}, got {self.pruning!r}")
-        if self.level1 not in LEVEL1_POLICIES:
-            raise checks.ParameterError(
-                "level1", f"must be one of {LEVEL1_POLICIES}, got {self.level1!r}")
+        pruning = checks.one_name_of("pruning", self.pruning, PRUNINGS)
+        level1 = checks.one_name_of("level1", self.level1, LEVEL1_POLICIES)
         max_items, level1_auto = max_items_per_level(self.max_items_per_user, max_n)
-        normalised = {"max_n": max_n, "eta": float(self.eta), "max_items": tuple(max_items),
+        normalised = {"max_n": max_n, "eta": float(self.eta), "pruning": pruning,
+                      "level1": level1, "max_items": tuple(max_items),
                       "level1_auto": level1_auto,
                       "noise_decay": _noise_decay(self.noise_schedule),
                       "alpha": float(self.alpha), "seed": hashing.check_seed(self.seed),

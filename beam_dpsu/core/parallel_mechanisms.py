@@ -213,8 +213,8 @@ class SIPS(MechanismConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        checks.one_of("removal", self.removal, ("side_input", "join"),
-                      "'side_input' or 'join'")
+        object.__setattr__(self, "removal", checks.one_name_of(
+            "removal", self.removal, ("side_input", "join"), "'side_input' or 'join'"))
         if (isinstance(self.rounds, (int, np.integer)) and not isinstance(self.rounds, bool)
                 and self.rounds > self.MAX_ROUNDS):
             raise ParameterError("rounds", f"must be at most {self.MAX_ROUNDS} (each round is a "

@@ -59,9 +59,12 @@ from pipelines.settings import tokenizer_from_args
 from pipelines.errors import UsageError
 from pipelines.evaluation.lists import comma_list
 from pipelines.progress import progress
-from pipelines.job_files import read_json, scratch_folder
+from pipelines.job_files import check_scratch_folder, read_json, scratch_folder
 from pipelines.job_runner import run_job
+from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
+
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.benchmark"
 JOBS = ("vocabulary", "ngrams")
@@ -157,7 +160,7 @@ def prepare(argv):
     # The jobs run in the folder of their checkout (--before's too): input
     # paths given relative to here are made absolute.
     job_argv = absolute_inputs(job_argv)
-    mechanisms = comma_list(args.mechanisms, "--mechanisms", what="mechanisms")
+    mechanisms = comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms")
     if args.job == "ngrams":
         mechanisms = [None]
     max_items = [None]
@@ -176,6 +179,8 @@ def prepare(argv):
             extra = [] if mechanism is None else ["--mechanism", mechanism]
             extra += [] if value is None else ["--max-items-per-user", value]
             job_args = module.parse_args(job_argv + extra + probe)[0]
+    if args.workdir and not args.read_only:  # created here, once everything else is checked
+        check_scratch_folder(args.workdir, "--workdir")
     return SimpleNamespace(args=args, job_argv=job_argv, mechanisms=mechanisms,
                            max_items=max_items, job_args=job_args, output=None)
 
@@ -343,4 +348,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

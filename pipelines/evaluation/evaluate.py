@@ -44,7 +44,6 @@ import math
 import os
 import shutil
 import statistics
-import sys
 import time
 from types import SimpleNamespace
 
@@ -59,13 +58,15 @@ from pipelines.evaluation.coverage import missing_mass, pair_counts
 from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
-from pipelines.job_files import scratch_folder
+from pipelines.job_files import check_scratch_folder, scratch_folder
 from pipelines.job_runner import job_pipeline, run_job
+from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
@@ -222,25 +223,6 @@ def cache_is_complete(cache_dir: str, key: dict) -> bool:
 def mark_cache_complete(cache_dir: str, key: dict) -> None:
     with open(os.path.join(cache_dir, _KEY_FILE), "w", encoding="utf-8") as f:
         json.dump(key, f, sort_keys=True)
-
-
-def check_cache_dir(folder: str) -> None:
-    """--cache-dir is a local folder, or one that can be created (it is, here).
-
-    Raises:
-      UsageError: naming --cache-dir and the problem.
-    """
-    if "://" in folder:
-        raise UsageError(f"--cache-dir must be a local folder, got {folder!r}")
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise UsageError(f"--cache-dir {folder} is a file, not a folder")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--cache-dir {folder} cannot be created: "
-                         f"{exc.strerror or exc}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"--cache-dir {folder} is not writable")
 
 
 def _cache_files(cache_dir: str) -> list[str]:
@@ -410,7 +392,8 @@ def prepare(argv, prog: str = PROG):
         raise UsageError("--cache-dir must not be inside --output: the output folder is "
                              "written whole and replaced as a whole")
     mechanisms = [mechanism_from_args(args, name, ignore_unused=True)
-                  for name in comma_list(args.mechanisms, "--mechanisms", what="mechanisms")]
+                  for name in comma_list(args.mechanisms, "--mechanisms", canonical_name,
+                                          "mechanisms")]
     with flag_errors(**GRID_FLAGS):
         for budget in budgets:  # calibrate everything before running anything
             for mechanism in mechanisms:
@@ -419,7 +402,7 @@ def prepare(argv, prog: str = PROG):
         check_plotting()
     args.files = resolve_input(args, FORMATS)
     if args.cache_dir:  # created here, once everything else is checked
-        check_cache_dir(args.cache_dir)
+        check_scratch_folder(args.cache_dir, "--cache-dir")
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
                            output=args.output, overwrite=args.overwrite,
                            inputs=args.files + [args.cache_dir or ""])
@@ -505,4 +488,4 @@ def main(argv=None, prog: str = PROG) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

@@ -37,7 +37,6 @@ import dataclasses
 import functools
 import os
 import random
-import sys
 import time
 from collections import defaultdict
 from types import SimpleNamespace
@@ -50,6 +49,7 @@ from pipelines.errors import flag_errors, UsageError
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
 from pipelines.job_runner import run_job
+from pipelines.interrupts import end_program
 
 import numpy as np  # noqa: E402
 
@@ -57,6 +57,7 @@ from beam_dpsu.core import max_items_choice  # noqa: E402
 
 from beam_dpsu.core import policies  # noqa: E402
 from beam_dpsu.core.budgets import ZCDPBudget  # noqa: E402
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.core.calibration import release_mask  # noqa: E402
 from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
 from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402
@@ -349,7 +350,7 @@ def build_parser() -> JobArgumentParser:
 
 
 def _names(text: str, known, flag: str) -> list:
-    names = comma_list(text, flag, what="names")
+    names = comma_list(text, flag, canonical_name, "names")  # as mechanism names are
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"{flag}: unknown or no names {unknown}; choose from "
@@ -479,4 +480,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

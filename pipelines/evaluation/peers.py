@@ -49,11 +49,14 @@ from pipelines.settings import (check_calibrates, mechanism_from_args, require_s
 from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import resolve_input
+from pipelines.job_files import check_scratch_folder
 from pipelines.job_runner import job_pipeline, run_job
+from pipelines.interrupts import end_program
 from pipelines.evaluation.benchmark import ROOT, absolute_inputs, time_process
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
+from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.core.max_items_choice import is_auto  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from pipelines.io.formats import FORMATS  # noqa: E402
@@ -135,7 +138,7 @@ def _mechanism_entries(args) -> list:
     """(name, Δ0) per --mechanisms entry ``NAME[:N|auto]``; Δ0 defaults to
     --max-items-per-user."""
     entries = []
-    for entry in comma_list(args.mechanisms, "--mechanisms", what="mechanisms"):
+    for entry in comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms"):
         name, colon, value = entry.partition(":")
         try:
             max_items = int_or_auto(value) if colon else args.max_items_per_user
@@ -160,7 +163,9 @@ def prepare(argv):
                          "max_partitions_contributed takes a fixed int (give our "
                          "mechanisms auto as --mechanisms sips:auto)")
     args.max_items_per_user = args.max_items_per_user or 100
-    strategies = comma_list(args.peer_strategies, "--peer-strategies", what="strategies")
+    # PipelineDP's names, read as mechanism names are (case and spaces ignored).
+    strategies = comma_list(args.peer_strategies, "--peer-strategies",
+                            lambda name: canonical_name(name).upper(), "strategies")
     unknown = set(strategies) - set(PEER_STRATEGIES)
     if unknown:
         raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
@@ -176,8 +181,9 @@ def prepare(argv):
     count = len(strategies) + len(mechanisms)
     if args.selection is not None and not 0 <= args.selection < count:
         raise UsageError(f"--selection must be in 0..{count - 1}, got {args.selection}")
-    args.workdir = os.path.abspath(args.workdir)
     args.files = resolve_input(args, FORMATS)
+    check_scratch_folder(args.workdir, "--workdir")  # created here, once the rest is checked
+    args.workdir = os.path.abspath(args.workdir)
     return SimpleNamespace(args=args, argv=argv, options=options, budget=budget,
                            strategies=strategies, mechanisms=mechanisms, output=None)
 
@@ -244,7 +250,7 @@ def _child_argv(job, index: int) -> list:
 
 def run_prepared(job) -> str:
     args, budget = job.args, job.budget
-    os.makedirs(args.workdir, exist_ok=True)  # scratch, kept: not a release folder
+    # --workdir: scratch, kept (not a release folder), created by prepare.
     if args.selection is not None:
         _run_one(job, args.selection)
         return ""
@@ -271,4 +277,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_program(main())

@@ -12,17 +12,18 @@ Formats (``--format``; inferred from the file names when not given, see
 * ``pairs``: CSV records ``user,item``, read with the csv module's default
   dialect (a quoted field may hold commas, ``""`` quotes and line breaks, as
   ``csv.writer`` writes them); the item is used exactly as written (no
-  tokenising, no whitespace stripped), the user id stripped as in ``csv``.
-  Every record has two non-empty fields; a blank line and a first line of
-  column names (``user,item``) are refused, unless ``--skip-header-lines``
-  skips the header. Never inferred: a ``.csv`` file is read as ``csv``.
+  tokenising, no whitespace stripped). Every record has two non-empty
+  fields; a blank line and a first line of column names (``user,item``) are
+  refused, unless ``--skip-header-lines`` skips the header. Never inferred: a
+  ``.csv`` file is read as ``csv``.
 * ``csv``: a CSV file with a header row; ``--user-field`` names the user id
   column (or is ``@row``: each row is one user) and ``--text-field`` the text
   column, which is tokenised. A row with fewer or more fields than the header
   is refused; blank lines between records are skipped (as
   ``csv.DictReader`` does: a blank line is no record).
 * ``jsonl``: one JSON object per line, with the same two fields; a blank line
-  is refused.
+  is refused, and so is a string read that holds a lone surrogate escape
+  (``"\\udc80"``: JSON allows it, no UTF-8 spells it).
 * In both (and in Parquet) a field read that the header or object names
   twice is refused, never one of the two taken.
 * ``text``: one user per line, the whole line is their text; the user id is
@@ -34,7 +35,11 @@ Formats (``--format``; inferred from the file names when not given, see
   ``@row``) and either ``--text-field`` (a string column, tokenised) or
   ``--items-field`` (a list of strings: items already tokenised, used as
   is). Every file's footer is checked before a pipeline is built (see
-  :func:`pipelines.io.parquet.inspect_parquet`).
+  :func:`pipelines.io.parquet.inspect_parquet`). A binary user id must be
+  UTF-8 (it is read as its text).
+* In every format (pairs, csv, jsonl, parquet) a user id read from a field
+  is its text (an integer's decimal text) with surrounding whitespace
+  stripped (``str.strip``); one that is empty or only whitespace is refused.
 
 Files are matched with Beam's filesystems (local, gs://, …) and decompressed
 by extension (.gz, .bz2, .zst/.zstd, .deflate, .xz/.lzma) with Python's

@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import warnings
-from typing import Sequence
+from typing import Callable, Sequence
 
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
@@ -39,7 +39,9 @@ warnings.filterwarnings("ignore", message="Possible nested set", category=Future
 def check_input_exists(pattern: str) -> list[str]:
     """The files matching ``pattern``, sorted; raises if there are none, or if one is not
     a regular file (a named pipe, a device, a symbolic link that loops or dangles),
-    or when the pattern is the name of a file it does not match (``br[1].csv``)."""
+    when a glob matches files under a symbolic link to a folder (Beam's listing
+    would leave them out), or when the pattern is the name of a file it does not
+    match (``br[1].csv``)."""
     try:
         result = FileSystems.match([pattern])[0]
     except Exception as exc:  # BeamIOError and friends carry the cause
@@ -76,7 +78,13 @@ def _check_local_files(pattern: str, paths: list[str]) -> None:
 
 def _candidates(pattern: str, paths: list[str]) -> list[str]:
     """Every local path ``pattern`` names, readable or not: Beam's matches, and the
-    entries its listing drops (links it cannot follow), found as it lists them."""
+    entries its listing drops (links it cannot follow), found as it lists them.
+
+    Raises:
+      InputFormatError: for a symbolic link to a folder below the folder listed
+        that holds files the pattern matches: Beam's listing does not follow it,
+        so they would be left out of the input.
+    """
     glob = _GLOB.search(pattern)
     if glob is None:
         return paths or ([pattern] if os.path.lexists(pattern) else [])
@@ -86,12 +94,46 @@ def _candidates(pattern: str, paths: list[str]) -> list[str]:
         return paths  # Beam lists nothing under an empty prefix
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
     found = set(paths)
-    for dirpath, _, names in os.walk(folder):
+    for dirpath, folders, names in os.walk(folder):  # as Beam lists it: links not followed
         for name in names:
             path = os.path.join(dirpath, name)
             if path not in found and matches(path) and os.path.islink(path):
                 found.add(path)
+        for name in folders:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) and _matches_below(path, pattern, matches):
+                raise InputFormatError(
+                    f"the input {path} is a symbolic link to a folder, and the files under "
+                    f"it that {pattern!r} matches would be left out (Beam's file listing "
+                    "does not follow folder links): put the folder itself there instead of "
+                    f"a link, or give a pattern that starts inside the link "
+                    f"({os.path.join(path, '*')})")
     return sorted(found)
+
+
+def _matches_below(link: str, pattern: str, matches: Callable[[str], object]) -> bool:
+    """Whether a file under the folder ``link`` points to, named through it (links
+    followed, each folder once), matches ``pattern``: one Beam's listing leaves out."""
+    # Without "**" a match has at most one separator per "/", "?" or "[…]" of the
+    # pattern: deeper folders cannot hold one, and are not walked.
+    depth = None if "**" in pattern else sum(pattern.count(c) for c in (os.sep, "?", "["))
+    seen: set[str] = set()
+    links = [link]
+    while links:
+        top = links.pop()
+        real = os.path.realpath(top)
+        if real in seen:
+            continue
+        seen.add(real)
+        for dirpath, folders, names in os.walk(top):  # the top is followed, links below not
+            if depth is not None and dirpath.count(os.sep) >= depth:
+                folders[:] = []
+                continue
+            if any(matches(os.path.join(dirpath, name)) for name in names):
+                return True
+            links += [os.path.join(dirpath, name) for name in folders
+                      if os.path.islink(os.path.join(dirpath, name))]
+    return False
 
 
 def _not_a_regular_file(path: str) -> str | None:

@@ -23,7 +23,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
 from beam_dpsu.core.tokenizer import Tokenizer
-from beam_dpsu.core.user_records import canonical_user_id
 from beam_dpsu.core.wording import plural
 from pipelines.io.errors import InputFormatError, error_kind
 from pipelines.io.formats import ROW_AS_USER
@@ -143,9 +142,10 @@ class ParquetFields:
             first_row += row_group.num_rows
 
     def check_values(self, path: str, table: pa.Table) -> None:
-        """Raises on a null, an empty user id, an empty item or text holding a NUL
-        character in ``table`` (one row group of ``path``; Beam's reader does not say
-        which, so the error names the file and the column)."""
+        """Raises on a null, an empty or blank user id, a binary user id that is not
+        UTF-8, an empty item or text holding a NUL character in ``table`` (one row
+        group of ``path``; Beam's reader does not say which, so the error names the
+        file and the column)."""
         for role, column in self.roles:
             values = _plain(table.column(column))
             if values.null_count:
@@ -167,10 +167,13 @@ class ParquetFields:
                                            "empty item")
                 values = items
             elif role == "user" and not pa.types.is_integer(values.type):
-                if _any_empty(values):
+                # Checked as text; ``values`` stays bytes, which may hold a NUL (below).
+                ids = values if _is_text_type(values.type) else _binary_as_text(path, column,
+                                                                               values)
+                if _any_empty(ids):
                     raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
                                            "empty user id")
-                if _any_blank(values):  # refused as csv and pairs refuse it, once stripped
+                if _any_blank(ids):  # refused as in every format, once stripped
                     raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a user "
                                            "id that is only whitespace")
             if _is_text_type(values.type) and _any_nul(values):
@@ -190,14 +193,43 @@ def _any_empty(values: pa.ChunkedArray | pa.Array) -> bool:
     return len(values) > 0 and bool(pc.any(pc.equal(pc.binary_length(values), 0)).as_py())
 
 
+def _binary_as_text(path: str, column: str, values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A binary user id column as its UTF-8 text; raises naming the file and the column
+    (never a byte) when an id is not UTF-8.
+
+    The library keys ids by their text, and bytes that are not UTF-8 spell no
+    text: the same person's id given as text in another file (or in any other
+    format, all read as UTF-8) would be a second user.
+    """
+    try:
+        return _decoded(values)
+    except pa.ArrowInvalid:
+        raise InputFormatError(f"{path}: column {column!r} ({_PARQUET_FLAGS['user']}) holds "
+                               "a binary user id that is not UTF-8 (ids are read as their "
+                               "UTF-8 text; another encoding, or not text?)") from None
+
+
+def _decoded(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A binary column cast to text (Arrow's cast checks that every value is UTF-8)."""
+    return values.cast(pa.large_string() if pa.types.is_large_binary(values.type)
+                       else pa.string())
+
+
 def _any_blank(values: pa.ChunkedArray) -> bool:
-    """Whether a (non-empty) user id is only whitespace, as ``str.isspace`` says (bytes
-    decoded as UTF-8: the library reads UTF-8 bytes ids as their text)."""
-    if len(values) == 0:
-        return False
-    if _is_text_type(values.type):
-        return bool(pc.any(pc.utf8_is_space(values)).as_py())
-    return any(raw.decode("utf-8", "replace").isspace() for raw in values.to_pylist())
+    """Whether a (non-empty) user id is only whitespace, as ``str.isspace`` says (Arrow's
+    ``utf8_is_space`` agrees with it on every code point)."""
+    return len(values) > 0 and bool(pc.any(pc.utf8_is_space(values)).as_py())
+
+
+def _user_ids(values: pa.ChunkedArray) -> list[str]:
+    """A checked user id column as str ids: integers as their decimal text (as in
+    jsonl), bytes as their UTF-8 text, surrounding whitespace stripped as in every
+    format (Arrow's ``utf8_trim_whitespace`` strips what ``str.strip`` does)."""
+    if pa.types.is_integer(values.type):
+        return values.cast(pa.string()).to_pylist()
+    if not _is_text_type(values.type):
+        values = _decoded(values)
+    return pc.utf8_trim_whitespace(values).to_pylist()
 
 
 def _any_nul(values: pa.ChunkedArray | pa.Array) -> bool:
@@ -235,7 +267,8 @@ def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
     ``InputFormatError`` naming the file when one is cut short or not Parquet, lacks a
     column or has one of the wrong type, when the footer's statistics count a null in
     a column read, or when no file holds a row. (A user id column may be binary in
-    one file and text in another: the library reads UTF-8 bytes as their text.)"""
+    one file and text in another: UTF-8 bytes are read as their text, and bytes that
+    are not UTF-8 are refused as they are read.)"""
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
         rows = sum(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
     if not rows:
@@ -280,14 +313,9 @@ class _ParquetRowsFn(beam.DoFn):
             group = uuid.uuid4().hex
             users: typing.Iterable = (f"{path}:{group}:{i}" for i in range(len(values)))
         else:
-            user_column = _plain(table.column(fields.user))
-            if pa.types.is_integer(user_column.type):  # as in jsonl: an integer id is text
-                user_column = user_column.cast(pa.string())
-            users = user_column.to_pylist()
-            if not _is_text_type(user_column.type):
-                # UTF-8 bytes as their text, as the library keys them, so that a job's
-                # non-private user count agrees with it.
-                users = [canonical_user_id(user) for user in users]
+            # Text, as the library keys ids, so that a job's non-private user count
+            # agrees with it.
+            users = _user_ids(_plain(table.column(fields.user)))
         if self._log_records:
             _LOG.info(f"read {plural(len(values), 'record')} from a row group of {path} "
                       "(non-private count)")
@@ -306,9 +334,11 @@ class ReadParquetRecords(beam.PTransform):
     """Parquet files → (user, tokens) records, one per row, with Beam's Parquet source.
 
     Only the columns ``fields`` names are read. A text column is tokenised
-    with ``tokenizer``; an items column is used as is. A row with a null
-    field, an empty user id, an empty item or text holding a NUL character
-    fails the pipeline with an ``InputFormatError`` naming the file and the
+    with ``tokenizer``; an items column is used as is. User ids are read as
+    text (integers as their decimal text, bytes as UTF-8), surrounding
+    whitespace stripped. A row with a null field, an empty or blank user id, a
+    binary user id that is not UTF-8, an empty item or text holding a NUL
+    character fails the pipeline with an ``InputFormatError`` naming the file and the
     column; so does a file that lacks a column (Beam's reader would read it as
     no rows).
     """

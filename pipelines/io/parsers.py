@@ -18,6 +18,7 @@ import typing
 import zipfile
 from typing import Callable, Iterator, Sequence
 
+from beam_dpsu.core.documents import encodes_as_utf8
 from beam_dpsu.core.wording import a_type
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS, ROW_AS_USER, uncompressed_name
@@ -93,7 +94,8 @@ def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple
     Every record is exactly two fields. The item is used as it is: no
     whitespace is stripped, and a quoted item may hold commas, quotes and line
     breaks (as ``csv.writer`` writes them); it must not be empty. The user id
-    has surrounding whitespace stripped (as in ``csv``) and must not be empty.
+    has surrounding whitespace stripped (as in every format) and must not be
+    empty.
     Refused, naming the line: a blank line, a quote never closed, a field
     longer than ``FIELD_SIZE_LIMIT`` characters; a first line such as
     ``user,item`` (two usual column names) unless ``skip_header_lines`` skips
@@ -223,7 +225,9 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
     """A headed CSV file → (user, text) per row.
 
     ``user_field="@row"`` makes every row its own user (``<file>:<row>``), for
-    corpora such as IMDb where each document is one user. A quoted field may
+    corpora such as IMDb where each document is one user; a user id read from
+    ``user_field`` has surrounding whitespace stripped (as in every format)
+    and must not be empty. A quoted field may
     span lines; one never closed, or longer than ``FIELD_SIZE_LIMIT``
     characters, is an error naming the line it begins on. A header naming a
     field read twice (``user,text,user``) is refused: no column is picked.
@@ -297,10 +301,21 @@ def _json_object(pairs: list) -> dict:
 _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object)
 
 
+def _lone_surrogate(path: str, lineno: int, field: str) -> InputFormatError:
+    return InputFormatError(
+        f"{path}:{lineno}: {field} holds a lone surrogate \\u escape (half of a UTF-16 "
+        "pair, no Unicode character; was the text cut or encoded wrongly?)")
+
+
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
-    """JSON lines → (user, text); the user id may be a string or an integer. A blank line
-    is refused, naming it (as every other line that is not a JSON object), and so is
-    an object naming a key read twice (``{"user": …, "user": …}``): neither is picked."""
+    """JSON lines → (user, text); the user id may be a string or an integer.
+
+    A string user id has surrounding whitespace stripped (as in every format). A
+    blank line is refused, naming it (as every other line that is not a JSON
+    object), and so are an object naming a key read twice (``{"user": …,
+    "user": …}``: neither is picked) and a field read whose string holds a lone
+    surrogate escape (``"\\udc80"``: JSON allows it, UTF-8 cannot encode it).
+    """
     for lineno, line in stripped_lines(path, stream):
         if not line.strip():
             raise InputFormatError(f"{path}:{lineno}: a blank line; every line of a JSON lines "
@@ -340,7 +355,13 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
         if not isinstance(value, str):
             raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} must be a "
                                    f"string, got {a_type(value)}")
-        yield str(user), value
+        # json decodes an escape such as \udc80 to a str that no UTF-8 spells; Beam
+        # would fail on it later, encoding the record, with a traceback.
+        if isinstance(user, str) and not (user.isascii() or encodes_as_utf8(user)):
+            raise _lone_surrogate(path, lineno, f"user id field {user_field!r}")
+        if not (value.isascii() or encodes_as_utf8(value)):
+            raise _lone_surrogate(path, lineno, f"text field {text_field!r}")
+        yield (user.strip() if isinstance(user, str) else str(user)), value
 
 
 # A text file whose first lines (up to this many, at least one) are all JSON

@@ -76,3 +76,26 @@ def test_names_are_read_ignoring_case_and_surrounding_spaces(name, auto, not_pri
     assert isinstance(check_max_items_or_auto(auto), AutoMaxItems)
     with pytest.raises(ParameterError, match="not differentially private"):
         mechanisms.mechanism_from_name(not_private)
+
+
+@pytest.mark.parametrize("spell", [str.title, lambda name: f" {name.upper()} "],
+                         ids=["title", "upper-spaced"])
+def test_algorithm_names_of_the_library_are_read_as_mechanism_names_are(spell):
+    # pruning, level1 and SIPS's removal name algorithms: read as mechanism names are.
+    from beam_dpsu.core import kgrams
+    from beam_dpsu.core.ngram_parameters import NgramParameters
+    params = NgramParameters(3, pruning=spell("single"), level1=spell("policy-gaussian"))
+    assert (params.pruning, params.level1) == ("single", "policy-gaussian")
+    assert params == NgramParameters(3, pruning="single", level1="policy-gaussian")
+    sips = mechanisms.SIPS(removal=spell("join"))
+    assert sips.removal == "join" and sips == mechanisms.SIPS(removal="join")
+    previous, unigrams = [("a", "b"), ("b", "c")], [("a",), ("b",), ("c",)]
+    assert kgrams.valid_kgram_count(previous, unigrams, spell("single")) == 6
+    sampler = kgrams.ValidKgramSampler(previous, unigrams, spell("single"))
+    assert sampler.size == 6
+    # An unknown name is refused as it was given.
+    with pytest.raises(ParameterError, match="pruning must be one of .*got 'Sometimes'"):
+        NgramParameters(3, pruning="Sometimes")
+    with pytest.raises(ParameterError, match="removal must be 'side_input' or 'join', "
+                                             "got 'Joins'"):
+        mechanisms.SIPS(removal="Joins")

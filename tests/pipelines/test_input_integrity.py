@@ -13,6 +13,7 @@ import io
 import json
 import lzma
 import os
+import re
 import zipfile
 import zlib
 
@@ -573,6 +574,43 @@ def test_a_symlink_loop_and_a_dangling_symlink_are_named(tmp_path):
     with pytest.raises(InputFormatError, match=r"^the input .*(loop|gone)\.csv is a symbolic"):
         check_input_exists(str(tmp_path / "*.csv"))
 
+
+
+def test_a_glob_reaching_under_a_folder_link_is_refused_naming_it(tmp_path):
+    # Beam's listing does not follow a link to a folder below the pattern's folder: the
+    # files under it would be left out of the input, silently.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "b.csv").write_text("user,text\nu,x\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("user,text\nu,x\n")
+    link = tmp_path / "in" / "more"
+    os.symlink(tmp_path / "real", link)
+    for pattern in ("in/**.csv", "in/*/*.csv", "in/m?re/b.csv", "in/**"):
+        with pytest.raises(InputFormatError, match=rf"^the input {re.escape(str(link))} is a "
+                                                   "symbolic link to a folder"):
+            check_input_exists(str(tmp_path / pattern))
+    # A link deeper down, under a folder that is not one, is found too.
+    (tmp_path / "in" / "sub").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "in" / "sub" / "deep")
+    os.remove(link)
+    with pytest.raises(InputFormatError, match=r"^the input .*/in/sub/deep is a symbolic link "
+                                               "to a folder"):
+        check_input_exists(str(tmp_path / "in" / "**.csv"))
+    # A pattern that cannot reach below the link reads what it matches; one whose
+    # folder is the link reads under it (the listing starts there).
+    assert check_input_exists(str(tmp_path / "in" / "*.csv")) == [str(tmp_path / "in" / "a.csv")]
+    assert check_input_exists(str(tmp_path / "in" / "sub" / "deep" / "*.csv")) == [
+        str(tmp_path / "in" / "sub" / "deep" / "b.csv")]
+
+
+def test_a_folder_link_that_loops_is_refused_once(tmp_path):
+    # A link to a folder above it: following links while looking must end.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("user,text\nu,x\n")
+    os.symlink(tmp_path / "in", tmp_path / "in" / "again")
+    with pytest.raises(InputFormatError, match=r"^the input .*/in/again is a symbolic link "
+                                               "to a folder"):
+        check_input_exists(str(tmp_path / "in" / "**.csv"))
 
 def test_a_file_name_with_brackets_says_they_are_a_glob_and_how_to_escape_them(tmp_path):
     path = tmp_path / "br[1].csv"

@@ -403,6 +403,34 @@ def test_a_blank_user_id_is_refused_in_every_text_format(blank):
         list(parse_pairs("f", stream(f"{blank},x\n")))
 
 
+@pytest.mark.parametrize("spaced", [" u1", "u1 ", "\t u1\u3000"])
+def test_a_user_id_is_stripped_in_every_text_format(spaced):
+    # One rule for every format: the same id with surrounding whitespace in one file
+    # and without it in another is one user, never two.
+    import json
+    assert list(parse_jsonl("f", stream(json.dumps({"u": spaced, "t": "x"}) + "\n"), "u",
+                            "t")) == [("u1", "x")]
+    assert list(parse_csv("f", stream(f"u,t\n{spaced},x\n"), "u", "t")) == [("u1", "x")]
+    assert list(parse_pairs("f", stream(f"{spaced},x\n"))) == [("u1", "x")]
+
+
+# -- a JSON escape that is no Unicode character ------------------------------------------
+
+@pytest.mark.parametrize("line,field", [
+    ('{"u": "\\udc80", "t": "x"}', "user id field 'u'"),
+    ('{"u": "a\\ud800b", "t": "x"}', "user id field 'u'"),
+    ('{"u": "a", "t": "secret \\udfff word"}', "text field 't'"),
+])
+def test_parse_jsonl_refuses_a_lone_surrogate_naming_file_line_and_field(line, field):
+    # json reads the escape of half a surrogate pair as a str no UTF-8 spells: it would
+    # fail later (Beam encodes the record) with a traceback, as no bad record may.
+    body = '{"u": "b", "t": "y"}\n' + line + "\n"
+    with pytest.raises(InputFormatError, match=rf"^f:2: {field} holds a lone surrogate "
+                                               r"\\u escape") as err:
+        list(parse_jsonl("f", stream(body), "u", "t"))
+    assert "secret" not in str(err.value) and "dc80" not in str(err.value)
+
+
 # -- flags that do not fit the format are named with the right one ------------------------
 
 def _args(**given):

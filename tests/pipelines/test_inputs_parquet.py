@@ -141,15 +141,15 @@ def test_peer_benchmark_reads_parquet(tmp_path, capsys):
 def test_row_groups_dictionary_large_string_and_binary_columns(tmp_path):
     # pandas categoricals are dictionary-encoded; large_string is what some
     # writers use. Every row of every row group is read, none twice. Binary
-    # user ids that are UTF-8 are read as their text, others stay bytes (an id, never
-    # shown), as the library keys them; integer ids become text, as in jsonl.
+    # user ids are read as their UTF-8 text (a NUL byte too: a binary id is bytes), as
+    # the library keys them; integer ids become text, as in jsonl.
     users = pa.array([f"u{i % 7}" for i in range(40)]).dictionary_encode()
     texts = pa.array([f"w{i}" for i in range(40)], type=pa.large_string())
     text_path = write_parquet(tmp_path / "d.parquet", {"user": users, "text": texts},
                               row_group_size=6)
     items = pa.array([["x", "y"], []], type=pa.large_list(pa.string()))
     binary_path = write_parquet(tmp_path / "b.parquet",
-                                {"user": pa.array([b"\xff\x00", b"k"]), "items": items})
+                                {"user": pa.array([b"\xc3\xa9\x00", b"k"]), "items": items})
     int_path = write_parquet(tmp_path / "i.parquet",
                              {"user": pa.array([7], pa.int32()), "items": [["z"]]})
     with TestPipeline() as p:
@@ -158,7 +158,7 @@ def test_row_groups_dictionary_large_string_and_binary_columns(tmp_path):
                     label="CheckTexts")
         binary_read = p | "Binary" >> ReadUserItems(binary_path, "parquet", "user",
                                                     items_field="items")
-        assert_that(binary_read, equal_to([(b"\xff\x00", ["x", "y"]), ("k", [])]),
+        assert_that(binary_read, equal_to([("\xe9\x00", ["x", "y"]), ("k", [])]),
                     label="CheckBinary")
         int_read = p | "Int" >> ReadUserItems(int_path, "parquet", "user", items_field="items")
         assert_that(int_read, equal_to([("7", ["z"])]), label="CheckInt")
@@ -282,6 +282,13 @@ def test_a_null_without_statistics_fails_the_pipeline(tmp_path):
      "column 'user' (--user-field) holds a user id that is only whitespace"),
     ({"user": pa.array([b"a", b"\xe3\x80\x80 "]), "text": ["x", SECRET]}, dict(text="text"),
      "column 'user' (--user-field) holds a user id that is only whitespace"),
+    # Bytes that are not UTF-8 would be an id no other file or format spells: the
+    # same person's id as text elsewhere would be a second user.
+    ({"user": pa.array([b"a", b"\xffSECRET"]), "text": ["x", SECRET]}, dict(text="text"),
+     "column 'user' (--user-field) holds a binary user id that is not UTF-8"),
+    ({"user": pa.array([b"\xe9t\xe9"]).dictionary_encode(), "text": [SECRET]},
+     dict(text="text"), "column 'user' (--user-field) holds a binary user id that is not "
+                        "UTF-8"),
     ({"user": ["a", "b"], "tags": [[SECRET], ["b", None]]}, dict(items="tags"),
      "column 'tags' (--items-field) holds a list with a null item"),
     ({"user": ["a", "b"], "tags": [[SECRET], ["b", ""]]}, dict(items="tags"),
@@ -358,21 +365,40 @@ def test_help_lists_parquet_and_the_items_field(job):
 
 def test_binary_and_text_user_ids_across_files_are_one_user(tmp_path):
     # One user id as UTF-8 bytes in one file and as text in another is one user (the
-    # library keys ids by their text), bounded once; bytes that are not UTF-8 are an
-    # id no text spells.
+    # library keys ids by their text), bounded once; so is one with surrounding
+    # whitespace, stripped as in every format.
     from beam_dpsu.beam.bounding import ItemCountsPerUser
     from pipelines.io.parquet import inspect_parquet
     os.makedirs(tmp_path / "in")
     write_parquet(tmp_path / "in" / "a.parquet",
-                  {"user": pa.array([b"alice", b"\xff"], pa.binary()), "text": ["x", "z"]})
-    write_parquet(tmp_path / "in" / "b.parquet", {"user": ["alice"], "text": ["y"]})
+                  {"user": pa.array([b"alice", b"bob "], pa.binary()), "text": ["x", "z"]})
+    write_parquet(tmp_path / "in" / "b.parquet",
+                  {"user": pa.array([" alice", "\tbob"]).dictionary_encode(),
+                   "text": ["y", "w"]})
     files = sorted(glob.glob(str(tmp_path / "in" / "*.parquet")))
     inspect_parquet(files, ParquetFields("user", "text"))
     with TestPipeline() as p:
         users = (p | ReadUserItems(str(tmp_path / "in" / "*.parquet"), "parquet", "user",
                                    "text", files=files)
                  | ItemCountsPerUser())
-        assert_that(users, equal_to([("alice", {"x": 1, "y": 1}), (b"\xff", {"z": 1})]))
+        assert_that(users, equal_to([("alice", {"x": 1, "y": 1}), ("bob", {"z": 1, "w": 1})]))
+
+
+def test_a_binary_user_id_that_is_not_utf8_fails_the_job_naming_file_and_column(tmp_path):
+    # Next to text ids in another file, bytes no text spells would be a second user for
+    # one person: the job fails instead, naming the file and the column, never the id.
+    os.makedirs(tmp_path / "in")
+    write_parquet(tmp_path / "in" / "a.parquet", {"user": ["alice"], "text": ["x"]})
+    bad = write_parquet(tmp_path / "in" / "b.parquet",
+                        {"user": pa.array([b"alic\xe9"], pa.binary()), "text": [SECRET]})
+    out = tmp_path / "o"
+    code, err = run(vocabulary.main, ["--input", str(tmp_path / "in" / "*.parquet"),
+                                      "--user-field", "user", "--text-field", "text", *BUDGET,
+                                      "--output", str(out)])
+    assert code == 2 and err.startswith(f"error: {bad}: column 'user' (--user-field) holds a "
+                                        "binary user id that is not UTF-8"), err
+    assert "alic" not in err and SECRET not in err and "xe9" not in err
+    assert not out.exists()
 
 
 def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):

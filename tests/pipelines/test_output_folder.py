@@ -415,3 +415,21 @@ def test_an_empty_blank_or_root_output_is_refused_before_anything_is_written(
     line = only_error_line(capsys.readouterr().err)
     assert code == 2 and "--output" in line, line
     assert ran == [] and names(tmp_path) == before
+
+
+def test_the_interrupts_learn_where_the_release_was_put_in_place(tmp_path):
+    # What a later signal says depends on it (pipelines.interrupts.interrupted_line).
+    from pipelines.interrupts import INTERRUPTS, interrupted_line
+    folder = str(tmp_path / "out")
+    with INTERRUPTS:
+        assert INTERRUPTS.released_to is None and interrupted_line() == "interrupted"
+        with pytest.raises(RuntimeError), output_folder.written_whole(folder) as staging:
+            open(os.path.join(staging, "items.txt"), "w").close()
+            raise RuntimeError("the job failed before its release was in place")
+        assert INTERRUPTS.released_to is None and not os.path.exists(folder)
+        with output_folder.written_whole(folder) as staging:
+            open(os.path.join(staging, "items.txt"), "w").close()
+    assert INTERRUPTS.released_to == folder and interrupted_line().startswith(
+        f"interrupted after the release was complete: {folder} holds it")
+    with INTERRUPTS:  # the next job starts with no release
+        assert INTERRUPTS.released_to is None

@@ -115,3 +115,19 @@ def test_vocabulary_job_multi_processing(pairs_file, tmp_path):
                             "--direct_running_mode", "multi_processing"]) == 0
     items, _ = read_items(out)
     assert items == ["also", "common"]
+
+
+@pytest.mark.parametrize("location", ["/nonexistent/prism", "http://127.0.0.1:9/prism.zip"])
+def test_a_prism_runner_that_cannot_start_is_one_error_line(pairs_file, tmp_path, location,
+                                                            capsys):
+    # Prism, named by --runner, cannot be fetched or found: one error line, exit 2, and
+    # no output folder; never Beam's traceback.
+    out = tmp_path / "out"
+    code = vocabulary.main(["--input", pairs_file, "--format", "pairs", "--epsilon", "1",
+                            "--delta", "1e-5", "--output", str(out),
+                            "--runner", "PrismRunner", "--prism_location", location])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "Prism runner could not start" in errors[0] and "--runner" in errors[0]

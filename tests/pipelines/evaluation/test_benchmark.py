@@ -2,9 +2,10 @@
 
 import json
 
+import pytest
+
 from pipelines.evaluation import benchmark
 
-import pytest
 
 pytestmark = pytest.mark.job
 
@@ -40,6 +41,25 @@ def test_bad_benchmark_command_lines_fail_with_one_error_line(capsys):
         "error: --mechanisms has an empty entry (entry 2 of 'sips,,gw')")
     assert benchmark.main(["--max-items-values", "100,100", "--", *JOB[:-2]]) == 2
     assert capsys.readouterr().err.startswith("error: --max-items-values gives 100 twice")
+
+
+@pytest.mark.parametrize("where", ["a file", "inside a file", "remote"])
+def test_an_unusable_workdir_is_one_error_line_before_any_work(where, tmp_path, capsys,
+                                                               monkeypatch):
+    # It ended in a traceback (FileExistsError, NotADirectoryError) once the run began.
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    workdir = {"a file": str(blocker), "inside a file": str(blocker / "sub"),
+               "remote": "gs://bucket/scratch"}[where]
+    monkeypatch.setattr(benchmark, "time_process", lambda *a: pytest.fail("it ran"))
+    monkeypatch.chdir(benchmark.ROOT)
+    assert benchmark.main(["--workdir", workdir, "--", *JOB]) == 2
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith(f"error: --workdir {workdir}" if where != "remote" else
+                           f"error: --workdir must be a local folder, got '{workdir}'"), err
+    if where != "remote":
+        assert ("is a file, not a folder" if where == "a file" else "cannot be created") in line
 
 
 def test_input_paths_are_made_absolute_for_every_checkout(monkeypatch, tmp_path):

@@ -134,6 +134,8 @@ def test_job_refuses_an_unknown_data_set_with_one_error_line(tmp_path, capsys):
     (["--grid", "5,,50"], "--grid has an empty entry (entry 2 of '5,,50')"),
     (["--grid", "5,50,5"], "--grid gives 5 twice"),
     (["--mechanisms", "sips,sips"], "--mechanisms gives sips twice"),
+    # Read as mechanism names are elsewhere: case and spaces ignored.
+    (["--mechanisms", "sips, SIPS"], "--mechanisms gives sips twice"),
     (["--datasets", "imdb,"], "--datasets has an empty entry (entry 2 of 'imdb,')"),
 ])
 def test_job_refuses_empty_and_repeated_list_entries(tmp_path, capsys, flags, message):

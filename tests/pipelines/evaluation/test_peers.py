@@ -94,12 +94,37 @@ def test_bad_command_lines_are_one_error_line(flag, message, tmp_path, capsys):
     assert sum(line.startswith("error:") for line in err) == 1
 
 
-def test_a_strategy_given_twice_is_one_error_line(tmp_path, capsys):
-    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies",
-                       "TRUNCATED_GEOMETRIC,TRUNCATED_GEOMETRIC"])
+@pytest.mark.parametrize("where", ["a file", "inside a file"])
+def test_an_unusable_workdir_is_one_error_line_before_any_work(where, tmp_path, capsys,
+                                                               monkeypatch):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    workdir = blocker if where == "a file" else blocker / "sub"
+    monkeypatch.setattr(peers, "time_process", lambda *a: pytest.fail("it ran"))
+    argv = _pairs(tmp_path)
+    argv[argv.index("--workdir") + 1] = str(workdir)
+    code = peers.main([RUNNER_FLAG, *argv, "--peer-strategies", "TRUNCATED_GEOMETRIC"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: --workdir {workdir} ")
+    assert ("is a file, not a folder" if where == "a file" else "cannot be created") in err[0]
+
+
+@pytest.mark.parametrize("twice", ["TRUNCATED_GEOMETRIC,TRUNCATED_GEOMETRIC",
+                                   "TRUNCATED_GEOMETRIC, truncated_geometric "])
+def test_a_strategy_given_twice_is_one_error_line(twice, tmp_path, capsys):
+    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies", twice])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1
     assert err[0].startswith("error: --peer-strategies gives TRUNCATED_GEOMETRIC twice"), err
+
+
+def test_strategy_and_mechanism_names_ignore_case_and_spaces_as_elsewhere(tmp_path):
+    # PipelineDP's strategies are its enum's names, read as mechanism names are read.
+    job = peers.prepare([*_pairs(tmp_path), "--peer-strategies", " Truncated_Geometric ",
+                         "--mechanisms", "SIPS:AUTO, Weighted-Gaussian"])
+    assert job.strategies == ["TRUNCATED_GEOMETRIC"]
+    assert [m.name for m in job.mechanisms] == ["sips", "weighted-gaussian"]
 
 
 def test_a_selection_process_gets_absolute_paths_its_workdir_and_index(tmp_path,
