@@ -41,11 +41,10 @@ import apache_beam as beam
 from beam_dpsu.core import checks, hashing, max_items_choice
 from beam_dpsu.core import counts_max_items_choice as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.counts_budget import count_calibration
 from beam_dpsu.core.discrete_noise import os_random
 from beam_dpsu.core.report import counts_report
-from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                      WholeItemCountsPerUser, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields

@@ -34,10 +34,9 @@ import apache_beam as beam
 
 from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, plural
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
-from beam_dpsu.core.wording import plural
 from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES, MAX_NGRAM_LENGTH
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU

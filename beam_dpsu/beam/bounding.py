@@ -57,7 +57,7 @@ from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
 from beam_dpsu.core.sampling import CandidateSamplers, item_sort_key
 from beam_dpsu.core.tokenizer import Tokens
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.checks import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = [

@@ -27,9 +27,8 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import canonical_bytes
-from beam_dpsu.core.wording import a_type
 
 __all__ = [
     "count_weight",

@@ -69,7 +69,7 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.wording import plural  # noqa: E402
+from beam_dpsu.core.checks import plural  # noqa: E402
 from pipelines.io.formats import FORMATS  # noqa: E402
 from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
 

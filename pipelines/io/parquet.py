@@ -24,7 +24,7 @@ from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.user_records import canonical_user_id
-from beam_dpsu.core.wording import plural
+from beam_dpsu.core.checks import plural
 from pipelines.io.errors import InputFormatError, error_kind
 from pipelines.io.formats import ROW_AS_USER
 
