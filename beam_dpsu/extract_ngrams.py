@@ -97,7 +97,6 @@ import apache_beam as beam
 from beam_dpsu.core import checks, ngram_calibration
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.ngram_report import dpne_report
-from beam_dpsu.beam.bounding import check_privacy_unit
 from beam_dpsu.beam.document_blocks import (DOCUMENT_ELEMENT, USERS_PER_BLOCK, PackUserBlocksFn,
                                             UserRecords)
 from beam_dpsu.beam.fields import input_fields, read_fields
@@ -203,7 +202,7 @@ class ExtractNgrams(ReleaseTransform):
         super().__init__(label)
         # A tight split's part is made for one SelectItems mechanism, never for DPNE.
         checks.no_tight_part(budget, "ExtractNgrams")
-        self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.privacy_unit = checks.privacy_unit(privacy_unit)
         self.fields = input_fields(self.privacy_unit, user_field, tokens_field=tokens_field)
         self.progress_logger = progress_logger
         self.params = NgramParameters(max_n, max_items_per_user, eta, pruning, noise_schedule,

@@ -61,8 +61,6 @@ from beam_dpsu.core.checks import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = [
-    "PRIVACY_UNITS",
-    "check_privacy_unit",
     "InvalidRecordError",
     "canonical_user_id",
     "check_pair",
@@ -80,12 +78,6 @@ __all__ = [
 ]
 
 _ELEMENT = "(user_id, item) pair or (user_id, items) record"
-
-# What identifies the unit of privacy (``checks.PRIVACY_UNITS``), and its check,
-# re-exported for the callers of bounding.check_privacy_unit.
-PRIVACY_UNITS = checks.PRIVACY_UNITS
-check_privacy_unit = checks.privacy_unit
-
 
 def check_pair(record: Any) -> tuple:
     """Returns ``record`` as a plain (user_id, item) pair; raises naming what is wrong.

@@ -29,9 +29,10 @@ from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
-from beam_dpsu.core.budgets import Budget, ZCDPBudget, rounded_down
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.delta_split import split_delta, threshold_delta_cost
+from beam_dpsu.core.exact_floats import rounded_down
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration",
            "gaussian_dp_equivalents", "laplace_calibration", "gaussian_calibration", "noise",

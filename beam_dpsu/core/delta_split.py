@@ -17,7 +17,7 @@ import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import gaussian
-from beam_dpsu.core.budgets import rounded_down
+from beam_dpsu.core.exact_floats import rounded_down
 from beam_dpsu.core.checks import ParameterError
 
 __all__ = ["DeltaSplit", "split_delta", "threshold_delta_cost"]

@@ -52,7 +52,7 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
     δ_noise is None.
     """
     if isinstance(budget, (Budget, ZCDPBudget)):
-        budgets.require_delta(budget, "DPNE n-gram extraction")
+        checks.require_delta(budget, "DPNE n-gram extraction")
     if isinstance(budget, Budget):
         split = split_delta(budget.epsilon, budget.delta, threshold_of)
         return split.sigma_total, split.threshold_delta, split.delta_noise
@@ -135,7 +135,7 @@ def plan_level1(auto: max_items_choice.AutoMaxItems, budget, max_n: int, noise_d
     """Δ_1 = "auto": the budget split, and DPNE calibrated at every candidate Δ_1 under
     the selection's part (eagerly; no data). Returns (the plan, the calibrations)."""
     if isinstance(budget, (Budget, ZCDPBudget)):
-        budgets.require_delta(budget, "DPNE n-gram extraction")
+        checks.require_delta(budget, "DPNE n-gram extraction")
     auto = auto.with_share(max_items_choice.DEFAULT_SHARE)
     size_budget, selection_budget = max_items_choice.split_budget(budget, auto.spent)
     calibrations = list(max_items_choice.calibrate_candidates(

@@ -414,8 +414,6 @@ def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
     return weights
 
 
-# A public count's check (``checks.public_count``), re-exported for its callers.
-check_public_count = checks.public_count
 
 
 def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,

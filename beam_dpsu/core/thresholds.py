@@ -42,12 +42,6 @@ __all__ = [
 ]
 
 
-# The largest Δ0 accepted (a signed 64-bit int, as Beam's and numpy's int coders
-# hold it): every threshold is computed without arrays of length Δ0.
-MAX_ITEMS_LIMIT = checks.MAX_ITEMS_LIMIT
-check_max_items = checks.max_items  # re-exported: callers of thresholds.check_max_items
-
-
 def _positive(name: str, value: float) -> float:
     return checks.positive(name, value, strict=False)
 
