@@ -37,9 +37,9 @@ whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²; exactly one Gaussian mechanism
 Dong, Roth & Su 2022, Cor. 3.3), σ* being the analytic Gaussian at
 (ε, δ_noise), plus the threshold event of level 1 (probability ≤ δ_thr; the
 only non-Gaussian part, levels k ≥ 2 noise all of V_k), with
-δ_noise + δ_thr = δ split to minimise ρ_1 (the proof is in
-``beam_dpsu.core.calibration``). Under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ) and
-level 1's threshold gets all of δ.
+δ_noise + δ_thr = δ split to minimise ρ_1 (proof:
+docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms). Under
+``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ) and level 1's threshold gets all of δ.
 
 ``max_items_per_user="auto"`` (docs/privacy.md, Choosing Δ0 privately; the SelectItems rule is
 ``beam_dpsu.core.max_items_choice``). Per level, by what Δ_k changes:

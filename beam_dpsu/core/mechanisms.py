@@ -17,7 +17,8 @@ config                  update per user         noise            source
 ======================  ======================  ===============  =========================
 
 δ_n is the noise's share of δ under ``Budget(ε, δ)``, chosen to minimise the
-threshold (``delta_split.split_delta``; the proof is in ``beam_dpsu.core.calibration``).
+threshold (``delta_split.split_delta``; proof:
+docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
 
 Iterative: ``SIPS`` runs Weighted Gaussian for several rounds with a rising
 budget, removing each round's released items from the users' sets (dp-sips §4).

@@ -47,9 +47,9 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
 
     Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
     δ_noise + δ_thr = δ is split to minimise
-    ``threshold_of(σ*, δ_thr)`` (``delta_split.split_delta``; the proof is in
-    ``beam_dpsu.core.calibration``); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
-    δ_noise is None.
+    ``threshold_of(σ*, δ_thr)`` (``delta_split.split_delta``; proof:
+    docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms); under
+    ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and δ_noise is None.
     """
     if isinstance(budget, (Budget, ZCDPBudget)):
         checks.require_delta(budget, "DPNE n-gram extraction")
