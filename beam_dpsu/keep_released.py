@@ -32,10 +32,9 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.documents import encodes_as_utf8
 from beam_dpsu.core.user_records import InvalidRecordError
-from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["KeepReleased", "METHODS"]

@@ -15,10 +15,8 @@ import typing
 import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
-from beam_dpsu.core import budgets
 from beam_dpsu.core import checks
 from beam_dpsu.core import policies
-from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.documents import check_document
 from beam_dpsu.core.kgrams import kgrams_of
@@ -69,11 +67,11 @@ class NgramsByDPSU(ReleaseTransform):
             raise checks.ParameterError.worded(
                 "n", f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
         if isinstance(budget, (Budget, ZCDPBudget)):  # refused when built, not when run
-            budgets.require_delta(budget, f"n-gram baseline {variant!r}")
+            checks.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
         if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
-            thresholds.check_max_items(self.max_n * self.max_items,
+            checks.max_items(self.max_n * self.max_items,
                                        "max_n * max_items_per_user")
         # A tight split's part holds only for the one SelectItems mechanism it was made
         # for: refused here, before anything is spent, unless that is this selection.

@@ -14,7 +14,7 @@ import difflib
 import math
 
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
-from beam_dpsu.core import checks, hashing, max_items_choice, mechanisms, thresholds
+from beam_dpsu.core import checks, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core import counts_max_items_choice as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
@@ -55,7 +55,7 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
     with flag_errors():
         budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
                   else ZCDPBudget(args.rho, args.delta))
-        hashing.check_seed(getattr(args, "seed", None))
+        checks.seed(getattr(args, "seed", None))
     require_selection_delta(budget.delta)
     return budget
 

@@ -29,7 +29,7 @@ from beam_dpsu.core import thresholds
 from beam_dpsu.core.kgrams import ValidKgramSampler, valid_kgram_count
 from beam_dpsu.core.ngram_calibration import spurious_probability
 from beam_dpsu.core.ngram_parameters import NgramParameters
-from beam_dpsu.core.wording import plural
+from beam_dpsu.core.checks import plural
 from beam_dpsu.beam.document_blocks import BlockHistogramFn
 from beam_dpsu.beam.noisy_threshold import BatchedDecisionFn
 from beam_dpsu.beam.randomness import draws_randomness

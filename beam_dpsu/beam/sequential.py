@@ -39,12 +39,11 @@ from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.core.policies import apply_policy, check_public_count, gw_item_order
+from beam_dpsu.core.policies import apply_policy, gw_item_order
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 from beam_dpsu.beam.output_types import opaque_output
 
@@ -518,5 +517,5 @@ def _check_public_count(record):
     if not isinstance(record, tuple) or len(record) != 2:
         raise ValueError("public counts must be (item, count) pairs, got "
                          f"{a_type(record)}")
-    check_public_count(record[1])
+    checks.public_count(record[1])
     return record

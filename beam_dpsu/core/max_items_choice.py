@@ -1,97 +1,32 @@
 """Δ0 chosen privately: ``max_items_per_user="auto"`` (pure math, no Beam).
 
-Every mechanism's utility hinges on Δ0, the number of distinct items kept per
-user, and tuning it on the raw data is a leak no guarantee covers. With
-``"auto"`` a stated share of the budget buys a DP estimate of how many
-distinct items users hold, and Δ0 is then picked from that estimate alone,
-by a rule derived for each mechanism. The pipeline (``SelectItems``) is:
+Tuning Δ0, the number of distinct items kept per user, on the raw data is a
+leak no guarantee covers. With ``"auto"`` a stated share of the budget buys a
+DP estimate of how many distinct items users hold, and Δ0 is picked from that
+estimate alone:
 
-1. first, each user's number of distinct items n_u (after merging all of the
-   user's rows) falls into one bin of a fixed, data-independent set of size
-   bins (``size_bin_edges``), and the users per bin are counted;
-2. then integer noise is added to every bin count (``noisy_size_histogram``):
-   one user is in exactly one bin, so a neighbouring dataset moves the
-   count vector by 1 in ℓ1 and in ℓ2 (sensitivity 1). Under ``Budget(ε, δ)``
-   the noise is discrete Laplace of scale 1/ε_s, which is ε_s-DP; under
-   ``ZCDPBudget(ρ, δ)`` it is discrete Gaussian of σ² = 1/(2ρ_s), which is
-   ρ_s-zCDP (Canonne, Kamath & Steinke 2020, Theorem 4). Integer noise on
-   integer counts: no floating-point leak (Mironov 2012);
-3. finally ``AutoPlan.choose`` maps the noisy counts to one Δ0 among
-   ``candidates`` (post-processing), and the selection runs with that Δ0
-   on the rest of the budget.
+1. each user's number of distinct items (after merging all of the user's
+   rows) falls into one of fixed, data-independent size bins
+   (``size_bin_edges``), and the users per bin are counted;
+2. integer noise is added to every bin count (``noisy_size_histogram``; one
+   user is in one bin, so sensitivity 1): discrete Laplace under ``Budget``,
+   discrete Gaussian under ``ZCDPBudget``;
+3. ``AutoPlan.choose`` maps the noisy counts to one of the ``candidates``
+   (post-processing), and the selection runs at that Δ0 on the rest of the
+   budget (``split_budget``: the two parts compose sequentially to the
+   caller's budget).
 
-Privacy: the size release is (ε_s, 0)-DP or ρ_s-zCDP; the selection, for
-every fixed Δ0, is DP with the remaining budget; adaptive sequential
-composition (Dwork & Roth 2014, Thm 3.16 for (ε, δ); Bun & Steinke 2016,
-Lemma 2.3 for zCDP, δ-approximate in dp-sips Lemma 6) gives the sum, which is
-the caller's budget (``split_budget``).
+The rule takes the candidate that maximises M(Δ0)/T(Δ0): M = Σ_u g(min(n_u, Δ0))
+from the noisy histogram, taken two noise deviations low (``AutoPlan.proxy``),
+g the mechanism's mass (``user_mass``), T its release threshold. SIPS is
+scored by a model of its rounds (``max_items_rounds``,
+``AutoPlan.round_thresholds``), capped at the M/T rule's choice. The share:
+5 % of the budget (``DEFAULT_SHARE``), 1.5 % for SIPS (``SIPS_SHARE``), public
+constants fixed before any data is seen.
 
-The rule (``AutoPlan``). Say user u keeps m_u = min(n_u, Δ0) of its items,
-sampled uniformly, and gives each the mechanism's weight w(m_u); call
-g(m) = m·w(m) the user's mass. If an item's chance of being among a user's
-items is proportional to the user's size (n_u·q_i for popularity q_i,
-independent of the user), its expected weight is
-
-    E[W_i] = Σ_u n_u q_i · (m_u/n_u) · w(m_u) = q_i · M(Δ0),
-    M(Δ0) = Σ_u g(min(n_u, Δ0)),
-
-so every item's expected weight scales with the same factor M(Δ0), and an
-item is released (about half the time or more) when q_i·M(Δ0) ≥ T(Δ0), the
-release threshold in weight units. The released items are those with
-q_i ≥ T(Δ0)/M(Δ0); whatever the popularity profile, their number is
-largest where M(Δ0)/T(Δ0) is largest. That ratio is computed from the noisy
-size histogram (M, taken two noise standard deviations low, see
-``AutoPlan.proxy``) and the calibrations (T, data-independent, computed
-when the transform is built), and the rule takes the candidate that
-maximises it (ties go to the smaller Δ0).
-
-The mass per mechanism (``user_mass``):
-
-* count mechanisms (``CountLaplace``, ``CountGaussian``,
-  ``TruncatedGeometric``): w = 1, g(m) = m; their threshold grows about
-  linearly (Laplace) or as √Δ0 (Gaussian) in Δ0, so the rule favours the Δ0
-  most users reach;
-* ℓ2 mechanisms (``WeightedGaussian``, ``PolicyGaussian``; ``SIPS``'s
-  rounds): g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
-  below the cutoff; if a fraction f of a user's items are, its mass there is
-  √(f·m), proportional to √m for every Δ0 (uniform sampling keeps f);
-* ``WeightedLaplace``: w = 1/m, g = 1: every Δ0 gives the same mass, so the
-  smallest threshold wins (exact in expectation for this mechanism);
-* ℓ1 policies (``PolicyLaplace``, ``GreedyWithoutSampling``): the budget of
-  1 goes to items below the cutoff, all of it as soon as one of the m items
-  is, which happens with probability 1 − (1 − f)^m. With nothing private to
-  tell f, a uniform prior on f gives E = m/(m + 1) = g(m).
-
-For truncated geometric T is the number of users at which an item is kept
-with probability ½. SIPS is scored otherwise: its later rounds read each
-user's items minus those earlier rounds released, which M/T cannot see
-(scored so, it took a Δ0 one grid step above its best); ``max_items_rounds``
-models the rounds on the same histogram (``AutoPlan.round_thresholds``).
-
-The share. The histogram's part buys nothing the selection can use, and the
-selection's items fall about in proportion to its ρ near the best Δ0 (on
-AskReddit's 3,486 users, SIPS at Δ0 = 100: 2 % less ρ, 2.6 % fewer items,
-±0.5 %); the noise on each bin count, σ = 1/√(2ρ_s), grows as the share falls
-and makes the choice noisier where there are few users. The default is a
-public constant fixed before any data is seen (the budget split stays the
-sequential composition above, whatever its value): 5 % (``DEFAULT_SHARE``)
-for every mechanism but SIPS, 1.5 % for SIPS (``SIPS_SHARE``, its
-``auto_share``). SIPS's curve is flat over the grid steps around its best
-(its rounds' model, ``max_items_rounds``, caps the choice at the M/T rule's),
-so a noisier choice costs it less than the ρ a larger share takes: on
-AskReddit the rule keeps, over the noise of the histogram alone (400 draws,
-each choice scored by the grid's curve), 98.7 %, 99.2 %, 99.5 % and 99.7 %
-of the best step's items at shares of 1 %, 1.5 %, 2 % and 5 %; less the
-share's ρ, about 97.7 %, 97.7 %, 97.5 % and 94.7 %; 1.5 % is the less noisy
-of the two best
-(docs/benchmarks.md, "Choosing Δ0 privately", measures it with the
-selections); on the 50,000-user data sets the choice is the same at 1.5 %
-as at 5 % but on zipf-a (200, within 0.6 % of 100 there, in 8 draws of 100).
-
-What it does not model: the noise on each item (the rule compares expected
-weights with T) and a popularity profile that changes with user size. The
-benchmark (docs/benchmarks.md, "Choosing Δ0 privately") measures the rule
-against the best Δ0 of a grid on real and synthetic data.
+Derivations, the masses and the share's measurements:
+docs/explanation/proofs.md#choosing-0-privately-the-mt-rule and
+docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.checks import a_type
 
 __all__ = ["InvalidRecordError", "canonical_user_id"]
 

@@ -19,7 +19,7 @@ import zipfile
 from typing import Callable, Iterator, Sequence
 
 from beam_dpsu.core.documents import encodes_as_utf8
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.checks import a_type
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS, ROW_AS_USER, uncompressed_name
 from pipelines.io.lines import decoded_lines, stripped_lines
