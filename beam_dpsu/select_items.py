@@ -16,8 +16,9 @@ import apache_beam as beam
 
 from beam_dpsu.core import max_items_choice
 
-from beam_dpsu.core import checks, pre_threshold_calibration
+from beam_dpsu.core import checks
 from beam_dpsu.core import pre_threshold as pre_threshold_rule
+from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrations
 from beam_dpsu.core.checks import ParameterError
 
 from beam_dpsu.core import policies
@@ -134,7 +135,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         """The mechanism's calibration under ``budget``, with this selection's pre-threshold
         (the caller's budget was checked against the mechanism when it was given)."""
         plain = mechanism.calibrate(budget)
-        calibration = pre_threshold_calibration.with_pre_threshold(
+        calibration = pre_threshold_calibrations.with_pre_threshold(
             plain, mechanism, self.pre_threshold)
         _log_pre_threshold(mechanism.name, plain, calibration)
         return calibration

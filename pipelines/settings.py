@@ -20,7 +20,7 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.pre_threshold import check_pre_threshold
-from beam_dpsu.core.pre_threshold_calibration import with_pre_threshold
+from beam_dpsu.core.pre_threshold.calibrations import with_pre_threshold
 from beam_dpsu.core.report import dp_equivalents
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,

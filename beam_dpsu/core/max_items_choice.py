@@ -106,7 +106,8 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from beam_dpsu.core import checks, max_items_rounds, pre_threshold_calibration
+from beam_dpsu.core import checks, max_items_rounds
+from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrations
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -513,7 +514,7 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
 
 def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) -> AutoPlan:
     """Splits the budget and calibrates every candidate Δ0 (eagerly; no data), each
-    with the selection's pre-threshold k (``pre_threshold_calibration``)."""
+    with the selection's pre-threshold k (``pre_threshold.calibrations``)."""
     auto = mechanism.max_items_per_user
     if not is_auto(auto):
         raise ParameterError.worded("max_items_per_user",
@@ -522,7 +523,7 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) ->
     size_budget, selection_budget = split_budget(budget, auto.spent)
 
     def thresholds_at(c: int) -> tuple:
-        calibration = pre_threshold_calibration.calibrate(
+        calibration = pre_threshold_calibrations.calibrate(
             with_max_items(mechanism, c), selection_budget, pre_threshold)
         t = weight_threshold(calibration)
         if not (math.isfinite(t) and t > 0):
