@@ -27,7 +27,7 @@ With ``max_items_per_user="auto"`` a share of the counts' budget first buys
 a histogram of each user's number of distinct released items (one user in
 one bin: sensitivity 1; discrete Laplace of scale 1/ε_s or discrete Gaussian
 of σ² = 1/(2ρ_s), pure), Δ0 is chosen from it and the public number of
-released items (post-processing, ``counts_max_items_choice.CountsAutoPlan``), and the counts
+released items (post-processing, ``max_items_choice.counts.CountsAutoPlan``), and the counts
 run at that Δ0 on the rest: ε or ρ add (sequential composition), δ stays 0.
 """
 
@@ -39,7 +39,7 @@ import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import checks, hashing, max_items_choice
-from beam_dpsu.core import counts_max_items_choice as counts_choice
+from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.counts_budget import count_calibration
@@ -172,7 +172,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         ``"auto"`` / ``AutoMaxItems(share=..., candidates=...)``: a share of
         ``budget`` buys a DP histogram of users' numbers of released items,
         and Δ0 is the candidate of least expected total error
-        (``counts_max_items_choice.CountsAutoPlan``); the choice is
+        (``max_items_choice.counts.CountsAutoPlan``); the choice is
         ``chosen_max_items_per_user`` once the pipeline has run. Not with a
         tight split's part (bound to one Δ0).
       seed: test-only fixed seed; None (default) uses OS randomness. A seeded

@@ -29,7 +29,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import counts_max_items_choice as counts_choice
+from beam_dpsu.core.max_items_choice import counts as counts_choice
 
 from beam_dpsu.core import hashing, record_blocks
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, element_distinct_items
@@ -238,7 +238,7 @@ class SampleAtChosenMaxItems(beam.PTransform):
     index (a singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
 
     Args:
-      plan: the split and the candidates (``counts_max_items_choice.plan_counts_auto``).
+      plan: the split and the candidates (``max_items_choice.counts.plan_counts_auto``).
       released: the released items (canonical), a PCollection.
       released_set: the released items as a side input (``AsDict``).
       elements: with privacy_unit="element", the input elements: the sizes
