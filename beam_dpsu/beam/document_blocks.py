@@ -2,7 +2,7 @@
 
 The levels of DPNE (``beam_dpsu.extract_ngrams``) read the users' documents
 many times: once per level. So the users are packed once into blocks
-(``beam_dpsu.core.docblocks.DocumentBlock``, pickled to one ``bytes`` value),
+(``beam_dpsu.core.user_blocks.document_blocks.DocumentBlock``, pickled to one ``bytes`` value),
 and a level's per-user work (its items, the sample, the weights) runs as
 array operations over a block of users, not as one Beam element per user and
 step (MSNBC has a million users). A block ends at whichever comes first of
@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Union
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import docblocks
+from beam_dpsu.core.user_blocks import document_blocks
 from beam_dpsu.core import hashing
 from beam_dpsu.core.documents import check_document, element_document, element_tokens, plain_token
 from beam_dpsu.beam.histograms import PARTIAL_HISTOGRAM_KEYS
@@ -105,7 +105,7 @@ class PackUserBlocksFn(beam.DoFn):
     """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
 
     A block holds up to ``size`` users and ends once it holds ``max_tokens``
-    tokens; it is built user by user (``docblocks.BlockBuilder``). It is one
+    tokens; it is built user by user (``document_blocks.BlockBuilder``). It is one
     ``bytes`` value: every level re-reads all blocks (a stage each, after the
     level before), and Beam decodes one bytes value many times faster than a
     list of tuples of str. Unseeded, the user ids are left out (only seeded
@@ -132,7 +132,7 @@ class PackUserBlocksFn(beam.DoFn):
         self._builder = None
 
     def _new_builder(self):
-        return docblocks.BlockBuilder(self._keep_ids,
+        return document_blocks.BlockBuilder(self._keep_ids,
                                       plain_token if self._elements else None)
 
     def start_bundle(self):
@@ -145,7 +145,7 @@ class PackUserBlocksFn(beam.DoFn):
                 element_tokens(user_docs)  # raises naming the type
             try:
                 builder.add_document(None, user_docs)
-            except (docblocks.BadToken, TypeError):
+            except (document_blocks.BadToken, TypeError):
                 builder.add_document(None, element_tokens(user_docs))
         else:
             builder.add(*user_docs)
@@ -168,7 +168,7 @@ class BlockHistogramFn(beam.DoFn):
 
     ``level_sums(block, *side inputs, rng=…)`` gives the block's
     [(item, Σ weights)]: each user's items at this level sampled to Δ_k and
-    weighted 1/√|sample| (``beam_dpsu.core.docblocks``). The partial sums of a
+    weighted 1/√|sample| (``beam_dpsu.core.user_blocks.document_blocks``). The partial sums of a
     bundle are added up per item and flushed at ``max_keys`` items (bounding
     a worker's memory) and at the bundle's end. The input has one element per
     user before blocking (after the ``GroupByKey``, or one element per

@@ -30,7 +30,8 @@ import apache_beam as beam
 
 from beam_dpsu.core import checks
 
-from beam_dpsu.core import policies, record_blocks
+from beam_dpsu.core import policies
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
@@ -324,7 +325,7 @@ class SampledWeightedHistogram(beam.PTransform):
     its input is instead the packed blocks of ``AutoSelection(as_blocks=True)``
     (``_BlockSampleAndSumFn``): the same histogram, seeded samples included.
     With ``packed=True`` its input is blocks of users' distinct items
-    (``beam_dpsu.core.record_blocks``; SIPS's rounds), each user keyed by its id
+    (``beam_dpsu.core.user_blocks.record_blocks``; SIPS's rounds), each user keyed by its id
     in a seeded run: the same users, read in the same order, as records.
     """
 

@@ -2,7 +2,7 @@
 
 The math is ``beam_dpsu.core.max_items_choice``; this module only moves data.
 ``AutoSelection`` first merges every user's elements into one record and
-packs the records into compact blocks (``beam_dpsu.core.record_blocks``),
+packs the records into compact blocks (``beam_dpsu.core.user_blocks.record_blocks``),
 which count each user's number of distinct items into the fixed size bins;
 then one step adds the integer noise to the summed bins and picks Δ0
 (``AutoPlan.choose``), a checkpointed draw; finally every block waits for the
@@ -31,7 +31,8 @@ import numpy as np
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.max_items_choice import counts as counts_choice
 
-from beam_dpsu.core import hashing, record_blocks
+from beam_dpsu.core import hashing
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen
 from beam_dpsu.beam.record_packing import PackRecordsFn

@@ -26,7 +26,7 @@ import typing
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import docblocks
+from beam_dpsu.core.user_blocks import document_blocks
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import policies
 from beam_dpsu.core.ngram_calibration import DPNECalibration
@@ -104,8 +104,8 @@ class Level1(beam.PTransform):
 
 
 def _level1_sums_at_chosen(block, chosen: int = 0, *, max_items: tuple, **level1_sums):
-    """``docblocks.level1_sums`` at the chosen candidate's Δ_1 (``chosen``, a side input)."""
-    return docblocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
+    """``document_blocks.level1_sums`` at the chosen candidate's Δ_1 (``chosen``, a side input)."""
+    return document_blocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
 
 
 def _sum_weights_and_holders(parts) -> tuple:
@@ -127,7 +127,7 @@ def _held_by_at_least(token_sums, pre_threshold: int):
 def block_size_counts(block: bytes, edges: tuple) -> np.ndarray:
     """A pickled block → its users per size bin, a user's size being its number of
     distinct tokens (level 1's items). Raw: the noise is added to the sum."""
-    sizes = docblocks.distinct_items_per_user(pickle.loads(block))
+    sizes = document_blocks.distinct_items_per_user(pickle.loads(block))
     return max_items_choice.size_counts(sizes[sizes > 0], np.asarray(edges, dtype=np.int64))
 
 

@@ -22,7 +22,7 @@ import math
 
 import apache_beam as beam
 
-from beam_dpsu.core import docblocks
+from beam_dpsu.core.user_blocks import document_blocks
 from beam_dpsu.core import hashing
 from beam_dpsu.core import policies
 from beam_dpsu.core import thresholds
@@ -46,8 +46,8 @@ def released_as_keys(grams, label: str):
 
 
 def _level_sums(block, previous, unigrams, *, k, pruning, max_items, seed, salt, rng):
-    """``docblocks.level_sums`` with the side inputs S_{k−1}, S_1 in call order."""
-    return docblocks.level_sums(block, k, pruning, previous, unigrams, max_items,
+    """``document_blocks.level_sums`` with the side inputs S_{k−1}, S_1 in call order."""
+    return document_blocks.level_sums(block, k, pruning, previous, unigrams, max_items,
                                 policies.weighted_gaussian_weight, rng, seed, salt)
 
 

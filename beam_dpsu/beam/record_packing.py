@@ -1,4 +1,4 @@
-"""Users' records packed into blocks (``beam_dpsu.core.record_blocks``), in Beam.
+"""Users' records packed into blocks (``beam_dpsu.core.user_blocks.record_blocks``), in Beam.
 
 Two steps pack users: ``max_items_per_user="auto"``, whose records wait packed
 until Δ0 is chosen (``beam_dpsu.beam.max_items_routing``), and SIPS, whose rounds
@@ -10,7 +10,7 @@ from __future__ import annotations
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import record_blocks
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.tokenizer import Tokens
 from beam_dpsu.beam.bounding import distinct_element_id, element_items, plain_str_items
 from beam_dpsu.beam.output_types import opaque_output

@@ -32,7 +32,7 @@ import numpy as np
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen, per_candidate
-from beam_dpsu.core import record_blocks
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.core.user_blocks import UserBlockBuilder, shard_policy_histogram
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
@@ -56,7 +56,7 @@ __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histog
 # it sends them on: ~8 bytes each, plus the blocks' distinct items.
 USER_BLOCK_ITEMS = 1 << 20
 # A worker also sends its blocks once one holds this many distinct items, so that
-# a block's ids fit 16 bits (``user_blocks.SMALL_IDS``; unless its last user brought
+# a block's ids fit 16 bits (``shard_blocks.SMALL_IDS``; unless its last user brought
 # more new items than were left).
 USER_BLOCK_DISTINCT = 60_000
 

@@ -157,7 +157,7 @@ def _released_with_blocks_of(ids_per_block, monkeypatch, mechanism, privacy_unit
 
     600 users: each mechanism releases 15-41 items, and the users fill 383 blocks of 7 ids.
     """
-    from beam_dpsu.core import record_blocks
+    from beam_dpsu.core.user_blocks import record_blocks
     monkeypatch.setattr(record_blocks, "IDS_PER_BLOCK", ids_per_block)
     rng = random.Random(5)
     users = [sorted({f"w{int(rng.paretovariate(1.0))}" for _ in range(rng.randint(1, 40))})
@@ -180,7 +180,7 @@ def _released_with_blocks_of(ids_per_block, monkeypatch, mechanism, privacy_unit
     (GreedyWithoutSampling, "user_id")])
 def test_records_packed_in_many_blocks_release_what_one_block_releases(
         mechanism, privacy_unit, monkeypatch, tmp_path):
-    # The users wait for the choice packed in blocks (beam_dpsu.core.record_blocks); how
+    # The users wait for the choice packed in blocks (beam_dpsu.core.user_blocks.record_blocks); how
     # many blocks they fill changes nothing in a seeded run (the items come back as
     # the same sets, or counts for GW).
     one = _released_with_blocks_of(1 << 20, monkeypatch, mechanism, privacy_unit, tmp_path)

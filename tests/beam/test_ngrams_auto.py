@@ -21,7 +21,7 @@ import beam_dpsu
 from beam_dpsu import (Budget, BudgetAccountant, ExtractNgrams, ZCDPBudget,
                        split_selection_and_counts)
 from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import docblocks
+from beam_dpsu.core.user_blocks import document_blocks
 from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.beam.ngram_level1 import block_size_counts
@@ -53,9 +53,9 @@ def test_auto_per_level_forms():
 
 
 def test_distinct_items_per_user_golden():
-    block = docblocks.encode_block(
+    block = document_blocks.encode_block(
         [("u1", [("a", "b", "a")]), ("u2", []), ("u3", [("c",), ("a", "c")])], keep_ids=True)
-    assert docblocks.distinct_items_per_user(block).tolist() == [2, 0, 2]
+    assert document_blocks.distinct_items_per_user(block).tolist() == [2, 0, 2]
 
 
 users_docs = st.lists(st.lists(st.lists(st.sampled_from("abcdefg"), max_size=6), max_size=3),
@@ -69,7 +69,7 @@ def test_one_more_user_moves_the_size_counts_by_one(users, extra):
     edges = max_items_choice.size_bin_edges(AUTO.candidates)
 
     def counts(us):
-        block = docblocks.encode_block([(f"u{i}", d) for i, d in enumerate(us)], True)
+        block = document_blocks.encode_block([(f"u{i}", d) for i, d in enumerate(us)], True)
         return block_size_counts(pickle.dumps(block), tuple(edges))
 
     moved = np.abs(counts(users + [extra]) - counts(users)).sum()

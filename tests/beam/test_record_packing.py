@@ -7,7 +7,7 @@ import pytest
 from beam_dpsu.beam import bounding
 from beam_dpsu.beam.record_packing import PackRecordsFn
 from beam_dpsu.beam.windowing import in_global_window
-from beam_dpsu.core import record_blocks
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.tokenizer import tokenize
 
 

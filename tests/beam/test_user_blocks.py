@@ -232,7 +232,7 @@ def test_the_keyed_mac_made_once_gives_every_user_its_hmac(key, user_ids):
 
 def _record_blocks(users_items, cuts):
     """Users' item sets packed into record blocks (auto's waiting form), cut at ``cuts``."""
-    from beam_dpsu.core.record_blocks import RecordBlockBuilder
+    from beam_dpsu.core.user_blocks.record_blocks import RecordBlockBuilder
     edges = np.asarray((1, 2, 5), dtype=np.int64)
     bounds = sorted({0, len(users_items), *cuts})
     blocks = []
