@@ -81,7 +81,7 @@ This module holds the transform only. Its parts: the parameters
 (``beam_dpsu.core.ngram_calibration``), the report
 (``beam_dpsu.core.ngram_report``), the input checks
 (``beam_dpsu.core.documents``); in Beam, the users' records and blocks
-(``beam_dpsu.beam.document_blocks``), level 1 and the Δ_1 choice
+(``beam_dpsu.beam.user_blocks``), level 1 and the Δ_1 choice
 (``beam_dpsu.beam.ngram_level1``), the levels k ≥ 2 and their figures
 (``beam_dpsu.beam.ngram_levels``). The DPSU baselines are
 ``beam_dpsu.ngram_baselines``.
@@ -98,8 +98,8 @@ from beam_dpsu.core import checks, ngram_calibration
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.ngram_report import dpne_report
 from beam_dpsu.beam.bounding import check_privacy_unit
-from beam_dpsu.beam.document_blocks import (DOCUMENT_ELEMENT, USERS_PER_BLOCK, PackUserBlocksFn,
-                                            UserRecords)
+from beam_dpsu.beam.input_types import DOCUMENT_ELEMENT
+from beam_dpsu.beam.user_blocks import USERS_PER_BLOCK, PackUserBlocksFn, UserRecords
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.ngram_level1 import Level1, Level1AtChosenMaxItems
 from beam_dpsu.beam.ngram_levels import KgramLevel, LevelStats, released_as_keys

@@ -35,7 +35,7 @@ from beam_dpsu.core import hashing
 from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, element_distinct_items
 from beam_dpsu.beam.chosen import Chosen
-from beam_dpsu.beam.record_packing import PackRecordsFn
+from beam_dpsu.beam.user_blocks import PackRecordsFn
 from beam_dpsu.beam.randomness import draws_randomness
 
 __all__ = ["SizeHistogram", "ChooseFromSizeCounts", "AutoSelection",

@@ -2,7 +2,7 @@
 privately chosen Δ_1.
 
 Level 1 is Weighted Gaussian over blocks of users (``Level1`` on the blocks
-of ``beam_dpsu.beam.document_blocks``) or Policy Gaussian over user records
+of ``beam_dpsu.beam.user_blocks``) or Policy Gaussian over user records
 (``Level1`` on ``UserRecords``' output), with σ_1 and ρ_1 of dpne Theorem 2.1
 (``beam_dpsu.core.ngram_calibration``).
 
@@ -32,7 +32,7 @@ from beam_dpsu.core import policies
 from beam_dpsu.core.ngram_calibration import DPNECalibration
 from beam_dpsu.beam.bounding import SampleEachUser
 from beam_dpsu.beam.chosen import Chosen
-from beam_dpsu.beam.document_blocks import BlockHistogramFn, distinct_tokens, element_as_user
+from beam_dpsu.beam.user_blocks import BlockHistogramFn, distinct_tokens, element_as_user
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
 from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold

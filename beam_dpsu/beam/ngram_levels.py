@@ -2,7 +2,7 @@
 the spurious draws, and the levels' figures (dpne §2, App. A).
 
 ``KgramLevel(k, …)`` over the blocks of users
-(``beam_dpsu.beam.document_blocks``): every user's valid k-grams (S_1 and
+(``beam_dpsu.beam.user_blocks``): every user's valid k-grams (S_1 and
 S_{k−1} arrive as side inputs) are sampled to Δ_k and weighted 1/√|U|; the
 sums get N(0, σ_k²) noise and are kept above ρ_k, which reads |V_k| counted
 exactly from S_{k−1} (``kgrams.valid_kgram_count``). Finally the zero-weight
@@ -30,7 +30,7 @@ from beam_dpsu.core.kgrams import ValidKgramSampler, valid_kgram_count
 from beam_dpsu.core.ngram_calibration import spurious_probability
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.wording import plural
-from beam_dpsu.beam.document_blocks import BlockHistogramFn
+from beam_dpsu.beam.user_blocks import BlockHistogramFn
 from beam_dpsu.beam.noisy_threshold import BatchedDecisionFn
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window

@@ -30,10 +30,9 @@ from beam_dpsu.core import checks, policies
 from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.bounding import ItemCountsPerUser, distinct_element_id
 from beam_dpsu.beam.chosen import Chosen
-from beam_dpsu.beam.record_packing import PackRecordsFn
+from beam_dpsu.beam.user_blocks import PackRecordsFn, UserItems
 from beam_dpsu.core.calibration import RoundsCalibration
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
-from beam_dpsu.beam.records import UserItems
 from beam_dpsu.beam.release_guard import ReleaseTransform, seed_announced, warn_if_seeded
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.windowing import require_global_window

@@ -26,7 +26,7 @@ from beam_dpsu.beam import sips
 from beam_dpsu.beam.bounding import distinct_element_id
 from beam_dpsu.beam.histograms import _SampleAndSumFn
 from beam_dpsu.beam.randomness import random_fanouts
-from beam_dpsu.beam.record_packing import PackRecordsFn
+from beam_dpsu.beam.user_blocks import PackRecordsFn
 from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.policies import weighted_gaussian_weight
 from beam_dpsu.core.user_blocks.record_blocks import (RecordBlockBuilder, block_users,
