@@ -50,7 +50,7 @@ from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, Samp
                                      WholeItemCountsPerUser, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
-from beam_dpsu.beam.max_items_routing import SampleAtChosenMaxItems
+from beam_dpsu.beam.max_items_choice.counts import SampleAtChosenMaxItems
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.beam.windowing import require_global_window

@@ -69,7 +69,7 @@ level 1's threshold gets all of δ.
 Everything is calibrated when the transform is built, at every candidate Δ_1
 (``beam_dpsu.core.ngram_calibration.plan_level1``). When it runs, the choice
 (drawn once, checkpointed) is read by one level 1, which runs at the chosen
-Δ_1 and that candidate's calibration (``beam_dpsu.beam.chosen``), and hands
+Δ_1 and that candidate's calibration (``beam_dpsu.beam.max_items_choice.chosen``), and hands
 levels k ≥ 2 that candidate's σ_k with their other
 parameters: for each fixed choice the pipeline is DPNE at that Δ_1 and the
 selection's budget, and sequential composition with the size histogram

@@ -22,10 +22,10 @@ from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrati
 from beam_dpsu.core.checks import ParameterError
 
 from beam_dpsu.core import policies
-from beam_dpsu.beam.max_items_routing import AutoSelection
+from beam_dpsu.beam.max_items_choice.selection import AutoSelection
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismConfig,
                                        ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
@@ -108,7 +108,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
         # pipeline runs; every candidate is calibrated now, and the selection
-        # reads the chosen candidate's Δ0 and calibration (beam_dpsu.beam.chosen).
+        # reads the chosen candidate's Δ0 and calibration (beam_dpsu.beam.max_items_choice.chosen).
         self.auto_plan = None
         self._auto_calibrations: tuple = ()
         self.chosen_max_items_per_user = None

@@ -13,7 +13,7 @@ user's distinct tokens into the size bins (one user, one bin: sensitivity
 T = ρ_1; ``Level1AtChosenMaxItems`` then runs one level 1 whose steps read
 the chosen candidate's Δ_1 and calibration (every candidate calibrated when
 the transform was built) from the choice, a side input
-(``beam_dpsu.beam.chosen``). The choice is a singleton, checkpointed: drawn
+(``beam_dpsu.beam.max_items_choice.chosen``). The choice is a singleton, checkpointed: drawn
 once, whoever reads it.
 """
 
@@ -31,10 +31,10 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import policies
 from beam_dpsu.core.ngram_calibration import DPNECalibration
 from beam_dpsu.beam.bounding import SampleEachUser
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.user_blocks import BlockHistogramFn, distinct_tokens, element_as_user
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
-from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts
+from beam_dpsu.beam.max_items_choice.selection import ChooseFromSizeCounts
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
 

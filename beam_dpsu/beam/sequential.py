@@ -31,7 +31,7 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
-from beam_dpsu.beam.chosen import Chosen, per_candidate
+from beam_dpsu.beam.max_items_choice.chosen import Chosen, per_candidate
 from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.core.user_blocks import UserBlockBuilder, shard_policy_histogram
@@ -188,7 +188,7 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
     independent of the data. Seeded (tests only), its id is ``distinct_element_id``'s
     and its sample and keyed hash are that id's, so the blocks hold what the
     two steps would give. Δ0 is one per candidate: ``chosen`` (a side input,
-    ``beam_dpsu.beam.chosen``) says which.
+    ``beam_dpsu.beam.max_items_choice.chosen``) says which.
     """
 
     def __init__(self, shards: int, order_key: bytes, max_items_per_user: tuple,
@@ -286,8 +286,9 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
 class _PolicyHistogramFn(beam.DoFn):
     """(shard, all its blocks of users) → its policy histogram, the users visited in order.
 
-    One cutoff Γ per candidate Δ0: ``chosen`` (a side input, ``beam_dpsu.beam.chosen``)
-    says which; a fixed Γ is the one candidate, with no side input.
+    One cutoff Γ per candidate Δ0: ``chosen`` (a side input,
+    ``beam_dpsu.beam.max_items_choice.chosen``) says which; a fixed Γ is the one candidate,
+    with no side input.
     """
 
     def __init__(self, update, cutoffs: tuple, item_shards: int | None,
@@ -350,7 +351,7 @@ class SequentialPolicyHistogram(beam.PTransform):
     Args:
       update: the policy, e.g. ``policies.l2_descent``.
       cutoff: Γ, or a ``Chosen`` of them (one per candidate Δ0, picked when the
-        pipeline runs; ``beam_dpsu.beam.chosen``), then with ``sample_elements``
+        pipeline runs; ``beam_dpsu.beam.max_items_choice.chosen``), then with ``sample_elements``
         a ``Chosen`` by the same index, if given.
       order_key: the run's secret key for the user order and shards.
       shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).

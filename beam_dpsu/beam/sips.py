@@ -29,7 +29,7 @@ import apache_beam as beam
 from beam_dpsu.core import checks, policies
 from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.bounding import ItemCountsPerUser, distinct_element_id
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.user_blocks import PackRecordsFn, UserItems
 from beam_dpsu.core.calibration import RoundsCalibration
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
@@ -139,7 +139,7 @@ class SIPSRounds(ReleaseTransform):
       calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``), or a ``Chosen``
         of them (one per candidate Δ0, with the same number of rounds).
       max_items_per_user: Δ0, re-sampled in every round (or a ``Chosen``, as
-        ``calibration``; ``beam_dpsu.beam.chosen``).
+        ``calibration``; ``beam_dpsu.beam.max_items_choice.chosen``).
       seed: test-only; round 0 draws exactly what Weighted Gaussian would, so
         one round at ratio 1 reproduces it.
       removal: "side_input" or "join" (see the module docstring).

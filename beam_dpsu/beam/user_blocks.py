@@ -7,7 +7,7 @@ them.
 **Item records** (``PackRecordsFn``; the blocks:
 ``beam_dpsu.core.user_blocks.record_blocks``). Two steps pack users:
 ``max_items_per_user="auto"``, whose records wait packed until Δ0 is chosen
-(``beam_dpsu.beam.max_items_routing``), and SIPS, whose rounds carry their users packed
+(``beam_dpsu.beam.max_items_choice.selection``), and SIPS, whose rounds carry their users packed
 (``beam_dpsu.beam.sips``). Both use ``PackRecordsFn``.
 
 **Documents** → one record per user → blocks of users, and the blocks' partial

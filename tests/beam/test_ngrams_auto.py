@@ -283,7 +283,8 @@ def test_auto_with_counts_takes_the_basic_split(tmp_path):
 def test_every_forced_choice_is_dpne_at_that_bound(monkeypatch, index):
     # Review suggestion: the seeded test above checks the one index its seed picks;
     # here each choice is forced, and the run must be DPNE at that Δ_1 exactly.
-    monkeypatch.setattr(beam_dpsu.beam.max_items_routing, "_noisy_choice", lambda *a, **k: index)
+    monkeypatch.setattr(beam_dpsu.beam.max_items_choice.selection, "_noisy_choice",
+                        lambda *a, **k: index)
     auto = ExtractNgrams(3, Budget(3.0, 1e-6), max_items_per_user=AUTO, eta=0.5, seed=3)
     c = auto.auto_plan.candidates[index]
     fixed = ExtractNgrams(3, auto.auto_plan.selection_budget, max_items_per_user=[c, 5, 5],

@@ -334,7 +334,7 @@ def test_a_fixed_sample_with_a_chosen_cutoff_runs_on_one_shard_as_on_two(shards)
     # built and ran with P = 2, but with P = 1 a chosen index of 1 raised IndexError
     # (a traceback) in ApplyPolicyInOrder. Either way is fine for a fix: refuse the pair
     # when the transform is built (naming the index), or sample by Δ0's own index.
-    from beam_dpsu.beam.chosen import Chosen
+    from beam_dpsu.beam.max_items_choice.chosen import Chosen
     users = [["a", "b"], ["c"]]  # disjoint lists: the histogram is the same in any order
     pipeline = TestPipeline()
     index = pipeline | "Index" >> beam.Create([1])

@@ -433,7 +433,7 @@ def test_noise_beyond_the_users_picks_the_smallest_candidate(budget):
 
 
 def test_noise_in_the_empty_top_bins_cannot_push_sips_above_the_mass_over_threshold_choice():
-    # 3,001 users of 3 items (as tests/beam/test_auto_beam.py) at ρ = 5: a few noise
+    # 3,001 users of 3 items (as tests/beam/test_max_items_choice.py) at ρ = 5: a few noise
     # users in the bins of 200-1000 items would hold the rare ranks far more often than
     # 3,000 users of 3, and the model alone then takes Δ0 = 100. The M/T choice, its mass
     # taken two noise deviations low, bounds SIPS's (fixed counts: cannot fail).

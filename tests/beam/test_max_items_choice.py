@@ -1,5 +1,5 @@
 """SelectItems with max_items_per_user="auto" on the DirectRunner
-(beam_dpsu.beam.max_items_routing)."""
+(beam_dpsu.beam.max_items_choice.selection)."""
 
 import json
 import random
@@ -11,7 +11,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import beam_dpsu
-import beam_dpsu.beam.max_items_routing as routing
+import beam_dpsu.beam.max_items_choice.selection as auto_selection
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import SIPS, GreedyWithoutSampling, PolicyGaussian, WeightedGaussian
@@ -146,7 +146,7 @@ def test_empty_elements_change_nothing():
 
 
 def test_the_size_combiner_merges_nothing_into_a_vector():
-    from beam_dpsu.beam.max_items_routing import _SizeBinCountsFn
+    from beam_dpsu.beam.max_items_choice.selection import _SizeBinCountsFn
     fn = _SizeBinCountsFn((1, 2, 5))
     assert fn.merge_accumulators([]).tolist() == [0, 0, 0]
     assert fn.add_input(fn.create_accumulator(), 0).tolist() == [0, 0, 0]
@@ -231,7 +231,7 @@ def test_unseeded_auto_samples_whole_blocks_and_releases_the_common_items(
     # default α = 3 it was 0.13 % an item, about 1 % a suite run). "rare" (bob
     # alone) may be released, with probability ≤ δ = 1e-5, so it is allowed, not
     # required.
-    monkeypatch.setattr(routing, "_noisy_choice", lambda counts, plan, seed: 1)
+    monkeypatch.setattr(auto_selection, "_noisy_choice", lambda counts, plan, seed: 1)
     select = _unseeded_auto(mechanism, privacy_unit)
     records = PAIRS if privacy_unit == "user_id" else [
         [w for w in ("cat", "dog", f"x{i % 3}")] for i in range(3000)] + [["cat", "rare"]]
