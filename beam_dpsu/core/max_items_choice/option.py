@@ -11,7 +11,7 @@ AskReddit's 3,486 users, SIPS at Δ0 = 100: 2 % less ρ, 2.6 % fewer items,
 ±0.5 %); the noise on each bin count, σ = 1/√(2ρ_s), grows as the share falls
 and makes the choice noisier where there are few users. The default is a
 public constant fixed before any data is seen (the budget split stays the
-sequential composition above, whatever its value): 5 % (``DEFAULT_SHARE``)
+package docstring's sequential composition, whatever its value): 5 % (``DEFAULT_SHARE``)
 for every mechanism but SIPS, 1.5 % for SIPS (``SIPS_SHARE``, its
 ``auto_share``). SIPS's curve is flat over the grid steps around its best
 (its rounds' model, ``max_items_choice.rounds``, caps the choice at the M/T rule's),

@@ -39,7 +39,7 @@ The mass per mechanism (``user_mass``):
 For truncated geometric T is the number of users at which an item is kept
 with probability ½. SIPS is scored otherwise: its later rounds read each
 user's items minus those earlier rounds released, which M/T cannot see
-(scored so, it took a Δ0 one grid step above its best); ``max_items_rounds``
+(scored so, it took a Δ0 one grid step above its best); ``max_items_choice.rounds``
 models the rounds on the same histogram (``AutoPlan.round_thresholds``).
 
 What it does not model: the noise on each item (the rule compares expected
@@ -132,7 +132,7 @@ class AutoPlan:
       mechanism_name: the mechanism the rule is for.
       user_mass: g(m), a key of ``MASSES``.
       round_thresholds: for a mechanism made of rounds (SIPS), each candidate's
-        rounds' thresholds T_r: the rule is then ``max_items_rounds``' model of
+        rounds' thresholds T_r: the rule is then ``max_items_choice.rounds``' model of
         the rounds; empty for the others (the M/T rule).
       calibrations: each candidate's calibration (with the pre-threshold), computed
         once here for the selection to use.
@@ -163,7 +163,7 @@ class AutoPlan:
         about 0.2 % of M.
 
         With ``round_thresholds`` (SIPS) the score is instead the items the
-        rounds release in ``max_items_rounds``' model, from the same counts and
+        rounds release in ``max_items_choice.rounds``' model, from the same counts and
         bin sizes, for the candidates up to the one M/T picks (0 above it), unless
         no candidate's mass stands above the noise (then all 0).
         """
@@ -186,7 +186,7 @@ class AutoPlan:
             out.append(max(lower_mass, 0.0) / t)
         if self.round_thresholds and max(out) > 0.0:
             # Only where some mass stands above the noise (else all 0: the smallest), and
-            # up to the M/T choice (``max_items_rounds``, "Noise"); 0 above it.
+            # up to the M/T choice (``max_items_choice.rounds``, "Noise"); 0 above it.
             cap = int(np.argmax(out))
             holding = max_items_rounds.holding_probabilities(middle)
             return np.asarray([
