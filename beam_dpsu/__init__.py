@@ -127,7 +127,7 @@ if TYPE_CHECKING:  # the names as type checkers and the API reference see them
                                            GreedyWithoutSampling, TruncatedGeometric,
                                            PolicyGaussian, PolicyLaplace, WeightedGaussian,
                                            WeightedLaplace, mechanism_from_name)
-    from beam_dpsu.core.max_items_choice import (AutoMaxItems)
+    from beam_dpsu.core.max_items_choice.option import (AutoMaxItems)
     from beam_dpsu.beam.histograms import (WeightedHistogram)
     from beam_dpsu.select_items import (SelectItems)
     from beam_dpsu.beam.release_guard import (AppliedTwiceError)
@@ -166,7 +166,7 @@ _PUBLIC = {  # public name -> the module that defines it
     "WeightedGaussian": "beam_dpsu.core.mechanisms",
     "WeightedLaplace": "beam_dpsu.core.mechanisms",
     "mechanism_from_name": "beam_dpsu.core.mechanisms",
-    "AutoMaxItems": "beam_dpsu.core.max_items_choice",
+    "AutoMaxItems": "beam_dpsu.core.max_items_choice.option",
     "WeightedHistogram": "beam_dpsu.beam.histograms",
     "SelectItems": "beam_dpsu.select_items",
     "AppliedTwiceError": "beam_dpsu.beam.release_guard",

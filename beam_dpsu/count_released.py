@@ -33,7 +33,7 @@ import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import checks, hashing, max_items_choice
-from beam_dpsu.core import counts_max_items_choice as counts_choice
+from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.counts_budget import count_calibration
@@ -43,7 +43,7 @@ from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, Samp
                                      WholeItemCountsPerUser, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
-from beam_dpsu.beam.max_items_routing import SampleAtChosenMaxItems
+from beam_dpsu.beam.max_items_choice.counts import SampleAtChosenMaxItems
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.beam.windowing import require_global_window

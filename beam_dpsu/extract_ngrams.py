@@ -21,7 +21,7 @@ output), and ``sigmas`` and the other single-Δ_1 attributes are None.
 
 This module holds the transform only: the parameters, calibration and report
 are ``beam_dpsu.core.ngram_parameters``, ``ngram_calibration`` (every candidate
-Δ_1) and ``ngram_report``; in Beam, ``beam_dpsu.beam.document_blocks`` (the
+Δ_1) and ``ngram_report``; in Beam, ``beam_dpsu.beam.user_blocks`` (the
 users' records), ``ngram_level1`` (level 1, the Δ_1 choice) and
 ``ngram_levels`` (k ≥ 2). The DPSU baselines are ``beam_dpsu.ngram_baselines``.
 
@@ -38,8 +38,8 @@ import apache_beam as beam
 from beam_dpsu.core import checks, ngram_calibration
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.ngram_report import dpne_report
-from beam_dpsu.beam.document_blocks import (DOCUMENT_ELEMENT, USERS_PER_BLOCK, PackUserBlocksFn,
-                                            UserRecords)
+from beam_dpsu.beam.input_types import DOCUMENT_ELEMENT
+from beam_dpsu.beam.user_blocks import USERS_PER_BLOCK, PackUserBlocksFn, UserRecords
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.ngram_level1 import Level1, Level1AtChosenMaxItems
 from beam_dpsu.beam.ngram_levels import KgramLevel, LevelStats, released_as_keys

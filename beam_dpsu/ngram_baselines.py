@@ -24,7 +24,7 @@ from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.core.ngram_calibration import dpsu_even_calibration
 from beam_dpsu.core.ngram_parameters import check_max_n
 from beam_dpsu.beam.bounding import SampleEachUser, WholeItemCountsPerUser
-from beam_dpsu.beam.document_blocks import DOCUMENT_ELEMENT
+from beam_dpsu.beam.input_types import DOCUMENT_ELEMENT
 from beam_dpsu.beam.histograms import WeightedHistogram
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded

@@ -38,7 +38,7 @@ import numpy as np
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.documents import encodes_as_utf8
 from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
@@ -410,7 +410,8 @@ def _distinct_items(element) -> tuple:
 @draws_randomness
 class _SampleItemsFn(beam.DoFn):
     """(user_id, distinct items) → (user_id, ≤ Δ0 of them), Δ0 the chosen candidate's
-    (``chosen``, a side input, when there are several: ``beam_dpsu.beam.chosen``)."""
+    (``chosen``, a side input, when there are several:
+    ``beam_dpsu.beam.max_items_choice.chosen``)."""
 
     def __init__(self, max_items: tuple, seed: int | None, salt: str):
         self._samples = CandidateSamplers(max_items, seed, salt)
@@ -433,7 +434,7 @@ class SampleEachUser(beam.PTransform):
     one record per user): it samples each record as it comes, so a user given
     in two records would be bounded twice. The public ``SampleItemsPerUser``
     merges first. Empty records are left out (those users hold nothing).
-    ``max_items_per_user`` may be a ``Chosen`` (``beam_dpsu.beam.chosen``).
+    ``max_items_per_user`` may be a ``Chosen`` (``beam_dpsu.beam.max_items_choice.chosen``).
     """
 
     def __init__(self, max_items_per_user, seed: int | None = None, salt: str = ""):

@@ -36,7 +36,7 @@ from beam_dpsu.core.gaussian import gaussian_noise_schedule, zcdp_gaussian_sigma
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.core.delta_split import split_delta
 from beam_dpsu.core.ngram_parameters import NgramParameters
-from beam_dpsu.core.pre_threshold_calibration import raised_threshold
+from beam_dpsu.core.pre_threshold.calibrations import raised_threshold
 
 __all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "plan_level1",
            "calibrate_extraction", "dpsu_even_calibration", "spurious_probability"]

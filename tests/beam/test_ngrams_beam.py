@@ -332,7 +332,7 @@ def test_blocking_users_logs_no_count_of_users(caplog):
 
 
 def test_users_are_blocked_once_each():
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(3, keep_ids=True)
     fn.start_bundle()
     users = [(f"u{j}", (("a",) * (j % 4), ("b", "c"))) for j in range(7)]
@@ -414,14 +414,15 @@ def test_privacy_unit_is_validated():
 def test_unseeded_blocks_hold_no_user_id():
     # Only a seeded sample reads a user id: unseeded, the blocks every level
     # re-reads carry none.
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(4, keep_ids=False)
     fn.start_bundle()
     users = [(f"user{j}", (("a", "b"),)) for j in range(3)]
     blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
     (block,) = [pickle.loads(wv.value) for wv in blocks]
     assert block.user_ids is None and block.vocab == ["a", "b"]
-    assert b"user" not in blocks[0].value
+    # (each id whole: the block's class path, beam_dpsu.core.user_blocks…, holds "user")
+    assert not any(user.encode() in blocks[0].value for user, _ in users)
 
 
 def test_unseeded_element_mode_with_a_policy_gaussian_level1(releases):
@@ -438,7 +439,7 @@ def test_unseeded_element_mode_with_a_policy_gaussian_level1(releases):
 
 
 def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(100, keep_ids=False, max_tokens=5, elements=True)
     fn.start_bundle()
     elements = [["a", "b", "c"], [np.str_("b"), "d"], ["e"], ["a"]]
@@ -455,7 +456,7 @@ def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
     (("a", "b"), r"got a tuple"),
 ])
 def test_element_blocks_refuse_a_bad_element_by_position_and_type(element, message):
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(100, keep_ids=False, elements=True)
     fn.start_bundle()
     list(fn.process(["a", "b"]))
