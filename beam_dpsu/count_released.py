@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import random
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import checks, hashing, max_items_choice

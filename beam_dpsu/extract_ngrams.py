@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import typing
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import checks, ngram_calibration

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 import numpy as np
 
@@ -154,7 +153,7 @@ class KeepReleased(beam.PTransform):
 
     A later DP aggregation of the kept records must see each person as one
     user, as the selection did: key its records by the user id as the
-    selection keyed it, ``beam_dpsu.core.user_records.canonical_user_id``
+    selection keyed it, ``beam_dpsu.canonical_user_id``
     (``5``, ``"5"`` and ``b"5"`` are one user there), or one person can count
     as several users in the aggregation and spend its budget more than once.
 

@@ -11,7 +11,6 @@ eagerly and available as ``.report`` before the pipeline runs.
 
 from __future__ import annotations
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import max_items_choice
