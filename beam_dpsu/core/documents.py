@@ -13,8 +13,6 @@ from typing import Sequence
 
 from beam_dpsu.core import hashing
 from beam_dpsu.core.checks import a_type
-# InvalidRecordError and canonical_user_id need no Beam but live in beam.bounding (as
-# docblocks' sample_user_items does): this import moves to the core with them.
 from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
 
 __all__ = ["check_document", "element_document", "element_tokens", "plain_token",

@@ -415,7 +415,7 @@ def test_users_all_of_one_size_keep_fewer_in_the_last_round():
 def test_the_sips_plan_reports_the_rounds_thresholds_and_its_rule():
     plan = _auto_plan(SIPS, Budget(1.765, 4.96e-5))
     report = plan.to_dict()
-    assert "max_items_rounds" in report["rule"] and "Zipf" in report["rule"]
+    assert "max_items_choice" in report["rule"] and "Zipf" in report["rule"]
     assert len(report["round_thresholds"]) == len(plan.candidates)
     at_100 = SIPS(max_items_per_user=100).calibrate(plan.selection_budget)
     assert report["round_thresholds"][plan.candidates.index(100)] == [
