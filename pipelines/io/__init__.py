@@ -66,7 +66,9 @@ shape and hints at the right one) fail at once.
 Modules, one concern each:
 
 * ``errors``: ``InputFormatError``;
-* ``formats``: the format names, what each reads, and the format file names imply;
+* ``formats``: the format names, what each reads, the format file names imply, and
+  ``READING_RULES_VERSION`` (changed with any rule above for how ids, items and texts
+  are read);
 * ``decompression``: ``open_input``, a file's bytes read whole or not at all;
 * ``lines``: a byte stream's UTF-8 lines, each with its true number;
 * ``parsers``: one parser per text format, (path, stream) → records;
