@@ -57,7 +57,9 @@ error messages). Nothing is skipped silently: what is skipped is said above
 (header lines asked for, CSV blank lines, the MSNBC header). A compressed
 file is read to its end when a parser fails on it, so that a corrupt file is
 reported as corrupt (deflate's damage shows only at its checksum). Text
-holding a NUL character is refused in every format, Parquet columns included.
+holding a NUL character is refused in every format: a NUL byte in a line, a
+``\\u0000`` escape in JSON, a NUL in a Parquet string column, list of items or
+binary user id (read as text).
 :func:`pipelines.io.checks.inspect_input` parses the first records of each
 file on the launching machine, before a pipeline is built, so that most
 mistakes (a wrong ``--format`` among them: each parser checks its format's

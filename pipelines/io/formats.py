@@ -17,7 +17,7 @@ __all__ = ["READING_RULES_VERSION", "FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP"
 # kept copy of it (the evaluation job's --cache-dir) would mix the two, e.g. one person
 # read as " u1" once and as "u1" now is two users. 2: user ids stripped of surrounding
 # whitespace in jsonl and Parquet, Parquet binary ids read as UTF-8 text, lone
-# surrogate escapes in JSON refused.
+# surrogate escapes in JSON refused, a NUL refused in JSON escapes and Parquet binary ids.
 READING_RULES_VERSION = 2
 
 FORMATS = ("pairs", "csv", "jsonl", "text", "parquet")
