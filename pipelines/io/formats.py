@@ -8,8 +8,9 @@ from typing import Sequence
 
 from pipelines.io.errors import InputFormatError
 
-__all__ = ["READING_RULES_VERSION", "FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "EXTENSION_FORMATS",
-           "COMPRESSION_SUFFIXES", "ROW_AS_USER", "uncompressed_name", "infer_format"]
+__all__ = ["READING_RULES_VERSION", "FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP",
+           "EXTENSION_FORMATS", "COMPRESSION_SUFFIXES", "ROW_AS_USER", "uncompressed_name",
+           "infer_format"]
 
 # The version of the rules by which the readers turn a file into user ids, items and
 # texts (what is stripped, decoded, refused). It must change with any change to such a
