@@ -422,11 +422,6 @@ def test_a_file_gone_after_the_checks_fails_the_run(tmp_path):
             _ = p | read
 
 
-def test_a_binary_user_id_may_hold_a_nul_byte():
-    ParquetFields("user", items="tags").check_values(
-        "x.parquet", pa.table({"user": [b"\x00\x01", b"a"], "tags": [["x"], ["y"]]}))
-
-
 def test_text_that_is_not_utf8_is_an_error_naming_the_column_never_a_byte(tmp_path):
     offsets = pa.py_buffer(pa.array([0, 2, 10], pa.int32()).buffers()[1])
     bad = pa.Array.from_buffers(pa.string(), 2, [None, offsets,
