@@ -38,6 +38,7 @@ from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.counts_budget import count_calibration
 from beam_dpsu.core.discrete_noise import os_random
 from beam_dpsu.core.report import counts_report
+from beam_dpsu.core.user_records import plain_str_or_bytes
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                      WholeItemCountsPerUser, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields
@@ -69,7 +70,7 @@ def check_ngram_pair(record):
         raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "
                                  f"non-empty str, got {a_type(gram)}")
     user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
-    return user_id, tuple(str(token) for token in gram)
+    return user_id, tuple(plain_str_or_bytes(token) for token in gram)
 
 
 def _released_item(item, ngrams: bool):
@@ -85,12 +86,12 @@ def _released_item(item, ngrams: bool):
         if not _is_ngram(item):
             raise InvalidRecordError("a released n-gram must be a non-empty tuple of "
                                      "non-empty str")
-        return tuple(str(token) for token in item)
+        return tuple(plain_str_or_bytes(token) for token in item)
     if isinstance(item, (str, bytes)):
         if ngrams:
             raise InvalidRecordError("a released item is a str or bytes, not an n-gram: count "
                                      "text items with CountReleased(..., ngrams=False)")
-        return str(item) if isinstance(item, str) else bytes(item)
+        return plain_str_or_bytes(item)  # keyed as bounding keys the users' items
     raise InvalidRecordError(f"released items must be str, bytes or n-grams (tuples of str), "
                              f"got {a_type(item)}")
 

@@ -33,7 +33,7 @@ import numpy as np
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.documents import encodes_as_utf8
-from beam_dpsu.core.user_records import InvalidRecordError
+from beam_dpsu.core.user_records import InvalidRecordError, plain_str_or_bytes
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["KeepReleased", "METHODS"]
@@ -64,10 +64,8 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, (bool, np.bool_)):
         raise _NotAKey("a bool")
-    if isinstance(value, str):
-        return _plain(str.__str__(value))
-    if isinstance(value, bytes):
-        return bytes(memoryview(value))
+    if isinstance(value, (str, bytes)):
+        return _plain(plain_str_or_bytes(value))  # what it holds, as bounding keys items
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, tuple):

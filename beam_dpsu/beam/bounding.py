@@ -37,7 +37,8 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.documents import encodes_as_utf8
-from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
+from beam_dpsu.core.user_records import (InvalidRecordError, canonical_user_id,
+                                         plain_str_or_bytes)
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
@@ -129,10 +130,9 @@ def _bad_item(item) -> str | None:
     return None
 
 
-def _plain(item):
-    # numpy.str_ and other subclasses become plain str/bytes (Beam encodes
-    # those deterministically as keys).
-    return str(item) if isinstance(item, str) else bytes(item)
+# numpy.str_ and other subclasses become the plain str/bytes they hold (Beam encodes
+# those deterministically as keys), as every transform keys items.
+_plain = plain_str_or_bytes
 
 
 def _record_error(items, record: str = "a (user_id, items) record (field 1)") -> InvalidRecordError:

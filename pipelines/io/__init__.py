@@ -21,7 +21,7 @@ the first records of each file before a pipeline is built, so that most
 mistakes (a wrong ``--format`` among them) fail at once.
 
 Modules, one concern each: ``errors`` (``InputFormatError``), ``formats`` (the
-format names, what each reads, what file names imply), ``decompression``
+format names, what each reads, what file names imply, ``READING_RULES_VERSION``), ``decompression``
 (``open_input``: a file's bytes read whole or not at all), ``lines`` (a byte
 stream's UTF-8 lines with their true numbers), ``parsers`` (one per text
 format), ``checks`` (on the launching machine, before a pipeline is built),

@@ -287,6 +287,17 @@ def test_check_document_accepts_exactly_non_empty_str_tokens_without_whitespace(
             check_document(("u", tokens))
 
 
+def test_a_token_of_a_str_subclass_is_the_text_it_holds():
+    # Checked as the text it holds, so it is kept as that text, not as its own __str__
+    # (which may hold whitespace, and so be two tokens once written).
+    class Spaced(str):
+        def __str__(self):
+            return "two words"
+
+    assert check_document(("u", (Spaced("one"), "b"))) == ("u", ("one", "b"))
+    assert all(type(t) is str for t in check_document(("u", [Spaced("one")]))[1])
+
+
 @pytest.mark.parametrize("tokens, position", [(("ok", "a\udc80b"), 1), (["\ud800"], 0)])
 def test_tokens_holding_a_lone_surrogate_are_refused_naming_the_position(tokens, position):
     # UTF-8, which the writers use, cannot hold one: refused before anything is
