@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pipelines import vocabulary
+from tests.support import job_calls
 from tests.support.examples import IMDB_2K as EXAMPLE
 from tests.support.examples import imdb_slice
 from tests.support.job_output import output_bytes, released_items_and_report, shard_lines
@@ -169,17 +170,25 @@ def test_job_sips_reports_rounds(tmp_path, imdb_500, capsys):
             in err)
 
 
-def test_job_sips_keeps_round_sizes_without_non_private_stats(tmp_path, imdb_500, capsys):
+@pytest.fixture(scope="module")
+def sips_run(tmp_path_factory, imdb_500):
+    """The SIPS run of SIPS_ARGS with no other flag (no --non-private-stats, no
+    --with-counts), read by every test about what such a run leaves out: (its output
+    folder, its stderr as a process prints it)."""
+    out = tmp_path_factory.mktemp("sips") / "out"
+    proc = job_calls.vocabulary(["--input", imdb_500, *SIPS_ARGS, "--output", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    return out, proc.stderr
+
+
+def test_job_sips_keeps_round_sizes_without_non_private_stats(sips_run):
     # Invariant 6: which round released an item is not a function of
     # the released set (docs/privacy.md, invariant 6): by default neither report nor log says it.
-    out = tmp_path / "out"
-    assert vocabulary.main([RUNNER_FLAG, "--input", imdb_500, *SIPS_ARGS, "--output",
-                            str(out)]) == 0
+    out, err = sips_run
     items, report = released_items_and_report(out)
     assert report["released_items"] == len(items) > 0
     assert "released_by_stage" not in json.dumps(report)
     assert "round_0" not in json.dumps(report)
-    err = capsys.readouterr().err
     assert "SIPS round" not in err
     assert f"sips: released {len(items):,} items" in err
 
@@ -485,11 +494,8 @@ def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, no
         assert "dp_equivalents" not in report
 
 
-def test_job_without_counts_writes_none(tmp_path):
-    path = write_csv(tmp_path, "\n".join(f"u{i},cat" for i in range(50)) + "\n")
-    out = tmp_path / "out"
-    assert vocabulary.main([RUNNER_FLAG, "--input", path, "--format", "pairs", *BASE,
-                            "--output", str(out)]) == 0
+def test_job_without_counts_writes_none(sips_run):
+    out, _ = sips_run
     assert not glob.glob(os.path.join(out, "counts-*"))
     assert "counts" not in released_items_and_report(out)[1]
 
