@@ -158,11 +158,23 @@ def test_the_run_writes_into_a_hidden_sibling_renamed_at_the_end(spied_run):
     assert names(base) == ["in", "out"] and "report.json" in names(out)
 
 
-def test_an_empty_existing_folder_is_used(pairs, tmp_path):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def many_shards_run(tmp_path_factory):
+    """One run of ``vocab`` with ``--num-shards 40`` into a folder that exists and is
+    empty: (the output, stderr)."""
+    base = tmp_path_factory.mktemp("shards")
+    pairs = pairs_in(base)
+    out = base / "out"
     out.mkdir()
-    assert vocab(pairs, out) == 0
-    assert names(out) == ["items-00000-of-00001.txt", "report.json"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert vocab(pairs, out, "--num-shards", "40") == 0
+    return out, err.getvalue()
+
+
+def test_an_empty_existing_folder_is_used(many_shards_run):
+    out, _ = many_shards_run
+    assert names(out) == [f"items-{s:05d}-of-00040.txt" for s in range(40)] + ["report.json"]
 
 
 def test_a_failed_run_leaves_no_folder_and_keeps_the_old_one(tmp_path, capsys):
@@ -297,13 +309,11 @@ def test_progress_names_the_written_files_where_they_end_up(spied_run):
     assert wrote and all(f"wrote {out}/items-" in line for line in wrote)
 
 
-def test_progress_says_once_what_many_shards_wrote(pairs, tmp_path, capsys):
+def test_progress_says_once_what_many_shards_wrote(many_shards_run):
     # `--num-shards 300` printed 300 "wrote …" lines: one line per writer now,
     # naming how many files (the flag's value), the first and the last.
-    out = tmp_path / "out"
-    assert vocab(pairs, out, "--num-shards", "40") == 0
-    wrote = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()
-             if "] wrote " in line]
+    out, err = many_shards_run
+    wrote = [line.split("] ", 1)[1] for line in err.splitlines() if "] wrote " in line]
     assert wrote == [f"wrote 40 files {out}/items-00000-of-00040.txt … "
                      f"{out}/items-00039-of-00040.txt"]
 
