@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.testing.util import equal_to
 
 from pipelines import ngrams, vocabulary
 from pipelines.evaluation import evaluate
@@ -24,6 +24,7 @@ from pipelines.io.parquet import ParquetFields
 from pipelines.io.read import ReadUserItems
 from tests.support import job_calls
 from tests.support.job_output import read_report as report
+from tests.support.one_pipeline import run_cases
 from tests.support.runner import RUNNER_FLAG
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
@@ -138,30 +139,51 @@ def test_peer_benchmark_reads_parquet(tmp_path, capsys):
     assert [line.split("|")[2].strip() for line in out.splitlines()[2:]] == ["2", "2"]
 
 
-def test_row_groups_dictionary_large_string_and_binary_columns(tmp_path):
+@pytest.fixture(scope="module")
+def reads(tmp_path_factory):
+    """What ReadUserItems reads from the files of the two tests below, each file on its own
+    branch of one pipeline: {case: the elements read}. The files read across (a glob) are
+    checked with inspect_parquet first, as a job checks them."""
+    from beam_dpsu.beam.bounding import ItemCountsPerUser
+    from pipelines.io.parquet import inspect_parquet
+    base = tmp_path_factory.mktemp("reads")
+    users = pa.array([f"u{i % 7}" for i in range(40)]).dictionary_encode()
+    texts = pa.array([f"w{i}" for i in range(40)], type=pa.large_string())
+    text_path = write_parquet(base / "d.parquet", {"user": users, "text": texts},
+                              row_group_size=6)
+    items = pa.array([["x", "y"], []], type=pa.large_list(pa.string()))
+    binary_path = write_parquet(base / "b.parquet",
+                                {"user": pa.array([b"\xc3\xa9", b"k"]), "items": items})
+    int_path = write_parquet(base / "i.parquet",
+                             {"user": pa.array([7], pa.int32()), "items": [["z"]]})
+    os.makedirs(base / "in")
+    write_parquet(base / "in" / "a.parquet",
+                  {"user": pa.array([b"alice", b"bob "], pa.binary()), "text": ["x", "z"]})
+    write_parquet(base / "in" / "b.parquet",
+                  {"user": pa.array([" alice", "\tbob"]).dictionary_encode(),
+                   "text": ["y", "w"]})
+    files = sorted(glob.glob(str(base / "in" / "*.parquet")))
+    inspect_parquet(files, ParquetFields("user", "text"))
+    return run_cases(base, lambda p: {
+        "texts": p | "Texts" >> ReadUserItems(text_path, "parquet", "user", "text"),
+        "binary": p | "Binary" >> ReadUserItems(binary_path, "parquet", "user",
+                                                items_field="items"),
+        "int": p | "Int" >> ReadUserItems(int_path, "parquet", "user", items_field="items"),
+        "across files": (p | "AcrossFiles" >> ReadUserItems(
+            str(base / "in" / "*.parquet"), "parquet", "user", "text", files=files)
+            | ItemCountsPerUser()),
+    })
+
+
+def test_row_groups_dictionary_large_string_and_binary_columns(reads):
     # pandas categoricals are dictionary-encoded; large_string is what some
     # writers use. Every row of every row group is read, none twice. Binary
     # user ids are read as their UTF-8 text, as the library keys them; integer ids
     # become text, as in jsonl.
-    users = pa.array([f"u{i % 7}" for i in range(40)]).dictionary_encode()
-    texts = pa.array([f"w{i}" for i in range(40)], type=pa.large_string())
-    text_path = write_parquet(tmp_path / "d.parquet", {"user": users, "text": texts},
-                              row_group_size=6)
-    items = pa.array([["x", "y"], []], type=pa.large_list(pa.string()))
-    binary_path = write_parquet(tmp_path / "b.parquet",
-                                {"user": pa.array([b"\xc3\xa9", b"k"]), "items": items})
-    int_path = write_parquet(tmp_path / "i.parquet",
-                             {"user": pa.array([7], pa.int32()), "items": [["z"]]})
-    with TestPipeline() as p:
-        texts_read = p | "Texts" >> ReadUserItems(text_path, "parquet", "user", "text")
-        assert_that(texts_read, equal_to([(f"u{i % 7}", [f"w{i}"]) for i in range(40)]),
-                    label="CheckTexts")
-        binary_read = p | "Binary" >> ReadUserItems(binary_path, "parquet", "user",
-                                                    items_field="items")
-        assert_that(binary_read, equal_to([("\xe9", ["x", "y"]), ("k", [])]),
-                    label="CheckBinary")
-        int_read = p | "Int" >> ReadUserItems(int_path, "parquet", "user", items_field="items")
-        assert_that(int_read, equal_to([("7", ["z"])]), label="CheckInt")
+    # (Beam's matcher, as assert_that applied it in the pipeline: any order.)
+    equal_to([(f"u{i % 7}", [f"w{i}"]) for i in range(40)])(reads["texts"])
+    equal_to([("\xe9", ["x", "y"]), ("k", [])])(reads["binary"])
+    equal_to([("7", ["z"])])(reads["int"])
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -372,25 +394,11 @@ def test_help_lists_parquet_and_the_items_field(job):
 # -- privacy review (docs/privacy.md, invariants 1, 5 and 10) -----------------------------
 
 
-def test_binary_and_text_user_ids_across_files_are_one_user(tmp_path):
+def test_binary_and_text_user_ids_across_files_are_one_user(reads):
     # One user id as UTF-8 bytes in one file and as text in another is one user (the
     # library keys ids by their text), bounded once; so is one with surrounding
     # whitespace, stripped as in every format.
-    from beam_dpsu.beam.bounding import ItemCountsPerUser
-    from pipelines.io.parquet import inspect_parquet
-    os.makedirs(tmp_path / "in")
-    write_parquet(tmp_path / "in" / "a.parquet",
-                  {"user": pa.array([b"alice", b"bob "], pa.binary()), "text": ["x", "z"]})
-    write_parquet(tmp_path / "in" / "b.parquet",
-                  {"user": pa.array([" alice", "\tbob"]).dictionary_encode(),
-                   "text": ["y", "w"]})
-    files = sorted(glob.glob(str(tmp_path / "in" / "*.parquet")))
-    inspect_parquet(files, ParquetFields("user", "text"))
-    with TestPipeline() as p:
-        users = (p | ReadUserItems(str(tmp_path / "in" / "*.parquet"), "parquet", "user",
-                                   "text", files=files)
-                 | ItemCountsPerUser())
-        assert_that(users, equal_to([("alice", {"x": 1, "y": 1}), ("bob", {"z": 1, "w": 1})]))
+    equal_to([("alice", {"x": 1, "y": 1}), ("bob", {"z": 1, "w": 1})])(reads["across files"])
 
 
 def test_a_binary_user_id_that_is_not_utf8_fails_the_job_naming_file_and_column(tmp_path):
