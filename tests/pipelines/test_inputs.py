@@ -329,9 +329,9 @@ def test_documents_read_as_elements_are_the_token_lists_without_ids(tmp_path):
     seq.write_text("% Different categories:\n% Sequences:\n\n1 1 2\n3\n", encoding="utf-8")
     text = tmp_path / "lines.txt"
     text.write_text("The cat sat.\nA dog!\n", encoding="utf-8")
-    for path, fmt, expected in ((seq, "msnbc", [["1", "1", "2"], ["3"]]),
-                                (text, "text", [["the", "cat", "sat"], ["a", "dog"]])):
-        with TestPipeline() as p:
+    with TestPipeline() as p:  # both formats on branches of one pipeline
+        for path, fmt, expected in ((seq, "msnbc", [["1", "1", "2"], ["3"]]),
+                                    (text, "text", [["the", "cat", "sat"], ["a", "dog"]])):
             both = [p | f"Read{fmt}{a}" >> ReadDocuments(str(path), fmt, as_elements=a)
                     for a in (True, False)]
             # A list (the tokenizer's is a Tokens, a list it vouches for).
