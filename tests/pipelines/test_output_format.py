@@ -1,6 +1,6 @@
 """``--output-format parquet`` of the vocabulary and n-gram jobs: under one --seed the
 Parquet release holds exactly the text release's items (and counts), in the same
-order and shards (DirectRunner; each job runs once per configuration)."""
+order and shards (each job runs once per configuration and format)."""
 
 import contextlib
 import glob
@@ -14,9 +14,12 @@ import pytest
 import beam_dpsu
 from pipelines import ngrams as ngrams_job
 from pipelines import vocabulary as vocabulary_job
+from tests.support import job_calls
 from tests.support.job_output import read_report
 from tests.support.paths import ROOT
 from tests.support.input_files import write_lines
+
+pytestmark = pytest.mark.job
 
 MSNBC_1K = os.path.join(ROOT, "examples", "msnbc_1k.seq")
 BUDGET = ["--epsilon", "4", "--delta", "1e-5", "--seed", "7"]
@@ -26,7 +29,6 @@ RUNS = {
     "vocabulary-counts": ("vocabulary", "items", True, 3),
     "ngrams-counts": ("ngrams", "ngrams", True, 2),
 }
-MAINS = {"vocabulary": vocabulary_job.main, "ngrams": ngrams_job.main}
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +61,11 @@ def outputs(tmp_path_factory, pairs_file):
     for run, (job, _, with_counts, shards) in RUNS.items():
         for fmt in ("text", "parquet"):
             out = str(tmp_path_factory.mktemp(f"{run}-{fmt}") / "out")
-            stdout = io.StringIO()
-            with contextlib.redirect_stdout(stdout):
-                code = MAINS[job](job_argv(job, pairs_file, with_counts, shards)
-                                  + ["--output-format", fmt, "--output", out])
-            assert code == 0
-            done[run, fmt] = out, stdout.getvalue()
+            # On the suite's runner (tests/support/runner.py), as every job run here.
+            proc = job_calls.run(job, job_argv(job, pairs_file, with_counts, shards)
+                                 + ["--output-format", fmt, "--output", out])
+            assert proc.returncode == 0, proc.stderr
+            done[run, fmt] = out, proc.stdout
     return done
 
 
