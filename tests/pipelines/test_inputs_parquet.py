@@ -25,7 +25,7 @@ from pipelines.io.read import ReadUserItems
 from tests.support import job_calls
 from tests.support.job_output import read_report as report
 from tests.support.one_pipeline import run_cases
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import RUNNER_FLAG, job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -47,10 +47,11 @@ def released(out, name: str = "items") -> list[str]:
 
 
 def run(main, argv) -> tuple[int, str]:
-    """(exit code, the lines on stderr other than progress)."""
+    """(exit code, the lines on stderr other than progress), the job run on the suite's
+    runner (tests/support/runner.py)."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        code = main(argv)
+        code = main(job_args(argv))
     return code, "\n".join(line for line in err.getvalue().splitlines()
                            if not line.startswith("["))
 
