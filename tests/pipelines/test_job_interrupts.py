@@ -19,9 +19,10 @@ import time
 
 import pytest
 
-from tests.support.job_processes import (assert_ran, child_pids, interrupt_once_imported,
-                                         sigint_as_in_a_terminal,
-                                         vocabulary, write_pairs)
+from tests.support.input_files import write_pairs
+from tests.support.job_checks import assert_ran
+from tests.support.job_processes import (child_pids, interrupt_once_imported,
+                                         sigint_as_in_a_terminal, vocabulary)
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.subprocess

@@ -21,10 +21,11 @@ import pytest
 
 import beam_dpsu
 from tests.support.job_calls import run, vocabulary
-from tests.support.job_processes import assert_ran, assert_refused, released, write_pairs
+from tests.support.input_files import write_pairs
+from tests.support.job_checks import assert_ran, assert_refused, released
 from tests.support.runner import RUNNER_FLAG
 
-pytestmark = [pytest.mark.job, pytest.mark.subprocess]
+pytestmark = pytest.mark.job
 
 FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
 
