@@ -19,9 +19,10 @@ from apache_beam.internal import pickler
 from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_dpsu import (SIPS, Budget, BudgetAccountant, BudgetExceededError, CountReleased,
-                       ExtractNgrams, NoisyThreshold, SelectItems, WeightedGaussian,
-                       ZCDPBudget)
+from beam_dpsu import (SIPS, AppliedTwiceError, Budget, BudgetAccountant, BudgetExceededError,
+                       CountReleased, ExtractNgrams, NoisyThreshold, SelectItems,
+                       TruncatedGeometric, WeightedGaussian, ZCDPBudget)
+from beam_dpsu.beam.noisy_threshold import KeepWithProbability
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 from beam_dpsu.beam.sips import SIPSRounds
 
@@ -231,6 +232,56 @@ def test_super_expand_of_a_subclass_is_one_application():
     with TestPipeline() as p:
         assert_that(p | beam.Create(PAIRS) | Labelled(WeightedGaussian(30), BUDGET, seed=3),
                     equal_to(["COMMON"]))
+
+
+# -- the public release steps: each object applied once --------------------------------
+# NoisyThreshold and KeepWithProbability are public release steps too: applied twice, or
+# as a copy of an applied one, they would release one calibrated histogram twice.
+
+
+def noisy_threshold():
+    return NoisyThreshold(WeightedGaussian(10).calibrate(Budget(1.0, 1e-5)))
+
+
+def keep_with_probability():
+    return KeepWithProbability(TruncatedGeometric(1).calibrate(Budget(1.0, 1e-5)))
+
+
+RELEASE_STEPS = {"NoisyThreshold": noisy_threshold,
+                 "KeepWithProbability": keep_with_probability}
+
+
+def histogram(pipeline):
+    return pipeline | "Histogram" >> beam.Create([("a", 3.0), ("b", 1.0)])
+
+
+@pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
+def test_a_release_step_applied_twice_is_refused(step):
+    pipeline = beam.Pipeline()
+    weights = histogram(pipeline)
+    release = RELEASE_STEPS[step]()
+    _ = weights | "First" >> release
+    with pytest.raises(AppliedTwiceError):
+        _ = weights | "Second" >> release
+
+
+@pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
+def test_a_copy_of_an_applied_release_step_is_refused(step):
+    pipeline = beam.Pipeline()
+    weights = histogram(pipeline)
+    release = RELEASE_STEPS[step]()
+    _ = weights | "First" >> release
+    with pytest.raises(AppliedTwiceError):
+        _ = weights | "Second" >> copy.deepcopy(release)
+
+
+@pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
+def test_two_release_steps_each_applied_once_are_fine(step):
+    """What the guard must keep allowing (each object is its own release)."""
+    pipeline = beam.Pipeline()
+    weights = histogram(pipeline)
+    _ = weights | "First" >> RELEASE_STEPS[step]()
+    _ = weights | "Second" >> RELEASE_STEPS[step]()
 
 
 # -- one accountant, several transforms: refused at construction ----------------------

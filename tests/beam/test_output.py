@@ -13,12 +13,13 @@ byte-identical files.
 import glob
 import os
 import random
+import re
 
 import apache_beam as beam
 import pytest
 from tests.support.runner import TestPipeline
 
-from beam_dpsu import SelectItems, ZCDPBudget
+from beam_dpsu import Budget, InvalidRecordError, SelectItems, ZCDPBudget
 
 from beam_dpsu.core import mechanisms
 from beam_dpsu.extract_ngrams import ExtractNgrams
@@ -75,6 +76,36 @@ def test_a_release_mixing_str_and_bytes_is_refused_before_any_file(tmp_path, ite
     with pytest.raises(ValueError, match=r"both str and bytes items.*one type per set"):
         write(items, str(tmp_path / "items"), **kwargs)
     assert not glob.glob(str(tmp_path / "items*"))
+
+
+# An item no step label or message template contains, so that an error echoing it is
+# caught (words such as "indicate" contain "cat").
+ITEM = "okapi"
+
+
+def _select_and_write_mixed_types(tmp_path):
+    """50 users hold the str item, 50 others the bytes item with the same text; seeded,
+    with a budget large enough that both clear the threshold if they are two items."""
+    records = ([(f"s{i}", ITEM) for i in range(50)]
+               + [(f"b{i}", ITEM.encode()) for i in range(50)])
+    prefix = str(tmp_path / "items")
+    with TestPipeline() as p:
+        released = (p | beam.Create(records)
+                    | SelectItems(mechanisms.WeightedGaussian(max_items_per_user=1),
+                                  Budget(10, 1e-5), seed=1))
+        _ = released | WriteReleased(prefix)
+    return prefix
+
+
+def test_a_selection_of_str_and_bytes_items_is_refused_before_any_file(tmp_path):
+    # Released and written, the str and the bytes item would be one line twice in the
+    # items file, and read_released would give [ITEM, ITEM].
+    with pytest.raises((InvalidRecordError, ValueError)) as info:
+        _select_and_write_mixed_types(tmp_path)
+    message = str(info.value).split("[while running")[0]
+    assert re.search(r"\bstr\b", message) and re.search(r"\bbytes\b", message), message
+    assert ITEM not in message  # names the problem, never the item
+    assert not any(name.startswith("items") for name in os.listdir(tmp_path))
 
 
 def test_empty_release_writes_empty_shards(tmp_path):

@@ -8,6 +8,8 @@ dp-accounting (PLD accountant) and the lone-user release bound.
 """
 
 import math
+import random
+from fractions import Fraction
 
 import dp_accounting
 import numpy as np
@@ -19,7 +21,7 @@ from beam_dpsu import SelectItems
 
 from beam_dpsu.core import mechanisms
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import hashing, ngram_calibration
 from beam_dpsu.core.budgets import Budget, ZCDPBudget, dp_to_zcdp, geometric_split_weights
 from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
                                      gaussian_noise_schedule)
@@ -105,6 +107,71 @@ def test_equivalent_rho_at_imdb_budget():
 def test_delta_is_never_overspent(mechanism, budget):
     cal = mechanism.calibrate(budget)
     assert cal.delta_noise + threshold_delta_cost(cal.threshold_delta) <= budget.delta
+
+
+# δ_noise + δ_thr ≤ δ in exact arithmetic, and all of δ spent: the thresholds cost δ_thr
+# itself (docs/privacy.md, "The split between noise and thresholds"); charging them
+# δ_thr/(1 − δ_thr) would leave δ_thr²/(1 − δ_thr) of δ unspent.
+
+def _wasted_delta(delta: float, delta_noise: float, threshold_delta: float) -> Fraction:
+    """δ − (δ_noise + δ_thr), exactly."""
+    return Fraction(delta) - Fraction(delta_noise) - Fraction(threshold_delta)
+
+
+SPLIT_MECHANISMS = [
+    mechanisms.WeightedGaussian(100),
+    mechanisms.CountGaussian(10),
+    mechanisms.PolicyGaussian(100),
+    mechanisms.SIPS(100, rounds=3),
+]
+
+
+@pytest.mark.parametrize("budget", [Budget(1.0, 0.1), Budget(1.0, 1e-5)])
+@pytest.mark.parametrize("mechanism", SPLIT_MECHANISMS, ids=lambda m: m.name)
+def test_a_gaussian_split_never_spends_past_its_delta(mechanism, budget):
+    """δ_noise + δ_thr ≤ δ, exactly."""
+    found = mechanism.calibrate(budget)
+    assert _wasted_delta(budget.delta, found.delta_noise, found.threshold_delta) >= 0
+
+
+@pytest.mark.parametrize("budget", [Budget(1.0, 0.1), Budget(3.0, 0.01)])
+@pytest.mark.parametrize("mechanism", SPLIT_MECHANISMS, ids=lambda m: m.name)
+def test_a_gaussian_split_spends_all_of_its_delta(mechanism, budget):
+    """δ_noise + δ_thr = δ up to the rounding of δ_noise (two ulps of δ); a charge of
+    δ_thr/(1 − δ_thr) would leave about 2.6e-3 of δ = 0.1 unspent."""
+    found = mechanism.calibrate(budget)
+    wasted = _wasted_delta(budget.delta, found.delta_noise, found.threshold_delta)
+    assert 0 <= wasted <= 2 * Fraction(math.ulp(budget.delta))
+
+
+def test_dpne_split_never_spends_past_its_delta():
+    budget = Budget(1.0, 0.1)
+    extract = ExtractNgrams(2, budget)
+    spent = Fraction(extract.delta_noise) + Fraction(extract.threshold_delta)
+    assert spent <= Fraction(budget.delta)
+
+
+def test_dpne_split_spends_all_of_its_delta():
+    budget = Budget(1.0, 0.1)
+    extract = ExtractNgrams(2, budget)
+    wasted = (Fraction(budget.delta) - Fraction(extract.delta_noise)
+              - Fraction(extract.threshold_delta))
+    assert 0 <= wasted <= 2 * Fraction(math.ulp(budget.delta))
+
+
+def test_dpsu_even_delta_split_holds_exactly():
+    """δ_noise + T·δ_k ≤ δ in exact arithmetic, over 60 budgets from a fixed seed: with
+    δ_k = fl(δ_thr/T) rounded to nearest, 12 of them spend past δ."""
+    rng = random.Random(1834)
+    over = []
+    for _ in range(60):
+        epsilon, delta = 10 ** rng.uniform(-1, 1), 10 ** rng.uniform(-10, -3)
+        levels, max_items = rng.choice([2, 3, 5, 6, 7]), rng.choice([1, 10, 100])
+        cal = ngram_calibration.dpsu_even_calibration(Budget(epsilon, delta), levels, max_items)
+        spent = Fraction(cal.delta_noise) + levels * Fraction(cal.threshold_delta)
+        if spent > Fraction(delta):
+            over.append((epsilon, delta, levels, max_items))
+    assert not over
 
 
 def test_zcdp_budget_keeps_its_meaning():
@@ -205,6 +272,20 @@ def test_gaussian_dp_equivalents_state_a_requested_epsilon_at_its_delta():
     assert stated[at] == asked  # δ′ = δ: as asked, exactly
     for delta in above:  # δ′ > δ: never above the requested ε
         assert stated[delta] == min(computed[delta], asked)
+
+
+def test_dp_equivalents_state_the_requested_epsilon_exactly():
+    # The report's (ε, δ) at the requested δ is the requested ε, not its float root
+    # (1.0000000000002285 for (ε = 1, δ = 1e-5)); the job copies it into report.json.
+    select = SelectItems(mechanisms.WeightedGaussian(max_items_per_user=5), Budget(1, 1e-5))
+    at_requested = [e for e in select.report["dp_equivalents"] if e["delta"] == 1e-5]
+    assert at_requested and at_requested[0]["epsilon"] == 1.0, select.report["dp_equivalents"]
+
+
+def test_dp_equivalents_of_ngrams_state_the_requested_epsilon_exactly():
+    extract = ExtractNgrams(3, Budget(1, 1e-5), max_items_per_user=5)
+    at_requested = [e for e in extract.report["dp_equivalents"] if e["delta"] == 1e-5]
+    assert at_requested and at_requested[0]["epsilon"] == 1.0, extract.report["dp_equivalents"]
 
 
 def test_gaussian_dp_equivalents_round_epsilon_up():
