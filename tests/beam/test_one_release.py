@@ -201,8 +201,8 @@ def test_composites_built_of_releases_still_work():
                          ids=["copy", "deepcopy", "pickle"])
 @pytest.mark.parametrize("make", [select, extract], ids=["SelectItems", "ExtractNgrams"])
 def test_a_copy_made_before_the_first_application_is_the_same_budget(make, duplicate):
-    # Review finding: the "applied" mark lived on the instance, so a copy taken
-    # before the first application ran as a second, independent release.
+    # An "applied" mark on the instance alone would let a copy taken before the first
+    # application run as a second, independent release.
     s = make()
     twin = duplicate(s)
     p = beam.Pipeline()
@@ -213,7 +213,7 @@ def test_a_copy_made_before_the_first_application_is_the_same_budget(make, dupli
 
 
 def test_a_release_applying_itself_inside_its_own_expansion_is_refused():
-    # Review finding: any nested entry counted as super().expand().
+    # Only super().expand() is the one application, not any nested entry.
     class Twice(SelectItems):
         def expand(self, pairs):
             first = super().expand(pairs)
@@ -288,7 +288,7 @@ def test_two_release_steps_each_applied_once_are_fine(step):
 
 
 def test_dpsu_baselines_spend_from_an_accountant():
-    # Review note: NgramsByDPSU took no accountant, so it could not share a total.
+    # NgramsByDPSU takes an accountant, so that it can share a total.
     accountant = BudgetAccountant(Budget(1.5, 1e-5))
     NgramsByDPSU("dpsu-all", 2, Budget(1.0, 5e-6), 4, accountant=accountant)
     with pytest.raises(BudgetExceededError, match="NgramsByDPSU"):

@@ -12,9 +12,10 @@ from beam_dpsu.core.tokenizer import tokenize
 
 
 def test_a_tokens_element_is_checked_once_and_every_block_is_stamped_alike(monkeypatch):
-    # Findings: SIPS's packing checked a Tokens element's items for plain str
-    # twice (once in element_distinct_items, once more before packing), and sent
-    # its full blocks with the timestamp of the element that filled them.
+    # SIPS's packing checks a Tokens element's items for plain str once (in
+    # element_distinct_items, not again before packing), and sends every block, full
+    # or last, stamped alike: the timestamp of the element that filled a block would
+    # tell when that user came.
     checked = []
     check = bounding._plain_tokens
     monkeypatch.setattr(bounding, "_plain_tokens",

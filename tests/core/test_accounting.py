@@ -337,8 +337,8 @@ def test_pure_budget_converts_to_zcdp():
 @pytest.mark.parametrize("rho", [0.1, 0.1 * 0.985, 0.3, 0.7, 1.9, 1e-300, 5e-324, 1e300])
 @pytest.mark.parametrize("l2_sensitivity", [1.0, math.sqrt(7), 100.0])
 def test_zcdp_sigma_is_rounded_up_and_laplace_epsilon_down(rho, l2_sensitivity):
-    # Review finding: σ = Δ/√(2ρ) rounded to nearest pays a few ulps more than ρ for
-    # about half of all ρ (0.1 is one). Now Δ²/(2σ²) ≤ ρ exactly, one float up at most;
+    # σ = Δ/√(2ρ) rounded to nearest pays a few ulps more than ρ for about half of all
+    # ρ (0.1 is one): rounded up, Δ²/(2σ²) ≤ ρ exactly, one float up at most;
     # and ε = √(2ρ) for the Laplace step has ε²/2 ≤ ρ exactly.
     from fractions import Fraction
     from beam_dpsu.core.gaussian import zcdp_gaussian_sigma, zcdp_laplace_epsilon
@@ -366,10 +366,10 @@ def test_zcdp_sigma_at_rho_three_tenths_is_the_float_above_the_nearest():
 
 @pytest.mark.parametrize("rho", [0.1, 0.3, 0.7, 1.9])
 def test_count_gaussian_zcdp_sigma_pays_for_the_exact_sensitivity_sqrt_delta0(rho):
-    # Review 18b: Count Gaussian's ℓ2 sensitivity is √Δ0, given as the float nearest it,
-    # which is below √Δ0 for about half of all Δ0 (3 is one); σ was rounded up for
-    # that float, so Δ0/(2σ²) could still pass ρ by an ulp, and μ = Δ2/σ in the
-    # composition was stated for the smaller sensitivity.
+    # Count Gaussian's ℓ2 sensitivity is √Δ0, given as the float nearest it, which is
+    # below √Δ0 for about half of all Δ0 (3 is one); a σ rounded up for that float
+    # lets Δ0/(2σ²) pass ρ by an ulp, and states μ = Δ2/σ in the composition for the
+    # smaller sensitivity.
     from fractions import Fraction
     from beam_dpsu import ZCDPBudget
     from beam_dpsu.core.mechanisms import CountGaussian
@@ -382,9 +382,9 @@ def test_count_gaussian_zcdp_sigma_pays_for_the_exact_sensitivity_sqrt_delta0(rh
 
 @pytest.mark.parametrize("epsilon", [round(0.1 * k, 1) for k in range(1, 31)])
 def test_sips_rounds_under_a_dp_budget_compose_within_the_gaussian_paid_for(epsilon):
-    # Review 18b: under Budget(ε, δ) SIPS's rounds share one analytic Gaussian σ_total
-    # in μ²; ρ = 1/(2σ_total²) was rounded to nearest, so the rounds (σ_i rounded up for
-    # ρ_i, Σ ρ_i ≤ ρ) could compose to μ² = Σ 1/σ_i² an ulp above 1/σ_total².
+    # Under Budget(ε, δ) SIPS's rounds share one analytic Gaussian σ_total in μ²; with
+    # ρ = 1/(2σ_total²) rounded to nearest, the rounds (σ_i rounded up for ρ_i,
+    # Σ ρ_i ≤ ρ) could compose to μ² = Σ 1/σ_i² an ulp above 1/σ_total².
     from fractions import Fraction
     from beam_dpsu import Budget
     from beam_dpsu.core.mechanisms import SIPS

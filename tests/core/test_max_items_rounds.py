@@ -111,7 +111,7 @@ def test_weighted_and_policy_gaussian_keep_the_mass_over_threshold_rule(mechanis
 
 
 def test_sips_scored_as_one_round_would_take_a_larger_step():
-    # The finding the rounds' model fixes: scored by M/T (T of the last round) SIPS took
+    # Why the rounds' model: scored by M/T (T of the last round), SIPS would take
     # IMDb's 500, one grid step above its best.
     plan = _plan(SIPS)
     as_one_round = choice.AutoPlan(**{**plan.__dict__, "round_thresholds": ()})

@@ -346,8 +346,8 @@ def test_binomial_on_bins_only_overstates_delta():
 
 
 def test_huge_counts_fall_back_to_their_pure_epsilon_not_to_nan():
-    # Finding (while writing this): at Δ0 = 2^63 − 1 the binomial masses were NaN,
-    # every "δ ≤ target" test passed, and the tight split scaled the parts by 1024.
+    # At Δ0 = 2^63 − 1 the binomial masses can be NaN: every "δ ≤ target" test then
+    # passes, and the tight split scales the parts by 1024.
     parts = split_selection_and_counts(Budget(1.0, 1e-6), 0.25,
                                        selection_mechanism=WeightedGaussian(100),
                                        counts_max_items_per_user=2 ** 63 - 1,
@@ -362,13 +362,13 @@ def test_huge_counts_fall_back_to_their_pure_epsilon_not_to_nan():
     assert composition.composed_guarantee(sel, counts, 1e-5) is None
 
 
-# -- review findings (each failed before its fix) ---------------------------------------
+# -- tight parts: valid for their configuration only, and exact in δ ---------------------
 
 
 def test_a_tight_part_is_refused_with_another_mechanism_or_counts_max_items():
-    # Review finding 1: a tight split's parts sum past the total (c·ε) and compose
-    # to it only for the mechanism and counts Δ0 they were computed for; used
-    # with WeightedLaplace, or counts at Δ0 = 1, the composed ε was 1.11 / 1.078 > 1.
+    # A tight split's parts sum past the total (c·ε) and compose to it only for the
+    # mechanism and counts Δ0 they were computed for; used with WeightedLaplace, or
+    # counts at Δ0 = 1, the composed ε would be 1.11 / 1.078 > 1.
     import apache_beam as beam
     from beam_dpsu import CountReleased, SelectItems
     mechanism = WeightedGaussian(100)
@@ -414,8 +414,8 @@ def test_a_tight_part_cannot_be_laundered_by_splitting_it_again(resplit):
 
 
 def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
-    # Review finding 2: dp-accounting's composition is exact only to ~1e-16 in δ;
-    # at ZCDPBudget(3, 1e-10) the reported ε gave a true δ of 2.00000095e-10.
+    # dp-accounting's composition is exact only to ~1e-16 in δ; at ZCDPBudget(3, 1e-10)
+    # an ε taken from it would give a true δ of 2.00000095e-10.
     mechanism = WeightedGaussian(100)
     parts = split_selection_and_counts(ZCDPBudget(3.0, 1e-10), 0.5,
                                        selection_mechanism=mechanism,
@@ -441,10 +441,11 @@ def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
 
 
 def test_a_tight_counts_part_cannot_be_laundered_by_converting_it_to_zcdp():
-    # Review 18b: Budget.split, split_selection_and_counts and BudgetAccountant refuse a
-    # tight part, but Budget.to_zcdp made the counts' part (δ = 0) a plain ZCDPBudget
-    # that CountReleased took at any Δ0: discrete Gaussian counts at its ρ beside the
-    # selection's tight part compose to ε = 1.66 at δ = 1e-6 for a total of ε = 1.
+    # Budget.split, split_selection_and_counts and BudgetAccountant refuse a tight
+    # part; Budget.to_zcdp must too, or it makes the counts' part (δ = 0) a plain
+    # ZCDPBudget that CountReleased takes at any Δ0: discrete Gaussian counts at its ρ
+    # beside the selection's tight part compose to ε = 1.66 at δ = 1e-6 for a total of
+    # ε = 1.
     parts = split_selection_and_counts(Budget(1.0, 1e-6), 0.25,
                                        selection_mechanism=WeightedGaussian(10),
                                        counts_max_items_per_user=10, composition="tight")

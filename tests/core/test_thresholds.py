@@ -155,8 +155,8 @@ def test_threshold_validation(fn):
 
 @pytest.mark.parametrize("epsilon", [34.0, 40.0, 50.0, 200.0])
 def test_gw_threshold_at_very_large_epsilon(epsilon):
-    # Review finding: the zero-weight keys' term underflows and Brent's bracket
-    # had no sign change ("f(a) and f(b) must have different signs").
+    # The zero-weight keys' term underflows: Brent's bracket must still have a sign
+    # change (else "f(a) and f(b) must have different signs").
     rho = thresholds.gw_threshold(1 / epsilon, 1e-5, 30)
     assert rho >= 1.0
     weights = [1.0] + [0.0] * 29
@@ -166,8 +166,8 @@ def test_gw_threshold_at_very_large_epsilon(epsilon):
 @pytest.mark.parametrize("epsilon,delta,max_items", [(1.0, 0.3, 2), (1.7, 8.1142e-5, 30),
                                                      (0.5, 0.1, 7)])
 def test_gw_threshold_never_lands_on_the_unsafe_side(epsilon, delta, max_items):
-    # Review finding: Brent's root sat up to 8e-14·δ above δ; the threshold is
-    # stepped up to the first float where the worst case is at most δ.
+    # Brent's root sits up to 8e-14·δ above δ; the threshold is stepped up to the
+    # first float where the worst case is at most δ.
     lam = 1 / epsilon
     rho = thresholds.gw_threshold(lam, delta, max_items)
     log_none = (math.log(1 - 0.5 * math.exp(-(rho - 1) / lam)) if rho >= 1 else None)

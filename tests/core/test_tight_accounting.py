@@ -314,7 +314,7 @@ def test_sips_rounds_as_split_keep_delta_noise_exactly(rounds, ratio, budget):
     assert gaussian_mechanism_delta(cal.sigma_total, budget.epsilon) <= cal.delta_noise
 
 
-# -- review findings on the report's curve and the split (each failed before its fix) ----
+# -- the report's curve and the split, exactly -------------------------------------------
 
 
 def _exact_total_delta(mu, threshold_delta, epsilon):
@@ -328,7 +328,7 @@ def _exact_total_delta(mu, threshold_delta, epsilon):
 
 
 def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
-    # Finding: the safe-side walk went one ulp at a time (~1e10 steps at ε′ ≈ 1e-6).
+    # A safe-side walk one ulp at a time would take ~1e10 steps at ε′ ≈ 1e-6.
     from beam_dpsu.core import gaussian as acc
     from beam_dpsu.core.calibration import gaussian_dp_equivalents
     calls = []
@@ -343,8 +343,8 @@ def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
 @pytest.mark.parametrize("budget", [Budget(1e-3, 1e-7), Budget(1e-12, 1e-5),
                                     Budget(1e-3, 1e-12), Budget(1.765, 4.96e-5)])
 def test_every_stated_epsilon_holds_in_exact_arithmetic(budget):
-    # Findings: ε′ came out a relative 1e-10 too small (float error of δ_G
-    # ignored), and ε′ = 0 was claimed after checking only ε = 1e-12.
+    # Ignoring the float error of δ_G makes ε′ a relative 1e-10 too small, and ε′ = 0
+    # must not be claimed after checking only ε = 1e-12.
     from beam_dpsu.core.calibration import gaussian_dp_equivalents
     for mechanism in (mechanisms.WeightedGaussian(1), mechanisms.WeightedGaussian(100)):
         c = mechanism.calibrate(budget)
@@ -355,8 +355,7 @@ def test_every_stated_epsilon_holds_in_exact_arithmetic(budget):
 
 @pytest.mark.parametrize("epsilon", [1.0, 1e300])
 def test_the_delta_split_holds_exactly_not_only_in_floats(epsilon):
-    # Finding: δ_noise + δ_thr ≤ δ held in floats, exceeding δ by
-    # up to 1.1e-16·δ exactly.
+    # δ_noise + δ_thr ≤ δ in floats can exceed δ by up to 1.1e-16·δ exactly.
     from fractions import Fraction
     from beam_dpsu import PolicyGaussian
     c = PolicyGaussian(2 ** 63 - 1).calibrate(Budget(epsilon, 4.96e-5))
@@ -378,12 +377,12 @@ def test_the_analytic_sigma_is_kept_and_equals_a_fresh_solve():
             analytic_gaussian_sigma(0.7, 1.5)
 
 
-# --- review 18a: the kept answers never stand in for a refusal or another key's answer ---
+# --- the kept answers never stand in for a refusal or another key's answer ---------------
 
 @pytest.mark.parametrize("bad", [True, np.True_], ids=["bool", "numpy-bool"])
 def test_a_kept_sigma_is_not_returned_for_a_bool_that_equals_its_key(bad):
-    # Finding (review 18a): True == 1 and hashes as 1, so once σ(1, δ) was kept,
-    # σ(True, δ) returned it instead of refusing the bool as a fresh call does.
+    # True == 1 and hashes as 1: once σ(1, δ) is kept, σ(True, δ) must still refuse
+    # the bool as a fresh call does, not return the kept σ.
     analytic_gaussian_sigma.cache_clear()
     with pytest.raises(TypeError, match="epsilon"):
         analytic_gaussian_sigma(bad, 0.5)
@@ -406,8 +405,8 @@ def test_equal_keys_of_other_number_types_get_the_fresh_answer():
 
 
 def test_the_tight_split_is_solved_when_the_total_is_not_hashable():
-    # Finding (review 18a): only the mechanism's hash was checked; a total that is a
-    # tight part bound to GW with a mapping of public counts raised TypeError in the cache.
+    # Not only the mechanism's hash: a total that is a tight part bound to GW with a
+    # mapping of public counts is unhashable, and must not raise TypeError in the cache.
     from beam_dpsu.core import counts_budget
     gw = mechanisms.GreedyWithoutSampling(10, public_counts={"a": 3})
     total = counts_budget.TightSelectionBudget(1.0, 1e-6, for_mechanism=gw)

@@ -2,9 +2,8 @@
 or SIGTERM while Beam imports, and the DirectRunner's multi-process mode, whose worker
 processes must neither speak on the console nor outlive the job.
 
-Found by a new-user trial: each test failed before its fix. An interrupted job
-prints one line ``interrupted`` and exits with 128 + the signal, without a
-traceback, leaving no output folder (docs/privacy.md: one folder, one release).
+An interrupted job prints one line ``interrupted`` and exits with 128 + the signal,
+without a traceback, leaving no output folder (docs/privacy.md: one folder, one release).
 """
 
 import ast
