@@ -18,6 +18,10 @@ setup(
     entry_points={"console_scripts": ["beam-dpsu = pipelines.command:main"]},
     install_requires=[
         "apache-beam>=2.60",
+        # google-apitools: Beam's BigQuery client module looks for it at import and
+        # logs "apitools not found" on the root logger without it (apache-beam[gcp]
+        # brings it too; both pins admit 0.5.31).
+        "google-apitools>=0.5.31",
         # dp-accounting: the privacy-loss-distribution accountant of beam_dpsu.core.composition
         # (wheels only; no numpy or Beam downgrade: checked with pip install
         # --dry-run; it pins attrs<24, which Beam accepts).

@@ -1,56 +1,49 @@
 """Noisy user counts of the released items: ``CountReleased``.
 
-``CountReleased(released, budget, max_items_per_user=...)`` takes the
+``CountReleased(released, budget, *, max_items_per_user=...)`` takes the
 (user_id, item) records and the ``PCollection`` of released items and returns
 ``(item, noisy count of users holding it)`` for exactly the released items:
 every released item gets one count (0 + noise if no bounded user holds it),
 and no other item gets any.
 
-Unlike the threshold decisions of a selection, these numbers are published,
-so the noise must not be floating point (its low bits would leak the true
-count; Mironov 2012): counts are integers plus exact discrete noise
-(``beam_dpsu.core.discrete_noise``, Canonne, Kamath & Steinke 2020). The noisy
-counts end in a ``Reshuffle``, so that whoever reads them twice reads one
-draw (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``); it moves one pair per
-released item.
+These numbers are published, so the noise is not floating point (its low bits
+would leak the true count; Mironov 2012): integer counts plus exact discrete
+noise (``beam_dpsu.core.discrete_noise``, Canonne, Kamath & Steinke 2020).
+Each user's records are deduplicated, restricted to the released items and
+sampled uniformly down to at most Δ0; each user adds 1 to each kept item (ℓ1
+sensitivity Δ0, ℓ2 sensitivity √Δ0); each count gets discrete Laplace noise of
+scale Δ0/ε (``Budget``) or discrete Gaussian noise of σ² = Δ0/(2ρ)
+(``ZCDPBudget``), both pure (``beam_dpsu.core.counts_budget`` calibrates it).
+The noisy counts end in a ``Reshuffle``, so that whoever reads them twice
+reads one draw (docs/privacy.md, invariant 11).
 
-Privacy. First each user's records are deduplicated, restricted to the
-released items and sampled uniformly down to at most Δ0 of them (OS
-randomness). Then each user adds 1 to each kept item, so adding or removing
-one user changes at most Δ0 counts by 1 each: ℓ1 sensitivity Δ0, ℓ2
-sensitivity √Δ0. Finally each count gets discrete Laplace noise of scale
-Δ0/ε (``Budget``) or discrete Gaussian noise of σ² = Δ0/(2ρ) (``ZCDPBudget``),
-both pure: ``beam_dpsu.core.counts_budget`` calibrates it, and splits one total
-between a selection and its counts.
+With ``max_items_per_user="auto"`` a share of the counts' budget first buys a
+DP histogram of each user's number of distinct released items, and Δ0 is
+chosen from it and the public number of released items
+(``counts_max_items_choice.CountsAutoPlan``); ε or ρ add, δ stays 0.
 
-With ``max_items_per_user="auto"`` a share of the counts' budget first buys
-a histogram of each user's number of distinct released items (one user in
-one bin: sensitivity 1; discrete Laplace of scale 1/ε_s or discrete Gaussian
-of σ² = 1/(2ρ_s), pure), Δ0 is chosen from it and the public number of
-released items (post-processing, ``counts_max_items_choice.CountsAutoPlan``), and the counts
-run at that Δ0 on the rest: ε or ρ add (sequential composition), δ stays 0.
+Proof: docs/explanation/proofs.md#counts-of-released-items.
 """
 
 from __future__ import annotations
 
 import random
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import checks, hashing, max_items_choice
-from beam_dpsu.core import counts_max_items_choice as counts_choice
+from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.counts_budget import count_calibration
 from beam_dpsu.core.discrete_noise import os_random
 from beam_dpsu.core.report import counts_report
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.user_records import plain_str_or_bytes
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
                                      WholeItemCountsPerUser, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
-from beam_dpsu.beam.max_items_routing import SampleAtChosenMaxItems
+from beam_dpsu.beam.max_items_choice.counts import SampleAtChosenMaxItems
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
 from beam_dpsu.beam.windowing import require_global_window
@@ -77,7 +70,7 @@ def check_ngram_pair(record):
         raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "
                                  f"non-empty str, got {a_type(gram)}")
     user_id, _ = check_pair((record[0], "n-gram"))  # the user id, canonical
-    return user_id, tuple(str(token) for token in gram)
+    return user_id, tuple(plain_str_or_bytes(token) for token in gram)
 
 
 def _released_item(item, ngrams: bool):
@@ -93,12 +86,12 @@ def _released_item(item, ngrams: bool):
         if not _is_ngram(item):
             raise InvalidRecordError("a released n-gram must be a non-empty tuple of "
                                      "non-empty str")
-        return tuple(str(token) for token in item)
+        return tuple(plain_str_or_bytes(token) for token in item)
     if isinstance(item, (str, bytes)):
         if ngrams:
             raise InvalidRecordError("a released item is a str or bytes, not an n-gram: count "
                                      "text items with CountReleased(..., ngrams=False)")
-        return str(item) if isinstance(item, str) else bytes(item)
+        return plain_str_or_bytes(item)  # keyed as bounding keys the users' items
     raise InvalidRecordError(f"released items must be str, bytes or n-grams (tuples of str), "
                              f"got {a_type(item)}")
 
@@ -137,78 +130,42 @@ class _AddDiscreteNoiseFn(beam.DoFn):
 class CountReleased(ReadsContainers, ReleaseTransform):
     """Users' items → (item, noisy user count) for exactly the released items.
 
-    Its input is what ``SelectItems`` takes: ``(user_id, item)`` pairs and/or
-    ``(user_id, items)`` per-user records of str/bytes items (a tuple is a
-    record there), or Rows, NamedTuples or dicts with named fields. With
-    ``ngrams=True`` the items are n-grams (tuples of str, as ``ExtractNgrams``
-    releases) and the input is ``(user_id, n-gram)`` pairs. Released items of
-    the other kind are refused, so that a mix-up cannot silently give every item
-    a count of zero.
-
-    The pipeline it builds: first check the records and count each user once
-    per item (dedupe), keep only released items, sample ≤ Δ0 of them per user
-    uniformly; then sum 1 per (user, item) and add a zero for every released
-    item, so each released item has exactly one count; finally add exact
-    discrete noise (the calibration: [beam_dpsu.count_released][]'s module notes).
-
-    Every argument after ``budget`` is keyword-only.
+    Bounds each user (dedupes, keeps only released items, samples ≤ Δ0 of them
+    uniformly), sums 1 per (user, item) with a zero for every released item, so
+    each released item has exactly one count, and adds exact discrete noise
+    ([beam_dpsu.count_released][]'s module notes). Its input is what
+    ``SelectItems`` takes (pairs, per-user records, rows by field name); with
+    ``ngrams=True`` it is ``(user_id, n-gram)`` pairs, and released items of the
+    other kind are refused, so a mix-up cannot silently count zero. The released
+    set reaches the workers as a side input (it must fit in a worker's memory).
+    One object is one release of counts. Guide: docs/how-to/count-released.md.
 
     Args:
-      released: ``PCollection`` of released items (e.g. ``SelectItems``'
-        output), a set: its items are public once released. A pre-threshold
-        belongs to that selection (``SelectItems(..., pre_threshold=k)``):
-        the counts are of the released items, each noised, held by k users
-        or not in this (freshly bounded) sample.
+      released: ``PCollection`` of released items (e.g. ``SelectItems``' output),
+        public once released; a pre-threshold belongs to that selection.
       budget: ``Budget(ε, δ)`` (discrete Laplace, scale Δ0/ε) or
-        ``ZCDPBudget(ρ, δ)`` (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and
-        is not spent. Use ``split_selection_and_counts`` to pay for the
-        selection and the counts from one total.
-      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
-        this transform is built (``BudgetExceededError`` past its total). Not
-        with ``split_selection_and_counts(..., accountant)``, which spent
-        both parts already.
-      max_items_per_user: Δ0, the most released items each user is counted
-        for (sampled uniformly among the released items the user holds), or
-        ``"auto"`` / ``AutoMaxItems(share=..., candidates=...)``: a share of
-        ``budget`` buys a DP histogram of users' numbers of released items,
-        and Δ0 is the candidate of least expected total error
-        (``counts_max_items_choice.CountsAutoPlan``); the choice is
-        ``chosen_max_items_per_user`` once the pipeline has run. Not with a
-        tight split's part (bound to one Δ0).
-      seed: test-only fixed seed; None (default) uses OS randomness. A seeded
-        transform logs a WARNING when it is built.
-      ngrams: the items are n-grams (see above).
-      privacy_unit: ``"user_id"`` (default) or ``"element"``: each element is
-        all of one person's items, as in ``SelectItems`` (not with ``ngrams``).
-      user_field: read the input as ``beam.Row``s, NamedTuples or dicts, as
-        ``SelectItems`` does: the field holding the user id (not with
-        ``privacy_unit="element"``).
-      item_field: the field holding one item per element (with ``ngrams``:
-        one n-gram, a list or tuple of str).
-      item_list_field: the field holding a list, tuple, set or array of items
-        (with ``ngrams``: of n-grams); not with ``item_field``.
+        ``ZCDPBudget(ρ, δ)`` (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and is
+        not spent. ``split_selection_and_counts`` pays for both from one total.
+      accountant: optional ``BudgetAccountant`` that ``budget`` is spent from
+        (not with ``split_selection_and_counts(..., accountant)``'s parts).
+      max_items_per_user: Δ0, the most released items each user is counted for,
+        or ``"auto"`` / ``AutoMaxItems(...)``: a share of ``budget`` picks it
+        (``chosen_max_items_per_user`` once run); not with a tight split's part.
+      seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
+      ngrams: the items are n-grams (tuples of str, as ``ExtractNgrams`` releases).
+      privacy_unit: ``"user_id"`` (default) or ``"element"`` (one element: all of
+        a person), as in ``SelectItems``; not with ``ngrams``.
+      user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field
+        (not with ``privacy_unit="element"``).
+      item_field: the field holding one item (with ``ngrams``: one n-gram).
+      item_list_field: the field holding a collection of items (or n-grams); not
+        with ``item_field``.
 
     Raises:
-      ValueError, TypeError, InvalidRecordError: for the field arguments and
-        the elements, as ``SelectItems`` raises them; ValueError for "auto"
-        with a tight split's part.
-
-    One object is one release of counts: applying it twice is refused
-    (``AppliedTwiceError``) when the pipeline is built.
-
-    The released set reaches the workers as a side input (it must fit in a
-    worker's memory, as a vocabulary does).
-
-    For example:
-
-    ```python
-    parts = split_selection_and_counts(ZCDPBudget(0.2, 1e-5), counts_share=0.25)
-    released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
-    counts = pairs | CountReleased(released, parts.counts, max_items_per_user=20)
-    # or, instead, with Δ0 chosen privately from a share of the counts' budget:
-    counter = CountReleased(released, parts.counts, max_items_per_user="auto")
-    counts = pairs | counter  # counter.chosen_max_items_per_user: the Δ0 used
-    ```
+      ValueError, TypeError, InvalidRecordError: for the field arguments and the
+        elements, as ``SelectItems`` raises them; ValueError for ``"auto"`` with
+        a tight split's part.
+      AppliedTwiceError: applied a second time, when the pipeline is built.
     """
 
     def __init__(self, released, budget: Budget | ZCDPBudget, *,

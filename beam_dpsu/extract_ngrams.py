@@ -1,105 +1,44 @@
 """DPNE: differentially private n-gram extraction, level by level (dpne §2, App. A).
 
-``ExtractNgrams(max_n, budget)`` takes ``PCollection[(user_id, tokens)]``
-(one element per document; n-grams never cross documents) and returns
-``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T. With
-``privacy_unit="element"`` it takes ``PCollection[list[str]]`` instead: each
-element one document holding all the data of one person (no user id).
-Either form may be read from named fields of ``beam.Row``s, NamedTuples or
-dicts (``user_field``, ``tokens_field``; ``beam_dpsu.beam.fields``).
+``ExtractNgrams(max_n, budget, max_items_per_user)`` takes
+``PCollection[(user_id, tokens)]`` (one element per document; n-grams never
+cross documents) or, with ``privacy_unit="element"``, ``PCollection[list[str]]``
+(one document holding all of one person's data), either form also from named
+fields (``beam_dpsu.beam.fields``). It returns ``PCollection[tuple[str, ...]]``,
+the released n-grams of lengths 1..max_n: a *set*, held and spurious k-grams
+alike, in no order (the spurious draws arrive as one block), so write it with
+``WriteReleased``. Level 1 is Weighted (or Policy) Gaussian over the tokens;
+level k ≥ 2 noises the users' valid k-grams and adds the spurious ones the
+guarantee needs; each level and H_k are checkpointed with a ``Reshuffle``
+before they fan out (docs/privacy.md, invariant 11).
 
-The levels are unrolled when the pipeline is built. First each user's
-documents are grouped into one record (with ``privacy_unit="element"`` each
-element already is one). Level 1 is Weighted Gaussian (or
-Policy Gaussian) over the users' tokens with σ_1 and ρ_1 (Theorem 2.1). Then
-for each k ≥ 2: every user's valid k-grams (both (k−1)-subgrams released,
-or the prefix only with ``pruning="single"``; S_1 and S_{k−1} arrive as side
-inputs) are sampled to Δ_k and weighted 1/√|U|; the sums get N(0, σ_k²) noise
-and are kept above ρ_k = σ_k Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)), where |V_k| is
-counted exactly from S_{k−1} (``kgrams.valid_kgram_count``: its pairs that
-share a (k−2)-token overlap).
-Finally the zero-weight valid k-grams the histogram over all of V_k would
-have released are drawn: B_k ~ Binomial(|V_k| − |supp H_k|, Φ(−ρ_k/σ_k))
-k-grams sampled uniformly from V_k ∖ supp H_k. This spurious sampling is part
-of the privacy guarantee, not cosmetic: without it, which zero-weight k-grams
-are missing from the output depends on the data (docs/privacy.md, DPNE's spurious k-grams).
+After expansion ``released_per_level`` holds each level's PCollection and
+``level_stats`` one dict per level k ≥ 2 of parameters and functions of the
+release (Δ_k, σ_k, ρ_k, |S_{k−1}|, |V_k|, the spurious bound, the number
+released). With Δ_1 "auto", ``auto_plan`` holds the split and candidates,
+``chosen_max_items_per_user`` the chosen Δ_1 (a singleton PCollection, a DP
+output), and ``sigmas`` and the other single-Δ_1 attributes are None.
 
-Drawn once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``): each level's
-release feeds the output, the next level and the level stats, and H_k's
-sampled sums feed both the noise and the support the spurious draws avoid. So
-H_k and each level (its release with its spurious draws) are checkpointed with
-a ``Reshuffle`` before they fan out (one more move of |supp H_k| sums and of
-the level per level); an unseeded element's random id is drawn only on the
-level-1 policy's branch, the one that reads it.
+This module holds the transform only: the parameters, calibration and report
+are ``beam_dpsu.core.ngram_parameters``, ``ngram_calibration`` (every candidate
+Δ_1) and ``ngram_report``; in Beam, ``beam_dpsu.beam.user_blocks`` (the
+users' records), ``ngram_level1`` (level 1, the Δ_1 choice) and
+``ngram_levels`` (k ≥ 2). The DPSU baselines are ``beam_dpsu.ngram_baselines``.
 
-Privacy (Theorem 2.1): the levels are Gaussian mechanisms of ℓ2 sensitivity 1
-whose σ_k compose to σ* (1/σ*² = Σ 1/σ_k²; exactly one Gaussian mechanism,
-Dong, Roth & Su 2022, Cor. 3.3), σ* being the analytic Gaussian at
-(ε, δ_noise), plus the threshold event of level 1 (probability ≤ δ_thr; the
-only non-Gaussian part, levels k ≥ 2 noise all of V_k), with
-δ_noise + δ_thr = δ split to minimise ρ_1 (the proof is in
-``beam_dpsu.core.calibration``). Under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ) and
-level 1's threshold gets all of δ.
-
-``max_items_per_user="auto"`` (docs/privacy.md, Choosing Δ0 privately; the SelectItems rule is
-``beam_dpsu.core.max_items_choice``). Per level, by what Δ_k changes:
-
-* Levels k ≥ 2: σ_k is calibrated for ℓ2 sensitivity 1 (weights 1/√|U_i|)
-  whatever Δ_k, and ρ_k = σ_k Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)) does not
-  read Δ_k: Δ_k moves neither the guarantee nor T (the release threshold).
-  It only moves the users' weight: a user holding n valid k-grams gives each
-  an expected √min(n, Δ_k)/n (sampled to Δ_k, weight 1/√min(n, Δ_k)), which
-  never falls as Δ_k grows; so M(Δ_k) = Σ_u √min(n_u, Δ_k) is non-decreasing
-  and the M/T rule of ``delta0`` picks the largest candidate for every
-  histogram of sizes. A histogram of users' distinct k-gram counts would
-  cost budget and could not change that answer: "auto" at k ≥ 2 is the
-  largest candidate (1000 by default), fixed when the transform is built,
-  with no data read and nothing spent. What it costs is work: a level reads
-  up to Δ_k k-grams per user (pass an int to bound it). What the rule leaves
-  out: more of S_k also moves ρ_{k+1} (through |S_k|/|V_{k+1}|), either way.
-* Level 1: Δ_1 sets the union bound of ρ_1 and, through the δ split that
-  minimises ρ_1, σ* and so every σ_k. Δ_1 is chosen as SelectItems chooses
-  Δ0 for Weighted/Policy Gaussian: ``max_items_choice.split_budget`` gives a share of
-  ε (or ρ) to a discrete-noise histogram of users' distinct-token counts
-  (one user in one bin: sensitivity 1), and M/T with g(m) = √m and T = ρ_1
-  at the selection budget picks Δ_1 (``beam_dpsu.beam.ngram_level1``). The rule
-  scores level 1 only: Δ_1's effect on σ_k (k ≥ 2) is a fraction of a
-  percent (MSNBC, ε = 1, δ = 1e-7: σ* = 5.034 at Δ_1 = 1, 5.001 at 1000).
-
-Everything is calibrated when the transform is built, at every candidate Δ_1
-(``beam_dpsu.core.ngram_calibration.plan_level1``). When it runs, the choice
-(drawn once, checkpointed) is read by one level 1, which runs at the chosen
-Δ_1 and that candidate's calibration (``beam_dpsu.beam.chosen``), and hands
-levels k ≥ 2 that candidate's σ_k with their other
-parameters: for each fixed choice the pipeline is DPNE at that Δ_1 and the
-selection's budget, and sequential composition with the size histogram
-gives the caller's budget. The chosen Δ_1 (``chosen_max_items_per_user``) is
-a DP output.
-
-This module holds the transform only. Its parts: the parameters
-(``beam_dpsu.core.ngram_parameters``), the calibration
-(``beam_dpsu.core.ngram_calibration``), the report
-(``beam_dpsu.core.ngram_report``), the input checks
-(``beam_dpsu.core.documents``); in Beam, the users' records and blocks
-(``beam_dpsu.beam.document_blocks``), level 1 and the Δ_1 choice
-(``beam_dpsu.beam.ngram_level1``), the levels k ≥ 2 and their figures
-(``beam_dpsu.beam.ngram_levels``). The DPSU baselines are
-``beam_dpsu.ngram_baselines``.
+The levels, their privacy and "auto": docs/explanation/proofs.md#dpne.
 """
 
 from __future__ import annotations
 
 import typing
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import checks, ngram_calibration
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.ngram_report import dpne_report
-from beam_dpsu.beam.bounding import check_privacy_unit
-from beam_dpsu.beam.document_blocks import (DOCUMENT_ELEMENT, USERS_PER_BLOCK, PackUserBlocksFn,
-                                            UserRecords)
+from beam_dpsu.beam.input_types import DOCUMENT_ELEMENT
+from beam_dpsu.beam.user_blocks import USERS_PER_BLOCK, PackUserBlocksFn, UserRecords
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.ngram_level1 import Level1, Level1AtChosenMaxItems
 from beam_dpsu.beam.ngram_levels import KgramLevel, LevelStats, released_as_keys
@@ -114,83 +53,41 @@ __all__ = ["ExtractNgrams"]
 class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
-    Every argument after ``max_items_per_user`` is keyword-only.
+    The output means a *set*: write it with ``WriteReleased``. One object is one
+    release, applied once. What it holds after expansion:
+    [beam_dpsu.extract_ngrams][]'s module notes. Every argument after
+    ``max_items_per_user`` is keyword-only.
 
     Args:
-      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (40;
-        ``beam_dpsu.core.ngram_parameters``, where every parameter is checked).
+      max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (40).
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
-      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when
-        this transform is built (``BudgetExceededError`` past its total).
-      max_items_per_user: Δ_k, one value for every level or one per level;
-        each an int, or ``"auto"`` / ``AutoMaxItems(share=..., candidates=...)``:
-        at level 1 chosen privately when the pipeline runs
-        (a share of the budget, default 5 %), at a level k ≥ 2 the largest
-        candidate, for free ([beam_dpsu.extract_ngrams][]'s module notes say why).
+      accountant: optional ``BudgetAccountant`` that ``budget`` is spent from.
+      max_items_per_user: Δ_k, one value for every level or one per level: an
+        int, or ``"auto"`` / ``AutoMaxItems(...)`` (Δ_1 chosen privately from a
+        share of the budget; at k ≥ 2 the largest candidate, for free).
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.core.kgrams``).
-      noise_schedule: "equal" (the same σ_k at every level, default) or a
-        number c > 0 with σ_k = c·σ_{k−1} (dpne §3.1.1); either way
-        1/σ*² = Σ 1/σ_k².
+      noise_schedule: "equal" (default, one σ_k at every level) or c > 0 with
+        σ_k = c·σ_{k−1} (dpne §3.1.1); either way 1/σ*² = Σ 1/σ_k².
       level1: "weighted-gaussian" (default) or "policy-gaussian" (ℓ2-descent,
-        with cutoff ρ_1 + alpha·σ_1, users in keyed-hash order).
+        cutoff ρ_1 + alpha·σ_1, users in keyed-hash order).
       alpha: α of the level-1 policy cutoff.
-      seed: test-only seed (logs a WARNING when the transform is built).
-      privacy_unit: "user_id" (default): neighbours differ by one user id's
-        documents, grouped per user first; or "element": each element is a
-        list of str tokens, one document holding all the data of one person
-        (e.g. one session per visitor), and neighbours differ by one element.
-        Nothing is grouped, so the per-user shuffle is left out
-        (``element_document``).
-      non_private_stats: also compute, per level, raw-data figures that are
-        NOT differentially private (support of H_k, k-grams released from
-        users' weight, spurious draws, expected spurious count) as
-        ``non_private_level_stats``. Off by default: they cost extra passes
-        and must stay out of anything published.
-      progress_logger: the name of a ``logging`` logger that gets one INFO
-        line per level as soon as the level after it knows the release's size
-        ("DPNE level k of T: released n k-grams"; the last at the end), or
-        None (default) for none. A level's size is a function of its release.
-      user_field: read the input as ``beam.Row``s, NamedTuples or dicts
-        (``beam_dpsu.beam.fields``): the field holding the user id. Not with
+      seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
+      privacy_unit: "user_id" (default) or "element" (one person's token list).
+      non_private_stats: also compute ``non_private_level_stats``, raw figures per
+        level (support of H_k, spurious draws, …): NOT private, extra passes.
+      progress_logger: a ``logging`` logger's name for one INFO line per level, as
+        soon as its release's size is known (a function of the release), or None.
+      user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field.
+      tokens_field: the field holding a document's tokens in order; alone with
         ``privacy_unit="element"``.
-      tokens_field: the field holding a document's tokens in order (a list,
-        tuple or 1-D array of str), as in a ``(user_id, tokens)`` document;
-        alone with ``privacy_unit="element"``.
-      pre_threshold: k ≥ 1 (default 1, none): a unigram is released only if at
-        least k distinct users hold it after bounding, on top of level 1's DP
-        selection, whose threshold rises by k − 1 (docs/privacy.md,
-        Pre-threshold). Level 1 only: the levels k ≥ 2 noise every valid
-        k-gram and release spurious ones, so a longer n-gram may be held by
-        fewer than k users (even none); every one is built from released
-        unigrams.
+      pre_threshold: k ≥ 1 (default 1, none), level 1 only: a unigram needs k
+        users after bounding (docs/explanation/proofs.md#pre-threshold).
 
     Raises:
-      ValueError, TypeError, InvalidRecordError: for the field arguments and
-        the elements, as ``SelectItems`` raises them.
-      ValueError: a bad ``max_items_per_user`` or parameter; a tight split's
-        part (``split_selection_and_counts(composition="tight")``, made for one
-        ``SelectItems`` mechanism, never for DPNE); with "auto", a budget no
-        candidate calibrates at.
-
-    One object is one release: applying the same ``ExtractNgrams`` twice is
-    refused (``AppliedTwiceError``) when the pipeline is built.
-
-    The output PCollection means a *set*: held and spurious k-grams are
-    indistinguishable in it, and it carries no order. Write it with
-    ``beam_dpsu.beam.output.WriteReleased`` (sorted lines), never in the order a
-    runner produces it (the spurious draws arrive as one block).
-
-    With Δ_1 "auto", ``auto_plan`` holds the split and the candidates, and
-    after expansion ``chosen_max_items_per_user`` the chosen Δ_1 (a singleton
-    PCollection, a DP output); ``sigmas`` and the other single-Δ_1
-    attributes are None (the report lists every candidate's).
-
-    After expansion ``released_per_level`` holds each level's PCollection and
-    ``level_stats`` a PCollection of one dict per level k ≥ 2 holding only
-    parameters and functions of the released set: Δ_k, σ_k, ρ_k, |S_{k−1}|,
-    |V_k|, the bound η·min(|S_{k−1}|, |V_k|) on expected spurious k-grams,
-    and the number released.
+      ValueError, TypeError, InvalidRecordError: a bad parameter, field argument
+        or element (as ``SelectItems`` raises them); ValueError for a tight
+        split's part or, with "auto", a budget no candidate calibrates at.
     """
 
     def __init__(self, max_n: int, budget, max_items_per_user=100, *, eta: float = 0.01,
@@ -203,7 +100,7 @@ class ExtractNgrams(ReleaseTransform):
         super().__init__(label)
         # A tight split's part is made for one SelectItems mechanism, never for DPNE.
         checks.no_tight_part(budget, "ExtractNgrams")
-        self.privacy_unit = check_privacy_unit(privacy_unit)
+        self.privacy_unit = checks.privacy_unit(privacy_unit)
         self.fields = input_fields(self.privacy_unit, user_field, tokens_field=tokens_field)
         self.progress_logger = progress_logger
         self.params = NgramParameters(max_n, max_items_per_user, eta, pruning, noise_schedule,

@@ -27,15 +27,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.documents import encodes_as_utf8
-from beam_dpsu.core.user_records import InvalidRecordError
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.user_records import InvalidRecordError, plain_str_or_bytes
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["KeepReleased", "METHODS"]
@@ -66,10 +64,8 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, (bool, np.bool_)):
         raise _NotAKey("a bool")
-    if isinstance(value, str):
-        return _plain(str.__str__(value))
-    if isinstance(value, bytes):
-        return bytes(memoryview(value))
+    if isinstance(value, (str, bytes)):
+        return _plain(plain_str_or_bytes(value))  # what it holds, as bounding keys items
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, tuple):
@@ -155,7 +151,7 @@ class KeepReleased(beam.PTransform):
 
     A later DP aggregation of the kept records must see each person as one
     user, as the selection did: key its records by the user id as the
-    selection keyed it, ``beam_dpsu.core.user_records.canonical_user_id``
+    selection keyed it, ``beam_dpsu.canonical_user_id``
     (``5``, ``"5"`` and ``b"5"`` are one user there), or one person can count
     as several users in the aggregation and spend its budget more than once.
 

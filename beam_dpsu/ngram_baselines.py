@@ -12,13 +12,10 @@ from __future__ import annotations
 import json
 import typing
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
-from beam_dpsu.core import budgets
 from beam_dpsu.core import checks
 from beam_dpsu.core import policies
-from beam_dpsu.core import thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.documents import check_document
 from beam_dpsu.core.kgrams import kgrams_of
@@ -26,7 +23,7 @@ from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.core.ngram_calibration import dpsu_even_calibration
 from beam_dpsu.core.ngram_parameters import check_max_n
 from beam_dpsu.beam.bounding import SampleEachUser, WholeItemCountsPerUser
-from beam_dpsu.beam.document_blocks import DOCUMENT_ELEMENT
+from beam_dpsu.beam.input_types import DOCUMENT_ELEMENT
 from beam_dpsu.beam.histograms import WeightedHistogram
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
@@ -69,11 +66,11 @@ class NgramsByDPSU(ReleaseTransform):
             raise checks.ParameterError.worded(
                 "n", f"dpsu-single needs 1 <= n <= max_n, got n={n!r}")
         if isinstance(budget, (Budget, ZCDPBudget)):  # refused when built, not when run
-            budgets.require_delta(budget, f"n-gram baseline {variant!r}")
+            checks.require_delta(budget, f"n-gram baseline {variant!r}")
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
         if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
-            thresholds.check_max_items(self.max_n * self.max_items,
+            checks.max_items(self.max_n * self.max_items,
                                        "max_n * max_items_per_user")
         # A tight split's part holds only for the one SelectItems mechanism it was made
         # for: refused here, before anything is spent, unless that is this selection.

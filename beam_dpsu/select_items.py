@@ -11,20 +11,20 @@ eagerly and available as ``.report`` before the pipeline runs.
 
 from __future__ import annotations
 
-import beam_dpsu.beam  # noqa: F401  (first: it imports Beam quietly)
 import apache_beam as beam
 
 from beam_dpsu.core import max_items_choice
 
-from beam_dpsu.core import checks, pre_threshold_calibration
+from beam_dpsu.core import checks
 from beam_dpsu.core import pre_threshold as pre_threshold_rule
+from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrations
 from beam_dpsu.core.checks import ParameterError
 
 from beam_dpsu.core import policies
-from beam_dpsu.beam.max_items_routing import AutoSelection
+from beam_dpsu.beam.max_items_choice.selection import AutoSelection
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismConfig,
                                        ParallelMechanism,
                                PolicyLaplace, SequentialMechanism)
@@ -107,7 +107,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
         # pipeline runs; every candidate is calibrated now, and the selection
-        # reads the chosen candidate's Δ0 and calibration (beam_dpsu.beam.chosen).
+        # reads the chosen candidate's Δ0 and calibration (beam_dpsu.beam.max_items_choice.chosen).
         self.auto_plan = None
         self._auto_calibrations: tuple = ()
         self.chosen_max_items_per_user = None
@@ -134,7 +134,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         """The mechanism's calibration under ``budget``, with this selection's pre-threshold
         (the caller's budget was checked against the mechanism when it was given)."""
         plain = mechanism.calibrate(budget)
-        calibration = pre_threshold_calibration.with_pre_threshold(
+        calibration = pre_threshold_calibrations.with_pre_threshold(
             plain, mechanism, self.pre_threshold)
         _log_pre_threshold(mechanism.name, plain, calibration)
         return calibration

@@ -34,7 +34,8 @@ import sys
 
 import apache_beam as beam
 
-from beam_dpsu import Budget, BudgetAccountant, KeepReleased, SelectItems, WeightedGaussian
+from beam_dpsu import (Budget, BudgetAccountant, KeepReleased, SelectItems, WeightedGaussian,
+                       canonical_user_id)
 from beam_dpsu.core.report import to_json
 from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines.io.read import ReadDocuments
@@ -73,7 +74,7 @@ def aggregate_over_released(documents, released, aggregation: Budget,
         min_value=0.0, max_value=float(max_length),
         public_partitions_already_filtered=True)  # by KeepReleased below
     extractors = pipeline_dp.DataExtractors(
-        privacy_id_extractor=lambda row: row[0],
+        privacy_id_extractor=lambda row: canonical_user_id(row[0]),
         partition_extractor=lambda row: row[1],
         value_extractor=lambda row: row[2])
     # One row per (user, distinct word of a review): the review's length, for

@@ -28,8 +28,8 @@ import csv
 import os
 import sys
 
-import beam_dpsu  # first: Beam then imports without its "apitools not found" warning
 import apache_beam as beam
+import beam_dpsu
 from apache_beam.io.filesystems import FileSystems
 
 MAX_ITEMS_PER_USER = 20  # Δ0 of the selection and of the counts

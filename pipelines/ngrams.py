@@ -33,11 +33,10 @@ from types import SimpleNamespace
 import apache_beam as beam
 
 from beam_dpsu.beam.output import WriteReleased
-from beam_dpsu.core import thresholds
-from beam_dpsu.core.checks import ParameterError, canonical_name
+from beam_dpsu.core import checks
+from beam_dpsu.core.checks import ParameterError, canonical_name, plural
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
-from beam_dpsu.core.wording import plural
 from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES, MAX_NGRAM_LENGTH
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU
@@ -171,7 +170,7 @@ def parse_args(argv, prog: str = PROG):
             raise UsageError(f"--method {args.method} takes one --max-items-per-user value")
         check_single_n(args)
         with flag_errors():
-            thresholds.check_max_items(args.max_items_per_user)
+            checks.max_items(args.max_items_per_user)
             transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
                                      n=args.single_n, seed=args.seed)
     if args.single_n is not None and args.method != "dpsu-single":
@@ -208,7 +207,7 @@ def check_single_n(args) -> None:
         raise UsageError("--method dpsu-single needs --single-n, the n-gram length to "
                          "release")
     with flag_errors():
-        max_n = thresholds.check_max_items(args.max_n, "max_n")
+        max_n = checks.max_items(args.max_n, "max_n")
     if not 1 <= args.single_n <= max_n:
         raise UsageError(f"--single-n must lie between 1 and --max-n ({max_n}), got "
                          f"{args.single_n}")

@@ -14,13 +14,13 @@ import difflib
 import math
 
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
-from beam_dpsu.core import checks, hashing, max_items_choice, mechanisms, thresholds
-from beam_dpsu.core import counts_max_items_choice as counts_choice
+from beam_dpsu.core import checks, max_items_choice, mechanisms, thresholds
+from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.pre_threshold import check_pre_threshold
-from beam_dpsu.core.pre_threshold_calibration import with_pre_threshold
+from beam_dpsu.core.pre_threshold.calibrations import with_pre_threshold
 from beam_dpsu.core.report import dp_equivalents
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
@@ -55,7 +55,7 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
     with flag_errors():
         budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
                   else ZCDPBudget(args.rho, args.delta))
-        hashing.check_seed(getattr(args, "seed", None))
+        checks.seed(getattr(args, "seed", None))
     require_selection_delta(budget.delta)
     return budget
 
@@ -222,7 +222,7 @@ def budget_parts_from_args(args, budget, mechanism=None,
 def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int | str) -> None:
     """The counts' calibration, computed now so a bad Δ0 fails before anything runs; with
     --counts-max-items-per-user auto, every candidate's
-    (``counts_max_items_choice.plan_counts_auto``)."""
+    (``max_items_choice.counts.plan_counts_auto``)."""
     if parts is not None:
         with flag_errors(max_items_per_user="--counts-max-items-per-user"):
             if max_items_per_user == "auto":

@@ -36,7 +36,7 @@ from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.checks import canonical_name
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
-from beam_dpsu.core.wording import plural
+from beam_dpsu.core.checks import plural
 from beam_dpsu.select_items import SelectItems
 from pipelines.errors import UsageError, flag_errors
 from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,

@@ -1,41 +1,28 @@
-"""Contribution bounding as Beam PTransforms.
+"""Contribution bounding as Beam PTransforms: one record per user, Δ0 items each.
 
-Input forms. The bounding transforms (and so ``SelectItems``) take a
-PCollection of either
+The bounding transforms (and so ``SelectItems``) take ``(user_id, item)``
+pairs, one element per occurrence, or ``(user_id, items)`` per-user records
+(``items`` a list, tuple, set or numpy array of str/bytes items, one per
+occurrence: GW uses the frequencies), mixed in any way. A user's elements are
+always merged into one record before anything is bounded (docs/privacy.md,
+invariant 1), so a user split over many rows is still one user. User ids are
+keyed by their text (``canonical_user_id``): ``5``, ``"5"`` and ``b"5"`` are
+one user; a bool or float id is refused (docs/how-to/input.md#user-ids).
 
-* ``(user_id, item)`` pairs, one element per occurrence, or
-* ``(user_id, items)`` per-user records: ``items`` a list, tuple, set or
-  numpy array of str/bytes items, an item repeated once per occurrence (GW
-  uses the frequencies). A CSV row, a document or a session already is such
-  a record: reading it as one saves an element, and a shuffle entry, per pair.
+With ``privacy_unit="element"`` neighbouring datasets differ by one element
+instead of all the elements of one user id: each element is a collection of
+items holding all of one person's data (a tuple is refused, since a pair is
+one; a list is always items). Nothing is merged, and each element gets an
+internal id that only orders and seeds it and never leaves
+(docs/how-to/input.md#one-element-one-person).
 
-The forms may be mixed, and a user may arrive in any number of elements of
-either form: they are always merged into one record per user before
-anything is bounded (docs/privacy.md, invariant 1), so a user split over many rows is still
-one user. User ids are keyed by their text (``canonical_user_id``): ``5``,
-``"5"`` and ``b"5"`` are one user, as are ``"u1"`` and ``b"u1"`` (merging
-spellings of one id can only lower that person's contribution); a bool or
-float id is refused.
+The pipeline: every element is checked and turned into
+``(user_id, {item: occurrences})`` (a bad element fails the pipeline naming
+the field, position and type, never a value); a combiner merges each user's
+elements into one record; each user's distinct items are sampled uniformly
+down to Δ0.
 
-Privacy unit. That is ``privacy_unit="user_id"``, the default: neighbouring
-datasets differ by all the elements that share one user id. With
-``privacy_unit="element"`` they differ by one element instead (Tumult
-Analytics calls this ``AddOneRow``): each element is a collection of items
-(a list, set or 1-D array; a tuple is refused, since a ``(user_id, item)``
-pair is one; a list is always items, never a ``[user, item]`` row) holding
-*all* the data of one person, e.g. one document per
-author when every author wrote one, or the output of the caller's own
-group-by-user. There is nothing to merge, so the per-user shuffle is left
-out; each element gets an internal id that only orders and seeds it (fresh
-OS randomness; derived from its items in seeded tests) and never leaves.
-
-The pipeline: first every element is checked and turned into
-``(user_id, {item: occurrences})`` (a bad element fails the pipeline with an
-error naming the field, position and type, never a value; nothing is dropped
-silently); then a combiner merges each user's elements into one record
-(runners merge a bundle's elements before the shuffle, so an input of one
-row per user moves one compact record per user); finally each user's
-distinct items are sampled uniformly down to Δ0.
+Details: docs/explanation/proofs.md#bounding-and-the-privacy-unit.
 """
 
 from __future__ import annotations
@@ -50,19 +37,18 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.documents import encodes_as_utf8
-from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.core.user_records import (InvalidRecordError, canonical_user_id,
+                                         plain_str_or_bytes)
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import seed_announced, warn_if_seeded
 from beam_dpsu.core.sampling import CandidateSamplers, item_sort_key
 from beam_dpsu.core.tokenizer import Tokens
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.checks import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = [
-    "PRIVACY_UNITS",
-    "check_privacy_unit",
     "InvalidRecordError",
     "canonical_user_id",
     "check_pair",
@@ -80,12 +66,6 @@ __all__ = [
 ]
 
 _ELEMENT = "(user_id, item) pair or (user_id, items) record"
-
-# What identifies the unit of privacy (``checks.PRIVACY_UNITS``), and its check,
-# re-exported for the callers of bounding.check_privacy_unit.
-PRIVACY_UNITS = checks.PRIVACY_UNITS
-check_privacy_unit = checks.privacy_unit
-
 
 def check_pair(record: Any) -> tuple:
     """Returns ``record`` as a plain (user_id, item) pair; raises naming what is wrong.
@@ -150,10 +130,9 @@ def _bad_item(item) -> str | None:
     return None
 
 
-def _plain(item):
-    # numpy.str_ and other subclasses become plain str/bytes (Beam encodes
-    # those deterministically as keys).
-    return str(item) if isinstance(item, str) else bytes(item)
+# numpy.str_ and other subclasses become the plain str/bytes they hold (Beam encodes
+# those deterministically as keys), as every transform keys items.
+_plain = plain_str_or_bytes
 
 
 def _record_error(items, record: str = "a (user_id, items) record (field 1)") -> InvalidRecordError:
@@ -431,7 +410,8 @@ def _distinct_items(element) -> tuple:
 @draws_randomness
 class _SampleItemsFn(beam.DoFn):
     """(user_id, distinct items) → (user_id, ≤ Δ0 of them), Δ0 the chosen candidate's
-    (``chosen``, a side input, when there are several: ``beam_dpsu.beam.chosen``)."""
+    (``chosen``, a side input, when there are several:
+    ``beam_dpsu.beam.max_items_choice.chosen``)."""
 
     def __init__(self, max_items: tuple, seed: int | None, salt: str):
         self._samples = CandidateSamplers(max_items, seed, salt)
@@ -454,7 +434,7 @@ class SampleEachUser(beam.PTransform):
     one record per user): it samples each record as it comes, so a user given
     in two records would be bounded twice. The public ``SampleItemsPerUser``
     merges first. Empty records are left out (those users hold nothing).
-    ``max_items_per_user`` may be a ``Chosen`` (``beam_dpsu.beam.chosen``).
+    ``max_items_per_user`` may be a ``Chosen`` (``beam_dpsu.beam.max_items_choice.chosen``).
     """
 
     def __init__(self, max_items_per_user, seed: int | None = None, salt: str = ""):

@@ -30,8 +30,7 @@ from apache_beam.typehints.row_type import RowTypeConstraint
 
 from beam_dpsu.beam.bounding import InvalidRecordError, canonical_user_id
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.checks import ParameterError, a_type
 
 __all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
            "read_fields"]

@@ -30,11 +30,12 @@ import apache_beam as beam
 
 from beam_dpsu.core import checks
 
-from beam_dpsu.core import policies, record_blocks
+from beam_dpsu.core import policies
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.release_guard import warn_if_seeded
 from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
     element_distinct_items
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
@@ -218,7 +219,7 @@ class _SampleAndSumFn(PartialHistogramFn):
     (``sample_user_items``), and the sample goes straight into the bundle's
     partial histogram, without a tuple per user, a step between, or a second
     deduplication (a sample of distinct items is distinct). Δ0 is one per
-    candidate (``beam_dpsu.beam.chosen``): ``chosen``, a side input, says which.
+    candidate (``beam_dpsu.beam.max_items_choice.chosen``): ``chosen``, a side input, says which.
     """
 
     def __init__(self, item_weight, max_keys: int, max_items: tuple, seed, salt: str,
@@ -320,11 +321,11 @@ class SampledWeightedHistogram(beam.PTransform):
     or ``KeepWithProbability.per_shard``). With ``pre_threshold`` k ≥ 2 only the
     items held by at least k sampled users are in it (``HeldByAtLeast``).
     ``max_items_per_user`` may be a ``Chosen`` (one Δ0 per candidate, picked
-    when the pipeline runs; ``beam_dpsu.beam.chosen``). With ``blocks=True``
+    when the pipeline runs; ``beam_dpsu.beam.max_items_choice.chosen``). With ``blocks=True``
     its input is instead the packed blocks of ``AutoSelection(as_blocks=True)``
     (``_BlockSampleAndSumFn``): the same histogram, seeded samples included.
     With ``packed=True`` its input is blocks of users' distinct items
-    (``beam_dpsu.core.record_blocks``; SIPS's rounds), each user keyed by its id
+    (``beam_dpsu.core.user_blocks.record_blocks``; SIPS's rounds), each user keyed by its id
     in a seeded run: the same users, read in the same order, as records.
     """
 

@@ -13,6 +13,8 @@ The hints are wide enough for every form of input the transforms read:
 * ``KEYED``: ``(key, value)`` pairs, e.g. ``(user_id, items)`` or ``(item, weight)``.
 * ``RELEASED``: released items (str, bytes, n-grams as tuples of str) or
   ``(item, count)`` pairs.
+* ``DOCUMENT_ELEMENT``: what the n-gram transforms take (``ExtractNgrams``,
+  ``NgramsByDPSU``).
 
 Beam compares a subclass of tuple or list (a NamedTuple, ``Tokens``) with
 ``Tuple[...]`` / ``List[...]`` as an unrelated class; ``ReadsContainers``
@@ -21,17 +23,40 @@ makes the transforms read such a class as the container it is.
 
 from __future__ import annotations
 
+import abc
+import collections.abc
+import typing
+
 import apache_beam as beam
 import numpy as np
 from apache_beam.typehints import Any, Dict, FrozenSet, List, Set, Tuple, Union, typehints
 from apache_beam.typehints.decorators import TypeCheckError
 
-__all__ = ["RECORDS", "KEYED", "RELEASED", "ReadsContainers"]
+__all__ = ["RECORDS", "KEYED", "RELEASED", "DOCUMENT_ELEMENT", "ReadsContainers"]
 
 RECORDS = Union[Tuple[Any, ...], List[Any], Set[Any], FrozenSet[Any], Dict[Any, Any],
                 np.ndarray, beam.Row]
 KEYED = Tuple[Any, Any]
 RELEASED = Union[str, bytes, Tuple[Any, ...]]
+
+
+class _DocumentLike(abc.ABC):  # noqa: B024  (a registry of classes, not an interface)
+    """The plain classes an input element may be of: Beam's type check reads a plain
+    class by ``issubclass``, so sequences (tuples and NamedTuples, lists and a
+    Tokenizer's ``Tokens``, str), mappings, sets and arrays are registered here."""
+
+
+for _cls in (collections.abc.Sequence, collections.abc.Mapping, collections.abc.Set,
+             np.ndarray):
+    _DocumentLike.register(_cls)
+
+# The input type hint of ExtractNgrams and NgramsByDPSU: what an element of any of
+# their input forms may be ((user_id, tokens) documents, lists of tokens, beam.Rows,
+# NamedTuples, dicts). A PCollection of numbers or None fails when the pipeline is
+# built; each element's form is checked when it is read (beam_dpsu.core.documents).
+# (typing's Union and Any: this module's own are Beam's.)
+DOCUMENT_ELEMENT = typing.Union[typing.Iterable[typing.Any], typing.Mapping[typing.Any, typing.Any],
+                                beam.Row, _DocumentLike]
 
 # Plain container classes and the Beam hints their subclasses are read as.
 _CONTAINERS = ((tuple, Tuple[Any, ...]), (list, List[Any]), (set, Set[Any]),

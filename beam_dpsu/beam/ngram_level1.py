@@ -2,7 +2,7 @@
 privately chosen Δ_1.
 
 Level 1 is Weighted Gaussian over blocks of users (``Level1`` on the blocks
-of ``beam_dpsu.beam.document_blocks``) or Policy Gaussian over user records
+of ``beam_dpsu.beam.user_blocks``) or Policy Gaussian over user records
 (``Level1`` on ``UserRecords``' output), with σ_1 and ρ_1 of dpne Theorem 2.1
 (``beam_dpsu.core.ngram_calibration``).
 
@@ -13,7 +13,7 @@ user's distinct tokens into the size bins (one user, one bin: sensitivity
 T = ρ_1; ``Level1AtChosenMaxItems`` then runs one level 1 whose steps read
 the chosen candidate's Δ_1 and calibration (every candidate calibrated when
 the transform was built) from the choice, a side input
-(``beam_dpsu.beam.chosen``). The choice is a singleton, checkpointed: drawn
+(``beam_dpsu.beam.max_items_choice.chosen``). The choice is a singleton, checkpointed: drawn
 once, whoever reads it.
 """
 
@@ -26,15 +26,15 @@ import typing
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import docblocks
+from beam_dpsu.core.user_blocks import document_blocks
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import policies
 from beam_dpsu.core.ngram_calibration import DPNECalibration
 from beam_dpsu.beam.bounding import SampleEachUser
-from beam_dpsu.beam.chosen import Chosen
-from beam_dpsu.beam.document_blocks import BlockHistogramFn, distinct_tokens, element_as_user
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
+from beam_dpsu.beam.user_blocks import BlockHistogramFn, distinct_tokens, element_as_user
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
-from beam_dpsu.beam.max_items_routing import ChooseFromSizeCounts
+from beam_dpsu.beam.max_items_choice.selection import ChooseFromSizeCounts
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
 
@@ -104,8 +104,8 @@ class Level1(beam.PTransform):
 
 
 def _level1_sums_at_chosen(block, chosen: int = 0, *, max_items: tuple, **level1_sums):
-    """``docblocks.level1_sums`` at the chosen candidate's Δ_1 (``chosen``, a side input)."""
-    return docblocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
+    """``document_blocks.level1_sums`` at the chosen candidate's Δ_1 (``chosen``, a side input)."""
+    return document_blocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
 
 
 def _sum_weights_and_holders(parts) -> tuple:
@@ -127,7 +127,7 @@ def _held_by_at_least(token_sums, pre_threshold: int):
 def block_size_counts(block: bytes, edges: tuple) -> np.ndarray:
     """A pickled block → its users per size bin, a user's size being its number of
     distinct tokens (level 1's items). Raw: the noise is added to the sum."""
-    sizes = docblocks.distinct_items_per_user(pickle.loads(block))
+    sizes = document_blocks.distinct_items_per_user(pickle.loads(block))
     return max_items_choice.size_counts(sizes[sizes > 0], np.asarray(edges, dtype=np.int64))
 
 

@@ -2,7 +2,7 @@
 the spurious draws, and the levels' figures (dpne §2, App. A).
 
 ``KgramLevel(k, …)`` over the blocks of users
-(``beam_dpsu.beam.document_blocks``): every user's valid k-grams (S_1 and
+(``beam_dpsu.beam.user_blocks``): every user's valid k-grams (S_1 and
 S_{k−1} arrive as side inputs) are sampled to Δ_k and weighted 1/√|U|; the
 sums get N(0, σ_k²) noise and are kept above ρ_k, which reads |V_k| counted
 exactly from S_{k−1} (``kgrams.valid_kgram_count``). Finally the zero-weight
@@ -22,15 +22,15 @@ import math
 
 import apache_beam as beam
 
-from beam_dpsu.core import docblocks
+from beam_dpsu.core.user_blocks import document_blocks
 from beam_dpsu.core import hashing
 from beam_dpsu.core import policies
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.kgrams import ValidKgramSampler, valid_kgram_count
 from beam_dpsu.core.ngram_calibration import spurious_probability
 from beam_dpsu.core.ngram_parameters import NgramParameters
-from beam_dpsu.core.wording import plural
-from beam_dpsu.beam.document_blocks import BlockHistogramFn
+from beam_dpsu.core.checks import plural
+from beam_dpsu.beam.user_blocks import BlockHistogramFn
 from beam_dpsu.beam.noisy_threshold import BatchedDecisionFn
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window
@@ -46,8 +46,8 @@ def released_as_keys(grams, label: str):
 
 
 def _level_sums(block, previous, unigrams, *, k, pruning, max_items, seed, salt, rng):
-    """``docblocks.level_sums`` with the side inputs S_{k−1}, S_1 in call order."""
-    return docblocks.level_sums(block, k, pruning, previous, unigrams, max_items,
+    """``document_blocks.level_sums`` with the side inputs S_{k−1}, S_1 in call order."""
+    return document_blocks.level_sums(block, k, pruning, previous, unigrams, max_items,
                                 policies.weighted_gaussian_weight, rng, seed, salt)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, release_mask
-from beam_dpsu.beam.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.release_guard import ReleaseTransform, warn_if_seeded
@@ -119,7 +119,7 @@ class BatchedDecisionFn(beam.DoFn):
 @opaque_output
 class _ChosenDecisionFn(beam.DoFn):
     """(item, weight) → item if the chosen candidate's decision keeps it (``chosen``, a
-    side input; ``beam_dpsu.beam.chosen``): each candidate's ``BatchedDecisionFn``
+    side input; ``beam_dpsu.beam.max_items_choice.chosen``): each candidate's ``BatchedDecisionFn``
     buffers and draws as it would alone, and only the chosen one gets items."""
 
     def __init__(self, decisions: tuple):
@@ -152,7 +152,8 @@ def _decide_each(decisions: Chosen) -> beam.ParDo:
 @opaque_output
 class _PerShardFn(beam.DoFn):
     """(shard, {item: weight}) → the items the chosen candidate's decision keeps; every
-    item decided once (``chosen``, a side input, says which; ``beam_dpsu.beam.chosen``)."""
+    item decided once (``chosen``, a side input, says which;
+    ``beam_dpsu.beam.max_items_choice.chosen``)."""
 
     def __init__(self, decisions: tuple):
         self._decisions = decisions

@@ -37,9 +37,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import stable_hash64
-from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.input_types import RELEASED, ReadsContainers
 from beam_dpsu.beam.windowing import require_global_window
 from beam_dpsu.beam.output_types import opaque_output

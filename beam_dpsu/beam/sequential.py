@@ -31,20 +31,19 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
-from beam_dpsu.beam.chosen import Chosen, per_candidate
-from beam_dpsu.core import record_blocks
+from beam_dpsu.beam.max_items_choice.chosen import Chosen, per_candidate
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.core.user_blocks import UserBlockBuilder, shard_policy_histogram
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.core.policies import apply_policy, check_public_count, gw_item_order
+from beam_dpsu.core.policies import apply_policy, gw_item_order
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.core.wording import a_type
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 from beam_dpsu.beam.output_types import opaque_output
 
@@ -56,7 +55,7 @@ __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histog
 # it sends them on: ~8 bytes each, plus the blocks' distinct items.
 USER_BLOCK_ITEMS = 1 << 20
 # A worker also sends its blocks once one holds this many distinct items, so that
-# a block's ids fit 16 bits (``user_blocks.SMALL_IDS``; unless its last user brought
+# a block's ids fit 16 bits (``shard_blocks.SMALL_IDS``; unless its last user brought
 # more new items than were left).
 USER_BLOCK_DISTINCT = 60_000
 
@@ -188,7 +187,7 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
     independent of the data. Seeded (tests only), its id is ``distinct_element_id``'s
     and its sample and keyed hash are that id's, so the blocks hold what the
     two steps would give. Δ0 is one per candidate: ``chosen`` (a side input,
-    ``beam_dpsu.beam.chosen``) says which.
+    ``beam_dpsu.beam.max_items_choice.chosen``) says which.
     """
 
     def __init__(self, shards: int, order_key: bytes, max_items_per_user: tuple,
@@ -286,8 +285,9 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
 class _PolicyHistogramFn(beam.DoFn):
     """(shard, all its blocks of users) → its policy histogram, the users visited in order.
 
-    One cutoff Γ per candidate Δ0: ``chosen`` (a side input, ``beam_dpsu.beam.chosen``)
-    says which; a fixed Γ is the one candidate, with no side input.
+    One cutoff Γ per candidate Δ0: ``chosen`` (a side input,
+    ``beam_dpsu.beam.max_items_choice.chosen``) says which; a fixed Γ is the one candidate,
+    with no side input.
     """
 
     def __init__(self, update, cutoffs: tuple, item_shards: int | None,
@@ -350,7 +350,7 @@ class SequentialPolicyHistogram(beam.PTransform):
     Args:
       update: the policy, e.g. ``policies.l2_descent``.
       cutoff: Γ, or a ``Chosen`` of them (one per candidate Δ0, picked when the
-        pipeline runs; ``beam_dpsu.beam.chosen``), then with ``sample_elements``
+        pipeline runs; ``beam_dpsu.beam.max_items_choice.chosen``), then with ``sample_elements``
         a ``Chosen`` by the same index, if given.
       order_key: the run's secret key for the user order and shards.
       shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
@@ -518,5 +518,5 @@ def _check_public_count(record):
     if not isinstance(record, tuple) or len(record) != 2:
         raise ValueError("public counts must be (item, count) pairs, got "
                          f"{a_type(record)}")
-    check_public_count(record[1])
+    checks.public_count(record[1])
     return record

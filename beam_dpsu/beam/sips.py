@@ -10,7 +10,7 @@ k a round releases only items that at least k of that round's users hold.
 ``removal="side_input"`` (default) broadcasts a round's release to every
 worker as a dict side input (no extra shuffle; every worker holds the released
 set), the records travelling between rounds packed
-(``beam_dpsu.core.record_blocks``). ``removal="join"`` co-groups the
+(``beam_dpsu.core.user_blocks.record_blocks``). ``removal="join"`` co-groups the
 (user, item) pairs with the release instead: two extra shuffles per round, no
 per-worker memory bound; use it when a round may release more than a few
 million items. A round's release is checkpointed (``NoisyThreshold.per_shard``
@@ -26,13 +26,13 @@ from collections import Counter
 
 import apache_beam as beam
 
-from beam_dpsu.core import checks, policies, record_blocks
+from beam_dpsu.core import checks, policies
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.bounding import ItemCountsPerUser, distinct_element_id
-from beam_dpsu.beam.chosen import Chosen
-from beam_dpsu.beam.record_packing import PackRecordsFn
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
+from beam_dpsu.beam.user_blocks import PackRecordsFn, UserItems
 from beam_dpsu.core.calibration import RoundsCalibration
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
-from beam_dpsu.beam.records import UserItems
 from beam_dpsu.beam.release_guard import ReleaseTransform, seed_announced, warn_if_seeded
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.windowing import require_global_window
@@ -43,7 +43,7 @@ REMOVALS = ("side_input", "join")
 
 
 class RemoveReleasedBySideInput(beam.PTransform):
-    """Blocks of users' distinct items (``beam_dpsu.core.record_blocks``) minus the
+    """Blocks of users' distinct items (``beam_dpsu.core.user_blocks.record_blocks``) minus the
     ``released`` items, broadcast as a side input."""
 
     def __init__(self, released):
@@ -139,7 +139,7 @@ class SIPSRounds(ReleaseTransform):
       calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``), or a ``Chosen``
         of them (one per candidate Δ0, with the same number of rounds).
       max_items_per_user: Δ0, re-sampled in every round (or a ``Chosen``, as
-        ``calibration``; ``beam_dpsu.beam.chosen``).
+        ``calibration``; ``beam_dpsu.beam.max_items_choice.chosen``).
       seed: test-only; round 0 draws exactly what Weighted Gaussian would, so
         one round at ratio 1 reproduces it.
       removal: "side_input" or "join" (see the module docstring).

@@ -21,22 +21,18 @@ from typing import Sequence
 
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError, ParameterTypeError
-from beam_dpsu.core.exact_floats import rounded_down  # re-exported: budgets.rounded_down
-from beam_dpsu.core.checks import require_delta  # re-exported: callers of budgets.require_delta
+from beam_dpsu.core.checks import ParameterError, ParameterTypeError, a_type, plural
+from beam_dpsu.core.exact_floats import rounded_down
 from beam_dpsu.core.gaussian import largest_zcdp_rho, zcdp_to_dp
-from beam_dpsu.core.wording import a_type, plural
 
 __all__ = [
     "Budget",
     "ZCDPBudget",
     "BudgetAccountant",
     "BudgetExceededError",
-    "require_delta",
     "geometric_split_weights",
     "dp_to_zcdp",
     "parts_within",
-    "rounded_down",
 ]
 
 

@@ -29,9 +29,10 @@ from beam_dpsu.core import checks, gaussian
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
-from beam_dpsu.core.budgets import Budget, ZCDPBudget, rounded_down
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.delta_split import split_delta, threshold_delta_cost
+from beam_dpsu.core.exact_floats import rounded_down
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration",
            "gaussian_dp_equivalents", "laplace_calibration", "gaussian_calibration", "noise",
@@ -375,10 +376,10 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
     """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
 
     The mechanism is (ε′, δ_G(μ, ε′) + δ_thr)-DP for every ε′
-    (this module's docstring; δ_G is the analytic Gaussian's δ, Dong, Roth & Su
-    2022 Cor. 2.13). For each δ′ = factor·δ above the thresholds' cost we
-    solve δ_G(μ, ε′) = δ′ − δ_thr for ε′ (δ_G decreases in ε′),
-    rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
+    (docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms; δ_G is the
+    analytic Gaussian's δ, Dong, Roth & Su 2022 Cor. 2.13). For each
+    δ′ = factor·δ above the thresholds' cost we solve δ_G(μ, ε′) = δ′ − δ_thr
+    for ε′ (δ_G decreases in ε′), rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
 
     ``requested_epsilon``: the ε of a ``Budget(ε, δ)`` the mechanism was
     calibrated to (its (ε, δ) holds by construction). At δ′ = δ the entry then

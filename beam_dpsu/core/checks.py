@@ -19,6 +19,8 @@ default refuses anything but a real number (not a bool) with a
 
 Errors never echo personal data: they show parameter values, which are the
 caller's, never records (a type name, ``a_type``, where a value could be data).
+The wording every message shares is here too: ``a_type`` ("an int", "a str")
+and ``plural`` ("1 budget", "2 budgets").
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-from beam_dpsu.core.wording import a_type
-
 __all__ = [
+    "a_type",
+    "plural",
     "ParameterError",
     "ParameterTypeError",
     "number",
@@ -63,6 +65,18 @@ __all__ = [
     "tight_part",
     "no_tight_part",
 ]
+
+def a_type(value) -> str:
+    """``value``'s type name with its article: "an int", "a str", "an ndarray"."""
+    name = type(value).__name__
+    # By sound: "an int", "an ndarray" (en-dee-array), "a uint8", "a str".
+    return ("an " if name.lower().startswith(("a", "e", "i", "o", "nd")) else "a ") + name
+
+
+def plural(n: int, noun: str) -> str:
+    """``n`` and ``noun`` agreeing in number: "1 budget", "2 budgets", "1,200 n-grams"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
 
 _REALS = (int, float, np.integer, np.floating)
 _INTS = (int, np.integer)

@@ -385,7 +385,7 @@ class ComposedGuarantee:
                "tight_epsilon": self.tight_epsilon,
                "method": _METHODS[self.method],
                "pairs": self.description,
-               "proof": "beam_dpsu.core.composition module docstring"}
+               "proof": "docs/explanation/proofs.md#selection-composed-with-its-counts"}
         if self.basic_epsilon is not None:
             out["basic_composition_epsilon"] = self.basic_epsilon
         return out

@@ -2,9 +2,11 @@
 
 Under ``Budget(ε, δ)`` a Gaussian set-union mechanism spends δ = δ_noise + δ_thr:
 the analytic Gaussian σ at (ε, δ_noise) and thresholds whose bad events cost δ_thr
-(the proof is in ``beam_dpsu.core.calibration``'s docstring; docs/privacy.md,
-Accounting). ``split_delta`` picks the split, when the transform is built, that
-minimises the release threshold: a data-independent, deterministic choice.
+(docs/privacy.md, Accounting). ``split_delta`` picks the split, when the transform
+is built, that minimises the release threshold: a data-independent, deterministic
+choice.
+
+Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import gaussian
-from beam_dpsu.core.budgets import rounded_down
+from beam_dpsu.core.exact_floats import rounded_down
 from beam_dpsu.core.checks import ParameterError
 
 __all__ = ["DeltaSplit", "split_delta", "threshold_delta_cost"]
 
 
 def threshold_delta_cost(threshold_delta: float) -> float:
-    """The δ the thresholds cost end to end: δ_thr itself (the proof is in
-    ``beam_dpsu.core.calibration``'s docstring).
+    """The δ the thresholds cost end to end: δ_thr itself (proof:
+    docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
 
     Both directions cost δ_thr: the remove direction by the union bound
     (P[M(D′) ∈ S] ≤ P[Ã ∈ S] + δ_thr), the add direction because

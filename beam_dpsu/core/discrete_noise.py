@@ -33,7 +33,6 @@ from beam_dpsu.core import checks
 
 __all__ = [
     "os_random",
-    "to_fraction",
     "bernoulli_exp",
     "DiscreteLaplace",
     "DiscreteGaussian",
@@ -45,11 +44,6 @@ __all__ = [
 def os_random() -> random.Random:
     """A generator of uniform integers from the operating system's entropy."""
     return random.SystemRandom()
-
-
-# ``value`` (int, float, Fraction) as an exact positive finite Fraction
-# (``checks.exact_positive``).
-to_fraction = checks.exact_positive
 
 
 def _bernoulli_exp_int(num: int, den: int, rng) -> bool:
@@ -115,7 +109,7 @@ class DiscreteLaplace:
     scale: Fraction
 
     def __post_init__(self):
-        object.__setattr__(self, "scale", to_fraction("scale", self.scale))
+        object.__setattr__(self, "scale", checks.exact_positive("scale", self.scale))
 
     def sample(self, rng: random.Random | None = None) -> int:
         """One exact draw; OS randomness unless ``rng`` is given (tests only)."""
@@ -169,7 +163,7 @@ class DiscreteGaussian:
     sigma_squared: Fraction
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma_squared", to_fraction("sigma_squared",
+        object.__setattr__(self, "sigma_squared", checks.exact_positive("sigma_squared",
                                                               self.sigma_squared))
 
     @property

@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from beam_dpsu.core import hashing
-from beam_dpsu.core.wording import a_type
-# InvalidRecordError and canonical_user_id need no Beam but live in beam.bounding (as
-# docblocks' sample_user_items does): this import moves to the core with them.
-from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
+from beam_dpsu.core.checks import a_type
+from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id, plain_str_or_bytes
 
 __all__ = ["check_document", "element_document", "element_tokens", "plain_token",
            "checked_tokens", "encodes_as_utf8"]
@@ -66,8 +64,9 @@ def checked_tokens(tokens, where: str) -> tuple:
             raise InvalidRecordError(
                 f"token {position} of {where} holds a lone surrogate (not UTF-8; decode the "
                 "input strictly)")
-    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
-    return tuple(str(t) for t in tokens)
+    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically:
+    # the text checked above, never a subclass's own __str__.
+    return tuple(plain_str_or_bytes(t) for t in tokens)
 
 
 def check_document(record):

@@ -17,18 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsu.core import checks
-
-__all__ = ["canonical_bytes", "stable_hash64", "os_rng", "derived_rng", "check_seed",
+__all__ = ["canonical_bytes", "stable_hash64", "os_rng", "derived_rng",
            "random_id128", "RANDOM_ID_BATCH"]
 
 # How many 128-bit random ids one read of OS randomness gives (``random_id128``).
 RANDOM_ID_BATCH = 4096
-
-
-# The test-only seed's check (``checks.seed``), re-exported for the callers of
-# hashing.check_seed.
-check_seed = checks.seed
 
 
 def canonical_bytes(value: Any) -> bytes:

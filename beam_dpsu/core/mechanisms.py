@@ -16,8 +16,8 @@ config                  update per user         noise            source
 ``TruncatedGeometric``  +1 to ≤ Δ0 items        keep w.p. π(n)   Desfontaines et al. Thm 1
 ======================  ======================  ===============  =========================
 
-δ_n is the noise's share of δ under ``Budget(ε, δ)``, chosen to minimise the
-threshold (``delta_split.split_delta``; the proof is in ``beam_dpsu.core.calibration``).
+δ_n is the noise's share of δ under ``Budget(ε, δ)``, chosen to minimise the threshold
+(``delta_split.split_delta``; docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
 
 Iterative: ``SIPS`` runs Weighted Gaussian for several rounds with a rising
 budget, removing each round's released items from the users' sets (dp-sips §4).

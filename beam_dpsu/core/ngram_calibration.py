@@ -36,7 +36,7 @@ from beam_dpsu.core.gaussian import gaussian_noise_schedule, zcdp_gaussian_sigma
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.core.delta_split import split_delta
 from beam_dpsu.core.ngram_parameters import NgramParameters
-from beam_dpsu.core.pre_threshold_calibration import raised_threshold
+from beam_dpsu.core.pre_threshold.calibrations import raised_threshold
 
 __all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "plan_level1",
            "calibrate_extraction", "dpsu_even_calibration", "spurious_probability"]
@@ -47,12 +47,12 @@ def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
 
     Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
     δ_noise + δ_thr = δ is split to minimise
-    ``threshold_of(σ*, δ_thr)`` (``delta_split.split_delta``; the proof is in
-    ``beam_dpsu.core.calibration``); under ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and
-    δ_noise is None.
+    ``threshold_of(σ*, δ_thr)`` (``delta_split.split_delta``; proof:
+    docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms); under
+    ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and δ_noise is None.
     """
     if isinstance(budget, (Budget, ZCDPBudget)):
-        budgets.require_delta(budget, "DPNE n-gram extraction")
+        checks.require_delta(budget, "DPNE n-gram extraction")
     if isinstance(budget, Budget):
         split = split_delta(budget.epsilon, budget.delta, threshold_of)
         return split.sigma_total, split.threshold_delta, split.delta_noise
@@ -135,7 +135,7 @@ def plan_level1(auto: max_items_choice.AutoMaxItems, budget, max_n: int, noise_d
     """Δ_1 = "auto": the budget split, and DPNE calibrated at every candidate Δ_1 under
     the selection's part (eagerly; no data). Returns (the plan, the calibrations)."""
     if isinstance(budget, (Budget, ZCDPBudget)):
-        budgets.require_delta(budget, "DPNE n-gram extraction")
+        checks.require_delta(budget, "DPNE n-gram extraction")
     auto = auto.with_share(max_items_choice.DEFAULT_SHARE)
     size_budget, selection_budget = max_items_choice.split_budget(budget, auto.spent)
     calibrations = list(max_items_choice.calibrate_candidates(

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from beam_dpsu.core import checks
-from beam_dpsu.core import hashing
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.kgrams import PRUNINGS
 from beam_dpsu.core.pre_threshold import check_pre_threshold
@@ -129,7 +128,7 @@ class NgramParameters:
                       "level1": level1, "max_items": tuple(max_items),
                       "level1_auto": level1_auto,
                       "noise_decay": _noise_decay(self.noise_schedule),
-                      "alpha": float(self.alpha), "seed": hashing.check_seed(self.seed),
+                      "alpha": float(self.alpha), "seed": checks.seed(self.seed),
                       "pre_threshold": check_pre_threshold(self.pre_threshold)}
         for name, value in normalised.items():
             object.__setattr__(self, name, value)

@@ -27,9 +27,8 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import canonical_bytes
-from beam_dpsu.core.wording import a_type
 
 __all__ = [
     "count_weight",
@@ -415,8 +414,6 @@ def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
     return weights
 
 
-# A public count's check (``checks.public_count``), re-exported for its callers.
-check_public_count = checks.public_count
 
 
 def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,

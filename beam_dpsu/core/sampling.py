@@ -5,7 +5,7 @@ replacement, drawn from OS randomness; seeded (tests only), the generator is
 derived from (seed, salt, user id), so that the sample does not depend on which
 worker or bundle the user lands in (docs/privacy.md, invariants). The Beam
 steps (``beam_dpsu.beam.bounding``) and the pure references
-(``beam_dpsu.core.docblocks``) call the same functions.
+(``beam_dpsu.core.user_blocks``) call the same functions.
 """
 
 from __future__ import annotations

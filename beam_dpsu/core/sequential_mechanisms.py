@@ -108,7 +108,7 @@ class GreedyWithoutSampling(SequentialMechanism):
     Every item of every user's list is noised and thresholded, zero weight
     included, and the threshold ρ solves
     1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = ½·e^{−(ρ−w)ε}
-    (``thresholds.gw_threshold``; the proof is in ``beam_dpsu.core.policies``).
+    (``thresholds.gw_threshold``; proof: docs/explanation/proofs.md#gw-and-gw-kt).
 
     This is not the published GW, which takes no Δ0, noises only items of
     positive weight and uses ρ_GW = 1 − λ·ln(2δ): that rule is not DP (users

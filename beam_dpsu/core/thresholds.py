@@ -42,12 +42,6 @@ __all__ = [
 ]
 
 
-# The largest Δ0 accepted (a signed 64-bit int, as Beam's and numpy's int coders
-# hold it): every threshold is computed without arrays of length Δ0.
-MAX_ITEMS_LIMIT = checks.MAX_ITEMS_LIMIT
-check_max_items = checks.max_items  # re-exported: callers of thresholds.check_max_items
-
-
 def _positive(name: str, value: float) -> float:
     return checks.positive(name, value, strict=False)
 
@@ -307,7 +301,7 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
     ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = P[w + Lap(λ) > ρ]
     (= ½·e^{−(ρ−w)/λ} for w ≤ ρ): the worst case of the keys only the extra
     user holds, one at weight 1 and Δ0 − 1 at weight 0 (docs/privacy.md, the
-    fix of gw §3; the proof is in ``beam_dpsu.core.policies``). At Δ0 = 1 it is
+    fix of gw §3; proof: docs/explanation/proofs.md#gw-and-gw-kt). At Δ0 = 1 it is
     the published ρ_GW = 1 − λ·ln(2δ) of gw §3 eq. (1); the published GW
     used that with uncapped lists, which is not sound. Solved by Brent's
     method between ρ(Δ0 = 1) (a lower bound: more keys only add release

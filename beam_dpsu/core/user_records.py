@@ -2,7 +2,9 @@
 
 ``canonical_user_id`` is the one place user ids are keyed: every transform
 groups, samples and orders (keyed hash) users by its result, so the same
-text given as str, int or bytes is one user everywhere.
+text given as str, int or bytes is one user everywhere. ``plain_str_or_bytes``
+is the one rule by which a str or bytes subclass (``numpy.str_``) becomes the
+plain value every transform keys an item by: what it holds.
 
 Errors about records name the field and the type found, never a value: runner
 logs keep error messages (docs/privacy.md, invariant 6).
@@ -10,17 +12,50 @@ logs keep error messages (docs/privacy.md, invariant 6).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.checks import a_type
 
-__all__ = ["InvalidRecordError", "canonical_user_id"]
+__all__ = ["InvalidRecordError", "canonical_user_id", "plain_str_or_bytes"]
 
 
 class InvalidRecordError(ValueError):
     """A record that cannot be attributed to one user and one text item."""
+
+
+@overload
+def plain_str_or_bytes(value: str) -> str: ...
+@overload
+def plain_str_or_bytes(value: bytes) -> bytes: ...
+@overload
+def plain_str_or_bytes(value: str | bytes) -> str | bytes: ...
+
+
+def plain_str_or_bytes(value: str | bytes) -> str | bytes:
+    """A str or bytes as the plain ``str`` or ``bytes`` holding the same text or bytes.
+
+    The one rule every transform keys an item (and a user id's text) by: an
+    instance of a subclass (``numpy.str_``, ``numpy.bytes_``, a user's own) is
+    what it holds, never what its own ``__str__`` or ``__bytes__`` returns
+    (``str(v)`` and ``bytes(v)`` call those; ``memoryview(v)`` calls a Python
+    class's ``__buffer__`` from Python 3.12), so that ``SelectItems``,
+    ``CountReleased`` and ``KeepReleased`` key the same value as one item. A plain
+    str or bytes is returned as it is.
+
+    Args:
+      value: a str or bytes, or an instance of a subclass of either.
+
+    Returns:
+      A ``str`` or ``bytes`` (exactly that type) equal to what ``value`` holds.
+    """
+    if type(value) is str or type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)  # a plain copy of the characters
+    # The bytes type's own full slice: a plain copy of the bytes.
+    return bytes.__getitem__(value, slice(None))
 
 
 def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
@@ -52,12 +87,13 @@ def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
         raise InvalidRecordError(f"user id (field 0) of a {record} must be a str, bytes, int "
                                  "or tuple of these, got a bool")
     if isinstance(user_id, str):
-        return str(user_id)
+        return plain_str_or_bytes(user_id)
     if isinstance(user_id, bytes):
+        raw = plain_str_or_bytes(user_id)  # what it holds (a subclass's methods unasked)
         try:
-            return user_id.decode("utf-8")
+            return raw.decode("utf-8")
         except UnicodeDecodeError:
-            return bytes(user_id)
+            return raw
     if isinstance(user_id, (int, np.integer)):
         return str(int(user_id))
     if isinstance(user_id, tuple) and user_id:

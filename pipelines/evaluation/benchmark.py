@@ -9,37 +9,23 @@
         --epsilon 1 --delta 1e-7
 
 Everything after ``--`` is the job's own command line (without ``--output``
-and, for the vocabulary job, without ``--mechanism``). In one run it times,
-each in a fresh Python process on this machine:
+and, for the vocabulary job, without ``--mechanism``). Each in a fresh Python
+process, it times a read-only pipeline over the same files (match, read,
+parse and tokenise every record and count the (user, item) pairs: the least
+any job must do; ``--read-only`` runs just that), the job itself end to end,
+with ``--before DIR`` the same job from another checkout of the project
+(``git worktree add /tmp/before <commit>``), and with ``--max-items-values
+100,auto`` (vocabulary job) each mechanism once per Δ0. Each of ``--repeats``
+rounds runs every pipeline once, so drift in the machine's speed weighs on
+the read-only pipeline and the jobs alike.
 
-1. a read-only pipeline over the same files: match, read, parse and
-   tokenise every record and count the (user, item) pairs, the least any job
-   must do (``--read-only`` runs just that);
-2. the job itself, end to end (``python -m pipelines.vocabulary`` once per
-   mechanism, or ``python -m pipelines.ngrams``), writing to a scratch folder;
-3. with ``--before DIR``, the same job from another checkout of the project
-   (e.g. ``git worktree add /tmp/before <commit>``), so a change is compared
-   with what it replaces on the same data in one run;
-4. with ``--max-items-values 100,auto`` (vocabulary job), each mechanism once
-   per ``--max-items-per-user`` value, e.g. ``auto`` against a fixed Δ0.
-
-The runs are interleaved: each of ``--repeats`` rounds runs every pipeline
-above once, so drift in the machine's speed during the run (other load,
-thermal or host throttling) weighs on the read-only pipeline and the jobs
-alike, and the ratios stay comparable.
-
-Each line reports the fastest and the median wall time over ``--repeats``
-runs (the fastest is the least disturbed by other load on the machine, and
-the ratio and pairs/s use it), its ratio to the read-only pipeline's, the
-median over the rounds of each round's ratio (the job's time against the
-read-only pipeline's of the same round: steadier than the fastest times on a
-machine whose speed drifts between minutes; ``× rounds``), pairs
-(item occurrences) per second of the job,
-the peak resident memory of the job's process tree (``ru_maxrss`` of the
-largest process) and what the job released. The pair count, times and
-memory are raw figures of the input, not private (labelled so): for
-evaluation only. Wall times depend on the machine and on what else runs on
-it: compare lines of one run only.
+Each line reports the fastest and the median wall time, the fastest's ratio
+to the read-only pipeline's, the median over the rounds of each round's ratio
+(``× rounds``: steadier on a machine whose speed drifts), pairs (item
+occurrences) per second, the peak resident memory of the job's process tree
+(``ru_maxrss`` of its largest process) and what the job released. The pair
+count, times and memory are raw figures of the input, not private (labelled
+so): for evaluation only. Compare lines of one run only (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -9,21 +9,18 @@ FOR EVALUATION ONLY: it releases from the same data once per mechanism,
 budget and trial, so the privacy loss of the whole evaluation is the sum of
 all of them, and its summary holds raw counts. Publish nothing from it.
 
-First the input is read and tokenised once into a per-user cache (JSON
-lines) in a temporary folder, removed when the job ends (``--cache-dir``
-keeps it where you say instead, in a subfolder keyed by the input files'
-paths and contents and the flags that read them, so one folder serves
-several inputs; it holds raw user data). Then every
-(mechanism, budget, trial) runs as its own pipeline on that cache, with fresh
-OS randomness, and its released items and wall time are recorded. Finally it
-writes to ``--output`` (which never holds raw data):
+The input is read and tokenised once into a per-user cache (JSON lines) in a
+temporary folder removed at the end (``--cache-dir`` keeps it, keyed by the
+inputs, their flags and reading rules; it holds raw user data). Every
+(mechanism, budget, trial) then runs as its own pipeline on that cache, with
+fresh OS randomness. ``--output`` (which never holds raw data) gets:
 
 * ``results.csv``: mechanism, budget, trial, released, missing mass (the share
   of the input's distinct (user, item) pairs whose item is not released),
   wall seconds (and the k-anonymity coverage with ``--k-anonymity``),
 * ``summary.md``: the data set, its number of users (a raw count), each
-  mechanism's parameters (Δ0 …), the budgets, and the mean ± std of released
-  items and missing mass per mechanism and budget,
+  mechanism's parameters, the budgets, and the mean ± std of released items
+  and missing mass per mechanism and budget,
 * ``utility.png``: released items vs ε (or ρ), one line per mechanism
   (needs matplotlib, checked before anything runs; ``--no-plot`` skips it).
 
@@ -70,7 +67,8 @@ from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.wording import plural  # noqa: E402
+from beam_dpsu.core.checks import plural  # noqa: E402
+from pipelines.io import formats  # noqa: E402
 from pipelines.io.formats import FORMATS  # noqa: E402
 from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
 
@@ -179,7 +177,8 @@ def build_cache(args, options, cache_dir: str) -> None:
                                                    file_name_suffix=".jsonl"))
 
 
-# Raised when what the cache holds for the same key changes (its layout, the reader).
+# Raised when the cache's layout changes; a change in how the input is read is
+# formats.READING_RULES_VERSION, also in the key.
 CACHE_VERSION = 1
 _KEY_FILE = "key.json"
 
@@ -195,8 +194,10 @@ def _file_digest(path: str) -> str:
 
 def cache_key(args) -> dict:
     """Everything that decides what the cache holds: the input files (path and
-    contents), the format, the field flags and the tokenizer's options."""
-    return {"version": CACHE_VERSION,
+    contents), the rules they are read by, the format, the field flags and the
+    tokenizer's options."""
+    # Read at call time (not imported by name), so the key always holds the rules in force.
+    return {"version": CACHE_VERSION, "reading_rules": formats.READING_RULES_VERSION,
             "files": [[path, _file_digest(path)] for path in sorted(args.files)],
             "format": args.format, "user_field": args.user_field,
             "text_field": args.text_field, "items_field": getattr(args, "items_field", None),

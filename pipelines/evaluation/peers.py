@@ -8,28 +8,23 @@
         --mechanisms sips:auto,sips
 
 The same (user, item) pairs go through PipelineDP's ``select_partitions``
-(each of its strategies — truncated geometric, its default; Laplace and
-Gaussian thresholding; weighted Gaussian — at (ε, δ) with
-``max_partitions_contributed`` = Δ0 = ``--max-items-per-user``, default 100)
+(each of its strategies at (ε, δ) with ``max_partitions_contributed`` = Δ0 =
+``--max-items-per-user``, default 100; PipelineDP always takes that fixed Δ0)
 and through our mechanisms (``--mechanisms``). An entry ``NAME:auto`` or
-``NAME:N`` runs that mechanism at ``--max-items-per-user`` auto or N instead of
-Δ0: ``sips:auto`` is the vocabulary job's default (SIPS, Δ0 chosen privately
-on 1.5% of the budget, SIPS's share), the first entry of the default list
-(sips:auto, weighted-gaussian, policy-gaussian, sips, gw, truncated-geometric
-— the last is the same algorithm as PipelineDP's default strategy).
-PipelineDP's rows always take the fixed Δ0: its ``max_partitions_contributed``
-is an int.
+``NAME:N`` runs that mechanism at ``--max-items-per-user`` auto or N:
+``sips:auto`` is the vocabulary job's default and the first of the default
+list (sips:auto, weighted-gaussian, policy-gaussian, sips, gw,
+truncated-geometric — the last is PipelineDP's default strategy's algorithm).
 
 Each selection is one DirectRunner pipeline in a fresh Python process (this
 script re-run with ``--selection I``), one after another. For each it prints
-released items, the wall time of the pipeline (measured in that process:
-reading and tokenising the input included, interpreter start and imports
-not), and the peak resident memory of that process: ``ru_maxrss`` from
-``os.wait4`` (``benchmark.time_process``; the largest process of its tree,
-imports included: Beam's in every row, PipelineDP's only in its own rows). For
-``auto`` it also prints the Δ0 chosen (a DP release). Times and memory are figures of the
-run, not private: for evaluation only; compare rows of one run only.
-PipelineDP is an optional dependency of this script only.
+released items, the wall time of the pipeline (reading and tokenising the
+input included, interpreter start and imports not), the peak resident memory
+of that process (``benchmark.time_process``: imports included, Beam's in
+every row, PipelineDP's only in its own rows) and, for ``auto``, the Δ0
+chosen (a DP release). Times and memory are figures of the run, not private:
+for evaluation only; compare rows of one run only. PipelineDP is an optional
+dependency of this script only.
 """
 
 from __future__ import annotations

@@ -8,8 +8,18 @@ from typing import Sequence
 
 from pipelines.io.errors import InputFormatError
 
-__all__ = ["FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP", "EXTENSION_FORMATS",
-           "COMPRESSION_SUFFIXES", "ROW_AS_USER", "uncompressed_name", "infer_format"]
+__all__ = ["READING_RULES_VERSION", "FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP",
+           "EXTENSION_FORMATS", "COMPRESSION_SUFFIXES", "ROW_AS_USER", "uncompressed_name",
+           "infer_format"]
+
+# The version of the rules by which the readers turn a file into user ids, items and
+# texts (what is stripped, decoded, refused). It must change with any change to such a
+# rule: what was read under other rules is not what the same file reads as now, and a
+# kept copy of it (the evaluation job's --cache-dir) would mix the two, e.g. one person
+# read as " u1" once and as "u1" now is two users. 2: user ids stripped of surrounding
+# whitespace in jsonl and Parquet, Parquet binary ids read as UTF-8 text, lone
+# surrogate escapes in JSON refused, a NUL refused in JSON escapes and Parquet binary ids.
+READING_RULES_VERSION = 2
 
 FORMATS = ("pairs", "csv", "jsonl", "text", "parquet")
 DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc", "parquet")

@@ -23,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
 from beam_dpsu.core.tokenizer import Tokenizer
-from beam_dpsu.core.wording import plural
+from beam_dpsu.core.checks import plural
 from pipelines.io.errors import InputFormatError, error_kind
 from pipelines.io.formats import ROW_AS_USER
 
@@ -143,9 +143,9 @@ class ParquetFields:
 
     def check_values(self, path: str, table: pa.Table) -> None:
         """Raises on a null, an empty or blank user id, a binary user id that is not
-        UTF-8, an empty item or text holding a NUL character in ``table`` (one row
-        group of ``path``; Beam's reader does not say which, so the error names the
-        file and the column)."""
+        UTF-8, an empty item or text (a binary id's too) holding a NUL character in
+        ``table`` (one row group of ``path``; Beam's reader does not say which, so
+        the error names the file and the column)."""
         for role, column in self.roles:
             values = _plain(table.column(column))
             if values.null_count:
@@ -167,17 +167,21 @@ class ParquetFields:
                                            "empty item")
                 values = items
             elif role == "user" and not pa.types.is_integer(values.type):
-                # Checked as text; ``values`` stays bytes, which may hold a NUL (below).
-                ids = values if _is_text_type(values.type) else _binary_as_text(path, column,
-                                                                               values)
+                binary = not _is_text_type(values.type)
+                # A binary id is read as its text, so it is checked as text is.
+                ids = _binary_as_text(path, column, values) if binary else values
                 if _any_empty(ids):
                     raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
                                            "empty user id")
                 if _any_blank(ids):  # refused as in every format, once stripped
                     raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a user "
                                            "id that is only whitespace")
+                if binary and _any_nul(ids):
+                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a binary "
+                                           "user id with a NUL character, which no text read "
+                                           "may hold (binary data, not an id's text?)")
             if _is_text_type(values.type) and _any_nul(values):
-                # As a text file's line holding a NUL byte is refused (a binary id is bytes).
+                # As a text file's line holding a NUL byte is refused.
                 raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text with a "
                                        "NUL character (binary data in a string column?)")
 
@@ -337,10 +341,10 @@ class ReadParquetRecords(beam.PTransform):
     with ``tokenizer``; an items column is used as is. User ids are read as
     text (integers as their decimal text, bytes as UTF-8), surrounding
     whitespace stripped. A row with a null field, an empty or blank user id, a
-    binary user id that is not UTF-8, an empty item or text holding a NUL
-    character fails the pipeline with an ``InputFormatError`` naming the file and the
-    column; so does a file that lacks a column (Beam's reader would read it as
-    no rows).
+    binary user id that is not UTF-8, an empty item or text (a binary id's
+    too) holding a NUL character fails the pipeline with an ``InputFormatError``
+    naming the file and the column; so does a file that lacks a column (Beam's
+    reader would read it as no rows).
     """
 
     def __init__(self, pattern: str, fields: ParquetFields, tokenizer: Tokenizer = Tokenizer(),

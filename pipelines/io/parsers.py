@@ -14,12 +14,13 @@ import io
 import itertools
 import json
 import re
+import sys
 import typing
 import zipfile
 from typing import Callable, Iterator, Sequence
 
 from beam_dpsu.core.documents import encodes_as_utf8
-from beam_dpsu.core.wording import a_type
+from beam_dpsu.core.checks import a_type
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS, ROW_AS_USER, uncompressed_name
 from pipelines.io.lines import decoded_lines, stripped_lines
@@ -307,6 +308,11 @@ def _lone_surrogate(path: str, lineno: int, field: str) -> InputFormatError:
         "pair, no Unicode character; was the text cut or encoded wrongly?)")
 
 
+def _nul_escape(path: str, lineno: int, field: str) -> InputFormatError:
+    return InputFormatError(f"{path}:{lineno}: {field} holds a NUL character (a \\u0000 "
+                            "escape), which no text read may hold (binary data?)")
+
+
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """JSON lines → (user, text); the user id may be a string or an integer.
 
@@ -314,7 +320,10 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
     blank line is refused, naming it (as every other line that is not a JSON
     object), and so are an object naming a key read twice (``{"user": …,
     "user": …}``: neither is picked) and a field read whose string holds a lone
-    surrogate escape (``"\\udc80"``: JSON allows it, UTF-8 cannot encode it).
+    surrogate escape (``"\\udc80"``: JSON allows it, UTF-8 cannot encode it) or a
+    NUL escape (``"\\u0000"``: a NUL is refused in every format). A
+    line Python cannot read whole (JSON nested too deeply, an integer of more
+    digits than ``sys.get_int_max_str_digits()``) is refused naming the line.
     """
     for lineno, line in stripped_lines(path, stream):
         if not line.strip():
@@ -332,6 +341,13 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
             at = "" if exc.msg.endswith(" at") else " at"
             raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg}{at} column "
                                    f"{exc.colno}){hint}") from None
+        except ValueError:
+            # The one other ValueError json raises: an integer of more digits than
+            # sys.get_int_max_str_digits() allows. Its own message states the
+            # integer's length (a user id's, perhaps) and names no file or line.
+            raise InputFormatError(
+                f"{path}:{lineno}: the JSON holds an integer longer than Python reads (over "
+                f"{sys.get_int_max_str_digits()} digits; is it meant as a string?)") from None
         if not isinstance(record, dict):
             raise InputFormatError(
                 f"{path}:{lineno}: expected a JSON object, got a JSON {type(record).__name__}")
@@ -361,6 +377,11 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
             raise _lone_surrogate(path, lineno, f"user id field {user_field!r}")
         if not (value.isascii() or encodes_as_utf8(value)):
             raise _lone_surrogate(path, lineno, f"text field {text_field!r}")
+        # A NUL byte in a line is refused (``lines``); its escape spells the same character.
+        if isinstance(user, str) and "\x00" in user:
+            raise _nul_escape(path, lineno, f"user id field {user_field!r}")
+        if "\x00" in value:
+            raise _nul_escape(path, lineno, f"text field {text_field!r}")
         yield (user.strip() if isinstance(user, str) else str(user)), value
 
 

@@ -14,7 +14,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 
 from beam_dpsu.core.tokenizer import Tokenizer
-from beam_dpsu.core.wording import plural
+from beam_dpsu.core.checks import plural
 from pipelines.io.decompression import corruption_first, open_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS

@@ -1,4 +1,5 @@
-"""max_items_per_user="auto" runs ONE selection that reads the chosen Δ0 (beam_dpsu.beam.chosen).
+"""max_items_per_user="auto" runs ONE selection that reads the chosen Δ0
+(beam_dpsu.beam.max_items_choice.chosen).
 
 Every candidate is calibrated when ``SelectItems`` is built; when the pipeline
 runs, each step whose parameter depends on Δ0 (the sample, the weights'
@@ -18,7 +19,7 @@ from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import beam_dpsu
-import beam_dpsu.beam.max_items_routing as routing
+import beam_dpsu.beam.max_items_choice.selection as auto_selection
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.mechanisms import (SIPS, CountGaussian, GreedyWithoutSampling,
                                        PolicyGaussian, PolicyLaplace, TruncatedGeometric,
@@ -92,7 +93,7 @@ def test_a_forced_choice_releases_what_the_fixed_selection_at_it_releases(
     # exactly the fixed one's at 20, so the one selection reads that candidate's
     # Δ0 and calibration everywhere.
     auto = max_items_choice.AutoMaxItems(candidates=(1, 2, 20))
-    monkeypatch.setattr(routing, "_noisy_choice", lambda counts, plan, seed: 2)
+    monkeypatch.setattr(auto_selection, "_noisy_choice", lambda counts, plan, seed: 2)
     plan = max_items_choice.plan_auto(mechanism(max_items_per_user=auto), BUDGET, 1)
     assert plan.candidates == (1, 2, 20)
     selects = {

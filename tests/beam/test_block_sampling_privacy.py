@@ -32,8 +32,9 @@ from beam_dpsu.beam.histograms import _BlockSampleAndSumFn
 from beam_dpsu.beam.randomness import random_fanouts
 from beam_dpsu.beam.sequential import _PolicyRecordBlocksFn
 from beam_dpsu.core.user_blocks import decode_user_block
-from beam_dpsu.core import mechanisms, policies, record_blocks, sampling
-from beam_dpsu.core.record_blocks import RecordBlockBuilder
+from beam_dpsu.core import mechanisms, policies, sampling
+from beam_dpsu.core.user_blocks import record_blocks
+from beam_dpsu.core.user_blocks.record_blocks import RecordBlockBuilder
 from beam_dpsu.core.sampling import sample_block
 
 pytestmark = pytest.mark.pipeline

@@ -36,6 +36,7 @@ from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.beam.histograms import merge_histograms, shard_of_item, split_by_shard
 from beam_dpsu.beam.noisy_threshold import NOISE_BATCH, KeepWithProbability, NoisyThreshold
 from tests.support.byte_cases import blob, nth_permutation
+from tests.support.text_subclasses import EXAMPLES
 from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.pipeline
@@ -63,6 +64,17 @@ def test_item_counts_canonicalises_user_ids_and_items():
     # numpy.str_ and str are one item, and come out as plain str.
     _, counts = item_counts(("u", [np.str_("x"), "x", b"x"]))
     assert counts == {"x": 2, b"x": 1} and {type(i) for i in counts} == {str, bytes}
+
+
+@pytest.mark.parametrize("value,held", EXAMPLES)
+def test_an_item_of_a_subclass_is_keyed_by_what_it_holds(value, held):
+    # Not by its own __str__ / __bytes__: the item is what it holds, as every transform
+    # (KeepReleased, CountReleased) keys it.
+    assert check_pair(("u", value)) == ("u", held) and type(check_pair(("u", value))[1]) is \
+        type(held)
+    for element in (("u", value), ("u", [value, held]), ("u", {value})):
+        _, counts = item_counts(element)
+        assert list(counts) == [held] and type(next(iter(counts))) is type(held)
 
 
 @pytest.mark.parametrize("element,message", [

@@ -19,6 +19,7 @@ from beam_dpsu import (Budget, BudgetAccountant, BudgetExceededError, CountRelea
 from beam_dpsu.beam.windowing import NonGlobalWindowError
 from beam_dpsu.core.hashing import stable_hash64
 from tests.support.goodness_of_fit import chi_square_pvalue
+from tests.support.text_subclasses import EXAMPLES
 
 pytestmark = pytest.mark.pipeline
 
@@ -285,6 +286,19 @@ def test_numpy_str_released_items_are_counted():
             assert [(type(item), item, count) for item, count in rows] == [(str, "a", 2)]
 
         assert_that(counts, check)
+
+
+@pytest.mark.parametrize("value,held", EXAMPLES)
+def test_a_released_item_of_a_subclass_is_what_it_holds_as_bounding_keys_items(value, held):
+    # Not its own __str__ / __bytes__: it must meet the users' items, keyed as
+    # bounding keys them, or it would be counted 0.
+    from beam_dpsu.beam.bounding import check_pair
+    from beam_dpsu.count_released import _released_item, check_ngram_pair
+    item = _released_item(value, ngrams=False)
+    assert item == held == check_pair(("u", value))[1] and type(item) is type(held)
+    if isinstance(value, str):
+        assert _released_item((value, "b"), ngrams=True) == (held, "b")
+        assert check_ngram_pair(("u", (value,))) == ("u", (held,))
 
 
 def test_records_and_pairs_are_counted_alike():

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import beam_dpsu
 from beam_dpsu import CountReleased, split_selection_and_counts
-from beam_dpsu.core.counts_max_items_choice import (CountsAutoPlan, mean_absolute_noise,
+from beam_dpsu.core.max_items_choice.counts import (CountsAutoPlan, mean_absolute_noise,
                                                    plan_counts_auto, released_sizes)
 from beam_dpsu.core import max_items_choice as choice
 from beam_dpsu.core import hashing

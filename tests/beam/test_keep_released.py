@@ -14,8 +14,10 @@ from apache_beam.transforms import window
 from beam_dpsu import (InvalidRecordError, KeepReleased, NonGlobalWindowError, SelectItems,
                        WeightedGaussian, ZCDPBudget)
 from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.beam.bounding import check_pair
 from beam_dpsu.keep_released import (_KeepBySideInputFn, _KeyRecord, _item_key,
                                       _released_as_key)
+from tests.support.text_subclasses import EXAMPLES
 
 pytestmark = pytest.mark.pipeline
 
@@ -116,6 +118,16 @@ def test_accepted_keys_match_by_equality_as_by_their_encoding():
         assert type(key) in (str, bytes, int, tuple)
     for a, b in itertools.product(keys, repeat=2):
         assert (a == b) == (_encoded(a) == _encoded(b)), (a, b)
+
+
+@pytest.mark.parametrize("value,held", EXAMPLES)
+def test_a_key_of_a_subclass_is_what_it_holds_as_bounding_keys_the_item(value, held):
+    # Not its own __str__ / __bytes__: a released item kept by KeepReleased is the
+    # item SelectItems counted, keyed as bounding keys it.
+    for key in (_item_key(value, "key(record)"), _item_key((value, 1), "key(record)")[0],
+                _released_as_key(value)[0]):
+        assert key == held and type(key) is type(held)
+    assert _item_key(value, "key(record)") == check_pair(("u", value))[1]
 
 
 @pytest.mark.parametrize("value, named", BAD_KEYS, ids=[n for _, n in BAD_KEYS])

@@ -21,7 +21,7 @@ import beam_dpsu
 from beam_dpsu import (Budget, BudgetAccountant, ExtractNgrams, ZCDPBudget,
                        split_selection_and_counts)
 from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import docblocks
+from beam_dpsu.core.user_blocks import document_blocks
 from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import WeightedGaussian
 from beam_dpsu.beam.ngram_level1 import block_size_counts
@@ -56,9 +56,9 @@ def test_auto_per_level_forms():
 
 
 def test_distinct_items_per_user_golden():
-    block = docblocks.encode_block(
+    block = document_blocks.encode_block(
         [("u1", [("a", "b", "a")]), ("u2", []), ("u3", [("c",), ("a", "c")])], keep_ids=True)
-    assert docblocks.distinct_items_per_user(block).tolist() == [2, 0, 2]
+    assert document_blocks.distinct_items_per_user(block).tolist() == [2, 0, 2]
 
 
 users_docs = st.lists(st.lists(st.lists(st.sampled_from("abcdefg"), max_size=6), max_size=3),
@@ -72,7 +72,7 @@ def test_one_more_user_moves_the_size_counts_by_one(users, extra):
     edges = max_items_choice.size_bin_edges(AUTO.candidates)
 
     def counts(us):
-        block = docblocks.encode_block([(f"u{i}", d) for i, d in enumerate(us)], True)
+        block = document_blocks.encode_block([(f"u{i}", d) for i, d in enumerate(us)], True)
         return block_size_counts(pickle.dumps(block), tuple(edges))
 
     moved = np.abs(counts(users + [extra]) - counts(users)).sum()
@@ -289,7 +289,8 @@ def test_auto_with_counts_takes_the_basic_split(tmp_path):
 def test_every_forced_choice_is_dpne_at_that_bound(monkeypatch, index):
     # The seeded test above checks the one index its seed picks;
     # here each choice is forced, and the run must be DPNE at that Δ_1 exactly.
-    monkeypatch.setattr(beam_dpsu.beam.max_items_routing, "_noisy_choice", lambda *a, **k: index)
+    monkeypatch.setattr(beam_dpsu.beam.max_items_choice.selection, "_noisy_choice",
+                        lambda *a, **k: index)
     auto = ExtractNgrams(3, Budget(3.0, 1e-6), max_items_per_user=AUTO, eta=0.5, seed=3)
     c = auto.auto_plan.candidates[index]
     fixed = ExtractNgrams(3, auto.auto_plan.selection_budget, max_items_per_user=[c, 5, 5],

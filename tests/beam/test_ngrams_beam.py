@@ -290,6 +290,17 @@ def test_check_document_accepts_exactly_non_empty_str_tokens_without_whitespace(
             check_document(("u", tokens))
 
 
+def test_a_token_of_a_str_subclass_is_the_text_it_holds():
+    # Checked as the text it holds, so it is kept as that text, not as its own __str__
+    # (which may hold whitespace, and so be two tokens once written).
+    class Spaced(str):
+        def __str__(self):
+            return "two words"
+
+    assert check_document(("u", (Spaced("one"), "b"))) == ("u", ("one", "b"))
+    assert all(type(t) is str for t in check_document(("u", [Spaced("one")]))[1])
+
+
 @pytest.mark.parametrize("tokens, position", [(("ok", "a\udc80b"), 1), (["\ud800"], 0)])
 def test_tokens_holding_a_lone_surrogate_are_refused_naming_the_position(tokens, position):
     # UTF-8, which the writers use, cannot hold one: refused before anything is
@@ -335,7 +346,7 @@ def test_blocking_users_logs_no_count_of_users(caplog):
 
 
 def test_users_are_blocked_once_each():
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(3, keep_ids=True)
     fn.start_bundle()
     users = [(f"u{j}", (("a",) * (j % 4), ("b", "c"))) for j in range(7)]
@@ -417,14 +428,15 @@ def test_privacy_unit_is_validated():
 def test_unseeded_blocks_hold_no_user_id():
     # Only a seeded sample reads a user id: unseeded, the blocks every level
     # re-reads carry none.
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(4, keep_ids=False)
     fn.start_bundle()
     users = [(f"user{j}", (("a", "b"),)) for j in range(3)]
     blocks = [b for u in users for b in fn.process(u)] + list(fn.finish_bundle())
     (block,) = [pickle.loads(wv.value) for wv in blocks]
     assert block.user_ids is None and block.vocab == ["a", "b"]
-    assert b"user" not in blocks[0].value
+    # (each id whole: the block's class path, beam_dpsu.core.user_blocks…, holds "user")
+    assert not any(user.encode() in blocks[0].value for user, _ in users)
 
 
 def test_unseeded_element_mode_with_a_policy_gaussian_level1(releases):
@@ -442,7 +454,7 @@ def test_unseeded_element_mode_with_a_policy_gaussian_level1(releases):
 
 
 def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(100, keep_ids=False, max_tokens=5, elements=True)
     fn.start_bundle()
     elements = [["a", "b", "c"], [np.str_("b"), "d"], ["e"], ["a"]]
@@ -459,7 +471,7 @@ def test_element_blocks_end_at_the_token_cap_and_make_tokens_plain_str():
     (("a", "b"), r"got a tuple"),
 ])
 def test_element_blocks_refuse_a_bad_element_by_position_and_type(element, message):
-    from beam_dpsu.beam.document_blocks import PackUserBlocksFn
+    from beam_dpsu.beam.user_blocks import PackUserBlocksFn
     fn = PackUserBlocksFn(100, keep_ids=False, elements=True)
     fn.start_bundle()
     list(fn.process(["a", "b"]))

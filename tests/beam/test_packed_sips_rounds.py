@@ -1,5 +1,5 @@
 """The packed SIPS rounds, against a neighbouring dataset: users carried between rounds in
-blocks of 16-bit item ids (beam_dpsu.core.record_blocks), the side-input removal
+blocks of 16-bit item ids (beam_dpsu.core.user_blocks.record_blocks), the side-input removal
 per block item (``without_items``), keys only for seeded samples, and under
 ``max_items_per_user="auto"`` the blocks that waited for Δ0 as round 0's input.
 
@@ -26,11 +26,11 @@ from beam_dpsu.beam import sips
 from beam_dpsu.beam.bounding import distinct_element_id
 from beam_dpsu.beam.histograms import _SampleAndSumFn
 from beam_dpsu.beam.randomness import random_fanouts
-from beam_dpsu.beam.record_packing import PackRecordsFn
-from beam_dpsu.core import record_blocks
+from beam_dpsu.beam.user_blocks import PackRecordsFn
+from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.policies import weighted_gaussian_weight
-from beam_dpsu.core.record_blocks import (RecordBlockBuilder, block_users, unpack_block,
-                                          without_items)
+from beam_dpsu.core.user_blocks.record_blocks import (RecordBlockBuilder, block_users,
+                                                      unpack_block, without_items)
 from beam_dpsu.core.sampling import sample_block, sample_user_items
 
 pytestmark = pytest.mark.pipeline

@@ -197,11 +197,11 @@ def test_the_policy_histogram_holds_only_items_of_k_holders(shards):
 def test_dpne_level_one_sums_count_each_user_once():
     import numpy as np
 
-    from beam_dpsu.core import docblocks
+    from beam_dpsu.core.user_blocks import document_blocks
     # One user repeats "a" in two documents; "b" is held by both users; user 1 alone has "c".
     users = np.array([0, 0, 0, 1, 1, 1])
     tokens = np.array([0, 0, 1, 1, 2, 1])
-    sums, holders = docblocks.sampled_weighted_sums(
+    sums, holders = document_blocks.sampled_weighted_sums(
         users, tokens, 3, 10, policies.weighted_gaussian_weight, np.random.default_rng(0),
         count_holders=True)
     assert holders.tolist() == [1, 2, 1]

@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 
 from beam_dpsu import (Budget, CountLaplace, CountReleased, InvalidRecordError, SelectItems,
                        WeightedGaussian)
-from beam_dpsu.core import mechanisms
+from beam_dpsu.core import checks, mechanisms
 from beam_dpsu.core import policies
 from beam_dpsu.beam.bounding import (BoundContributions, ItemCountsPerUser, SampleEachUser,
-                                check_privacy_unit, element_distinct_items, element_item_counts)
+                                element_distinct_items, element_item_counts)
 from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.beam.histograms import SampledWeightedHistogram
 from beam_dpsu.core.tokenizer import Tokenizer
@@ -57,7 +57,7 @@ EXACT = Budget(epsilon=1e6, delta=1e-10)
 @pytest.mark.parametrize("unit", ["elements", "user", None, "row"])
 def test_unknown_privacy_unit_is_refused_naming_the_choices(unit):
     with pytest.raises(ValueError, match=r"privacy_unit must be one of \['user_id', 'element'\]"):
-        check_privacy_unit(unit)
+        checks.privacy_unit(unit)
     with pytest.raises(ValueError, match="privacy_unit"):
         SelectItems(WeightedGaussian(3), HUGE, privacy_unit=unit)
     with pytest.raises(ValueError, match="privacy_unit"):

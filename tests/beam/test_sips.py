@@ -146,7 +146,7 @@ def expected_weighted_gaussian(pairs, max_items, calibration, seed):
 
 
 def _block(users):
-    from beam_dpsu.core.record_blocks import RecordBlockBuilder
+    from beam_dpsu.core.user_blocks.record_blocks import RecordBlockBuilder
     builder = RecordBlockBuilder(False, keyed=True)
     for user, items in users:
         builder.add(dict.fromkeys(items), False, user)
@@ -156,7 +156,7 @@ def _block(users):
 def test_side_input_removal_drops_exactly_the_released_items():
     # The side-input removal works on packed blocks of users (record_blocks).
     from beam_dpsu.beam.sips import _drop_released
-    from beam_dpsu.core.record_blocks import block_users
+    from beam_dpsu.core.user_blocks.record_blocks import block_users
     block = _block([("u", ("a", "b", "c", b"a")), ("v", ("a",)), ("w", ("c", "d"))])
     (left,) = _drop_released(block, {"a": None, "c": None})
     # A user left with nothing goes (it adds nothing to later rounds); the others

@@ -1,20 +1,34 @@
-"""The sequential policies' user blocks: a shard's histogram from its users packed
+"""The per-user blocks in Beam (beam_dpsu.beam.user_blocks, and the blocks of
+beam_dpsu.beam.sequential).
+
+The sequential policies' user blocks: a shard's histogram from its users packed
 into blocks is the policy histogram of its users in keyed-hash order, bit for
-bit, however the users fell into blocks and whatever order the blocks came in."""
+bit, however the users fell into blocks and whatever order the blocks came in.
+
+``PackRecordsFn``: users' records packed into blocks, for SIPS's rounds and for the
+records that wait for the choice of Δ0 (the packing itself is tested with the rounds
+and the choice, in test_packed_sips_rounds.py and test_max_items_choice.py).
+
+``UserItemsCoder`` gives back every record it writes, whatever its ids and items, and
+the SIPS rounds' records between stages are coded with it."""
 
 import apache_beam as beam
 import numpy as np
 import pytest
 from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_dpsu.beam import sequential
+import beam_dpsu.beam.user_blocks
+from beam_dpsu.beam import bounding, sequential
 from beam_dpsu.beam.histograms import shard_of_item
+from beam_dpsu.beam.user_blocks import PackRecordsFn, UserItems, UserItemsCoder
+from beam_dpsu.beam.windowing import in_global_window
 from beam_dpsu.core.hashing import canonical_bytes
 from beam_dpsu.core.policies import greedy_update, l1_descent, l2_descent, policy_histogram
-from beam_dpsu.core.user_blocks import decode_user_block
+from beam_dpsu.core.tokenizer import tokenize
+from beam_dpsu.core.user_blocks import decode_user_block, record_blocks
 from beam_dpsu.beam.sequential import (SequentialPolicyHistogram, UserBlockBuilder,
                                   shard_policy_histogram, sharded_policy_histogram,
                                   user_order_key)
@@ -234,7 +248,7 @@ def test_the_keyed_mac_made_once_gives_every_user_its_hmac(key, user_ids):
 
 def _record_blocks(users_items, cuts):
     """Users' item sets packed into record blocks (auto's waiting form), cut at ``cuts``."""
-    from beam_dpsu.core.record_blocks import RecordBlockBuilder
+    from beam_dpsu.core.user_blocks.record_blocks import RecordBlockBuilder
     edges = np.asarray((1, 2, 5), dtype=np.int64)
     bounds = sorted({0, len(users_items), *cuts})
     blocks = []
@@ -322,7 +336,7 @@ def test_a_fixed_sample_with_a_chosen_cutoff_runs_on_one_shard_as_on_two(shards)
     # IndexError (a traceback) in ApplyPolicyInOrder at a chosen index of 1. Either
     # passes: the pair refused when the transform is built (naming the index), or
     # the sample taken by Δ0's own index.
-    from beam_dpsu.beam.chosen import Chosen
+    from beam_dpsu.beam.max_items_choice.chosen import Chosen
     users = [["a", "b"], ["c"]]  # disjoint lists: the histogram is the same in any order
     pipeline = TestPipeline()
     index = pipeline | "Index" >> beam.Create([1])
@@ -340,3 +354,106 @@ def test_a_fixed_sample_with_a_chosen_cutoff_runs_on_one_shard_as_on_two(shards)
 
 def _same_histogram(got, expected):
     assert dict(got) == pytest.approx(expected) and len(got) == len(expected), got
+
+
+# --- PackRecordsFn: users' records packed into blocks ------------------------------------
+
+def test_a_tokens_element_is_checked_once_and_every_block_is_stamped_alike(monkeypatch):
+    # SIPS's packing checks a Tokens element's items for plain str once (in
+    # element_distinct_items, not again before packing), and sends every block, full
+    # or last, stamped alike: the timestamp of the element that filled a block would
+    # tell when that user came.
+    checked = []
+    check = bounding._plain_tokens
+    monkeypatch.setattr(bounding, "_plain_tokens",
+                        lambda distinct: checked.append(1) or check(distinct))
+    monkeypatch.setattr(record_blocks, "IDS_PER_BLOCK", 3)
+    records = [tokenize("a b c"), tokenize("d e"), tokenize("f")]
+    for fn in (PackRecordsFn(True), PackRecordsFn(True, key_seed=3),
+               PackRecordsFn(True, edges=(1, 2, 5))):
+        checked.clear()
+        fn.start_bundle()
+        sent = [out for record in records for out in fn.process(record) or ()]
+        sent += list(fn.finish_bundle() or ())
+        assert len(checked) == len(records)
+        assert len(sent) == 2  # one block full after the first user, one at the end
+        reference = in_global_window(None)
+        assert all((out.timestamp, out.windows) == (reference.timestamp, reference.windows)
+                   for out in sent)
+
+
+def test_keyed_blocks_hold_no_occurrences():
+    with pytest.raises(ValueError, match="no occurrences"):
+        PackRecordsFn(True, occurrences=True, key_seed=3)
+
+
+# --- UserItemsCoder: the records between stages ------------------------------------------
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=()), min_size=0, max_size=6)
+CODED_USER_ID = st.one_of(st.integers(-2 ** 130, 2 ** 130), TEXT, st.binary(max_size=8),
+                    st.tuples(TEXT, st.integers(0, 9)), st.booleans())
+CODED_ITEMS = st.one_of(st.lists(TEXT, max_size=8, unique=True),  # NULs and lone surrogates
+                  st.lists(st.one_of(TEXT, st.binary(max_size=5)), max_size=8, unique=True))
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(CODED_USER_ID, CODED_ITEMS)
+def test_every_record_comes_back_equal_with_its_types(user_id, items):
+    coder = UserItemsCoder()
+    record = UserItems(user_id, tuple(items))
+    back = coder.decode(coder.encode(record))
+    assert isinstance(back, UserItems)
+    assert back == record
+    assert type(back[0]) is type(user_id)
+    assert [type(i) for i in back[1]] == [type(i) for i in items]
+
+
+def test_plain_str_items_are_one_joined_string_and_random_ids_16_bytes():
+    coder = UserItemsCoder()
+    data = coder.encode(UserItems((1 << 127) + 5, ("ab", "é", "\ud800")))
+    assert data == b"\x00" + ((1 << 127) + 5).to_bytes(16, "big") + b"j" + \
+        "ab\x00é\x00\ud800".encode("utf-8", "surrogatepass")
+    # An item holding NUL, a bytes item, no items: pickled.
+    for items in (("a\x00b", "c"), ("a", b"b"), ()):
+        data = coder.encode(UserItems("u", items))
+        assert data[:6] == b"\x01\x00\x00\x00\x01u"  # a str id: its length and UTF-8
+        assert data[6:7] == b"p" and coder.decode(data) == ("u", items)
+
+
+def test_numpy_str_items_come_back_as_plain_str():
+    coder = UserItemsCoder()
+    items = tuple(np.array(["x", "yz"]))
+    back = coder.decode(coder.encode(UserItems(7, items)))
+    assert back == (7, ("x", "yz")) and all(type(i) is str for i in back[1])
+
+
+def test_the_registry_gives_pcollections_typed_user_items_this_coder():
+    assert isinstance(beam.coders.registry.get_coder(UserItems), UserItemsCoder)
+    assert UserItemsCoder() == UserItemsCoder()
+    assert hash(UserItemsCoder()) == hash(UserItemsCoder())
+
+
+def test_user_items_pickle_as_themselves():
+    import pickle
+    record = UserItems("u", ("a", "b"))
+    back = pickle.loads(pickle.dumps(record))
+    assert type(back) is UserItems and back == record
+
+
+def test_records_written_between_stages_go_through_the_coder(monkeypatch):
+    # A side input forces a stage boundary, as between SIPS rounds.
+    coded = []
+    encode = UserItemsCoder.encode
+    monkeypatch.setattr(UserItemsCoder, "encode",
+                        lambda self, r: coded.append(r) or encode(self, r))
+    users = [UserItems(f"u{i}", tuple(f"w{j}" for j in range(i % 5))) for i in range(40)]
+    with TestPipeline() as p:
+        side = p | "Side" >> beam.Create(["w1"])
+        kept = (p | beam.Create(users)
+                | beam.Map(lambda r, drop: UserItems(r[0], tuple(i for i in r[1] if i not in drop)),
+                           drop=beam.pvalue.AsList(side)).with_output_types(UserItems)
+                | beam.Map(lambda r: (r[0], len(r[1]))))
+        assert_that(kept, equal_to([(u, max(0, len(items) - ("w1" in items)))
+                                    for u, items in users]))
+    assert coded and all(isinstance(r, UserItems) for r in coded)
+    assert beam_dpsu.beam.user_blocks.UserItemsCoder is UserItemsCoder

@@ -27,8 +27,8 @@ import pytest
 from scipy import stats
 
 from beam_dpsu.core.discrete_noise import (DiscreteGaussian, DiscreteLaplace, bernoulli_exp,
-                                      sample_discrete_gaussian, sample_discrete_laplace,
-                                      to_fraction)
+                                      sample_discrete_gaussian, sample_discrete_laplace)
+from beam_dpsu.core.checks import exact_positive
 from tests.support.goodness_of_fit import chi_square_pvalue
 
 N = 20_000
@@ -137,7 +137,7 @@ def test_seeded_generators_are_reproducible_and_os_default_is_not():
 def test_parameters_are_exact_and_validated():
     # A float is converted bit for bit: 0.1 is not 1/10.
     assert DiscreteLaplace(0.1).scale == Fraction(0.1) != Fraction(1, 10)
-    assert to_fraction("x", np.float64(2.5)) == Fraction(5, 2)
+    assert exact_positive("x", np.float64(2.5)) == Fraction(5, 2)
     for bad in (0, -1, Fraction(-1, 2), float("nan"), float("inf")):
         with pytest.raises(ValueError, match="scale must be a finite number > 0"):
             DiscreteLaplace(bad)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import special
 
-from beam_dpsu.core import budgets, gaussian
+from beam_dpsu.core import budgets, checks, gaussian
 
 from beam_dpsu.core import mechanisms
 
@@ -57,7 +57,7 @@ def test_thresholds_at_huge_max_items_need_no_array_of_that_length(fn, d0, delta
 
 def test_max_items_above_int64_is_refused_with_the_limit():
     with pytest.raises(ValueError, match=r"max_items_per_user must be at most 2\*\*63 - 1"):
-        thresholds.check_max_items(2 ** 63)
+        checks.max_items(2 ** 63)
     with pytest.raises(ValueError, match=r"at most 2\*\*63 - 1"):
         mechanisms.WeightedGaussian(2 ** 63)
 

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_dpsu.core.user_records import InvalidRecordError, canonical_user_id
+from beam_dpsu.core.user_records import (InvalidRecordError, canonical_user_id,
+                                         plain_str_or_bytes)
 from tests.support.hypothesis_profiles import examples
+from tests.support.text_subclasses import EXAMPLES, OwnBytes, OwnStr
 
 
 @pytest.mark.parametrize("spellings", [
@@ -68,3 +70,20 @@ def test_canonical_ids_are_idempotent_and_same_text_means_same_id(user):
         except UnicodeEncodeError:
             return  # lone surrogates: no bytes spell it
         assert canonical_user_id(encoded) == once
+
+
+@pytest.mark.parametrize("value,held", EXAMPLES)
+def test_a_subclass_is_what_it_holds_not_its_own_str_or_bytes(value, held):
+    # The one rule items are keyed by (bounding, KeepReleased, CountReleased): a
+    # subclass's own __str__ / __bytes__ is never asked.
+    plain = plain_str_or_bytes(value)
+    assert plain == held and type(plain) is type(held)
+    for value in ("a", b"a"):
+        assert plain_str_or_bytes(value) is value
+
+
+def test_a_user_id_of_a_subclass_is_the_id_its_text_is():
+    for user, text in ((OwnStr("u1"), "u1"), (OwnBytes(b"u1"), "u1"),
+                       (OwnBytes(b"\xff\x01"), b"\xff\x01"), ((OwnStr("a"), 1), ("a", "1"))):
+        canonical = canonical_user_id(user)
+        assert canonical == text and type(canonical) is type(text)

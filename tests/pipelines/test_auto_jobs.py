@@ -115,7 +115,7 @@ def test_the_default_job_runs_sips_with_auto_and_says_why(tmp_path, capsys):
     assert {k: v for k, v in defaults.items() if k != "note"} == {
         "mechanism": "sips", "max_items_per_user": "auto"}
     assert "max_items_per_user.rule" in defaults["note"]
-    assert "max_items_rounds" in report["max_items_per_user"]["rule"]
+    assert "max_items_choice" in report["max_items_per_user"]["rule"]
     chosen = report["chosen_max_items_per_user"]
     assert summary == [line for line in summary if line.startswith(
         f"released {report['released_items']:,} item") and

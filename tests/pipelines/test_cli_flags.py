@@ -381,7 +381,7 @@ def test_no_fixed_article_before_a_type_name():
 
 
 def test_counts_in_messages_agree_in_number():
-    from beam_dpsu.core.wording import a_type, plural
+    from beam_dpsu.core.checks import a_type, plural
     assert plural(1, "budget") == "1 budget" and plural(2, "budget") == "2 budgets"
     assert plural(1, "mechanism") == "1 mechanism" and plural(0, "trial") == "0 trials"
     assert a_type(3) == "an int" and a_type(np.zeros(1)) == "an ndarray"

@@ -432,6 +432,41 @@ def test_parse_jsonl_refuses_a_lone_surrogate_naming_file_line_and_field(line, f
     assert "secret" not in str(err.value) and "dc80" not in str(err.value)
 
 
+@pytest.mark.parametrize("line,field", [
+    ('{"u": "\\u0000", "t": "x"}', "user id field 'u'"),
+    ('{"u": "secret\\u0000", "t": "x"}', "user id field 'u'"),
+    ('{"u": "a", "t": "secret \\u0000 word"}', "text field 't'"),
+])
+def test_parse_jsonl_refuses_a_nul_escape_naming_file_line_and_field(line, field):
+    # A NUL byte in a line is refused in every text format (and in Parquet text): the
+    # \u0000 escape spells the same character, so it is refused as well.
+    body = '{"u": "b", "t": "y"}\n' + line + "\n"
+    with pytest.raises(InputFormatError, match=rf"^f:2: {field} holds a NUL character "
+                                               r"\(a \\u0000 escape\)") as err:
+        list(parse_jsonl("f", stream(body), "u", "t"))
+    assert "secret" not in str(err.value)
+
+
+@pytest.mark.parametrize("where", ["user", "text", "other"])
+def test_parse_jsonl_refuses_an_integer_too_long_to_read_naming_file_and_line(where):
+    # Python refuses to read an integer of more than sys.get_int_max_str_digits() digits
+    # (4300 by default) with a ValueError stating the integer's length: it is refused as
+    # any unreadable JSON is, naming the file and line, never the length or the digits.
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    if not limit:
+        pytest.skip("this Python reads integers of any length")
+    digits = "7" * (limit + 100)
+    record = {"user": '"u1"', "text": '"x"', "other": "1"}
+    record[where] = digits
+    line = "{" + ", ".join(f'"{k}": {v}' for k, v in record.items()) + "}"
+    body = '{"user": "u0", "text": "y"}\n' + line + "\n"
+    with pytest.raises(InputFormatError, match=r"^f:2: the JSON holds an integer longer than "
+                                               rf"Python reads \(over {limit} digits;") as err:
+        list(parse_jsonl("f", stream(body), "user", "text"))
+    message = str(err.value)
+    assert str(len(digits)) not in message and "7777" not in message, message
+
+
 # -- flags that do not fit the format are named with the right one ------------------------
 
 def _args(**given):

@@ -21,7 +21,7 @@ from tests.support.job_checks import assert_ran, released
 from tests.support.job_output import output_bytes, released_items_and_report, shard_lines
 from tests.support.paths import ROOT
 from tests.support.input_files import write_lines, write_pairs
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import RUNNER_FLAG, job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.subprocess]
 BASE = ["--epsilon", "1", "--delta", "1e-5"]
@@ -29,7 +29,7 @@ RAW_FIELDS = {"non_private_counts", "users", "pairs", "distinct_items"}
 
 
 def run_job(args, capsys=None):
-    code = vocabulary.main([RUNNER_FLAG, *args])
+    code = vocabulary.main(job_args(args))
     err = capsys.readouterr().err if capsys else ""
     return code, err
 

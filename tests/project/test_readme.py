@@ -94,15 +94,6 @@ def test_pages_name_only_what_beam_dpsu_has():
         assert missing == [], (page, missing)
 
 
-def test_blocks_import_beam_dpsu_first():
-    # Each block imports beam_dpsu before apache_beam: Beam's "apitools not found"
-    # warning (its GCP extras missing) is then dropped, whatever the order after.
-    for page in pages():
-        for block in python_blocks(page):
-            if "import apache_beam" in block:
-                assert block.index("import beam_dpsu") < block.index("import apache_beam"), page
-
-
 def test_readme_block_prints_no_beam_warning_in_a_fresh_interpreter():
     code = python_blocks()[0]
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

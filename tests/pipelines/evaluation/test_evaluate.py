@@ -249,3 +249,22 @@ def test_every_run_reports_its_missing_mass_labelled_raw(tmp_path):
     assert "| weighted-gaussian | rho=1 | 1 | 1.0 ± 0.0 |" in summary
     assert "| 50.0% ± 0.0% |" in summary
     assert "Missing mass: the share of the input's distinct (user, item) pairs" in summary
+
+
+def test_a_cache_made_under_other_reading_rules_is_made_again(tmp_path, capsys, monkeypatch):
+    # What a kept cache holds depends on how ids, items and texts are read (a user id's
+    # surrounding whitespace stripped or not is one user or two): a cache made by a reader
+    # of other rules is never reused, whatever the files and flags.
+    from pipelines.io import formats
+    cache = tmp_path / "cache"
+    path = write_lines(tmp_path / "in.csv", [f"u{u},W{u % 5}" for u in range(30)])
+    monkeypatch.setattr(formats, "READING_RULES_VERSION", formats.READING_RULES_VERSION - 1)
+    assert _evaluate_with_cache(path, cache, tmp_path / "e1") == 0
+    capsys.readouterr()
+    monkeypatch.undo()
+    assert _evaluate_with_cache(path, cache, tmp_path / "e2") == 0
+    assert "using the cache" not in capsys.readouterr().err
+    assert len(os.listdir(cache)) == 2
+    # Under the same rules, reused.
+    assert _evaluate_with_cache(path, cache, tmp_path / "e3") == 0
+    assert "using the cache in" in capsys.readouterr().err

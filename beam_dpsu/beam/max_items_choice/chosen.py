@@ -2,7 +2,7 @@
 
 Under ``max_items_per_user="auto"`` a selection's Δ0, and with it its
 calibration (noise scale, thresholds, cutoffs), is chosen privately while
-the pipeline runs (``beam_dpsu.beam.max_items_routing``). Every candidate is
+the pipeline runs (``beam_dpsu.beam.max_items_choice.selection``). Every candidate is
 calibrated when the transform is built; a step whose parameter depends on Δ0
 holds every candidate's value and reads which one to use from a singleton
 side input, the chosen candidate's index. So one selection serves every

@@ -6,80 +6,27 @@ per round for SIPS) is below k is never released. k = 1 is no pre-threshold.
 This module is the mathematics only: which keep probability and which release
 threshold make the selection with a pre-threshold as private as without.
 
-Notation: D′ = D ∪ {x}; n(u) the holders of item u; h_i(u) ≥ 0 the weight user
-i gives u; H(u) = Σ_i h_i(u) the histogram the mechanism builds (unchanged by
-the pre-threshold: a sequential policy still visits every listed item); w_max
-the largest weight one user can give one item (``MAX_USER_WEIGHT``).
+The keys a neighbour D′ = D ∪ {x} adds are still at most Δ0 items of x
+(docs/privacy.md, invariant 8), but each is also held by k − 1 other users,
+whose weight (≤ w_max each, ``MAX_USER_WEIGHT``) counts like x's own.
 
-**Keys.** With a pre-threshold the noised keys are K(D) = {u : n_D(u) ≥ k}.
-Since n_{D′}(u) = n_D(u) + [u ∈ L_x], K(D) ⊆ K(D′) and the new keys
-U = K(D′) ∖ K(D) = {u ∈ L_x : n_D(u) = k − 1} are at most Δ0 items of x
-(docs/privacy.md, invariant 8 holds). Unlike without a pre-threshold, a key of
-U is also held by k − 1 other users.
+**Counts** (truncated geometric; Count Laplace/Gaussian): keep iff n ≥ k and
+the strategy keeps m = n − (k − 1) (``keep_probability_with_pre_threshold``;
+PipelineDP 0.3.1's ``probability_of_keep``): m is 1-Lipschitz in n, so the
+sensitivity stays 1 per item.
 
-**Counts** (truncated geometric; Count Laplace/Gaussian). Let
-m(u) = max(n(u) − (k − 1), 0). m is 1-Lipschitz in n and m = 0 exactly when
-n < k, so one user still moves each of ≤ Δ0 values m by at most 1 (the
-sensitivity stays 1 per item), and an item with m = 0 is an item no strategy
-with π(0) = 0 releases. Running the strategy on m instead of n is therefore
-private at the same (ε, δ): keep iff n ≥ k and the strategy keeps n − (k − 1)
-(``keep_probability_with_pre_threshold``; PipelineDP 0.3.1's
-``probability_of_keep`` with ``pre_threshold=k``). For Count Laplace/Gaussian,
-m + Z > ρ with n ≥ k is n + Z > ρ + (k − 1): the shift below with w_max = 1.
+**Weighted and policy mechanisms**: release u iff n(u) ≥ k and
+H(u) + Z_u > ρ_k = ρ′ + (k − 1)·w_max (``release_threshold``), where ρ′ covers
+x's own weights on the new keys: ρ′ = ρ for the parallel rules, GW and Policy
+Laplace (ℓ1-descent gives the new keys equal increments; GW's threshold where
+ρ_Lap < 1). Policy Gaussian at k ≥ 2 can give them unequal increments
+(docs/privacy.md, invariant 12), so ρ′ = 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}), which
+covers every weighting. The policy's cutoff Γ is computed from ρ_k.
 
-**Weighted and policy mechanisms.** Release u iff n(u) ≥ k and
-H(u) + Z_u > ρ_k, with ρ_k = ρ′ + (k − 1)·w_max (``release_threshold``). Proof:
+A pre-threshold k costs k − 1 full-weight holders per item, and items with
+fewer than k holders are never released (``describe_pre_threshold``).
 
-1. *ε on K(D).* Both neighbours noise H on K(D); restricting to K(D) does not
-   increase ‖H(D′) − H(D)‖_p, so the noise on K(D) is private as without a
-   pre-threshold (the ε, or δ_noise, part is unchanged).
-2. *δ on U.* A key u of U has k holders, x and k − 1 others, each other giving
-   h_i(u) ≤ w_max, so H_{D′}(u) − (k − 1)·w_max ≤ h_x(u) and
-   P[H_{D′}(u) + Z_u > ρ_k] ≤ P[h_x(u) + Z_u > ρ′]. The noise of U's keys is
-   independent, so P[some key of U released] ≤ 1 − Π_{u∈U} F(ρ′ − h_x(u)): the
-   lone-user chance of a user whose own keys are U at x's weights. It is
-   ≤ δ_thr when ρ′ covers those weights:
-   * parallel rules (count, weighted Laplace/Gaussian, each SIPS round, DPNE
-     level 1): x gives all t = |L_x| items the same weight w(t) and |U| ≤ t,
-     so the chance is ≤ 1 − F(ρ′ − w(t))^t ≤ δ_thr, the t-term of the
-     mechanism's own ρ. So ρ′ = ρ.
-   * GW: its ρ covers every weighting w ≥ 0, Σ w ≤ 1 on ≤ Δ0 keys
-     (docs/privacy.md, the GW fix, step 3), which x's greedy increments are.
-     So ρ′ = ρ.
-   * Policy Gaussian with k ≥ 2: x's increments on U need **not** be equal (a key
-     of U may carry earlier holders' weight, so its gap to Γ is smaller, and
-     ℓ2-descent follows the gaps), and ρ_G assumes equal weights (docs/privacy.md,
-     invariant 12). The plain shift fails: σ = 2.236, δ_thr = 1e-5, Δ0 = 4, α = 3,
-     k = 14, 13 users {s_j} for each j = 1, 2, 3 before x = {u, s_1, s_2, s_3} and
-     13 users {u} after it, Γ = ρ_G + 13 + 3σ: x's effective weights are (0.710,
-     0.407, 0.407, 0.407), released with chance 1.0036·δ_thr at ρ_G + 13
-     (``tests/core/test_pre_threshold.py``). So ρ′ = 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}),
-     which covers every weighting with increments ≤ 1 on ≤ Δ0 keys, since
-     1 − Π Φ((ρ′ − w_u)/σ) grows with every w_u.
-   * Policy Laplace: the plain shift, ρ′ = ρ_Lap (full proof: docs/privacy.md,
-     Pre-threshold). A key u of U has k − 1 other holders, so at most k − 1 before
-     x, each adding ≤ 1: x meets it with gap Γ − H(u) ≥ ρ_k + α·λ − (k − 1) ≥ ρ′.
-     ℓ1-descent adds min(G_v, L) (water level L) with Σ ≤ 1, so with ρ′ ≥ 1,
-     min(G_u, L) ≤ 1 ≤ G_u: every key of U gets the same increment w (L, or G_u = 1
-     when it is U's only key), and |U|·w ≤ 1. So the chance is
-     1 − F(ρ′ − w)^{|U|} ≤ 1 − F(ρ′ − 1/|U|)^{|U|} ≤ δ_thr, the |U|-term of ρ_Lap.
-     ρ_Lap ≥ 1 whenever δ_thr ≤ ½ (its t = 1 term is 1 + λ·ln(1/(2δ_thr))); where
-     it is not, GW's threshold (every ℓ1 weighting) is used.
-   (At k = 1 the own keys start at 0 and both descents give them equal
-   increments: ρ′ = ρ.)
-3. Conditioned on no key of U being released the outputs are the K(D) parts,
-   private by 1.; with 2. this is the mechanism's (ε, δ) as without a
-   pre-threshold (proof of ``beam_dpsu.core.calibration``).
-
-The policy's cutoff Γ should be computed from ρ_k (Γ = ρ_k + α·scale): Γ is
-data-independent, so any value keeps the proof, but a policy never lifts an
-item above Γ, and below ρ_k only noise could release it.
-
-**What k costs.** No k makes a release impossible: an item held by n ≥ k users
-who each give it w_max has weight n·w_max, the margin over ρ_k that n − k + 1
-such holders give over ρ′. A pre-threshold k costs k − 1 full-weight holders
-per item, and items with fewer than k holders are never released
-(``describe_pre_threshold``).
+Proof: docs/explanation/proofs.md#pre-threshold.
 """
 
 from __future__ import annotations
@@ -129,8 +76,8 @@ MAX_USER_WEIGHT: dict[str, float] = {
     "gw": 1.0,
 }
 
-# Sequential policies whose own-key weights can be unequal once k ≥ 2 (module docstring,
-# 2.): ℓ2-descent's increments follow the gaps; ℓ1-descent's are equal on the new keys.
+# Sequential policies whose own-key weights can be unequal once k ≥ 2 (module
+# docstring): ℓ2-descent's increments follow the gaps; ℓ1-descent's are equal on the new keys.
 _UNEQUAL_AT_K_ABOVE_ONE = ("policy-gaussian",)
 
 

@@ -36,11 +36,12 @@ __all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_r
 
 # The Zipf exponent of the prior popularity law (docs/explanation/proofs.md, "The prior").
 EXPONENT = 1.3
-# The rule, as ``AutoPlan.to_dict`` reports it.
+# The rule, as ``AutoPlan.to_dict`` reports it; it names the Δ0 choice's home, as the
+# other mechanisms' rules do.
 RULE = ("argmax over candidates of the items the rounds release in a model of them: users "
         "from the noisy size histogram, each round reading the users' items minus those "
         f"earlier rounds released, items of Zipf popularity rank^-{EXPONENT:g} "
-        "(beam_dpsu.core.max_items_rounds)")
+        "(beam_dpsu.core.max_items_choice)")
 _MAX_RANK = 1e9
 _LOG_POINTS = 3000
 _EXACT_RANKS = 200

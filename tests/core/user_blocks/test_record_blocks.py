@@ -1,4 +1,5 @@
-"""Users' records packed for max_items_per_user="auto" (beam_dpsu.core.record_blocks)."""
+"""Users' records packed for max_items_per_user="auto"
+(beam_dpsu.core.user_blocks.record_blocks)."""
 
 from collections import Counter
 
@@ -6,10 +7,11 @@ import numpy as np
 import pytest
 
 from beam_dpsu.core import max_items_choice, policies
-from beam_dpsu.core.record_blocks import (_HEADER, _JOINED, RecordBlockBuilder, _fields,
-                                          ascending_per_user, block_runs, block_users,
-                                          decode_block, decode_ids, encode_ids, unpack_block,
-                                          with_keys, without_items)
+from beam_dpsu.core.user_blocks.record_blocks import (_HEADER, _JOINED, RecordBlockBuilder,
+                                                      _fields, ascending_per_user, block_runs,
+                                                      block_users, decode_block, decode_ids,
+                                                      encode_ids, unpack_block, with_keys,
+                                                      without_items)
 from beam_dpsu.core.sampling import sample_block
 from beam_dpsu.core.tokenizer import Tokens
 

@@ -1,20 +1,19 @@
-"""``max_items_per_user="auto"`` in Beam: the size histogram, the choice, the records.
+"""A selection's ``max_items_per_user="auto"`` in Beam: the size histogram, the choice, the records.
 
 The math is ``beam_dpsu.core.max_items_choice``; this module only moves data.
 ``AutoSelection`` first merges every user's elements into one record and
-packs the records into compact blocks (``beam_dpsu.core.record_blocks``),
+packs the records into compact blocks (``beam_dpsu.core.user_blocks.record_blocks``),
 which count each user's number of distinct items into the fixed size bins;
 then one step adds the integer noise to the summed bins and picks Δ0
 (``AutoPlan.choose``), a checkpointed draw; finally every block waits for the
 choice and feeds the selection, calibrated for every candidate when
 ``SelectItems`` was built, whose steps read the chosen index as a side input
-(``beam_dpsu.beam.chosen``). The parallel mechanisms and the sampling
+(``beam_dpsu.beam.max_items_choice.chosen``). The parallel mechanisms and the sampling
 policies take the blocks packed (``as_blocks=True``), SIPS takes them alone
 (``packed=True``). The chosen Δ0 is a DP output; the selection runs once, at
 that Δ0, and spends the selection's budget once.
 
-``SampleAtChosenMaxItems`` does the same for ``CountReleased``, on each user's
-number of distinct *released* items (``CountsAutoPlan.choose``).
+``beam_dpsu.beam.max_items_choice.counts`` does the same for ``CountReleased``.
 
 Design and memory: docs/explanation/proofs.md#auto-in-beam.
 """
@@ -29,16 +28,14 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import counts_max_items_choice as counts_choice
 
-from beam_dpsu.core import hashing, record_blocks
-from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser, element_distinct_items
-from beam_dpsu.beam.chosen import Chosen
-from beam_dpsu.beam.record_packing import PackRecordsFn
+from beam_dpsu.core import hashing
+from beam_dpsu.core.user_blocks import record_blocks
+from beam_dpsu.beam.bounding import ItemCountsPerUser
+from beam_dpsu.beam.user_blocks import PackRecordsFn
 from beam_dpsu.beam.randomness import draws_randomness
 
-__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "AutoSelection",
-           "SampleAtChosenMaxItems"]
+__all__ = ["SizeHistogram", "ChooseFromSizeCounts", "AutoSelection"]
 
 
 class _SizeBinCountsFn(beam.CombineFn):
@@ -184,93 +181,3 @@ class AutoSelection(beam.PTransform):
         waited = blocks | "WaitForTheChoice" >> beam.Map(_after_choice,
                                                          chosen=beam.pvalue.AsSingleton(chosen))
         return waited | "UnpackUserRecords" >> beam.FlatMap(_unpack)
-
-
-# --- CountReleased: Δ0 of the counts -------------------------------------------------
-
-
-def _released_size(element, released) -> int:
-    """One element of privacy_unit="element" input → its number of distinct released items."""
-    return sum(1 for item in element_distinct_items(element) if item in released)
-
-
-@draws_randomness
-def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.CountsAutoPlan,
-                         seed: int | None) -> int:
-    """The index (in plan.candidates) of the counts' Δ0, from the noisy size counts."""
-    rng = None if seed is None else random.Random(hashing.stable_hash64(("count-sizes", seed)))
-    noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng)
-    return plan.candidates.index(plan.choose(noisy, released_items))
-
-
-class _ChooseCountsMaxItems(beam.PTransform):
-    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed.
-
-    K, the number of released items, is public (the released set is a DP
-    output) and comes as a side input; the noise is drawn once, whoever reads it.
-    """
-
-    def __init__(self, plan: counts_choice.CountsAutoPlan, released, seed: int | None):
-        super().__init__()
-        self._plan = plan
-        self._released = released
-        self._seed = seed
-
-    def expand(self, sizes):
-        released_items = (self._released
-                          | "DistinctReleased" >> beam.Distinct()
-                          | "NumberReleased" >> beam.combiners.Count.Globally())
-        return (sizes
-                | "SizeHistogram" >> SizeHistogram(self._plan.edges)
-                | "AddNoiseAndChoose" >> beam.Map(
-                    _noisy_counts_choice, beam.pvalue.AsSingleton(released_items),
-                    self._plan, self._seed)
-                | "Checkpoint" >> beam.Reshuffle())
-
-
-class SampleAtChosenMaxItems(beam.PTransform):
-    """CountReleased's "auto": (user, released items held) → (user, ≤ Δ0 of them), Δ0
-    chosen privately.
-
-    First each user's number of released items is binned and Δ0 chosen from
-    the noisy bins (checkpointed); then every user is sampled at the chosen
-    Δ0 (a side input). After expansion ``chosen`` is the chosen candidate's
-    index (a singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
-
-    Args:
-      plan: the split and the candidates (``counts_max_items_choice.plan_counts_auto``).
-      released: the released items (canonical), a PCollection.
-      released_set: the released items as a side input (``AsDict``).
-      elements: with privacy_unit="element", the input elements: the sizes
-        are read from them, not from the user records, which carry the random
-        element ids that must not be read twice (docs/privacy.md, invariant 11).
-        None with privacy_unit="user_id".
-      seed: test-only.
-    """
-
-    def __init__(self, plan: counts_choice.CountsAutoPlan, released, released_set,
-                 elements=None, seed: int | None = None):
-        super().__init__()
-        self._plan = plan
-        self._released = released
-        self._released_set = released_set
-        self._elements = elements
-        self._seed = seed
-        self.chosen = None
-        self.chosen_max_items_per_user = None
-
-    def expand(self, user_released):
-        if self._elements is not None:
-            sizes = self._elements | "ReleasedPerUser" >> beam.Map(_released_size,
-                                                                   self._released_set)
-        else:
-            sizes = user_released | "ReleasedPerUser" >> beam.Map(lambda r: len(r[1]))
-        sizes = sizes | "HoldersOfReleased" >> beam.Filter(lambda n: n > 0)
-        # (number of released items held,) per user holding one
-        self.chosen = sizes | "ChooseMaxItemsPerUser" >> _ChooseCountsMaxItems(
-            self._plan, self._released, self._seed)
-        candidates = self._plan.candidates
-        self.chosen_max_items_per_user = self.chosen | "ChosenMaxItemsPerUser" >> beam.Map(
-            lambda index: candidates[index])
-        return user_released | "SampleItemsPerUser" >> SampleEachUser(
-            Chosen(candidates, self.chosen), self._seed, "counts")

@@ -1,6 +1,6 @@
 """A selection's calibration with a pre-threshold k: ``calibrate(mechanism, budget, k)``.
 
-``beam_dpsu.core.pre_threshold`` derives the rule (docs/privacy.md, Pre-threshold):
+``beam_dpsu.core.pre_threshold.rule`` derives the rule (docs/privacy.md, Pre-threshold):
 an item is released only if at least k users hold it after bounding, and
 
 * a thresholded mechanism (count, weighted and policy Laplace/Gaussian, GW,
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from beam_dpsu.core import pre_threshold as rule
+from beam_dpsu.core.pre_threshold import rule
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.calibration import (Calibration, KeepProbabilityCalibration,
                                         RoundsCalibration)

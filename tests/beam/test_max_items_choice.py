@@ -1,5 +1,5 @@
 """SelectItems with max_items_per_user="auto" on the DirectRunner
-(beam_dpsu.beam.max_items_routing)."""
+(beam_dpsu.beam.max_items_choice.selection)."""
 
 import json
 import random
@@ -11,7 +11,7 @@ from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import beam_dpsu
-import beam_dpsu.beam.max_items_routing as routing
+import beam_dpsu.beam.max_items_choice.selection as auto_selection
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core import hashing
 from beam_dpsu.core.mechanisms import SIPS, GreedyWithoutSampling, PolicyGaussian, WeightedGaussian
@@ -148,7 +148,7 @@ def test_empty_elements_change_nothing():
 
 
 def test_the_size_combiner_merges_nothing_into_a_vector():
-    from beam_dpsu.beam.max_items_routing import _SizeBinCountsFn
+    from beam_dpsu.beam.max_items_choice.selection import _SizeBinCountsFn
     fn = _SizeBinCountsFn((1, 2, 5))
     assert fn.merge_accumulators([]).tolist() == [0, 0, 0]
     assert fn.add_input(fn.create_accumulator(), 0).tolist() == [0, 0, 0]
@@ -159,7 +159,7 @@ def _released_with_blocks_of(ids_per_block, monkeypatch, mechanism, privacy_unit
 
     600 users: each mechanism releases 15-41 items, and the users fill 383 blocks of 7 ids.
     """
-    from beam_dpsu.core import record_blocks
+    from beam_dpsu.core.user_blocks import record_blocks
     monkeypatch.setattr(record_blocks, "IDS_PER_BLOCK", ids_per_block)
     rng = random.Random(5)
     users = [sorted({f"w{int(rng.paretovariate(1.0))}" for _ in range(rng.randint(1, 40))})
@@ -182,7 +182,7 @@ def _released_with_blocks_of(ids_per_block, monkeypatch, mechanism, privacy_unit
     (GreedyWithoutSampling, "user_id")])
 def test_records_packed_in_many_blocks_release_what_one_block_releases(
         mechanism, privacy_unit, monkeypatch, tmp_path):
-    # The users wait for the choice packed in blocks (beam_dpsu.core.record_blocks); how
+    # The users wait for the choice packed in blocks (beam_dpsu.core.user_blocks.record_blocks); how
     # many blocks they fill changes nothing in a seeded run (the items come back as
     # the same sets, or counts for GW).
     one = _released_with_blocks_of(1 << 20, monkeypatch, mechanism, privacy_unit, tmp_path)
@@ -233,7 +233,7 @@ def test_unseeded_auto_samples_whole_blocks_and_releases_the_common_items(
     # default α = 3 it was 0.13 % an item, about 1 % a suite run). "rare" (bob
     # alone) may be released, with probability ≤ δ = 1e-5, so it is allowed, not
     # required.
-    monkeypatch.setattr(routing, "_noisy_choice", lambda counts, plan, seed: 1)
+    monkeypatch.setattr(auto_selection, "_noisy_choice", lambda counts, plan, seed: 1)
     select = _unseeded_auto(mechanism, privacy_unit)
     records = PAIRS if privacy_unit == "user_id" else [
         [w for w in ("cat", "dog", f"x{i % 3}")] for i in range(3000)] + [["cat", "rare"]]

@@ -1,10 +1,11 @@
-"""A sequential policy's users packed a block at a time (beam_dpsu.core.user_blocks)."""
+"""A sequential policy's users packed a block at a time
+(beam_dpsu.core.user_blocks.shard_blocks)."""
 
 import numpy as np
 import pytest
 
-from beam_dpsu.core import user_blocks
-from beam_dpsu.core.user_blocks import SMALL_IDS, UserBlockBuilder, decode_user_block
+from beam_dpsu.core.user_blocks import shard_blocks
+from beam_dpsu.core.user_blocks.shard_blocks import SMALL_IDS, UserBlockBuilder, decode_user_block
 
 
 def test_users_added_as_a_block_encode_as_users_added_one_by_one():
@@ -71,9 +72,9 @@ def test_an_empty_block_decodes_to_no_users():
 
 
 def test_shard_ids_take_four_bytes_unless_the_shard_outgrows_int32():
-    assert user_blocks._as_ids([0, 5], 6).dtype == np.int32
-    assert user_blocks._as_ids([0, 2 ** 31 - 1], 2 ** 31).dtype == np.int32
-    wide = user_blocks._as_ids([0, 2 ** 31], 2 ** 31 + 1)
+    assert shard_blocks._as_ids([0, 5], 6).dtype == np.int32
+    assert shard_blocks._as_ids([0, 2 ** 31 - 1], 2 ** 31).dtype == np.int32
+    wide = shard_blocks._as_ids([0, 2 ** 31], 2 ** 31 + 1)
     assert wide.dtype == np.int64 and wide[1] == 2 ** 31
 
 
@@ -99,7 +100,7 @@ def test_a_shard_puts_lists_in_its_numbering_without_an_array_of_its_listed_ids(
         blocks.append(builder.encode())
     tracemalloc.start()
     try:
-        got = user_blocks.shard_policy_histogram(blocks, l2_descent, 3.0)
+        got = shard_blocks.shard_policy_histogram(blocks, l2_descent, 3.0)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -18,8 +18,9 @@ import numpy as np
 
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
-from beam_dpsu.core.max_items_choice import (DEFAULT_SHARE, AutoMaxItems, calibrate_candidates,
-                                             size_bin_edges, size_noise, split_budget)
+from beam_dpsu.core.max_items_choice.option import DEFAULT_SHARE, AutoMaxItems, split_budget
+from beam_dpsu.core.max_items_choice.selection import calibrate_candidates
+from beam_dpsu.core.max_items_choice.size_histogram import size_bin_edges, size_noise
 
 __all__ = ["mean_absolute_noise", "released_sizes", "CountsAutoPlan", "plan_counts_auto"]
 

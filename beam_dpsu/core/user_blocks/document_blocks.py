@@ -8,8 +8,8 @@ block's own vocabulary), and one level over the block is a handful of
 array operations plus one set lookup per *distinct* (k−1)-gram of the block.
 
 What a level computes is exactly the per-user rule (``kgrams.is_valid`` on
-every k-gram of a user's documents; ``tests/test_docblocks.py`` checks they
-agree): each
+every k-gram of a user's documents;
+``tests/core/user_blocks/test_document_blocks.py`` checks they agree): each
 user's distinct valid k-grams, sampled uniformly to Δ_k, each weighted
 1/√|sample| (``policies.weighted_gaussian_weight``), summed per k-gram over
 the block's users. A user's sample and weights depend on its own documents

@@ -1,4 +1,5 @@
-"""DPNE's level work on blocks of users (``beam_dpsu.core.docblocks``): the pure core.
+"""DPNE's level work on blocks of users (``beam_dpsu.core.user_blocks.document_blocks``): the
+pure core.
 
 The reference is the per-user rule: a user's distinct valid k-grams
 (``kgrams.is_valid`` on every k-gram of its documents), sampled to Δ_k, each
@@ -18,8 +19,9 @@ from scipy import stats
 
 from beam_dpsu.core import hashing
 from beam_dpsu.core.sampling import sample_user_items
-from beam_dpsu.core.docblocks import (BadToken, BlockBuilder, _gram_keys, encode_block, level1_sums,
-                                 level_sums, sampled_weighted_sums)
+from beam_dpsu.core.user_blocks.document_blocks import (BadToken, BlockBuilder, _gram_keys,
+                                                        encode_block, level1_sums, level_sums,
+                                                        sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
 from beam_dpsu.core.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
 from tests.support.byte_cases import blob, item_list, nth_permutation
@@ -199,7 +201,7 @@ def test_an_empty_block_and_users_without_documents():
 def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users):
     # Two ways to tell which (k−1)-grams were released: their digit keys
     # (S_{k−1} encoded in the block's token ids) or one set lookup each.
-    import beam_dpsu.core.docblocks as docblocks
+    import beam_dpsu.core.user_blocks.document_blocks as document_blocks
     k, previous, unigrams = level_sets(sets)
     previous |= {("zz",) * (k - 1)}  # a gram of no block token
     block = block_of(users)
@@ -209,12 +211,12 @@ def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users)
                                   weighted_gaussian_weight, np.random.default_rng(0)))
 
     by_keys = run()
-    original = docblocks._DIGIT_KEYS
+    original = document_blocks._DIGIT_KEYS
     try:
-        docblocks._DIGIT_KEYS = 0  # never digit keys: one lookup per distinct gram
+        document_blocks._DIGIT_KEYS = 0  # never digit keys: one lookup per distinct gram
         by_lookups = run()
     finally:
-        docblocks._DIGIT_KEYS = original
+        document_blocks._DIGIT_KEYS = original
     assert by_keys == by_lookups
 
 

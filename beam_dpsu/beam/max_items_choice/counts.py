@@ -1,0 +1,112 @@
+"""``CountReleased``'s ``max_items_per_user="auto"`` in Beam: ``SampleAtChosenMaxItems``.
+
+As ``beam_dpsu.beam.max_items_choice.selection`` does for a selection, on each user's
+number of distinct *released* items (``CountsAutoPlan.choose``); the math is
+``beam_dpsu.core.max_items_choice.counts``.
+
+Design and memory: docs/explanation/proofs.md#auto-in-beam.
+"""
+
+from __future__ import annotations
+
+import random
+
+import apache_beam as beam
+
+from beam_dpsu.core import max_items_choice
+from beam_dpsu.core.max_items_choice import counts as counts_choice
+
+from beam_dpsu.core import hashing
+from beam_dpsu.beam.bounding import SampleEachUser, element_distinct_items
+from beam_dpsu.beam.max_items_choice.chosen import Chosen
+from beam_dpsu.beam.max_items_choice.selection import SizeHistogram
+from beam_dpsu.beam.randomness import draws_randomness
+
+__all__ = ["SampleAtChosenMaxItems"]
+
+
+def _released_size(element, released) -> int:
+    """One element of privacy_unit="element" input → its number of distinct released items."""
+    return sum(1 for item in element_distinct_items(element) if item in released)
+
+
+@draws_randomness
+def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.CountsAutoPlan,
+                         seed: int | None) -> int:
+    """The index (in plan.candidates) of the counts' Δ0, from the noisy size counts."""
+    rng = None if seed is None else random.Random(hashing.stable_hash64(("count-sizes", seed)))
+    noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng)
+    return plan.candidates.index(plan.choose(noisy, released_items))
+
+
+class _ChooseCountsMaxItems(beam.PTransform):
+    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed.
+
+    K, the number of released items, is public (the released set is a DP
+    output) and comes as a side input; the noise is drawn once, whoever reads it.
+    """
+
+    def __init__(self, plan: counts_choice.CountsAutoPlan, released, seed: int | None):
+        super().__init__()
+        self._plan = plan
+        self._released = released
+        self._seed = seed
+
+    def expand(self, sizes):
+        released_items = (self._released
+                          | "DistinctReleased" >> beam.Distinct()
+                          | "NumberReleased" >> beam.combiners.Count.Globally())
+        return (sizes
+                | "SizeHistogram" >> SizeHistogram(self._plan.edges)
+                | "AddNoiseAndChoose" >> beam.Map(
+                    _noisy_counts_choice, beam.pvalue.AsSingleton(released_items),
+                    self._plan, self._seed)
+                | "Checkpoint" >> beam.Reshuffle())
+
+
+class SampleAtChosenMaxItems(beam.PTransform):
+    """CountReleased's "auto": (user, released items held) → (user, ≤ Δ0 of them), Δ0
+    chosen privately.
+
+    First each user's number of released items is binned and Δ0 chosen from
+    the noisy bins (checkpointed); then every user is sampled at the chosen
+    Δ0 (a side input). After expansion ``chosen`` is the chosen candidate's
+    index (a singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
+
+    Args:
+      plan: the split and the candidates (``max_items_choice.counts.plan_counts_auto``).
+      released: the released items (canonical), a PCollection.
+      released_set: the released items as a side input (``AsDict``).
+      elements: with privacy_unit="element", the input elements: the sizes
+        are read from them, not from the user records, which carry the random
+        element ids that must not be read twice (docs/privacy.md, invariant 11).
+        None with privacy_unit="user_id".
+      seed: test-only.
+    """
+
+    def __init__(self, plan: counts_choice.CountsAutoPlan, released, released_set,
+                 elements=None, seed: int | None = None):
+        super().__init__()
+        self._plan = plan
+        self._released = released
+        self._released_set = released_set
+        self._elements = elements
+        self._seed = seed
+        self.chosen = None
+        self.chosen_max_items_per_user = None
+
+    def expand(self, user_released):
+        if self._elements is not None:
+            sizes = self._elements | "ReleasedPerUser" >> beam.Map(_released_size,
+                                                                   self._released_set)
+        else:
+            sizes = user_released | "ReleasedPerUser" >> beam.Map(lambda r: len(r[1]))
+        sizes = sizes | "HoldersOfReleased" >> beam.Filter(lambda n: n > 0)
+        # (number of released items held,) per user holding one
+        self.chosen = sizes | "ChooseMaxItemsPerUser" >> _ChooseCountsMaxItems(
+            self._plan, self._released, self._seed)
+        candidates = self._plan.candidates
+        self.chosen_max_items_per_user = self.chosen | "ChosenMaxItemsPerUser" >> beam.Map(
+            lambda index: candidates[index])
+        return user_released | "SampleItemsPerUser" >> SampleEachUser(
+            Chosen(candidates, self.chosen), self._seed, "counts")

@@ -1,0 +1,283 @@
+"""A selection's Δ0 chosen from the noisy size histogram: ``AutoPlan``, ``plan_auto``.
+
+The rule (``AutoPlan``). Say user u keeps m_u = min(n_u, Δ0) of its items,
+sampled uniformly, and gives each the mechanism's weight w(m_u); call
+g(m) = m·w(m) the user's mass. If an item's chance of being among a user's
+items is proportional to the user's size (n_u·q_i for popularity q_i,
+independent of the user), its expected weight is
+
+    E[W_i] = Σ_u n_u q_i · (m_u/n_u) · w(m_u) = q_i · M(Δ0),
+    M(Δ0) = Σ_u g(min(n_u, Δ0)),
+
+so every item's expected weight scales with the same factor M(Δ0), and an
+item is released (about half the time or more) when q_i·M(Δ0) ≥ T(Δ0), the
+release threshold in weight units. The released items are those with
+q_i ≥ T(Δ0)/M(Δ0); whatever the popularity profile, their number is
+largest where M(Δ0)/T(Δ0) is largest. That ratio is computed from the noisy
+size histogram (M, taken two noise standard deviations low, see
+``AutoPlan.proxy``) and the calibrations (T, data-independent, computed
+when the transform is built), and the rule takes the candidate that
+maximises it (ties go to the smaller Δ0).
+
+The mass per mechanism (``user_mass``):
+
+* count mechanisms (``CountLaplace``, ``CountGaussian``,
+  ``TruncatedGeometric``): w = 1, g(m) = m; their threshold grows about
+  linearly (Laplace) or as √Δ0 (Gaussian) in Δ0, so the rule favours the Δ0
+  most users reach;
+* ℓ2 mechanisms (``WeightedGaussian``, ``PolicyGaussian``; ``SIPS``'s
+  rounds): g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
+  below the cutoff; if a fraction f of a user's items are, its mass there is
+  √(f·m), proportional to √m for every Δ0 (uniform sampling keeps f);
+* ``WeightedLaplace``: w = 1/m, g = 1: every Δ0 gives the same mass, so the
+  smallest threshold wins (exact in expectation for this mechanism);
+* ℓ1 policies (``PolicyLaplace``, ``GreedyWithoutSampling``): the budget of
+  1 goes to items below the cutoff, all of it as soon as one of the m items
+  is, which happens with probability 1 − (1 − f)^m. With nothing private to
+  tell f, a uniform prior on f gives E = m/(m + 1) = g(m).
+
+For truncated geometric T is the number of users at which an item is kept
+with probability ½. SIPS is scored otherwise: its later rounds read each
+user's items minus those earlier rounds released, which M/T cannot see
+(scored so, it took a Δ0 one grid step above its best); ``max_items_choice.rounds``
+models the rounds on the same histogram (``AutoPlan.round_thresholds``).
+
+What it does not model: the noise on each item (the rule compares expected
+weights with T) and a popularity profile that changes with user size. The
+benchmark (docs/benchmarks.md, "Choosing Δ0 privately") measures the rule
+against the best Δ0 of a grid on real and synthetic data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import beam_dpsu.core.max_items_choice.rounds as max_items_rounds
+from beam_dpsu.core.max_items_choice.option import (AutoMaxItems, default_share, is_auto,
+                                                    split_budget, with_max_items)
+from beam_dpsu.core.max_items_choice.size_histogram import size_bin_edges, size_noise
+from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrations
+from beam_dpsu.core.checks import ParameterError
+
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+
+__all__ = [
+    "MASSES",
+    "user_mass",
+    "weight_threshold",
+    "AutoPlan",
+    "calibrate_candidates",
+    "plan_auto",
+]
+
+
+def _linear_mass(m: np.ndarray) -> np.ndarray:
+    return m
+
+
+def _constant_mass(m: np.ndarray) -> np.ndarray:
+    return np.ones_like(m)
+
+
+def _sqrt_mass(m: np.ndarray) -> np.ndarray:
+    return np.sqrt(m)
+
+
+def _uniform_prior_mass(m: np.ndarray) -> np.ndarray:
+    return m / (m + 1.0)
+
+
+# g(m) by name (names, not lambdas: a plan travels to the workers pickled).
+MASSES = {"m": _linear_mass, "1": _constant_mass, "sqrt(m)": _sqrt_mass,
+          "m/(m+1)": _uniform_prior_mass}
+
+
+def user_mass(mechanism) -> str:
+    """The name, in ``MASSES``, of g(m): the weight a user keeping m items places
+    (see the module docstring). Each mechanism config states its own
+    (``user_mass``, a class attribute)."""
+    mass = getattr(mechanism, "user_mass", None)
+    if mass not in MASSES:
+        raise TypeError(f"no Δ0 rule for {type(mechanism).__name__}")
+    return mass
+
+
+def weight_threshold(calibration) -> float:
+    """T: the weight at which an item is released with probability ½ (each
+    calibration computes its own, ``weight_threshold()``)."""
+    threshold = getattr(calibration, "weight_threshold", None)
+    if threshold is None:
+        raise TypeError(f"no release threshold for {type(calibration).__name__}")
+    return threshold()
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoPlan:
+    """Everything "auto" needs, fixed when the transform is built (no data).
+
+    Attributes:
+      auto: the share and the candidates asked for.
+      size_budget: what the size histogram spends.
+      selection_budget: what the selection spends (any Δ0).
+      candidates: the candidates the mechanism calibrates at under
+        ``selection_budget`` (a candidate it refuses, e.g. truncated geometric
+        at δ/Δ0 too small, is left out, before any data is seen).
+      weight_thresholds: T(Δ0) of each candidate.
+      edges: the lower edges of the size bins.
+      mechanism_name: the mechanism the rule is for.
+      user_mass: g(m), a key of ``MASSES``.
+      round_thresholds: for a mechanism made of rounds (SIPS), each candidate's
+        rounds' thresholds T_r: the rule is then ``max_items_choice.rounds``' model of
+        the rounds; empty for the others (the M/T rule).
+      calibrations: each candidate's calibration (with the pre-threshold), computed
+        once here for the selection to use.
+    """
+
+    auto: AutoMaxItems
+    size_budget: Any
+    selection_budget: Any
+    candidates: tuple
+    weight_thresholds: tuple
+    edges: tuple
+    mechanism_name: str
+    user_mass: str
+    round_thresholds: tuple = ()
+    calibrations: tuple = dataclasses.field(default=(), compare=False, repr=False)
+
+    def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
+        """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts.
+
+        The counts are used as they are, negatives included: the noise has mean
+        0, so M is unbiased (clipping at 0 would add about half a noise scale
+        of users to every empty bin, the large sizes included). M is then taken
+        two noise standard deviations low, sd(M) = s·√(Σ_b g(m_b)²) with s the
+        noise's standard deviation: on small data the noise, not the users,
+        would otherwise decide between candidates whose masses are close, and
+        the largest of several noisy masses leans to the candidates that read
+        the most noisy bins, the large ones. On 50,000 users the margin is
+        about 0.2 % of M.
+
+        With ``round_thresholds`` (SIPS) the score is instead the items the
+        rounds release in ``max_items_choice.rounds``' model, from the same counts and
+        bin sizes, for the candidates up to the one M/T picks (0 above it), unless
+        no candidate's mass stands above the noise (then all 0).
+        """
+        counts = np.asarray(noisy_counts, dtype=np.float64)
+        if counts.shape != (len(self.edges),):
+            raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
+        lower = np.asarray(self.edges, dtype=np.float64)
+        upper = np.append(lower[1:] - 1.0, np.inf)
+        # A bin's users sit at the geometric middle of its sizes (the last,
+        # open bin is only ever read at its lower edge, the largest candidate).
+        middle = np.sqrt(lower * np.where(np.isfinite(upper), upper, lower))
+        mass = MASSES[self.user_mass]
+        noise_sd = math.sqrt(size_noise(self.size_budget).variance())
+        out = []
+        for c, t in zip(self.candidates, self.weight_thresholds):
+            g = mass(np.where(lower >= c, float(c), np.minimum(middle, float(c))))
+            lower_mass = float(np.dot(counts, g)) - 2.0 * noise_sd * math.sqrt(float(np.dot(g, g)))
+            # No mass to speak of: 0 for every candidate, and a tie goes to the smallest
+            # (a negative mass over T would favour the largest T).
+            out.append(max(lower_mass, 0.0) / t)
+        if self.round_thresholds and max(out) > 0.0:
+            # Only where some mass stands above the noise (else all 0: the smallest), and
+            # up to the M/T choice (``max_items_choice.rounds``, "Noise"); 0 above it.
+            cap = int(np.argmax(out))
+            holding = max_items_rounds.holding_probabilities(middle)
+            return np.asarray([
+                max_items_rounds.expected_released(counts, middle, t, c, holding) if i <= cap
+                else 0.0
+                for i, (c, t) in enumerate(zip(self.candidates, self.round_thresholds))])
+        return np.asarray(out)
+
+    def choose(self, noisy_counts: np.ndarray) -> int:
+        """The candidate with the largest score, M/T or the rounds' items (the smaller on a
+        tie): post-processing."""
+        return int(self.candidates[int(np.argmax(self.proxy(noisy_counts)))])
+
+    def _rule(self) -> dict:
+        if self.round_thresholds:
+            return {"rule": max_items_rounds.RULE, "user_mass": f"g(m) = {self.user_mass}",
+                    "round_thresholds": [list(t) for t in self.round_thresholds]}
+        return {"rule": "argmax over candidates of M(Δ0)/T(Δ0): M = Σ_users g(min(size, Δ0)) "
+                        "from the noisy size histogram, T = the release threshold in weight "
+                        "units (beam_dpsu.core.max_items_choice)",
+                "user_mass": f"g(m) = {self.user_mass}"}
+
+    def to_dict(self) -> dict:
+        return {
+            **self.auto.to_dict(),
+            **self._rule(),
+            "size_histogram": {"budget": self.size_budget.to_dict(),
+                               "noise": size_noise(self.size_budget).to_dict(),
+                               "bin_lower_edges": list(self.edges),
+                               "sensitivity": 1},
+            "selection_budget": self.selection_budget.to_dict(),
+            "candidates_calibrated": list(self.candidates),
+            "weight_thresholds": list(self.weight_thresholds),
+        }
+
+
+def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], who: str,
+                         part: str) -> dict:
+    """{Δ0: calibrate(Δ0)} for every candidate that calibrates, in order; a candidate
+    whose ``calibrate`` raises ValueError is left out (before any data is seen).
+
+    Raises:
+      ValueError: no candidate calibrates, naming the first refusal (``who``, e.g.
+        "sips calibrates", and ``part``, the part of the budget, word the message).
+    """
+    calibrations, refusals, errors = {}, [], []
+    for c in auto.candidates:
+        try:
+            calibrations[c] = calibrate(c)
+        except ValueError as e:
+            refusals.append(f"{c}: {e}")
+            errors.append(e)
+    if not calibrations and all(getattr(e, "param", None) == "alpha" for e in errors):
+        # Every candidate refuses the policy's alpha (its cutoff): that flag is the one to
+        # change, by the first (smallest) candidate's bound, the loosest.
+        raise errors[0]
+    if not calibrations:
+        raise ParameterError.worded(
+            "max_items_per_user",
+            f"max_items_per_user='auto': {who} at none of the {len(refusals)} candidates under "
+            f"{part} ({1 - auto.spent:g} of it); at max_items_per_user={refusals[0]}")
+    return calibrations
+
+
+def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) -> AutoPlan:
+    """Splits the budget and calibrates every candidate Δ0 (eagerly; no data), each
+    with the selection's pre-threshold k (``pre_threshold.calibrations``)."""
+    auto = mechanism.max_items_per_user
+    if not is_auto(auto):
+        raise ParameterError.worded("max_items_per_user",
+                                    "plan_auto is for max_items_per_user='auto'")
+    auto = auto.with_share(default_share(mechanism))
+    size_budget, selection_budget = split_budget(budget, auto.spent)
+
+    def thresholds_at(c: int) -> tuple:
+        calibration = pre_threshold_calibrations.calibrate(
+            with_max_items(mechanism, c), selection_budget, pre_threshold)
+        t = weight_threshold(calibration)
+        if not (math.isfinite(t) and t > 0):
+            raise ValueError(f"threshold {t!r}")
+        return t, max_items_rounds.round_thresholds(calibration), calibration
+
+    thresholds_by_candidate = calibrate_candidates(
+        auto, thresholds_at, f"{mechanism.name} calibrates",
+        "the selection's part of the budget")
+    candidates = tuple(thresholds_by_candidate)
+    weights = tuple(t for t, _, _ in thresholds_by_candidate.values())
+    rounds = tuple(r for _, r, _ in thresholds_by_candidate.values())
+    return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
+                    candidates=candidates, weight_thresholds=weights,
+                    edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
+                    mechanism_name=mechanism.name, user_mass=user_mass(mechanism),
+                    round_thresholds=rounds if all(r is not None for r in rounds) else (),
+                    calibrations=tuple(c for _, _, c in thresholds_by_candidate.values()))

@@ -1,0 +1,76 @@
+"""The size histogram "auto" reads: users per size bin, plus integer noise (the DP release).
+
+Steps 1 and 2 of the package docstring (``beam_dpsu.core.max_items_choice``):
+each user's number of distinct items falls into one of the fixed bins
+(``size_bin_edges``, ``size_counts``), and every bin count gets independent
+integer noise of sensitivity 1 (``size_noise``, ``noisy_size_histogram``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
+
+__all__ = ["size_bin_edges", "size_counts", "size_noise", "noisy_size_histogram"]
+
+
+def size_bin_edges(candidates: Sequence[int]) -> np.ndarray:
+    """The lower edges of the size bins: 1, every candidate, and steps of ~√2 between.
+
+    Bin k holds the sizes in [edges[k], edges[k+1]); the last bin is
+    [max(candidates), ∞), since a user above the largest candidate keeps
+    that many items whichever candidate is chosen. Every candidate is an
+    edge, so the users at or above a candidate are counted exactly, and
+    the √2 steps place the users below it to within a factor √2.
+    """
+    top = max(candidates)
+    steps = {int(round(2 ** (k / 2))) for k in range(0, 2 * max(1, top.bit_length()) + 2)}
+    edges = sorted({1, *candidates, *(s for s in steps if s <= top)})
+    return np.asarray(edges, dtype=np.int64)
+
+
+def size_counts(sizes: Iterable[int], edges: np.ndarray) -> np.ndarray:
+    """Users per size bin (raw, NOT private): the query the noise is added to.
+
+    A user holding no item is in no bin (it adds nothing at any Δ0), so one
+    user moves the counts by at most 1.
+    """
+    sizes = np.fromiter(sizes, dtype=np.int64)
+    sizes = sizes[sizes > 0]
+    bins = np.searchsorted(edges, sizes, side="right") - 1
+    return np.bincount(bins, minlength=len(edges)).astype(np.int64)
+
+
+def size_noise(size_budget: Budget | ZCDPBudget) -> DiscreteLaplace | DiscreteGaussian:
+    """The noise of each bin count: sensitivity 1 in ℓ1 and ℓ2 (one user, one bin).
+
+    Discrete Laplace of scale 1/ε is ε-DP (CKS §1.1); discrete Gaussian of
+    σ² = 1/(2ρ) is ρ-zCDP (CKS Theorem 4).
+    """
+    # Exact scales (Fractions): a float 1/ε rounded down would spend more than ε.
+    if isinstance(size_budget, ZCDPBudget):
+        return DiscreteGaussian(1 / (2 * Fraction(size_budget.rho)))
+    return DiscreteLaplace(1 / Fraction(size_budget.epsilon))
+
+
+def noisy_size_histogram(counts: np.ndarray, size_budget: Budget | ZCDPBudget,
+                         rng: random.Random | None = None) -> np.ndarray:
+    """The DP release: every bin count plus independent integer noise (OS randomness
+    unless ``rng`` is given, in tests), as floats.
+
+    The sums are exact Python ints, then held within ±1e300 (post-processing):
+    at a vanishing budget a draw can be far beyond int64 and float range.
+    """
+    draws = size_noise(size_budget).samples(len(counts), rng)
+    noisy = [int(c) + d for c, d in zip(np.asarray(counts).tolist(), draws)]
+    return np.asarray([float(max(min(x, _NOISY_LIMIT), -_NOISY_LIMIT)) for x in noisy])
+
+
+# Noisy counts beyond this carry no information a float could keep.
+_NOISY_LIMIT = 10 ** 300
