@@ -142,28 +142,21 @@ class KeepReleased(beam.PTransform):
     exactly when ``fn(record)`` equals (``==``) an item of ``released``; which
     records pass depends on the released set and the records alone, so it adds
     no privacy cost of its own. A record whose key several released elements
-    equal still passes once; records with equal keys all pass or all drop.
-
-    Keys and released items are str, bytes, int or tuples of these (numpy's
-    str and ints count as the values they equal), by either method: a float or
-    a bool is refused rather than matched, since ``1.0`` and ``True`` equal
-    ``1`` in Python but not as the join's encoded keys.
-
-    A later DP aggregation of the kept records must see each person as one
-    user, as the selection did: key its records by the user id as the
-    selection keyed it, ``beam_dpsu.canonical_user_id``
-    (``5``, ``"5"`` and ``b"5"`` are one user there), or one person can count
-    as several users in the aggregation and spend its budget more than once.
+    equal still passes once; records with equal keys all pass or all drop. A
+    later DP aggregation of the kept records must key users as the selection
+    did (``beam_dpsu.canonical_user_id``), or one person can count as several
+    users and spend its budget more than once (docs/how-to/compose.md).
 
     Args:
       released: the ``PCollection`` of released items (``SelectItems``' or
         ``ExtractNgrams``' output) in the records' pipeline.
-      key: record → its item (a str, bytes, int or tuple of these, as
-        ``ExtractNgrams``' n-grams are); default: the record is its item.
+      key: record → its item; default: the record is its item. Keys and
+        released items are str, bytes, int or tuples of these (as n-grams are;
+        numpy's str and ints count as the values they equal); a float or bool
+        is refused, as ``1.0`` and ``True`` equal ``1`` but not as encoded keys.
       method: ``"side_input"`` (default; the set in every worker's memory,
         ~100 bytes per 10-character item) or ``"join"`` (a ``CoGroupByKey``, no
-        memory bound): the module docstring says where the line is. Both
-        give the same output.
+        memory bound; the module docstring says where the line is). Same output.
 
     Returns:
       The ``PCollection`` of the kept records, unchanged.
@@ -172,16 +165,14 @@ class KeepReleased(beam.PTransform):
       ParameterError: ``released`` is not a PCollection (a TypeError too), is
         from another pipeline, or ``method`` is unknown.
       NonGlobalWindowError: either input windowed or unbounded, when built.
-      InvalidRecordError: when it runs, a key or released item that is not a
-        str, bytes, int (a bool is not) or tuple of these, or a str that is not
-        UTF-8, by either method (the message names its type, never its value).
+      InvalidRecordError: when it runs, by either method, a key or released item
+        of another type or a str that is not UTF-8 (named by type, never value).
 
     For example:
 
     ```python
     released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
     rows = rows | KeepReleased(released, key=lambda row: row["word"])
-    # A later aggregation's user ids, keyed as SelectItems keyed them:
     users = rows | beam.Map(lambda row: (canonical_user_id(row["user"]), row))
     ```
     """

@@ -12,36 +12,22 @@ them.
 
 **Documents** → one record per user → blocks of users, and the blocks' partial
 histograms (the blocks: ``beam_dpsu.core.user_blocks.document_blocks``). The levels of
-DPNE (``beam_dpsu.extract_ngrams``) read the users' documents many times: once per
-level. So the users are packed once into blocks
-(``beam_dpsu.core.user_blocks.document_blocks.DocumentBlock``, pickled to one ``bytes``
-value), and a level's per-user work (its items, the sample, the weights) runs as array
-operations over a block of users, not as one Beam element per user and step (MSNBC has a
-million users). A block ends at whichever comes first of ``USERS_PER_BLOCK`` users or
-``TOKENS_PER_BLOCK`` tokens: large enough that a level's fixed cost per block (the
-released set's keys, one pickle) is spread over many users, small enough to keep a
-block's arrays to tens of MB.
+DPNE (``beam_dpsu.extract_ngrams``) read the users' documents once per level, so the
+users are packed once into blocks, and a level's per-user work (its items, the sample,
+the weights) runs as array operations over a block of users, not as one Beam element per
+user and step.
 
 * ``UserRecords``: documents → (user_id, (tokens, ...)), one record per user
   (grouped by user id, or each element one person's only document).
 * ``PackUserBlocksFn``: user records (or unseeded elements themselves) →
-  pickled blocks.
+  pickled blocks (``USERS_PER_BLOCK``, ``TOKENS_PER_BLOCK``: where a block ends).
 * ``BlockHistogramFn``: pickled blocks → partial sums of the users' weighted
   items at one level, per bundle.
 
-**Records between stages**: per-user records of distinct items, coded compactly
-(``UserItems``, ``UserItemsCoder``). The SIPS rounds read every user's distinct items
-once per round, and a round's release reaches the next round as a side input, so the
-records are written out and read back between rounds. Beam's default coder writes each
-item with a type tag and a length of its own and reads it back the same way;
-``UserItemsCoder`` writes a record of str items as one UTF-8 string, the items joined by
-NUL characters, and reads it back with one ``split``: the same record, at a fraction of
-the per-item cost. A record it cannot write that way (bytes items, an item containing
-NUL, no items) is pickled instead, so every record comes back equal to what was written
-(lone surrogates included, which Beam's default coder refuses).
-
-A PCollection gets the coder by being typed ``UserItems``
-(``.with_output_types(UserItems)``) and holding ``UserItems`` elements.
+**Records between stages**: per-user records of distinct items, which the SIPS rounds
+write out and read back between rounds, coded compactly (``UserItems``,
+``UserItemsCoder``, which says how). A PCollection gets the coder by being typed
+``UserItems`` (``.with_output_types(UserItems)``) and holding ``UserItems`` elements.
 """
 
 from __future__ import annotations
@@ -141,6 +127,10 @@ class PackRecordsFn(beam.DoFn):
 # --- documents: one record per user, blocks, the levels' partial sums --------------------
 
 
+# A document block (``document_blocks.DocumentBlock``, pickled to one ``bytes`` value)
+# ends at whichever comes first of these: large enough that a level's fixed cost per
+# block (the released set's keys, one pickle) is spread over many users (MSNBC has a
+# million), small enough to keep a block's arrays to tens of MB.
 USERS_PER_BLOCK = 1 << 16
 TOKENS_PER_BLOCK = 1 << 20
 
@@ -324,9 +314,21 @@ def _pickled(value) -> bytes:
 
 
 class UserItemsCoder(coders.Coder):
-    """Codes ``UserItems``: str items NUL-joined as UTF-8 (lone surrogates passed
-    through), other items pickled; ids below 2^128 (the random ids of
-    ``privacy_unit="element"``) as 16 bytes, str ids as UTF-8, others pickled."""
+    """Codes ``UserItems``: str items NUL-joined as UTF-8, other items pickled.
+
+    The SIPS rounds read every user's distinct items once per round, and a
+    round's release reaches the next round as a side input, so the records are
+    written out and read back between rounds. Beam's default coder writes each
+    item with a type tag and a length of its own and reads it back the same
+    way; this one writes a record of str items as one UTF-8 string, the items
+    joined by NUL characters, and reads it back with one ``split``: the same
+    record, at a fraction of the per-item cost. A record it cannot write that
+    way (bytes items, an item containing NUL, no items) is pickled instead, so
+    every record comes back equal to what was written (lone surrogates
+    included, passed through, which Beam's default coder refuses). Ids below
+    2^128 (the random ids of ``privacy_unit="element"``) take 16 bytes, str
+    ids their UTF-8, other ids are pickled.
+    """
 
     def encode(self, record) -> bytes:
         user_id, items = record

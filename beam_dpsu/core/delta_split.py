@@ -68,8 +68,8 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     delta_noise = delta - threshold_delta_cost(threshold_delta)
     if not (0.0 < threshold_delta < 1.0 and delta_noise > 0.0):
         return None
-    # The sum must hold exactly, not only in floating point (review finding: the
-    # float check let it exceed δ by ~1e-16·δ).
+    # The sum must hold exactly, not only in floating point (a float check lets it
+    # exceed δ by ~1e-16·δ).
     # δ_noise is δ − cost in exact arithmetic, rounded down to a float.
     room = Fraction(delta) - Fraction(threshold_delta_cost(threshold_delta))
     delta_noise = rounded_down(room)

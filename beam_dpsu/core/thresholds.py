@@ -140,9 +140,9 @@ def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.nd
 # The closed-form thresholds are moved up _ULPS_UP ulps: float error (the quantile
 # functions, 1/√t, the sum) otherwise let the lone-user release chance exceed δ by
 # up to ~1.2e-14 relative, in exact arithmetic (docs/privacy.md, invariant 3). One
-# ulp of ρ lowers that chance by about z·ulp(ρ)/σ relative (~5e-15 at the audit's
-# cases); with three, 300 random (σ ∈ [0.01, 50], δ ∈ [1e-14, 0.25], Δ0 ≤ 64) are all at
-# least 1.7e-15 relative below δ (50-digit check, as in tests/core/test_audit_findings.py).
+# ulp of ρ lowers that chance by about z·ulp(ρ)/σ relative (~5e-15 at the worst cases
+# known); with three, 300 random (σ ∈ [0.01, 50], δ ∈ [1e-14, 0.25], Δ0 ≤ 64) are all at
+# least 1.7e-15 relative below δ (50-digit check, as in tests/core/test_thresholds.py).
 _ULPS_UP = 3
 
 
@@ -533,7 +533,7 @@ def truncated_geometric_float_margin(epsilon: float, delta: float) -> float:
       higher than the other by at most (5L + 8)·u·min(1, ε), and n2 off by one
       moves π to 1 at most (δ + c)·(5L2 + 10)·u early, L2 = ln(1 + 2(e^ε − 1)/δ).
 
-    ``tests/core/test_review34_findings.py`` checks the chances as run against
+    ``tests/core/test_truncated_geometric.py`` checks the chances as run against
     (ε, δ) exactly over the whole range of n. Returns +inf where e^ε overflows.
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)

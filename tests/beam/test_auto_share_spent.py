@@ -2,7 +2,7 @@
 the share taken from the selection's budget, and the report and the accountant state
 exactly that (docs/privacy.md, "Choosing Δ0 privately", "The auto share", invariant 4).
 
-Review 18a (SIPS's default share 1.5 %): every path that spends a share is checked from
+With SIPS's default share (1.5 %) too, every path that spends a share is checked from
 what actually runs: the noise drawn on the bins (``size_noise`` of the plan's part) and
 the calibrations the selection or the counts read, composed in exact arithmetic."""
 

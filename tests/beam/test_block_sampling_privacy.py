@@ -148,10 +148,10 @@ class _TyingDraws:
 
 
 def test_a_users_sample_is_uniform_whichever_order_its_block_numbered_its_items():
-    """Review 18b: a record block lists each user's ids ascending, numbered as the block
-    first saw its items, so a user packed before y decides the order y's items are
-    listed in; the sample broke ties of its 40-bit keys by that order, so y's sample
-    depended on the users packed with it. Each packing's 3 cells are compared with a
+    """A record block lists each user's ids ascending, numbered as the block first saw
+    its items, so a user packed before y decides the order y's items are listed in; a
+    sample breaking ties of its 40-bit keys by that order would make y's sample depend
+    on the users packed with it. Each packing's 3 cells are compared with a
     chi-square at 1e-8 (2 comparisons; expected 2,000 a cell)."""
     y, x = ["a", "b", "c"], ["c", "b"]
     copies = 6_000
@@ -170,8 +170,8 @@ def test_a_users_sample_is_uniform_whichever_order_its_block_numbered_its_items(
 
 def test_a_users_sample_never_depends_on_the_users_packed_with_it():
     """With its own keys fixed, a user's sample must be the same whoever shares its run
-    (found by review: an unstable argsort ordered a user's tied keys by the whole run's
-    layout; the sort is stable now).
+    (an unstable argsort would order a user's tied keys by the whole run's layout; the
+    sort is stable).
     Equal keys are what a tie (probability ~2^-40 a pair, ~|W|/2^40 at a user's Δ0
     boundary) gives: here the user's keys are 0 or 1 so that ties are common."""
     d0, n = 3, 40

@@ -85,8 +85,8 @@ def test_an_item_of_a_subclass_is_keyed_by_what_it_holds(value, held):
     (("u", (t for t in ["ok", 3])), r"^item 1 of a \(user_id, items\) record .* got an int$"),
     (("u", {"a": 1}), r"got a dict; give the items as a list"),
     (("u", 4), r"^field 1 must be an item \(str or bytes\) or a list, tuple, set or array"),
-    # Review finding: a 0-d array of a string was split into characters, and a
-    # 0-d array of an int escaped as a bare TypeError.
+    # A 0-d array is refused: one of a string would be split into characters, one of
+    # an int escape as a bare TypeError.
     (("u", np.array("hello")), r"^field 1 must be a 1-D array of items, got a 0-D array$"),
     (("u", np.array(5)), r"^field 1 must be a 1-D array of items, got a 0-D array$"),
     (("u", np.array([["a"]])), r"^field 1 must be a 1-D array of items, got a 2-D array$"),
@@ -439,9 +439,9 @@ class _Timestamp(beam.DoFn):
 
 
 def test_released_items_share_one_timestamp_whatever_the_batch():
-    # Review finding: items decided in process() (a full batch) kept the
-    # input's timestamp, the rest (finish_bundle) got another; how many fell
-    # in each depended on the histogram's support, not on the released set.
+    # Items decided in process() (a full batch) must not keep the input's timestamp
+    # while the rest (finish_bundle) get another: how many fall in each depends on
+    # the histogram's support, not on the released set.
     n = NOISE_BATCH + 10
     calibration = Calibration(noise=GAUSSIAN, noise_scale=1e-6, release_threshold=0.5,
                               threshold_delta=1e-6, sensitivity_norm=2, sensitivity=1.0,

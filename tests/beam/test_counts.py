@@ -269,8 +269,8 @@ def test_released_items_of_another_pipeline_are_refused_when_built():
 
 
 def test_numpy_str_released_items_are_counted():
-    # Review finding: released numpy.str_ items failed in Beam's deterministic
-    # key coder; they are counted as the plain str they equal.
+    # Released numpy.str_ items would fail in Beam's deterministic key coder; they
+    # are counted as the plain str they equal.
     import numpy as np
     import apache_beam as beam
     from tests.support.runner import TestPipeline
@@ -302,8 +302,8 @@ def test_a_released_item_of_a_subclass_is_what_it_holds_as_bounding_keys_items(v
 
 
 def test_records_and_pairs_are_counted_alike():
-    # Review finding: (user, tuple of tokens) records, which SelectItems takes,
-    # were read as one n-gram each and every count came out 0, silently.
+    # (user, tuple of tokens) records, which SelectItems takes, are records of
+    # items: read as one n-gram each, every count would come out 0, silently.
     elements = ([(f"u{i}", ("apple", "pear", "apple")) for i in range(20)]
                 + [("v1", "apple"), ("v1", ["pear"]), ("v2", {"pear", "fig"})])
     with TestPipeline() as p:
@@ -331,8 +331,8 @@ def test_ngrams_are_counted_with_ngrams_true_and_a_mix_up_is_refused():
             _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
                  | CountReleased(p | "Released" >> beam.Create(["new"]), EXACT,
                                  max_items_per_user=5, ngrams=True))
-    # Review finding: a released "n-gram" with non-str tokens was turned into
-    # strings and silently counted 0.
+    # A released "n-gram" with non-str tokens is refused: turned into strings, it
+    # would be counted 0, silently.
     with pytest.raises(InvalidRecordError, match=r"released n-gram must be a non-empty tuple"):
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])

@@ -124,8 +124,8 @@ def test_auto_spends_its_budget_from_an_accountant_once():
 
 
 def test_users_with_empty_records_change_nothing():
-    # Review finding: an empty record (a user holding nothing) fell into the largest
-    # size bin (index −1) and pushed the choice up.
+    # An empty record (a user holding nothing) must not fall into the largest size
+    # bin (index −1) and push the choice up.
     auto = max_items_choice.AutoMaxItems(candidates=(1, 2, 5, 100))
     select = beam_dpsu.SelectItems(WeightedGaussian(max_items_per_user=auto), BIG, seed=7)
     empty = [(f"e{i}", []) for i in range(300)]

@@ -136,10 +136,10 @@ def test_sampled_weighted_histogram_bounds_each_user_then_sums():
 
 
 def test_shard_sums_leave_each_flush_to_the_shuffle():
-    # Review finding: summing the shards with a CombinePerKey let its
-    # pre-combine (evicting by key count, with only 64 keys) keep every
-    # flushed item of a bundle on the worker: flushing no longer bounded
-    # memory. The shard sum must not be a combiner.
+    # Summing the shards with a CombinePerKey would let its pre-combine (evicting by
+    # key count, with only 64 keys) keep every flushed item of a bundle on the
+    # worker: flushing would no longer bound memory. The shard sum must not be a
+    # combiner.
     p = beam.Pipeline()
     _ = (p | beam.Create([("u", ("a",))])
          | SampledWeightedHistogram(policies.weighted_gaussian_weight, 7))

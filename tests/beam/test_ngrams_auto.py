@@ -287,7 +287,7 @@ def test_auto_with_counts_takes_the_basic_split(tmp_path):
 
 @pytest.mark.parametrize("index", [0, 2])
 def test_every_forced_choice_is_dpne_at_that_bound(monkeypatch, index):
-    # Review suggestion: the seeded test above checks the one index its seed picks;
+    # The seeded test above checks the one index its seed picks;
     # here each choice is forced, and the run must be DPNE at that Δ_1 exactly.
     monkeypatch.setattr(beam_dpsu.beam.max_items_choice.selection, "_noisy_choice",
                         lambda *a, **k: index)

@@ -98,7 +98,8 @@ def _element_mode(p):
 
 
 def _element_policy(p):
-    # Review gap: the policy orders elements by their (random) ids.
+    # A policy level 1 orders elements by their (random) ids (a weighted level 1 is
+    # order-free): its own case.
     return (p | "Create element pg" >> beam.Create([list(doc) for _, doc in phrase_corpus()])
             | "Extract element pg" >> ExtractNgrams(
                 3, Budget(3.0, 1e-5), max_items_per_user=6, level1="policy-gaussian",
@@ -320,9 +321,9 @@ class _Timestamp(beam.DoFn):
 
 
 def test_held_and_spurious_ngrams_carry_one_timestamp(releases):
-    # Review finding: spurious k-grams kept the timestamp of the Create they
-    # are drawn from, held ones the end of the window: a consumer could tell
-    # which were spurious. 200 users hold one 10-token sentence; the 91 valid
+    # Spurious k-grams keeping the timestamp of the Create they are drawn from, held
+    # ones the end of the window, would let a consumer tell which were spurious.
+    # 200 users hold one 10-token sentence; the 91 valid
     # bigrams nobody holds (single pruning) each cross ρ_2 with probability
     # ≈ 0.099, so some spurious bigram is drawn except with probability ≈ 7.5e-5
     # (the test then checks held ones only). Unseeded: fails by chance only if nothing
@@ -331,9 +332,9 @@ def test_held_and_spurious_ngrams_carry_one_timestamp(releases):
 
 
 def test_blocking_users_logs_no_count_of_users(caplog):
-    # Review finding: beam.BatchElements logged "element_count=<users>" at
-    # INFO after each bundle (runners' workers log at INFO). The levels'
-    # blocks must not log anything that counts users.
+    # beam.BatchElements logs "element_count=<users>" at INFO after each bundle
+    # (runners' workers log at INFO). The levels' blocks must not log anything that
+    # counts users.
     import logging
     docs = [(f"u{j}", ("a", "b", "c")) for j in range(37)]
     with caplog.at_level(logging.INFO):
@@ -439,7 +440,8 @@ def test_unseeded_blocks_hold_no_user_id():
 
 
 def test_unseeded_element_mode_with_a_policy_gaussian_level1(releases):
-    # Review gap: the policy orders elements by their (random) ids.
+    # A policy level 1 orders elements by their (random) ids (a weighted level 1 is
+    # order-free): its own case.
     # Unseeded at α = 3: every unigram (≥ 108 of the 459 elements) stops at the
     # cutoff Γ = ρ_1 + 3σ and is missed with probability Φ(−3) = 1.3e-3; each held
     # bigram (≥ 105 holders, weight ≥ 50 against ρ_2 < 10, σ = 2.5) is missed but

@@ -19,9 +19,10 @@ from apache_beam.internal import pickler
 from tests.support.runner import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from beam_dpsu import (SIPS, Budget, BudgetAccountant, BudgetExceededError, CountReleased,
-                       ExtractNgrams, NoisyThreshold, SelectItems, WeightedGaussian,
-                       ZCDPBudget)
+from beam_dpsu import (SIPS, AppliedTwiceError, Budget, BudgetAccountant, BudgetExceededError,
+                       CountReleased, ExtractNgrams, NoisyThreshold, SelectItems,
+                       TruncatedGeometric, WeightedGaussian, ZCDPBudget)
+from beam_dpsu.beam.noisy_threshold import KeepWithProbability
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 from beam_dpsu.beam.sips import SIPSRounds
 
@@ -200,8 +201,8 @@ def test_composites_built_of_releases_still_work():
                          ids=["copy", "deepcopy", "pickle"])
 @pytest.mark.parametrize("make", [select, extract], ids=["SelectItems", "ExtractNgrams"])
 def test_a_copy_made_before_the_first_application_is_the_same_budget(make, duplicate):
-    # Review finding: the "applied" mark lived on the instance, so a copy taken
-    # before the first application ran as a second, independent release.
+    # An "applied" mark on the instance alone would let a copy taken before the first
+    # application run as a second, independent release.
     s = make()
     twin = duplicate(s)
     p = beam.Pipeline()
@@ -212,7 +213,7 @@ def test_a_copy_made_before_the_first_application_is_the_same_budget(make, dupli
 
 
 def test_a_release_applying_itself_inside_its_own_expansion_is_refused():
-    # Review finding: any nested entry counted as super().expand().
+    # Only super().expand() is the one application, not any nested entry.
     class Twice(SelectItems):
         def expand(self, pairs):
             first = super().expand(pairs)
@@ -233,11 +234,61 @@ def test_super_expand_of_a_subclass_is_one_application():
                     equal_to(["COMMON"]))
 
 
+# -- the public release steps: each object applied once --------------------------------
+# NoisyThreshold and KeepWithProbability are public release steps too: applied twice, or
+# as a copy of an applied one, they would release one calibrated histogram twice.
+
+
+def noisy_threshold():
+    return NoisyThreshold(WeightedGaussian(10).calibrate(Budget(1.0, 1e-5)))
+
+
+def keep_with_probability():
+    return KeepWithProbability(TruncatedGeometric(1).calibrate(Budget(1.0, 1e-5)))
+
+
+RELEASE_STEPS = {"NoisyThreshold": noisy_threshold,
+                 "KeepWithProbability": keep_with_probability}
+
+
+def histogram(pipeline):
+    return pipeline | "Histogram" >> beam.Create([("a", 3.0), ("b", 1.0)])
+
+
+@pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
+def test_a_release_step_applied_twice_is_refused(step):
+    pipeline = beam.Pipeline()
+    weights = histogram(pipeline)
+    release = RELEASE_STEPS[step]()
+    _ = weights | "First" >> release
+    with pytest.raises(AppliedTwiceError):
+        _ = weights | "Second" >> release
+
+
+@pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
+def test_a_copy_of_an_applied_release_step_is_refused(step):
+    pipeline = beam.Pipeline()
+    weights = histogram(pipeline)
+    release = RELEASE_STEPS[step]()
+    _ = weights | "First" >> release
+    with pytest.raises(AppliedTwiceError):
+        _ = weights | "Second" >> copy.deepcopy(release)
+
+
+@pytest.mark.parametrize("step", sorted(RELEASE_STEPS))
+def test_two_release_steps_each_applied_once_are_fine(step):
+    """What the guard must keep allowing (each object is its own release)."""
+    pipeline = beam.Pipeline()
+    weights = histogram(pipeline)
+    _ = weights | "First" >> RELEASE_STEPS[step]()
+    _ = weights | "Second" >> RELEASE_STEPS[step]()
+
+
 # -- one accountant, several transforms: refused at construction ----------------------
 
 
 def test_dpsu_baselines_spend_from_an_accountant():
-    # Review note: NgramsByDPSU took no accountant, so it could not share a total.
+    # NgramsByDPSU takes an accountant, so that it can share a total.
     accountant = BudgetAccountant(Budget(1.5, 1e-5))
     NgramsByDPSU("dpsu-all", 2, Budget(1.0, 5e-6), 4, accountant=accountant)
     with pytest.raises(BudgetExceededError, match="NgramsByDPSU"):

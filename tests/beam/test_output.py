@@ -1,9 +1,9 @@
 """Only the released set leaves (docs/privacy.md, invariant 6): output files depend on the
 set alone.
 
-The finding: released items were written in the order the runner produced
-them: a pairs file in user order came back in user order, a sequential
-policy emitted one user's items as a block, and DPNE's spurious k-grams came
+Written in the order the runner produces them, released items would give the
+input away: a pairs file in user order comes back in user order, a sequential
+policy emits one user's items as a block, and DPNE's spurious k-grams come
 back sorted, one block after the held ones, labelling every one of them.
 ``WriteReleased`` writes sorted lines in hash-chosen shards, so the same
 seeded run on the same records in another order, split differently, writes
@@ -13,12 +13,13 @@ byte-identical files.
 import glob
 import os
 import random
+import re
 
 import apache_beam as beam
 import pytest
 from tests.support.runner import TestPipeline
 
-from beam_dpsu import SelectItems, ZCDPBudget
+from beam_dpsu import Budget, InvalidRecordError, SelectItems, ZCDPBudget
 
 from beam_dpsu.core import mechanisms
 from beam_dpsu.extract_ngrams import ExtractNgrams
@@ -70,11 +71,41 @@ def test_lines_are_sorted_and_every_shard_is_written(tmp_path, items, escaped):
     (["a", b"b"], {"format": "parquet"}),
 ])
 def test_a_release_mixing_str_and_bytes_is_refused_before_any_file(tmp_path, items, kwargs):
-    # New-user trial (issue 36, finding 8): "cat" and b"cat" were both released and
-    # written as the same line. Which types a set holds is a function of the set.
+    # "cat" and b"cat", both released, would be written as the same line. Which types
+    # a set holds is a function of the set.
     with pytest.raises(ValueError, match=r"both str and bytes items.*one type per set"):
         write(items, str(tmp_path / "items"), **kwargs)
     assert not glob.glob(str(tmp_path / "items*"))
+
+
+# An item no step label or message template contains, so that an error echoing it is
+# caught (words such as "indicate" contain "cat").
+ITEM = "okapi"
+
+
+def _select_and_write_mixed_types(tmp_path):
+    """50 users hold the str item, 50 others the bytes item with the same text; seeded,
+    with a budget large enough that both clear the threshold if they are two items."""
+    records = ([(f"s{i}", ITEM) for i in range(50)]
+               + [(f"b{i}", ITEM.encode()) for i in range(50)])
+    prefix = str(tmp_path / "items")
+    with TestPipeline() as p:
+        released = (p | beam.Create(records)
+                    | SelectItems(mechanisms.WeightedGaussian(max_items_per_user=1),
+                                  Budget(10, 1e-5), seed=1))
+        _ = released | WriteReleased(prefix)
+    return prefix
+
+
+def test_a_selection_of_str_and_bytes_items_is_refused_before_any_file(tmp_path):
+    # Released and written, the str and the bytes item would be one line twice in the
+    # items file, and read_released would give [ITEM, ITEM].
+    with pytest.raises((InvalidRecordError, ValueError)) as info:
+        _select_and_write_mixed_types(tmp_path)
+    message = str(info.value).split("[while running")[0]
+    assert re.search(r"\bstr\b", message) and re.search(r"\bbytes\b", message), message
+    assert ITEM not in message  # names the problem, never the item
+    assert not any(name.startswith("items") for name in os.listdir(tmp_path))
 
 
 def test_empty_release_writes_empty_shards(tmp_path):
@@ -154,7 +185,7 @@ def test_permuted_and_resplit_input_gives_identical_files(tmp_path, name, factor
 
 
 def test_distinct_items_give_distinct_lines():
-    # Review finding: "a\nb" and "a\\nb", b"\xff" and b"\\xff" wrote the same line.
+    # "a\nb" and "a\\nb", b"\xff" and b"\\xff" must not write the same line.
     items = ["a\nb", "a\\nb", "a\\b", "x\ud800"]
     lines = [format_released(i) for i in items]
     assert len(set(lines)) == len(lines)
@@ -174,9 +205,9 @@ def test_write_leaves_no_temporary_files(tmp_path):
 
 # --- lines are items: every line boundary str.splitlines() knows is escaped (invariant 6) ---
 #
-# The finding: format_released escaped \\, \n and \r only. An item holding
-# \x0b, \x0c, \x1c-\x1e, \x85, \u2028 or \u2029 was one line for `for line in f`
-# but several for str.splitlines(), and the counts TSV misaligned.
+# Escaping \\, \n and \r only is not enough: an item holding \x0b, \x0c, \x1c-\x1e,
+# \x85, \u2028 or \u2029 is one line for `for line in f` but several for
+# str.splitlines(), and the counts TSV misaligns.
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -193,7 +224,7 @@ LINE_BREAKS = [chr(c) for c in range(0x110000) if len(f"a{chr(c)}b".splitlines()
 any_text = st.text(st.characters(codec=None, categories=None))
 
 
-def test_splitlines_breaks_at_the_characters_the_finding_names():
+def test_splitlines_breaks_at_the_characters_named_above():
     assert set(LINE_BREAKS) == set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 
 

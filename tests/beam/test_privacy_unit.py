@@ -81,7 +81,7 @@ def test_counts_of_ngrams_are_keyed_only():
     (["ok", 3], "item 1 of an element must be str or bytes, got an int"),
     (["ok", ["secret"]], "item 1 of an element must be str or bytes, got a list"),
     (np.array([["a", "b"]]), "an element must be a 1-D array of items, got a 2-D array"),
-    # Review finding: keyed rows in other shapes than a tuple passed as people.
+    # Keyed rows in other shapes than a tuple are not people either.
     (beam.Row(user="alice", item="secret"), "got a Row"),
     ((x for x in ["alice", "secret"]), "got a generator"),
     ({"alice": 1, "secret": 1}.keys(), "got a dict_keys"),
@@ -169,8 +169,8 @@ def test_seeded_release_does_not_depend_on_the_elements_order(mechanism):
 
 
 def test_keyed_rows_as_beam_rows_fail_the_pipeline_instead_of_releasing_ids():
-    # Review finding: beam.Row(user, item) was read as a person holding the
-    # user id as an item, and a heavy user's id was released.
+    # beam.Row(user, item) read as a person holding the user id as an item would
+    # release a heavy user's id.
     rows = ([beam.Row(user="alice", item=f"word{i}") for i in range(200)]
             + [beam.Row(user=f"bob{i}", item="common") for i in range(200)])
     # (In a pipeline a Row is a schema'd NamedTuple: refused as a tuple.)
@@ -181,9 +181,9 @@ def test_keyed_rows_as_beam_rows_fail_the_pipeline_instead_of_releasing_ids():
 
 
 def test_seeded_sips_join_keeps_equal_elements_apart():
-    # Review finding: seeded element ids are a hash of the items, so five equal
-    # elements share one id, and the join removal regrouped them into one
-    # record (each item 5 times): five people counted as one.
+    # Seeded element ids are a hash of the items, so five equal elements share one
+    # id: a join removal grouping by that id would regroup them into one record
+    # (each item 5 times), five people counted as one.
     from beam_dpsu.beam.sips import RemoveReleasedByJoin
     with TestPipeline() as p:
         records = (p | "Elements" >> beam.Create([["a", "b", "c"]] * 5)
@@ -198,7 +198,7 @@ def test_seeded_sips_join_keeps_equal_elements_apart():
 def test_sequential_report_says_what_orders_the_elements():
     select = SelectItems(mechanisms.PolicyGaussian(3), HUGE, privacy_unit="element")
     assert "32 fresh random bytes per element" in select.report["user_order"]
-    # Noticed after the fused element step: the report still said a keyed hash.
+    # The fused element step draws fresh bytes: the report must not say a keyed hash.
     assert "keyed hash" not in select.report["user_order"]
     seeded = SelectItems(mechanisms.PolicyGaussian(3), HUGE, privacy_unit="element", seed=4)
     assert seeded.report["user_order"].startswith("keyed hash of a random id per element (a "
@@ -450,8 +450,8 @@ def test_an_extra_element_adds_only_its_own_keys(elements_extra, position, max_i
 
 
 def test_a_tokens_list_changed_by_hand_is_checked_like_any_list():
-    # Review finding: a Tokens list mutated after the Tokenizer (or built by
-    # hand) skipped the item check: "" was released, None failed unnamed.
+    # A Tokens list mutated after the Tokenizer (or built by hand) gets the item check
+    # too: skipped, "" would be released and None fail unnamed.
     for bad, message in ((["", "ok"], "item 0 of an element is empty"),
                          (["ok", None], "item 1 of an element must be str or bytes")):
         tokens = Tokenizer()("ok")

@@ -307,9 +307,9 @@ def test_gw_single_user_with_1000_items_releases_with_probability_at_most_delta(
 
 
 def test_a_users_gw_list_does_not_depend_on_who_the_worker_saw_first():
-    # Review finding: the per-worker tie-key cache was keyed by equality, so
-    # 1, 1.0 and True shared an entry though their keyed hashes differ: user
-    # B's list changed after another user holding the int 1 was ordered.
+    # A per-worker tie-key cache keyed by equality would let 1, 1.0 and True share an
+    # entry though their keyed hashes differ: user B's list would change once another
+    # user holding the int 1 was ordered.
     from beam_dpsu.beam.sequential import _TopItemsFn
     key = b"k" * 32
     z = next(f"z{i}" for i in range(1000)

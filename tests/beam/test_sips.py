@@ -167,8 +167,8 @@ def test_side_input_removal_drops_exactly_the_released_items():
 
 
 def test_join_removal_groups_on_the_user_id_alone():
-    # Review finding: a random nonce in the join's shuffle key meant a runner
-    # that recomputes part of a map task could regroup one user as two
+    # With a random nonce in the join's shuffle key, a runner that recomputes part
+    # of a map task could regroup one user as two
     # records (each then sampled to Δ0). The key must be the user id alone:
     # two tagging passes over the same record must give the same keys.
     from beam_dpsu.beam.sips import _pairs_by_item

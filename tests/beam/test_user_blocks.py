@@ -202,8 +202,8 @@ def test_item_shards_must_be_a_positive_int(bad):
 
 
 def test_bad_sample_elements_and_seed_are_named():
-    # Noticed in review: a bad sample_elements was reported as max_items_per_user,
-    # and a seed without sample_elements was taken unchecked and never used.
+    # A bad sample_elements is named as such (not as max_items_per_user), and a seed
+    # without sample_elements is refused rather than taken unchecked and never used.
     with pytest.raises(ValueError, match="sample_elements must be >= 1, got 0"):
         SequentialPolicyHistogram(l1_descent, 1.5, KEY, sample_elements=0)
     with pytest.raises(TypeError, match="sample_elements must be an int"):
@@ -215,8 +215,8 @@ def test_bad_sample_elements_and_seed_are_named():
 
 
 def test_tied_lists_with_lone_surrogates_are_ordered_without_an_error():
-    # Review finding: the tie key encoded items strictly, so a lone surrogate
-    # raised an error that quoted the item's character.
+    # A tie key that encoded items strictly would raise, on a lone surrogate, an
+    # error quoting the item's character.
     users = [(b"t" * 16, ["\ud800", "x"]), (b"t" * 16, ["x"])]
     for blocks in (packed(users, []), packed(users[::-1], [])):
         got = shard_policy_histogram(blocks, l2_descent, 2.0)
@@ -226,7 +226,7 @@ def test_tied_lists_with_lone_surrogates_are_ordered_without_an_error():
 
 
 def test_user_ids_with_lone_surrogates_get_order_keys_without_an_error():
-    # Review note: the keyed hash encoded ids strictly and raised quoting the id.
+    # A keyed hash that encoded ids strictly would raise an error quoting the id.
     assert user_order_key("\ud800", KEY) != user_order_key("\ud801", KEY)
     assert user_order_key("é", KEY) == user_order_key("é", KEY)
 
@@ -272,7 +272,7 @@ def _users_of(user_blocks):
 
 @pytest.mark.parametrize("seed", [None, 11])
 def test_one_shard_samples_and_packs_its_record_blocks_as_the_packing_step_does(seed):
-    # Issue 33: with one shard, auto's record blocks cross the shuffle as they are and
+    # With one shard, auto's record blocks cross the shuffle as they are and
     # the shard samples and packs their users itself. It must visit the users the
     # packing step would have sent: each its own Δ0-sample, once (seeded: the same
     # users, keys and lists, and so the same histogram bit for bit).
@@ -329,13 +329,13 @@ def test_auto_record_blocks_reach_one_shard_unpacked(shards):
 
 @pytest.mark.parametrize("shards", [1, 2])
 def test_a_fixed_sample_with_a_chosen_cutoff_runs_on_one_shard_as_on_two(shards):
-    # FINDING (pg20 review): with one shard, _PolicyRecordShardFn samples by the cutoff's
-    # chosen index (self._samples[chosen]) instead of the sample's own (0 when
-    # sample_elements is one fixed Δ0, as the packing step reads it). A fixed
-    # sample_elements with a cutoff chosen when the pipeline runs was accepted when
-    # built and ran with P = 2, but with P = 1 a chosen index of 1 raised IndexError
-    # (a traceback) in ApplyPolicyInOrder. Either way is fine for a fix: refuse the pair
-    # when the transform is built (naming the index), or sample by Δ0's own index.
+    # With one shard, _PolicyRecordShardFn must sample by the sample's own index (0
+    # when sample_elements is one fixed Δ0, as the packing step reads it), not by the
+    # cutoff's chosen index (self._samples[chosen]): a fixed sample_elements with a
+    # cutoff chosen when the pipeline runs would run with P = 2 but, with P = 1, raise
+    # IndexError (a traceback) in ApplyPolicyInOrder at a chosen index of 1. Either
+    # passes: the pair refused when the transform is built (naming the index), or
+    # the sample taken by Δ0's own index.
     from beam_dpsu.beam.max_items_choice.chosen import Chosen
     users = [["a", "b"], ["c"]]  # disjoint lists: the histogram is the same in any order
     pipeline = TestPipeline()
@@ -359,9 +359,10 @@ def _same_histogram(got, expected):
 # --- PackRecordsFn: users' records packed into blocks ------------------------------------
 
 def test_a_tokens_element_is_checked_once_and_every_block_is_stamped_alike(monkeypatch):
-    # Findings: SIPS's packing checked a Tokens element's items for plain str
-    # twice (once in element_distinct_items, once more before packing), and sent
-    # its full blocks with the timestamp of the element that filled them.
+    # SIPS's packing checks a Tokens element's items for plain str once (in
+    # element_distinct_items, not again before packing), and sends every block, full
+    # or last, stamped alike: the timestamp of the element that filled a block would
+    # tell when that user came.
     checked = []
     check = bounding._plain_tokens
     monkeypatch.setattr(bounding, "_plain_tokens",

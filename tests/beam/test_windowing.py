@@ -1,9 +1,9 @@
 """Bounding is global (docs/privacy.md, invariant 7): windowed or unbounded input is refused.
 
-The finding: BoundContributions, ItemCountsPerUser, the SIPS rounds, the
-sequential DoFn and the n-gram GroupByKey grouped per (user, window), so a
-user whose records fell in 6 fixed windows contributed Δ0 items 6 times and
-nothing errored. Every public transform that bounds or aggregates users must
+BoundContributions, ItemCountsPerUser, the SIPS rounds, the sequential DoFn
+and the n-gram GroupByKey group per (user, window): on windowed input a user
+whose records fell in 6 fixed windows would contribute Δ0 items 6 times, and
+nothing would error. Every public transform that bounds or aggregates users must
 refuse such input when the pipeline is built.
 """
 
@@ -138,9 +138,9 @@ def test_rewindowing_into_the_global_window_is_accepted():
 
 
 def test_records_rewindowed_into_the_global_window_are_bounded_once_per_user():
-    # Review finding: per-window GroupByKey, then re-windowed to the global
-    # window and sampled. Each of the user's 6 window records used to be
-    # sampled to Δ0 = 1 on its own: 6 items at weight 1, ‖H − H′‖₂² = 6.
+    # Per-window GroupByKey, then re-windowed to the global window and sampled: each
+    # of the user's 6 window records must not be sampled to Δ0 = 1 on its own (6 items
+    # at weight 1, ‖H − H′‖₂² = 6).
     from tests.support.runner import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
     with TestPipeline() as p:

@@ -1,7 +1,9 @@
 """Golden and validation tests of budgets, conversions and the analytic Gaussian σ."""
 
+import contextlib
 import math
 import re
+import signal
 from fractions import Fraction
 
 import pytest
@@ -12,8 +14,10 @@ from beam_dpsu.core.budgets import (
     BudgetExceededError,
     ZCDPBudget,
     dp_to_zcdp,
+    parts_within,
 )
-from beam_dpsu.core.checks import require_delta
+from beam_dpsu.core.checks import ParameterError, require_delta
+from beam_dpsu.core.counts_budget import split_selection_and_counts
 from beam_dpsu.core.gaussian import (
     analytic_gaussian_sigma,
     gaussian_mechanism_delta,
@@ -102,8 +106,6 @@ def test_accountant_refuses_overspending():
         acc.spend(Budget(1.0, 1e-9))
 
 
-# --- analytic Gaussian ------------------------------------------------------------
-
 def test_accountant_shows_the_exact_remainder_and_it_is_spendable():
     # 99 parts of 0.01: the floats' exact sum is 0.99000000000000002…, so the float 0.01
     # (0.0100000000000000002…) no longer fits. What remains is shown exactly (the largest
@@ -129,6 +131,114 @@ def test_accountant_spends_the_parts_of_a_split_whole():
     acc.spend_all(*Budget(1.0, 1e-5).split([1] * 100))
     assert 0.0 <= acc.remaining()["epsilon"] < 1e-15
 
+
+# --- the accountant: no tolerance (docs/privacy.md, invariant 4) -------------------
+# Spending past the total by any amount is an error: with a tolerance, parts that sum
+# past the total would all be spent.
+
+@pytest.mark.parametrize("epsilon", [1.000000000999, math.nextafter(1.0, 2.0), 1.0 + 1e-12])
+def test_spending_past_the_total_epsilon_by_any_amount_is_an_error(epsilon):
+    accountant = BudgetAccountant(Budget(1.0, 1e-6))
+    with pytest.raises(BudgetExceededError):
+        accountant.spend(Budget(epsilon, 1e-6))
+
+
+def test_spending_past_the_total_delta_by_any_amount_is_an_error():
+    accountant = BudgetAccountant(Budget(1.0, 1e-6))
+    with pytest.raises(BudgetExceededError):
+        accountant.spend(Budget(1.0, 1e-6 * (1.0 + 1e-10)))
+
+
+def test_spending_past_a_zcdp_total_by_any_amount_is_an_error():
+    accountant = BudgetAccountant(ZCDPBudget(0.1, 1e-5))
+    with pytest.raises(BudgetExceededError):
+        accountant.spend(ZCDPBudget(0.1 * (1.0 + 1e-10), 1e-5))
+
+
+def test_parts_that_sum_past_the_total_in_sequence_are_refused():
+    accountant = BudgetAccountant(Budget(1.0, 1e-6))
+    accountant.spend(Budget(0.5, 5e-7))
+    with pytest.raises(BudgetExceededError):
+        accountant.spend(Budget(0.5 + 1e-12, 5e-7))
+    with pytest.raises(BudgetExceededError):
+        accountant.spend_all(Budget(0.25, 2e-7), Budget(0.25 + 1e-12, 3e-7))
+
+
+def test_the_spent_total_is_compared_exactly():
+    # 0.1 + 0.9 rounds to 1.0 in floats, but the two floats sum to more than 1.
+    a, b = 0.1, 0.9
+    assert a + b == 1.0 and Fraction(a) + Fraction(b) > 1
+    accountant = BudgetAccountant(Budget(1.0, 1e-6))
+    with pytest.raises(BudgetExceededError):
+        accountant.spend_all(Budget(a, 5e-7), Budget(b, 5e-7))
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.3, 1.0, 1.7, 3.0, 10.0])
+def test_the_librarys_own_splits_fit_its_accountant(epsilon):
+    """An exact accountant must still take every split the library makes: parts such as
+    (1 − 0.1)·ε and 0.1·ε sum, exactly, a few ulps past the total unless the split
+    rounds them down."""
+    total = Budget(epsilon, 1e-5)
+    for share in (0.01, 0.05, 0.1, 0.2, 0.25, 0.3, 0.5, 0.7, 0.9):
+        split_selection_and_counts(total, share, accountant=BudgetAccountant(total))
+    for n in (2, 3, 5, 7, 10):
+        BudgetAccountant(total).spend_all(*total.split([1.0] * n))
+    zcdp = ZCDPBudget(epsilon / 10.0, 1e-5)
+    for n in (3, 7):
+        BudgetAccountant(zcdp).spend_all(*zcdp.split([1.0] * n))
+
+
+# --- parts_within: at once, or a clear error ------------------------------------------
+# parts_within (docs/privacy.md, invariant 4) rounds the parts down until they fit the
+# total; where no valid part exists it must say so at once, not search for ever.
+
+@contextlib.contextmanager
+def _within(seconds: int):
+    """Fails the test (instead of hanging the suite) if the body runs past ``seconds``."""
+    def expire(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_parts_within_refuses_a_part_with_no_room_at_once():
+    with _within(5), pytest.raises(ParameterError, match="part 1 of the total 1.0"):
+        parts_within(1.0, [1.0, 1e-17], rounded=[1])
+
+
+@pytest.mark.parametrize("total, share", [(Budget(1.0, 1e-6), 1e-17),
+                                          (ZCDPBudget(0.5, 1e-6), 1e-300)])
+def test_a_counts_share_too_small_for_floats_is_a_clear_error(total, share):
+    with _within(5), pytest.raises(ParameterError) as error:
+        split_selection_and_counts(total, counts_share=share)
+    assert error.value.param == "counts_share" and "too small" in str(error.value)
+
+
+@pytest.mark.parametrize("total", [Budget(0.15, 1e-6), ZCDPBudget(0.15, 1e-6)])
+def test_a_small_counts_share_splits_exactly_at_once(total):
+    with _within(5):
+        parts = split_selection_and_counts(total, counts_share=1e-9)
+    field = "epsilon" if isinstance(total, Budget) else "rho"
+    selection, counts = getattr(parts.selection, field), getattr(parts.counts, field)
+    assert Fraction(selection) + Fraction(counts) <= Fraction(getattr(total, field))
+    assert counts == pytest.approx(0.15e-9, rel=1e-6)
+
+
+def test_parts_within_rounds_a_few_ulps_of_excess_by_about_an_ulp():
+    # 0.1 + 0.9 rounds to 1.0 in floats, but the floats' exact sum is above 1.
+    fitted = parts_within(1.0, [0.1, 0.9])
+    assert sum(map(Fraction, fitted)) <= 1
+    assert fitted[0] == math.nextafter(0.1, 0) and fitted[1] == math.nextafter(0.9, 0)
+    assert parts_within(1.0, [0.25, 0.75]) == [0.25, 0.75]  # within: as given
+
+
+# --- analytic Gaussian ------------------------------------------------------------
 
 def test_analytic_gaussian_golden():
     # docs/privacy.md: σ(ε=3, δ/2 with δ=e^-10, L2=1) = 1.33279.
@@ -227,8 +337,8 @@ def test_pure_budget_converts_to_zcdp():
 @pytest.mark.parametrize("rho", [0.1, 0.1 * 0.985, 0.3, 0.7, 1.9, 1e-300, 5e-324, 1e300])
 @pytest.mark.parametrize("l2_sensitivity", [1.0, math.sqrt(7), 100.0])
 def test_zcdp_sigma_is_rounded_up_and_laplace_epsilon_down(rho, l2_sensitivity):
-    # Review finding: σ = Δ/√(2ρ) rounded to nearest pays a few ulps more than ρ for
-    # about half of all ρ (0.1 is one). Now Δ²/(2σ²) ≤ ρ exactly, one float up at most;
+    # σ = Δ/√(2ρ) rounded to nearest pays a few ulps more than ρ for about half of all
+    # ρ (0.1 is one): rounded up, Δ²/(2σ²) ≤ ρ exactly, one float up at most;
     # and ε = √(2ρ) for the Laplace step has ε²/2 ≤ ρ exactly.
     from fractions import Fraction
     from beam_dpsu.core.gaussian import zcdp_gaussian_sigma, zcdp_laplace_epsilon
@@ -256,10 +366,10 @@ def test_zcdp_sigma_at_rho_three_tenths_is_the_float_above_the_nearest():
 
 @pytest.mark.parametrize("rho", [0.1, 0.3, 0.7, 1.9])
 def test_count_gaussian_zcdp_sigma_pays_for_the_exact_sensitivity_sqrt_delta0(rho):
-    # Review 18b: Count Gaussian's ℓ2 sensitivity is √Δ0, given as the float nearest it,
-    # which is below √Δ0 for about half of all Δ0 (3 is one); σ was rounded up for
-    # that float, so Δ0/(2σ²) could still pass ρ by an ulp, and μ = Δ2/σ in the
-    # composition was stated for the smaller sensitivity.
+    # Count Gaussian's ℓ2 sensitivity is √Δ0, given as the float nearest it, which is
+    # below √Δ0 for about half of all Δ0 (3 is one); a σ rounded up for that float
+    # lets Δ0/(2σ²) pass ρ by an ulp, and states μ = Δ2/σ in the composition for the
+    # smaller sensitivity.
     from fractions import Fraction
     from beam_dpsu import ZCDPBudget
     from beam_dpsu.core.mechanisms import CountGaussian
@@ -272,9 +382,9 @@ def test_count_gaussian_zcdp_sigma_pays_for_the_exact_sensitivity_sqrt_delta0(rh
 
 @pytest.mark.parametrize("epsilon", [round(0.1 * k, 1) for k in range(1, 31)])
 def test_sips_rounds_under_a_dp_budget_compose_within_the_gaussian_paid_for(epsilon):
-    # Review 18b: under Budget(ε, δ) SIPS's rounds share one analytic Gaussian σ_total
-    # in μ²; ρ = 1/(2σ_total²) was rounded to nearest, so the rounds (σ_i rounded up for
-    # ρ_i, Σ ρ_i ≤ ρ) could compose to μ² = Σ 1/σ_i² an ulp above 1/σ_total².
+    # Under Budget(ε, δ) SIPS's rounds share one analytic Gaussian σ_total in μ²; with
+    # ρ = 1/(2σ_total²) rounded to nearest, the rounds (σ_i rounded up for ρ_i,
+    # Σ ρ_i ≤ ρ) could compose to μ² = Σ 1/σ_i² an ulp above 1/σ_total².
     from fractions import Fraction
     from beam_dpsu import Budget
     from beam_dpsu.core.mechanisms import SIPS

@@ -83,3 +83,10 @@ def test_split_is_feasible_and_no_worse_than_even_at_extremes(epsilon, log_delta
     assert split.objective <= even * (1 + 1e-12)
     # σ is the analytic Gaussian at δ_noise: its exact δ is not above δ_noise.
     assert gaussian_mechanism_delta(split.sigma_total, epsilon) <= split.delta_noise * (1 + 1e-9)
+
+
+# Q(S) − e^ε(1 − δ*)P*(S) = (1 − δ*)(Q(S) − e^ε P*(S)) + δ*·Q(S) ≤ δ_L + δ*: charging
+# δ_thr itself suffices, not δ_thr/(1 − δ_thr) (docs/privacy.md, Accounting).
+@pytest.mark.parametrize("delta_thr", [1e-10, 1e-5, 0.01, 0.3])
+def test_the_thresholds_cost_their_own_delta(delta_thr):
+    assert threshold_delta_cost(delta_thr) == delta_thr

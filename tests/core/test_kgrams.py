@@ -143,9 +143,9 @@ def test_level_thresholds_golden():
 @pytest.mark.parametrize("levels", [2, 3, 5])
 @pytest.mark.parametrize("decay", [0.9, 1.0, 1.3])
 def test_noise_schedule_composes_within_sigma_star_exactly(levels, decay):
-    # Review 18b: σ* is rounded up for its budget (zCDP: zcdp_gaussian_sigma), but the
-    # levels' σ_k were rounded to nearest, so Σ 1/σ_k² passed 1/σ*² by an ulp for about
-    # half of all σ*: the levels spent a few ulps more than the budget.
+    # σ* is rounded up for its budget (zCDP: zcdp_gaussian_sigma); the levels' σ_k
+    # must be too: rounded to nearest, Σ 1/σ_k² passes 1/σ*² by an ulp for about half
+    # of all σ*, and the levels spend a few ulps more than the budget.
     from fractions import Fraction
     for k in range(1, 40):
         sigma_star = 0.37 * k

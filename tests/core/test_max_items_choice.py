@@ -264,8 +264,8 @@ def test_a_lone_user_is_released_with_probability_at_most_delta_at_every_candida
 
 
 def test_the_budget_split_holds_in_exact_arithmetic():
-    # Review finding: the float check let ε_s + ε_sel exceed ε by ~1e-16 (e.g. ε = 3),
-    # and the noise's scale 1/ε_s rounded below the exact one.
+    # A float check lets ε_s + ε_sel exceed ε by ~1e-16 (e.g. ε = 3), and the noise's
+    # scale 1/ε_s round below the exact one.
     from fractions import Fraction as F
     rng = random.Random(5)
     cases = [(3.0, 0.05), (1.7, 0.05)] + [(rng.uniform(0.01, 10), rng.uniform(0.01, 0.5))
@@ -279,7 +279,7 @@ def test_the_budget_split_holds_in_exact_arithmetic():
 
 
 def test_the_rule_never_prefers_a_larger_threshold_for_a_negative_mass():
-    # Review finding: with M − 2 sd < 0 everywhere, dividing by T made the largest T win.
+    # With M − 2 sd < 0 everywhere, dividing by T would make the largest T win.
     plan = choice.plan_auto(CountLaplace(max_items_per_user="auto"), Budget(1.0, 1e-5))
     assert plan.choose(choice.size_counts([3] * 100, np.asarray(plan.edges))) == 1
     assert plan.choose(np.zeros(len(plan.edges))) == 1
@@ -397,7 +397,7 @@ def test_weighted_and_policy_gaussian_keep_the_mass_over_threshold_rule(mechanis
 
 
 def test_sips_scored_as_one_round_would_take_a_larger_step():
-    # The finding the rounds' model fixes: scored by M/T (T of the last round) SIPS took
+    # Why the rounds' model: scored by M/T (T of the last round), SIPS would take
     # IMDb's 500, one grid step above its best.
     plan = _auto_plan(SIPS)
     as_one_round = choice.AutoPlan(**{**plan.__dict__, "round_thresholds": ()})

@@ -41,13 +41,14 @@ ALL_THRESHOLDS = WEIGHTED + [thresholds.count_laplace_threshold,
                              thresholds.count_gaussian_threshold, thresholds.gw_threshold]
 
 
-# -- the findings, as they were reported --------------------------------------
+# -- the failures seen at extreme parameters --------------------------------
 
 @pytest.mark.parametrize("fn", ALL_THRESHOLDS)
 @pytest.mark.parametrize("d0", HUGE_D0)
 @pytest.mark.parametrize("delta", [1e-5, 1e-300])
 def test_thresholds_at_huge_max_items_need_no_array_of_that_length(fn, d0, delta):
-    # Finding: "Unable to allocate 7.28 TiB" at Δ0 = 10^12 (WG, SIPS, PG, WL, PL).
+    # An array of length Δ0: "Unable to allocate 7.28 TiB" at Δ0 = 10^12 (WG, SIPS, PG,
+    # WL, PL).
     rho = fn(0.5, delta, d0)
     assert math.isfinite(rho)
     # Thresholds grow with Δ0 (more items to hide among).
@@ -72,7 +73,7 @@ def test_every_mechanism_calibrates_at_max_items_10_to_12(name):
 
 
 def test_rho_1e20_converts_to_dp():
-    # Finding: `--rho 1e20` ended in scipy's "f(a) and f(b) must have different signs"
+    # Unguarded, `--rho 1e20` ends in scipy's "f(a) and f(b) must have different signs"
     # (the report's zCDP → DP line).
     dp = ZCDPBudget(1e20, 1e-5).to_dp(2e-5)
     assert math.isfinite(dp.epsilon) and dp.epsilon >= 1e20
@@ -82,7 +83,8 @@ def test_rho_1e20_converts_to_dp():
 
 
 def test_epsilon_1e300_gives_a_finite_sigma_without_warnings():
-    # Finding: `--epsilon 1e300`: RuntimeWarning, then "The function value ... is NaN".
+    # Unguarded, `--epsilon 1e300` gives a RuntimeWarning, then "The function value ...
+    # is NaN".
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sigma = gaussian.analytic_gaussian_sigma(1e300, 5e-6)
@@ -193,7 +195,7 @@ def test_a_cutoff_that_overflows_the_descent_at_alpha_0_asks_for_more_budget():
 # -- --max-n ------------------------------------------------------------------
 
 def test_max_n_has_a_stated_limit():
-    # Finding: `ngrams --max-n 1000` ran 142 s into a RecursionError.
+    # Unbounded, `ngrams --max-n 1000` runs 142 s into a RecursionError.
     with pytest.raises(ValueError, match=f"max_n must be at most {MAX_NGRAM_LENGTH}"):
         ExtractNgrams(MAX_NGRAM_LENGTH + 1, Budget(1.0, 1e-6))
     with pytest.raises(ValueError, match=f"max_n must be at most {MAX_NGRAM_LENGTH}"):
@@ -390,7 +392,7 @@ def _run_vocabulary(tmp_path, capsys, *flags):
 
 @pytest.mark.parametrize("name", sorted(mechanisms.MECHANISMS))
 def test_vocabulary_job_at_max_items_10_to_12(tmp_path, capsys, name):
-    # Finding: "Unable to allocate 7.28 TiB" for WG, SIPS, PG, WL, PL. Users hold
+    # An array of length Δ0: "Unable to allocate 7.28 TiB" for WG, SIPS, PG, WL, PL. Users hold
     # fewer items than Δ0, so bounding samples min(Δ0, |W|) of them.
     code, err = _run_vocabulary(tmp_path, capsys, "--mechanism", name,
                                 "--max-items-per-user", "1000000000000",
@@ -408,7 +410,7 @@ def test_vocabulary_job_at_max_items_10_to_12(tmp_path, capsys, name):
                                    # finite (≈ (0, δ)-DP) as ε → 0; the zCDP route refused.
                                    ["--epsilon", "1e-300", "--mechanism", "sips"]])
 def test_vocabulary_job_at_huge_budgets_runs(tmp_path, capsys, flags):
-    # Findings: `--rho 1e20` (scipy traceback), `--epsilon 1e300` (NaN solver error).
+    # Unguarded: `--rho 1e20` (scipy traceback), `--epsilon 1e300` (NaN solver error).
     code, err = _run_vocabulary(tmp_path, capsys, *flags, "--delta", "1e-5")
     assert code == 0, err
 
@@ -471,8 +473,8 @@ def test_zcdp_to_dp_epsilon_is_valid_in_exact_arithmetic(rho, delta):
 @pytest.mark.parametrize("rho", [1e13, 3.3e17, 1e18, 1e20, 1e50, 1e100])
 @pytest.mark.parametrize("delta_cdp,delta", [(0.0, 1e-300), (1e-6, 1e-5), (0.0, 0.4)])
 def test_zcdp_to_dp_at_huge_rho_is_never_below_the_exact_classic_bound(rho, delta_cdp, delta):
-    # Review finding: past ρ ≈ 3e17 the fallback returned ρ + 2√(ρ L) rounded to
-    # nearest, up to 33.6 below the exact bound at ρ = 1e18 (its δ 1.0000004× δ).
+    # Past ρ ≈ 3e17 the fallback's ρ + 2√(ρ L), rounded to nearest, is up to 33.6 below
+    # the exact bound at ρ = 1e18 (its δ 1.0000004× δ).
     epsilon = gaussian.zcdp_to_dp(rho, delta_cdp, delta)
     with mpmath.workdps(200):
         target = (mpmath.mpf(delta) - delta_cdp) / (1 - mpmath.mpf(delta_cdp))

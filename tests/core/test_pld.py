@@ -13,8 +13,9 @@ from scipy import integrate, stats
 
 from beam_dpsu import (Budget, BudgetAccountant, SIPS, WeightedGaussian, WeightedLaplace,
                        ZCDPBudget, count_calibration, split_selection_and_counts)
-from beam_dpsu.core import composition
+from beam_dpsu.core import composition, ngram_calibration
 from beam_dpsu.core.calibration import Calibration, RoundsCalibration
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.counts_budget import composed_guarantees
 
 pytestmark = pytest.mark.pipeline
@@ -296,6 +297,21 @@ def test_the_default_split_is_tight_where_it_can_be():
     assert lap.scale == 1.0 and lap.selection == basic.selection
 
 
+def test_the_library_splits_selection_and_counts_as_the_job_does():
+    # By default the library splits as the job does, tightly where it can: split basic,
+    # the docs' SIPS + CountReleased pipeline released 30 items where the job, splitting
+    # tightly, released 40-44.
+    from types import SimpleNamespace
+
+    from pipelines.settings import budget_parts_from_args
+    total, mechanism = Budget(1.0, 1e-5), SIPS(max_items_per_user=20)
+    args = SimpleNamespace(with_counts=True, counts_share=None, counts_max_items_per_user=None)
+    job = budget_parts_from_args(args, total, mechanism, 20)
+    library = split_selection_and_counts(total, selection_mechanism=mechanism,
+                                         counts_max_items_per_user=20)
+    assert library == job and library.scale > 1.0
+
+
 def test_tight_split_keeps_the_sum_where_there_is_no_slack_and_under_zcdp():
     lap = split_selection_and_counts(IMDB, 0.25, selection_mechanism=WeightedLaplace(100),
                                      counts_max_items_per_user=20, composition="tight")
@@ -330,8 +346,8 @@ def test_binomial_on_bins_only_overstates_delta():
 
 
 def test_huge_counts_fall_back_to_their_pure_epsilon_not_to_nan():
-    # Finding (while writing this): at Δ0 = 2^63 − 1 the binomial masses were NaN,
-    # every "δ ≤ target" test passed, and the tight split scaled the parts by 1024.
+    # At Δ0 = 2^63 − 1 the binomial masses can be NaN: every "δ ≤ target" test then
+    # passes, and the tight split scales the parts by 1024.
     parts = split_selection_and_counts(Budget(1.0, 1e-6), 0.25,
                                        selection_mechanism=WeightedGaussian(100),
                                        counts_max_items_per_user=2 ** 63 - 1,
@@ -346,13 +362,13 @@ def test_huge_counts_fall_back_to_their_pure_epsilon_not_to_nan():
     assert composition.composed_guarantee(sel, counts, 1e-5) is None
 
 
-# -- review findings (each failed before its fix) ---------------------------------------
+# -- tight parts: valid for their configuration only, and exact in δ ---------------------
 
 
 def test_a_tight_part_is_refused_with_another_mechanism_or_counts_max_items():
-    # Review finding 1: a tight split's parts sum past the total (c·ε) and compose
-    # to it only for the mechanism and counts Δ0 they were computed for; used
-    # with WeightedLaplace, or counts at Δ0 = 1, the composed ε was 1.11 / 1.078 > 1.
+    # A tight split's parts sum past the total (c·ε) and compose to it only for the
+    # mechanism and counts Δ0 they were computed for; used with WeightedLaplace, or
+    # counts at Δ0 = 1, the composed ε would be 1.11 / 1.078 > 1.
     import apache_beam as beam
     from beam_dpsu import CountReleased, SelectItems
     mechanism = WeightedGaussian(100)
@@ -398,8 +414,8 @@ def test_a_tight_part_cannot_be_laundered_by_splitting_it_again(resplit):
 
 
 def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
-    # Review finding 2: dp-accounting's composition is exact only to ~1e-16 in δ;
-    # at ZCDPBudget(3, 1e-10) the reported ε gave a true δ of 2.00000095e-10.
+    # dp-accounting's composition is exact only to ~1e-16 in δ; at ZCDPBudget(3, 1e-10)
+    # an ε taken from it would give a true δ of 2.00000095e-10.
     mechanism = WeightedGaussian(100)
     parts = split_selection_and_counts(ZCDPBudget(3.0, 1e-10), 0.5,
                                        selection_mechanism=mechanism,
@@ -425,10 +441,11 @@ def test_discrete_gaussian_composition_is_not_below_the_exact_delta():
 
 
 def test_a_tight_counts_part_cannot_be_laundered_by_converting_it_to_zcdp():
-    # Review 18b: Budget.split, split_selection_and_counts and BudgetAccountant refuse a
-    # tight part, but Budget.to_zcdp made the counts' part (δ = 0) a plain ZCDPBudget
-    # that CountReleased took at any Δ0: discrete Gaussian counts at its ρ beside the
-    # selection's tight part compose to ε = 1.66 at δ = 1e-6 for a total of ε = 1.
+    # Budget.split, split_selection_and_counts and BudgetAccountant refuse a tight
+    # part; Budget.to_zcdp must too, or it makes the counts' part (δ = 0) a plain
+    # ZCDPBudget that CountReleased takes at any Δ0: discrete Gaussian counts at its ρ
+    # beside the selection's tight part compose to ε = 1.66 at δ = 1e-6 for a total of
+    # ε = 1.
     parts = split_selection_and_counts(Budget(1.0, 1e-6), 0.25,
                                        selection_mechanism=WeightedGaussian(10),
                                        counts_max_items_per_user=10, composition="tight")
@@ -439,3 +456,159 @@ def test_a_tight_counts_part_cannot_be_laundered_by_converting_it_to_zcdp():
     with pytest.raises(ValueError, match="tight split"):
         parts.counts.to_zcdp()
     assert Budget(parts.counts.epsilon).to_zcdp().rho > 0  # a plain pure budget converts
+
+
+# -- a tight part outside SelectItems and CountReleased ---------------------------------
+# A part of a composition="tight" split is valid only for the mechanism it was computed
+# for (docs/privacy.md, "Selection plus counts"): the n-gram transforms, taking it for
+# another configuration, would spend past the total.
+
+TIGHT_TOTAL = Budget(10.0, 1e-3)
+
+
+def tight_split(selection_max_items: int, counts_max_items: int):
+    """A tight split of TIGHT_TOTAL for Weighted Gaussian at Δ = ``selection_max_items``
+    and counts at Δ0 = ``counts_max_items``, half of ε each before scaling."""
+    parts = split_selection_and_counts(
+        TIGHT_TOTAL, 0.5, selection_mechanism=WeightedGaussian(selection_max_items),
+        counts_max_items_per_user=counts_max_items, composition="tight")
+    assert parts.scale > 1.0  # a tight split indeed: the parts' ε sum past the total
+    return parts
+
+
+# (WG Δ of the split, counts Δ0, DPNE levels T, DPNE Δ_1) and the δ at ε = 10 of DPNE's
+# levels composed with the counts, were the part taken:
+TIGHT_PART_CASES = {
+    # a part for WG(1000) given to DPNE at Δ_1 = 1: δ = 1.0616e-3, 1.062× the total
+    "WG(1000) part, DPNE T=1 at 1": (1000, 10, 1, 1),
+    # the same Δ, but three levels: δ = 1.000093e-3, 9.3e-5 relative over the total
+    "WG(100) part, DPNE T=3 at 100": (100, 1, 3, 100),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TIGHT_PART_CASES))
+def test_extract_ngrams_refuses_a_tight_part_made_for_another_mechanism(case):
+    from beam_dpsu import ExtractNgrams
+    selection_max_items, counts_max_items, levels, level1_max_items = TIGHT_PART_CASES[case]
+    parts = tight_split(selection_max_items, counts_max_items)
+    with pytest.raises(ValueError, match="tight"):
+        ExtractNgrams(levels, parts.selection, max_items_per_user=level1_max_items)
+
+
+@pytest.mark.parametrize("variant", ["dpsu-even", "dpsu-all"])
+def test_ngrams_by_dpsu_refuses_a_tight_part_made_for_another_mechanism(variant):
+    from beam_dpsu.ngram_baselines import NgramsByDPSU
+    parts = tight_split(100, 1)
+    with pytest.raises(ValueError, match="tight"):
+        NgramsByDPSU(variant, 3, parts.selection, max_items_per_user=100)
+
+
+def dpne_as_one_gaussian(extract, budget) -> Calibration:
+    """DPNE's selection as what its levels compose to: one Gaussian of σ* with level 1's
+    threshold event (docs/privacy.md, DPNE)."""
+    return Calibration(
+        noise="gaussian", noise_scale=extract.sigma_total,
+        release_threshold=extract.level1_calibration.release_threshold,
+        threshold_delta=extract.threshold_delta, sensitivity_norm=2, sensitivity=1.0,
+        budget=budget, source="test: DPNE's levels composed to sigma*")
+
+
+@pytest.mark.parametrize("case", sorted(TIGHT_PART_CASES))
+def test_dpne_with_counts_on_a_tight_split_stays_within_the_total_or_is_refused(case):
+    """What the refusal prevents: ExtractNgrams + CountReleased on the two parts spend
+    more δ at the total ε than the total (the numbers in TIGHT_PART_CASES)."""
+    from beam_dpsu import ExtractNgrams
+    selection_max_items, counts_max_items, levels, level1_max_items = TIGHT_PART_CASES[case]
+    parts = tight_split(selection_max_items, counts_max_items)
+    try:
+        extract = ExtractNgrams(levels, parts.selection, max_items_per_user=level1_max_items)
+    except ValueError:
+        return  # refused: nothing is spent
+    counts = count_calibration(parts.counts, counts_max_items)
+    spent = composition.composed_delta(dpne_as_one_gaussian(extract, parts.selection), counts,
+                                       TIGHT_TOTAL.epsilon)
+    assert spent <= TIGHT_TOTAL.delta
+
+
+def test_select_items_and_count_released_refuse_a_tight_part_of_another_configuration():
+    """The guard the n-gram transforms must have, as these two have it."""
+    import apache_beam as beam
+    from beam_dpsu import CountReleased, SelectItems
+    parts = tight_split(100, 10)
+    with pytest.raises(ValueError, match="tight"):
+        SelectItems(WeightedGaussian(1000), parts.selection)
+    pipeline = beam.Pipeline()
+    released = pipeline | beam.Create(["a"])
+    with pytest.raises(ValueError, match="tight"):
+        CountReleased(released, parts.counts, max_items_per_user=5)
+
+
+# -- DPNE's level-1 calibration composed with counts -------------------------------------
+# DPNE's ``level1_calibration`` is level 1 alone (σ_1): composed with counts it would
+# state μ = 1/σ_1 instead of DPNE's μ = 1/σ* (docs/privacy.md, DPNE: the levels compose
+# to σ*), an ε below the true one.
+
+DPNE_COUNTS_TOTAL = Budget(1.765, 4.96e-5)
+
+
+def dpne_with_counts():
+    from beam_dpsu import ExtractNgrams
+    parts = split_selection_and_counts(DPNE_COUNTS_TOTAL, 0.25)
+    extract = ExtractNgrams(3, parts.selection)
+    counts = count_calibration(parts.counts, 10)
+    truth = composition.composed_guarantee(dpne_as_one_gaussian(extract, parts.selection),
+                                           counts, DPNE_COUNTS_TOTAL.delta)
+    return parts, extract, counts, truth.epsilon
+
+
+def test_dpne_with_counts_composes_to_its_golden_epsilon():
+    """Golden: DPNE (T = 3) on 3/4 of (1.765, 4.96e-5) with counts (Δ0 = 10) on 1/4
+    composes, as one Gaussian of σ* plus discrete Laplace counts, to ε ≈ 1.4231."""
+    *_, truth = dpne_with_counts()
+    assert truth == pytest.approx(1.4231, abs=5e-4)
+    assert truth < DPNE_COUNTS_TOTAL.epsilon
+
+
+def test_composed_with_dpne_level1_is_refused_or_not_below_the_true_epsilon():
+    """Level 1 alone would state ε = 0.8668 against the true 1.4231."""
+    parts, extract, counts, truth = dpne_with_counts()
+    try:
+        stated = parts.composed_with(extract.level1_calibration, counts)
+    except (ValueError, TypeError):
+        return
+    assert all(g.epsilon >= truth * (1 - 1e-9) for g in stated.composed)
+
+
+def test_composed_guarantee_of_dpne_level1_is_refused_or_not_below_the_true_epsilon():
+    parts, extract, counts, truth = dpne_with_counts()
+    try:
+        stated = composition.composed_guarantee(extract.level1_calibration, counts,
+                                                DPNE_COUNTS_TOTAL.delta)
+    except (ValueError, TypeError):
+        return
+    assert stated is None or stated.epsilon >= truth * (1 - 1e-9)
+
+
+# -- composition: a part of a mechanism is refused on every entry point -------------------
+# ``part_of`` marks a calibration that is one part of a mechanism (DPNE's level 1, a
+# DPSU-even level): composed alone, it would state too little.
+
+def _parts_of_mechanisms():
+    dpne = ngram_calibration.calibrate(Budget(1.0, 1e-6), 3, 1.0, 10, "weighted-gaussian", 3.0)
+    even = ngram_calibration.dpsu_even_calibration(Budget(1.0, 1e-6), 3, 10)
+    return [dpne.level1, even]
+
+
+@pytest.mark.parametrize("entry", [
+    lambda sel, cnt: composition.composed_epsilon(sel, cnt, 1e-6),
+    lambda sel, cnt: composition.composed_delta(sel, cnt, 1.25),
+    lambda sel, cnt: composition.composed_guarantee(sel, cnt, 1e-6),
+], ids=["composed_epsilon", "composed_delta", "composed_guarantee"])
+def test_every_composition_entry_point_refuses_a_part_of_a_mechanism(entry):
+    """composed_epsilon(DPNE level 1, counts) would state ε = 0.646 where the three
+    levels as run (one Gaussian of σ*) give 1.060."""
+    counts = count_calibration(Budget(0.25, 0.0), 10)
+    for part in _parts_of_mechanisms():
+        assert part.part_of is not None
+        with pytest.raises(ParameterError, match="compose the whole mechanism"):
+            entry(part, counts)

@@ -188,7 +188,7 @@ def test_the_builder_adds_known_distinct_items_as_add_does():
     distinct.add_distinct(users[2])
     assert distinct.histogram() == plain.histogram()
     assert distinct.entries == plain.entries
-    # Review finding: any mapping (a Counter, more than 8 items) added its values.
+    # A mapping (a Counter, more than 8 items) is its keys: its values must not be added.
     counter = policies.WeightedHistogramBuilder(policies.weighted_laplace_weight)
     counter.add_distinct(Counter({f"i{k}": 5 for k in range(9)}))
     assert counter.histogram() == pytest.approx({f"i{k}": 1 / 9 for k in range(9)})

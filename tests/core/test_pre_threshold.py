@@ -336,6 +336,26 @@ def test_policy_laplace_uses_gw_base_only_where_its_own_threshold_is_below_one()
         pytest.approx(thresholds.gw_threshold(10.0, 0.99, 4) + 1, rel=1e-15)
 
 
+def test_policy_laplace_refuses_a_cutoff_below_its_release_threshold():
+    """The plain shift needs every new key's gap Γ − (k − 1) to be at least the water
+    level 1, which Γ ≥ ρ_k gives: below ρ_k at k ≥ 2 the cutoff is refused, the message
+    naming the cutoff and the threshold (parameters only)."""
+    rho_k = pre_threshold.release_threshold("policy-laplace", 3, PL_SCALE, PL_DELTA,
+                                            PL_MAX_ITEMS)
+    with pytest.raises(ValueError) as refused:
+        pre_threshold.check_cutoff("policy-laplace", 3, rho_k - 0.5, rho_k)
+    assert isinstance(refused.value, ParameterError) and refused.value.param == "cutoff"
+    message = str(refused.value)
+    assert message.startswith("cutoff ") and "release threshold" in message
+    assert f"{rho_k - 0.5:.6g}" in message and f"{rho_k:.6g}" in message
+    # Γ = ρ_k (α = 0) keeps the proof.
+    assert pre_threshold.check_cutoff("policy-laplace", 3, rho_k, rho_k) == rho_k
+    # Only the plain shift reads Γ: at k = 1 the own keys start at 0, and the other
+    # rules' ρ′ covers every weighting.
+    for mechanism, k in (("policy-laplace", 1), ("policy-gaussian", 3), ("gw", 3)):
+        assert pre_threshold.check_cutoff(mechanism, k, rho_k - 0.5, rho_k) == rho_k - 0.5
+
+
 @pytest.mark.parametrize("k", [2, 3, 14])
 def test_policy_laplace_plain_shift_holds_on_the_policy_gaussian_counterexample(k):
     """The structure that breaks the plain shift for Policy Gaussian (k − 1 users {s_j}
@@ -483,6 +503,41 @@ def test_the_threshold_is_the_rules(mechanism, k):
     if plain.cutoff is not None:
         assert raised.cutoff == thresholds.policy_cutoff(
             raised.release_threshold, plain.noise_scale, mechanism.alpha)
+
+
+@pytest.mark.parametrize("budget", [IMDB_BUDGET, Budget(0.1, 1e-9), Budget(0.1, 0.99)],
+                         ids=["imdb", "small-delta", "gw-corner"])
+@pytest.mark.parametrize("max_items", [1, 10])
+@pytest.mark.parametrize("alpha", [0.0, 3.0])
+@pytest.mark.parametrize("k", [2, 50])
+def test_policy_laplace_cutoffs_always_pass_the_check(monkeypatch, budget, max_items, alpha,
+                                                      k):
+    """Γ = ρ_k + α·λ with α ≥ 0 is never below ρ_k: the check sees every Policy Laplace
+    cutoff the calibration sets (here α = 0 too, and GW's base where ρ_Lap < 1) and
+    passes it."""
+    checked = []
+    real = pre_threshold.rule.check_cutoff
+
+    def check_cutoff(*args):
+        checked.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(calibrations.rule, "check_cutoff", check_cutoff)
+    raised = calibrations.calibrate(PolicyLaplace(max_items, alpha=alpha), budget, k)
+    assert checked == [("policy-laplace", k, raised.cutoff, raised.release_threshold)]
+    assert raised.cutoff >= raised.release_threshold
+
+
+def test_policy_laplace_auto_candidates_pass_the_check(monkeypatch):
+    checked = []
+    real = pre_threshold.rule.check_cutoff
+    monkeypatch.setattr(calibrations.rule, "check_cutoff",
+                        lambda *args: checked.append(args) or real(*args))
+    plan = max_items_choice.plan_auto(PolicyLaplace(max_items_choice.AutoMaxItems()),
+                                      IMDB_BUDGET, 4)
+    assert len(checked) == len(plan.candidates)
+    assert all(name == "policy-laplace" and k == 4 and cutoff >= threshold
+               for name, k, cutoff, threshold in checked)
 
 
 def test_golden_weighted_gaussian():

@@ -455,8 +455,8 @@ def test_shard_assignment_is_stable_and_spread():
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, "3"])
 def test_public_counts_must_be_finite_numbers(bad):
-    # Review finding: NaN public counts made heapq's order, and so a user's
-    # top-Δ0 list, depend on the order of the user's counts dict.
+    # NaN public counts would make heapq's order, and so a user's top-Δ0 list,
+    # depend on the order of the user's counts dict.
     from beam_dpsu import GreedyWithoutSampling
     with pytest.raises(ValueError, match="public count .* must be a finite number >= 0"):
         GreedyWithoutSampling(public_counts={"a": 1, "b": bad})

@@ -1,13 +1,16 @@
 """Golden tests of the release thresholds (docs/privacy.md golden values, from dpsu and gw)."""
 
 import math
+import random
 
+import mpmath
 import numpy as np
 import pytest
 from scipy import stats
 
 from beam_dpsu.core import thresholds
 from beam_dpsu.core.gaussian import analytic_gaussian_sigma
+from tests.support.exact_tails import DIGITS, gaussian_sf, laplace_sf
 
 EPS = 3.0
 DELTA = math.exp(-10)  # dpsu §6: ε = 3, δ = e^-10
@@ -152,8 +155,8 @@ def test_threshold_validation(fn):
 
 @pytest.mark.parametrize("epsilon", [34.0, 40.0, 50.0, 200.0])
 def test_gw_threshold_at_very_large_epsilon(epsilon):
-    # Review finding: the zero-weight keys' term underflows and Brent's bracket
-    # had no sign change ("f(a) and f(b) must have different signs").
+    # The zero-weight keys' term underflows: Brent's bracket must still have a sign
+    # change (else "f(a) and f(b) must have different signs").
     rho = thresholds.gw_threshold(1 / epsilon, 1e-5, 30)
     assert rho >= 1.0
     weights = [1.0] + [0.0] * 29
@@ -163,11 +166,150 @@ def test_gw_threshold_at_very_large_epsilon(epsilon):
 @pytest.mark.parametrize("epsilon,delta,max_items", [(1.0, 0.3, 2), (1.7, 8.1142e-5, 30),
                                                      (0.5, 0.1, 7)])
 def test_gw_threshold_never_lands_on_the_unsafe_side(epsilon, delta, max_items):
-    # Review finding: Brent's root sat up to 8e-14·δ above δ; the threshold is
-    # stepped up to the first float where the worst case is at most δ.
+    # Brent's root sits up to 8e-14·δ above δ; the threshold is stepped up to the
+    # first float where the worst case is at most δ.
     lam = 1 / epsilon
     rho = thresholds.gw_threshold(lam, delta, max_items)
     log_none = (math.log(1 - 0.5 * math.exp(-(rho - 1) / lam)) if rho >= 1 else None)
     assert log_none is not None
     worst = -math.expm1(log_none + (max_items - 1) * math.log1p(-0.5 * math.exp(-rho / lam)))
     assert worst <= delta * (1 + 1e-15)
+
+
+# --- the closed-form thresholds meet δ in exact arithmetic (docs/privacy.md, invariant 3) ---
+# The lone-user release chance at the computed ρ must not exceed δ: evaluated at 50 digits,
+# where the float error of ρ (~1e-14 relative) shows. A ρ rounded to nearest, not up, is
+# over δ by that much.
+
+def _weighted_gaussian_chance(rho: float, sigma: float, t: int):
+    """1 − (1 − Φ̄((ρ − 1/√t)/σ))^t: one of t keys at weight 1/√t released."""
+    z = (mpmath.mpf(rho) - 1 / mpmath.sqrt(t)) / mpmath.mpf(sigma)
+    return 1 - (1 - gaussian_sf(z)) ** t
+
+
+def _weighted_laplace_chance(rho: float, scale: float, t: int):
+    z = (mpmath.mpf(rho) - mpmath.mpf(1) / t) / mpmath.mpf(scale)
+    return 1 - (1 - laplace_sf(z)) ** t
+
+
+def _count_chance(sf, rho: float, scale: float, max_items: int):
+    return 1 - (1 - sf((mpmath.mpf(rho) - 1) / mpmath.mpf(scale))) ** max_items
+
+
+def _worst_weighted_gaussian_chance(sigma: float, delta: float, max_items: int):
+    rho = thresholds.weighted_gaussian_threshold(sigma, delta, max_items)
+    with mpmath.workdps(DIGITS):
+        return max(_weighted_gaussian_chance(rho, sigma, t) for t in range(1, max_items + 1))
+
+
+@pytest.mark.parametrize("sigma, delta, max_items", [
+    # the relative excess over δ of a ρ rounded to nearest
+    (14.996, 5.1e-09, 5),          # 9.6e-15
+    (12.72007031779105, 2.929550059139368e-10, 64),   # 1.2e-14
+    (0.9309992931610025, 0.0031596794974115177, 3),   # 2.4e-15
+])
+def test_weighted_gaussian_threshold_meets_delta_exactly(sigma, delta, max_items):
+    """The SIPS-round / Weighted Gaussian threshold (``weighted_gaussian_threshold``):
+    for every t ≤ Δ0, 1 − (1 − Φ̄((ρ − 1/√t)/σ))^t ≤ δ in 50-digit arithmetic."""
+    assert _worst_weighted_gaussian_chance(sigma, delta, max_items) <= mpmath.mpf(delta)
+
+
+def test_weighted_gaussian_threshold_meets_delta_on_a_random_grid():
+    """30 (σ, δ, Δ0) drawn from a fixed seed (σ log-uniform in [0.05, 50], δ in
+    [1e-12, 0.25], Δ0 ≤ 64): at a ρ rounded to nearest about a quarter of such draws
+    exceed δ (by up to 1.2e-14 relative). Every one must meet δ."""
+    rng = np.random.default_rng(20240611)
+    over = []
+    for _ in range(30):
+        sigma = float(np.exp(rng.uniform(math.log(0.05), math.log(50.0))))
+        delta = float(10.0 ** rng.uniform(-12.0, -0.6))
+        max_items = int(rng.integers(1, 65))
+        if _worst_weighted_gaussian_chance(sigma, delta, max_items) > mpmath.mpf(delta):
+            over.append((sigma, delta, max_items))
+    assert not over
+
+
+# The other closed-form thresholds round the same way (each case: the largest relative
+# excess over δ of a ρ rounded to nearest, in 400 random draws).
+@pytest.mark.parametrize("kind, scale, delta, max_items", [
+    ("weighted-laplace", 12.782, 4.75e-08, 1),   # 2.6e-15
+    ("count-gaussian", 1.349, 3.04e-09, 5),      # 7.1e-15
+    ("count-laplace", 0.2, 6.15e-10, 3),         # 3.8e-15
+])
+def test_other_thresholds_meet_delta_exactly(kind, scale, delta, max_items):
+    with mpmath.workdps(DIGITS):
+        _check_other_threshold(kind, scale, delta, max_items)
+
+
+def _check_other_threshold(kind, scale, delta, max_items):
+    if kind == "weighted-laplace":
+        rho = thresholds.weighted_laplace_threshold(scale, delta, max_items)
+        chance = max(_weighted_laplace_chance(rho, scale, t) for t in range(1, max_items + 1))
+    elif kind == "count-gaussian":
+        rho = thresholds.count_gaussian_threshold(scale, delta, max_items)
+        chance = _count_chance(gaussian_sf, rho, scale, max_items)
+    else:
+        rho = thresholds.count_laplace_threshold(scale, delta, max_items)
+        chance = _count_chance(laplace_sf, rho, scale, max_items)
+    assert chance <= mpmath.mpf(delta)
+
+
+def test_the_weighted_gaussian_threshold_is_off_by_rounding_only():
+    """What the checks above see is rounding, not a wrong formula: the chance is within
+    1e-13 relative of δ (so ρ is rounded up, the formula kept)."""
+    for sigma, delta, max_items in [(14.996, 5.1e-09, 5), (12.72007031779105,
+                                                          2.929550059139368e-10, 64)]:
+        chance = _worst_weighted_gaussian_chance(sigma, delta, max_items)
+        assert chance <= mpmath.mpf(delta) * (1 + mpmath.mpf("1e-13"))
+
+
+# --- GW's threshold meets δ in exact arithmetic (docs/privacy.md, "GW and GW-KT") ----------
+# The lone-user release chance at the returned ρ, at 60 digits (δ goes down to 1e-257).
+
+def _gw_chance(scale: float, rho: float, max_items: int):
+    """1 − (1 − p(1))·(1 − p(0))^{Δ0−1}, in logs (60 digits: δ goes down to 1e-257)."""
+    def sf(z):  # P[Lap(0, 1) > z]
+        return mpmath.mpf(1) / 2 * mpmath.exp(-z) if z >= 0 else 1 - mpmath.exp(z) / 2
+
+    rho, s = mpmath.mpf(rho), mpmath.mpf(scale)
+    return -mpmath.expm1(mpmath.log1p(-sf((rho - 1) / s))
+                         + (max_items - 1) * mpmath.log1p(-sf(rho / s)))
+
+
+def _gw_over(scale: float, delta: float, max_items: int) -> bool:
+    rho = thresholds.gw_threshold(scale, delta, max_items)
+    with mpmath.workdps(60):
+        return bool(_gw_chance(scale, rho, max_items) > mpmath.mpf(delta))
+
+
+@pytest.mark.parametrize("scale, delta, max_items", [
+    # the relative excess over δ of the float root, not stepped up
+    (1 / 1.7, 8.1142e-5, 1),            # 7.9e-16
+    (1.0, 1e-6, 30),                    # 1.3e-15
+    (1 / 0.12434830927900853, 3.3286094412569705e-58, 1000),   # 3.6e-14
+    (1 / 0.5323527566452354, 5.170016412645408e-60, 5),        # 2.1e-14
+    (21.8, 1.3e-257, 2),
+    (1 / 98.46, 3.4227e-50, 1), (0.5, 0.3, 4), (10.0, 0.7, 3),
+])
+def test_gw_threshold_meets_delta_exactly(scale, delta, max_items):
+    assert not _gw_over(scale, delta, max_items)
+
+
+def test_gw_threshold_meets_delta_on_a_random_grid():
+    """80 (λ, δ, Δ0) from a fixed seed (ε = 1/λ log-uniform in [0.1, 160], δ in
+    [1e-60, 1e-2]); at the float root, not stepped up, 24 of them are over δ."""
+    rng = random.Random(3434)
+    over = []
+    for _ in range(80):
+        epsilon, delta = 10 ** rng.uniform(-1, 2.2), 10 ** rng.uniform(-60, -2)
+        max_items = rng.choice([1, 2, 5, 30, 65, 300, 1000])
+        if _gw_over(1.0 / epsilon, delta, max_items):
+            over.append((epsilon, delta, max_items))
+    assert not over
+
+
+def test_gw_threshold_moved_up_by_a_sliver_only():
+    # The published ρ_GW = 1 − λ·ln(2δ) at Δ0 = 1 (docs/privacy.md, Golden values).
+    rho = thresholds.gw_threshold(1 / 1.7, 8.1142e-5, 1)
+    exact = 1 - mpmath.log(2 * mpmath.mpf(8.1142e-5)) / mpmath.mpf(1.7)
+    assert 0 <= (rho - exact) / exact < 1e-13

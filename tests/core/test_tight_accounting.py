@@ -8,6 +8,8 @@ dp-accounting (PLD accountant) and the lone-user release bound.
 """
 
 import math
+import random
+from fractions import Fraction
 
 import dp_accounting
 import numpy as np
@@ -19,7 +21,7 @@ from beam_dpsu import SelectItems
 
 from beam_dpsu.core import mechanisms
 
-from beam_dpsu.core import hashing
+from beam_dpsu.core import hashing, ngram_calibration
 from beam_dpsu.core.budgets import Budget, ZCDPBudget, dp_to_zcdp, geometric_split_weights
 from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
                                      gaussian_noise_schedule)
@@ -105,6 +107,71 @@ def test_equivalent_rho_at_imdb_budget():
 def test_delta_is_never_overspent(mechanism, budget):
     cal = mechanism.calibrate(budget)
     assert cal.delta_noise + threshold_delta_cost(cal.threshold_delta) <= budget.delta
+
+
+# δ_noise + δ_thr ≤ δ in exact arithmetic, and all of δ spent: the thresholds cost δ_thr
+# itself (docs/privacy.md, "The split between noise and thresholds"); charging them
+# δ_thr/(1 − δ_thr) would leave δ_thr²/(1 − δ_thr) of δ unspent.
+
+def _wasted_delta(delta: float, delta_noise: float, threshold_delta: float) -> Fraction:
+    """δ − (δ_noise + δ_thr), exactly."""
+    return Fraction(delta) - Fraction(delta_noise) - Fraction(threshold_delta)
+
+
+SPLIT_MECHANISMS = [
+    mechanisms.WeightedGaussian(100),
+    mechanisms.CountGaussian(10),
+    mechanisms.PolicyGaussian(100),
+    mechanisms.SIPS(100, rounds=3),
+]
+
+
+@pytest.mark.parametrize("budget", [Budget(1.0, 0.1), Budget(1.0, 1e-5)])
+@pytest.mark.parametrize("mechanism", SPLIT_MECHANISMS, ids=lambda m: m.name)
+def test_a_gaussian_split_never_spends_past_its_delta(mechanism, budget):
+    """δ_noise + δ_thr ≤ δ, exactly."""
+    found = mechanism.calibrate(budget)
+    assert _wasted_delta(budget.delta, found.delta_noise, found.threshold_delta) >= 0
+
+
+@pytest.mark.parametrize("budget", [Budget(1.0, 0.1), Budget(3.0, 0.01)])
+@pytest.mark.parametrize("mechanism", SPLIT_MECHANISMS, ids=lambda m: m.name)
+def test_a_gaussian_split_spends_all_of_its_delta(mechanism, budget):
+    """δ_noise + δ_thr = δ up to the rounding of δ_noise (two ulps of δ); a charge of
+    δ_thr/(1 − δ_thr) would leave about 2.6e-3 of δ = 0.1 unspent."""
+    found = mechanism.calibrate(budget)
+    wasted = _wasted_delta(budget.delta, found.delta_noise, found.threshold_delta)
+    assert 0 <= wasted <= 2 * Fraction(math.ulp(budget.delta))
+
+
+def test_dpne_split_never_spends_past_its_delta():
+    budget = Budget(1.0, 0.1)
+    extract = ExtractNgrams(2, budget)
+    spent = Fraction(extract.delta_noise) + Fraction(extract.threshold_delta)
+    assert spent <= Fraction(budget.delta)
+
+
+def test_dpne_split_spends_all_of_its_delta():
+    budget = Budget(1.0, 0.1)
+    extract = ExtractNgrams(2, budget)
+    wasted = (Fraction(budget.delta) - Fraction(extract.delta_noise)
+              - Fraction(extract.threshold_delta))
+    assert 0 <= wasted <= 2 * Fraction(math.ulp(budget.delta))
+
+
+def test_dpsu_even_delta_split_holds_exactly():
+    """δ_noise + T·δ_k ≤ δ in exact arithmetic, over 60 budgets from a fixed seed: with
+    δ_k = fl(δ_thr/T) rounded to nearest, 12 of them spend past δ."""
+    rng = random.Random(1834)
+    over = []
+    for _ in range(60):
+        epsilon, delta = 10 ** rng.uniform(-1, 1), 10 ** rng.uniform(-10, -3)
+        levels, max_items = rng.choice([2, 3, 5, 6, 7]), rng.choice([1, 10, 100])
+        cal = ngram_calibration.dpsu_even_calibration(Budget(epsilon, delta), levels, max_items)
+        spent = Fraction(cal.delta_noise) + levels * Fraction(cal.threshold_delta)
+        if spent > Fraction(delta):
+            over.append((epsilon, delta, levels, max_items))
+    assert not over
 
 
 def test_zcdp_budget_keeps_its_meaning():
@@ -207,6 +274,20 @@ def test_gaussian_dp_equivalents_state_a_requested_epsilon_at_its_delta():
         assert stated[delta] == min(computed[delta], asked)
 
 
+def test_dp_equivalents_state_the_requested_epsilon_exactly():
+    # The report's (ε, δ) at the requested δ is the requested ε, not its float root
+    # (1.0000000000002285 for (ε = 1, δ = 1e-5)); the job copies it into report.json.
+    select = SelectItems(mechanisms.WeightedGaussian(max_items_per_user=5), Budget(1, 1e-5))
+    at_requested = [e for e in select.report["dp_equivalents"] if e["delta"] == 1e-5]
+    assert at_requested and at_requested[0]["epsilon"] == 1.0, select.report["dp_equivalents"]
+
+
+def test_dp_equivalents_of_ngrams_state_the_requested_epsilon_exactly():
+    extract = ExtractNgrams(3, Budget(1, 1e-5), max_items_per_user=5)
+    at_requested = [e for e in extract.report["dp_equivalents"] if e["delta"] == 1e-5]
+    assert at_requested and at_requested[0]["epsilon"] == 1.0, extract.report["dp_equivalents"]
+
+
 def test_gaussian_dp_equivalents_round_epsilon_up():
     for e in gaussian_dp_equivalents(1 / 2.0, 1e-6, 1e-5):
         exact = gaussian_mechanism_delta(2.0, e["epsilon"]) + threshold_delta_cost(1e-6)
@@ -233,7 +314,7 @@ def test_sips_rounds_as_split_keep_delta_noise_exactly(rounds, ratio, budget):
     assert gaussian_mechanism_delta(cal.sigma_total, budget.epsilon) <= cal.delta_noise
 
 
-# -- review findings on the report's curve and the split (each failed before its fix) ----
+# -- the report's curve and the split, exactly -------------------------------------------
 
 
 def _exact_total_delta(mu, threshold_delta, epsilon):
@@ -247,7 +328,7 @@ def _exact_total_delta(mu, threshold_delta, epsilon):
 
 
 def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
-    # Finding: the safe-side walk went one ulp at a time (~1e10 steps at ε′ ≈ 1e-6).
+    # A safe-side walk one ulp at a time would take ~1e10 steps at ε′ ≈ 1e-6.
     from beam_dpsu.core import gaussian as acc
     from beam_dpsu.core.calibration import gaussian_dp_equivalents
     calls = []
@@ -262,8 +343,8 @@ def test_the_curve_at_small_epsilon_takes_few_steps(monkeypatch):
 @pytest.mark.parametrize("budget", [Budget(1e-3, 1e-7), Budget(1e-12, 1e-5),
                                     Budget(1e-3, 1e-12), Budget(1.765, 4.96e-5)])
 def test_every_stated_epsilon_holds_in_exact_arithmetic(budget):
-    # Findings: ε′ came out a relative 1e-10 too small (float error of δ_G
-    # ignored), and ε′ = 0 was claimed after checking only ε = 1e-12.
+    # Ignoring the float error of δ_G makes ε′ a relative 1e-10 too small, and ε′ = 0
+    # must not be claimed after checking only ε = 1e-12.
     from beam_dpsu.core.calibration import gaussian_dp_equivalents
     for mechanism in (mechanisms.WeightedGaussian(1), mechanisms.WeightedGaussian(100)):
         c = mechanism.calibrate(budget)
@@ -274,8 +355,7 @@ def test_every_stated_epsilon_holds_in_exact_arithmetic(budget):
 
 @pytest.mark.parametrize("epsilon", [1.0, 1e300])
 def test_the_delta_split_holds_exactly_not_only_in_floats(epsilon):
-    # Finding: δ_noise + δ_thr ≤ δ held in floats, exceeding δ by
-    # up to 1.1e-16·δ exactly.
+    # δ_noise + δ_thr ≤ δ in floats can exceed δ by up to 1.1e-16·δ exactly.
     from fractions import Fraction
     from beam_dpsu import PolicyGaussian
     c = PolicyGaussian(2 ** 63 - 1).calibrate(Budget(epsilon, 4.96e-5))
@@ -297,12 +377,12 @@ def test_the_analytic_sigma_is_kept_and_equals_a_fresh_solve():
             analytic_gaussian_sigma(0.7, 1.5)
 
 
-# --- review 18a: the kept answers never stand in for a refusal or another key's answer ---
+# --- the kept answers never stand in for a refusal or another key's answer ---------------
 
 @pytest.mark.parametrize("bad", [True, np.True_], ids=["bool", "numpy-bool"])
 def test_a_kept_sigma_is_not_returned_for_a_bool_that_equals_its_key(bad):
-    # Finding (review 18a): True == 1 and hashes as 1, so once σ(1, δ) was kept,
-    # σ(True, δ) returned it instead of refusing the bool as a fresh call does.
+    # True == 1 and hashes as 1: once σ(1, δ) is kept, σ(True, δ) must still refuse
+    # the bool as a fresh call does, not return the kept σ.
     analytic_gaussian_sigma.cache_clear()
     with pytest.raises(TypeError, match="epsilon"):
         analytic_gaussian_sigma(bad, 0.5)
@@ -325,8 +405,8 @@ def test_equal_keys_of_other_number_types_get_the_fresh_answer():
 
 
 def test_the_tight_split_is_solved_when_the_total_is_not_hashable():
-    # Finding (review 18a): only the mechanism's hash was checked; a total that is a
-    # tight part bound to GW with a mapping of public counts raised TypeError in the cache.
+    # Not only the mechanism's hash: a total that is a tight part bound to GW with a
+    # mapping of public counts is unhashable, and must not raise TypeError in the cache.
     from beam_dpsu.core import counts_budget
     gw = mechanisms.GreedyWithoutSampling(10, public_counts={"a": 3})
     total = counts_budget.TightSelectionBudget(1.0, 1e-6, for_mechanism=gw)

@@ -2,9 +2,11 @@
 the DP constraints it is the optimum of, and its Beam path through SelectItems."""
 
 import math
+import random
 from fractions import Fraction
 
 import apache_beam as beam
+import mpmath
 import numpy as np
 import pytest
 from tests.support.runner import TestPipeline
@@ -14,11 +16,14 @@ from scipy import stats
 from beam_dpsu import (Budget, MECHANISMS, SelectItems, TruncatedGeometric, ZCDPBudget,
                        mechanism_from_name)
 from beam_dpsu.core import policies
+from beam_dpsu.core.calibration import truncated_geometric_calibration
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.hashing import derived_rng, os_rng
 from beam_dpsu.core.thresholds import (truncated_geometric_crossovers,
                                   truncated_geometric_keep_probability,
                                   truncated_geometric_recursion)
+from tests.support.exact_tails import DIGITS
 
 pytestmark = pytest.mark.pipeline
 
@@ -171,12 +176,11 @@ def test_beam_run_unseeded_releases_only_held_items():
 
 
 def test_float_margin_and_refusal_at_huge_per_item_epsilon():
-    # Review findings: at ε' = 15, δ' = 1e-12 the float64 keep probabilities broke
-    # the (ε', δ') constraints by 15·δ'; a margin of e^{ε'}·2⁻⁵⁰ still left them
-    # over by up to 0.13·δ' (issue 34). The calibration keeps the proven margin of
+    # At ε' = 15, δ' = 1e-12 the float64 keep probabilities break the (ε', δ')
+    # constraints by 15·δ'; a margin of e^{ε'}·2⁻⁵⁰ still leaves them over by up to
+    # 0.13·δ'. The calibration keeps the proven margin of
     # ``truncated_geometric_float_margin`` from δ', and refuses budgets where that
-    # margin would eat half of δ' (tests/core/test_review34_findings.py checks the
-    # chances as run exactly).
+    # margin would eat half of δ' (the tests below check the chances as run exactly).
     from beam_dpsu import Budget, TruncatedGeometric
     from beam_dpsu.core.thresholds import truncated_geometric_float_margin
     cal = TruncatedGeometric(1).calibrate(Budget(3.0, 1e-5))
@@ -187,3 +191,87 @@ def test_float_margin_and_refusal_at_huge_per_item_epsilon():
     with pytest.raises(ValueError, match="too small for float64 keep probabilities at "
                                          "epsilon per item = 15"):
         TruncatedGeometric(1).calibrate(Budget(15.0, 1e-12))
+
+
+# --- the keep chances as run meet the item budget exactly (docs/privacy.md, "Truncated
+# geometric") ---------------------------------------------------------------------------
+# numpy's 53-bit uniform U keeps an item iff U < π(n), so the chance as run is
+# p(n) = ⌈π(n)·2^53⌉/2^53: it must meet every item's (ε/Δ0, δ/Δ0) in exact arithmetic,
+# at every n (mpmath at 50 digits where e^ε enters).
+
+def _chance_as_run(pi: float):
+    """P[U < π] for U = k/2^53, k uniform on 0..2^53 − 1: ⌈π·2^53⌉/2^53, exactly."""
+    return mpmath.mpf(math.ceil(Fraction(float(pi)) * 2 ** 53)) / 2 ** 53
+
+
+def _worst_item_excess(epsilon: float, delta: float, max_items: int):
+    """max over n of the two per-item constraints of Desfontaines et al. 2022 Thm 1 at
+    (ε/Δ0, δ/Δ0), relative to δ/Δ0 (> 0: the item is not (ε/Δ0, δ/Δ0)-DP), or None
+    when the calibration refuses the budget."""
+    try:
+        cal = truncated_geometric_calibration(Budget(epsilon, delta), max_items)
+    except ParameterError:
+        return None
+    top = cal.users_kept_surely + 2  # through n2 + 1 (π = 1) and one beyond
+    pi = cal.keep_probability(list(range(top)))
+    with mpmath.workdps(DIGITS):
+        p = [_chance_as_run(x) for x in pi]
+        grow = mpmath.exp(mpmath.mpf(epsilon) / max_items)
+        slack = mpmath.mpf(delta) / max_items
+        worst = max(max(p[n] - grow * p[n - 1] - slack,
+                        (1 - p[n - 1]) - grow * (1 - p[n]) - slack) for n in range(1, top))
+        return worst / slack
+
+
+@pytest.mark.parametrize("epsilon, delta, max_items", [
+    # without the float margin, accepted and over (ε/Δ0, δ/Δ0) by the excess/δ' shown
+    (0.5675574532159186, 7.09916630592447e-12, 100),      # 0.009 at n = 4303
+    (0.5530868260526131, 4.374937205283161e-12, 100),     # 0.0074 at n = 4496
+    (0.018795353465293346, 2.4990205702194975e-13, 10),   # 0.026 at n = 12974
+    # δ/Δ0 below 1e-14: refused, as their float error is ~δ'
+    (0.0031090574333643094, 3.578691511399675e-15, 1),    # 0.129 at n = 8696
+    (0.4237683499220744, 8.572215400317376e-13, 100),     # 0.050 at n = 6212
+    # ordinary and large per-item ε
+    (1.0, 1e-5, 10), (3.0, 1e-5, 1), (12.0, 1e-3, 1), (0.05, 1e-9, 3),
+])
+def test_truncated_geometric_chances_as_run_meet_the_item_budget_exactly(
+        epsilon, delta, max_items):
+    excess = _worst_item_excess(epsilon, delta, max_items)
+    assert excess is None or excess <= 0, f"excess/δ' = {mpmath.nstr(excess, 4)}"
+
+
+def test_truncated_geometric_chances_as_run_meet_the_item_budget_on_a_random_grid():
+    """40 budgets from a fixed seed (ε log-uniform in [0.003, 20], δ in [1e-13, 1e-2],
+    Δ0 in {1, 3, 10, 100}); without the float margin, 6 of the 39 checked break
+    (ε/Δ0, δ/Δ0)."""
+    rng = random.Random(34)
+    over, checked = [], 0
+    for _ in range(40):
+        epsilon, delta = 10 ** rng.uniform(-2.5, 1.3), 10 ** rng.uniform(-13, -2)
+        max_items = rng.choice([1, 3, 10, 100])
+        cal_top = _users_kept_surely(epsilon, delta, max_items)
+        if cal_top is None or cal_top > 20_000:
+            continue
+        checked += 1
+        excess = _worst_item_excess(epsilon, delta, max_items)
+        if excess > 0:
+            over.append((epsilon, delta, max_items, float(excess)))
+    assert checked >= 20 and not over
+
+
+def _users_kept_surely(epsilon, delta, max_items):
+    try:
+        return truncated_geometric_calibration(Budget(epsilon, delta), max_items).users_kept_surely
+    except ParameterError:
+        return None
+
+
+def test_truncated_geometric_margin_is_small_and_refuses_only_tiny_delta():
+    # The margin is a sliver of δ' where δ' is of any use ...
+    cal = truncated_geometric_calibration(Budget(1.0, 1e-5), 10)
+    assert 1e-6 * (1 - 1e-8) < cal.delta_per_item < 1e-6
+    assert Fraction(cal.epsilon_per_item) * 10 <= 1  # ε/Δ0 rounded down, not up
+    # ... and only a δ' within a few hundred ulps of 2^-53 is refused.
+    truncated_geometric_calibration(Budget(0.01, 5e-14), 1)
+    with pytest.raises(ParameterError, match="delta per item .* too small for float64"):
+        truncated_geometric_calibration(Budget(0.01, 5e-15), 1)

@@ -56,7 +56,7 @@ def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):
     assert report["chosen_max_items_per_user"] in report["max_items_per_user"]["candidates"]
     counts_plan = report["counts"]["max_items_per_user"]
     chosen = report["counts_chosen_max_items_per_user"]
-    # Review 18a: the job's default SIPS spends its own 1.5 % of the selection's part,
+    # The job's default SIPS spends its own 1.5 % of the selection's part,
     # the counts 5 % of theirs; each histogram's budget is that share of its part.
     split = report["budget_split"]
     selection_plan = report["max_items_per_user"]

@@ -1,6 +1,7 @@
 """The shared command-line pieces (pipelines/flags.py, errors.py, output_folder.py,
 settings.py), without running pipelines."""
 
+import errno
 import logging
 import os
 import subprocess
@@ -104,6 +105,31 @@ def test_error_message_strips_beam_context_and_unwraps_portable_errors():
                            "[while running 'X']\n")
     assert errors.error_message(wrapped) == "f:3: field 2 (item) is empty"
     assert errors.error_message(RuntimeError("something else")) is None
+
+
+@pytest.mark.parametrize("exc", [
+    OSError(errno.ENOSPC, "No space left on device", "/data/out/.staging/items-x"),
+    RuntimeError("OSError: [Errno %d] No space left on device [while running "
+                 "'WriteItems/SortAndWriteShard']" % errno.ENOSPC),
+    RuntimeError("Pipeline failed: Traceback (most recent call last):\n  File …\nOSError: "
+                 "[Errno %d] Disk quota exceeded [while running 'WriteReport/Write']"
+                 % errno.EDQUOT),
+])
+def test_a_full_disk_is_worded_whatever_wraps_it(exc):
+    from pipelines.errors import error_message
+    message = error_message(exc)
+    assert message and "\n" not in message and "/data/out" not in message, message
+    assert message.startswith(os.strerror(exc.errno if isinstance(exc, OSError)
+                                          else errno.ENOSPC if "space" in str(exc)
+                                          else errno.EDQUOT)), message
+    assert "free some space and run again" in message
+    if isinstance(exc, RuntimeError):
+        assert "in step 'Write" in message
+
+
+def test_other_os_errors_stay_bugs():
+    from pipelines.errors import error_message
+    assert error_message(RuntimeError("OSError: [Errno 5] Input/output error")) is None
 
 
 def test_prepare_output(tmp_path):

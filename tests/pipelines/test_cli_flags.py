@@ -11,8 +11,12 @@ import contextlib
 import numpy as np
 import pytest
 
+import beam_dpsu
 from pipelines import errors, flags, ngrams, vocabulary
 from pipelines.evaluation import benchmark, evaluate
+from tests.support import job_calls
+from tests.support.input_files import write_pairs
+from tests.support.job_checks import assert_refused
 from tests.support.job_flags import FLAG, beam_flags, job_flags, job_parsers
 from tests.support.paths import ROOT
 from tests.support.runner import RUNNER_FLAG
@@ -464,3 +468,53 @@ def test_algorithm_choices_ignore_case_and_spaces_as_mechanism_names_do(text, pa
     # An unknown name is still refused, naming the flag.
     line = one_error_line(ngrams.main, text + BUDGET + ["--pruning", spell("sometimes")])
     assert "--pruning" in line and "invalid choice" in line, line
+
+
+# -- values too large to use are refused naming the flag ------------------------------------
+
+FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
+
+
+@pytest.fixture
+def pairs_csv(tmp_path) -> str:
+    return write_pairs(tmp_path / "pairs.csv", ["cat", "dog"])
+
+
+def test_huge_epsilon_is_refused_naming_the_flag(tmp_path, pairs_csv):
+    out = tmp_path / "out"
+    proc = job_calls.vocabulary(["--input", pairs_csv, "--format", "pairs", "--epsilon", "1e308",
+                                 *FIXED, "--output", out])
+    assert "--epsilon" in assert_refused(proc, out)
+    # The error line alone: no RuntimeWarning of the float overflow before it.
+    assert "Warning" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_huge_num_shards_is_refused_naming_the_flag(tmp_path, pairs_csv):
+    # Taken, --num-shards 100000 writes 100,000 files for minutes (the timeout ends such a
+    # run at 90 s); refused, the run takes seconds.
+    out = tmp_path / "out"
+    proc = job_calls.vocabulary(["--input", pairs_csv, "--format", "pairs", "--epsilon", "1",
+                                 *FIXED, "--num-shards", "100000", "--output", out], timeout=90)
+    assert "--num-shards" in assert_refused(proc, out)
+
+
+# -- --version and what --help names -------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["vocabulary", "ngrams"])
+def test_version_prints_the_version(module):
+    proc = job_calls.run(module, ["--version"], timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert beam_dpsu.__version__ in proc.stdout
+
+
+def test_ngrams_help_names_no_pairs_format():
+    proc = job_calls.run("ngrams", ["--help"], timeout=120)
+    assert proc.returncode == 0
+    assert "pairs" not in proc.stdout
+
+
+def test_input_help_names_lzma():
+    proc = job_calls.run("vocabulary", ["--help"], timeout=120)
+    assert proc.returncode == 0
+    assert ".lzma" in proc.stdout

@@ -13,6 +13,7 @@ import io
 import json
 import lzma
 import os
+import random
 import re
 import zipfile
 import zlib
@@ -26,7 +27,9 @@ from pipelines.io import decompression, lines, parsers, read
 from pipelines.io.checks import inspect_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import record_parser
+from tests.support import job_calls
 from tests.support.hypothesis_profiles import examples
+from tests.support.job_checks import assert_refused
 from tests.support.paths import ROOT
 from tests.support.runner import RUNNER_FLAG
 
@@ -61,8 +64,8 @@ if zstandard is not None:
     COMPRESSORS[".zstd"] = lambda data: zstandard.ZstdCompressor(
         write_content_size=False).compress(data)
 
-# Enough lines that a cut file still holds many whole lines (the finding's
-# symptom: a partial read that looks like a good one).
+# Enough lines that a cut file still holds many whole lines (what a partial read
+# that looks like a good one would release from).
 BODY = "".join(f"user{i} read page {i * 7919 % 1000} of the site\n"
                for i in range(1, 20001)).encode()
 
@@ -148,7 +151,8 @@ def _csv_gzip_corrupted_mid_stream(path):
 
 
 def test_a_parse_error_in_a_corrupt_compressed_file_is_reported_as_corruption(tmp_path):
-    # New-user trial (issue 36, finding 14): reported as a missing CSV field.
+    # The garbage the damage decompresses into must not be reported as a missing CSV
+    # field: the file is corrupt.
     path = _csv_gzip_corrupted_mid_stream(tmp_path / "texts.csv.gz")
     parse = record_parser("csv", "user", "text")
     with pytest.raises(InputFormatError, match="field"):  # what the garbage makes
@@ -637,3 +641,193 @@ def test_the_job_names_a_symlink_loop_in_one_error_line(tmp_path, capsys):
                             "--output", str(tmp_path / "out")])
     assert code == 2
     assert_one_error_line(capsys.readouterr().err, "is a symbolic link that loops")
+
+
+# -- the job refuses what it cannot read whole, in one line naming file and line ----------
+# Each test runs the job's command line in this process (tests/support/job_calls.py); a
+# refused run prints one line starting ``error:``, exits with 2, writes nothing and shows
+# no traceback (``assert_refused``).
+
+FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
+
+
+@pytest.fixture
+def job_folder(tmp_path_factory):
+    """A fresh folder whose path names no test: pytest's own ``tmp_path`` holds the test's
+    name, whose words ("directory", "corrupt", "empty", "blank") would satisfy the
+    checks on messages."""
+    return tmp_path_factory.mktemp("job")
+
+
+@pytest.fixture
+def folder_input(job_folder) -> str:
+    folder = job_folder / "data"
+    folder.mkdir()
+    (folder / "a.csv").write_text("user,text\nu1,hello\n", encoding="utf-8")
+    return str(folder)
+
+
+def test_directory_input_with_format_is_refused_as_a_directory(job_folder, folder_input):
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", folder_input, "--format", "csv", "--user-field",
+                                 "user", "--text-field", "text", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    line = assert_refused(proc, out)
+    assert "directory" in line or "folder" in line
+
+
+def test_directory_input_without_format_is_refused_as_a_directory(job_folder, folder_input):
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", folder_input, "--user-field", "user",
+                                 "--text-field", "text", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    line = assert_refused(proc, out)
+    assert "directory" in line or "folder" in line
+    assert "cannot tell the format" not in line
+
+
+def test_deeply_nested_json_line_is_refused_naming_the_line(job_folder):
+    path = job_folder / "deep.jsonl"
+    path.write_text('{"user": "a", "text": "hello"}\n'
+                    + '{"user": "a", "text": ' + "[" * 100000 + "]" * 100000 + "}\n",
+                    encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "jsonl", "--user-field", "user",
+                                 "--text-field", "text", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    assert f"{path}:2" in assert_refused(proc, out)
+
+
+def test_pairs_unterminated_quote_is_refused_naming_the_line(job_folder):
+    path = job_folder / "pairs.csv"
+    path.write_text('u1,cat\nu2,"dog\nu3,cat\n', encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "pairs", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    assert f"{path}:2" in assert_refused(proc, out)
+
+
+def test_csv_row_with_an_extra_field_is_refused_naming_the_line(job_folder):
+    path = job_folder / "texts.csv"
+    path.write_text("user,text\nu1,hello world\nu2,hello,extra\nu3,hello\n",
+                    encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--user-field", "user", "--text-field",
+                                 "text", "--epsilon", "1", *FIXED, "--output", out])
+    assert f"{path}:3" in assert_refused(proc, out)
+
+
+def assert_blank_line_refused_or_reported(proc, path, out) -> None:
+    """Refused naming the blank line (2), or run with the summary saying blank lines
+    were skipped."""
+    if proc.returncode == 0:
+        assert "blank" in proc.stdout, proc.stdout
+    else:
+        assert f"{path}:2" in assert_refused(proc, out)
+
+
+def test_blank_line_in_pairs_is_refused_or_reported(job_folder):
+    path = job_folder / "pairs.csv"
+    path.write_text("u1,cat\n\nu2,cat\n", encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "pairs", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    assert "Traceback" not in proc.stderr
+    assert_blank_line_refused_or_reported(proc, path, out)
+
+
+def test_blank_line_in_jsonl_is_refused_or_reported(job_folder):
+    path = job_folder / "texts.jsonl"
+    path.write_text('{"user": "u1", "text": "cat"}\n\n{"user": "u2", "text": "cat"}\n',
+                    encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "jsonl", "--user-field", "user",
+                                 "--text-field", "text", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    assert "Traceback" not in proc.stderr
+    assert_blank_line_refused_or_reported(proc, path, out)
+
+
+def test_headed_csv_read_as_text_is_refused_with_a_hint(job_folder):
+    # As --format pairs refuses a first line of column names (pipelines/io/parsers.py,
+    # parse_pairs), --format text refuses a first line that is a CSV header.
+    path = job_folder / "texts.txt"
+    path.write_text("user,text\nu1,the cat sat\nu2,the dog ran\n", encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "text", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    line = assert_refused(proc, out)
+    assert f"{path}:1" in line and "header" in line
+    assert "--skip-header-lines 1" in line or "--format csv" in line
+
+
+def test_utf16_file_is_named_as_such(job_folder):
+    path = job_folder / "texts.csv"
+    path.write_bytes("user,text\nu1,the cat\n".encode("utf-16"))
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--user-field", "user", "--text-field",
+                                 "text", "--epsilon", "1", *FIXED, "--output", out])
+    line = assert_refused(proc, out)
+    assert "UTF-16" in line or "not UTF-8" in line
+
+
+def corrupt_gzip_csv(path) -> str:
+    """A .csv.gz of 30,000 rows (1.4 MB of text, more than one decompressed read)
+    with 16 bytes flipped in the middle of its compressed stream."""
+    rng = random.Random(0)
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota",
+             "kappa", "cat", "dog", "mouse", "horse"]
+    text = "user,text\n" + "".join(f"u{i},{' '.join(rng.choice(words) for _ in range(8))}\n"
+                                   for i in range(30000))
+    data = bytearray(gzip.compress(text.encode("utf-8"), mtime=0))
+    middle = len(data) // 2
+    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    with pytest.raises(zlib.error):  # the file is corrupt indeed
+        zlib.decompress(bytes(data), zlib.MAX_WBITS | 16)
+    with open(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def test_gzip_corrupted_mid_stream_is_reported_as_corrupt(job_folder):
+    path = corrupt_gzip_csv(job_folder / "texts.csv.gz")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--user-field", "user", "--text-field",
+                                 "text", "--epsilon", "1", *FIXED, "--output", out])
+    line = assert_refused(proc, out)
+    assert path in line
+    assert re.search(r"corrupt|cannot be decompressed|invalid compressed", line), line
+    assert "field" not in line
+
+
+def test_pairs_header_uid_tag_is_detected(job_folder):
+    path = job_folder / "pairs.csv"
+    path.write_text("uid,tag\n" + "".join(f"u{i},cat\n" for i in range(30)), encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "pairs", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    line = assert_refused(proc, out)
+    assert f"{path}:1" in line and "--skip-header-lines 1" in line
+
+
+def test_json_error_does_not_say_at_at(job_folder):
+    path = job_folder / "texts.jsonl"
+    path.write_text('{"user": "u1", "text": "cat"}\n{"user": "u2", "text": "cat\n',
+                    encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "jsonl", "--user-field", "user",
+                                 "--text-field", "text", "--epsilon", "1", *FIXED,
+                                 "--output", out])
+    line = assert_refused(proc, out)
+    assert f"{path}:2" in line
+    assert "at at" not in line
+
+
+def test_empty_jsonl_error_does_not_mention_a_header(job_folder):
+    path = job_folder / "texts.jsonl"
+    path.write_text("", encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", path, "--user-field", "user", "--text-field",
+                                 "text", "--epsilon", "1", *FIXED, "--output", out])
+    line = assert_refused(proc, out)
+    assert "empty" in line and "header" not in line

@@ -89,7 +89,8 @@ class OddStr(str):
 @pytest.mark.parametrize("options", [(a, b, c) for a in (True, False) for b in (True, False)
                                      for c in (True, False)])
 def test_a_str_subclass_gives_the_tokens_of_its_plain_text(options):
-    # Review finding: with no URL and no markup step, the subclass reached lower().
+    # With no URL and no markup step too, the subclass is tokenised as its plain text
+    # (it must not reach lower() as itself).
     text = "Hello World <b>x</b> www.a.b"
     for sample in (text, "Hello World"):
         assert Tokenizer(*options)(OddStr(sample)) == reference_tokens(sample, *options)

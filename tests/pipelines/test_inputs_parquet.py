@@ -23,6 +23,7 @@ from pipelines.io.formats import infer_format
 from pipelines.io.parquet import ParquetFields
 from pipelines.io.read import ReadUserItems
 from tests.support import job_calls
+from tests.support.job_checks import assert_refused
 from tests.support.job_output import read_report as report
 from tests.support.one_pipeline import run_cases
 from tests.support.runner import RUNNER_FLAG, job_args
@@ -318,7 +319,7 @@ def test_a_null_without_statistics_fails_the_pipeline(tmp_path):
      "column 'tags' (--items-field) holds an empty item"),
     ({"user": [1, 2], "tags": [[SECRET], None]}, dict(items="tags"),
      "column 'tags' (--items-field) holds a null (missing) value"),
-    # NUL, refused as in text files (issue 36, finding 11).
+    # NUL, refused as in text files.
     ({"user": [1, 2], "tags": [[SECRET], ["b", "c\x00d"]]}, dict(items="tags"),
      "column 'tags' (--items-field) holds text with a NUL character"),
     ({"user": ["a", "b"], "text": [SECRET, "\x00"]}, dict(text="text"),
@@ -341,6 +342,20 @@ def test_bad_values_of_a_row_group(columns, fields, message):
         ParquetFields("user", **fields).check_values("x.parquet", pa.table(columns))
     assert str(raised.value).startswith(f"x.parquet: {message}")
     assert SECRET not in str(raised.value)
+
+
+def test_nul_in_parquet_item_is_refused_naming_the_column(tmp_path):
+    # The job's refusal of a NUL item: one error line naming the file and the column.
+    path = tmp_path / "items.parquet"
+    users = [f"u{i}" for i in range(40)]
+    items = [["cat", "do\x00g"] for _ in users]
+    pq.write_table(pa.table({"user": users, "things": items}), str(path))
+    out = tmp_path / "out"
+    proc = job_calls.vocabulary(["--input", path, "--user-field", "user", "--items-field",
+                                 "things", "--epsilon", "1", "--delta", "1e-5",
+                                 "--max-items-per-user", "2", "--output", out])
+    line = assert_refused(proc, out)
+    assert "NUL" in line and "things" in line and str(path) in line
 
 
 def test_a_corrupt_data_page_fails_the_job_with_one_error_line(tmp_path):
@@ -392,7 +407,7 @@ def test_help_lists_parquet_and_the_items_field(job):
     assert ".parquet → parquet" in text and "--items-field FIELD" in text
 
 
-# -- privacy review (docs/privacy.md, invariants 1, 5 and 10) -----------------------------
+# -- one user, one-line refusals, whole reads (docs/privacy.md, invariants 1, 5 and 10) ----
 
 
 def test_binary_and_text_user_ids_across_files_are_one_user(reads):

@@ -2,9 +2,8 @@
 or SIGTERM while Beam imports, and the DirectRunner's multi-process mode, whose worker
 processes must neither speak on the console nor outlive the job.
 
-Found by a new-user trial: each test failed before its fix. An interrupted job
-prints one line ``interrupted`` and exits with 128 + the signal, without a
-traceback, leaving no output folder (docs/privacy.md: one folder, one release).
+An interrupted job prints one line ``interrupted`` and exits with 128 + the signal,
+without a traceback, leaving no output folder (docs/privacy.md: one folder, one release).
 """
 
 import ast
@@ -19,9 +18,10 @@ import time
 
 import pytest
 
-from tests.support.job_processes import (assert_ran, child_pids, interrupt_once_imported,
-                                         sigint_as_in_a_terminal,
-                                         vocabulary, write_pairs)
+from tests.support.input_files import write_pairs
+from tests.support.job_checks import assert_ran
+from tests.support.job_processes import (child_pids, interrupt_once_imported,
+                                         sigint_as_in_a_terminal, vocabulary)
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.subprocess

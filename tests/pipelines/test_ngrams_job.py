@@ -200,7 +200,7 @@ def test_ngram_help_explains_the_notation(capsys):
 
 
 def test_dpne_on_text_permuted_and_resplit_gives_identical_files(tmp_path):
-    # Review gap: one person per line (element mode, no user ids): a seeded
+    # One person per line (element mode, no user ids): a seeded
     # run on the same lines in another order and split writes the same bytes.
     lines = [" ".join(doc) for _, doc in phrase_corpus(n_users=250, seed=4)]
     outputs = []

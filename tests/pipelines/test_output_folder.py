@@ -8,6 +8,7 @@ nor a sibling. SIGINT/SIGTERM end a job with one line ``interrupted``.
 """
 
 import contextlib
+import errno
 import gzip
 import io
 import os
@@ -21,6 +22,9 @@ import pytest
 from pipelines import errors, ngrams, output_folder, vocabulary
 from pipelines.evaluation import evaluate
 from pipelines.progress import configure_progress
+from tests.support import job_calls
+from tests.support.input_files import write_pairs
+from tests.support.job_checks import assert_ran
 from tests.support.job_processes import sigint_as_in_a_terminal
 from tests.support.paths import ROOT
 from tests.support.runner import RUNNER_FLAG
@@ -246,7 +250,50 @@ def test_overwrite_puts_the_new_folder_in_place_whole(tmp_path, monkeypatch, exc
     assert names(out) == ["new.txt"] and names(tmp_path) == ["out"]
 
 
-# -- siblings left by a killed run (issue 36, finding 9) ---------------------------
+# A run's writers (the items' shard, report.json) meet a full disk.
+
+FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
+
+
+@pytest.fixture
+def pairs_csv(tmp_path) -> str:
+    return write_pairs(tmp_path / "pairs.csv", ["cat", "dog"])
+
+
+class _FullDisk:
+    """A file being written on a full disk: every write fails with ENOSPC."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def write(self, _data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+def test_a_full_disk_is_one_error_line_and_leaves_nothing(tmp_path, pairs_csv, monkeypatch,
+                                                          capsys):
+    from apache_beam.io.filesystems import FileSystems
+
+    create = FileSystems.create
+    monkeypatch.setattr(FileSystems, "create",
+                        staticmethod(lambda path, *a, **k: _FullDisk(create(path, *a, **k))))
+    out = tmp_path / "out"
+    code = vocabulary.main([RUNNER_FLAG, "--input", pairs_csv, "--format", "pairs",
+                            "--epsilon", "1", *FIXED,
+                            "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "", captured.err[-3000:]
+    assert "Traceback" not in captured.err, captured.err[-3000:]
+    lines = [line for line in captured.err.splitlines() if not line.startswith("[vocabulary ")]
+    assert len(lines) == 1 and lines[0].startswith("error: No space left on device"), lines
+    assert "free some space" in lines[0] and str(tmp_path) not in lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["pairs.csv"]  # no output, no staging folder
+
+
+# -- siblings left by a killed run ---------------------------------------------------
 
 
 def test_a_run_holds_a_lock_on_its_staging_folder_until_it_ends(tmp_path):
@@ -283,11 +330,23 @@ def test_a_left_staging_folder_is_removed_and_a_live_one_kept_both_named(tmp_pat
     assert any(str(old) in m and "moved aside" in m for m in messages)
 
 
+def test_stale_staging_folder_is_removed_or_named(tmp_path, pairs_csv):
+    # The name pipelines/output_folder.py (_sibling, STAGING) gives the hidden sibling a run
+    # writes into: PARENT/.NAME.beam_dpsu-staging-<12 hex>.
+    stale = tmp_path / ".out.beam_dpsu-staging-0123456789ab"
+    stale.mkdir()
+    (stale / "items-00000-of-00001.txt").write_text("partial\n", encoding="utf-8")
+    proc = job_calls.vocabulary(["--input", pairs_csv, "--format", "pairs", "--epsilon", "1",
+                                 *FIXED, "--output", tmp_path / "out"])
+    assert_ran(proc)
+    assert not stale.exists() or stale.name in proc.stderr
+
+
 @pytest.mark.parametrize("remote", [False, True])
 def test_a_temporary_file_left_by_a_dead_worker_is_not_released(tmp_path, remote):
-    # Review finding: a worker that died between writing a shard's temporary
-    # file and renaming it left that file in the staging folder (its retried
-    # bundle wrote the shard again): it was moved into place with the release.
+    # A worker that dies between writing a shard's temporary file and renaming it
+    # leaves that file in the staging folder (its retried bundle writes the shard
+    # again): it must not be moved into place with the release.
     out = str(tmp_path / "out")
     if remote:
         os.makedirs(out)  # (object stores have no folders; local renames need one)
@@ -303,7 +362,7 @@ def test_a_temporary_file_left_by_a_dead_worker_is_not_released(tmp_path, remote
 
 
 def test_progress_names_the_written_files_where_they_end_up(spied_run):
-    # Review finding: "wrote …" named the staging folder, gone after the rename.
+    # "wrote …" names the final folder, not the staging folder gone after the rename.
     _, out, _, err = spied_run
     wrote = [line for line in err.splitlines() if "] wrote " in line]
     assert wrote and all(f"wrote {out}/items-" in line for line in wrote)

@@ -1,5 +1,6 @@
 """End-to-end tests of ``python -m pipelines.vocabulary`` on small files (DirectRunner)."""
 
+import codecs
 import glob
 import gzip
 import json
@@ -16,9 +17,10 @@ from pipelines import vocabulary
 from tests.support import job_calls
 from tests.support.examples import IMDB_2K as EXAMPLE
 from tests.support.examples import imdb_slice
+from tests.support.job_checks import assert_ran, released
 from tests.support.job_output import output_bytes, released_items_and_report, shard_lines
 from tests.support.paths import ROOT
-from tests.support.input_files import write_lines
+from tests.support.input_files import write_lines, write_pairs
 from tests.support.runner import RUNNER_FLAG, job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.subprocess]
@@ -291,6 +293,41 @@ def test_job_jsonl_and_text_formats_inferred(tmp_path):
     assert items == ["Alpha", "beta"]
 
 
+# -- input read as written: a byte order mark, items used as they are ---------------------
+
+FIXED = ["--delta", "1e-5", "--max-items-per-user", "2"]
+
+
+def test_csv_with_utf8_bom_is_read(tmp_path):
+    path = tmp_path / "excel.csv"
+    rows = "user,text\n" + "".join(f"u{i},the cat\n" for i in range(60))
+    path.write_bytes(codecs.BOM_UTF8 + rows.encode("utf-8"))
+    out = tmp_path / "out"
+    proc = job_calls.vocabulary(["--input", path, "--user-field", "user", "--text-field", "text",
+                                 "--epsilon", "2", *FIXED, "--seed", "1", "--output", out])
+    assert_ran(proc)
+    assert set(released(out)) == {"the", "cat"}
+
+
+# --format pairs is a CSV dialect: its items are used as they are.
+def test_pairs_items_keep_their_whitespace(tmp_path):
+    path = write_pairs(tmp_path / "pairs.csv", [" spaced ", "\x0bvt"])
+    out = tmp_path / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "pairs", "--epsilon", "2", *FIXED,
+                                 "--seed", "1", "--output", out])
+    assert_ran(proc)
+    assert sorted(released(out)) == sorted([" spaced ", "\x0bvt"])
+
+
+def test_pairs_quoted_item_with_a_line_break_is_one_item(tmp_path):
+    path = write_pairs(tmp_path / "pairs.csv", ["two\nlines"])
+    out = tmp_path / "out"
+    proc = job_calls.vocabulary(["--input", path, "--format", "pairs", "--epsilon", "2", *FIXED,
+                                 "--seed", "1", "--output", out])
+    assert_ran(proc)
+    assert released(out) == ["two\nlines"]
+
+
 def write_csv(tmp_path, body, name="in.csv"):
     path = tmp_path / name
     path.write_text(body)
@@ -429,6 +466,51 @@ def test_tiny_input_says_that_releasing_nothing_is_expected(tmp_path, capsys):
     assert "nothing cleared the release threshold" in text
 
 
+# -- the budget in the start and summary lines ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rho_job(tmp_path_factory):
+    """One zCDP job at a fixed Δ0: (start progress line, summary line)."""
+    folder = tmp_path_factory.mktemp("rho_job")
+    path = write_pairs(folder / "pairs.csv", ["cat", "dog"])
+    proc = job_calls.vocabulary(["--input", path, "--format", "pairs", "--rho", "0.1",
+                                 "--delta", "1e-5", "--max-items-per-user", "5",
+                                 "--output", folder / "out"])
+    assert_ran(proc)
+    start = next(line for line in proc.stderr.splitlines() if "] reading " in line)
+    return start, proc.stdout.strip().splitlines()[-1]
+
+
+def _stated_budget(line: str) -> tuple[str, str]:
+    """(the ε the line states, its wording around the numbers)."""
+    budget = re.search(r"ρ = .*?\)-DP\)", line).group(0)
+    epsilon = re.search(r"ε = ([\d.e+-]+)", budget).group(1)
+    return epsilon, re.sub(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", "#", budget)
+
+
+def test_start_and_summary_label_their_epsilon(rho_job):
+    # The start line may state the zCDP conversion ("(≈ (ε = 1.91, δ = 2e-05)-DP)") and
+    # the summary the selection's exact curve ("(≈ (ε = 1.76, δ = 2e-05)-DP)"): two ε
+    # for one run, which must then be worded apart, not read as one claim.
+    start, summary = rho_job
+    start_epsilon, start_words = _stated_budget(start)
+    summary_epsilon, summary_words = _stated_budget(summary)
+    assert start_epsilon == summary_epsilon or start_words != summary_words, (start, summary)
+
+
+def test_summary_names_max_items_per_user(rho_job):
+    _, summary = rho_job
+    assert re.search(r"max items per user\D{0,20}\b5\b", summary), summary
+
+
+def test_rho_job_report_is_written(rho_job):
+    # The shared run succeeds, so the two tests above fail, if they do, on their own
+    # assertions.
+    start, summary = rho_job
+    assert "ρ = 0.1 zCDP" in start and "ρ = 0.1 zCDP" in summary
+
+
 # -- --with-counts ----------------------------------------------------------------------
 
 
@@ -482,8 +564,8 @@ def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, no
         assert [g["delta"] for g in composed] == pytest.approx([2e-6, 5e-6, 1e-5])
         assert all(g["epsilon"] < g["basic_composition_epsilon"] for g in composed)
     if noise == "discrete_gaussian":
-        # Review finding: the top-level equivalents stated the selection's
-        # share (ρ = 1.5) as if it were the whole run (ρ = 2).
+        # The top-level equivalents are the whole run's (ρ = 2), not the selection's
+        # share (ρ = 1.5).
         from beam_dpsu import ZCDPBudget
         total = ZCDPBudget(2.0, 1e-6)
         assert report["dp_equivalents"][0]["epsilon"] == pytest.approx(
@@ -502,8 +584,8 @@ def test_job_without_counts_writes_none(sips_run):
 
 @pytest.mark.parametrize("share, code", [("1e-9", 0), ("1e-17", 2)])
 def test_job_with_a_tiny_counts_share_ends_promptly(tmp_path, capsys, share, code):
-    """Review (issue 34): --counts-share 1e-9 hung in budgets.parts_within, which stepped
-    the counts' part down one ulp at a time. Now the split is exact at once: 1e-9 runs,
+    """A split stepping the counts' part down one ulp at a time (budgets.parts_within)
+    would hang on --counts-share 1e-9. The split is exact at once: 1e-9 runs,
     and a share whose counts' part is no positive float (1e-17 of ε = 1) is one error line.
     An alarm fails the test rather than hang the suite."""
     import signal

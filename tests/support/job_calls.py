@@ -1,6 +1,7 @@
 """Jobs run in this process: ``pipelines.JOB.main(argv)`` with stdout and stderr captured,
 answered as :mod:`tests.support.job_processes` answers a subprocess run (a
-``CompletedProcess``), so that its checks (``assert_refused``, ``assert_ran``) apply.
+``CompletedProcess``), so that the checks of :mod:`tests.support.job_checks`
+(``assert_refused``, ``assert_ran``) apply.
 
 A run costs the pipeline's own time only (a subprocess adds Python's and Beam's imports,
 about 3 s). What a real process would print on stderr is printed here too: the job's

@@ -1,14 +1,12 @@
 """Jobs run as a user runs them: ``python -m pipelines.JOB`` in a subprocess from the
-repository root, and what a refused or a finished run must look like."""
+repository root (what a refused or a finished run must look like:
+:mod:`tests.support.job_checks`)."""
 
 import contextlib
-import csv
 import os
 import signal
 import subprocess
 import sys
-
-import beam_dpsu
 
 from tests.support.paths import ROOT
 
@@ -40,43 +38,6 @@ def sigint_as_in_a_terminal():
 
 def vocabulary(args, timeout: float = 300) -> subprocess.CompletedProcess:
     return run("vocabulary", args, timeout)
-
-
-def error_lines(proc) -> list[str]:
-    return [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-
-
-def assert_refused(proc, out=None) -> str:
-    """Exit 2, exactly one ``error:`` line (returned), no traceback, nothing written."""
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
-    lines = error_lines(proc)
-    assert len(lines) == 1, proc.stderr[-3000:]
-    if out is not None:
-        assert not os.path.exists(out)
-        parent, name = os.path.split(str(out).rstrip("/"))
-        assert not [n for n in os.listdir(parent) if n.startswith(f".{name}.beam_dpsu")]
-    return lines[0]
-
-
-def assert_ran(proc) -> None:
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode == 0 and not error_lines(proc), proc.stderr[-3000:]
-
-
-def write_pairs(path, items_per_user, users: int = 60) -> str:
-    """``users`` users each holding every item of ``items_per_user``, written by
-    Python's csv.writer (items holding a quote, comma or line break are quoted)."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        for u in range(users):
-            for item in items_per_user:
-                writer.writerow([f"u{u}", item])
-    return str(path)
-
-
-def released(out) -> list:
-    return beam_dpsu.read_released(os.path.join(str(out), "items-*.txt"))
 
 
 def child_pids(pid: int, command_part: bytes) -> list[int]:

@@ -6,27 +6,16 @@ user, and tuning it on the raw data is a leak no guarantee covers. With
 distinct items users hold, and Δ0 is then picked from that estimate alone,
 by a rule derived for each mechanism. The pipeline (``SelectItems``) is:
 
-1. first, each user's number of distinct items n_u (after merging all of the
-   user's rows) falls into one bin of a fixed, data-independent set of size
-   bins (``size_bin_edges``), and the users per bin are counted;
-2. then integer noise is added to every bin count (``noisy_size_histogram``):
-   one user is in exactly one bin, so a neighbouring dataset moves the
-   count vector by 1 in ℓ1 and in ℓ2 (sensitivity 1). Under ``Budget(ε, δ)``
-   the noise is discrete Laplace of scale 1/ε_s, which is ε_s-DP; under
-   ``ZCDPBudget(ρ, δ)`` it is discrete Gaussian of σ² = 1/(2ρ_s), which is
-   ρ_s-zCDP (Canonne, Kamath & Steinke 2020, Theorem 4). Integer noise on
-   integer counts: no floating-point leak (Mironov 2012);
-3. finally ``AutoPlan.choose`` maps the noisy counts to one Δ0 among
-   ``candidates`` (post-processing), and the selection runs with that Δ0
-   on the rest of the budget.
+1. each user's number of distinct items n_u falls into one bin of a fixed,
+   data-independent set of size bins, and the users per bin are counted;
+2. every bin count gets integer noise (one user is in one bin: sensitivity 1),
+   discrete Laplace under ``Budget``, discrete Gaussian under ``ZCDPBudget``;
+3. ``AutoPlan.choose`` maps the noisy counts to one Δ0 among ``candidates``
+   (post-processing), and the selection runs with that Δ0 on the rest of the
+   budget: by sequential composition the two cost the caller's budget.
 
-Privacy: the size release is (ε_s, 0)-DP or ρ_s-zCDP; the selection, for
-every fixed Δ0, is DP with the remaining budget; adaptive sequential
-composition (Dwork & Roth 2014, Thm 3.16 for (ε, δ); Bun & Steinke 2016,
-Lemma 2.3 for zCDP, δ-approximate in dp-sips Lemma 6) gives the sum, which is
-the caller's budget (``split_budget``).
-
-The modules, by what they hold:
+The noise's guarantee, the composition and the rule:
+docs/explanation/proofs.md#choosing-0-privately-the-mt-rule. The modules:
 
 * ``option``: the option (``AutoMaxItems``, ``"auto"``), its defaults, its
   share, and the budget split (``split_budget``);

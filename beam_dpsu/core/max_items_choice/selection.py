@@ -1,49 +1,26 @@
 """A selection's Δ0 chosen from the noisy size histogram: ``AutoPlan``, ``plan_auto``.
 
-The rule (``AutoPlan``). Say user u keeps m_u = min(n_u, Δ0) of its items,
-sampled uniformly, and gives each the mechanism's weight w(m_u); call
-g(m) = m·w(m) the user's mass. If an item's chance of being among a user's
-items is proportional to the user's size (n_u·q_i for popularity q_i,
-independent of the user), its expected weight is
+The rule (``AutoPlan``): a user u keeping m_u = min(n_u, Δ0) of its items,
+sampled uniformly, each at the mechanism's weight w(m_u), places the mass
+g(m) = m·w(m) (``user_mass``). If an item's chance of being among a user's
+items is proportional to the user's size, every item's expected weight scales
+with M(Δ0) = Σ_u g(min(n_u, Δ0)), so the released items are most where
+M(Δ0)/T(Δ0) is largest, T the release threshold in weight units
+(``weight_threshold``). The rule takes the candidate that maximises that ratio
+(ties go to the smaller Δ0), M from the noisy size histogram taken two noise
+standard deviations low (``AutoPlan.proxy``), T from the calibrations,
+data-independent and computed when the transform is built (``plan_auto``).
 
-    E[W_i] = Σ_u n_u q_i · (m_u/n_u) · w(m_u) = q_i · M(Δ0),
-    M(Δ0) = Σ_u g(min(n_u, Δ0)),
+g per mechanism: m for the count mechanisms (for truncated geometric T is the
+number of users at which an item is kept with probability ½), √m for the ℓ2
+mechanisms (Weighted and Policy Gaussian, SIPS's rounds), 1 for Weighted
+Laplace, m/(m + 1) for the ℓ1 policies (Policy Laplace, GW). SIPS is scored
+otherwise: its later rounds read each user's items minus those earlier rounds
+released, which M/T cannot see, so ``max_items_choice.rounds`` models the
+rounds on the same histogram (``AutoPlan.round_thresholds``).
 
-so every item's expected weight scales with the same factor M(Δ0), and an
-item is released (about half the time or more) when q_i·M(Δ0) ≥ T(Δ0), the
-release threshold in weight units. The released items are those with
-q_i ≥ T(Δ0)/M(Δ0); whatever the popularity profile, their number is
-largest where M(Δ0)/T(Δ0) is largest. That ratio is computed from the noisy
-size histogram (M, taken two noise standard deviations low, see
-``AutoPlan.proxy``) and the calibrations (T, data-independent, computed
-when the transform is built), and the rule takes the candidate that
-maximises it (ties go to the smaller Δ0).
-
-The mass per mechanism (``user_mass``):
-
-* count mechanisms (``CountLaplace``, ``CountGaussian``,
-  ``TruncatedGeometric``): w = 1, g(m) = m; their threshold grows about
-  linearly (Laplace) or as √Δ0 (Gaussian) in Δ0, so the rule favours the Δ0
-  most users reach;
-* ℓ2 mechanisms (``WeightedGaussian``, ``PolicyGaussian``; ``SIPS``'s
-  rounds): g(m) = √m. For the policy, the ℓ2 update spends norm 1 on the items still
-  below the cutoff; if a fraction f of a user's items are, its mass there is
-  √(f·m), proportional to √m for every Δ0 (uniform sampling keeps f);
-* ``WeightedLaplace``: w = 1/m, g = 1: every Δ0 gives the same mass, so the
-  smallest threshold wins (exact in expectation for this mechanism);
-* ℓ1 policies (``PolicyLaplace``, ``GreedyWithoutSampling``): the budget of
-  1 goes to items below the cutoff, all of it as soon as one of the m items
-  is, which happens with probability 1 − (1 − f)^m. With nothing private to
-  tell f, a uniform prior on f gives E = m/(m + 1) = g(m).
-
-For truncated geometric T is the number of users at which an item is kept
-with probability ½. SIPS is scored otherwise: its later rounds read each
-user's items minus those earlier rounds released, which M/T cannot see
-(scored so, it took a Δ0 one grid step above its best); ``max_items_choice.rounds``
-models the rounds on the same histogram (``AutoPlan.round_thresholds``).
-
-What it does not model: the noise on each item (the rule compares expected
-weights with T) and a popularity profile that changes with user size. The
+The derivation (the expected weight, each mechanism's g, what the rule leaves
+out): docs/explanation/proofs.md#choosing-0-privately-the-mt-rule. The
 benchmark (docs/benchmarks.md, "Choosing Δ0 privately") measures the rule
 against the best Δ0 of a grid on real and synthetic data.
 """

@@ -12,7 +12,8 @@ Two modules, one layer apart:
   (that would be an import cycle): import ``beam_dpsu.core.pre_threshold.calibrations``.
 """
 
-from beam_dpsu.core.pre_threshold.rule import (MAX_USER_WEIGHT, check_pre_threshold,
+from beam_dpsu.core.pre_threshold.rule import (MAX_USER_WEIGHT, check_cutoff,
+                                               check_pre_threshold,
                                                describe_pre_threshold, eligible,
                                                keep_probability_with_pre_threshold,
                                                max_user_weight, own_weights_equal,
@@ -29,5 +30,6 @@ __all__ = [
     "pre_threshold_shift",
     "own_weights_equal",
     "release_threshold",
+    "check_cutoff",
     "describe_pre_threshold",
 ]

@@ -67,5 +67,6 @@ def raised_threshold(calibration: Calibration, mechanism: str, max_items_per_use
                                           max_items_per_user,
                                           thresholds.DESCENT_NORMS.get(mechanism),
                                           calibration.budget)
+        cutoff = rule.check_cutoff(mechanism, k, cutoff, threshold)
     return dataclasses.replace(calibration, release_threshold=threshold, cutoff=cutoff,
                                pre_threshold=k)

@@ -18,10 +18,11 @@ sensitivity stays 1 per item.
 **Weighted and policy mechanisms**: release u iff n(u) ≥ k and
 H(u) + Z_u > ρ_k = ρ′ + (k − 1)·w_max (``release_threshold``), where ρ′ covers
 x's own weights on the new keys: ρ′ = ρ for the parallel rules, GW and Policy
-Laplace (ℓ1-descent gives the new keys equal increments; GW's threshold where
-ρ_Lap < 1). Policy Gaussian at k ≥ 2 can give them unequal increments
-(docs/privacy.md, invariant 12), so ρ′ = 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}), which
-covers every weighting. The policy's cutoff Γ is computed from ρ_k.
+Laplace (GW's threshold where ρ_Lap < 1). Policy Gaussian at k ≥ 2 can give them
+unequal increments (docs/privacy.md, invariant 12), so ρ′ = 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}),
+which covers every weighting. Policy Laplace's plain shift at k ≥ 2 needs Γ ≥ ρ_k:
+ℓ1-descent gives the new keys equal increments when each one's gap Γ − (k − 1) is at
+least 1 (so at least the water level), which Γ ≥ ρ_k guarantees (``check_cutoff``).
 
 A pre-threshold k costs k − 1 full-weight holders per item, and items with
 fewer than k holders are never released (``describe_pre_threshold``).
@@ -50,6 +51,7 @@ __all__ = [
     "pre_threshold_shift",
     "own_weights_equal",
     "release_threshold",
+    "check_cutoff",
     "describe_pre_threshold",
 ]
 
@@ -192,6 +194,37 @@ def release_threshold(mechanism: str, pre_threshold: int, noise_scale: float,
         raise checks.ParameterError(
             "pre_threshold", f"= {k} makes the release threshold overflow a float")
     return total
+
+
+def check_cutoff(mechanism: str, pre_threshold: int, cutoff: float,
+                 release_threshold: float) -> float:
+    """A policy's cutoff Γ, checked where the proof reads it: Policy Laplace at k ≥ 2.
+
+    Policy Laplace's plain shift (ρ′ = ρ_Lap) holds because x meets each new key with a
+    gap Γ − (k − 1) of at least 1, so at least the water level; Γ ≥ ρ_k ≥ ρ′ + (k − 1)
+    ≥ k guarantees it, and Γ = ρ_k + α·λ with α ≥ 0 always is. Elsewhere ρ′ covers every
+    weighting (or, at k = 1, the own keys start at 0), so any Γ keeps the proof.
+
+    Args:
+      mechanism: the mechanism's kebab-case name.
+      pre_threshold: k.
+      cutoff: Γ.
+      release_threshold: ρ_k (``release_threshold``).
+
+    Returns:
+      ``cutoff``, unchanged.
+
+    Raises:
+      ParameterError: about ``cutoff``, if Policy Laplace at k ≥ 2 has Γ < ρ_k.
+    """
+    k = check_pre_threshold(pre_threshold)
+    if mechanism == "policy-laplace" and k > 1 and not cutoff >= release_threshold:
+        raise checks.ParameterError(
+            "cutoff", f"= {cutoff:.6g} is below the release threshold "
+                      f"{release_threshold:.6g}: policy-laplace at pre_threshold = {k} "
+                      "needs cutoff >= release threshold (every new key's gap to the "
+                      "cutoff at least the water level)")
+    return cutoff
 
 
 def describe_pre_threshold(pre_threshold: int) -> str:

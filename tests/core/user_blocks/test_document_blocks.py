@@ -225,8 +225,8 @@ def test_released_grams_by_digit_keys_and_by_lookups_agree(sets, pruning, users)
        blob(44).map(order_of))
 def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes, max_items,
                                                                             order):
-    # Review finding: only the seeded path had a sensitivity test, and a sample
-    # ordered by priority alone (users mixed up) passed every test. Users hold
+    # The unseeded path's own sensitivity test: without it, a sample ordered by
+    # priority alone (users mixed up) would pass every other test. Users hold
     # disjoint items, given in a shuffled order: each keeps exactly
     # min(count, Δ) of its own items, each weighted 1/√kept (ℓ2 = 1 per user).
     # 1..8 users of 0..9 items each, the ≤ 72 (user, item) pairs in any order.
@@ -269,8 +269,8 @@ def test_a_block_built_user_by_user_holds_every_document_in_order(users):
 
 
 def test_a_user_with_a_token_the_check_refuses_adds_nothing():
-    # Review finding: the tokens before the refused one stayed in the
-    # vocabulary (and in the pickled block) though the user was dropped.
+    # The tokens before the refused one must not stay in the vocabulary (nor in the
+    # pickled block) once the user is dropped.
     builder = BlockBuilder(keep_ids=False, check=lambda t: type(t) is str and t != "bad")
     builder.add(None, (("a", "b"),))
     for docs in ((("secret", "bad"),), (("d",), ("e", ["unhashable"]))):

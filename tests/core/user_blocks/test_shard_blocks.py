@@ -79,9 +79,9 @@ def test_shard_ids_take_four_bytes_unless_the_shard_outgrows_int32():
 
 
 def test_a_shard_puts_lists_in_its_numbering_without_an_array_of_its_listed_ids():
-    # Issue 33: the shard wrote every listed id once more in its own numbering (4 bytes
-    # each, 28 MB for IMDb at the Δ0 that auto chose), on top of the blocks it reads in
-    # place. 2^20 listed ids over 200 items: the traced peak was 4.9 MiB with that array
+    # The shard must not write every listed id once more in its own numbering (4 bytes
+    # each, 28 MB for IMDb at the Δ0 that auto chose) on top of the blocks it reads in
+    # place. 2^20 listed ids over 200 items: the traced peak is 4.9 MiB with that array
     # (4 MiB of it); without it, the users' order and per-block arrays (0.9 MiB).
     import tracemalloc
 

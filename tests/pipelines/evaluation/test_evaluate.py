@@ -124,8 +124,8 @@ def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
 
 
 def test_the_cache_holds_only_users_holding_items(tmp_path):
-    # Review finding: a user whose rows tokenise to nothing was cached as
-    # [user, []] and counted in the summary's raw user count.
+    # A user whose rows tokenise to nothing must not be cached as [user, []] and
+    # counted in the summary's raw user count.
     import os
     from types import SimpleNamespace
 
