@@ -7,9 +7,9 @@ from fractions import Fraction
 import apache_beam as beam
 import numpy as np
 import pytest
+from tests.support.one_pipeline import run_cases
 from tests.support.runner import TestPipeline
 from apache_beam.testing.test_stream import TestStream
-from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import window
 
 from beam_dpsu import (Budget, BudgetAccountant, BudgetExceededError, CountReleased,
@@ -115,34 +115,6 @@ def test_a_tight_split_selection_part_is_refused_by_the_counts():
 
 # --- the Beam transform --------------------------------------------------------------
 
-def test_every_released_item_gets_exactly_one_count_and_no_other_item_does():
-    pairs = [("u1", "a"), ("u1", "a"), ("u2", "a"), ("u3", "a"), ("u3", "b"),
-             ("u4", "c"), ("u5", "c")]  # 'c' is held but not released; 'ghost' by nobody
-    with TestPipeline() as p:
-        released = p | "Released" >> beam.Create(["a", "b", "ghost"])
-        counts = (p | "Pairs" >> beam.Create(pairs)
-                  | CountReleased(released, EXACT, max_items_per_user=5))
-        assert_that(counts, equal_to([("a", 3), ("b", 1), ("ghost", 0)]))
-
-
-def test_each_user_is_counted_on_at_most_max_items_released_items():
-    pairs = [("heavy", f"w{i}") for i in range(50)] + [("light", "w0"), ("light", "zz")]
-    released = [f"w{i}" for i in range(50)]
-    with TestPipeline() as p:
-        counts = (p | "Pairs" >> beam.Create(pairs)
-                  | CountReleased(p | "Released" >> beam.Create(released), EXACT,
-                                  max_items_per_user=7))
-
-        def check(rows):
-            assert sorted(item for item, _ in rows) == sorted(released)
-            # 'heavy' adds 1 to exactly 7 of its 50 released items, 'light' 1 to w0
-            # ('zz' is not released, so it does not use up light's Δ0).
-            assert sum(c for _, c in rows) == 8 and max(c for _, c in rows) <= 2
-            assert all(isinstance(c, int) for _, c in rows)
-
-        assert_that(counts, check)
-
-
 def synthetic_counts(n_items=1500):
     """Items i0…; item i is held by i % 5 users, each holding that item only (so
     no sampling: the bounded count is the true count), some with repeats."""
@@ -154,64 +126,133 @@ def synthetic_counts(n_items=1500):
     return pairs, truth
 
 
-@pytest.mark.parametrize("budget,dist", [
+NOISES = [
     (Budget(1.0, 0), DiscreteLaplace(3)),             # scale Δ0/ε = 3
     (ZCDPBudget(0.5, 1e-6), DiscreteGaussian(3)),     # σ² = Δ0/(2ρ) = 3
-], ids=["discrete-laplace", "discrete-gaussian"])
-def test_count_errors_follow_the_stated_noise(budget, dist):
+]
+NOISE_IDS = ["discrete-laplace", "discrete-gaussian"]
+EXACTLY_ONE_PAIRS = [("u1", "a"), ("u1", "a"), ("u2", "a"), ("u3", "a"), ("u3", "b"),
+                     ("u4", "c"), ("u5", "c")]  # 'c' is held but not released; 'ghost' by nobody
+AT_MOST_PAIRS = [("heavy", f"w{i}") for i in range(50)] + [("light", "w0"), ("light", "zz")]
+RECORDS = ([(f"u{i}", ("apple", "pear", "apple")) for i in range(20)]
+           + [("v1", "apple"), ("v1", ["pear"]), ("v2", {"pear", "fig"})])
+NGRAM_PAIRS = [("u1", ("new", "york")), ("u2", ("new", "york")), ("u2", ("york",))]
+
+
+def _noise_cases(p, calibrations):
+    pairs, truth = synthetic_counts()
+    released = p | "Noise released" >> beam.Create(sorted(truth))
+    users = p | "Noise pairs" >> beam.Create(pairs)
+    cases = {}
+    for name, (budget, _) in zip(NOISE_IDS, NOISES):
+        select = CountReleased(released, budget, max_items_per_user=3, seed=12345)
+        calibrations[name] = select.calibration
+        cases[name] = users | f"Count {name}" >> select
+    return cases
+
+
+def _seeded_cases(p):
+    pairs, truth = synthetic_counts(40)
+    budget, seed = Budget(0.5), 7
+    released = p | "Seeded released" >> beam.Create(sorted(truth))
+    seeded = (p | "Seeded pairs" >> beam.Create(pairs)
+              | "Seeded" >> CountReleased(released, budget, max_items_per_user=2, seed=seed))
+    unseeded = (p | "Unseeded pairs" >> beam.Create(pairs)
+                | "Unseeded" >> CountReleased(released, budget, max_items_per_user=2))
+    return {"seeded": seeded, "unseeded": unseeded}
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory):
+    """The counts the tests below check, built in ONE pipeline (module fixture; a
+    TestPipeline per test cost a run each); each test reads its own case. Counts
+    that must fail run their own."""
+    calibrations: dict = {}
+
+    def build(p):
+        return {
+            "exactly one": (p | "Exactly one pairs" >> beam.Create(EXACTLY_ONE_PAIRS)
+                            | "Exactly one" >> CountReleased(
+                                p | "Exactly one released" >> beam.Create(["a", "b", "ghost"]),
+                                EXACT, max_items_per_user=5)),
+            "at most": (p | "At most pairs" >> beam.Create(AT_MOST_PAIRS)
+                        | "At most" >> CountReleased(
+                            p | "At most released" >> beam.Create([f"w{i}" for i in range(50)]),
+                            EXACT, max_items_per_user=7)),
+            **_noise_cases(p, calibrations),
+            **_seeded_cases(p),
+            # Released numpy.str_ items would fail in Beam's deterministic key coder.
+            "numpy str": (p | "Numpy pairs" >> beam.Create([("u1", "a"), ("u2", "a")])
+                          | "Numpy" >> CountReleased(
+                              p | "Numpy released" >> beam.Create([np.str_("a")]),
+                              Budget(1e6, 0), max_items_per_user=1)),
+            "records": (p | "Records" >> beam.Create(RECORDS)
+                        | "Count records" >> CountReleased(
+                            p | "Records released" >> beam.Create(["apple", "pear"]),
+                            EXACT, max_items_per_user=5)),
+            "ngrams": (p | "Ngram pairs" >> beam.Create(NGRAM_PAIRS)
+                       | "Count ngrams" >> CountReleased(
+                           p | "Ngrams released" >> beam.Create([("new", "york"), ("york",)]),
+                           EXACT, max_items_per_user=5, ngrams=True)),
+        }
+
+    runs = run_cases(tmp_path_factory.mktemp("counts"), build)
+    return {**runs, "calibrations": calibrations}
+
+
+def test_every_released_item_gets_exactly_one_count_and_no_other_item_does(counted):
+    assert sorted(counted["exactly one"]) == [("a", 3), ("b", 1), ("ghost", 0)]
+
+
+def test_each_user_is_counted_on_at_most_max_items_released_items(counted):
+    rows = counted["at most"]
+    released = [f"w{i}" for i in range(50)]
+    assert sorted(item for item, _ in rows) == sorted(released)
+    # 'heavy' adds 1 to exactly 7 of its 50 released items, 'light' 1 to w0
+    # ('zz' is not released, so it does not use up light's Δ0).
+    assert sum(c for _, c in rows) == 8 and max(c for _, c in rows) <= 2
+    assert all(isinstance(c, int) for _, c in rows)
+
+
+@pytest.mark.parametrize("budget,dist", NOISES, ids=NOISE_IDS)
+def test_count_errors_follow_the_stated_noise(counted, budget, dist):
     # Chi-square goodness of fit of the 1,500 errors (noisy − true count) to the
     # calibration's pmf, rejected at p < 1e-8: with a random seed, a correct
     # implementation fails with probability < 1e-8 (each draw comes from its own
     # seeded generator). Seeded here, so deterministic.
-    pairs, truth = synthetic_counts()
-    with TestPipeline() as p:
-        released = p | "Released" >> beam.Create(sorted(truth))
-        select = CountReleased(released, budget, max_items_per_user=3, seed=12345)
-        assert select.calibration.noise == dist
-        counts = p | "Pairs" >> beam.Create(pairs) | select
-
-        def check(rows):
-            rows = dict(rows)
-            assert rows.keys() == truth.keys()
-            errors = np.array([rows[item] - truth[item] for item in truth])
-            assert chi_square_pvalue(errors, dist, n_bins=12) > 1e-8
-            # and the test can tell: the errors are not those of half the scale.
-            half = (DiscreteLaplace(Fraction(3, 2)) if isinstance(dist, DiscreteLaplace)
-                    else DiscreteGaussian(Fraction(3, 4)))
-            assert chi_square_pvalue(errors, half, n_bins=12) < 1e-8
-
-        assert_that(counts, check)
+    _, truth = synthetic_counts()
+    name = NOISE_IDS[[d for _, d in NOISES].index(dist)]
+    assert counted["calibrations"][name].noise == dist
+    rows = dict(counted[name])
+    assert len(rows) == len(counted[name]) and rows.keys() == truth.keys()
+    errors = np.array([rows[item] - truth[item] for item in truth])
+    assert chi_square_pvalue(errors, dist, n_bins=12) > 1e-8
+    # and the test can tell: the errors are not those of half the scale.
+    half = (DiscreteLaplace(Fraction(3, 2)) if isinstance(dist, DiscreteLaplace)
+            else DiscreteGaussian(Fraction(3, 4)))
+    assert chi_square_pvalue(errors, half, n_bins=12) < 1e-8
 
 
-def test_seeded_counts_equal_the_pure_core_and_unseeded_are_noisy():
+def test_seeded_counts_equal_the_pure_core_and_unseeded_are_noisy(counted):
     # A seeded run draws each item's noise from its own generator seeded by
     # (seed, item), so the Beam result is the pure computation, whatever the bundling.
-    pairs, truth = synthetic_counts(40)
+    _, truth = synthetic_counts(40)
     budget, seed = Budget(0.5), 7
     dist = count_calibration(budget, 2).noise
     expected = [(item, c + dist.sample(random.Random(stable_hash64(("count-noise", seed, item)))))
                 for item, c in truth.items()]
-    with TestPipeline() as p:
-        released = p | "Released" >> beam.Create(sorted(truth))
-        seeded = (p | "Pairs" >> beam.Create(pairs)
-                  | "Seeded" >> CountReleased(released, budget, max_items_per_user=2, seed=seed))
-        assert_that(seeded, equal_to(expected), label="SeededIsPure")
-        unseeded = (p | "Pairs2" >> beam.Create(pairs)
-                    | "Unseeded" >> CountReleased(released, budget, max_items_per_user=2))
-
-        def noisy(rows):
-            # Scale 4 noise on 40 counts: P[all 40 errors are 0] = tanh(1/8)^40 < 1e-36.
-            assert sorted(item for item, _ in rows) == sorted(truth)
-            assert any(c != truth[item] for item, c in rows)
-
-        assert_that(unseeded, noisy, label="UnseededIsNoisy")
+    assert sorted(counted["seeded"]) == sorted(expected)
+    rows = counted["unseeded"]
+    # Scale 4 noise on 40 counts: P[all 40 errors are 0] = tanh(1/8)^40 < 1e-36.
+    assert sorted(item for item, _ in rows) == sorted(truth)
+    assert any(c != truth[item] for item, c in rows)
 
 
 def test_report_is_computed_at_construction():
-    with TestPipeline() as p:
-        released = p | beam.Create(["a"])
-        report = CountReleased(released, ZCDPBudget(0.1, 0), max_items_per_user=20).report
-        seeded = CountReleased(released, Budget(0.5), max_items_per_user=10, seed=3).report
+    # Built, never run.
+    released = TestPipeline() | beam.Create(["a"])
+    report = CountReleased(released, ZCDPBudget(0.1, 0), max_items_per_user=20).report
+    seeded = CountReleased(released, Budget(0.5), max_items_per_user=10, seed=3).report
     assert report["noise"] == "discrete_gaussian"
     assert report["sigma_squared"] == pytest.approx(100.0) and report["sigma"] == pytest.approx(10)
     assert report["sensitivity"] == pytest.approx(math.sqrt(20))
@@ -268,24 +309,11 @@ def test_released_items_of_another_pipeline_are_refused_when_built():
         _ = pairs | CountReleased(released, Budget(1.0), max_items_per_user=5)
 
 
-def test_numpy_str_released_items_are_counted():
-    # Released numpy.str_ items would fail in Beam's deterministic key coder; they
-    # are counted as the plain str they equal.
-    import numpy as np
-    import apache_beam as beam
-    from tests.support.runner import TestPipeline
-    from apache_beam.testing.util import assert_that
-    from beam_dpsu import Budget
-    from beam_dpsu.count_released import CountReleased
-    with TestPipeline() as p:
-        pairs = p | "Pairs" >> beam.Create([("u1", "a"), ("u2", "a")])
-        released = p | "Released" >> beam.Create([np.str_("a")])
-        counts = pairs | CountReleased(released, Budget(1e6, 0), max_items_per_user=1)
-
-        def check(rows):
-            assert [(type(item), item, count) for item, count in rows] == [(str, "a", 2)]
-
-        assert_that(counts, check)
+def test_numpy_str_released_items_are_counted(counted):
+    # Released numpy.str_ items failed in Beam's deterministic
+    # key coder; they are counted as the plain str they equal.
+    rows = counted["numpy str"]
+    assert [(type(item), item, count) for item, count in rows] == [(str, "a", 2)]
 
 
 @pytest.mark.parametrize("value,held", EXAMPLES)
@@ -301,43 +329,29 @@ def test_a_released_item_of_a_subclass_is_what_it_holds_as_bounding_keys_items(v
         assert check_ngram_pair(("u", (value,))) == ("u", (held,))
 
 
-def test_records_and_pairs_are_counted_alike():
+def test_records_and_pairs_are_counted_alike(counted):
     # (user, tuple of tokens) records, which SelectItems takes, are records of
     # items: read as one n-gram each, every count would come out 0, silently.
-    elements = ([(f"u{i}", ("apple", "pear", "apple")) for i in range(20)]
-                + [("v1", "apple"), ("v1", ["pear"]), ("v2", {"pear", "fig"})])
-    with TestPipeline() as p:
-        released = p | "Released" >> beam.Create(["apple", "pear"])
-        counts = (p | "Elements" >> beam.Create(elements)
-                  | CountReleased(released, EXACT, max_items_per_user=5))
-        assert_that(counts, equal_to([("apple", 21), ("pear", 22)]))
+    assert sorted(counted["records"]) == [("apple", 21), ("pear", 22)]
 
 
-def test_ngrams_are_counted_with_ngrams_true_and_a_mix_up_is_refused():
-    pairs = [("u1", ("new", "york")), ("u2", ("new", "york")), ("u2", ("york",))]
-    with TestPipeline() as p:
-        released = p | "Released" >> beam.Create([("new", "york"), ("york",)])
-        counts = (p | "Pairs" >> beam.Create(pairs)
-                  | CountReleased(released, EXACT, max_items_per_user=5, ngrams=True))
-        assert_that(counts, equal_to([(("new", "york"), 2), (("york",), 1)]))
+def test_ngrams_are_counted_with_ngrams_true_and_a_mix_up_is_refused(counted):
+    assert sorted(counted["ngrams"]) == sorted([(("new", "york"), 2), (("york",), 1)])
     # Released n-grams counted as text items (or the reverse) would all get 0.
     with pytest.raises(InvalidRecordError, match=r"released item is an n-gram .* ngrams=True"):
         with TestPipeline() as p:
             _ = (p | "Pairs" >> beam.Create([("u1", ["new"])])
                  | CountReleased(p | "Released" >> beam.Create([("new", "york")]), EXACT,
                                  max_items_per_user=5))
+    # The released items' step, on its own (the run above checks that its refusal
+    # fails the pipeline; a pipeline per refusal would cost a run each).
+    from beam_dpsu.count_released import _released_item
     with pytest.raises(InvalidRecordError, match=r"released item is a str .* ngrams=False"):
-        with TestPipeline() as p:
-            _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
-                 | CountReleased(p | "Released" >> beam.Create(["new"]), EXACT,
-                                 max_items_per_user=5, ngrams=True))
-    # A released "n-gram" with non-str tokens is refused: turned into strings, it
-    # would be counted 0, silently.
+        _released_item("new", ngrams=True)
+    # A released "n-gram" with non-str tokens was turned into
+    # strings and silently counted 0.
     with pytest.raises(InvalidRecordError, match=r"released n-gram must be a non-empty tuple"):
-        with TestPipeline() as p:
-            _ = (p | "Pairs" >> beam.Create([("u1", ("new",))])
-                 | CountReleased(p | "Released" >> beam.Create([("new", 1)]), EXACT,
-                                 max_items_per_user=5, ngrams=True))
+        _released_item(("new", 1), ngrams=True)
     with pytest.raises(InvalidRecordError, match=r"n-gram item \(field 1\) must be a non-empty "
                                                  r"tuple of non-empty str, got a str"):
         with TestPipeline() as p:

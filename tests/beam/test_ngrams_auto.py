@@ -11,8 +11,6 @@ import random
 import apache_beam as beam
 import numpy as np
 import pytest
-from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -28,6 +26,7 @@ from beam_dpsu.beam.ngram_level1 import block_size_counts
 from beam_dpsu.core.ngram_parameters import max_items_per_level
 from pipelines import ngrams as ngrams_job
 from tests.support.hypothesis_profiles import examples
+from tests.support.one_pipeline import run_cases
 from tests.support.paths import ROOT
 from tests.support.runner import RUNNER_FLAG
 
@@ -181,49 +180,75 @@ def expected_choice(extract, sizes):
     return plan.choose(max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng))
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"level1": "policy-gaussian",
-                                         "privacy_unit": "element"}])
-def test_a_seeded_auto_run_is_dpne_at_the_chosen_bound(kwargs):
+SEEDED = [{}, {"level1": "policy-gaussian", "privacy_unit": "element"}]
+
+
+def same_release_case(p, auto, fixed, docs, label):
+    """Both transforms on ``docs``, on branches of ``p``; ``assert_same_release`` reads them."""
+    data = p | f"Create {label}" >> beam.Create(docs)
+    return {"auto": data | f"Auto {label}" >> auto, "fixed": data | f"Fixed {label}" >> fixed,
+            "chosen": auto.chosen_max_items_per_user}
+
+
+def assert_same_release(case, chosen):
+    """Every n-gram released by both or by neither, once each (and at least one
+    released), and ``chosen`` the auto run's Δ_1."""
+    auto, fixed = case["auto"], case["fixed"]
+    assert auto, "nothing released: the test proves nothing"
+    assert len(set(auto)) == len(auto) and len(set(fixed)) == len(fixed)
+    assert sorted(auto) == sorted(fixed)
+    assert case["chosen"] == [chosen]
+
+
+@pytest.fixture(scope="module")
+def auto_runs(tmp_path_factory):
+    """The seeded runs (auto against fixed, with the Δ_1 each must choose) and the
+    unseeded one, in ONE pipeline (module fixture; a pipeline per test cost a run each)."""
+    expected, unseeded = {}, {}
+
+    def build(p):
+        cases = {}
+        for i, kwargs in enumerate(SEEDED):
+            element = kwargs.get("privacy_unit") == "element"
+            docs = [list(d[1]) for d in DOCUMENTS] if element else DOCUMENTS
+            auto = ExtractNgrams(3, BIG, max_items_per_user=AUTO, eta=0.5, seed=3, **kwargs)
+            expected[f"seeded {i}"] = chosen = expected_choice(auto, SIZES)
+            fixed = ExtractNgrams(3, auto.auto_plan.selection_budget,
+                                  max_items_per_user=[chosen, 5, 5], eta=0.5, seed=3, **kwargs)
+            cases[f"seeded {i}"] = same_release_case(p, auto, fixed, docs, f"seeded {i}")
+        extract = unseeded["extract"] = ExtractNgrams(3, BIG, max_items_per_user=AUTO, eta=1e-9,
+                                                      privacy_unit="element")
+        released = (p | "Create unseeded" >> beam.Create([list(d[1]) for d in DOCUMENTS])
+                    | "Extract unseeded" >> extract)
+        cases["unseeded"] = {"released": released, "chosen": extract.chosen_max_items_per_user,
+                             "stats": extract.level_stats}
+        return cases
+
+    runs = run_cases(tmp_path_factory.mktemp("auto"), build)
+    return {**runs, "expected": expected}
+
+
+@pytest.mark.parametrize("kwargs", SEEDED)
+def test_a_seeded_auto_run_is_dpne_at_the_chosen_bound(auto_runs, kwargs):
     # The same seed gives the same draws: the auto release must be exactly the
     # fixed-Δ_1 release at the selection budget, and the choice the plain-Python one.
-    element = kwargs.get("privacy_unit") == "element"
-    docs = [list(d[1]) for d in DOCUMENTS] if element else DOCUMENTS
-    auto = ExtractNgrams(3, BIG, max_items_per_user=AUTO, eta=0.5, seed=3, **kwargs)
-    chosen = expected_choice(auto, SIZES)
+    case = f"seeded {SEEDED.index(kwargs)}"
+    chosen = auto_runs["expected"][case]
     assert chosen == 5  # M(Δ) stops at 3 tokens; noise sd 1.4 on 2,000 users
-    fixed = ExtractNgrams(3, auto.auto_plan.selection_budget, max_items_per_user=[chosen, 5, 5],
-                          eta=0.5, seed=3, **kwargs)
-    assert_same_release(auto, fixed, docs, chosen)
+    assert_same_release(auto_runs[case], chosen)
 
 
-def assert_same_release(auto, fixed, docs, chosen):
-    """Runs both on ``docs``: every n-gram released by both or by neither (and at least
-    one released), and ``chosen`` the auto run's Δ_1."""
-    with TestPipeline() as p:
-        data = p | beam.Create(docs)
-        tagged = [data | f"Run{name}" >> t | f"Tag{name}" >> beam.Map(lambda g, n=name: (g, n))
-                  for name, t in (("Auto", auto), ("Fixed", fixed))]
-        both = (tagged | beam.Flatten() | beam.GroupByKey()
-                | beam.MapTuple(lambda g, names: tuple(sorted(names))) | beam.Distinct())
-        assert_that(both, equal_to([("Auto", "Fixed")]), label="SameRelease")
-        assert_that(auto.chosen_max_items_per_user, equal_to([chosen]), label="Chosen")
-
-
-def test_an_unseeded_auto_run_releases_the_common_ngrams():
+def test_an_unseeded_auto_run_releases_the_common_ngrams(auto_runs):
     # Each common n-gram has weight ≥ 1,000 against thresholds < 60 and σ < 6: it is
     # released but w.p. < 1e-100. Bob's "zz" passes ρ_1 w.p. ≤ δ = 1e-8, and with
     # η = 1e-9 level k draws a spurious k-gram w.p. ≤ η·|S_{k−1}| ≤ 4e-9 (|S_1| ≤ 4): this
     # fails w.p. < 1e-7.
     # The choice of 5 (2,000 users of 3 items) holds unless a bin's noise (σ = 1.4) passes
     # 366: w.p. < 1e-300.
-    extract = ExtractNgrams(3, BIG, max_items_per_user=AUTO, eta=1e-9,
-                            privacy_unit="element")
-    with TestPipeline() as p:
-        released = p | beam.Create([list(d[1]) for d in DOCUMENTS]) | extract
-        assert_that(released, equal_to(COMMON), label="Released")
-        assert_that(extract.chosen_max_items_per_user, equal_to([5]), label="Chosen")
-        assert_that(extract.level_stats | beam.Map(lambda s: (s["k"], s["max_items_per_user"])),
-                    equal_to([(2, 5), (3, 5)]), label="Stats")
+    run = auto_runs["unseeded"]
+    assert sorted(run["released"]) == sorted(COMMON)
+    assert run["chosen"] == [5]
+    assert sorted((s["k"], s["max_items_per_user"]) for s in run["stats"]) == [(2, 5), (3, 5)]
 
 
 # --- the job ----------------------------------------------------------------------------
@@ -285,16 +310,44 @@ def test_auto_with_counts_takes_the_basic_split(tmp_path):
     assert report["chosen_max_items_per_user"] in max_items_choice.CANDIDATES
 
 
+# Each forced run has a seed of its own, by which the patched choice tells them apart.
+FORCED_SEEDS = {0: 3, 2: 4}
+
+
+@pytest.fixture(scope="module")
+def forced_runs(tmp_path_factory):
+    """Both forced choices in ONE pipeline of their own: while it is built and runs,
+    the noisy choice from the size counts returns, for each auto run, the index its
+    seed names. Returns the runs and {index: (auto, fixed, Δ_1)}."""
+    index_of_seed = {seed: index for index, seed in FORCED_SEEDS.items()}
+    transforms = {}
+
+    def build(p):
+        cases = {}
+        for index, seed in FORCED_SEEDS.items():
+            auto = ExtractNgrams(3, Budget(3.0, 1e-6), max_items_per_user=AUTO, eta=0.5,
+                                 seed=seed)
+            c = auto.auto_plan.candidates[index]
+            fixed = ExtractNgrams(3, auto.auto_plan.selection_budget,
+                                  max_items_per_user=[c, 5, 5], eta=0.5, seed=seed)
+            transforms[index] = (auto, fixed, c)
+            cases[f"forced {index}"] = same_release_case(p, auto, fixed, DOCUMENTS,
+                                                         f"forced {index}")
+        return cases
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(beam_dpsu.beam.max_items_choice.selection, "_noisy_choice",
+                      lambda counts, plan, seed: index_of_seed[seed])
+        runs = run_cases(tmp_path_factory.mktemp("forced"), build)
+    return runs, transforms
+
+
 @pytest.mark.parametrize("index", [0, 2])
-def test_every_forced_choice_is_dpne_at_that_bound(monkeypatch, index):
+def test_every_forced_choice_is_dpne_at_that_bound(forced_runs, index):
     # The seeded test above checks the one index its seed picks;
     # here each choice is forced, and the run must be DPNE at that Δ_1 exactly.
-    monkeypatch.setattr(beam_dpsu.beam.max_items_choice.selection, "_noisy_choice",
-                        lambda *a, **k: index)
-    auto = ExtractNgrams(3, Budget(3.0, 1e-6), max_items_per_user=AUTO, eta=0.5, seed=3)
-    c = auto.auto_plan.candidates[index]
-    fixed = ExtractNgrams(3, auto.auto_plan.selection_budget, max_items_per_user=[c, 5, 5],
-                          eta=0.5, seed=3)
+    runs, transforms = forced_runs
+    auto, fixed, c = transforms[index]
     assert auto._calibrations[index].sigmas == fixed.sigmas
     assert auto._calibrations[index].level1 == fixed.level1_calibration
-    assert_same_release(auto, fixed, DOCUMENTS, c)
+    assert_same_release(runs[f"forced {index}"], c)

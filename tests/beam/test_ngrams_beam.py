@@ -1,5 +1,6 @@
 """TestPipeline tests of ExtractNgrams and the DPSU baselines (the job: test_ngrams_job.py)."""
 
+import logging
 import pickle
 import typing
 
@@ -18,6 +19,7 @@ from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.kgrams import ValidKgramSampler
 from beam_dpsu.core.tokenizer import Tokens, tokenize
 from beam_dpsu.core.documents import check_document, element_tokens, plain_token
+from beam_dpsu.beam.user_blocks import USERS_PER_BLOCK, PackUserBlocksFn
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 
@@ -29,7 +31,8 @@ pytestmark = pytest.mark.pipeline
 
 # The releases most tests below check, built in ONE pipeline (module fixture
 # ``releases``; a TestPipeline per test cost seconds each); each test asserts on
-# its own branch. Tests that expect an error, or capture logs, run their own.
+# its own branch, and one on what the run logged. Tests that expect an error run
+# their own.
 
 ETAS = [0.01, 0.5]
 BASELINES = [("dpsu-all", None), ("dpsu-even", None), ("dpsu-single", 2)]
@@ -61,14 +64,16 @@ def _pruning(p, eta):
 def _level_stats(p):
     extract = level_stats_extract()
     released = p | "Create stats" >> beam.Create(phrase_corpus()) | "Extract stats" >> extract
-    stats = (extract.level_stats | "Key" >> beam.Map(lambda s: (s["k"], s)))
-    raw = (extract.non_private_level_stats | "KeyRaw" >> beam.Map(lambda s: (s["k"], s)))
-    return {"joined": {"dp": stats, "raw": raw} | beam.CoGroupByKey(), "released": released}
+    # Joined by k in the test.
+    return {"dp": extract.level_stats, "raw": extract.non_private_level_stats,
+            "released": released}
 
 
 def _spurious(p):
+    # pruning="single": V_2 = S_1 × S_1 under either rule; this case runs single
+    # pruning's spurious draws.
     extract = ExtractNgrams(2, Budget(5.0, 1e-5), max_items_per_user=1, eta=0.9, seed=2,
-                            non_private_stats=True)
+                            non_private_stats=True, pruning="single")
     released = p | "Create spurious" >> beam.Create(SPURIOUS_DOCS) | "Extract spurious" >> extract
     return {"released": released, "raw": extract.non_private_level_stats,
             "dp": extract.level_stats}
@@ -79,14 +84,10 @@ def _baseline(p, variant, n):
             | f"Select {variant}" >> NgramsByDPSU(variant, 3, Budget(3.0, 1e-5), 6, n=n))
 
 
-def _timestamps(p):
-    # 200 users hold one 10-token sentence (see the test).
-    tokens = tuple(f"t{i}" for i in range(10))
-    docs = [(f"u{j}", tokens) for j in range(200)]
-    extract = ExtractNgrams(2, ZCDPBudget(10.0, 1e-5), max_items_per_user=20, eta=0.99,
-                            pruning="single")
-    return (p | "Create stamps" >> beam.Create(docs) | "Extract stamps" >> extract
-            | beam.ParDo(_Timestamp()) | beam.Distinct())
+def _timestamps(releases):
+    # Held and spurious n-grams of two releases (see the test).
+    return ((releases["spurious"]["released"], releases["eta=0.5"])
+            | "Both stamped" >> beam.Flatten() | beam.ParDo(_Timestamp()) | beam.Distinct())
 
 
 def _element_mode(p):
@@ -106,11 +107,31 @@ def _element_policy(p):
                 privacy_unit="element"))
 
 
+def reversed_elements(level1):
+    """The elements of ``element_corpus()`` in reverse order; for the default level 1
+    (weighted-gaussian) as the tokenizer's output, so that one release is checked
+    against the lists in their order both for the order and for the Tokens."""
+    elements = element_corpus()[::-1]
+    if level1 == "weighted-gaussian":
+        return [tokenize(" ".join(doc)) for doc in elements]
+    return elements
+
+
 def _seeded_element(p, level1, order):
-    elements = {"given": element_corpus(), "reversed": element_corpus()[::-1],
-                "tokens": [tokenize(" ".join(doc)) for doc in element_corpus()]}[order]
+    elements = element_corpus() if order == "given" else reversed_elements(level1)
     return (p | f"Create {level1} {order}" >> beam.Create(elements)
             | f"Extract {level1} {order}" >> seeded_element_extract(level1))
+
+
+class _LogMessages(logging.Handler):
+    """Keeps the message of every record logged at INFO or above."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages: list = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
 
 
 @pytest.fixture(scope="module")
@@ -118,15 +139,25 @@ def releases(tmp_path_factory):
     cases = {**{f"eta={eta}": lambda p, eta=eta: _pruning(p, eta) for eta in ETAS},
              "level stats": _level_stats, "spurious": _spurious,
              **{v: lambda p, v=v, n=n: _baseline(p, v, n) for v, n in BASELINES},
-             "timestamps": _timestamps, "element": _element_mode,
+             "element": _element_mode,
              "element policy": _element_policy,
              **{f"{level1} {order}": lambda p, l1=level1, o=order: _seeded_element(p, l1, o)
-                for level1 in LEVEL1S for order in ("given", "reversed")},
-             # the tokenizer's output, with the default level 1 (weighted-gaussian)
-             "weighted-gaussian tokens": lambda p: _seeded_element(p, "weighted-gaussian",
-                                                                   "tokens")}
-    return run_cases(tmp_path_factory.mktemp("ngrams"),
-                     lambda p: {name: build(p) for name, build in cases.items()})
+                for level1 in LEVEL1S for order in ("given", "reversed")}}
+    # What the run logs at INFO (runners' workers log at INFO), as caplog.at_level would.
+    root, log = logging.getLogger(), _LogMessages()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(log)
+    def build_all(p):
+        built = {name: build(p) for name, build in cases.items()}
+        return {**built, "timestamps": _timestamps(built)}
+
+    try:
+        released = run_cases(tmp_path_factory.mktemp("ngrams"), build_all)
+    finally:
+        root.removeHandler(log)
+        root.setLevel(level)
+    return {**released, "log messages": log.messages}
 
 
 @pytest.mark.parametrize("eta", ETAS)
@@ -147,7 +178,11 @@ def test_level_stats_and_report(releases):
     sigmas = [lvl["sigma"] for lvl in report["levels"]]
     assert sigmas[1] == pytest.approx(0.8 * sigmas[0])
     assert 1 / np.sqrt(sum(1 / s ** 2 for s in sigmas)) == pytest.approx(1 / np.sqrt(2.0))
-    by_k = {k: (g["dp"][0], g["raw"][0]) for k, g in releases["level stats"]["joined"]}
+    joined: dict = {}
+    for part in ("dp", "raw"):
+        for s in releases["level stats"][part]:
+            joined.setdefault(s["k"], {"dp": [], "raw": []})[part].append(s)
+    by_k = {k: (g["dp"][0], g["raw"][0]) for k, g in joined.items()}
     assert sorted(by_k) == [2, 3]
     assert by_k[2][0]["valid_kgrams"] == by_k[2][0]["previous_released"] ** 2
     for s, r in by_k.values():
@@ -321,27 +356,23 @@ class _Timestamp(beam.DoFn):
 
 
 def test_held_and_spurious_ngrams_carry_one_timestamp(releases):
-    # Spurious k-grams keeping the timestamp of the Create they are drawn from, held
-    # ones the end of the window, would let a consumer tell which were spurious.
-    # 200 users hold one 10-token sentence; the 91 valid
-    # bigrams nobody holds (single pruning) each cross ρ_2 with probability
-    # ≈ 0.099, so some spurious bigram is drawn except with probability ≈ 7.5e-5
-    # (the test then checks held ones only). Unseeded: fails by chance only if nothing
-    # is released, w.p. < 1e-8000 (each unigram weighs 200/√10 = 63; ρ_1 = 2.3, σ = 0.32).
+    # Spurious k-grams kept the timestamp of the Create they
+    # are drawn from, held ones the end of the window: a consumer could tell
+    # which were spurious. Two releases: "spurious" (seeded, so always the same: its 8
+    # held unigrams and spurious bigrams of single pruning, nobody holding a bigram,
+    # test_spurious_kgrams_when_no_user_holds_a_valid_kgram) and "eta=0.5" (held
+    # n-grams up to 3-grams and spurious ones of both pruning; unseeded, its held
+    # 3-gram is missed w.p. 1.3e-77, test_output_is_downward_closed_with_both_pruning).
     assert releases["timestamps"] == [GlobalWindow().max_timestamp().micros // 1000]
 
 
-def test_blocking_users_logs_no_count_of_users(caplog):
-    # beam.BatchElements logs "element_count=<users>" at INFO after each bundle
-    # (runners' workers log at INFO). The levels' blocks must not log anything that
-    # counts users.
-    import logging
-    docs = [(f"u{j}", ("a", "b", "c")) for j in range(37)]
-    with caplog.at_level(logging.INFO):
-        with TestPipeline() as p:
-            _ = p | beam.Create(docs) | ExtractNgrams(3, ZCDPBudget(1.0, 1e-5),
-                                                      max_items_per_user=5)
-    messages = [record.getMessage() for record in caplog.records]
+def test_blocking_users_logs_no_count_of_users(releases):
+    # Beam.BatchElements logged "element_count=<users>" at
+    # INFO after each bundle (runners' workers log at INFO). The levels'
+    # blocks must not log anything that counts users: nothing the fixture's run
+    # logged at INFO (every case blocks users, or elements) may.
+    messages = releases["log messages"]
+    assert messages, "nothing logged at INFO: the capture proves nothing"
     assert not any("element_count" in m or "BatchElements" in m for m in messages), messages
 
 
@@ -396,12 +427,13 @@ def test_element_mode_takes_the_tokenizers_output_as_the_same_lists(releases):
     # Found when the Tokenizer began returning Tokens (a list subclass): the
     # element check took only exact lists and refused every tokenised text.
     elements = element_corpus()
-    tokens = [tokenize(" ".join(doc)) for doc in elements]
-    assert all(type(t) is Tokens for t in tokens) and tokens == elements
-    # The same seeded extraction (default level 1) on the lists and on the Tokens.
+    tokens = reversed_elements("weighted-gaussian")
+    assert all(type(t) is Tokens for t in tokens) and tokens == elements[::-1]
+    # The same seeded extraction (default level 1) on the lists and on the Tokens
+    # (in reverse order: the release is independent of it, the test above).
     assert seeded_element_extract("weighted-gaussian").report == ExtractNgrams(
         3, Budget(2.0, 1e-5), max_items_per_user=2, seed=7, privacy_unit="element").report
-    first, second = releases["weighted-gaussian given"], releases["weighted-gaussian tokens"]
+    first, second = releases["weighted-gaussian given"], releases["weighted-gaussian reversed"]
     assert first and sorted(first) == sorted(second)
 
 
@@ -413,11 +445,23 @@ def test_element_mode_takes_the_tokenizers_output_as_the_same_lists(releases):
     (["secret token"], r"token 0 of an element contains whitespace"),
 ])
 def test_element_mode_refuses_what_is_not_one_persons_tokens(element, message):
+    # Unseeded, the step that reads each element is the blocking step, built as
+    # ExtractNgrams builds it; its error reaching the pipeline's caller whole:
+    # the test below (a run per element would cost a pipeline each).
+    fn = PackUserBlocksFn(USERS_PER_BLOCK, keep_ids=False, elements=True)
+    fn.start_bundle()
     with pytest.raises(InvalidRecordError, match=message) as raised:
-        with TestPipeline() as p:
-            _ = p | beam.Create([element]) | ExtractNgrams(2, Budget(1, 1e-5),
-                                                           privacy_unit="element")
+        list(fn.process(element))
     assert "secret" not in str(raised.value) and "alice" not in str(raised.value)
+
+
+def test_an_element_refused_when_run_fails_the_pipeline_with_that_error():
+    with pytest.raises(InvalidRecordError, match=r"got a tuple; a tuple could be a "
+                                                 r"\(user_id, tokens\) document") as raised:
+        with TestPipeline() as p:
+            _ = p | beam.Create([("alice", ("a", "b"))]) | ExtractNgrams(
+                2, Budget(1, 1e-5), privacy_unit="element")
+    assert "alice" not in str(raised.value)
 
 
 def test_privacy_unit_is_validated():

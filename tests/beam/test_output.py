@@ -43,13 +43,91 @@ def write(elements, prefix, **kwargs):
     return read_files(prefix)
 
 
-@pytest.mark.parametrize("items,escaped", [
+# The writes most tests below check, built in ONE pipeline (module fixture ``written``;
+# a TestPipeline per test cost a run each): each case writes under its own folder,
+# each test reads its own case's files. Writes that must fail run their own.
+
+SORTED = [
     ([f"w{i}" for i in range(50)] + ["z\nnewline"], "z\\nnewline"),
     ([f"w{i}".encode() for i in range(50)] + [b"raw\xff"], "raw\\xff"),
-])
-def test_lines_are_sorted_and_every_shard_is_written(tmp_path, items, escaped):
-    files = write(items, str(tmp_path / "items"), num_shards=4)
-    assert sorted(files) == [os.path.basename(shard_path(str(tmp_path / "items"), i, 4, ".txt"))
+]
+
+
+def corpus():
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(40)]
+    return [(f"user{u}", vocab[min(int(rng.paretovariate(1.0)), 39)])
+            for u in range(300) for _ in range(rng.randint(1, 8))]
+
+
+def documents():
+    rng = random.Random(5)
+    vocab = [f"t{i}" for i in range(12)]
+    return [(f"user{u}", tuple(rng.choice(vocab[:3 + u % 9]) for _ in range(rng.randint(2, 6))))
+            for u in range(400)]
+
+
+PERMUTED = [
+    ("weighted-gaussian", lambda: SelectItems(mechanisms.WeightedGaussian(3),
+                                              ZCDPBudget(0.5, 1e-3), seed=11), corpus),
+    ("sips", lambda: SelectItems(mechanisms.SIPS(3), ZCDPBudget(0.5, 1e-3), seed=11), corpus),
+    ("policy-gaussian", lambda: SelectItems(mechanisms.PolicyGaussian(3), ZCDPBudget(0.5, 1e-3),
+                                            seed=11), corpus),
+    ("dpne", lambda: ExtractNgrams(3, ZCDPBudget(1.0, 1e-3), max_items_per_user=4, eta=0.5,
+                                   seed=11), documents),
+]
+
+
+def _write_release(p, transform_factory, elements, prefix, splits, label):
+    """The seeded transform on ``elements`` given as ``splits`` Create()s, flattened."""
+    chunks = [elements[i::splits] for i in range(splits)]
+    parts = [p | f"{label} Part{i}" >> beam.Create(chunk) for i, chunk in enumerate(chunks)]
+    released = (parts | f"{label} Flatten" >> beam.Flatten()
+                | f"{label} Release" >> transform_factory())
+    _ = released | f"{label} Write" >> WriteReleased(prefix, num_shards=2)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """The folder under which each case below wrote (``folder / case / ...``)."""
+    folder = tmp_path_factory.mktemp("written")
+
+    def prefix(case, name):
+        return str(folder / case / name)
+
+    def write_case(p, case, elements, name, **kwargs):
+        _ = (p | f"Create {case}" >> beam.Create(elements)
+             | f"Write {case}" >> WriteReleased(prefix(case, name), **kwargs))
+
+    with TestPipeline() as p:
+        for items, escaped in SORTED:
+            write_case(p, f"sorted {escaped}", items, "items", num_shards=4)
+        _ = (p | "Create empty" >> beam.Create(["a"]) | beam.Filter(lambda _: False)
+             | "Write empty" >> WriteReleased(prefix("empty", "items"), num_shards=2))
+        write_case(p, "shard a", [f"w{i}" for i in range(30)], "items", num_shards=3)
+        write_case(p, "shard b", [f"w{i}" for i in range(0, 30, 2)], "items", num_shards=3)
+        write_case(p, "pairs", [("b", 2), ("a", 5), ("c", 0)], "counts",
+                   file_name_suffix=".tsv", sort_key=lambda kv: kv[0],
+                   format_line=lambda kv: f"{kv[0]}\t{kv[1]}")
+        for name, factory, data in PERMUTED:
+            elements = data()
+            shuffled = list(elements)
+            random.Random(1).shuffle(shuffled)
+            _write_release(p, factory, elements, prefix(f"permuted {name}", "a/items"),
+                           splits=1, label=f"{name} a")
+            _write_release(p, factory, shuffled, prefix(f"permuted {name}", "b/items"),
+                           splits=3, label=f"{name} b")
+        write_case(p, "no temporary files", ["a", "b"], "items", num_shards=2)
+        write_case(p, "read ngrams", [("the", "c\u2028t"), ("a",)], "ngrams")
+        write_case(p, "read raw", [b"\xff\x85", b"\xc2\x85"], "raw")
+    return folder
+
+
+@pytest.mark.parametrize("items,escaped", SORTED)
+def test_lines_are_sorted_and_every_shard_is_written(written, items, escaped):
+    folder = written / f"sorted {escaped}"
+    files = read_files(str(folder / "items"))
+    assert sorted(files) == [os.path.basename(shard_path(str(folder / "items"), i, 4, ".txt"))
                              for i in range(4)]
     item_of_line = {format_released(i): i for i in items}
     lines = []
@@ -108,24 +186,20 @@ def test_a_selection_of_str_and_bytes_items_is_refused_before_any_file(tmp_path)
     assert not any(name.startswith("items") for name in os.listdir(tmp_path))
 
 
-def test_empty_release_writes_empty_shards(tmp_path):
-    with TestPipeline() as p:
-        _ = (p | beam.Create(["a"]) | beam.Filter(lambda _: False)
-             | WriteReleased(str(tmp_path / "items"), num_shards=2))
-    assert list(read_files(str(tmp_path / "items")).values()) == [b"", b""]
+def test_empty_release_writes_empty_shards(written):
+    assert list(read_files(str(written / "empty" / "items")).values()) == [b"", b""]
 
 
-def test_shard_of_an_item_does_not_depend_on_the_other_items(tmp_path):
-    a = write([f"w{i}" for i in range(30)], str(tmp_path / "a" / "items"), num_shards=3)
-    b = write([f"w{i}" for i in range(0, 30, 2)], str(tmp_path / "b" / "items"), num_shards=3)
+def test_shard_of_an_item_does_not_depend_on_the_other_items(written):
+    a = read_files(str(written / "shard a" / "items"))
+    b = read_files(str(written / "shard b" / "items"))
     for name in a:
         even = [x for x in a[name].decode().splitlines() if int(x[1:]) % 2 == 0]
         assert even == b[name].decode().splitlines()
 
 
-def test_pairs_sort_by_key_with_a_format(tmp_path):
-    files = write([("b", 2), ("a", 5), ("c", 0)], str(tmp_path / "counts"), file_name_suffix=".tsv",
-                  sort_key=lambda kv: kv[0], format_line=lambda kv: f"{kv[0]}\t{kv[1]}")
+def test_pairs_sort_by_key_with_a_format(written):
+    files = read_files(str(written / "pairs" / "counts"))
     assert list(files.values()) == [b"a\t5\nb\t2\nc\t0\n"]
 
 
@@ -141,45 +215,12 @@ def test_num_shards_is_validated():
 
 # --- the same seeded release on permuted, re-split input → identical files ---------
 
-def corpus():
-    rng = random.Random(3)
-    vocab = [f"w{i}" for i in range(40)]
-    return [(f"user{u}", vocab[min(int(rng.paretovariate(1.0)), 39)])
-            for u in range(300) for _ in range(rng.randint(1, 8))]
-
-
-def documents():
-    rng = random.Random(5)
-    vocab = [f"t{i}" for i in range(12)]
-    return [(f"user{u}", tuple(rng.choice(vocab[:3 + u % 9]) for _ in range(rng.randint(2, 6))))
-            for u in range(400)]
-
-
-def release_files(transform_factory, elements, prefix, splits):
-    """Runs the seeded transform on ``elements`` given as ``splits`` Create()s, flattened."""
-    chunks = [elements[i::splits] for i in range(splits)]
-    with TestPipeline() as p:
-        parts = [p | f"Part{i}" >> beam.Create(chunk) for i, chunk in enumerate(chunks)]
-        released = parts | beam.Flatten() | transform_factory()
-        _ = released | WriteReleased(prefix, num_shards=2)
-    return read_files(prefix)
-
-
-@pytest.mark.parametrize("name,factory,data", [
-    ("weighted-gaussian", lambda: SelectItems(mechanisms.WeightedGaussian(3),
-                                              ZCDPBudget(0.5, 1e-3), seed=11), corpus),
-    ("sips", lambda: SelectItems(mechanisms.SIPS(3), ZCDPBudget(0.5, 1e-3), seed=11), corpus),
-    ("policy-gaussian", lambda: SelectItems(mechanisms.PolicyGaussian(3), ZCDPBudget(0.5, 1e-3),
-                                            seed=11), corpus),
-    ("dpne", lambda: ExtractNgrams(3, ZCDPBudget(1.0, 1e-3), max_items_per_user=4, eta=0.5,
-                                   seed=11), documents),
-])
-def test_permuted_and_resplit_input_gives_identical_files(tmp_path, name, factory, data):
-    elements = data()
-    shuffled = list(elements)
-    random.Random(1).shuffle(shuffled)
-    first = release_files(factory, elements, str(tmp_path / "a" / "items"), splits=1)
-    second = release_files(factory, shuffled, str(tmp_path / "b" / "items"), splits=3)
+@pytest.mark.parametrize("name,factory,data", PERMUTED)
+def test_permuted_and_resplit_input_gives_identical_files(written, name, factory, data):
+    # The fixture ran ``factory()`` on ``data()`` in one Create, and on it shuffled in
+    # three (each seeded transform on its own branch: seeds are per transform).
+    first = read_files(str(written / f"permuted {name}" / "a" / "items"))
+    second = read_files(str(written / f"permuted {name}" / "b" / "items"))
     assert first == second
     assert sum(len(c) for c in first.values()) > 0, "nothing released: the test proves nothing"
 
@@ -198,9 +239,9 @@ def test_unorderable_items_are_refused():
         release_order(1.5)
 
 
-def test_write_leaves_no_temporary_files(tmp_path):
-    write(["a", "b"], str(tmp_path / "items"), num_shards=2)
-    assert sorted(os.listdir(tmp_path)) == ["items-00000-of-00002.txt", "items-00001-of-00002.txt"]
+def test_write_leaves_no_temporary_files(written):
+    folder = written / "no temporary files"
+    assert sorted(os.listdir(folder)) == ["items-00000-of-00002.txt", "items-00001-of-00002.txt"]
 
 
 # --- lines are items: every line boundary str.splitlines() knows is escaped (invariant 6) ---
@@ -331,13 +372,8 @@ def test_released_items_and_counts_round_trip_through_the_writers(tmp_path_facto
     assert sorted(read_released(item_lines)) == sorted(items)
 
 
-def test_read_released_reads_ngrams_and_bytes(tmp_path):
-    with TestPipeline() as p:
-        _ = p | "N" >> beam.Create([("the", "c\u2028t"), ("a",)]) | "WN" >> WriteReleased(
-            str(tmp_path / "ngrams"))
-        _ = p | "B" >> beam.Create([b"\xff\x85", b"\xc2\x85"]) | "WB" >> WriteReleased(
-            str(tmp_path / "raw"))
-    assert sorted(read_released(str(tmp_path / "ngrams-*"), ngrams=True)) == [
+def test_read_released_reads_ngrams_and_bytes(written):
+    assert sorted(read_released(str(written / "read ngrams" / "ngrams-*"), ngrams=True)) == [
         ("a",), ("the", "c\u2028t")]
-    assert sorted(read_released(str(tmp_path / "raw-*"), as_bytes=True)) == [
+    assert sorted(read_released(str(written / "read raw" / "raw-*"), as_bytes=True)) == [
         b"\xc2\x85", b"\xff\x85"]

@@ -70,28 +70,63 @@ def without_metadata(schema):
     return schema.remove_metadata()
 
 
+def order_items():
+    """A set, and that set shuffled (test_the_same_set_in_another_order_gives_identical_files)."""
+    items = sorted({item for _, item in corpus()}) + [f"x{i}" for i in range(200)]
+    shuffled = list(items)
+    random.Random(1).shuffle(shuffled)
+    return items, shuffled
+
+
+def write_parquet(p, elements, prefix, splits, label, **kwargs):
+    chunks = [elements[i::splits] for i in range(splits)]
+    parts = [p | f"{label} Part{i}" >> beam.Create(chunk) for i, chunk in enumerate(chunks)]
+    _ = (parts | f"{label} Flatten" >> beam.Flatten() | f"{label} Reshuffle" >> beam.Reshuffle()
+         | f"{label} Write" >> WriteReleased(prefix, num_shards=SHARDS, format="parquet",
+                                             **kwargs))
+
+
 @pytest.fixture(scope="module")
-def seeded_release(tmp_path_factory):
-    """One seeded release of items and their counts, written as text and as Parquet."""
-    folder = tmp_path_factory.mktemp("release")
-    budget = ZCDPBudget(0.5, 1e-3)
+def writes(tmp_path_factory):
+    """The writes the tests below read, in ONE pipeline (module fixture; a pipeline per
+    test cost a run each), each case under its own folder; writes that must fail run
+    their own."""
+    root = tmp_path_factory.mktemp("written")
     with TestPipeline() as p:
-        pairs = p | "Pairs" >> beam.Create(corpus())
-        released = pairs | "Select" >> SelectItems(WeightedGaussian(3), budget, seed=7)
-        counts = pairs | "Count" >> CountReleased(released, budget, max_items_per_user=3,
-                                                  seed=7)
-        _ = released | "Text" >> WriteReleased(str(folder / "items"), num_shards=SHARDS)
-        _ = released | "Parquet" >> WriteReleased(str(folder / "items"), num_shards=SHARDS,
-                                                  format="parquet")
-        _ = counts | "CountsText" >> WriteReleasedCounts(str(folder / "counts"),
-                                                         num_shards=SHARDS)
-        _ = counts | "CountsParquet" >> WriteReleasedCounts(
-            str(folder / "counts"), num_shards=SHARDS, format="parquet")
-        # The jobs' counts writer today (pipelines/settings.py count_released).
-        _ = counts | "JobCounts" >> WriteReleased(
-            str(folder / "job-counts"), file_name_suffix=".tsv", num_shards=SHARDS,
-            format_line=format_count_line, sort_key=lambda kv: kv[0])
-    return folder
+        _seeded_release(p, root / "release")
+        _ngrams(p, str(root / "ngrams" / "ngrams"))
+        _ngram_counts_and_bytes(p, root / "small")
+        _empty_release(p, root / "empty")
+        items, shuffled = order_items()
+        write_parquet(p, items, str(root / "order" / "a" / "items"), splits=1, label="In order")
+        write_parquet(p, shuffled, str(root / "order" / "b" / "items"), splits=4,
+                      label="Shuffled")
+    return root
+
+
+@pytest.fixture(scope="module")
+def seeded_release(writes):
+    """One seeded release of items and their counts, written as text and as Parquet."""
+    return writes / "release"
+
+
+def _seeded_release(p, folder):
+    budget = ZCDPBudget(0.5, 1e-3)
+    pairs = p | "Pairs" >> beam.Create(corpus())
+    released = pairs | "Select" >> SelectItems(WeightedGaussian(3), budget, seed=7)
+    counts = pairs | "Count" >> CountReleased(released, budget, max_items_per_user=3,
+                                              seed=7)
+    _ = released | "Text" >> WriteReleased(str(folder / "items"), num_shards=SHARDS)
+    _ = released | "Parquet" >> WriteReleased(str(folder / "items"), num_shards=SHARDS,
+                                              format="parquet")
+    _ = counts | "CountsText" >> WriteReleasedCounts(str(folder / "counts"),
+                                                     num_shards=SHARDS)
+    _ = counts | "CountsParquet" >> WriteReleasedCounts(
+        str(folder / "counts"), num_shards=SHARDS, format="parquet")
+    # The jobs' counts writer today (pipelines/settings.py count_released).
+    _ = counts | "JobCounts" >> WriteReleased(
+        str(folder / "job-counts"), file_name_suffix=".tsv", num_shards=SHARDS,
+        format_line=format_count_line, sort_key=lambda kv: kv[0])
 
 
 def test_parquet_release_equals_the_text_release_shard_by_shard(seeded_release):
@@ -131,15 +166,17 @@ def test_counts_twin_writes_text_as_the_jobs_do(seeded_release):
         name: content for name, content in ours.items() if name.endswith(".tsv")}
 
 
-def test_ngrams_are_a_list_column_equal_to_the_text_release(tmp_path):
-    prefix = str(tmp_path / "ngrams")
-    with TestPipeline() as p:
-        released = (p | beam.Create(documents())
-                    | ExtractNgrams(3, ZCDPBudget(1.0, 1e-3), max_items_per_user=4, eta=0.5,
-                                    seed=11))
-        _ = released | "Text" >> WriteReleased(prefix, num_shards=2)
-        _ = released | "Parquet" >> WriteReleased(prefix, num_shards=2, format="parquet",
-                                                  ngrams=True)
+def _ngrams(p, prefix):
+    released = (p | "Documents" >> beam.Create(documents())
+                | ExtractNgrams(3, ZCDPBudget(1.0, 1e-3), max_items_per_user=4, eta=0.5,
+                                seed=11))
+    _ = released | "NgramsText" >> WriteReleased(prefix, num_shards=2)
+    _ = released | "NgramsParquet" >> WriteReleased(prefix, num_shards=2, format="parquet",
+                                                    ngrams=True)
+
+
+def test_ngrams_are_a_list_column_equal_to_the_text_release(writes):
+    prefix = str(writes / "ngrams" / "ngrams")
     total = 0
     for text, parquet in zip(shard_names(prefix, ".txt", 2), shard_names(prefix, ".parquet", 2)):
         schema = pq.read_schema(parquet).remove_metadata()
@@ -151,16 +188,19 @@ def test_ngrams_are_a_list_column_equal_to_the_text_release(tmp_path):
     assert total > 0 and any(len(row) > 1 for row in ngrams)
 
 
-def test_ngram_counts_and_bytes_items(tmp_path):
-    with TestPipeline() as p:
-        _ = (p | "Counts" >> beam.Create([(("a", "b"), 5), (("a",), 9)])
-             | "WriteCounts" >> WriteReleasedCounts(str(tmp_path / "counts"), format="parquet",
-                                                     ngrams=True))
-        _ = (p | "Raw" >> beam.Create([b"\xff\x85", b"\xc2\x85", b"a\\b"])
-             | "WriteRaw" >> WriteReleased(str(tmp_path / "raw"), format="parquet",
-                                           as_bytes=True))
-        _ = (p | "RawText" >> beam.Create([b"\xff\x85", b"\xc2\x85", b"a\\b"])
-             | "WriteRawText" >> WriteReleased(str(tmp_path / "raw")))
+def _ngram_counts_and_bytes(p, folder):
+    _ = (p | "Counts" >> beam.Create([(("a", "b"), 5), (("a",), 9)])
+         | "WriteCounts" >> WriteReleasedCounts(str(folder / "counts"), format="parquet",
+                                                 ngrams=True))
+    _ = (p | "Raw" >> beam.Create([b"\xff\x85", b"\xc2\x85", b"a\\b"])
+         | "WriteRaw" >> WriteReleased(str(folder / "raw"), format="parquet",
+                                       as_bytes=True))
+    _ = (p | "RawText" >> beam.Create([b"\xff\x85", b"\xc2\x85", b"a\\b"])
+         | "WriteRawText" >> WriteReleased(str(folder / "raw")))
+
+
+def test_ngram_counts_and_bytes_items(writes):
+    tmp_path = writes / "small"
     [counts] = written(str(tmp_path / "counts"))
     assert parquet_rows(counts) == [(["a"], 9), (["a", "b"], 5)]
     assert pq.read_schema(counts).remove_metadata() == parquet_schema(ngrams=True, counts=True)
@@ -170,15 +210,19 @@ def test_ngram_counts_and_bytes_items(tmp_path):
         shard_path(str(tmp_path / "raw"), 0, 1, ".txt"), as_bytes=True)
 
 
-def test_an_empty_release_writes_every_shard_with_its_schema(tmp_path):
+def _empty_release(p, folder):
+    prefix = str(folder / "items")
+    nothing = p | "Something" >> beam.Create(["a"]) | "Nothing" >> beam.Filter(lambda _: False)
+    _ = nothing | "EmptyText" >> WriteReleased(prefix, num_shards=SHARDS)
+    _ = nothing | "EmptyParquet" >> WriteReleased(prefix, num_shards=SHARDS, format="parquet")
+    _ = (nothing | "AsCounts" >> beam.Map(lambda item: (item, 1))
+         | "EmptyCounts" >> WriteReleasedCounts(str(folder / "counts"), num_shards=SHARDS,
+                                                format="parquet"))
+
+
+def test_an_empty_release_writes_every_shard_with_its_schema(writes):
+    tmp_path = writes / "empty"
     prefix = str(tmp_path / "items")
-    with TestPipeline() as p:
-        nothing = p | beam.Create(["a"]) | beam.Filter(lambda _: False)
-        _ = nothing | "Text" >> WriteReleased(prefix, num_shards=SHARDS)
-        _ = nothing | "Parquet" >> WriteReleased(prefix, num_shards=SHARDS, format="parquet")
-        _ = (nothing | beam.Map(lambda item: (item, 1))
-             | "Counts" >> WriteReleasedCounts(str(tmp_path / "counts"), num_shards=SHARDS,
-                                               format="parquet"))
     assert written(prefix) == sorted(shard_names(prefix, ".txt") + shard_names(prefix, ".parquet"))
     assert written(str(tmp_path / "counts")) == shard_names(str(tmp_path / "counts"), ".parquet")
     contents = set()
@@ -192,21 +236,10 @@ def test_an_empty_release_writes_every_shard_with_its_schema(tmp_path):
         assert pq.read_table(path).schema.remove_metadata() == parquet_schema(counts=True)
 
 
-def write_parquet(elements, prefix, splits, **kwargs):
-    chunks = [elements[i::splits] for i in range(splits)]
-    with TestPipeline() as p:
-        parts = [p | f"Part{i}" >> beam.Create(chunk) for i, chunk in enumerate(chunks)]
-        _ = (parts | beam.Flatten() | beam.Reshuffle()
-             | WriteReleased(prefix, num_shards=SHARDS, format="parquet", **kwargs))
-    return file_bytes(prefix)
-
-
-def test_the_same_set_in_another_order_gives_identical_files(tmp_path):
-    items = sorted({item for _, item in corpus()}) + [f"x{i}" for i in range(200)]
-    shuffled = list(items)
-    random.Random(1).shuffle(shuffled)
-    first = write_parquet(items, str(tmp_path / "a" / "items"), splits=1)
-    second = write_parquet(shuffled, str(tmp_path / "b" / "items"), splits=4)
+def test_the_same_set_in_another_order_gives_identical_files(writes):
+    # The fixture wrote the set in one Create, and shuffled in four.
+    first = file_bytes(str(writes / "order" / "a" / "items"))
+    second = file_bytes(str(writes / "order" / "b" / "items"))
     assert first == second
     assert len(first) == SHARDS and all(first.values())
 
@@ -237,10 +270,22 @@ def test_default_suffixes():
     (["a"], {"ngrams": True}, r"an n-gram release \(ngrams=True\) holds tuples of tokens"),
 ])
 def test_items_a_column_cannot_hold_are_refused(tmp_path, items, kwargs, message):
+    # The shard writer WriteReleased builds, on one shard of the items, refuses them
+    # before its file is written; that such a refusal fails the pipeline: the test
+    # below (a pipeline per case would cost a run each).
+    write = WriteReleased(str(tmp_path / "items"), format="parquet", **kwargs)
+    shard_writer = write._shard_writer(write._sort_key)
     with pytest.raises(Exception, match=message):
+        list(shard_writer.process((0, {"shard": [None], "elements": items})))
+    assert not glob.glob(str(tmp_path / "items*"))
+
+
+def test_an_item_a_column_cannot_hold_fails_the_pipeline(tmp_path):
+    with pytest.raises(Exception, match="a Parquet release holds str items, got a bytes: "
+                                        "pass as_bytes=True"):
         with TestPipeline() as p:
-            _ = (p | beam.Create(items)
-                 | WriteReleased(str(tmp_path / "items"), format="parquet", **kwargs))
+            _ = (p | beam.Create([b"raw"])
+                 | WriteReleased(str(tmp_path / "items"), format="parquet"))
 
 
 def test_a_lone_surrogate_is_refused():

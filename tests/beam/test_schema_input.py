@@ -13,12 +13,12 @@ import typing
 import apache_beam as beam
 import numpy as np
 import pytest
+from tests.support.one_pipeline import run_cases
 from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 
 from beam_dpsu import (Budget, CountReleased, ExtractNgrams, InvalidRecordError, SelectItems,
                        WeightedGaussian, WeightedLaplace, ZCDPBudget)
-from beam_dpsu.beam.fields import input_fields
+from beam_dpsu.beam.fields import _ReadFields, input_fields
 
 pytestmark = pytest.mark.pipeline
 
@@ -68,145 +68,178 @@ FORMS = {
 }
 
 
-def assert_same_release(from_tuples, from_fields, nonempty=True):
-    """The two PCollections hold equal elements (a seeded release, byte for byte)."""
-    tagged = ((from_tuples | "TagTuples" >> beam.Map(lambda x: ("tuples", x)),
-               from_fields | "TagFields" >> beam.Map(lambda x: ("fields", x)))
-              | "BothReleases" >> beam.Flatten())
+SELECT_FORMS = [("row", "item_list_field"), ("dict", "item_field"),
+                ("namedtuple", "item_list_field"), ("namedtuple", "item_field")]
 
-    def check(actual):
-        left = sorted(x for tag, x in actual if tag == "tuples")
-        right = sorted(x for tag, x in actual if tag == "fields")
-        assert left == right
-        assert not nonempty or left  # an empty release would make this trivial
 
-    assert_that(tagged, check)
+def select_input(arg):
+    """The data as (user, item) pairs for ``item_field``, else as (user, items) records."""
+    return (pairs(), "word") if arg == "item_field" else (records(), "words")
+
+
+def extract_documents():
+    docs = [(f"u{i}", ["the", "cat", "sat"][: 2 + i % 2]) for i in range(30)]
+    return docs + [(f"u{i}", ["a", "dog", "sat"]) for i in range(12)]  # near the thresholds
+
+
+def spread_select():
+    # Δ0 = 1, so a user weighs at most 1 anywhere.
+    return SelectItems(WeightedLaplace(1), HUGE, seed=1, user_field="author", item_field="word")
+
+
+def _select_cases(p):
+    # The tuple forms' seeded releases, each shared by the tests that compare with it.
+    tuples = {arg: (p | f"Tuples {arg}" >> beam.Create(select_input(arg)[0])
+                    | f"SelectTuples {arg}" >> SelectItems(*SELECT, seed=5))
+              for arg in ("item_field", "item_list_field")}
+    cases = {}
+    for form, arg in SELECT_FORMS:
+        elements, name = select_input(arg)
+        label = f"{form} {arg}"
+        cases[f"select {label}"] = {
+            "tuples": tuples[arg],
+            "fields": (p | f"Fields {label}" >> beam.Create(as_rows(elements, FORMS[form](name)))
+                       | f"SelectFields {label}" >> SelectItems(*SELECT, seed=5,
+                                                                user_field="author",
+                                                                **{arg: name}))}
+    cases["seeds"] = {5: tuples["item_field"],
+                      6: (p | "Create6" >> beam.Create(pairs())
+                          | "Select6" >> SelectItems(*SELECT, seed=6))}
+    return cases
+
+
+def _count_case(p):
+    # Seeded noise and samples (Δ0 = 2 < the users' released items): equal counts.
+    items = p | "Released" >> beam.Create(["w1", "w2", "w3", "w4", "w5", "w6"])
+    from_tuples = (p | "Count Tuples" >> beam.Create(records())
+                   | "CountTuples" >> CountReleased(items, Budget(1.0), max_items_per_user=2,
+                                                    seed=3))
+    rows = as_rows(records(), FORMS["dict"]("words"))
+    from_fields = (p | "Count Fields" >> beam.Create(rows)
+                   | "CountFields" >> CountReleased(items, Budget(1.0), max_items_per_user=2,
+                                                    seed=3,
+                                                    user_field="author",
+                                                    item_list_field="words"))
+    return {"tuples": from_tuples, "fields": from_fields}
+
+
+def _count_ngrams_case(p):
+    released = p | "Released ngrams" >> beam.Create([("the", "cat"), ("cat",)])
+    one = (p | "One" >> beam.Create([row(f"u{i}", ["the", "cat"], "ngram") for i in range(3)])
+           | "CountOne" >> CountReleased(released, EXACT, max_items_per_user=5, ngrams=True,
+                                         user_field="author", item_field="ngram"))
+    # A list of n-grams per row, a user over two rows: counted once per n-gram.
+    many = (p | "Many" >> beam.Create([{"a": "u0", "g": [["the", "cat"], ("cat",)]},
+                                       {"a": "u0", "g": [("cat",)]},
+                                       {"a": "u1", "g": [("cat",)]}])
+            | "CountMany" >> CountReleased(released, EXACT, max_items_per_user=5, ngrams=True,
+                                           user_field="a", item_list_field="g"))
+    return {"one": one, "many": many}
+
+
+def _extract_case(p, form):
+    docs, budget = extract_documents(), ZCDPBudget(0.3, 1e-5)
+    return {"tuples": (p | f"Documents {form}" >> beam.Create([(u, tuple(t)) for u, t in docs])
+                       | f"ExtractTuples {form}" >> ExtractNgrams(2, budget, 4, seed=2)),
+            "fields": (p | f"Document fields {form}" >> beam.Create(
+                           as_rows(docs, FORMS[form]("words")))
+                       | f"ExtractFields {form}" >> ExtractNgrams(2, budget, 4, seed=2,
+                                                                  user_field="author",
+                                                                  tokens_field="words"))}
+
+
+def _element_case(p):
+    people = [[f"w{(u + j) % 12}" for j in range(u % 4 + 1)] for u in range(80)]
+    rows = [beam.Row(words=tuple(items), n=len(items)) for items in people]
+    docs = [[t for t in ["the", "cat", "sat"][: 1 + u % 3]] for u in range(40)]
+    from_lists = (p | "Lists" >> beam.Create(people)
+                  | "SelectLists" >> SelectItems(*SELECT, seed=4, privacy_unit="element"))
+    from_rows = (p | "Rows" >> beam.Create(rows)
+                 | "SelectRows" >> SelectItems(*SELECT, seed=4, privacy_unit="element",
+                                               item_list_field="words"))
+    ngrams = (p | "Docs" >> beam.Create([{"tokens": np.array(d)} for d in docs])
+              | ExtractNgrams(2, ZCDPBudget(5.0, 1e-5), 3, privacy_unit="element",
+                              tokens_field="tokens", seed=1))
+    return {"tuples": from_lists, "fields": from_rows, "ngrams": ngrams}
+
+
+def _many_rows_case(p, form):
+    make = FORMS[form]("word")
+    # "spread": one user in 50 rows (50 ≫ the threshold if each row were a user);
+    # "shared": 3 users.
+    rows = [make("spreader", "spread") for _ in range(50)]
+    rows += [make(f"u{i}", "shared") for i in range(3)]
+    selected = p | f"Spread rows {form}" >> beam.Create(rows) | f"Spread {form}" >> spread_select()
+    # The counts: the spreader's 10 rows × 4 released items count on Δ0 = 2 items once.
+    many = [make("spreader", w) for _ in range(10) for w in "abcd"]
+    counts = (p | f"Many rows {form}" >> beam.Create(many)
+              | f"Count rows {form}" >> CountReleased(
+                  p | f"Released abcd {form}" >> beam.Create(list("abcd")), EXACT,
+                  max_items_per_user=2, user_field="author", item_field="word"))
+    return {"selected": selected, "counts": counts}
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """Every release the tests below compare, built in ONE pipeline (module fixture; a
+    TestPipeline per test cost a run each); each test reads its own case."""
+    return run_cases(tmp_path_factory.mktemp("schema"), lambda p: {
+        **_select_cases(p), "count": _count_case(p), "count ngrams": _count_ngrams_case(p),
+        "extract row": _extract_case(p, "row"), "element": _element_case(p),
+        "many rows row": _many_rows_case(p, "row")})
+
+
+def assert_same_release(case, nonempty=True):
+    """The case's two releases hold equal elements (a seeded release, byte for byte)."""
+    left, right = sorted(case["tuples"]), sorted(case["fields"])
+    assert left == right
+    assert not nonempty or left  # an empty release would make this trivial
 
 
 # --- the release is the tuple form's -----------------------------------------------------
 
-@pytest.mark.parametrize("form,arg", [("row", "item_list_field"), ("dict", "item_field"),
-                                      ("namedtuple", "item_list_field"),
-                                      ("namedtuple", "item_field")])
-def test_select_items_from_fields_releases_what_tuples_release(form, arg):
-    elements = pairs() if arg == "item_field" else records()
-    name = "word" if arg == "item_field" else "words"
-    with TestPipeline() as p:
-        from_tuples = (p | "Tuples" >> beam.Create(elements)
-                       | "SelectTuples" >> SelectItems(*SELECT, seed=5))
-        from_fields = (p | "Fields" >> beam.Create(as_rows(elements, FORMS[form](name)))
-                       | "SelectFields" >> SelectItems(*SELECT, seed=5, user_field="author",
-                                                       **{arg: name}))
-        assert_same_release(from_tuples, from_fields)
+@pytest.mark.parametrize("form,arg", SELECT_FORMS)
+def test_select_items_from_fields_releases_what_tuples_release(released, form, arg):
+    assert_same_release(released[f"select {form} {arg}"])
 
 
-def test_the_release_checked_above_is_a_mix_that_a_seed_fixes():
+def test_the_release_checked_above_is_a_mix_that_a_seed_fixes(released):
     # Teeth for the equality above: the data's release is neither empty nor
     # everything, and another seed gives another set (seeded: deterministic).
-    with TestPipeline() as p:
-        lists = [p | f"Create{s}" >> beam.Create(pairs())
-                 | f"Select{s}" >> SelectItems(*SELECT, seed=s)
-                 | f"AsList{s}" >> beam.combiners.ToList() for s in (5, 6)]
-        both = lists[0] | "Both" >> beam.Map(lambda a, b: (sorted(a), sorted(b)),
-                                              beam.pvalue.AsSingleton(lists[1]))
-
-        def check(actual):
-            (a, b), = actual
-            assert 0 < len(a) < 30 and 0 < len(b) < 30 and a != b
-
-        assert_that(both, check)
+    a, b = sorted(released["seeds"][5]), sorted(released["seeds"][6])
+    assert 0 < len(a) < 30 and 0 < len(b) < 30 and a != b
 
 
-def test_count_released_from_fields_counts_what_tuples_count():
+def test_count_released_from_fields_counts_what_tuples_count(released):
     # Seeded noise and samples (Δ0 = 2 < the users' released items): equal counts.
-    released = ["w1", "w2", "w3", "w4", "w5", "w6"]
-    with TestPipeline() as p:
-        items = p | "Released" >> beam.Create(released)
-        from_tuples = (p | "Tuples" >> beam.Create(records())
-                       | "CountTuples" >> CountReleased(items, Budget(1.0), max_items_per_user=2,
-                                                        seed=3))
-        rows = as_rows(records(), FORMS["dict"]("words"))
-        from_fields = (p | "Fields" >> beam.Create(rows)
-                       | "CountFields" >> CountReleased(items, Budget(1.0), max_items_per_user=2,
-                                                        seed=3,
-                                                        user_field="author",
-                                                        item_list_field="words"))
-        assert_same_release(from_tuples, from_fields)
+    assert_same_release(released["count"])
 
 
-def test_count_released_ngrams_from_fields():
-    ngrams = [("the", "cat"), ("cat",)]
-    with TestPipeline() as p:
-        released = p | "Released" >> beam.Create(ngrams)
-        one = (p | "One" >> beam.Create([row(f"u{i}", ["the", "cat"], "ngram")
-                                          for i in range(3)])
-               | "CountOne" >> CountReleased(released, EXACT, max_items_per_user=5, ngrams=True,
-                                             user_field="author", item_field="ngram"))
-        # A list of n-grams per row, a user over two rows: counted once per n-gram.
-        many = (p | "Many" >> beam.Create([{"a": "u0", "g": [["the", "cat"], ("cat",)]},
-                                           {"a": "u0", "g": [("cat",)]},
-                                           {"a": "u1", "g": [("cat",)]}])
-                | "CountMany" >> CountReleased(released, EXACT, max_items_per_user=5, ngrams=True,
-                                               user_field="a", item_list_field="g"))
-        assert_that(one, equal_to([(("the", "cat"), 3), (("cat",), 0)]), label="CheckOne")
-        assert_that(many, equal_to([(("the", "cat"), 1), (("cat",), 2)]), label="CheckMany")
+def test_count_released_ngrams_from_fields(released):
+    case = released["count ngrams"]
+    assert sorted(case["one"]) == sorted([(("the", "cat"), 3), (("cat",), 0)])
+    assert sorted(case["many"]) == sorted([(("the", "cat"), 1), (("cat",), 2)])
 
 
 @pytest.mark.parametrize("form", ["row"])
-def test_extract_ngrams_from_fields_releases_what_documents_release(form):
-    docs = [(f"u{i}", ["the", "cat", "sat"][: 2 + i % 2]) for i in range(30)]
-    docs += [(f"u{i}", ["a", "dog", "sat"]) for i in range(12)]  # near the thresholds
-    budget = ZCDPBudget(0.3, 1e-5)
-    with TestPipeline() as p:
-        from_tuples = (p | "Tuples" >> beam.Create([(u, tuple(t)) for u, t in docs])
-                       | "ExtractTuples" >> ExtractNgrams(2, budget, 4, seed=2))
-        from_fields = (p | "Fields" >> beam.Create(as_rows(docs, FORMS[form]("words")))
-                       | "ExtractFields" >> ExtractNgrams(2, budget, 4, seed=2,
-                                                         user_field="author",
-                                                         tokens_field="words"))
-        assert_same_release(from_tuples, from_fields)
+def test_extract_ngrams_from_fields_releases_what_documents_release(released, form):
+    assert_same_release(released[f"extract {form}"])
 
 
-def test_element_privacy_unit_reads_the_item_list_field_alone():
-    people = [[f"w{(u + j) % 12}" for j in range(u % 4 + 1)] for u in range(80)]
-    rows = [beam.Row(words=tuple(items), n=len(items)) for items in people]
-    docs = [[t for t in ["the", "cat", "sat"][: 1 + u % 3]] for u in range(40)]
-    with TestPipeline() as p:
-        from_lists = (p | "Lists" >> beam.Create(people)
-                      | "SelectLists" >> SelectItems(*SELECT, seed=4, privacy_unit="element"))
-        from_rows = (p | "Rows" >> beam.Create(rows)
-                     | "SelectRows" >> SelectItems(*SELECT, seed=4, privacy_unit="element",
-                                                   item_list_field="words"))
-        assert_same_release(from_lists, from_rows)
-        ngrams = (p | "Docs" >> beam.Create([{"tokens": np.array(d)} for d in docs])
-                  | ExtractNgrams(2, ZCDPBudget(5.0, 1e-5), 3, privacy_unit="element",
-                                  tokens_field="tokens", seed=1))
-        assert_that(ngrams, lambda got: {("the",), ("the", "cat")} <= set(got),
-                    label="CheckNgrams")
+def test_element_privacy_unit_reads_the_item_list_field_alone(released):
+    assert_same_release(released["element"])
+    assert {("the",), ("the", "cat")} <= set(released["element"]["ngrams"])
 
 
 # --- privacy: a user over many rows is one user -----------------------------------------
 
 @pytest.mark.parametrize("form", ["row"])
-def test_a_user_over_many_rows_is_merged_and_bounded_once(form):
-    make = FORMS[form]("word")
-    # "spread": one user in 50 rows (50 ≫ the threshold if each row were a user);
-    # "shared": 3 users. Δ0 = 1, so a user weighs at most 1 anywhere.
-    rows = [make("spreader", "spread") for _ in range(50)]
-    rows += [make(f"u{i}", "shared") for i in range(3)]
-    select = SelectItems(WeightedLaplace(1), HUGE, seed=1, user_field="author",
-                         item_field="word")
-    assert 1.0 < select.calibration.release_threshold < 3.0
-    with TestPipeline() as p:
-        elements = p | beam.Create(rows)
-        assert_that(elements | select, equal_to(["shared"]))
-        # The counts: the spreader's 10 rows × 4 released items count on Δ0 = 2 items once.
-        many = [make("spreader", w) for _ in range(10) for w in "abcd"]
-        counts = (p | "Many" >> beam.Create(many)
-                  | CountReleased(p | "Released" >> beam.Create(list("abcd")), EXACT,
-                                  max_items_per_user=2, user_field="author", item_field="word"))
-        assert_that(counts | beam.Values() | beam.CombineGlobally(sum), equal_to([2]),
-                    label="CheckCounts")
+def test_a_user_over_many_rows_is_merged_and_bounded_once(released, form):
+    assert 1.0 < spread_select().calibration.release_threshold < 3.0
+    case = released[f"many rows {form}"]
+    assert sorted(case["selected"]) == ["shared"]
+    # The counts: the spreader's 10 rows × 4 released items count on Δ0 = 2 items once.
+    assert sum(count for _, count in case["counts"]) == 2
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -295,14 +328,27 @@ def test_a_schema_without_the_field_fails_when_built(elements, kind):
      r"tuple; a plain tuple or list is read without fields"),
 ])
 def test_a_bad_element_fails_naming_the_field_never_a_value(element, kwargs, message):
-    # A mix of types: Beam infers no schema, so each element is checked as it is read;
-    # the DirectRunner raises the error itself, its text ending in the step's label.
-    good = {"author": "u0", "word": "dog", "words": ["dog"]}
+    # Each element is checked as it is read, by the step SelectItems builds for its
+    # fields (``_ReadFields``), here on its own; that its error reaches the pipeline's
+    # caller whole, its text ending in the step's label: the test below (a pipeline
+    # per element would cost a run each).
+    select = SelectItems(*SELECT, user_field="author", **kwargs)
     with pytest.raises(InvalidRecordError, match=message) as raised:
+        _ReadFields(select.fields)(element)
+    assert "secret" not in str(raised.value)
+
+
+def test_a_bad_element_fails_the_pipeline_naming_the_field_never_a_value():
+    # A mix of types: Beam infers no schema, so each element is checked as it is read;
+    # the runner raises the error itself, its text ending in the step's label. A dict
+    # keyed by data ({user_id: items}): its keys are user ids, never shown.
+    good = {"author": "u0", "word": "dog", "words": ["dog"]}
+    with pytest.raises(InvalidRecordError,
+                       match=r"^a dict has no key 'word' \(item_field\)( \[|$)") as raised:
         with TestPipeline() as p:
-            _ = (p | beam.Create([good, element], reshuffle=False).with_output_types(
-                    typing.Any)
-                 | SelectItems(*SELECT, user_field="author", **kwargs))
+            _ = (p | beam.Create([good, {"secret-user": ["secret-item"]}],
+                                 reshuffle=False).with_output_types(typing.Any)
+                 | SelectItems(*SELECT, user_field="author", item_field="word"))
     assert "secret" not in str(raised.value)
 
 
@@ -320,7 +366,6 @@ def test_a_bad_row_names_beam_row_and_its_fields():
 
 def test_a_user_field_is_keyed_by_its_text_as_tuple_input_is():
     # 5, "5" and b"5" in the user field are one person, as in (user_id, item) pairs.
-    from beam_dpsu.beam.fields import _ReadFields
     read = _ReadFields(input_fields("user_id", "user", item_list_field="items"))
     Review = collections.namedtuple("Review", ["user", "items"])
     ids = {read(element)[0] for element in (
