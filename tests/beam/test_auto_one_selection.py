@@ -15,8 +15,6 @@ import random
 import apache_beam as beam
 import pytest
 from apache_beam.pipeline import PipelineVisitor
-from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 
 import beam_dpsu
 import beam_dpsu.beam.max_items_choice.selection as auto_selection
@@ -24,6 +22,7 @@ from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.mechanisms import (SIPS, CountGaussian, GreedyWithoutSampling,
                                        PolicyGaussian, PolicyLaplace, TruncatedGeometric,
                                        WeightedGaussian, WeightedLaplace)
+from tests.support.one_pipeline import run_cases
 
 pytestmark = pytest.mark.pipeline
 
@@ -70,13 +69,49 @@ USERS = [sorted({f"w{int(_rng.paretovariate(0.8))}" for _ in range(_rng.randint(
          for _ in range(1500)]
 
 
-def _keyed(pcoll, tag):
-    return pcoll | f"Key{tag}" >> beam.Map(lambda item: (item, tag))
+CHOICE_CANDIDATES = (1, 2, 20)
 
 
-def _as_fixed_at_its_choice(joined):
-    joined = [(item, {tag for tag, hits in groups.items() if hits})
-              for item, groups in joined]
+def _forced_selects(mechanism):
+    """The auto selection and the fixed-Δ0 selections at 20 and 1 of one mechanism (same
+    records, the selection's part of the budget, same seed), by tag."""
+    auto = max_items_choice.AutoMaxItems(candidates=CHOICE_CANDIDATES)
+    plan = max_items_choice.plan_auto(mechanism(max_items_per_user=auto), BUDGET, 1)
+    return {
+        "auto": beam_dpsu.SelectItems(mechanism(max_items_per_user=auto), BUDGET,
+                                      privacy_unit="element", seed=5),
+        **{f"fixed-{c}": beam_dpsu.SelectItems(mechanism(max_items_per_user=c),
+                                                plan.selection_budget,
+                                                privacy_unit="element", seed=5)
+           for c in (1, 20)}}
+
+
+@pytest.fixture(scope="module")
+def forced(tmp_path_factory):
+    """{mechanism name: {tag: released items, "chosen": the choice}}: every mechanism's
+    auto selection, its choice forced to its last candidate (Δ0 = 20), next to the
+    fixed-Δ0 selections at 20 and 1, in ONE pipeline on one input."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(auto_selection, "_noisy_choice", lambda counts, plan, seed: 2)
+
+        def build(p):
+            users = p | beam.Create(USERS)
+            cases = {}
+            for mechanism in MECHANISMS:
+                name = mechanism.__name__
+                selects = _forced_selects(mechanism)
+                cases[name] = {tag: users | f"{tag} {name}" >> select
+                               for tag, select in selects.items()}
+                cases[name]["chosen"] = selects["auto"].chosen_max_items_per_user
+            return cases
+
+        return run_cases(tmp_path_factory.mktemp("forced"), build)
+
+
+def _as_fixed_at_its_choice(released):
+    joined = [(item, {tag for tag in ("auto", "fixed-20", "fixed-1") if item in released[tag]})
+              for item in set().union(*(released[tag] for tag in ("auto", "fixed-20",
+                                                                   "fixed-1")))]
     for item, tags in joined:
         assert ("auto" in tags) == ("fixed-20" in tags), (item, tags)
     # Δ0 = 1 (the first candidate) releases another set: had the selection read
@@ -86,27 +121,15 @@ def _as_fixed_at_its_choice(joined):
 
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=lambda m: m.__name__)
 def test_a_forced_choice_releases_what_the_fixed_selection_at_it_releases(
-        mechanism, monkeypatch):
+        mechanism, forced):
     # An auto selection whose choice is forced to its last candidate (Δ0 = 20),
     # next to the fixed-Δ0 selections at 20 and 1 (same records, the selection's
     # part of the budget, same seed), in one pipeline: the auto release must be
     # exactly the fixed one's at 20, so the one selection reads that candidate's
     # Δ0 and calibration everywhere.
-    auto = max_items_choice.AutoMaxItems(candidates=(1, 2, 20))
-    monkeypatch.setattr(auto_selection, "_noisy_choice", lambda counts, plan, seed: 2)
+    auto = max_items_choice.AutoMaxItems(candidates=CHOICE_CANDIDATES)
     plan = max_items_choice.plan_auto(mechanism(max_items_per_user=auto), BUDGET, 1)
     assert plan.candidates == (1, 2, 20)
-    selects = {
-        "auto": beam_dpsu.SelectItems(mechanism(max_items_per_user=auto), BUDGET,
-                                      privacy_unit="element", seed=5),
-        **{f"fixed-{c}": beam_dpsu.SelectItems(mechanism(max_items_per_user=c),
-                                                plan.selection_budget,
-                                                privacy_unit="element", seed=5)
-           for c in (1, 20)}}
-    with TestPipeline() as p:
-        users = p | beam.Create(USERS)
-        released = {tag: _keyed(users | tag >> select, tag)
-                    for tag, select in selects.items()}
-        assert_that(released | beam.CoGroupByKey(), _as_fixed_at_its_choice)
-        assert_that(selects["auto"].chosen_max_items_per_user, equal_to([20]),
-                    label="Chosen")
+    released = forced[mechanism.__name__]
+    _as_fixed_at_its_choice(released)
+    assert released["chosen"] == [20]

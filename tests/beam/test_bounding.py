@@ -17,8 +17,6 @@ import zlib
 import apache_beam as beam
 import numpy as np
 import pytest
-from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.window import GlobalWindow
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,6 +36,7 @@ from beam_dpsu.beam.noisy_threshold import NOISE_BATCH, KeepWithProbability, Noi
 from tests.support.byte_cases import blob, nth_permutation
 from tests.support.text_subclasses import EXAMPLES
 from tests.support.hypothesis_profiles import examples
+from tests.support.one_pipeline import run_cases
 
 pytestmark = pytest.mark.pipeline
 
@@ -187,48 +186,74 @@ def test_any_split_into_pairs_and_records_merges_to_the_same_counts(case):
     assert merged == {u: dict(c) for u, c in expected.items()}
 
 
+# --- Beam: every case below in one pipeline ----------------------------------------------
+#
+# Each test's pipeline is a builder (``_build_*``, next to its test) returning its
+# PCollections; the module fixture ``beam_cases`` applies every builder to ONE
+# TestPipeline (a TestPipeline each cost seconds) and each test asserts on the lists
+# read back from its own case (tests/support/one_pipeline.py).
+
+
+@pytest.fixture(scope="module")
+def beam_cases(tmp_path_factory):
+    """{case: the list of its PCollection's elements, or {part: list}}, every ``_BUILDERS``
+    case."""
+    def build(p):
+        return {case: builder(p, case) for case, builder in _BUILDERS.items()}
+
+    return run_cases(tmp_path_factory.mktemp("bounding"), build)
+
+
 # --- Beam: one user is bounded once, whatever the split -----------------------------------
 
+SPLIT_USER = [("alice", [f"w{r}.{i}" for i in range(10)]) for r in range(3)] + [
+    ("alice", "w0.0"), ("bob", ["x", "x"]), ("bob", "y")]
 
-def test_a_user_split_over_many_records_is_bounded_once():
+
+def _build_split_user(p, case):
     # 3 records of 10 distinct items (and a pair) for one user: Δ0 = 5 in all, not per record.
-    elements = [("alice", [f"w{r}.{i}" for i in range(10)]) for r in range(3)]
-    elements += [("alice", "w0.0"), ("bob", ["x", "x"]), ("bob", "y")]
-    with TestPipeline() as p:
-        created = p | beam.Create(elements)
-        counts = created | "Counts" >> ItemCountsPerUser()
-        sampled = created | "Sample" >> SampleItemsPerUser(5)
-        bounded = created | "Bound" >> BoundContributions(5)
-        expected_counts = {**{f"w{r}.{i}": 1 for r in range(3) for i in range(10)}, "w0.0": 2}
-        assert_that(counts, equal_to([("alice", expected_counts), ("bob", {"x": 2, "y": 1})]),
-                    label="CountsMerged")
-
-        def check(records):
-            by_user = dict(records)
-            assert len(records) == 2, "a user came out in more than one record"
-            assert len(by_user["alice"]) == 5 == len(set(by_user["alice"]))
-            assert set(by_user["alice"]) <= set(expected_counts)
-            assert sorted(by_user["bob"]) == ["x", "y"]
-
-        assert_that(sampled, check, label="SampledOnce")
-        assert_that(bounded, check, label="BoundedOnce")
+    created = p | f"Create {case}" >> beam.Create(SPLIT_USER)
+    return {"counts": created | f"Counts {case}" >> ItemCountsPerUser(),
+            "sampled": created | f"Sample {case}" >> SampleItemsPerUser(5),
+            "bounded": created | f"Bound {case}" >> BoundContributions(5)}
 
 
-def test_one_id_spelt_as_int_str_or_bytes_is_one_user_bounded_once():
+def test_a_user_split_over_many_records_is_bounded_once(beam_cases):
+    out = beam_cases["split user"]
+    expected_counts = {**{f"w{r}.{i}": 1 for r in range(3) for i in range(10)}, "w0.0": 2}
+    assert sorted(out["counts"]) == [("alice", expected_counts), ("bob", {"x": 2, "y": 1})]
+
+    def check(records, name):
+        by_user = dict(records)
+        assert len(records) == 2, f"a user came out in more than one record ({name})"
+        assert len(by_user["alice"]) == 5 == len(set(by_user["alice"])), name
+        assert set(by_user["alice"]) <= set(expected_counts), name
+        assert sorted(by_user["bob"]) == ["x", "y"], name
+
+    check(out["sampled"], "SampledOnce")
+    check(out["bounded"], "BoundedOnce")
+
+
+ONE_ID = [(5, "a"), ("5", "b"), (b"5", ["c"]), (np.int64(5), "d"), ("u1", "x"),
+          (b"u1", ["y"]), (("g", 1), "z"), (("g", "1"), "z")]
+
+
+def _build_one_id(p, case):
     # 5, "5", b"5" and numpy.int64(5) are one person (as are "u1" and b"u1"): keyed
     # apart, each spelling was a user of its own, bounded and counted on its own (a
     # pre-threshold of k passed with fewer than k people).
-    elements = [(5, "a"), ("5", "b"), (b"5", ["c"]), (np.int64(5), "d"), ("u1", "x"),
-                (b"u1", ["y"]), (("g", 1), "z"), (("g", "1"), "z")]
-    with TestPipeline() as p:
-        created = p | beam.Create(elements)
-        counts = created | "Counts" >> ItemCountsPerUser()
-        bounded = created | "Bound" >> BoundContributions(1, seed=3)
-        assert_that(counts, equal_to([("5", {"a": 1, "b": 1, "c": 1, "d": 1}),
-                                      ("u1", {"x": 1, "y": 1}), (("g", "1"), {"z": 2})]),
-                    label="OneRecordPerPerson")
-        assert_that(bounded | beam.Map(lambda r: (r[0], len(r[1]))),
-                    equal_to([("5", 1), ("u1", 1), (("g", "1"), 1)]), label="BoundedOnce")
+    created = p | f"Create {case}" >> beam.Create(ONE_ID)
+    return {"counts": created | f"Counts {case}" >> ItemCountsPerUser(),
+            "bounded": created | f"Bound {case}" >> BoundContributions(1, seed=3)}
+
+
+def test_one_id_spelt_as_int_str_or_bytes_is_one_user_bounded_once(beam_cases):
+    out = beam_cases["one id"]
+    assert sorted(out["counts"], key=repr) == sorted(
+        [("5", {"a": 1, "b": 1, "c": 1, "d": 1}), ("u1", {"x": 1, "y": 1}),
+         (("g", "1"), {"z": 2})], key=repr), "OneRecordPerPerson"
+    assert sorted([(r[0], len(r[1])) for r in out["bounded"]], key=repr) == sorted(
+        [("5", 1), ("u1", 1), (("g", "1"), 1)], key=repr), "BoundedOnce"
     # The keyed-hash order of users (the sequential policies') is on the canonical id:
     # neighbouring datasets that spell a common user differently order it the same.
     key = run_order_key(3)
@@ -256,119 +281,123 @@ def as_records(pairs, parts: int):
     return records
 
 
-def test_seeded_selection_is_the_same_for_pairs_records_and_mixed_input():
+def _build_seeded_selection(p, case):
     # Each branch is its own SelectItems with one seed: draws are derived from
     # (seed, user or item), so only a difference in bounding could tell the
-    # branches apart (e.g. a user bounded once per record). Every mechanism in
-    # one pipeline (one TestPipeline each costs seconds); each check names its own.
+    # branches apart (e.g. a user bounded once per record).
     pairs = dataset()
     records = as_records(pairs, 1)
     mixed = as_records(pairs, 3)[::2] + [(u, i) for r in as_records(pairs, 3)[1::2] for u, i in
                                          [(r[0], item) for item in r[1]]]
+    created = {label: p | f"Create{label} {case}" >> beam.Create(elements)
+               for label, elements in [("pairs", pairs), ("records", records),
+                                       ("mixed", mixed)]}
+    outputs = {}
+    for name in sorted(MECHANISMS):
+        mechanism = mechanism_from_name(name, max_items_per_user=4)
+        budget = Budget(4.0, 1e-3) if name != "sips" else ZCDPBudget(2.0, 1e-3)
+        for label, elements in created.items():
+            outputs[name, label] = elements | f"Select{label} {name}" >> SelectItems(
+                mechanism, budget, seed=3)
+    return outputs
 
-    def check(_, from_pairs, from_records, from_mixed, name):
+
+def test_seeded_selection_is_the_same_for_pairs_records_and_mixed_input(beam_cases):
+    # Every mechanism on the three forms of one input; each check names its own.
+    out = beam_cases["seeded selection"]
+    for name in sorted(MECHANISMS):
+        from_pairs, from_records, from_mixed = (out[name, label]
+                                                for label in ("pairs", "records", "mixed"))
         assert sorted(from_pairs) == sorted(from_records) == sorted(from_mixed), name
         assert len(from_pairs) == len(set(from_pairs)), name
         # Every mechanism releases some of these items at this budget (7 to
         # 14 of them with this seed), so equal outputs are not empty ones.
         assert from_pairs, name
-        return name
-
-    single = beam.pvalue.AsSingleton
-    with TestPipeline() as p:
-        created = {label: p | f"Create{label}" >> beam.Create(elements)
-                   for label, elements in [("pairs", pairs), ("records", records),
-                                           ("mixed", mixed)]}
-        for name in sorted(MECHANISMS):
-            mechanism = mechanism_from_name(name, max_items_per_user=4)
-            budget = Budget(4.0, 1e-3) if name != "sips" else ZCDPBudget(2.0, 1e-3)
-            outputs = {label: (elements | f"Select{label} {name}" >> SelectItems(
-                                   mechanism, budget, seed=3)
-                               | f"List{label} {name}" >> beam.combiners.ToList())
-                       for label, elements in created.items()}
-            result = (p | f"Once {name}" >> beam.Create([None]) | f"Check {name}" >> beam.Map(
-                check, single(outputs["pairs"]), single(outputs["records"]),
-                single(outputs["mixed"]), name))
-            assert_that(result, equal_to([name]), label=f"Checked {name}")
 
 
 # --- Beam: neighbours given as records ---------------------------------------------------
 
+X_ITEMS = ["w1", "w2", "w3", "xonly1", "xonly2", "xonly3", "xonly4", "xonly5"]
+NEIGHBOUR_MECHANISMS = [(mechanisms.WeightedGaussian(4), 2), (mechanisms.WeightedLaplace(4), 1)]
 
-def test_an_extra_user_in_several_records_moves_keys_and_weights_within_the_bound():
+
+def _build_extra_user(p, case):
     # D and D ∪ {x}, x split over three records among the others. Seeded
     # sampling is derived from (seed, user), so common users sample alike and
-    # the histograms differ by x's contribution alone: ‖H − H'‖ ≤ 1 in the
-    # mechanism's norm, and the new keys are x's items, at most Δ0 of them.
-    # Both mechanisms in one pipeline, each check naming its own.
+    # the histograms differ by x's contribution alone.
     base = as_records(dataset(), 2)
-    x_items = ["w1", "w2", "w3", "xonly1", "xonly2", "xonly3", "xonly4", "xonly5"]
-    extra = [("x", x_items[0:3]), ("x", x_items[3:6]), ("x", x_items[6:])]
+    extra = [("x", X_ITEMS[0:3]), ("x", X_ITEMS[3:6]), ("x", X_ITEMS[6:])]
     neighbour = base[:5] + [extra[0]] + base[5:20] + [extra[1]] + base[20:] + [extra[2]]
+    bounded = {label: (p | f"Create{label} {case}" >> beam.Create(elements)
+                       | f"Bound{label} {case}" >> BoundContributions(4, seed=9))
+               for label, elements in [("D", base), ("D+x", neighbour)]}
+    return {(mechanism.name, label): records | f"Histogram{label} {mechanism.name}" >> (
+                WeightedHistogram(mechanism.item_weight, max_partial_keys=3))
+            for mechanism, _ in NEIGHBOUR_MECHANISMS for label, records in bounded.items()}
 
-    def check(_, h, h_prime, name, norm):
+
+def test_an_extra_user_in_several_records_moves_keys_and_weights_within_the_bound(beam_cases):
+    # ‖H − H'‖ ≤ 1 in the mechanism's norm, and the new keys are x's items, at
+    # most Δ0 of them. Both mechanisms in one pipeline, each check naming its own.
+    out = beam_cases["extra user"]
+    for mechanism, norm in NEIGHBOUR_MECHANISMS:
+        name = mechanism.name
+        h, h_prime = (dict(out[name, label]) for label in ("D", "D+x"))
         new_keys = set(h_prime) - set(h)
-        assert new_keys <= set(x_items) and len(new_keys) <= 4, name
+        assert new_keys <= set(X_ITEMS) and len(new_keys) <= 4, name
         assert set(h) <= set(h_prime), name
         distance = policies.histogram_distance(h, h_prime, norm)
         assert distance <= 1.0 + 1e-9, name
         assert distance > 0.5, name  # x did contribute: one user of ≤ 4 items moves it by 1
-        return name
-
-    single = beam.pvalue.AsSingleton
-    with TestPipeline() as p:
-        bounded = {label: (p | f"Create{label}" >> beam.Create(elements)
-                           | f"Bound{label}" >> BoundContributions(4, seed=9))
-                   for label, elements in [("D", base), ("D+x", neighbour)]}
-        for mechanism, norm in [(mechanisms.WeightedGaussian(4), 2),
-                                (mechanisms.WeightedLaplace(4), 1)]:
-            name = mechanism.name
-            histograms = {label: (records | f"Histogram{label} {name}" >> WeightedHistogram(
-                                      mechanism.item_weight, max_partial_keys=3)
-                                  | f"AsDict{label} {name}" >> beam.combiners.ToDict())
-                          for label, records in bounded.items()}
-            result = (p | f"Once {name}" >> beam.Create([None])
-                      | f"Check {name}" >> beam.Map(check, single(histograms["D"]),
-                                                    single(histograms["D+x"]), name, norm))
-            assert_that(result, equal_to([name]), label=f"Checked {name}")
 
 
 # --- Beam: the partial histograms and the batched noise ------------------------------------
 
+FLUSH_USERS = [u for u in [(f"u{u}", tuple(f"w{(u * k) % 23}" for k in range(1, 1 + u % 7)))
+                           for u in range(80)] if u[1]]
+FLUSH_SIZES = (1, 5, 1 << 18)
 
-def test_flushing_partial_histograms_early_gives_the_same_sums():
-    users = [(f"u{u}", tuple(f"w{(u * k) % 23}" for k in range(1, 1 + u % 7))) for u in range(80)]
-    users = [u for u in users if u[1]]
-    expected = policies.weighted_histogram([items for _, items in users],
-                                           policies.weighted_gaussian_weight)
-    with TestPipeline() as p:  # every flush size in one pipeline
-        created = p | beam.Create(users)
-        for max_keys in (1, 5, 1 << 18):
-            hist = created | f"Histogram {max_keys}" >> WeightedHistogram(
+
+def _build_flushing(p, case):
+    created = p | f"Create {case}" >> beam.Create(FLUSH_USERS)  # every flush size in one
+    return {max_keys: created | f"Histogram {max_keys}" >> WeightedHistogram(
                 policies.weighted_gaussian_weight, max_partial_keys=max_keys)
-
-            def check(pairs, max_keys=max_keys):
-                got = dict(pairs)
-                assert len(got) == len(pairs), f"an item was emitted twice ({max_keys})"
-                assert set(got) == set(expected), max_keys
-                assert all(math.isclose(got[k], expected[k], abs_tol=1e-9) for k in got), max_keys
-
-            assert_that(hist, check, label=f"Check {max_keys}")
+            for max_keys in FLUSH_SIZES}
 
 
-def test_batched_noise_decides_every_item_once_across_batches():
+def test_flushing_partial_histograms_early_gives_the_same_sums(beam_cases):
+    expected = policies.weighted_histogram([items for _, items in FLUSH_USERS],
+                                           policies.weighted_gaussian_weight)
+    for max_keys in FLUSH_SIZES:
+        pairs = beam_cases["flushing"][max_keys]
+        got = dict(pairs)
+        assert len(got) == len(pairs), f"an item was emitted twice ({max_keys})"
+        assert set(got) == set(expected), max_keys
+        assert all(math.isclose(got[k], expected[k], abs_tol=1e-9) for k in got), max_keys
+
+
+def _certain_calibration(threshold):
+    """σ = 1e-6 against a margin of 50 (or 0.5): a wrong decision by chance has
+    probability below 1e-300 (never, in practice)."""
+    return Calibration(noise=GAUSSIAN, noise_scale=1e-6, release_threshold=threshold,
+                       threshold_delta=1e-6, sensitivity_norm=2, sensitivity=1.0,
+                       budget=Budget(1.0, 1e-6), source="test")
+
+
+BATCHED_HISTOGRAM = [(f"i{j}", 100.0 if j % 3 else 0.0) for j in range(2 * NOISE_BATCH + 123)]
+
+
+def _build_batched_noise(p, case):
+    return (p | f"Create {case}" >> beam.Create(BATCHED_HISTOGRAM)
+            | f"Noise {case}" >> NoisyThreshold(_certain_calibration(50.0)))
+
+
+def test_batched_noise_decides_every_item_once_across_batches(beam_cases):
     # More items than one batch, so decisions happen both in process() and
     # at the end of the bundle. σ = 1e-6 against a margin of 50: a wrong
     # decision by chance has probability below 1e-300 (never, in practice).
-    n = 2 * NOISE_BATCH + 123
-    calibration = Calibration(noise=GAUSSIAN, noise_scale=1e-6, release_threshold=50.0,
-                              threshold_delta=1e-6, sensitivity_norm=2, sensitivity=1.0,
-                              budget=Budget(1.0, 1e-6), source="test")
-    histogram = [(f"i{j}", 100.0 if j % 3 else 0.0) for j in range(n)]
-    expected = [item for item, w in histogram if w > 50]
-    with TestPipeline() as p:
-        released = p | beam.Create(histogram) | NoisyThreshold(calibration)
-        assert_that(released, equal_to(expected))
+    expected = [item for item, w in BATCHED_HISTOGRAM if w > 50]
+    assert sorted(beam_cases["batched noise"]) == sorted(expected)
 
 
 def test_items_go_to_a_stable_shard():
@@ -393,44 +422,56 @@ def test_merging_shard_histograms_sums_per_item():
     assert merge_histograms((0, [])) == (0, {})
 
 
-def test_per_shard_noise_decides_every_item_once():
+SHARDED_HISTOGRAM = {f"i{j}": 100.0 if j % 3 else 0.0 for j in range(3 * NOISE_BATCH)}
+
+
+def _build_per_shard_noise(p, case):
+    shards = list(split_by_shard(SHARDED_HISTOGRAM, 2).items()) + [(5, {"lone": 100.0})]
+    created = p | f"Create {case}" >> beam.Create(shards)  # unseeded and seeded
+    return {f"seed={seed}": created | f"Noise seed={seed}" >> NoisyThreshold.per_shard(
+                _certain_calibration(50.0), seed)
+            for seed in (None, 3)}
+
+
+def test_per_shard_noise_decides_every_item_once(beam_cases):
     # A shard larger than a noise batch and several shards: each item decided
     # once, whole shards at a time. σ = 1e-6 against a margin of 50: a wrong
     # decision by chance has probability below 1e-300 (never, in practice).
-    calibration = Calibration(noise=GAUSSIAN, noise_scale=1e-6, release_threshold=50.0,
-                              threshold_delta=1e-6, sensitivity_norm=2, sensitivity=1.0,
-                              budget=Budget(1.0, 1e-6), source="test")
-    histogram = {f"i{j}": 100.0 if j % 3 else 0.0 for j in range(3 * NOISE_BATCH)}
-    shards = list(split_by_shard(histogram, 2).items()) + [(5, {"lone": 100.0})]
-    with TestPipeline() as p:  # unseeded and seeded in one pipeline
-        created = p | beam.Create(shards)
-        for seed in (None, 3):
-            released = created | f"Noise seed={seed}" >> NoisyThreshold.per_shard(calibration,
-                                                                                 seed)
-            assert_that(released, equal_to([k for k, w in histogram.items() if w > 50] + ["lone"]),
-                        label=f"Check seed={seed}")
+    expected = sorted([k for k, w in SHARDED_HISTOGRAM.items() if w > 50] + ["lone"])
+    for seed in (None, 3):
+        assert sorted(beam_cases["per-shard noise"][f"seed={seed}"]) == expected, seed
 
 
-def test_per_shard_keep_with_probability_keeps_certain_items_and_drops_impossible_ones():
+def _sure_counts(n):
+    """n items, every other one held by enough users to be kept surely, the rest by none."""
     calibration = mechanisms.TruncatedGeometric(2).calibrate(Budget(1.0, 1e-5))
     sure = int(math.ceil(calibration.users_kept_surely))
-    counts = {f"i{j}": sure if j % 2 else 0 for j in range(NOISE_BATCH + 77)}
-    with TestPipeline() as p:
-        kept = (p | beam.Create(list(split_by_shard(counts, 3).items()))
-                | KeepWithProbability.per_shard(calibration))
-        assert_that(kept, equal_to([item for item, c in counts.items() if c]))
+    return calibration, [(f"i{j}", sure if j % 2 else 0) for j in range(n)]
 
 
-def test_batched_keep_with_probability_keeps_certain_items_and_drops_impossible_ones():
-    mechanism = mechanisms.TruncatedGeometric(2)
-    calibration = mechanism.calibrate(Budget(1.0, 1e-5))
-    sure = int(math.ceil(calibration.users_kept_surely))
-    n = NOISE_BATCH + 77
-    counts = [(f"i{j}", sure if j % 2 else 0) for j in range(n)]
-    with TestPipeline() as p:
-        kept = p | beam.Create(counts) | KeepWithProbability(calibration)
-        # π(0) = 0 and π(count ≥ users_kept_surely) = 1: no chance involved.
-        assert_that(kept, equal_to([item for item, c in counts if c]))
+def _build_per_shard_keep(p, case):
+    calibration, counts = _sure_counts(NOISE_BATCH + 77)
+    return (p | f"Create {case}" >> beam.Create(list(split_by_shard(dict(counts), 3).items()))
+            | f"KeepWithProbability {case}" >> KeepWithProbability.per_shard(calibration))
+
+
+def test_per_shard_keep_with_probability_keeps_certain_items_and_drops_impossible_ones(
+        beam_cases):
+    _, counts = _sure_counts(NOISE_BATCH + 77)
+    assert sorted(beam_cases["per-shard keep"]) == sorted(item for item, c in counts if c)
+
+
+def _build_batched_keep(p, case):
+    calibration, counts = _sure_counts(NOISE_BATCH + 77)
+    return (p | f"Create {case}" >> beam.Create(counts)
+            | f"KeepWithProbability {case}" >> KeepWithProbability(calibration))
+
+
+def test_batched_keep_with_probability_keeps_certain_items_and_drops_impossible_ones(
+        beam_cases):
+    # π(0) = 0 and π(count ≥ users_kept_surely) = 1: no chance involved.
+    _, counts = _sure_counts(NOISE_BATCH + 77)
+    assert sorted(beam_cases["batched keep"]) == sorted(item for item, c in counts if c)
 
 
 class _Timestamp(beam.DoFn):
@@ -438,18 +479,25 @@ class _Timestamp(beam.DoFn):
         yield timestamp.micros // 1000  # runners carry timestamps in milliseconds
 
 
-def test_released_items_share_one_timestamp_whatever_the_batch():
+def _build_timestamps(p, case):
     # Items decided in process() (a full batch) must not keep the input's timestamp
     # while the rest (finish_bundle) get another: how many fall in each depends on
     # the histogram's support, not on the released set.
-    n = NOISE_BATCH + 10
-    calibration = Calibration(noise=GAUSSIAN, noise_scale=1e-6, release_threshold=0.5,
-                              threshold_delta=1e-6, sensitivity_norm=2, sensitivity=1.0,
-                              budget=Budget(1.0, 1e-6), source="test")
-    users = [(f"u{j}", (f"i{j}",)) for j in range(n)]
-    with TestPipeline() as p:
-        timestamps = (p | beam.Create(users)
-                      | WeightedHistogram(policies.weighted_gaussian_weight, max_partial_keys=7)
-                      | NoisyThreshold(calibration)
-                      | beam.ParDo(_Timestamp()) | beam.Distinct())
-        assert_that(timestamps, equal_to([GlobalWindow().max_timestamp().micros // 1000]))
+    users = [(f"u{j}", (f"i{j}",)) for j in range(NOISE_BATCH + 10)]
+    return (p | f"Create {case}" >> beam.Create(users)
+            | f"Histogram {case}" >> WeightedHistogram(policies.weighted_gaussian_weight,
+                                                       max_partial_keys=7)
+            | f"Noise {case}" >> NoisyThreshold(_certain_calibration(0.5))
+            | f"Timestamp {case}" >> beam.ParDo(_Timestamp())
+            | f"Distinct {case}" >> beam.Distinct())
+
+
+def test_released_items_share_one_timestamp_whatever_the_batch(beam_cases):
+    assert beam_cases["timestamps"] == [GlobalWindow().max_timestamp().micros // 1000]
+
+
+_BUILDERS = {"split user": _build_split_user, "one id": _build_one_id,
+             "seeded selection": _build_seeded_selection, "extra user": _build_extra_user,
+             "flushing": _build_flushing, "batched noise": _build_batched_noise,
+             "per-shard noise": _build_per_shard_noise, "per-shard keep": _build_per_shard_keep,
+             "batched keep": _build_batched_keep, "timestamps": _build_timestamps}

@@ -5,11 +5,11 @@ import math
 import apache_beam as beam
 import pytest
 from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 
 from beam_dpsu import (MECHANISMS, Budget, BoundContributions, CountGaussian, CountLaplace,
                        InvalidRecordError, SelectItems, WeightedGaussian, WeightedLaplace,
                        ZCDPBudget, mechanism_from_name)
+from beam_dpsu.beam.bounding import item_counts
 from beam_dpsu.beam.histograms import (HISTOGRAM_SHARDS, SampledWeightedHistogram,
                                       WeightedHistogram,
                                   shard_of_item)
@@ -45,7 +45,8 @@ BUDGETS = {"approx-dp": Budget(0.5, 1e-6), "zcdp": ZCDPBudget(0.05, 1e-6)}
 def releases(tmp_path_factory):
     """{(mechanism name, budget name): the released items}: the seeded huge-ε
     releases and the unseeded ones of BUDGETS, every mechanism of ALL, in ONE
-    pipeline on one input (a TestPipeline each cost seconds)."""
+    pipeline on one input (a TestPipeline each cost seconds); and in the same
+    pipeline every other Beam case of this file, {case: its list} (``_BUILDERS``)."""
     def build(p):
         data = p | beam.Create(dataset())
         cases = {}
@@ -54,6 +55,8 @@ def releases(tmp_path_factory):
                                                              for b in BUDGETS]:
                 cases[mechanism.name, name] = data | f"Select {mechanism.name} {name}" >> (
                     SelectItems(mechanism, budget, seed=seed))
+        for case, builder in _BUILDERS.items():
+            cases[case] = builder(p, case)
         return cases
 
     return run_cases(tmp_path_factory.mktemp("releases"), build)
@@ -83,54 +86,57 @@ def test_never_releases_anything_outside_the_input(releases, mechanism, budget):
     assert len(items) == len(set(items)), "an item was released twice"
 
 
-def test_sampling_bounds_each_user_to_max_items():
+def _build_sampling(p, case):
     pairs = [("alice", f"w{i}") for i in range(50)] + [("bob", "w1"), ("bob", "w1")]
-    with TestPipeline() as p:
-        bounded = p | beam.Create(pairs) | BoundContributions(max_items_per_user=7)
-
-        def check(records):
-            by_user = dict(records)
-            assert len(by_user["alice"]) == 7 and len(set(by_user["alice"])) == 7
-            assert set(by_user["alice"]) <= {f"w{i}" for i in range(50)}
-            assert by_user["bob"] == ("w1",)
-
-        assert_that(bounded, check)
+    return (p | f"Create {case}" >> beam.Create(pairs)
+            | f"Bound {case}" >> BoundContributions(max_items_per_user=7))
 
 
-def test_weighted_histogram_sums_user_weights():
+def test_sampling_bounds_each_user_to_max_items(releases):
+    records = releases["sampling"]
+    by_user = dict(records)
+    assert len(by_user["alice"]) == 7 and len(set(by_user["alice"])) == 7
+    assert set(by_user["alice"]) <= {f"w{i}" for i in range(50)}
+    assert by_user["bob"] == ("w1",)
+
+
+def _build_weighted_histogram(p, case):
     users = [("a", ("x", "y", "z", "w")), ("b", ("x",))]
-    with TestPipeline() as p:
-        hist = (p | beam.Create(users)
-                | WeightedHistogram(policies.weighted_gaussian_weight, hot_key_fanout=2))
-        assert_that(hist, equal_to([("x", 1.5), ("y", 0.5), ("z", 0.5), ("w", 0.5)]))
+    return (p | f"Create {case}" >> beam.Create(users)
+            | f"Histogram {case}" >> WeightedHistogram(policies.weighted_gaussian_weight,
+                                                       hot_key_fanout=2))
 
 
-def test_sampled_weighted_histogram_bounds_each_user_then_sums():
+def test_weighted_histogram_sums_user_weights(releases):
+    assert sorted(releases["weighted histogram"]) == sorted(
+        [("x", 1.5), ("y", 0.5), ("z", 0.5), ("w", 0.5)])
+
+
+def _build_sampled_weighted_histogram(p, case):
     # alice holds 50 distinct items, bounded to Δ0 = 7 (weight 1/√7 each);
     # bob's 2 are kept whole (1/√2 each); an empty record adds nothing.
     users = [("alice", {f"w{i}": 1 for i in range(50)}), ("bob", ("w1", "x")), ("eve", ())]
-    with TestPipeline() as p:
-        hist = (p | beam.Create(users)
-                | SampledWeightedHistogram(policies.weighted_gaussian_weight, 7,
-                                           hot_key_fanout=2))
+    return (p | f"Create {case}" >> beam.Create(users)
+            | f"Histogram {case}" >> SampledWeightedHistogram(
+                policies.weighted_gaussian_weight, 7, hot_key_fanout=2))
 
-        def check(shards):
-            # One dict per shard, each item in its own shard and no other.
-            assert len({shard for shard, _ in shards}) == len(shards)
-            pairs = [(k, w) for shard, part in shards for k, w in part.items()]
-            assert all(shard_of_item(k, 2 * HISTOGRAM_SHARDS) == shard  # fan-out 2
-                       for shard, part in shards for k in part)
-            weights = dict(pairs)
-            assert len(pairs) == len(weights)
-            alice = {k: w for k, w in weights.items() if k != "x"}
-            assert weights["x"] == pytest.approx(1 / math.sqrt(2))
-            # 7 sampled items of alice's (w1 may also carry bob's 1/√2).
-            solo = {k: w - (1 / math.sqrt(2) if k == "w1" else 0) for k, w in alice.items()}
-            solo = {k: w for k, w in solo.items() if w > 1e-12}
-            assert len(solo) == 7 and set(solo) <= {f"w{i}" for i in range(50)}
-            assert all(w == pytest.approx(1 / math.sqrt(7)) for w in solo.values())
 
-        assert_that(hist, check)
+def test_sampled_weighted_histogram_bounds_each_user_then_sums(releases):
+    shards = releases["sampled weighted histogram"]
+    # One dict per shard, each item in its own shard and no other.
+    assert len({shard for shard, _ in shards}) == len(shards)
+    pairs = [(k, w) for shard, part in shards for k, w in part.items()]
+    assert all(shard_of_item(k, 2 * HISTOGRAM_SHARDS) == shard  # fan-out 2
+               for shard, part in shards for k in part)
+    weights = dict(pairs)
+    assert len(pairs) == len(weights)
+    alice = {k: w for k, w in weights.items() if k != "x"}
+    assert weights["x"] == pytest.approx(1 / math.sqrt(2))
+    # 7 sampled items of alice's (w1 may also carry bob's 1/√2).
+    solo = {k: w - (1 / math.sqrt(2) if k == "w1" else 0) for k, w in alice.items()}
+    solo = {k: w for k, w in solo.items() if w > 1e-12}
+    assert len(solo) == 7 and set(solo) <= {f"w{i}" for i in range(50)}
+    assert all(w == pytest.approx(1 / math.sqrt(7)) for w in solo.values())
     with pytest.raises(ValueError, match="max_items_per_user must be >= 1"):
         SampledWeightedHistogram(policies.weighted_gaussian_weight, 0)
 
@@ -157,14 +163,23 @@ def test_shard_sums_leave_each_flush_to_the_shuffle():
     assert not {"CombinePerKey", "CombineGlobally"} & set(kinds)
 
 
-def test_seeded_run_equals_the_pure_core_with_the_same_seed():
+SEEDED_PAIRS = [(f"u{u}", f"w{(u * 7 + k) % 60}") for u in range(200) for k in range(12)]
+SEEDED = (WeightedGaussian(5), Budget(2.0, 1e-3), 11)  # mechanism, budget, seed
+
+
+def _build_seeded(p, case):
+    mechanism, budget, seed = SEEDED
+    return (p | f"Create {case}" >> beam.Create(SEEDED_PAIRS)
+            | f"Select {case}" >> SelectItems(mechanism, budget, seed=seed))
+
+
+def test_seeded_run_equals_the_pure_core_with_the_same_seed(releases):
     # A seeded run derives every draw from (seed, user or item), so the Beam
     # result must equal the pure computation, whatever the bundling.
-    pairs = [(f"u{u}", f"w{(u * 7 + k) % 60}") for u in range(200) for k in range(12)]
-    mechanism, budget, seed = WeightedGaussian(5), Budget(2.0, 1e-3), 11
+    mechanism, budget, seed = SEEDED
     calibration = mechanism.calibrate(budget)
     users = {}
-    for u, item in pairs:
+    for u, item in SEEDED_PAIRS:
         users.setdefault(u, set()).add(item)
     sampled = [sample_items(items, 5, derived_rng(seed, "sample", "", u), ordered=True)
                for u, items in users.items()]
@@ -172,9 +187,11 @@ def test_seeded_run_equals_the_pure_core_with_the_same_seed():
     expected = sorted(item for item, w in hist.items()
                       if release_mask(w, calibration, derived_rng(seed, "noise", "", item)))
     assert 0 < len(expected) < 60
-    with TestPipeline() as p:
-        released = p | beam.Create(pairs) | SelectItems(mechanism, budget, seed=seed)
-        assert_that(released, equal_to(expected))
+    assert sorted(releases["seeded"]) == expected
+
+
+# The bad records that also fail a whole pipeline: a pair's and a record's.
+FAILING_PIPELINES = [(None, "secret-item"), ("secret-user", ["secret-a", ""])]
 
 
 @pytest.mark.parametrize("record,message", [
@@ -200,20 +217,31 @@ def test_seeded_run_equals_the_pure_core_with_the_same_seed():
     ((True, "secret-item"), "user id \\(field 0\\).*got a bool"),
 ])
 def test_bad_records_fail_the_pipeline_with_a_clear_error(record, message):
+    # SelectItems checks every element with item_counts (in ItemCountsPerUser: only
+    # the distinct items, as this mechanism reads them), so the refusal is that
+    # function's; a pair and a record also fail a pipeline (each its own: the first
+    # error stops a pipeline), the wiring from the element to the error.
     with pytest.raises(InvalidRecordError, match=message) as raised:
-        with TestPipeline() as p:
-            _ = (p | beam.Create([("u0", "dog"), record])
-                 | SelectItems(WeightedGaussian(3), Budget(1.0, 1e-5)))
+        item_counts(record, occurrences=False)
     # The message names the field and the problem, never the record's values
     # (runner logs keep error text).
     assert "secret" not in str(raised.value)
+    if record in FAILING_PIPELINES:
+        with pytest.raises(InvalidRecordError, match=message) as raised:
+            with TestPipeline() as p:
+                _ = (p | beam.Create([("u0", "dog"), record])
+                     | SelectItems(WeightedGaussian(3), Budget(1.0, 1e-5)))
+        assert "secret" not in str(raised.value)
 
 
-def test_bytes_items_are_supported():
+def _build_bytes_items(p, case):
     pairs = [(f"u{u}", b"\xffraw") for u in range(30)]
-    with TestPipeline() as p:
-        released = p | beam.Create(pairs) | SelectItems(WeightedLaplace(1), HUGE)
-        assert_that(released, equal_to([b"\xffraw"]))
+    return (p | f"Create {case}" >> beam.Create(pairs)
+            | f"Select {case}" >> SelectItems(WeightedLaplace(1), HUGE))
+
+
+def test_bytes_items_are_supported(releases):
+    assert releases["bytes items"] == [b"\xffraw"]
 
 
 def test_report_is_computed_at_construction():
@@ -256,15 +284,24 @@ def test_mechanism_from_name():
         mechanism_from_name("policy-gaussian-l1")
 
 
-def test_one_user_is_one_key_whatever_the_id_type():
+def _build_one_user(p, case):
     # numpy.int64(7), 7 and "7" are one user (an int id is its text); so are numpy.str_
     # items and str.
     import numpy as np
     pairs = [(np.int64(7), np.str_("a")), (7, "b"), ("7", "c"), (np.int64(7), "d")]
-    with TestPipeline() as p:
-        users = (p | beam.Create(pairs) | BoundContributions(10)
-                 | beam.MapTuple(lambda user, items: (type(user).__name__, sorted(items))))
-        assert_that(users, equal_to([("str", ["a", "b", "c", "d"])]))
+    return (p | f"Create {case}" >> beam.Create(pairs) | f"Bound {case}" >> BoundContributions(10)
+            | f"Types {case}" >> beam.MapTuple(
+                lambda user, items: (type(user).__name__, sorted(items))))
+
+
+def test_one_user_is_one_key_whatever_the_id_type(releases):
+    assert releases["one user"] == [("str", ["a", "b", "c", "d"])]
+
+
+_BUILDERS = {"sampling": _build_sampling, "weighted histogram": _build_weighted_histogram,
+             "sampled weighted histogram": _build_sampled_weighted_histogram,
+             "seeded": _build_seeded, "bytes items": _build_bytes_items,
+             "one user": _build_one_user}
 
 
 @pytest.mark.parametrize("budget", [Budget(1.0, 0), ZCDPBudget(0.1, 0)],

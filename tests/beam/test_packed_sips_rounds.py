@@ -10,14 +10,12 @@ it lands in (invariants 1 and 7), and a random draw with two consumers is
 checkpointed (invariant 11). These tests check each of those on the new code.
 """
 
-import json
 import random
 from collections import Counter
 
 import apache_beam as beam
 import numpy as np
 import pytest
-from tests.support.runner import TestPipeline
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +30,7 @@ from beam_dpsu.core.policies import weighted_gaussian_weight
 from beam_dpsu.core.user_blocks.record_blocks import (RecordBlockBuilder, block_users,
                                                       unpack_block, without_items)
 from beam_dpsu.core.sampling import sample_block, sample_user_items
+from tests.support.one_pipeline import run_cases
 
 pytestmark = pytest.mark.pipeline
 
@@ -284,40 +283,63 @@ def _dataset(unit, n_users=120, seed=11):
     return [(user, item) for user, items in users for item in items]
 
 
-def _write(items, path):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(sorted(items), f)
+ROUNDS_CASES = [(unit, max_items) for max_items in (3, "auto") for unit in ("user_id", "element")]
 
 
-def _release(data, removal, unit, max_items, path, seed=7, shuffle=None):
-    data = list(data)
+def _select(removal, unit, max_items):
+    return SelectItems(SIPS(max_items_per_user=max_items, rounds=3, removal=removal),
+                       BUDGET, seed=7, privacy_unit=unit)
+
+
+def _data(unit, shuffle=None):
+    data = _dataset(unit)
     if shuffle is not None:
         random.Random(shuffle).shuffle(data)
-    select = SelectItems(SIPS(max_items_per_user=max_items, rounds=3, removal=removal),
-                         BUDGET, seed=seed, privacy_unit=unit)
-    with TestPipeline() as p:
-        _ = (p | beam.Create(data, reshuffle=False) | select
-             | beam.combiners.ToList() | beam.Map(_write, str(path)))
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return data
+
+
+def _releases(p, runs):
+    """{(run, unit, max_items): the release}: each run of ``runs`` ({run: (removal,
+    shuffle)}) of every ROUNDS_CASES case, on one Create per input order and unit."""
+    created = {}
+    cases = {}
+    for run, (removal, shuffle) in runs.items():
+        for unit, max_items in ROUNDS_CASES:
+            if (unit, shuffle) not in created:
+                created[unit, shuffle] = p | f"Create {unit} shuffle={shuffle}" >> beam.Create(
+                    _data(unit, shuffle), reshuffle=False)
+            cases[run, unit, max_items] = (
+                created[unit, shuffle] | f"Select {run} {unit} {max_items}"
+                >> _select(removal, unit, max_items))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def rounds(tmp_path_factory):
+    """The releases of the test below in TWO pipelines (a TestPipeline each cost
+    seconds): the join and the side-input removal with the blocks' default sizes in one,
+    the side-input removal with tiny blocks (read when the pipeline runs) in the other."""
+    released = run_cases(tmp_path_factory.mktemp("rounds"), lambda p: _releases(
+        p, {"join": ("join", None), "side": ("side_input", None)}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(record_blocks, "ITEMS_PER_BLOCK", 7)
+        patch.setattr(record_blocks, "IDS_PER_BLOCK", 11)
+        released.update(run_cases(tmp_path_factory.mktemp("tiny"), lambda p: _releases(
+            p, {"tiny": ("side_input", 3)})))
+    return released
 
 
 @pytest.mark.parametrize("unit", ["user_id", "element"])
 @pytest.mark.parametrize("max_items", [3, "auto"])
-def test_seeded_side_input_rounds_release_what_the_join_releases(unit, max_items, monkeypatch,
-                                                                 tmp_path):
+def test_seeded_side_input_rounds_release_what_the_join_releases(unit, max_items, rounds):
     # The same seeded run with the packed side-input removal (blocks; under
     # auto the blocks that waited for Δ0) and with the join (one record per
     # user): the same samples, the same removals, the same release. With tiny
     # blocks, and with the input in another order, too (invariant 6).
-    data = _dataset(unit)
-    join = _release(data, "join", unit, max_items, tmp_path / "join")
+    join = sorted(rounds["join", unit, max_items])
     assert join, "the test needs a non-empty release"
-    assert _release(data, "side_input", unit, max_items, tmp_path / "side") == join
-    monkeypatch.setattr(record_blocks, "ITEMS_PER_BLOCK", 7)
-    monkeypatch.setattr(record_blocks, "IDS_PER_BLOCK", 11)
-    assert _release(data, "side_input", unit, max_items, tmp_path / "tiny",
-                    shuffle=3) == join
+    assert sorted(rounds["side", unit, max_items]) == join
+    assert sorted(rounds["tiny", unit, max_items]) == join
 
 
 def test_seeded_packed_element_keys_are_the_element_ids():

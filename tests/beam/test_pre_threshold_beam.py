@@ -14,8 +14,6 @@ import logging
 
 import apache_beam as beam
 import pytest
-from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +22,7 @@ from beam_dpsu import (SIPS, Budget, CountGaussian, CountLaplace, ExtractNgrams,
                        TruncatedGeometric, WeightedGaussian, WeightedLaplace)
 from beam_dpsu.core import policies
 from beam_dpsu.beam.sequential import UserBlockBuilder, shard_policy_histogram
+from tests.support.one_pipeline import run_cases
 
 pytestmark = pytest.mark.pipeline
 
@@ -44,31 +43,64 @@ MECHANISMS = [CountLaplace(1), CountGaussian(1), WeightedLaplace(1), WeightedGau
               SIPS(max_items_per_user=1), TruncatedGeometric(1)]
 
 
-def test_an_item_of_fewer_than_k_holders_is_never_released():
+@pytest.fixture(scope="module")
+def beam_cases(tmp_path_factory):
+    """(outputs, transforms): every Beam case of this file in ONE pipeline (a TestPipeline
+    each cost seconds); ``outputs[case]`` is the list (or {part: list}) read back from its
+    branch, ``transforms[case]`` its SelectItems or ExtractNgrams (for its report)."""
+    transforms: dict = {}
+
+    def build(p):
+        cases = {}
+        for case, builder in _BUILDERS.items():
+            cases.update(builder(p, case, transforms))
+        return cases
+
+    return run_cases(tmp_path_factory.mktemp("pre_threshold"), build), transforms
+
+
+def _build_fewer_than_k(p, case, transforms):
+    data = p | f"Create {case}" >> beam.Create(pairs())
+    cases = {}
+    for mechanism in MECHANISMS:
+        cases[case, mechanism.name] = data | f"Select {mechanism.name}" >> SelectItems(
+            mechanism, BUDGET, seed=5, pre_threshold=K)
+    for mechanism in (WeightedGaussian(1), PolicyGaussian(1)):
+        cases[case, "plain", mechanism.name] = data | f"Plain {mechanism.name}" >> (
+            SelectItems(mechanism, BUDGET, seed=5))
+    return cases
+
+
+def test_an_item_of_fewer_than_k_holders_is_never_released(beam_cases):
     """Every mechanism in one pipeline (one TestPipeline per mechanism costs seconds each);
     and, as the control that lets this fail, Weighted and Policy Gaussian without the
     pre-threshold release 'few' (weight 3 against ρ ≈ 1 with σ ≈ 0.1)."""
-    with TestPipeline() as p:
-        data = p | beam.Create(pairs())
-        for mechanism in MECHANISMS:
-            released = data | f"Select {mechanism.name}" >> SelectItems(
-                mechanism, BUDGET, seed=5, pre_threshold=K)
-            assert_that(released, equal_to(["common"]), label=f"Check {mechanism.name}")
-        for mechanism in (WeightedGaussian(1), PolicyGaussian(1)):
-            released = data | f"Plain {mechanism.name}" >> SelectItems(mechanism, BUDGET,
-                                                                       seed=5)
-            assert_that(released, equal_to(["common", "few"]),
-                        label=f"Check plain {mechanism.name}")
+    outputs, _ = beam_cases
+    case = "fewer than k"
+    for mechanism in MECHANISMS:
+        assert outputs[case, mechanism.name] == ["common"], f"Check {mechanism.name}"
+    for mechanism in (WeightedGaussian(1), PolicyGaussian(1)):
+        assert sorted(outputs[case, "plain", mechanism.name]) == ["common", "few"], (
+            f"Check plain {mechanism.name}")
+
+
+def _build_auto_max_items(p, case, transforms):
+    cases = {}
+    for privacy_unit in ("user_id", "element"):
+        data = pairs() if privacy_unit == "user_id" else [[item] for _, item in pairs()]
+        select = SelectItems(WeightedGaussian("auto"), BUDGET, seed=5, pre_threshold=K,
+                             privacy_unit=privacy_unit)
+        transforms[case, privacy_unit] = select
+        cases[case, privacy_unit] = (p | f"Create {case} {privacy_unit}" >> beam.Create(data)
+                                     | f"Select {case} {privacy_unit}" >> select)
+    return cases
 
 
 @pytest.mark.parametrize("privacy_unit", ["user_id", "element"])
-def test_auto_max_items_and_element_input(privacy_unit):
-    data = pairs() if privacy_unit == "user_id" else [[item] for _, item in pairs()]
-    select = SelectItems(WeightedGaussian("auto"), BUDGET, seed=5, pre_threshold=K,
-                         privacy_unit=privacy_unit)
-    with TestPipeline() as p:
-        assert_that(p | beam.Create(data) | select, equal_to(["common"]))
-    assert select.report["pre_threshold"] == K
+def test_auto_max_items_and_element_input(beam_cases, privacy_unit):
+    outputs, transforms = beam_cases
+    assert outputs["auto", privacy_unit] == ["common"]
+    assert transforms["auto", privacy_unit].report["pre_threshold"] == K
 
 
 def test_the_report_records_k_and_the_build_logs_its_price(caplog):
@@ -87,18 +119,31 @@ def test_bad_pre_threshold_fails_when_built(bad):
         SelectItems(WeightedGaussian(10), BUDGET, pre_threshold=bad)
 
 
-@pytest.mark.parametrize("level1", ["weighted-gaussian", "policy-gaussian"])
-@pytest.mark.parametrize("max_items", [3, "auto"])
-def test_ngram_level_one_releases_only_words_of_k_holders(level1, max_items):
+NGRAM_CASES = [(level1, max_items) for max_items in (3, "auto")
+               for level1 in ("weighted-gaussian", "policy-gaussian")]
+
+
+def _build_ngrams(p, case, transforms):
     docs = [(f"c{i}", ["common", "word"]) for i in range(60)]
     docs += [(f"f{i}", ["few"]) for i in range(K - 1)]
-    extract = ExtractNgrams(2, BUDGET, max_items_per_user=max_items, level1=level1, seed=5,
-                            pre_threshold=K)
-    with TestPipeline() as p:
-        released = p | beam.Create(docs) | extract
-        unigrams = released | beam.Filter(lambda gram: len(gram) == 1)
-        assert_that(unigrams, equal_to([("common",), ("word",)]))
-    assert extract.report["pre_threshold"] == K
+    created = p | f"Create {case}" >> beam.Create(docs)
+    cases = {}
+    for level1, max_items in NGRAM_CASES:
+        extract = ExtractNgrams(2, BUDGET, max_items_per_user=max_items, level1=level1, seed=5,
+                                pre_threshold=K)
+        transforms[case, level1, max_items] = extract
+        released = created | f"Extract {level1} {max_items}" >> extract
+        cases[case, level1, max_items] = released | f"Unigrams {level1} {max_items}" >> (
+            beam.Filter(lambda gram: len(gram) == 1))
+    return cases
+
+
+@pytest.mark.parametrize("level1", ["weighted-gaussian", "policy-gaussian"])
+@pytest.mark.parametrize("max_items", [3, "auto"])
+def test_ngram_level_one_releases_only_words_of_k_holders(beam_cases, level1, max_items):
+    outputs, transforms = beam_cases
+    assert sorted(outputs["ngrams", level1, max_items]) == [("common",), ("word",)]
+    assert transforms["ngrams", level1, max_items].report["pre_threshold"] == K
 
 
 # --- the sequential histogram's holder counts (pure, from its encoded blocks) --------------
@@ -168,30 +213,42 @@ def _records():
     return records
 
 
-def _keys(shard_histograms):
-    return shard_histograms | beam.FlatMap(lambda shard_histogram: list(shard_histogram[1]))
+def _keys(shard_histograms, label):
+    return shard_histograms | f"Keys {label}" >> beam.FlatMap(
+        lambda shard_histogram: list(shard_histogram[1]))
+
+
+def _build_histograms(p, case, transforms):
+    from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
+    from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
+    records = p | f"Create {case}" >> beam.Create(_records())
+    cases = {}
+    for seed in (None, 3):
+        cases["weighted", seed] = _keys(records | f"Weighted seed={seed}" >> (
+            SampledWeightedHistogram(policies.weighted_gaussian_weight, 5, seed,
+                                     pre_threshold=K)), f"weighted seed={seed}")
+    for shards in (1, 3):
+        cases["policy", shards] = _keys(records | f"Policy shards={shards}" >> (
+            SequentialPolicyHistogram(policies.l2_descent, 5.0, run_order_key(1), shards,
+                                      item_shards=HISTOGRAM_SHARDS, pre_threshold=K)),
+            f"policy shards={shards}")
+    return cases
 
 
 @pytest.mark.parametrize("seed", [None, 3])
-def test_the_weighted_histogram_holds_only_items_of_k_holders(seed):
-    from beam_dpsu.beam.histograms import SampledWeightedHistogram
-    with TestPipeline() as p:
-        histogram = (p | beam.Create(_records())
-                     | SampledWeightedHistogram(policies.weighted_gaussian_weight, 5, seed,
-                                                pre_threshold=K))
-        assert_that(_keys(histogram), equal_to(["common", "pair"]))
+def test_the_weighted_histogram_holds_only_items_of_k_holders(beam_cases, seed):
+    outputs, _ = beam_cases
+    assert sorted(outputs["weighted", seed]) == ["common", "pair"]
 
 
 @pytest.mark.parametrize("shards", [1, 3])
-def test_the_policy_histogram_holds_only_items_of_k_holders(shards):
-    from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
-    from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
-    with TestPipeline() as p:
-        histogram = (p | beam.Create(_records())
-                     | SequentialPolicyHistogram(policies.l2_descent, 5.0, run_order_key(1),
-                                                 shards, item_shards=HISTOGRAM_SHARDS,
-                                                 pre_threshold=K))
-        assert_that(_keys(histogram), equal_to(["common", "pair"]))
+def test_the_policy_histogram_holds_only_items_of_k_holders(beam_cases, shards):
+    outputs, _ = beam_cases
+    assert sorted(outputs["policy", shards]) == ["common", "pair"]
+
+
+_BUILDERS = {"fewer than k": _build_fewer_than_k, "auto": _build_auto_max_items,
+             "ngrams": _build_ngrams, "histograms": _build_histograms}
 
 
 def test_dpne_level_one_sums_count_each_user_once():

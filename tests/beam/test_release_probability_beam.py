@@ -23,8 +23,6 @@ with probability < 2e-7 in all (15 one-sided and one two-sided: 1.7e-7).
 
 import apache_beam as beam
 import pytest
-from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
 from scipy import special, stats
 
 from beam_dpsu import SelectItems
@@ -107,7 +105,8 @@ def _owners_released(released, label):
 def users_with_a_release(tmp_path_factory):
     """{case: [the number of users with some item (n-gram) released]}: every
     mechanism's and both n-gram cases in ONE pipeline (a TestPipeline each cost
-    seconds), on shared inputs."""
+    seconds), on shared inputs; and "unseen kgrams", the counts of the spurious-rate
+    test (``_unseen_kgrams``) with its ExtractNgrams."""
     def build(p):
         data = {"user_id": p | "Users" >> beam.Create(lone_users()),
                 "element": p | "Elements" >> beam.Create(lone_elements())}
@@ -122,9 +121,13 @@ def users_with_a_release(tmp_path_factory):
             released = (p | f"Create {label}" >> beam.Create(lone_documents(privacy_unit))
                         | f"Extract {label}" >> ngram_extract(privacy_unit))
             cases[label] = _owners_released(released, label)
+        cases["unseen kgrams"] = _unseen_kgrams(p, extracts)
         return cases
 
-    return run_cases(tmp_path_factory.mktemp("lone"), build)
+    extracts: dict = {}
+    released = run_cases(tmp_path_factory.mktemp("lone"), build)
+    released["unseen kgrams"]["extract"] = extracts["unseen kgrams"]
+    return released
 
 
 @pytest.mark.parametrize("mechanism, privacy_unit", LONE_CASES,
@@ -151,42 +154,43 @@ def test_a_lone_users_ngrams_are_released_with_probability_at_most_delta(
     assert count <= bound, (privacy_unit, count, bound, delta)
 
 
-def test_unseen_valid_kgrams_are_released_at_the_spurious_rate():
-    n_tokens, eta = 150, 0.9
-    tokens = [f"w{i}" for i in range(n_tokens)]
+UNSEEN_TOKENS, UNSEEN_ETA = 150, 0.9
+TOKENS = [f"w{i}" for i in range(UNSEEN_TOKENS)]
+# A few users hold bigrams; those are in supp H_2 and excluded from the count.
+HELD = {(TOKENS[i], TOKENS[i + 1]) for i in range(0, 60, 2)}
+
+
+def _unseen_kgrams(p, extracts):
+    """{"unseen": [the number of unseen bigrams released], "unigrams": [the number of
+    unigrams released], "level": [level 2's stats]} (one pipeline with the rest)."""
     # 40 single-token documents per token: S_1 is every token (weight 40 ≫ ρ_1).
-    docs = [(f"u{t}.{j}", (tok,)) for t, tok in enumerate(tokens) for j in range(40)]
-    # A few users hold bigrams; those are in supp H_2 and excluded from the count.
-    held = {(tokens[i], tokens[i + 1]) for i in range(0, 60, 2)}
-    docs += [(f"h{i}", g) for i, g in enumerate(sorted(held))]
-    extract = ExtractNgrams(2, Budget(3.0, 1e-5), max_items_per_user=2, eta=eta)
-    with TestPipeline() as p:
-        released = p | beam.Create(docs) | extract
-        unseen = (released
-                  | "Bigrams" >> beam.Filter(lambda g: len(g) == 2 and g not in held)
-                  | "CountUnseen" >> beam.combiners.Count.Globally())
-        unigrams = (released
-                    | "Unigrams" >> beam.Filter(lambda g: len(g) == 1)
-                    | "CountUnigrams" >> beam.combiners.Count.Globally())
-        sigma = extract.sigmas[1]
+    docs = [(f"u{t}.{j}", (tok,)) for t, tok in enumerate(TOKENS) for j in range(40)]
+    docs += [(f"h{i}", g) for i, g in enumerate(sorted(HELD))]
+    extract = ExtractNgrams(2, Budget(3.0, 1e-5), max_items_per_user=2, eta=UNSEEN_ETA)
+    extracts["unseen kgrams"] = extract
+    released = p | "Create unseen" >> beam.Create(docs) | "Extract unseen" >> extract
+    return {"unseen": (released
+                       | "Bigrams" >> beam.Filter(lambda g: len(g) == 2 and g not in HELD)
+                       | "CountUnseen" >> beam.combiners.Count.Globally()),
+            "unigrams": (released
+                         | "Unigrams" >> beam.Filter(lambda g: len(g) == 1)
+                         | "CountUnigrams" >> beam.combiners.Count.Globally()),
+            "level": extract.level_stats}
 
-        def check(_, n_unseen, n_unigrams, level):
-            # Unseeded: a unigram (weight ≥ 40, ρ_1 = 10, σ_1 = 2.0) is missed w.p. 1.9e-47
-            # in all (150 of them).
-            assert n_unigrams == n_tokens
-            n_valid = level["valid_kgrams"]
-            assert n_valid == n_tokens ** 2
-            p = float(special.ndtr(-level["release_threshold"] / sigma))
-            # ρ_2 = σ_2 Φ⁻¹(1 − η·|S_1|/|V_2|): p is η/|S_1| (dpne §2).
-            assert p == pytest.approx(eta / n_tokens, rel=1e-9)
-            candidates = n_valid - len(held)
-            low = stats.binom.ppf(1e-8, candidates, p)
-            high = stats.binom.ppf(QUANTILE, candidates, p)
-            assert low <= n_unseen <= high, (n_unseen, low, high)
-            return True
 
-        checked = (p | "Once" >> beam.Create([None])
-                   | beam.Map(check, beam.pvalue.AsSingleton(unseen),
-                              beam.pvalue.AsSingleton(unigrams),
-                              beam.pvalue.AsSingleton(extract.level_stats)))
-        assert_that(checked, equal_to([True]))
+def test_unseen_valid_kgrams_are_released_at_the_spurious_rate(users_with_a_release):
+    out = users_with_a_release["unseen kgrams"]
+    sigma = out["extract"].sigmas[1]
+    (n_unseen,), (n_unigrams,), (level,) = out["unseen"], out["unigrams"], out["level"]
+    # Unseeded: a unigram (weight ≥ 40, ρ_1 = 10, σ_1 = 2.0) is missed w.p. 1.9e-47
+    # in all (150 of them).
+    assert n_unigrams == UNSEEN_TOKENS
+    n_valid = level["valid_kgrams"]
+    assert n_valid == UNSEEN_TOKENS ** 2
+    p = float(special.ndtr(-level["release_threshold"] / sigma))
+    # ρ_2 = σ_2 Φ⁻¹(1 − η·|S_1|/|V_2|): p is η/|S_1| (dpne §2).
+    assert p == pytest.approx(UNSEEN_ETA / UNSEEN_TOKENS, rel=1e-9)
+    candidates = n_valid - len(HELD)
+    low = stats.binom.ppf(1e-8, candidates, p)
+    high = stats.binom.ppf(QUANTILE, candidates, p)
+    assert low <= n_unseen <= high, (n_unseen, low, high)

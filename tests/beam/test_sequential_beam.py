@@ -7,9 +7,7 @@ import hashlib
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from tests.support.runner import TestPipeline
-from apache_beam.testing.util import assert_that, equal_to
+from tests.support.runner import RUNNER, TestPipeline
 from scipy import stats
 
 from beam_dpsu import (Budget, GreedyWithoutSampling, PolicyGaussian, PolicyLaplace,
@@ -105,12 +103,21 @@ UNSEEDED = [PolicyLaplace(5), PolicyGaussian(5), GreedyWithoutSampling()]
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
-    """Every case of the three parametrized tests below in ONE pipeline (a
-    TestPipeline each cost seconds), each on its own Create, as before:
-    ("seeded", i): MECHANISMS[i]'s seeded release; ("gw", i): GW_HISTOGRAMS[i]'s
-    histogram; ("unseeded", name): the releases of UNSEEDED."""
+    """Every case of the Beam tests below in ONE pipeline (a TestPipeline each cost
+    seconds), each on its own Create, as before: ("seeded", i): MECHANISMS[i]'s seeded
+    release; ("gw", i): GW_HISTOGRAMS[i]'s histogram; ("unseeded", name): the releases
+    of UNSEEDED; ("two", privacy_unit, i): {"together", "alone"}, TWO_SELECTIONS[i]'s
+    release next to the others on one input and alone on its own; "gw-kt": the GW-KT
+    release, and ("gw-kt", "select") its SelectItems (for its calibration and report)."""
+    selects = {}
+
     def build(p):
-        cases = {}
+        cases = _two_selections(p)
+        public_pc = p | "Public gw-kt" >> beam.Create(sorted(GW_KT_PUBLIC.items()))
+        selects["gw-kt"] = SelectItems(GreedyWithoutSampling(3, public_order=True),
+                                       Budget(2.0, 1e-3), seed=SEED, public_counts=public_pc)
+        cases["gw-kt"] = (p | "Data gw-kt" >> beam.Create(corpus())
+                          | "Select gw-kt" >> selects["gw-kt"])
         for i, mechanism in enumerate(MECHANISMS):
             label = ("seeded", i)
             # Input order reversed: the keyed-hash order must make it irrelevant.
@@ -130,7 +137,9 @@ def outputs(tmp_path_factory):
                             | f"Select {label}" >> SelectItems(mechanism, ZCDPBudget(0.3, 1e-4)))
         return cases
 
-    return run_cases(tmp_path_factory.mktemp("sequential"), build)
+    released = run_cases(tmp_path_factory.mktemp("sequential"), build)
+    released["gw-kt", "select"] = selects["gw-kt"]
+    return released
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS, ids=ids)
@@ -143,40 +152,50 @@ def test_seeded_release_equals_pure_core(outputs, mechanism):
     assert sorted(outputs["seeded", case]) == expected
 
 
+TWO_SELECTIONS = [PolicyGaussian(3), PolicyLaplace(4), GreedyWithoutSampling(3)]
+
+
+def _two_selects(privacy_unit):
+    """One object per application (a second application is refused)."""
+    return [SelectItems(m, Budget(2.0, 1e-3), seed=SEED, privacy_unit=privacy_unit)
+            for m in TWO_SELECTIONS]
+
+
+def _two_selections(p):
+    """The cases of test_two_sequential_selections_of_one_input_both_release."""
+    by_user: dict = {}
+    for user, item in corpus():
+        by_user.setdefault(user, []).append(item)
+    cases = {}
+    for privacy_unit in ("user_id", "element"):
+        data = corpus() if privacy_unit == "user_id" else list(by_user.values())
+        shared = p | f"Create shared {privacy_unit}" >> beam.Create(data)
+        for i, select in enumerate(_two_selects(privacy_unit)):
+            cases["two", privacy_unit, i] = {
+                "together": shared | f"Select{i} {privacy_unit}" >> select}
+        # Each selection run alone (same seed) on its own copy of the input, for comparison.
+        for i, select in enumerate(_two_selects(privacy_unit)):
+            cases["two", privacy_unit, i]["alone"] = (
+                p | f"Create{i} {privacy_unit}" >> beam.Create(data)
+                | f"Alone{i} {privacy_unit}" >> select)
+    return cases
+
+
 @pytest.mark.parametrize("privacy_unit", ["user_id", "element"])
-def test_two_sequential_selections_of_one_input_both_release(privacy_unit):
+def test_two_sequential_selections_of_one_input_both_release(outputs, privacy_unit):
     # Found while testing the element path: fed from one PCollection with no
     # shuffle before them (privacy_unit="element"), two policy histograms
     # shared a fused stage on the DirectRunner, and only one stateful DoFn's
     # end-of-window timer fired: the other selection released nothing,
     # silently (a runner bug; a stage boundary before the state avoids it).
-    mechanisms = [PolicyGaussian(3), PolicyLaplace(4), GreedyWithoutSampling(3)]
-    by_user: dict = {}
-    for user, item in corpus():
-        by_user.setdefault(user, []).append(item)
-    data = corpus() if privacy_unit == "user_id" else list(by_user.values())
-    def selects():  # one object per application (a second application is refused)
-        return [SelectItems(m, Budget(2.0, 1e-3), seed=SEED, privacy_unit=privacy_unit)
-                for m in mechanisms]
-
-    # Pinned to the runner that showed the bug: the DirectRunner hands a batch
-    # pipeline to Prism where Prism can be fetched, to the FnApiRunner otherwise.
-    with TestPipeline(runner=FnApiRunner()) as p:
-        shared = p | beam.Create(data)
-        runs = [shared | f"Select{i}" >> select for i, select in enumerate(selects())]
-        # Each selection run alone (same seed) on its own copy of the input, for comparison.
-        alone = [p | f"Create{i}" >> beam.Create(data) | f"Alone{i}" >> select
-                 for i, select in enumerate(selects())]
-
-        def same(_, together, by_itself):
-            assert together and sorted(together) == sorted(by_itself)
-            return True
-
-        for i, (together, by_itself) in enumerate(zip(runs, alone)):
-            checked = (p | f"Once{i}" >> beam.Create([None])
-                       | f"Same{i}" >> beam.Map(same, beam.pvalue.AsList(together),
-                                                beam.pvalue.AsList(by_itself)))
-            assert_that(checked, equal_to([True]), label=f"Released{i}")
+    # The runner that showed the bug: the DirectRunner hands a batch pipeline to
+    # Prism where Prism can be fetched, to the FnApiRunner otherwise; the
+    # fixture's pipeline runs on the FnApiRunner.
+    assert RUNNER == "FnApiRunner"
+    for i in range(len(TWO_SELECTIONS)):
+        together = outputs["two", privacy_unit, i]["together"]
+        by_itself = outputs["two", privacy_unit, i]["alone"]
+        assert together and sorted(together) == sorted(by_itself), f"Released{i}"
 
 
 @pytest.mark.parametrize("case", range(len(GW_HISTOGRAMS)),
@@ -204,16 +223,14 @@ def test_gw_beam_histogram_has_the_keys_of_the_pure_reference(outputs, case):
                                          policies.greedy_update, cutoff) == expected
 
 
-def test_gw_kt_with_public_counts_as_a_pcollection():
-    public = {"w7": 1000, "w3": 50}
-    pairs = corpus()
-    with TestPipeline() as p:
-        public_pc = p | "Public" >> beam.Create(sorted(public.items()))
-        select = SelectItems(GreedyWithoutSampling(3, public_order=True), Budget(2.0, 1e-3),
-                             seed=SEED, public_counts=public_pc)
-        expected = expected_release(pairs, GreedyWithoutSampling(3, public_counts=public), select)
-        released = p | "Data" >> beam.Create(pairs) | select
-        assert_that(released, equal_to(expected))
+GW_KT_PUBLIC = {"w7": 1000, "w3": 50}
+
+
+def test_gw_kt_with_public_counts_as_a_pcollection(outputs):
+    select = outputs["gw-kt", "select"]
+    expected = expected_release(corpus(), GreedyWithoutSampling(3, public_counts=GW_KT_PUBLIC),
+                                select)
+    assert sorted(outputs["gw-kt"]) == expected
     assert select.report["mechanism"]["name"] == "gw-kt"
     assert select.report["mechanism"]["public_counts"] == "PCollection"
 
