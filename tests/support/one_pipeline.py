@@ -48,21 +48,32 @@ def run_cases(folder, build: Callable[[beam.Pipeline], Outputs]) -> dict:
 
     Labels must be unique across cases (e.g. end them with the case's name).
     """
-    paths: dict = {}
+    keys: list = []
+    path = os.path.join(str(folder), "cases.pickle")
     with TestPipeline() as p:
+        tagged = []
         for name, built in build(p).items():
             parts = built if isinstance(built, dict) else {None: built}
             for part, pcoll in parts.items():
                 label = name if part is None else f"{name} {part}"
-                paths[name, part] = os.path.join(str(folder), f"case{len(paths)}.pickle")
-                _ = (pcoll | f"ToList {label}" >> beam.combiners.ToList()
-                     | f"Keep {label}" >> beam.ParDo(_WriteList(paths[name, part])))
-    out: dict = {}
-    for (name, part), path in paths.items():
+                index = len(keys)
+                keys.append((name, part))
+                tagged.append(pcoll | f"Tag {label}" >> beam.Map(
+                    lambda element, i=index: (i, element)))
+        # One list for every case: each case's elements tagged with its index (one Map a
+        # case, then one Flatten, ToList and write, instead of a ToList and a write each).
+        if tagged:
+            _ = (tagged | "Cases" >> beam.Flatten() | "ToList" >> beam.combiners.ToList()
+                 | "Keep" >> beam.ParDo(_WriteList(path)))
+    by_case: dict = {i: [] for i in range(len(keys))}
+    if tagged:
         with open(path, "rb") as f:
-            elements = pickle.load(f)
+            for i, element in pickle.load(f):
+                by_case[i].append(element)
+    out: dict = {}
+    for i, (name, part) in enumerate(keys):
         if part is None:
-            out[name] = elements
+            out[name] = by_case[i]
         else:
-            out.setdefault(name, {})[part] = elements
+            out.setdefault(name, {})[part] = by_case[i]
     return out
