@@ -87,11 +87,12 @@ def check_pair(record: Any) -> tuple:
     if not isinstance(item, (str, bytes)):
         raise InvalidRecordError(
             f"item (field 1) must be str or bytes, got {a_type(item)}")
+    item = _plain(item)  # checked as what it holds, never by a subclass's own methods
     if not item:
         raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
     if _has_lone_surrogate(item):
         raise InvalidRecordError(f"item (field 1) of a (user_id, item) record {LONE_SURROGATE}")
-    return user_id, _plain(item)
+    return user_id, item
 
 
 def _check_user_id(user_id, what: str):
@@ -123,6 +124,7 @@ def _bad_item(item) -> str | None:
     if it is one."""
     if not isinstance(item, (str, bytes)):
         return f"must be str or bytes, got {a_type(item)}"
+    item = _plain(item)  # what it holds, never a subclass's own methods
     if not item:
         return "is empty"
     if _has_lone_surrogate(item):
@@ -205,13 +207,12 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
     # Plain non-empty str is the common case, checked in one C-level pass;
     # anything else takes the slow path that canonicalises or names the bad item.
     if not _plain_tokens(counts):
-        plain: dict = {}
-        for item, c in counts.items():
-            if _bad_item(item):
-                raise _record_error(value, record)
-            key = _plain(item)
-            plain[key] = (plain.get(key, 0) + c) if occurrences else 1
-        counts = plain
+        # Counted again as the plain text each item holds: a subclass's own __eq__ or
+        # __hash__ must not merge (and so drop) distinct items.
+        if any(_bad_item(item) for item in value):
+            raise _record_error(value, record)
+        held = [_plain(item) for item in value]
+        counts = dict(Counter(held)) if occurrences else dict.fromkeys(held, 1)
     return counts
 
 

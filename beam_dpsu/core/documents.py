@@ -49,7 +49,12 @@ def checked_tokens(tokens, where: str) -> tuple:
     """``tokens`` as a tuple of plain str; raises naming the position and type, never a value."""
     if plain_tokens(tokens):
         return tuple(tokens)
+    held = []
     for position, t in enumerate(tokens):
+        if isinstance(t, str):
+            # Checked as the plain text it holds (what is keyed and written), never by a
+            # subclass's own methods.
+            t = plain_str_or_bytes(t)
         if not isinstance(t, str) or not t:
             raise InvalidRecordError(
                 f"token {position} of {where} must be a non-empty str, got "
@@ -64,9 +69,9 @@ def checked_tokens(tokens, where: str) -> tuple:
             raise InvalidRecordError(
                 f"token {position} of {where} holds a lone surrogate (not UTF-8; decode the "
                 "input strictly)")
-    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically:
-    # the text checked above, never a subclass's own __str__.
-    return tuple(plain_str_or_bytes(t) for t in tokens)
+        held.append(t)
+    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
+    return tuple(held)
 
 
 def check_document(record):

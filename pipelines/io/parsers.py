@@ -345,9 +345,11 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
             # The one other ValueError json raises: an integer of more digits than
             # sys.get_int_max_str_digits() allows. Its own message states the
             # integer's length (a user id's, perhaps) and names no file or line.
+            # (The limit exists from Python 3.10.7; setup.py admits 3.10.)
+            limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
             raise InputFormatError(
                 f"{path}:{lineno}: the JSON holds an integer longer than Python reads (over "
-                f"{sys.get_int_max_str_digits()} digits; is it meant as a string?)") from None
+                f"{limit} digits; is it meant as a string?)") from None
         if not isinstance(record, dict):
             raise InputFormatError(
                 f"{path}:{lineno}: expected a JSON object, got a JSON {type(record).__name__}")

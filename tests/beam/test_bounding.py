@@ -501,3 +501,37 @@ _BUILDERS = {"split user": _build_split_user, "one id": _build_one_id,
              "flushing": _build_flushing, "batched noise": _build_batched_noise,
              "per-shard noise": _build_per_shard_noise, "per-shard keep": _build_per_shard_keep,
              "batched keep": _build_batched_keep, "timestamps": _build_timestamps}
+
+
+class _SameForAll(str):
+    """A str subclass whose own ``__eq__``/``__hash__`` make every instance equal."""
+
+    def __eq__(self, other):
+        return isinstance(other, _SameForAll)
+
+    def __hash__(self):
+        return 0
+
+
+class _LooksAscii(str):
+    """A str subclass whose own ``isascii``/``__len__`` hide what it holds."""
+
+    def isascii(self):
+        return True
+
+    def __len__(self):
+        return 1
+
+
+def test_items_are_checked_and_counted_as_the_plain_text_they_hold():
+    # The checks and the counts read what an item holds (the text it is keyed by),
+    # never a subclass's own methods: distinct items stay distinct, and a lone
+    # surrogate or an empty text cannot pass the checks by overriding them.
+    from beam_dpsu.beam.bounding import check_pair, item_counts
+    _, counts = item_counts(("u1", [_SameForAll("a"), _SameForAll("b")]))
+    assert sorted(counts) == ["a", "b"] and all(type(k) is str for k in counts)
+    for bad in (_LooksAscii("a\udc80b"), _LooksAscii("")):
+        with pytest.raises(InvalidRecordError):
+            check_pair(("u1", bad))
+        with pytest.raises(InvalidRecordError):
+            item_counts(("u1", [bad, "ok"]))
