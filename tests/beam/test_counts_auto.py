@@ -25,7 +25,7 @@ from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 from beam_dpsu.core.report import to_json
 from tests.support.hypothesis_profiles import examples
 from tests.support.job_output import read_report
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -213,10 +213,10 @@ BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-fi
 def test_the_vocabulary_job_chooses_the_counts_max_items_privately(tmp_path):
     from pipelines import vocabulary
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, *BASE[:-5], "--epsilon", "2", "--delta", "1e-5",
+    code = vocabulary.main(job_args([*BASE[:-5], "--epsilon", "2", "--delta", "1e-5",
                             "--with-counts",
                             "--max-items-per-user", "20", "--counts-max-items-per-user", "AUTO",
-                            "--output", str(out)])
+                            "--output", str(out)]))
     assert code == 0
     report = read_report(out)
     assert report["counts_chosen_max_items_per_user"] in choice.CANDIDATES
@@ -230,10 +230,10 @@ def test_the_vocabulary_job_chooses_the_counts_max_items_privately(tmp_path):
 def test_the_ngrams_job_takes_counts_auto(tmp_path):
     from pipelines import ngrams
     out = tmp_path / "out"
-    code = ngrams.main([RUNNER_FLAG, "--input", "examples/msnbc_1k.seq", "--max-n", "2", "--rho",
+    code = ngrams.main(job_args(["--input", "examples/msnbc_1k.seq", "--max-n", "2", "--rho",
                         "1",
                         "--delta", "1e-6", "--max-items-per-user", "5", "--with-counts",
-                        "--counts-max-items-per-user", "auto", "--output", str(out)])
+                        "--counts-max-items-per-user", "auto", "--output", str(out)]))
     assert code == 0
     report = read_report(out)
     assert report["counts_chosen_max_items_per_user"] in choice.CANDIDATES

@@ -28,7 +28,7 @@ from pipelines import ngrams as ngrams_job
 from tests.support.hypothesis_profiles import examples
 from tests.support.one_pipeline import run_cases
 from tests.support.paths import ROOT
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -255,10 +255,10 @@ def test_an_unseeded_auto_run_releases_the_common_ngrams(auto_runs):
 
 def test_the_ngram_job_chooses_max_items_privately_and_reports_it(tmp_path, capsys):
     out = tmp_path / "out"
-    assert ngrams_job.main([RUNNER_FLAG, "--input", MSNBC_1K, "--max-n", "2",
+    assert ngrams_job.main(job_args(["--input", MSNBC_1K, "--max-n", "2",
                             "--max-items-per-user",
                             "auto", "--epsilon", "4", "--delta", "1e-5",
-                            "--output", str(out)]) == 0
+                            "--output", str(out)])) == 0
     report = json.loads((out / "report.json").read_text())
     chosen = report["chosen_max_items_per_user"]
     assert chosen in report["max_items_per_user"]["candidates_calibrated"]
@@ -273,10 +273,10 @@ def test_the_ngram_job_chooses_max_items_privately_and_reports_it(tmp_path, caps
 
 def test_the_ngram_job_takes_auto_per_level(tmp_path):
     out = tmp_path / "out"
-    assert ngrams_job.main([RUNNER_FLAG, "--input", MSNBC_1K, "--max-n", "2",
+    assert ngrams_job.main(job_args(["--input", MSNBC_1K, "--max-n", "2",
                             "--max-items-per-user",
                             "10,auto", "--epsilon", "4", "--delta", "1e-5",
-                            "--output", str(out)]) == 0
+                            "--output", str(out)])) == 0
     report = json.loads((out / "report.json").read_text())
     # Δ_1 fixed: nothing chosen privately, no budget share spent.
     assert "chosen_max_items_per_user" not in report and "max_items_per_user" not in report
@@ -292,8 +292,8 @@ def test_the_ngram_job_takes_auto_per_level(tmp_path):
 def test_the_ngram_job_refuses_auto_where_it_cannot_apply(tmp_path, capsys, args, message):
     src = tmp_path / "docs.txt"
     src.write_text("a b c\n")
-    code = ngrams_job.main([RUNNER_FLAG, "--input", str(src), "--max-n", "2", "--epsilon", "1",
-                            "--delta", "1e-5", *args, "--output", str(tmp_path / "o")])
+    code = ngrams_job.main(job_args(["--input", str(src), "--max-n", "2", "--epsilon", "1",
+                            "--delta", "1e-5", *args, "--output", str(tmp_path / "o")]))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error:")
     assert message in err[0], err
@@ -301,10 +301,10 @@ def test_the_ngram_job_refuses_auto_where_it_cannot_apply(tmp_path, capsys, args
 
 def test_auto_with_counts_takes_the_basic_split(tmp_path):
     out = tmp_path / "out"
-    assert ngrams_job.main([RUNNER_FLAG, "--input", MSNBC_1K, "--max-n", "1",
+    assert ngrams_job.main(job_args(["--input", MSNBC_1K, "--max-n", "1",
                             "--max-items-per-user",
                             "auto", "--with-counts", "--counts-max-items-per-user", "10",
-                            "--epsilon", "4", "--delta", "1e-5", "--output", str(out)]) == 0
+                            "--epsilon", "4", "--delta", "1e-5", "--output", str(out)])) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["budget_split"]["composition"].startswith("basic composition")
     assert report["chosen_max_items_per_user"] in max_items_choice.CANDIDATES

@@ -31,7 +31,7 @@ from beam_dpsu.core.ngram_parameters import MAX_NGRAM_LENGTH
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import NgramsByDPSU
 from tests.support.hypothesis_profiles import examples
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -226,8 +226,8 @@ def test_noise_decay_outside_float_range_is_refused():
 
 def test_ngrams_job_refuses_max_n_1000_in_one_line(capsys):
     from pipelines import ngrams as ngrams_job
-    code = ngrams_job.main([RUNNER_FLAG, "--input", "examples/msnbc_1k.seq", "--max-n", "1000",
-                            "--epsilon", "1", "--delta", "1e-6", "--output", "unused-out"])
+    code = ngrams_job.main(job_args(["--input", "examples/msnbc_1k.seq", "--max-n", "1000",
+                            "--epsilon", "1", "--delta", "1e-6", "--output", "unused-out"]))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err == [f"error: --max-n must be at most {MAX_NGRAM_LENGTH} (each length is a stage "
@@ -385,8 +385,8 @@ def _run_vocabulary(tmp_path, capsys, *flags):
     from pipelines import vocabulary
     src = tmp_path / "pairs.csv"
     src.write_text("".join(f"user{u},common\nuser{u},item{u % 3}\n" for u in range(40)))
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(src), "--format", "pairs", *flags,
-                            "--output", str(tmp_path / "out")])
+    code = vocabulary.main(job_args(["--input", str(src), "--format", "pairs", *flags,
+                            "--output", str(tmp_path / "out")]))
     return code, capsys.readouterr().err.strip().splitlines()
 
 

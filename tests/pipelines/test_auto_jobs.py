@@ -5,7 +5,7 @@ import pytest
 from pipelines import flags, vocabulary
 from pipelines.evaluation import peers as benchmark_peers
 from tests.support.job_output import read_report
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -15,9 +15,9 @@ BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-fi
 
 def test_the_vocabulary_job_chooses_max_items_privately_and_reports_it(tmp_path, capsys):
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, *BASE, "--mechanism", "weighted-gaussian",
+    code = vocabulary.main(job_args([*BASE, "--mechanism", "weighted-gaussian",
                             "--max-items-per-user",
-                            "auto", "--output", str(out)])
+                            "auto", "--output", str(out)]))
     captured = capsys.readouterr()
     assert code == 0
     report = read_report(out)
@@ -35,8 +35,8 @@ def test_the_vocabulary_job_chooses_max_items_privately_and_reports_it(tmp_path,
     ("1.5", "expected an int or 'auto'"),
 ])
 def test_a_bad_value_is_one_error_line(value, message, capsys):
-    code = vocabulary.main([RUNNER_FLAG, *BASE, "--max-items-per-user", value, "--output",
-                            "/tmp/x"])
+    code = vocabulary.main(job_args([*BASE, "--max-items-per-user", value, "--output",
+                            "/tmp/x"]))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error:") and message in err[0]
 
@@ -48,8 +48,8 @@ def test_int_or_auto():
 def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):
     # Without --counts-max-items-per-user the counts choose their own Δ0 as well.
     out = tmp_path / "o"
-    code = vocabulary.main([RUNNER_FLAG, *BASE, "--max-items-per-user", "auto", "--with-counts",
-                            "--output", str(out)])
+    code = vocabulary.main(job_args([*BASE, "--max-items-per-user", "auto", "--with-counts",
+                            "--output", str(out)]))
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = read_report(out)
@@ -78,9 +78,9 @@ def test_auto_with_counts_chooses_the_counts_bound_too(tmp_path, capsys):
 
 def test_auto_with_counts_uses_the_basic_split(tmp_path, capsys):
     out = tmp_path / "o"
-    code = vocabulary.main([RUNNER_FLAG, *BASE[:-4], "--epsilon", "2", "--delta", "1e-5",
+    code = vocabulary.main(job_args([*BASE[:-4], "--epsilon", "2", "--delta", "1e-5",
                             "--max-items-per-user", "auto", "--with-counts",
-                            "--counts-max-items-per-user", "20", "--output", str(out)])
+                            "--counts-max-items-per-user", "20", "--output", str(out)]))
     assert code == 0, capsys.readouterr().err
     report = read_report(out)
     assert report["budget_split"]["composition"].startswith("basic composition")
@@ -89,8 +89,8 @@ def test_auto_with_counts_uses_the_basic_split(tmp_path, capsys):
 
 def test_the_peer_benchmark_refuses_auto(capsys):
     pytest.importorskip("pipeline_dp")
-    code = benchmark_peers.main([RUNNER_FLAG, *BASE[:-4], "--epsilon", "1", "--delta", "1e-5",
-                                 "--max-items-per-user", "auto"])
+    code = benchmark_peers.main(job_args([*BASE[:-4], "--epsilon", "1", "--delta", "1e-5",
+                                 "--max-items-per-user", "auto"]))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "fixed int" in err[-1]
 
@@ -105,7 +105,7 @@ def test_the_default_job_runs_sips_with_auto_and_says_why(tmp_path, capsys):
     # Neither --mechanism nor --max-items-per-user: SIPS with Δ0 chosen privately, and
     # report and summary say these were the job's defaults.
     out = tmp_path / "out"
-    assert vocabulary.main([RUNNER_FLAG, *_pairs(tmp_path), "--output", str(out)]) == 0
+    assert vocabulary.main(job_args([*_pairs(tmp_path), "--output", str(out)])) == 0
     summary = [line for line in capsys.readouterr().out.splitlines()
                if line.startswith("released ")]
     report = read_report(out)
@@ -125,7 +125,7 @@ def test_the_default_job_runs_sips_with_auto_and_says_why(tmp_path, capsys):
 
 def test_a_mechanism_given_is_not_reported_as_a_default(tmp_path, capsys):
     out = tmp_path / "out"
-    assert vocabulary.main([RUNNER_FLAG, *_pairs(tmp_path), "--mechanism", "sips",
-                            "--max-items-per-user", "5", "--output", str(out)]) == 0
+    assert vocabulary.main(job_args([*_pairs(tmp_path), "--mechanism", "sips",
+                            "--max-items-per-user", "5", "--output", str(out)])) == 0
     assert "(the default)" not in capsys.readouterr().out
     assert "job_defaults" not in read_report(out)

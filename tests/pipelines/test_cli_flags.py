@@ -19,7 +19,7 @@ from tests.support.input_files import write_pairs
 from tests.support.job_checks import assert_refused
 from tests.support.job_flags import FLAG, beam_flags, job_flags, job_parsers
 from tests.support.paths import ROOT
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -397,9 +397,9 @@ def test_the_checks_find_what_they_look_for():
 def test_one_released_item_is_one_item(tmp_path, capsys):
     path = tmp_path / "in.csv"
     path.write_text("".join(f"u{i},cat\n" for i in range(300)) + "x,dog\n", encoding="utf-8")
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(path), "--format", "pairs", "--rho", "1",
+    code = vocabulary.main(job_args(["--input", str(path), "--format", "pairs", "--rho", "1",
                             "--delta", "1e-7", "--max-items-per-user", "1",
-                            "--output", str(tmp_path / "o")])
+                            "--output", str(tmp_path / "o")]))
     captured = capsys.readouterr()
     # "cat" (300 users, weight 300 against SIPS's thresholds ≤ 15.4, σ ≤ 2.6) is missed
     # w.p. < 1e-300; "dog" (one user, weight 1) passes a round's threshold w.p. 1e-7 in
@@ -423,8 +423,8 @@ def test_pre_threshold_help_says_what_the_threshold_does_and_its_default_once(jo
 
 def test_mechanism_names_and_auto_ignore_case_alike(pairs, capsys):
     # One rule for the names a flag takes: --mechanism as --max-items-per-user's "auto".
-    code = vocabulary.main([RUNNER_FLAG, *pairs, *BUDGET, "--mechanism", "Weighted-Gaussian",
-                            "--max-items-per-user", "AUTO"])
+    code = vocabulary.main(job_args([*pairs, *BUDGET, "--mechanism", "Weighted-Gaussian",
+                            "--max-items-per-user", "AUTO"]))
     assert code == 0, capsys.readouterr().err
 
 

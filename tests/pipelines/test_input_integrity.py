@@ -31,7 +31,7 @@ from tests.support import job_calls
 from tests.support.hypothesis_profiles import examples
 from tests.support.job_checks import assert_refused
 from tests.support.paths import ROOT
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -236,10 +236,10 @@ def test_vocabulary_job_on_a_truncated_file_exits_2_and_releases_nothing(tmp_pat
                                                                          suffix, keep):
     path = _cut_copy(tmp_path, suffix, keep)
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(path), "--user-field", "user",
+    code = vocabulary.main(job_args(["--input", str(path), "--user-field", "user",
                             "--text-field",
                             "review", "--epsilon", "1", "--delta", "1e-5",
-                            "--output", str(out)])
+                            "--output", str(out)]))
     captured = capsys.readouterr()
     assert code == 2
     assert_one_error_line(captured.err, str(path), "truncated")
@@ -301,9 +301,9 @@ def test_the_csv_job_with_an_unterminated_quote_exits_2(tmp_path, capsys):
     path = tmp_path / "users.csv"
     path.write_text(csv_rows(400, broken_row=301), encoding="utf-8")
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(path), "--user-field", "user",
+    code = vocabulary.main(job_args(["--input", str(path), "--user-field", "user",
                             "--text-field",
-                            "text", "--epsilon", "1", "--delta", "1e-5", "--output", str(out)])
+                            "text", "--epsilon", "1", "--delta", "1e-5", "--output", str(out)]))
     assert code == 2
     assert_one_error_line(capsys.readouterr().err, f"{path}:302:", "quote")
     assert not out.exists()
@@ -433,8 +433,8 @@ def test_legitimate_files_pass_inspection(tmp_path):
 
 def test_ngrams_job_refuses_a_csv_as_msnbc(tmp_path, capsys):
     out = tmp_path / "out"
-    code = ngrams.main([RUNNER_FLAG, "--input", IMDB_2K, "--format", "msnbc", "--epsilon", "4",
-                        "--delta", "1e-5", "--output", str(out)])
+    code = ngrams.main(job_args(["--input", IMDB_2K, "--format", "msnbc", "--epsilon", "4",
+                        "--delta", "1e-5", "--output", str(out)]))
     assert code == 2
     assert_one_error_line(capsys.readouterr().err, f"{IMDB_2K}:1:", "--format csv")
     assert not out.exists()
@@ -539,8 +539,8 @@ def test_the_text_job_names_the_line_of_a_bad_byte(tmp_path, capsys):
     path.write_bytes(with_bad_byte([f"user {i} writes words\n" for i in range(1, 60001)],
                                    50002))
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(path), "--epsilon", "1", "--delta", "1e-5",
-                            "--output", str(out)])
+    code = vocabulary.main(job_args(["--input", str(path), "--epsilon", "1", "--delta", "1e-5",
+                            "--output", str(out)]))
     assert code == 2
     assert_one_error_line(capsys.readouterr().err, f"{path}:50002: the line is not UTF-8")
     assert not out.exists()
@@ -635,10 +635,10 @@ def test_a_file_name_with_brackets_says_they_are_a_glob_and_how_to_escape_them(t
 def test_the_job_names_a_symlink_loop_in_one_error_line(tmp_path, capsys):
     loop = tmp_path / "loop.csv"
     os.symlink(loop, loop)
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(loop), "--user-field", "user",
+    code = vocabulary.main(job_args(["--input", str(loop), "--user-field", "user",
                             "--text-field",
                             "text", "--epsilon", "1", "--delta", "1e-5",
-                            "--output", str(tmp_path / "out")])
+                            "--output", str(tmp_path / "out")]))
     assert code == 2
     assert_one_error_line(capsys.readouterr().err, "is a symbolic link that loops")
 

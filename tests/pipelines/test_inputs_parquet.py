@@ -26,7 +26,7 @@ from tests.support import job_calls
 from tests.support.job_checks import assert_refused
 from tests.support.job_output import read_report as report
 from tests.support.one_pipeline import run_cases
-from tests.support.runner import RUNNER_FLAG, job_args
+from tests.support.runner import job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -129,12 +129,12 @@ def test_peer_benchmark_reads_parquet(tmp_path, capsys):
     from pipelines.evaluation import peers as benchmark_peers
     path = write_parquet(tmp_path / "in.parquet",
                          {"user": [f"u{i}" for i in range(60)], "text": ["a b"] * 60})
-    code = benchmark_peers.main([RUNNER_FLAG, "--input", path, "--user-field", "user",
+    code = benchmark_peers.main(job_args(["--input", path, "--user-field", "user",
                                  "--text-field",
                                  "text", "--epsilon", "50", "--delta", "1e-6",
                                  "--peer-strategies", "TRUNCATED_GEOMETRIC",
                                  "--mechanisms", "weighted-gaussian",
-                                 "--workdir", str(tmp_path / "w")])
+                                 "--workdir", str(tmp_path / "w")]))
     out = capsys.readouterr().out
     assert code == 0
     # Same failure bound as above: both items are released by both selections.

@@ -12,7 +12,7 @@ from tests.support.job_output import output_bytes, read_report, shard_lines
 from tests.support.ngram_corpora import downward_closed, phrase_corpus
 from tests.support.paths import ROOT
 from tests.support.input_files import write_lines
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -28,9 +28,9 @@ def read_job_output(out):
 def test_ngram_job_on_msnbc_slice(tmp_path, capsys):
     # --format msnbc is inferred from '.seq'; no raw figure in the report by default.
     out = str(tmp_path / "out")
-    assert ngrams_job.main([RUNNER_FLAG, "--input", MSNBC_1K, "--max-n", "4",
+    assert ngrams_job.main(job_args(["--input", MSNBC_1K, "--max-n", "4",
                             "--max-items-per-user", "10",
-                            "--epsilon", "4", "--delta", "1e-5", "--output", out]) == 0
+                            "--epsilon", "4", "--delta", "1e-5", "--output", out])) == 0
     ngrams, report = read_job_output(out)
     assert report["released_ngrams"] == len(ngrams)
     assert sum(report["released_per_length"].values()) == len(ngrams)
@@ -54,9 +54,9 @@ def test_ngram_job_on_msnbc_slice(tmp_path, capsys):
 
 def test_ngram_job_non_private_stats(tmp_path):
     out = str(tmp_path / "out")
-    assert ngrams_job.main([RUNNER_FLAG, "--input", MSNBC_1K, "--format", "msnbc", "--max-n", "3",
+    assert ngrams_job.main(job_args(["--input", MSNBC_1K, "--format", "msnbc", "--max-n", "3",
                             "--max-items-per-user", "10", "--epsilon", "4", "--delta", "1e-5",
-                            "--non-private-stats", "--output", out]) == 0
+                            "--non-private-stats", "--output", out])) == 0
     ngrams, report = read_job_output(out)
     raw = report["non_private_counts"]
     assert raw["users"] == 994  # 1,001 lines − 7 header lines
@@ -93,11 +93,11 @@ def test_dpne_permuted_and_resplit_input_gives_identical_files(tmp_path, permute
     outputs = []
     for name, pattern in zip(("one", "split"), permuted_documents):
         out = str(tmp_path / name)
-        assert ngrams_job.main([RUNNER_FLAG, "--input", pattern, "--user-field", "user",
+        assert ngrams_job.main(job_args(["--input", pattern, "--user-field", "user",
                                 "--text-field",
                                 "text", "--max-n", "3", "--max-items-per-user", "4",
                                 "--eta", "0.5", "--epsilon", "2", "--delta", "1e-5",
-                                "--seed", "6", "--num-shards", "2", "--output", out]) == 0
+                                "--seed", "6", "--num-shards", "2", "--output", out])) == 0
         outputs.append(output_bytes(out))
     assert outputs[0] == outputs[1]
     assert sorted(outputs[0]) == ["ngrams-00000-of-00002.txt", "ngrams-00001-of-00002.txt",
@@ -117,10 +117,10 @@ def test_ngram_job_with_counts(tmp_path):
     src.write_text("\n".join(["new york city"] * 60 + ["new york"] * 30
                              + ["secret phrase here"]) + "\n")
     out = str(tmp_path / "out")
-    assert ngrams_job.main([RUNNER_FLAG, "--input", str(src), "--max-n", "3",
+    assert ngrams_job.main(job_args(["--input", str(src), "--max-n", "3",
                             "--max-items-per-user", "6",
                             "--rho", "2", "--delta", "1e-6", "--with-counts",
-                            "--counts-share", "0.5", "--output", out]) == 0
+                            "--counts-share", "0.5", "--output", out])) == 0
     ngrams, report = read_job_output(out)
     lines = [line.split("\t") for line in shard_lines(out, "counts-*.tsv")]
     with open(glob.glob(os.path.join(out, "ngrams-*.txt"))[0], encoding="utf-8") as f:
@@ -143,10 +143,10 @@ def test_ngram_job_text_corpus_and_baseline(tmp_path):
     src = tmp_path / "docs.txt"
     src.write_text("\n".join(" ".join(doc) for _, doc in phrase_corpus()) + "\n")
     out = str(tmp_path / "out")
-    assert ngrams_job.main([RUNNER_FLAG, "--input", str(src), "--max-n", "3", "--method",
+    assert ngrams_job.main(job_args(["--input", str(src), "--max-n", "3", "--method",
                             "dpsu-even",
                             "--epsilon", "3", "--delta", "1e-5", "--max-items-per-user", "6",
-                            "--output", out]) == 0
+                            "--output", out])) == 0
     ngrams, report = read_job_output(out)
     # Unseeded: nothing is released w.p. < 1e-269 (the most held unigram missed).
     assert report["mechanism"]["name"] == "dpsu-even" and ngrams
@@ -164,9 +164,9 @@ def test_ngram_job_text_corpus_and_baseline(tmp_path):
 def test_ngram_job_bad_parameters(tmp_path, capsys, args, message):
     src = tmp_path / "docs.txt"
     src.write_text("a b c\n")
-    code = ngrams_job.main([RUNNER_FLAG, "--input", str(src), "--max-n", "3", *args, "--epsilon",
+    code = ngrams_job.main(job_args(["--input", str(src), "--max-n", "3", *args, "--epsilon",
                             "1",
-                            "--delta", "1e-5", "--output", str(tmp_path / "o")])
+                            "--delta", "1e-5", "--output", str(tmp_path / "o")]))
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
     assert len(err.strip().splitlines()) == 1
@@ -175,8 +175,8 @@ def test_ngram_job_bad_parameters(tmp_path, capsys, args, message):
 def test_ngram_job_rejects_empty_msnbc_sequence(tmp_path, capsys):
     src = tmp_path / "bad.seq"
     src.write_text("% Sequences:\n\n1 2\n\n3\n")
-    code = ngrams_job.main([RUNNER_FLAG, "--input", str(src), "--epsilon", "1",
-                            "--delta", "1e-5", "--output", str(tmp_path / "o")])
+    code = ngrams_job.main(job_args(["--input", str(src), "--epsilon", "1",
+                            "--delta", "1e-5", "--output", str(tmp_path / "o")]))
     assert code == 2 and "bad.seq:4: empty visit sequence" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -184,14 +184,14 @@ def test_ngram_job_rejects_empty_msnbc_sequence(tmp_path, capsys):
 def test_ngram_job_rejects_a_corrupt_zip(tmp_path, capsys):
     src = tmp_path / "msnbc.zip"
     src.write_bytes(b"PK\x03\x04 not really a zip")
-    code = ngrams_job.main([RUNNER_FLAG, "--input", str(src), "--epsilon", "1", "--delta", "1e-5",
-                            "--output", str(tmp_path / "o")])
+    code = ngrams_job.main(job_args(["--input", str(src), "--epsilon", "1", "--delta", "1e-5",
+                            "--output", str(tmp_path / "o")]))
     assert code == 2 and "msnbc.zip: not a valid zip file" in capsys.readouterr().err
 
 
 def test_ngram_help_explains_the_notation(capsys):
     with pytest.raises(SystemExit):
-        ngrams_job.main([RUNNER_FLAG, "--help"])
+        ngrams_job.main(job_args(["--help"]))
     text = " ".join(capsys.readouterr().out.split())
     assert "Δ_k, the contribution bound per level" in text
     assert "η, the spurious-n-gram rate" in text and "S_{k−1} the released (k−1)-grams" in text
@@ -206,10 +206,10 @@ def test_dpne_on_text_permuted_and_resplit_gives_identical_files(tmp_path):
     outputs = []
     for name, pattern in zip(("one", "split"), write_permuted(tmp_path, lines, "txt", 100, 7)):
         out = str(tmp_path / f"out-{name}")
-        assert ngrams_job.main([RUNNER_FLAG, "--input", pattern, "--max-n", "3",
+        assert ngrams_job.main(job_args(["--input", pattern, "--max-n", "3",
                                 "--max-items-per-user", "2",
                                 "--eta", "0.5", "--epsilon", "2", "--delta", "1e-5",
-                                "--seed", "6", "--num-shards", "2", "--output", out]) == 0
+                                "--seed", "6", "--num-shards", "2", "--output", out])) == 0
         outputs.append(output_bytes(out))
     assert outputs[0] == outputs[1]
     ngrams, report = read_job_output(str(tmp_path / "out-one"))

@@ -27,7 +27,7 @@ from tests.support.input_files import write_pairs
 from tests.support.job_checks import assert_ran
 from tests.support.job_processes import sigint_as_in_a_terminal
 from tests.support.paths import ROOT
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.subprocess]
 
@@ -50,9 +50,9 @@ def pairs(tmp_path):
 
 
 def vocab(pairs, out, *extra):
-    return vocabulary.main([RUNNER_FLAG, "--input", pairs, "--format", "pairs", *SURE, "--output",
+    return vocabulary.main(job_args(["--input", pairs, "--format", "pairs", *SURE, "--output",
                             str(out),
-                            *extra])
+                            *extra]))
 
 
 def names(folder):
@@ -94,13 +94,13 @@ def test_ngrams_refuses_a_folder_holding_files(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "items-00000-of-00001.txt").write_text("old\n")
-    code = ngrams.main([RUNNER_FLAG, "--input", str(src), "--max-n", "2", "--max-items-per-user",
+    code = ngrams.main(job_args(["--input", str(src), "--max-n", "2", "--max-items-per-user",
                         "3",
-                        *SURE[:6], "--output", str(out)])
+                        *SURE[:6], "--output", str(out)]))
     assert code == 2 and "--overwrite" in only_error_line(capsys.readouterr().err)
-    assert ngrams.main([RUNNER_FLAG, "--input", str(src), "--max-n", "2", "--max-items-per-user",
+    assert ngrams.main(job_args(["--input", str(src), "--max-n", "2", "--max-items-per-user",
                         "3",
-                        *SURE[:6], "--output", str(out), "--overwrite"]) == 0
+                        *SURE[:6], "--output", str(out), "--overwrite"])) == 0
     assert names(out) == ["ngrams-00000-of-00001.txt", "report.json"]
 
 
@@ -111,18 +111,18 @@ def test_evaluate_no_plot_over_a_plotted_run_leaves_no_old_plot(pairs, tmp_path,
               "--output", str(out)]
     out.mkdir()
     (out / "utility.png").write_bytes(b"an earlier run's plot")
-    assert evaluate.main([RUNNER_FLAG, *common + ["--no-plot"]]) == 2
+    assert evaluate.main(job_args([*common + ["--no-plot"]])) == 2
     assert "--overwrite" in only_error_line(capsys.readouterr().err)
-    assert evaluate.main([RUNNER_FLAG, *common + ["--no-plot", "--overwrite"]]) == 0
+    assert evaluate.main(job_args([*common + ["--no-plot", "--overwrite"]])) == 0
     assert names(out) == ["results.csv", "summary.md"]
     assert names(tmp_path) == ["eval", "in"]
 
 
 def test_evaluate_refuses_a_cache_inside_the_output(pairs, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = evaluate.main([RUNNER_FLAG, "--input", pairs, "--format", "pairs", "--mechanisms", "gw",
+    code = evaluate.main(job_args(["--input", pairs, "--format", "pairs", "--mechanisms", "gw",
                           "--epsilons", "2", "--delta", "1e-5", "--no-plot",
-                          "--cache-dir", str(out / "cache"), "--output", str(out)])
+                          "--cache-dir", str(out / "cache"), "--output", str(out)]))
     assert code == 2 and "--cache-dir" in only_error_line(capsys.readouterr().err)
     assert not out.exists()
 
@@ -281,9 +281,9 @@ def test_a_full_disk_is_one_error_line_and_leaves_nothing(tmp_path, pairs_csv, m
     monkeypatch.setattr(FileSystems, "create",
                         staticmethod(lambda path, *a, **k: _FullDisk(create(path, *a, **k))))
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", pairs_csv, "--format", "pairs",
+    code = vocabulary.main(job_args(["--input", pairs_csv, "--format", "pairs",
                             "--epsilon", "1", *FIXED,
-                            "--output", str(out)])
+                            "--output", str(out)]))
     captured = capsys.readouterr()
     assert code == 2 and captured.out == "", captured.err[-3000:]
     assert "Traceback" not in captured.err, captured.err[-3000:]

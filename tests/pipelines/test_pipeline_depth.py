@@ -21,7 +21,7 @@ import pytest
 from beam_dpsu.core.ngram_parameters import MAX_NGRAM_LENGTH
 from beam_dpsu.core.parallel_mechanisms import SIPS
 from pipelines import ngrams, vocabulary
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -125,9 +125,9 @@ def test_the_longest_ngrams_fit_the_runners(tmp_path):
 def test_one_more_round_is_refused_in_one_line(argv, message, tmp_path, capsys):
     pairs = tmp_path / "pairs.csv"
     pairs.write_text("u1,a\n", encoding="utf-8")
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(pairs), "--format", "pairs", "--epsilon",
+    code = vocabulary.main(job_args(["--input", str(pairs), "--format", "pairs", "--epsilon",
                             "1",
-                            "--delta", "1e-5", "--output", str(tmp_path / "out"), *argv])
+                            "--delta", "1e-5", "--output", str(tmp_path / "out"), *argv]))
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [message]
     assert not (tmp_path / "out").exists()

@@ -5,7 +5,7 @@ import pytest
 
 from pipelines import ngrams, vocabulary
 from tests.support.job_output import read_report, shard_lines
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -15,9 +15,9 @@ BASE = ["--input", "examples/imdb_2k.csv.gz", "--user-field", "user", "--text-fi
 
 def test_the_vocabulary_job_applies_and_reports_the_pre_threshold(tmp_path, capsys):
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, *BASE, "--mechanism", "weighted-gaussian",
+    code = vocabulary.main(job_args([*BASE, "--mechanism", "weighted-gaussian",
                             "--max-items-per-user",
-                            "10", "--pre-threshold", "40", "--output", str(out)])
+                            "10", "--pre-threshold", "40", "--output", str(out)]))
     capsys.readouterr()
     assert code == 0
     report = read_report(out)
@@ -66,9 +66,9 @@ def test_a_bad_pre_threshold_is_one_error_line(job, extra, value, message, tmp_p
 
 
 def test_the_ngram_baselines_refuse_a_pre_threshold(tmp_path, capsys):
-    code = ngrams.main([RUNNER_FLAG, *BASE, "--max-n", "2", "--max-items-per-user", "10",
+    code = ngrams.main(job_args([*BASE, "--max-n", "2", "--max-items-per-user", "10",
                         "--method",
-                        "dpsu-all", "--pre-threshold", "3", "--output", str(tmp_path / "o")])
+                        "dpsu-all", "--pre-threshold", "3", "--output", str(tmp_path / "o")]))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["error: --pre-threshold applies to --method dpne only, not "
                                  "dpsu-all"]
@@ -76,8 +76,8 @@ def test_the_ngram_baselines_refuse_a_pre_threshold(tmp_path, capsys):
 
 def test_the_ngram_job_records_the_pre_threshold(tmp_path, capsys):
     out = tmp_path / "out"
-    code = ngrams.main([RUNNER_FLAG, *BASE, "--max-n", "2", "--max-items-per-user", "10",
-                        "--pre-threshold", "5", "--output", str(out)])
+    code = ngrams.main(job_args([*BASE, "--max-n", "2", "--max-items-per-user", "10",
+                        "--pre-threshold", "5", "--output", str(out)]))
     capsys.readouterr()
     assert code == 0
     assert read_report(out)["pre_threshold"] == 5

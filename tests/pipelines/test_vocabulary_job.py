@@ -21,7 +21,7 @@ from tests.support.job_checks import assert_ran, released
 from tests.support.job_output import output_bytes, released_items_and_report, shard_lines
 from tests.support.paths import ROOT
 from tests.support.input_files import write_lines, write_pairs
-from tests.support.runner import RUNNER_FLAG, job_args
+from tests.support.runner import job_args
 
 pytestmark = [pytest.mark.job, pytest.mark.subprocess]
 BASE = ["--epsilon", "1", "--delta", "1e-5"]
@@ -56,10 +56,10 @@ def test_job_on_example_imdb_slice(tmp_path, capsys):
     # --format is inferred from '.csv.gz'; the report holds no raw figure by default. Unseeded:
     # fails w.p. < 1e-60 (the 51 heaviest words, the 3 below among them, weigh ≥ 36, ρ = 5.3).
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG,
+    code = vocabulary.main(job_args([
         "--input", EXAMPLE, "--user-field", "user", "--text-field", "review",
         "--mechanism", "weighted-gaussian", "--rho", "0.5", "--delta", "1e-5",
-        "--max-items-per-user", "50", "--output", str(out)])
+        "--max-items-per-user", "50", "--output", str(out)]))
     assert code == 0
     captured = capsys.readouterr()
     items, report = released_items_and_report(out)
@@ -98,9 +98,9 @@ def test_privacy_unit_follows_the_user_field(tmp_path, imdb_500, fields, unit):
     # shuffle is left out); a user column is merged per user. Unseeded: fails w.p. 4e-8 (2
     # cases: "film", 272 of 500 users, weight ≈ 16, misses SIPS's 3 rounds at ρ = 0.375).
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", imdb_500, *fields, "--text-field", "review",
+    code = vocabulary.main(job_args(["--input", imdb_500, *fields, "--text-field", "review",
                             "--rho", "0.5", "--delta", "1e-5", "--max-items-per-user", "50",
-                            "--with-counts", "--output", str(out)])
+                            "--with-counts", "--output", str(out)]))
     assert code == 0
     items, report = released_items_and_report(out)
     assert report["privacy_unit"] == report["counts"]["privacy_unit"] == unit
@@ -114,11 +114,11 @@ def test_job_every_mechanism_on_pairs(tmp_path, mechanism):
     lines = [f"user{u},common" for u in range(60)] + ["loner,secret"]
     src = write_lines(tmp_path / "pairs.csv", ["user,item"] + lines)
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", src, "--format", "pairs",
+    code = vocabulary.main(job_args(["--input", src, "--format", "pairs",
                             "--skip-header-lines", "1",
                             "--mechanism", mechanism, "--max-items-per-user", "1",
                             "--epsilon", "50", "--delta", "1e-6", "--seed", "3",
-                            "--output", str(out)])
+                            "--output", str(out)]))
     assert code == 0
     items, report = released_items_and_report(out)
     assert items == ["common"]
@@ -130,10 +130,10 @@ def test_non_private_stats_are_opt_in(tmp_path, capsys):
     lines = [f"user{u},common" for u in range(60)] + ["loner,secret", "user1,common"]
     src = write_lines(tmp_path / "pairs.csv", lines)
     out = tmp_path / "out"
-    assert vocabulary.main([RUNNER_FLAG, "--input", src, "--format", "pairs",
+    assert vocabulary.main(job_args(["--input", src, "--format", "pairs",
                             "--max-items-per-user", "1",
                             "--epsilon", "50", "--delta", "1e-6", "--non-private-stats",
-                            "--output", str(out)]) == 0
+                            "--output", str(out)])) == 0
     _, report = released_items_and_report(out)
     counts = report["non_private_counts"]
     assert {k: counts[k] for k in ("users", "pairs", "distinct_items")} == {
@@ -151,8 +151,8 @@ SIPS_ARGS = ["--format", "csv", "--user-field", "user",
 
 def test_job_sips_reports_rounds(tmp_path, imdb_500, capsys):
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", imdb_500, *SIPS_ARGS, "--output", str(out),
-                            "--non-private-stats"])
+    code = vocabulary.main(job_args(["--input", imdb_500, *SIPS_ARGS, "--output", str(out),
+                            "--non-private-stats"]))
     assert code == 0
     items, report = released_items_and_report(out)
     assert report["mechanism"] == {"name": "sips", "max_items_per_user": 50, "rounds": 2,
@@ -235,10 +235,10 @@ def test_permuted_and_resplit_input_gives_identical_files(tmp_path, permuted_inp
     outputs = []
     for name, pattern in (("one", one), ("split", split)):
         out = tmp_path / name
-        assert vocabulary.main([RUNNER_FLAG, "--input", pattern, "--format", "pairs", "--mechanism",
+        assert vocabulary.main(job_args(["--input", pattern, "--format", "pairs", "--mechanism",
                                 mechanism, "--max-items-per-user", "5", "--rho", "2",
                                 "--delta", "1e-5", "--seed", "11", *extra,
-                                "--output", str(out)]) == 0
+                                "--output", str(out)])) == 0
         outputs.append(output_bytes(out))
     assert outputs[0] == outputs[1]
     items, report = released_items_and_report(tmp_path / "one")
@@ -277,9 +277,9 @@ def test_job_jsonl_and_text_formats_inferred(tmp_path):
             f.write(json.dumps({"author": u, "body": "Hello WORLD, see https://x.example/y"})
                     + "\n")
     out = tmp_path / "out_jsonl"
-    assert vocabulary.main([RUNNER_FLAG, "--input", str(jsonl), "--user-field", "author",
+    assert vocabulary.main(job_args(["--input", str(jsonl), "--user-field", "author",
                             "--text-field", "body", "--epsilon", "50", "--delta", "1e-6",
-                            "--max-items-per-user", "5", "--output", str(out)]) == 0
+                            "--max-items-per-user", "5", "--output", str(out)])) == 0
     items, report = released_items_and_report(out)
     # Unseeded: fails w.p. < 1e-24 (each word weighs ≥ 20 at any Δ0; SIPS's ρ ≤ 4.1, σ ≤ 0.6).
     assert items == ["hello", "see", "world"]  # URL stripped, lower-cased, sorted
@@ -287,8 +287,8 @@ def test_job_jsonl_and_text_formats_inferred(tmp_path):
     text = tmp_path / "lines.txt"
     text.write_text("\n".join(["Alpha beta"] * 40) + "\n")
     out = tmp_path / "out_text"
-    assert vocabulary.main([RUNNER_FLAG, "--input", str(text), "--keep-case", "--epsilon", "50",
-                            "--delta", "1e-6", "--output", str(out)]) == 0
+    assert vocabulary.main(job_args(["--input", str(text), "--keep-case", "--epsilon", "50",
+                            "--delta", "1e-6", "--output", str(out)])) == 0
     items, report = released_items_and_report(out)
     assert items == ["Alpha", "beta"]
 
@@ -441,7 +441,7 @@ def test_job_as_a_subprocess_prints_one_error_line(tmp_path):
 
 def test_help_shows_one_spelling_defaults_and_an_example(capsys):
     with pytest.raises(SystemExit) as exit_:
-        vocabulary.main([RUNNER_FLAG, "--help"])
+        vocabulary.main(job_args(["--help"]))
     assert exit_.value.code == 0
     text = capsys.readouterr().out
     assert "--max-items-per-user N" in text and "--max_items_per_user" not in text.split(
@@ -458,8 +458,8 @@ def test_tiny_input_says_that_releasing_nothing_is_expected(tmp_path, capsys):
     out = tmp_path / "out"
     # Seeded: 'cat' (weight 1.7 against a threshold of 11.7, σ = 2.24) would
     # otherwise be released with probability Φ(−4.5) ≈ 4e-6.
-    assert vocabulary.main([RUNNER_FLAG, "--input", src, "--format", "pairs", "--rho", "0.1",
-                            "--delta", "1e-5", "--seed", "1", "--output", str(out)]) == 0
+    assert vocabulary.main(job_args(["--input", src, "--format", "pairs", "--rho", "0.1",
+                            "--delta", "1e-5", "--seed", "1", "--output", str(out)])) == 0
     items, report = released_items_and_report(out)
     assert items == [] and report["released_items"] == 0
     assert "released 0 items" in (text := capsys.readouterr().out)
@@ -526,10 +526,10 @@ def test_job_with_counts_writes_one_count_per_released_item(tmp_path, budget, no
              + [f"user{u},rare{u}" for u in range(40)])
     src.write_text("\n".join(reversed(lines)) + "\n")
     out = tmp_path / "out"
-    code = vocabulary.main([RUNNER_FLAG, "--input", str(src), "--format", "pairs", "--mechanism",
+    code = vocabulary.main(job_args(["--input", str(src), "--format", "pairs", "--mechanism",
                             "weighted-gaussian", "--max-items-per-user", "3", *budget,
                             "--delta", "1e-6", "--with-counts", "--counts-max-items-per-user",
-                            "2", "--output", str(out)])
+                            "2", "--output", str(out)]))
     assert code == 0
     items, report = released_items_and_report(out)
     counts = read_counts(out)

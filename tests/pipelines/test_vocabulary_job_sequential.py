@@ -7,7 +7,7 @@ import scipy.stats
 from pipelines import vocabulary
 from tests.support.job_output import released_items_and_report
 from tests.support.input_files import write_lines
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -48,7 +48,7 @@ def test_the_sequential_jobs_fail_by_chance_below_one_in_a_million(tmp_path):
 
 @pytest.mark.parametrize("args", SEQUENTIAL_ARGS)
 def test_job_sequential_mechanisms(tmp_path, args):
-    assert vocabulary.main([RUNNER_FLAG, *_sequential_job(tmp_path, args)]) == 0
+    assert vocabulary.main(job_args([*_sequential_job(tmp_path, args)])) == 0
     items, report = released_items_and_report(tmp_path / "out")
     assert items == ["common"]
     assert report["cutoff"] > report["release_threshold"]
@@ -58,9 +58,9 @@ def test_job_sequential_mechanisms(tmp_path, args):
 def test_job_gw_default_max_items(tmp_path):
     src = write_lines(tmp_path / "pairs.csv", [f"user{u},common" for u in range(60)])
     out = tmp_path / "out"
-    assert vocabulary.main([RUNNER_FLAG, "--input", src, "--format", "pairs", "--mechanism", "gw",
+    assert vocabulary.main(job_args(["--input", src, "--format", "pairs", "--mechanism", "gw",
                             *SURE,
-                            "--epsilon", "5", "--delta", "1e-6", "--output", str(out)]) == 0
+                            "--epsilon", "5", "--delta", "1e-6", "--output", str(out)])) == 0
     items, report = released_items_and_report(out)
     assert items == ["common"] and report["mechanism"]["max_items_per_user"] == 30
 
@@ -79,10 +79,10 @@ def test_job_gw_kt_with_public_corpus(tmp_path):
     released = {}
     for name, extra in (("gw", []), ("gw-kt", ["--public-input", str(public)])):
         out = tmp_path / name
-        assert vocabulary.main([RUNNER_FLAG, "--input", str(src), "--format", "pairs",
+        assert vocabulary.main(job_args(["--input", str(src), "--format", "pairs",
                                 "--mechanism", "gw",
                                 *extra, "--epsilon", "20", "--delta", "1e-6", "--seed", "1",
-                                "--output", str(out)]) == 0
+                                "--output", str(out)])) == 0
         items, report = released_items_and_report(out)
         assert report["mechanism"]["name"] == name
         assert report["mechanism"]["max_items_per_user"] == {"gw": 30, "gw-kt": 300}[name]

@@ -8,7 +8,7 @@ import pytest
 
 from pipelines.evaluation import evaluate
 from tests.support.input_files import write_lines
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -22,11 +22,11 @@ def pairs_file(tmp_path):
 
 def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys):
     out = tmp_path / "eval"
-    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs",
+    code = evaluate.main(job_args(["--input", pairs_file, "--format", "pairs",
                           "--mechanisms", "weighted-gaussian,gw",
                           "--epsilons", "1,4", "--delta", "1e-5", "--trials", "2",
                           "--max-items-per-user", "6", "--k-anonymity", "5",
-                          "--dataset", "toy pairs", "--output", str(out)])
+                          "--dataset", "toy pairs", "--output", str(out)]))
     assert code == 0
     # No raw data in the output folder: the per-user cache lived in a temporary folder.
     assert sorted(os.listdir(out)) == ["results.csv", "summary.md", "utility.png"]
@@ -71,9 +71,9 @@ def test_evaluation_writes_results_summary_and_plot(pairs_file, tmp_path, capsys
 
 def test_evaluation_keeps_the_cache_only_where_asked(pairs_file, tmp_path):
     out, cache = tmp_path / "eval", tmp_path / "cache"
-    assert evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--mechanisms",
+    assert evaluate.main(job_args(["--input", pairs_file, "--format", "pairs", "--mechanisms",
                           "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
-                          "--cache-dir", str(cache), "--output", str(out)]) == 0
+                          "--cache-dir", str(cache), "--output", str(out)])) == 0
     assert sorted(os.listdir(out)) == ["results.csv", "summary.md"]
     [kept] = [n for n in os.listdir(cache) if n.startswith("cache-")]
     assert [n for n in os.listdir(cache / kept) if n.startswith("users-")]
@@ -91,9 +91,9 @@ def test_missing_matplotlib_is_reported_before_any_work(pairs_file, tmp_path, ca
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--epsilons",
+    code = evaluate.main(job_args(["--input", pairs_file, "--format", "pairs", "--epsilons",
                           "1",
-                          "--delta", "1e-5", "--output", str(tmp_path / "o")])
+                          "--delta", "1e-5", "--output", str(tmp_path / "o")]))
     err = capsys.readouterr().err
     assert code == 2 and "utility.png needs matplotlib" in err and "--no-plot" in err
     assert "reading" not in err and not (tmp_path / "o").exists()
@@ -112,13 +112,13 @@ def test_every_tool_passes_max_items_to_gw(pairs_file):
 
 
 def test_evaluation_rejects_bad_grid(pairs_file, tmp_path, capsys):
-    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--epsilons",
+    code = evaluate.main(job_args(["--input", pairs_file, "--format", "pairs", "--epsilons",
                           "1",
-                          "--rhos", "0.1", "--delta", "1e-5", "--output", str(tmp_path / "o")])
+                          "--rhos", "0.1", "--delta", "1e-5", "--output", str(tmp_path / "o")]))
     assert code == 2 and "give exactly one of --epsilons or --rhos" in capsys.readouterr().err
-    code = evaluate.main([RUNNER_FLAG, "--input", pairs_file, "--format", "pairs", "--epsilons",
+    code = evaluate.main(job_args(["--input", pairs_file, "--format", "pairs", "--epsilons",
                           "1,-2",
-                          "--delta", "1e-5", "--output", str(tmp_path / "o")])
+                          "--delta", "1e-5", "--output", str(tmp_path / "o")]))
     assert code == 2
     assert "--epsilons must be a finite number > 0, got -2.0" in capsys.readouterr().err
 
@@ -144,9 +144,9 @@ def test_the_cache_holds_only_users_holding_items(tmp_path):
 
 
 def _evaluate_with_cache(path, cache, out, *extra):
-    return evaluate.main([RUNNER_FLAG, "--input", str(path), "--format", "pairs", "--mechanisms",
+    return evaluate.main(job_args(["--input", str(path), "--format", "pairs", "--mechanisms",
                           "weighted-gaussian", "--rhos", "1", "--delta", "1e-5", "--no-plot",
-                          "--cache-dir", str(cache), "--output", str(out), *extra])
+                          "--cache-dir", str(cache), "--output", str(out), *extra]))
 
 
 def test_a_kept_cache_serves_only_the_input_it_was_made_from(pairs_file, tmp_path, capsys):
@@ -220,7 +220,7 @@ def test_list_flags_refuse_empty_and_repeated_entries(pairs_file, tmp_path, caps
             "--output", str(tmp_path / "o"), flag, value]
     for k, v in grid.items():
         argv += [k, v]
-    code = evaluate.main([RUNNER_FLAG, *argv])
+    code = evaluate.main(job_args([*argv]))
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.strip()]
@@ -237,9 +237,9 @@ def test_every_run_reports_its_missing_mass_labelled_raw(tmp_path):
     path = write_lines(tmp_path / "in.csv", [line for u in range(100) for line in
                                              (f"u{u},common", f"u{u},common", f"u{u},own{u}")])
     out = tmp_path / "eval"
-    assert evaluate.main([RUNNER_FLAG, "--input", path, "--format", "pairs", "--mechanisms",
+    assert evaluate.main(job_args(["--input", path, "--format", "pairs", "--mechanisms",
                           "weighted-gaussian,sips", "--rhos", "1", "--delta", "1e-10",
-                          "--no-plot", "--output", str(out)]) == 0
+                          "--no-plot", "--output", str(out)])) == 0
     with open(out / "results.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [(r["mechanism"], r["released"], float(r["missing_mass"])) for r in rows] == [

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from pipelines.evaluation import peers
-from tests.support.runner import RUNNER_FLAG
+from tests.support.runner import job_args
 
 pytestmark = pytest.mark.job
 
@@ -33,9 +33,9 @@ def _rows(out: str) -> list:
 
 
 def test_the_default_job_and_fixed_delta0_side_by_side_with_memory(tmp_path, capsys):
-    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--max-items-per-user", "5",
+    code = peers.main(job_args([*_pairs(tmp_path), "--max-items-per-user", "5",
                        "--peer-strategies", "GAUSSIAN_THRESHOLDING",
-                       "--mechanisms", "sips:auto,sips"])
+                       "--mechanisms", "sips:auto,sips"]))
     captured = capsys.readouterr()
     assert code == 0, captured.err
     head = captured.out.splitlines()[:2]
@@ -67,8 +67,8 @@ def test_our_selections_process_loads_no_pipelinedp(tmp_path, monkeypatch):
     # its peak memory and time hold none of it; PipelineDP's own rows load it.
     for name in [m for m in sys.modules if m.split(".")[0] == "pipeline_dp"]:
         monkeypatch.delitem(sys.modules, name)
-    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
-                       "--mechanisms", "sips", "--selection", "1"])
+    code = peers.main(job_args([*_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
+                       "--mechanisms", "sips", "--selection", "1"]))
     assert code == 0
     # Unseeded: fails by chance w.p. about 1e-43332 (sips at Δ0 = 100: each of the 5
     # items has >= 100 users of 2 items, weight ≥ 100/√2 against the rounds' ρ < 3.7,
@@ -87,8 +87,8 @@ def test_our_selections_process_loads_no_pipelinedp(tmp_path, monkeypatch):
     (["--mechanisms", "sips:auto,sips:auto"], "--mechanisms gives sips:auto twice"),
 ])
 def test_bad_command_lines_are_one_error_line(flag, message, tmp_path, capsys):
-    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
-                       *flag])
+    code = peers.main(job_args([*_pairs(tmp_path), "--peer-strategies", "TRUNCATED_GEOMETRIC",
+                       *flag]))
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and err[-1].startswith("error:") and message in err[-1], err
     assert sum(line.startswith("error:") for line in err) == 1
@@ -103,7 +103,7 @@ def test_an_unusable_workdir_is_one_error_line_before_any_work(where, tmp_path, 
     monkeypatch.setattr(peers, "time_process", lambda *a: pytest.fail("it ran"))
     argv = _pairs(tmp_path)
     argv[argv.index("--workdir") + 1] = str(workdir)
-    code = peers.main([RUNNER_FLAG, *argv, "--peer-strategies", "TRUNCATED_GEOMETRIC"])
+    code = peers.main(job_args([*argv, "--peer-strategies", "TRUNCATED_GEOMETRIC"]))
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith(f"error: --workdir {workdir} ")
@@ -113,7 +113,7 @@ def test_an_unusable_workdir_is_one_error_line_before_any_work(where, tmp_path, 
 @pytest.mark.parametrize("twice", ["TRUNCATED_GEOMETRIC,TRUNCATED_GEOMETRIC",
                                    "TRUNCATED_GEOMETRIC, truncated_geometric "])
 def test_a_strategy_given_twice_is_one_error_line(twice, tmp_path, capsys):
-    code = peers.main([RUNNER_FLAG, *_pairs(tmp_path), "--peer-strategies", twice])
+    code = peers.main(job_args([*_pairs(tmp_path), "--peer-strategies", twice]))
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1
     assert err[0].startswith("error: --peer-strategies gives TRUNCATED_GEOMETRIC twice"), err
