@@ -111,6 +111,9 @@ def run():
     return subprocess.run(["true"])
 """
     assert tiers.tiers_used(code) == {"pipeline", "subprocess"}
+    # A job called through a table of main functions is still a job: its flags go
+    # through job_args.
+    assert tiers.tiers_used("JOBS = {}\nJOBS['x'](job_args(['--help']))\n") == {"job"}
     declared = "import pytest\npytestmark = [pytest.mark.job, pytest.mark.foo]\n"
     assert tiers.tiers_declared(declared) == {"job"}
 

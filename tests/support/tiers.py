@@ -23,7 +23,7 @@ SLOW = "slow"
 # the file's tokens joined by single spaces (``beam . Pipeline (``).
 TIERS = {
     "pipeline": re.compile(r"\bTestPipeline\b|\brun_cases\b|\bbeam \. Pipeline \("),
-    "job": re.compile(r"\b[a-z_]+ \. main \(|\brun_job \(|\bjob_calls\b"),
+    "job": re.compile(r"\b[a-z_]+ \. main \(|\brun_job \(|\bjob_calls\b|\bjob_args \("),
     "subprocess": re.compile(r"\bsubprocess \. (run|Popen) \(|\bjob_processes\b"
                              r"|\binterrupt_once_imported\b"),
 }
