@@ -5,14 +5,10 @@ pipeline is built: which noise, its scale, the release threshold, and how δ
 was spent. ``release_mask`` is the pure noise-and-threshold step that both the
 Beam ``NoisyThreshold`` transform and the statistical tests run.
 
-Gaussian mechanisms under ``Budget(ε, δ)`` split δ = δ_noise + δ_thr. The noise
-of all rounds or levels is calibrated as one Gaussian mechanism (the analytic
-Gaussian at (ε, δ_noise), split over the rounds in μ²), and the thresholds
-bound the release of keys only the extra user holds by δ_thr in total; the
-split (``split_delta``) is the data-independent one that minimises the release
-threshold. Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) and δ_thr = δ.
-
-Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
+Gaussian mechanisms under ``Budget(ε, δ)`` split δ = δ_noise + δ_thr: one analytic
+Gaussian at (ε, δ_noise) for all rounds' noise, δ_thr for the thresholds, the split
+minimising the threshold (``split_delta``). Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ)
+and δ_thr = δ. Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
 
 from __future__ import annotations
@@ -25,9 +21,7 @@ from fractions import Fraction
 import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
-from beam_dpsu.core import checks, gaussian
-
-from beam_dpsu.core import thresholds
+from beam_dpsu.core import checks, gaussian, thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
@@ -97,8 +91,7 @@ class Calibration:
         return self.sensitivity / self.noise_scale if self.noise == GAUSSIAN else None
 
     def weight_threshold(self) -> float:
-        """T: the weight at which an item is released with probability ½ (the Δ0 rule's
-        threshold, ``max_items_choice``): the release threshold."""
+        """T: the weight released with probability ½ (``max_items_choice``): ρ."""
         return self.release_threshold
 
     def to_dict(self) -> dict:
@@ -130,8 +123,7 @@ class RoundsCalibration:
         Gaussian (the equivalent ρ) with δ = the rounds' threshold δ.
       source: where the formulas come from.
       delta_noise: under ``Budget(ε, δ)``, the δ of the one analytic Gaussian
-        all rounds' noise was calibrated to (module docstring); None
-        under ``ZCDPBudget``.
+        of all rounds' noise; None under ``ZCDPBudget``.
     """
 
     rounds: tuple
@@ -184,9 +176,8 @@ class RoundsCalibration:
 class KeepProbabilityCalibration:
     """A selection that keeps an item held by n users with probability π(n), no noise.
 
-    The truncated-geometric partition selection (Desfontaines et al. 2022):
-    each user adds 1 to each of ≤ Δ0 items, and each item is then kept
-    independently with probability π(count) computed for (ε/Δ0, δ/Δ0).
+    The truncated-geometric partition selection (Desfontaines et al. 2022): each item
+    is kept independently with probability π(count), computed for (ε/Δ0, δ/Δ0).
 
     Attributes:
       epsilon_per_item: ε' = ε/Δ0, the ε of one item's keep decision.
@@ -215,8 +206,7 @@ class KeepProbabilityCalibration:
         return self.budget.delta
 
     def keep_probability(self, counts) -> np.ndarray:
-        """π(count) for each count (vectorised); with a pre-threshold k, π(count − (k − 1))
-        for counts ≥ k and 0 below."""
+        """π(count) for each count; with a pre-threshold k, π(count − (k − 1)), 0 below k."""
         return keep_probability_with_pre_threshold(
             self._keep_probability_of_strategy, np.rint(np.asarray(counts, dtype=np.float64)),
             self.pre_threshold)
@@ -231,8 +221,7 @@ class KeepProbabilityCalibration:
         return rng.random(pi.shape) < pi
 
     def weight_threshold(self) -> float:
-        """The smallest count kept with probability ≥ ½ (π grows with the count; a
-        pre-threshold k shifts it by k − 1)."""
+        """The smallest count kept with probability ≥ ½ (shifted by k − 1 for a pre-threshold)."""
         lo, hi = 1, self.users_kept_surely
         while lo < hi:
             mid = (lo + hi) // 2
@@ -260,10 +249,8 @@ class KeepProbabilityCalibration:
 def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
     """ε of the Laplace step: ε itself, or √(2ρ) under zCDP.
 
-    Pure ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4), so
-    Laplace noise calibrated to ε = √(2ρ) is ρ-zCDP on the event that no
-    item of the extra user alone crosses the threshold (probability ≥ 1 − δ):
-    δ-approximate ρ-zCDP as in dp-sips Definition 5.
+    ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4), so on the event that no
+    lone item crosses the threshold it is δ-approximate ρ-zCDP (dp-sips Definition 5).
     """
     if isinstance(budget, Budget):
         return budget.epsilon
@@ -298,16 +285,14 @@ def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
 
 def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
                                     ) -> KeepProbabilityCalibration:
-    """The keep probabilities of truncated geometric at Δ0 under ``Budget(ε, δ)``: each
-    item's decision at (ε/Δ0, δ/Δ0), less a float margin (Desfontaines et al. 2022
-    Theorem 1; ``mechanisms.TruncatedGeometric``)."""
+    """Truncated geometric at Δ0 under ``Budget(ε, δ)``: each item at (ε/Δ0, δ/Δ0), less a
+    float margin (Desfontaines et al. 2022 Theorem 1; numerics.md#truncated-geometric-per-item)."""
     d0 = max_items_per_user
     # (ε/Δ0, δ/Δ0) rounded down: Δ0 items at these meet (ε, δ) exactly.
     eps_item = rounded_down(Fraction(budget.epsilon) / d0)
     delta_item = rounded_down(Fraction(budget.delta) / d0)
-    # π is a float64 compared with a 53-bit uniform: the keep chances as run differ
-    # from the exact optimum by float error, which the drop side multiplies by e^ε'.
-    # δ' less a margin proven to cover it, so the chances as run meet (ε', δ') exactly.
+    # δ' less a margin that covers the float error of π, so the chances as run meet
+    # (ε', δ') exactly.
     margin = thresholds.truncated_geometric_float_margin(eps_item, delta_item)
     if not margin <= delta_item / 2.0:
         raise ParameterError.worded(
@@ -335,13 +320,9 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
                          threshold_fn, source: str) -> Calibration:
     """Gaussian σ and threshold ``threshold_fn(σ, δ_threshold, Δ0)``.
 
-    Under ``Budget(ε, δ)``: σ is the analytic Gaussian at (ε, δ_noise) for the
-    given ℓ2 sensitivity and the threshold gets δ_thr, with
-    δ_noise + δ_thr = δ split to minimise the threshold
-    (``split_delta``; proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms;
-    dpsu Theorem 5.1 / B.2 used δ/2 each).
-    Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ) (dp-sips Definition 12) is pure
-    ρ-zCDP, so the threshold gets all of δ (dp-sips Theorem 1).
+    Under ``Budget(ε, δ)``: the analytic Gaussian at (ε, δ_noise), δ split to minimise
+    the threshold (dpsu Theorem 5.1 / B.2 used δ/2 each). Under ``ZCDPBudget(ρ, δ)``:
+    σ = Δ2/√(2ρ) (dp-sips Definition 12), all of δ to the threshold (Theorem 1).
     """
     checks.require_delta(budget, source)
     delta_noise = None
@@ -364,9 +345,7 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
         budget=budget, source=source, delta_noise=delta_noise)
 
 
-# δ′ (as multiples of the budget's δ) at which the report states the exact
-# (ε′, δ′) curve of a Gaussian mechanism; those ≤ the thresholds' cost are
-# not achievable and left out.
+# δ′ (as multiples of the budget's δ) at which the report states the (ε′, δ′) curve.
 EQUIVALENT_DELTA_FACTORS = (0.1, 1.0, 2.0, 5.0, 10.0)
 
 
@@ -375,24 +354,17 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
                             requested_epsilon: float | None = None) -> list[dict]:
     """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
 
-    The mechanism is (ε′, δ_G(μ, ε′) + δ_thr)-DP for every ε′
-    (docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms; δ_G is the
-    analytic Gaussian's δ, Dong, Roth & Su 2022 Cor. 2.13). For each
-    δ′ = factor·δ above the thresholds' cost we solve δ_G(μ, ε′) = δ′ − δ_thr
-    for ε′ (δ_G decreases in ε′), rounding ε′ up. Where even ε′ → 0 meets δ′ the entry says ε′ = 0.
-
-    ``requested_epsilon``: the ε of a ``Budget(ε, δ)`` the mechanism was
-    calibrated to (its (ε, δ) holds by construction). At δ′ = δ the entry then
-    states that ε exactly, and at δ′ > δ no ε′ above it (a root rounded up
-    by a few ulps would otherwise state 1.0000000000002 for a requested 1).
+    For each δ′ = factor·δ above the thresholds' cost, the smallest ε′ with
+    δ_G(μ, ε′) + δ_thr ≤ δ′ (Dong, Roth & Su 2022 Cor. 2.13), rounded up; 0 where
+    ε′ → 0 meets δ′. With ``requested_epsilon`` (of a ``Budget(ε, δ)``), ε exactly at
+    δ′ = δ and no more above it. Derivation: numerics.md#stated-epsilon-delta-curves.
     """
     sigma = 1.0 / mu
     out = []
     cost = threshold_delta_cost(threshold_delta)
     for factor in factors:
         delta_dp = factor * delta
-        # A δ′ the thresholds alone use up (to rounding: parts are rounded down
-        # by ulps so that they fit the total) leaves no room for the noise.
+        # A δ′ the thresholds alone use up (to rounding) leaves no room for the noise.
         if not cost * (1.0 + 1e-9) < delta_dp < 1.0:
             continue
         log_target = math.log(delta_dp - cost)
@@ -415,8 +387,7 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
                 hi *= 2.0
             from scipy import optimize
             eps = float(optimize.brentq(excess, 0.0, hi, xtol=1e-300, rtol=1e-12))
-            # The root's safe side, past the float error of δ_G: steps that
-            # double from a relative 1e-12 (never one ulp at a time).
+            # The root's safe side, past the float error of δ_G.
             step = 1e-12 * max(eps, 1e-300)
             while not surely_met(eps):
                 eps += step

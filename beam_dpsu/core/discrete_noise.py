@@ -1,23 +1,13 @@
 """Exact discrete Laplace and discrete Gaussian samplers on integer randomness.
 
-Published numbers (counts) must not carry floating-point noise: the low bits
-of a float Laplace or Gaussian draw leak the value it was added to (Mironov
-2012). These samplers are those of Canonne, Kamath & Steinke 2020, "The
-Discrete Gaussian for Differential Privacy" (CKS), §5: they use only uniform
-integers (``rng.randrange``) and exact rational arithmetic, so every output
-has exactly the probability of the stated distribution.
-
-* ``bernoulli_exp(γ)``: Bernoulli(exp(−γ)) for rational γ ≥ 0 (CKS Algorithm 1),
-* ``sample_discrete_laplace(scale)``: P[X = x] ∝ exp(−|x|/scale) on ℤ (CKS
-  Algorithm 2; the "geometric mechanism" of Ghosh, Roughgarden & Sundararajan),
-* ``sample_discrete_gaussian(σ²)``: P[X = x] ∝ exp(−x²/(2σ²)) on ℤ (CKS Algorithm 3).
-
-Parameters are turned into exact ``fractions.Fraction`` values (a float is
-converted exactly, bit for bit). Randomness comes from the operating system
-(``random.SystemRandom``) unless a caller passes its own ``random.Random`` —
-which only tests do, with a fixed seed.
-
-Pure Python; no numpy needed except in the pmf helpers used by tests and reports.
+Published counts must not carry floating-point noise: the low bits of a float
+draw leak the value it was added to (Mironov 2012). These samplers (Canonne,
+Kamath & Steinke 2020, CKS §5: Algorithms 1, 2 and 3) use only uniform integers
+(``rng.randrange``) and exact ``Fraction`` arithmetic, so every output has exactly
+the stated probability. A float parameter is converted exactly, bit for bit.
+Randomness is the operating system's (``random.SystemRandom``) unless a caller
+passes its own ``random.Random`` (tests only). How they work:
+docs/explanation/numerics.md#exact-discrete-samplers.
 """
 
 from __future__ import annotations
@@ -47,20 +37,14 @@ def os_random() -> random.Random:
 
 
 def _bernoulli_exp_int(num: int, den: int, rng) -> bool:
-    """Bernoulli(exp(−num/den)) for integers num ≥ 0, den ≥ 1 (CKS Algorithm 1).
-
-    For γ = num/den ≤ 1: draw A_k ~ Bernoulli(γ/k) for k = 1, 2, … until the
-    first A_k = 0; K = that k; return [K odd]. P[K odd] = Σ_k (−γ)^k/k! = e^{−γ}.
-    For γ > 1: e^{−γ} = (e^{−1})^{⌊γ⌋}·e^{−(γ − ⌊γ⌋)}, one independent
-    Bernoulli per factor, stopping at the first 0.
-    """
+    """Bernoulli(exp(−num/den)) for integers num ≥ 0, den ≥ 1 (CKS Algorithm 1)."""
     if num > den:
         whole, rest = divmod(num, den)
         for _ in range(whole):
             if not _bernoulli_exp_int(1, 1, rng):
                 return False
         num = rest
-    # Now γ = num/den ∈ [0, 1]. Bernoulli(γ/k) = [U < num] with U uniform on {0,…,den·k − 1}.
+    # γ = num/den ∈ [0, 1]: Bernoulli(γ/k) = [U < num], U uniform on {0,…,den·k − 1}.
     k = 1
     while rng.randrange(den * k) < num:
         k += 1
@@ -74,13 +58,7 @@ def bernoulli_exp(gamma, rng=None) -> bool:
 
 
 def _discrete_laplace_int(s: int, t: int, rng) -> int:
-    """One draw with P[Y = y] ∝ exp(−|y|·s/t), i.e. scale t/s (CKS Algorithm 2).
-
-    X = U + t·V with U uniform on {0,…,t−1} accepted w.p. exp(−U/t) and V
-    geometric (number of successes of Bernoulli(e^{−1}) before a failure), so
-    P[X = x] ∝ exp(−x/t); Y = ⌊X/s⌋ is geometric with ratio exp(−s/t). A
-    random sign, rejecting (−, 0) so that 0 is not counted twice.
-    """
+    """One draw with P[Y = y] ∝ exp(−|y|·s/t), i.e. scale t/s (CKS Algorithm 2)."""
     while True:
         u = rng.randrange(t)
         if not _bernoulli_exp_int(u, t, rng):
@@ -99,8 +77,7 @@ def _discrete_laplace_int(s: int, t: int, rng) -> int:
 class DiscreteLaplace:
     """The discrete Laplace distribution: P[X = x] ∝ exp(−|x|/scale), x ∈ ℤ.
 
-    Adding it to an integer query of ℓ1 sensitivity Δ with scale = Δ/ε is
-    ε-DP (CKS §1.1, eq. (2); Ghosh et al. 2009).
+    Scale Δ/ε on an integer query of ℓ1 sensitivity Δ is ε-DP (CKS §1.1, eq. (2)).
 
     Attributes:
       scale: t > 0, exact (a float is converted to the Fraction it equals).
@@ -113,8 +90,7 @@ class DiscreteLaplace:
 
     def sample(self, rng: random.Random | None = None) -> int:
         """One exact draw; OS randomness unless ``rng`` is given (tests only)."""
-        return _discrete_laplace_int(self.scale.denominator, self.scale.numerator,
-                                     rng or os_random())
+        return self.samples(1, rng)[0]
 
     def samples(self, n: int, rng: random.Random | None = None) -> list[int]:
         rng = rng or os_random()
@@ -152,9 +128,8 @@ class DiscreteLaplace:
 class DiscreteGaussian:
     """The discrete Gaussian: P[X = x] ∝ exp(−x²/(2σ²)), x ∈ ℤ (CKS Definition 1).
 
-    Adding it to an integer vector query of ℓ2 sensitivity Δ2 is
-    (Δ2²/(2σ²))-zCDP (CKS Theorem 4, via Proposition 3 for vectors).
-    Its variance is below σ² (CKS Proposition 5).
+    On an integer vector query of ℓ2 sensitivity Δ2 it is (Δ2²/(2σ²))-zCDP (CKS
+    Theorem 4, Proposition 3); its variance is below σ² (CKS Proposition 5).
 
     Attributes:
       sigma_squared: σ² > 0, exact.
@@ -177,10 +152,8 @@ class DiscreteGaussian:
     def samples(self, n: int, rng: random.Random | None = None) -> list[int]:
         rng = rng or os_random()
         a, b = self.sigma_squared.numerator, self.sigma_squared.denominator  # σ² = a/b
-        # t = ⌊σ⌋ + 1; ⌊√(a/b)⌋ = ⌊√(ab)⌋ // b exactly.
-        t = math.isqrt(a * b) // b + 1
-        # Accept Y ~ DiscreteLaplace(t) w.p. exp(−(|Y| − σ²/t)²/(2σ²)):
-        # with σ² = a/b that exponent is (|Y|·t·b − a)² / (2·t²·a·b).
+        t = math.isqrt(a * b) // b + 1  # ⌊σ⌋ + 1, exactly
+        # Accept Y ~ DiscreteLaplace(t) w.p. exp(−(|Y|·t·b − a)² / (2·t²·a·b)).
         den = 2 * t * t * a * b
         out: list[int] = []
         while len(out) < n:
@@ -194,9 +167,8 @@ class DiscreteGaussian:
         reach = int(40 * self.sigma) + 10
         return np.arange(-reach, reach + 1)
 
-    # From σ = 10 on, Σ_y exp(−y²/(2σ²)) = σ√(2π)·(1 + 2Σ_k exp(−2π²σ²k²)) (Poisson
-    # summation) and Var = σ²·(1 − O(σ²·exp(−2π²σ²))) equal their leading terms in
-    # float64 (exp(−1974) = 0): no support array, whose length grows with σ.
+    # From σ = 10 on, the normaliser and variance equal their leading terms in float64
+    # (Poisson summation; numerics.md): no support array, whose length grows with σ.
     _CLOSED_FORM_SIGMA = 10.0
 
     def _normaliser(self) -> float:
@@ -207,10 +179,8 @@ class DiscreteGaussian:
 
     def pmf(self, x) -> np.ndarray:
         """exp(−x²/(2σ²)) / Σ_y exp(−y²/(2σ²)), the normaliser summed numerically."""
-        s2 = float(self.sigma_squared)
-        norm = self._normaliser()
         x = np.asarray(x, dtype=np.float64)
-        return np.exp(-x ** 2 / (2.0 * s2)) / norm
+        return np.exp(-x ** 2 / (2.0 * float(self.sigma_squared))) / self._normaliser()
 
     def cdf(self, x) -> np.ndarray:
         """P[X ≤ x], summed over the support."""

@@ -1,15 +1,9 @@
 """The Gaussian mechanism's mathematics: the analytic Gaussian, zCDP ↔ (ε, δ)-DP.
 
 Pure Python/numpy/scipy; no Beam. Golden-tested in ``tests/core/test_accounting.py``
-against the tables of the papers it cites.
-
-* ``analytic_gaussian_sigma`` / ``gaussian_mechanism_delta``: the exact σ ↔ δ
-  of N(0, σ²) noise at ε (Balle & Wang 2018; dpsu Proposition 2.2).
-* ``gaussian_noise_schedule``: σ_1..σ_T composing to one Gaussian of σ*
-  (Dong, Roth & Su 2022; dpne Theorem 2.1).
-* ``zcdp_delta_for_epsilon``, ``zcdp_to_dp``, ``largest_zcdp_rho``: δ-approximate
-  ρ-zCDP ↔ (ε, δ)-DP (dp-sips Lemma 8, Corollary 9); ``budgets.ZCDPBudget.to_dp``
-  and ``budgets.dp_to_zcdp`` give them as budgets.
+against the tables of the papers it cites (Balle & Wang 2018; Dong, Roth & Su 2022;
+dp-sips Lemma 8, Corollary 9). Every result is rounded to the safe side:
+docs/explanation/numerics.md#the-analytic-gaussian.
 """
 
 from __future__ import annotations
@@ -42,10 +36,9 @@ __all__ = [
 def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
     """σ_1..σ_T whose composition is a Gaussian mechanism with σ* = ``sigma_total``.
 
-    dpne Theorem 2.1 with Proposition 2.3 (Dong, Roth & Su): T Gaussian
-    mechanisms of ℓ2 sensitivity 1 compose to one with 1/σ*² = Σ_k 1/σ_k².
-    ``decay`` = c gives σ_k = c·σ_{k−1} (dpne §3.1.1; c = 1: equal σ_k), so
-    σ_1 = σ*·√(Σ_{k<T} c^{−2k}).
+    dpne Theorem 2.1 with Proposition 2.3: 1/σ*² = Σ_k 1/σ_k², σ_k = c·σ_{k−1} for
+    ``decay`` = c (dpne §3.1.1). Derivation:
+    docs/explanation/numerics.md#composing-levels-the-noise-schedule.
     """
     sigma_total = checks.positive("sigma_total", sigma_total)
     checks.integer("levels", levels)
@@ -58,8 +51,7 @@ def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0)
         raise ParameterError.worded("decay",
             f"noise decay {decay:g} over {levels} levels gives a sigma outside the float range "
             f"(sigma_1 = {sigmas[0]:g}, sigma_{levels} = {sigmas[-1]:g}); use a decay closer to 1")
-    # σ_1 rounded up until Σ 1/σ_k² ≤ 1/σ*² exactly (to nearest, about half of all σ*
-    # passed it by an ulp): each σ_k = fl(σ_1·c^(k−1)) grows with σ_1, a few ulps at most.
+    # σ_1 rounded up until Σ 1/σ_k² ≤ 1/σ*² exactly (to nearest, about half pass it).
     paid_for = 1 / Fraction(sigma_total) ** 2
     while sum(1 / Fraction(s) ** 2 for s in sigmas) > paid_for:
         sigma_1 = math.nextafter(sigma_1, math.inf)
@@ -71,18 +63,8 @@ def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0)
     return sigmas
 
 
-# ---------------------------------------------------------------------------
-# Analytic Gaussian mechanism (Balle & Wang 2018; dpsu Proposition 2.2)
-# ---------------------------------------------------------------------------
-
-
 def _log_gaussian_delta(sigma: float, epsilon: float, l2_sensitivity: float) -> float:
-    """log δ(σ) for the Gaussian mechanism, computed without cancellation.
-
-    δ(σ) = Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ)  (dpsu Proposition 2.2).
-    Both terms are taken in log space (``log_ndtr``) and their difference as
-    exp(l1)·(−expm1(ε + l2 − l1)), which stays accurate for δ down to 1e-300.
-    """
+    """log δ(σ) of dpsu Proposition 2.2, in log space (accurate down to δ = 1e-300)."""
     from scipy import special
     a = l2_sensitivity / (2.0 * sigma)
     b = epsilon * sigma / l2_sensitivity
@@ -97,17 +79,11 @@ def _log_gaussian_delta(sigma: float, epsilon: float, l2_sensitivity: float) -> 
 
 
 def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
-    """A bound on the relative float error of ``_log_gaussian_delta(s, ε, 1)``.
-
-    Two cancellations limit it: a − b when a ≈ b are huge (very large ε), and
-    ε + l2 − l1 when it is tiny (very small ε, where both Φ terms are near ½).
-    Rounding of a, b and the log terms is taken as 2 ulps each.
-    """
+    """A bound on the relative float error of ``_log_gaussian_delta(s, ε, 1)``."""
     from scipy import special
     ulp = 2.0 * np.finfo(np.float64).eps
     a, b = 1.0 / (2.0 * s), epsilon * s
     x, y = a - b, -a - b
-    # d ln Φ(u)/du = φ(u)/Φ(u) ≤ |u| + 1 for every u.
     err_x = ulp * (a + b) * (abs(x) + 1.0)
     err_y = ulp * (a + b) * (abs(y) + 1.0)
     # Python floats: past float range a sum is inf (no numpy overflow warning), and an
@@ -122,24 +98,15 @@ def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
     return err_x + err_diff * math.exp(diff) / -math.expm1(diff)
 
 
-# The largest relative error in δ(σ) that the exact solution may carry (the root
-# is then moved to δ(σ)·(1 + error) ≤ δ); beyond it the conservative closed form
-# is used (``_conservative_gaussian_sigma``).
+# The largest relative error in δ(σ) the exact solution may carry; beyond it the
+# conservative closed form is used.
 _GAUSSIAN_DELTA_RTOL = 1e-3
 
 
 def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
     """A σ (for Δ = 1) with δ(σ) ≤ δ for sure, from two closed-form upper bounds.
 
-    * δ(σ) ≤ Φ(a − b) (the subtracted term is ≥ 0): a − b = −Φ⁻¹(1 − δ) = −z
-      solves εσ² − zσ − ½ = 0, σ = (z + √(z² + 2ε))/(2ε); tight for large ε.
-    * δ(σ; ε) ≤ δ(σ; 0) = 2Φ(1/(2σ)) − 1 (a mechanism that is (0, δ)-DP is
-      (ε, δ)-DP): σ = 1/(2√2·erfinv(δ)); tight for small ε.
-
-    The smaller is taken, raised by a relative 1e-9 so that rounding in σ
-    cannot move δ(σ) above δ. Used only where the exact equation of
-    Proposition 2.2 cannot be solved to ``_GAUSSIAN_DELTA_RTOL`` in floats
-    (ε below about 1e-10 or above about 1e10, depending on δ).
+    Derivation: docs/explanation/numerics.md#the-analytic-gaussian.
     """
     from scipy import special
     z = float(special.ndtri(delta)) * -1.0
@@ -159,24 +126,16 @@ def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float
     return math.exp(_log_gaussian_delta(sigma, epsilon, l2_sensitivity))
 
 
-# A pure function of its three floats, solved anew by every calibration under
-# (ε, δ): a job calibrates the same budget several times (checks, the tight
-# split's bisection, the report), so the answers are kept (bounded; errors are
-# not kept and are raised again). Typed: True == 1 and hashes as 1, and a kept
-# σ(1, δ) must not answer σ(True, δ), which the checks refuse.
+# A job calibrates the same budget several times (checks, the split's bisection, the
+# report). Typed: a kept σ(1, δ) must not answer σ(True, δ), which the checks refuse.
 @functools.lru_cache(maxsize=4096, typed=True)
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
     """The smallest σ such that N(0, σ²) noise is (ε, δ)-DP for L2 sensitivity Δ.
 
     Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ (dpsu Proposition 2.2;
-    Balle & Wang 2018, Algorithm 1) for σ by Brent's method on log σ, with δ(σ)
-    evaluated in log space. δ(σ) is strictly decreasing in σ, so the root is
-    unique; the root is moved up until δ(σ)·(1 + e) ≤ δ holds in floats, with
-    e a bound on the relative float error of δ(σ). Where e exceeds 1e-3 at the
-    root (extreme ε; see ``_log_gaussian_delta_error``), a closed-form σ that
-    is never too small is used instead (``_conservative_gaussian_sigma``). Any ε > 0 and
-    δ in (0, 1) give a finite σ/Δ; σ itself must be a finite float, else a
-    ValueError.
+    Balle & Wang 2018, Algorithm 1) by Brent's method, then moves σ up until δ(σ)
+    with its float error bound is ≤ δ; at extreme ε a closed-form σ that is never
+    too small. Derivation: docs/explanation/numerics.md#the-analytic-gaussian.
 
     Args:
       epsilon: ε > 0.
@@ -209,8 +168,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
         log_s = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500)
         error = _log_gaussian_delta_error(math.exp(log_s), epsilon)
         if error <= _GAUSSIAN_DELTA_RTOL:
-            # Brent's root may sit a few ulps on the unsafe side, and δ(σ) is
-            # known to a relative ``error``: move up until even δ(σ)·(1 + error) ≤ δ.
+            # Brent's root may sit on the unsafe side: up until δ(σ)·(1 + error) ≤ δ.
             step = max(error, 4.0 * np.finfo(np.float64).eps)
             for _ in range(60):
                 if f(log_s) <= -2.0 * error:
@@ -229,29 +187,17 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
     return sigma
 
 
-# ---------------------------------------------------------------------------
-# zCDP ↔ (ε, δ)-DP (dp-sips Lemma 7, Lemma 8 = Canonne–Kamath–Steinke Prop. 7,
-# Corollary 9)
-# ---------------------------------------------------------------------------
-
-
 def _log_zcdp_delta(rho: float, epsilon: float) -> float:
     """log δ*(ρ, ε) of dp-sips Lemma 8, minimised over α in log space."""
 
     def log_obj(u: float) -> float:
-        # ln of the objective at α = 1 + u, in u so that α − 1 keeps its precision
-        # when u is tiny (huge ρ): (α−1)(αρ − ε) − ln(α−1) + α·ln(1 − 1/α). The last
-        # two terms are u·ln u − (1 + u)·ln(1 + u) (no cancellation for u < 1) or
-        # −ln u − (1 + u)·ln(1 + 1/u) (none for u ≥ 1).
+        # ln of the objective at α = 1 + u, without cancellation (numerics.md).
         lead = u * ((rho - epsilon) + u * rho)
         if u < 1.0:
             return lead + u * math.log(u) - (1.0 + u) * math.log1p(u)
         return lead - math.log(u) - (1.0 + u) * math.log1p(1.0 / u)
 
-    # The leading term (α−1)(αρ − ε) is minimised near α = (ε + ρ)/(2ρ); search
-    # a generous bracket around it on t = log(α − 1), where the objective is
-    # unimodal. For huge ρ that minimiser is 1 + O(√(ln(1/δ)/ρ)): the lower end
-    # follows it down.
+    # A bracket around α = (ε + ρ)/(2ρ) on t = log(α − 1), where it is unimodal.
     centre = max((epsilon + rho) / (2.0 * rho), 1.0 + 1e-6)
     lowest = 1e-9
     if epsilon > rho:
@@ -278,17 +224,23 @@ def zcdp_delta_for_epsilon(rho: float, epsilon: float) -> float:
     return math.exp(_log_zcdp_delta(rho, epsilon))
 
 
-# Beyond this ρ Lemma 8's objective is not evaluated to the precision its root
-# needs (its terms reach ρ·ulp): the rounded-up Bun–Steinke bound is used.
+# Beyond this ρ Lemma 8's terms reach ρ·ulp: the rounded-up Bun–Steinke bound is used.
 _LARGEST_RESOLVED_RHO = 1e12
+
+
+def _log_conversion_target(delta_cdp: float, delta_dp: float) -> float:
+    """ln((δ_DP − δ_CDP)/(1 − δ_CDP)), the δ* a conversion must meet."""
+    if delta_dp <= delta_cdp:
+        raise ParameterError("delta_dp", f"must exceed delta_cdp ({delta_cdp!r}) to convert, "
+                                         f"got {delta_dp!r}")
+    return math.log((delta_dp - delta_cdp) / (1.0 - delta_cdp))
 
 
 def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     """The smallest ε such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
 
-    dp-sips Corollary 9: the mechanism is (ε, δ_CDP + (1 − δ_CDP)·δ*(ρ, ε))-DP;
-    we solve δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP for ε (δ* decreases in ε).
-    Golden values in dp-sips App. B, Tables 4–5.
+    Solves δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP for ε (dp-sips Corollary 9; golden
+    values in its App. B, Tables 4–5).
 
     Args:
       rho: ρ > 0 of the zCDP guarantee.
@@ -302,20 +254,12 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     # δ_CDP = 0 is pure ρ-zCDP (Corollary 9 then is Lemma 8 alone).
     delta_cdp = 0.0 if delta_cdp == 0 else checks.probability("delta_cdp", delta_cdp)
     delta_dp = checks.probability("delta_dp", delta_dp)
-    if delta_dp <= delta_cdp:
-        raise ParameterError("delta_dp", f"must exceed delta_cdp ({delta_cdp!r}) to convert, "
-                                         f"got {delta_dp!r}")
-    target = (delta_dp - delta_cdp) / (1.0 - delta_cdp)
-    log_target = math.log(target)
+    log_target = _log_conversion_target(delta_cdp, delta_dp)
 
     def f(eps: float) -> float:
         return _log_zcdp_delta(rho, eps) - log_target
 
-    # Bun & Steinke 2016 Prop. 1.3: ρ-zCDP ⇒ (ρ + 2√(ρ ln(1/δ)), δ)-DP. Lemma 8 is
-    # tighter, so this ε brackets the root; it is the answer where floats cannot
-    # resolve Lemma 8's optimum (ρ beyond ~1e15).
-    # The float sum is moved up past its rounding error (a few ulps), so that it
-    # is never below the exact bound.
+    # Bun & Steinke 2016 Prop. 1.3, moved up past its rounding: brackets the root.
     classic = (rho + 2.0 * math.sqrt(rho * -log_target)) * (1.0 + 16.0 * sys.float_info.epsilon)
     lo, hi = min(1e-12, 1e-3 * classic), classic + 10.0
     if not math.isfinite(hi):
@@ -342,10 +286,8 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
 def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float:
     """The largest ρ such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
 
-    The inverse of :func:`zcdp_to_dp` (dp-sips Corollary 9): ρ is found by
-    bisection on δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP (δ* increases in ρ). Any
-    smaller ρ also meets the target; the largest gives the least noise.
-    Golden values in dp-sips App. B, Table 5 (and Table 2's GW budget).
+    The inverse of :func:`zcdp_to_dp` (dp-sips Corollary 9; golden values in its
+    App. B, Table 5). The largest ρ gives the least noise.
 
     Args:
       epsilon: ε > 0 of the (ε, δ)-DP target.
@@ -358,10 +300,7 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
     epsilon = checks.positive("epsilon", epsilon)
     delta_dp = checks.probability("delta_dp", delta_dp)
     delta_cdp = checks.probability("delta_cdp", delta_cdp)
-    if delta_dp <= delta_cdp:
-        raise ParameterError("delta_dp", f"must exceed delta_cdp ({delta_cdp!r}) to convert, "
-                                         f"got {delta_dp!r}")
-    log_target = math.log((delta_dp - delta_cdp) / (1.0 - delta_cdp))
+    log_target = _log_conversion_target(delta_cdp, delta_dp)
 
     def f(log_rho: float) -> float:
         return _log_zcdp_delta(math.exp(log_rho), epsilon) - log_target
@@ -370,10 +309,7 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
         # The guarantee in the form Corollary 9 states it, in floats.
         return delta_cdp + (1.0 - delta_cdp) * math.exp(_log_zcdp_delta(rho, epsilon)) <= delta_dp
 
-    # The classic conversion (Bun & Steinke 2016 Prop. 1.3) inverted:
-    # ε = ρ + 2√(ρL), L = ln(1/target), at √ρ = √(L + ε) − √L. Lemma 8 is
-    # tighter, so this ρ meets (ε, δ_DP) too: the lower end of the bracket, and
-    # the answer where Lemma 8 cannot be solved in floats.
+    # Bun & Steinke 2016 Prop. 1.3 inverted (√ρ = √(L + ε) − √L): a lower end that holds.
     big_l = -log_target
     classic = epsilon / (math.sqrt(big_l + epsilon) + math.sqrt(big_l)) ** 2 * epsilon
     if not (classic >= 1e-300 and math.isfinite(classic)):
@@ -396,12 +332,11 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
 
 
 def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
-    """σ = Δ/√(2ρ), the Gaussian noise that is ρ-zCDP for ℓ2 sensitivity Δ (Bun &
-    Steinke 2016, Proposition 1.6; dp-sips Definition 12), rounded *up* to the first
-    float at which Δ²/(2σ²) ≤ ρ holds exactly: the float nearest Δ/√(2ρ) is below it
-    for about half of all ρ, and its noise would pay a few ulps more than ρ
-    (docs/privacy.md, invariant 4). A σ that is not a positive finite float is
-    returned as computed, for the caller to name the parameter."""
+    """σ = Δ/√(2ρ), ρ-zCDP for ℓ2 sensitivity Δ (Bun & Steinke 2016, Prop. 1.6).
+
+    Rounded up to the first float with Δ²/(2σ²) ≤ ρ exactly (numerics.md#zcdp-to-dp-and-back).
+    A σ that is not a positive finite float is returned, for the caller to name.
+    """
     sigma = l2_sensitivity / math.sqrt(2.0 * rho)
     if not (math.isfinite(sigma) and sigma > 0.0):
         return sigma
@@ -410,9 +345,7 @@ def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
 
 
 def zcdp_laplace_epsilon(rho: float) -> float:
-    """ε = √(2ρ), at which pure ε-DP implies ρ-zCDP (ρ = ε²/2; Bun & Steinke 2016,
-    Proposition 1.4), rounded *down* to the last float with ε²/2 ≤ ρ exactly (the
-    float nearest √(2ρ) can be above it)."""
+    """ε = √(2ρ), at which ε-DP implies ρ-zCDP (Bun & Steinke 2016, Prop. 1.4), rounded down."""
     epsilon = math.sqrt(2.0 * rho)
     if not (math.isfinite(epsilon) and epsilon > 0.0):
         return epsilon
@@ -420,8 +353,5 @@ def zcdp_laplace_epsilon(rho: float) -> float:
 
 
 def sqrt_rounded_up(n: int) -> float:
-    """√n rounded *up* to the first float whose square is at least n exactly: an ℓ2
-    sensitivity such as Count Gaussian's √Δ0, for which the float nearest √n (below it
-    for about half of all n) would calibrate σ, and state μ = Δ2/σ, for a smaller
-    sensitivity than the mechanism has (docs/privacy.md, invariant 4)."""
+    """√n rounded up to the first float whose square is at least n (an ℓ2 sensitivity)."""
     return nudged(math.sqrt(n), lambda root: Fraction(root) ** 2 >= n, math.inf)
