@@ -20,9 +20,8 @@ __all__ = ["check_document", "element_document", "element_tokens", "plain_token"
 
 
 def plain_tokens(tokens) -> bool:
-    """Plain str tokens, none empty, none with whitespace and all UTF-8 (no lone
-    surrogate, which no writer can encode): exactly when splitting them joined by
-    spaces gives them back and the join encodes (C calls, the common case)."""
+    """Plain non-empty str tokens without whitespace, all UTF-8 (no lone surrogate),
+    checked by splitting their space-joined text (C calls, the common case)."""
     if not set(map(type, tokens)) <= {str}:
         return False
     joined = " ".join(tokens)
@@ -39,8 +38,7 @@ def encodes_as_utf8(text: str) -> bool:
 
 
 def plain_token(token) -> bool:
-    """One token as ``plain_tokens`` wants it: a plain, non-empty str without whitespace,
-    all UTF-8."""
+    """One token as ``plain_tokens`` wants it."""
     return (type(token) is str and token.split() == [token]
             and (token.isascii() or encodes_as_utf8(token)))
 
@@ -51,9 +49,7 @@ def checked_tokens(tokens, where: str) -> tuple:
         return tuple(tokens)
     held = []
     for position, t in enumerate(tokens):
-        if isinstance(t, str):
-            # Checked as the plain text it holds (what is keyed and written), never by a
-            # subclass's own methods.
+        if isinstance(t, str):  # checked as the plain text it holds, not a subclass's
             t = plain_str_or_bytes(t)
         if not isinstance(t, str) or not t:
             raise InvalidRecordError(
@@ -70,16 +66,11 @@ def checked_tokens(tokens, where: str) -> tuple:
                 f"token {position} of {where} holds a lone surrogate (not UTF-8; decode the "
                 "input strictly)")
         held.append(t)
-    # Plain str (not e.g. numpy.str_), so Beam can key by n-grams deterministically.
     return tuple(held)
 
 
 def check_document(record):
-    """Returns a (user_id, tuple of tokens) document; raises naming what is wrong.
-
-    The error names the field, the token position and the type found, never
-    the user id or the text (runner logs keep error messages).
-    """
+    """Returns a (user_id, tuple of tokens) document; raises naming what is wrong."""
     if type(record) is tuple and len(record) == 2:  # the common case first
         user_id, tokens = record
         if type(user_id) is str and user_id and type(tokens) is tuple and plain_tokens(tokens):
@@ -102,13 +93,9 @@ def check_document(record):
 def element_document(element, seed: int | None = None) -> tuple:
     """One element of ``privacy_unit="element"`` input → (element id, tuple of tokens).
 
-    ``element`` is a list of str tokens: one document holding all the data of
-    one person. A tuple is refused (a ``(user_id, tokens)`` document is one),
-    and so is a str (an untokenised text). The id only orders the element
-    (a policy-gaussian level 1) and seeds its samples inside the pipeline;
-    it is never written: 128 bits of OS randomness, or, with a test-only
-    ``seed``, a hash of the tokens (equal documents are interchangeable).
-    Errors name the token's position and type, never a value.
+    ``element`` is a list of str tokens, all of one person's data (a tuple or a str is
+    refused). The id only orders the element and seeds its samples, never written:
+    128 bits of OS randomness, or with a test-only ``seed`` a hash of the tokens.
     """
     tokens = element_tokens(element)
     if seed is None:

@@ -18,9 +18,7 @@ __all__ = ["nudged", "rounded_down", "rounded_up"]
 
 
 def nudged(value: float, holds: Callable[[float], bool], toward: float) -> float:
-    """``value``, moved one float at a time toward ``toward`` until ``holds`` of it
-    (``value`` itself if it already holds): a float computed to nearest made to meet
-    its exact bound, a few ulps away at most."""
+    """``value`` moved one float at a time toward ``toward`` until ``holds(value)``."""
     while not holds(value):
         value = math.nextafter(value, toward)
     return value

@@ -45,9 +45,8 @@ def canonical_bytes(value: Any) -> bytes:
 def stable_hash64(value: Any, key: bytes = b"") -> int:
     """A 64-bit hash of ``value`` that is the same in every process and run.
 
-    Python's ``hash`` is salted per process (PYTHONHASHSEED), so it cannot order
-    or seed anything that must agree across workers. With ``key`` this is a
-    keyed hash (BLAKE2b MAC), unpredictable without the key.
+    Python's ``hash`` is salted per process, so cannot order or seed what workers must
+    agree on. With ``key``, a BLAKE2b MAC, unpredictable without the key.
     """
     h = hashlib.blake2b(canonical_bytes(value), digest_size=8, key=key[:64])
     return int.from_bytes(h.digest(), "big")
@@ -75,9 +74,8 @@ os.register_at_fork(after_in_child=_forget_random_ids)
 def random_id128() -> int:
     """128 bits of fresh OS randomness as an int (what ``secrets.randbits(128)`` gives).
 
-    Drawn ``RANDOM_ID_BATCH`` at a time with one ``os.urandom`` call, per
-    thread and per process (a forked child starts with none): a call of its
-    own per id would be one system call per element.
+    Drawn ``RANDOM_ID_BATCH`` at a time per thread and process (one system call, not
+    one per element); a forked child starts with none.
     """
     pool = _random_ids.pool
     if not pool:

@@ -8,12 +8,8 @@ An n-gram is a tuple of tokens. Level k of DPNE only counts *valid* k-grams:
 * ``pruning="single"`` (dpne §3.1.1): V_k = S_{k−1} × S_1, the prefix in
   S_{k−1} and the last token in S_1.
 
-|V_k| is counted exactly without materialising V_k: for "both", a valid
-k-gram is x + (y[−1],) for x, y ∈ S_{k−1} with x[1:] = y[:−1], so
-|V_k| = Σ_o #{x: x[1:] = o}·#{y: y[:−1] = o} over the (k−2)-token overlaps o
-(at k = 2 the overlap is empty and |V_2| = |S_1|²). Uniform samples of V_k
-follow the same structure: an overlap with probability ∝ its product, then x
-and y uniformly within it.
+|V_k| is counted, and V_k sampled uniformly, without materialising V_k:
+docs/explanation/numerics.md#valid-k-grams.
 """
 
 from __future__ import annotations
@@ -59,16 +55,12 @@ def valid_kgram_count(previous: Iterable[tuple], unigrams: Iterable[tuple],
 class ValidKgramSampler:
     """Uniform samples from V_k ∖ excluded (dpne App. A, spurious k-grams).
 
-    Built once per level from S_{k−1} (and S_1); ``sample(n, excluded, rng)``
-    returns n distinct valid k-grams outside ``excluded`` (supp H_k), each
-    subset of size n equally likely. That is exactly the set of zero-weight
-    valid k-grams a Bernoulli(Φ(−ρ_k/σ_k)) draw per k-gram would release,
-    given that n of them are released.
+    Built once per level from S_{k−1} (and S_1); ``sample(n, excluded, rng)`` returns
+    a uniform n-subset of the valid k-grams outside ``excluded`` (supp H_k).
     """
 
     def __init__(self, previous: Iterable[tuple], unigrams: Iterable[tuple], pruning: str = "both"):
         pruning = checks.one_name_of("pruning", pruning, PRUNINGS)
-        self._pruning = pruning
         previous = sorted(set(previous))
         if pruning == "single":
             self._left = {(): previous}
@@ -78,8 +70,7 @@ class ValidKgramSampler:
             for x in previous:
                 left[x[1:]].append(x)         # x contributes its whole self
                 right[x[:-1]].append(x[-1])   # y contributes its last token
-            self._left = dict(left)
-            self._right = dict(right)
+            self._left, self._right = dict(left), dict(right)
         self._overlaps = [o for o in sorted(self._left) if o in self._right]
         sizes = np.array([len(self._left[o]) * len(self._right[o]) for o in self._overlaps],
                          dtype=np.float64)

@@ -1,21 +1,15 @@
 """DPNE's calibration: σ per level, the thresholds ρ_k, the δ split, the Δ_1 plan.
 
-Pure math, no Beam (dpne = Kim et al. 2021). Everything here is fixed when
-the transform is built, from the parameters and the budget alone:
+Pure math, no Beam (dpne = Kim et al. 2021), fixed when the transform is built:
 
-* σ*: the levels are Gaussian mechanisms of ℓ2 sensitivity 1 whose σ_k
-  compose to σ* (1/σ*² = Σ 1/σ_k²; dpne Theorem 2.1, §3.1.1 for the
-  schedule), σ* being the analytic Gaussian at (ε, δ_noise), or 1/√(2ρ)
-  under ``ZCDPBudget(ρ, δ)`` (``total_sigma``).
+* σ*: the levels' σ_k compose to σ* (1/σ*² = Σ 1/σ_k²; dpne Theorem 2.1, §3.1.1),
+  the analytic Gaussian at (ε, δ_noise), or 1/√(2ρ) under zCDP (``total_sigma``).
 * The δ split: only level 1 has a threshold event (levels k ≥ 2 noise all of
-  V_k), so δ_noise + δ_thr = δ is split to minimise ρ_1 (``delta_split.split_delta``;
-  proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
-* ρ_1 (dpne Theorem 2.1) and, with a policy-gaussian level 1, its cutoff
-  (``calibrate``). ρ_k for k ≥ 2 reads released set sizes:
-  ``thresholds.dpne_level_threshold`` when the level runs.
-* Δ_1 = "auto": the budget split and DPNE at every candidate Δ_1
-  (``plan_level1``; ``beam_dpsu.core.max_items_choice``).
-* The DPSU-even baseline of dpne Table 3 (``dpsu_even_calibration``).
+  V_k), so δ is split to minimise ρ_1 (``delta_split.split_delta``; proof:
+  docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
+* ρ_1 and, with a policy-gaussian level 1, its cutoff (``calibrate``); ρ_k for
+  k ≥ 2 reads released set sizes (``thresholds.dpne_level_threshold``).
+* Δ_1 = "auto" (``plan_level1``); the DPSU-even baseline of dpne Table 3.
 """
 
 from __future__ import annotations
@@ -35,6 +29,7 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.gaussian import gaussian_noise_schedule, zcdp_gaussian_sigma
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
 from beam_dpsu.core.delta_split import split_delta
+from beam_dpsu.core.exact_floats import nudged
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.pre_threshold.calibrations import raised_threshold
 
@@ -45,10 +40,7 @@ __all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "plan_leve
 def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
     """(σ*, δ_thr for the thresholds, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12).
 
-    Under ``Budget(ε, δ)`` σ* is the analytic Gaussian at (ε, δ_noise) and
-    δ_noise + δ_thr = δ is split to minimise
-    ``threshold_of(σ*, δ_thr)`` (``delta_split.split_delta``; proof:
-    docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms); under
+    Under ``Budget(ε, δ)`` the split minimises ``threshold_of(σ*, δ_thr)``; under
     ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and δ_noise is None.
     """
     if isinstance(budget, (Budget, ZCDPBudget)):
@@ -103,11 +95,8 @@ def _level1_threshold(max_n: int, noise_decay: float, max_items_1: int, sigma_to
 
 def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: str,
               alpha: float, pre_threshold: int = 1) -> DPNECalibration:
-    """DPNE's calibration at Δ_1 = ``max_items_1`` (dpne Theorem 2.1; see ``total_sigma``),
-    level 1's threshold (and cutoff) raised for a pre-threshold k on the unigrams
-    (``beam_dpsu.core.pre_threshold``; levels k ≥ 2 noise all of V_k and take none)."""
-    # Only level 1 has a threshold event (levels k ≥ 2 noise all of V_k):
-    # the δ split minimises ρ_1.
+    """DPNE's calibration at Δ_1 = ``max_items_1`` (dpne Theorem 2.1), level 1's threshold
+    (and cutoff) raised for a pre-threshold k on the unigrams (``core.pre_threshold``)."""
     sigma_total, threshold_delta, delta_noise = total_sigma(
         budget, functools.partial(_level1_threshold, max_n, noise_decay, max_items_1))
     sigmas = gaussian_noise_schedule(sigma_total, max_n, noise_decay)
@@ -115,8 +104,7 @@ def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: 
     cutoff = (thresholds.policy_cutoff(rho_1, sigmas[0], alpha, max_items_1,
                                        thresholds.DESCENT_NORMS[level1], budget)
               if level1 == "policy-gaussian" else None)
-    # With T > 1 levels, level 1's σ_1 alone is not DPNE's guarantee (σ*: the levels
-    # compose to one Gaussian; docs/privacy.md, DPNE): marked, so composition refuses it.
+    # With T > 1 levels, σ_1 alone is not DPNE's guarantee: marked, so composition refuses it.
     part_of = (None if max_n == 1 else
                f"DPNE level 1 of {max_n} levels, which compose to one Gaussian of "
                f"sigma* = {sigma_total:.6g}")
@@ -175,11 +163,9 @@ def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
     minimises that (common) threshold."""
     sigma_total, threshold_delta, delta_noise = total_sigma(
         budget, functools.partial(_even_level_threshold, max_n, max_items))
-    # Exactly within the split: T·δ_k ≤ δ_thr (δ_k rounded down; fl(δ_thr/T)·T can pass
-    # δ_thr) and T/σ² ≤ 1/σ*² (σ rounded up), so the T selections meet the budget.
-    sigma = sigma_total * math.sqrt(max_n)
-    while Fraction(sigma) ** 2 < max_n * Fraction(sigma_total) ** 2:
-        sigma = math.nextafter(sigma, math.inf)  # an ulp or two at most
+    # Exactly within the split: T·δ_k ≤ δ_thr and T/σ² ≤ 1/σ*² (σ rounded up).
+    sigma = nudged(sigma_total * math.sqrt(max_n),
+                   lambda s: Fraction(s) ** 2 >= max_n * Fraction(sigma_total) ** 2, math.inf)
     delta_k = min(budgets.parts_within(threshold_delta, [threshold_delta / max_n] * max_n))
     part_of = (None if max_n == 1 else
                f"one of the {max_n} DPSU-even selections, which compose to one Gaussian of "

@@ -29,16 +29,15 @@ def sample_items(items, max_items_per_user: int, rng: np.random.Generator | None
                  ordered: bool = False) -> list:
     """A uniform sample of at most Δ0 distinct items, without replacement.
 
-    ``ordered`` sorts the items first, so that a seeded ``rng`` gives the same
-    sample in every process (set and dict order depend on PYTHONHASHSEED).
+    ``ordered`` sorts the items first, so that a seeded ``rng`` samples the same in
+    every process (set and dict order depend on PYTHONHASHSEED).
     """
     items = list(items)
     if ordered:
         items.sort(key=item_sort_key)
     if len(items) <= max_items_per_user:
         return items
-    # The first Δ0 of a uniform permutation: a uniform Δ0-subset, and one
-    # numpy call (``choice(replace=False)`` costs about twice as much).
+    # The first Δ0 of a uniform permutation: one numpy call (half ``choice``'s cost).
     assert rng is not None, "sampling draws from rng"
     chosen = rng.permutation(len(items))[:max_items_per_user].tolist()
     if len(chosen) == 1:  # itemgetter of one index gives the item, not a tuple
@@ -48,9 +47,7 @@ def sample_items(items, max_items_per_user: int, rng: np.random.Generator | None
 
 def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Generator | None,
                       seed: int | None = None, salt: str = "") -> list:
-    """One user's uniform sample of ≤ Δ0 distinct items: from ``rng`` (OS entropy), or,
-    seeded (tests only), from a generator derived from (seed, salt, user id), so the
-    sample does not depend on which worker or bundle the user lands in."""
+    """One user's sample of ≤ Δ0 items: from ``rng``, or seeded from (seed, salt, user id)."""
     if seed is None:
         return sample_items(items, max_items_per_user, rng)
     return sample_items(items, max_items_per_user,
@@ -62,18 +59,9 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
     """Every user of a block sampled as ``sample_items`` samples one, unseeded, in a few
     numpy calls: (the kept ids, one user after another, each user's kept number).
 
-    ``ids`` holds the users' distinct items one user after another, ``sizes``
-    each user's number of them. A user over Δ0 keeps the Δ0 of its items that
-    come first in a uniform random permutation of all the pairs over Δ0 (its
-    items' places in it are distinct, so their order is uniform and exactly
-    independent of the order they are listed in: a uniform Δ0-subset); a user
-    within Δ0 keeps every item. Only for unseeded runs: a seeded sample is
-    ``sample_user_items``'s, user by user.
-
-    One permutation rather than independent 40-bit keys per item: such keys tie
-    with probability ~|W|·2^-40 at a user's Δ0 boundary and a tie goes by
-    position, while a block lists each user's items in the order the block first
-    saw them (``record_blocks``), which the users packed before it decide.
+    ``ids`` holds the users' distinct items one user after another, ``sizes`` each
+    user's number of them. A user over Δ0 keeps its Δ0 items that come first in one
+    uniform permutation of all the pairs (why: numerics.md#sampling-a-block-of-users).
     """
     sizes = np.asarray(sizes, dtype=np.int64)
     kept_sizes = np.minimum(sizes, max_items_per_user)
@@ -82,9 +70,8 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
         return ids, kept_sizes
     over_pairs = np.repeat(over, sizes)
     over_sizes = sizes[over]
-    # Keys: the user (its rank among those over Δ0), then the pair's place in one
-    # uniform permutation of the pairs, so one sort groups each user's items in a
-    # uniformly random order with no ties; its first Δ0 are kept.
+    # Sorted by (user, place in the permutation): each user's items in a uniform order,
+    # no ties; its first Δ0 are kept.
     pairs = int(over_sizes.sum())
     users = np.repeat(np.arange(len(over_sizes), dtype=np.int64), over_sizes)
     places = rng.permutation(pairs).astype(np.int64, copy=False)
@@ -132,9 +119,7 @@ class UserSampler:
 
 
 class CandidateSamplers:
-    """One ``UserSampler`` per candidate Δ0 (``max_items_per_user="auto"``: the step reads
-    which candidate was chosen when it runs), set up together; ``samplers[i]`` is the
-    i-th candidate's.
+    """One ``UserSampler`` per candidate Δ0 of ``max_items_per_user="auto"``, set up together.
 
     Args:
       max_items_per_user: the candidates' Δ0, a tuple; or one Δ0 (one candidate).

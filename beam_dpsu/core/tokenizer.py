@@ -20,11 +20,9 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
 
 def _may_hold_url(text: str) -> bool:
-    """Whether the URL pattern can match in ``text``: each of its matches holds "://"
-    (http://, https://, ftp://) or "www." in some case (only "W" and "w" match a
-    case-insensitive "w"; ":", "/" and "." match only themselves). Two C-level scans
-    instead of the pattern's own search, which tries every position of the many
-    texts that hold no URL (docs/benchmarks.md)."""
+    """Whether the URL pattern can match in ``text``: each of its matches holds "://" or
+    "www." in some case. Two C-level scans instead of the pattern's own search, which
+    tries every position of the many texts that hold no URL (docs/benchmarks.md)."""
     return "://" in text or "www." in text.lower()
 
 
@@ -35,14 +33,11 @@ _ASCII_SPACES = str.maketrans({chr(c): " " for c in range(128)
 
 
 def _ascii_words(text: str) -> list:
-    """``_WORD.findall(text)`` for an ASCII ``text``, in C-level string calls.
+    """``_WORD.findall(text)`` for an ASCII ``text``, in C-level string calls (faster).
 
-    On ASCII the pattern's words are runs of letters and digits joined by
-    single apostrophes. So every other character becomes a space; then an
-    apostrophe with no letter or digit on one side (next to a space, another
-    apostrophe or an end) does too: pairs of apostrophes first, then one
-    beside a space. What is left, split at the spaces, is the pattern's
-    matches, in order (the regex found them at about two-thirds of the speed).
+    On ASCII the words are runs of letters and digits joined by single apostrophes:
+    every other character, then every apostrophe not between two word characters
+    (pairs first, then one beside a space), becomes a space.
     """
     spaced = text.translate(_ASCII_SPACES)
     if "'" in spaced:
@@ -54,12 +49,9 @@ def _ascii_words(text: str) -> list:
 class Tokens(list):
     """What a ``Tokenizer`` returns: a list of non-empty plain ``str`` tokens.
 
-    With ``privacy_unit="element"``, ``SelectItems`` takes the distinct items
-    of a list of this type in one ``set`` call and checks them in one C-level
-    pass (``bounding.element_distinct_items``). Only a ``Tokenizer`` should
-    make one; a ``Tokens`` changed or built with other items fails that pass
-    and is checked item by item like any other list, errors naming the
-    position.
+    With ``privacy_unit="element"``, ``SelectItems`` checks the distinct items of one
+    in a single C-level pass (``bounding.element_distinct_items``); a ``Tokens``
+    changed or built with other items fails it and is checked item by item.
     """
 
     __slots__ = ()
@@ -83,16 +75,14 @@ class Tokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         if type(text) is not str:
-            # A plain copy: a subclass's own methods (lower, isascii) must not
-            # change the tokens, whichever steps run.
+            # A plain copy: a subclass's own methods must not change the tokens.
             text = str.__str__(text)
         if self.strip_urls and _may_hold_url(text):
             text = _URL.sub(" ", text)
         if self.strip_markup:
             text = _MARKUP.sub(" ", text)
         if self.lowercase and text.isascii():
-            # One C call instead of one per token: on ASCII text lower-casing
-            # maps letters to letters, so the tokens are the same.
+            # One C call, not one per token: on ASCII lower-casing keeps the tokens.
             return Tokens(_ascii_words(text.lower()))
         tokens: Iterable[str] = _WORD.findall(text)
         if self.lowercase:
