@@ -44,24 +44,18 @@ class Calibration:
       noise: "laplace" or "gaussian".
       noise_scale: λ (Laplace scale) or σ (Gaussian standard deviation).
       release_threshold: ρ; an item is released iff weight + noise > ρ.
-      threshold_delta: the part of δ that bounds the chance of releasing an
-        item only the extra user holds (the rest, if any, went to σ).
-      sensitivity_norm: 1 or 2, the norm in which one user moves the histogram
-        by at most ``sensitivity``.
+      threshold_delta: the part of δ bounding the release of items only the extra user holds.
+      sensitivity_norm: 1 or 2, the norm of ``sensitivity``.
       sensitivity: the histogram's ℓ_p sensitivity the noise was calibrated to.
       budget: the budget this calibration spends.
       source: where the formulas come from (paper and section).
       cutoff: Γ of a sequential policy (None for the parallel mechanisms).
-      delta_noise: Gaussian under ``Budget(ε, δ)``: the δ the analytic Gaussian
-        σ was calibrated to (δ = delta_noise + threshold_delta, chosen by
-        ``split_delta``); None otherwise.
-      part_of: None for a whole mechanism; else what this calibration is one part
-        of (e.g. level 1 of DPNE's T levels, which compose to one Gaussian of σ*):
-        its σ alone is not the mechanism's guarantee, and
-        ``composition.composed_guarantee`` refuses it.
+      delta_noise: Gaussian under ``Budget(ε, δ)``: the δ of the analytic Gaussian σ
+        (δ = delta_noise + threshold_delta); None otherwise.
+      part_of: None for a whole mechanism; else what this is one part of (e.g. DPNE's
+        level 1): its σ alone is no guarantee, and ``composition`` refuses it.
       pre_threshold: k ≥ 1: an item is released only if at least k users hold it
-        after bounding (``beam_dpsu.core.pre_threshold``); ``release_threshold``
-        is then ρ_k, raised for it. 1 is no pre-threshold.
+        (``core.pre_threshold``; ``release_threshold`` is then raised). 1: none.
     """
 
     noise: str
@@ -115,12 +109,11 @@ class RoundsCalibration:
     """The calibration of a mechanism made of several selections (e.g. SIPS rounds).
 
     Attributes:
-      rounds: one ``Calibration`` per round, in order; their budgets compose
-        to ``zcdp_budget`` (dp-sips Lemma 6).
+      rounds: one ``Calibration`` per round, in order, composing to ``zcdp_budget``
+        (dp-sips Lemma 6).
       budget: the budget the caller gave.
-      zcdp_budget: the δ-approximate ρ-zCDP budget split over rounds: the
-        caller's, or under ``Budget(ε, δ)`` ρ = 1/(2σ_total²) of the composed
-        Gaussian (the equivalent ρ) with δ = the rounds' threshold δ.
+      zcdp_budget: the zCDP budget split over rounds: the caller's, or under
+        ``Budget(ε, δ)`` ρ = 1/(2σ_total²) with δ = the rounds' threshold δ.
       source: where the formulas come from.
       delta_noise: under ``Budget(ε, δ)``, the δ of the one analytic Gaussian
         of all rounds' noise; None under ``ZCDPBudget``.
@@ -180,15 +173,14 @@ class KeepProbabilityCalibration:
     is kept independently with probability π(count), computed for (ε/Δ0, δ/Δ0).
 
     Attributes:
-      epsilon_per_item: ε' = ε/Δ0, the ε of one item's keep decision.
-      delta_per_item: δ' = δ/Δ0, the δ of one item's keep decision.
+      epsilon_per_item: ε' = ε/Δ0 of one item's keep decision.
+      delta_per_item: δ' = δ/Δ0 (less a float margin) of one item's keep decision.
       crossover: n1 of Theorem 1: π grows by e^{ε'} per user up to n1 users.
       users_kept_surely: n2 + 1: items held by this many users are always kept.
       max_items_per_user: Δ0.
       budget: the budget this calibration spends.
       source: where the formulas come from.
-      pre_threshold: k ≥ 1: an item held by n < k users is never kept, one held by
-        n ≥ k is kept with π(n − (k − 1)) (``beam_dpsu.core.pre_threshold``).
+      pre_threshold: k ≥ 1: kept with π(n − (k − 1)) if n ≥ k users hold it, never below.
     """
 
     epsilon_per_item: float
@@ -247,11 +239,7 @@ class KeepProbabilityCalibration:
 
 
 def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
-    """ε of the Laplace step: ε itself, or √(2ρ) under zCDP.
-
-    ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4), so on the event that no
-    lone item crosses the threshold it is δ-approximate ρ-zCDP (dp-sips Definition 5).
-    """
+    """ε, or √(2ρ) under zCDP: δ-approximate ρ-zCDP (Bun & Steinke Prop. 1.4; dp-sips Def. 5)."""
     if isinstance(budget, Budget):
         return budget.epsilon
     if isinstance(budget, ZCDPBudget):

@@ -54,10 +54,7 @@ def _one_minus_root(delta: float, t: np.ndarray) -> np.ndarray:
 
 
 def _log_one_minus_root(delta: float, t: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """ln q for q = ``_one_minus_root(delta, t)``, also where q is subnormal or 0.
-
-    Derivation: docs/explanation/numerics.md#accurate-roots.
-    """
+    """ln q for q = ``_one_minus_root(delta, t)``, also where q underflows (numerics.md)."""
     underflow = q < np.finfo(np.float64).tiny
     safe_q = np.where(underflow, 1.0, q)
     return np.where(underflow, math.log(-math.log1p(-delta)) - np.log(t), np.log(safe_q))
@@ -84,9 +81,9 @@ _EXACT_ITEMS = 64
 
 
 def _candidate_items(max_items_per_user: int) -> np.ndarray:
-    """The t at which max_{1 ≤ t ≤ Δ0} f(t) of a weighted threshold is attained: 1..64 and Δ0.
+    """1..64 and Δ0: the max over t ≤ Δ0 of a weighted threshold is at one of them.
 
-    Proof (f is quasi-convex): docs/explanation/numerics.md#where-the-weighted-thresholds-peak.
+    Proof: docs/explanation/numerics.md#where-the-weighted-thresholds-peak.
     """
     d0 = checks.max_items(max_items_per_user)
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
@@ -96,10 +93,7 @@ def _candidate_items(max_items_per_user: int) -> np.ndarray:
 
 
 def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.ndarray:
-    """head + tail in floats, moved up one ulp where rounding went down (Knuth's TwoSum).
-
-    Why: docs/explanation/numerics.md#thresholds-rounded-up.
-    """
+    """head + tail in floats, an ulp up where rounding went down (TwoSum; numerics.md)."""
     with np.errstate(over="ignore", invalid="ignore"):  # ±inf stays, for the caller to refuse
         total = head + tail
         head_part = total - tail
@@ -158,8 +152,7 @@ def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_us
 def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
     """ρ for Count Gaussian: +1 to ≤ Δ0 items, noise N(0, σ²), σ calibrated to L2 = √Δ0.
 
-    ρ = 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}) (dpsu §1.1). ``delta`` is the threshold's share
-    (``delta_split.split_delta`` under (ε, δ)-DP; all of δ under zCDP).
+    ρ = 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}) (dpsu §1.1), δ the threshold's share.
     """
     return _threshold("sigma", sigma, delta, max_items_per_user, _gaussian_tail_quantile,
                       lambda t: 1.0, every_t=False)
@@ -169,8 +162,7 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float,
                                max_items_per_user: int) -> float:
     """ρ_Lap for Weighted Laplace (+1/|W|) and Policy Laplace, noise Lap(λ).
 
-    ρ_Lap = max_{1 ≤ t ≤ Δ0} 1/t + λ·ln(1/(2(1 − (1 − δ)^{1/t}))) (dpsu Theorem 4.1 /
-    B.1; λ = 1/ε). Rounded up; a ρ that is not a finite float is refused.
+    ρ_Lap = max_{1 ≤ t ≤ Δ0} 1/t + λ·ln(1/(2(1 − (1 − δ)^{1/t}))) (dpsu Theorem 4.1 / B.1).
     """
     return _threshold("laplace_scale", laplace_scale, delta, max_items_per_user,
                       _laplace_tail_quantile, lambda t: 1.0 / t, every_t=True)
@@ -180,7 +172,7 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     """ρ_Gauss for Weighted Gaussian (+1/√|W|) and Policy Gaussian, noise N(0, σ²).
 
     ρ = max_{1 ≤ t ≤ Δ0} 1/√t + σ·Φ⁻¹((1 − δ)^{1/t}) (dpsu Theorem 5.1 / B.2; dp-sips
-    Theorem 1). ``delta`` is the threshold's share (dpsu prints the even split δ/2).
+    Theorem 1), δ the threshold's share (dpsu prints the even split δ/2).
     """
     return _threshold("sigma", sigma, delta, max_items_per_user, _gaussian_tail_quantile,
                       lambda t: 1.0 / np.sqrt(t), every_t=True)
@@ -209,10 +201,7 @@ def gw_release_probability(laplace_scale: float, threshold: float, weights) -> f
 
 def _gw_excess(rho: float, lam: float, max_items: int, log_delta: float
                ) -> tuple[float, float]:
-    """(x̂, B): x̂ = ln P(ρ) − ln δ in floats, B ≥ its float error.
-
-    Bound: docs/explanation/numerics.md#the-gw-threshold.
-    """
+    """(x̂, B): x̂ = ln P(ρ) − ln δ in floats, B ≥ its float error (numerics.md)."""
     log_zero_keys = math.log(max_items - 1) if max_items > 1 else -math.inf
     z1, z0 = (rho - 1.0) / lam, rho / lam
     log_union = float(np.logaddexp(_laplace_log_sf(z1),
@@ -232,10 +221,8 @@ def _gw_excess(rho: float, lam: float, max_items: int, log_delta: float
 def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) -> float:
     """ρ of GW and GW-KT with top-Δ0 lists and every held item noised, noise Lap(λ).
 
-    ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ, p(w) = P[w + Lap(λ) > ρ]: one key of
-    weight 1 and Δ0 − 1 of weight 0 only the extra user holds. At Δ0 = 1 it is the
-    published ρ_GW = 1 − λ·ln(2δ) (gw §3 eq. (1)). Solved by Brent's method, then moved
-    up until P ≤ δ in exact arithmetic. Derivation:
+    ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ, p(w) = P[w + Lap(λ) > ρ]; at Δ0 = 1
+    the published ρ_GW = 1 − λ·ln(2δ) (gw §3 eq. (1)). Rounded until P ≤ δ exactly:
     docs/explanation/numerics.md#the-gw-threshold (proof: proofs.md#gw-and-gw-kt).
     """
     lam = _positive("laplace_scale", laplace_scale)
@@ -273,9 +260,7 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
         "gw_threshold: the threshold did not reach the safe side")
 
 
-#: The descents whose cutoff must keep Σ gap^p finite (``policy_cutoff``), by mechanism
-#: name: p = 1 for Policy Laplace's ℓ1-descent, 2 for Policy Gaussian's ℓ2-descent (GW's
-#: greedy update sums no gaps).
+#: p of the descents whose cutoff must keep Σ gap^p finite (``policy_cutoff``), by mechanism.
 DESCENT_NORMS: dict[str, int] = {"policy-laplace": 1, "policy-gaussian": 2}
 
 
@@ -284,11 +269,9 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
                   budget=None) -> float:
     """Γ = ρ + α·scale, the cutoff of the sequential update policies.
 
-    dpsu Algorithm 3 (Γ = ρ_Lap + α·λ) and Algorithm 5 (printed with ρ_Lap; the
-    intent, used here, is ρ_Gauss + α·σ; see docs/privacy.md, misprints); gw §3 (Γ ≥ 1 for GW).
-    With ``descent_norm`` p (1: ℓ1-descent, 2: ℓ2-descent) and Δ0, Γ must also keep
-    the descent finite (``descent_cutoff_limit``): an overflowing Σ gap^p gives every
-    increment 0, so nothing would be released.
+    dpsu Algorithms 3 and 5 (whose ρ_Lap is a misprint for ρ_Gauss: docs/privacy.md);
+    gw §3. With ``descent_norm`` p and Δ0, Γ must also keep Σ gap^p finite
+    (``descent_cutoff_limit``), else nothing would be released.
 
     Raises:
       ParameterError: about ``alpha``, if Γ is not a finite float or is above that
@@ -339,9 +322,7 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
 def descent_cutoff_limit(max_items_per_user: int, descent_norm: int) -> Fraction:
     """The largest Γ at which a descent over Δ0 items sums Σ gap^p in floats without overflow.
 
-    p = ``descent_norm`` (1 for ℓ1-, 2 for ℓ2-descent); Γ meets
-    Δ0·Γ^p·(1 + (Δ0 + 1)·2^-52) ≤ the largest float exactly (Higham, §4.2).
-    Derivation: docs/explanation/numerics.md#the-descents-cutoff.
+    p = ``descent_norm`` (1 or 2). Derivation: docs/explanation/numerics.md#the-descents-cutoff.
     """
     if descent_norm not in (1, 2):
         raise ParameterError("descent_norm", f"must be 1 or 2, got {descent_norm!r}")
@@ -355,9 +336,8 @@ def descent_cutoff_limit(max_items_per_user: int, descent_norm: int) -> Fraction
 def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int) -> float:
     """ρ_k = σ_k·Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)) for levels k ≥ 2 of DPNE.
 
-    dpne §2, Proposition 2.2: at most η·min(|S_{k−1}|, |V_k|) spurious k-grams are
-    released in expectation. ρ_k depends only on released sets, so does not affect
-    privacy (Theorem 2.1). +inf when |V_k| = 0.
+    dpne §2, Proposition 2.2 (at most η·min(|S_{k−1}|, |V_k|) spurious k-grams expected);
+    it reads only released sets (Theorem 2.1). +inf when |V_k| = 0.
     """
     from scipy import special
     sigma = _positive("sigma", sigma)
@@ -376,9 +356,8 @@ def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int
 def truncated_geometric_recursion(max_users: int, epsilon: float, delta: float) -> np.ndarray:
     """π(0..max_users) by the recursion of the optimal partition selection, in O(max_users).
 
-    Desfontaines, Voss, Gipson & Mandayam 2022 (PoPETs; arXiv 2006.03684), Theorem 1:
-    π(n) = min(e^ε·π(n−1) + δ, 1 − e^{−ε}·(1 − π(n−1) − δ), 1), π(0) = 0. The
-    mechanism runs the closed form (``truncated_geometric_keep_probability``).
+    π(n) = min(e^ε·π(n−1) + δ, 1 − e^{−ε}·(1 − π(n−1) − δ), 1), π(0) = 0 (Desfontaines,
+    Voss, Gipson & Mandayam 2022, PoPETs, Theorem 1). The mechanism runs the closed form.
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     checks.at_least("max_users", max_users, 0)
@@ -393,8 +372,7 @@ def truncated_geometric_recursion(max_users: int, epsilon: float, delta: float) 
 def truncated_geometric_crossovers(epsilon: float, delta: float) -> tuple[int, int]:
     """(n1, n2): π grows geometrically up to n1, its complement shrinks geometrically up to n2.
 
-    Desfontaines et al. 2022 Theorem 1; derivation:
-    docs/explanation/numerics.md#truncated-geometric-keep-probabilities.
+    Desfontaines et al. 2022 Theorem 1 (numerics.md#truncated-geometric-keep-probabilities).
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     n1 = 1 + math.floor(math.log1p(math.tanh(epsilon / 2.0) * (1.0 / delta - 1.0)) / epsilon)
@@ -406,9 +384,8 @@ def truncated_geometric_crossovers(epsilon: float, delta: float) -> tuple[int, i
 def truncated_geometric_keep_probability(n, epsilon: float, delta: float) -> np.ndarray:
     """π(n) in closed form, vectorised over n (Desfontaines et al. 2022 Theorem 1).
 
-    The (ε, δ)-DP optimum for users who each hold the partition once; with Δ0
-    partitions per user the caller passes (ε/Δ0, δ/Δ0). Formula:
-    docs/explanation/numerics.md#truncated-geometric-keep-probabilities.
+    The (ε, δ)-DP optimum for users who each hold the partition once (with Δ0: pass
+    (ε/Δ0, δ/Δ0)). Formula: docs/explanation/numerics.md#truncated-geometric-keep-probabilities.
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     n1, n2 = truncated_geometric_crossovers(epsilon, delta)
@@ -428,9 +405,7 @@ _UNIT = 2.0 ** -53
 def truncated_geometric_float_margin(epsilon: float, delta: float) -> float:
     """m such that the keep chances as run at (ε, δ − m) meet (ε, δ) in exact arithmetic.
 
-    The chances as run compare a 53-bit uniform with the float π̂; m covers their
-    error, multiplied by e^ε on the drop side. +inf where e^ε overflows. Bound:
-    docs/explanation/numerics.md#truncated-geometric-keep-probabilities.
+    +inf where e^ε overflows. Bound: numerics.md#truncated-geometric-keep-probabilities.
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     if epsilon > 700.0:
