@@ -1,11 +1,9 @@
 """Floats on the safe side of an exact bound.
 
-A budget, a noise scale or a threshold computed in floats is rounded to the
-nearest float, which can land a few ulps on the wrong side of what the proof
-needs (a part summing past its total, a σ below what its ρ pays for). These
-take the computed float and move it, one float at a time, to the first one
-that meets the bound exactly, checked in exact arithmetic (``Fraction``):
-docs/privacy.md, invariant 4.
+A float computed to nearest can land a few ulps on the wrong side of what the
+proof needs (a part summing past its total, a σ below what its ρ pays for).
+These move it, one float at a time, to the first that meets the bound exactly,
+checked with ``Fraction`` (docs/privacy.md, invariant 4).
 """
 
 from __future__ import annotations

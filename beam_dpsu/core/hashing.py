@@ -1,11 +1,9 @@
 """Random number generators for noise and sampling.
 
-By default every generator is seeded from the operating system's entropy
-(``numpy.random.SeedSequence()`` reads ``secrets``-quality OS randomness), so a
-private run is never reproducible. A fixed ``seed`` is a test-only option: with
-it, every draw is derived from (seed, a stable hash of what is being drawn
-for, e.g. the item or the user id), so results do not depend on how a runner
-splits the data into bundles or workers. A report of a seeded run says so.
+By default every generator is seeded from the operating system's entropy, so a
+private run is never reproducible. A fixed ``seed`` is test-only: every draw is
+then derived from (seed, a stable hash of what it is for, e.g. the user id), so
+results do not depend on how a runner splits the data. Its report says so.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """k-gram sets for DPNE, as pure functions (dpne §2 and App. A).
 
 An n-gram is a tuple of tokens. Level k of DPNE only counts *valid* k-grams:
-
-* ``pruning="both"`` (the default, dpne Algorithm 1): V_k = (S_{k−1} × S_1) ∩
-  (S_1 × S_{k−1}), i.e. both (k−1)-subgrams are in S_{k−1} (for a downward
-  closed S_1..S_{k−1} the outer tokens are then in S_1 too);
-* ``pruning="single"`` (dpne §3.1.1): V_k = S_{k−1} × S_1, the prefix in
-  S_{k−1} and the last token in S_1.
+``pruning="both"`` (the default, dpne Algorithm 1): V_k = (S_{k−1} × S_1) ∩
+(S_1 × S_{k−1}), both (k−1)-subgrams in S_{k−1}; ``pruning="single"`` (dpne
+§3.1.1): V_k = S_{k−1} × S_1, the prefix in S_{k−1} and the last token in S_1.
 
 |V_k| is counted, and V_k sampled uniformly, without materialising V_k:
 docs/explanation/numerics.md#valid-k-grams.

@@ -1,11 +1,9 @@
 """Uniform sampling of a user's items down to Δ0 (pure Python/numpy).
 
-A user keeps a uniform sample of at most Δ0 of its distinct items, without
-replacement, drawn from OS randomness; seeded (tests only), the generator is
-derived from (seed, salt, user id), so that the sample does not depend on which
-worker or bundle the user lands in (docs/privacy.md, invariants). The Beam
-steps (``beam_dpsu.beam.bounding``) and the pure references
-(``beam_dpsu.core.user_blocks``) call the same functions.
+A user keeps a uniform sample of at most Δ0 of its distinct items, drawn from OS
+randomness; seeded (tests only), from (seed, salt, user id), so that it does not
+depend on the worker or bundle (docs/privacy.md, invariants). The Beam steps
+(``beam.bounding``) and the pure references (``core.user_blocks``) share them.
 """
 
 from __future__ import annotations

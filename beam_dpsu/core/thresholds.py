@@ -2,11 +2,7 @@
 
 Each function cites the theorem it implements; ``tests/test_thresholds.py``
 checks them against the golden values of docs/privacy.md and the papers. Every
-(1 − δ)^{1/t} is evaluated as 1 − q, accurate for δ down to 1e-300, and every
-threshold is rounded up, never down: docs/explanation/numerics.md.
-
-Notation: λ Laplace scale, σ Gaussian standard deviation, Δ0 the maximum
-number of items a user contributes, t ranges over 1..Δ0.
+threshold is rounded up, never down: docs/explanation/numerics.md (notation too).
 """
 
 from __future__ import annotations
