@@ -279,8 +279,7 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
     # (ε/Δ0, δ/Δ0) rounded down: Δ0 items at these meet (ε, δ) exactly.
     eps_item = rounded_down(Fraction(budget.epsilon) / d0)
     delta_item = rounded_down(Fraction(budget.delta) / d0)
-    # δ' less a margin that covers the float error of π, so the chances as run meet
-    # (ε', δ') exactly.
+    # δ' less a margin covering π's float error: the chances as run meet (ε', δ') exactly.
     margin = thresholds.truncated_geometric_float_margin(eps_item, delta_item)
     if not margin <= delta_item / 2.0:
         raise ParameterError.worded(

@@ -36,9 +36,8 @@ __all__ = [
 def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
     """σ_1..σ_T whose composition is a Gaussian mechanism with σ* = ``sigma_total``.
 
-    dpne Theorem 2.1 with Proposition 2.3: 1/σ*² = Σ_k 1/σ_k², σ_k = c·σ_{k−1} for
-    ``decay`` = c (dpne §3.1.1). Derivation:
-    docs/explanation/numerics.md#composing-levels-the-noise-schedule.
+    1/σ*² = Σ_k 1/σ_k², σ_k = c·σ_{k−1} for ``decay`` = c (dpne Theorem 2.1, Proposition
+    2.3, §3.1.1). Derivation: numerics.md#composing-levels-the-noise-schedule.
     """
     sigma_total = checks.positive("sigma_total", sigma_total)
     checks.integer("levels", levels)
@@ -104,10 +103,7 @@ _GAUSSIAN_DELTA_RTOL = 1e-3
 
 
 def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
-    """A σ (for Δ = 1) with δ(σ) ≤ δ for sure, from two closed-form upper bounds.
-
-    Derivation: docs/explanation/numerics.md#the-analytic-gaussian.
-    """
+    """A σ (for Δ = 1) with δ(σ) ≤ δ for sure, from two closed-form bounds (numerics.md)."""
     from scipy import special
     z = float(special.ndtri(delta)) * -1.0
     large_eps = (z + math.hypot(z, math.sqrt(2.0) * math.sqrt(epsilon))) / 2.0 / epsilon

@@ -158,9 +158,8 @@ def _even_level_threshold(max_n: int, max_items: int, sigma_total: float,
 
 
 def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
-    """DPSU-even (dpne Table 3): T equal Gaussian selections composing to σ* (each
-    σ = √T·σ*, dpne Proposition 2.3), each threshold with δ_thr/T; the δ split
-    minimises that (common) threshold."""
+    """DPSU-even (dpne Table 3): T Gaussian selections of σ = √T·σ* (Proposition 2.3), each
+    threshold with δ_thr/T; the δ split minimises that common threshold."""
     sigma_total, threshold_delta, delta_noise = total_sigma(
         budget, functools.partial(_even_level_threshold, max_n, max_items))
     # Exactly within the split: T·δ_k ≤ δ_thr and T/σ² ≤ 1/σ*² (σ rounded up).

@@ -77,10 +77,7 @@ _EXACT_ITEMS = 64
 
 
 def _candidate_items(max_items_per_user: int) -> np.ndarray:
-    """1..64 and Δ0: the max over t ≤ Δ0 of a weighted threshold is at one of them.
-
-    Proof: docs/explanation/numerics.md#where-the-weighted-thresholds-peak.
-    """
+    """1..64 and Δ0, where a weighted threshold's max over t peaks (proof: numerics.md)."""
     d0 = checks.max_items(max_items_per_user)
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
     if d0 <= _EXACT_ITEMS:
@@ -101,14 +98,6 @@ def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.nd
 # Float error otherwise lets the lone-user release chance exceed δ by ~1.2e-14
 # relative (docs/explanation/numerics.md#thresholds-rounded-up).
 _ULPS_UP = 3
-
-
-def _moved_up(value) -> float:
-    """``value`` (a float or 0-d array) ``_ULPS_UP`` ulps up: ρ on the safe side."""
-    value = float(value)
-    for _ in range(_ULPS_UP):
-        value = math.nextafter(value, math.inf)
-    return value
 
 
 def _finite_threshold(value: float, scale_name: str, scale: float, delta: float,
@@ -132,7 +121,9 @@ def _threshold(scale_name: str, scale: float, delta: float, max_items_per_user: 
     d0 = checks.max_items(max_items_per_user)
     t = _candidate_items(d0) if every_t else _candidate_items(d0)[-1:]
     with np.errstate(over="ignore"):
-        value = _moved_up(np.max(_sum_rounded_up(head(t), scale * quantile(delta, t))))
+        value = float(np.max(_sum_rounded_up(head(t), scale * quantile(delta, t))))
+    for _ in range(_ULPS_UP):  # ρ on the safe side
+        value = math.nextafter(value, math.inf)
     return _finite_threshold(value, scale_name, scale, delta, d0)
 
 
@@ -401,7 +392,7 @@ _UNIT = 2.0 ** -53
 def truncated_geometric_float_margin(epsilon: float, delta: float) -> float:
     """m such that the keep chances as run at (ε, δ − m) meet (ε, δ) in exact arithmetic.
 
-    +inf where e^ε overflows. Bound: numerics.md#truncated-geometric-keep-probabilities.
+    +inf where e^ε overflows. Proof: numerics.md#truncated-geometric-keep-probabilities.
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     if epsilon > 700.0:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import string
 from collections.abc import Iterable
 
 __all__ = ["Tokens", "Tokenizer", "tokenize"]
@@ -27,9 +26,8 @@ def _may_hold_url(text: str) -> bool:
 
 
 # ASCII letters, digits and the apostrophe kept; every other ASCII character a space.
-_ASCII_WORD_CHARS = frozenset(string.ascii_letters + string.digits + "'")
 _ASCII_SPACES = str.maketrans({chr(c): " " for c in range(128)
-                               if chr(c) not in _ASCII_WORD_CHARS})
+                               if not (chr(c).isalnum() or chr(c) == "'")})
 
 
 def _ascii_words(text: str) -> list:
