@@ -47,9 +47,8 @@ class CountLaplace(ParallelMechanism):
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return laplace_calibration(
-            budget, self.max_items_per_user, float(self.max_items_per_user),
+            self._check_budget(budget), self.max_items_per_user, float(self.max_items_per_user),
             thresholds.count_laplace_threshold,
             "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
 
@@ -68,10 +67,9 @@ class CountGaussian(ParallelMechanism):
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return gaussian_calibration(
-            budget, self.max_items_per_user, sqrt_rounded_up(self.max_items_per_user),
-            thresholds.count_gaussian_threshold,
+            self._check_budget(budget), self.max_items_per_user,
+            sqrt_rounded_up(self.max_items_per_user), thresholds.count_gaussian_threshold,
             "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
 
 
@@ -89,9 +87,9 @@ class WeightedLaplace(ParallelMechanism):
     item_weight = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return laplace_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
 
 
@@ -113,9 +111,9 @@ class WeightedGaussian(ParallelMechanism):
     item_weight = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return gaussian_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
 
 

@@ -117,9 +117,8 @@ class WeightedHistogramBuilder:
     of about 100 bytes (docs/explanation/accounting.md#item-ids-and-histograms).
     """
 
-    # A size's list of ids is folded into its count array once it holds this
-    # many ids, and at least as many as there are items (so the array, one
-    # int64 per item, is never larger than the list it replaces).
+    # Fold a size's ids into counts at this many, and at least one per item (so the
+    # array, one int64 per item, is never larger than the list it replaces).
     FOLD_IDS = 1 << 12
 
     def __init__(self, item_weight: Callable[[int], float]):

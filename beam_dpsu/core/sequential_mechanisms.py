@@ -52,9 +52,9 @@ class PolicyLaplace(SequentialMechanism):
     user_mass: ClassVar[str] = "m/(m+1)"
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return self._with_cutoff(laplace_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1"))
 
 
@@ -79,9 +79,9 @@ class PolicyGaussian(SequentialMechanism):
     user_mass: ClassVar[str] = "sqrt(m)"
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return self._with_cutoff(gaussian_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1"))
 
 
