@@ -1,16 +1,10 @@
 """Privacy budgets: (ε, δ)-DP and δ-approximate ρ-zCDP, their splits and the accountant.
 
-Pure Python/numpy; no Beam. Golden-tested in ``tests/core/test_accounting.py``
-against the tables of the papers it cites. The Gaussian mathematics behind the
-conversions between the two (``ZCDPBudget.to_dp``, ``dp_to_zcdp``) is
-``beam_dpsu.core.gaussian``.
-
-Conventions
------------
-* ``Budget(epsilon, delta)`` is user-level (ε, δ)-differential privacy.
-* ``ZCDPBudget(rho, delta)`` is δ-approximate ρ-zCDP (Bun & Steinke 2016,
-  Def. 8.1; dp-sips Definition 5). Its ``delta`` is δ_CDP, the probability of
-  the bad event, *not* the δ of a converted (ε, δ)-DP guarantee.
+Pure Python; no Beam. Golden-tested in ``tests/core/test_accounting.py``; the
+conversions' Gaussian mathematics is ``beam_dpsu.core.gaussian``.
+``ZCDPBudget(rho, delta)`` is δ-approximate ρ-zCDP (Bun & Steinke 2016, Def. 8.1;
+dp-sips Definition 5): its ``delta`` is δ_CDP, the probability of the bad event,
+*not* the δ of a converted (ε, δ)-DP guarantee.
 """
 
 from __future__ import annotations
@@ -19,37 +13,28 @@ import dataclasses
 from fractions import Fraction
 from typing import Sequence
 
-
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError, a_type, plural
 from beam_dpsu.core.exact_floats import rounded_down
 from beam_dpsu.core.gaussian import largest_zcdp_rho, zcdp_to_dp
 
-__all__ = [
-    "Budget",
-    "ZCDPBudget",
-    "BudgetAccountant",
-    "BudgetExceededError",
-    "geometric_split_weights",
-    "dp_to_zcdp",
-    "parts_within",
-]
+__all__ = ["Budget", "ZCDPBudget", "BudgetAccountant", "BudgetExceededError",
+           "geometric_split_weights", "dp_to_zcdp", "parts_within"]
 
 
 def parts_within(total: float, parts: Sequence[float],
                  rounded: Sequence[int] | None = None, name: str = "parts",
                  problem: str | None = None) -> list[float]:
-    """``parts``, those at the indices ``rounded`` (default: all) scaled down until the
-    parts' exact sum (of the floats' exact values, as Fractions) is at most ``total``: a
-    split computed in floats (e.g. (1 − s)·ε + s·ε) can sum a few ulps past its total,
-    which the accountant refuses (docs/privacy.md, invariant 4). Parts already within
-    are returned as given.
+    """``parts``, those at ``rounded`` (default: all) scaled down to an exact sum ≤ ``total``.
 
-    The rounded parts are computed once, in exact arithmetic: each is multiplied by
-    1 − excess/(their sum) and rounded down (so a few ulps of excess cost each about
-    one ulp, and a small part is never stepped down one ulp at a time). Where that
-    leaves a part that was positive at 0 or below, no valid split exists:
-    ``ParameterError`` about ``name``, saying ``problem`` (a default names the part)."""
+    A split computed in floats can sum a few ulps past its total, which the
+    accountant refuses (docs/privacy.md, invariant 4); parts within are returned as
+    given. Derivation: docs/explanation/accounting.md#parts-within-a-total.
+
+    Raises:
+      ParameterError: about ``name``, saying ``problem``, if a positive part would
+        fall to 0 or below (no valid split).
+    """
     limit = Fraction(total)
     fitted = [float(part) for part in parts]
     indices = list(range(len(fitted)) if rounded is None else rounded)
@@ -71,9 +56,8 @@ def parts_within(total: float, parts: Sequence[float],
 def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
     """The DP-SIPS round shares: round i of I gets r^{I−i−1}(1−r)/(1−r^I).
 
-    dp-sips Algorithm 3 (its box is missing from the text; docs/privacy.md, DP-SIPS, gives it)
-    and the proof of Theorem 1: the shares rise geometrically so the last
-    round gets the most, and sum to 1; at r = 1 the split is even.
+    dp-sips Algorithm 3 (its box is missing; docs/privacy.md, DP-SIPS, gives it) and
+    Theorem 1's proof: rising geometrically, summing to 1; even at r = 1.
 
     Args:
       rounds: I, the number of rounds (≥ 1).
@@ -108,10 +92,8 @@ class Budget:
 
     Attributes:
       epsilon: ε > 0, the multiplicative privacy loss bound.
-      delta: 0 <= δ < 1, the additive slack. δ = 0 is pure ε-DP, which counts
-        with discrete Laplace noise need; every set-union mechanism needs
-        δ > 0 (releasing an item held by one user is impossible at δ = 0)
-        and refuses a pure budget.
+      delta: 0 <= δ < 1, the additive slack. δ = 0 (pure ε-DP) suits the counts;
+        every set-union mechanism needs δ > 0 and refuses a pure budget.
     """
 
     epsilon: float
@@ -122,11 +104,9 @@ class Budget:
         object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["Budget"]:
-        """Splits into parts proportional to ``weights`` (basic composition).
+        """Parts proportional to ``weights``, ε and δ summing exactly to ≤ this budget's.
 
-        ε and δ both add under sequential composition (Dwork & Roth, Thm 3.16),
-        so the parts' ε and δ sum to at most this budget's, exactly (each part
-        rounded down where the floats' sum would pass it: ``parts_within``).
+        Basic composition (Dwork & Roth, Thm 3.16); rounded by ``parts_within``.
         """
         # A tight split's part is bound to one calibration: its pieces would not be.
         checks.no_tight_part(self, "Budget.split (splitting it again)")
@@ -136,10 +116,8 @@ class Budget:
         return [Budget(e, d) for e, d in zip(epsilons, deltas)]
 
     def to_zcdp(self) -> "ZCDPBudget":
-        """The zCDP budget a pure ε-DP mechanism spends: ρ = ε²/2 (Bun & Steinke 2016,
-        Proposition 1.4), so a pure-DP part (e.g. a Laplace aggregation) can be
-        accounted beside zCDP parts. Only for δ = 0: an (ε, δ > 0) guarantee has
-        no such conversion."""
+        """The zCDP budget of a pure ε-DP mechanism (δ = 0 only): ρ = ε²/2 (Bun & Steinke
+        2016, Proposition 1.4)."""
         # A tight split's counts part (δ = 0) converted would be a plain ZCDPBudget.
         checks.no_tight_part(self, "Budget.to_zcdp (converting it)")
         if self.delta != 0:
@@ -158,9 +136,8 @@ class ZCDPBudget:
 
     Attributes:
       rho: ρ > 0, the zero-concentrated DP parameter.
-      delta: 0 <= δ < 1, the probability of the event outside which the
-        mechanism is ρ-zCDP (δ_CDP in dp-sips App. B). δ = 0 is pure ρ-zCDP
-        (counts with discrete Gaussian noise); set-union mechanisms need δ > 0.
+      delta: 0 <= δ < 1, the probability of the event outside which the mechanism is
+        ρ-zCDP (δ_CDP, dp-sips App. B); set-union mechanisms need δ > 0.
     """
 
     rho: float
@@ -171,11 +148,10 @@ class ZCDPBudget:
         object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["ZCDPBudget"]:
-        """Splits into parts proportional to ``weights``.
+        """Parts proportional to ``weights``, composing to within this budget.
 
-        ρ adds exactly and δ adds as an upper bound (dp-sips Lemma 6:
-        δ + δ' − δδ' ≤ δ + δ'), so the parts compose to within this budget
-        (their exact sums at most its ρ and δ: ``parts_within``).
+        ρ adds, δ adds as an upper bound (dp-sips Lemma 6: δ + δ' − δδ' ≤ δ + δ');
+        rounded by ``parts_within``.
         """
         w = checks.split_weights(weights)
         rhos = parts_within(self.rho, [self.rho * x for x in w])
@@ -192,21 +168,15 @@ class ZCDPBudget:
 
 def _budget_kind(budget) -> type:
     """Budget or ZCDPBudget (subclasses, e.g. a tight split's parts, count as their base)."""
-    for kind in (Budget, ZCDPBudget):
-        if isinstance(budget, kind):
-            return kind
-    return type(budget)
+    return next((k for k in (Budget, ZCDPBudget) if isinstance(budget, k)), type(budget))
 
 
 class BudgetAccountant:
     """Tracks spending against a total budget; overspending is an error.
 
-    Parts must be of the total's kind (``Budget`` or ``ZCDPBudget``); ε, ρ and
-    δ compose additively (basic composition; dp-sips Lemma 6 for zCDP). The sums
-    are compared exactly (the floats' exact values, as Fractions), with no
-    tolerance: spending past the total by any amount is an error (docs/privacy.md,
-    invariant 4). The library's own splits round their parts down to fit
-    (``parts_within``).
+    Parts must be of the total's kind; ε, ρ and δ add (basic composition; dp-sips
+    Lemma 6). Sums are exact (the floats as Fractions), with no tolerance
+    (docs/privacy.md, invariant 4).
 
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` that every part spent counts against.
@@ -254,9 +224,7 @@ class BudgetAccountant:
     def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
         """Records ``part`` as spent and returns it; raises if it does not fit.
 
-        ``what`` names the spender in the error (e.g. ``"SelectItems (sips)"``):
-        release transforms given ``accountant=`` spend their budget here when
-        they are built.
+        ``what`` names the spender in the error (e.g. ``"SelectItems (sips)"``).
         """
         if _budget_kind(part) is not _budget_kind(self.total):
             raise ParameterTypeError.worded(
@@ -295,9 +263,8 @@ class BudgetAccountant:
 def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
     """The largest ρ such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP, as a budget.
 
-    The inverse of ``gaussian.zcdp_to_dp`` (dp-sips Corollary 9; the bisection
-    is ``gaussian.largest_zcdp_rho``). Golden values in dp-sips App. B, Table 5
-    (and Table 2's GW budget).
+    The inverse of ``gaussian.zcdp_to_dp`` (dp-sips Corollary 9); golden values in
+    dp-sips App. B, Table 5.
 
     Args:
       epsilon: ε > 0 of the (ε, δ)-DP target.

@@ -1,19 +1,11 @@
 """The total (ε, δ) of a selection composed with the counts of what it released.
 
-Pure Python/numpy/scipy plus Google's ``dp-accounting`` (its privacy-loss
-distribution, PLD, accountant); no Beam.
-
-``composed_epsilon(selection, counts, delta)`` and ``composed_delta(selection,
-counts, epsilon)`` take the selection's calibration (``calibration.Calibration``,
-or ``RoundsCalibration`` of SIPS, or any calibration with a ``Budget``) and
-the counts' ``CountsCalibration`` and return the total guarantee of releasing
-both. Basic composition adds the ε's; this accounting is tight for the
-mechanisms actually run, so it is smaller, and never larger: the reported ε
-is the minimum of the two (both are valid bounds). Closed forms are the fast
-path (discrete Laplace counts as a binomial loss, a Gaussian selection as one
-μ-GDP Gaussian, a Laplace or other ``Budget`` selection as randomized
-response); the PLD accountant covers discrete Gaussian counts, with
-pessimistic rounding so the reported ε is never below the true one.
+Pure Python/numpy/scipy plus Google's ``dp-accounting`` privacy-loss
+distribution (PLD) accountant; no Beam. The functions take the selection's
+calibration (any with a ``Budget``, or SIPS's ``RoundsCalibration``) and the
+counts' ``CountsCalibration``. Tight for the mechanisms as run, so never above
+basic composition (the reported ε is the smaller). Closed forms are the fast
+path; the PLD accountant, rounding pessimistically, covers discrete Gaussian counts.
 
 Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 """
@@ -30,24 +22,16 @@ import numpy as np
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 
-__all__ = [
-    "ComposedGuarantee",
-    "composed_delta",
-    "composed_epsilon",
-    "composed_guarantee",
-    "composed_guarantees_at",
-    "gaussian_composition_mu",
-    "VALUE_DISCRETIZATION_INTERVAL",
-    "MAX_PLD_COUNTS",
-]
+__all__ = ["ComposedGuarantee", "composed_delta", "composed_epsilon", "composed_guarantee",
+           "composed_guarantees_at", "gaussian_composition_mu", "VALUE_DISCRETIZATION_INTERVAL",
+           "MAX_PLD_COUNTS"]
 
 #: The PLD grid step (in privacy loss). Pessimistic rounding over-states each
 #: loss by < one step; Δ0-fold compositions by < Δ0 steps (ε + 0.01 at Δ0 = 100).
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
 # Relative margin on the δ target when solving for ε (floating point of the δ sums).
 _DELTA_MARGIN = 1e-9
-# The exact binomial loss of discrete Laplace counts is kept on at most this many
-# points (beyond, rounded up: ``_binomial_rounded_up``).
+# The binomial loss of discrete Laplace counts is kept on at most this many points.
 _MAX_POINTS = 4001
 #: dp-accounting composes at most this many counts (about 1 s); beyond, discrete
 #: Gaussian counts get no tight statement (the zCDP sum stands).
@@ -82,8 +66,7 @@ class _DiscreteGaussianCounts:
 def gaussian_composition_mu(sigmas, sensitivities=None) -> float:
     """μ of the composition of Gaussian mechanisms: μ² = Σ (Δ_r/σ_r)² (DRS 2022, Cor. 3.3).
 
-    The composition is exactly one Gaussian mechanism of sensitivity 1 and
-    σ = 1/μ (equivalently 1/σ² = Σ 1/σ_r² when every Δ_r = 1).
+    Exactly one Gaussian mechanism of sensitivity 1 and σ = 1/μ.
     """
     sigmas = np.asarray(sigmas, dtype=np.float64)
     sens = np.ones_like(sigmas) if sensitivities is None else np.asarray(sensitivities, float)
@@ -125,11 +108,7 @@ def _selection_pair(selection):
 def _binomial_rounded_up(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
     """K ~ Binomial(n, p) on at most ``_MAX_POINTS`` points, every move upwards in K.
 
-    Exact for small n. Otherwise K is kept within 40 standard deviations of its
-    mean, in bins each placed at its largest K; the mass below goes to the
-    window's lowest K, the mass above (and any floating-point deficit) to
-    K = n. The loss a(2K − n) only grows, and δ(ε) = E[(1 − e^{ε−L})_+] grows
-    with L, so δ is over-stated, never under-stated.
+    Derivation: docs/explanation/accounting.md#binomial-loss-rounded-up.
     """
     from scipy import stats
     if n + 1 <= _MAX_POINTS:
@@ -155,10 +134,7 @@ def _binomial_rounded_up(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _counts_pair(counts):
-    """The counts' pair: Δ0 coordinates each moved by 1.
-
-    Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
-    """
+    """(pair, description) of the counts: Δ0 coordinates each moved by 1."""
     from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
     d0 = int(counts.max_items_per_user)
     if isinstance(counts.noise, DiscreteLaplace):
@@ -181,8 +157,7 @@ def _counts_pair(counts):
 
 @functools.cache
 def _discrete_gaussian_tail() -> float:
-    """P[|X| > ⌈11.6σ⌉] for X discrete Gaussian (docs/explanation/proofs.md): 2Φ(−11.6),
-    the same float as 2·scipy.stats.norm.sf(11.6), which computes it so."""
+    """P[|X| > ⌈11.6σ⌉] for X discrete Gaussian: 2Φ(−11.6) (= 2·scipy.stats.norm.sf(11.6))."""
     from scipy import special
     return 2.0 * float(special.ndtr(-11.6))
 
@@ -235,24 +210,18 @@ def _counts_pld(counts, interval: float):
     from dp_accounting.pld import privacy_loss_distribution as pld
     from beam_dpsu.core.discrete_noise import DiscreteLaplace
     pair, _ = _counts_pair(counts)
-    if int(counts.max_items_per_user) > MAX_PLD_COUNTS:
+    d0 = int(counts.max_items_per_user)
+    if d0 > MAX_PLD_COUNTS:
         raise ValueError(f"no PLD for more than {MAX_PLD_COUNTS} counts")
     if isinstance(counts.noise, DiscreteLaplace):
         one = pld.from_discrete_laplace_mechanism(1.0 / float(counts.noise.scale), sensitivity=1,
                                                   value_discretization_interval=interval)
-        d0 = int(counts.max_items_per_user)
         return one.self_compose(d0) if d0 > 1 else one
     return _pld(pair, interval)
 
 
-def _composed_pld(sel, counts, interval: float):
-    """The PLD of the selection's pair composed with the counts' (dp-accounting)."""
-    return _pld(sel, interval).compose(_counts_pld(counts, interval))
-
-
 def _require_whole_mechanism(selection) -> None:
-    """Refuses a calibration of one part of a mechanism (``part_of``, e.g. DPNE's level 1
-    of T levels): its σ alone would state μ = 1/σ_1 where the mechanism's is 1/σ*."""
+    """Refuses one part of a mechanism (``part_of``): see ``composed_guarantee``."""
     part_of = getattr(selection, "part_of", None)
     if part_of is not None:
         raise ParameterError.worded(
@@ -262,10 +231,7 @@ def _require_whole_mechanism(selection) -> None:
 
 
 class _Composition:
-    """δ(ε) of the privacy-loss part of selection ∘ counts, by closed form or PLD.
-
-    Every public entry point builds one, so every one refuses a part of a mechanism
-    (``_require_whole_mechanism``)."""
+    """δ(ε) of the privacy-loss part of selection ∘ counts, by closed form or PLD."""
 
     def __init__(self, selection, counts, method: str = "auto",
                  interval: float = VALUE_DISCRETIZATION_INTERVAL):
@@ -286,7 +252,7 @@ class _Composition:
         self.description = f"selection: {sel_what}; counts: {cnt_what}"
         self._pld = None
         if self.method == "pld":
-            self._pld = _composed_pld(self.sel, counts, interval)
+            self._pld = _pld(self.sel, interval).compose(_counts_pld(counts, interval))
 
     def truncation_slack(self, epsilon: float) -> float:
         if isinstance(self.cnt, _DiscreteGaussianCounts) and self.method == "pld":
@@ -336,8 +302,8 @@ class _Composition:
 def composed_delta(selection, counts, epsilon: float, method: str = "auto") -> float:
     """Total δ at ``epsilon`` of the selection and its counts: δ_loss(ε) + threshold δ.
 
-    Raises ``ParameterError`` if ``selection`` is one part of a mechanism (``part_of``;
-    see ``composed_guarantee``)."""
+    Raises ``ParameterError`` for one part of a mechanism (see ``composed_guarantee``).
+    """
     comp = _Composition(selection, counts, method)
     return min(1.0, comp.loss_delta(float(epsilon)) + comp.threshold_delta)
 
@@ -346,7 +312,7 @@ def composed_epsilon(selection, counts, delta: float, method: str = "auto") -> f
     """Total ε at total ``delta``: the ε at δ − threshold δ of the privacy-loss part.
 
     Raises ``ValueError`` if ``delta`` does not exceed the selection's threshold δ, or
-    ``selection`` is one part of a mechanism (``part_of``; see ``composed_guarantee``).
+    for one part of a mechanism (see ``composed_guarantee``).
     """
     comp = _Composition(selection, counts, method)
     loss_delta = float(delta) - comp.threshold_delta
@@ -402,24 +368,20 @@ def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | N
                        method: str = "auto") -> ComposedGuarantee | None:
     """The tight total (ε, δ) at total ``delta``.
 
-    ``basic_epsilon`` is the ε the caller's basic composition gives at ``delta``
-    (e.g. ε_selection + ε_counts); the result's ``epsilon`` is the smaller of the
-    two. When ``delta`` leaves nothing for the privacy-loss part (all of it is
-    threshold δ, as for Laplace selections under a ``Budget``), the result is
-    ``basic_epsilon`` itself; None if that is None too, or a part has no known pair.
+    ``basic_epsilon`` is the caller's basic composition at ``delta`` (e.g. ε_selection +
+    ε_counts); the result's ``epsilon`` is the smaller. If all of ``delta`` is threshold
+    δ (Laplace selections under a ``Budget``), the result is ``basic_epsilon`` itself;
+    None if that is None too, or a part has no known pair.
 
     Raises:
-      ParameterError: ``selection`` is one part of a mechanism (``part_of``, e.g.
-        DPNE's level 1 of T levels): its σ alone would state μ = 1/σ_1 where the
-        mechanism's is 1/σ*, an ε below the true one. Compose the whole
-        mechanism's calibration (for DPNE: one Gaussian of σ*) instead.
+      ParameterError: ``selection`` is one part of a mechanism (``part_of``, e.g. DPNE's
+        level 1): μ = 1/σ_1 would state an ε below the mechanism's 1/σ*.
     """
     return composed_guarantees_at(selection, counts, [(delta, basic_epsilon)], method)[0]
 
 
 def composed_guarantees_at(selection, counts, points, method: str = "auto") -> list:
-    """``composed_guarantee`` at each (delta, basic_epsilon) of ``points``, from one
-    composition of the two parts (a PLD is built once, not once per δ)."""
+    """``composed_guarantee`` at each (delta, basic_epsilon) of ``points``, one PLD for all."""
     _require_whole_mechanism(selection)  # before the try: this error is not swallowed
     try:
         comp = _Composition(selection, counts, method)

@@ -1,19 +1,13 @@
 """The budget of the released items' counts: their noise, and the split that pays for them.
 
-Pure Python (no Beam); ``beam_dpsu.count_released.CountReleased`` is the
-transform that draws the counts.
-
-Each user is counted on at most Δ0 released items (ℓ1 sensitivity Δ0, ℓ2
-√Δ0), with exact discrete noise (``beam_dpsu.core.discrete_noise``): discrete
-Laplace of scale Δ0/ε under ``Budget(ε, δ)``, discrete Gaussian of
-σ² = Δ0/(2ρ) under ``ZCDPBudget(ρ, δ)``; both pure, δ is unused.
+Pure Python (no Beam); ``beam_dpsu.count_released.CountReleased`` draws the counts.
+Each user is counted on at most Δ0 released items, with exact discrete noise
+(``beam_dpsu.core.discrete_noise``); both kinds are pure, δ is unused.
 Proof: docs/explanation/proofs.md#counts-of-released-items.
 
-Counting on the released set is adaptive composition: selection and counts
-together spend the sum of their budgets. ``split_selection_and_counts`` makes
-that split from one total and records it in a ``BudgetAccountant``; given both
-parts' calibrations, ``composed_guarantees`` states the total as run, an ε at
-the same δ never above the sum (``beam_dpsu.core.composition``).
+Selection and counts together spend the sum of their budgets (adaptive
+composition): ``split_selection_and_counts`` splits one total; given both parts'
+calibrations, ``composed_guarantees`` states the tighter total as run.
 Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 """
 
@@ -29,16 +23,9 @@ from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget, parts_w
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 
-__all__ = [
-    "DEFAULT_COUNTS_SHARE",
-    "CountsCalibration",
-    "count_calibration",
-    "SelectionAndCountsBudget",
-    "TightSelectionBudget",
-    "TightCountsBudget",
-    "split_selection_and_counts",
-    "composed_guarantees",
-]
+__all__ = ["DEFAULT_COUNTS_SHARE", "CountsCalibration", "count_calibration",
+           "SelectionAndCountsBudget", "TightSelectionBudget", "TightCountsBudget",
+           "split_selection_and_counts", "composed_guarantees"]
 
 # The counts' default share; split_selection_and_counts's default is written out as
 # 0.25 so that its signature shows the number (tests/core/test_pld.py checks they agree).
@@ -78,13 +65,9 @@ _LARGEST_FLOAT = Fraction(sys.float_info.max)
 def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> CountsCalibration:
     """The count noise under ``budget`` when each user counts on ≤ Δ0 items.
 
-    * ``Budget(ε, δ)``: discrete Laplace with scale Δ0/ε — ℓ1 sensitivity Δ0,
-      ε-DP (CKS §1.1, eq. (2)).
-    * ``ZCDPBudget(ρ, δ)``: discrete Gaussian with σ² = Δ0/(2ρ) — ℓ2
-      sensitivity √Δ0, ρ-zCDP (CKS Theorem 4, Proposition 3).
-
-    Both are pure, so δ may be 0 (and is not spent). The scales are exact
-    fractions of the float parameters.
+    ``Budget(ε, δ)``: discrete Laplace of scale Δ0/ε, ε-DP (CKS §1.1, eq. (2)).
+    ``ZCDPBudget(ρ, δ)``: discrete Gaussian of σ² = Δ0/(2ρ), ρ-zCDP (CKS Theorem 4,
+    Proposition 3). Both pure (δ is not spent); the scales are exact fractions.
 
     Args:
       budget: the counts' ``Budget`` or ``ZCDPBudget`` (δ may be 0).
@@ -94,41 +77,41 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
       The counts' noise and its scale.
     """
     d0 = checks.max_items(max_items_per_user)
-    if isinstance(budget, (Budget, ZCDPBudget)):
-        scale = (Fraction(d0) / Fraction(budget.epsilon) if isinstance(budget, Budget)
-                 else Fraction(d0) / (2 * Fraction(budget.rho)))
-        if scale > _LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
-            param = "epsilon" if isinstance(budget, Budget) else "rho"
-            raise ParameterError(
-                param, f"= {getattr(budget, param):g} is too small for the counts at "
-                       f"max_items_per_user = {d0}: the noise scale exceeds the float range")
+    if not isinstance(budget, (Budget, ZCDPBudget)):
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    scale = (Fraction(d0) / Fraction(budget.epsilon) if isinstance(budget, Budget)
+             else Fraction(d0) / (2 * Fraction(budget.rho)))
+    if scale > _LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
+        param = "epsilon" if isinstance(budget, Budget) else "rho"
+        raise ParameterError(
+            param, f"= {getattr(budget, param):g} is too small for the counts at "
+                   f"max_items_per_user = {d0}: the noise scale exceeds the float range")
     if isinstance(budget, Budget):
         return CountsCalibration(
-            noise=DiscreteLaplace(Fraction(d0) / Fraction(budget.epsilon)),
-            max_items_per_user=d0, sensitivity_norm=1, sensitivity=float(d0), budget=budget,
+            noise=DiscreteLaplace(scale), max_items_per_user=d0, sensitivity_norm=1,
+            sensitivity=float(d0), budget=budget,
             source="Canonne, Kamath & Steinke 2020 §1.1 eq. (2), Algorithm 2 (discrete Laplace)")
-    if isinstance(budget, ZCDPBudget):
-        return CountsCalibration(
-            noise=DiscreteGaussian(Fraction(d0) / (2 * Fraction(budget.rho))),
-            max_items_per_user=d0, sensitivity_norm=2, sensitivity=math.sqrt(d0), budget=budget,
-            source="Canonne, Kamath & Steinke 2020 Theorem 4, Proposition 3, Algorithm 3 "
-                   "(discrete Gaussian)")
-    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    return CountsCalibration(
+        noise=DiscreteGaussian(scale), max_items_per_user=d0, sensitivity_norm=2,
+        sensitivity=math.sqrt(d0), budget=budget,
+        source="Canonne, Kamath & Steinke 2020 Theorem 4, Proposition 3, Algorithm 3 "
+               "(discrete Gaussian)")
 
 
 @dataclasses.dataclass(frozen=True)
 class TightSelectionBudget(Budget):
-    """The selection's part of a tight split: more ε than a plain sum would give it,
-    valid only for the mechanism the split was computed for (``SelectItems``
-    refuses it with any other: the composed total would exceed what was asked)."""
+    """The selection's part of a tight split, valid only for the mechanism it was computed for.
+
+    ``SelectItems`` refuses it with any other: the composed total would exceed what
+    was asked.
+    """
 
     for_mechanism: object = None
 
 
 @dataclasses.dataclass(frozen=True)
 class TightCountsBudget(Budget):
-    """The counts' part of a tight split, valid only for the Δ0 the split was
-    computed for (``CountReleased`` refuses it with any other)."""
+    """The counts' part of a tight split, valid only for its Δ0 (``CountReleased`` checks)."""
 
     for_max_items_per_user: int | None = None
 
@@ -156,8 +139,7 @@ class SelectionAndCountsBudget:
 
     def composed_with(self, selection_calibration, counts_calibration
                       ) -> "SelectionAndCountsBudget":
-        """This split with its tight total guarantee(s), for the calibrations the
-        parts were given (see ``composed_guarantees``)."""
+        """This split with its tight total guarantee(s) for these calibrations."""
         return dataclasses.replace(self, composed=composed_guarantees(
             self, selection_calibration, counts_calibration))
 
@@ -186,14 +168,11 @@ class SelectionAndCountsBudget:
 
 def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
                         counts_calibration) -> tuple:
-    """The tight (ε, δ) of a selection and its counts (``beam_dpsu.core.composition``),
-    data-independent.
+    """The tight, data-independent (ε, δ) of a selection and its counts.
 
-    Under ``Budget(ε, δ)``: one guarantee at the total δ, its ε ≤ the parts' ε
-    sum (basic composition, which it is never above). Under ``ZCDPBudget(ρ, δ)``:
-    at δ_DP = 2δ, 5δ, 10δ (as ``report.dp_equivalents``), each ≤ the zCDP
-    conversion of the parts' sum (dp-sips Corollary 9). Empty when a part has
-    no known privacy-loss pair (the plain sum then stands alone).
+    Under ``Budget``: one guarantee at the total δ, ε ≤ the parts' sum. Under
+    ``ZCDPBudget``: at δ_DP = 2δ, 5δ, 10δ, each ≤ the conversion of the parts' sum
+    (dp-sips Corollary 9). Empty when a part has no known privacy-loss pair.
     """
     sel, cnt = parts.selection, parts.counts
     if isinstance(parts.total, Budget):
@@ -210,12 +189,10 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
 
 
 def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
-    """The largest c ≥ 1 (to 1e-9) at which Budget(c(1−s)ε, δ) for the selection and
-    Budget(c·s·ε, 0) for the counts compose, as calibrated, to ε at δ; 1 if none.
+    """The largest c ≥ 1 (to 1e-9) at which the parts c(1−s)ε and c·s·ε compose to ≤ ε.
 
-    Every accepted c is checked (the composed ε of the calibrations at c is
-    ≤ ε), so the result meets the total whether or not the map c ↦ ε is
-    monotone; bisection only makes it large.
+    Every accepted c is checked, so the result meets the total whether or not
+    c ↦ ε is monotone; bisection only makes it large.
     """
     eps, delta = total.epsilon, total.delta
 
@@ -265,37 +242,27 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                ) -> SelectionAndCountsBudget:
     """Splits ``total`` into a selection part and a counts part, and spends both.
 
-    The counts get ``counts_share`` of ε (or ρ) and δ = 0, since their discrete
-    noise is pure; the selection gets the rest of ε (or ρ) and all of δ. The
-    parts compose to ``total``: basic composition for (ε, δ) (Dwork & Roth Thm
-    3.16), additive ρ and δ for approximate zCDP (dp-sips Lemma 6). Given
-    ``selection_mechanism`` and ``counts_max_items_per_user``, both parts are
-    calibrated now and ``composed`` states the tight total as run
-    (``beam_dpsu.core.composition``). ``composition="tight"`` (a ``Budget``
-    total) spends that slack: both ε are scaled by the largest c ≥ 1 at which
-    the two as calibrated still compose to ≤ the total (``_solve_tight_scale``), so
-    the parts are valid **only** for that mechanism and that Δ0.
+    The counts get ``counts_share`` of ε (or ρ) and δ = 0 (their noise is pure); the
+    selection the rest and all of δ. Basic composition (Dwork & Roth Thm 3.16;
+    dp-sips Lemma 6 for zCDP). ``composition="tight"`` scales both ε by the largest
+    c ≥ 1 at which the two as calibrated still compose to ≤ the total: the parts are
+    then valid **only** for that mechanism and that Δ0.
     Tight split: docs/explanation/proofs.md#selection-composed-with-its-counts.
 
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` of selection and counts together.
       counts_share: s in (0, 1), the counts' share of ε (or ρ).
-      accountant: the ``BudgetAccountant`` both parts are spent from; a fresh
-        ``BudgetAccountant(total)`` by default.
-      selection_mechanism: the selection's mechanism config, to state the total
-        tightly (``composed``).
-      counts_max_items_per_user: the Δ0 given to ``CountReleased``, with
-        ``selection_mechanism``.
-      composition: ``"basic"``, ``"tight"`` or None (default, as the jobs'
-        ``--with-counts``: tight where it can be, i.e. a ``Budget`` total with
-        both of the above at a fixed Δ0; basic otherwise).
+      accountant: the ``BudgetAccountant`` both are spent from (default: a fresh one).
+      selection_mechanism: the selection's config, to state the total (``composed``).
+      counts_max_items_per_user: the Δ0 given to ``CountReleased``, with the above.
+      composition: ``"basic"``, ``"tight"`` or None (default: tight for a ``Budget``
+        total with both of the above at a fixed Δ0; basic otherwise).
 
     Returns:
       The two parts, with the total and, given the mechanisms, ``composed``.
 
     Raises:
-      BudgetExceededError: ``accountant`` has less than ``total`` left; nothing
-        is returned.
+      BudgetExceededError: ``accountant`` has less than ``total`` left.
     """
     checks.no_tight_part(total, "split_selection_and_counts (splitting it again)")
     share = checks.probability("counts_share", counts_share, types=(int, float),
@@ -318,8 +285,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     selection: Budget | ZCDPBudget
     counts: Budget | ZCDPBudget
     if isinstance(total, Budget):
-        # The basic parts, their exact sum within the total (parts_within: the counts'
-        # part is the one rounded down, if need be).
+        # The counts' part is the one rounded down, if need be.
         epsilons = parts_within(total.epsilon, [total.epsilon * (1.0 - share),
                                                 total.epsilon * share], rounded=[1],
                                 **_too_small(share, "epsilon", total.epsilon))

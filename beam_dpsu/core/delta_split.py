@@ -1,10 +1,8 @@
 """The split of a Gaussian mechanism's δ between its noise and its thresholds.
 
-Under ``Budget(ε, δ)`` a Gaussian set-union mechanism spends δ = δ_noise + δ_thr:
-the analytic Gaussian σ at (ε, δ_noise) and thresholds whose bad events cost δ_thr
-(docs/privacy.md, Accounting). ``split_delta`` picks the split, when the transform
-is built, that minimises the release threshold: a data-independent, deterministic
-choice.
+Under ``Budget(ε, δ)`` a Gaussian set-union mechanism spends δ = δ_noise + δ_thr
+(docs/privacy.md, Accounting). ``split_delta`` picks, when the transform is built,
+the split that minimises the release threshold: data-independent and deterministic.
 
 Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
@@ -19,20 +17,16 @@ import numpy as np
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
 from beam_dpsu.core import gaussian
-from beam_dpsu.core.exact_floats import rounded_down
 from beam_dpsu.core.checks import ParameterError
+from beam_dpsu.core.exact_floats import rounded_down
 
 __all__ = ["DeltaSplit", "split_delta", "threshold_delta_cost"]
 
 
 def threshold_delta_cost(threshold_delta: float) -> float:
-    """The δ the thresholds cost end to end: δ_thr itself (proof:
-    docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
+    """The δ the thresholds cost end to end, both directions: δ_thr itself.
 
-    Both directions cost δ_thr: the remove direction by the union bound
-    (P[M(D′) ∈ S] ≤ P[Ã ∈ S] + δ_thr), the add direction because
-    Q(S) − e^ε(1 − δ_thr)P̃(S) = (1 − δ_thr)(Q(S) − e^ε P̃(S)) + δ_thr·Q(S)
-    ≤ δ_noise + δ_thr.
+    Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
     """
     return threshold_delta
 
@@ -54,9 +48,8 @@ class DeltaSplit:
     objective: float
 
 
-# The search variable is t = logit(δ_thr/δ): a coarse grid over [−T, T]
-# locates the basin, then a bounded Brent search refines it. |t| ≤ 16 keeps
-# either share ≥ 1.1e-7·δ, far beyond any useful optimum (it sits near 0).
+# The search variable is t = logit(δ_thr/δ). |t| ≤ 16 keeps either share ≥ 1.1e-7·δ,
+# far beyond any useful optimum (it sits near 0).
 _SPLIT_LOGIT_BOUND = 16.0
 _SPLIT_GRID = 17
 
@@ -65,18 +58,15 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     """(δ_noise, δ_thr, σ_total, objective) at t = logit(δ_thr/δ), or None if infeasible."""
     share = 0.5 * (1.0 + math.tanh(0.5 * t))  # = 1/(1 + e^{−t}), overflow-free
     threshold_delta = delta * share
-    delta_noise = delta - threshold_delta_cost(threshold_delta)
-    if not (0.0 < threshold_delta < 1.0 and delta_noise > 0.0):
+    cost = threshold_delta_cost(threshold_delta)
+    if not (0.0 < threshold_delta < 1.0 and delta - cost > 0.0):
         return None
-    # The sum must hold exactly, not only in floating point (a float check lets it
-    # exceed δ by ~1e-16·δ).
-    # δ_noise is δ − cost in exact arithmetic, rounded down to a float.
-    room = Fraction(delta) - Fraction(threshold_delta_cost(threshold_delta))
-    delta_noise = rounded_down(room)
-    # ... and the float sum must not round above δ either: step down by δ's ulp,
-    # doubling (δ_noise's own ulp may be far smaller; never one ulp at a time).
+    # The sum must hold exactly (a float check lets it exceed δ by ~1e-16·δ): δ − cost
+    # in exact arithmetic, rounded down, and the float sum must not round above δ
+    # either: step down by δ's ulp, doubling (never one ulp of δ_noise at a time).
+    delta_noise = rounded_down(Fraction(delta) - Fraction(cost))
     step = math.ulp(delta)
-    while delta_noise > 0.0 and delta_noise + threshold_delta_cost(threshold_delta) > delta:
+    while delta_noise > 0.0 and delta_noise + cost > delta:
         delta_noise -= step
         step *= 2.0
     if not delta_noise > 0.0:
@@ -95,19 +85,11 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
                 ) -> DeltaSplit:
     """The δ split between one Gaussian σ and the thresholds that minimises ``objective``.
 
-    ``objective(σ_total, δ_thr)`` is the release threshold the split yields,
-    in units of item weight: the weight an item needs to be released with
-    probability ½ (single-round mechanisms: ρ; SIPS: the last round's ρ;
-    DPNE: level 1's ρ_1). Lower is better for every item, so it is the
-    objective. δ_noise = δ − δ_thr (module docstring).
-
-    A data-independent, deterministic choice made when the transform is
-    built: a grid of ``_SPLIT_GRID`` points in t = logit(δ_thr/δ) ∈ [−16, 16]
-    finds the best cell, then a bounded Brent search (scipy's
-    ``minimize_scalar``, ≤ 40 evaluations) refines it between its
-    neighbours; the best point evaluated is returned, so the result is never
-    worse than the grid's (and, the grid containing t = 0, than δ_thr = δ/2).
-    Points where σ or the threshold cannot be computed count as infeasible.
+    ``objective(σ_total, δ_thr)`` is the release threshold the split yields: the
+    weight an item needs to be released with probability ½ (SIPS: the last round's;
+    DPNE: level 1's). A grid in t = logit(δ_thr/δ) ∈ [−16, 16], then a bounded Brent
+    search; never worse than δ_thr = δ/2.
+    Derivation: docs/explanation/accounting.md#the-delta-split.
     """
     epsilon = float(epsilon)
     delta = float(delta)

@@ -1,27 +1,21 @@
-"""The base of every mechanism config: its shared parameters' checks, its budget
-check and its dict form (``beam_dpsu.core.mechanisms`` lists the configs)."""
+"""The base of every mechanism config (``beam_dpsu.core.mechanisms`` lists them)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar
 
-from beam_dpsu.core import checks
-from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import checks, max_items_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError
-from beam_dpsu.core.calibration import (Calibration, KeepProbabilityCalibration,
-                                        RoundsCalibration)
+from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, RoundsCalibration
 
 __all__ = ["MechanismConfig"]
 
 
 class MechanismConfig:
-    """Base class of every mechanism config.
-
-    Subclasses are frozen dataclasses with a kebab-case ``name`` (the CLI's
-    ``--mechanism`` value) and a ``calibrate(budget)`` method.
-    """
+    """Base class of every mechanism config: a frozen dataclass with a kebab-case ``name``
+    (the CLI's ``--mechanism`` value) and ``calibrate(budget)``."""
 
     name: ClassVar[str]
     # g(m), the weight a user keeping m items places, as a key of
@@ -29,7 +23,6 @@ class MechanismConfig:
     user_mass: ClassVar[str]
 
     def __post_init__(self):
-        # Validates whichever of the shared parameters the config has.
         validators = {"max_items_per_user": max_items_choice.check_max_items_or_auto,
                       "alpha": lambda value: checks.non_negative("alpha", value),
                       "shards": lambda value: checks.integer("shards", value)}

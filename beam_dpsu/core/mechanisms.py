@@ -1,10 +1,7 @@
 """Mechanism configurations: frozen dataclasses validated on construction.
 
-A config names a set-union algorithm and its parameters, and knows how to
-calibrate itself under a budget (pure math, no Beam). ``SelectItems`` takes a
-config and a budget and builds the pipeline.
-
-Parallel mechanisms (each user's update is independent of the others):
+A config names a set-union algorithm and its parameters and calibrates itself
+under a budget (no Beam); ``SelectItems`` builds the pipeline. Parallel mechanisms:
 
 ======================  ======================  ===============  =========================
 config                  update per user         noise            source
@@ -19,15 +16,11 @@ config                  update per user         noise            source
 δ_n is the noise's share of δ under ``Budget(ε, δ)``, chosen to minimise the threshold
 (``delta_split.split_delta``; docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
 
-Iterative: ``SIPS`` runs Weighted Gaussian for several rounds with a rising
-budget, removing each round's released items from the users' sets (dp-sips §4).
-
-Sequential (each user's update depends on the histogram so far; users are
-visited in a keyed-hash order): ``PolicyLaplace`` (ℓ1-descent, dpsu §4),
-``PolicyGaussian`` (ℓ2-descent, dpsu §5), ``GreedyWithoutSampling`` (GW and
-GW-KT, gw §3–4, with the top-Δ0 cap, zero-weight keys noised and the
-threshold of docs/privacy.md's GW fix that close the published proof's gap). Every one
-bounds each user to a list of ≤ Δ0 items and noises every item of every list.
+Iterative: ``SIPS`` runs Weighted Gaussian for rounds of rising budget, removing
+released items (dp-sips §4). Sequential (users in keyed-hash order, each update on
+the histogram so far): ``PolicyLaplace`` (ℓ1-descent, dpsu §4), ``PolicyGaussian``
+(ℓ2-descent, dpsu §5), ``GreedyWithoutSampling`` (GW and GW-KT, gw §3–4, with
+docs/privacy.md's GW fix). Each bounds a user to ≤ Δ0 items and noises every one.
 """
 
 from __future__ import annotations
@@ -43,23 +36,10 @@ from beam_dpsu.core.parallel_mechanisms import (SIPS, CountGaussian, CountLaplac
 from beam_dpsu.core.sequential_mechanisms import (GreedyWithoutSampling, PolicyGaussian,
                                                   PolicyLaplace, SequentialMechanism)
 
-
-__all__ = [
-    "MechanismConfig",
-    "ParallelMechanism",
-    "SequentialMechanism",
-    "CountLaplace",
-    "CountGaussian",
-    "WeightedLaplace",
-    "WeightedGaussian",
-    "SIPS",
-    "PolicyLaplace",
-    "PolicyGaussian",
-    "GreedyWithoutSampling",
-    "TruncatedGeometric",
-    "MECHANISMS",
-    "mechanism_from_name",
-]
+__all__ = ["MechanismConfig", "ParallelMechanism", "SequentialMechanism", "CountLaplace",
+           "CountGaussian", "WeightedLaplace", "WeightedGaussian", "SIPS", "PolicyLaplace",
+           "PolicyGaussian", "GreedyWithoutSampling", "TruncatedGeometric", "MECHANISMS",
+           "mechanism_from_name"]
 
 
 MECHANISMS: dict[str, type] = {
@@ -80,23 +60,19 @@ _NOT_PRIVATE = {
 def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> MechanismConfig:
     """Builds a config from its kebab-case name, e.g. ``"weighted-gaussian"``.
 
-    Parameters that are None are ignored, so a CLI can pass every option it
-    has. A parameter the mechanism does not take is an error, unless
-    ``ignore_unused`` (for tools that run several mechanisms with one set of
-    flags).
+    Parameters that are None are ignored, so a CLI can pass every option it has.
 
     Args:
       name: the mechanism's name, a key of ``MECHANISMS``.
-      ignore_unused: drop parameters the mechanism does not take instead of
-        refusing them.
+      ignore_unused: drop parameters the mechanism does not take instead of refusing
+        them (for tools that run several mechanisms with one set of flags).
       **params: the config's fields, e.g. ``max_items_per_user=100``.
 
     Returns:
       The mechanism config.
 
     Raises:
-      ValueError: an unknown or non-private name, or a parameter the mechanism
-        does not take.
+      ValueError: an unknown or non-private name, or a parameter it does not take.
     """
     name = checks.canonical_name(name)
     if name in _NOT_PRIVATE:

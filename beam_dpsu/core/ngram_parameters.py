@@ -1,13 +1,8 @@
 """DPNE's parameters: one frozen dataclass, validated on construction (pure, no Beam).
 
-``ExtractNgrams(max_n, budget, max_items_per_user, eta, pruning, noise_schedule,
-level1, alpha, seed, …)`` keeps its signature; what it takes about the
-mechanism is checked here, once, in the order the arguments come, and held
-as an ``NgramParameters``. What it takes about the input (``privacy_unit``,
-the fields) is read by ``beam_dpsu.beam.fields``; the budget is checked when
-it is calibrated (``beam_dpsu.core.ngram_calibration``).
-
-Errors are ``beam_dpsu.core.checks.ParameterError``s naming the argument.
+``ExtractNgrams``' mechanism arguments are checked here, once, in their order
+(errors are ``ParameterError``s naming the argument); its input's by
+``beam_dpsu.beam.fields``, its budget by ``beam_dpsu.core.ngram_calibration``.
 """
 
 from __future__ import annotations
@@ -27,12 +22,9 @@ __all__ = ["NgramParameters", "LEVEL1_POLICIES", "MAX_NGRAM_LENGTH", "check_max_
 
 LEVEL1_POLICIES = ("weighted-gaussian", "policy-gaussian")
 
-# The longest n-gram length a transform takes. Levels are unrolled when the
-# pipeline is built (16 steps each in a chain) and Beam's Python runners walk
-# that chain recursively at Python's default limit of 1000 frames: 100 levels
-# ended in RecursionError, 40 leave a quarter of it
-# (tests/pipelines/test_pipeline_depth.py). DPNE's evaluation stops at T = 10
-# (dpne §4).
+# Levels are unrolled into a chain (16 steps each) that Beam's runners walk recursively
+# at Python's 1000-frame limit: 100 levels hit RecursionError, 40 leave a quarter of it
+# (tests/pipelines/test_pipeline_depth.py). DPNE's evaluation stops at T = 10 (dpne §4).
 MAX_NGRAM_LENGTH = 40
 
 
@@ -46,13 +38,10 @@ def check_max_n(max_n) -> int:
 
 
 def max_items_per_level(max_items_per_user, max_n: int):
-    """(Δ_k per level, level 1's ``AutoMaxItems`` or None).
+    """(Δ_k per level, level 1's ``AutoMaxItems`` or None), from one value or one per level.
 
-    One value for every level or one per level; each an int or ``"auto"`` /
-    ``AutoMaxItems``. An automatic Δ_k at k ≥ 2 is its largest candidate,
-    fixed here without data (``beam_dpsu.extract_ngrams``' docstring says
-    why); an automatic Δ_1 is chosen privately when the pipeline runs, and its
-    entry here is None.
+    An automatic Δ_k at k ≥ 2 is its largest candidate (``beam_dpsu.extract_ngrams``
+    says why); an automatic Δ_1 is chosen when the pipeline runs, its entry None.
     """
     one = (isinstance(max_items_per_user, (str, int, np.integer, max_items_choice.AutoMaxItems))
            and not isinstance(max_items_per_user, bool))
@@ -85,9 +74,7 @@ class NgramParameters:
 
     Attributes:
       max_n: T, the longest n-gram length: an int, 1 <= T <= ``MAX_NGRAM_LENGTH``.
-      max_items_per_user: Δ_k as given: one value for every level or one per
-        level, each an int or ``"auto"`` / ``AutoMaxItems`` (``max_items``
-        holds it per level).
+      max_items_per_user: Δ_k: one value or one per level, each an int or ``"auto"``.
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" or "single" (which (k−1)-subgrams of a valid k-gram must
         be released; ``beam_dpsu.core.kgrams``).
@@ -95,8 +82,7 @@ class NgramParameters:
       level1: one of ``LEVEL1_POLICIES``: Weighted or Policy Gaussian at level 1.
       alpha: α of the level-1 policy cutoff ρ_1 + α·σ_1.
       seed: test-only seed, or None.
-      pre_threshold: k ≥ 1: a unigram (level 1) is released only if at least k
-        users hold it after bounding (``beam_dpsu.core.pre_threshold``); 1 is none.
+      pre_threshold: k ≥ 1: a unigram needs k holders after bounding (1 is none).
       max_items: derived: Δ_k per level, None at level 1 when it is "auto".
       level1_auto: derived: level 1's ``AutoMaxItems`` when Δ_1 is "auto", else None.
       noise_decay: derived: c as a float (1.0 for "equal").

@@ -1,31 +1,25 @@
 """DPNE's report: its parameters and calibration as ``ExtractNgrams.report`` gives them.
 
-Pure (no Beam, no data): everything in it is fixed when the transform is
-built. With Δ_1 "auto" the chosen Δ_1 is known only when the pipeline runs
-(``chosen_max_items_per_user``, a DP output): the report then holds the
-budget split, the rule and DPNE calibrated at every candidate.
+Pure (no Beam, no data): fixed when the transform is built.
 """
 
 from __future__ import annotations
 
-from beam_dpsu import __version__
 from beam_dpsu.core import max_items_choice
 from beam_dpsu.core.budgets import ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.ngram_parameters import NgramParameters
-from beam_dpsu.core.report import GUARANTEES, SEEDED_NOTE, dp_equivalents, requested_epsilon
+from beam_dpsu.core.report import _add_seed, _header, dp_equivalents, requested_epsilon
 
 __all__ = ["dpne_report"]
 
 
 def dpne_report(params: NgramParameters, budget, privacy_unit: str,
                 auto_plan: max_items_choice.AutoPlan | None, calibrations: list) -> dict:
-    """The report of DPNE with ``params`` under ``budget``: ``calibrations`` holds one
-    ``DPNECalibration`` per candidate Δ_1 (one, unless ``auto_plan`` is given)."""
+    """The report of DPNE with ``params`` under ``budget``: one ``DPNECalibration`` per
+    candidate Δ_1 in ``calibrations`` (one, unless ``auto_plan`` is given)."""
     report = {
-        "library": f"beam_dpsu {__version__}",
-        "guarantee": GUARANTEES[privacy_unit],
-        "privacy_unit": privacy_unit,
+        **_header(privacy_unit),
         "mechanism": {"name": "dpne", "max_n": params.max_n, "eta": params.eta,
                       "pruning": params.pruning, "noise_decay": params.noise_decay,
                       "level1": params.level1},
@@ -37,8 +31,7 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
         "pre_threshold": params.pre_threshold,
     }
     if auto_plan is not None:
-        # Δ_1 is chosen when the pipeline runs (chosen_max_items_per_user, a
-        # DP output): here the split, the rule and DPNE at every candidate.
+        # Δ_1 is chosen when the pipeline runs (a DP output): here every candidate.
         report["levels"][0]["max_items_per_user"] = max_items_choice.AUTO
         report["composition"] = (
             "sequential: the size histogram of users' distinct tokens, then DPNE at the "
@@ -67,7 +60,5 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
         report["dp_equivalents"] = gaussian_dp_equivalents(
             1.0 / only.sigma_total, only.threshold_delta, budget.delta,
             requested_epsilon=requested_epsilon(budget))
-    if params.seed is not None:
-        report["seed"] = params.seed
-        report["seeded_note"] = SEEDED_NOTE
+    _add_seed(report, params.seed)
     return report

@@ -1,6 +1,4 @@
-"""The parallel mechanisms' configs (each user's update is independent of the
-others) and SIPS, which runs Weighted Gaussian for several rounds
-(``beam_dpsu.core.mechanisms`` has the table of every config and its source)."""
+"""The parallel mechanisms' configs and SIPS (table: ``beam_dpsu.core.mechanisms``)."""
 
 from __future__ import annotations
 
@@ -12,14 +10,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from beam_dpsu.core import budgets, checks
-from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import policies
-from beam_dpsu.core import thresholds
+from beam_dpsu.core import budgets, checks, max_items_choice, policies, thresholds
 from beam_dpsu.core.exact_floats import nudged
 from beam_dpsu.core.gaussian import sqrt_rounded_up
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.calibration import (Calibration, KeepProbabilityCalibration,
                                         RoundsCalibration, gaussian_calibration,
                                         laplace_calibration, truncated_geometric_calibration)
@@ -52,9 +47,8 @@ class CountLaplace(ParallelMechanism):
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return laplace_calibration(
-            budget, self.max_items_per_user, float(self.max_items_per_user),
+            self._check_budget(budget), self.max_items_per_user, float(self.max_items_per_user),
             thresholds.count_laplace_threshold,
             "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
 
@@ -73,10 +67,9 @@ class CountGaussian(ParallelMechanism):
     item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return gaussian_calibration(
-            budget, self.max_items_per_user, sqrt_rounded_up(self.max_items_per_user),
-            thresholds.count_gaussian_threshold,
+            self._check_budget(budget), self.max_items_per_user,
+            sqrt_rounded_up(self.max_items_per_user), thresholds.count_gaussian_threshold,
             "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
 
 
@@ -94,9 +87,9 @@ class WeightedLaplace(ParallelMechanism):
     item_weight = staticmethod(policies.weighted_laplace_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return laplace_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
 
 
@@ -104,10 +97,9 @@ class WeightedLaplace(ParallelMechanism):
 class WeightedGaussian(ParallelMechanism):
     """Weighted Gaussian: +1/√|W| to each of ≤ Δ0 sampled items; Gaussian noise for L2 = 1.
 
-    Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ_noise), threshold with
-    δ_thr, δ_noise + δ_thr = δ split to minimise the threshold
-    (``delta_split.split_delta``; dpsu Theorem B.2 used δ/2 each). Under
-    ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ), threshold with δ (dp-sips Theorem 1).
+    Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ_noise), δ_noise + δ_thr = δ
+    split to minimise the threshold (``delta_split.split_delta``; dpsu Theorem B.2
+    used δ/2 each). Under ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ) (dp-sips Theorem 1).
 
     Attributes:
       max_items_per_user: Δ0, the number of distinct items sampled per user.
@@ -119,9 +111,9 @@ class WeightedGaussian(ParallelMechanism):
     item_weight = staticmethod(policies.weighted_gaussian_weight)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return gaussian_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
 
 
@@ -129,18 +121,12 @@ class WeightedGaussian(ParallelMechanism):
 class TruncatedGeometric(ParallelMechanism):
     """Truncated geometric: the optimal partition selection for users holding one item.
 
-    Desfontaines, Voss, Gipson & Mandayam 2022, PoPETs ("Differentially
-    private partition selection", arXiv 2006.03684) Theorem 1: each user adds 1 to each of
-    ≤ Δ0 sampled items, and an item held by n users is kept with probability
-    π(n), π(0) = 0, π(n) = min(e^ε'·π(n−1) + δ', 1 − e^{−ε'}·(1 − π(n−1) − δ'), 1).
-    With Δ0 = 1 this is the best (ε, δ)-DP selection there is; with Δ0 > 1
-    each item's decision gets (ε' = ε/Δ0, δ' = δ/Δ0) and basic composition
-    over the user's ≤ Δ0 items gives (ε, δ), as in PipelineDP (whose PyDP
-    backend uses δ' = 1 − (1 − δ)^{1/Δ0}, larger by a factor 1 + O(δ)).
-    The baseline the set-union papers are compared with, not a set-union
-    mechanism of its own: it ignores how many items a user holds.
-
-    (ε, δ)-DP only: it has no zCDP calibration, so a ``ZCDPBudget`` is refused.
+    Desfontaines, Voss, Gipson & Mandayam 2022 (arXiv 2006.03684) Theorem 1: +1 to
+    each of ≤ Δ0 sampled items; an item held by n users is kept with probability
+    π(n), π(0) = 0, π(n) = min(e^ε'·π(n−1) + δ', 1 − e^{−ε'}·(1 − π(n−1) − δ'), 1),
+    ε' = ε/Δ0, δ' = δ/Δ0 (basic composition over a user's items). The papers'
+    baseline; (ε, δ)-DP only, a ``ZCDPBudget`` is refused.
+    Derivation: docs/explanation/accounting.md#truncated-geometric.
 
     Attributes:
       max_items_per_user: Δ0, the number of distinct items sampled per user.
@@ -172,27 +158,20 @@ def _last_round_threshold(w_last: float, d0: int, sigma_total: float,
 class SIPS(MechanismConfig):
     """DP-SIPS: iterative partition selection (dp-sips §4, Algorithm 3).
 
-    Round i = 0..I−1 runs Weighted Gaussian with ρ_i = ρ·r^{I−i−1}(1−r)/(1−r^I)
-    and δ_i likewise (even split at r = 1), σ_i = 1/√(2ρ_i) and the threshold
-    max_{k≤Δ0} 1/√k + σ_i Φ⁻¹((1−δ_i)^{1/k}), on every user's items minus all
-    items released in earlier rounds, re-sampled to Δ0 each round. The union
-    is δ-approximate ρ-zCDP (dp-sips Theorem 1 and Lemma 6).
-
-    Under a ``Budget(ε, δ)`` the rounds' noise is calibrated as ONE Gaussian
-    mechanism: σ_total = analytic Gaussian at (ε, δ_noise), and round i gets
-    μ_i² = w_i·μ² (σ_i = σ_total/√w_i) and δ_i = w_i·δ_thr, w_i the geometric
-    shares above; the split δ_noise/δ_thr minimises the last (largest) round's
-    threshold (``split_delta``). Total: (ε, δ_noise + δ_thr) = (ε, δ).
+    Round i = 0..I−1 runs Weighted Gaussian with ρ_i = ρ·r^{I−i−1}(1−r)/(1−r^I) and
+    δ_i likewise, σ_i = 1/√(2ρ_i), on every user's items minus those released in
+    earlier rounds, re-sampled to Δ0: δ-approximate ρ-zCDP (dp-sips Theorem 1,
+    Lemma 6). Under ``Budget(ε, δ)`` the rounds are ONE Gaussian mechanism of
+    σ_total at (ε, δ_noise), σ_i = σ_total/√w_i, δ_i = w_i·δ_thr, the split
+    minimising the last round's threshold (``split_delta``).
     Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 
     Attributes:
       max_items_per_user: Δ0, distinct items sampled per user in each round.
       rounds: I ≥ 1, the number of rounds (at most ``MAX_ROUNDS`` = 40).
       ratio: r in (0, 1], the ratio between consecutive rounds' budgets.
-      removal: how earlier rounds' items are removed: "side_input" (default;
-        the released set is broadcast to workers) or "join" (no memory bound,
-        more shuffles); see ``beam_dpsu.beam.sips`` for where the cut-over lies.
-        It changes only the execution, never the output distribution.
+      removal: how earlier rounds' items are removed: "side_input" (default; broadcast)
+        or "join" (no memory bound, more shuffles; ``beam_dpsu.beam.sips``). Execution only.
     """
 
     max_items_per_user: int = 100
@@ -204,11 +183,9 @@ class SIPS(MechanismConfig):
     user_mass: ClassVar[str] = "sqrt(m)"
     # "auto"'s default share of the budget (max_items_choice, "The share").
     auto_share: ClassVar[float] = max_items_choice.SIPS_SHARE
-    # Rounds are unrolled when the pipeline is built (11 steps each in a chain,
-    # 17 with the join) and Beam's Python runners walk that chain recursively at
-    # Python's default limit of 1000 frames: 100 rounds ended in RecursionError,
-    # 40 leave a quarter of it (tests/pipelines/test_pipeline_depth.py); dp-sips
-    # uses 3 to 5 (§5).
+    # Rounds are unrolled into a chain (11-17 steps each) that Beam's runners walk
+    # recursively at Python's 1000-frame limit: 100 rounds hit RecursionError, 40 leave
+    # a quarter of it (tests/pipelines/test_pipeline_depth.py); dp-sips uses 3-5 (§5).
     MAX_ROUNDS: ClassVar[int] = 40
 
     def __post_init__(self):
@@ -231,7 +208,7 @@ class SIPS(MechanismConfig):
                                              self.max_items_per_user))
 
     def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
-        """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total) with δ = δ_thr, or a clear error."""
+        """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total), δ = δ_thr."""
         rho = 0.5 * (1.0 / split.sigma_total) ** 2
         # Rounded down until 2ρ ≤ 1/σ_total² exactly: the rounds' σ_i are each rounded up
         # for their ρ_i, whose sum is at most ρ, so Σ 1/σ_i² ≤ 1/σ_total², the Gaussian
@@ -249,15 +226,12 @@ class SIPS(MechanismConfig):
     def zcdp_budget(self, budget) -> ZCDPBudget:
         """The δ-approximate ρ-zCDP budget split over the rounds.
 
-        Under ``Budget(ε, δ)``: ρ = 1/(2σ_total²) of the composed Gaussian
-        (Gaussian noise of μ is μ²/2-zCDP) and δ = δ_thr, the rounds' threshold δ.
+        Under ``Budget(ε, δ)``: ρ = 1/(2σ_total²) (μ-Gaussian is μ²/2-zCDP), δ = δ_thr.
         """
         budget = self._check_budget(budget)
         if isinstance(budget, ZCDPBudget):
             return budget
-        if isinstance(budget, Budget):
-            return self._equivalent_zcdp(budget, self._delta_split(budget))
-        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+        return self._equivalent_zcdp(budget, self._delta_split(budget))
 
     def round_budgets(self, budget) -> list[ZCDPBudget]:
         """(ρ_i, δ_i) of each round; they sum to the total (dp-sips Thm 1 proof)."""
@@ -273,8 +247,7 @@ class SIPS(MechanismConfig):
             delta_noise = split.delta_noise
         else:
             total = budget
-        # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2):
-        # σ_i = 1/√(2ρ_i) = σ_total/√w_i and its threshold at δ_i.
+        # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
         round_mechanism = WeightedGaussian(self.max_items_per_user)
         parts = total.split(budgets.geometric_split_weights(self.rounds, self.ratio))
         rounds = tuple(round_mechanism.calibrate(part) for part in parts)

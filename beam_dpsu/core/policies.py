@@ -1,17 +1,11 @@
 """Per-user histogram update rules, as pure functions.
 
-Parallel rules (Count, Weighted Laplace, Weighted Gaussian) add the same
-weight to each of a user's ≤ Δ0 distinct items, independent of other users,
-so the histogram is a plain sum (``CombinePerKey(sum)``) and the weight bounds
-its sensitivity. Sequential rules (policies: Policy Laplace, Policy Gaussian,
-GW, GW-KT) visit the users one after another in the order of a keyed hash of
-the user id; each user bounds its items to a list of at most Δ0 and updates
-the histogram so far. ``policy_histogram`` returns exactly the histogram that
-is noised and thresholded: its keys are every item of every user's list,
-whatever weight it got (docs/privacy.md, invariant 8). GW is the fixed GW,
-not the published one (docs/privacy.md, the GW cascade gap).
-
-The Beam histogram transforms and the property tests call the same functions.
+Parallel rules (Count, Weighted Laplace, Weighted Gaussian) add a fixed weight
+to each of a user's ≤ Δ0 items; sequential rules (Policy Laplace, Policy
+Gaussian, GW, GW-KT) update the histogram so far, users in keyed-hash order.
+``policy_histogram``'s keys are every item of every user's list, whatever its
+weight (docs/privacy.md, invariant 8). GW is the fixed GW (docs/privacy.md, the
+GW cascade gap). The Beam transforms and the property tests call these functions.
 
 Proofs: docs/explanation/proofs.md#parallel-and-sequential-updates and
 docs/explanation/proofs.md#gw-and-gw-kt.
@@ -30,23 +24,10 @@ from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import canonical_bytes
 
-__all__ = [
-    "count_weight",
-    "weighted_laplace_weight",
-    "weighted_gaussian_weight",
-    "user_contribution",
-    "ItemIds",
-    "WeightedHistogramBuilder",
-    "weighted_histogram",
-    "histogram_distance",
-    "l1_descent",
-    "l2_descent",
-    "greedy_update",
-    "apply_policy",
-    "policy_histogram",
-    "policy_weights",
-    "gw_item_order",
-]
+__all__ = ["count_weight", "weighted_laplace_weight", "weighted_gaussian_weight",
+           "user_contribution", "ItemIds", "WeightedHistogramBuilder", "weighted_histogram",
+           "histogram_distance", "l1_descent", "l2_descent", "greedy_update", "apply_policy",
+           "policy_histogram", "policy_weights", "gw_item_order"]
 
 
 def count_weight(num_items: int) -> float:
@@ -61,10 +42,7 @@ def weighted_laplace_weight(num_items: int) -> float:
 
 
 def weighted_gaussian_weight(num_items: int) -> float:
-    """Weighted Gaussian: +1/√|W| per item, so a user moves it by 1 in ℓ2.
-
-    dpsu Alg. 10; dp-sips Alg. 2.
-    """
+    """Weighted Gaussian: +1/√|W| per item, moving it by 1 in ℓ2 (dpsu Alg. 10; dp-sips Alg. 2)."""
     return 1.0 / math.sqrt(checks.user_size(num_items))
 
 
@@ -81,11 +59,8 @@ def user_contribution(items: Iterable[Hashable],
 class ItemIds:
     """Small integer ids for items, numbered 0, 1, 2, … in order of first sight.
 
-    ``ids(items)`` is one C-level dict lookup per item, a new item included:
-    the index is a ``defaultdict`` whose factory is a counter, so a missing
-    item is numbered without a Python call. (Most users bring a new item or
-    two, a Zipf vocabulary's tail: a lookup that fell back to Python for them
-    made a second pass over most users' items.)
+    A ``defaultdict`` whose factory is a counter: one C-level lookup per item,
+    a new item included (docs/explanation/accounting.md#item-ids-and-histograms).
     """
 
     __slots__ = ("_index",)
@@ -101,9 +76,7 @@ class ItemIds:
         return _item_ids_of, (self.items(),)
 
     def ids(self, items: Iterable[Hashable]) -> list:
-        """The ids of ``items`` (any iterable, read once), in their order; a new item
-        gets the next id. If the call fails (an unhashable item, an iterator that
-        raises), the items first seen in it get no id."""
+        """The ids of ``items`` (read once); new items get the next ids, none if the call fails."""
         index = self._index
         size = len(index)
         try:
@@ -119,9 +92,7 @@ class ItemIds:
         return list(self._index)
 
     def of_block(self, items: list, ids) -> np.ndarray:
-        """``ids``, indices into a block's own ``items``, as ids of this numbering: one
-        lookup per distinct item the ids hold (not one per listed id), in the order of
-        their first index; items of the block no id names get no id."""
+        """``ids`` (indices into ``items``) as ids here: one lookup per distinct item named."""
         ids = np.asarray(ids, dtype=np.intp)
         held = np.flatnonzero(np.bincount(ids, minlength=len(items)))
         to_these = np.zeros(len(items), dtype=np.intp)
@@ -139,25 +110,15 @@ def _item_ids_of(items: list) -> ItemIds:
 class WeightedHistogramBuilder:
     """Builds Σ_users user_contribution(W_i) from users' item sets, fast and in a fixed order.
 
-    A parallel rule's weight depends only on |W|, so the histogram is
-    Σ_n item_weight(n) · #{users with |W| = n holding the item}. Each item
-    gets a small integer id the first time it is seen (one dict lookup per
-    item, C-level ``map``), a user's ids are appended to the list of its size,
-    and the lists are counted per (size, item) with ``numpy.bincount``. Counting
-    ids instead of updating a ``Counter`` per item saves the second probe of a
-    large dict and a new int object per increment: most of the cost of a
-    parallel mechanism's histogram. The weights are applied once per (size,
-    item), sizes in increasing order, to exact integer counts: each item's sum
-    is the same, bit for bit, whatever order the users came in.
-
-    ``entries`` measures the memory held, in units of about 100 bytes: one
-    per distinct item (its id, its slot and the item kept alive), plus one per
-    eight ids or counts held in lists and arrays.
+    The histogram is Σ_n item_weight(n) · #{users with |W| = n holding the item}:
+    item ids are counted per size with ``numpy.bincount`` and weighted once per
+    (size, item), sizes in increasing order, so each sum is the same bit for bit
+    whatever order the users came in. ``entries`` is the memory held, in units
+    of about 100 bytes (docs/explanation/accounting.md#item-ids-and-histograms).
     """
 
-    # A size's list of ids is folded into its count array once it holds this
-    # many ids, and at least as many as there are items (so the array, one
-    # int64 per item, is never larger than the list it replaces).
+    # Fold a size's ids into counts at this many, and at least one per item (so the
+    # array, one int64 per item, is never larger than the list it replaces).
     FOLD_IDS = 1 << 12
 
     def __init__(self, item_weight: Callable[[int], float]):
@@ -181,8 +142,7 @@ class WeightedHistogramBuilder:
         self.add_distinct(dict.fromkeys(items).keys())
 
     def add_distinct(self, distinct) -> None:
-        """Adds one user's items known to be distinct (a dict's keys, a sample of them):
-        ``add`` without its deduplication. A repeated item would count twice."""
+        """``add`` for items known to be distinct (a repeated item would count twice)."""
         if isinstance(distinct, abc.Mapping):  # its keys, never its values as counts
             distinct = distinct.keys()
         size = len(distinct)
@@ -195,7 +155,7 @@ class WeightedHistogramBuilder:
         pending.extend(ids)
         self._pending_ids += size
         # (the list alone: ``add_block``'s arrays only delay a fold, which changes no sum)
-        if len(pending) >= self.FOLD_IDS and len(pending) >= len(self._ids):
+        if self._full(len(pending)):
             self._fold(size)
 
     def _listed(self, size: int) -> int:
@@ -203,17 +163,15 @@ class WeightedHistogramBuilder:
         return len(self._pending.get(size, ())) + sum(
             map(len, self._pending_arrays.get(size, ())))
 
-    def _fold_if_full(self, size: int) -> None:
-        listed = self._listed(size)
-        if listed >= self.FOLD_IDS and listed >= len(self._ids):
-            self._fold(size)
+    def _full(self, listed: int) -> bool:
+        return listed >= self.FOLD_IDS and listed >= len(self._ids)
 
     def add_block(self, items: list, ids: np.ndarray, sizes: np.ndarray) -> None:
-        """Adds many users at once: ``ids`` their distinct items as indices into ``items``,
-        one user after another, ``sizes`` each user's number of them (a user of size 0
-        adds nothing). The same histogram as ``add_distinct`` once per user: only the
-        items some user holds get an id, one dict probe per distinct item of the block
-        (not one per listed item)."""
+        """Adds many users: ``ids`` index ``items``, user after user, ``sizes`` long each.
+
+        The same histogram as ``add_distinct`` once per user, with one dict probe
+        per distinct item of the block.
+        """
         if not len(ids):
             return
         builder_ids = self._ids.of_block(items, ids)
@@ -227,7 +185,8 @@ class WeightedHistogramBuilder:
             self._pending_arrays.setdefault(size, []).append(
                 grouped[start:end].astype(np.int32))
             self._pending_ids += end - start
-            self._fold_if_full(size)
+            if self._full(self._listed(size)):
+                self._fold(size)
 
     def _size_counts(self, size: int) -> np.ndarray:
         """The exact number of users of this size holding each item, by id."""
@@ -253,15 +212,17 @@ class WeightedHistogramBuilder:
     def histogram(self) -> dict:
         """The histogram {item: Σ weights} of the users added so far."""
         hist = np.zeros(len(self._ids))
-        for size in sorted(set(self._pending) | set(self._pending_arrays) | set(self._counts)):
+        for size in self._sizes():
             hist += self._item_weight(size) * self._size_counts(size)
         return dict(zip(self._ids.items(), hist.tolist()))
 
+    def _sizes(self) -> list:
+        return sorted(set(self._pending) | set(self._pending_arrays) | set(self._counts))
+
     def holders(self) -> dict:
-        """{item: the number of users added so far that hold it} (for a pre-threshold,
-        ``beam_dpsu.core.pre_threshold``)."""
+        """{item: how many users added so far hold it} (``beam_dpsu.core.pre_threshold``)."""
         held = np.zeros(len(self._ids), dtype=np.int64)
-        for size in set(self._pending) | set(self._pending_arrays) | set(self._counts):
+        for size in self._sizes():
             held += self._size_counts(size)
         return dict(zip(self._ids.items(), held.tolist()))
 
@@ -286,23 +247,16 @@ def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:
     raise ParameterError("p", f"must be 1 or 2, got {p!r}")
 
 
-# ---------------------------------------------------------------------------
-# Sequential (policy) updates: each user's update depends on the histogram so
-# far. The histogram is built by visiting users in a fixed order (a keyed hash
-# of the user id) and applying the policy to the user's items.
-# ---------------------------------------------------------------------------
+# --- sequential (policy) updates: users visited in keyed-hash order --------------------
 
 
 def l1_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
     """ℓ1-descent (dpsu Algorithm 4): the increments one user adds to its items.
 
-    Water-filling toward Γ with a total ℓ1 budget of 1: with gaps
-    G = max(Γ − H, 0), find λ ≥ 0 with Σ min(G_u, λ) = 1 and add min(G_u, λ).
-    λ is found exactly from the sorted gaps. If Σ G ≤ 1 every item is filled to
-    Γ (Algorithm 4 prints ``H1|W ← H0|W`` there; the intent, per docs/privacy.md (misprints), is
-    ``H1|W ← (Γ,…,Γ)``). The policy is ℓ1-contractive (dpsu Lemma 4.1).
-    With Γ > 0 every item below Γ gets a positive increment (λ > 0), so
-    every sampled item ends with positive weight.
+    Water-filling toward Γ with an ℓ1 budget of 1: add min(G_u, λ), G = max(Γ − H, 0),
+    Σ min(G_u, λ) = 1; all filled to Γ if Σ G ≤ 1 (Algorithm 4's misprint,
+    docs/privacy.md). ℓ1-contractive (dpsu Lemma 4.1).
+    Derivation: docs/explanation/accounting.md#descent-policies.
     """
     gaps = np.maximum(cutoff - np.asarray(weights, dtype=np.float64), 0.0)
     if gaps.sum() <= 1.0:
@@ -320,11 +274,8 @@ def l1_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
 def l2_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
     """ℓ2-descent (dpsu Algorithm 7): the increments one user adds to its items.
 
-    Moves the user's items toward (Γ,…,Γ) by an ℓ2 distance of at most 1:
-    H1 = H0 + G / max(‖G‖₂, 1) with G = Γ − H0, reaching Γ exactly when
-    ‖G‖₂ ≤ 1. The policy is ℓ2-contractive (dpsu Lemma 5.2). With Γ > 0
-    every item below Γ gets a positive increment, so every sampled item ends
-    with positive weight.
+    H1 = H0 + G / max(‖G‖₂, 1), G = Γ − H0: toward (Γ,…,Γ) by ℓ2 distance ≤ 1.
+    ℓ2-contractive (dpsu Lemma 5.2).
     """
     gaps = cutoff - np.asarray(weights, dtype=np.float64)
     norm = math.sqrt(float(np.dot(gaps, gaps)))
@@ -334,12 +285,10 @@ def l2_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
 def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
     """GW's greedy update (gw Algorithm 2) on items already in priority order.
 
-    With a budget of 1, the first item below Γ is filled toward Γ, then the
-    next, until the budget is spent or every item has reached Γ (the
-    termination the printed algorithm lacks; dp-sips footnote 1). Items at Γ
-    get 0; so does every item after the budget runs out (those stay keys of
-    the histogram at weight 0 and are noised: docs/explanation/proofs.md#gw-and-gw-kt). ℓ1
-    sensitivity 1 (gw Lemma 1).
+    With a budget of 1, items below Γ are filled toward Γ in order until it is
+    spent (the termination the printed algorithm lacks; dp-sips footnote 1); the
+    rest get 0 and stay noised keys (docs/explanation/proofs.md#gw-and-gw-kt).
+    ℓ1 sensitivity 1 (gw Lemma 1).
     """
     weights = np.asarray(weights, dtype=np.float64)
     increments = np.zeros_like(weights)
@@ -362,13 +311,10 @@ def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
 def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: float) -> None:
     """Applies one user's policy update to ``histogram`` in place.
 
-    Every item of the user's (already bounded) list is written, with whatever
-    increment the policy gives it, 0 included: the histogram's keys are the
-    union of the users' lists, which is what keeps the noised key set of
-    neighbours apart only by the extra user's items
-    (docs/explanation/proofs.md#parallel-and-sequential-updates). For
-    ℓ1- and ℓ2-descent with Γ > 0 every increment of a new item is positive,
-    so there the keys are also exactly the items of positive weight.
+    Every item of the user's bounded list is written, increment 0 included: the
+    keys are the union of the users' lists, so neighbours' noised key sets differ
+    only by the extra user's items
+    (docs/explanation/proofs.md#parallel-and-sequential-updates).
     """
     if not items:
         return
@@ -382,14 +328,9 @@ def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: flo
 def policy_histogram(users_items: Iterable[Iterable[Hashable]], update, cutoff: float) -> dict:
     """The histogram that gets noised: users visited in the given order (dpsu Algorithm 2).
 
-    ``users_items`` are the users' bounded lists (sampled for the Policy
-    mechanisms, ``gw_item_order`` for GW), in visiting order. Every key of
-    the result is noised and thresholded, zero weights included.
-
-    ``apply_policy`` once per user on a dict, computed on an array: each item
-    gets an id the first time it is listed (a C-level dict lookup per listed
-    item), and the users' id arrays go through ``policy_weights``. The
-    arithmetic is ``apply_policy``'s, so the weights are the same bit for bit.
+    ``users_items`` are the bounded lists (sampled, or ``gw_item_order``); ``apply_policy``
+    once per user, computed on arrays by ``policy_weights`` (the same weights bit for
+    bit). Every key is noised, zero weights included.
     """
     ids = ItemIds()
     users_ids = [np.array(ids.ids(user_items), dtype=np.intp) for user_items in users_items]
@@ -399,12 +340,9 @@ def policy_histogram(users_items: Iterable[Iterable[Hashable]], update, cutoff: 
 
 def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
                    cutoff: float) -> np.ndarray:
-    """The policy histogram by item id: users' arrays of item ids in visiting order.
+    """The policy histogram by item id (``apply_policy``'s arithmetic on an array).
 
-    ``apply_policy``'s arithmetic on an array (a user's items' weights read,
-    updated and written back by id), so the weights are the same bit for bit;
-    the dict's Python work per item was most of a sequential policy's cost.
-    Items listed by no user keep weight 0 (the caller lists only listed ones).
+    Items listed by no user keep weight 0.
     """
     weights = np.zeros(num_items)
     for index in users_ids:
@@ -414,23 +352,16 @@ def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
     return weights
 
 
-
-
 def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items_per_user: int,
                   public_counts: Mapping | None = None) -> list:
     """A user's top-Δ0 items in GW priority order (gw Algorithm 2, line 8; §4 for KT).
 
-    Most frequent first by the user's own counts C_i, or, with
-    ``public_counts`` (GW-KT), by the public counts (items absent from the
-    public data count 1); only the first Δ0 are kept (the cap that bounds the
-    extra user's keys: docs/explanation/proofs.md#gw-and-gw-kt). Ties are broken by
-    ``tie_key(item)`` (a keyed hash), which depends on the item alone, never
-    on the histogram.
+    Most frequent first by ``counts`` or, GW-KT, ``public_counts`` (absent items count
+    1); ties by ``tie_key(item)``, a keyed hash of the item alone. Only the first Δ0
+    are kept (the cap bounding the extra user's keys: docs/explanation/proofs.md#gw-and-gw-kt).
     """
-    # The order is by (count, tie key, canonical bytes of the item): total even
-    # on a 64-bit hash collision, never the dict's order. The bytes are only
-    # computed when (count, tie key) ties near the top (a collision, or a
-    # constant tie key): a C-level sort of the rest is the GW hot path.
+    # By (count, tie key, canonical bytes): total even on a 64-bit hash collision,
+    # never the dict's order; the bytes only when (count, tie key) ties near the top.
     if public_counts is None:
         ranked = [(-c, tie_key(u), u) for u, c in counts.items()]
     else:

@@ -1,8 +1,7 @@
 """The privacy report of a run: what was spent, with which noise and threshold.
 
-Everything in the mechanism part of the report is fixed when the pipeline is
-built. A job may add counts it observed; those that are computed from the
-raw input without noise are listed under ``non_private_counts`` with a note.
+The mechanism part is fixed when the pipeline is built. Counts a job observed from
+the raw input without noise go under ``non_private_counts`` with a note.
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ SEEDED_NOTE = (
 
 def dp_equivalents(budget: ZCDPBudget) -> list[dict]:
     """(ε, δ_DP) guarantees implied by a zCDP budget (dp-sips Corollary 9), at a few δ_DP."""
-    out = []
-    for factor in (2.0, 5.0, 10.0):
-        delta_dp = factor * budget.delta
-        if delta_dp < 1.0:
-            out.append({"epsilon": budget.to_dp(delta_dp).epsilon, "delta": delta_dp})
-    return out
+    return [{"epsilon": budget.to_dp(f * budget.delta).epsilon, "delta": f * budget.delta}
+            for f in (2.0, 5.0, 10.0) if f * budget.delta < 1.0]
 
 
 def requested_epsilon(budget) -> float | None:
@@ -51,13 +46,22 @@ GUARANTEES = {
 }
 
 
+def _header(privacy_unit: str) -> dict:
+    return {"library": f"beam_dpsu {__version__}", "guarantee": GUARANTEES[privacy_unit],
+            "privacy_unit": privacy_unit}
+
+
+def _add_seed(report: dict, seed) -> None:
+    if seed is not None:
+        report["seed"] = seed
+        report["seeded_note"] = SEEDED_NOTE
+
+
 def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
                      privacy_unit: str = "user_id") -> dict:
     """The report of one selection: mechanism, budget, noise, threshold, seeding."""
     report = {
-        "library": f"beam_dpsu {__version__}",
-        "guarantee": GUARANTEES[privacy_unit],
-        "privacy_unit": privacy_unit,
+        **_header(privacy_unit),
         "mechanism": mechanism.to_dict(),
         **calibration.to_dict(),
         "seeded": seed is not None,
@@ -65,18 +69,15 @@ def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
     mu = getattr(calibration, "gaussian_mu", None)
     zcdp = getattr(calibration, "zcdp_budget", calibration.budget)
     if mu is not None:
-        # Gaussian noise (all rounds composed) is exactly μ-GDP: state the
-        # exact (ε′, δ′) curve plus the thresholds' δ (beam_dpsu.core.calibration),
-        # under either kind of budget; tighter than dp-sips Corollary 9.
+        # Gaussian noise (all rounds composed) is exactly μ-GDP: its exact (ε′, δ′) curve
+        # plus the thresholds' δ, under either budget, is tighter than dp-sips Cor. 9.
         report["dp_equivalents"] = gaussian_dp_equivalents(
             mu, calibration.threshold_delta, calibration.budget.delta,
             requested_epsilon=requested_epsilon(calibration.budget))
     elif isinstance(zcdp, ZCDPBudget):
         # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
         report["dp_equivalents"] = dp_equivalents(zcdp)
-    if seed is not None:
-        report["seed"] = seed
-        report["seeded_note"] = SEEDED_NOTE
+    _add_seed(report, seed)
     if extra:
         report.update(extra)
     return report
@@ -86,15 +87,11 @@ def auto_report(mechanism, budget, plan, calibrations: dict, seed,
                 privacy_unit: str = "user_id") -> dict:
     """The report of a selection with ``max_items_per_user="auto"`` (fixed when built).
 
-    The chosen Δ0 is known only when the pipeline has run: it is a DP output
-    (``SelectItems.chosen_max_items_per_user``), and the jobs add it as
-    ``chosen_max_items_per_user``. Everything here is parameters: the split,
-    the size histogram's noise, the rule and every candidate's calibration.
+    The chosen Δ0, a DP output known once the pipeline has run, is added by the jobs
+    (``chosen_max_items_per_user``); here the split, the rule and every candidate.
     """
     report = {
-        "library": f"beam_dpsu {__version__}",
-        "guarantee": GUARANTEES[privacy_unit],
-        "privacy_unit": privacy_unit,
+        **_header(privacy_unit),
         "mechanism": mechanism.to_dict(),
         "budget": budget.to_dict(),
         "composition": "sequential: the size histogram, then the selection at the chosen "
@@ -106,9 +103,7 @@ def auto_report(mechanism, budget, plan, calibrations: dict, seed,
     }
     if isinstance(budget, ZCDPBudget):
         report["dp_equivalents"] = dp_equivalents(budget)
-    if seed is not None:
-        report["seed"] = seed
-        report["seeded_note"] = SEEDED_NOTE
+    _add_seed(report, seed)
     return report
 
 
@@ -119,8 +114,7 @@ def user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
     if privacy_unit == "user_id":
         return f"keyed hash of the user id; {key}"
     if seed is None and not isinstance(mechanism, GreedyWithoutSampling):
-        # sequential._PolicyElementBlocksFn: the bytes stand in for the keyed hash of a
-        # random id.
+        # sequential._PolicyElementBlocksFn: the bytes stand in for a random id's hash.
         return "32 fresh random bytes per element (no key), drawn from the OS"
     seeded = ("its items and their occurrences" if isinstance(mechanism, GreedyWithoutSampling)
               else "its distinct items")
@@ -129,9 +123,7 @@ def user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
 
 def selection_report(mechanism, budget, calibration, auto_plan, auto_calibrations: dict,
                      seed: int | None, privacy_unit: str) -> dict:
-    """``SelectItems.report``: ``mechanism_report``, or ``auto_report`` with
-    ``max_items_per_user="auto"`` (``auto_plan``, each candidate's calibration in
-    ``auto_calibrations``), and the user order of a sequential mechanism."""
+    """``SelectItems.report``: ``mechanism_report`` or, given ``auto_plan``, ``auto_report``."""
     sequential = isinstance(mechanism, SequentialMechanism)
     if auto_plan is not None:
         report = auto_report(mechanism, budget, auto_plan, auto_calibrations, seed,
@@ -146,20 +138,16 @@ def selection_report(mechanism, budget, calibration, auto_plan, auto_calibration
 
 def counts_report(calibration, auto_plan, budget, calibrations_by_candidate: dict,
                   seed: int | None, privacy_unit: str) -> dict:
-    """``CountReleased.report``: the counts' noise at a fixed Δ0 (``calibration``), or,
-    with ``max_items_per_user="auto"``, the plan and every candidate's noise."""
+    """``CountReleased.report``: the counts' noise, or the "auto" plan and every candidate's."""
     report: dict = {
-        "library": f"beam_dpsu {__version__}",
-        "guarantee": GUARANTEES[privacy_unit],
-        "privacy_unit": privacy_unit,
+        **_header(privacy_unit),
         "counted": "distinct users holding each released item, each user counted on at "
                    "most max_items_per_user released items (sampled uniformly)",
     }
     if auto_plan is None:
         report.update(calibration.to_dict())
     else:
-        # The chosen Δ0 is a DP output, known once the pipeline has run
-        # (chosen_max_items_per_user); everything here is parameters.
+        # The chosen Δ0 is a DP output known once the pipeline has run.
         report.update({
             "budget": budget.to_dict(),
             "composition": "sequential: the histogram of users' numbers of released "
@@ -169,9 +157,7 @@ def counts_report(calibration, auto_plan, budget, calibrations_by_candidate: dic
             "counts_by_candidate": {str(c): k.to_dict() for c, k in
                                     calibrations_by_candidate.items()}})
     report["seeded"] = seed is not None
-    if seed is not None:
-        report["seed"] = seed
-        report["seeded_note"] = SEEDED_NOTE
+    _add_seed(report, seed)
     return report
 
 

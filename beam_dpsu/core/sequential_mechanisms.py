@@ -1,6 +1,4 @@
-"""The sequential mechanisms' configs: each user's update depends on the histogram
-so far, and users are visited in a keyed-hash order (``beam_dpsu.core.mechanisms``
-has the table of every config and its source)."""
+"""The sequential mechanisms' configs (table: ``beam_dpsu.core.mechanisms``)."""
 
 from __future__ import annotations
 
@@ -8,24 +6,19 @@ import dataclasses
 import sys
 from typing import ClassVar, Mapping, cast
 
-from beam_dpsu.core import checks
-from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import thresholds
+from beam_dpsu.core import checks, max_items_choice, thresholds
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
-from beam_dpsu.core.calibration import (Calibration, gaussian_calibration,
-                                        laplace_calibration)
+from beam_dpsu.core.calibration import Calibration, gaussian_calibration, laplace_calibration
 from beam_dpsu.core.mechanism_config import MechanismConfig
 
-__all__ = ["SequentialMechanism", "PolicyLaplace", "PolicyGaussian",
-           "GreedyWithoutSampling"]
+__all__ = ["SequentialMechanism", "PolicyLaplace", "PolicyGaussian", "GreedyWithoutSampling"]
 
 
 class SequentialMechanism(MechanismConfig):
     """A mechanism whose users update the histogram one after another (a policy).
 
-    Users are visited in the order of a keyed hash of their id; ``shards``
-    splits them over that many independent orders whose histograms are summed
-    (same sensitivity; see ``beam_dpsu.beam.sequential``).
+    Users are visited in keyed-hash order; ``shards`` independent orders' histograms
+    are summed (same sensitivity; ``beam_dpsu.beam.sequential``).
     """
 
     alpha: float
@@ -59,9 +52,9 @@ class PolicyLaplace(SequentialMechanism):
     user_mass: ClassVar[str] = "m/(m+1)"
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return self._with_cutoff(laplace_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_laplace_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_laplace_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1"))
 
 
@@ -69,11 +62,8 @@ class PolicyLaplace(SequentialMechanism):
 class PolicyGaussian(SequentialMechanism):
     """Policy Gaussian: ℓ2-descent toward Γ = ρ_Gauss + α·σ (dpsu §5, Alg. 5 and 7).
 
-    Algorithm 5 prints Γ ← ρ_Lap + α·σ; the intent, used here, is ρ_Gauss + α·σ.
-    The ℓ1-descent variant (Algorithm 8) is not private and is not offered.
-    Under ``Budget(ε, δ)`` σ and ρ are Weighted Gaussian's (the δ split
-    minimises ρ, the weight an item needs to be released with probability ½;
-    Γ follows from it).
+    Algorithm 5 prints Γ ← ρ_Lap + α·σ; the intent is ρ_Gauss + α·σ. Algorithm 8
+    (ℓ1-descent) is not private and not offered. σ and ρ are Weighted Gaussian's.
 
     Attributes:
       max_items_per_user: Δ0, distinct items sampled per user.
@@ -89,9 +79,9 @@ class PolicyGaussian(SequentialMechanism):
     user_mass: ClassVar[str] = "sqrt(m)"
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
         return self._with_cutoff(gaussian_calibration(
-            budget, self.max_items_per_user, 1.0, thresholds.weighted_gaussian_threshold,
+            self._check_budget(budget), self.max_items_per_user, 1.0,
+            thresholds.weighted_gaussian_threshold,
             "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1"))
 
 
@@ -99,43 +89,22 @@ class PolicyGaussian(SequentialMechanism):
 class GreedyWithoutSampling(SequentialMechanism):
     """GW: greedy updates on each user's top-Δ0 items, Lap(1/ε) (gw §3 as fixed in docs/privacy.md).
 
-    Each user keeps its Δ0 most frequent items (by its own counts; ties by a
-    keyed hash of the item) and fills them toward Γ one at a time, most
-    frequent first, until its budget of 1 is spent. With ``public_order`` it
-    is GW-KT (gw §4): items are ranked by counts from public data (absent
-    items count 1), given here as a mapping (``public_counts``) or, counted in
-    the pipeline, to the transform (``SelectItems(..., public_counts=pcoll)``).
-    Every item of every user's list is noised and thresholded, zero weight
-    included, and the threshold ρ solves
-    1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ with p(w) = ½·e^{−(ρ−w)ε}
+    Each user fills its Δ0 most frequent items (``policies.gw_item_order``) toward Γ,
+    most frequent first, until its budget of 1 is spent; with ``public_order``,
+    GW-KT (gw §4) ranks by public counts. Every listed item is noised, zero weight
+    included, and ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ, p(w) = ½·e^{−(ρ−w)ε}
     (``thresholds.gw_threshold``; proof: docs/explanation/proofs.md#gw-and-gw-kt).
-
-    This is not the published GW, which takes no Δ0, noises only items of
-    positive weight and uses ρ_GW = 1 − λ·ln(2δ): that rule is not DP (users
-    after the extra one can push other users' items from weight 0 to > 0;
-    docs/privacy.md, GW fix). The fix costs utility: on IMDb at ε = 1.7 the published
-    rule released about 3,400 items, this one about 2,650 at Δ0 = 30
-    (``docs/benchmarks.md``).
+    Not the published GW, whose ρ_GW = 1 − λ·ln(2δ) is not DP (docs/privacy.md, GW fix).
 
     Attributes:
-      max_items_per_user: Δ0, the number of a user's most frequent (GW) or
-        most publicly frequent (GW-KT) items it may spend its budget on; all
-        of them are noised. Smaller Δ0 lowers ρ; larger lets a user reach
-        further down its list. None (the default) means 30 for GW and 300
-        for GW-KT, the best of 10/30/100/300 (GW) and 30/100/300/1000
-        (GW-KT) on IMDb at ε = 1.7: a GW-KT list starts with the most common
-        public words, which reach Γ after a few users, so it needs to be
-        longer to leave the user items to spend on.
+      max_items_per_user: Δ0, the length of a user's list, all of it noised. None (the
+        default): 30 for GW, 300 for GW-KT (docs/explanation/proofs.md#gw-and-gw-kt).
       alpha: α ≥ 0 in Γ = ρ + α·λ; Γ must be ≥ 1 (gw Theorem 1).
-      public_counts: None, or a mapping item → count (GW-KT with these
-        counts). Counts held in a Beam ``PCollection`` of (item, count) pairs,
-        e.g. counted from a public corpus in the same pipeline, go to the
-        transform instead: ``SelectItems(..., public_counts=pcoll)``, with
-        ``public_order=True`` here.
+      public_counts: None, or a mapping item → count (GW-KT; absent items count 1).
+        A ``PCollection`` of (item, count) goes to ``SelectItems(..., public_counts=)``.
       shards: P ≥ 1 independent user orders (1 = the paper's algorithm).
-      public_order: GW-KT: items are ranked by public counts (True whenever
-        ``public_counts`` is given; set it when the counts come to the
-        transform).
+      public_order: GW-KT (True whenever ``public_counts`` is given; set it when
+        the counts come to the transform).
     """
 
     max_items_per_user: int | None = None
