@@ -29,25 +29,9 @@ __all__ = ["MASSES", "user_mass", "weight_threshold", "AutoPlan", "calibrate_can
            "plan_auto"]
 
 
-def _linear_mass(m: np.ndarray) -> np.ndarray:
-    return m
-
-
-def _constant_mass(m: np.ndarray) -> np.ndarray:
-    return np.ones_like(m)
-
-
-def _sqrt_mass(m: np.ndarray) -> np.ndarray:
-    return np.sqrt(m)
-
-
-def _uniform_prior_mass(m: np.ndarray) -> np.ndarray:
-    return m / (m + 1.0)
-
-
-# g(m) by name (names, not lambdas: a plan travels to the workers pickled).
-MASSES = {"m": _linear_mass, "1": _constant_mass, "sqrt(m)": _sqrt_mass,
-          "m/(m+1)": _uniform_prior_mass}
+# g(m) by name: a plan holds the name, and travels to the workers pickled.
+MASSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "m": lambda m: m, "1": np.ones_like, "sqrt(m)": np.sqrt, "m/(m+1)": lambda m: m / (m + 1.0)}
 
 
 def user_mass(mechanism) -> str:

@@ -93,20 +93,8 @@ class BlockBuilder:
         self.users += 1
 
     def add_document(self, user_id, document) -> None:
-        """``add(user_id, (document,))``, faster: a user with one document."""
-        tokens = self._tokens
-        n_tokens, n_vocab = len(tokens), len(self._index)
-        try:
-            tokens.extend(map(self._index.__getitem__, document))
-        except (BadToken, TypeError):
-            del tokens[n_tokens:]
-            self._index.truncate(n_vocab)
-            raise
-        self._doc_lengths.append(len(tokens) - n_tokens)
-        self._doc_users.append(self.users)
-        if self._user_ids is not None:
-            self._user_ids.append(user_id)
-        self.users += 1
+        """``add(user_id, (document,))``: a user with one document."""
+        self.add(user_id, (document,))
 
     def build(self) -> DocumentBlock:
         index = self._index
@@ -321,14 +309,13 @@ def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=Non
     users = np.repeat(block.doc_users, block.doc_lengths)
     vocab = block.vocab
     sampler = _seeded_sampler(block, vocab.__getitem__, max_items, seed, salt)
+    sums = sampled_weighted_sums(users, block.tokens, len(vocab), max_items, item_weight, rng,
+                                 sampler, count_holders)
     if count_holders:
-        sums, holders = sampled_weighted_sums(users, block.tokens, len(vocab), max_items,
-                                              item_weight, rng, sampler, count_holders=True)
+        sums, holders = sums
         held = np.flatnonzero(holders)
         return list(zip([vocab[i] for i in held.tolist()],
                         zip(sums[held].tolist(), holders[held].tolist())))
-    sums = sampled_weighted_sums(users, block.tokens, len(vocab), max_items, item_weight, rng,
-                                 sampler)
     held = np.flatnonzero(sums)
     return list(zip([vocab[i] for i in held.tolist()], sums[held].tolist()))
 

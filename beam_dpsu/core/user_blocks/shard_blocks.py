@@ -149,11 +149,9 @@ class _ShardUsers:
         # Each user's block, and where its list starts and how long it is in that block.
         self._block = np.repeat(np.arange(len(lengths), dtype=np.intp),
                                 [len(part) for part in lengths])
-        self._lengths = (np.concatenate(lengths).astype(np.intp) if lengths
-                         else np.zeros(0, dtype=np.intp))
-        self._starts = np.concatenate(
-            [np.cumsum(part, dtype=np.intp) - part for part in lengths]) if lengths \
-            else np.zeros(0, dtype=np.intp)
+        none = np.zeros(0, dtype=np.intp)
+        self._lengths = np.concatenate([none, *lengths]).astype(np.intp)
+        self._starts = np.concatenate([none] + [np.cumsum(p, dtype=np.intp) - p for p in lengths])
 
     def user(self, user: int) -> np.ndarray:
         """One user's list, as ids of the shard."""
