@@ -65,8 +65,7 @@ class ParameterError(ValueError):
         return self.message is None
 
     def naming(self, name: str) -> str:
-        """The message with the parameter called ``name`` (e.g. its flag, ``"--delta"``);
-        a worded message is returned whole."""
+        """The message with the parameter called ``name`` (its flag); a worded one whole."""
         return f"{name} {self.problem}" if self.leads_with_param else str(self)
 
     def __reduce__(self):  # keeps param and problem through pickling (Beam workers)
@@ -270,8 +269,7 @@ def privacy_unit(value: Any) -> str:
 
 def instance(name: str, value: Any, types, described: str,
              shown: Callable[[Any], str] = repr) -> Any:
-    """``value`` if an instance of ``types``; else an error saying ``described`` and
-    ``shown(value)``."""
+    """``value`` if an instance of ``types``; else an error showing ``shown(value)``."""
     if not isinstance(value, types):
         raise ParameterTypeError(name, f"must be {described}, got {shown(value)}")
     return value

@@ -9,7 +9,7 @@ field and the type found, never a value: runner logs keep error messages
 
 from __future__ import annotations
 
-from typing import Any, overload
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,15 +22,10 @@ class InvalidRecordError(ValueError):
     """A record that cannot be attributed to one user and one text item."""
 
 
-@overload
-def plain_str_or_bytes(value: str) -> str: ...
-@overload
-def plain_str_or_bytes(value: bytes) -> bytes: ...
-@overload
-def plain_str_or_bytes(value: str | bytes) -> str | bytes: ...
+_StrOrBytes = TypeVar("_StrOrBytes", str, bytes, str | bytes)
 
 
-def plain_str_or_bytes(value: str | bytes) -> str | bytes:
+def plain_str_or_bytes(value: _StrOrBytes) -> _StrOrBytes:
     """A str or bytes as the plain ``str`` or ``bytes`` holding the same text or bytes.
 
     A subclass's instance (``numpy.str_``) is what it holds, never what its own

@@ -40,8 +40,7 @@ def _check_share(share: Any) -> float:
 
 
 def default_share(mechanism) -> float:
-    """The share "auto" spends when none is given: the mechanism's ``auto_share``
-    (a class attribute; SIPS states ``SIPS_SHARE``), else ``DEFAULT_SHARE``."""
+    """The mechanism's ``auto_share`` (SIPS: ``SIPS_SHARE``), else ``DEFAULT_SHARE``."""
     return getattr(mechanism, "auto_share", DEFAULT_SHARE)
 
 
@@ -123,8 +122,7 @@ _LARGEST_FLOAT = Fraction(sys.float_info.max)
 
 
 def _size_part(param: str, total: float, share: float, per: int) -> float:
-    """total·share, the size histogram's ε (``per`` = 1) or ρ (``per`` = 2), refused where
-    its noise scale is beyond the float range (it is reported as a float)."""
+    """total·share (ε: ``per`` = 1; ρ: 2), refused if its noise scale passes float range."""
     def fits(value: float) -> bool:
         part = value * share
         return part > 0.0 and 1 / (per * Fraction(part)) <= _LARGEST_FLOAT

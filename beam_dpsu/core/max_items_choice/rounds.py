@@ -58,8 +58,7 @@ def holding_probabilities(sizes: Floats, exponent: float = EXPONENT) -> np.ndarr
 
 
 def _last_above(weights: np.ndarray, start: int, threshold: float) -> float:
-    """The (fractional) number of grid points from ``start`` whose weight is ≥ threshold,
-    interpolated log-linearly to the crossing; weights fall with the rank."""
+    """The grid points from ``start`` weighing ≥ threshold, log-linearly interpolated."""
     above = np.flatnonzero(weights[start:] >= threshold)
     if not len(above):
         return float(start)

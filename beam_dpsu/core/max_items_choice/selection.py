@@ -44,8 +44,7 @@ def user_mass(mechanism) -> str:
 
 
 def weight_threshold(calibration) -> float:
-    """T: the weight at which an item is released with probability ½ (the calibration's
-    ``weight_threshold()``)."""
+    """T: the weight at which an item is released with probability ½."""
     threshold = getattr(calibration, "weight_threshold", None)
     if threshold is None:
         raise TypeError(f"no release threshold for {type(calibration).__name__}")
@@ -172,8 +171,7 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
 
 
 def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) -> AutoPlan:
-    """Splits the budget and calibrates every candidate Δ0 (eagerly; no data), with the
-    selection's pre-threshold k."""
+    """Splits the budget and calibrates every candidate Δ0 with pre-threshold k (no data)."""
     auto = mechanism.max_items_per_user
     if not is_auto(auto):
         raise ParameterError.worded("max_items_per_user",

@@ -26,8 +26,7 @@ def calibrate(mechanism, budget, pre_threshold: int = 1):
 
 
 def with_pre_threshold(calibration, mechanism, pre_threshold: int):
-    """A mechanism's calibration (``Calibration``, ``RoundsCalibration`` or
-    ``KeepProbabilityCalibration``) for a pre-threshold k; unchanged at k = 1."""
+    """A mechanism's calibration (of any kind) for a pre-threshold k; unchanged at k = 1."""
     k = rule.check_pre_threshold(pre_threshold)
     if k == 1:
         return calibration

@@ -33,8 +33,7 @@ class DocumentBlock(NamedTuple):
 
 
 class _Vocabulary(dict):
-    """token → id, numbered in order of first use; ``check(token)`` (if any) runs on
-    each new token, and raises for one a block may not hold."""
+    """token → id in order of first use; ``check`` (if any) vets each new token."""
 
     def __init__(self, check: Callable[[Hashable], bool] | None):
         super().__init__()
@@ -161,8 +160,7 @@ def _table_limit(n: int) -> int:
 
 
 def _dense_ids(keys: np.ndarray, bound: int) -> tuple:
-    """(an index of each distinct key, its dense id in key order) for keys in [0, bound),
-    by a table of the range, no sort."""
+    """(an index of each distinct key, its dense id) for keys in [0, bound), by a table."""
     present = np.zeros(bound, dtype=bool)
     present[keys] = True
     rank = np.cumsum(present) - 1
@@ -181,8 +179,7 @@ def _unique_ids(keys: np.ndarray, bound: int) -> tuple:
 
 
 def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
-    """``_gram_keys``' digit keys of the ``length``-grams of ``grams`` made only of the
-    block's tokens (the others occur nowhere in it)."""
+    """``_gram_keys``' digit keys of those ``grams`` made only of the block's tokens."""
     index = {t: i for i, t in enumerate(vocab)}
     base = len(vocab)
     keys = []
@@ -268,8 +265,7 @@ def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple
 
 
 def distinct_items_per_user(block: DocumentBlock) -> np.ndarray:
-    """Each user's number of distinct tokens, in block order (0 without tokens): level 1's
-    sizes, which ``max_items_per_user="auto"`` bins."""
+    """Each user's number of distinct tokens (level 1's sizes, which "auto" bins)."""
     n_users = len(block.user_ids) if block.user_ids is not None else (
         int(block.doc_users.max()) + 1 if block.doc_users.size else 0)
     users = np.repeat(block.doc_users, block.doc_lengths)
@@ -304,8 +300,7 @@ def _seeded_sampler(block: DocumentBlock, label: Callable[[int], Hashable], max_
 
 def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=None,
                 salt: str = "", count_holders: bool = False) -> list:
-    """Level 1: [(token, Σ weights)] over the block's users' distinct tokens; with
-    ``count_holders`` [(token, (Σ weights, users holding it))] (a pre-threshold)."""
+    """Level 1: [(token, Σ weights)], or [(token, (Σ weights, holders))] (``count_holders``)."""
     users = np.repeat(block.doc_users, block.doc_lengths)
     vocab = block.vocab
     sampler = _seeded_sampler(block, vocab.__getitem__, max_items, seed, salt)

@@ -75,8 +75,7 @@ class RecordBlockBuilder:
         self._plain_str = self._plain_str and plain_str
 
     def build(self, edges: np.ndarray) -> tuple:
-        """(users per size bin, as ``max_items_choice.size_counts`` counts them, the
-        block as one bytes value)."""
+        """(users per size bin, the block as one bytes value)."""
         ends = np.frombuffer(self._ends, dtype=np.int64)
         return size_counts(np.diff(ends, prepend=0), edges), self.packed()
 
@@ -90,8 +89,7 @@ class RecordBlockBuilder:
 
 def _block(items: list, ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None,
            plain_str: bool, keys: list | None, in_order: bool = False) -> bytes:
-    """A block's fields as one bytes value (``_HEADER``), its ids encoded by ``encode_ids``
-    (``in_order``: each user's ids already ascend, as ``encode_ids`` leaves them)."""
+    """A block's fields as one bytes value (``in_order``: each user's ids already ascend)."""
     if not in_order:
         ids, counts = ascending_per_user(ids, ends, counts)
     small, low, large = encode_ids(ids, ends)
@@ -182,8 +180,7 @@ _WIDE_END = _WIDE + ((_LARGE - _WIDE) << 8)
 
 
 def ascending_per_user(ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None = None):
-    """``ids`` (users one after another, user i's ending at ``ends[i]``) with each user's
-    ids in ascending order, and ``counts`` (one per id, or None) in the same order."""
+    """``ids`` (user i's ending at ``ends[i]``) and ``counts`` (or None), each user's ascending."""
     sizes = np.diff(ends, prepend=0)
     span = int(ids.max()) + 1 if len(ids) else 1
     # Each user's ids offset past the users before it: one sort orders every user
@@ -263,8 +260,7 @@ class DecodedBlock(NamedTuple):
         return np.diff(self.ends, prepend=0)
 
     def runs(self, max_ids: int = RUN_IDS):
-        """(ids, sizes) of each run of consecutive users holding at most ``max_ids`` ids
-        (a larger user alone), views: work on a run keeps temporary arrays small."""
+        """(ids, sizes) of each run of users holding ≤ ``max_ids`` ids (a larger one alone)."""
         sizes = self.sizes
         for first, last, start, end in _run_bounds(self.ends, max_ids):
             yield self.ids[start:end], sizes[first:last]
@@ -289,8 +285,7 @@ def decode_block(block: bytes) -> DecodedBlock:
 
 
 def block_runs(block: bytes, max_ids: int = RUN_IDS) -> tuple:
-    """(items, runs): ``decode_block(block).runs(max_ids)``, each run decoded as it comes,
-    so that no array of the whole block's ids is made."""
+    """(items, runs): ``decode_block(block).runs(max_ids)``, each run decoded as it comes."""
     fields = _fields(block)
     return fields.items, _decoded_runs(fields, max_ids)
 
