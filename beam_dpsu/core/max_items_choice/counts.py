@@ -18,7 +18,7 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 from beam_dpsu.core.max_items_choice.option import DEFAULT_SHARE, AutoMaxItems, split_budget
 from beam_dpsu.core.max_items_choice.selection import calibrate_candidates
-from beam_dpsu.core.max_items_choice.size_histogram import size_bin_edges, size_noise
+from beam_dpsu.core.max_items_choice.size_histogram import _noisy_counts, _report, size_bin_edges
 
 __all__ = ["mean_absolute_noise", "released_sizes", "CountsAutoPlan", "plan_counts_auto"]
 
@@ -83,9 +83,7 @@ class CountsAutoPlan:
     def expected_error(self, noisy_counts: np.ndarray, released_items: int) -> np.ndarray:
         """K·E|Z(Δ0)| + D(Δ0) for each candidate, D from the noisy counts as they are, with
         NO margin, unlike ``AutoPlan.proxy`` (proofs.md#counts-of-released-items says why)."""
-        counts = np.asarray(noisy_counts, dtype=np.float64)
-        if counts.shape != (len(self.edges),):
-            raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
+        counts = _noisy_counts(noisy_counts, self.edges)
         if isinstance(released_items, bool) or int(released_items) != released_items \
                 or released_items < 0:
             raise ParameterError("released_items", f"must be an int >= 0, got {released_items!r}")
@@ -104,10 +102,7 @@ class CountsAutoPlan:
                     "released items, D = Σ_users (released items held − Δ0)_+ from the "
                     "noisy size histogram (beam_dpsu.core.max_items_choice)",
             "size_histogram": {"of": "each user's number of distinct released items",
-                               "budget": self.size_budget.to_dict(),
-                               "noise": size_noise(self.size_budget).to_dict(),
-                               "bin_lower_edges": list(self.edges),
-                               "sensitivity": 1},
+                               **_report(self.size_budget, self.edges)},
             "counts_budget": self.counts_budget.to_dict(),
             "candidates_calibrated": list(self.candidates),
             "mean_absolute_noise": list(self.mean_absolute_noise),

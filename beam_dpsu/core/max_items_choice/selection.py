@@ -20,7 +20,8 @@ import numpy as np
 import beam_dpsu.core.max_items_choice.rounds as max_items_rounds
 from beam_dpsu.core.max_items_choice.option import (AutoMaxItems, default_share, is_auto,
                                                     split_budget, with_max_items)
-from beam_dpsu.core.max_items_choice.size_histogram import size_bin_edges, size_noise
+from beam_dpsu.core.max_items_choice.size_histogram import (_noisy_counts, _report,
+                                                            size_bin_edges, size_noise)
 from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrations
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -91,9 +92,7 @@ class AutoPlan:
         (0 above it; all 0 if no mass stands above the noise). Why the margin:
         docs/explanation/bounding.md#the-selections-rule.
         """
-        counts = np.asarray(noisy_counts, dtype=np.float64)
-        if counts.shape != (len(self.edges),):
-            raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
+        counts = _noisy_counts(noisy_counts, self.edges)
         lower = np.asarray(self.edges, dtype=np.float64)
         upper = np.append(lower[1:] - 1.0, np.inf)
         # A bin's users sit at the geometric middle of its sizes (the last, open bin is
@@ -136,10 +135,7 @@ class AutoPlan:
         return {
             **self.auto.to_dict(),
             **self._rule(),
-            "size_histogram": {"budget": self.size_budget.to_dict(),
-                               "noise": size_noise(self.size_budget).to_dict(),
-                               "bin_lower_edges": list(self.edges),
-                               "sensitivity": 1},
+            "size_histogram": _report(self.size_budget, self.edges),
             "selection_budget": self.selection_budget.to_dict(),
             "candidates_calibrated": list(self.candidates),
             "weight_thresholds": list(self.weight_thresholds),

@@ -58,3 +58,17 @@ def noisy_size_histogram(counts: np.ndarray, size_budget: Budget | ZCDPBudget,
 
 # Noisy counts beyond this carry no information a float could keep.
 _NOISY_LIMIT = 10 ** 300
+
+
+def _noisy_counts(noisy_counts, edges: tuple) -> np.ndarray:
+    """The noisy counts as floats, one per bin."""
+    counts = np.asarray(noisy_counts, dtype=np.float64)
+    if counts.shape != (len(edges),):
+        raise ValueError(f"expected {len(edges)} bin counts, got {counts.shape}")
+    return counts
+
+
+def _report(size_budget, edges: tuple) -> dict:
+    """The size histogram as a plan's ``to_dict`` reports it."""
+    return {"budget": size_budget.to_dict(), "noise": size_noise(size_budget).to_dict(),
+            "bin_lower_edges": list(edges), "sensitivity": 1}
