@@ -94,10 +94,9 @@ class AutoPlan:
         """
         counts = _noisy_counts(noisy_counts, self.edges)
         lower = np.asarray(self.edges, dtype=np.float64)
-        upper = np.append(lower[1:] - 1.0, np.inf)
         # A bin's users sit at the geometric middle of its sizes (the last, open bin is
         # only ever read at its lower edge, the largest candidate).
-        middle = np.sqrt(lower * np.where(np.isfinite(upper), upper, lower))
+        middle = np.sqrt(lower * np.append(lower[1:] - 1.0, lower[-1]))
         mass = MASSES[self.user_mass]
         noise_sd = math.sqrt(size_noise(self.size_budget).variance())
         out = []
@@ -183,15 +182,12 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) ->
             raise ValueError(f"threshold {t!r}")
         return t, max_items_rounds.round_thresholds(calibration), calibration
 
-    thresholds_by_candidate = calibrate_candidates(
-        auto, thresholds_at, f"{mechanism.name} calibrates",
-        "the selection's part of the budget")
-    candidates = tuple(thresholds_by_candidate)
-    weights = tuple(t for t, _, _ in thresholds_by_candidate.values())
-    rounds = tuple(r for _, r, _ in thresholds_by_candidate.values())
+    found = calibrate_candidates(auto, thresholds_at, f"{mechanism.name} calibrates",
+                                 "the selection's part of the budget")
+    weights, rounds, calibrations = zip(*found.values())
     return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
-                    candidates=candidates, weight_thresholds=weights,
+                    candidates=tuple(found), weight_thresholds=weights,
                     edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
                     mechanism_name=mechanism.name, user_mass=user_mass(mechanism),
                     round_thresholds=rounds if all(r is not None for r in rounds) else (),
-                    calibrations=tuple(c for _, _, c in thresholds_by_candidate.values()))
+                    calibrations=calibrations)
