@@ -183,8 +183,7 @@ def at_least(name: str, value: Any, low: int) -> Any:
     return value
 
 
-# The largest Δ0 accepted: a signed 64-bit int, as Beam's and numpy's int
-# coders hold it.
+# The largest Δ0 accepted: a signed 64-bit int, as Beam's and numpy's int coders hold it.
 MAX_ITEMS_LIMIT = 2 ** 63 - 1
 
 
@@ -257,8 +256,7 @@ def one_name_of(name: str, value: Any, choices: Collection,
     return read
 
 
-# What identifies the unit of privacy: a user id shared by any number of
-# elements (merged before bounding), or each element on its own.
+# The unit of privacy: a user id (its elements merged before bounding), or an element.
 PRIVACY_UNITS = ("user_id", "element")
 
 

@@ -28,10 +28,9 @@ __all__ = ["AUTO", "CANDIDATES", "DEFAULT_SHARE", "SIPS_SHARE", "default_share",
 AUTO = "auto"
 # The Δ0 values "auto" chooses among by default: the grid users tune by hand.
 CANDIDATES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-# The share of the budget the size estimate spends by default (a mechanism may state
-# its own, ``auto_share``: SIPS's is ``SIPS_SHARE``).
+# The share of the budget the size estimate spends by default, and SIPS's (its
+# ``auto_share``; the module docstring says why).
 DEFAULT_SHARE = 0.05
-# SIPS's default share (the module docstring says why).
 SIPS_SHARE = 0.015
 
 

@@ -103,12 +103,10 @@ class AutoPlan:
         for c, t in zip(self.candidates, self.weight_thresholds):
             g = mass(np.where(lower >= c, float(c), np.minimum(middle, float(c))))
             lower_mass = float(np.dot(counts, g)) - 2.0 * noise_sd * math.sqrt(float(np.dot(g, g)))
-            # No mass to speak of: 0 for every candidate, and a tie goes to the smallest
-            # (a negative mass over T would favour the largest T).
+            # No mass above the noise scores 0 (a negative mass over T favours a large T).
             out.append(max(lower_mass, 0.0) / t)
         if self.round_thresholds and max(out) > 0.0:
-            # Only where some mass stands above the noise (else all 0: the smallest), and
-            # up to the M/T choice (``max_items_choice.rounds``, "Noise"); 0 above it.
+            # Up to the M/T choice (docs/explanation/proofs.md, "Noise"); 0 above it.
             cap = int(np.argmax(out))
             holding = max_items_rounds.holding_probabilities(middle)
             return np.asarray([
