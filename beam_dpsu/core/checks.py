@@ -1,26 +1,10 @@
 """The one set of parameter validators, and the error they raise.
 
-Every check of a parameter of beam_dpsu is written once, here, and raises a
-:class:`ParameterError` that names the parameter it concerns (``param``) apart
-from what is wrong with it (``problem``). A library user reads
-``"delta must lie strictly between 0 and 1, got 2.0"``; a job maps ``param``
-to its flag and prints ``"--delta must lie strictly between 0 and 1, got 2.0"``
-without rewording the message (``ParameterError.naming``).
-
-A few messages do not start with the parameter's name (``"split needs at
-least one weight, got none"``, ``"a public count (field 1 of ...) must be
-..."``): they are made with ``ParameterError.worded(param, message)``, which
-keeps the message whole and still names the parameter.
-
-Validators come in two strictnesses, as the checks they replace did: the
-default refuses anything but a real number (not a bool) with a
-``ParameterTypeError``; ``strict=False`` takes whatever ``float()`` takes
-(internal functions whose callers pass floats).
-
-Errors never echo personal data: they show parameter values, which are the
-caller's, never records (a type name, ``a_type``, where a value could be data).
-The wording every message shares is here too: ``a_type`` ("an int", "a str")
-and ``plural`` ("1 budget", "2 budgets").
+Every check is written once, here, and raises a :class:`ParameterError` naming
+the parameter (``param``) apart from what is wrong (``problem``), so a job can
+print it with its flag's name (``ParameterError.naming``). Errors show parameter
+values, never records (``a_type`` where a value could be data). Strictness,
+worded messages: docs/explanation/bounding.md#parameter-checks.
 """
 
 from __future__ import annotations
@@ -32,39 +16,13 @@ from typing import Any, Callable, Collection
 
 import numpy as np
 
-__all__ = [
-    "a_type",
-    "plural",
-    "ParameterError",
-    "ParameterTypeError",
-    "number",
-    "positive",
-    "non_negative",
-    "probability",
-    "probability_or_zero",
-    "ratio",
-    "integer",
-    "optional_integer",
-    "at_least",
-    "max_items",
-    "MAX_ITEMS_LIMIT",
-    "seed",
-    "user_size",
-    "public_count",
-    "one_of",
-    "canonical_name",
-    "one_name_of",
-    "PRIVACY_UNITS",
-    "privacy_unit",
-    "instance",
-    "field_name",
-    "exact_positive",
-    "exact_non_negative",
-    "split_weights",
-    "require_delta",
-    "tight_part",
-    "no_tight_part",
-]
+__all__ = ["a_type", "plural", "ParameterError", "ParameterTypeError", "number", "positive",
+           "non_negative", "probability", "probability_or_zero", "ratio", "integer",
+           "optional_integer", "at_least", "max_items", "MAX_ITEMS_LIMIT", "seed", "user_size",
+           "public_count", "one_of", "canonical_name", "one_name_of", "PRIVACY_UNITS",
+           "privacy_unit", "instance", "field_name", "exact_positive", "exact_non_negative",
+           "split_weights", "require_delta", "tight_part", "no_tight_part"]
+
 
 def a_type(value) -> str:
     """``value``'s type name with its article: "an int", "a str", "an ndarray"."""
@@ -107,8 +65,7 @@ class ParameterError(ValueError):
         return self.message is None
 
     def naming(self, name: str) -> str:
-        """The message with the parameter called ``name`` (e.g. its flag, ``"--delta"``);
-        a worded message is returned whole."""
+        """The message with the parameter called ``name`` (its flag); a worded one whole."""
         return f"{name} {self.problem}" if self.leads_with_param else str(self)
 
     def __reduce__(self):  # keeps param and problem through pickling (Beam workers)
@@ -120,14 +77,10 @@ class ParameterTypeError(ParameterError, TypeError):
 
 
 def _error(param: str, label: str, problem: str, cls=ParameterError) -> ParameterError:
-    """``label`` is how the message names ``param`` (the same, or e.g. "each candidate
-    max_items_per_user" for ``candidates``)."""
+    """``label``: how the message names ``param`` ("each candidate max_items_per_user")."""
     if label == param:
         return cls(param, problem)
     return cls.worded(param, f"{label} {problem}")
-
-
-# --- numbers -----------------------------------------------------------------
 
 
 def number(name: str, value: Any, types: tuple = _REALS) -> float:
@@ -159,11 +112,8 @@ def non_negative(name: str, value: Any, *, strict: bool = True) -> float:
 
 def probability(name: str, value: Any, *, strict: bool = True, types: tuple = _REALS,
                 show_given: bool = False) -> float:
-    """A number strictly between 0 and 1 (a δ, a share).
-
-    ``types``: the number types taken (with ``strict``); ``show_given``: the
-    message shows the value as given rather than as a float.
-    """
+    """A number strictly between 0 and 1 (a δ, a share); ``types``: those taken (with
+    ``strict``); ``show_given``: the message shows the value as given, not as a float."""
     given = value
     value = number(name, value, types) if strict else float(value)
     if not 0.0 < value < 1.0:
@@ -212,16 +162,11 @@ def exact_non_negative(name: str, value: Any) -> Fraction:
     return exact
 
 
-# --- integers ------------------------------------------------------------------
-
-
 def integer(name: str, value: Any, low: int = 1, types: tuple = _INTS) -> int:
     """An int (not a bool; one of ``types``) >= ``low``."""
     if isinstance(value, bool) or not isinstance(value, types) or value < low:
         raise ParameterError(name, f"must be an int >= {low}, got {value!r}")
     return int(value)
-
-
 
 
 def optional_integer(name: str, value: Any) -> int | None:
@@ -238,8 +183,7 @@ def at_least(name: str, value: Any, low: int) -> Any:
     return value
 
 
-# The largest Δ0 accepted: a signed 64-bit int, as Beam's and numpy's int
-# coders hold it.
+# The largest Δ0 accepted: a signed 64-bit int, as Beam's and numpy's int coders hold it.
 MAX_ITEMS_LIMIT = 2 ** 63 - 1
 
 
@@ -265,9 +209,6 @@ def seed(value: Any) -> int | None:
     return int(value)
 
 
-# --- choices and types -------------------------------------------------------------
-
-
 def user_size(num_items: Any) -> Any:
     """The number of items of a contributing user: at least 1."""
     if num_items < 1:
@@ -290,9 +231,8 @@ def public_count(count: Any) -> Any:
 
 
 def canonical_name(value: Any) -> Any:
-    """How a name a user gives is read (a mechanism's, ``"auto"``, an algorithm's such as
-    ``pruning`` or ``removal``): case and surrounding spaces ignored, one rule for the
-    library and the jobs' flags; a non-str unchanged."""
+    """A name as given (a mechanism's, ``"auto"``, ``pruning``'s) read case- and
+    space-insensitively, one rule for the library and the jobs' flags; a non-str unchanged."""
     return value.strip().lower() if isinstance(value, str) else value
 
 
@@ -307,10 +247,8 @@ def one_of(name: str, value: Any, choices: Collection, described: str | None = N
 
 def one_name_of(name: str, value: Any, choices: Collection,
                 described: str | None = None) -> Any:
-    """``value`` read as a name (``canonical_name``: case and surrounding spaces ignored)
-    if that is one of ``choices``, which are written so; the message shows ``value`` as
-    given. For the names of algorithms (a pruning rule, a removal method), read as
-    mechanism names are."""
+    """``canonical_name(value)`` if that is one of ``choices`` (an algorithm's name, read
+    as mechanism names are); the message shows ``value`` as given."""
     read = canonical_name(value)
     if read not in choices:
         wanted = described if described is not None else f"one of {choices}"
@@ -318,8 +256,7 @@ def one_name_of(name: str, value: Any, choices: Collection,
     return read
 
 
-# What identifies the unit of privacy: a user id shared by any number of
-# elements (merged before bounding), or each element on its own.
+# The unit of privacy: a user id (its elements merged before bounding), or an element.
 PRIVACY_UNITS = ("user_id", "element")
 
 
@@ -330,8 +267,7 @@ def privacy_unit(value: Any) -> str:
 
 def instance(name: str, value: Any, types, described: str,
              shown: Callable[[Any], str] = repr) -> Any:
-    """``value`` if it is an instance of ``types``; else a ParameterTypeError saying
-    ``described`` (e.g. "a Budget or ZCDPBudget") and ``shown(value)``."""
+    """``value`` if an instance of ``types``; else an error showing ``shown(value)``."""
     if not isinstance(value, types):
         raise ParameterTypeError(name, f"must be {described}, got {shown(value)}")
     return value
@@ -343,9 +279,6 @@ def field_name(name: Any, arg: str) -> str:
         raise ParameterTypeError(arg, f"must be a non-empty str naming a field, got "
                                       f"{a_type(name)}")
     return name
-
-
-# --- budgets --------------------------------------------------------------------------
 
 
 def split_weights(weights) -> np.ndarray:
@@ -360,44 +293,37 @@ def split_weights(weights) -> np.ndarray:
 
 
 def require_delta(budget, what: str):
-    """``budget`` if its δ > 0; otherwise a clear error naming ``what``.
-
-    Releasing an item that a single user holds has positive probability in
-    every set-union mechanism, so none of them is pure: each needs δ > 0 for
-    its threshold (or keep probability). Counts of released items do not.
-    """
+    """``budget`` if its δ > 0, else an error naming ``what``: every set-union mechanism
+    releases an item one user holds with positive probability, so none is pure (counts
+    of released items are)."""
     if budget.delta <= 0.0:
         raise ParameterError.worded(
-            "delta",
-            f"{what} needs delta > 0: selecting items is never pure differential privacy "
-            f"(an item held by one user must be released with probability at most delta), "
-            f"got a pure budget {budget.to_dict()}")
+            "delta", f"{what} needs delta > 0: selecting items is never pure differential "
+            "privacy (an item held by one user must be released with probability at most "
+            f"delta), got a pure budget {budget.to_dict()}")
     return budget
 
 
 def tight_part(what: str, given, bound_to) -> None:
     """Refuses a tight split's part used with another mechanism or Δ0 than its own."""
     if bound_to is not None and given != bound_to:
-        raise ParameterError.worded(
-            "budget",
-            f"this budget is one part of a tight split (split_selection_and_counts("
-            f"composition='tight')) computed for {what} {bound_to!r}, not {given!r}: the "
-            "two parts compose to the total only as computed; split again for this "
-            f"{what}, or use composition='basic'")
+        raise ParameterError.worded("budget", f"{_TIGHT_PART}{what} {bound_to!r}, not "
+                                    f"{given!r}: {_AS_COMPUTED}; split again for this {what}, "
+                                    "or use composition='basic'")
 
 
 def no_tight_part(budget, transform: str) -> None:
-    """Refuses any part of a tight split for ``transform``: such a part is made for one
-    ``SelectItems`` mechanism (or one counts Δ0), never for ``transform``, and only
-    composes to the total with the calibration it was computed for (docs/privacy.md,
-    "Selection plus counts")."""
+    """Refuses any part of a tight split for ``transform``: it composes to the total only
+    with the calibration it was made for (docs/privacy.md, "Selection plus counts")."""
     for attribute, what in (("for_mechanism", "mechanism"),
                             ("for_max_items_per_user", "max_items_per_user")):
         bound_to = getattr(budget, attribute, None)
         if bound_to is not None:
             raise ParameterError.worded(
-                "budget",
-                f"this budget is one part of a tight split (split_selection_and_counts("
-                f"composition='tight')) computed for {what} {bound_to!r}, not for "
-                f"{transform}: the two parts compose to the total only as computed; "
-                f"split with composition='basic' for {transform}")
+                "budget", f"{_TIGHT_PART}{what} {bound_to!r}, not for {transform}: "
+                          f"{_AS_COMPUTED}; split with composition='basic' for {transform}")
+
+
+_TIGHT_PART = ("this budget is one part of a tight split (split_selection_and_counts("
+               "composition='tight')) computed for ")
+_AS_COMPUTED = "the two parts compose to the total only as computed"

@@ -1,18 +1,15 @@
 """What a record of user data must be: one user id, checked as such (pure).
 
-``canonical_user_id`` is the one place user ids are keyed: every transform
-groups, samples and orders (keyed hash) users by its result, so the same
-text given as str, int or bytes is one user everywhere. ``plain_str_or_bytes``
-is the one rule by which a str or bytes subclass (``numpy.str_``) becomes the
-plain value every transform keys an item by: what it holds.
-
-Errors about records name the field and the type found, never a value: runner
-logs keep error messages (docs/privacy.md, invariant 6).
+``canonical_user_id`` is the one place user ids are keyed (every transform groups,
+samples and orders users by it); ``plain_str_or_bytes`` the one rule by which a
+str or bytes subclass becomes the plain value an item is keyed by. Errors name the
+field and the type found, never a value: runner logs keep error messages
+(docs/privacy.md, invariant 6). Details: docs/explanation/bounding.md#user-ids.
 """
 
 from __future__ import annotations
 
-from typing import Any, overload
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,24 +22,15 @@ class InvalidRecordError(ValueError):
     """A record that cannot be attributed to one user and one text item."""
 
 
-@overload
-def plain_str_or_bytes(value: str) -> str: ...
-@overload
-def plain_str_or_bytes(value: bytes) -> bytes: ...
-@overload
-def plain_str_or_bytes(value: str | bytes) -> str | bytes: ...
+_StrOrBytes = TypeVar("_StrOrBytes", str, bytes, str | bytes)
 
 
-def plain_str_or_bytes(value: str | bytes) -> str | bytes:
+def plain_str_or_bytes(value: _StrOrBytes) -> _StrOrBytes:
     """A str or bytes as the plain ``str`` or ``bytes`` holding the same text or bytes.
 
-    The one rule every transform keys an item (and a user id's text) by: an
-    instance of a subclass (``numpy.str_``, ``numpy.bytes_``, a user's own) is
-    what it holds, never what its own ``__str__`` or ``__bytes__`` returns
-    (``str(v)`` and ``bytes(v)`` call those; ``memoryview(v)`` calls a Python
-    class's ``__buffer__`` from Python 3.12), so that ``SelectItems``,
-    ``CountReleased`` and ``KeepReleased`` key the same value as one item. A plain
-    str or bytes is returned as it is.
+    A subclass's instance (``numpy.str_``) is what it holds, never what its own
+    ``__str__``, ``__bytes__`` or ``__buffer__`` returns, so every transform keys
+    it as the same item (docs/explanation/bounding.md#user-ids).
 
     Args:
       value: a str or bytes, or an instance of a subclass of either.
@@ -61,13 +49,9 @@ def plain_str_or_bytes(value: str | bytes) -> str | bytes:
 def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
     """The user id as one key per text: ids that are the same text are one user.
 
-    A str is itself; an int (numpy's too) is its decimal text, so ``5`` and
-    ``"5"`` are one user; bytes that are UTF-8 are their text, so ``b"u1"``
-    and ``"u1"`` are one user; bytes that are not UTF-8 stay bytes (no str
-    spells them, so they merge with nothing); a tuple is a composite key of
-    canonical parts (``("a", 1)`` is ``("a", "1")``, never ``"a"``). Merging
-    spellings of one id can only lower that person's contribution. Texts
-    are compared as they are: ``"05"``, ``" 5"`` and ``"5"`` are three users.
+    An int is its decimal text (``5`` is ``"5"``), UTF-8 bytes their text, other
+    bytes stay bytes, a tuple is a tuple of canonical parts; texts are compared as
+    they are (``"05"`` is not ``"5"``). Why: docs/explanation/bounding.md#user-ids.
 
     Args:
       user_id: the id as given.
@@ -77,9 +61,8 @@ def canonical_user_id(user_id: Any, record: str = "(user_id, item) record"):
       A str, bytes (not UTF-8) or tuple of these.
 
     Raises:
-      InvalidRecordError: for an id whose text is ambiguous or that is no id
-        (a bool, a float, None, an empty tuple, any other type), naming its
-        type, never its value.
+      InvalidRecordError: for a bool, float, None, empty tuple or other type,
+        naming its type, never its value.
     """
     if type(user_id) is str:  # the common case first
         return user_id

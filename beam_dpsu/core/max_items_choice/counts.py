@@ -1,11 +1,9 @@
 """``CountReleased``'s Δ0 chosen privately (``max_items_per_user="auto"``): ``CountsAutoPlan``.
 
-As ``beam_dpsu.core.max_items_choice`` does for a selection (the same share,
-size bins and integer noise, ``split_budget``, ``size_noise``), a share of the
-counts' budget buys a noisy histogram of how many distinct *released* items
-users hold; from it and the public number of released items, ``CountsAutoPlan``
-picks the candidate Δ0 with the smallest expected total error of the counts
-(noise on every released item plus the counts lost to the bound).
+As for a selection, a share of the counts' budget buys a noisy histogram, here of
+users' numbers of distinct *released* items; ``CountsAutoPlan`` picks the candidate
+with the smallest expected total error of the counts
+(docs/explanation/proofs.md#counts-of-released-items).
 """
 
 from __future__ import annotations
@@ -20,19 +18,14 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 from beam_dpsu.core.max_items_choice.option import DEFAULT_SHARE, AutoMaxItems, split_budget
 from beam_dpsu.core.max_items_choice.selection import calibrate_candidates
-from beam_dpsu.core.max_items_choice.size_histogram import size_bin_edges, size_noise
+from beam_dpsu.core.max_items_choice.size_histogram import _noisy_counts, _report, size_bin_edges
 
 __all__ = ["mean_absolute_noise", "released_sizes", "CountsAutoPlan", "plan_counts_auto"]
 
 
 def mean_absolute_noise(distribution) -> float:
-    """E|Z| of a ``DiscreteLaplace`` or ``DiscreteGaussian``.
-
-    Discrete Laplace of scale t: P[Z = z] = (1 − q)/(1 + q)·q^{|z|}, q = e^{−1/t},
-    so E|Z| = 2(1 − q)/(1 + q)·Σ_{z≥1} z q^z = 2q/(1 − q²). Discrete Gaussian:
-    Σ_z |z|·P[Z = z] over the support; from σ = 10 on, σ·√(2/π), the continuous
-    value, which the sum equals in float64 (Poisson summation; as its variance).
-    """
+    """E|Z| of a ``DiscreteLaplace`` (2q/(1 − q²), q = e^{−1/t}) or ``DiscreteGaussian``
+    (σ·√(2/π) from σ = 10 on). Derivation: docs/explanation/bounding.md#the-counts-rule."""
     if isinstance(distribution, DiscreteLaplace):
         q = math.exp(-1.0 / float(distribution.scale))
         return 2.0 * q / (1.0 - q * q)
@@ -57,14 +50,9 @@ def released_sizes(users_items: Iterable[Iterable], released) -> list:
 class CountsAutoPlan:
     """Everything ``CountReleased(max_items_per_user="auto")`` needs, fixed when built.
 
-    The rule takes the candidate Δ0 with the smallest bound on the expected
-    total absolute error of the K released items' counts,
-    L(Δ0) = K·E|Z(Δ0)| + D(Δ0): the noise of every count, plus
-    D(Δ0) = Σ_u (n_u − Δ0)_+, the holders the samples drop (ties go to the
-    smaller Δ0). K is public; D is read from a noisy histogram of the users'
-    numbers n_u of distinct released items (one user in one bin, sensitivity 1),
-    the open last bin at its lower edge, the bins above K as 0.
-    Rule: docs/explanation/proofs.md#counts-of-released-items.
+    The rule takes the candidate Δ0 with the smallest L(Δ0) = K·E|Z(Δ0)| + D(Δ0),
+    D(Δ0) = Σ_u (n_u − Δ0)_+ from the noisy histogram, K the public number of
+    released items (docs/explanation/proofs.md#counts-of-released-items).
 
     Attributes:
       auto: the share and the candidates asked for.
@@ -83,8 +71,7 @@ class CountsAutoPlan:
     edges: tuple
 
     def _excess(self, released_items: int) -> np.ndarray:
-        """(n − Δ0)_+ of a bin's users, one row per candidate, 0 in the bins above K (see
-        the comment above)."""
+        """(n − Δ0)_+ of a bin's users, one row per candidate, 0 in the bins above K."""
         lower = np.asarray(self.edges, dtype=np.float64)
         upper = np.append(lower[1:] - 1.0, lower[-1])  # the open last bin: its lower edge
         at = np.sqrt(lower * np.minimum(upper, max(float(released_items), 1.0)))
@@ -94,18 +81,9 @@ class CountsAutoPlan:
         return excess
 
     def expected_error(self, noisy_counts: np.ndarray, released_items: int) -> np.ndarray:
-        """K·E|Z(Δ0)| + D(Δ0) for each candidate, from the noisy counts.
-
-        K·E|Z| is exact (data-independent). D is read from the noisy counts as
-        they are, negatives included: the noise has mean 0, so D is unbiased
-        (as M in ``AutoPlan.proxy``). Unlike there, D is NOT moved by a margin
-        of two noise standard deviations, which would grow with how empty the
-        bins far above the users' sizes are and push Δ0 up.
-        Why: docs/explanation/proofs.md#counts-of-released-items.
-        """
-        counts = np.asarray(noisy_counts, dtype=np.float64)
-        if counts.shape != (len(self.edges),):
-            raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
+        """K·E|Z(Δ0)| + D(Δ0) for each candidate, D from the noisy counts as they are, with
+        NO margin, unlike ``AutoPlan.proxy`` (proofs.md#counts-of-released-items says why)."""
+        counts = _noisy_counts(noisy_counts, self.edges)
         if isinstance(released_items, bool) or int(released_items) != released_items \
                 or released_items < 0:
             raise ParameterError("released_items", f"must be an int >= 0, got {released_items!r}")
@@ -124,10 +102,7 @@ class CountsAutoPlan:
                     "released items, D = Σ_users (released items held − Δ0)_+ from the "
                     "noisy size histogram (beam_dpsu.core.max_items_choice)",
             "size_histogram": {"of": "each user's number of distinct released items",
-                               "budget": self.size_budget.to_dict(),
-                               "noise": size_noise(self.size_budget).to_dict(),
-                               "bin_lower_edges": list(self.edges),
-                               "sensitivity": 1},
+                               **_report(self.size_budget, self.edges)},
             "counts_budget": self.counts_budget.to_dict(),
             "candidates_calibrated": list(self.candidates),
             "mean_absolute_noise": list(self.mean_absolute_noise),

@@ -1,29 +1,9 @@
 """``max_items_per_user="auto"``: the option (``AutoMaxItems``), its share and the budget split.
 
-The package docstring (``beam_dpsu.core.max_items_choice``) says how "auto"
-chooses Δ0 and why it is private; this module holds what the caller states
-(the share and the candidates) and the split of the budget that share makes
-(``split_budget``).
-
-The share. The histogram's part buys nothing the selection can use, and the
-selection's items fall about in proportion to its ρ near the best Δ0 (on
-AskReddit's 3,486 users, SIPS at Δ0 = 100: 2 % less ρ, 2.6 % fewer items,
-±0.5 %); the noise on each bin count, σ = 1/√(2ρ_s), grows as the share falls
-and makes the choice noisier where there are few users. The default is a
-public constant fixed before any data is seen (the budget split stays the
-package docstring's sequential composition, whatever its value): 5 % (``DEFAULT_SHARE``)
-for every mechanism but SIPS, 1.5 % for SIPS (``SIPS_SHARE``, its
-``auto_share``). SIPS's curve is flat over the grid steps around its best
-(its rounds' model, ``max_items_choice.rounds``, caps the choice at the M/T rule's),
-so a noisier choice costs it less than the ρ a larger share takes: on
-AskReddit the rule keeps, over the noise of the histogram alone (400 draws,
-each choice scored by the grid's curve), 98.7 %, 99.2 %, 99.5 % and 99.7 %
-of the best step's items at shares of 1 %, 1.5 %, 2 % and 5 %; less the
-share's ρ, about 97.7 %, 97.7 %, 97.5 % and 94.7 %; 1.5 % is the less noisy
-of the two best
-(docs/benchmarks.md, "Choosing Δ0 privately", measures it with the
-selections); on the 50,000-user data sets the choice is the same at 1.5 %
-as at 5 % but on zipf-a (200, within 0.6 % of 100 there, in 8 draws of 100).
+The default share is a public constant fixed before any data is seen: 5 %
+(``DEFAULT_SHARE``) for every mechanism but SIPS, 1.5 % for SIPS (``SIPS_SHARE``),
+whose choice costs it less than the ρ a larger share takes. Why these values:
+docs/explanation/proofs.md#choosing-0-privately-the-mt-rule ("The share").
 """
 
 from __future__ import annotations
@@ -39,30 +19,18 @@ import numpy as np
 
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
-
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.exact_floats import nudged
 
-__all__ = [
-    "AUTO",
-    "CANDIDATES",
-    "DEFAULT_SHARE",
-    "SIPS_SHARE",
-    "default_share",
-    "AutoMaxItems",
-    "is_auto",
-    "check_max_items_or_auto",
-    "with_max_items",
-    "split_budget",
-]
+__all__ = ["AUTO", "CANDIDATES", "DEFAULT_SHARE", "SIPS_SHARE", "default_share", "AutoMaxItems",
+           "is_auto", "check_max_items_or_auto", "with_max_items", "split_budget"]
 
 AUTO = "auto"
 # The Δ0 values "auto" chooses among by default: the grid users tune by hand.
 CANDIDATES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-# The share of the budget the size estimate spends by default (a mechanism may state
-# its own, ``auto_share``: SIPS's is ``SIPS_SHARE``).
+# The share of the budget the size estimate spends by default, and SIPS's (its
+# ``auto_share``; the module docstring says why).
 DEFAULT_SHARE = 0.05
-# SIPS's default share (see "The share" in the module docstring).
 SIPS_SHARE = 0.015
 
 
@@ -71,8 +39,7 @@ def _check_share(share: Any) -> float:
 
 
 def default_share(mechanism) -> float:
-    """The share "auto" spends when none is given: the mechanism's ``auto_share``
-    (a class attribute; SIPS states ``SIPS_SHARE``), else ``DEFAULT_SHARE``."""
+    """The mechanism's ``auto_share`` (SIPS: ``SIPS_SHARE``), else ``DEFAULT_SHARE``."""
     return getattr(mechanism, "auto_share", DEFAULT_SHARE)
 
 
@@ -80,19 +47,15 @@ def default_share(mechanism) -> float:
 class AutoMaxItems:
     """``max_items_per_user`` chosen privately when the pipeline runs.
 
-    ``max_items_per_user="auto"`` is ``AutoMaxItems()``; pass one of these, as the
-    same ``max_items_per_user`` (of a mechanism config, ``CountReleased`` or
-    ``ExtractNgrams``), to change the share or the candidates, by keyword:
+    ``max_items_per_user="auto"`` is ``AutoMaxItems()``; pass one as the same
+    ``max_items_per_user`` to change the share or the candidates, by keyword:
     ``AutoMaxItems(share=0.02)``.
 
     Attributes:
-      share: the part of the budget (0 < share < 1) spent on the DP histogram
-        of users' distinct-item counts: ε·share under ``Budget``, ρ·share
-        under ``ZCDPBudget`` (δ all goes to the selection). None (the
-        default): the spender's default, ``DEFAULT_SHARE`` (5 %) but for SIPS,
-        ``SIPS_SHARE`` (1.5 %; ``default_share``). A public parameter either way.
-      candidates: the Δ0 values chosen among, ascending ints ≥ 1 (default
-        ``CANDIDATES``). They are fixed before the data is seen.
+      share: the part of ε (or ρ) spent on the DP histogram of users' sizes, 0 < share
+        < 1; None: the spender's default (``default_share``). Public either way.
+      candidates: the Δ0 values chosen among, ascending ints ≥ 1, fixed before the
+        data is seen (default ``CANDIDATES``).
     """
 
     share: float | None = None
@@ -149,8 +112,7 @@ def with_max_items(mechanism, max_items_per_user: int | AutoMaxItems):
 
 
 def _rest(total: float, part: float) -> float:
-    """total − part, rounded down until part + rest ≤ total exactly (as Fractions), with
-    ``part`` the exact value the noise spends (``size_noise`` scales by it exactly)."""
+    """total − part, rounded down until part + rest ≤ total exactly (as Fractions)."""
     return nudged(total - part, lambda rest: Fraction(part) + Fraction(rest) <= Fraction(total),
                   0.0)
 
@@ -159,9 +121,7 @@ _LARGEST_FLOAT = Fraction(sys.float_info.max)
 
 
 def _size_part(param: str, total: float, share: float, per: int) -> float:
-    """total·share, the size histogram's ε (``per`` = 1: scale 1/ε) or ρ (``per`` = 2:
-    σ² = 1/(2ρ)), refused where that noise scale is beyond the float range (it is
-    reported as a float), stating the least total that works."""
+    """total·share (ε: ``per`` = 1; ρ: 2), refused if its noise scale passes float range."""
     def fits(value: float) -> bool:
         part = value * share
         return part > 0.0 and 1 / (per * Fraction(part)) <= _LARGEST_FLOAT
@@ -177,12 +137,8 @@ def _size_part(param: str, total: float, share: float, per: int) -> float:
 
 
 def split_budget(budget: Budget | ZCDPBudget, share: float):
-    """(size_budget, selection_budget): the size histogram's part and the selection's.
-
-    The size histogram is pure (δ = 0: Laplace, or zCDP Gaussian), so all of δ
-    goes to the selection. The parts sum to ``budget`` (ε and ρ add under
-    sequential composition; DP of the composed pair is the module docstring's).
-    """
+    """(size_budget, selection_budget): the size histogram's part (pure: δ = 0, so all of δ
+    goes to the selection) and the selection's, summing to ``budget`` exactly."""
     share = _check_share(share)
     if type(budget) is Budget:
         size = _size_part("epsilon", budget.epsilon, share, 1)

@@ -1,24 +1,10 @@
 """Δ0 chosen privately for SIPS: a model of its rounds (pure math, no Beam).
 
-``max_items_choice.AutoPlan`` scores a one-round mechanism by M(Δ0)/T(Δ0),
-the users' total weight over the release threshold. SIPS is not one round:
-each of its rounds reads every user's items *minus* those earlier rounds
-released, so its last rounds see users far smaller than the size histogram
-says and gain less from a large Δ0.
-
-The model (``expected_released``) ranks items by a Zipf popularity whose
-exponent is a public prior (``EXPONENT``), gives a user of n distinct items
-item k with probability p_k(n) = 1 − exp(−λ(n)·q_k), and follows the rounds:
-each round removes the ranks released before it, samples min(n^(r), Δ0) of
-the rest and releases the ranks whose expected weight reaches the round's
-threshold. The rule takes the candidate with the most items released after
-the last round (ties to the smaller Δ0), among the candidates up to the M/T
-rule's choice (``AutoPlan.proxy``), which guards against noise in the large
-bins. The sums over users come from the noisy size histogram alone and the
-thresholds are the calibrations', so the choice is post-processing of the DP
-histogram and public parameters. Numerics: ``rank_grid``, λ(n) by bisection.
-
-Model, prior and numerics: docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
+Each SIPS round reads every user's items minus those earlier rounds released, so
+its last rounds gain less from a large Δ0 than M/T says. ``expected_released``
+follows the rounds on a Zipf popularity prior (``EXPONENT``), from the noisy size
+histogram and the calibrations' thresholds alone: post-processing. Model, prior
+and numerics: docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
 """
 
 from __future__ import annotations
@@ -36,8 +22,7 @@ __all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_r
 
 # The Zipf exponent of the prior popularity law (docs/explanation/proofs.md, "The prior").
 EXPONENT = 1.3
-# The rule, as ``AutoPlan.to_dict`` reports it; it names the Δ0 choice's home, as the
-# other mechanisms' rules do.
+# The rule, as ``AutoPlan.to_dict`` reports it.
 RULE = ("argmax over candidates of the items the rounds release in a model of them: users "
         "from the noisy size histogram, each round reading the users' items minus those "
         f"earlier rounds released, items of Zipf popularity rank^-{EXPONENT:g} "
@@ -73,8 +58,7 @@ def holding_probabilities(sizes: Floats, exponent: float = EXPONENT) -> np.ndarr
 
 
 def _last_above(weights: np.ndarray, start: int, threshold: float) -> float:
-    """The (fractional) number of grid points from ``start`` whose weight is ≥ threshold,
-    interpolated log-linearly to the crossing; weights fall with the rank."""
+    """The grid points from ``start`` weighing ≥ threshold, log-linearly interpolated."""
     above = np.flatnonzero(weights[start:] >= threshold)
     if not len(above):
         return float(start)

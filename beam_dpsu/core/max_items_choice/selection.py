@@ -1,28 +1,11 @@
 """A selection's Δ0 chosen from the noisy size histogram: ``AutoPlan``, ``plan_auto``.
 
-The rule (``AutoPlan``): a user u keeping m_u = min(n_u, Δ0) of its items,
-sampled uniformly, each at the mechanism's weight w(m_u), places the mass
-g(m) = m·w(m) (``user_mass``). If an item's chance of being among a user's
-items is proportional to the user's size, every item's expected weight scales
-with M(Δ0) = Σ_u g(min(n_u, Δ0)), so the released items are most where
-M(Δ0)/T(Δ0) is largest, T the release threshold in weight units
-(``weight_threshold``). The rule takes the candidate that maximises that ratio
-(ties go to the smaller Δ0), M from the noisy size histogram taken two noise
-standard deviations low (``AutoPlan.proxy``), T from the calibrations,
-data-independent and computed when the transform is built (``plan_auto``).
-
-g per mechanism: m for the count mechanisms (for truncated geometric T is the
-number of users at which an item is kept with probability ½), √m for the ℓ2
-mechanisms (Weighted and Policy Gaussian, SIPS's rounds), 1 for Weighted
-Laplace, m/(m + 1) for the ℓ1 policies (Policy Laplace, GW). SIPS is scored
-otherwise: its later rounds read each user's items minus those earlier rounds
-released, which M/T cannot see, so ``max_items_choice.rounds`` models the
-rounds on the same histogram (``AutoPlan.round_thresholds``).
-
-The derivation (the expected weight, each mechanism's g, what the rule leaves
-out): docs/explanation/proofs.md#choosing-0-privately-the-mt-rule. The
-benchmark (docs/benchmarks.md, "Choosing Δ0 privately") measures the rule
-against the best Δ0 of a grid on real and synthetic data.
+The rule takes the candidate that maximises M(Δ0)/T(Δ0) (ties to the smaller):
+M(Δ0) = Σ_u g(min(n_u, Δ0)) from the noisy histogram, taken two noise standard
+deviations low, g the mechanism's ``user_mass``; T the release threshold in weight
+units, from the calibrations (``plan_auto``, no data). SIPS is scored by a model
+of its rounds instead (``max_items_choice.rounds``). Derivation and each g:
+docs/explanation/proofs.md#choosing-0-privately-the-mt-rule.
 """
 
 from __future__ import annotations
@@ -37,47 +20,24 @@ import numpy as np
 import beam_dpsu.core.max_items_choice.rounds as max_items_rounds
 from beam_dpsu.core.max_items_choice.option import (AutoMaxItems, default_share, is_auto,
                                                     split_budget, with_max_items)
-from beam_dpsu.core.max_items_choice.size_histogram import size_bin_edges, size_noise
+from beam_dpsu.core.max_items_choice.size_histogram import (_noisy_counts, _report,
+                                                            size_bin_edges, size_noise)
 from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrations
 from beam_dpsu.core.checks import ParameterError
-
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 
-__all__ = [
-    "MASSES",
-    "user_mass",
-    "weight_threshold",
-    "AutoPlan",
-    "calibrate_candidates",
-    "plan_auto",
-]
+__all__ = ["MASSES", "user_mass", "weight_threshold", "AutoPlan", "calibrate_candidates",
+           "plan_auto"]
 
 
-def _linear_mass(m: np.ndarray) -> np.ndarray:
-    return m
-
-
-def _constant_mass(m: np.ndarray) -> np.ndarray:
-    return np.ones_like(m)
-
-
-def _sqrt_mass(m: np.ndarray) -> np.ndarray:
-    return np.sqrt(m)
-
-
-def _uniform_prior_mass(m: np.ndarray) -> np.ndarray:
-    return m / (m + 1.0)
-
-
-# g(m) by name (names, not lambdas: a plan travels to the workers pickled).
-MASSES = {"m": _linear_mass, "1": _constant_mass, "sqrt(m)": _sqrt_mass,
-          "m/(m+1)": _uniform_prior_mass}
+# g(m) by name: a plan holds the name, and travels to the workers pickled.
+MASSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "m": lambda m: m, "1": np.ones_like, "sqrt(m)": np.sqrt, "m/(m+1)": lambda m: m / (m + 1.0)}
 
 
 def user_mass(mechanism) -> str:
-    """The name, in ``MASSES``, of g(m): the weight a user keeping m items places
-    (see the module docstring). Each mechanism config states its own
-    (``user_mass``, a class attribute)."""
+    """The name, in ``MASSES``, of g(m), the weight a user keeping m items places (each
+    mechanism config states its own ``user_mass``)."""
     mass = getattr(mechanism, "user_mass", None)
     if mass not in MASSES:
         raise TypeError(f"no Δ0 rule for {type(mechanism).__name__}")
@@ -85,8 +45,7 @@ def user_mass(mechanism) -> str:
 
 
 def weight_threshold(calibration) -> float:
-    """T: the weight at which an item is released with probability ½ (each
-    calibration computes its own, ``weight_threshold()``)."""
+    """T: the weight at which an item is released with probability ½."""
     threshold = getattr(calibration, "weight_threshold", None)
     if threshold is None:
         raise TypeError(f"no release threshold for {type(calibration).__name__}")
@@ -101,16 +60,14 @@ class AutoPlan:
       auto: the share and the candidates asked for.
       size_budget: what the size histogram spends.
       selection_budget: what the selection spends (any Δ0).
-      candidates: the candidates the mechanism calibrates at under
-        ``selection_budget`` (a candidate it refuses, e.g. truncated geometric
-        at δ/Δ0 too small, is left out, before any data is seen).
+      candidates: those the mechanism calibrates at under ``selection_budget`` (one
+        it refuses is left out, before any data is seen).
       weight_thresholds: T(Δ0) of each candidate.
       edges: the lower edges of the size bins.
       mechanism_name: the mechanism the rule is for.
       user_mass: g(m), a key of ``MASSES``.
-      round_thresholds: for a mechanism made of rounds (SIPS), each candidate's
-        rounds' thresholds T_r: the rule is then ``max_items_choice.rounds``' model of
-        the rounds; empty for the others (the M/T rule).
+      round_thresholds: for SIPS, each candidate's rounds' thresholds T_r (scored by
+        ``max_items_choice.rounds``); empty for the others (the M/T rule).
       calibrations: each candidate's calibration (with the pre-threshold), computed
         once here for the selection to use.
     """
@@ -127,43 +84,29 @@ class AutoPlan:
     calibrations: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
-        """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts.
+        """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts as they
+        are (negatives included: M stays unbiased).
 
-        The counts are used as they are, negatives included: the noise has mean
-        0, so M is unbiased (clipping at 0 would add about half a noise scale
-        of users to every empty bin, the large sizes included). M is then taken
-        two noise standard deviations low, sd(M) = s·√(Σ_b g(m_b)²) with s the
-        noise's standard deviation: on small data the noise, not the users,
-        would otherwise decide between candidates whose masses are close, and
-        the largest of several noisy masses leans to the candidates that read
-        the most noisy bins, the large ones. On 50,000 users the margin is
-        about 0.2 % of M.
-
-        With ``round_thresholds`` (SIPS) the score is instead the items the
-        rounds release in ``max_items_choice.rounds``' model, from the same counts and
-        bin sizes, for the candidates up to the one M/T picks (0 above it), unless
-        no candidate's mass stands above the noise (then all 0).
+        With ``round_thresholds`` (SIPS): the items the rounds release in
+        ``max_items_choice.rounds``' model, for the candidates up to the one M/T picks
+        (0 above it; all 0 if no mass stands above the noise). Why the margin:
+        docs/explanation/bounding.md#the-selections-rule.
         """
-        counts = np.asarray(noisy_counts, dtype=np.float64)
-        if counts.shape != (len(self.edges),):
-            raise ValueError(f"expected {len(self.edges)} bin counts, got {counts.shape}")
+        counts = _noisy_counts(noisy_counts, self.edges)
         lower = np.asarray(self.edges, dtype=np.float64)
-        upper = np.append(lower[1:] - 1.0, np.inf)
-        # A bin's users sit at the geometric middle of its sizes (the last,
-        # open bin is only ever read at its lower edge, the largest candidate).
-        middle = np.sqrt(lower * np.where(np.isfinite(upper), upper, lower))
+        # A bin's users sit at the geometric middle of its sizes (the last, open bin is
+        # only ever read at its lower edge, the largest candidate).
+        middle = np.sqrt(lower * np.append(lower[1:] - 1.0, lower[-1]))
         mass = MASSES[self.user_mass]
         noise_sd = math.sqrt(size_noise(self.size_budget).variance())
         out = []
         for c, t in zip(self.candidates, self.weight_thresholds):
             g = mass(np.where(lower >= c, float(c), np.minimum(middle, float(c))))
             lower_mass = float(np.dot(counts, g)) - 2.0 * noise_sd * math.sqrt(float(np.dot(g, g)))
-            # No mass to speak of: 0 for every candidate, and a tie goes to the smallest
-            # (a negative mass over T would favour the largest T).
+            # No mass above the noise scores 0 (a negative mass over T favours a large T).
             out.append(max(lower_mass, 0.0) / t)
         if self.round_thresholds and max(out) > 0.0:
-            # Only where some mass stands above the noise (else all 0: the smallest), and
-            # up to the M/T choice (``max_items_choice.rounds``, "Noise"); 0 above it.
+            # Up to the M/T choice (docs/explanation/proofs.md, "Noise"); 0 above it.
             cap = int(np.argmax(out))
             holding = max_items_rounds.holding_probabilities(middle)
             return np.asarray([
@@ -173,8 +116,7 @@ class AutoPlan:
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
-        """The candidate with the largest score, M/T or the rounds' items (the smaller on a
-        tie): post-processing."""
+        """The candidate with the largest score (the smaller on a tie): post-processing."""
         return int(self.candidates[int(np.argmax(self.proxy(noisy_counts)))])
 
     def _rule(self) -> dict:
@@ -190,10 +132,7 @@ class AutoPlan:
         return {
             **self.auto.to_dict(),
             **self._rule(),
-            "size_histogram": {"budget": self.size_budget.to_dict(),
-                               "noise": size_noise(self.size_budget).to_dict(),
-                               "bin_lower_edges": list(self.edges),
-                               "sensitivity": 1},
+            "size_histogram": _report(self.size_budget, self.edges),
             "selection_budget": self.selection_budget.to_dict(),
             "candidates_calibrated": list(self.candidates),
             "weight_thresholds": list(self.weight_thresholds),
@@ -202,13 +141,9 @@ class AutoPlan:
 
 def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], who: str,
                          part: str) -> dict:
-    """{Δ0: calibrate(Δ0)} for every candidate that calibrates, in order; a candidate
-    whose ``calibrate`` raises ValueError is left out (before any data is seen).
-
-    Raises:
-      ValueError: no candidate calibrates, naming the first refusal (``who``, e.g.
-        "sips calibrates", and ``part``, the part of the budget, word the message).
-    """
+    """{Δ0: calibrate(Δ0)} for every candidate whose ``calibrate`` does not raise
+    ValueError, in order; if none does, an error worded with ``who`` ("sips
+    calibrates") and ``part`` (the part of the budget), naming the first refusal."""
     calibrations, refusals, errors = {}, [], []
     for c in auto.candidates:
         try:
@@ -217,8 +152,8 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
             refusals.append(f"{c}: {e}")
             errors.append(e)
     if not calibrations and all(getattr(e, "param", None) == "alpha" for e in errors):
-        # Every candidate refuses the policy's alpha (its cutoff): that flag is the one to
-        # change, by the first (smallest) candidate's bound, the loosest.
+        # Every candidate refuses the policy's alpha: that flag is the one to change, by
+        # the first (smallest) candidate's bound, the loosest.
         raise errors[0]
     if not calibrations:
         raise ParameterError.worded(
@@ -229,8 +164,7 @@ def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], wh
 
 
 def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) -> AutoPlan:
-    """Splits the budget and calibrates every candidate Δ0 (eagerly; no data), each
-    with the selection's pre-threshold k (``pre_threshold.calibrations``)."""
+    """Splits the budget and calibrates every candidate Δ0 with pre-threshold k (no data)."""
     auto = mechanism.max_items_per_user
     if not is_auto(auto):
         raise ParameterError.worded("max_items_per_user",
@@ -246,15 +180,12 @@ def plan_auto(mechanism, budget: Budget | ZCDPBudget, pre_threshold: int = 1) ->
             raise ValueError(f"threshold {t!r}")
         return t, max_items_rounds.round_thresholds(calibration), calibration
 
-    thresholds_by_candidate = calibrate_candidates(
-        auto, thresholds_at, f"{mechanism.name} calibrates",
-        "the selection's part of the budget")
-    candidates = tuple(thresholds_by_candidate)
-    weights = tuple(t for t, _, _ in thresholds_by_candidate.values())
-    rounds = tuple(r for _, r, _ in thresholds_by_candidate.values())
+    found = calibrate_candidates(auto, thresholds_at, f"{mechanism.name} calibrates",
+                                 "the selection's part of the budget")
+    weights, rounds, calibrations = zip(*found.values())
     return AutoPlan(auto=auto, size_budget=size_budget, selection_budget=selection_budget,
-                    candidates=candidates, weight_thresholds=weights,
+                    candidates=tuple(found), weight_thresholds=weights,
                     edges=tuple(int(e) for e in size_bin_edges(auto.candidates)),
                     mechanism_name=mechanism.name, user_mass=user_mass(mechanism),
                     round_thresholds=rounds if all(r is not None for r in rounds) else (),
-                    calibrations=tuple(c for _, _, c in thresholds_by_candidate.values()))
+                    calibrations=calibrations)

@@ -1,9 +1,8 @@
 """The size histogram "auto" reads: users per size bin, plus integer noise (the DP release).
 
-Steps 1 and 2 of the package docstring (``beam_dpsu.core.max_items_choice``):
-each user's number of distinct items falls into one of the fixed bins
-(``size_bin_edges``, ``size_counts``), and every bin count gets independent
-integer noise of sensitivity 1 (``size_noise``, ``noisy_size_histogram``).
+Each user's number of distinct items falls into one fixed bin (``size_bin_edges``,
+``size_counts``), and every bin count gets integer noise of sensitivity 1
+(``size_noise``, ``noisy_size_histogram``).
 """
 
 from __future__ import annotations
@@ -21,14 +20,8 @@ __all__ = ["size_bin_edges", "size_counts", "size_noise", "noisy_size_histogram"
 
 
 def size_bin_edges(candidates: Sequence[int]) -> np.ndarray:
-    """The lower edges of the size bins: 1, every candidate, and steps of ~√2 between.
-
-    Bin k holds the sizes in [edges[k], edges[k+1]); the last bin is
-    [max(candidates), ∞), since a user above the largest candidate keeps
-    that many items whichever candidate is chosen. Every candidate is an
-    edge, so the users at or above a candidate are counted exactly, and
-    the √2 steps place the users below it to within a factor √2.
-    """
+    """The lower edges of the size bins: 1, every candidate, and steps of ~√2 between (the
+    last bin open: docs/explanation/bounding.md#the-size-histogram)."""
     top = max(candidates)
     steps = {int(round(2 ** (k / 2))) for k in range(0, 2 * max(1, top.bit_length()) + 2)}
     edges = sorted({1, *candidates, *(s for s in steps if s <= top)})
@@ -36,11 +29,8 @@ def size_bin_edges(candidates: Sequence[int]) -> np.ndarray:
 
 
 def size_counts(sizes: Iterable[int], edges: np.ndarray) -> np.ndarray:
-    """Users per size bin (raw, NOT private): the query the noise is added to.
-
-    A user holding no item is in no bin (it adds nothing at any Δ0), so one
-    user moves the counts by at most 1.
-    """
+    """Users per size bin (raw, NOT private): the query the noise is added to. A user
+    holding no item is in no bin, so one user moves the counts by at most 1."""
     sizes = np.fromiter(sizes, dtype=np.int64)
     sizes = sizes[sizes > 0]
     bins = np.searchsorted(edges, sizes, side="right") - 1
@@ -48,11 +38,8 @@ def size_counts(sizes: Iterable[int], edges: np.ndarray) -> np.ndarray:
 
 
 def size_noise(size_budget: Budget | ZCDPBudget) -> DiscreteLaplace | DiscreteGaussian:
-    """The noise of each bin count: sensitivity 1 in ℓ1 and ℓ2 (one user, one bin).
-
-    Discrete Laplace of scale 1/ε is ε-DP (CKS §1.1); discrete Gaussian of
-    σ² = 1/(2ρ) is ρ-zCDP (CKS Theorem 4).
-    """
+    """The noise of each bin count, of sensitivity 1: discrete Laplace of scale 1/ε, ε-DP
+    (Canonne et al. 2020, §1.1), or discrete Gaussian of σ² = 1/(2ρ), ρ-zCDP (ibid. Thm 4)."""
     # Exact scales (Fractions): a float 1/ε rounded down would spend more than ε.
     if isinstance(size_budget, ZCDPBudget):
         return DiscreteGaussian(1 / (2 * Fraction(size_budget.rho)))
@@ -62,11 +49,8 @@ def size_noise(size_budget: Budget | ZCDPBudget) -> DiscreteLaplace | DiscreteGa
 def noisy_size_histogram(counts: np.ndarray, size_budget: Budget | ZCDPBudget,
                          rng: random.Random | None = None) -> np.ndarray:
     """The DP release: every bin count plus independent integer noise (OS randomness
-    unless ``rng`` is given, in tests), as floats.
-
-    The sums are exact Python ints, then held within ±1e300 (post-processing):
-    at a vanishing budget a draw can be far beyond int64 and float range.
-    """
+    unless ``rng`` is given, in tests), as floats, summed as exact ints and then held
+    within ±1e300 (post-processing: at a vanishing budget a draw can pass float range)."""
     draws = size_noise(size_budget).samples(len(counts), rng)
     noisy = [int(c) + d for c, d in zip(np.asarray(counts).tolist(), draws)]
     return np.asarray([float(max(min(x, _NOISY_LIMIT), -_NOISY_LIMIT)) for x in noisy])
@@ -74,3 +58,17 @@ def noisy_size_histogram(counts: np.ndarray, size_budget: Budget | ZCDPBudget,
 
 # Noisy counts beyond this carry no information a float could keep.
 _NOISY_LIMIT = 10 ** 300
+
+
+def _noisy_counts(noisy_counts, edges: tuple) -> np.ndarray:
+    """The noisy counts as floats, one per bin."""
+    counts = np.asarray(noisy_counts, dtype=np.float64)
+    if counts.shape != (len(edges),):
+        raise ValueError(f"expected {len(edges)} bin counts, got {counts.shape}")
+    return counts
+
+
+def _report(size_budget, edges: tuple) -> dict:
+    """The size histogram as a plan's ``to_dict`` reports it."""
+    return {"budget": size_budget.to_dict(), "noise": size_noise(size_budget).to_dict(),
+            "bin_lower_edges": list(edges), "sensitivity": 1}

@@ -1,18 +1,9 @@
 """A selection's calibration with a pre-threshold k: ``calibrate(mechanism, budget, k)``.
 
-``beam_dpsu.core.pre_threshold.rule`` derives the rule (docs/privacy.md, Pre-threshold):
-an item is released only if at least k users hold it after bounding, and
-
-* a thresholded mechanism (count, weighted and policy Laplace/Gaussian, GW,
-  every SIPS round, DPNE's level 1) releases it iff its noisy weight exceeds
-  ρ_k = ρ′ + (k − 1)·w_max (``pre_threshold.release_threshold``), a policy's
-  cutoff following as Γ = ρ_k + α·scale;
-* truncated geometric keeps it with π(n − (k − 1)) (PipelineDP's
-  ``pre_threshold``).
-
-The noise scale and the δ split stay those of the mechanism without a
-pre-threshold: only the thresholds move, so the guarantee is the same
-(ε, δ) or (ρ, δ). k = 1 returns the calibration unchanged.
+A thresholded mechanism's release threshold becomes ρ_k (a policy's cutoff
+following, Γ = ρ_k + α·scale); truncated geometric keeps with π(n − (k − 1)). The
+noise scale and the δ split stay the mechanism's, so the guarantee is the same;
+k = 1 returns the calibration unchanged. Rule: ``beam_dpsu.core.pre_threshold.rule``.
 """
 
 from __future__ import annotations
@@ -35,8 +26,7 @@ def calibrate(mechanism, budget, pre_threshold: int = 1):
 
 
 def with_pre_threshold(calibration, mechanism, pre_threshold: int):
-    """A mechanism's calibration (``Calibration``, ``RoundsCalibration`` or
-    ``KeepProbabilityCalibration``) for a pre-threshold k; unchanged at k = 1."""
+    """A mechanism's calibration (of any kind) for a pre-threshold k; unchanged at k = 1."""
     k = rule.check_pre_threshold(pre_threshold)
     if k == 1:
         return calibration

@@ -1,33 +1,11 @@
 """Pre-threshold k: an item is released only if at least k distinct users hold it.
 
-PipelineDP's (and Google's) ``pre_threshold``: on top of the DP selection, an
-item whose number of holders n (distinct users whose *bounded* list holds it;
-per round for SIPS) is below k is never released. k = 1 is no pre-threshold.
-This module is the mathematics only: which keep probability and which release
-threshold make the selection with a pre-threshold as private as without.
-
-The keys a neighbour D′ = D ∪ {x} adds are still at most Δ0 items of x
-(docs/privacy.md, invariant 8), but each is also held by k − 1 other users,
-whose weight (≤ w_max each, ``MAX_USER_WEIGHT``) counts like x's own.
-
-**Counts** (truncated geometric; Count Laplace/Gaussian): keep iff n ≥ k and
-the strategy keeps m = n − (k − 1) (``keep_probability_with_pre_threshold``;
-PipelineDP 0.3.1's ``probability_of_keep``): m is 1-Lipschitz in n, so the
-sensitivity stays 1 per item.
-
-**Weighted and policy mechanisms**: release u iff n(u) ≥ k and
-H(u) + Z_u > ρ_k = ρ′ + (k − 1)·w_max (``release_threshold``), where ρ′ covers
-x's own weights on the new keys: ρ′ = ρ for the parallel rules, GW and Policy
-Laplace (GW's threshold where ρ_Lap < 1). Policy Gaussian at k ≥ 2 can give them
-unequal increments (docs/privacy.md, invariant 12), so ρ′ = 1 + σ·Φ⁻¹((1 − δ_thr)^{1/Δ0}),
-which covers every weighting. Policy Laplace's plain shift at k ≥ 2 needs Γ ≥ ρ_k:
-ℓ1-descent gives the new keys equal increments when each one's gap Γ − (k − 1) is at
-least 1 (so at least the water level), which Γ ≥ ρ_k guarantees (``check_cutoff``).
-
-A pre-threshold k costs k − 1 full-weight holders per item, and items with
-fewer than k holders are never released (``describe_pre_threshold``).
-
-Proof: docs/explanation/proofs.md#pre-threshold.
+PipelineDP's (and Google's) ``pre_threshold``, on top of the DP selection: an item
+whose holders n (distinct users whose *bounded* list holds it) are fewer than k is
+never released; k = 1 is none. This module is the mathematics only: a count
+strategy keeps m = n − (k − 1) (``keep_probability_with_pre_threshold``), a
+weighted or policy mechanism releases above ρ_k = ρ′ + (k − 1)·w_max
+(``release_threshold``). Proof: docs/explanation/proofs.md#pre-threshold.
 """
 
 from __future__ import annotations
@@ -41,45 +19,18 @@ import numpy as np
 from beam_dpsu.core import checks, thresholds
 from beam_dpsu.core.exact_floats import rounded_up
 
-__all__ = [
-    "MAX_USER_WEIGHT",
-    "check_pre_threshold",
-    "eligible",
-    "shifted_counts",
-    "keep_probability_with_pre_threshold",
-    "max_user_weight",
-    "pre_threshold_shift",
-    "own_weights_equal",
-    "release_threshold",
-    "check_cutoff",
-    "describe_pre_threshold",
-]
+__all__ = ["MAX_USER_WEIGHT", "check_pre_threshold", "eligible", "shifted_counts",
+           "keep_probability_with_pre_threshold", "max_user_weight", "pre_threshold_shift",
+           "own_weights_equal", "release_threshold", "check_cutoff", "describe_pre_threshold"]
 
-#: The largest weight one user gives one item, per mechanism (its kebab-case name):
-#:
-#: * count-laplace, count-gaussian, truncated-geometric: +1 per held item;
-#: * weighted-laplace: 1/|W| ≤ 1; weighted-gaussian: 1/√|W| ≤ 1 (|W| ≥ 1);
-#: * sips: each round is Weighted Gaussian, 1/√|W_r| ≤ 1 (per round);
-#: * policy-laplace: ℓ1-descent adds min(G_u, λ) ≥ 0 with Σ ≤ 1, so ≤ 1;
-#: * policy-gaussian: ℓ2-descent adds G/max(‖G‖₂, 1) with ‖·‖₂ ≤ 1, so ≤ 1
-#:   (and ≥ 0: no item is ever above Γ);
-#: * gw: a greedy increment is at most the user's remaining budget, ≤ 1.
-#:
-#: Sharding (``shards=P``) sums histograms of disjoint users: unchanged.
-MAX_USER_WEIGHT: dict[str, float] = {
-    "count-laplace": 1.0,
-    "count-gaussian": 1.0,
-    "truncated-geometric": 1.0,
-    "weighted-laplace": 1.0,
-    "weighted-gaussian": 1.0,
-    "sips": 1.0,
-    "policy-laplace": 1.0,
-    "policy-gaussian": 1.0,
-    "gw": 1.0,
-}
+#: The largest weight one user gives one item, per mechanism (its kebab-case name);
+#: why each is 1: docs/explanation/bounding.md#pre-threshold.
+MAX_USER_WEIGHT: dict[str, float] = dict.fromkeys(
+    ("count-laplace", "count-gaussian", "truncated-geometric", "weighted-laplace",
+     "weighted-gaussian", "sips", "policy-laplace", "policy-gaussian", "gw"), 1.0)
 
-# Sequential policies whose own-key weights can be unequal once k ≥ 2 (module
-# docstring): ℓ2-descent's increments follow the gaps; ℓ1-descent's are equal on the new keys.
+# Sequential policies whose own-key weights can be unequal once k ≥ 2: ℓ2-descent's
+# increments follow the gaps; ℓ1-descent's are equal on the new keys.
 _UNEQUAL_AT_K_ABOVE_ONE = ("policy-gaussian",)
 
 
@@ -102,14 +53,10 @@ def shifted_counts(holders, pre_threshold: int) -> np.ndarray:
 
 def keep_probability_with_pre_threshold(keep_probability: Callable[[np.ndarray], np.ndarray],
                                         holders, pre_threshold: int) -> np.ndarray:
-    """π_k(n) = π(n − (k − 1)) if n ≥ k, else 0 (vectorised over n).
+    """π_k(n) = π(n − (k − 1)) if n ≥ k, else 0 (vectorised over n; PipelineDP's semantics).
 
-    ``keep_probability`` is the strategy's π on counts (an array in, an array
-    out), e.g. ``KeepProbabilityCalibration.keep_probability`` or
-    ``lambda n: thresholds.truncated_geometric_keep_probability(n, ε′, δ′)``;
-    it is called on m = n − (k − 1) ≥ 1 only. Private at the strategy's own
-    (ε′, δ′) per item (module docstring, "Counts"); PipelineDP's
-    ``pre_threshold`` semantics.
+    ``keep_probability``: the strategy's π on counts (an array in, an array out),
+    called on m ≥ 1 only; private at the strategy's own (ε′, δ′) per item.
     """
     n = np.asarray(holders, dtype=np.float64)
     keep = eligible(n, pre_threshold)
@@ -135,8 +82,7 @@ def pre_threshold_shift(pre_threshold: int, max_user_weight: float) -> float:
 
 def own_weights_equal(mechanism: str, pre_threshold: int) -> bool:
     """Whether the extra user's new keys get equal weights (so the mechanism's own ρ
-    covers them): always but for Policy Gaussian at k ≥ 2 (module docstring; for
-    Policy Laplace where ρ_Lap ≥ 1, which ``release_threshold`` checks)."""
+    covers them): always but for Policy Gaussian at k ≥ 2."""
     max_user_weight(mechanism)
     return check_pre_threshold(pre_threshold) == 1 or mechanism not in _UNEQUAL_AT_K_ABOVE_ONE
 
@@ -144,30 +90,22 @@ def own_weights_equal(mechanism: str, pre_threshold: int) -> bool:
 def _base_threshold(mechanism: str, k: int, noise_scale: float, threshold_delta: float,
                     max_items_per_user: int) -> float:
     """ρ′: the lone-user threshold that covers the extra user's weights on the new keys."""
+    args = (noise_scale, threshold_delta, max_items_per_user)
     if mechanism == "count-laplace":
-        return thresholds.count_laplace_threshold(noise_scale, threshold_delta,
-                                                  max_items_per_user)
-    if mechanism == "count-gaussian":
-        return thresholds.count_gaussian_threshold(noise_scale, threshold_delta,
-                                                   max_items_per_user)
+        return thresholds.count_laplace_threshold(*args)
+    if mechanism == "count-gaussian" or (mechanism == "policy-gaussian" and k > 1):
+        return thresholds.count_gaussian_threshold(*args)
     if mechanism == "gw":
-        return thresholds.gw_threshold(noise_scale, threshold_delta, max_items_per_user)
+        return thresholds.gw_threshold(*args)
     if mechanism == "policy-laplace" and k > 1:
         # The plain shift needs every new key's gap to Γ >= 1, which ρ_Lap >= 1 gives
         # (always for δ_thr <= ½); else GW's threshold covers every ℓ1 weighting.
-        rho = thresholds.weighted_laplace_threshold(noise_scale, threshold_delta,
-                                                    max_items_per_user)
-        return rho if rho >= 1.0 else thresholds.gw_threshold(
-            noise_scale, threshold_delta, max_items_per_user)
-    if mechanism == "policy-gaussian" and k > 1:
-        return thresholds.count_gaussian_threshold(noise_scale, threshold_delta,
-                                                   max_items_per_user)
+        rho = thresholds.weighted_laplace_threshold(*args)
+        return rho if rho >= 1.0 else thresholds.gw_threshold(*args)
     if mechanism in ("weighted-laplace", "policy-laplace"):
-        return thresholds.weighted_laplace_threshold(noise_scale, threshold_delta,
-                                                     max_items_per_user)
+        return thresholds.weighted_laplace_threshold(*args)
     if mechanism in ("weighted-gaussian", "policy-gaussian", "sips"):
-        return thresholds.weighted_gaussian_threshold(noise_scale, threshold_delta,
-                                                      max_items_per_user)
+        return thresholds.weighted_gaussian_threshold(*args)
     raise checks.ParameterError(
         "mechanism", f"{mechanism!r} keeps items with a probability, not above a threshold: "
         "use keep_probability_with_pre_threshold")
@@ -178,11 +116,9 @@ def release_threshold(mechanism: str, pre_threshold: int, noise_scale: float,
     """ρ_k = ρ′ + (k − 1)·w_max for a mechanism by name, its noise scale (λ or σ; for
     SIPS one round's σ_r and δ_r) and its threshold δ, rounded up.
 
-    ρ′ is the mechanism's own threshold, except for Policy Gaussian at k ≥ 2,
-    whose new keys can get unequal weights: there 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}),
-    which covers every weighting (module docstring). Policy Laplace's new keys
-    get equal increments, so its ρ′ is ρ_Lap (GW's threshold in the corner
-    ρ_Lap < 1, δ > ½). At k = 1 this is the mechanism's threshold.
+    ρ′ is the mechanism's own threshold, except for Policy Gaussian at k ≥ 2:
+    1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}), covering every weighting (and GW's for Policy
+    Laplace where ρ_Lap < 1). Proof: docs/explanation/proofs.md#pre-threshold.
     """
     k = check_pre_threshold(pre_threshold)
     base = _base_threshold(mechanism, k, noise_scale, threshold_delta, max_items_per_user)
@@ -200,10 +136,8 @@ def check_cutoff(mechanism: str, pre_threshold: int, cutoff: float,
                  release_threshold: float) -> float:
     """A policy's cutoff Γ, checked where the proof reads it: Policy Laplace at k ≥ 2.
 
-    Policy Laplace's plain shift (ρ′ = ρ_Lap) holds because x meets each new key with a
-    gap Γ − (k − 1) of at least 1, so at least the water level; Γ ≥ ρ_k ≥ ρ′ + (k − 1)
-    ≥ k guarantees it, and Γ = ρ_k + α·λ with α ≥ 0 always is. Elsewhere ρ′ covers every
-    weighting (or, at k = 1, the own keys start at 0), so any Γ keeps the proof.
+    Its plain shift (ρ′ = ρ_Lap) needs Γ ≥ ρ_k; elsewhere any Γ keeps the proof
+    (docs/explanation/proofs.md#pre-threshold, "Policy Laplace").
 
     Args:
       mechanism: the mechanism's kebab-case name.

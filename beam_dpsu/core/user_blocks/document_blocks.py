@@ -1,27 +1,11 @@
 """DPNE's level work on blocks of users, in numpy (dpne §2, Algorithm 1 lines 4–9).
 
-Every DPNE level re-reads all users' documents (a pass each, after the level
-before has released its set). Per user and level, the Python way costs a
-slice, a tuple and a set lookup per token position; a ``DocumentBlock``
-holds a block of users' documents as arrays instead (token ids into the
-block's own vocabulary), and one level over the block is a handful of
-array operations plus one set lookup per *distinct* (k−1)-gram of the block.
-
-What a level computes is exactly the per-user rule (``kgrams.is_valid`` on
-every k-gram of a user's documents;
-``tests/core/user_blocks/test_document_blocks.py`` checks they agree): each
-user's distinct valid k-grams, sampled uniformly to Δ_k, each weighted
-1/√|sample| (``policies.weighted_gaussian_weight``), summed per k-gram over
-the block's users. A user's sample and weights depend on its own documents
-and the released sets only, so the sum moves by at most 1 in ℓ2 when a user
-is added (dpne Theorem 2.1).
-
-Sampling: a user with more than Δ_k distinct items keeps the Δ_k with the
-smallest of independent uniform priorities (a uniform sample without
-replacement), drawn from the worker's OS-seeded generator; seeded (tests
-only), from ``sampling.sample_user_items``'s generator derived from (seed,
-salt, user id), the same draws as ``SampleEachUser``, whatever block the user
-lands in.
+A ``DocumentBlock`` holds a block of users' documents as token ids into its own
+vocabulary, so one level over the block is a handful of array operations plus
+one set lookup per distinct (k−1)-gram. A level computes exactly the per-user
+rule (``kgrams.is_valid``; tests/core/user_blocks/test_document_blocks.py checks
+they agree), each user's sum moving by at most 1 in ℓ2 (dpne Theorem 2.1).
+Sampling and why: docs/explanation/bounding.md#document-blocks.
 """
 
 from __future__ import annotations
@@ -38,13 +22,9 @@ __all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled
 
 
 class DocumentBlock(NamedTuple):
-    """A block of users' documents as arrays (what a level re-reads).
-
-    ``vocab`` lists the block's distinct tokens; ``tokens`` is every document's
-    token ids, documents concatenated; ``doc_lengths[d]`` and ``doc_users[d]``
-    are document d's length and its user's index in the block; ``user_ids``
-    the users' ids (only seeded samples read them), or None.
-    """
+    """A block of users' documents as arrays: the distinct tokens (``vocab``), every
+    document's token ids concatenated, each document's length and user index, and the
+    users' ids (only seeded samples read them) or None."""
     vocab: list
     tokens: np.ndarray
     doc_lengths: np.ndarray
@@ -53,8 +33,7 @@ class DocumentBlock(NamedTuple):
 
 
 class _Vocabulary(dict):
-    """token → id, numbered in order of first use; ``check(token)`` (if any) runs on
-    each new token, and raises for one a block may not hold."""
+    """token → id in order of first use; ``check`` (if any) vets each new token."""
 
     def __init__(self, check: Callable[[Hashable], bool] | None):
         super().__init__()
@@ -77,13 +56,8 @@ class BadToken(ValueError):
 
 
 class BlockBuilder:
-    """Builds a ``DocumentBlock`` user by user.
-
-    Each document's tokens become ids as it arrives (one C-level dict lookup
-    per token), so a block in the making is a few flat arrays and one
-    vocabulary, not a tuple per user: nothing for the garbage collector to
-    walk, and no second pass over the tokens when the block is built.
-    """
+    """Builds a ``DocumentBlock`` user by user, each token an id as it arrives: a few flat
+    arrays and one vocabulary, nothing for the garbage collector to walk."""
 
     def __init__(self, keep_ids: bool, check: Callable[[Hashable], bool] | None = None):
         self._index = _Vocabulary(check)
@@ -118,20 +92,8 @@ class BlockBuilder:
         self.users += 1
 
     def add_document(self, user_id, document) -> None:
-        """``add(user_id, (document,))``, faster: a user with one document."""
-        tokens = self._tokens
-        n_tokens, n_vocab = len(tokens), len(self._index)
-        try:
-            tokens.extend(map(self._index.__getitem__, document))
-        except (BadToken, TypeError):
-            del tokens[n_tokens:]
-            self._index.truncate(n_vocab)
-            raise
-        self._doc_lengths.append(len(tokens) - n_tokens)
-        self._doc_users.append(self.users)
-        if self._user_ids is not None:
-            self._user_ids.append(user_id)
-        self.users += 1
+        """``add(user_id, (document,))``: a user with one document."""
+        self.add(user_id, (document,))
 
     def build(self) -> DocumentBlock:
         index = self._index
@@ -158,13 +120,9 @@ _DIGIT_KEYS = 1 << 62
 
 def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int,
                n_tokens: int) -> tuple[np.ndarray, bool]:
-    """(one int64 key per position of ``starts``, whether they are digit keys).
-
-    Keys are equal exactly when the ``length``-grams there are equal: the
-    token ids as digits base ``n_tokens`` (then ``_digit_keys`` encodes a
-    gram the same way), renumbered densely (``_pair_ids``) only when one more
-    digit could overflow.
-    """
+    """(an int64 key per position of ``starts``, equal iff the ``length``-grams are: the
+    token ids as digits base ``n_tokens``, or dense ids once a digit could overflow;
+    whether they are digit keys)."""
     keys = tokens[starts].astype(np.int64)
     base = max(n_tokens, 1)
     bound = base  # keys < bound
@@ -181,9 +139,8 @@ def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int,
 
 
 def _pair_ids(left: np.ndarray, right: np.ndarray) -> tuple:
-    """(an index of each distinct (left[i], right[i]) pair, its dense id), ids in
-    increasing (left, right) order: by a table when the pairs' range is small, else by
-    a sort (no arithmetic on the values, so no overflow whatever their range)."""
+    """(an index of each distinct (left[i], right[i]) pair, its dense id) in (left, right)
+    order: by a table when the range is small, else by a sort (no overflow)."""
     if left.size and left.min() >= 0 and right.min() >= 0:
         width = int(right.max()) + 1
         bound = (int(left.max()) + 1) * width
@@ -198,14 +155,12 @@ def _pair_ids(left: np.ndarray, right: np.ndarray) -> tuple:
 
 
 def _table_limit(n: int) -> int:
-    """The largest key range counted by a table (``_dense_ids``) for n keys: a sort's
-    O(n log n) costs more than a table's O(n + range) up to about this."""
+    """The largest key range a table counts for n keys (a sort costs more up to it)."""
     return max(1 << 22, 4 * n)
 
 
 def _dense_ids(keys: np.ndarray, bound: int) -> tuple:
-    """(an index of each distinct key, each key's dense id) for keys in [0, bound),
-    ids in increasing key order (``np.unique``'s), by a table of the range: no sort."""
+    """(an index of each distinct key, its dense id) for keys in [0, bound), by a table."""
     present = np.zeros(bound, dtype=bool)
     present[keys] = True
     rank = np.cumsum(present) - 1
@@ -216,8 +171,7 @@ def _dense_ids(keys: np.ndarray, bound: int) -> tuple:
 
 
 def _unique_ids(keys: np.ndarray, bound: int) -> tuple:
-    """``_dense_ids`` of non-negative keys below ``bound``, by a table when the range
-    is small, else by ``np.unique``."""
+    """``_dense_ids`` by a table when the range is small, else by ``np.unique``."""
     if bound <= _table_limit(keys.size):
         return _dense_ids(keys, bound)
     _, where, ids = np.unique(keys, return_index=True, return_inverse=True)
@@ -225,8 +179,7 @@ def _unique_ids(keys: np.ndarray, bound: int) -> tuple:
 
 
 def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
-    """``_gram_keys``' digit keys of the ``length``-grams of ``grams`` made only of
-    the block's tokens (the others occur nowhere in it)."""
+    """``_gram_keys``' digit keys of those ``grams`` made only of the block's tokens."""
     index = {t: i for i, t in enumerate(vocab)}
     base = len(vocab)
     keys = []
@@ -245,8 +198,7 @@ def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
 
 
 def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort: numpy 2's hash-based ``unique`` is much slower
-    on large int64 arrays."""
+    """``np.unique(values)`` by a sort (numpy 2's hash-based one is slower on int64)."""
     ordered = np.sort(values)
     return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if ordered.size else ordered
 
@@ -256,11 +208,10 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
                           seeded_sample=None, count_holders: bool = False):
     """Σ_users item_weight(|S_u|) on each item of S_u, per item index (length ``n_items``).
 
-    ``(users[j], items[j])`` are occurrences (repeats count once); S_u is
-    user u's distinct items, sampled uniformly to ``max_items`` when it holds
-    more: by priorities from ``rng``, or, with ``seeded_sample(u, item
-    indices) → kept item indices`` (seeded tests), by that. With ``count_holders``:
-    (the sums, the number of users whose S_u holds each item), for a pre-threshold.
+    ``(users[j], items[j])`` are occurrences (repeats count once); S_u is user u's
+    distinct items, sampled uniformly to ``max_items`` by priorities from ``rng``, or
+    by ``seeded_sample(u, item indices) → kept indices`` (tests). ``count_holders``:
+    also the number of users whose S_u holds each item (a pre-threshold).
     """
     if users.size == 0:
         empty = np.zeros(n_items)
@@ -269,9 +220,8 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
     counts = np.bincount(user)
     over = counts > max_items
     if over.any():
-        # Only the pairs of users holding more than Δ are sampled: grouped by
-        # user, each user's kept ones are those it ranks first, by random
-        # priority (or the seeded sample's).
+        # Only users holding more than Δ are sampled: each keeps the pairs it ranks
+        # first by random priority (or the seeded sample's).
         pairs = np.flatnonzero(over[user])
         if seeded_sample is None:
             assert rng is not None, "an unseeded sample draws from rng"
@@ -302,13 +252,9 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
 
 
 def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple:
-    """(user, item) of each distinct (users[j], items[j]) pair.
-
-    When users come in non-decreasing order and item ids fit 16 bits, a
-    stable sort by item (a radix sort, linear) puts each item's occurrences in
-    user order, so a repeated pair sits next to itself; otherwise the pairs
-    are sorted by one combined key.
-    """
+    """(user, item) of each distinct (users[j], items[j]) pair: by a stable (radix) sort by
+    item when users ascend and items fit 16 bits (a repeated pair is then adjacent),
+    else by one combined key."""
     if n_items <= 1 << 16 and (users.size < 2 or bool((users[1:] >= users[:-1]).all())):
         order = np.argsort(items.astype(np.uint16), kind="stable")
         user, item = users[order].astype(np.int64), items[order].astype(np.int64)
@@ -319,8 +265,7 @@ def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple
 
 
 def distinct_items_per_user(block: DocumentBlock) -> np.ndarray:
-    """Each user's number of distinct tokens, in block order (0 for a user without
-    tokens): level 1's contribution sizes, which ``max_items_per_user="auto"`` bins."""
+    """Each user's number of distinct tokens (level 1's sizes, which "auto" bins)."""
     n_users = len(block.user_ids) if block.user_ids is not None else (
         int(block.doc_users.max()) + 1 if block.doc_users.size else 0)
     users = np.repeat(block.doc_users, block.doc_lengths)
@@ -332,8 +277,7 @@ def distinct_items_per_user(block: DocumentBlock) -> np.ndarray:
 
 def _grams_at(words: np.ndarray, tokens: np.ndarray, positions: np.ndarray,
               length: int) -> list:
-    """The ``length``-grams (tuples of tokens) starting at ``positions``, decoded
-    in C: only these grams, not the block's whole text."""
+    """The ``length``-grams (tuples of tokens) starting at ``positions``, decoded in C."""
     ids = tokens[positions[:, None] + np.arange(length)]
     return list(map(tuple, words[ids].tolist()))
 
@@ -356,19 +300,17 @@ def _seeded_sampler(block: DocumentBlock, label: Callable[[int], Hashable], max_
 
 def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=None,
                 salt: str = "", count_holders: bool = False) -> list:
-    """Level 1: [(token, Σ weights)] over the block's users' distinct tokens; with
-    ``count_holders`` [(token, (Σ weights, users holding it))] (a pre-threshold)."""
+    """Level 1: [(token, Σ weights)], or [(token, (Σ weights, holders))] (``count_holders``)."""
     users = np.repeat(block.doc_users, block.doc_lengths)
     vocab = block.vocab
     sampler = _seeded_sampler(block, vocab.__getitem__, max_items, seed, salt)
+    sums = sampled_weighted_sums(users, block.tokens, len(vocab), max_items, item_weight, rng,
+                                 sampler, count_holders)
     if count_holders:
-        sums, holders = sampled_weighted_sums(users, block.tokens, len(vocab), max_items,
-                                              item_weight, rng, sampler, count_holders=True)
+        sums, holders = sums
         held = np.flatnonzero(holders)
         return list(zip([vocab[i] for i in held.tolist()],
                         zip(sums[held].tolist(), holders[held].tolist())))
-    sums = sampled_weighted_sums(users, block.tokens, len(vocab), max_items, item_weight, rng,
-                                 sampler)
     held = np.flatnonzero(sums)
     return list(zip([vocab[i] for i in held.tolist()], sums[held].tolist()))
 
@@ -377,25 +319,22 @@ def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, m
                item_weight, rng, seed=None, salt: str = "") -> list:
     """Level k ≥ 2: [(k-gram, Σ weights)] over the block's users' distinct valid k-grams.
 
-    A k-gram at position i is valid when its prefix, the (k−1)-gram at i, is
-    in ``previous`` (S_{k−1}) and (``both``) so is its suffix, the (k−1)-gram
-    at i + 1, or (``single``) its last token is in ``unigrams`` (S_1);
-    ``previous`` and ``unigrams`` are containers of token tuples.
+    Valid: its prefix (k−1)-gram is in ``previous`` (S_{k−1}) and (``both``) so is
+    its suffix, or (``single``) its last token is in ``unigrams`` (S_1); both are
+    containers of token tuples.
     """
     tokens, vocab = block.tokens, block.vocab
     n = tokens.size
     ends = np.repeat(np.cumsum(block.doc_lengths), block.doc_lengths)  # each position's doc end
     positions = np.arange(n)
-    # First a dense id per distinct (k−1)-gram of the block, at every position
-    # that starts one, from its key (``_gram_keys``).
+    # A dense id per distinct (k−1)-gram, at every position that starts one.
     starts = np.flatnonzero(positions + (k - 1) <= ends)
     if starts.size == 0:
         return []
     keys, digit_keys = _gram_keys(tokens, starts, k - 1, len(vocab))
     first, gram = _unique_ids(keys, int(keys.max()) + 1)
-    # Then which distinct (k−1)-grams were released: by their keys when the
-    # keys are the token ids as digits and S_{k−1} is the smaller side, else
-    # one lookup per distinct (k−1)-gram.
+    # Which were released: by digit keys when S_{k−1} is the smaller side, else one
+    # lookup per distinct (k−1)-gram.
     words = np.array(vocab, dtype=object)
     if digit_keys and len(previous) < first.size:
         released_gram = np.isin(keys[first], _digit_keys(previous, vocab, k - 1))

@@ -1,30 +1,11 @@
 """Users' checked items packed compactly, for the records ``max_items_per_user="auto"`` holds.
 
-With ``"auto"``, no selection can start before Δ0 is chosen, and the choice
-needs every user's size: so the users' records wait, all of them, until the
-choice is made (a side input). Packed, they take a few times less memory
-than lists of str (figures: docs/explanation/proofs.md#auto-in-beam).
-
-A block is a run of users: each user's distinct items as ids into the
-block's own item list (numbered as the block first sees them, so the
-frequent items get the small ids), ascending within the user and written as
-differences, most of them one byte (``encode_ids``), and, for a mechanism
-that reads frequencies, each item's occurrences; the users' size bins are
-counted as they are packed, so the size histogram needs no pass of its own.
-Unpacking gives every user back as a list of its distinct items (an item
-repeated once per occurrence with ``occurrences``): the same items, the same
-counts, in the order the block first saw them (seeded samples and element
-ids sort the items first: ``beam_dpsu.core.sampling``).
-
-The SIPS rounds carry their users' records as such blocks from one round to
-the next (``beam_dpsu.beam.sips``): a block of distinct items, each user
-with a key when a seeded run needs one (``keyed``); ``block_users`` reads a
-block's users back as (key, items), and ``without_items`` removes a round's
-release from a block by mapping the released set over the block's item list
-once, the ids of the items left renumbered, the users left with nothing
-dropped.
-
-Pure Python/numpy (no Beam).
+A block is a run of users, each user's distinct items as ids into the block's own
+item list, written as per-user differences (``encode_ids``), with each item's
+occurrences for a mechanism that reads frequencies; the users' size bins are
+counted as they are packed. SIPS's rounds carry their users as such blocks
+(``block_users``, ``without_items``). Pure Python/numpy (no Beam).
+Why and how: docs/explanation/bounding.md#record-blocks.
 """
 
 from __future__ import annotations
@@ -94,26 +75,21 @@ class RecordBlockBuilder:
         self._plain_str = self._plain_str and plain_str
 
     def build(self, edges: np.ndarray) -> tuple:
-        """(users per size bin, as ``max_items_choice.size_counts`` counts them, the
-        block as one bytes value)."""
-        ends = np.frombuffer(self._ends, dtype=np.int64) if self._ends else np.zeros(
-            0, dtype=np.int64)
+        """(users per size bin, the block as one bytes value)."""
+        ends = np.frombuffer(self._ends, dtype=np.int64)
         return size_counts(np.diff(ends, prepend=0), edges), self.packed()
 
     def packed(self) -> bytes:
         """The block as one bytes value."""
-        ids = np.frombuffer(self._items, dtype=np.int32) if self._items else np.zeros(
-            0, dtype=np.int32)
-        ends = np.frombuffer(self._ends, dtype=np.int64) if self._ends else np.zeros(
-            0, dtype=np.int64)
-        counts = (np.array(self._counts, dtype=np.int32) if self._occurrences else None)
-        return _block(self._ids.items(), ids, ends, counts, self._plain_str, self._keys)
+        counts = np.array(self._counts, dtype=np.int32) if self._occurrences else None
+        return _block(self._ids.items(), np.frombuffer(self._items, dtype=np.int32),
+                      np.frombuffer(self._ends, dtype=np.int64), counts, self._plain_str,
+                      self._keys)
 
 
 def _block(items: list, ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None,
            plain_str: bool, keys: list | None, in_order: bool = False) -> bytes:
-    """A block's fields as one bytes value (``_HEADER``), its ids encoded by ``encode_ids``
-    (``in_order``: each user's ids already ascend, as ``encode_ids`` leaves them)."""
+    """A block's fields as one bytes value (``in_order``: each user's ids already ascend)."""
     if not in_order:
         ids, counts = ascending_per_user(ids, ends, counts)
     small, low, large = encode_ids(ids, ends)
@@ -132,21 +108,17 @@ def _block(items: list, ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | 
     return b"".join([header] + [part + bytes(-len(part) % 8) for part in sections])
 
 
-# A block: this header (flags, users, (user, item) ids, second bytes, large
-# differences, their item size, the ends' item size, the item list's bytes, the
-# keys' bytes), then each section padded to 8 bytes: the users' ends, the large
-# differences, the counts (int32, with occurrences), the first bytes of the
-# differences, their second bytes (``encode_ids``), the item list (its str joined by
-# NUL in UTF-8 when it can be, else pickled), the keys (pickled). The arrays are read
-# in place (``numpy.frombuffer``), not copied out of a pickle.
+# A block: this header, then each section padded to 8 bytes, its arrays read in
+# place (``numpy.frombuffer``), not copied out of a pickle; layout:
+# docs/explanation/bounding.md#record-blocks.
 _HEADER = struct.Struct("<9Q")
 _PLAIN_STR, _COUNTS, _JOINED, _KEYS = 1, 2, 4, 8
 
 
 def _joined(items: list, plain_str: bool) -> bytes | None:
-    """The item list as its str joined by NUL, UTF-8 (lone surrogates passed through),
-    when every item is a str and none holds a NUL (``str.split`` gives the list back
-    exactly); else None. 1 byte per item besides its own, against 3 pickled."""
+    """The item list as its str joined by NUL in UTF-8 (lone surrogates passed through),
+    when every item is a str without NUL (so ``split`` is exact), else None: 1 byte an
+    item besides its own, against 3 pickled."""
     if not items or not (plain_str or all(type(item) is str for item in items)):
         return None
     joined = "\0".join(items)
@@ -208,8 +180,7 @@ _WIDE_END = _WIDE + ((_LARGE - _WIDE) << 8)
 
 
 def ascending_per_user(ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | None = None):
-    """``ids`` (users one after another, user i's ending at ``ends[i]``) with each user's
-    ids in ascending order, and ``counts`` (one per id, or None) in the same order."""
+    """``ids`` (user i's ending at ``ends[i]``) and ``counts`` (or None), each user's ascending."""
     sizes = np.diff(ends, prepend=0)
     span = int(ids.max()) + 1 if len(ids) else 1
     # Each user's ids offset past the users before it: one sort orders every user
@@ -225,14 +196,9 @@ def ascending_per_user(ids: np.ndarray, ends: np.ndarray, counts: np.ndarray | N
 
 
 def encode_ids(ids: np.ndarray, ends: np.ndarray) -> tuple:
-    """Each user's ascending ids (``ascending_per_user``) as differences: a user's first
-    id as it is, each next one less the one before. Most are small (a user's items are
-    mostly the block's frequent ones, which get the first ids), so a difference is one
-    byte (``small``, uint8) below ``_WIDE`` (224); two below ``_WIDE_END`` (8,160): the
-    byte ``_WIDE`` + its high bits and its low byte, the next value of ``low`` (uint8);
-    else the byte is ``_LARGE`` (255) and the difference is the next value of ``large``
-    (uint16, or uint32 when one needs it). Smaller than 16-bit ids on real data
-    (figures: docs/explanation/proofs.md#sips-in-beam)."""
+    """Each user's ascending ids (``ascending_per_user``) as differences, in (``small``,
+    ``low``, ``large``): one byte below ``_WIDE``, two below ``_WIDE_END``, else
+    ``_LARGE`` and a full value (docs/explanation/bounding.md#record-blocks)."""
     steps = np.array(ids, dtype=np.int32 if not len(ids) or ids.max() < 1 << 31 else np.int64)
     steps[1:] -= steps[:-1].copy()
     sizes = np.diff(ends, prepend=0)
@@ -252,16 +218,9 @@ def encode_ids(ids: np.ndarray, ends: np.ndarray) -> tuple:
 
 def decode_ids(small: np.ndarray, low: np.ndarray, large: np.ndarray, ends: np.ndarray,
                items: int) -> np.ndarray:
-    """``encode_ids``'s ids back, from its three arrays, the users' ``ends`` and the
-    number of the block's ``items``: uint16 ids when they fit (at most 2^16 items),
-    else int32 (int64 past 2^31 items).
-
-    One running sum in the ids' own type gives every id: a user's first difference
-    is its first id, and its differences sum to its last id, so each user's first
-    difference less the last id before it makes the block's running sum the ids
-    themselves (modulo 2^16 in uint16: exact, since every id fits). No array per
-    id beyond the result: a block's decoding is its largest passing allocation,
-    and the worker's heap keeps the room of the largest ones (docs/benchmarks.md)."""
+    """``encode_ids``'s ids back, given the users' ``ends`` and the block's number of
+    ``items``: uint16 when they fit, else int32 (int64 past 2^31 items), by one running
+    sum and no other array per id (docs/explanation/bounding.md#record-blocks)."""
     id_type = (np.uint16 if items <= 1 << 16 else np.int32 if items <= 1 << 31
                else np.int64)
     ids = small.astype(id_type)
@@ -278,10 +237,9 @@ def decode_ids(small: np.ndarray, low: np.ndarray, large: np.ndarray, ends: np.n
 
 
 class DecodedBlock(NamedTuple):
-    """A packed block as arrays: ``items`` (the block's item list), ``ids`` (every user's
-    distinct items as indices into it, one user after another), ``ends`` (where each
-    user's ids end), ``counts`` (each id's occurrences, or None), ``plain_str`` and
-    ``keys`` (each user's key, or None)."""
+    """A packed block as arrays: its ``items``, every user's ``ids`` into them one user
+    after another, each user's end in ``ids`` (``ends``), each id's ``counts`` (or
+    None), ``plain_str`` and each user's key (``keys``, or None)."""
 
     items: list
     ids: np.ndarray
@@ -302,9 +260,7 @@ class DecodedBlock(NamedTuple):
         return np.diff(self.ends, prepend=0)
 
     def runs(self, max_ids: int = RUN_IDS):
-        """The users in runs of consecutive users holding at most ``max_ids`` ids in all
-        (a larger user alone): (ids, sizes) of each run, views of the block's arrays.
-        Array work on a run at a time keeps its temporary arrays small."""
+        """(ids, sizes) of each run of users holding ≤ ``max_ids`` ids (a larger one alone)."""
         sizes = self.sizes
         for first, last, start, end in _run_bounds(self.ends, max_ids):
             yield self.ids[start:end], sizes[first:last]
@@ -329,9 +285,7 @@ def decode_block(block: bytes) -> DecodedBlock:
 
 
 def block_runs(block: bytes, max_ids: int = RUN_IDS) -> tuple:
-    """(the block's item list, its runs): ``decode_block(block).runs(max_ids)``, each
-    run's ids decoded from the block's bytes as it comes, so that no array of the
-    whole block's ids is made (for the steps that sample a block a run at a time)."""
+    """(items, runs): ``decode_block(block).runs(max_ids)``, each run decoded as it comes."""
     fields = _fields(block)
     return fields.items, _decoded_runs(fields, max_ids)
 
@@ -397,12 +351,9 @@ def with_keys(block: bytes, keys: list) -> bytes:
 
 
 def without_items(block: bytes, removed: Container) -> bytes | None:
-    """A block of distinct items less every item in ``removed``: the users in their
-    order, each user's items left in theirs, a user the removal leaves with nothing
-    dropped (None if no user is left). A block that holds none of ``removed`` is
-    returned as it is, with any user that held nothing to begin with (such a user
-    adds nothing to a histogram). ``removed`` is read once per item of the block's
-    item list, not once per (user, item); the items left are renumbered."""
+    """A block of distinct items less every item in ``removed`` (read once per item of
+    the block's list), users left with nothing dropped; None if no user is left; the
+    block itself if it holds none of ``removed``."""
     decoded = _decoded_distinct(block, "without_items removes from blocks of distinct "
                                        "items only")
     items, ids_, keys = decoded.items, decoded.ids, decoded.keys

@@ -1,7 +1,6 @@
 """Users of one shard of a sequential policy packed into one compact block (pure
 Python/numpy, no Beam): ``UserBlockBuilder``; and a shard's policy histogram from its
-blocks (``shard_policy_histogram``). ``beam_dpsu.beam.sequential`` packs the users and
-gathers each shard's blocks."""
+blocks (``shard_policy_histogram``), for ``beam_dpsu.beam.sequential``."""
 
 from __future__ import annotations
 
@@ -19,21 +18,17 @@ __all__ = ["SMALL_IDS", "UserBlockBuilder", "UserBlock", "decode_user_block",
 
 # A block of at most this many distinct items lists them as 16-bit ids, else 32-bit.
 SMALL_IDS = 1 << 16
-# An encoded block: this header (users, listed ids, bytes per id), then the users'
-# order keys (16 bytes each), their lengths (int32), their ids, and the pickled items.
+# An encoded block: this header (users, listed ids, bytes per id), the users' order
+# keys (16 bytes each), their lengths (int32), their ids, and the pickled items.
 _HEADER = struct.Struct("<QQB")
 
 
 class UserBlockBuilder:
     """Users of one shard packed into one compact block: ``add`` them, then ``encode``.
 
-    A block holds the users' 16-byte order keys, its distinct items (each
-    stored once), and each user's list as ids into them, in the list's order
-    (16-bit when the block holds at most ``SMALL_IDS`` distinct items, else
-    32-bit). Ids are given with one C-level dict lookup per listed item
-    (``policies.ItemIds``), or, for users added a block at a time
-    (``add_block``), one per distinct item of that block. Users with an empty
-    list hold nothing and are not added.
+    A block holds the users' 16-byte order keys, its distinct items (each stored
+    once), and each user's list as ids into them, in the list's order (16-bit up to
+    ``SMALL_IDS`` distinct items, else 32-bit). Users with an empty list are not added.
     """
 
     def __init__(self):
@@ -54,9 +49,8 @@ class UserBlockBuilder:
 
     def add_block(self, order_keys: bytes, items: list, ids: np.ndarray,
                   lengths: np.ndarray) -> None:
-        """Many users at once, as ``add`` adds them one by one: ``order_keys`` their
-        16-byte keys joined, ``ids`` their lists one after another as indices into
-        ``items``, ``lengths`` each list's length (each ≥ 1)."""
+        """Many users at once: their 16-byte ``order_keys`` joined, their lists one after
+        another as ``ids`` into ``items``, and each list's length (≥ 1)."""
         if len(order_keys) != 16 * len(lengths):
             raise ValueError(f"{len(lengths)} users need {16 * len(lengths)} bytes of "
                              f"order keys, got {len(order_keys)}")
@@ -75,8 +69,7 @@ class UserBlockBuilder:
         return len(self._ids)
 
     def encode(self) -> bytes:
-        """The block as bytes (``decode_user_block`` reads it): 2 bytes per listed id when
-        it holds at most ``SMALL_IDS`` distinct items, else 4, and 20 per user."""
+        """The block as bytes (``decode_user_block`` reads it)."""
         dtype = np.uint16 if len(self._ids) <= SMALL_IDS else np.int32
         listed = np.concatenate([part.astype(dtype, copy=False) for part in self._listed_before]
                                 + [np.array(self._listed, dtype=dtype)])
@@ -88,9 +81,8 @@ class UserBlockBuilder:
 
 
 class UserBlock(NamedTuple):
-    """A decoded block: the users' order keys (16 bytes each, joined), the block's distinct
-    items, each user's list as ids into them one after another, and each list's length.
-    ``listed`` and ``lengths`` are read-only views into the encoded bytes (no copy)."""
+    """A decoded block: the users' order keys joined, its distinct items, the users' lists
+    as ids into them, and each list's length (read-only views of the bytes)."""
 
     order_keys: bytes
     items: list
@@ -116,21 +108,10 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
                            count_holders: bool = False):
     """A shard's policy histogram from its encoded blocks, in any number and order.
 
-    First every block's distinct items get ids in one shard-wide list (a dict
-    lookup per distinct item of a block: one small array per block from its
-    ids to the shard's; a block's own ids are read in place, never copied),
-    then the users are sorted by order key (a lexicographic sort of the 16
-    bytes as two big-endian 64-bit words), finally ``policy_weights`` visits
-    them in that order, each user's list put in the shard's numbering as it
-    is visited (``_ShardUsers``). Equal order keys (one user id in two
-    records, against the input's contract, or equal elements of a seeded
-    run) are visited in the order of their lists' bytes, so even then the
-    result does not depend on how users fell into blocks (unlike
-    ``beam_dpsu.beam.sequential.sharded_policy_histogram``, which visits equal keys in
-    input order).
-
-    With ``count_holders``: ({item: weight}, {item: users listing it}), for a
-    pre-threshold (``beam_dpsu.core.pre_threshold``; a user's list is distinct).
+    ``policy_weights`` visits the users sorted by order key, equal keys in the order
+    of their lists' bytes, so the result does not depend on how users fell into
+    blocks (docs/explanation/bounding.md#shard-blocks). With ``count_holders``:
+    ({item: weight}, {item: users listing it}), for a pre-threshold.
     """
     users = _ShardUsers(blocks)
     if not users.num_items:
@@ -149,14 +130,9 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
 
 
 class _ShardUsers:
-    """A shard's users from its encoded blocks: their order keys (joined), the shard's
-    distinct items, and each user's list in the shard's numbering on demand.
-
-    Each block's ids stay where they are (views of its bytes, 2 bytes an id in a
-    block of at most 2^16 items), with one array per block from its ids to the
-    shard's: no array of the shard's listed ids (4 bytes each) is made, a user's
-    list is put in the shard's numbering when it is read (``user``, ``in_order``).
-    """
+    """A shard's users from its blocks: their order keys joined, the shard's distinct
+    items, and each user's list in the shard's numbering when read (each block's ids
+    stay views of its bytes, with one array per block mapping them to the shard's)."""
 
     def __init__(self, blocks: Iterable[bytes]):
         ids = ItemIds()
@@ -173,11 +149,9 @@ class _ShardUsers:
         # Each user's block, and where its list starts and how long it is in that block.
         self._block = np.repeat(np.arange(len(lengths), dtype=np.intp),
                                 [len(part) for part in lengths])
-        self._lengths = (np.concatenate(lengths).astype(np.intp) if lengths
-                         else np.zeros(0, dtype=np.intp))
-        self._starts = np.concatenate(
-            [np.cumsum(part, dtype=np.intp) - part for part in lengths]) if lengths \
-            else np.zeros(0, dtype=np.intp)
+        none = np.zeros(0, dtype=np.intp)
+        self._lengths = np.concatenate([none, *lengths]).astype(np.intp)
+        self._starts = np.concatenate([none] + [np.cumsum(p, dtype=np.intp) - p for p in lengths])
 
     def user(self, user: int) -> np.ndarray:
         """One user's list, as ids of the shard."""
