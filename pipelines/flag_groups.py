@@ -84,8 +84,7 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                         "or, for gw, the user's most frequent ones (default: 30"
                         + ("; 300 with --public-input)" if public_input else ")")
                         + "; 'auto' spends 5%% of the budget (sips: 1.5%%) on choosing it "
-                          "privately "
-                          "(docs/how-to/choose-delta0.md)")
+                          "privately (docs/how-to/choose-delta0.md)")
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3, at most "
                         f"{mechanisms.SIPS.MAX_ROUNDS})")
@@ -159,8 +158,7 @@ def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
                         "report.json")
     g.add_argument(*flags("output-format"), choices=OUTPUT_FORMATS, default="text",
                    help=f"text: {what}-*.txt, one escaped {what[:-1]} per line (and "
-                        "counts-*.tsv); parquet: "
-                        f"{what}-*.parquet with a column "
+                        f"counts-*.tsv); parquet: {what}-*.parquet with a column "
                         + ("'ngram' (list of tokens)" if what == "ngrams" else "'item'")
                         + " (and counts-*.parquet with 'count'), sorted and sharded alike "
                           "(default: text)")

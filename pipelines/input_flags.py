@@ -44,8 +44,7 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
     if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
         hint = ("; for headerless lines of user,item give --format pairs"
                 if args.format == "csv" and "pairs" in formats else "")
-        raise UsageError(f"--format {args.format}{how} needs --user-field and "
-                         f"--text-field{hint}")
+        raise UsageError(f"--format {args.format}{how} needs --user-field and --text-field{hint}")
     if args.format == "parquet" and not (args.user_field and (args.text_field or items_field)):
         raise UsageError(f"--format parquet{how} needs --user-field and --text-field (a text "
                          "column) or --items-field (a list-of-strings column)")

@@ -158,8 +158,7 @@ def parse_args(argv, prog: str = PROG):
             transform = dpne_checked(dpne, args)  # bad parameters fail before reading input
     else:
         if args.pre_threshold != 1:
-            raise UsageError(f"--pre-threshold applies to --method dpne only, not "
-                             f"{args.method}")
+            raise UsageError(f"--pre-threshold applies to --method dpne only, not {args.method}")
         if "auto" in _levels(args.max_items_per_user):
             raise UsageError(f"--method {args.method} takes a fixed int "
                              "--max-items-per-user, not auto")
@@ -171,8 +170,7 @@ def parse_args(argv, prog: str = PROG):
             transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
                                      n=args.single_n, seed=args.seed)
     if args.single_n is not None and args.method != "dpsu-single":
-        raise UsageError(f"--single-n applies to --method dpsu-single only, not "
-                         f"{args.method}")
+        raise UsageError(f"--single-n applies to --method dpsu-single only, not {args.method}")
     check_num_shards(args)
     check_counts(args.budget_parts, counts_max_items(args))
     args.files = resolve_input(args, DOCUMENT_FORMATS)
@@ -200,8 +198,7 @@ def check_single_n(args) -> None:
     if args.method != "dpsu-single":
         return
     if args.single_n is None:
-        raise UsageError("--method dpsu-single needs --single-n, the n-gram length to "
-                         "release")
+        raise UsageError("--method dpsu-single needs --single-n, the n-gram length to release")
     with flag_errors():
         max_n = checks.max_items(args.max_n, "max_n")
     if not 1 <= args.single_n <= max_n:

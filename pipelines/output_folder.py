@@ -90,8 +90,7 @@ def _clear_left_siblings(path: str) -> None:
                          "that did not finish (killed?)")
         except OSError as exc:
             _LOG.warning(f"warning: {where} is a staging folder left by an earlier run that "
-                         f"did not finish; it cannot be removed ({exc.strerror or exc}): "
-                         "remove it")
+                         f"did not finish; it cannot be removed ({exc.strerror or exc}): remove it")
         finally:
             os.close(fd)
 

@@ -261,8 +261,7 @@ def check_num_shards(args) -> None:
         raise UsageError(f"--num-shards must be >= 1, got {args.num_shards}")
     if args.num_shards > MAX_NUM_SHARDS:
         # Each shard is a file, written even when empty: more is far more than needed.
-        raise UsageError(f"--num-shards must be <= {MAX_NUM_SHARDS:,}, got "
-                         f"{args.num_shards:,}")
+        raise UsageError(f"--num-shards must be <= {MAX_NUM_SHARDS:,}, got {args.num_shards:,}")
 
 
 def output_suffix(args, counts: bool = False) -> str:
