@@ -222,8 +222,7 @@ _WHITESPACE = re.compile(r"\s+", re.ASCII)  # argparse's, which keeps a no-break
 
 def _expanded(action: argparse.Action, prog: str) -> str:
     """The help text with its ``%(name)s`` fields filled in, as argparse fills them."""
-    params = {k: v for k, v in {**vars(action), "prog": prog}.items()
-              if v is not argparse.SUPPRESS}
+    params = {k: v for k, v in {**vars(action), "prog": prog}.items() if v is not argparse.SUPPRESS}
     params = {k: getattr(v, "__name__", v) for k, v in params.items()}
     if params.get("choices") is not None:
         params["choices"] = ", ".join(map(str, params["choices"]))

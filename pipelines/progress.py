@@ -16,8 +16,7 @@ import apache_beam as beam
 
 from pipelines import quiet_beam
 
-__all__ = ["LOG", "configure_progress", "progress", "LogCount", "log_written",
-           "NOTHING_RELEASED"]
+__all__ = ["LOG", "configure_progress", "progress", "LogCount", "log_written", "NOTHING_RELEASED"]
 
 LOG = logging.getLogger("pipelines")
 

@@ -125,13 +125,11 @@ def check_calibrates(mechanism, budget, pre_threshold: int = 1) -> None:
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             max_items_choice.plan_auto(mechanism, budget, pre_threshold)
         else:
-            calibration = with_pre_threshold(calibrate(mechanism, budget), mechanism,
-                                             pre_threshold)
+            calibration = with_pre_threshold(calibrate(mechanism, budget), mechanism, pre_threshold)
             mu = getattr(calibration, "gaussian_mu", None)
             if mu is not None:
                 # The report states these: computed now, they fail now if they can't.
-                gaussian_dp_equivalents(mu, calibration.threshold_delta,
-                                        calibration.budget.delta)
+                gaussian_dp_equivalents(mu, calibration.threshold_delta, calibration.budget.delta)
     except (RuntimeError, OverflowError):
         # Root finding in float64 fails to converge near its range's end (ε ≈ 1e308).
         flag = "{epsilon}" if isinstance(budget, Budget) else "{rho}"
@@ -152,8 +150,7 @@ def calibrate(mechanism, budget):
         if exc.param != "delta":
             raise
         d0 = mechanism.max_items_per_user
-        margin = thresholds.truncated_geometric_float_margin(budget.epsilon / d0,
-                                                             budget.delta / d0)
+        margin = thresholds.truncated_geometric_float_margin(budget.epsilon / d0, budget.delta / d0)
         raise FlagMessage(
             f"truncated-geometric: delta per item = delta/{{max_items_per_user}} "
             f"{budget.delta / d0:g} is too small for float64 keep probabilities at epsilon per "

@@ -123,8 +123,7 @@ def parse_args(argv, prog: str = PROG):
     check_counts(parts, counts_max_items(args))
     check_num_shards(args)
     if args.public_input and not isinstance(mechanism, mechanisms.GreedyWithoutSampling):
-        raise UsageError(
-            f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
+        raise UsageError(f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
     args.files = resolve_input(args, FORMATS)
     check_public_input(args)
     return args, options, mechanism, budget
@@ -180,8 +179,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     # privacy unit: the selection takes the rows' tokens as they are, with no
     # per-user shuffle. Otherwise a user's rows are merged by user id.
     privacy_unit = privacy_unit_from_args(args)
-    selected = (elements if privacy_unit == "user_id"
-                else elements | "RowTokens" >> beam.Values())
+    selected = (elements if privacy_unit == "user_id" else elements | "RowTokens" >> beam.Values())
     parts = args.budget_parts
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
