@@ -58,39 +58,26 @@ _NUMBER = r"(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?|inf(?:inity
 _NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:,\s*-?{_NUMBER})*$", re.IGNORECASE)
 
 
-class _StoreOnce(argparse.Action):
-    """argparse's store, refusing the flag a second time (argparse lets the last win)."""
+class _GivenOnce(argparse.Action):
+    """argparse's store (nargs=0: store_const), refusing the flag a second time (argparse
+    lets the last value win silently)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         parser.given(self.dest)
-        setattr(namespace, self.dest, values)
-
-
-class _StoreConstOnce(argparse.Action):
-    """argparse's store_const (store_true, store_false), refusing the flag a second time."""
-
-    def __init__(self, option_strings, dest, const=None, default=None, required=False,
-                 help=None, metavar=None):  # noqa: A002 - argparse's own keyword
-        super().__init__(option_strings, dest, nargs=0, const=const, default=default,
-                         required=required, help=help, metavar=metavar)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.given(self.dest)
-        setattr(namespace, self.dest, self.const)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
 def _given_once(kwargs: dict) -> dict:
-    """``add_argument``'s keywords with the single-valued actions made the ones above."""
+    """``add_argument``'s keywords with the single-valued actions made :class:`_GivenOnce`."""
     action = kwargs.get("action")
     if action in (None, "store"):
-        return {**kwargs, "action": _StoreOnce}
-    if action == "store_const":
-        return {**kwargs, "action": _StoreConstOnce}
+        return {**kwargs, "action": _GivenOnce}
     if action in ("store_true", "store_false"):
         value = action == "store_true"
-        return {**kwargs, "action": _StoreConstOnce, "const": value,
-                "default": kwargs.get("default", not value)}
-    return kwargs
+        kwargs = {**kwargs, "const": value, "default": kwargs.get("default", not value)}
+    elif action != "store_const":
+        return kwargs
+    return {**kwargs, "action": _GivenOnce, "nargs": 0}
 
 
 def _is_alias(name: str, names: Iterable[str]) -> bool:
