@@ -29,8 +29,7 @@ class UsageError(ValueError):
     """A bad command-line parameter or a job that cannot start as asked."""
 
 
-# The library's parameter names and the flags that set them, in one place.
-FLAG_OF = {
+FLAG_OF = {  # the library's parameter names and the flags that set them
     "epsilon": "--epsilon", "delta": "--delta", "rho": "--rho",
     "mechanism": "--mechanism", "max_items_per_user": "--max-items-per-user",
     "rounds": "--rounds", "ratio": "--ratio", "removal": "--sips-removal",
@@ -73,12 +72,10 @@ def flag_errors(**flag_of):
 
 
 CLEAN_ERRORS = (UsageError, InputFormatError, InvalidRecordError, NonGlobalWindowError)
-_WRAPPED = re.compile(r"\b(InputFormatError|InvalidRecordError|NonGlobalWindowError|UsageError)"
-                      r": (.+)")
-_STEP = re.compile(r"\s*\[while running '[^']*'\]")
+_WRAPPED = re.compile(rf"\b({'|'.join(e.__name__ for e in CLEAN_ERRORS)}): (.+)")
+_STEP = re.compile(r"\s*\[while running '([^']*)'\]")
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # a full disk (or quota): expected
 _ERRNO = re.compile(r"\[Errno (\d+)\]")
-_STEP_NAME = re.compile(r"\[while running '([^']*)'\]")
 
 
 def _no_space_message(exc: BaseException) -> str | None:
@@ -97,7 +94,7 @@ def _no_space_message(exc: BaseException) -> str | None:
         current = current.__cause__ or current.__context__
     if code is None:
         return None
-    step = _STEP_NAME.search(str(exc))
+    step = _STEP.search(str(exc))
     where = f" in step {step.group(1)!r}" if step else ""
     return (f"{os.strerror(code)} (errno {code}){where}: nothing of this run was put in "
             "place at the output; free some space and run again")

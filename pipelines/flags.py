@@ -51,9 +51,8 @@ def int_or_auto(text: str):
         raise argparse.ArgumentTypeError(f"expected an int or 'auto', got {text!r}") from None
 
 
-# A value that starts with "-" but is a number (or a comma-separated list of
-# them, e.g. --epsilons -1,2): argparse reads any other word that starts with
-# "-" (-1e-5, -.5e-2, -inf) as a flag ("expected one argument").
+# A number (or a list, --epsilons -1,2) that starts with "-": argparse reads such a word
+# (-1e-5, -.5e-2, -inf) as a flag ("expected one argument").
 _NUMBER = r"(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)"
 _NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:,\s*-?{_NUMBER})*$", re.IGNORECASE)
 

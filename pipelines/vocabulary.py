@@ -175,9 +175,8 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats, items_field=args.items_field)
     mechanism, public_counts = with_public_counts(pipeline, args, mechanism, tokenizer)
-    # When every row is its own user (@row, text lines), each record is one
-    # privacy unit: the selection takes the rows' tokens as they are, with no
-    # per-user shuffle. Otherwise a user's rows are merged by user id.
+    # Where every row is its own user (@row, text lines) the selection takes its tokens
+    # as they are, with no per-user shuffle; else a user's rows are merged by user id.
     privacy_unit = privacy_unit_from_args(args)
     selected = (elements if privacy_unit == "user_id" else elements | "RowTokens" >> beam.Values())
     parts = args.budget_parts
@@ -277,8 +276,7 @@ def run_prepared(job) -> str:
               f"{output_suffix(args, counts=True)}"
               if args.with_counts else "")
     released = report["released_items"]
-    # Without counts the report's equivalents are this budget's (exact for
-    # Gaussian mechanisms); with counts they state the total's.
+    # With counts the report's equivalents state the total's, not this budget's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
     chosen = report.get("chosen_max_items_per_user")
     fixed = report.get("mechanism", {}).get("max_items_per_user")
