@@ -1,12 +1,9 @@
 """The jobs of beam_dpsu: vocabulary, ngrams, evaluate, benchmark (see docs/jobs.md).
 
-Importing this package installs a logging filter that drops Beam's noise
-(:class:`_BeamNoiseFilter`). It lives here, not in ``pipelines.progress``, so that
-it is installed before Beam loads and also in the DirectRunner's worker
-processes, which import ``pipelines.io`` when they unpickle the jobs'
-DoFns. It also makes an interrupt while a job started as ``python -m
-pipelines.JOB`` imports Beam one line ``interrupted``
-(:func:`pipelines.interrupts.quiet_start`).
+Importing this package installs a logging filter that drops Beam's noise, here
+so that it is in place before Beam loads and in the DirectRunner's worker
+processes too, and the handler for an interrupt while a job imports Beam
+(:func:`pipelines.interrupts.quiet_start`). Details: docs/explanation/jobs.md#progress-lines
 """
 
 # First, before any other import: the handler for an interrupt while the job starts.
@@ -18,19 +15,13 @@ import errno  # noqa: E402
 import logging  # noqa: E402
 
 
-
 class _BeamNoiseFilter(logging.Filter):
     """Drops Beam log records that say nothing useful to a job's user.
 
-    * ``apitools not found, and bigquery client libraries are not available``:
-      logged on every run without the GCP extras, whatever the job does;
-    * ``Discarding unparseable args``: the jobs validate every flag themselves;
-    * the start-up lines of the DirectRunner's worker processes (``pipelines.worker``):
-      ``No semi_persistent_directory found``, ``Logging handler created``;
-    * the ERROR log (with traceback) Beam writes before re-raising an
-      exception from a DoFn, when the exception is one the job reports as a
-      clean ``error:`` line (bad record, bad input file, windowed input, a
-      failure in the step reading Parquet row groups, a full disk).
+    Beam's start-up lines (``apitools not found`` without the GCP extras,
+    ``Discarding unparseable args``: the jobs check every flag; the worker
+    processes' own), and the ERROR log of an exception from a DoFn that the job
+    reports as a clean ``error:`` line.
     """
 
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
@@ -66,12 +57,8 @@ _NOISY_LOGGERS = ("", "apache_beam.options.pipeline_options", "apache_beam.runne
 
 
 def quiet_beam() -> None:
-    """Installs the noise filter on the loggers Beam's noise comes from (idempotent).
-
-    A logger's filters see only records logged on that logger itself, so the
-    filter goes on each source logger and on the root handlers (which see
-    records propagated from every logger).
-    """
+    """Installs the noise filter on the loggers Beam's noise comes from and the root's
+    handlers (a logger's filters see only its own records); idempotent."""
     for name in _NOISY_LOGGERS:
         logger = logging.getLogger(name)
         if BEAM_NOISE_FILTER not in logger.filters:

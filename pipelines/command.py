@@ -9,14 +9,11 @@
 
 ``beam-dpsu JOB FLAGS…`` is ``python -m MODULE FLAGS…``, MODULE the job's
 (``pipelines.vocabulary``, ``pipelines.ngrams``,
-``pipelines.evaluation.evaluate``), which keep working: the same flags,
-output, messages and exit codes, with ``beam-dpsu JOB`` as the program name in
-``--help`` and in error messages.
-``beam-dpsu --help`` lists the jobs and ``beam-dpsu --version`` prints the
-version. A job's module (and with it Beam) is imported only once its
+``pipelines.evaluation.evaluate``): the same flags, output, messages and exit
+codes, with ``beam-dpsu JOB`` as the program name. ``beam-dpsu --help`` lists
+the jobs. A job's module (and with it Beam) is imported only once its
 subcommand is known, so ``--help``, ``--version`` and a mistyped subcommand
-answer at once; Ctrl-C meanwhile prints ``interrupted`` (exit 130) as it does
-while a job runs.
+answer at once; Ctrl-C meanwhile prints ``interrupted`` (exit 130).
 """
 
 from __future__ import annotations
@@ -76,8 +73,8 @@ def job_module(name: str) -> ModuleType:
 
 
 def _choices() -> str:
-    names = list(JOBS)
-    return ", ".join(names[:-1]) + f" or {names[-1]}"
+    *names, last = JOBS
+    return ", ".join(names) + f" or {last}"
 
 
 def _usage_error(message: str) -> int:
@@ -94,10 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
       0 on success (and for ``--help``, ``--version``), 2 for a bad command line
       (one ``error: …`` line on stderr), 130 when interrupted, else the job's
-      own exit code. Run as the program (``argv`` None, as the installed script
-      calls it) it does not return: the process ends with that code
-      (``pipelines.interrupts.end_program``), and a SIGINT or SIGTERM from the
-      start to the end is one line ``interrupted`` and 128 + the signal.
+      own exit code. Run as the program (``argv`` None) it does not return: the
+      process ends with that code (``pipelines.interrupts.end_program``).
     """
     if argv is None:
         install_start_handler()

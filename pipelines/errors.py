@@ -1,21 +1,10 @@
 """The jobs' errors: a bad parameter or input is one ``error: …`` line naming the flag.
 
-* :class:`UsageError`: a bad command-line parameter, or a job that cannot
-  start as asked; raised by the jobs themselves.
-* Library parameter errors (``beam_dpsu.core.checks.ParameterError``) carry
-  the parameter's name apart from the problem; :func:`flag_errors` prints
-  them as ``f"{flag} {problem}"`` through one mapping, :data:`FLAG_OF`, so
-  an error says ``--max-items-per-user``, never ``max_items_per_user``. No
-  message is reworded.
-* Where a job's message names several parameters (``give it --epsilon and
-  --delta``) the job raises a :class:`FlagMessage`, whose ``{param}``
-  placeholders become the flags that set those parameters.
-* :func:`error_message`: the one line of an expected failure, also when Beam
-  wraps it (``[while running 'Step']``, a portable runner's RuntimeError).
-
-Only the released set leaves (docs/privacy.md, invariants): messages name
-files, line numbers, fields, parameters and released counts, never a user id
-or a record's text.
+:class:`UsageError` is the jobs' own; library ``ParameterError``s are named by
+flag through one mapping, :data:`FLAG_OF` (:func:`flag_errors`, never
+reworded); :func:`error_message` finds the line of an expected failure, also
+when Beam wraps it. Messages never name a user id or a record's text
+(docs/privacy.md, invariants). Details: docs/explanation/jobs.md#errors
 """
 
 from __future__ import annotations
@@ -40,8 +29,7 @@ class UsageError(ValueError):
     """A bad command-line parameter or a job that cannot start as asked."""
 
 
-# The library's parameter names and the flags that set them, in one place.
-FLAG_OF = {
+FLAG_OF = {  # the library's parameter names and the flags that set them
     "epsilon": "--epsilon", "delta": "--delta", "rho": "--rho",
     "mechanism": "--mechanism", "max_items_per_user": "--max-items-per-user",
     "rounds": "--rounds", "ratio": "--ratio", "removal": "--sips-removal",
@@ -54,9 +42,8 @@ FLAG_OF = {
 
 
 class FlagMessage(UsageError):
-    """A job's own message about parameters, each written ``{param}`` (e.g. ``"give it
-    {epsilon} and {delta}"``): every placeholder becomes the flag that sets the
-    parameter, from :data:`FLAG_OF` or, inside :func:`flag_errors`, its overrides."""
+    """A job's message whose ``{param}`` placeholders become flags (``"give it {epsilon}"``),
+    from :data:`FLAG_OF` or, inside :func:`flag_errors`, its overrides."""
 
     def __init__(self, template: str):
         super().__init__(template.format_map(FLAG_OF))
@@ -68,10 +55,11 @@ class FlagMessage(UsageError):
 
 @contextlib.contextmanager
 def flag_errors(**flag_of):
-    """A library ``ParameterError`` raised inside becomes a :class:`UsageError` that names
-    the parameter by its flag: ``f"{flag} {problem}"``. ``flag_of`` overrides
-    :data:`FLAG_OF` for this block (e.g. ``max_items_per_user="--counts-max-items-per-user"``);
-    a :class:`FlagMessage` is worded with the same flags."""
+    """A ``ParameterError`` inside becomes a :class:`UsageError` ``f"{flag} {problem}"``.
+
+    ``flag_of`` overrides :data:`FLAG_OF` for this block (e.g.
+    ``max_items_per_user="--counts-max-items-per-user"``).
+    """
     flags = {**FLAG_OF, **flag_of}
     try:
         yield
@@ -84,21 +72,15 @@ def flag_errors(**flag_of):
 
 
 CLEAN_ERRORS = (UsageError, InputFormatError, InvalidRecordError, NonGlobalWindowError)
-_WRAPPED = re.compile(r"\b(InputFormatError|InvalidRecordError|NonGlobalWindowError|UsageError)"
-                      r": (.+)")
-_STEP = re.compile(r"\s*\[while running '[^']*'\]")
-
-
-# A full disk (or quota) while a job writes: an expected failure, not a bug.
-NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_WRAPPED = re.compile(rf"\b({'|'.join(e.__name__ for e in CLEAN_ERRORS)}): (.+)")
+_STEP = re.compile(r"\s*\[while running '([^']*)'\]")
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)  # a full disk (or quota): expected
 _ERRNO = re.compile(r"\[Errno (\d+)\]")
-_STEP_NAME = re.compile(r"\[while running '([^']*)'\]")
 
 
 def _no_space_message(exc: BaseException) -> str | None:
-    """The line for a full disk anywhere in ``exc``'s chain (Beam raises a RuntimeError
-    whose text holds ``OSError: [Errno 28] …``, from the original), else None. It names
-    the step, never the file's path (a staging file's)."""
+    """The line for a full disk anywhere in ``exc``'s chain (by errno, or its text), else None;
+    naming the step, never the file's path (a staging file's)."""
     code, seen = None, set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and code is None:
@@ -112,16 +94,14 @@ def _no_space_message(exc: BaseException) -> str | None:
         current = current.__cause__ or current.__context__
     if code is None:
         return None
-    step = _STEP_NAME.search(str(exc))
+    step = _STEP.search(str(exc))
     where = f" in step {step.group(1)!r}" if step else ""
     return (f"{os.strerror(code)} (errno {code}){where}: nothing of this run was put in "
             "place at the output; free some space and run again")
 
 
 def _prism_start_message(exc: BaseException) -> str | None:
-    """The line for a Prism runner that could not start (its binary neither found nor
-    downloaded: an offline machine, a wrong ``--prism_location``), else None. Raised
-    while the runner starts, before any data is read."""
+    """The line for a Prism runner that could not start (no binary found), else None."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not any(os.path.basename(frame.filename) == "prism_runner.py" for frame in frames):
         return None
@@ -134,17 +114,12 @@ def _prism_start_message(exc: BaseException) -> str | None:
 def error_message(exc: BaseException) -> str | None:
     """The one-line message of an expected failure, or None for a bug.
 
-    Beam re-raises a DoFn's exception with ``[while running 'Step']``
-    appended (dropped here); portable runners wrap it in a RuntimeError whose
-    text holds the original ``InputFormatError: …`` line (found here). A full
-    disk and a Prism runner that cannot start are expected too.
+    Beam's ``[while running 'Step']`` is dropped; a portable runner's
+    RuntimeError is searched for the original error's line.
     """
-    no_space = _no_space_message(exc)
-    if no_space is not None:
-        return no_space
-    prism = _prism_start_message(exc)
-    if prism is not None:
-        return prism
+    known = _no_space_message(exc) or _prism_start_message(exc)
+    if known is not None:
+        return known
     if isinstance(exc, CLEAN_ERRORS):
         text = str(exc)
     else:

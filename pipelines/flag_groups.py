@@ -1,9 +1,7 @@
-"""The flags the jobs share, in groups as ``--help`` shows them: input, mechanism,
-privacy budget, counts, output, raw statistics.
+"""The flags the jobs share, in the groups ``--help`` shows: input, mechanism, budget, …
 
 Each ``add_*_arguments(parser, …)`` adds one group to a
-:class:`~pipelines.flags.JobArgumentParser`; the values are turned into the
-library's by ``pipelines.settings`` and ``pipelines.input_flags``.
+:class:`~pipelines.flags.JobArgumentParser`; ``pipelines.settings`` reads them.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ from pipelines.io.formats import FORMAT_HELP
 from pipelines.settings import MAX_NUM_SHARDS
 
 __all__ = ["add_input_arguments", "add_mechanism_arguments", "add_pre_threshold_argument",
-           "add_budget_arguments",
-           "add_output_arguments", "add_overwrite_argument", "add_non_private_stats_argument",
-           "add_counts_arguments"]
+           "add_budget_arguments", "add_output_arguments", "add_overwrite_argument",
+           "add_non_private_stats_argument", "add_counts_arguments"]
 
 
 def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> None:
@@ -60,10 +57,17 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                             public_input: bool = True, auto_default: bool = False,
                             default: str = "weighted-gaussian",
                             several_metavar: str = "NAMES", several_help: str = "") -> None:
-    """--mechanism (or --mechanisms, comma-separated, with ``several``, shown as
-    ``several_metavar``, ``several_help`` appended to its help; ``default`` when not
-    given) and its parameters; ``public_input``: GW-KT's public corpus flags, for jobs that
-    read it."""
+    """--mechanism (or, with ``several``, --mechanisms) and its parameters.
+
+    Args:
+      parser: the job's parser.
+      several: --mechanisms, comma-separated, instead of --mechanism.
+      public_input: add GW-KT's public corpus flags.
+      auto_default: the help says Δ0 is auto by default where the job makes it so.
+      default: the mechanism(s) when not given.
+      several_metavar: --mechanisms' metavar.
+      several_help: appended to --mechanisms' help.
+    """
     g = parser.add_argument_group("mechanism (see docs/explanation/mechanisms.md)")
     names = ", ".join(sorted(mechanisms.MECHANISMS))
     if several:
@@ -80,8 +84,7 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                         "or, for gw, the user's most frequent ones (default: 30"
                         + ("; 300 with --public-input)" if public_input else ")")
                         + "; 'auto' spends 5%% of the budget (sips: 1.5%%) on choosing it "
-                          "privately "
-                          "(docs/how-to/choose-delta0.md)")
+                          "privately (docs/how-to/choose-delta0.md)")
     g.add_argument(*flags("rounds"), type=int, metavar="N",
                    help="sips: number of rounds (default: 3, at most "
                         f"{mechanisms.SIPS.MAX_ROUNDS})")
@@ -155,8 +158,7 @@ def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
                         "report.json")
     g.add_argument(*flags("output-format"), choices=OUTPUT_FORMATS, default="text",
                    help=f"text: {what}-*.txt, one escaped {what[:-1]} per line (and "
-                        "counts-*.tsv); parquet: "
-                        f"{what}-*.parquet with a column "
+                        f"counts-*.tsv); parquet: {what}-*.parquet with a column "
                         + ("'ngram' (list of tokens)" if what == "ngrams" else "'item'")
                         + " (and counts-*.parquet with 'count'), sorted and sharded alike "
                           "(default: text)")

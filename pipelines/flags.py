@@ -1,23 +1,9 @@
 """The jobs' command line: a strict argument parser, and Beam's options beside it.
 
-What a new user meets, and where it is handled:
-
-* :class:`JobArgumentParser`: no abbreviations; ``--a-b`` and ``--a_b`` both
-  accepted (Dataflow Flex Template parameter names cannot hold hyphens) but
-  only ``--a-b`` shown in ``--help``; defaults shown; argparse's own errors
-  become one line (:class:`~pipelines.errors.UsageError`); a negative number is
-  a value (``--delta -1e-5`` gets the range error) and a flag given twice is
-  an error naming it.
-* :func:`parse_job_args`: whatever the job does not know is parsed as Beam
-  pipeline options by a parser of Beam's own option classes
-  (:class:`BeamOptionsParser`); anything neither knows is an error naming the
-  flag and the closest valid ones.
-
-Only argparse's public API is used: the strict rules are argparse ``Action``
-classes of this module put in for argparse's store actions, negative numbers
-are joined to their flag (``--delta=-1e-5``) before argparse reads the
-command line, the underscore spelling is a second, hidden flag, and help
-texts are wrapped here (never at a flag's hyphens) and shown as written.
+:class:`JobArgumentParser` takes no abbreviations, each flag once, ``--a-b``
+and ``--a_b`` alike and negative numbers as values; :func:`parse_job_args`
+parses what the job does not know as Beam pipeline options. Only argparse's
+public API is used. Details: docs/explanation/jobs.md#the-command-line
 """
 
 from __future__ import annotations
@@ -40,11 +26,7 @@ __all__ = ["flags", "boolean", "int_or_auto", "JobArgumentParser", "BeamOptionsP
 
 
 def flags(name: str) -> tuple[str, ...]:
-    """``--a-b`` and its ``--a_b`` spelling.
-
-    Dataflow Flex Template parameter names cannot contain hyphens, so every
-    job flag accepts both; ``--help`` shows the first only.
-    """
+    """``--a-b`` and its ``--a_b`` spelling (Flex Template parameter names have no hyphens)."""
     underscored = name.replace("-", "_")
     return (f"--{name}",) if underscored == name else (f"--{name}", f"--{underscored}")
 
@@ -60,8 +42,7 @@ def boolean(text: str) -> bool:
 
 
 def int_or_auto(text: str):
-    """A --max-items-per-user value: an int, or "auto" (chosen privately,
-    beam_dpsu.core.max_items_choice)."""
+    """A --max-items-per-user value: an int, or "auto" (beam_dpsu.core.max_items_choice)."""
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -70,48 +51,32 @@ def int_or_auto(text: str):
         raise argparse.ArgumentTypeError(f"expected an int or 'auto', got {text!r}") from None
 
 
-# A value that starts with "-" but is a number (or a comma-separated list of
-# them, e.g. --epsilons -1,2): argparse reads any other word that starts with
-# "-" (-1e-5, -.5e-2, -inf) as a flag ("expected one argument").
+# A number (or a list, --epsilons -1,2) that starts with "-": argparse reads such a word
+# (-1e-5, -.5e-2, -inf) as a flag ("expected one argument").
 _NUMBER = r"(?:(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)"
 _NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:,\s*-?{_NUMBER})*$", re.IGNORECASE)
 
 
-class _StoreOnce(argparse.Action):
-    """argparse's store, refusing the flag a second time in one command line (argparse
-    lets the last value win silently: ``--epsilon 1 --epsilon 2``)."""
+class _GivenOnce(argparse.Action):
+    """argparse's store (nargs=0: store_const), refusing the flag a second time (argparse
+    lets the last value win silently)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         parser.given(self.dest)
-        setattr(namespace, self.dest, values)
-
-
-class _StoreConstOnce(argparse.Action):
-    """argparse's store_const (store_true, store_false), refusing the flag a second time."""
-
-    def __init__(self, option_strings, dest, const=None, default=None, required=False,
-                 help=None, metavar=None):  # noqa: A002 - argparse's own keyword
-        super().__init__(option_strings, dest, nargs=0, const=const, default=default,
-                         required=required, help=help, metavar=metavar)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.given(self.dest)
-        setattr(namespace, self.dest, self.const)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
 def _given_once(kwargs: dict) -> dict:
-    """``add_argument``'s keywords with argparse's single-valued actions replaced by the
-    ones above (list-valued ones, action="append", may repeat)."""
+    """``add_argument``'s keywords with the single-valued actions made :class:`_GivenOnce`."""
     action = kwargs.get("action")
     if action in (None, "store"):
-        return {**kwargs, "action": _StoreOnce}
-    if action == "store_const":
-        return {**kwargs, "action": _StoreConstOnce}
+        return {**kwargs, "action": _GivenOnce}
     if action in ("store_true", "store_false"):
         value = action == "store_true"
-        return {**kwargs, "action": _StoreConstOnce, "const": value,
-                "default": kwargs.get("default", not value)}
-    return kwargs
+        kwargs = {**kwargs, "const": value, "default": kwargs.get("default", not value)}
+    elif action != "store_const":
+        return kwargs
+    return {**kwargs, "action": _GivenOnce, "nargs": 0}
 
 
 def _is_alias(name: str, names: Iterable[str]) -> bool:
@@ -141,11 +106,9 @@ class _FlagGroup:
 
 
 class StrictArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser without abbreviations whose single-valued flags are given once
-    and whose flags take negative numbers as values.
+    """No abbreviations, single-valued flags given once, negative numbers as values.
 
-    A ``--a_b`` spelling beside ``--a-b`` becomes a second flag of the same
-    value, hidden from ``--help`` and given once with it.
+    A ``--a_b`` spelling beside ``--a-b`` is a second, hidden flag of the same value.
     """
 
     def __init__(self, **kwargs):
@@ -188,8 +151,8 @@ class StrictArgumentParser(argparse.ArgumentParser):
     def given(self, dest: str) -> None:
         """Called by this module's actions: the flag of ``dest`` a second time is an error."""
         if dest in self._given:
-            self.error(f"{self._shown.get(dest, dest)} is given more than once: give each flag "
-                       "once")
+            self.error(f"{self._shown.get(dest, dest)} is given more than once: give each "
+                       "flag once")
         self._given.add(dest)
 
     def option_strings(self) -> list[str]:
@@ -197,8 +160,7 @@ class StrictArgumentParser(argparse.ArgumentParser):
         return list(self._option_strings)
 
     def with_negative_values_joined(self, args: Sequence[str]) -> list[str]:
-        """``args`` with ``--flag -1e-5`` written ``--flag=-1e-5`` for this parser's flags
-        that take a value (up to a ``--``)."""
+        """``args`` with ``--flag -1e-5`` written ``--flag=-1e-5`` (up to a ``--``)."""
         joined: list[str] = []
         for i, arg in enumerate(args):
             if arg == "--":
@@ -216,8 +178,7 @@ class StrictArgumentParser(argparse.ArgumentParser):
 
 
 def _fill(text: str, width: int = 88) -> str:
-    """``textwrap.fill`` that never breaks a flag (``--keep-case``) at its hyphens."""
-    return textwrap.fill(text, width=width, break_on_hyphens=False)
+    return textwrap.fill(text, width=width, break_on_hyphens=False)  # never at a flag's hyphens
 
 
 def _wrap_command(command: str, width: int = 86) -> str:
@@ -247,8 +208,7 @@ _WHITESPACE = re.compile(r"\s+", re.ASCII)  # argparse's, which keeps a no-break
 
 def _expanded(action: argparse.Action, prog: str) -> str:
     """The help text with its ``%(name)s`` fields filled in, as argparse fills them."""
-    params = {k: v for k, v in {**vars(action), "prog": prog}.items()
-              if v is not argparse.SUPPRESS}
+    params = {k: v for k, v in {**vars(action), "prog": prog}.items() if v is not argparse.SUPPRESS}
     params = {k: getattr(v, "__name__", v) for k, v in params.items()}
     if params.get("choices") is not None:
         params["choices"] = ", ".join(map(str, params["choices"]))
@@ -256,8 +216,7 @@ def _expanded(action: argparse.Action, prog: str) -> str:
 
 
 class JobArgumentParser(StrictArgumentParser):
-    """The jobs' argument parser: strict (:class:`StrictArgumentParser`), errors as
-    :class:`~pipelines.errors.UsageError`.
+    """The jobs' strict argument parser, its errors :class:`~pipelines.errors.UsageError`.
 
     Args:
       prog: e.g. ``"python -m pipelines.vocabulary"``.
@@ -295,9 +254,7 @@ class JobArgumentParser(StrictArgumentParser):
                          "--direct_num_workers N (local parallelism), --project, --region, "
                          "--temp_location, …")
         self.epilog = self._examples + ("\n\n" + _fill(" ".join(notes)) if notes else "")
-        # Help texts are wrapped here, where argparse would wrap them (its help
-        # column on this terminal), but never at a hyphen ("--keep-" / "case"),
-        # and shown as written (RawTextHelpFormatter).
+        # Wrapped where argparse would, but never at a hyphen ("--keep-" / "case").
         texts = {action: action.help for action in self._shown_actions if action.help}
         width = self._help_width()
         try:
@@ -326,18 +283,15 @@ class JobArgumentParser(StrictArgumentParser):
                        if s.startswith("--") and not _is_alias(s, self._option_strings)})
 
     def was_given(self, dest: str) -> bool:
-        """Whether the last command line parsed set the flag of ``dest`` (rather than
-        leaving it to its default)."""
+        """Whether the last command line parsed set the flag of ``dest``."""
         return dest in self._given
 
 
 class BeamOptionsParser(StrictArgumentParser):
     """Every flag of Beam's registered ``PipelineOptions`` classes, parsed strictly.
 
-    Built with each options class's ``_add_argparse_args(parser)``, the hook
-    Beam documents for defining options classes: a flag Beam does not know,
-    given twice or with a bad value is an error naming it. The values are
-    parsed again by ``PipelineOptions`` itself for the pipeline.
+    Built with each class's ``_add_argparse_args(parser)``, Beam's documented
+    hook; ``PipelineOptions`` parses the values again for the pipeline.
     """
 
     def __init__(self):
@@ -365,8 +319,7 @@ def beam_option_flags() -> list[str]:
 
 
 def _closest(flag: str, candidates: Iterable[str], n: int = 3) -> list[str]:
-    """The valid flags closest to ``flag`` (hyphens and underscores alike): similarity
-    ≥ 0.7 and within 0.1 of the best match, at most ``n``."""
+    """The valid flags closest to ``flag``: similarity ≥ 0.7, within 0.1 of the best."""
     norm = {c.replace("_", "-"): c for c in candidates if c not in ("-h", "--help")}
     target = flag.replace("_", "-")
     scored = sorted(((difflib.SequenceMatcher(None, target, c).ratio(), c) for c in norm),
@@ -381,16 +334,12 @@ def _closest(flag: str, candidates: Iterable[str], n: int = 3) -> list[str]:
 def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
     """(job arguments, Beam ``PipelineOptions``) from the command line.
 
-    Flags the job does not define are parsed as Beam pipeline options
-    (:class:`BeamOptionsParser`); a flag neither knows is a
-    :class:`~pipelines.errors.UsageError` naming it and the closest valid flags
-    of both.
+    Flags the job does not define are Beam pipeline options; a flag neither
+    knows is a :class:`~pipelines.errors.UsageError` naming the closest valid ones.
     """
     beam_parser = BeamOptionsParser()
-    # Beam's flags' negative values joined first (--direct_num_workers=-1): Beam's
-    # own parser, which reads the options again, would take -1e-5 for a flag.
-    argv = beam_parser.with_negative_values_joined(
-        list(sys.argv[1:] if argv is None else argv))
+    # Beam's own parser, which reads the options again, would take -1e-5 for a flag.
+    argv = beam_parser.with_negative_values_joined(list(sys.argv[1:] if argv is None else argv))
     args, rest = parser.parse_known_args(argv)
     _, unknown = beam_parser.parse_known_args(rest)
     if unknown:

@@ -1,10 +1,8 @@
 """The input flags resolved: ``--format`` inferred from the file names, the files checked.
 
-The first records (up to 100) of each file are parsed on the launching
-machine before any pipeline is built, so a wrong format, a corrupt or binary
-file, a missing column or an empty input fails in a second with a clear
-message (Parquet: every file's footer, its schema and null counts, is read
-instead). Messages name files, lines and fields, never a record's text.
+The first records of each file are parsed before any pipeline is built, so a
+bad input fails in a second with a message naming files, lines and fields,
+never a record's text. Details: docs/explanation/jobs.md#checking-the-input
 """
 
 from __future__ import annotations
@@ -24,11 +22,8 @@ __all__ = ["resolve_input", "check_public_input"]
 def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[str]:
     """Infers ``args.format`` when it was not given and checks the input; returns its files.
 
-    The first records (up to 100) of (up to 32 of) the matched files are
-    parsed here, before any pipeline is built, so a wrong format, a corrupt or
-    binary file, a missing field or an input with no records fails at once
-    (with the file, line and field, never the record's text). Parquet files
-    are checked from their footers instead (``inputs.inspect_parquet``).
+    The first records (up to 100) of (up to 32 of) the files are parsed here;
+    Parquet files are checked from their footers.
     """
     items_field = getattr(args, "items_field", None)
     if args.text_field and items_field:
@@ -43,15 +38,13 @@ def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[s
         raise UsageError(f"--items-field applies to --format parquet, not {args.format}{how}")
     if args.user_field == ROW_AS_USER and args.format not in ("csv", "parquet"):
         raise UsageError(f"--user-field {ROW_AS_USER} (each row its own user) applies to "
-                         f"--format csv or parquet, not {args.format}{how}; a JSON lines "
-                         "file needs a field holding the user id" if args.format == "jsonl"
-                         else f"--user-field {ROW_AS_USER} (each row its own user) applies "
-                         f"to --format csv or parquet, not {args.format}{how}")
+                         f"--format csv or parquet, not {args.format}{how}"
+                         + ("; a JSON lines file needs a field holding the user id"
+                            if args.format == "jsonl" else ""))
     if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
         hint = ("; for headerless lines of user,item give --format pairs"
                 if args.format == "csv" and "pairs" in formats else "")
-        raise UsageError(f"--format {args.format}{how} needs --user-field and "
-                         f"--text-field{hint}")
+        raise UsageError(f"--format {args.format}{how} needs --user-field and --text-field{hint}")
     if args.format == "parquet" and not (args.user_field and (args.text_field or items_field)):
         raise UsageError(f"--format parquet{how} needs --user-field and --text-field (a text "
                          "column) or --items-field (a list-of-strings column)")
@@ -88,18 +81,15 @@ def check_public_input(args) -> None:
         raise InputFormatError(_public_hint(str(exc))) from None
 
 
-# The hint of an input error that names another --format (see pipelines.io.parsers).
-_FORMAT_HINT = re.compile(r"give --format (\w+)[^;]*$")
+_FORMAT_HINT = re.compile(r"give --format (\w+)[^;]*$")  # pipelines.io.parsers' hint
 
 
 def _public_hint(message: str) -> str:
-    """An input error's hint to give another ``--format``, worded for --public-input,
-    which takes --public-format text or csv only."""
+    """An input error's hint to give another ``--format``, worded for --public-input."""
     hint = _FORMAT_HINT.search(message)
     if hint is None:
         return message
-    fmt = hint.group(1)
-    if fmt == "csv":
+    if (fmt := hint.group(1)) == "csv":
         said = ("give --public-format csv --public-text-field T for a headed CSV "
                 "(--public-format takes text or csv)")
     else:

@@ -19,8 +19,7 @@ __all__ = ["WriteJson", "read_json", "scratch_folder", "check_scratch_folder"]
 
 
 def _write_file(text: str, path: str) -> str:
-    """Writes ``text`` to a temporary name beside ``path``, then renames it: a failed
-    write never leaves a partial file under the final name."""
+    """Writes ``text`` to ``path`` through a temporary name: never a partial file there."""
     temporary = f"{path}.tmp-{uuid.uuid4().hex}"
     handle = FileSystems.create(temporary)
     try:
@@ -34,8 +33,7 @@ def _write_file(text: str, path: str) -> str:
 class WriteJson(beam.PTransform):
     """Writes the one dict of a PCollection as a JSON file at ``path``.
 
-    Written as one file (no temporary folder; a temporary name renamed), as
-    strict JSON with keys in insertion order, so the same report is the same bytes.
+    Strict JSON with keys in insertion order: the same report is the same bytes.
     """
 
     def __init__(self, path: str):
@@ -44,8 +42,7 @@ class WriteJson(beam.PTransform):
 
     def expand(self, reports):
         path = self._path
-        return (reports
-                | "ToJson" >> beam.Map(to_json)
+        return (reports | "ToJson" >> beam.Map(to_json)
                 | "WriteFile" >> beam.Map(
                     lambda text: _write_file(text + "\n", path)).with_output_types(str))
 
@@ -53,8 +50,7 @@ class WriteJson(beam.PTransform):
 def check_scratch_folder(folder: str, flag: str) -> None:
     """A flag's scratch folder is a local folder, or one that can be created (it is, here).
 
-    Called once a job has checked everything else, so a bad folder is one
-    ``error:`` line before any work rather than a traceback once it began.
+    Called once a job has checked everything else: one ``error:`` line before any work.
 
     Args:
       folder: the flag's value.
@@ -77,8 +73,7 @@ def check_scratch_folder(folder: str, flag: str) -> None:
 
 @contextlib.contextmanager
 def scratch_folder(folder: str | None, prefix: str):
-    """``folder`` (created if needed, and kept; ``check_scratch_folder`` checks it first),
-    or a temporary folder removed at the end."""
+    """``folder`` (created if needed, and kept), or a temporary folder removed at the end."""
     if folder:
         os.makedirs(folder, exist_ok=True)
         yield folder

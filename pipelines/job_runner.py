@@ -1,10 +1,7 @@
 """Running a job: one ``error: …`` line and exit 2 for every expected failure, one line
 ``interrupted`` and exit 130/143 for SIGINT/SIGTERM, the summary line on success.
 
-A job is two functions: ``prepare(argv)`` checks everything that can be
-checked without data (flags, budget, mechanism, the first records of the
-input) and ``run(job)`` runs the pipeline(s) into ``job.staging``, which is
-put in place as ``job.output`` when it returns (``output_folder.written_whole``).
+Details: docs/explanation/jobs.md#running-a-job
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ __all__ = ["run_job", "job_pipeline"]
 
 @contextlib.contextmanager
 def _workers_stopped_on_interrupt(interrupts):
-    """While a job runs, an interrupt also stops the worker processes of the
-    multi-process mode (a signal sent to the job alone reaches none of them)."""
+    """An interrupt also stops the worker processes (a signal to the job alone reaches none)."""
     interrupts.on_interrupt.append(WORKERS.interrupt)
     try:
         yield
@@ -37,25 +33,19 @@ def _workers_stopped_on_interrupt(interrupts):
 
 
 def job_pipeline(options) -> beam.Pipeline:
-    """A job's pipeline under its Beam ``options`` (quiet worker processes under the
-    DirectRunner's multi_processing mode: ``pipelines.worker``)."""
+    """A job's pipeline under its Beam ``options`` (quiet workers: ``pipelines.worker``)."""
     return beam.Pipeline(runner=runner_for(options), options=options)
 
 
 def run_job(name: str, argv, prepare: Callable, run: Callable[..., str]) -> int:
-    """Runs a job: one ``error: …`` line and exit code 2 for every expected failure; one
-    line ``interrupted`` and exit 130 (SIGINT) or 143 (SIGTERM) for an interrupt.
+    """Runs a job; returns its exit code (2 for an expected failure, 128 + a signal).
 
     Args:
       name: the job's name in progress lines.
       argv: the command line (None: ``sys.argv[1:]``).
-      prepare: argv → job; parses and checks everything that can be checked
-        without data, and exposes ``job.output`` (the output folder, or None),
-        ``job.overwrite`` and ``job.inputs`` (see ``output_folder.prepare_output``).
-        Bad parameters may raise ``ValueError``/``TypeError`` here.
-      run: job → the closing summary line; runs the pipeline(s), writing the
-        output into ``job.staging`` (``output_folder.staging_of``), which is put in
-        place as ``job.output`` when it returns (``output_folder.written_whole``).
+      prepare: argv → job, checking all that needs no data (raising ``ValueError`` or
+        ``TypeError``); ``job.output`` (or None), ``job.overwrite``, ``job.inputs``.
+      run: job → the summary line; writes into ``job.staging``, put in place after.
     """
     configure_progress(name)
     with INTERRUPTS as interrupts, _workers_stopped_on_interrupt(interrupts):

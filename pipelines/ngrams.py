@@ -56,8 +56,7 @@ from pipelines.output_folder import run_with_output, staging_of
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
                                 check_num_shards, count_released, describe_budget,
-                                output_suffix, tokenizer_from_args,
-                                with_counts_report)
+                                output_suffix, tokenizer_from_args, with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]
@@ -76,9 +75,8 @@ def _max_items(text: str):
     return values[0] if len(values) == 1 else values
 
 
-def _has_auto(max_items_per_user) -> bool:
-    values = max_items_per_user if isinstance(max_items_per_user, list) else [max_items_per_user]
-    return "auto" in values
+def _levels(max_items_per_user) -> list:
+    return max_items_per_user if isinstance(max_items_per_user, list) else [max_items_per_user]
 
 
 def build_parser(prog: str = PROG) -> JobArgumentParser:
@@ -141,8 +139,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
 def parse_args(argv, prog: str = PROG):
     """(job arguments, Beam PipelineOptions, the n-gram transform); raises on bad input.
 
-    With --with-counts the transform gets the selection's part of the budget
-    and ``args.budget_parts`` holds both parts.
+    With --with-counts the transform gets the selection's part of the budget.
     """
     args, options = parse_job_args(build_parser(prog), argv)
     total = budget_from_args(args)
@@ -161,9 +158,8 @@ def parse_args(argv, prog: str = PROG):
             transform = dpne_checked(dpne, args)  # bad parameters fail before reading input
     else:
         if args.pre_threshold != 1:
-            raise UsageError(f"--pre-threshold applies to --method dpne only, not "
-                             f"{args.method}")
-        if _has_auto(args.max_items_per_user):
+            raise UsageError(f"--pre-threshold applies to --method dpne only, not {args.method}")
+        if "auto" in _levels(args.max_items_per_user):
             raise UsageError(f"--method {args.method} takes a fixed int "
                              "--max-items-per-user, not auto")
         if not isinstance(args.max_items_per_user, int):
@@ -174,8 +170,7 @@ def parse_args(argv, prog: str = PROG):
             transform = NgramsByDPSU(args.method, args.max_n, budget, args.max_items_per_user,
                                      n=args.single_n, seed=args.seed)
     if args.single_n is not None and args.method != "dpsu-single":
-        raise UsageError(f"--single-n applies to --method dpsu-single only, not "
-                         f"{args.method}")
+        raise UsageError(f"--single-n applies to --method dpsu-single only, not {args.method}")
     check_num_shards(args)
     check_counts(args.budget_parts, counts_max_items(args))
     args.files = resolve_input(args, DOCUMENT_FORMATS)
@@ -186,8 +181,7 @@ def parse_args(argv, prog: str = PROG):
 
 
 def dpne_checked(dpne, args, privacy_unit: str = "user_id") -> ExtractNgrams:
-    """``dpne(privacy_unit)``, with a --max-items-per-user list of the wrong length
-    refused in flags (the library's message names max_n)."""
+    """``dpne(privacy_unit)``, a --max-items-per-user list of the wrong length named in flags."""
     try:
         return dpne(privacy_unit)
     except ParameterError as exc:
@@ -204,8 +198,7 @@ def check_single_n(args) -> None:
     if args.method != "dpsu-single":
         return
     if args.single_n is None:
-        raise UsageError("--method dpsu-single needs --single-n, the n-gram length to "
-                         "release")
+        raise UsageError("--method dpsu-single needs --single-n, the n-gram length to release")
     with flag_errors():
         max_n = checks.max_items(args.max_n, "max_n")
     if not 1 <= args.single_n <= max_n:
@@ -214,12 +207,7 @@ def check_single_n(args) -> None:
 
 
 def privacy_unit_from_args(args) -> str:
-    """"element" when every record is its own user: msnbc (one visitor per line), and
-    what ``settings.privacy_unit_from_args`` says for the text formats; else "user_id".
-
-    Those records' ids (``<file>:<line>``) are distinct by construction, so
-    grouping documents per user, a shuffle of every document, has nothing to group.
-    """
+    """"element" for msnbc (one visitor per line), else ``settings.privacy_unit_from_args``."""
     return "element" if args.format == "msnbc" else settings.privacy_unit_from_args(args)
 
 
@@ -251,22 +239,16 @@ class DocumentStats(beam.PTransform):
 
 
 def counts_max_items(args) -> int | str:
-    """Δ0 of the counts: --counts-max-items-per-user (an int or auto), else the largest Δ_k
-    (auto if they are chosen privately)."""
+    """Δ0 of the counts: --counts-max-items-per-user, else the largest Δ_k (or auto)."""
     if args.counts_max_items_per_user is not None:
         return args.counts_max_items_per_user
-    per_level = args.max_items_per_user
-    values = per_level if isinstance(per_level, list) else [per_level]
-    if all(isinstance(v, int) for v in values):
-        return max(values)
-    return "auto"
+    values = _levels(args.max_items_per_user)
+    return max(values) if all(isinstance(v, int) for v in values) else "auto"
 
 
 def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
-    # First read the documents: where every record is its own user (see
-    # privacy_unit_from_args) the n-grams are extracted from each record's
-    # tokens alone, read as such unless the counts or raw statistics need the
-    # records' ids too.
+    # Where every record is its own user, the n-grams come from each record's tokens
+    # alone, read as such unless the counts or raw statistics need the records' ids.
     parts = getattr(args, "budget_parts", None)
     elements = getattr(transform, "privacy_unit", "user_id") == "element"
     read_elements = elements and parts is None and not args.non_private_stats
@@ -279,8 +261,6 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     if elements and not read_elements:
         extract_input = documents | "OnePersonEach" >> beam.Map(lambda doc: list(doc[1]))
     released = extract_input | "Extract" >> transform
-    # Finally write them sorted (held and spurious n-grams alike), and the report:
-    # per-length and per-level figures of the release, raw figures only if asked.
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteNgrams" >> WriteReleased(
         f"{out}/ngrams", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
@@ -294,11 +274,10 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
             lambda doc: ((doc[0], gram) for k in range(1, max_n + 1)
                          for gram in kgrams_of(doc[1], k)))
         counter = count_released(user_ngrams, released, parts, counts_max_items(args),
-                                     args.seed, out, args.num_shards, ngrams=True,
-                                     output_format=args.output_format)
+                                 args.seed, out, args.num_shards, ngrams=True,
+                                 output_format=args.output_format)
     # (DPNE logs each level's release itself: progress_logger.)
-    per_length = (released
-                  | "Length" >> beam.Map(len)
+    per_length = (released | "Length" >> beam.Map(len)
                   | "CountPerLength" >> beam.combiners.Count.PerElement()
                   | "AsDict" >> beam.combiners.ToDict())
     single = beam.pvalue.AsSingleton
@@ -355,23 +334,19 @@ def run_prepared(job) -> str:
     args, transform = job.args, job.transform
     files = args.files
     progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
-                 f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
-                 f"{args.method} under {describe_budget(transform.budget)}"
-                 + (" (the selection's part)" if args.budget_parts is not None else ""))
+             f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
+             f"{args.method} under {describe_budget(transform.budget)}"
+             + (" (the selection's part)" if args.budget_parts is not None else ""))
     with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, transform, staging_of(job))
-        # Building the graph (a few steps per level) and starting the runner take
-        # seconds before the first record is read.
-        progress("built the pipeline; running it")
+        progress("built the pipeline; running it")  # seconds before the first record
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
-    per_length = ", ".join(f"{n:,} of length {k}"
-                           for k, n in report["released_per_length"].items())
+    per_length = ", ".join(f"{n:,} of length {k}" for k, n in report["released_per_length"].items())
     shard = "00000" if args.num_shards == 1 else "*"
     shards = f"ngrams-{shard}-of-{args.num_shards:05d}{output_suffix(args)}"
     counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}"
-              f"{output_suffix(args, counts=True)}"
-              if args.with_counts else "")
+              f"{output_suffix(args, counts=True)}" if args.with_counts else "")
     budget = transform.budget if args.budget_parts is None else args.budget_parts.total
     # The report's equivalents are this budget's only without counts.
     equivalents = report.get("dp_equivalents") if args.budget_parts is None else None

@@ -1,25 +1,10 @@
 """The output folder: one folder, one release, appearing complete or not at all.
 
-A job writes into a folder that holds nothing (or, with ``--overwrite``,
-replaces all of it), and the folder appears complete or not at all
-(docs/privacy.md, invariants). The run writes into a hidden sibling (same
-parent: one filesystem, so a rename moves it) that is renamed into place once
-everything is written (Linux ``renameat2`` exchanges it with an old folder in
-one step); a failed or interrupted run removes the sibling. Remote outputs
-(``gs://`` …) go through Beam's FileSystems, renamed file by file.
-
-Refused before anything is written: an ``--output`` that is empty, blank or
-the root folder; one that holds files, unless ``--overwrite`` (and then one
-that holds an input or the working folder); a file; an unwritable place.
-
-A run that cannot clean up (killed by SIGKILL, a crash of the machine) leaves
-its hidden sibling behind. A local run holds an exclusive lock (``flock``) on
-its sibling while it lives, taken before the sibling gets its name, so a later
-run into the same ``--output`` tells a left-over sibling (no live lock) from
-one another run is writing: it removes the left-over and says so in a
-warning line, and names one it cannot remove or tell (in use, or locks not
-supported); it names an old folder left aside by a run killed while it put
-its output in place (``.NAME.beam_dpsu-old-<hex>``) without touching it.
+The run writes into a hidden, locked sibling that is renamed into place once
+everything is written (exchanged with an old folder in one step under
+``--overwrite``) and removed if the run fails; a later run clears siblings no
+live run holds. Remote outputs go through Beam's FileSystems, file by file.
+Details: docs/explanation/jobs.md#the-output-folder
 """
 
 from __future__ import annotations
@@ -42,16 +27,14 @@ __all__ = ["prepare_output", "check_names_a_folder", "written_whole", "run_with_
            "staging_of", "STAGING"]
 
 STAGING = ".beam_dpsu-staging-"
-# The other hidden siblings: a staging folder being created (it is locked, then renamed
-# to its STAGING name) and an old folder moved aside while a new one is put in place.
+# A staging folder being created (locked, then renamed), and an old folder moved aside.
 _STARTING = ".beam_dpsu-starting-"
 _OLD = ".beam_dpsu-old-"
 
 _LOG = logging.getLogger("pipelines")
 
-# A writer's temporary file (``<name>.tmp-<32 hex>…``), renamed when complete; one
-# left behind by a worker that died before its rename (its bundle was retried
-# and wrote the file again) is not part of the release.
+# A writer's temporary file left by a worker that died before its rename (its bundle
+# was retried and wrote the file again): not part of the release.
 _LEFTOVER_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}")
 
 
@@ -67,8 +50,7 @@ def _sibling(folder: str, kind: str = STAGING) -> str:
 
 
 def _locked(path: str) -> int | None:
-    """An open descriptor of the folder ``path`` holding an exclusive ``flock`` on it;
-    None when another process holds one (BlockingIOError) or the filesystem has none."""
+    """A descriptor of folder ``path`` holding an exclusive ``flock``; None if none is had."""
     fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -79,8 +61,7 @@ def _locked(path: str) -> int | None:
 
 
 def _clear_left_siblings(path: str) -> None:
-    """Removes the staging siblings of the local folder ``path`` that no live run holds
-    (left by a killed run), and names the others, in warning lines."""
+    """Removes the staging siblings of ``path`` no live run holds; names the others."""
     parent, name = os.path.split(path)
     pattern = re.compile(rf"\.{re.escape(name)}({re.escape(STAGING)}|{re.escape(_OLD)})"
                          r"[0-9a-f]{12}")
@@ -109,8 +90,7 @@ def _clear_left_siblings(path: str) -> None:
                          "that did not finish (killed?)")
         except OSError as exc:
             _LOG.warning(f"warning: {where} is a staging folder left by an earlier run that "
-                         f"did not finish; it cannot be removed ({exc.strerror or exc}): "
-                         "remove it")
+                         f"did not finish; it cannot be removed ({exc.strerror or exc}): remove it")
         finally:
             os.close(fd)
 
@@ -121,8 +101,7 @@ def _refuse_used(folder: str) -> None:
 
 
 def _swap_folders(a: str, b: str) -> bool:
-    """Exchanges two folders' names in one step (Linux ``renameat2`` RENAME_EXCHANGE), so
-    that ``b`` always holds one of them whole; False where the system cannot."""
+    """Exchanges two folders' names in one step (``renameat2``); False where it cannot."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
@@ -136,14 +115,7 @@ def _swap_folders(a: str, b: str) -> bool:
 
 
 class _LocalOutput:
-    """A local output folder written whole or not at all.
-
-    ``staging`` is a hidden sibling the run writes into; :meth:`commit`
-    renames it onto the final path (an empty or missing folder) or, with
-    ``--overwrite``, exchanges it with the old folder in one step (two
-    renames where the system has no exchange: the final path is then missing
-    for an instant, never a mix) and removes the old one afterwards.
-    """
+    """A local output folder written whole or not at all, through ``staging``."""
 
     def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
         self.folder, self.overwrite = folder, overwrite
@@ -158,7 +130,7 @@ class _LocalOutput:
         self._created = _missing_ancestor(parent)  # removed again if the run fails
         _clear_left_siblings(self._path)
         self.staging = _sibling(self._path)
-        self._lock: int | None = None  # held while the run lives (see the module docstring)
+        self._lock: int | None = None  # held while the run lives
         starting = _sibling(self._path, _STARTING)
         try:
             os.makedirs(parent, exist_ok=True)
@@ -170,8 +142,8 @@ class _LocalOutput:
             with contextlib.suppress(OSError):
                 os.rmdir(starting)
             reason = exc.strerror or type(exc).__name__
-            blocker = _existing_ancestor(parent)
-            if blocker and not os.path.isdir(blocker):
+            blocker = os.path.dirname(self._created) if self._created else parent
+            if not os.path.isdir(blocker):
                 reason = f"{blocker} is a file"
             self._remove_created()
             raise UsageError(f"cannot write output folder {folder!r}: {reason}") from None
@@ -245,11 +217,7 @@ class _LocalOutput:
 class _RemoteOutput:
     """A remote output (gs://, s3://, …) through Beam's FileSystems: NOT atomic.
 
-    Object stores cannot rename a folder in one step. The run writes under a
-    hidden sibling prefix; :meth:`commit` then deletes the old files (with
-    ``--overwrite``; refused otherwise) and renames the new ones file by file.
-    A failed run never touches the output, but while :meth:`commit` runs (and
-    if it is cut short) the prefix can hold part of the old or new files.
+    Object stores cannot rename a folder: :meth:`commit` renames file by file.
     """
 
     def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
@@ -299,11 +267,19 @@ class _RemoteOutput:
 
 
 def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
-    """The output folder, checked before any pipeline runs; its ``staging`` is where the run
-    writes, :meth:`commit` puts it in place, :meth:`discard` removes it after a failure.
+    """The output folder, checked before any pipeline runs.
 
-    Refused: a folder that holds files, unless ``overwrite`` (then one that
-    holds an input file or the working folder); a file; an unwritable place.
+    Its ``staging`` is where the run writes, :meth:`commit` puts it in place,
+    :meth:`discard` removes it after a failure.
+
+    Args:
+      folder: the ``--output`` folder.
+      overwrite: whether a folder that holds files may be replaced.
+      inputs: the input files, which the folder must not hold.
+
+    Raises:
+      UsageError: a folder that holds files (without ``overwrite``), a file, an
+        unwritable place; with ``overwrite``, one holding an input or the working folder.
     """
     check_names_a_folder(folder)
     if _is_local(folder):
@@ -312,8 +288,7 @@ def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] =
 
 
 def check_names_a_folder(folder: str) -> None:
-    """Refuses an --output that names no folder of its own: empty or blank (the files
-    would land in the filesystem root or in a folder named by spaces), or the root itself."""
+    """Refuses an --output that is empty, blank or the root folder."""
     if not folder.strip():
         raise UsageError(f"--output is empty ({folder!r}): give the folder to write into")
     path = folder.split("://", 1)[1] if not _is_local(folder) else os.path.realpath(folder)
@@ -325,30 +300,15 @@ def check_names_a_folder(folder: str) -> None:
 def _missing_ancestor(path: str) -> str | None:
     """The topmost folder of ``path`` (itself included) that does not exist yet."""
     missing = None
-    while path and not os.path.exists(path):
-        missing = path
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
+    while path and not os.path.exists(path):  # an absolute path: "/" exists
+        missing, path = path, os.path.dirname(path)
     return missing
-
-
-def _existing_ancestor(path: str) -> str | None:
-    path = os.path.abspath(path)
-    while path and not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
-    return path
 
 
 @contextlib.contextmanager
 def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[str] = ()):
-    """Yields where to write ``folder`` (None: the job writes nothing); puts it in place
-    when the block ends, removes it if the block raises (an interrupt too). An empty or
-    root ``folder`` is refused (:func:`check_names_a_folder`)."""
+    """Yields where to write ``folder`` (None: nothing); puts it in place when the block
+    ends, removes it if the block raises (an interrupt too)."""
     if folder is None:
         yield None
         return
@@ -370,9 +330,7 @@ def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[
 
 
 def run_with_output(job, run: Callable[..., str]) -> str:
-    """``run(job)`` with ``job.staging`` the place to write ``job.output`` (see
-    :func:`written_whole`); ``job.overwrite`` and ``job.inputs`` as in
-    :func:`prepare_output`."""
+    """``run(job)`` with ``job.staging`` where to write ``job.output`` (:func:`written_whole`)."""
     with written_whole(getattr(job, "output", None), getattr(job, "overwrite", False),
                        getattr(job, "inputs", ())) as staging:
         job.staging = staging
@@ -380,7 +338,6 @@ def run_with_output(job, run: Callable[..., str]) -> str:
 
 
 def staging_of(job) -> str:
-    """Where the job writes its output: the staging folder when run through
-    :func:`run_with_output`, else ``job.output`` itself."""
+    """Where the job writes: its staging folder (:func:`run_with_output`), else ``job.output``."""
     staging = getattr(job, "staging", None)
     return (job.output if staging is None else staging).rstrip("/")

@@ -1,13 +1,8 @@
 """Progress: lines on stderr naming the stage and its released counts, and the summary.
 
-Each job logs ``[job  12.3s] …`` lines through the ``pipelines`` logger
-(:func:`configure_progress`, :func:`progress`): the files it reads, each
-stage's or DPNE level's released count (:class:`LogCount`; SIPS rounds' only
-with ``--non-private-stats``), the files it wrote (:func:`log_written`, one line per writer); and
-one summary line on stdout when it succeeds. Only the released set leaves
-(docs/privacy.md, invariants): these lines name files and released counts,
-never a user id, a record's text or a raw count (raw counts only with
-``--non-private-stats``).
+``[job  12.3s] …`` lines through the ``pipelines`` logger name files and
+released counts only, never a user id, a record's text or a raw count
+(docs/privacy.md, invariants). Details: docs/explanation/jobs.md#progress-lines
 """
 
 from __future__ import annotations
@@ -21,14 +16,12 @@ import apache_beam as beam
 
 from pipelines import quiet_beam
 
-__all__ = ["LOG", "configure_progress", "progress", "LogCount", "log_written",
-           "NOTHING_RELEASED"]
+__all__ = ["LOG", "configure_progress", "progress", "LogCount", "log_written", "NOTHING_RELEASED"]
 
 LOG = logging.getLogger("pipelines")
 
-# The summary line's ending when a job released nothing.
 NOTHING_RELEASED = (" (nothing cleared the release threshold: expected when few users hold "
-                    "each item, e.g. on a small input, by design)")
+                    "each item, e.g. on a small input, by design)")  # the summary's ending
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -44,8 +37,7 @@ class _StderrHandler(logging.StreamHandler):
 
 
 class _ProgressFormatter(logging.Formatter):
-    """``[job  12.3s] message``, timed by the wall clock: a worker process's lines are
-    timed from the job's start too (:func:`_log_line`)."""
+    """``[job  12.3s] message``, by the wall clock (a worker's lines too: :func:`_log_line`)."""
 
     def __init__(self):
         super().__init__()
@@ -81,15 +73,12 @@ def progress(message: str) -> None:
 
 
 def _job_clock() -> tuple:
-    """What a step needs to log a progress line wherever it runs (:func:`_log_line`)."""
+    """What a step needs to log a progress line wherever it runs."""
     return os.getpid(), _FORMATTER.job, _FORMATTER.start
 
 
 def _log_line(clock: tuple, message: str) -> None:
-    """A progress line from a step: in the job's process through its handler; in a
-    worker process of the DirectRunner's multi_processing mode (``pipelines.worker``),
-    where progress is not configured, through the same handler set up there, named and
-    timed as the job's own lines."""
+    """A progress line from a step, named and timed as the job's also in a worker process."""
     pid, job, start = clock
     if os.getpid() != pid and _HANDLER not in LOG.handlers:
         _FORMATTER.job, _FORMATTER.start = job, start
@@ -100,10 +89,8 @@ def _log_line(clock: tuple, message: str) -> None:
 class LogCount(beam.PTransform):
     """Counts a PCollection and logs ``message.format(n=count, s=…)``; returns the count.
 
-    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}").
-
-    For released sets only (a round's or a level's release), whose size is a
-    DP output: logging it says nothing the release does not.
+    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}"). For
+    released sets only, whose size is a DP output.
     """
 
     def __init__(self, message: str):
@@ -123,11 +110,8 @@ class LogCount(beam.PTransform):
 
 
 def log_written(paths, what: str, staging: str | None = None, output: str | None = None):
-    """Logs the files a writer returns as written, in one line once all are written,
-    named where they will be: under ``output`` once the ``staging`` folder they were
-    written into is put in place. Many shards make one line (how many, the first and
-    the last; ``--num-shards 300`` once made 300 lines)."""
-
+    """Logs the files a writer returns in one line once all are written (many shards:
+    how many, the first and the last), named under ``output`` rather than ``staging``."""
     clock = _job_clock()
 
     def where(path):
@@ -142,6 +126,5 @@ def log_written(paths, what: str, staging: str | None = None, output: str | None
         elif names:
             _log_line(clock, f"wrote {len(names):,} files {names[0]} … {names[-1]}")
 
-    return (paths
-            | f"Collect{what.title()}Written" >> beam.combiners.ToList()
+    return (paths | f"Collect{what.title()}Written" >> beam.combiners.ToList()
             | f"Log{what.title()}Written" >> beam.Map(log).with_output_types(type(None)))

@@ -1,10 +1,8 @@
 """The job's settings from its flags: budget, mechanism, tokenizer, counts, privacy unit.
 
 Each ``*_from_args`` turns parsed flags into the library's values and checks
-them now, before any input is read or pipeline built, so a bad parameter is
-one error line naming its flag (``errors.flag_errors``). Where a check spans
-several flags (a mechanism given a flag it does not take; truncated-geometric
-given a zCDP budget) the job words the error itself.
+them now, before any input is read, so a bad parameter is one error line
+naming its flag. Details: docs/explanation/jobs.md#settings-from-flags
 """
 
 from __future__ import annotations
@@ -36,11 +34,7 @@ __all__ = [
     "check_num_shards", "output_suffix", "MAX_NUM_SHARDS",
 ]
 
-# The most --num-shards files a job writes (its --help says so).
-MAX_NUM_SHARDS = 10_000
-
-
-# -- budget ------------------------------------------------------------------------------
+MAX_NUM_SHARDS = 10_000  # the most --num-shards files a job writes
 
 
 def budget_from_args(args) -> Budget | ZCDPBudget:
@@ -48,8 +42,7 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
     if (args.epsilon is None) == (args.rho is None):
         raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
     delta = args.delta
-    # A job refuses 0 as well (require_selection_delta says why), so the range it states
-    # is 0 < delta < 1, not the library's 0 <= delta < 1 (counts alone may be pure).
+    # A job refuses 0 too (require_selection_delta), so it states 0 < delta < 1.
     if isinstance(delta, float) and not 0.0 <= delta < 1.0:  # nan included
         raise UsageError(f"--delta must satisfy 0 < delta < 1, got {delta!r}")
     with flag_errors():
@@ -61,8 +54,7 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
 
 
 def require_selection_delta(delta: float) -> None:
-    """Every job selects items, which is never pure DP: --delta 0 is refused here, in
-    flags (the library would name the selection's share of the budget)."""
+    """--delta 0 is refused in flags: selecting items is never pure DP."""
     if delta <= 0:
         raise UsageError(f"--delta must be > 0, got {delta:g}: selecting items is never pure "
                          "differential privacy (an item held by one user is released with "
@@ -73,19 +65,15 @@ def describe_budget(budget, equivalents=None) -> str:
     """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (by the zCDP conversion:
     ≈ (ε = 1.91, δ = 2e-05)-DP)``.
 
-    ``equivalents``: the report's ``dp_equivalents`` for this budget, if any;
-    their ε at δ′ = 2δ is stated, labelled "by the mechanism's privacy curve"
-    (exact for Gaussian mechanisms, smaller than the zCDP conversion's), else
-    the zCDP conversion's (dp-sips Corollary 9), labelled so: the job's start
-    line (before the mechanism is calibrated) and its summary may state two ε
-    for one budget, each saying where it comes from.
+    ``equivalents``: the report's ``dp_equivalents``, whose ε at δ′ = 2δ is
+    stated if given, else the zCDP conversion's (dp-sips Corollary 9).
+    Derivation: docs/explanation/jobs.md#settings-from-flags
     """
     if isinstance(budget, ZCDPBudget):
         text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
         if 2 * budget.delta < 1:
             converted = budget.to_dp(2 * budget.delta).epsilon
-            # A report that states only the conversion (e.g. under auto, where the
-            # mechanism's curve depends on the chosen Δ0) is labelled as the conversion.
+            # A report that states only the conversion (e.g. under auto) is labelled so.
             exact = [e for e in equivalents or ()
                      if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)
                      and not math.isclose(e["epsilon"], converted, rel_tol=1e-12)]
@@ -96,9 +84,6 @@ def describe_budget(budget, equivalents=None) -> str:
             text += f" ({source}: ≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
         return text
     return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"
-
-
-# -- mechanism ---------------------------------------------------------------------------
 
 
 def mechanism_from_args(args, name: str | None = None,
@@ -134,21 +119,17 @@ def mechanism_from_args(args, name: str | None = None,
 
 
 def check_calibrates(mechanism, budget, pre_threshold: int = 1) -> None:
-    """Calibrates ``mechanism`` under ``budget`` now (with a pre-threshold k), so bad
-    parameters fail before anything runs; with --max-items-per-user auto, every
-    candidate Δ0 (``max_items_choice.plan_auto``)."""
+    """Calibrates ``mechanism`` under ``budget`` now (under auto: every candidate Δ0)."""
     check_pre_threshold(pre_threshold)
     try:
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             max_items_choice.plan_auto(mechanism, budget, pre_threshold)
         else:
-            calibration = with_pre_threshold(calibrate(mechanism, budget), mechanism,
-                                             pre_threshold)
+            calibration = with_pre_threshold(calibrate(mechanism, budget), mechanism, pre_threshold)
             mu = getattr(calibration, "gaussian_mu", None)
             if mu is not None:
                 # The report states these: computed now, they fail now if they can't.
-                gaussian_dp_equivalents(mu, calibration.threshold_delta,
-                                        calibration.budget.delta)
+                gaussian_dp_equivalents(mu, calibration.threshold_delta, calibration.budget.delta)
     except (RuntimeError, OverflowError):
         # Root finding in float64 fails to converge near its range's end (ε ≈ 1e308).
         flag = "{epsilon}" if isinstance(budget, Budget) else "{rho}"
@@ -157,8 +138,7 @@ def check_calibrates(mechanism, budget, pre_threshold: int = 1) -> None:
 
 
 def calibrate(mechanism, budget):
-    """``mechanism.calibrate(budget)``, with truncated-geometric's two refusals worded in
-    flags by the job (each names several of them)."""
+    """``mechanism.calibrate(budget)``, truncated-geometric's two refusals worded in flags."""
     if not isinstance(mechanism, mechanisms.TruncatedGeometric):
         return mechanism.calibrate(budget)
     if not isinstance(budget, Budget):
@@ -170,8 +150,7 @@ def calibrate(mechanism, budget):
         if exc.param != "delta":
             raise
         d0 = mechanism.max_items_per_user
-        margin = thresholds.truncated_geometric_float_margin(budget.epsilon / d0,
-                                                             budget.delta / d0)
+        margin = thresholds.truncated_geometric_float_margin(budget.epsilon / d0, budget.delta / d0)
         raise FlagMessage(
             f"truncated-geometric: delta per item = delta/{{max_items_per_user}} "
             f"{budget.delta / d0:g} is too small for float64 keep probabilities at epsilon per "
@@ -184,18 +163,13 @@ def tokenizer_from_args(args) -> Tokenizer:
     return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
 
 
-# -- counts of the released items --------------------------------------------------------
-
-
 def budget_parts_from_args(args, budget, mechanism=None,
                            counts_max_items: int | str | None = None
                            ) -> SelectionAndCountsBudget | None:
     """The selection and counts parts of the budget with --with-counts, else None.
 
     Given the selection ``mechanism`` and the counts' Δ0, a ``Budget`` total is
-    split tightly (``composition="tight"``: both parts scaled up while the two
-    as calibrated still compose to the total; beam_dpsu.core.composition): the job uses
-    exactly that mechanism and Δ0, which the tight split is valid for.
+    split tightly (docs/explanation/jobs.md#settings-from-flags).
     """
     if not args.with_counts:
         if args.counts_share is not None or args.counts_max_items_per_user is not None:
@@ -207,10 +181,8 @@ def budget_parts_from_args(args, budget, mechanism=None,
     if mechanism is None or counts_max_items is None or not isinstance(budget, Budget) or (
             max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None))
             or counts_max_items == "auto"):
-        # A tight split is computed for one Δ0 of each part; with "auto" there is none yet.
-        return basic
-    # Bad Δ0 or mechanism parameters fail here, named by their flags, as without
-    # the tight split.
+        return basic  # a tight split is for one Δ0 of each part: under auto none yet
+    # Bad Δ0 or mechanism parameters fail here, named by their flags.
     check_counts(basic, counts_max_items)
     with flag_errors():
         calibrate(mechanism, basic.selection)
@@ -220,14 +192,12 @@ def budget_parts_from_args(args, budget, mechanism=None,
 
 
 def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int | str) -> None:
-    """The counts' calibration, computed now so a bad Δ0 fails before anything runs; with
-    --counts-max-items-per-user auto, every candidate's
-    (``max_items_choice.counts.plan_counts_auto``)."""
+    """The counts' calibration, computed now (under auto: every candidate Δ0's)."""
     if parts is not None:
         with flag_errors(max_items_per_user="--counts-max-items-per-user"):
             if max_items_per_user == "auto":
                 counts_choice.plan_counts_auto(max_items_choice.AutoMaxItems(), parts.counts,
-                                           count_calibration)
+                                               count_calibration)
             else:
                 count_calibration(parts.counts, int(max_items_per_user))
 
@@ -241,9 +211,8 @@ def count_released(records, released, parts: SelectionAndCountsBudget,
                    max_items_per_user: int | str, seed, out: str, num_shards: int = 1,
                    ngrams: bool = False, privacy_unit: str = "user_id",
                    output_format: str = "text") -> CountReleased:
-    """Counts the released items and writes OUT/counts-*.tsv (``output_format``
-    "parquet": OUT/counts-*.parquet) in the items' order and shards (both sorted
-    and sharded by the item alone)."""
+    """Counts the released items into OUT/counts-*.tsv (or .parquet), in the items' order
+    and shards (both sorted and sharded by the item alone)."""
     counter = CountReleased(released, parts.counts, max_items_per_user=max_items_per_user,
                             seed=seed, ngrams=ngrams, privacy_unit=privacy_unit)
     _ = (records
@@ -254,13 +223,7 @@ def count_released(records, released, parts: SelectionAndCountsBudget,
 
 
 def privacy_unit_from_args(args) -> str:
-    """"element" when the job makes each record its own user (csv or parquet with
-    ``--user-field @row``, text: one user per line), else "user_id" (records merged
-    per user id).
-
-    Those records' ids (``<file>:<row>``) are distinct by construction, so
-    the per-user merge, a shuffle of every record, has nothing to merge.
-    """
+    """"element" when each record is its own user (``@row``, text), else "user_id"."""
     if args.format == "text" or (args.format in ("csv", "parquet")
                                  and args.user_field == ROW_AS_USER):
         return "element"
@@ -272,8 +235,7 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
     """The selection's report plus, with counts, the budget split and the counts' report.
 
     With ``selection_calibration`` (and counts at a fixed Δ0) the split also
-    states the tight total (ε, δ) of the selection and counts as run
-    (``budget_split.composed_guarantee``).
+    states the tight total (ε, δ) of the two as run.
     """
     if parts is None:
         return report
@@ -281,8 +243,7 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
     if selection_calibration is not None and counter.calibration is not None:
         parts = parts.composed_with(selection_calibration, counter.calibration)
     report = dict(report)
-    # The selection's (ε, δ) equivalents describe its share only: keep them
-    # under a name that says so, and state the total's (zCDP adds up).
+    # The selection's (ε, δ) equivalents describe its share only.
     if "dp_equivalents" in report:
         report["selection_dp_equivalents"] = report.pop("dp_equivalents")
     report.update({"total_budget": parts.total.to_dict(), "budget_split": parts.to_dict(),
@@ -296,15 +257,12 @@ def check_num_shards(args) -> None:
     if args.num_shards < 1:
         raise UsageError(f"--num-shards must be >= 1, got {args.num_shards}")
     if args.num_shards > MAX_NUM_SHARDS:
-        # Each shard is a file, written even when empty: more files than this is
-        # far more than any released set needs, and takes minutes to write.
-        raise UsageError(f"--num-shards must be <= {MAX_NUM_SHARDS:,}, got "
-                         f"{args.num_shards:,}")
+        # Each shard is a file, written even when empty: more is far more than needed.
+        raise UsageError(f"--num-shards must be <= {MAX_NUM_SHARDS:,}, got {args.num_shards:,}")
 
 
 def output_suffix(args, counts: bool = False) -> str:
-    """The file name suffix of the job's items (``counts``: of its counts) in
-    --output-format: ``.txt`` (counts ``.tsv``) or ``.parquet``."""
+    """The suffix of the job's item (or ``counts``) files: .txt, .tsv or .parquet."""
     if args.output_format == "parquet":
         return ".parquet"
     return ".tsv" if counts else ".txt"

@@ -34,9 +34,8 @@ import apache_beam as beam
 
 from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import mechanisms
-from beam_dpsu.core.checks import canonical_name
+from beam_dpsu.core.checks import canonical_name, plural
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
-from beam_dpsu.core.checks import plural
 from beam_dpsu.select_items import SelectItems
 from pipelines.errors import UsageError, flag_errors
 from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
@@ -54,8 +53,7 @@ from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
                                 check_counts, check_num_shards, count_released, describe_budget,
                                 mechanism_from_args, output_suffix, privacy_unit_from_args,
-                                tokenizer_from_args,
-                                with_counts_report)
+                                tokenizer_from_args, with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
@@ -83,7 +81,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     add_counts_arguments(parser, "--max-items-per-user, or 100")
     add_output_arguments(parser, "items")
     add_non_private_stats_argument(parser, "users, pairs, distinct items; items released "
-                                               "per SIPS round")
+                                           "per SIPS round")
     return parser
 
 
@@ -99,9 +97,8 @@ AUTO_BY_DEFAULT = ("weighted-gaussian", "policy-gaussian", "sips")
 def parse_args(argv, prog: str = PROG):
     """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input.
 
-    Everything that needs no pipeline is checked here: flags, budget,
-    mechanism parameters, and the first records of every input file. With
-    --with-counts the budget is the total; ``build_pipeline`` splits it.
+    Everything that needs no pipeline is checked here: flags, budget, mechanism
+    parameters, and the first records of every input file.
     """
     parser = build_parser(prog)
     args, options = parse_job_args(parser, argv)
@@ -116,8 +113,7 @@ def parse_args(argv, prog: str = PROG):
         args.max_items_per_user = "auto"
         args.job_defaults["max_items_per_user"] = "auto"
     mechanism = mechanism_from_args(args)
-    # Split once (the tight split calibrates the selection many times): build_pipeline
-    # reads it here.
+    # Split once (the tight split calibrates the selection many times).
     args.budget_parts = parts = budget_parts_from_args(args, budget, mechanism,
                                                        counts_max_items(args))
     # A mechanism/budget mismatch fails before any input is read.
@@ -127,16 +123,14 @@ def parse_args(argv, prog: str = PROG):
     check_counts(parts, counts_max_items(args))
     check_num_shards(args)
     if args.public_input and not isinstance(mechanism, mechanisms.GreedyWithoutSampling):
-        raise UsageError(
-            f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
+        raise UsageError(f"--public-input applies to --mechanism gw only, not {mechanism.name!r}")
     args.files = resolve_input(args, FORMATS)
     check_public_input(args)
     return args, options, mechanism, budget
 
 
 def with_public_counts(pipeline, args, mechanism, tokenizer):
-    """GW-KT: counts the public corpus in the pipeline; (GW ranking by public counts,
-    the counts for ``SelectItems(..., public_counts=)``), or (mechanism, None)."""
+    """GW-KT: (GW ranking by public counts, the public corpus's counts), or (mechanism, None)."""
     if not getattr(args, "public_input", None):
         return mechanism, None
     public_counts = (pipeline
@@ -151,12 +145,7 @@ def with_public_counts(pipeline, args, mechanism, tokenizer):
 
 
 class InputStats(beam.PTransform):
-    """(user, item) pairs and/or (user, items) records → one dict of raw counts: users,
-    pairs (item occurrences), distinct items.
-
-    These counts are exact and NOT differentially private; the job computes
-    them only with ``--non-private-stats``.
-    """
+    """(user, items) records → raw counts: users, pairs, distinct items (NOT private)."""
 
     def expand(self, elements):
         count = beam.combiners.Count.Globally
@@ -168,45 +157,36 @@ class InputStats(beam.PTransform):
                    | "CountUsers" >> count())
         n_items = (elements | "Items" >> beam.FlatMap(lambda e: items_of(e[1]))
                    | "DistinctItems" >> beam.Distinct() | "CountItems" >> count())
-        return (elements.pipeline
-                | "Seed" >> beam.Create([None])
+        single = beam.pvalue.AsSingleton
+        return (elements.pipeline | "Seed" >> beam.Create([None])
                 | "Assemble" >> beam.Map(
                     lambda _, users, pairs_, items: {
                         "users": users, "pairs": pairs_, "distinct_items": items},
-                    users=beam.pvalue.AsSingleton(n_users),
-                    pairs_=beam.pvalue.AsSingleton(n_pairs),
-                    items=beam.pvalue.AsSingleton(n_items)))
+                    users=single(n_users), pairs_=single(n_pairs), items=single(n_items)))
 
 
 def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                    out: str | None = None) -> SelectItems:
-    """Adds the job to ``pipeline``: read, select, write items and report (into ``out``,
-    default ``args.output``)."""
-    # First read every row or document as one (user, tokens) record (a pairs
-    # file as (user, item) pairs): never one element per token.
+    """Adds the job to ``pipeline``: read, select, write items and report into ``out``."""
+    # Every row or document as one (user, tokens) record: never one element per token.
     tokenizer = tokenizer_from_args(args)
     elements = pipeline | "ReadUserItems" >> ReadUserItems(
         args.input, args.format, args.user_field, args.text_field, tokenizer,
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats, items_field=args.items_field)
     mechanism, public_counts = with_public_counts(pipeline, args, mechanism, tokenizer)
-    # When every row is its own user (@row, text lines), each record is one
-    # privacy unit: the selection takes the rows' tokens as they are, with no
-    # per-user shuffle. Otherwise a user's rows are merged by user id.
+    # Where every row is its own user (@row, text lines) the selection takes its tokens
+    # as they are, with no per-user shuffle; else a user's rows are merged by user id.
     privacy_unit = privacy_unit_from_args(args)
-    selected = (elements if privacy_unit == "user_id"
-                else elements | "RowTokens" >> beam.Values())
-    # Then release items with the chosen mechanism (on its part of the budget
-    # when the counts take a share of it).
-    parts = args.budget_parts  # parse_args split the budget
+    selected = (elements if privacy_unit == "user_id" else elements | "RowTokens" >> beam.Values())
+    parts = args.budget_parts
     select = SelectItems(mechanism, budget if parts is None else parts.selection,
                          seed=args.seed, hot_key_fanout=args.hot_key_fanout,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,
                          public_counts=public_counts, pre_threshold=args.pre_threshold)
     released = selected | "SelectItems" >> select
-    # Finally write the released items, sorted, their counts, and the report. All
-    # depend on the released set, its noisy counts and the parameters only (raw
-    # counts are opt-in).
+    # All outputs depend on the released set, its noisy counts and the parameters only
+    # (raw counts are opt-in).
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
@@ -214,9 +194,9 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     log_written(written, "items", staging=out, output=args.output)
     counter = None
     if parts is not None:
-        counter = count_released(selected, released, parts, counts_max_items(args),
-                                     args.seed, out, args.num_shards,
-                                     privacy_unit=privacy_unit, output_format=args.output_format)
+        counter = count_released(selected, released, parts, counts_max_items(args), args.seed,
+                                 out, args.num_shards, privacy_unit=privacy_unit,
+                                 output_format=args.output_format)
     released_counts = {"released_items": released | "LogReleased" >> LogCount(
         f"{mechanism.name}: released {{n:,}} item{{s}}")}
     if select.chosen_max_items_per_user is not None:
@@ -224,8 +204,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         released_counts["chosen_max_items_per_user"] = select.chosen_max_items_per_user
     if counter is not None and counter.chosen_max_items_per_user is not None:
         # The counts' own "auto": a DP output too.
-        released_counts["counts_chosen_max_items_per_user"] = (
-            counter.chosen_max_items_per_user)
+        released_counts["counts_chosen_max_items_per_user"] = counter.chosen_max_items_per_user
     # Per-round sizes of SIPS are not a function of the released set (which
     # round released an item is more than the set): only with --non-private-stats.
     by_stage = select.non_private_released_by_stage
@@ -256,16 +235,14 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     side = {name: beam.pvalue.AsSingleton(pc) for name, pc in released_counts.items()}
     if args.non_private_stats:
         side["stats"] = beam.pvalue.AsSingleton(elements | "InputStats" >> InputStats())
-    _ = (pipeline
-         | "ReportOnce" >> beam.Create([None])
+    _ = (pipeline | "ReportOnce" >> beam.Create([None])
          | "AssembleReport" >> beam.Map(assemble, **side)
          | "WriteReport" >> WriteJson(f"{out}/report.json"))
     return select
 
 
 def counts_max_items(args) -> int | str:
-    """Δ0 of the counts: --counts-max-items-per-user, else --max-items-per-user (auto
-    included: the counts then choose their own, privately), else 100."""
+    """Δ0 of the counts: --counts-max-items-per-user, else --max-items-per-user, else 100."""
     if args.counts_max_items_per_user is not None:
         return args.counts_max_items_per_user
     return args.max_items_per_user or 100
@@ -282,13 +259,11 @@ def run_prepared(job) -> str:
     args, mechanism = job.args, job.mechanism
     files = args.files
     progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
-                 f"({args.input}); releasing items with {mechanism.name} under "
-                 f"{describe_budget(job.budget)}")
+             f"({args.input}); releasing items with {mechanism.name} under "
+             f"{describe_budget(job.budget)}")
     with job_pipeline(job.options) as pipeline:
         build_pipeline(pipeline, args, mechanism, job.budget, staging_of(job))
-        # Building the graph (e.g. SIPS's rounds) and starting the runner take
-        # seconds before the first record is read.
-        progress("built the pipeline; running it")
+        progress("built the pipeline; running it")  # seconds before the first record
     report = read_json(f"{staging_of(job)}/report.json")
     out = args.output.rstrip("/")
     shard = "00000" if args.num_shards == 1 else "*"
@@ -301,8 +276,7 @@ def run_prepared(job) -> str:
               f"{output_suffix(args, counts=True)}"
               if args.with_counts else "")
     released = report["released_items"]
-    # Without counts the report's equivalents are this budget's (exact for
-    # Gaussian mechanisms); with counts they state the total's.
+    # With counts the report's equivalents state the total's, not this budget's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
     chosen = report.get("chosen_max_items_per_user")
     fixed = report.get("mechanism", {}).get("max_items_per_user")
@@ -314,8 +288,7 @@ def run_prepared(job) -> str:
     return (f"released {plural(released, 'item')} with {mechanism.name}"
             + (" (the default)" if default else "")
             + (f" ({', '.join(settings)})" if settings else "")
-            + " under "
-            f"{describe_budget(job.budget, equivalents)}"
+            + f" under {describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{shards}{counts} and {out}/report.json"
             + (NOTHING_RELEASED if released == 0 else ""))

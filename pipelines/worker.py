@@ -1,31 +1,10 @@
 """The DirectRunner's worker processes under ``--direct_running_mode=multi_processing``.
 
-Beam starts each worker as ``sh -c "python -m apache_beam.runners.worker.sdk_worker_main"``
-on the job's console. Left as they are, the workers print Beam's start-up lines
-("apitools not found", "Logging handler created", "Discarding unparseable args",
-"No semi_persistent_directory found") once per worker, and a Ctrl-C, which the
-terminal sends to every process of the job, prints each worker's
-``KeyboardInterrupt`` traceback and, in the job, an "Exception in thread
-run_worker" traceback per worker, before the job's own ``interrupted``.
-
-A job asked for that mode runs its pipeline on :func:`runner_for`'s runner,
-which starts ``python -m pipelines.worker`` instead (through ``exec``, so that
-no shell stands between the runner and the worker). :func:`main`, before Beam
-loads:
-
-* sends the worker's log lines through the jobs' noise filter
-  (``pipelines.BEAM_NOISE_FILTER``; a warning or an error still shows);
-* makes a SIGINT end the worker quietly, with exit code 0 so that the runner
-  does not report it: the job received the same signal and reports it as one
-  ``interrupted`` line (``pipelines.interrupts``), removing the output;
-* writes its process id into the job's workers folder (:class:`WorkerProcesses`),
-  so that a signal sent to the job alone (a scheduler's SIGTERM, ``kill PID``),
-  which the workers do not receive, reaches them through the job: Beam waits
-  for every worker process before the job can report the interrupt;
-* ends quietly if the job's process is gone (killed): nothing waits for it then.
-
-Progress lines logged by a step running in a worker reach the same console
-(``pipelines.progress.LogCount``).
+:func:`runner_for`'s runner starts ``python -m pipelines.worker`` instead of
+Beam's worker, which filters Beam's start-up noise, ends quietly on SIGINT or
+once the job is gone, and registers its process id so that a signal sent to
+the job alone reaches it (:class:`WorkerProcesses`).
+Details: docs/explanation/jobs.md#worker-processes
 """
 
 from __future__ import annotations
@@ -55,21 +34,18 @@ def _is_direct_multi_processing(options) -> bool:
     return direct and options.view_as(DirectOptions).direct_running_mode == "multi_processing"
 
 
-# The environment variable naming the folder where the job's workers write their ids.
-_WORKERS_FOLDER_VARIABLE = "BEAM_DPSU_WORKERS_FOLDER"
+_WORKERS_FOLDER_VARIABLE = "BEAM_DPSU_WORKERS_FOLDER"  # where workers write their ids
 
 
 class WorkerProcesses:
-    """The worker processes of the job's pipeline in multi-process mode, found by the
-    files named by their process ids in a private folder (Beam starts them and keeps
-    no handle the job could use). One per job process: :data:`WORKERS`."""
+    """The job's worker processes, found by files named by their ids in a private folder
+    (Beam keeps no handle the job could use). One per job process: :data:`WORKERS`."""
 
     def __init__(self):
         self._folder: str | None = None
 
     def expect(self) -> None:
-        """Before the pipeline starts workers: a fresh folder, named to them in the
-        environment they inherit."""
+        """Before the pipeline starts workers: a fresh folder, named in their environment."""
         if self._folder is None:
             self._folder = tempfile.mkdtemp(prefix="beam_dpsu-workers-")
             os.environ[_WORKERS_FOLDER_VARIABLE] = self._folder
@@ -105,10 +81,8 @@ def _register_worker() -> None:
 
 
 def runner_for(options):
-    """The runner of a job's pipeline under ``options``: None (Beam's, from the options)
-    unless they ask for the DirectRunner's multi-process mode; then the runner the
-    DirectRunner would use (an ``FnApiRunner`` given the options as the DirectRunner
-    gives them) whose worker processes run :func:`main`."""
+    """None (Beam's runner) unless ``options`` ask for the DirectRunner's multi-process
+    mode; then the ``FnApiRunner`` the DirectRunner would use, its workers :func:`main`."""
     if not _is_direct_multi_processing(options):
         return None
     WORKERS.expect()
