@@ -1,33 +1,13 @@
 """Users' records in Beam: packed into blocks of whole users, and coded between stages.
 
-The blocks themselves (their bytes, how they are built and read) are
-``beam_dpsu.core.user_blocks``; the steps here pack users into them and read
-them.
+The blocks' bytes are ``beam_dpsu.core.user_blocks``; the steps here build and read them:
 
-**Item records** (``PackRecordsFn``; the blocks:
-``beam_dpsu.core.user_blocks.record_blocks``). Two steps pack users:
-``max_items_per_user="auto"``, whose records wait packed until Δ0 is chosen
-(``beam_dpsu.beam.max_items_choice.selection``), and SIPS, whose rounds carry their users packed
-(``beam_dpsu.beam.sips``). Both use ``PackRecordsFn``.
+* ``PackRecordsFn``: item records → blocks (``record_blocks``), for ``"auto"`` Δ0 and SIPS.
+* ``UserRecords`` → ``PackUserBlocksFn`` → ``BlockHistogramFn``: documents → one record per
+  user → blocks (``document_blocks``) → a DPNE level's partial sums.
+* ``UserItems``, ``UserItemsCoder``: users' distinct items between the SIPS rounds.
 
-**Documents** → one record per user → blocks of users, and the blocks' partial
-histograms (the blocks: ``beam_dpsu.core.user_blocks.document_blocks``). The levels of
-DPNE (``beam_dpsu.extract_ngrams``) read the users' documents once per level, so the
-users are packed once into blocks, and a level's per-user work (its items, the sample,
-the weights) runs as array operations over a block of users, not as one Beam element per
-user and step.
-
-* ``UserRecords``: documents → (user_id, (tokens, ...)), one record per user
-  (grouped by user id, or each element one person's only document).
-* ``PackUserBlocksFn``: user records (or unseeded elements themselves) →
-  pickled blocks (``USERS_PER_BLOCK``, ``TOKENS_PER_BLOCK``: where a block ends).
-* ``BlockHistogramFn``: pickled blocks → partial sums of the users' weighted
-  items at one level, per bundle.
-
-**Records between stages**: per-user records of distinct items, which the SIPS rounds
-write out and read back between rounds, coded compactly (``UserItems``,
-``UserItemsCoder``, which says how). A PCollection gets the coder by being typed
-``UserItems`` (``.with_output_types(UserItems)``) and holding ``UserItems`` elements.
+Why blocks, and the coder: docs/explanation/transforms.md#user-blocks.
 """
 
 from __future__ import annotations
@@ -54,32 +34,22 @@ __all__ = ["PackRecordsFn", "USERS_PER_BLOCK", "TOKENS_PER_BLOCK", "UserRecords"
            "UserItems", "UserItemsCoder"]
 
 
-# --- item records: PackRecordsFn ---------------------------------------------------------
-
-
 @opaque_output
 class PackRecordsFn(beam.DoFn):
-    """User records → blocks of their checked items, a run of users each.
+    """User records → blocks of their checked items, whole users each.
 
-    Each record is one user's: with ``elements`` an element of
-    ``privacy_unit="element"`` input, checked here (the rule of
-    ``element_item_counts``: a bad element raises naming the problem, never a
-    value), else a merged (user_id, {item: occurrences}) record. A user is
-    added whole, then the block ends if it is full. Not
-    ``beam.BatchElements``, which logs how many elements it batched (the
-    number of users; docs/privacy.md, invariant 6). Every block goes out in
-    the global window, stamped with its end (``in_global_window``), whether a
-    full block is sent from ``process`` or the last from ``finish_bundle``.
+    A record is a ``privacy_unit="element"`` element (checked here; a bad one
+    raises naming the problem, never a value) or a (user_id, {item:
+    occurrences}) record. Not ``beam.BatchElements``, which logs the number of
+    users (docs/privacy.md, invariant 6); every block is ``in_global_window``.
 
     Args:
       elements: the records are elements of ``privacy_unit="element"`` input.
       occurrences: keep each item's occurrences (for a mechanism that reads them).
-      edges: the size bins' edges: each block goes out as (users per size bin,
-        block) (``RecordBlockBuilder.build``), for the choice of Δ0; None: the
-        block alone.
-      key_seed: a seeded run's seed: each user is keyed in its block by its id
-        (a record's user id, or an element's seeded ``distinct_element_id``);
-        None (unseeded): no keys, and an element draws no id.
+      edges: size bins' edges: each block goes out as (users per size bin, block),
+        for the choice of Δ0; None: the block alone.
+      key_seed: a seeded run's seed: each user is keyed by its (element) id;
+        None: no keys, and an element draws no id.
     """
 
     def __init__(self, elements: bool, occurrences: bool = False, edges=None,
@@ -124,26 +94,18 @@ class PackRecordsFn(beam.DoFn):
                                 else builder.build(self._edges))
 
 
-# --- documents: one record per user, blocks, the levels' partial sums --------------------
-
-
-# A document block (``document_blocks.DocumentBlock``, pickled to one ``bytes`` value)
-# ends at whichever comes first of these: large enough that a level's fixed cost per
-# block (the released set's keys, one pickle) is spread over many users (MSNBC has a
-# million), small enough to keep a block's arrays to tens of MB.
+# A document block ends at whichever comes first: large enough to spread a level's fixed
+# cost per block (the released set's keys, one pickle) over many users, small enough to
+# keep a block's arrays to tens of MB.
 USERS_PER_BLOCK = 1 << 16
 TOKENS_PER_BLOCK = 1 << 20
-
-
-def _one_document(id_tokens: tuple) -> tuple:
-    """(element id, tokens) → (element id, (tokens,)): a person with one document."""
-    return id_tokens[0], (id_tokens[1],)
 
 
 @draws_randomness  # the element's id (unseeded)
 def element_as_user(element, seed) -> tuple:
     """An element as (element id, (tokens,)) (``element_document``)."""
-    return _one_document(element_document(element, seed))
+    user, tokens = element_document(element, seed)
+    return user, (tokens,)
 
 
 def distinct_tokens(docs) -> list:
@@ -154,10 +116,9 @@ def distinct_tokens(docs) -> list:
 class UserRecords(beam.PTransform):
     """Documents → (user_id, (tokens, ...)): one record per user with all their documents.
 
-    With ``privacy_unit="user_id"`` the checked documents are grouped by user
-    id; with ``"element"`` each element is one person's only document, with
-    an id (random, or with a test-only seed a hash of the tokens) that only
-    orders and seeds it (``element_document``).
+    Grouped by user id, or with ``privacy_unit="element"`` each element one
+    person's only document, under an id that only orders and seeds it
+    (``element_document``).
     """
 
     def __init__(self, privacy_unit: str, seed: int | None):
@@ -179,22 +140,10 @@ class PackUserBlocksFn(beam.DoFn):
     """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
 
     A block holds up to ``size`` users and ends once it holds ``max_tokens``
-    tokens; it is built user by user (``document_blocks.BlockBuilder``). It is one
-    ``bytes`` value: every level re-reads all blocks (a stage each, after the
-    level before), and Beam decodes one bytes value many times faster than a
-    list of tuples of str. Unseeded, the user ids are left out (only seeded
-    samples read them).
-
-    With ``elements`` its input is ``privacy_unit="element"`` elements
-    themselves (lists of tokens, no id): their type is checked here (the
-    rule of ``element_tokens``), and each token the first time the block
-    meets it (``plain_token``); an element with a token that fails is
-    re-checked whole, which raises naming the token or makes it plain str.
-    One Beam step per element instead of two.
-
-    Not ``beam.BatchElements``: that logs how many elements it has batched,
-    which here is the number of users (docs/privacy.md, invariant 6). Every
-    block is stamped like the other outputs (``in_global_window``).
+    tokens. Without ``keep_ids`` the user ids are left out (only seeded samples
+    read them). With ``elements`` the input is ``privacy_unit="element"``
+    elements themselves, checked here (``element_tokens``, ``plain_token``).
+    Not ``beam.BatchElements``, as for ``PackRecordsFn``.
     """
 
     def __init__(self, size: int, keep_ids: bool, max_tokens: int = TOKENS_PER_BLOCK,
@@ -240,14 +189,10 @@ class PackUserBlocksFn(beam.DoFn):
 class BlockHistogramFn(beam.DoFn):
     """Pickled ``DocumentBlock``s → partial sums of the users' weighted level items.
 
-    ``level_sums(block, *side inputs, rng=…)`` gives the block's
-    [(item, Σ weights)]: each user's items at this level sampled to Δ_k and
-    weighted 1/√|sample| (``beam_dpsu.core.user_blocks.document_blocks``). The partial sums of a
-    bundle are added up per item and flushed at ``max_keys`` items (bounding
-    a worker's memory) and at the bundle's end. The input has one element per
-    user before blocking (after the ``GroupByKey``, or one element per
-    person), so each user is bounded once. With ``count_holders`` the sums are
-    (Σ weights, users holding it) pairs, for a pre-threshold.
+    ``level_sums(block, *side inputs, rng=…)`` gives the block's [(item, Σ
+    weights)] (``document_blocks``). A bundle's sums are added per item and
+    flushed at ``max_keys`` items (bounding a worker's memory) and at its end.
+    With ``count_holders`` the sums are (Σ weights, users holding it) pairs.
     """
 
     def __init__(self, level_sums, max_keys: int = PARTIAL_HISTOGRAM_KEYS,
@@ -288,9 +233,6 @@ class BlockHistogramFn(beam.DoFn):
         return map(in_global_window, partial.items())
 
 
-# --- records between stages: UserItems and its coder -------------------------------------
-
-
 class UserItems(tuple):
     """(user_id, items): one user's distinct items (a tuple of str or bytes)."""
 
@@ -316,18 +258,9 @@ def _pickled(value) -> bytes:
 class UserItemsCoder(coders.Coder):
     """Codes ``UserItems``: str items NUL-joined as UTF-8, other items pickled.
 
-    The SIPS rounds read every user's distinct items once per round, and a
-    round's release reaches the next round as a side input, so the records are
-    written out and read back between rounds. Beam's default coder writes each
-    item with a type tag and a length of its own and reads it back the same
-    way; this one writes a record of str items as one UTF-8 string, the items
-    joined by NUL characters, and reads it back with one ``split``: the same
-    record, at a fraction of the per-item cost. A record it cannot write that
-    way (bytes items, an item containing NUL, no items) is pickled instead, so
-    every record comes back equal to what was written (lone surrogates
-    included, passed through, which Beam's default coder refuses). Ids below
-    2^128 (the random ids of ``privacy_unit="element"``) take 16 bytes, str
-    ids their UTF-8, other ids are pickled.
+    Every record comes back equal to what was written (lone surrogates too);
+    ids below 2^128 take 16 bytes, str ids their UTF-8, others are pickled.
+    Why: docs/explanation/transforms.md#user-blocks.
     """
 
     def encode(self, record) -> bytes:
