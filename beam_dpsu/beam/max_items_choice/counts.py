@@ -13,10 +13,8 @@ import random
 
 import apache_beam as beam
 
-from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import hashing, max_items_choice
 from beam_dpsu.core.max_items_choice import counts as counts_choice
-
-from beam_dpsu.core import hashing
 from beam_dpsu.beam.bounding import SampleEachUser, element_distinct_items
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.max_items_choice.selection import SizeHistogram
@@ -42,8 +40,7 @@ def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.Counts
 class _ChooseCountsMaxItems(beam.PTransform):
     """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed.
 
-    K, the number of released items, is public (the released set is a DP
-    output) and comes as a side input; the noise is drawn once, whoever reads it.
+    K, the number of released items, is public (a DP output): a side input.
     """
 
     def __init__(self, plan: counts_choice.CountsAutoPlan, released, seed: int | None):
@@ -68,19 +65,16 @@ class SampleAtChosenMaxItems(beam.PTransform):
     """CountReleased's "auto": (user, released items held) → (user, ≤ Δ0 of them), Δ0
     chosen privately.
 
-    First each user's number of released items is binned and Δ0 chosen from
-    the noisy bins (checkpointed); then every user is sampled at the chosen
-    Δ0 (a side input). After expansion ``chosen`` is the chosen candidate's
-    index (a singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
+    Δ0 is chosen from the users' noisy numbers of released items, then every
+    user is sampled at it. After expansion ``chosen`` is the chosen index (a
+    singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
 
     Args:
       plan: the split and the candidates (``max_items_choice.counts.plan_counts_auto``).
       released: the released items (canonical), a PCollection.
       released_set: the released items as a side input (``AsDict``).
-      elements: with privacy_unit="element", the input elements: the sizes
-        are read from them, not from the user records, which carry the random
-        element ids that must not be read twice (docs/privacy.md, invariant 11).
-        None with privacy_unit="user_id".
+      elements: with privacy_unit="element", the input elements, which the sizes are
+        read from (the records carry random ids: invariant 11); else None.
       seed: test-only.
     """
 
@@ -102,7 +96,6 @@ class SampleAtChosenMaxItems(beam.PTransform):
         else:
             sizes = user_released | "ReleasedPerUser" >> beam.Map(lambda r: len(r[1]))
         sizes = sizes | "HoldersOfReleased" >> beam.Filter(lambda n: n > 0)
-        # (number of released items held,) per user holding one
         self.chosen = sizes | "ChooseMaxItemsPerUser" >> _ChooseCountsMaxItems(
             self._plan, self._released, self._seed)
         candidates = self._plan.candidates
