@@ -1,11 +1,7 @@
-"""DPNE's level 1 in Beam: the users' tokens → the released unigrams, at a fixed or a
-privately chosen Δ_1.
+"""DPNE's level 1 in Beam: the users' tokens → the released unigrams, at a fixed Δ_1 or
+one chosen privately as SelectItems chooses Δ0 (g(m) = √m, T = ρ_1); σ_1 and ρ_1 are
+dpne Theorem 2.1's (``beam_dpsu.core.ngram_calibration``).
 
-Level 1 is Weighted Gaussian over blocks of users or Policy Gaussian over user
-records, with σ_1 and ρ_1 of dpne Theorem 2.1 (``beam_dpsu.core.ngram_calibration``).
-With ``max_items_per_user="auto"`` Δ_1 is chosen as SelectItems chooses Δ0
-(``ChooseLevel1MaxItems``, with g(m) = √m and T = ρ_1), then one level 1 reads the
-chosen candidate from the choice (``beam_dpsu.beam.max_items_choice.chosen``).
 How: docs/explanation/transforms.md#the-n-gram-levels.
 """
 
@@ -36,10 +32,9 @@ class Level1(beam.PTransform):
     """Users → the unigrams (token,) level 1 releases at Δ_1 = ``calibration.max_items_1``
     (``calibration`` may be a ``Chosen``, one per candidate Δ_1).
 
-    Its input is blocks of users (weighted-gaussian) or, with ``policy``, user
-    records (policy-gaussian). With ``check_elements`` the records are unseeded
-    ``privacy_unit="element"`` elements, checked and given their random ids here,
-    on the one branch that reads them.
+    Its input is blocks of users or, with ``policy``, user records. With
+    ``check_elements`` they are unseeded elements, checked and given their random ids
+    here, on the one branch that reads them.
     """
 
     def __init__(self, calibration: DPNECalibration | Chosen, policy: bool, seed: int | None,
@@ -86,8 +81,7 @@ class Level1(beam.PTransform):
                              )  # (token, Σ weights) of tokens with ≥ k holders
             released = histogram | "NoisyThreshold" >> NoisyThreshold(level1, seed=seed,
                                                                       salt="level1")
-        return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
-            typing.Any)
+        return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any)
 
 
 def _level1_sums_at_chosen(block, chosen: int = 0, *, max_items: tuple, **level1_sums):
@@ -150,8 +144,7 @@ class Level1AtChosenMaxItems(beam.PTransform):
         super().__init__()
         self._plan, self._calibrations = plan, calibrations
         self._policy, self._seed, self._check_elements = policy, seed, check_elements
-        self.chosen = None
-        self.chosen_max_items_per_user = None
+        self.chosen = self.chosen_max_items_per_user = None
 
     def expand(self, users_and_blocks):
         users, user_blocks = users_and_blocks

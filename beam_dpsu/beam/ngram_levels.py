@@ -1,12 +1,8 @@
-"""DPNE's levels k ≥ 2 in Beam: the valid k-grams' histogram, its noisy threshold ρ_k,
-the spurious draws, and the levels' figures (dpne §2, App. A).
+"""DPNE's levels k ≥ 2 in Beam (dpne §2, App. A): the valid k-grams' histogram, its
+noisy threshold ρ_k, the spurious draws (``SpuriousFn``: part of the guarantee, not
+cosmetic), and the levels' figures.
 
-``KgramLevel`` samples every user's valid k-grams to Δ_k over the blocks of users
-(``beam_dpsu.beam.user_blocks``), sums their weights 1/√|U|, noises the sums and keeps
-those above ρ_k; then it draws the zero-weight valid k-grams the histogram over all of
-V_k would have released (``SpuriousFn``: part of the guarantee, not cosmetic).
-
-The levels and their proof: docs/explanation/proofs.md#dpne; the steps:
+The proof: docs/explanation/proofs.md#dpne; the steps:
 docs/explanation/transforms.md#the-n-gram-levels.
 """
 
@@ -50,8 +46,7 @@ class LevelThresholdFn(BatchedDecisionFn):
 
     def __init__(self, seed, salt: str):
         super().__init__("noise", seed, salt)
-        self._sigma = None
-        self._rho = None
+        self._sigma = self._rho = None
 
     def decide(self, weights, rng):
         return weights + rng.normal(0.0, self._sigma, weights.shape) > self._rho
@@ -80,9 +75,7 @@ class SpuriousFn(beam.DoFn):
     """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
 
     def __init__(self, k: int, pruning: str, seed):
-        self._k = k
-        self._pruning = pruning
-        self._seed = seed
+        self._k, self._pruning, self._seed = k, pruning, seed
 
     def process(self, _, previous, unigrams, support, parameters):
         n_valid, rho, sigma = parameters["n_valid"], parameters["rho"], parameters["sigma"]
@@ -113,10 +106,8 @@ class KgramLevel(beam.PTransform):
         super().__init__()
         self._k, self._params, self._calibrations = k, params, calibrations
         self._previous, self._unigrams, self._unigram_keys = previous, unigrams, unigram_keys
-        self._chosen, self._logger = chosen, progress_logger
-        self._raw = non_private_stats
-        self.parameters = None
-        self.non_private_stats = None
+        self._chosen, self._logger, self._raw = chosen, progress_logger, non_private_stats
+        self.parameters = self.non_private_stats = None
 
     def expand(self, user_blocks):
         k, params, seed, L = self._k, self._params, self._params.seed, f"Level{self._k}"

@@ -1,13 +1,7 @@
-"""The release step of a selection as Beam PTransforms.
-
-``NoisyThreshold``: each (item, weight) of a histogram gets independent noise
-from the calibration, and the item is released iff weight + noise > ρ
-(``calibration.release_mask``, the pure function the statistical tests run).
-``KeepWithProbability``: each (item, count) is released with probability
-π(count) (truncated geometric; ``KeepProbabilityCalibration.keep_mask``).
-
-Every release here ends in a ``Reshuffle``: it is read by several steps, which
-must all see one draw (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``).
+"""The release step of a selection as Beam PTransforms: ``NoisyThreshold`` (weight + noise
+> ρ, ``release_mask``) and ``KeepWithProbability`` (kept with probability π(count),
+``keep_mask``), each ending in a ``Reshuffle`` so that every reader sees one draw
+(docs/privacy.md, invariant 11). Details: docs/explanation/transforms.md#the-noisy-threshold.
 """
 
 from __future__ import annotations
@@ -36,11 +30,9 @@ NOISE_BATCH = 4096
 class BatchedDecisionFn(beam.DoFn):
     """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
 
-    Internal: only for the transforms here and in ``beam_dpsu.extract_ngrams``, which
-    refuse any window but the global one. Unseeded, ``NOISE_BATCH`` pairs share
-    one numpy draw (the same distribution per item as one draw each); seeded
-    (tests only), each item's generator is derived from (seed, stage, salt,
-    item), so the result does not depend on how the runner splits bundles.
+    Internal (its users refuse any window but the global one). Unseeded, ``NOISE_BATCH``
+    pairs share one numpy draw; seeded (tests only), each item's generator is derived
+    from (seed, stage, salt, item), whatever the bundles.
     """
 
     def __init__(self, stage: str, seed: int | None, salt: str | None):
@@ -92,8 +84,7 @@ class BatchedDecisionFn(beam.DoFn):
     def _kept(self, items: list, weights: np.ndarray) -> list:
         # Every output gets the same window and timestamp, whichever batch decided it.
         assert self._rng is not None, "setup() makes the generator"
-        return [in_global_window(items[i])
-                for i in np.flatnonzero(self.decide(weights, self._rng))]
+        return [in_global_window(items[i]) for i in np.flatnonzero(self.decide(weights, self._rng))]
 
     def _flush(self) -> list:
         if not self._items:
@@ -107,7 +98,7 @@ class BatchedDecisionFn(beam.DoFn):
 @opaque_output
 class _ChosenDecisionFn(beam.DoFn):
     """(item, weight) → item if the chosen candidate's decision keeps it (``chosen``, a
-    side input): each candidate's ``BatchedDecisionFn`` buffers as it would alone."""
+    side input; 0 if fixed): each candidate's ``BatchedDecisionFn`` buffers as if alone."""
 
     def __init__(self, decisions: tuple):
         self._decisions = decisions
@@ -120,7 +111,7 @@ class _ChosenDecisionFn(beam.DoFn):
         for decision in self._decisions:
             decision.start_bundle()
 
-    def process(self, item_weight, chosen):
+    def process(self, item_weight, chosen=0):
         yield from self._decisions[chosen].process(item_weight)
 
     def finish_bundle(self):
@@ -137,17 +128,12 @@ class _PerShardFn(_ChosenDecisionFn):
         yield from self._decisions[chosen].decide_histogram(shard_histogram[1])
 
 
-def _release(pcoll, name: str, label: str, decide: beam.ParDo):
-    """``pcoll`` decided by ``decide``, then checkpointed (one draw for every reader)."""
+def _release(pcoll, name: str, label: str, fn: type, decisions: Chosen):
+    """``pcoll`` decided by ``fn`` of ``decisions``, then checkpointed (one draw for all)."""
     require_global_window(pcoll, name)
-    return pcoll | label >> decide | "Checkpoint" >> beam.Reshuffle()
-
-
-def _decide_each(decisions: Chosen) -> beam.ParDo:
-    """The ParDo deciding (item, weight) pairs one by one with ``decisions``' chosen one."""
-    if decisions.index is None:
-        return beam.ParDo(decisions.first)
-    return beam.ParDo(_ChosenDecisionFn(decisions.values), **decisions.side_inputs())
+    return (pcoll
+            | label >> beam.ParDo(fn(decisions.values), **decisions.side_inputs())
+            | "Checkpoint" >> beam.Reshuffle())
 
 
 class _PerShard(ReleaseTransform):
@@ -158,8 +144,15 @@ class _PerShard(ReleaseTransform):
         self._decisions, self._name = decisions, name
 
     def expand(self, shard_histograms):
-        return _release(shard_histograms, self._name, "DecidePerShard", beam.ParDo(
-            _PerShardFn(self._decisions.values), **self._decisions.side_inputs()))
+        return _release(shard_histograms, self._name, "DecidePerShard", _PerShardFn,
+                        self._decisions)
+
+
+def _per_shard(name: str, calibration, seed: int | None, decision) -> _PerShard:
+    """A ``per_shard`` release: ``decision(calibration, seed)`` for each candidate."""
+    warn_if_seeded(seed, name)
+    seed = checks.seed(seed)
+    return _PerShard(Chosen.of(calibration).map(lambda c: decision(c, seed)), name)
 
 
 class _NoisyThresholdFn(BatchedDecisionFn):
@@ -201,19 +194,15 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
     def per_shard(calibration: Calibration | Chosen, seed: int | None = None,
                   salt: str = "") -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: weight}) dicts, each
-        item in exactly one of them (``SampledWeightedHistogram``'s output). A new
-        object at each call: one object is one release. ``calibration`` may be a
-        ``Chosen`` (one per candidate Δ0, picked when the pipeline runs)."""
-        warn_if_seeded(seed, "NoisyThreshold")
-        seed = checks.seed(seed)
-        return _PerShard(Chosen.of(calibration).map(
-            lambda c: _NoisyThresholdFn(c, seed, salt)), "NoisyThreshold")
+        item in one (``SampledWeightedHistogram``'s output); a new object (one release)
+        at each call. ``calibration`` may be a ``Chosen``."""
+        return _per_shard("NoisyThreshold", calibration, seed,
+                          lambda c, seed: _NoisyThresholdFn(c, seed, salt))
 
     def expand(self, histogram):
-        decisions = self._calibration.map(
-            lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
-        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold",
-                        _decide_each(decisions))
+        decisions = self._calibration.map(lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
+        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold", _ChosenDecisionFn,
+                        decisions)
 
 
 class _KeepWithProbabilityFn(BatchedDecisionFn):
@@ -247,11 +236,9 @@ class KeepWithProbability(ReleaseTransform):
                   seed: int | None = None) -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: count}) dicts
         (``calibration`` may be a ``Chosen``, as for ``NoisyThreshold.per_shard``)."""
-        warn_if_seeded(seed, "KeepWithProbability")
-        seed = checks.seed(seed)
-        return _PerShard(Chosen.of(calibration).map(
-            lambda c: _KeepWithProbabilityFn(c, seed)), "KeepWithProbability")
+        return _per_shard("KeepWithProbability", calibration, seed, _KeepWithProbabilityFn)
 
     def expand(self, histogram):
-        return _release(histogram, "KeepWithProbability", "KeepWithProbability", beam.ParDo(
-            _KeepWithProbabilityFn(self._calibration, self._seed)))
+        return _release(histogram, "KeepWithProbability", "KeepWithProbability",
+                        _ChosenDecisionFn,
+                        Chosen.of(_KeepWithProbabilityFn(self._calibration, self._seed)))

@@ -1,11 +1,8 @@
 """A random draw is seen once (docs/privacy.md, invariant 11).
 
-A runner may run a step more than once (a retried bundle, a recomputed partition), and
-a step that draws randomness then draws again. So a PCollection that carries a draw is
-checkpointed with ``beam.Reshuffle`` before two or more steps consume it. Steps that
-draw carry ``DRAWS_RANDOMNESS = True`` (``draws_randomness``); ``random_fanouts(pipeline)``
-lists every collection downstream of one, not yet past a ``Reshuffle``, that two or
-more steps consume (the tests require none, for every public transform and job).
+A collection carrying a draw is checkpointed with ``beam.Reshuffle`` before two or more
+steps read it; steps that draw are marked (``draws_randomness``), and
+``random_fanouts(pipeline)`` lists the unchecked fan-outs (the tests require none).
 
 Why: docs/explanation/transforms.md#randomness-drawn-once.
 """

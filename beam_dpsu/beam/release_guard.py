@@ -1,11 +1,8 @@
 """One budget, one release (docs/privacy.md, invariant 9); a seed is announced (invariant 2).
 
-A release transform holds one budget and spends all of it each time it is expanded, so
-``ReleaseTransform`` lets each object (and its copies and pickles) be expanded once, in
-any pipeline: a second application raises ``AppliedTwiceError`` when the pipeline is
-built. ``spend_from`` spends a budget from a shared ``BudgetAccountant``. A seeded
-transform logs one WARNING on the ``beam_dpsu`` logger when it is built
-(``warn_if_seeded``); the building blocks it builds inside itself stay quiet.
+``ReleaseTransform``: each object (copies and pickles too) is expanded once, else
+``AppliedTwiceError``; ``spend_from`` spends from a shared ``BudgetAccountant``;
+``warn_if_seeded`` logs one WARNING per seeded release.
 
 Why and how: docs/explanation/transforms.md#the-release-guard.
 """
@@ -85,10 +82,8 @@ def _one_application(transform, pvalueish):
 
 
 def _expand_once(expand):
-    """Wraps a release transform's ``expand``: claims the object, then expands it.
-
-    (Module-level names only: a subclass in ``__main__``, pickled by value, still pickles.)
-    """
+    """Wraps ``expand``: claims the object, then expands it (module-level names only, so
+    a subclass in ``__main__``, pickled by value, still pickles)."""
 
     @functools.wraps(expand)
     def expand_once(self, pvalueish):
@@ -101,8 +96,7 @@ def _expand_once(expand):
 class ReleaseTransform(beam.PTransform):
     """A PTransform that spends a whole budget: it may be applied once (see module doc).
 
-    Subclasses define ``expand`` as usual; it is wrapped so that a second
-    application raises ``AppliedTwiceError`` before anything is added.
+    Subclasses define ``expand`` as usual; a second application raises ``AppliedTwiceError``.
     """
 
     _release_token: str

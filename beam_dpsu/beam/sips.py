@@ -1,11 +1,6 @@
-"""DP-SIPS rounds as Beam PTransforms (dp-sips §4, Algorithm 3).
-
-The rounds are unrolled when the pipeline is built: in each, the items released by
-earlier rounds are removed from every user's distinct items, the rest re-sampled to Δ0,
-weighted 1/√|W|, summed, noised and thresholded; the rounds' releases are flattened.
-``removal="side_input"`` broadcasts a round's release to every worker;
-``removal="join"`` co-groups the (user, item) pairs with it (no per-worker memory bound).
-Each release is checkpointed (docs/privacy.md, invariant 11).
+"""DP-SIPS rounds as Beam PTransforms (dp-sips §4, Algorithm 3), unrolled when the
+pipeline is built; ``removal="side_input"`` broadcasts each round's release,
+``removal="join"`` co-groups it with the (user, item) pairs (no memory bound).
 
 Design and memory: docs/explanation/proofs.md#sips-in-beam and
 docs/explanation/transforms.md#sips-rounds.
@@ -34,13 +29,16 @@ __all__ = ["REMOVALS", "RemoveReleasedBySideInput", "RemoveReleasedByJoin", "SIP
 REMOVALS = ("side_input", "join")
 
 
-class RemoveReleasedBySideInput(beam.PTransform):
-    """Blocks of users' distinct items (``beam_dpsu.core.user_blocks.record_blocks``) minus the
-    ``released`` items, broadcast as a side input."""
+class _RemoveReleased(beam.PTransform):
 
     def __init__(self, released):
         super().__init__()
         self._released = released
+
+
+class RemoveReleasedBySideInput(_RemoveReleased):
+    """Blocks of users' distinct items (``record_blocks``) minus the ``released`` items,
+    broadcast as a side input."""
 
     def expand(self, blocks):
         return blocks | "DropReleased" >> beam.FlatMap(
@@ -71,12 +69,8 @@ def _unpack_once_chosen(block: bytes, chosen=0):
     return record_blocks.unpack_block(block)
 
 
-class RemoveReleasedByJoin(beam.PTransform):
+class RemoveReleasedByJoin(_RemoveReleased):
     """(user, items) minus the ``released`` items, by a join on item (no memory bound)."""
-
-    def __init__(self, released):
-        super().__init__()
-        self._released = released
 
     def expand(self, user_items):
         require_global_window(user_items, "RemoveReleasedByJoin")
@@ -100,16 +94,13 @@ class RemoveReleasedByJoin(beam.PTransform):
 
 def _pairs_by_item(record):
     """(user, distinct items) → (item, user) per item."""
-    user_id = record[0]
-    return ((item, user_id) for item in record[1])
+    user_id, items = record
+    return ((item, user_id) for item in items)
 
 
 def _records_of(user_id, items):
-    """A regrouped user's records: one per person behind the id.
-
-    In seeded ``privacy_unit="element"`` runs k equal elements share an id, so
-    each item arrives k times: the j-th record holds the items seen > j times.
-    """
+    """A regrouped user's records, one per person: k equal seeded elements share an id,
+    so each item arrives k times, and the j-th record holds the items seen > j times."""
     counts = Counter(items)
     for j in range(max(counts.values(), default=0)):
         yield UserItems(user_id, tuple(item for item, c in counts.items() if c > j))
@@ -128,13 +119,11 @@ class SIPSRounds(ReleaseTransform):
       removal: "side_input" or "join" (see the module docstring).
       hot_key_fanout: passed to each round's ``SampledWeightedHistogram``.
       privacy_unit: "user_id" (default) or "element" (``beam_dpsu.beam.bounding``).
-      packed: the input is blocks of ``privacy_unit="element"`` users' checked
-        distinct items, unkeyed (``record_blocks``; ``AutoSelection(packed=True)``),
-        not elements.
+      packed: the input is unkeyed blocks of ``privacy_unit="element"`` users' distinct
+        items (``AutoSelection(packed=True)``), not elements.
 
-    After expansion, ``released_per_round`` holds each round's PCollection
-    (NOT private: ``SelectItems`` exposes it only with ``non_private_stats=True``).
-    One object is one release, as for ``SelectItems``.
+    One object is one release. After expansion ``released_per_round`` holds each round's
+    PCollection (NOT private: ``SelectItems`` shows it only with ``non_private_stats``).
     """
 
     def __init__(self, calibration: RoundsCalibration | Chosen,
@@ -148,16 +137,13 @@ class SIPSRounds(ReleaseTransform):
             raise ValueError("every candidate calibration must have the same rounds")
         if packed and privacy_unit != "element":
             raise ValueError("packed records are privacy_unit='element' records")
-        self._max_items = max_items_per_user
-        self._seed = seed
-        self._removal = removal
-        self._fanout = hot_key_fanout
+        self._max_items, self._seed = max_items_per_user, seed
+        self._removal, self._fanout = removal, hot_key_fanout
         warn_if_seeded(seed, "SIPSRounds")
         with seed_announced():
             self._counts = ItemCountsPerUser(occurrences=False, privacy_unit=privacy_unit,
                                              seed=seed)
-        self._privacy_unit = privacy_unit
-        self._packed = packed
+        self._privacy_unit, self._packed = privacy_unit, packed
         self.released_per_round: list[beam.PCollection] = []
 
     def expand(self, elements):

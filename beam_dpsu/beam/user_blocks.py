@@ -1,11 +1,7 @@
-"""Users' records in Beam: packed into blocks of whole users, and coded between stages.
-
-The blocks' bytes are ``beam_dpsu.core.user_blocks``; the steps here build and read them:
-
-* ``PackRecordsFn``: item records → blocks (``record_blocks``), for ``"auto"`` Δ0 and SIPS.
-* ``UserRecords`` → ``PackUserBlocksFn`` → ``BlockHistogramFn``: documents → one record per
-  user → blocks (``document_blocks``) → a DPNE level's partial sums.
-* ``UserItems``, ``UserItemsCoder``: users' distinct items between the SIPS rounds.
+"""Users' records in Beam: packed into blocks of whole users (``beam_dpsu.core.user_blocks``),
+and coded between stages: ``PackRecordsFn`` (item records, for ``"auto"`` Δ0 and SIPS),
+``UserRecords`` → ``PackUserBlocksFn`` → ``BlockHistogramFn`` (documents, for DPNE's
+levels), ``UserItems`` and ``UserItemsCoder`` (between the SIPS rounds).
 
 Why blocks, and the coder: docs/explanation/transforms.md#user-blocks.
 """
@@ -34,14 +30,28 @@ __all__ = ["PackRecordsFn", "USERS_PER_BLOCK", "TOKENS_PER_BLOCK", "UserRecords"
            "UserItems", "UserItemsCoder"]
 
 
+def _pickled(value) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _PackFn(beam.DoFn):
+    """Whole users → blocks (``_new_builder``), each sent ``in_global_window`` (``_flush``)."""
+
+    def start_bundle(self):
+        self._builder = self._new_builder()
+
+    def finish_bundle(self):
+        if self._builder.users:
+            yield self._flush()
+
+
 @opaque_output
-class PackRecordsFn(beam.DoFn):
+class PackRecordsFn(_PackFn):
     """User records → blocks of their checked items, whole users each.
 
-    A record is a ``privacy_unit="element"`` element (checked here; a bad one
-    raises naming the problem, never a value) or a (user_id, {item:
-    occurrences}) record. Not ``beam.BatchElements``, which logs the number of
-    users (docs/privacy.md, invariant 6); every block is ``in_global_window``.
+    A record is an element (checked here: a bad one raises naming the problem, never a
+    value) or a (user_id, {item: occurrences}) record. Not ``beam.BatchElements``, which
+    logs the number of users (docs/privacy.md, invariant 6).
 
     Args:
       elements: the records are elements of ``privacy_unit="element"`` input.
@@ -63,28 +73,19 @@ class PackRecordsFn(beam.DoFn):
         self._builder: record_blocks.RecordBlockBuilder | None = None
 
     def _new_builder(self) -> record_blocks.RecordBlockBuilder:
-        return record_blocks.RecordBlockBuilder(self._occurrences,
-                                                keyed=self._key_seed is not None)
-
-    def start_bundle(self):
-        self._builder = self._new_builder()
+        return record_blocks.RecordBlockBuilder(self._occurrences, keyed=self._key_seed is not None)
 
     def process(self, record):
         if self._elements:
             items = element_items(record, self._occurrences)
             # a Tokens list's set has passed the plain-str check already
             plain = (type(record) is Tokens and type(items) is set) or plain_str_items(items)
-            key = (None if self._key_seed is None
-                   else distinct_element_id(items, self._key_seed))
+            key = None if self._key_seed is None else distinct_element_id(items, self._key_seed)
         else:
             key, items = record
             plain = plain_str_items(items)
         self._builder.add(items, plain, key)
         if self._builder.full:
-            yield self._flush()
-
-    def finish_bundle(self):
-        if self._builder.users:
             yield self._flush()
 
     def _flush(self):
@@ -116,9 +117,8 @@ def distinct_tokens(docs) -> list:
 class UserRecords(beam.PTransform):
     """Documents → (user_id, (tokens, ...)): one record per user with all their documents.
 
-    Grouped by user id, or with ``privacy_unit="element"`` each element one
-    person's only document, under an id that only orders and seeds it
-    (``element_document``).
+    Grouped by user id, or with ``privacy_unit="element"`` each element one person's only
+    document, under an id that only orders and seeds it (``element_document``).
     """
 
     def __init__(self, privacy_unit: str, seed: int | None):
@@ -136,30 +136,22 @@ class UserRecords(beam.PTransform):
 
 
 @opaque_output
-class PackUserBlocksFn(beam.DoFn):
+class PackUserBlocksFn(_PackFn):
     """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
 
-    A block holds up to ``size`` users and ends once it holds ``max_tokens``
-    tokens. Without ``keep_ids`` the user ids are left out (only seeded samples
-    read them). With ``elements`` the input is ``privacy_unit="element"``
-    elements themselves, checked here (``element_tokens``, ``plain_token``).
-    Not ``beam.BatchElements``, as for ``PackRecordsFn``.
+    A block holds up to ``size`` users and ends once it holds ``max_tokens`` tokens;
+    without ``keep_ids`` the user ids are left out (only seeded samples read them). With
+    ``elements`` the input is ``privacy_unit="element"`` elements, checked here.
     """
 
     def __init__(self, size: int, keep_ids: bool, max_tokens: int = TOKENS_PER_BLOCK,
                  elements: bool = False):
-        self._size = size
-        self._keep_ids = keep_ids
-        self._max_tokens = max_tokens
+        self._size, self._keep_ids, self._max_tokens = size, keep_ids, max_tokens
         self._elements = elements
         self._builder = None
 
     def _new_builder(self):
-        return document_blocks.BlockBuilder(self._keep_ids,
-                                      plain_token if self._elements else None)
-
-    def start_bundle(self):
-        self._builder = self._new_builder()
+        return document_blocks.BlockBuilder(self._keep_ids, plain_token if self._elements else None)
 
     def process(self, user_docs):
         builder = self._builder
@@ -175,13 +167,9 @@ class PackUserBlocksFn(beam.DoFn):
         if builder.users >= self._size or builder.tokens >= self._max_tokens:
             yield self._flush()
 
-    def finish_bundle(self):
-        if self._builder.users:
-            yield self._flush()
-
     def _flush(self):
         block, self._builder = self._builder.build(), self._new_builder()
-        return in_global_window(pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL))
+        return in_global_window(_pickled(block))
 
 
 @draws_randomness
@@ -189,10 +177,9 @@ class PackUserBlocksFn(beam.DoFn):
 class BlockHistogramFn(beam.DoFn):
     """Pickled ``DocumentBlock``s → partial sums of the users' weighted level items.
 
-    ``level_sums(block, *side inputs, rng=…)`` gives the block's [(item, Σ
-    weights)] (``document_blocks``). A bundle's sums are added per item and
-    flushed at ``max_keys`` items (bounding a worker's memory) and at its end.
-    With ``count_holders`` the sums are (Σ weights, users holding it) pairs.
+    ``level_sums(block, *side inputs, rng=…)`` gives the block's [(item, Σ weights)]. A
+    bundle's sums are added per item and flushed at ``max_keys`` items (bounding a
+    worker's memory) and at its end; with ``count_holders`` they are (Σ weights, holders).
     """
 
     def __init__(self, level_sums, max_keys: int = PARTIAL_HISTOGRAM_KEYS,
@@ -251,16 +238,11 @@ _JOINED_ITEMS, _PICKLED_ITEMS = b"j", b"p"
 _INT_ID_LIMIT = 1 << 128
 
 
-def _pickled(value) -> bytes:
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
-
 class UserItemsCoder(coders.Coder):
     """Codes ``UserItems``: str items NUL-joined as UTF-8, other items pickled.
 
-    Every record comes back equal to what was written (lone surrogates too);
-    ids below 2^128 take 16 bytes, str ids their UTF-8, others are pickled.
-    Why: docs/explanation/transforms.md#user-blocks.
+    Every record comes back equal to what was written (lone surrogates too); ids below
+    2^128 take 16 bytes, str ids their UTF-8, others are pickled (docs: see the module).
     """
 
     def encode(self, record) -> bytes:

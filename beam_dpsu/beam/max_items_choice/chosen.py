@@ -1,10 +1,7 @@
 """Parameters chosen when the pipeline runs: one value per candidate, and the index.
 
-Under ``max_items_per_user="auto"`` Δ0, and with it the calibration, is chosen while
-the pipeline runs. Every candidate is calibrated when the transform is built; a step
-whose parameter depends on Δ0 holds every candidate's value and reads the chosen index
-from a singleton side input: one copy of each step, not one per candidate. A fixed
-parameter is ``Chosen.of(value)``: index 0, no side input.
+A step whose parameter depends on the privately chosen Δ0 holds every candidate's
+value and reads the chosen index from a side input (one step, not one per candidate).
 Why: docs/explanation/transforms.md#candidate-parameters-in-beam.
 """
 

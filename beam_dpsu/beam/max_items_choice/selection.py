@@ -1,13 +1,10 @@
 """A selection's ``max_items_per_user="auto"`` in Beam: the size histogram, the choice, the records.
 
-The math is ``beam_dpsu.core.max_items_choice``; this module only moves data.
-``AutoSelection`` packs every user's record into blocks (``record_blocks``) that count
-the users' sizes into the size bins; one step noises the summed bins and picks Δ0 (a
-checkpointed draw); every block waits for the choice and feeds the selection, whose steps
-read the chosen index (``beam_dpsu.beam.max_items_choice.chosen``).
-``beam_dpsu.beam.max_items_choice.counts`` does the same for ``CountReleased``.
+The math is ``beam_dpsu.core.max_items_choice``; this module only moves data
+(``AutoSelection``; ``beam_dpsu.beam.max_items_choice.counts`` for ``CountReleased``).
 
-Design and memory: docs/explanation/proofs.md#auto-in-beam.
+Design and memory: docs/explanation/proofs.md#auto-in-beam and
+docs/explanation/transforms.md#candidate-parameters-in-beam.
 """
 
 from __future__ import annotations
@@ -75,8 +72,7 @@ class ChooseFromSizeCounts(beam.PTransform):
 
     def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None = None):
         super().__init__()
-        self._plan = plan
-        self._seed = seed
+        self._plan, self._seed = plan, seed
 
     def expand(self, size_counts):
         return (size_counts
@@ -120,16 +116,11 @@ class AutoSelection(beam.PTransform):
                  privacy_unit: str, seed: int | None, packed: bool = False,
                  as_blocks: bool = False):
         super().__init__()
-        self._plan = plan
-        self._occurrences = occurrences
-        self._privacy_unit = privacy_unit
-        self._seed = seed
         if packed and as_blocks:
             raise ValueError("AutoSelection gives blocks either packed or as_blocks, not both")
-        self._packed = packed
-        self._as_blocks = as_blocks
-        self.chosen = None
-        self.chosen_max_items_per_user = None
+        self._plan, self._occurrences, self._seed = plan, occurrences, seed
+        self._privacy_unit, self._packed, self._as_blocks = privacy_unit, packed, as_blocks
+        self.chosen = self.chosen_max_items_per_user = None
 
     def expand(self, elements):
         # One record per user, packed in blocks that count the users' sizes as they go.
@@ -140,13 +131,11 @@ class AutoSelection(beam.PTransform):
         n_bins = len(self._plan.edges)
         blocks = records | "PackUserRecords" >> beam.ParDo(
             PackRecordsFn(by_element, self._occurrences, edges=self._plan.edges))
-        chosen = (blocks
-                  | "UsersPerSizeBin" >> beam.Map(lambda bins_block: bins_block[0])
-                  | "SumSizeBins" >> beam.CombineGlobally(
-                      functools.partial(_sum_bin_counts, n_bins))
-                  | "ChooseMaxItemsPerUser" >> ChooseFromSizeCounts(self._plan, self._seed))
+        self.chosen = chosen = (blocks
+            | "UsersPerSizeBin" >> beam.Map(lambda bins_block: bins_block[0])
+            | "SumSizeBins" >> beam.CombineGlobally(functools.partial(_sum_bin_counts, n_bins))
+            | "ChooseMaxItemsPerUser" >> ChooseFromSizeCounts(self._plan, self._seed))
         candidates = self._plan.candidates
-        self.chosen = chosen
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
         if self._as_blocks:  # the next step reads the choice: the blocks wait there
