@@ -1,20 +1,14 @@
 """The element types the public transforms take, as Beam type hints.
 
-Beam checks a transform's input type hint when the pipeline is built
-(``pipeline_type_check``, on by default), so a ``PCollection[int]`` fed to
-``SelectItems`` fails there, naming the transform, instead of on a worker.
-The hints are wide enough for every form of input the transforms read:
+Beam checks a transform's input type hint when the pipeline is built, so a
+``PCollection[int]`` fed to ``SelectItems`` fails there, naming the transform, not on a
+worker; what is wrong inside an element is still found, and named, when it runs.
 
-* ``RECORDS``: ``(user_id, item)`` pairs, ``(user_id, items)`` records, the
-  lists, sets and arrays of ``privacy_unit="element"`` input, and the Rows,
-  NamedTuples and dicts read by named fields (``beam_dpsu.beam.fields``);
-  what is wrong inside an element is still found, and named, when it runs
-  (``beam_dpsu.beam.bounding``).
+* ``RECORDS``: pairs, records, ``privacy_unit="element"`` containers, Rows, NamedTuples
+  and dicts (``beam_dpsu.beam.fields``).
 * ``KEYED``: ``(key, value)`` pairs, e.g. ``(user_id, items)`` or ``(item, weight)``.
-* ``RELEASED``: released items (str, bytes, n-grams as tuples of str) or
-  ``(item, count)`` pairs.
-* ``DOCUMENT_ELEMENT``: what the n-gram transforms take (``ExtractNgrams``,
-  ``NgramsByDPSU``).
+* ``RELEASED``: released items (str, bytes, n-grams as tuples of str) or ``(item, count)``.
+* ``DOCUMENT_ELEMENT``: what ``ExtractNgrams`` and ``NgramsByDPSU`` take.
 
 Beam compares a subclass of tuple or list (a NamedTuple, ``Tokens``) with
 ``Tuple[...]`` / ``List[...]`` as an unrelated class; ``ReadsContainers``
@@ -50,11 +44,8 @@ for _cls in (collections.abc.Sequence, collections.abc.Mapping, collections.abc.
              np.ndarray):
     _DocumentLike.register(_cls)
 
-# The input type hint of ExtractNgrams and NgramsByDPSU: what an element of any of
-# their input forms may be ((user_id, tokens) documents, lists of tokens, beam.Rows,
-# NamedTuples, dicts). A PCollection of numbers or None fails when the pipeline is
-# built; each element's form is checked when it is read (beam_dpsu.core.documents).
-# (typing's Union and Any: this module's own are Beam's.)
+# Any of ExtractNgrams' input forms; each element's form is checked when it is read
+# (beam_dpsu.core.documents). (typing's Union and Any: this module's own are Beam's.)
 DOCUMENT_ELEMENT = typing.Union[typing.Iterable[typing.Any], typing.Mapping[typing.Any, typing.Any],
                                 beam.Row, _DocumentLike]
 

@@ -1,20 +1,8 @@
-"""DPNE's level 1 in Beam: the users' tokens → the released unigrams, at a fixed or a
-privately chosen Δ_1.
+"""DPNE's level 1 in Beam: the users' tokens → the released unigrams, at a fixed Δ_1 or
+one chosen privately as SelectItems chooses Δ0 (g(m) = √m, T = ρ_1); σ_1 and ρ_1 are
+dpne Theorem 2.1's (``beam_dpsu.core.ngram_calibration``).
 
-Level 1 is Weighted Gaussian over blocks of users (``Level1`` on the blocks
-of ``beam_dpsu.beam.user_blocks``) or Policy Gaussian over user records
-(``Level1`` on ``UserRecords``' output), with σ_1 and ρ_1 of dpne Theorem 2.1
-(``beam_dpsu.core.ngram_calibration``).
-
-With ``max_items_per_user="auto"`` Δ_1 is chosen as SelectItems chooses Δ0
-(``beam_dpsu.core.max_items_choice``): ``ChooseLevel1MaxItems`` counts each
-user's distinct tokens into the size bins (one user, one bin: sensitivity
-1), adds the integer noise and applies the M/T rule with g(m) = √m and
-T = ρ_1; ``Level1AtChosenMaxItems`` then runs one level 1 whose steps read
-the chosen candidate's Δ_1 and calibration (every candidate calibrated when
-the transform was built) from the choice, a side input
-(``beam_dpsu.beam.max_items_choice.chosen``). The choice is a singleton, checkpointed: drawn
-once, whoever reads it.
+How: docs/explanation/transforms.md#the-n-gram-levels.
 """
 
 from __future__ import annotations
@@ -27,14 +15,13 @@ import apache_beam as beam
 import numpy as np
 
 from beam_dpsu.core.user_blocks import document_blocks
-from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import policies
+from beam_dpsu.core import max_items_choice, policies
 from beam_dpsu.core.ngram_calibration import DPNECalibration
 from beam_dpsu.beam.bounding import SampleEachUser
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.user_blocks import BlockHistogramFn, distinct_tokens, element_as_user
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS
-from beam_dpsu.beam.max_items_choice.selection import ChooseFromSizeCounts
+from beam_dpsu.beam.max_items_choice.selection import ChooseFromSizeCounts, _sum_bin_counts
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
 from beam_dpsu.beam.sequential import SequentialPolicyHistogram, run_order_key
 
@@ -43,16 +30,11 @@ __all__ = ["Level1", "ChooseLevel1MaxItems", "Level1AtChosenMaxItems", "block_si
 
 class Level1(beam.PTransform):
     """Users → the unigrams (token,) level 1 releases at Δ_1 = ``calibration.max_items_1``
-    (``calibration`` may be a ``Chosen``: one per candidate Δ_1, picked when the
-    pipeline runs).
+    (``calibration`` may be a ``Chosen``, one per candidate Δ_1).
 
-    Its input is blocks of users (weighted-gaussian: each user's distinct
-    tokens sampled to Δ_1 and weighted 1/√|sample|, summed per bundle) or,
-    with ``policy``, user records (policy-gaussian: ℓ2-descent toward the
-    cutoff, users visited one by one in keyed-hash order). With
-    ``check_elements`` the records are unseeded ``privacy_unit="element"``
-    elements, checked and given their random ids here, on the one branch
-    that reads them.
+    Its input is blocks of users or, with ``policy``, user records. With
+    ``check_elements`` they are unseeded elements, checked and given their random ids
+    here, on the one branch that reads them.
     """
 
     def __init__(self, calibration: DPNECalibration | Chosen, policy: bool, seed: int | None,
@@ -99,12 +81,11 @@ class Level1(beam.PTransform):
                              )  # (token, Σ weights) of tokens with ≥ k holders
             released = histogram | "NoisyThreshold" >> NoisyThreshold(level1, seed=seed,
                                                                       salt="level1")
-        return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(
-            typing.Any)
+        return released | "AsUnigrams" >> beam.Map(lambda t: (t,)).with_output_types(typing.Any)
 
 
 def _level1_sums_at_chosen(block, chosen: int = 0, *, max_items: tuple, **level1_sums):
-    """``document_blocks.level1_sums`` at the chosen candidate's Δ_1 (``chosen``, a side input)."""
+    """``document_blocks.level1_sums`` at the chosen candidate's Δ_1."""
     return document_blocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
 
 
@@ -125,23 +106,16 @@ def _held_by_at_least(token_sums, pre_threshold: int):
 
 
 def block_size_counts(block: bytes, edges: tuple) -> np.ndarray:
-    """A pickled block → its users per size bin, a user's size being its number of
-    distinct tokens (level 1's items). Raw: the noise is added to the sum."""
+    """A pickled block → its users per size bin by number of distinct tokens (raw)."""
     sizes = document_blocks.distinct_items_per_user(pickle.loads(block))
     return max_items_choice.size_counts(sizes[sizes > 0], np.asarray(edges, dtype=np.int64))
-
-
-def _sum_counts(n_bins: int, counts) -> np.ndarray:
-    return functools.reduce(np.add, counts, np.zeros(n_bins, dtype=np.int64))
 
 
 class ChooseLevel1MaxItems(beam.PTransform):
     """Blocks of users → the index, in ``plan.candidates``, of Δ_1 chosen privately.
 
-    Each user's number of distinct tokens falls into one size bin (one user,
-    one bin: sensitivity 1); the bin counts get integer noise and the M/T rule
-    picks Δ_1 (``beam_dpsu.core.max_items_choice``). A singleton, checkpointed: the noise is
-    drawn once, whoever reads it.
+    Each user's number of distinct tokens falls into one size bin (sensitivity
+    1); the noisy bin counts and the M/T rule pick Δ_1. A singleton, checkpointed.
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None):
@@ -153,7 +127,7 @@ class ChooseLevel1MaxItems(beam.PTransform):
         return (user_blocks
                 | "UsersPerSizeBin" >> beam.Map(block_size_counts, edges)
                 | "SumSizeBins" >> beam.CombineGlobally(
-                    functools.partial(_sum_counts, len(edges)))
+                    functools.partial(_sum_bin_counts, len(edges)))
                 | "Choose" >> ChooseFromSizeCounts(self._plan, self._seed))
 
 
@@ -161,10 +135,8 @@ class Level1AtChosenMaxItems(beam.PTransform):
     """(users, blocks of the same users) → the unigrams level 1 releases at the Δ_1
     chosen privately (``ChooseLevel1MaxItems`` over the blocks).
 
-    ``users`` is what ``Level1`` reads (blocks, or records with ``policy``).
-    One level 1 reads the chosen Δ_1 and its calibration from the choice. After
-    expansion ``chosen`` holds the chosen index and ``chosen_max_items_per_user``
-    the chosen Δ_1 (singletons; a DP output).
+    ``users`` is what ``Level1`` reads. After expansion ``chosen`` holds the chosen
+    index and ``chosen_max_items_per_user`` the chosen Δ_1 (singletons; DP outputs).
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, calibrations: list, policy: bool,
@@ -172,13 +144,11 @@ class Level1AtChosenMaxItems(beam.PTransform):
         super().__init__()
         self._plan, self._calibrations = plan, calibrations
         self._policy, self._seed, self._check_elements = policy, seed, check_elements
-        self.chosen = None
-        self.chosen_max_items_per_user = None
+        self.chosen = self.chosen_max_items_per_user = None
 
     def expand(self, users_and_blocks):
         users, user_blocks = users_and_blocks
         candidates = self._plan.candidates
-        # First the choice (drawn once), then level 1 at the chosen candidate's Δ_1.
         self.chosen = user_blocks | "ChooseLevel1MaxItems" >> ChooseLevel1MaxItems(
             self._plan, self._seed)  # index in candidates
         self.chosen_max_items_per_user = self.chosen | "ChosenMaxItemsPerUser" >> beam.Map(

@@ -1,17 +1,9 @@
-"""DPNE's levels k ≥ 2 in Beam: the valid k-grams' histogram, its noisy threshold ρ_k,
-the spurious draws, and the levels' figures (dpne §2, App. A).
+"""DPNE's levels k ≥ 2 in Beam (dpne §2, App. A): the valid k-grams' histogram, its
+noisy threshold ρ_k, the spurious draws (``SpuriousFn``: part of the guarantee, not
+cosmetic), and the levels' figures.
 
-``KgramLevel(k, …)`` over the blocks of users
-(``beam_dpsu.beam.user_blocks``): every user's valid k-grams (S_1 and
-S_{k−1} arrive as side inputs) are sampled to Δ_k and weighted 1/√|U|; the
-sums get N(0, σ_k²) noise and are kept above ρ_k, which reads |V_k| counted
-exactly from S_{k−1} (``kgrams.valid_kgram_count``). Finally the zero-weight
-valid k-grams the histogram over all of V_k would have released are drawn
-(``SpuriousFn``): part of the guarantee, not cosmetic. H_k and each level are
-checkpointed with a ``Reshuffle`` before they fan out (docs/privacy.md,
-invariant 11; ``beam_dpsu.beam.randomness``).
-
-The levels and their proof: docs/explanation/proofs.md#dpne.
+The proof: docs/explanation/proofs.md#dpne; the steps:
+docs/explanation/transforms.md#the-n-gram-levels.
 """
 
 from __future__ import annotations
@@ -23,9 +15,7 @@ import math
 import apache_beam as beam
 
 from beam_dpsu.core.user_blocks import document_blocks
-from beam_dpsu.core import hashing
-from beam_dpsu.core import policies
-from beam_dpsu.core import thresholds
+from beam_dpsu.core import hashing, policies, thresholds
 from beam_dpsu.core.kgrams import ValidKgramSampler, valid_kgram_count
 from beam_dpsu.core.ngram_calibration import spurious_probability
 from beam_dpsu.core.ngram_parameters import NgramParameters
@@ -56,8 +46,7 @@ class LevelThresholdFn(BatchedDecisionFn):
 
     def __init__(self, seed, salt: str):
         super().__init__("noise", seed, salt)
-        self._sigma = None
-        self._rho = None
+        self._sigma = self._rho = None
 
     def decide(self, weights, rng):
         return weights + rng.normal(0.0, self._sigma, weights.shape) > self._rho
@@ -86,9 +75,7 @@ class SpuriousFn(beam.DoFn):
     """Draws the zero-weight valid k-grams that cross ρ_k (dpne App. A, Algorithm 2)."""
 
     def __init__(self, k: int, pruning: str, seed):
-        self._k = k
-        self._pruning = pruning
-        self._seed = seed
+        self._k, self._pruning, self._seed = k, pruning, seed
 
     def process(self, _, previous, unigrams, support, parameters):
         n_valid, rho, sigma = parameters["n_valid"], parameters["rho"], parameters["sigma"]
@@ -104,15 +91,13 @@ class SpuriousFn(beam.DoFn):
 
 
 class KgramLevel(beam.PTransform):
-    """Blocks of users → level k's release S_k (k ≥ 2): the k-grams released from the
-    users' weight and the spurious draws, checkpointed.
+    """Blocks of users → level k's release S_k (k ≥ 2), spurious draws included, checkpointed.
 
     ``previous`` (S_{k−1}) and ``unigrams`` (S_1, also as ``unigram_keys``) are
     side inputs; σ_k is ``calibrations[i].sigmas[k − 1]`` for the chosen Δ_1's
-    index i (``chosen``, a singleton, when Δ_1 is "auto"; else the only one).
-    After expansion ``parameters`` holds a singleton dict (|S_{k−1}|, |V_k|,
-    σ_k, ρ_k) and, with ``non_private_stats``, ``non_private_stats`` one dict
-    of raw figures (else None).
+    index i (``chosen``, when Δ_1 is "auto"). After expansion ``parameters``
+    holds a singleton dict (|S_{k−1}|, |V_k|, σ_k, ρ_k) and ``non_private_stats``
+    one dict of raw figures (with ``non_private_stats``; else None).
     """
 
     def __init__(self, k: int, params: NgramParameters, calibrations: list, previous,
@@ -121,16 +106,13 @@ class KgramLevel(beam.PTransform):
         super().__init__()
         self._k, self._params, self._calibrations = k, params, calibrations
         self._previous, self._unigrams, self._unigram_keys = previous, unigrams, unigram_keys
-        self._chosen, self._logger = chosen, progress_logger
-        self._raw = non_private_stats
-        self.parameters = None
-        self.non_private_stats = None
+        self._chosen, self._logger, self._raw = chosen, progress_logger, non_private_stats
+        self.parameters = self.non_private_stats = None
 
     def expand(self, user_blocks):
         k, params, seed, L = self._k, self._params, self._params.seed, f"Level{self._k}"
         previous, unigrams, pipeline = self._previous, self._unigrams, user_blocks.pipeline
         single, as_list = beam.pvalue.AsSingleton, beam.pvalue.AsList
-        # First the users' valid k-grams, sampled to Δ_k and summed.
         histogram = (user_blocks
                      | "SumUsersPerBundle" >> beam.ParDo(
                          BlockHistogramFn(functools.partial(
@@ -138,11 +120,10 @@ class KgramLevel(beam.PTransform):
                              max_items=params.max_items[k - 1], seed=seed, salt=L)),
                          released_as_keys(previous, "PreviousAsKeys"), self._unigram_keys)
                      | "SumPerItem" >> beam.CombinePerKey(sum)  # (k-gram, Σ weights)
-                     # Its samples are read twice (the noise and the support the
-                     # spurious draws avoid): one H_k for both (invariant 11).
+                     # Read by the noise and by the spurious draws: one H_k (invariant 11).
                      | "CheckpointHistogram" >> beam.Reshuffle())
-        # Then ρ_k from |S_{k−1}| and the exact |V_k| (S_{k−1} is held in
-        # memory anyway: the spurious draw below samples V_k from it).
+        # ρ_k from |S_{k−1}| and the exact |V_k| (S_{k−1} is held in memory anyway:
+        # the spurious draw samples V_k from it).
         chosen_index = [] if self._chosen is None else [single(self._chosen)]
         self.parameters = (pipeline
                            | "ParametersOnce" >> beam.Create([None])
@@ -152,18 +133,16 @@ class KgramLevel(beam.PTransform):
         parameters = single(self.parameters)
         released = histogram | "NoisyThreshold" >> beam.ParDo(
             LevelThresholdFn(seed, L), parameters)  # k-gram
-        # Finally the spurious k-grams of V_k ∖ supp H_k.
         support = histogram | "Support" >> beam.Keys()
-        # (From a root of its own, not from the parameters' step: fused with it,
-        # this step would wait for the support, which waits for ρ_k.)
+        # The spurious k-grams of V_k ∖ supp H_k, from a root of its own: fused with the
+        # parameters' step, it would wait for the support, which waits for ρ_k.
         spurious = (pipeline
                     | "Once" >> beam.Create([None])
                     | "DrawSpurious" >> beam.ParDo(
                         SpuriousFn(k, params.pruning, seed),
                         as_list(previous), as_list(unigrams), as_list(support), parameters))
-        # The level feeds the output, the next level and its stats: it is
-        # checkpointed before it fans out (invariant 11); the raw stats also
-        # count its two parts, each checkpointed then.
+        # The level feeds the output, the next level and its stats: checkpointed before it
+        # fans out (invariant 11); with raw stats, each of its two parts is.
         if not self._raw:
             return ((released, spurious)
                     | "WithSpurious" >> beam.Flatten()
@@ -174,10 +153,9 @@ class KgramLevel(beam.PTransform):
         return (released, spurious) | "WithSpurious" >> beam.Flatten()
 
     def _level_parameters(self):
-        """The parameters step's function: level k's σ_k and ρ_k from S_{k−1}, S_1 (and
-        the chosen Δ_1's index); it also reports level k−1's release, which it first knows."""
+        """The parameters step's function: σ_k and ρ_k from S_{k−1}, S_1 (and the chosen
+        Δ_1's index); it also logs level k−1's release, which it first knows."""
         eta, pruning = self._params.eta, self._params.pruning
-        # σ_k by candidate Δ_1 (one, unless Δ_1 is "auto"; then the chosen one's).
         sigmas = [c.sigmas[self._k - 1] for c in self._calibrations]
         log_previous = level_logger(self._logger, self._k - 1, self._params.max_n)
 
@@ -191,16 +169,14 @@ class KgramLevel(beam.PTransform):
         return level_parameters
 
     def _raw_stats(self, support, released, spurious, parameters):
-        """Raw figures (opt-in; NOT private): which part came from users' weight, which
-        was spurious."""
+        """Raw figures (opt-in; NOT private): what came from users' weight, what was spurious."""
         k, count = self._k, beam.combiners.Count.Globally
         single = beam.pvalue.AsSingleton
 
         def raw_stats(_, params, n_support, n_released, n_spurious):
-            n_val, rho_k = params["n_valid"], params["rho"]
-            p = spurious_probability(rho_k, params["sigma"])
+            p = spurious_probability(params["rho"], params["sigma"])
             return {"k": k, "support": n_support,
-                    "expected_spurious": max(n_val - n_support, 0) * p,
+                    "expected_spurious": max(params["n_valid"] - n_support, 0) * p,
                     "spurious": n_spurious, "released_from_users": n_released}
 
         return (support.pipeline
@@ -214,29 +190,25 @@ class KgramLevel(beam.PTransform):
 
 def _level_stats(n_last: int, parameters: tuple, params: NgramParameters,
                  progress_logger: str | None) -> list:
-    """Levels 2..T's figures, from each level's parameters and |S_T| (all DP-safe:
-    functions of the released sets and the parameters)."""
+    """Levels 2..T's figures from their parameters and |S_T| (DP-safe: functions of
+    the released sets and the parameters)."""
     max_n = params.max_n
     level_logger(progress_logger, max_n, max_n)(n_last)
     released = [p["n_previous"] for p in parameters[1:]] + [n_last]
-    stats = []
-    for k, level, n_level in zip(range(2, max_n + 1), parameters, released):
-        rho_k, n_prev, n_val = level["rho"], level["n_previous"], level["n_valid"]
-        stats.append({"k": k, "max_items_per_user": params.max_items[k - 1],
-                      "sigma": level["sigma"],
-                      "release_threshold": rho_k if math.isfinite(rho_k) else None,
-                      "previous_released": n_prev, "valid_kgrams": n_val,
-                      "spurious_bound": params.eta * min(n_prev, n_val),
-                      "released": n_level})
-    return stats
+    return [{"k": k, "max_items_per_user": params.max_items[k - 1], "sigma": level["sigma"],
+             "release_threshold": level["rho"] if math.isfinite(level["rho"]) else None,
+             "previous_released": level["n_previous"], "valid_kgrams": level["n_valid"],
+             "spurious_bound": params.eta * min(level["n_previous"], level["n_valid"]),
+             "released": n_level}
+            for k, level, n_level in zip(range(2, max_n + 1), parameters, released)]
 
 
 class LevelStats(beam.PTransform):
     """The last level's release → one dict per level k ≥ 2 (Δ_k, σ_k, ρ_k, |S_{k−1}|,
     |V_k|, the bound η·min(|S_{k−1}|, |V_k|) on expected spurious k-grams, |S_k|).
 
-    One step, once the last level is counted: level k's release is |S_k|,
-    which level k+1's ``parameters`` hold. It also logs the last level's size.
+    One step, once the last level is counted (|S_k| is in level k+1's
+    ``parameters``); it also logs the last level's size.
     """
 
     def __init__(self, parameters: list, params: NgramParameters,

@@ -1,19 +1,7 @@
-"""The release step of a selection as Beam PTransforms.
-
-``NoisyThreshold``: each (item, weight) of a histogram gets independent noise
-from the calibration, and the item is released iff weight + noise > ρ. The
-decision is ``calibration.release_mask``, the same pure function the
-statistical tests run.
-
-``KeepWithProbability``: each (item, count) is released with probability
-π(count) (truncated geometric; ``KeepProbabilityCalibration.keep_mask``).
-
-A random draw is seen once (docs/privacy.md, invariant 11; ``beam_dpsu.beam.randomness``):
-a release is read by several steps (the written items and ``CountReleased``,
-the next SIPS round, the next DPNE level), and a runner that retried or
-recomputed the decision could show each a different draw. So every release
-here ends in a ``Reshuffle``, which materialises it once; it moves the
-released set once more (small next to the histogram it was decided from).
+"""The release step of a selection as Beam PTransforms: ``NoisyThreshold`` (weight + noise
+> ρ, ``release_mask``) and ``KeepWithProbability`` (kept with probability π(count),
+``keep_mask``), each ending in a ``Reshuffle`` so that every reader sees one draw
+(docs/privacy.md, invariant 11). Details: docs/explanation/transforms.md#the-noisy-threshold.
 """
 
 from __future__ import annotations
@@ -42,20 +30,13 @@ NOISE_BATCH = 4096
 class BatchedDecisionFn(beam.DoFn):
     """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
 
-    Internal: only for the transforms here and in ``beam_dpsu.extract_ngrams``, which
-    refuse any window but the global one when they are built.
-
-    Unseeded, pairs are buffered and decided ``NOISE_BATCH`` at a time (one
-    numpy draw of independent noise per batch, the rest at the end of the
-    bundle): the same distribution per item as one draw each, at a fraction
-    of the cost. Seeded (tests only), each item is decided at once with a
-    generator derived from (seed, stage, salt, item), so the result does not
-    depend on how the runner splits bundles.
+    Internal (its users refuse any window but the global one). Unseeded, ``NOISE_BATCH``
+    pairs share one numpy draw; seeded (tests only), each item's generator is derived
+    from (seed, stage, salt, item), whatever the bundles.
     """
 
     def __init__(self, stage: str, seed: int | None, salt: str | None):
         self._seed = seed
-        # What a seeded item's generator is derived from, besides the seed.
         self._derivation = (stage,) if salt is None else (stage, salt)
         self._rng: np.random.Generator | None = None
         self._items: list = []
@@ -87,7 +68,7 @@ class BatchedDecisionFn(beam.DoFn):
 
     def decide_histogram(self, histogram: dict) -> list:
         """The items of a whole {item: weight} histogram that ``decide`` keeps, in one
-        vectorised draw (seeded: one derived generator per item, as in ``process``)."""
+        draw (seeded: one derived generator per item, as in ``process``)."""
         if self._seed is not None:
             return [in_global_window(item) for item, weight in histogram.items()
                     if self._seeded_keeps(item, weight)]
@@ -101,11 +82,9 @@ class BatchedDecisionFn(beam.DoFn):
         return bool(self.decide(np.array([weight], dtype=np.float64), rng)[0])
 
     def _kept(self, items: list, weights: np.ndarray) -> list:
-        # Every output gets the same window and timestamp, whichever batch
-        # decided it (``in_global_window``).
+        # Every output gets the same window and timestamp, whichever batch decided it.
         assert self._rng is not None, "setup() makes the generator"
-        return [in_global_window(items[i])
-                for i in np.flatnonzero(self.decide(weights, self._rng))]
+        return [in_global_window(items[i]) for i in np.flatnonzero(self.decide(weights, self._rng))]
 
     def _flush(self) -> list:
         if not self._items:
@@ -119,8 +98,7 @@ class BatchedDecisionFn(beam.DoFn):
 @opaque_output
 class _ChosenDecisionFn(beam.DoFn):
     """(item, weight) → item if the chosen candidate's decision keeps it (``chosen``, a
-    side input; ``beam_dpsu.beam.max_items_choice.chosen``): each candidate's ``BatchedDecisionFn``
-    buffers and draws as it would alone, and only the chosen one gets items."""
+    side input; 0 if fixed): each candidate's ``BatchedDecisionFn`` buffers as if alone."""
 
     def __init__(self, decisions: tuple):
         self._decisions = decisions
@@ -133,7 +111,7 @@ class _ChosenDecisionFn(beam.DoFn):
         for decision in self._decisions:
             decision.start_bundle()
 
-    def process(self, item_weight, chosen):
+    def process(self, item_weight, chosen=0):
         yield from self._decisions[chosen].process(item_weight)
 
     def finish_bundle(self):
@@ -141,29 +119,21 @@ class _ChosenDecisionFn(beam.DoFn):
             yield from decision.finish_bundle()
 
 
-def _decide_each(decisions: Chosen) -> beam.ParDo:
-    """The ParDo deciding (item, weight) pairs one by one with ``decisions``' chosen one."""
-    if decisions.index is None:
-        return beam.ParDo(decisions.first)
-    return beam.ParDo(_ChosenDecisionFn(decisions.values), **decisions.side_inputs())
-
-
 @draws_randomness
 @opaque_output
-class _PerShardFn(beam.DoFn):
-    """(shard, {item: weight}) → the items the chosen candidate's decision keeps; every
-    item decided once (``chosen``, a side input, says which;
-    ``beam_dpsu.beam.max_items_choice.chosen``)."""
-
-    def __init__(self, decisions: tuple):
-        self._decisions = decisions
-
-    def setup(self):
-        for decision in self._decisions:
-            decision.setup()
+class _PerShardFn(_ChosenDecisionFn):
+    """(shard, {item: weight}) → the items the chosen candidate's decision keeps."""
 
     def process(self, shard_histogram, chosen=0):
         yield from self._decisions[chosen].decide_histogram(shard_histogram[1])
+
+
+def _release(pcoll, name: str, label: str, fn: type, decisions: Chosen):
+    """``pcoll`` decided by ``fn`` of ``decisions``, then checkpointed (one draw for all)."""
+    require_global_window(pcoll, name)
+    return (pcoll
+            | label >> beam.ParDo(fn(decisions.values), **decisions.side_inputs())
+            | "Checkpoint" >> beam.Reshuffle())
 
 
 class _PerShard(ReleaseTransform):
@@ -171,15 +141,18 @@ class _PerShard(ReleaseTransform):
 
     def __init__(self, decisions: Chosen, name: str):
         super().__init__()
-        self._decisions = decisions
-        self._name = name
+        self._decisions, self._name = decisions, name
 
     def expand(self, shard_histograms):
-        require_global_window(shard_histograms, self._name)
-        return (shard_histograms
-                | "DecidePerShard" >> beam.ParDo(_PerShardFn(self._decisions.values),
-                                                 **self._decisions.side_inputs())
-                | "Checkpoint" >> beam.Reshuffle())
+        return _release(shard_histograms, self._name, "DecidePerShard", _PerShardFn,
+                        self._decisions)
+
+
+def _per_shard(name: str, calibration, seed: int | None, decision) -> _PerShard:
+    """A ``per_shard`` release: ``decision(calibration, seed)`` for each candidate."""
+    warn_if_seeded(seed, name)
+    seed = checks.seed(seed)
+    return _PerShard(Chosen.of(calibration).map(lambda c: decision(c, seed)), name)
 
 
 class _NoisyThresholdFn(BatchedDecisionFn):
@@ -221,21 +194,15 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
     def per_shard(calibration: Calibration | Chosen, seed: int | None = None,
                   salt: str = "") -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: weight}) dicts, each
-        item in exactly one of them (``SampledWeightedHistogram``'s output). A new
-        object at each call: one object is one release. ``calibration`` may be a
-        ``Chosen`` (one per candidate Δ0, picked when the pipeline runs)."""
-        warn_if_seeded(seed, "NoisyThreshold")
-        seed = checks.seed(seed)
-        return _PerShard(Chosen.of(calibration).map(
-            lambda c: _NoisyThresholdFn(c, seed, salt)), "NoisyThreshold")
+        item in one (``SampledWeightedHistogram``'s output); a new object (one release)
+        at each call. ``calibration`` may be a ``Chosen``."""
+        return _per_shard("NoisyThreshold", calibration, seed,
+                          lambda c, seed: _NoisyThresholdFn(c, seed, salt))
 
     def expand(self, histogram):
-        require_global_window(histogram, "NoisyThreshold")
-        decisions = self._calibration.map(
-            lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
-        return (histogram
-                | "AddNoiseAndThreshold" >> _decide_each(decisions)
-                | "Checkpoint" >> beam.Reshuffle())
+        decisions = self._calibration.map(lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
+        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold", _ChosenDecisionFn,
+                        decisions)
 
 
 class _KeepWithProbabilityFn(BatchedDecisionFn):
@@ -269,14 +236,9 @@ class KeepWithProbability(ReleaseTransform):
                   seed: int | None = None) -> beam.PTransform:
         """The same release for a histogram given as (shard, {item: count}) dicts
         (``calibration`` may be a ``Chosen``, as for ``NoisyThreshold.per_shard``)."""
-        warn_if_seeded(seed, "KeepWithProbability")
-        seed = checks.seed(seed)
-        return _PerShard(Chosen.of(calibration).map(
-            lambda c: _KeepWithProbabilityFn(c, seed)), "KeepWithProbability")
+        return _per_shard("KeepWithProbability", calibration, seed, _KeepWithProbabilityFn)
 
     def expand(self, histogram):
-        require_global_window(histogram, "KeepWithProbability")
-        return (histogram
-                | "KeepWithProbability" >> beam.ParDo(
-                    _KeepWithProbabilityFn(self._calibration, self._seed))
-                | "Checkpoint" >> beam.Reshuffle())
+        return _release(histogram, "KeepWithProbability", "KeepWithProbability",
+                        _ChosenDecisionFn,
+                        Chosen.of(_KeepWithProbabilityFn(self._calibration, self._seed)))

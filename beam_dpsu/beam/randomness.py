@@ -1,30 +1,10 @@
 """A random draw is seen once (docs/privacy.md, invariant 11).
 
-A runner may run a step more than once: it retries a failed bundle, and a
-runner like Spark recomputes a lost partition from its inputs. A step that
-draws randomness (noise, a sample, spurious k-grams, an element's id or
-order key) then draws again. That is harmless while the draw has one
-consumer, which sees one attempt's output. It breaks the guarantee when
-the draw fans out: a SIPS round's release feeds both the output and the
-next round, a DPNE level's release the output and the next level, a
-selection's release the written items and ``CountReleased``. Recomputed for
-one consumer, the two consumers would see two different draws (an item
-released in the output but not removed from the next round, two releases
-from one budget).
+A collection carrying a draw is checkpointed with ``beam.Reshuffle`` before two or more
+steps read it; steps that draw are marked (``draws_randomness``), and
+``random_fanouts(pipeline)`` lists the unchecked fan-outs (the tests require none).
 
-The rule: a PCollection that carries a random draw is checkpointed with
-``beam.Reshuffle`` before two or more steps consume it (its output is
-then materialised: every consumer reads the same draw). The library
-checkpoints the smallest collection that carries a draw: a release (about
-the size of the released set), a DPNE level's histogram and spurious
-draws, the noisy counts; never all per-user records.
-
-Steps that draw randomness say so: a DoFn class, or a function given to
-``beam.Map``/``FlatMap``, carries ``DRAWS_RANDOMNESS = True`` (set with
-``draws_randomness``). ``random_fanouts(pipeline)`` walks a built pipeline
-graph and lists every collection downstream of such a step, not yet past a
-``Reshuffle``, that two or more steps consume; the tests require it to be
-empty for every public transform and job.
+Why: docs/explanation/transforms.md#randomness-drawn-once.
 """
 
 from __future__ import annotations
@@ -47,16 +27,13 @@ def draws_randomness(obj):
 def step_draws_randomness(transform) -> bool:
     """Whether a leaf transform runs a DoFn or a function marked ``DRAWS_RANDOMNESS``."""
     fn = getattr(transform, "fn", None)
-    if fn is None:
-        return False
     if getattr(fn, "DRAWS_RANDOMNESS", False):
         return True
     # beam.FlatMap wraps its function in a DoFn; beam.Map first wraps it in a
     # closure (the tests check that a marked Map is found).
     inner = getattr(fn, "_fn", None)
     closure = getattr(inner, "__closure__", None) or ()
-    candidates = [inner] + [cell.cell_contents for cell in closure]
-    for candidate in candidates:
+    for candidate in [inner] + [cell.cell_contents for cell in closure]:
         while isinstance(candidate, functools.partial):
             candidate = candidate.func
         if getattr(candidate, "DRAWS_RANDOMNESS", False) is True:
@@ -95,10 +72,9 @@ def _inputs(applied) -> list:
 def random_fanouts(pipeline: beam.Pipeline) -> list[str]:
     """The fan-outs of random draws not checkpointed by a ``Reshuffle``, one line each.
 
-    A collection is random when a step that draws randomness made it, or when
-    any input (main or side) of the step that made it is random; a Reshuffle's
-    output is not. Each random collection that two or more steps consume is
-    one finding, naming its producer, the draws behind it and its consumers.
+    A collection is random when a step that draws made it, or when any input
+    (main or side) of that step is random; a Reshuffle's output is not. Each
+    finding names the producer, the draws behind it and its consumers.
     """
     visitor = _GraphVisitor()
     pipeline.visit(visitor)

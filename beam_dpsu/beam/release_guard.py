@@ -1,31 +1,10 @@
 """One budget, one release (docs/privacy.md, invariant 9); a seed is announced (invariant 2).
 
-A release transform (``SelectItems``, ``ExtractNgrams``, ``CountReleased``, ``SIPSRounds``,
-``NgramsByDPSU``, and the release steps ``NoisyThreshold`` and ``KeepWithProbability``,
-``per_shard`` too) holds one budget and spends all of it each time it is
-expanded: applied twice it would make two independent releases under one
-accounted budget. ``ReleaseTransform`` therefore lets each object be expanded
-once, in any pipeline; a second application is refused when the pipeline is
-built, saying why and what to do instead.
+``ReleaseTransform``: each object (copies and pickles too) is expanded once, else
+``AppliedTwiceError``; ``spend_from`` spends from a shared ``BudgetAccountant``;
+``warn_if_seeded`` logs one WARNING per seeded release.
 
-Beam copies and pickles transforms (a DoFn may hold a bound method of one, a
-pipeline is serialised for a portable runner), but it expands each applied
-transform exactly once: none of that is a second application. A copy is
-still the same budget: every object gets a token when it is made, which its
-copies and pickles keep, and the tokens applied in this process are
-recorded, so a copy made before or after the first application is refused
-too. A transform that applies itself inside its own expansion is a second
-application; only ``super().expand()`` (the same node of the graph) is not.
-A failed expansion (e.g. a windowed input refused) releases nothing and
-frees the token again.
-
-Several release transforms may share one ``BudgetAccountant`` (``accountant=``):
-each spends its budget from it when it is built, so a pipeline whose parts sum
-past the total fails before anything runs (``BudgetExceededError``).
-
-A seeded transform logs one WARNING on the ``beam_dpsu`` logger when it is
-built. The building blocks a seeded release builds inside itself carry that
-same seed and stay quiet.
+Why and how: docs/explanation/transforms.md#the-release-guard.
 """
 
 from __future__ import annotations
@@ -55,8 +34,6 @@ _EXPANDING: contextvars.ContextVar[tuple] = contextvars.ContextVar(
 # True while a seeded transform builds its parts (their seed is its seed).
 _SEED_ANNOUNCED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "beam_dpsu_seed_announced", default=False)
-
-
 _PIPELINE_NUMBERS = itertools.count(1)
 
 # Release token → (full label, pipeline number) of its one application in this
@@ -105,11 +82,8 @@ def _one_application(transform, pvalueish):
 
 
 def _expand_once(expand):
-    """Wraps a release transform's ``expand``: claims the object, then expands it.
-
-    (The wrapper refers to module-level names only, so a subclass defined in
-    ``__main__``, which Beam pickles by value, still pickles.)
-    """
+    """Wraps ``expand``: claims the object, then expands it (module-level names only, so
+    a subclass in ``__main__``, pickled by value, still pickles)."""
 
     @functools.wraps(expand)
     def expand_once(self, pvalueish):
@@ -122,16 +96,14 @@ def _expand_once(expand):
 class ReleaseTransform(beam.PTransform):
     """A PTransform that spends a whole budget: it may be applied once (see module doc).
 
-    Subclasses define ``expand`` as usual; it is wrapped so that a second
-    application raises ``AppliedTwiceError`` before anything is added.
+    Subclasses define ``expand`` as usual; a second application raises ``AppliedTwiceError``.
     """
 
     _release_token: str
 
     def __new__(cls, *args, **kwargs):
-        # A token per object, made before ``__init__`` (subclasses need not call
-        # anything). Copies and pickles restore their original's ``__dict__``,
-        # token included: they are the same budget.
+        # Made before ``__init__`` (subclasses need not call anything). Copies and
+        # pickles restore their original's ``__dict__``, token included: the same budget.
         instance = super().__new__(cls)
         instance._release_token = uuid.uuid4().hex
         return instance
@@ -175,8 +147,7 @@ def seed_announced():
 
 
 def warn_if_seeded(seed, what: str) -> None:
-    """Logs one WARNING that ``what`` is seeded, unless built inside a transform that
-    announced its seed already (``seed_announced``; every release's expansion)."""
+    """Logs one WARNING that ``what`` is seeded, unless inside ``seed_announced``."""
     if seed is not None and not _SEED_ANNOUNCED.get():
         LOG.warning(f"{what} {SEEDED_WARNING} (seed {seed} fixes its noise and sampling; "
                     f"never publish what it releases)")

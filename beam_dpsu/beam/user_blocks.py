@@ -1,33 +1,9 @@
-"""Users' records in Beam: packed into blocks of whole users, and coded between stages.
+"""Users' records in Beam: packed into blocks of whole users (``beam_dpsu.core.user_blocks``),
+and coded between stages: ``PackRecordsFn`` (item records, for ``"auto"`` Δ0 and SIPS),
+``UserRecords`` → ``PackUserBlocksFn`` → ``BlockHistogramFn`` (documents, for DPNE's
+levels), ``UserItems`` and ``UserItemsCoder`` (between the SIPS rounds).
 
-The blocks themselves (their bytes, how they are built and read) are
-``beam_dpsu.core.user_blocks``; the steps here pack users into them and read
-them.
-
-**Item records** (``PackRecordsFn``; the blocks:
-``beam_dpsu.core.user_blocks.record_blocks``). Two steps pack users:
-``max_items_per_user="auto"``, whose records wait packed until Δ0 is chosen
-(``beam_dpsu.beam.max_items_choice.selection``), and SIPS, whose rounds carry their users packed
-(``beam_dpsu.beam.sips``). Both use ``PackRecordsFn``.
-
-**Documents** → one record per user → blocks of users, and the blocks' partial
-histograms (the blocks: ``beam_dpsu.core.user_blocks.document_blocks``). The levels of
-DPNE (``beam_dpsu.extract_ngrams``) read the users' documents once per level, so the
-users are packed once into blocks, and a level's per-user work (its items, the sample,
-the weights) runs as array operations over a block of users, not as one Beam element per
-user and step.
-
-* ``UserRecords``: documents → (user_id, (tokens, ...)), one record per user
-  (grouped by user id, or each element one person's only document).
-* ``PackUserBlocksFn``: user records (or unseeded elements themselves) →
-  pickled blocks (``USERS_PER_BLOCK``, ``TOKENS_PER_BLOCK``: where a block ends).
-* ``BlockHistogramFn``: pickled blocks → partial sums of the users' weighted
-  items at one level, per bundle.
-
-**Records between stages**: per-user records of distinct items, which the SIPS rounds
-write out and read back between rounds, coded compactly (``UserItems``,
-``UserItemsCoder``, which says how). A PCollection gets the coder by being typed
-``UserItems`` (``.with_output_types(UserItems)``) and holding ``UserItems`` elements.
+Why blocks, and the coder: docs/explanation/transforms.md#user-blocks.
 """
 
 from __future__ import annotations
@@ -54,32 +30,36 @@ __all__ = ["PackRecordsFn", "USERS_PER_BLOCK", "TOKENS_PER_BLOCK", "UserRecords"
            "UserItems", "UserItemsCoder"]
 
 
-# --- item records: PackRecordsFn ---------------------------------------------------------
+def _pickled(value) -> bytes:
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _PackFn(beam.DoFn):
+    """Whole users → blocks (``_new_builder``), each sent ``in_global_window`` (``_flush``)."""
+
+    def start_bundle(self):
+        self._builder = self._new_builder()
+
+    def finish_bundle(self):
+        if self._builder.users:
+            yield self._flush()
 
 
 @opaque_output
-class PackRecordsFn(beam.DoFn):
-    """User records → blocks of their checked items, a run of users each.
+class PackRecordsFn(_PackFn):
+    """User records → blocks of their checked items, whole users each.
 
-    Each record is one user's: with ``elements`` an element of
-    ``privacy_unit="element"`` input, checked here (the rule of
-    ``element_item_counts``: a bad element raises naming the problem, never a
-    value), else a merged (user_id, {item: occurrences}) record. A user is
-    added whole, then the block ends if it is full. Not
-    ``beam.BatchElements``, which logs how many elements it batched (the
-    number of users; docs/privacy.md, invariant 6). Every block goes out in
-    the global window, stamped with its end (``in_global_window``), whether a
-    full block is sent from ``process`` or the last from ``finish_bundle``.
+    A record is an element (checked here: a bad one raises naming the problem, never a
+    value) or a (user_id, {item: occurrences}) record. Not ``beam.BatchElements``, which
+    logs the number of users (docs/privacy.md, invariant 6).
 
     Args:
       elements: the records are elements of ``privacy_unit="element"`` input.
       occurrences: keep each item's occurrences (for a mechanism that reads them).
-      edges: the size bins' edges: each block goes out as (users per size bin,
-        block) (``RecordBlockBuilder.build``), for the choice of Δ0; None: the
-        block alone.
-      key_seed: a seeded run's seed: each user is keyed in its block by its id
-        (a record's user id, or an element's seeded ``distinct_element_id``);
-        None (unseeded): no keys, and an element draws no id.
+      edges: size bins' edges: each block goes out as (users per size bin, block),
+        for the choice of Δ0; None: the block alone.
+      key_seed: a seeded run's seed: each user is keyed by its (element) id;
+        None: no keys, and an element draws no id.
     """
 
     def __init__(self, elements: bool, occurrences: bool = False, edges=None,
@@ -93,28 +73,19 @@ class PackRecordsFn(beam.DoFn):
         self._builder: record_blocks.RecordBlockBuilder | None = None
 
     def _new_builder(self) -> record_blocks.RecordBlockBuilder:
-        return record_blocks.RecordBlockBuilder(self._occurrences,
-                                                keyed=self._key_seed is not None)
-
-    def start_bundle(self):
-        self._builder = self._new_builder()
+        return record_blocks.RecordBlockBuilder(self._occurrences, keyed=self._key_seed is not None)
 
     def process(self, record):
         if self._elements:
             items = element_items(record, self._occurrences)
             # a Tokens list's set has passed the plain-str check already
             plain = (type(record) is Tokens and type(items) is set) or plain_str_items(items)
-            key = (None if self._key_seed is None
-                   else distinct_element_id(items, self._key_seed))
+            key = None if self._key_seed is None else distinct_element_id(items, self._key_seed)
         else:
             key, items = record
             plain = plain_str_items(items)
         self._builder.add(items, plain, key)
         if self._builder.full:
-            yield self._flush()
-
-    def finish_bundle(self):
-        if self._builder.users:
             yield self._flush()
 
     def _flush(self):
@@ -124,26 +95,18 @@ class PackRecordsFn(beam.DoFn):
                                 else builder.build(self._edges))
 
 
-# --- documents: one record per user, blocks, the levels' partial sums --------------------
-
-
-# A document block (``document_blocks.DocumentBlock``, pickled to one ``bytes`` value)
-# ends at whichever comes first of these: large enough that a level's fixed cost per
-# block (the released set's keys, one pickle) is spread over many users (MSNBC has a
-# million), small enough to keep a block's arrays to tens of MB.
+# A document block ends at whichever comes first: large enough to spread a level's fixed
+# cost per block (the released set's keys, one pickle) over many users, small enough to
+# keep a block's arrays to tens of MB.
 USERS_PER_BLOCK = 1 << 16
 TOKENS_PER_BLOCK = 1 << 20
-
-
-def _one_document(id_tokens: tuple) -> tuple:
-    """(element id, tokens) → (element id, (tokens,)): a person with one document."""
-    return id_tokens[0], (id_tokens[1],)
 
 
 @draws_randomness  # the element's id (unseeded)
 def element_as_user(element, seed) -> tuple:
     """An element as (element id, (tokens,)) (``element_document``)."""
-    return _one_document(element_document(element, seed))
+    user, tokens = element_document(element, seed)
+    return user, (tokens,)
 
 
 def distinct_tokens(docs) -> list:
@@ -154,10 +117,8 @@ def distinct_tokens(docs) -> list:
 class UserRecords(beam.PTransform):
     """Documents → (user_id, (tokens, ...)): one record per user with all their documents.
 
-    With ``privacy_unit="user_id"`` the checked documents are grouped by user
-    id; with ``"element"`` each element is one person's only document, with
-    an id (random, or with a test-only seed a hash of the tokens) that only
-    orders and seeds it (``element_document``).
+    Grouped by user id, or with ``privacy_unit="element"`` each element one person's only
+    document, under an id that only orders and seeds it (``element_document``).
     """
 
     def __init__(self, privacy_unit: str, seed: int | None):
@@ -175,42 +136,22 @@ class UserRecords(beam.PTransform):
 
 
 @opaque_output
-class PackUserBlocksFn(beam.DoFn):
+class PackUserBlocksFn(_PackFn):
     """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
 
-    A block holds up to ``size`` users and ends once it holds ``max_tokens``
-    tokens; it is built user by user (``document_blocks.BlockBuilder``). It is one
-    ``bytes`` value: every level re-reads all blocks (a stage each, after the
-    level before), and Beam decodes one bytes value many times faster than a
-    list of tuples of str. Unseeded, the user ids are left out (only seeded
-    samples read them).
-
-    With ``elements`` its input is ``privacy_unit="element"`` elements
-    themselves (lists of tokens, no id): their type is checked here (the
-    rule of ``element_tokens``), and each token the first time the block
-    meets it (``plain_token``); an element with a token that fails is
-    re-checked whole, which raises naming the token or makes it plain str.
-    One Beam step per element instead of two.
-
-    Not ``beam.BatchElements``: that logs how many elements it has batched,
-    which here is the number of users (docs/privacy.md, invariant 6). Every
-    block is stamped like the other outputs (``in_global_window``).
+    A block holds up to ``size`` users and ends once it holds ``max_tokens`` tokens;
+    without ``keep_ids`` the user ids are left out (only seeded samples read them). With
+    ``elements`` the input is ``privacy_unit="element"`` elements, checked here.
     """
 
     def __init__(self, size: int, keep_ids: bool, max_tokens: int = TOKENS_PER_BLOCK,
                  elements: bool = False):
-        self._size = size
-        self._keep_ids = keep_ids
-        self._max_tokens = max_tokens
+        self._size, self._keep_ids, self._max_tokens = size, keep_ids, max_tokens
         self._elements = elements
         self._builder = None
 
     def _new_builder(self):
-        return document_blocks.BlockBuilder(self._keep_ids,
-                                      plain_token if self._elements else None)
-
-    def start_bundle(self):
-        self._builder = self._new_builder()
+        return document_blocks.BlockBuilder(self._keep_ids, plain_token if self._elements else None)
 
     def process(self, user_docs):
         builder = self._builder
@@ -226,13 +167,9 @@ class PackUserBlocksFn(beam.DoFn):
         if builder.users >= self._size or builder.tokens >= self._max_tokens:
             yield self._flush()
 
-    def finish_bundle(self):
-        if self._builder.users:
-            yield self._flush()
-
     def _flush(self):
         block, self._builder = self._builder.build(), self._new_builder()
-        return in_global_window(pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL))
+        return in_global_window(_pickled(block))
 
 
 @draws_randomness
@@ -240,14 +177,9 @@ class PackUserBlocksFn(beam.DoFn):
 class BlockHistogramFn(beam.DoFn):
     """Pickled ``DocumentBlock``s → partial sums of the users' weighted level items.
 
-    ``level_sums(block, *side inputs, rng=…)`` gives the block's
-    [(item, Σ weights)]: each user's items at this level sampled to Δ_k and
-    weighted 1/√|sample| (``beam_dpsu.core.user_blocks.document_blocks``). The partial sums of a
-    bundle are added up per item and flushed at ``max_keys`` items (bounding
-    a worker's memory) and at the bundle's end. The input has one element per
-    user before blocking (after the ``GroupByKey``, or one element per
-    person), so each user is bounded once. With ``count_holders`` the sums are
-    (Σ weights, users holding it) pairs, for a pre-threshold.
+    ``level_sums(block, *side inputs, rng=…)`` gives the block's [(item, Σ weights)]. A
+    bundle's sums are added per item and flushed at ``max_keys`` items (bounding a
+    worker's memory) and at its end; with ``count_holders`` they are (Σ weights, holders).
     """
 
     def __init__(self, level_sums, max_keys: int = PARTIAL_HISTOGRAM_KEYS,
@@ -288,9 +220,6 @@ class BlockHistogramFn(beam.DoFn):
         return map(in_global_window, partial.items())
 
 
-# --- records between stages: UserItems and its coder -------------------------------------
-
-
 class UserItems(tuple):
     """(user_id, items): one user's distinct items (a tuple of str or bytes)."""
 
@@ -309,25 +238,11 @@ _JOINED_ITEMS, _PICKLED_ITEMS = b"j", b"p"
 _INT_ID_LIMIT = 1 << 128
 
 
-def _pickled(value) -> bytes:
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
-
 class UserItemsCoder(coders.Coder):
     """Codes ``UserItems``: str items NUL-joined as UTF-8, other items pickled.
 
-    The SIPS rounds read every user's distinct items once per round, and a
-    round's release reaches the next round as a side input, so the records are
-    written out and read back between rounds. Beam's default coder writes each
-    item with a type tag and a length of its own and reads it back the same
-    way; this one writes a record of str items as one UTF-8 string, the items
-    joined by NUL characters, and reads it back with one ``split``: the same
-    record, at a fraction of the per-item cost. A record it cannot write that
-    way (bytes items, an item containing NUL, no items) is pickled instead, so
-    every record comes back equal to what was written (lone surrogates
-    included, passed through, which Beam's default coder refuses). Ids below
-    2^128 (the random ids of ``privacy_unit="element"``) take 16 bytes, str
-    ids their UTF-8, other ids are pickled.
+    Every record comes back equal to what was written (lone surrogates too); ids below
+    2^128 take 16 bytes, str ids their UTF-8, others are pickled (docs: see the module).
     """
 
     def encode(self, record) -> bytes:

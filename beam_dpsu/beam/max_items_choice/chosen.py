@@ -1,17 +1,8 @@
 """Parameters chosen when the pipeline runs: one value per candidate, and the index.
 
-Under ``max_items_per_user="auto"`` a selection's Δ0, and with it its
-calibration (noise scale, thresholds, cutoffs), is chosen privately while
-the pipeline runs (``beam_dpsu.beam.max_items_choice.selection``). Every candidate is
-calibrated when the transform is built; a step whose parameter depends on Δ0
-holds every candidate's value and reads which one to use from a singleton
-side input, the chosen candidate's index. So one selection serves every
-candidate: the pipeline holds one copy of each step, not one per candidate
-(the DirectRunner, like any runner, builds and schedules every step of the
-graph, even one that gets no data).
-
-A fixed parameter is ``Chosen.of(value)``: one candidate, index 0, no side
-input; the steps then run exactly as they would with the plain value.
+A step whose parameter depends on the privately chosen Δ0 holds every candidate's
+value and reads the chosen index from a side input (one step, not one per candidate).
+Why: docs/explanation/transforms.md#candidate-parameters-in-beam.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``CountReleased``'s ``max_items_per_user="auto"`` in Beam: ``SampleAtChosenMaxItems``.
-
-As ``beam_dpsu.beam.max_items_choice.selection`` does for a selection, on each user's
-number of distinct *released* items (``CountsAutoPlan.choose``); the math is
-``beam_dpsu.core.max_items_choice.counts``.
+"""``CountReleased``'s ``max_items_per_user="auto"`` in Beam: ``SampleAtChosenMaxItems``,
+on each user's number of distinct *released* items (``beam_dpsu.core.max_items_choice.counts``).
 
 Design and memory: docs/explanation/proofs.md#auto-in-beam.
 """
@@ -13,10 +10,8 @@ import random
 
 import apache_beam as beam
 
-from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import hashing, max_items_choice
 from beam_dpsu.core.max_items_choice import counts as counts_choice
-
-from beam_dpsu.core import hashing
 from beam_dpsu.beam.bounding import SampleEachUser, element_distinct_items
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.max_items_choice.selection import SizeHistogram
@@ -40,17 +35,12 @@ def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.Counts
 
 
 class _ChooseCountsMaxItems(beam.PTransform):
-    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed.
-
-    K, the number of released items, is public (the released set is a DP
-    output) and comes as a side input; the noise is drawn once, whoever reads it.
-    """
+    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed
+    (K, the number of released items, is public: a DP output)."""
 
     def __init__(self, plan: counts_choice.CountsAutoPlan, released, seed: int | None):
         super().__init__()
-        self._plan = plan
-        self._released = released
-        self._seed = seed
+        self._plan, self._released, self._seed = plan, released, seed
 
     def expand(self, sizes):
         released_items = (self._released
@@ -68,41 +58,32 @@ class SampleAtChosenMaxItems(beam.PTransform):
     """CountReleased's "auto": (user, released items held) → (user, ≤ Δ0 of them), Δ0
     chosen privately.
 
-    First each user's number of released items is binned and Δ0 chosen from
-    the noisy bins (checkpointed); then every user is sampled at the chosen
-    Δ0 (a side input). After expansion ``chosen`` is the chosen candidate's
-    index (a singleton PCollection) and ``chosen_max_items_per_user`` its Δ0.
+    After expansion ``chosen`` is the chosen index (a singleton PCollection) and
+    ``chosen_max_items_per_user`` its Δ0.
 
     Args:
       plan: the split and the candidates (``max_items_choice.counts.plan_counts_auto``).
       released: the released items (canonical), a PCollection.
       released_set: the released items as a side input (``AsDict``).
-      elements: with privacy_unit="element", the input elements: the sizes
-        are read from them, not from the user records, which carry the random
-        element ids that must not be read twice (docs/privacy.md, invariant 11).
-        None with privacy_unit="user_id".
+      elements: with privacy_unit="element", the input elements, which the sizes are
+        read from (the records carry random ids: invariant 11); else None.
       seed: test-only.
     """
 
     def __init__(self, plan: counts_choice.CountsAutoPlan, released, released_set,
                  elements=None, seed: int | None = None):
         super().__init__()
-        self._plan = plan
-        self._released = released
-        self._released_set = released_set
-        self._elements = elements
-        self._seed = seed
-        self.chosen = None
-        self.chosen_max_items_per_user = None
+        self._plan, self._released, self._released_set = plan, released, released_set
+        self._elements, self._seed = elements, seed
+        self.chosen = self.chosen_max_items_per_user = None
 
     def expand(self, user_released):
         if self._elements is not None:
-            sizes = self._elements | "ReleasedPerUser" >> beam.Map(_released_size,
-                                                                   self._released_set)
+            sizes = self._elements | "ReleasedPerUser" >> beam.Map(
+                _released_size, self._released_set)
         else:
             sizes = user_released | "ReleasedPerUser" >> beam.Map(lambda r: len(r[1]))
         sizes = sizes | "HoldersOfReleased" >> beam.Filter(lambda n: n > 0)
-        # (number of released items held,) per user holding one
         self.chosen = sizes | "ChooseMaxItemsPerUser" >> _ChooseCountsMaxItems(
             self._plan, self._released, self._seed)
         candidates = self._plan.candidates

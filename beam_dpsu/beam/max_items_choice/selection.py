@@ -1,21 +1,10 @@
 """A selection's ``max_items_per_user="auto"`` in Beam: the size histogram, the choice, the records.
 
-The math is ``beam_dpsu.core.max_items_choice``; this module only moves data.
-``AutoSelection`` first merges every user's elements into one record and
-packs the records into compact blocks (``beam_dpsu.core.user_blocks.record_blocks``),
-which count each user's number of distinct items into the fixed size bins;
-then one step adds the integer noise to the summed bins and picks Δ0
-(``AutoPlan.choose``), a checkpointed draw; finally every block waits for the
-choice and feeds the selection, calibrated for every candidate when
-``SelectItems`` was built, whose steps read the chosen index as a side input
-(``beam_dpsu.beam.max_items_choice.chosen``). The parallel mechanisms and the sampling
-policies take the blocks packed (``as_blocks=True``), SIPS takes them alone
-(``packed=True``). The chosen Δ0 is a DP output; the selection runs once, at
-that Δ0, and spends the selection's budget once.
+The math is ``beam_dpsu.core.max_items_choice``; this module only moves data
+(``AutoSelection``; ``beam_dpsu.beam.max_items_choice.counts`` for ``CountReleased``).
 
-``beam_dpsu.beam.max_items_choice.counts`` does the same for ``CountReleased``.
-
-Design and memory: docs/explanation/proofs.md#auto-in-beam.
+Design and memory: docs/explanation/proofs.md#auto-in-beam and
+docs/explanation/transforms.md#candidate-parameters-in-beam.
 """
 
 from __future__ import annotations
@@ -27,9 +16,7 @@ from typing import Iterable
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsu.core import max_items_choice
-
-from beam_dpsu.core import hashing
+from beam_dpsu.core import hashing, max_items_choice
 from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.bounding import ItemCountsPerUser
 from beam_dpsu.beam.user_blocks import PackRecordsFn
@@ -80,15 +67,12 @@ def _noisy_choice(counts, plan: max_items_choice.AutoPlan, seed: int | None) -> 
 
 class ChooseFromSizeCounts(beam.PTransform):
     """The raw users per size bin (a singleton vector) → the chosen Δ0's index in
-    ``plan.candidates``: the noise is added and the rule applied in one step.
-
-    A singleton PCollection, checkpointed: the noise is drawn once, whoever reads it.
+    ``plan.candidates``, noised and chosen in one step; a checkpointed singleton.
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None = None):
         super().__init__()
-        self._plan = plan
-        self._seed = seed
+        self._plan, self._seed = plan, seed
 
     def expand(self, size_counts):
         return (size_counts
@@ -106,52 +90,40 @@ def _unpack(bins_block) -> Iterable:
 
 
 def _after_choice(bins_block, chosen: int):
-    """A packed block, passed on once the choice is known (``chosen``, a side input:
-    the block waits packed, not unpacked, until then)."""
+    """A packed block, passed on once the choice (``chosen``) is known: it waits packed."""
     return bins_block
 
 
 class AutoSelection(beam.PTransform):
-    """The users' records of a selection whose Δ0 is chosen privately, and the choice
-    (see the module docstring): input elements → one record per user, in the form of
-    ``privacy_unit="element"`` elements, once Δ0 is chosen.
+    """Input elements → one record per user (as ``privacy_unit="element"`` elements),
+    once Δ0 is chosen privately.
 
-    After expansion ``chosen`` is the chosen candidate's index in
-    ``plan.candidates`` (a singleton PCollection, drawn once) and
-    ``chosen_max_items_per_user`` its Δ0.
+    After expansion ``chosen`` is the chosen index in ``plan.candidates`` (a
+    singleton PCollection, drawn once) and ``chosen_max_items_per_user`` its Δ0.
 
     Args:
       plan: the budget split and the candidates (``max_items_choice.plan_auto``).
       occurrences: whether the mechanism uses item frequencies (GW).
       privacy_unit: the caller's privacy unit.
       seed: test-only.
-      packed: the users' records stay packed: the output is the blocks
-        (``record_blocks``, one bytes value each, unkeyed), for steps that each read
-        the choice (a side input) before a block, so the blocks wait there.
-      as_blocks: return the packed blocks, (users per size bin, block) pairs, not
-        the users' records: for a step that reads the choice itself and takes a
-        whole block at a time (``SampledWeightedHistogram(blocks=True)``).
+      packed: the output is the blocks alone (``record_blocks``, unkeyed), for steps
+        that each read the choice before a block.
+      as_blocks: the output is (users per size bin, block) pairs, for a step that reads
+        the choice itself (``SampledWeightedHistogram(blocks=True)``).
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
                  privacy_unit: str, seed: int | None, packed: bool = False,
                  as_blocks: bool = False):
         super().__init__()
-        self._plan = plan
-        self._occurrences = occurrences
-        self._privacy_unit = privacy_unit
-        self._seed = seed
         if packed and as_blocks:
             raise ValueError("AutoSelection gives blocks either packed or as_blocks, not both")
-        self._packed = packed
-        self._as_blocks = as_blocks
-        self.chosen = None
-        self.chosen_max_items_per_user = None
+        self._plan, self._occurrences, self._seed = plan, occurrences, seed
+        self._privacy_unit, self._packed, self._as_blocks = privacy_unit, packed, as_blocks
+        self.chosen = self.chosen_max_items_per_user = None
 
     def expand(self, elements):
-        # First one record per user (merged user records, or the elements
-        # themselves when each element is a person), checked and packed in
-        # blocks that count the users' sizes as they go.
+        # One record per user, packed in blocks that count the users' sizes as they go.
         by_element = self._privacy_unit == "element"
         records = elements if by_element else (
             elements | "ItemCountsPerUser" >> ItemCountsPerUser(
@@ -159,25 +131,20 @@ class AutoSelection(beam.PTransform):
         n_bins = len(self._plan.edges)
         blocks = records | "PackUserRecords" >> beam.ParDo(
             PackRecordsFn(by_element, self._occurrences, edges=self._plan.edges))
-        # Then the private choice of Δ0, drawn once.
-        chosen = (blocks
-                  | "UsersPerSizeBin" >> beam.Map(lambda bins_block: bins_block[0])
-                  | "SumSizeBins" >> beam.CombineGlobally(
-                      functools.partial(_sum_bin_counts, n_bins))
-                  | "ChooseMaxItemsPerUser" >> ChooseFromSizeCounts(self._plan, self._seed))
+        self.chosen = chosen = (blocks
+            | "UsersPerSizeBin" >> beam.Map(lambda bins_block: bins_block[0])
+            | "SumSizeBins" >> beam.CombineGlobally(functools.partial(_sum_bin_counts, n_bins))
+            | "ChooseMaxItemsPerUser" >> ChooseFromSizeCounts(self._plan, self._seed))
         candidates = self._plan.candidates
-        self.chosen = chosen
         self.chosen_max_items_per_user = chosen | "ChosenMaxItemsPerUser" >> beam.Map(
             lambda index: candidates[index])
         if self._as_blocks:  # the next step reads the choice: the blocks wait there
             return blocks
         if self._packed:
-            # The blocks alone: each step that reads them reads the choice first
-            # (SIPS's rounds), so they wait there, in one buffer its readers share,
-            # not in a copy made by a step of their own that waits.
+            # Each reader (SIPS's rounds) reads the choice first, so the blocks wait
+            # there, in one buffer its readers share, not in a copy of their own.
             return blocks | "Blocks" >> beam.Map(lambda bins_block: bins_block[1]
                                                  ).with_output_types(bytes)
-        # Finally every block, once the choice is known, as its users' records.
         waited = blocks | "WaitForTheChoice" >> beam.Map(_after_choice,
                                                          chosen=beam.pvalue.AsSingleton(chosen))
         return waited | "UnpackUserRecords" >> beam.FlatMap(_unpack)
