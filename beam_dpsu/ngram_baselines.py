@@ -70,8 +70,7 @@ class NgramsByDPSU(ReleaseTransform):
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
         if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
-            checks.max_items(self.max_n * self.max_items,
-                                       "max_n * max_items_per_user")
+            checks.max_items(self.max_n * self.max_items, "max_n * max_items_per_user")
         # A tight split's part holds only for the one SelectItems mechanism it was made
         # for: refused here, before anything is spent, unless that is this selection.
         if variant == "dpsu-even" or getattr(budget, "for_mechanism", None) is None:
@@ -82,8 +81,7 @@ class NgramsByDPSU(ReleaseTransform):
         warn_if_seeded(seed, "NgramsByDPSU")
 
     def _selection_mechanism(self):
-        """The one SelectItems mechanism of "dpsu-all" and "dpsu-single" (None for
-        "dpsu-even", T selections)."""
+        """The one SelectItems mechanism of "dpsu-all" and "dpsu-single" (None: "dpsu-even")."""
         if self.variant == "dpsu-all":
             return WeightedGaussian(self.max_n * self.max_items)
         if self.variant == "dpsu-single":
@@ -92,7 +90,7 @@ class NgramsByDPSU(ReleaseTransform):
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):
         # SelectItems takes str items: n-grams travel as JSON lists, decoded after.
-        encode = (lambda g: json.dumps(g)) if as_text else (lambda g: g)
+        encode = json.dumps if as_text else (lambda g: g)
         return docs | label >> beam.FlatMap(
             lambda d: ((d[0], encode(g)) for k in lengths for g in set(kgrams_of(d[1], k))))
 
@@ -100,19 +98,14 @@ class NgramsByDPSU(ReleaseTransform):
         require_global_window(documents, "NgramsByDPSU")
         docs = documents | "CheckDocuments" >> beam.Map(check_document).with_output_types(
             typing.Any)  # (user_id, tokens)
-        decode = beam.Map(lambda text: tuple(json.loads(text)))
-        if self.variant == "dpsu-all":
-            pairs = self._ngram_pairs(docs, range(1, self.max_n + 1), "AllNgrams", True)
+        if self.variant != "dpsu-even":
+            every = self.variant == "dpsu-all"
+            pairs = self._ngram_pairs(docs, range(1, self.max_n + 1) if every else [self.n],
+                                      "AllNgrams" if every else "Ngrams", True)
+            select = SelectItems(self._selection_mechanism(), self.budget, seed=self.seed)
             return (pairs  # (user_id, JSON n-gram)
-                    | "SelectAll" >> SelectItems(self._selection_mechanism(), self.budget,
-                                                 seed=self.seed)
-                    | "Decode" >> decode)
-        if self.variant == "dpsu-single":
-            pairs = self._ngram_pairs(docs, [self.n], "Ngrams", True)
-            return (pairs  # (user_id, JSON n-gram)
-                    | "SelectSingle" >> SelectItems(self._selection_mechanism(), self.budget,
-                                                    seed=self.seed)
-                    | "Decode" >> decode)
+                    | ("SelectAll" if every else "SelectSingle") >> select
+                    | "Decode" >> beam.Map(lambda text: tuple(json.loads(text))))
         # T equal Gaussian selections composing to σ* (each σ = √T·σ*), each
         # threshold with δ_thr/T; the δ split minimises that (common) threshold.
         calibration = dpsu_even_calibration(self.budget, self.max_n, self.max_items)
