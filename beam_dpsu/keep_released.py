@@ -1,16 +1,10 @@
 """Composing a release with a later aggregation: ``KeepReleased(released, key=fn)``.
 
-A released set (``SelectItems``, ``ExtractNgrams``) is public, so restricting
-another PCollection's records to it costs no budget: ``records |
-KeepReleased(released, key=fn)`` keeps the records whose key is a released
-item, and nothing else decides what passes (no counter, log or order that
-reads the data). A later DP aggregation over the kept records then bounds and
-noises them itself (e.g. PipelineDP with the released set as public
-partitions, ``public_partitions_already_filtered=True``).
-
-``method="side_input"`` (default) holds the released set in every worker's
-memory (about 100 bytes per 10-character item); ``method="join"`` shuffles
-instead and has no memory bound. Where the line lies, as measured:
+``records | KeepReleased(released, key=fn)`` keeps the records whose key is a
+released item, at no budget: a released set is public. A later DP aggregation
+then bounds and noises the kept records itself (e.g. PipelineDP with the
+released set as public partitions, ``public_partitions_already_filtered=True``).
+The keys, and where the line between the two methods lies:
 docs/explanation/transforms.md#keepreleased.
 """
 
@@ -127,22 +121,18 @@ class KeepReleased(beam.PTransform):
     ``records | KeepReleased(released, key=fn)`` passes a record through, once,
     exactly when ``fn(record)`` equals (``==``) an item of ``released``; which
     records pass depends on the released set and the records alone, so it adds
-    no privacy cost of its own. A record whose key several released elements
-    equal still passes once; records with equal keys all pass or all drop. A
-    later DP aggregation of the kept records must key users as the selection
-    did (``beam_dpsu.canonical_user_id``), or one person can count as several
-    users and spend its budget more than once (docs/how-to/compose.md).
+    no privacy cost of its own (docs/explanation/transforms.md#keepreleased).
+    Records with equal keys all pass or all drop. A later DP aggregation of the
+    kept records must key users as the selection did (``beam_dpsu.canonical_user_id``),
+    or one person can count as several users (docs/how-to/compose.md).
 
     Args:
       released: the ``PCollection`` of released items (``SelectItems``' or
         ``ExtractNgrams``' output) in the records' pipeline.
-      key: record → its item; default: the record is its item. Keys and
-        released items are str, bytes, int or tuples of these (as n-grams are;
-        numpy's str and ints count as the values they equal); a float or bool
-        is refused, as ``1.0`` and ``True`` equal ``1`` but not as encoded keys.
-      method: ``"side_input"`` (default; the set in every worker's memory,
-        ~100 bytes per 10-character item) or ``"join"`` (a ``CoGroupByKey``, no
-        memory bound; docs/explanation/transforms.md#keepreleased). Same output.
+      key: record → its item (default: the record itself). Keys and released items
+        are str, bytes, int or tuples of these (as n-grams are); a float or bool is refused.
+      method: ``"side_input"`` (default; the set in every worker's memory, ~100 bytes
+        per 10-character item) or ``"join"`` (a ``CoGroupByKey``); same output.
 
     Returns:
       The ``PCollection`` of the kept records, unchanged.

@@ -1,10 +1,8 @@
 """The DPSU baselines of dpne Table 3: n-grams released by set-union selections.
 
-``NgramsByDPSU(variant, max_n, budget, …)`` takes ``PCollection[(user_id,
-tokens)]`` documents, as ``ExtractNgrams`` does, and returns
-``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T. Unlike
-DPNE it never reads which shorter n-grams were released; it is the comparison
-DPNE is evaluated against (dpne §4).
+``NgramsByDPSU(variant, max_n, budget, …)`` takes ``(user_id, tokens)`` documents,
+as ``ExtractNgrams`` does, and returns the released n-grams of lengths 1..T; unlike
+DPNE it never reads which shorter n-grams were released (dpne §4).
 """
 
 from __future__ import annotations
@@ -40,19 +38,19 @@ BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
 class NgramsByDPSU(ReleaseTransform):
     """The DPSU baselines of dpne Table 3, on (user_id, tokens) documents.
 
-    * "dpsu-all": Weighted Gaussian once over the n-grams of every length
-      1..T, with Δ = T·Δ0.
-    * "dpsu-even": one Weighted Gaussian per length k, the budget split
-      evenly: σ_k = √T·σ* (Gaussian composition, dpne Prop. 2.3) and each
-      threshold with 1/T of level 1's δ share.
-    * "dpsu-single": the whole budget on the n-grams of one length ``n``.
+    Variants and their calibration: docs/explanation/transforms.md#ngramsbydpsu.
 
-    The arguments after ``max_items_per_user`` (``n``, ``seed``, ``accountant``) are
-    keyword-only. ``accountant``: optional ``BudgetAccountant`` to spend ``budget`` from when
-    this transform is built (``BudgetExceededError`` past its total). A part of a
-    tight split (``split_selection_and_counts(composition="tight")``) is refused
-    unless it was made for this variant's one selection (``dpsu-all``: Weighted
-    Gaussian at T·Δ0; ``dpsu-single``: at Δ0).
+    Args:
+      variant: "dpsu-all" (Weighted Gaussian once over lengths 1..T, Δ = T·Δ0),
+        "dpsu-even" (one per length k, σ_k = √T·σ*; dpne Prop. 2.3) or "dpsu-single".
+      max_n: T, the longest n-gram length.
+      budget: ``Budget`` or ``ZCDPBudget``; a tight split's part only if it was made
+        for the variant's one selection (Weighted Gaussian at T·Δ0, or Δ0 for "dpsu-single").
+      max_items_per_user: Δ0, each user's bound per length (in all, T·Δ0 for "dpsu-all").
+      n: the one length of "dpsu-single", 1 ≤ n ≤ max_n.
+      seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when built
+        (``BudgetExceededError`` past its total).
     """
 
     def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100, *,
@@ -106,8 +104,7 @@ class NgramsByDPSU(ReleaseTransform):
             return (pairs  # (user_id, JSON n-gram)
                     | ("SelectAll" if every else "SelectSingle") >> select
                     | "Decode" >> beam.Map(lambda text: tuple(json.loads(text))))
-        # T equal Gaussian selections composing to σ* (each σ = √T·σ*), each
-        # threshold with δ_thr/T; the δ split minimises that (common) threshold.
+        # T equal Gaussian selections composing to σ* (transforms.md#ngramsbydpsu).
         calibration = dpsu_even_calibration(self.budget, self.max_n, self.max_items)
         outputs = []
         for k in range(1, self.max_n + 1):

@@ -38,16 +38,14 @@ __all__ = ["SelectItems"]
 class SelectItems(ReadsContainers, ReleaseTransform):
     """Releases the items held by users under user-level DP.
 
-    Bounds each user's contribution (merges the user's elements, dedupes, samples
-    ≤ Δ0 items), sums the mechanism's per-user weights into a histogram over the
-    held items, adds noise and keeps the items above the release threshold. It is
-    calibrated when constructed: ``.report`` is ready before the pipeline runs. The
-    input (pairs, per-user records or rows; docs/how-to/input.md) must be bounded and
-    in the global window. The output means a *set*: write it with
-    ``beam_dpsu.WriteReleased``, never with ``WriteToText``. Items are equal when
-    ``==``: give them one type (``"cat"`` and ``b"cat"`` are two items but one line).
-    One object spends its budget once.
-    Input: docs/explanation/proofs.md#bounding-and-the-privacy-unit.
+    Bounds each user's contribution (dedupes, samples ≤ Δ0 items), sums the
+    mechanism's per-user weights into a histogram, adds noise and keeps the items
+    above the threshold. It is calibrated when constructed: ``.report`` is ready
+    before the pipeline runs. The input (pairs, per-user records or rows;
+    docs/how-to/input.md) must be bounded and in the global window. The output
+    means a *set*: write it with ``beam_dpsu.WriteReleased``, never ``WriteToText``.
+    Items are equal when ``==``: give them one type. One object spends its budget
+    once. More: docs/explanation/transforms.md#selectitems.
 
     Args:
       mechanism: a config, e.g. ``WeightedGaussian(100)``: Δ0 is its
@@ -96,8 +94,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                                    item_list_field=item_list_field)
         checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
-        # max_items_per_user="auto": a share of the budget picks Δ0 when the pipeline
-        # runs; every candidate is calibrated now (beam_dpsu.beam.max_items_choice.chosen).
+        # "auto": every candidate calibrated now (docs/explanation/transforms.md#selectitems).
         self.auto_plan = self.calibration = self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget, self.pre_threshold)
@@ -135,9 +132,8 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             return self._select(elements, self.privacy_unit,
                                 Chosen.of(self.mechanism.max_items_per_user),
                                 Chosen.of(self.calibration))
-        # max_items_per_user="auto": first Δ0 is chosen privately from the users'
-        # sizes, while their records wait packed; then one selection, at every
-        # candidate's calibration, reads the chosen one (a side input).
+        # "auto": Δ0 chosen privately while the records wait packed, then one selection
+        # at every candidate's calibration reads the chosen one (a side input).
         as_blocks, packed = _waiting_form(self.mechanism)
         auto = AutoSelection(plan, occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
                              privacy_unit=self.privacy_unit, seed=self.seed, packed=packed,
@@ -172,11 +168,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
 
 
 def _waiting_form(mechanism) -> tuple[bool, bool]:
-    """``AutoSelection``'s (``as_blocks``, ``packed``) for ``mechanism`` under "auto".
-
-    Parallel mechanisms and sampling policies take whole blocks; SIPS the blocks
-    the users waited in (``beam_dpsu.beam.sips``); GW one record per user.
-    """
+    """``AutoSelection``'s (``as_blocks``, ``packed``): how ``mechanism``'s records wait."""
     as_blocks = isinstance(mechanism, ParallelMechanism) or (
         isinstance(mechanism, SequentialMechanism)
         and not isinstance(mechanism, GreedyWithoutSampling))
