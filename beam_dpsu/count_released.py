@@ -84,14 +84,12 @@ def _released_item(item, ngrams: bool):
                              f"got {a_type(item)}")
 
 
-class _KeepReleasedFn(beam.DoFn):
+def _released_held(user_counts, released):
     """(user, {item: occurrences}) → (user, [released items it holds]); drops users with none."""
-
-    def process(self, user_counts, released):
-        user_id, counts = user_counts
-        kept = [item for item in counts if item in released]
-        if kept:
-            yield user_id, kept
+    user_id, counts = user_counts
+    kept = [item for item in counts if item in released]
+    if kept:
+        yield user_id, kept
 
 
 @draws_randomness
@@ -218,7 +216,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         else:
             user_counts = elements | "DedupePerUser" >> ItemCountsPerUser(
                 occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed)
-        user_released = user_counts | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(), released_set)
+        user_released = user_counts | "KeepReleased" >> beam.FlatMap(_released_held, released_set)
         if self.auto_plan is None:
             user_items = user_released | "SampleItemsPerUser" >> SampleEachUser(
                 self.calibration.max_items_per_user, self.seed, salt="counts")

@@ -82,8 +82,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                  item_field: str | None = None, item_list_field: str | None = None,
                  public_counts=None, pre_threshold: int = 1):
         super().__init__(label)
-        checks.instance("mechanism", mechanism, MechanismConfig,
-                        "a beam_dpsu mechanism config")
+        checks.instance("mechanism", mechanism, MechanismConfig, "a beam_dpsu mechanism config")
         checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         self.mechanism, self.budget = mechanism, budget
         self.public_counts = _check_public_counts(public_counts, mechanism)
@@ -102,7 +101,11 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             plain = mechanism.calibrate(budget)
             self.calibration = pre_threshold_calibrations.with_pre_threshold(
                 plain, mechanism, self.pre_threshold)
-            _log_pre_threshold(mechanism.name, plain, self.calibration)
+            if self.calibration.pre_threshold != 1:  # log what the pre-threshold costs
+                LOG.info("SelectItems (%s): %s; the weight an item needs to be released with "
+                         "probability 1/2 rises from %.6g to %.6g", mechanism.name,
+                         pre_threshold_rule.describe_pre_threshold(self.calibration.pre_threshold),
+                         plain.weight_threshold(), self.calibration.weight_threshold())
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
@@ -134,15 +137,19 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                                 Chosen.of(self.calibration))
         # "auto": Δ0 chosen privately while the records wait packed, then one selection
         # at every candidate's calibration reads the chosen one (a side input).
-        as_blocks, packed = _waiting_form(self.mechanism)
-        auto = AutoSelection(plan, occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
-                             privacy_unit=self.privacy_unit, seed=self.seed, packed=packed,
-                             as_blocks=as_blocks)
+        # Parallel mechanisms and sampling policies wait in whole blocks, SIPS in the
+        # blocks it reads once Δ0 is known (beam_dpsu.beam.sips), GW one record per user.
+        m = self.mechanism
+        is_gw = isinstance(m, GreedyWithoutSampling)
+        as_blocks = isinstance(m, ParallelMechanism) or (
+            isinstance(m, SequentialMechanism) and not is_gw)
+        auto = AutoSelection(plan, occurrences=is_gw, privacy_unit=self.privacy_unit,
+                             seed=self.seed, packed=isinstance(m, SIPS), as_blocks=as_blocks)
         records = elements | "AutoMaxItemsPerUser" >> auto  # blocks, or one record per user
         self.chosen_max_items_per_user = auto.chosen_max_items_per_user
         return self._select(records, "blocks" if as_blocks else "element",
                             Chosen(plan.candidates, auto.chosen),
-                            Chosen(plan.calibrations, auto.chosen), packed)
+                            Chosen(plan.calibrations, auto.chosen), isinstance(m, SIPS))
 
     def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen,
                 packed: bool = False):
@@ -167,14 +174,6 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
 
 
-def _waiting_form(mechanism) -> tuple[bool, bool]:
-    """``AutoSelection``'s (``as_blocks``, ``packed``): how ``mechanism``'s records wait."""
-    as_blocks = isinstance(mechanism, ParallelMechanism) or (
-        isinstance(mechanism, SequentialMechanism)
-        and not isinstance(mechanism, GreedyWithoutSampling))
-    return as_blocks, isinstance(mechanism, SIPS)
-
-
 def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chosen,
                         calibration: Chosen, seed, hot_key_fanout, pre_threshold: int):
     """BoundContributions and WeightedHistogram in one step (sample and partial sum)."""
@@ -191,16 +190,6 @@ def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chose
         return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
             calibration, seed)
     return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(calibration, seed)
-
-
-def _log_pre_threshold(name: str, plain, calibration) -> None:
-    """Logs what a pre-threshold costs: the weight for an even chance of release."""
-    if calibration.pre_threshold == 1:
-        return
-    LOG.info("SelectItems (%s): %s; the weight an item needs to be released with "
-             "probability 1/2 rises from %.6g to %.6g", name,
-             pre_threshold_rule.describe_pre_threshold(calibration.pre_threshold),
-             plain.weight_threshold(), calibration.weight_threshold())
 
 
 def _check_public_counts(public_counts, mechanism):
