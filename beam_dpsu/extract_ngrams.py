@@ -184,5 +184,4 @@ class ExtractNgrams(ReleaseTransform):
             self.non_private_level_stats = (
                 raw | "AllRawLevelStats" >> beam.Flatten() if raw
                 else documents.pipeline | "NoRawLevelStats" >> beam.Create([]))
-        # Finally the union of all levels.
         return self.released_per_level | "UnionOfLevels" >> beam.Flatten()

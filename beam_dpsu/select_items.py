@@ -135,10 +135,8 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             return self._select(elements, self.privacy_unit,
                                 Chosen.of(self.mechanism.max_items_per_user),
                                 Chosen.of(self.calibration))
-        # "auto": Δ0 chosen privately while the records wait packed, then one selection
-        # at every candidate's calibration reads the chosen one (a side input).
-        # Parallel mechanisms and sampling policies wait in whole blocks, SIPS in the
-        # blocks it reads once Δ0 is known (beam_dpsu.beam.sips), GW one record per user.
+        # "auto": Δ0 is chosen privately while the records wait packed (how: the transforms
+        # page), then one selection at every candidate's calibration reads the chosen one.
         m = self.mechanism
         is_gw = isinstance(m, GreedyWithoutSampling)
         as_blocks = isinstance(m, ParallelMechanism) or (
