@@ -1,28 +1,16 @@
 """Noisy user counts of the released items: ``CountReleased``.
 
-``CountReleased(released, budget, *, max_items_per_user=...)`` takes the
-(user_id, item) records and the ``PCollection`` of released items and returns
-``(item, noisy count of users holding it)`` for exactly the released items:
-every released item gets one count (0 + noise if no bounded user holds it),
-and no other item gets any.
+``CountReleased(released, budget, *, max_items_per_user=...)`` takes the users'
+items and the ``PCollection`` of released items and returns ``(item, noisy
+count of users holding it)`` for exactly the released items: each gets one
+count (0 + noise if no bounded user holds it), no other item gets any. The
+counts are integers plus exact discrete noise, never floating point (Mironov
+2012; Canonne, Kamath & Steinke 2020): discrete Laplace of scale Δ0/ε
+(``Budget``) or discrete Gaussian of σ² = Δ0/(2ρ) (``ZCDPBudget``).
 
-These numbers are published, so the noise is not floating point (its low bits
-would leak the true count; Mironov 2012): integer counts plus exact discrete
-noise (``beam_dpsu.core.discrete_noise``, Canonne, Kamath & Steinke 2020).
-Each user's records are deduplicated, restricted to the released items and
-sampled uniformly down to at most Δ0; each user adds 1 to each kept item (ℓ1
-sensitivity Δ0, ℓ2 sensitivity √Δ0); each count gets discrete Laplace noise of
-scale Δ0/ε (``Budget``) or discrete Gaussian noise of σ² = Δ0/(2ρ)
-(``ZCDPBudget``), both pure (``beam_dpsu.core.counts_budget`` calibrates it).
-The noisy counts end in a ``Reshuffle``, so that whoever reads them twice
-reads one draw (docs/privacy.md, invariant 11).
-
-With ``max_items_per_user="auto"`` a share of the counts' budget first buys a
-DP histogram of each user's number of distinct released items, and Δ0 is
-chosen from it and the public number of released items
-(``counts_max_items_choice.CountsAutoPlan``); ε or ρ add, δ stays 0.
-
-Proof: docs/explanation/proofs.md#counts-of-released-items.
+How it bounds, noises and chooses an "auto" Δ0:
+docs/explanation/transforms.md#countreleased. Proof:
+docs/explanation/proofs.md#counts-of-released-items.
 """
 
 from __future__ import annotations
@@ -50,6 +38,7 @@ from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["CountReleased", "check_ngram_pair"]
 
+
 def _is_ngram(value) -> bool:
     """A non-empty tuple of non-empty str."""
     return (isinstance(value, tuple) and bool(value)
@@ -63,7 +52,7 @@ def check_ngram_pair(record):
     """
     if not isinstance(record, tuple) or len(record) != 2:
         shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else f"{a_type(record)}")
+                 else a_type(record))
         raise InvalidRecordError(f"expected a (user_id, n-gram) pair, got {shape}")
     gram = record[1]
     if not _is_ngram(gram):
@@ -76,8 +65,7 @@ def check_ngram_pair(record):
 def _released_item(item, ngrams: bool):
     """A released item as a plain str/bytes (or n-gram: tuple of str); raises on the wrong kind.
 
-    Released n-grams counted as text items (or the reverse) would match no
-    user's items and get a zero count each, silently: refused instead.
+    Items of the other kind would match no user's items and silently count zero.
     """
     if isinstance(item, tuple):
         if not ngrams:
@@ -96,20 +84,17 @@ def _released_item(item, ngrams: bool):
                              f"got {a_type(item)}")
 
 
-class _KeepReleasedFn(beam.DoFn):
+def _released_held(user_counts, released):
     """(user, {item: occurrences}) → (user, [released items it holds]); drops users with none."""
-
-    def process(self, user_counts, released):
-        user_id, counts = user_counts
-        kept = [item for item in counts if item in released]
-        if kept:
-            yield user_id, kept
+    user_id, counts = user_counts
+    kept = [item for item in counts if item in released]
+    if kept:
+        yield user_id, kept
 
 
 @draws_randomness
 class _AddDiscreteNoiseFn(beam.DoFn):
-    """(item, count) → (item, count + noise): ``noises[chosen]``, chosen 0 unless a side
-    input (the chosen candidate's index, with max_items_per_user="auto") gives it."""
+    """(item, count) → (item, count + ``noises[chosen]``), ``chosen`` a side input under "auto"."""
 
     def __init__(self, noises: tuple, seed: int | None):
         self._noises = tuple(noises)
@@ -131,14 +116,12 @@ class CountReleased(ReadsContainers, ReleaseTransform):
     """Users' items → (item, noisy user count) for exactly the released items.
 
     Bounds each user (dedupes, keeps only released items, samples ≤ Δ0 of them
-    uniformly), sums 1 per (user, item) with a zero for every released item, so
-    each released item has exactly one count, and adds exact discrete noise
-    ([beam_dpsu.count_released][]'s module notes). Its input is what
-    ``SelectItems`` takes (pairs, per-user records, rows by field name); with
-    ``ngrams=True`` it is ``(user_id, n-gram)`` pairs, and released items of the
-    other kind are refused, so a mix-up cannot silently count zero. The released
-    set reaches the workers as a side input (it must fit in a worker's memory).
-    One object is one release of counts. Guide: docs/how-to/count-released.md.
+    uniformly), counts 1 per (user, item) plus a zero for every released item, and
+    adds exact discrete noise (docs/explanation/transforms.md#countreleased). Its
+    input is what ``SelectItems`` takes; with ``ngrams=True``, ``(user_id, n-gram)``
+    pairs, and released items of the other kind are refused. The released set
+    reaches the workers as a side input (it must fit in a worker's memory). One
+    object is one release of counts. Guide: docs/how-to/count-released.md.
 
     Args:
       released: ``PCollection`` of released items (e.g. ``SelectItems``' output),
@@ -176,8 +159,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         super().__init__(label)
         checks.instance("released", released, beam.pvalue.PCollection,
                         "the PCollection of released items", lambda v: type(v).__name__)
-        self.released = released
-        self.budget = budget
+        self.released, self.budget = released, budget
         self.seed = checks.seed(seed)
         self.ngrams = bool(ngrams)
         self.privacy_unit = checks.privacy_unit(privacy_unit)
@@ -189,15 +171,13 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                                    item_field=item_field, item_list_field=item_list_field)
         # max_items_per_user="auto": a share of the budget picks Δ0 when the
         # pipeline runs; every candidate's noise is calibrated now.
-        self.auto_plan = None
+        self.auto_plan = self.calibration = self.chosen_max_items_per_user = None
         self.calibrations_by_candidate: dict = {}
-        self.chosen_max_items_per_user = None
         bound = max_items_choice.check_max_items_or_auto(max_items_per_user)
         if max_items_choice.is_auto(bound):
             # split_budget refuses a tight split's part: it is bound to one Δ0.
             self.auto_plan, self.calibrations_by_candidate = counts_choice.plan_counts_auto(
                 bound, budget, count_calibration)
-            self.calibration = None
         else:
             # A tight split's selection part is made for one SelectItems, never for counts.
             if getattr(budget, "for_mechanism", None) is not None:
@@ -216,30 +196,27 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                              self.calibrations_by_candidate, self.seed, self.privacy_unit)
 
     def expand(self, elements):
-        # Bounding is global (docs/privacy.md, invariant 7): both inputs must be in the
-        # global window.
+        # Bounding is global (docs/privacy.md, invariant 7): both inputs in the global window.
         require_global_window(elements, "CountReleased (its users' items)")
         require_global_window(self.released, "CountReleased (its released items)")
         if self.released.pipeline is not elements.pipeline:
-            raise ParameterError("released", "must come from the same pipeline as the users' "
-                                             "items (e.g. SelectItems applied to them there), "
-                                             "got a PCollection of another pipeline")
+            raise ParameterError("released", "must come from the same pipeline as the users' items "
+                                 "(e.g. SelectItems applied to them there), got a PCollection "
+                                 "of another pipeline")
         elements = read_fields(elements, self.fields, "CountReleased")
         # Released items as plain str/bytes/tuples of str (numpy.str_ and the
         # like cannot be encoded deterministically as keys), of the kind counted.
-        ngrams = self.ngrams
-        released = self.released | "CanonicalReleased" >> beam.Map(_released_item, ngrams)
+        released = self.released | "CanonicalReleased" >> beam.Map(_released_item, self.ngrams)
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
-        if ngrams:
+        if self.ngrams:
             user_counts = (elements
                            | "ValidatePairs" >> beam.Map(check_ngram_pair)
                            | "DedupePerUser" >> WholeItemCountsPerUser())
         else:
             user_counts = elements | "DedupePerUser" >> ItemCountsPerUser(
                 occurrences=False, privacy_unit=self.privacy_unit, seed=self.seed)
-        user_released = user_counts | "KeepReleased" >> beam.ParDo(_KeepReleasedFn(),
-                                                                   released_set)
+        user_released = user_counts | "KeepReleased" >> beam.FlatMap(_released_held, released_set)
         if self.auto_plan is None:
             user_items = user_released | "SampleItemsPerUser" >> SampleEachUser(
                 self.calibration.max_items_per_user, self.seed, salt="counts")
@@ -260,7 +237,6 @@ class CountReleased(ReadsContainers, ReleaseTransform):
         return ((ones, zeros)
                 | "FlattenCounts" >> beam.Flatten()
                 | "CountPerItem" >> beam.CombinePerKey(sum)
-                | "AddDiscreteNoise" >> beam.ParDo(
-                    _AddDiscreteNoiseFn(noises, self.seed), *chosen)
+                | "AddDiscreteNoise" >> beam.ParDo(_AddDiscreteNoiseFn(noises, self.seed), *chosen)
                 # The noisy counts are drawn once, whoever reads them (invariant 11).
                 | "Checkpoint" >> beam.Reshuffle())

@@ -19,13 +19,8 @@ released). With Δ_1 "auto", ``auto_plan`` holds the split and candidates,
 ``chosen_max_items_per_user`` the chosen Δ_1 (a singleton PCollection, a DP
 output), and ``sigmas`` and the other single-Δ_1 attributes are None.
 
-This module holds the transform only: the parameters, calibration and report
-are ``beam_dpsu.core.ngram_parameters``, ``ngram_calibration`` (every candidate
-Δ_1) and ``ngram_report``; in Beam, ``beam_dpsu.beam.user_blocks`` (the
-users' records), ``ngram_level1`` (level 1, the Δ_1 choice) and
-``ngram_levels`` (k ≥ 2). The DPSU baselines are ``beam_dpsu.ngram_baselines``.
-
-The levels, their privacy and "auto": docs/explanation/proofs.md#dpne.
+The modules it is built from: docs/explanation/transforms.md#extractngrams. The
+levels, their privacy and "auto": docs/explanation/proofs.md#dpne.
 """
 
 from __future__ import annotations
@@ -110,7 +105,7 @@ class ExtractNgrams(ReleaseTransform):
         # "auto", the budget split and DPNE at every candidate Δ_1.
         self.auto_plan, self._calibrations = ngram_calibration.calibrate_extraction(
             self.params, budget)
-        # Known only once Δ_1 is chosen if it is "auto": see report["calibration_by_candidate"].
+        # None with Δ_1 "auto" (chosen when run): see report["calibration_by_candidate"].
         fixed = self._calibrations[0] if self.auto_plan is None else None
         self.sigma_total = None if fixed is None else fixed.sigma_total
         self.threshold_delta = None if fixed is None else fixed.threshold_delta
@@ -121,10 +116,8 @@ class ExtractNgrams(ReleaseTransform):
         spend_from(accountant, budget, "ExtractNgrams")
         warn_if_seeded(self.seed, "ExtractNgrams")
         self.non_private_stats = bool(non_private_stats)
-        self.chosen_max_items_per_user = None
+        self.chosen_max_items_per_user = self.level_stats = self.non_private_level_stats = None
         self.released_per_level: list = []
-        self.level_stats = None
-        self.non_private_level_stats = None
 
     # The parameters, as validated (``self.params``); Δ_k per level under the one name
     # Δ0 has everywhere (None: level 1's Δ_1 is "auto", chosen when the pipeline runs).
@@ -182,8 +175,7 @@ class ExtractNgrams(ReleaseTransform):
             levels.append(KgramLevel(k, params, self._calibrations, self.released_per_level[-1],
                                      unigrams, unigram_keys, chosen, self.progress_logger,
                                      self.non_private_stats))
-            self.released_per_level.append(
-                user_blocks | f"Level{k}" >> levels[-1])  # (token, ..., token): k-grams
+            self.released_per_level.append(user_blocks | f"Level{k}" >> levels[-1])  # k-grams
         # The levels' figures in one step, once the last level is counted.
         self.level_stats = self.released_per_level[-1] | "LevelStats" >> LevelStats(
             [level.parameters for level in levels], params, self.progress_logger)
@@ -192,5 +184,4 @@ class ExtractNgrams(ReleaseTransform):
             self.non_private_level_stats = (
                 raw | "AllRawLevelStats" >> beam.Flatten() if raw
                 else documents.pipeline | "NoRawLevelStats" >> beam.Create([]))
-        # Finally the union of all levels.
         return self.released_per_level | "UnionOfLevels" >> beam.Flatten()

@@ -1,26 +1,11 @@
 """Composing a release with a later aggregation: ``KeepReleased(released, key=fn)``.
 
-A released set (``SelectItems``, ``ExtractNgrams``) is public, so restricting
-another PCollection's records to it costs no budget: ``records |
-KeepReleased(released, key=fn)`` keeps the records whose key is a released
-item, and nothing else decides what passes (no counter, log or order that
-reads the data). A later DP aggregation over the kept records then bounds and
-noises them itself (e.g. PipelineDP with the released set as public
-partitions, ``public_partitions_already_filtered=True``).
-
-Where the line between the two methods lies. ``method="side_input"``
-(default) broadcasts the released set to every worker, where each DoFn
-instance builds one ``frozenset`` the first time it runs and keeps it for
-every later bundle (the set is one value: both inputs are in the global
-window): no shuffle, one hash lookup per record. Measured in CPython 3.11,
-the set costs about 100 bytes per released item of 10 characters (≈ 60 for
-the str, ≈ 40 for the table; +1 byte per further character), so 1 million
-items take about 100 MB and 10 million about 1 GB of every worker. Use
-``method="join"`` (a ``CoGroupByKey`` on the key: the records and the
-released items are shuffled once, no per-worker memory bound) when the
-released set may exceed about 10 % of a worker's memory, i.e. from a few
-million items on common 4–8 GB workers; below that the side input is faster.
-SIPS's ``removal`` draws the same line (``beam_dpsu.beam.sips``).
+``records | KeepReleased(released, key=fn)`` keeps the records whose key is a
+released item, at no budget: a released set is public. A later DP aggregation
+then bounds and noises the kept records itself (e.g. PipelineDP with the
+released set as public partitions, ``public_partitions_already_filtered=True``).
+The keys, and where the line between the two methods lies:
+docs/explanation/transforms.md#keepreleased.
 """
 
 from __future__ import annotations
@@ -39,13 +24,11 @@ from beam_dpsu.beam.windowing import require_global_window
 __all__ = ["KeepReleased", "METHODS"]
 
 METHODS = ("side_input", "join")
+_KEY_TYPES = "a str, bytes, int (not a bool) or tuple of these"
 
 
 def _record_itself(record: Any) -> Any:
     return record
-
-
-_KEY_TYPES = "a str, bytes, int (not a bool) or tuple of these"
 
 
 class _NotAKey(Exception):
@@ -80,11 +63,8 @@ def _plain(value: Any) -> Any:
 def _item_key(value: Any, what: str) -> Any:
     """``value`` as the key both methods compare: a plain str, bytes, int or tuple of these.
 
-    Equal keys of these types encode to equal bytes and unequal ones to unequal
-    bytes, so the side input's ``==`` and the join's encoded keys keep the same
-    records. A float, a bool, None or any other type is refused, by both methods
-    alike: ``1.0`` and ``True`` equal ``1`` in Python but not once encoded, and
-    the join's coder would print a value it cannot encode.
+    Why only these (both methods must keep the same records):
+    docs/explanation/transforms.md#keepreleased.
 
     Raises:
       InvalidRecordError: for any other value, naming its type, never the value.
@@ -141,22 +121,18 @@ class KeepReleased(beam.PTransform):
     ``records | KeepReleased(released, key=fn)`` passes a record through, once,
     exactly when ``fn(record)`` equals (``==``) an item of ``released``; which
     records pass depends on the released set and the records alone, so it adds
-    no privacy cost of its own. A record whose key several released elements
-    equal still passes once; records with equal keys all pass or all drop. A
-    later DP aggregation of the kept records must key users as the selection
-    did (``beam_dpsu.canonical_user_id``), or one person can count as several
-    users and spend its budget more than once (docs/how-to/compose.md).
+    no privacy cost of its own (docs/explanation/transforms.md#keepreleased).
+    Records with equal keys all pass or all drop. A later DP aggregation of the
+    kept records must key users as the selection did (``beam_dpsu.canonical_user_id``),
+    or one person can count as several users (docs/how-to/compose.md).
 
     Args:
       released: the ``PCollection`` of released items (``SelectItems``' or
         ``ExtractNgrams``' output) in the records' pipeline.
-      key: record → its item; default: the record is its item. Keys and
-        released items are str, bytes, int or tuples of these (as n-grams are;
-        numpy's str and ints count as the values they equal); a float or bool
-        is refused, as ``1.0`` and ``True`` equal ``1`` but not as encoded keys.
-      method: ``"side_input"`` (default; the set in every worker's memory,
-        ~100 bytes per 10-character item) or ``"join"`` (a ``CoGroupByKey``, no
-        memory bound; the module docstring says where the line is). Same output.
+      key: record → its item (default: the record itself). Keys and released items
+        are str, bytes, int or tuples of these (as n-grams are); a float or bool is refused.
+      method: ``"side_input"`` (default; the set in every worker's memory, ~100 bytes
+        per 10-character item) or ``"join"`` (a ``CoGroupByKey``); same output.
 
     Returns:
       The ``PCollection`` of the kept records, unchanged.
@@ -183,8 +159,8 @@ class KeepReleased(beam.PTransform):
         checks.instance("released", released, beam.pvalue.PCollection,
                         "the PCollection of released items", lambda v: type(v).__name__)
         if key is not None and not callable(key):
-            raise checks.ParameterTypeError("key", f"must be a function record -> item, got "
-                                                   f"{a_type(key)}")
+            raise checks.ParameterTypeError(
+                "key", f"must be a function record -> item, got {a_type(key)}")
         self._released = released
         self._key = _record_itself if key is None else key
         self._method = checks.one_name_of("method", method, METHODS, "'side_input' or 'join'")
@@ -196,14 +172,12 @@ class KeepReleased(beam.PTransform):
                             "its records: release and filter in one pipeline")
         require_global_window(records, "KeepReleased (its records)")
         require_global_window(self._released, "KeepReleased (its released items)")
-        # The kept records are records: their type stays the input's.
-        element_type = records.element_type
+        element_type = records.element_type  # the kept records are records: the input's type
         if self._method == "side_input":
             return records | "KeepBySideInput" >> beam.ParDo(
                 _KeepBySideInputFn(self._key), beam.pvalue.AsIter(self._released)
             ).with_output_types(element_type)
-        keyed = records | "KeyRecords" >> beam.Map(_KeyRecord(self._key))
-        items = self._released | "ReleasedAsKeys" >> beam.Map(_released_as_key)
-        return ({"records": keyed, "released": items}
+        return ({"records": records | "KeyRecords" >> beam.Map(_KeyRecord(self._key)),
+                 "released": self._released | "ReleasedAsKeys" >> beam.Map(_released_as_key)}
                 | "JoinOnKey" >> beam.CoGroupByKey()
                 | "KeepJoined" >> beam.FlatMap(_kept_by_join).with_output_types(element_type))

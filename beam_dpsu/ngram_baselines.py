@@ -1,10 +1,8 @@
 """The DPSU baselines of dpne Table 3: n-grams released by set-union selections.
 
-``NgramsByDPSU(variant, max_n, budget, …)`` takes ``PCollection[(user_id,
-tokens)]`` documents, as ``ExtractNgrams`` does, and returns
-``PCollection[tuple[str, ...]]``: the released n-grams of lengths 1..T. Unlike
-DPNE it never reads which shorter n-grams were released; it is the comparison
-DPNE is evaluated against (dpne §4).
+``NgramsByDPSU(variant, max_n, budget, …)`` takes ``(user_id, tokens)`` documents,
+as ``ExtractNgrams`` does, and returns the released n-grams of lengths 1..T; unlike
+DPNE it never reads which shorter n-grams were released (dpne §4).
 """
 
 from __future__ import annotations
@@ -40,19 +38,19 @@ BASELINES = ("dpsu-all", "dpsu-even", "dpsu-single")
 class NgramsByDPSU(ReleaseTransform):
     """The DPSU baselines of dpne Table 3, on (user_id, tokens) documents.
 
-    * "dpsu-all": Weighted Gaussian once over the n-grams of every length
-      1..T, with Δ = T·Δ0.
-    * "dpsu-even": one Weighted Gaussian per length k, the budget split
-      evenly: σ_k = √T·σ* (Gaussian composition, dpne Prop. 2.3) and each
-      threshold with 1/T of level 1's δ share.
-    * "dpsu-single": the whole budget on the n-grams of one length ``n``.
+    Variants and their calibration: docs/explanation/transforms.md#ngramsbydpsu.
 
-    The arguments after ``max_items_per_user`` (``n``, ``seed``, ``accountant``) are
-    keyword-only. ``accountant``: optional ``BudgetAccountant`` to spend ``budget`` from when
-    this transform is built (``BudgetExceededError`` past its total). A part of a
-    tight split (``split_selection_and_counts(composition="tight")``) is refused
-    unless it was made for this variant's one selection (``dpsu-all``: Weighted
-    Gaussian at T·Δ0; ``dpsu-single``: at Δ0).
+    Args:
+      variant: "dpsu-all" (Weighted Gaussian once over lengths 1..T, Δ = T·Δ0),
+        "dpsu-even" (one per length k, σ_k = √T·σ*; dpne Prop. 2.3) or "dpsu-single".
+      max_n: T, the longest n-gram length.
+      budget: ``Budget`` or ``ZCDPBudget``; a tight split's part only if it was made
+        for the variant's one selection (Weighted Gaussian at T·Δ0, or Δ0 for "dpsu-single").
+      max_items_per_user: Δ0, each user's bound per length (in all, T·Δ0 for "dpsu-all").
+      n: the one length of "dpsu-single", 1 ≤ n ≤ max_n.
+      seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when built
+        (``BudgetExceededError`` past its total).
     """
 
     def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100, *,
@@ -70,8 +68,7 @@ class NgramsByDPSU(ReleaseTransform):
         self.variant, self.max_n, self.budget = variant, int(max_n), budget
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
         if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
-            checks.max_items(self.max_n * self.max_items,
-                                       "max_n * max_items_per_user")
+            checks.max_items(self.max_n * self.max_items, "max_n * max_items_per_user")
         # A tight split's part holds only for the one SelectItems mechanism it was made
         # for: refused here, before anything is spent, unless that is this selection.
         if variant == "dpsu-even" or getattr(budget, "for_mechanism", None) is None:
@@ -82,8 +79,7 @@ class NgramsByDPSU(ReleaseTransform):
         warn_if_seeded(seed, "NgramsByDPSU")
 
     def _selection_mechanism(self):
-        """The one SelectItems mechanism of "dpsu-all" and "dpsu-single" (None for
-        "dpsu-even", T selections)."""
+        """The one SelectItems mechanism of "dpsu-all" and "dpsu-single" (None: "dpsu-even")."""
         if self.variant == "dpsu-all":
             return WeightedGaussian(self.max_n * self.max_items)
         if self.variant == "dpsu-single":
@@ -92,7 +88,7 @@ class NgramsByDPSU(ReleaseTransform):
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):
         # SelectItems takes str items: n-grams travel as JSON lists, decoded after.
-        encode = (lambda g: json.dumps(g)) if as_text else (lambda g: g)
+        encode = json.dumps if as_text else (lambda g: g)
         return docs | label >> beam.FlatMap(
             lambda d: ((d[0], encode(g)) for k in lengths for g in set(kgrams_of(d[1], k))))
 
@@ -100,21 +96,15 @@ class NgramsByDPSU(ReleaseTransform):
         require_global_window(documents, "NgramsByDPSU")
         docs = documents | "CheckDocuments" >> beam.Map(check_document).with_output_types(
             typing.Any)  # (user_id, tokens)
-        decode = beam.Map(lambda text: tuple(json.loads(text)))
-        if self.variant == "dpsu-all":
-            pairs = self._ngram_pairs(docs, range(1, self.max_n + 1), "AllNgrams", True)
+        if self.variant != "dpsu-even":
+            every = self.variant == "dpsu-all"
+            pairs = self._ngram_pairs(docs, range(1, self.max_n + 1) if every else [self.n],
+                                      "AllNgrams" if every else "Ngrams", True)
+            select = SelectItems(self._selection_mechanism(), self.budget, seed=self.seed)
             return (pairs  # (user_id, JSON n-gram)
-                    | "SelectAll" >> SelectItems(self._selection_mechanism(), self.budget,
-                                                 seed=self.seed)
-                    | "Decode" >> decode)
-        if self.variant == "dpsu-single":
-            pairs = self._ngram_pairs(docs, [self.n], "Ngrams", True)
-            return (pairs  # (user_id, JSON n-gram)
-                    | "SelectSingle" >> SelectItems(self._selection_mechanism(), self.budget,
-                                                    seed=self.seed)
-                    | "Decode" >> decode)
-        # T equal Gaussian selections composing to σ* (each σ = √T·σ*), each
-        # threshold with δ_thr/T; the δ split minimises that (common) threshold.
+                    | ("SelectAll" if every else "SelectSingle") >> select
+                    | "Decode" >> beam.Map(lambda text: tuple(json.loads(text))))
+        # T equal Gaussian selections composing to σ* (transforms.md#ngramsbydpsu).
         calibration = dpsu_even_calibration(self.budget, self.max_n, self.max_items)
         outputs = []
         for k in range(1, self.max_n + 1):

@@ -1,33 +1,25 @@
 """The public set-union transform: ``SelectItems(mechanism, budget)``.
 
-``SelectItems`` takes ``PCollection[(user_id, item)]`` (one element per
-occurrence) or per-user records ``PCollection[(user_id, items)]`` (a row or
-document of one user; see ``beam_dpsu.beam.bounding``), or the same read from named
-fields of ``beam.Row``s, NamedTuples or dicts (``beam_dpsu.beam.fields``), and returns
-``PCollection[item]`` of released items. It is
-calibrated when it is constructed: thresholds and noise scales are computed
-eagerly and available as ``.report`` before the pipeline runs.
+It takes ``(user_id, item)`` pairs, per-user ``(user_id, items)`` records
+(``beam_dpsu.beam.bounding``) or named fields of rows (``beam_dpsu.beam.fields``)
+and returns the released items. Thresholds and noise scales are computed when it
+is constructed, so ``.report`` is ready before the pipeline runs.
 """
 
 from __future__ import annotations
 
 import apache_beam as beam
 
-from beam_dpsu.core import max_items_choice
-
-from beam_dpsu.core import checks
+from beam_dpsu.core import checks, max_items_choice, policies
 from beam_dpsu.core import pre_threshold as pre_threshold_rule
 from beam_dpsu.core.pre_threshold import calibrations as pre_threshold_calibrations
 from beam_dpsu.core.checks import ParameterError
-
-from beam_dpsu.core import policies
 from beam_dpsu.beam.max_items_choice.selection import AutoSelection
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.beam.bounding import ItemCountsPerUser, SampleEachUser
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismConfig,
-                                       ParallelMechanism,
-                               PolicyLaplace, SequentialMechanism)
+                                       ParallelMechanism, PolicyLaplace, SequentialMechanism)
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
@@ -46,16 +38,14 @@ __all__ = ["SelectItems"]
 class SelectItems(ReadsContainers, ReleaseTransform):
     """Releases the items held by users under user-level DP.
 
-    Bounds each user's contribution (merges the user's elements, dedupes, samples
-    ≤ Δ0 items), sums the mechanism's per-user weights into a histogram over the
-    held items, adds noise and keeps the items above the release threshold. It is
-    calibrated when constructed: ``.report`` is ready before the pipeline runs. The
-    input (pairs, per-user records or rows; docs/how-to/input.md) must be bounded and
-    in the global window. The output means a *set*: write it with
-    ``beam_dpsu.WriteReleased``, never with ``WriteToText``. Items are equal when
-    ``==``: give them one type (``"cat"`` and ``b"cat"`` are two items but one line).
-    One object spends its budget once.
-    Input: docs/explanation/proofs.md#bounding-and-the-privacy-unit.
+    Bounds each user's contribution (dedupes, samples ≤ Δ0 items), sums the
+    mechanism's per-user weights into a histogram, adds noise and keeps the items
+    above the threshold. It is calibrated when constructed: ``.report`` is ready
+    before the pipeline runs. The input (pairs, per-user records or rows;
+    docs/how-to/input.md) must be bounded and in the global window. The output
+    means a *set*: write it with ``beam_dpsu.WriteReleased``, never ``WriteToText``.
+    Items are equal when ``==``: give them one type. One object spends its budget
+    once. More: docs/explanation/transforms.md#selectitems.
 
     Args:
       mechanism: a config, e.g. ``WeightedGaussian(100)``: Δ0 is its
@@ -92,11 +82,9 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                  item_field: str | None = None, item_list_field: str | None = None,
                  public_counts=None, pre_threshold: int = 1):
         super().__init__(label)
-        checks.instance("mechanism", mechanism, MechanismConfig,
-                        "a beam_dpsu mechanism config")
+        checks.instance("mechanism", mechanism, MechanismConfig, "a beam_dpsu mechanism config")
         checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
-        self.mechanism = mechanism
-        self.budget = budget
+        self.mechanism, self.budget = mechanism, budget
         self.public_counts = _check_public_counts(public_counts, mechanism)
         self.seed = checks.seed(seed)
         self.hot_key_fanout = hot_key_fanout
@@ -105,78 +93,66 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                                    item_list_field=item_list_field)
         checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
-        # max_items_per_user="auto": a share of the budget picks Δ0 when the
-        # pipeline runs; every candidate is calibrated now, and the selection
-        # reads the chosen candidate's Δ0 and calibration (beam_dpsu.beam.max_items_choice.chosen).
-        self.auto_plan = None
-        self._auto_calibrations: tuple = ()
-        self.chosen_max_items_per_user = None
+        # "auto": every candidate calibrated now (docs/explanation/transforms.md#selectitems).
+        self.auto_plan = self.calibration = self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget, self.pre_threshold)
-            self._auto_calibrations = self.auto_plan.calibrations
-            self.calibration = None
         else:
-            self.calibration = self._calibrate(mechanism, budget)
+            plain = mechanism.calibrate(budget)
+            self.calibration = pre_threshold_calibrations.with_pre_threshold(
+                plain, mechanism, self.pre_threshold)
+            if self.calibration.pre_threshold != 1:  # log what the pre-threshold costs
+                LOG.info("SelectItems (%s): %s; the weight an item needs to be released with "
+                         "probability 1/2 rises from %.6g to %.6g", mechanism.name,
+                         pre_threshold_rule.describe_pre_threshold(self.calibration.pre_threshold),
+                         plain.weight_threshold(), self.calibration.weight_threshold())
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
         # The secret key of the sequential policies' user order (and GW's item
         # ties): fresh per run, derived from the seed only in seeded tests.
         self._order_key = run_order_key(self.seed)
-        # Named intermediate releases (SIPS rounds), filled in by expand only
-        # when asked for by name. Which round released an item is more than the
-        # set (covered by the composition of the rounds, but not by "only the
-        # set leaves"), so it is opt-in and labelled non-private.
+        # Which SIPS round released an item is more than the set (covered by the
+        # rounds' composition, not by "only the set leaves"): opt-in, non-private.
         self.non_private_stats = bool(non_private_stats)
         self.non_private_released_by_stage: dict = {}
-
-    def _calibrate(self, mechanism: MechanismConfig, budget):
-        """The mechanism's calibration under ``budget``, with this selection's pre-threshold
-        (the caller's budget was checked against the mechanism when it was given)."""
-        plain = mechanism.calibrate(budget)
-        calibration = pre_threshold_calibrations.with_pre_threshold(
-            plain, mechanism, self.pre_threshold)
-        _log_pre_threshold(mechanism.name, plain, calibration)
-        return calibration
 
     @property
     def report(self) -> dict:
         """The privacy parameters of this selection (no data needed)."""
-        auto_calibrations = {} if self.auto_plan is None else dict(
-            zip(self.auto_plan.candidates, self._auto_calibrations))
-        report = selection_report(self.mechanism, self.budget, self.calibration,
-                                  self.auto_plan, auto_calibrations, self.seed,
-                                  self.privacy_unit)
+        plan = self.auto_plan
+        by_candidate = {} if plan is None else dict(zip(plan.candidates, plan.calibrations))
+        report = selection_report(self.mechanism, self.budget, self.calibration, plan,
+                                  by_candidate, self.seed, self.privacy_unit)
         report["pre_threshold"] = self.pre_threshold
         return report
 
     def expand(self, elements):
         require_global_window(elements, "SelectItems")
         elements = read_fields(elements, self.fields, "SelectItems")
-        if self.auto_plan is None:
+        plan = self.auto_plan
+        if plan is None:
             return self._select(elements, self.privacy_unit,
                                 Chosen.of(self.mechanism.max_items_per_user),
                                 Chosen.of(self.calibration))
-        # max_items_per_user="auto": first Δ0 is chosen privately from the users'
-        # sizes, while their records wait packed; then one selection, at every
-        # candidate's calibration, reads the chosen one (a side input).
-        as_blocks, packed = _waiting_form(self.mechanism)
-        auto = AutoSelection(self.auto_plan,
-                             occurrences=isinstance(self.mechanism, GreedyWithoutSampling),
-                             privacy_unit=self.privacy_unit, seed=self.seed, packed=packed,
-                             as_blocks=as_blocks)
-        records = elements | "AutoMaxItemsPerUser" >> auto
-        # (blocks, or one privacy_unit="element" record per user)
+        # "auto": Δ0 is chosen privately while the records wait packed (how: the transforms
+        # page), then one selection at every candidate's calibration reads the chosen one.
+        m = self.mechanism
+        is_gw = isinstance(m, GreedyWithoutSampling)
+        as_blocks = isinstance(m, ParallelMechanism) or (
+            isinstance(m, SequentialMechanism) and not is_gw)
+        auto = AutoSelection(plan, occurrences=is_gw, privacy_unit=self.privacy_unit,
+                             seed=self.seed, packed=isinstance(m, SIPS), as_blocks=as_blocks)
+        records = elements | "AutoMaxItemsPerUser" >> auto  # blocks, or one record per user
         self.chosen_max_items_per_user = auto.chosen_max_items_per_user
         return self._select(records, "blocks" if as_blocks else "element",
-                            Chosen(self.auto_plan.candidates, auto.chosen),
-                            Chosen(self._auto_calibrations, auto.chosen), packed)
+                            Chosen(plan.candidates, auto.chosen),
+                            Chosen(plan.calibrations, auto.chosen), isinstance(m, SIPS))
 
     def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen,
                 packed: bool = False):
-        """The selection's pipeline on ``elements`` at Δ0 ``max_items`` and ``calibration``
-        (one value each, or one per candidate chosen by the same index); ``packed``:
-        SIPS's ``elements`` are blocks of them (``AutoSelection(packed=True)``)."""
+        """The pipeline at Δ0 ``max_items`` and ``calibration`` (one value each, or one per
+        candidate); ``packed``: SIPS's ``elements`` are ``AutoSelection`` blocks."""
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(calibration, max_items, self.seed, mechanism.removal,
@@ -196,27 +172,10 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         raise NotImplementedError(f"no Beam expansion for {type(mechanism).__name__}")
 
 
-def _waiting_form(mechanism) -> tuple[bool, bool]:
-    """How a mechanism takes the users' packed records under ``auto``: (``as_blocks``,
-    ``packed``) of ``AutoSelection``. The parallel mechanisms and the sampling policies
-    take whole blocks that read the choice themselves; SIPS the blocks the users waited
-    in, once it is known (``beam_dpsu.beam.sips``); GW one ``privacy_unit="element"``
-    record per user."""
-    as_blocks = isinstance(mechanism, ParallelMechanism) or (
-        isinstance(mechanism, SequentialMechanism)
-        and not isinstance(mechanism, GreedyWithoutSampling))
-    return as_blocks, isinstance(mechanism, SIPS)
-
-
 def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chosen,
                         calibration: Chosen, seed, hot_key_fanout, pre_threshold: int):
-    """A parallel mechanism's steps, applied in the calling ``SelectItems``.
-
-    BoundContributions and WeightedHistogram, with the sample and the partial
-    sum in one step; each element of privacy_unit="element" input is one
-    user's record already, checked in that step too.
-    """
-    by_element = privacy_unit == "element"
+    """BoundContributions and WeightedHistogram in one step (sample and partial sum)."""
+    by_element = privacy_unit == "element"  # each element one user's record already
     blocks = privacy_unit == "blocks"  # AutoSelection's packed blocks
     user_records = elements if by_element or blocks else (
         elements | "ItemCountsPerUser" >> ItemCountsPerUser(
@@ -231,21 +190,8 @@ def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chose
     return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(calibration, seed)
 
 
-def _log_pre_threshold(name: str, plain, calibration) -> None:
-    """With a pre-threshold, says when the transform is built what it costs: the weight
-    an item needs for an even chance of release, without (``plain``) and with it (a
-    pre-threshold never makes a release certainly empty: ``beam_dpsu.core.pre_threshold``)."""
-    if calibration.pre_threshold == 1:
-        return
-    LOG.info("SelectItems (%s): %s; the weight an item needs to be released with "
-             "probability 1/2 rises from %.6g to %.6g", name,
-             pre_threshold_rule.describe_pre_threshold(calibration.pre_threshold),
-             plain.weight_threshold(), calibration.weight_threshold())
-
-
 def _check_public_counts(public_counts, mechanism):
-    """SelectItems' ``public_counts``: None, or a PCollection for a GW-KT config that
-    holds no counts of its own; a GW-KT config without counts needs them here."""
+    """``public_counts``: None, or a PCollection for a GW-KT config holding no counts."""
     if public_counts is None:
         if getattr(mechanism, "public_order", False) and mechanism.public_counts is None:
             raise ParameterError.worded(
@@ -265,59 +211,46 @@ def _check_public_counts(public_counts, mechanism):
 class _SequentialSelection(beam.PTransform):
     """Policy Laplace / Policy Gaussian / GW as a pipeline.
 
-    First bound contributions (check, count items per user; the policies
-    then sample Δ0 items, GW keeps its top Δ0 by frequency), then build the
-    policy histogram in keyed-hash user order, one DoFn call per shard, finally
-    noise and threshold every key of it (GW's zero weights included) exactly
-    as the parallel mechanisms do.
+    Bound contributions (the policies sample Δ0 items, GW keeps its top Δ0 by
+    frequency), build the policy histogram in keyed-hash user order, one DoFn
+    call per shard, then noise and threshold every key (GW's zero weights too).
     """
 
     def __init__(self, mechanism, max_items: Chosen, calibration: Chosen, seed, order_key,
                  privacy_unit, public_counts=None):
         super().__init__()
+        self._mechanism, self._max_items, self._calibration = mechanism, max_items, calibration
+        self._seed, self._key, self._privacy_unit = seed, order_key, privacy_unit
         self._public_counts = public_counts
-        self._privacy_unit = privacy_unit
-        self._mechanism = mechanism
-        self._max_items = max_items
-        self._calibration = calibration
-        self._seed = seed
-        self._key = order_key
 
     def expand(self, elements):
-        m = self._mechanism
-        # GW orders a user's items by their occurrences; the policies only sample.
-        if isinstance(m, GreedyWithoutSampling):
+        m, unit, seed = self._mechanism, self._privacy_unit, self._seed
+        sample_elements = None
+        if isinstance(m, GreedyWithoutSampling):  # GW orders a user's items by occurrences
+            public = m.public_counts if self._public_counts is None else self._public_counts
             user_items = (elements
                           | "ItemCountsPerUser" >> ItemCountsPerUser(
-                              occurrences=True, privacy_unit=self._privacy_unit,
-                              seed=self._seed)
-                          | "TopItemsPerUser" >> OrderItemsForGW(
-                              self._key, self._max_items,
-                              m.public_counts if self._public_counts is None
-                              else self._public_counts))
+                              occurrences=True, privacy_unit=unit, seed=seed)
+                          | "TopItemsPerUser" >> OrderItemsForGW(self._key, self._max_items,
+                                                                 public))
             update = policies.greedy_update
-            sample_elements = None
         else:
-            update = (policies.l1_descent if isinstance(m, PolicyLaplace)
-                      else policies.l2_descent)
-            if self._privacy_unit in ("element", "blocks"):
+            update = policies.l1_descent if isinstance(m, PolicyLaplace) else policies.l2_descent
+            if unit in ("element", "blocks"):
                 # Each element is one person's record already (or a packed block
                 # of them): it is checked, sampled and packed for the policy in one step.
                 user_items, sample_elements = elements, self._max_items
             else:
                 user_items = (elements
                               | "ItemCountsPerUser" >> ItemCountsPerUser(
-                                  occurrences=False, privacy_unit=self._privacy_unit,
-                                  seed=self._seed)
-                              | "SampleItemsPerUser" >> SampleEachUser(
-                                  self._max_items, self._seed))
-                sample_elements = None
+                                  occurrences=False, privacy_unit=unit, seed=seed)
+                              | "SampleItemsPerUser" >> SampleEachUser(self._max_items, seed))
         # The histogram comes as one dict per shard of the items: each is noised whole.
         return (user_items
                 | "PolicyHistogram" >> SequentialPolicyHistogram(
                     update, self._calibration.map(lambda c: c.cutoff), self._key, m.shards,
                     item_shards=HISTOGRAM_SHARDS, sample_elements=sample_elements,
-                    seed=None if sample_elements is None else self._seed,
+                    seed=None if sample_elements is None else seed,
                     pre_threshold=self._calibration.first.pre_threshold,
-                    blocks=self._privacy_unit == "blocks")
-                | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, self._seed))
+                    blocks=unit == "blocks")
+                | "NoisyThreshold" >> NoisyThreshold.per_shard(self._calibration, seed))
