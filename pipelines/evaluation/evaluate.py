@@ -9,25 +9,13 @@ FOR EVALUATION ONLY: it releases from the same data once per mechanism,
 budget and trial, so the privacy loss of the whole evaluation is the sum of
 all of them, and its summary holds raw counts. Publish nothing from it.
 
-The input is read and tokenised once into a per-user cache (JSON lines) in a
-temporary folder removed at the end (``--cache-dir`` keeps it, keyed by the
-inputs, their flags and reading rules; it holds raw user data). Every
-(mechanism, budget, trial) then runs as its own pipeline on that cache, with
-fresh OS randomness. ``--output`` (which never holds raw data) gets:
-
-* ``results.csv``: mechanism, budget, trial, released, missing mass (the share
-  of the input's distinct (user, item) pairs whose item is not released),
-  wall seconds (and the k-anonymity coverage with ``--k-anonymity``),
-* ``summary.md``: the data set, its number of users (a raw count), each
-  mechanism's parameters, the budgets, and the mean ± std of released items
-  and missing mass per mechanism and budget,
-* ``utility.png``: released items vs ε (or ρ), one line per mechanism
-  (needs matplotlib, checked before anything runs; ``--no-plot`` skips it).
-
+The input is read and tokenised once into a per-user cache (raw user data;
+``--cache-dir`` keeps it); every (mechanism, budget, trial) then runs as its
+own pipeline on it, with fresh OS randomness. ``--output`` gets
+``results.csv``, ``summary.md`` and ``utility.png`` (``--no-plot`` skips it).
 ``--k-anonymity K`` also reports the share of items held by ≥ K users that
-each run released (dpsu Table 3). These counts, like the missing mass's
-(``pipelines.evaluation.coverage``), come from the raw data: they are NOT
-differentially private and are for evaluation only.
+each run released (dpsu Table 3). The cache, the outputs and the raw
+figures: docs/explanation/reading.md#the-evaluation-job.
 """
 
 from __future__ import annotations
@@ -63,21 +51,15 @@ from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
-from beam_dpsu.core.checks import canonical_name  # noqa: E402
+from beam_dpsu.core.checks import canonical_name, plural  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
-from beam_dpsu.core.checks import plural  # noqa: E402
 from pipelines.io import formats  # noqa: E402
 from pipelines.io.formats import FORMATS  # noqa: E402
 from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.evaluate"
-EVALUATION_NOTE = (
-    "This evaluation releases from the same data once per mechanism, budget and trial: "
-    "the privacy loss of the whole evaluation is the sum of all those releases, and the "
-    "user count, missing mass and coverage figures are raw (not private). It is for comparing "
-    "mechanisms only; publish nothing from it.")
 
 
 def build_parser(prog: str = PROG) -> JobArgumentParser:
@@ -121,51 +103,28 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
 
 
 # The grid's flags for the library's names (pipelines.errors.FLAG_OF has the single-budget ones).
-GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanisms"}
+_GRID_FLAGS = {"epsilon": "--epsilons", "rho": "--rhos", "mechanism": "--mechanisms"}
 
 
-def budgets_from_args(args) -> list:
+def _budgets(args) -> list:
     if (args.epsilons is None) == (args.rhos is None):
         raise UsageError("give exactly one of --epsilons or --rhos")
-    if args.epsilons is not None:
-        epsilons = comma_list(args.epsilons, "--epsilons", float, "numbers")
-    else:
-        rhos = comma_list(args.rhos, "--rhos", float, "numbers")
-    with flag_errors(**GRID_FLAGS):
-        budgets = ([Budget(e, args.delta) for e in epsilons] if args.epsilons is not None
-                   else [ZCDPBudget(r, args.delta) for r in rhos])
+    dp = args.epsilons is not None
+    values = comma_list(args.epsilons if dp else args.rhos, "--epsilons" if dp else "--rhos",
+                        float, "numbers")
+    with flag_errors(**_GRID_FLAGS):
+        budgets = [(Budget if dp else ZCDPBudget)(v, args.delta) for v in values]
     require_selection_delta(args.delta)
     return budgets
-
-
-def budget_label(budget) -> str:
-    return (f"eps={budget.epsilon:g}" if isinstance(budget, Budget) else f"rho={budget.rho:g}")
-
-
-def budget_x(budget) -> float:
-    return budget.epsilon if isinstance(budget, Budget) else budget.rho
-
-
-def check_plotting() -> None:
-    """utility.png needs matplotlib: checked before any pipeline runs."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise UsageError("utility.png needs matplotlib: pip install -e '.[plot]', or "
-                             "give --no-plot") from None
-
-
-# -- the per-user cache ----------------------------------------------------------
 
 
 def build_cache(args, options, cache_dir: str) -> None:
     """Reads and tokenises the input once: one JSON line [user, [items…]] per user
     holding items (each row read as one record, grouped by user)."""
-    tokenizer = tokenizer_from_args(args)
     with job_pipeline(options) as p:
         _ = (p
              | "ReadUserItems" >> ReadUserItems(args.input, args.format, args.user_field,
-                                                args.text_field, tokenizer,
+                                                args.text_field, tokenizer_from_args(args),
                                                 args.skip_header_lines, files=args.files,
                                                 items_field=getattr(args, "items_field", None))
              | "GroupByUser" >> beam.GroupByKey()
@@ -179,8 +138,7 @@ def build_cache(args, options, cache_dir: str) -> None:
 
 # Raised when the cache's layout changes; a change in how the input is read is
 # formats.READING_RULES_VERSION, also in the key.
-CACHE_VERSION = 1
-_KEY_FILE = "key.json"
+_CACHE_VERSION = 1
 
 
 def _file_digest(path: str) -> str:
@@ -192,12 +150,10 @@ def _file_digest(path: str) -> str:
     return digest.hexdigest()
 
 
-def cache_key(args) -> dict:
-    """Everything that decides what the cache holds: the input files (path and
-    contents), the rules they are read by, the format, the field flags and the
-    tokenizer's options."""
+def _cache_key(args) -> dict:
+    """Everything that decides what the cache holds."""
     # Read at call time (not imported by name), so the key always holds the rules in force.
-    return {"version": CACHE_VERSION, "reading_rules": formats.READING_RULES_VERSION,
+    return {"version": _CACHE_VERSION, "reading_rules": formats.READING_RULES_VERSION,
             "files": [[path, _file_digest(path)] for path in sorted(args.files)],
             "format": args.format, "user_field": args.user_field,
             "text_field": args.text_field, "items_field": getattr(args, "items_field", None),
@@ -205,45 +161,17 @@ def cache_key(args) -> dict:
             "keep_urls": args.keep_urls}
 
 
-def kept_cache_folder(cache_root: str, key: dict) -> str:
-    """The folder in ``cache_root`` (--cache-dir) for the cache of ``key``."""
-    text = json.dumps(key, sort_keys=True)
-    return os.path.join(cache_root, "cache-" + hashlib.sha256(text.encode()).hexdigest()[:16])
-
-
-def cache_is_complete(cache_dir: str, key: dict) -> bool:
-    """Whether ``cache_dir`` holds a finished cache of ``key`` (its key file is written
-    last, so an interrupted build does not count)."""
+def _cache_is_complete(cache_dir: str, key: dict) -> bool:
+    # The key file is written last, so an interrupted build does not count.
     try:
-        with open(os.path.join(cache_dir, _KEY_FILE), encoding="utf-8") as f:
+        with open(os.path.join(cache_dir, "key.json"), encoding="utf-8") as f:
             return json.load(f) == key and bool(_cache_files(cache_dir))
     except (OSError, ValueError):
         return False
 
 
-def mark_cache_complete(cache_dir: str, key: dict) -> None:
-    with open(os.path.join(cache_dir, _KEY_FILE), "w", encoding="utf-8") as f:
-        json.dump(key, f, sort_keys=True)
-
-
 def _cache_files(cache_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(cache_dir, "users-*.jsonl")))
-
-
-def read_cache_records(p, cache_dir: str):
-    """The cache as (user, items) records, one per user (what SelectItems takes)."""
-    return (p
-            | "ReadCache" >> beam.io.ReadFromText(os.path.join(cache_dir, "users-*.jsonl"))
-            | "AsRecords" >> beam.Map(lambda line: tuple(json.loads(line))))
-
-
-def count_users(cache_dir: str) -> int:
-    """Users in the cache (one line each): a raw count, for the evaluation summary."""
-    n = 0
-    for path in _cache_files(cache_dir):
-        with open(path, encoding="utf-8") as f:
-            n += sum(1 for line in f if line.strip())
-    return n
 
 
 def _cached_item_lists(cache_dir: str):
@@ -254,37 +182,13 @@ def _cached_item_lists(cache_dir: str):
                     yield json.loads(line)[1]
 
 
-def cached_pair_counts(cache_dir: str) -> dict:
-    """Distinct (user, item) pairs per item of the cache (raw counts; NOT private)."""
-    return pair_counts(_cached_item_lists(cache_dir))
+def count_users(cache_dir: str) -> int:
+    """Users in the cache (one line each): a raw count, for the evaluation summary."""
+    return sum(1 for _ in _cached_item_lists(cache_dir))
 
 
-def items_held_by_at_least(cache_dir: str, k: int, holders: dict | None = None) -> set:
-    """Items held by ≥ k distinct users (raw counts; NOT private); ``holders``: the
-    cache's ``cached_pair_counts`` when already counted."""
-    if holders is None:
-        holders = cached_pair_counts(cache_dir)
-    return {item for item, n in holders.items() if n >= k}
-
-
-def run_trial(options, cache_dir: str, mechanism, budget, out_prefix: str,
-              hot_key_fanout: int | None = None) -> tuple[list, float]:
-    """One fresh-randomness run; returns (released items, wall seconds)."""
-    start = time.perf_counter()
-    with job_pipeline(options) as p:
-        _ = (read_cache_records(p, cache_dir)
-             | "SelectItems" >> SelectItems(mechanism, budget, hot_key_fanout=hot_key_fanout)
-             | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
-    seconds = time.perf_counter() - start
-    released = []
-    for path in glob.glob(out_prefix + "-*.txt"):
-        with open(path, encoding="utf-8") as f:
-            released += [line.rstrip("\n") for line in f if line.strip()]
-        os.remove(path)
-    return released, seconds
-
-
-# -- outputs ---------------------------------------------------------------------
+def _mean_std(values) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def _mechanism_line(mechanism) -> str:
@@ -297,65 +201,51 @@ def _mechanism_line(mechanism) -> str:
     return f"* `{mechanism.name}`: {text}"
 
 
-def write_summary(rows: list[dict], path: str, k_anonymity: int | None,
-                  context: dict) -> None:
-    """summary.md: what was evaluated on which data, then released items per cell.
-
-    ``context`` holds ``dataset``, ``input``, ``users`` (a raw count),
-    ``mechanisms`` (configs), ``budgets`` and ``trials``.
-    """
-    groups: dict = {}
-    for row in rows:
-        groups.setdefault((row["mechanism"], row["budget"]), []).append(row)
-    budgets = context["budgets"]
+def _summary(job, rows: list[dict], users: int, dataset: str) -> str:
+    """summary.md: what was evaluated on which data, then released items per cell."""
+    budgets, k, trials = job.budgets, job.args.k_anonymity, job.args.trials
     if isinstance(budgets[0], Budget):
         grid = "(ε, δ)-DP with ε ∈ {" + ", ".join(f"{b.epsilon:g}" for b in budgets) + "}"
     else:
         grid = "δ-approximate ρ-zCDP with ρ ∈ {" + ", ".join(f"{b.rho:g}" for b in budgets) + "}"
     lines = ["# Evaluation summary", "",
-             f"**For evaluation only.** {EVALUATION_NOTE}", "",
-             f"* Data set: {context['dataset']} (`{context['input']}`), "
-             f"{context['users']:,} users (raw count)",
+             "**For evaluation only.** This evaluation releases from the same data once per "
+             "mechanism, budget and trial: the privacy loss of the whole evaluation is the sum "
+             "of all those releases, and the user count, missing mass and coverage figures are "
+             "raw (not private). It is for comparing mechanisms only; publish nothing from it.",
+             "", f"* Data set: {dataset} (`{job.args.input}`), {users:,} users (raw count)",
              f"* Budgets (user-level): {grid}, δ = {budgets[0].delta:g}; "
-             f"{context['trials']} trial{'s' * (context['trials'] != 1)} each, fresh "
-             "randomness per trial",
+             f"{trials} trial{'s' * (trials != 1)} each, fresh randomness per trial",
              "* Mechanisms:"]
-    lines += ["  " + _mechanism_line(m) for m in context["mechanisms"]]
-    lines += ["", "Released items, mean ± standard deviation over trials.", ""]
-    header = "| mechanism | budget | trials | released | missing mass (raw) | wall seconds |"
-    rule = "|---|---|---|---|---|---|"
-    if k_anonymity:
-        header += f" coverage of items held by ≥ {k_anonymity} users |"
-        rule += "---|"
-    lines += [header, rule]
-
-    def mean_std(values):
-        m = statistics.fmean(values)
-        s = statistics.stdev(values) if len(values) > 1 else 0.0
-        return m, s
-
+    lines += ["  " + _mechanism_line(m) for m in job.mechanisms]
+    lines += ["", "Released items, mean ± standard deviation over trials.", "",
+              "| mechanism | budget | trials | released | missing mass (raw) | wall seconds |"
+              + (f" coverage of items held by ≥ {k} users |" if k else ""),
+              "|---|---|---|---|---|---|" + ("---|" if k else "")]
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault((row["mechanism"], row["budget"]), []).append(row)
     for (mechanism, budget), group in groups.items():
-        m, s = mean_std([r["released"] for r in group])
-        w, _ = mean_std([r["wall_seconds"] for r in group])
-        mm, mms = mean_std([r["missing_mass"] for r in group])
+        m, s = _mean_std([r["released"] for r in group])
+        mm, mms = _mean_std([r["missing_mass"] for r in group])
         line = (f"| {mechanism} | {budget} | {len(group)} | {m:,.1f} ± {s:,.1f} | "
-                f"{100 * mm:.1f}% ± {100 * mms:.1f}% | {w:.1f} |")
-        if k_anonymity:
-            c, cs = mean_std([r["k_anonymity_coverage"] for r in group])
+                f"{100 * mm:.1f}% ± {100 * mms:.1f}% | "
+                f"{statistics.fmean(r['wall_seconds'] for r in group):.1f} |")
+        if k:
+            c, cs = _mean_std([r["k_anonymity_coverage"] for r in group])
             line += f" {100 * c:.1f}% ± {100 * cs:.1f}% |"
         lines.append(line)
-    coverage = (f" and the coverage (the share of the items held by ≥ {k_anonymity} users "
-                "that the run released)" if k_anonymity else "")
+    coverage = (f" and the coverage (the share of the items held by ≥ {k} users that the run "
+                "released)" if k else "")
     lines += ["", "Missing mass: the share of the input's distinct (user, item) pairs whose "
                   f"item is not released (Dick, Joseph & Raman, ICLR 2026). It{coverage} "
-                  f"{'use' if k_anonymity else 'uses'} raw (non-private) counts of who holds "
+                  f"{'use' if k else 'uses'} raw (non-private) counts of who holds "
                   f"each item. {NON_PRIVATE_NOTE} For evaluation only."]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
-def write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
-    import matplotlib  # present: check_plotting ran before any work
+def _write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
+    import matplotlib  # present: prepare checked it before any work
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -365,8 +255,7 @@ def write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
             if r["mechanism"] == mechanism:
                 points.setdefault(r["x"], []).append(r["released"])
         xs = sorted(points)
-        means = [statistics.fmean(points[x]) for x in xs]
-        stds = [statistics.stdev(points[x]) if len(points[x]) > 1 else 0.0 for x in xs]
+        means, stds = zip(*(_mean_std(points[x]) for x in xs))
         ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=mechanism)
     ax.set_xlabel(x_name)
     ax.set_ylabel("released items")
@@ -381,7 +270,7 @@ def write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
 def prepare(argv, prog: str = PROG):
     """Everything checked before any work: flags, grid, mechanisms, matplotlib, input."""
     args, options = parse_job_args(build_parser(prog), argv)
-    budgets = budgets_from_args(args)
+    budgets = _budgets(args)
     if args.trials < 1:
         raise UsageError(f"--trials must be >= 1, got {args.trials}")
     if args.k_anonymity is not None and args.k_anonymity < 1:
@@ -391,16 +280,20 @@ def prepare(argv, prog: str = PROG):
     if args.cache_dir and (os.path.abspath(args.cache_dir) + os.sep).startswith(
             os.path.abspath(args.output) + os.sep):
         raise UsageError("--cache-dir must not be inside --output: the output folder is "
-                             "written whole and replaced as a whole")
+                         "written whole and replaced as a whole")
     mechanisms = [mechanism_from_args(args, name, ignore_unused=True)
                   for name in comma_list(args.mechanisms, "--mechanisms", canonical_name,
-                                          "mechanisms")]
-    with flag_errors(**GRID_FLAGS):
+                                         "mechanisms")]
+    with flag_errors(**_GRID_FLAGS):
         for budget in budgets:  # calibrate everything before running anything
             for mechanism in mechanisms:
                 check_calibrates(mechanism, budget)
     if not args.no_plot:
-        check_plotting()
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("utility.png needs matplotlib: pip install -e '.[plot]', or "
+                             "give --no-plot") from None
     args.files = resolve_input(args, FORMATS)
     if args.cache_dir:  # created here, once everything else is checked
         check_scratch_folder(args.cache_dir, "--cache-dir")
@@ -410,78 +303,89 @@ def prepare(argv, prog: str = PROG):
 
 
 def run_prepared(job) -> str:
-    args = job.args
-    with scratch_folder(args.cache_dir, "beam_dpsu_eval_") as work_dir:
-        return _evaluate(job, work_dir)
-
-
-def _evaluate(job, work_dir: str) -> str:
     args, options, budgets, mechanisms = job.args, job.options, job.budgets, job.mechanisms
-    out = staging_of(job)  # put in place as --output when the job ends
-    key = cache_key(args) if args.cache_dir else None
-    cache_dir = (kept_cache_folder(work_dir, key) if key is not None
-                 else os.path.join(work_dir, "cache"))
-    if key is not None and cache_is_complete(cache_dir, key):
-        progress(f"using the cache in {cache_dir}")
-    else:
-        progress(f"reading and tokenising {args.input} into "
-                     + (cache_dir if args.cache_dir else "a temporary cache") + " …")
-        start = time.perf_counter()
-        # A build that did not finish may have left shards a new one would not replace.
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        build_cache(args, options, cache_dir)
+    with scratch_folder(args.cache_dir, "beam_dpsu_eval_") as work_dir:
+        out = staging_of(job)  # put in place as --output when the job ends
+        key = _cache_key(args) if args.cache_dir else None
         if key is not None:
-            mark_cache_complete(cache_dir, key)
-        progress(f"cached the input in {time.perf_counter() - start:.1f} s")
-    users = count_users(cache_dir)
-    holders = cached_pair_counts(cache_dir)  # raw counts, for the coverage figures
-    frequent = (items_held_by_at_least(cache_dir, args.k_anonymity, holders)
-                if args.k_anonymity else None)
-
-    rows = []
-    total = len(mechanisms) * len(budgets) * args.trials
-    done = 0
-    for mechanism in mechanisms:
-        for budget in budgets:
-            for trial in range(1, args.trials + 1):
-                done += 1
-                released, seconds = run_trial(options, cache_dir, mechanism, budget,
-                                              os.path.join(work_dir, "released"),
-                                              args.hot_key_fanout)
-                released_set = set(released)
-                row = {"mechanism": mechanism.name, "budget": budget_label(budget),
-                       "x": budget_x(budget), "trial": trial, "released": len(released),
-                       "missing_mass": round(missing_mass(holders, released_set), 6),
-                       "wall_seconds": round(seconds, 3)}
-                if frequent is not None:
-                    row["k_anonymity_coverage"] = (
-                        len(frequent & released_set) / len(frequent) if frequent else math.nan)
-                rows.append(row)
-                progress(f"[{done}/{total}] {mechanism.name} {budget_label(budget)} "
-                             f"trial {trial}/{args.trials}: {plural(len(released), 'item')} in "
+            text = json.dumps(key, sort_keys=True)
+            cache_dir = os.path.join(work_dir,
+                                     "cache-" + hashlib.sha256(text.encode()).hexdigest()[:16])
+        else:
+            cache_dir = os.path.join(work_dir, "cache")
+        if key is not None and _cache_is_complete(cache_dir, key):
+            progress(f"using the cache in {cache_dir}")
+        else:
+            progress(f"reading and tokenising {args.input} into "
+                     + (cache_dir if args.cache_dir else "a temporary cache") + " …")
+            start = time.perf_counter()
+            # A build that did not finish may have left shards a new one would not replace.
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            build_cache(args, options, cache_dir)
+            if key is not None:
+                with open(os.path.join(cache_dir, "key.json"), "w", encoding="utf-8") as f:
+                    json.dump(key, f, sort_keys=True)
+            progress(f"cached the input in {time.perf_counter() - start:.1f} s")
+        users = count_users(cache_dir)
+        # Raw counts (NOT private), for the missing mass and coverage figures.
+        holders = pair_counts(_cached_item_lists(cache_dir))
+        frequent = ({item for item, n in holders.items() if n >= args.k_anonymity}
+                    if args.k_anonymity else None)
+        rows = []
+        total = len(mechanisms) * len(budgets) * args.trials
+        out_prefix = os.path.join(work_dir, "released")
+        for mechanism in mechanisms:
+            for budget in budgets:
+                label = (f"eps={budget.epsilon:g}" if isinstance(budget, Budget)
+                         else f"rho={budget.rho:g}")
+                for trial in range(1, args.trials + 1):
+                    start = time.perf_counter()  # one run, with fresh randomness
+                    with job_pipeline(options) as p:
+                        _ = (p
+                             | "ReadCache" >> beam.io.ReadFromText(
+                                 os.path.join(cache_dir, "users-*.jsonl"))
+                             | "AsRecords" >> beam.Map(lambda line: tuple(json.loads(line)))
+                             | "SelectItems" >> SelectItems(
+                                 mechanism, budget, hot_key_fanout=args.hot_key_fanout)
+                             | "WriteReleased" >> WriteReleased(out_prefix,
+                                                                file_name_suffix=".txt"))
+                    seconds = time.perf_counter() - start
+                    released = []
+                    for path in glob.glob(out_prefix + "-*.txt"):
+                        with open(path, encoding="utf-8") as f:
+                            released += [line.rstrip("\n") for line in f if line.strip()]
+                        os.remove(path)
+                    released_set = set(released)
+                    row = {"mechanism": mechanism.name, "budget": label,
+                           "x": budget.epsilon if isinstance(budget, Budget) else budget.rho,
+                           "trial": trial, "released": len(released),
+                           "missing_mass": round(missing_mass(holders, released_set), 6),
+                           "wall_seconds": round(seconds, 3)}
+                    if frequent is not None:
+                        row["k_anonymity_coverage"] = (len(frequent & released_set)
+                                                       / len(frequent) if frequent else math.nan)
+                    rows.append(row)
+                    progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial "
+                             f"{trial}/{args.trials}: {plural(len(released), 'item')} in "
                              f"{seconds:.1f} s")
-
-    fields = ["mechanism", "budget", "trial", "released", "missing_mass", "wall_seconds"]
-    if frequent is not None:
-        fields.append("k_anonymity_coverage")
-    with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    context = {"dataset": args.dataset or os.path.basename(args.input.rstrip("/")),
-               "input": args.input, "users": users, "mechanisms": mechanisms,
-               "budgets": budgets, "trials": args.trials}
-    write_summary(rows, os.path.join(out, "summary.md"), args.k_anonymity, context)
-    written = ["results.csv", "summary.md"]
-    if not args.no_plot:
-        x_name = "ε" if isinstance(budgets[0], Budget) else "ρ (zCDP)"
-        write_plot(rows, os.path.join(out, "utility.png"), x_name,
-                   f"Released items vs {x_name} on {context['dataset']} "
-                   f"(δ = {args.delta:g})")
-        written.append("utility.png")
+        fields = ["mechanism", "budget", "trial", "released", "missing_mass", "wall_seconds"]
+        with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, extrasaction="ignore", fieldnames=fields + (
+                ["k_anonymity_coverage"] if frequent is not None else []))
+            writer.writeheader()
+            writer.writerows(rows)
+        dataset = args.dataset or os.path.basename(args.input.rstrip("/"))
+        with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+            f.write(_summary(job, rows, users, dataset))
+        written = ["results.csv", "summary.md"]
+        if not args.no_plot:
+            x_name = "ε" if isinstance(budgets[0], Budget) else "ρ (zCDP)"
+            _write_plot(rows, os.path.join(out, "utility.png"), x_name,
+                        f"Released items vs {x_name} on {dataset} (δ = {args.delta:g})")
+            written.append("utility.png")
     return (f"evaluated {plural(total, 'run')} ({plural(len(mechanisms), 'mechanism')} × "
             f"{plural(len(budgets), 'budget')} × {plural(args.trials, 'trial')}) on "
-            f"{context['dataset']}; wrote {', '.join(written)} to {args.output}")
+            f"{dataset}; wrote {', '.join(written)} to {args.output}")
 
 
 def main(argv=None, prog: str = PROG) -> int:
