@@ -1,26 +1,13 @@
 """Contribution bounding as Beam PTransforms: one record per user, Δ0 items each.
 
-The bounding transforms (and so ``SelectItems``) take ``(user_id, item)``
-pairs, one element per occurrence, or ``(user_id, items)`` per-user records
-(``items`` a list, tuple, set or numpy array of str/bytes items, one per
-occurrence: GW uses the frequencies), mixed in any way. A user's elements are
-always merged into one record before anything is bounded (docs/privacy.md,
-invariant 1), so a user split over many rows is still one user. User ids are
-keyed by their text (``canonical_user_id``): ``5``, ``"5"`` and ``b"5"`` are
-one user; a bool or float id is refused (docs/how-to/input.md#user-ids).
-
-With ``privacy_unit="element"`` neighbouring datasets differ by one element
-instead of all the elements of one user id: each element is a collection of
-items holding all of one person's data (a tuple is refused, since a pair is
-one; a list is always items). Nothing is merged, and each element gets an
-internal id that only orders and seeds it and never leaves
-(docs/how-to/input.md#one-element-one-person).
-
-The pipeline: every element is checked and turned into
-``(user_id, {item: occurrences})`` (a bad element fails the pipeline naming
-the field, position and type, never a value); a combiner merges each user's
-elements into one record; each user's distinct items are sampled uniformly
-down to Δ0.
+Input: ``(user_id, item)`` pairs and/or ``(user_id, items)`` records, mixed;
+each element is checked into ``(user_id, {item: occurrences})`` (errors name
+the field, position and type, never a value), a combiner merges each user's
+elements into one record (docs/privacy.md, invariant 1), and each user's
+distinct items are sampled uniformly down to Δ0. User ids are keyed by their
+text (``canonical_user_id``). With ``privacy_unit="element"`` each element is
+one person's items: nothing is merged, and an internal id only orders and
+seeds it (docs/how-to/input.md#one-element-one-person).
 
 Details: docs/explanation/proofs.md#bounding-and-the-privacy-unit.
 """
@@ -65,28 +52,30 @@ __all__ = [
     "BoundContributions",
 ]
 
-_ELEMENT = "(user_id, item) pair or (user_id, items) record"
+
+def _check_shape(element: Any, expected: str) -> None:
+    if not isinstance(element, tuple) or len(element) != 2:
+        shape = (f"a tuple of {len(element)} fields" if isinstance(element, tuple)
+                 else a_type(element))
+        raise InvalidRecordError(f"expected a {expected}, got {shape}")
+
 
 def check_pair(record: Any) -> tuple:
     """Returns ``record`` as a plain (user_id, item) pair; raises naming what is wrong.
 
-    The user id must be present (not None, not an empty string) and a str,
-    bytes, int or tuple of these, and is returned keyed by its text
-    (``canonical_user_id``: ``5``, ``"5"`` and ``b"5"`` are ``"5"``); the item must be
-    a non-empty str or bytes (subclasses such as ``numpy.str_`` become plain
-    str). The error names the field and the type found, never the record's
-    values: runner logs keep error text, and a user id or item there would
-    leave the pipeline unprotected.
+    The user id must be present and a str, bytes, int or tuple of these, keyed
+    by its text (``canonical_user_id``); the item a non-empty str or bytes
+    (``numpy.str_`` becomes plain str). Errors name the field and the type,
+    never a value: runner logs keep error text.
     """
-    if not isinstance(record, tuple) or len(record) != 2:
-        shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else f"{a_type(record)}")
-        raise InvalidRecordError(f"expected a (user_id, item) pair, got {shape}")
-    user_id, item = record
+    _check_shape(record, "(user_id, item) pair")
+    return _checked_pair(*record)
+
+
+def _checked_pair(user_id, item) -> tuple:
     user_id = _check_user_id(user_id, "(user_id, item) record")
     if not isinstance(item, (str, bytes)):
-        raise InvalidRecordError(
-            f"item (field 1) must be str or bytes, got {a_type(item)}")
+        raise InvalidRecordError(f"item (field 1) must be str or bytes, got {a_type(item)}")
     item = _plain(item)  # checked as what it holds, never by a subclass's own methods
     if not item:
         raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
@@ -109,19 +98,12 @@ LONE_SURROGATE = ("holds a lone surrogate (not UTF-8; decode the input strictly,
 
 
 def _has_lone_surrogate(item) -> bool:
-    """Whether a str ``item`` holds a surrogate code point (ASCII is known in O(1))."""
+    """Whether a str ``item`` holds a surrogate code point (ASCII known in O(1))."""
     return not (isinstance(item, bytes) or item.isascii() or encodes_as_utf8(item))
 
 
-def _utf8_items(distinct) -> bool:
-    """Whether plain str items all encode as UTF-8: the non-ASCII ones (skipped in C
-    by ``str.isascii``, O(1) each) encoded at once."""
-    return encodes_as_utf8("".join(filterfalse(str.isascii, distinct)))
-
-
 def _bad_item(item) -> str | None:
-    """Why ``item`` is not an item (a non-empty str or bytes that UTF-8 holds), or None
-    if it is one."""
+    """Why ``item`` is not an item (a non-empty str or bytes UTF-8 holds), or None."""
     if not isinstance(item, (str, bytes)):
         return f"must be str or bytes, got {a_type(item)}"
     item = _plain(item)  # what it holds, never a subclass's own methods
@@ -138,7 +120,7 @@ _plain = plain_str_or_bytes
 
 
 def _record_error(items, record: str = "a (user_id, items) record (field 1)") -> InvalidRecordError:
-    """The error for a record with a bad item, naming its position when the record has order."""
+    """The error for a record with a bad item, naming its position if the record has order."""
     positions = (enumerate(items) if isinstance(items, (list, tuple))
                  else ((None, item) for item in items))
     for position, item in positions:
@@ -157,28 +139,15 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
     """One input element → (canonical user id, {item: occurrences}); raises naming the problem.
 
     ``element`` is a ``(user_id, item)`` pair (one occurrence) or a
-    ``(user_id, items)`` record (an iterable of items, each occurrence once).
-    With ``occurrences=False`` every item of the element counts 1 (for the
-    mechanisms that use only a user's distinct items; about twice as fast).
-    User ids as ``canonical_user_id`` keys them (one text, one user); items must be
-    non-empty str or bytes
-    (``numpy.str_`` and other subclasses become plain str/bytes). A record may
-    be empty: that user holds nothing. The error names the field, the item's
-    position and the type found, never a value (runner logs keep errors).
+    ``(user_id, items)`` record (each occurrence once; may be empty). With
+    ``occurrences=False`` every item counts 1 (about twice as fast). Checked as
+    ``check_pair`` checks; errors name the field, position and type, never a value.
     """
-    if not isinstance(element, tuple) or len(element) != 2:
-        shape = (f"a tuple of {len(element)} fields" if isinstance(element, tuple)
-                 else f"{a_type(element)}")
-        raise InvalidRecordError(f"expected a {_ELEMENT}, got {shape}")
+    _check_shape(element, "(user_id, item) pair or (user_id, items) record")
     user_id, value = element
     if isinstance(value, (str, bytes)):
-        user_id = _check_user_id(user_id, "(user_id, item) record")
-        if not value:
-            raise InvalidRecordError("a (user_id, item) record has an empty item in field 1")
-        if _has_lone_surrogate(value):
-            raise InvalidRecordError(
-                f"item (field 1) of a (user_id, item) record {LONE_SURROGATE}")
-        return user_id, {_plain(value): 1}
+        user_id, item = _checked_pair(user_id, value)
+        return user_id, {item: 1}
     user_id = _check_user_id(user_id, "(user_id, items) record")
     if isinstance(value, Mapping) or not isinstance(value, (Iterable, np.ndarray)):
         raise InvalidRecordError(
@@ -191,7 +160,7 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
 
 
 def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
-    """{item: occurrences} of an iterable of items; raises naming ``record`` and the position."""
+    """{item: occurrences} of an iterable of items; raises naming ``record`` and a position."""
     if isinstance(value, np.ndarray):
         if value.ndim != 1:  # a 0-d array of a string would be split into characters
             raise InvalidRecordError(f"{field} must be a 1-D array of items, got a "
@@ -206,7 +175,7 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
         raise _record_error(value, record) from None
     # Plain non-empty str is the common case, checked in one C-level pass;
     # anything else takes the slow path that canonicalises or names the bad item.
-    if not _plain_tokens(counts):
+    if not plain_str_items(counts):
         # Counted again as the plain text each item holds: a subclass's own __eq__ or
         # __hash__ must not merge (and so drop) distinct items.
         held = []
@@ -231,69 +200,52 @@ def element_item_counts(element: Any, occurrences: bool = True,
                         seed: int | None = None) -> tuple:
     """One element of ``privacy_unit="element"`` input → (element id, {item: occurrences}).
 
-    ``element`` is all the data of one person: a list, set, frozenset or 1-D
-    numpy array of items (non-empty str or bytes), an item repeated once per
-    occurrence. Anything else is refused — a str or bytes (a lone item or an
-    untokenised document), a tuple (a ``(user_id, item)`` pair), a mapping,
-    a ``beam.Row``, a generator or view, a numeric array — since reading keyed
-    data as a person's items would release user ids. A list is always read as
-    items: a ``[user, item]`` list from ``csv.reader`` or a JSON array would
-    be one person holding its user id as an item, so give keyed rows as keyed
-    records with ``privacy_unit="user_id"``. The id only orders and seeds the
-    element inside the pipeline (the sequential policies' keyed-hash order,
-    seeded samples); it is never written. It is 128 bits of OS randomness, or,
-    with a test-only ``seed``, a hash of the element's items and counts, so a
-    seeded run gives the same output for the same elements in any order
-    (equal elements get equal ids, which is harmless: they are interchangeable).
-    Errors name the item's position and type, never a value.
+    ``element`` is all of one person's data: a list, set, frozenset or 1-D
+    numpy array of items, each occurrence once. Anything else (a str, a tuple,
+    a mapping, a ``beam.Row``, a generator) is refused: reading keyed data as
+    a person's items would release user ids. The id (``element_id``) only
+    orders and seeds the element and is never written. Errors name the item's
+    position and type, never a value.
+    Derivation: docs/explanation/beam-pipeline.md#one-element-one-person.
     """
     _check_element(element)
     counts = _counts_of(element, occurrences, "an element", "an element")
     return element_id(counts.items(), seed), counts
 
 
-def _plain_tokens(distinct) -> bool:
-    """Whether distinct items are all non-empty plain str (as a Tokenizer makes them; a
-    Tokens list can be changed after): one C-level pass over the distinct items only."""
+def plain_str_items(distinct) -> bool:
+    """Whether checked distinct items are all non-empty plain str (one C-level pass)."""
+    # UTF-8 checked on the non-ASCII items alone, joined: str.isascii is O(1).
     return not distinct or ("" not in distinct and set(map(type, distinct)) == {str}
-                            and _utf8_items(distinct))
+                            and encodes_as_utf8("".join(filterfalse(str.isascii, distinct))))
 
 
 def element_distinct_items(element: Any) -> set | dict:
-    """One element of ``privacy_unit="element"`` input → its distinct items, checked as
-    ``element_item_counts`` checks them (a set, or a dict whose keys they are).
+    """One ``privacy_unit="element"`` element → its distinct items (a set, or dict keys).
 
-    For the mechanisms that use only the distinct items, without an id (which
-    only a seeded sample or a user order needs: ``element_id``). A
-    ``Tokens`` list becomes a set in one C call; anything else is checked
-    item by item.
+    Checked as ``element_item_counts`` checks them, without an id; a ``Tokens``
+    list becomes a set in one C call.
     """
     if type(element) is Tokens:
         distinct = set(element)
-        if _plain_tokens(distinct):
+        if plain_str_items(distinct):  # a Tokens list can be changed after tokenising
             return distinct
     _check_element(element)
     return _counts_of(element, False, "an element", "an element")
 
 
 def element_items(element: Any, occurrences: bool) -> set | dict:
-    """One element of ``privacy_unit="element"`` input → its checked items, as
-    ``element_item_counts`` gives them but without an id: ``element_distinct_items``,
-    or with ``occurrences`` {item: occurrences}."""
+    """``element_item_counts``'s items without an id (``element_distinct_items`` unless
+    ``occurrences``)."""
     if not occurrences:
         return element_distinct_items(element)
     _check_element(element)
     return _counts_of(element, True, "an element", "an element")
 
 
-def plain_str_items(distinct) -> bool:
-    """Whether checked distinct items are all non-empty plain str (``_plain_tokens``)."""
-    return _plain_tokens(distinct)
-
-
 def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
-    """The internal id of an element from its (item, occurrences) pairs: 128 bits of OS
-    randomness, or with a test-only seed a hash of the pairs (the same in any order)."""
+    """An element's internal id: 128 random bits, or with a test-only seed a hash of its
+    (item, occurrences) pairs, the same in any order (equal elements are interchangeable)."""
     if seed is None:
         return hashing.random_id128()
     content = tuple(sorted(item_counts, key=lambda ic: item_sort_key(ic[0])))
@@ -301,8 +253,7 @@ def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
 
 
 def distinct_element_id(distinct_items: Iterable, seed: int | None = None) -> int:
-    """``element_id`` of an element known only by its distinct items (each counted
-    once), as ``element_item_counts(element, occurrences=False, seed=seed)`` gives it."""
+    """``element_id`` of an element known by its distinct items, each counted once."""
     return element_id(zip(distinct_items, repeat(1)), seed)
 
 
@@ -323,8 +274,7 @@ def _check_element(element: Any) -> None:
 
 
 class _MergeItemCountsFn(beam.CombineFn):
-    """Merges one user's {item: occurrences} records into one (sums dicts per key;
-    ``histograms.merge_histograms`` does the same for partial histograms)."""
+    """Merges one user's {item: occurrences} records into one (sums dicts per key)."""
 
     def create_accumulator(self):
         return {}
@@ -348,10 +298,9 @@ class _MergeItemCountsFn(beam.CombineFn):
 
 
 class MergeItemCounts(beam.PTransform):
-    """(user_id, {item: occurrences}) records → one merged record per user.
+    """(user_id, {item: occurrences}) records → one merged record per user (a combiner).
 
-    A combiner, so runners merge a bundle's records of one user before the
-    shuffle. Global window only: per window it would bound users per window.
+    Global window only: per window it would bound users per window.
     """
 
     def expand(self, user_counts):
@@ -362,8 +311,8 @@ class MergeItemCounts(beam.PTransform):
 class WholeItemCountsPerUser(beam.PTransform):
     """Checked (user_id, item) pairs, each item taken whole → (user_id, {item: occurrences}).
 
-    For items that are tuples (n-grams), which ``ItemCountsPerUser`` would read
-    as records of items. The pairs must already be checked (user ids canonical).
+    For tuple items (n-grams), which ``ItemCountsPerUser`` would read as records.
+    The pairs must already be checked (user ids canonical).
     """
 
     def expand(self, pairs):
@@ -376,15 +325,10 @@ class WholeItemCountsPerUser(beam.PTransform):
 class ItemCountsPerUser(beam.PTransform):
     """Pairs and/or per-user records → (user_id, {item: occurrences}), one record per user.
 
-    Checks every element (``item_counts``), then merges each user's elements
-    with a combiner. GW uses the counts; the other mechanisms only the keys
-    (deduplication), and pass ``occurrences=False``: then an item counts
-    once per element that holds it, which is cheaper to compute.
-
-    With ``privacy_unit="element"`` each element is one person's items
-    (``element_item_counts``): it is checked and given an internal id, and
-    nothing is merged (no shuffle). ``seed`` (tests only) makes those ids
-    a function of the elements' items.
+    Checks every element (``item_counts``), then merges each user's elements.
+    With ``occurrences=False`` (all but GW) an item counts once per element.
+    With ``privacy_unit="element"`` each element is checked and given an id
+    (``element_item_counts``; ``seed``, tests only, derives it), nothing merged.
     """
 
     def __init__(self, occurrences: bool = True, privacy_unit: str = "user_id",
@@ -400,21 +344,14 @@ class ItemCountsPerUser(beam.PTransform):
         if self._privacy_unit == "element":
             return elements | "CheckElements" >> beam.Map(
                 element_item_counts, self._occurrences, self._seed)
-        check = item_counts if self._occurrences else _distinct_items
         return (elements
-                | "CheckAndCount" >> beam.Map(check)
+                | "CheckAndCount" >> beam.Map(item_counts, self._occurrences)
                 | "MergePerUser" >> MergeItemCounts())
-
-
-def _distinct_items(element) -> tuple:
-    return item_counts(element, occurrences=False)
 
 
 @draws_randomness
 class _SampleItemsFn(beam.DoFn):
-    """(user_id, distinct items) → (user_id, ≤ Δ0 of them), Δ0 the chosen candidate's
-    (``chosen``, a side input, when there are several:
-    ``beam_dpsu.beam.max_items_choice.chosen``)."""
+    """(user_id, distinct items) → (user_id, ≤ Δ0 of them), Δ0 the ``chosen`` candidate's."""
 
     def __init__(self, max_items: tuple, seed: int | None, salt: str):
         self._samples = CandidateSamplers(max_items, seed, salt)
@@ -432,12 +369,9 @@ class _SampleItemsFn(beam.DoFn):
 class SampleEachUser(beam.PTransform):
     """Samples ≤ Δ0 of each record's distinct items; for internal use only.
 
-    Its input must already be one record per user, with distinct items
-    (the output of ``ItemCountsPerUser`` or of a transform of it that keeps
-    one record per user): it samples each record as it comes, so a user given
-    in two records would be bounded twice. The public ``SampleItemsPerUser``
-    merges first. Empty records are left out (those users hold nothing).
-    ``max_items_per_user`` may be a ``Chosen`` (``beam_dpsu.beam.max_items_choice.chosen``).
+    Its input must already be one record per user with distinct items (e.g.
+    ``ItemCountsPerUser``'s): a user given in two records would be bounded
+    twice. Empty records are left out. ``max_items_per_user`` may be a ``Chosen``.
     """
 
     def __init__(self, max_items_per_user, seed: int | None = None, salt: str = ""):
@@ -458,13 +392,10 @@ class SampleEachUser(beam.PTransform):
 class SampleItemsPerUser(beam.PTransform):
     """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items sampled uniformly).
 
-    A user may arrive in several elements (rows, pairs, or windows re-merged
-    into the global one): first they are checked and merged per user
-    (``ItemCountsPerUser``), so each user is sampled, and bounded, once;
-    then each user's distinct items are sampled. ``salt`` makes seeded
-    samples of several rounds independent of each other. With
-    ``privacy_unit="element"`` each element is one person ([beam_dpsu.beam.bounding][])
-    and its output id is internal.
+    A user's elements are first checked and merged (``ItemCountsPerUser``), so
+    each user is sampled, and bounded, once. ``salt`` makes seeded samples of
+    several rounds independent. With ``privacy_unit="element"`` each element is
+    one person ([beam_dpsu.beam.bounding][]) and its output id is internal.
     """
 
     _NAME = "SampleItemsPerUser"  # in window errors
@@ -489,9 +420,7 @@ class SampleItemsPerUser(beam.PTransform):
 class BoundContributions(ReadsContainers, SampleItemsPerUser):
     """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items): check, merge, sample.
 
-    The bounding step of the parallel mechanisms (``SampleItemsPerUser``
-    without a salt). With ``privacy_unit="element"`` each element is one
-    person ([beam_dpsu.beam.bounding][]): check and sample, nothing to merge.
+    The parallel mechanisms' bounding step (``SampleItemsPerUser`` without a salt).
 
     Args:
       max_items_per_user: Δ0, the most distinct items kept per user.

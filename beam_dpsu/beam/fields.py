@@ -1,20 +1,14 @@
 """Schema'd input: the user id and the item(s) read from named fields.
 
-``SelectItems``, ``ExtractNgrams`` and ``CountReleased`` take a PCollection of
-``beam.Row``s, NamedTuples or dicts when told which fields hold the user id
-and the items (``user_field="author", item_list_field="tokens"``), in the spirit
-of PipelineDP's data extractors, but as field names, not functions: the
-pipeline graph and the report say what was read. One labelled step,
-``FieldsToRecords``, turns each element into the ``(user_id, item)`` pair,
-``(user_id, items)`` record or ``(user_id, tokens)`` document those
-transforms take (with ``privacy_unit="element"``: the items or tokens
-alone), and everything after it is unchanged.
+``SelectItems``, ``ExtractNgrams`` and ``CountReleased`` take ``beam.Row``s,
+NamedTuples or dicts when told which fields hold the user id and the items
+(``user_field="author", item_list_field="tokens"``). One labelled step,
+``FieldsToRecords``, turns each element into the pair, record or document
+those transforms take; a schema'd input's fields are checked when the
+pipeline is built. Errors name the field, the argument, the element's type
+and its fields, never a value.
 
-Which fields exist is checked when the pipeline is built if the input has a
-schema (``beam.Row``s, or NamedTuple elements Beam infers a schema from), so
-a misspelt field fails before anything runs; dicts are checked element by
-element. Errors name the field, the argument that gave it, the element's
-type and the fields it has, never a value (runner logs keep error text).
+Details: docs/explanation/beam-pipeline.md#named-fields.
 """
 
 from __future__ import annotations
@@ -132,10 +126,6 @@ def _element_kind(element: Any) -> str:
     return a_type(element)
 
 
-def _field_names(element: Any) -> list:
-    return list(getattr(element, "_fields", ()))
-
-
 def _names(names: list) -> str:
     shown = ", ".join(repr(n) for n in names[:_NAMES_SHOWN])
     more = len(names) - _NAMES_SHOWN
@@ -164,17 +154,15 @@ def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
     try:
         return get(name)
     except (AttributeError, KeyError):
-        raise InvalidRecordError(
-            f"{_element_kind(element)} has no field {name!r} ({arg})"
-            + _fields_hint(element)) from None
+        raise InvalidRecordError(f"{_element_kind(element)} has no field {name!r} ({arg})"
+                                 + _fields_hint(element)) from None
 
 
 def _fields_hint(element: Any) -> str:
-    """The element's field names when they come from a class (a NamedTuple, or a Row
-    type Beam generated from a schema); a ``beam.Row`` built at run time may be keyed by
-    data (``beam.Row(**d)``), so its names are not listed."""
+    """The element's field names if a class gives them (a NamedTuple, a schema's Row type):
+    a ``beam.Row`` built at run time may be keyed by data (``beam.Row(**d)``)."""
     if isinstance(element, tuple) and hasattr(element, "_fields"):
-        return f"; its fields: {_names(_field_names(element))}"
+        return f"; its fields: {_names(list(element._fields))}"
     return ""
 
 
@@ -188,12 +176,6 @@ def _user_id(value: Any, element: Any, name: str) -> Any:
         raise InvalidRecordError(
             f"field {name!r} (user_field) of {_element_kind(element)} must be a str, bytes, "
             f"int or tuple of these, got {a_type(value)}") from None
-
-
-def _as_list(value: Any) -> Any:
-    """A tuple as a list: with named fields it is plainly the items, and the element
-    form refuses tuples only because, unnamed, a tuple could be a (user_id, ...) pair."""
-    return list(value) if isinstance(value, tuple) else value
 
 
 class _ReadFields:
@@ -239,8 +221,10 @@ class _ReadFields:
         get = _getter(element)
         f = self._fields
         value = self.value(element, get)
-        if f.user_field is None:  # privacy_unit="element": the items alone, as a list
-            return _as_list(value)
+        if f.user_field is None:
+            # privacy_unit="element": the items alone, a tuple as a list (the element
+            # form refuses tuples only because, unnamed, one could be a pair).
+            return list(value) if isinstance(value, tuple) else value
         user_id = _user_id(_read(element, get, f.user_field, "user_field"), element,
                            f.user_field)
         # A tuple of tokens takes check_document's fast path.
@@ -266,8 +250,7 @@ def check_element_type(fields: InputFields, element_type: Any, transform: str) -
     """Refuses, when the pipeline is built, an input whose type cannot have the fields.
 
     A schema'd input (``beam.Row``, NamedTuple) must have every named field;
-    an input typed as plain tuples, lists or strings has no fields at all.
-    Other types (dicts, ``Any``) are checked element by element.
+    plain tuples, lists or strings have none; dicts are checked element by element.
     """
     if isinstance(element_type, _PLAIN_FORMS) or element_type in (tuple, list, str, bytes):
         raise TypeError(
@@ -292,13 +275,9 @@ def _describe(fields: InputFields) -> str:
 class FieldsToRecords(beam.PTransform):
     """Schema'd elements → the pairs, records or documents the release transforms take.
 
-    ``beam.Row``s and NamedTuples are read by attribute, dicts by key. The
-    input's schema, if it has one, is checked when the pipeline is built
-    (``check_element_type``); each element is checked as it is read (a
-    missing field, a user id that is not one, a str where a list of items is
-    expected): errors name the field and the element's type, never a value.
-    The user id is keyed by its text as in tuple input (``5``, ``"5"`` and
-    ``b"5"`` are one user: ``beam_dpsu.core.user_records.canonical_user_id``).
+    Rows and NamedTuples are read by attribute, dicts by key; a schema is checked
+    when the pipeline is built (``check_element_type``), each element as it is
+    read. User ids are keyed by their text, as in tuple input.
 
     Args:
       fields: what to read (``input_fields``).
@@ -307,8 +286,7 @@ class FieldsToRecords(beam.PTransform):
 
     def __init__(self, fields: InputFields, transform: str):
         super().__init__()
-        self._fields = fields
-        self._transform = transform
+        self._fields, self._transform = fields, transform
 
     def expand(self, elements):
         check_element_type(self._fields, elements.element_type, self._transform)

@@ -1,24 +1,14 @@
 """Weighted histograms as Beam PTransforms.
 
 The parallel mechanisms' histogram is a sum of independent per-user
-contributions (``policies.user_contribution``): first the users' bounded
-records are summed into a partial histogram per bundle (a dict in the
-worker, flushed at the end of the bundle or when it grows past
-``PARTIAL_HISTOGRAM_KEYS`` entries, so memory stays bounded), then the
-partial sums are summed per item with ``CombinePerKey``. This moves one
-element per (bundle, item) instead of one per (user, item). Inside
-``SelectItems`` (``SampledWeightedHistogram``) a flush is instead one dict per
-shard of the items (``shard_of_item``, ``HISTOGRAM_SHARDS``), grouped and
-summed per shard (``merge_histograms``) and noised whole: one element per
-(bundle flush, shard). A worker then holds one flush, and one shard's sum:
-1/64 of the distinct items.
-Only items some user holds ever get a key.
+contributions (``policies.user_contribution``): each bundle's users are summed
+into a bounded partial histogram, flushed per item (``WeightedHistogram``)
+or, inside ``SelectItems``, as one dict per item shard (``shard_of_item``,
+``HISTOGRAM_SHARDS``) summed per shard and noised whole. Only items some user
+holds ever get a key. With a pre-threshold k each shard's dict travels with
+its items' holder counts, and ``HeldByAtLeast`` keeps the items of ≥ k holders.
 
-With a pre-threshold k (``beam_dpsu.core.pre_threshold``) each shard's dict
-travels with a second dict, the number of users holding each item
-(``count_holders``): (shard, ({item: weight}, {item: holders})), merged per
-shard by ``merge_histograms_with_holders``; ``HeldByAtLeast`` then keeps the
-items with ≥ k holders, as (shard, {item: weight}) again, for the noise.
+Details: docs/explanation/beam-pipeline.md#weighted-histograms.
 """
 
 from __future__ import annotations
@@ -28,13 +18,11 @@ from typing import Callable
 
 import apache_beam as beam
 
-from beam_dpsu.core import checks
-
-from beam_dpsu.core import policies
+from beam_dpsu.core import checks, policies
 from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.beam.bounding import _MergeItemCountsFn, distinct_element_id, \
-    element_distinct_items
+from beam_dpsu.beam.bounding import (_MergeItemCountsFn, distinct_element_id,
+                                     element_distinct_items)
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.beam.input_types import KEYED, ReadsContainers
@@ -53,18 +41,14 @@ __all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "
 # worker thread).
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
 
-# The parallel mechanisms move their partial histograms as this many dicts
-# per flush, keyed by a stable hash shard of the item, instead of one element
-# per item: the runner's per-element work (encoding, pre-combining,
-# shuffling, one DoFn call per item) was most of the cost after the sums.
-# Each shard is merged, noised and thresholded as a whole; 64 shards leave
-# the runner that many keys to spread over workers.
+# Partial histograms move as this many dicts per flush (by a stable hash of the
+# item), not one element per item: the runner's per-element work was most of
+# the cost after the sums. 64 keys leave the runner that many to spread.
 HISTOGRAM_SHARDS = 64
 
 
 def shard_of_item(item, shards: int) -> int:
-    """The shard of a str or bytes item: CRC-32 of its bytes, the same in every
-    process (str as UTF-8, lone surrogates passed through), modulo ``shards``."""
+    """The shard of a str or bytes item: CRC-32 of its (UTF-8) bytes modulo ``shards``."""
     data = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else item
     return zlib.crc32(data) % shards
 
@@ -73,17 +57,12 @@ def split_by_shard(histogram: dict, shards: int) -> dict:
     """{item: weight} → {shard: {item: weight}}, only the shards that hold items."""
     by_shard: dict = {}
     for item, weight in histogram.items():
-        shard = shard_of_item(item, shards)
-        part = by_shard.get(shard)
-        if part is None:
-            part = by_shard[shard] = {}
-        part[item] = weight
+        by_shard.setdefault(shard_of_item(item, shards), {})[item] = weight
     return by_shard
 
 
 def merge_histograms(shard_histograms) -> tuple:
-    """(shard, {item: weight} dicts) → (shard, their sum per item), in one pass over
-    the dicts (the first copied; no input is changed)."""
+    """(shard, {item: weight} dicts) → (shard, their sum per item); no input is changed."""
     shard, histograms = shard_histograms
     return shard, _MergeItemCountsFn().merge_accumulators(histograms)
 
@@ -97,13 +76,12 @@ def split_with_holders(histogram: dict, holders: dict, shards: int) -> dict:
 def merge_histograms_with_holders(shard_parts) -> tuple:
     """(shard, (weights, holders) pairs) → (shard, (Σ weights, Σ holders) per item)."""
     shard, parts = shard_parts
-    weights, holders = _MergeItemCountsFn(), _MergeItemCountsFn()
-    merged_weights: dict = {}
-    merged_holders: dict = {}
+    merge = _MergeItemCountsFn().add_input
+    weights: dict = {}
+    holders: dict = {}
     for part_weights, part_holders in parts:
-        merged_weights = weights.add_input(merged_weights, part_weights)
-        merged_holders = holders.add_input(merged_holders, part_holders)
-    return shard, (merged_weights, merged_holders)
+        weights, holders = merge(weights, part_weights), merge(holders, part_holders)
+    return shard, (weights, holders)
 
 
 def _held_by_at_least(shard_parts, pre_threshold: int) -> tuple:
@@ -114,9 +92,7 @@ def _held_by_at_least(shard_parts, pre_threshold: int) -> tuple:
 
 class HeldByAtLeast(beam.PTransform):
     """(shard, ({item: weight}, {item: holders})) → (shard, {item: weight}) of the items
-    held by at least k users: the eligibility of a pre-threshold k
-    (``beam_dpsu.core.pre_threshold``). Their weights are untouched: the noise and
-    the raised threshold ρ_k decide next."""
+    held by at least k users (``beam_dpsu.core.pre_threshold``), weights untouched."""
 
     def __init__(self, pre_threshold: int):
         super().__init__()
@@ -129,18 +105,12 @@ class HeldByAtLeast(beam.PTransform):
 
 @opaque_output
 class PartialHistogramFn(beam.DoFn):
-    """Sums the users of a bundle into one partial histogram, emitted per item
-    (or, with ``shards``, as one dict per shard of the items).
-
-    Internal: ``WeightedHistogram``'s step, and the base of DPNE's block sums.
-    """
+    """Sums a bundle's users into a partial histogram, emitted per item (or per shard)."""
 
     def __init__(self, item_weight: Callable[[int], float], max_keys: int,
                  shards: int | None = None, count_holders: bool = False):
-        self._item_weight = item_weight
-        self._max_keys = max_keys
-        self._shards = shards
-        self._count_holders = count_holders
+        self._item_weight, self._max_keys = item_weight, max_keys
+        self._shards, self._count_holders = shards, count_holders
         self._partial = None
 
     def start_bundle(self):
@@ -148,23 +118,26 @@ class PartialHistogramFn(beam.DoFn):
 
     def process(self, user_record):
         self._partial.add(user_record[1])
-        if self._partial.entries >= self._max_keys:
-            yield from self._flush()
+        yield from self._flush_if_full()
 
     def finish_bundle(self):
         yield from self._flush()
+
+    def _flush_if_full(self):
+        return self._flush() if self._partial.entries >= self._max_keys else ()
 
     def _flush(self):
         # Bounding is global (the transform refuses other windows), so every
         # partial sum belongs to the global window; all get one timestamp.
         partial = self._partial
-        self._partial = policies.WeightedHistogramBuilder(self._item_weight)
+        self.start_bundle()
         if self._shards is None:
-            return map(in_global_window, partial.histogram().items())
-        if self._count_holders:
-            return map(in_global_window, split_with_holders(
-                partial.histogram(), partial.holders(), self._shards).items())
-        return map(in_global_window, split_by_shard(partial.histogram(), self._shards).items())
+            parts = partial.histogram()
+        elif self._count_holders:
+            parts = split_with_holders(partial.histogram(), partial.holders(), self._shards)
+        else:
+            parts = split_by_shard(partial.histogram(), self._shards)
+        return map(in_global_window, parts.items())
 
 
 @beam.typehints.with_input_types(KEYED)
@@ -179,11 +152,9 @@ class WeightedHistogram(ReadsContainers, beam.PTransform):
       item_weight: the per-item weight of a user holding n items
         (e.g. ``policies.weighted_gaussian_weight``).
       hot_key_fanout: if set, spreads each item's partial sums over this many
-        intermediate keys before the final sum, which balances the Zipf head
-        (a few items held by most users) across workers on large runners.
-      max_partial_keys: the most entries (``WeightedHistogramBuilder.entries``) a
-        bundle's partial histogram holds before it is flushed downstream
-        (bounds a worker's memory).
+        intermediate keys, balancing the Zipf head across workers.
+      max_partial_keys: the most entries a bundle's partial histogram holds before
+        it is flushed downstream (bounds a worker's memory).
     """
 
     def __init__(self, item_weight: Callable[[int], float], *,
@@ -192,9 +163,8 @@ class WeightedHistogram(ReadsContainers, beam.PTransform):
         super().__init__()
         checks.optional_integer("hot_key_fanout", hot_key_fanout)
         checks.integer("max_partial_keys", max_partial_keys, types=(int,))
-        self._item_weight = item_weight
-        self._fanout = hot_key_fanout
-        self._max_keys = max_partial_keys
+        self._item_weight, self._fanout, self._max_keys = (item_weight, hot_key_fanout,
+                                                           max_partial_keys)
 
     def sum_per_item(self):
         """The per-item sum of partial histograms (with the hot-key fan-out, if any)."""
@@ -213,13 +183,10 @@ class WeightedHistogram(ReadsContainers, beam.PTransform):
 
 @draws_randomness
 class _SampleAndSumFn(PartialHistogramFn):
-    """(user_id, distinct items) → partial sums of the users' weights, each user sampled to Δ0.
+    """(user_id, distinct items) → partial sums of the users' weights, each sampled to Δ0.
 
-    ``SampleEachUser`` and ``PartialHistogramFn`` in one step: the same draws
-    (``sample_user_items``), and the sample goes straight into the bundle's
-    partial histogram, without a tuple per user, a step between, or a second
-    deduplication (a sample of distinct items is distinct). Δ0 is one per
-    candidate (``beam_dpsu.beam.max_items_choice.chosen``): ``chosen``, a side input, says which.
+    ``SampleEachUser`` and ``PartialHistogramFn`` in one step, the same draws;
+    Δ0 is the ``chosen`` candidate's (docs/explanation/beam-pipeline.md#weighted-histograms).
     """
 
     def __init__(self, item_weight, max_keys: int, max_items: tuple, seed, salt: str,
@@ -227,8 +194,7 @@ class _SampleAndSumFn(PartialHistogramFn):
                  packed: bool = False):
         super().__init__(item_weight, max_keys, shards, count_holders)
         self._samples = CandidateSamplers(max_items, seed, salt)
-        self._elements = elements
-        self._packed = packed
+        self._elements, self._packed = elements, packed
 
     def setup(self):
         self._samples.setup()
@@ -239,23 +205,18 @@ class _SampleAndSumFn(PartialHistogramFn):
             # a block of users (record_blocks), sampled and summed in numpy, as
             # _BlockSampleAndSumFn does: no list of str per user
             self._add_runs(*record_blocks.block_runs(record), sample)
-            if self._partial.entries >= self._max_keys:
-                yield from self._flush()
-            return
-        if self._packed:
+        elif self._packed:
             # a seeded block, each user keyed by its id: user by user as records are,
             # the fold checked after each user
             for user_id, items in record_blocks.block_users(record):
                 self._add(user_id, items, sample)
-                if self._partial.entries >= self._max_keys:
-                    yield from self._flush()
+                yield from self._flush_if_full()
             return
-        if self._elements:
+        elif self._elements:
             self._add_element(record, sample)
         else:
             self._add(*record, sample)
-        if self._partial.entries >= self._max_keys:
-            yield from self._flush()
+        yield from self._flush_if_full()
 
     def _add_element(self, element, sample):
         # privacy_unit="element": the element is the user's record. Its id
@@ -265,9 +226,7 @@ class _SampleAndSumFn(PartialHistogramFn):
                   items, sample)
 
     def _add_runs(self, items, runs, sample):
-        # Unseeded: every user of the block sampled (``sampling.sample_block``) and
-        # counted by ids, a run of users at a time, each decoded as it comes
-        # (``record_blocks.block_runs``: small temporary arrays only).
+        # Unseeded: a run of users at a time sampled and counted by ids (small arrays).
         for run_ids, run_sizes in runs:
             self._partial.add_block(items, *sample.sample_block(run_ids, run_sizes))
 
@@ -281,15 +240,10 @@ class _SampleAndSumFn(PartialHistogramFn):
 
 @draws_randomness
 class _BlockSampleAndSumFn(_SampleAndSumFn):
-    """``_SampleAndSumFn`` on the packed blocks of ``max_items_per_user="auto"``
-    (``AutoSelection(as_blocks=True)``): (users per size bin, packed block) → partial sums.
+    """``_SampleAndSumFn`` on ``AutoSelection(as_blocks=True)``'s record blocks.
 
-    A block's users are checked, distinct records of ``privacy_unit="element"``
-    (``record_blocks``). Unseeded, the whole block is sampled and counted in
-    numpy (``sampling.sample_block``, ``WeightedHistogramBuilder.add_block``):
-    no list of str per user, one dict probe per distinct item of the block.
-    Seeded (tests only), each user is unpacked and added as its element would
-    be, the same id and sample.
+    Unseeded, a block is sampled and counted in numpy; seeded (tests only), each
+    user is added as its element would be, the same id and sample.
     """
 
     def process(self, bins_block, chosen=0):
@@ -299,34 +253,23 @@ class _BlockSampleAndSumFn(_SampleAndSumFn):
         else:
             for element in record_blocks.unpack_block(bins_block[1]):
                 self._add_element(element, sample)
-        if self._partial.entries >= self._max_keys:
-            yield from self._flush()
+        yield from self._flush_if_full()
 
 
 class SampledWeightedHistogram(beam.PTransform):
     """(user_id, distinct items) → (shard, {item: Σ_users item_weight(|sample|)}), each
     user's items first sampled uniformly to ≤ Δ0; one dict per shard that holds items.
 
-    ``SampleEachUser`` followed by ``WeightedHistogram``, fused. Internal:
-    its input must be one record per user whose items are distinct (a dict
-    of item counts, or a tuple of its keys), as ``ItemCountsPerUser`` makes
-    them: a user given twice would be bounded twice, a repeated item counted
-    twice. With ``elements=True`` its input is instead the elements of
-    ``privacy_unit="element"`` input, each checked and deduplicated here
-    (``element_distinct_items``): the same histogram as after
-    ``ItemCountsPerUser``, seeded samples included, one step and no id fewer.
-    ``salt`` separates seeded samples of several rounds. Its output is
-    a histogram split by ``shard_of_item`` into ``HISTOGRAM_SHARDS`` dicts
-    (times ``hot_key_fanout``, if set; noise it with ``NoisyThreshold.per_shard``
-    or ``KeepWithProbability.per_shard``). With ``pre_threshold`` k ≥ 2 only the
-    items held by at least k sampled users are in it (``HeldByAtLeast``).
-    ``max_items_per_user`` may be a ``Chosen`` (one Δ0 per candidate, picked
-    when the pipeline runs; ``beam_dpsu.beam.max_items_choice.chosen``). With ``blocks=True``
-    its input is instead the packed blocks of ``AutoSelection(as_blocks=True)``
-    (``_BlockSampleAndSumFn``): the same histogram, seeded samples included.
-    With ``packed=True`` its input is blocks of users' distinct items
-    (``beam_dpsu.core.user_blocks.record_blocks``; SIPS's rounds), each user keyed by its id
-    in a seeded run: the same users, read in the same order, as records.
+    ``SampleEachUser`` then ``WeightedHistogram``, fused; internal. Its input is
+    one record per user of distinct items (``ItemCountsPerUser``'s), or with
+    ``elements`` the ``privacy_unit="element"`` elements, with ``blocks`` the
+    blocks of ``AutoSelection(as_blocks=True)``, with ``packed`` record blocks
+    (SIPS's rounds): the same histogram each way. ``salt`` separates seeded
+    samples of rounds; ``max_items_per_user`` may be a ``Chosen``. The output is
+    ``HISTOGRAM_SHARDS`` (times ``hot_key_fanout``) dicts for
+    ``NoisyThreshold.per_shard``; with ``pre_threshold`` k ≥ 2 only the items of
+    ≥ k sampled holders (``HeldByAtLeast``).
+    Details: docs/explanation/beam-pipeline.md#weighted-histograms.
     """
 
     def __init__(self, item_weight: Callable[[int], float],

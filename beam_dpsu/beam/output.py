@@ -1,27 +1,13 @@
 r"""Writing a released set so that nothing but the set leaves (docs/privacy.md, invariant 6).
 
-The DP guarantee covers the released *set*, but a file has an order: written
-with ``WriteToText``, released items follow the input, the histogram's
-insertion order or the way a level was built, and say more than the set.
-
-``WriteReleased`` removes all of it: each element is assigned a shard by a
-stable, unkeyed hash of its sort key (which file an item lands in depends on
-the item alone), every shard's elements are sorted and the shard is written
-as one file, to a temporary name then renamed (a failed write never leaves a
-partial file under the final name). The same set gives byte-identical files
-whatever the input order, bundling, runner or number of workers; every shard
-file is written, empty ones included. Each shard is sorted in memory on one
-worker: raise ``num_shards`` when the released set would not fit one.
-
-Lines: a str item is its text, bytes are decoded as UTF-8 (invalid bytes as
-``\xNN``), an n-gram is its tokens joined by a space. One item is one line
-however the file is split: backslashes, line breaks and every character
-``str.splitlines()`` breaks at are escaped (and tabs in a counts TSV),
-reversibly: ``unescape``, ``parse_count_line``, ``read_released``,
-``read_counts``. A release holds one type: a set mixing str and bytes items
-is refused with a ``ValueError`` before any shard is written. Parquet
-(``format="parquet"``): the same shards and order, one ``.parquet`` file each
-under a fixed schema (``parquet_schema``), nothing escaped.
+``WriteReleased`` shards each element by a stable, unkeyed hash of its sort
+key, sorts every shard and writes it as one file (to a temporary name, then
+renamed): the same set gives byte-identical files whatever the input order,
+runner or workers, every shard file written, empty ones included. One item
+is one line, every line break escaped, reversibly (``unescape``,
+``read_released``, ``read_counts``); a set mixing str and bytes is refused
+before any shard is written. ``format="parquet"``: the same shards and order
+under ``parquet_schema``.
 
 Details: docs/explanation/proofs.md#writing-a-release.
 """
@@ -68,11 +54,9 @@ _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|.|$)", re.S)
 
 
 def release_order(value: Any):
-    """A total order on released items: str, bytes and tuples of them (n-grams).
+    """A total order on str, bytes and tuples of them: str, then bytes, then tuples.
 
-    str sorts before bytes before tuples, each in its natural order, so mixed
-    collections sort without comparing unlike types. Anything else is refused:
-    its order (or its repr) need not be the same in every process.
+    Anything else is refused: its order (or repr) may differ between processes.
     """
     if isinstance(value, str):
         return (0, value)
@@ -89,8 +73,8 @@ def format_released(value: Any) -> str:
     if isinstance(value, bytes):
         # Escape first, then decode: invalid bytes become \xNN, which no
         # escaped backslash can imitate.
-        escaped = value.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
-        return escaped.translate(_DECODED_BYTES_ESCAPES)
+        return value.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace").translate(
+            _DECODED_BYTES_ESCAPES)
     if isinstance(value, tuple):
         return " ".join(format_released(v) for v in value)
     if not isinstance(value, str):
@@ -107,14 +91,12 @@ def format_count_line(item_count) -> str:
 def unescape(line: str, as_bytes: bool = False) -> str | bytes:
     """The item a line of ``format_released`` stands for (without its newline).
 
-    ``as_bytes=True`` for a release of bytes items: ``\\xNN`` is then a raw
-    byte and the rest is UTF-8. An n-gram line is its tokens joined by a
-    space: unescape each of ``line.split(" ")``. Raises ``ValueError`` on an
-    escape ``format_released`` never writes.
+    An n-gram line is its tokens joined by a space: unescape each of
+    ``line.split(" ")``.
 
     Args:
       line: one line of a release, without its newline.
-      as_bytes: decode to ``bytes`` (a release of bytes items).
+      as_bytes: decode to ``bytes`` (``\\xNN`` a raw byte, the rest UTF-8).
 
     Returns:
       The item.
@@ -124,13 +106,8 @@ def unescape(line: str, as_bytes: bool = False) -> str | bytes:
     """
     if "\\" not in line:
         return line.encode("utf-8") if as_bytes else line
-    parts: list = []
-    start = 0
-    for escape in _ESCAPE.finditer(line):
-        parts.append(line[start:escape.start()])
-        parts.append(_unescaped(escape.group(1), as_bytes))
-        start = escape.end()
-    parts.append(line[start:])
+    parts: list = _ESCAPE.split(line)  # text, escape code, text, …
+    parts[1::2] = [_unescaped(code, as_bytes) for code in parts[1::2]]
     if as_bytes:
         return b"".join(p if isinstance(p, bytes) else p.encode("utf-8") for p in parts)
     return "".join(parts)
@@ -164,8 +141,7 @@ def _item(line: str, as_bytes: bool, ngrams: bool):
 
 
 def _lines(source: str | Iterable[str]):
-    """The lines of every file ``source`` matches (a path or glob on any Beam
-    filesystem, compressed by suffix), or of an iterable of lines."""
+    """The lines of every file ``source`` matches (any Beam filesystem), or of ``source``."""
     if not isinstance(source, str):
         yield from (line.rstrip("\r\n") for line in source)
         return
@@ -182,12 +158,8 @@ def read_released(source: str | Iterable[str], *, as_bytes: bool = False,
                   ngrams: bool = False) -> list:
     """The items of a release written by ``WriteReleased``, unescaped.
 
-    ``source`` is a path or glob (``"out/items-*.txt"``, any Beam filesystem)
-    or the lines themselves; ``ngrams=True`` gives each line as a tuple of
-    tokens; ``as_bytes=True`` for a release of bytes items.
-
     Args:
-      source: a path or glob, or the lines themselves.
+      source: a path or glob (``"out/items-*.txt"``, any Beam filesystem), or the lines.
       as_bytes: items are ``bytes``.
       ngrams: each line is an n-gram: give it as a tuple of tokens.
 
@@ -236,7 +208,7 @@ def _item_types(value: Any) -> set:
 
 
 class _ItemTypesFn(beam.CombineFn):
-    """The types of text (``str``, ``bytes``) the elements' sort keys hold, over a set."""
+    """The types of text (``str``, ``bytes``) the elements' sort keys hold."""
 
     def __init__(self, sort_key):
         self._sort_key = sort_key
@@ -266,11 +238,8 @@ class _WriteShardFn(beam.DoFn):
     """Sorts one shard's elements and writes them as one file; yields its path."""
 
     def __init__(self, file_path_prefix, suffix, num_shards, format_line, sort_key):
-        self._prefix = file_path_prefix
-        self._suffix = suffix
-        self._num_shards = num_shards
-        self._format_line = format_line
-        self._sort_key = sort_key
+        self._prefix, self._suffix, self._num_shards = file_path_prefix, suffix, num_shards
+        self._format_line, self._sort_key = format_line, sort_key
 
     def process(self, shard_elements, item_types=frozenset()):
         if len(item_types) > 1:  # every shard refuses, before writing anything
@@ -282,22 +251,18 @@ class _WriteShardFn(beam.DoFn):
         # FileSystems infers compression from the suffix (.gz, .bz2, …); the
         # temporary name keeps it.
         temporary = f"{self._prefix}.tmp-{uuid.uuid4().hex}-{shard:05d}{self._suffix}"
-        handle = FileSystems.create(temporary)
-        try:
+        with FileSystems.create(temporary) as handle:
             handle.write(content)
-        finally:
-            handle.close()
         FileSystems.rename([temporary], [path])
         yield path
 
     def _encode(self, elements: list) -> bytes:
-        """The file of one shard's sorted elements: their lines."""
         text = "".join(self._format_line(e) + "\n" for e in elements)
         return text.encode("utf-8", "backslashreplace")  # lone surrogates escaped, not fatal
 
 
 def parquet_schema(ngrams: bool = False, as_bytes: bool = False, counts: bool = False):
-    """The ``pyarrow.Schema`` of a Parquet release (see the module docstring).
+    """The ``pyarrow.Schema`` of a Parquet release.
 
     Args:
       ngrams: items are n-grams: a list column ``ngram`` of their tokens.
@@ -338,8 +303,7 @@ def _parquet_value(value: Any, as_bytes: bool) -> str | bytes:
 class _WriteParquetShardFn(_WriteShardFn):
     """The shard writer of ``format="parquet"``: one Parquet file per shard."""
 
-    def __init__(self, file_path_prefix, suffix, num_shards, sort_key, ngrams, as_bytes,
-                 counts):
+    def __init__(self, file_path_prefix, suffix, num_shards, sort_key, ngrams, as_bytes, counts):
         super().__init__(file_path_prefix, suffix, num_shards, None, sort_key)
         self._ngrams, self._as_bytes, self._counts = ngrams, as_bytes, counts
 
@@ -378,8 +342,8 @@ def _count(count: Any) -> int:
 class WriteReleased(ReadsContainers, beam.PTransform):
     """Writes a released set as sorted lines (or Parquet) in a data-independent set of shards.
 
-    Use it (not ``WriteToText``) for anything derived from a release, so that
-    the files depend on the released set alone (see the module docstring).
+    Use it (not ``WriteToText``) for anything derived from a release: the files
+    depend on the released set alone (see the module docstring).
 
     Args:
       file_path_prefix: e.g. ``"out/items"``; local, ``gs://`` or any Beam filesystem.
@@ -400,8 +364,7 @@ class WriteReleased(ReadsContainers, beam.PTransform):
 
     Raises:
       ParameterError: a bad ``format``, or ``format_line`` with Parquet.
-      ValueError: when it runs, a released set mixing str and bytes items (see
-        the module docstring); no shard is written.
+      ValueError: when it runs, a set mixing str and bytes items; no shard is written.
     """
 
     _counts = False  # WriteReleasedCounts: (item, count) pairs
@@ -415,11 +378,9 @@ class WriteReleased(ReadsContainers, beam.PTransform):
         if format not in FORMATS:
             raise ParameterError("format", f"must be 'text' or 'parquet', got {format!r}")
         if format_line is not None and format != "text":
-            raise ParameterError("format_line", f"applies to format='text' only, not "
-                                                f"{format!r}")
-        self._prefix = file_path_prefix
+            raise ParameterError("format_line", f"applies to format='text' only, not {format!r}")
+        self._prefix, self._num_shards = file_path_prefix, num_shards
         self._suffix = _SUFFIXES[format] if file_name_suffix is None else file_name_suffix
-        self._num_shards = num_shards
         self._format_line = format_line or format_released
         self._sort_key = sort_key or (lambda element: element)
         self._format, self._ngrams, self._as_bytes = format, bool(ngrams), bool(as_bytes)
@@ -427,25 +388,23 @@ class WriteReleased(ReadsContainers, beam.PTransform):
     def expand(self, released):
         require_global_window(released, "WriteReleased")
         num_shards, sort_key = self._num_shards, self._sort_key
-        # First every element goes to the shard its own sort key hashes to.
-        # (Its output type declared as Beam infers it, which saves the inference.)
+        # Every element goes to the shard its own sort key hashes to (the output
+        # type declared as Beam infers it, which saves the inference).
         by_shard = released | "AssignShard" >> beam.Map(
             lambda e: (stable_hash64(sort_key(e)) % num_shards, e)).with_output_types(
                 Tuple[Any, released.element_type])
         # Every shard exists, empty or not, so the file count is fixed.
         shards = (released.pipeline
                   | "AllShards" >> beam.Create([(i, None) for i in range(num_shards)]))
-        # The types of the whole set, so that a set mixing str and bytes is refused
-        # before any shard is written.
+        # The whole set's types, so that mixing str and bytes is refused before
+        # any shard is written.
         item_types = released | "ItemTypes" >> beam.CombineGlobally(_ItemTypesFn(sort_key))
-        # Then each shard is sorted and written as one file.
         return ({"shard": shards, "elements": by_shard}
                 | "GroupShards" >> beam.CoGroupByKey()
                 | "SortAndWriteShard" >> beam.ParDo(self._shard_writer(sort_key),
                                                     beam.pvalue.AsSingleton(item_types)))
 
     def _shard_writer(self, sort_key) -> _WriteShardFn:
-        """The DoFn that sorts one shard's elements and writes its file in the format."""
         if self._format == "parquet":
             return _WriteParquetShardFn(self._prefix, self._suffix, self._num_shards, sort_key,
                                         self._ngrams, self._as_bytes, self._counts)
@@ -460,12 +419,10 @@ def _item_of(item_count):
 class WriteReleasedCounts(WriteReleased):
     """Writes the noisy counts of released items in the items' order and shards.
 
-    The twin of ``WriteReleased`` for ``(item, count)`` pairs (``CountReleased``'s
-    output): each pair is sorted and sharded by its item alone, so with the same
-    ``num_shards`` a pair lands in the shard, and at the place, of its item.
-    Text (``counts-*.tsv``): ``item<TAB>count`` lines (``format_count_line``,
-    read back by ``read_counts``); Parquet: columns ``item`` (or ``ngram``) and
-    ``count`` (int64).
+    ``WriteReleased`` for ``CountReleased``'s ``(item, count)`` pairs, sorted and
+    sharded by the item alone: with the same ``num_shards`` a pair lands where
+    its item does. Text: ``item<TAB>count`` lines (``read_counts``); Parquet:
+    columns ``item`` (or ``ngram``) and ``count`` (int64).
 
     Args:
       file_path_prefix: e.g. ``"out/counts"``; local, ``gs://`` or any Beam filesystem.
@@ -484,11 +441,10 @@ class WriteReleasedCounts(WriteReleased):
     _counts = True
 
     def __init__(self, file_path_prefix: str, *, file_name_suffix: str | None = None,
-                 num_shards: int = 1, format: str = "text",
-                 ngrams: bool = False, as_bytes: bool = False):
+                 num_shards: int = 1, format: str = "text", ngrams: bool = False,
+                 as_bytes: bool = False):
         if file_name_suffix is None and format == "text":
             file_name_suffix = ".tsv"
-        super().__init__(file_path_prefix, file_name_suffix=file_name_suffix,
-                         num_shards=num_shards,
+        super().__init__(file_path_prefix, file_name_suffix=file_name_suffix, num_shards=num_shards,
                          format_line=format_count_line if format == "text" else None,
                          sort_key=_item_of, format=format, ngrams=ngrams, as_bytes=as_bytes)

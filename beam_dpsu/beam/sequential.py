@@ -1,20 +1,13 @@
 """Sequential policy histograms in Beam, one ordered pass per shard (dpsu Algorithm 2; gw §3).
 
-A policy histogram visits users one at a time, each update depending on the
-histogram so far, in the order of a keyed hash of the user id (HMAC-SHA256, a
-fresh random key per run), so that the users common to neighbouring datasets
-are visited in the same order. Each worker packs the users of its bundle into
-one compact block per shard (``UserBlockBuilder``); a ``GroupByKey`` gathers
-each shard's blocks (only the global window is accepted), one DoFn call per
-shard sorts its users by keyed hash and applies the policy
-(``shard_policy_histogram``), and the shard histograms are summed per item.
-The output has one (item, weight) per item of any user's list, weight 0
-included (GW), and every one of them is noised (``beam_dpsu.core.policies``).
-
-With ``shards=P`` the users are split over P keys, one ordered policy per
-shard; an extra user changes one shard's histogram, so the sum keeps
-sensitivity 1. P = 1 is the papers' algorithm; raise P when a shard would not
-fit a worker.
+Users are visited in the order of a keyed hash of the user id (HMAC-SHA256,
+a fresh random key per run), so the users common to neighbouring datasets
+are visited in the same order. Workers pack their users into one block per
+shard (``UserBlockBuilder``), a ``GroupByKey`` gathers each shard's blocks
+(global window only), one DoFn call per shard applies the policy in order
+(``shard_policy_histogram``) and the shard histograms are summed per item.
+Every item of any user's list is in the output, weight 0 included, and
+noised. With ``shards=P`` an extra user changes one shard: sensitivity 1.
 
 Design, shards and memory: docs/explanation/proofs.md#sequential-policies-in-beam.
 """
@@ -32,9 +25,8 @@ import numpy as np
 
 from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.max_items_choice.chosen import Chosen, per_candidate
-from beam_dpsu.core.user_blocks import record_blocks
 from beam_dpsu.core.sampling import CandidateSamplers
-from beam_dpsu.core.user_blocks import UserBlockBuilder, shard_policy_histogram
+from beam_dpsu.core.user_blocks import UserBlockBuilder, record_blocks, shard_policy_histogram
 from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
                                        merge_histograms_with_holders, split_by_shard,
                                        split_with_holders)
@@ -54,27 +46,21 @@ __all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histog
 # The most listed items (plus one per user) a worker packs into blocks before
 # it sends them on: ~8 bytes each, plus the blocks' distinct items.
 USER_BLOCK_ITEMS = 1 << 20
-# A worker also sends its blocks once one holds this many distinct items, so that
-# a block's ids fit 16 bits (``shard_blocks.SMALL_IDS``; unless its last user brought
-# more new items than were left).
+# Blocks are also sent once one holds this many distinct items, so that its ids
+# fit 16 bits (``shard_blocks.SMALL_IDS``) unless its last user brought more.
 USER_BLOCK_DISTINCT = 60_000
 
 
 def run_order_key(seed: int | None = None) -> bytes:
-    """The secret key of one run's user order: fresh OS randomness, or derived
-    from the seed in seeded (test-only) runs."""
+    """The secret key of one run's user order: OS randomness, or from a test-only seed."""
     if seed is None:
         return secrets.token_bytes(32)
     return hashlib.sha256(b"beam_dpsu/order/%d" % seed).digest()
 
 
-def _mac(user_id, key: bytes) -> bytes:
-    return hmac.new(key, canonical_bytes(user_id), hashlib.sha256).digest()
-
-
 class _KeyedMac:
-    """``_mac`` under one key, for many users: the keyed state is made once and copied
-    per user (the same bytes; ~1 µs a user instead of ~5 for a fresh HMAC)."""
+    """HMAC-SHA256 of user ids under one key: the keyed state is made once and copied
+    per user (~1 µs a user instead of ~5 for a fresh HMAC)."""
 
     def __init__(self, key: bytes):
         self._keyed = hmac.new(key, digestmod=hashlib.sha256)
@@ -87,12 +73,12 @@ class _KeyedMac:
 
 def user_order_key(user_id, key: bytes) -> bytes:
     """The user's position in the visiting order: HMAC-SHA256 of its id (16 bytes)."""
-    return _mac(user_id, key)[:16]
+    return _KeyedMac(key)(user_id)[:16]
 
 
 def shard_of(user_id, shards: int, key: bytes) -> int:
     """The shard of a user, from bytes of the keyed hash not used for the order."""
-    return _shard_of_mac(_mac(user_id, key), shards)
+    return _shard_of_mac(_KeyedMac(key)(user_id), shards)
 
 
 def _shard_of_mac(mac: bytes, shards: int) -> int:
@@ -101,11 +87,7 @@ def _shard_of_mac(mac: bytes, shards: int) -> int:
 
 def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], update,
                              cutoff: float, shards: int, key: bytes) -> dict:
-    """Pure reference of what the Beam transform computes (used by the tests).
-
-    Users are split into shards, visited in keyed-hash order within each
-    shard, and the shard histograms are summed.
-    """
+    """Pure reference of what the Beam transform computes (used by the tests)."""
     by_shard: dict = {}
     for user_id, items in named_users:
         by_shard.setdefault(shard_of(user_id, shards, key), []).append(
@@ -123,9 +105,8 @@ def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], u
 class _PolicyUserBlocksFn(beam.DoFn):
     """(user_id, items) → (shard, encoded block of that shard's users in this bundle).
 
-    The keyed hash is computed once per user: its first 16 bytes are the
-    user's order key, the next 8 its shard. Blocks are sent when the bundle
-    ends, or sooner once ``max_items`` listed items are held.
+    One keyed hash per user: 16 bytes of order key, the next 8 its shard.
+    Blocks are sent when the bundle ends, or once ``max_items`` items are held.
     """
 
     def __init__(self, shards: int, order_key: bytes, max_items: int | None = None):
@@ -177,17 +158,11 @@ class _PolicyUserBlocksFn(beam.DoFn):
 
 @draws_randomness
 class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
-    """Elements of ``privacy_unit="element"`` input → blocks, as ``_PolicyUserBlocksFn`` makes
-    them from the records of ``ItemCountsPerUser`` followed by ``SampleEachUser``.
+    """``privacy_unit="element"`` elements → blocks: checked, sampled and packed in one step.
 
-    Each element is checked and deduplicated (``element_distinct_items``),
-    sampled to Δ0 and packed in one step. Unseeded, it gets 32 fresh random
-    bytes in place of its keyed hash: the HMAC of a random element id would
-    be no more random, and each person's order key and shard are still
-    independent of the data. Seeded (tests only), its id is ``distinct_element_id``'s
-    and its sample and keyed hash are that id's, so the blocks hold what the
-    two steps would give. Δ0 is one per candidate: ``chosen`` (a side input,
-    ``beam_dpsu.beam.max_items_choice.chosen``) says which.
+    The blocks ``_PolicyUserBlocksFn`` makes after ``ItemCountsPerUser`` and
+    ``SampleEachUser``; Δ0 is the ``chosen`` candidate's.
+    Derivation: docs/explanation/beam-pipeline.md#sequential-policies.
     """
 
     def __init__(self, shards: int, order_key: bytes, max_items_per_user: tuple,
@@ -221,15 +196,11 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
 
 @draws_randomness
 class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
-    """``_PolicyElementBlocksFn`` on the packed blocks of ``max_items_per_user="auto"``
-    ((users per size bin, block) pairs, ``AutoSelection(as_blocks=True)``), whose users
-    are checked, distinct records already.
+    """``_PolicyElementBlocksFn`` on ``AutoSelection(as_blocks=True)``'s record blocks.
 
-    Unseeded, a whole block is sampled in numpy (``sampling.sample_block``),
-    each user it keeps gets 32 fresh random bytes as its element would, and
-    its users join their shard's block by ids (``UserBlockBuilder.add_block``:
-    no list of str per user). Seeded (tests only), each user is unpacked and
-    added as its element would be.
+    Unseeded, a block is sampled in numpy and joins its shards' blocks by ids;
+    seeded (tests only), each user is added as its element would be.
+    Derivation: docs/explanation/beam-pipeline.md#sequential-policies.
     """
 
     def process(self, bins_block, chosen=0):
@@ -237,16 +208,15 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
             yield in_global_window(shard_block)
 
     def packed_users(self, blocks: Iterable[bytes], chosen: int) -> list:
-        """Every user of the record ``blocks`` sampled and packed, as ``process`` sends
-        them, without their shards (for one shard): encoded user blocks."""
+        """The encoded user blocks of the record ``blocks``, as ``process`` sends them
+        (for one shard: shards dropped)."""
         self.start_bundle()
         sample = self._samples[chosen]
         packed = [user_block for block in blocks for _, user_block in self._packed(block, sample)]
         return packed + [user_block for _, user_block in self._full_blocks()]
 
     def _packed(self, block: bytes, sample):
-        """Adds the users of a record block, each sampled; yields the (shard, encoded
-        block) pairs sent as the blocks fill."""
+        """Adds a record block's users, sampled; yields (shard, block) pairs as blocks fill."""
         if sample.seed is not None:
             full = False
             for element in record_blocks.unpack_block(block):
@@ -264,8 +234,7 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
         ids, lengths = sample.sample_block(run_ids, run_sizes)
         holders = lengths > 0  # a person holding nothing contributes nothing
         lengths = lengths[holders]
-        macs = np.frombuffer(secrets.token_bytes(32 * len(lengths)), dtype=np.uint8).reshape(
-            -1, 32)
+        macs = np.frombuffer(secrets.token_bytes(32 * len(lengths)), np.uint8).reshape(-1, 32)
         # _shard_of_mac on every user at once: bytes 16-24 of the 32, big-endian.
         shards = macs[:, 16:24].copy().view(">u8")[:, 0] % self._shards
         full = False
@@ -283,19 +252,15 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
 
 @opaque_output
 class _PolicyHistogramFn(beam.DoFn):
-    """(shard, all its blocks of users) → its policy histogram, the users visited in order.
+    """(shard, all its blocks of users) → its policy histogram, users visited in order.
 
-    One cutoff Γ per candidate Δ0: ``chosen`` (a side input,
-    ``beam_dpsu.beam.max_items_choice.chosen``) says which; a fixed Γ is the one candidate,
-    with no side input.
+    One cutoff Γ per candidate Δ0, ``chosen`` (a side input) says which.
     """
 
     def __init__(self, update, cutoffs: tuple, item_shards: int | None,
                  count_holders: bool = False):
-        self._update = update
-        self._cutoffs = cutoffs
-        self._item_shards = item_shards
-        self._count_holders = count_holders
+        self._update, self._cutoffs = update, cutoffs
+        self._item_shards, self._count_holders = item_shards, count_holders
 
     def process(self, shard_blocks, chosen=0):
         histogram = shard_policy_histogram(shard_blocks[1], self._update, self._cutoffs[chosen],
@@ -310,22 +275,18 @@ class _PolicyHistogramFn(beam.DoFn):
 
 @draws_randomness
 class _PolicyRecordShardFn(_PolicyHistogramFn):
-    """One shard's record blocks (``shards=1``, ``blocks``) → its policy histogram: its
-    users sampled and packed here (``_PolicyRecordBlocksFn.packed_users``), then visited
-    in order as ``_PolicyHistogramFn`` visits them, by the same ``chosen`` candidate.
+    """One shard's record blocks (``shards=1``, ``blocks``) → its policy histogram.
 
-    The record blocks cross the shuffle instead of the user blocks made from them
-    (~1.5 bytes per (user, item) pair, against 2 per sampled id), in one stage
-    fewer: the runner copies the blocks it carries a few times over, and the
-    user blocks of a Δ0 that keeps most items were the larger.
+    Its users are sampled and packed here (``_PolicyRecordBlocksFn.packed_users``)
+    then visited as ``_PolicyHistogramFn`` does: the smaller record blocks cross
+    the shuffle, one stage fewer (docs/explanation/beam-pipeline.md#sequential-policies).
     """
 
     def __init__(self, packer: _PolicyRecordBlocksFn, sample_is_chosen: bool, update,
                  cutoffs: tuple, item_shards: int | None, count_holders: bool = False):
         super().__init__(update, cutoffs, item_shards, count_holders)
-        self._packer = packer
         # Δ0 is chosen by the cutoff's index, or is one value (its index 0).
-        self._sample_is_chosen = sample_is_chosen
+        self._packer, self._sample_is_chosen = packer, sample_is_chosen
 
     def setup(self):
         self._packer.setup()
@@ -349,19 +310,14 @@ class SequentialPolicyHistogram(beam.PTransform):
 
     Args:
       update: the policy, e.g. ``policies.l2_descent``.
-      cutoff: Γ, or a ``Chosen`` of them (one per candidate Δ0, picked when the
-        pipeline runs; ``beam_dpsu.beam.max_items_choice.chosen``), then with ``sample_elements``
-        a ``Chosen`` by the same index, if given.
+      cutoff: Γ, or a ``Chosen`` of them (one per candidate Δ0), by the same index as
+        ``sample_elements``'s if that is a ``Chosen``.
       order_key: the run's secret key for the user order and shards.
       shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
-      item_shards: None (default) for (item, weight) pairs; else the histogram
-        comes as (shard, {item: weight}) dicts, one per ``shard_of_item`` shard
-        of this many that holds items, for ``NoisyThreshold.per_shard`` (one
-        element per shard instead of one per item).
-      sample_elements: None (default), or Δ0: the input is then the elements
-        of ``privacy_unit="element"`` input, each one person's record, checked,
-        deduplicated and sampled to Δ0 here (``_PolicyElementBlocksFn``) instead of
-        by ``ItemCountsPerUser`` and ``SampleEachUser`` before.
+      item_shards: None (default) for (item, weight) pairs; else (shard, {item: weight})
+        dicts of this many ``shard_of_item`` shards, for ``NoisyThreshold.per_shard``.
+      sample_elements: None (default), or Δ0: the input is ``privacy_unit="element"``
+        elements, checked and sampled to Δ0 here (``_PolicyElementBlocksFn``).
       seed: only with ``sample_elements``: a test-only seed for the elements'
         ids and samples (None, the default, draws from the OS).
       blocks: only with ``sample_elements``: the input is instead the packed
@@ -395,9 +351,7 @@ class SequentialPolicyHistogram(beam.PTransform):
             self._pack = (_PolicyRecordBlocksFn if blocks else _PolicyElementBlocksFn)(
                 shards, order_key, tuple(checks.max_items(m, "sample_elements")
                                          for m in self._pack_chosen.values), seed)
-        self._shards = shards
-        self._update = update
-        self._cutoff = Chosen.of(cutoff)
+        self._shards, self._update, self._cutoff = shards, update, Chosen.of(cutoff)
         if (self._pack_chosen.index is not None
                 and self._pack_chosen.index is not self._cutoff.index):
             raise ValueError("sample_elements and cutoff must be chosen by the same index")
@@ -411,22 +365,18 @@ class SequentialPolicyHistogram(beam.PTransform):
         if isinstance(self._pack, _PolicyRecordBlocksFn) and self._shards == 1:
             # One shard: its record blocks are gathered as they are, and its users
             # sampled and packed where they are visited (``_PolicyRecordShardFn``).
-            shard_blocks = (user_items
-                            | "ToTheShard" >> beam.Map(_to_the_shard).with_output_types(
-                                typing.Tuple[int, bytes])
-                            | "GroupShardBlocks" >> beam.GroupByKey())
+            keyed = user_items | "ToTheShard" >> beam.Map(_to_the_shard).with_output_types(
+                typing.Tuple[int, bytes])
             policy = _PolicyRecordShardFn(self._pack, self._pack_chosen.index is not None,
                                           *args)
         else:
-            shard_blocks = (
-                user_items
-                | "PackUserBlocks" >> beam.ParDo(
-                    self._pack, **self._pack_chosen.side_inputs()).with_output_types(
+            keyed = user_items | "PackUserBlocks" >> beam.ParDo(
+                self._pack, **self._pack_chosen.side_inputs()).with_output_types(
                     typing.Tuple[int, bytes])
-                # Each shard's blocks in one place, once every user is packed (the global
-                # window closes): a GroupByKey, one stage boundary, no per-key state.
-                | "GroupShardBlocks" >> beam.GroupByKey())
             policy = _PolicyHistogramFn(*args)
+        # Each shard's blocks in one place, once every user is packed (the global
+        # window closes): a GroupByKey, one stage boundary, no per-key state.
+        shard_blocks = keyed | "GroupShardBlocks" >> beam.GroupByKey()
         shard_histograms = shard_blocks | "ApplyPolicyInOrder" >> beam.ParDo(
             policy, **self._cutoff.side_inputs())
         # Finally the P shard histograms are summed per item (or per item shard).
@@ -446,18 +396,15 @@ class OrderItemsForGW(beam.PTransform):
     """(user_id, {item: count}) → (user_id, the user's top-Δ0 items in GW priority order).
 
     Most frequent first, by the user's own counts (GW) or by public counts
-    (GW-KT: a mapping, or a PCollection of (item, count) read as a dict side
-    input); ties broken by a keyed hash of the item (gw Algorithm 2, line 8);
-    only the first Δ0 are kept (``policies.gw_item_order``). Every item of
-    these lists becomes a noised key of the policy histogram, weight 0
-    included (proof: docs/explanation/proofs.md#gw-and-gw-kt).
+    (GW-KT: a mapping, or a PCollection of (item, count) pairs); ties broken by
+    a keyed hash of the item (gw Algorithm 2, line 8; ``policies.gw_item_order``).
+    Proof: docs/explanation/proofs.md#gw-and-gw-kt.
     """
 
     def __init__(self, order_key: bytes, max_items_per_user: int | Chosen, public_counts=None):
         super().__init__()
-        self._key = order_key
+        self._key, self._public = order_key, public_counts
         self._max_items = Chosen.of(max_items_per_user).map(checks.max_items)
-        self._public = public_counts
 
     def expand(self, user_counts):
         order = _TopItemsFn(self._key, self._max_items.values)
@@ -481,10 +428,8 @@ TIE_KEY_CACHE = 1 << 20
 class _TopItemsFn(beam.DoFn):
     """(user_id, {item: count}) → (user_id, top-Δ0 list); tie keys cached per worker.
 
-    The tie key is a keyed hash of the item alone (the same in every worker
-    for one run key), so caching it changes nothing but the time: a keyed
-    BLAKE2b per (user, item) was most of GW's cost, while items repeat across
-    users (a Zipf vocabulary).
+    A tie key is a keyed hash of the item alone, so caching it changes only the
+    time (a keyed BLAKE2b per (user, item) was most of GW's cost).
     """
 
     def __init__(self, order_key: bytes, max_items: tuple):

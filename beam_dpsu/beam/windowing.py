@@ -1,15 +1,8 @@
 """Bounding is global: every transform that bounds or aggregates users refuses windows.
 
-A user's contribution is bounded across the whole input (docs/privacy.md, invariant 7).
-Beam groups by (key, window), so a ``GroupByKey`` or ``CombinePerKey`` over a
-PCollection in fixed, sliding or session windows would bound each user once
-per window: a user whose records fall in 6 windows would contribute Δ0 items 6
-times, and the noise calibrated for one user would cover a sixth of them.
-An unbounded (streaming) PCollection has no end at which a global bound
-could be applied. A global window with a trigger other than the default
-would fire several panes, each grouped on its own: the same per-pane
-bounding. All three are refused when the pipeline is built, before any data
-moves.
+A windowed input, an unbounded one, or a non-default trigger would bound each
+user once per window or pane (docs/privacy.md, invariant 7): all three are
+refused when the pipeline is built (docs/explanation/beam-pipeline.md#windows).
 """
 
 from __future__ import annotations
@@ -35,7 +28,8 @@ def require_global_window(pcoll, transform: str):
       pcoll: the input PCollection of a transform that bounds contributions.
       transform: the transform's name, for the error message.
     """
-    windowfn = getattr(getattr(pcoll, "windowing", None), "windowfn", None)
+    windowing = getattr(pcoll, "windowing", None)
+    windowfn = getattr(windowing, "windowfn", None)
     if windowfn is not None and not isinstance(windowfn, GlobalWindows):
         raise NonGlobalWindowError(
             f"{transform} needs its input in the global window, but it is windowed by "
@@ -44,7 +38,7 @@ def require_global_window(pcoll, transform: str):
             "privacy guarantee would not hold. Apply "
             "beam.WindowInto(beam.window.GlobalWindows()) before it, over the whole input "
             "you mean to release from.")
-    triggerfn = getattr(getattr(pcoll, "windowing", None), "triggerfn", None)
+    triggerfn = getattr(windowing, "triggerfn", None)
     if triggerfn is not None and not isinstance(triggerfn, DefaultTrigger):
         raise NonGlobalWindowError(
             f"{transform} needs the global window with its default trigger, but the input has "
@@ -59,12 +53,9 @@ def require_global_window(pcoll, transform: str):
 
 
 def in_global_window(value) -> WindowedValue:
-    """``value`` as an element of the global window, stamped with its end.
+    """``value`` in the global window, stamped with its end (as a ``GroupByKey``'s output).
 
-    For DoFns that emit from ``finish_bundle`` (after batching): every output,
-    whether emitted there or from ``process``, gets this one window and
-    timestamp (the end of the global window, as a ``GroupByKey`` output has),
-    so how outputs fell into batches leaves no trace in their metadata. Only
-    for transforms that refuse every other window (above).
+    For DoFns that batch: how outputs fell into batches leaves no trace in their
+    metadata. Only for transforms that refuse every other window.
     """
     return WindowedValue(value, _END_OF_GLOBAL_WINDOW, _GLOBAL_WINDOW)

@@ -364,8 +364,8 @@ def test_a_tokens_element_is_checked_once_and_every_block_is_stamped_alike(monke
     # or last, stamped alike: the timestamp of the element that filled a block would
     # tell when that user came.
     checked = []
-    check = bounding._plain_tokens
-    monkeypatch.setattr(bounding, "_plain_tokens",
+    check = bounding.plain_str_items
+    monkeypatch.setattr(bounding, "plain_str_items",
                         lambda distinct: checked.append(1) or check(distinct))
     monkeypatch.setattr(record_blocks, "IDS_PER_BLOCK", 3)
     records = [tokenize("a b c"), tokenize("d e"), tokenize("f")]
