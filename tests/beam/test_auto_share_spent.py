@@ -82,7 +82,7 @@ def test_select_items_spends_the_share_it_calibrates_and_reports_it(mechanism, g
     assert plan.auto.share == share
     report = select.report
     _assert_split_as_run(total, share, plan, report["max_items_per_user"],
-                         [c.budget for c in select._auto_calibrations], plan.selection_budget)
+                         [c.budget for c in select.auto_plan.calibrations], plan.selection_budget)
     # The mechanism's own entry states the same share, and the accountant the total.
     assert report["mechanism"]["max_items_per_user"]["share"] == share
     # The accountant is charged the total once: the split lives in the report.
@@ -98,7 +98,7 @@ def test_sips_auto_without_a_share_composes_its_noise_to_the_total(total):
     plan = select.auto_plan
     hist = _histogram_part(choice.size_noise(plan.size_budget))
     assert float(hist) == pytest.approx(0.015 * float(_amount(total)), rel=1e-15)
-    for calibration in select._auto_calibrations:
+    for calibration in select.auto_plan.calibrations:
         if isinstance(total, beam_dpsu.ZCDPBudget):
             rounds = sum(1 / (2 * Fraction(c.noise_scale) ** 2) for c in calibration.rounds)
             # Within the total exactly (σ_i is rounded up: gaussian.zcdp_gaussian_sigma),
