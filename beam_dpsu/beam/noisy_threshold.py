@@ -128,12 +128,17 @@ class _PerShardFn(_ChosenDecisionFn):
         yield from self._decisions[chosen].decide_histogram(shard_histogram[1])
 
 
-def _release(pcoll, name: str, label: str, fn: type, decisions: Chosen):
-    """``pcoll`` decided by ``fn`` of ``decisions``, then checkpointed (one draw for all)."""
+def _decide_each(decisions: Chosen) -> beam.ParDo:
+    """The ParDo deciding (item, weight) pairs one by one with ``decisions``' chosen one."""
+    if decisions.index is None:
+        return beam.ParDo(decisions.first)
+    return beam.ParDo(_ChosenDecisionFn(decisions.values), **decisions.side_inputs())
+
+
+def _release(pcoll, name: str, label: str, decide: beam.ParDo):
+    """``pcoll`` decided by ``decide``, then checkpointed (one draw for all)."""
     require_global_window(pcoll, name)
-    return (pcoll
-            | label >> beam.ParDo(fn(decisions.values), **decisions.side_inputs())
-            | "Checkpoint" >> beam.Reshuffle())
+    return pcoll | label >> decide | "Checkpoint" >> beam.Reshuffle()
 
 
 class _PerShard(ReleaseTransform):
@@ -144,8 +149,8 @@ class _PerShard(ReleaseTransform):
         self._decisions, self._name = decisions, name
 
     def expand(self, shard_histograms):
-        return _release(shard_histograms, self._name, "DecidePerShard", _PerShardFn,
-                        self._decisions)
+        return _release(shard_histograms, self._name, "DecidePerShard", beam.ParDo(
+            _PerShardFn(self._decisions.values), **self._decisions.side_inputs()))
 
 
 def _per_shard(name: str, calibration, seed: int | None, decision) -> _PerShard:
@@ -201,8 +206,8 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
 
     def expand(self, histogram):
         decisions = self._calibration.map(lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
-        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold", _ChosenDecisionFn,
-                        decisions)
+        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold",
+                        _decide_each(decisions))
 
 
 class _KeepWithProbabilityFn(BatchedDecisionFn):
@@ -240,5 +245,4 @@ class KeepWithProbability(ReleaseTransform):
 
     def expand(self, histogram):
         return _release(histogram, "KeepWithProbability", "KeepWithProbability",
-                        _ChosenDecisionFn,
-                        Chosen.of(_KeepWithProbabilityFn(self._calibration, self._seed)))
+                        beam.ParDo(_KeepWithProbabilityFn(self._calibration, self._seed)))
