@@ -9,27 +9,19 @@
         --epsilon 1 --delta 1e-7
 
 Everything after ``--`` is the job's own command line (without ``--output``
-and, for the vocabulary job, without ``--mechanism``). Each in a fresh Python
-process, it times a read-only pipeline over the same files (match, read,
-parse and tokenise every record and count the (user, item) pairs: the least
-any job must do; ``--read-only`` runs just that), the job itself end to end,
-with ``--before DIR`` the same job from another checkout of the project
-(``git worktree add /tmp/before <commit>``), and with ``--max-items-values
-100,auto`` (vocabulary job) each mechanism once per Δ0. Each of ``--repeats``
-rounds runs every pipeline once, so drift in the machine's speed weighs on
-the read-only pipeline and the jobs alike.
-
-Each line reports the fastest and the median wall time, the fastest's ratio
-to the read-only pipeline's, the median over the rounds of each round's ratio
-(``× rounds``: steadier on a machine whose speed drifts), pairs (item
-occurrences) per second, the peak resident memory of the job's process tree
-(``ru_maxrss`` of its largest process) and what the job released. The pair
-count, times and memory are raw figures of the input, not private (labelled
-so): for evaluation only. Compare lines of one run only (docs/benchmarks.md).
+and, for the vocabulary job, without ``--mechanism``). In fresh Python
+processes, in ``--repeats`` interleaved rounds, it times a read-only pipeline
+over the same files (``--read-only`` runs just that), the job itself, with
+``--before DIR`` the same job from another checkout, and with
+``--max-items-values`` each mechanism once per Δ0. Each line reports wall
+times, ratios to reading, pairs per second, peak memory and what the job
+released; the pair count, times and memory are raw figures of the input, not
+private: for evaluation only. Method: docs/explanation/reading.md#the-benchmark.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import statistics
@@ -97,25 +89,12 @@ def build_parser() -> JobArgumentParser:
     return parser
 
 
-def _split_argv(argv):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        build_parser().parse_args(argv)  # --help, and the benchmark's own flags checked
-        raise UsageError("give the job's own flags after --, e.g. -- --input FILE "
-                             "--rho 0.1 --delta 1e-5")
-    i = argv.index("--")
-    return argv[:i], argv[i + 1:]
-
-
-_PATH_FLAGS = ("--input", "--public-input", "--public_input")
-
-
 def absolute_inputs(job_argv: list) -> list:
     """``job_argv`` with the values of --input/--public-input made absolute (local paths)."""
     out = list(job_argv)
     for i, arg in enumerate(out):
         flag, eq, value = arg.partition("=")
-        if flag not in _PATH_FLAGS:
+        if flag not in ("--input", "--public-input", "--public_input"):
             continue
         if eq and "://" not in value:
             out[i] = f"{flag}={os.path.abspath(value)}"
@@ -124,25 +103,22 @@ def absolute_inputs(job_argv: list) -> list:
     return out
 
 
-def _job_module(job: str):
-    if job == "vocabulary":
-        from pipelines import vocabulary
-        return vocabulary
-    from pipelines import ngrams
-    return ngrams
-
-
 def prepare(argv):
-    own, job_argv = _split_argv(argv)
-    args = build_parser().parse_args(own)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--" not in argv:
+        build_parser().parse_args(argv)  # --help, and the benchmark's own flags checked
+        raise UsageError("give the job's own flags after --, e.g. -- --input FILE "
+                         "--rho 0.1 --delta 1e-5")
+    args = build_parser().parse_args(argv[:argv.index("--")])
+    job_argv = argv[argv.index("--") + 1:]
     if args.repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     if any(a == "--output" or a.startswith("--output=") for a in job_argv):
         raise UsageError("leave --output out of the job's flags: the benchmark writes to "
-                             "its scratch folder")
+                         "its scratch folder")
     if args.before and not os.path.isdir(os.path.join(args.before, "pipelines")):
         raise UsageError(f"--before {args.before!r} is not a checkout of this project "
-                             "(no pipelines/ folder)")
+                         "(no pipelines/ folder)")
     # The jobs run in the folder of their checkout (--before's too): input
     # paths given relative to here are made absolute.
     job_argv = absolute_inputs(job_argv)
@@ -158,7 +134,7 @@ def prepare(argv):
                              "--max-items-per-user among the job's flags")
         max_items = comma_list(args.max_items_values, "--max-items-values")
     # The job's own parser checks its flags and the input before anything runs.
-    module = _job_module(args.job)
+    module = importlib.import_module(f"pipelines.{args.job}")
     probe = ["--output", os.path.join(tempfile.gettempdir(), "beam_dpsu_benchmark_probe")]
     for mechanism in mechanisms:
         for value in max_items:
@@ -171,45 +147,33 @@ def prepare(argv):
                            max_items=max_items, job_args=job_args, output=None)
 
 
-# -- the read-only pipeline -----------------------------------------------------------------
-
-
-def read_only_pipeline(pipeline, job: str, job_args, count_path: str) -> None:
-    """Read, parse and tokenise every record; write the number of (user, item) pairs."""
-    from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
-    read = ReadUserItems if job == "vocabulary" else ReadDocuments
-    tokenizer = tokenizer_from_args(job_args)
-    _ = (pipeline
-         | "Read" >> read(job_args.input, job_args.format, job_args.user_field,
-                          job_args.text_field, tokenizer, job_args.skip_header_lines,
-                          files=job_args.files,
-                          items_field=getattr(job_args, "items_field", None))
-         | "PairsPerRecord" >> beam.Map(lambda e: len(items_of(e[1])))
-         | "SumPairs" >> beam.CombineGlobally(sum)
-         | "Write" >> beam.io.WriteToText(count_path, shard_name_template=""))
-
-
 def _run_read_only(job) -> str:
-    args = job.args
+    """Reads, parses and tokenises every record; prints the number of (user, item) pairs."""
+    from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
+    a = job.job_args
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "pairs.txt")
         with beam.Pipeline() as pipeline:
-            read_only_pipeline(pipeline, args.job, job.job_args, path)
+            read = ReadUserItems if job.args.job == "vocabulary" else ReadDocuments
+            _ = (pipeline
+                 | "Read" >> read(a.input, a.format, a.user_field, a.text_field,
+                                  tokenizer_from_args(a), a.skip_header_lines, files=a.files,
+                                  items_field=getattr(a, "items_field", None))
+                 | "PairsPerRecord" >> beam.Map(lambda e: len(items_of(e[1])))
+                 | "SumPairs" >> beam.CombineGlobally(sum)
+                 | "Write" >> beam.io.WriteToText(path, shard_name_template=""))
         with open(path, encoding="utf-8") as f:
             pairs = int(f.read().strip() or 0)
     print(json.dumps({"pairs": pairs}), flush=True)
     return ""
 
 
-# -- timing processes ------------------------------------------------------------------------
-
-
 def time_process(command, cwd: str, log_path: str) -> tuple[float, float]:
     """Runs ``command`` in a fresh process; (wall seconds, peak RSS in MiB); raises on failure."""
-    env = dict(os.environ, PYTHONPATH=cwd)
     with open(log_path, "w", encoding="utf-8") as log:
         start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=log)
+        process = subprocess.Popen(command, cwd=cwd, env=dict(os.environ, PYTHONPATH=cwd),
+                                   stdout=log, stderr=log)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -217,7 +181,7 @@ def time_process(command, cwd: str, log_path: str) -> tuple[float, float]:
         with open(log_path, encoding="utf-8") as log:
             lines = [line for line in log.read().splitlines() if line.strip()]
         raise UsageError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
-                           f"{lines[-1] if lines else 'no output'}; see {log_path}")
+                         f"{lines[-1] if lines else 'no output'}; see {log_path}")
     # ru_maxrss: KiB on Linux, the largest process of the tree that was waited for.
     return wall, usage.ru_maxrss / 1024.0
 
@@ -227,106 +191,85 @@ def _released(job: str, output: str) -> int:
     return report["released_items" if job == "vocabulary" else "released_ngrams"]
 
 
-def _summary(results: list) -> tuple:
-    """(fastest wall time, median wall time, peak MiB, last result) of one pipeline's runs."""
-    walls = [r[0] for r in results]
-    return min(walls), statistics.median(walls), max(r[1] for r in results), results[-1][2]
-
-
 def run_prepared(job) -> str:
     args = job.args
     if args.read_only:
         return _run_read_only(job)
     with scratch_folder(args.workdir, "beam_dpsu_benchmark_") as workdir:
-        return _benchmark(job, workdir)
+        # The read-only pipeline (this checkout's reader, for both codes), then the job per
+        # mechanism, this checkout and --before: each round runs every one of them once,
+        # so a machine that slows down or speeds up during the run weighs on all alike.
+        read_command = [sys.executable, "-m", "pipelines.evaluation.benchmark", "--read-only",
+                        "--job", args.job, "--", *job.job_argv]
+        pairs_box = {}
 
+        def read_once(i):
+            log = os.path.join(workdir, f"read-only-{i}.log")
+            wall, rss = time_process(read_command, ROOT, log)
+            with open(log, encoding="utf-8") as f:
+                pairs_box["pairs"] = json.loads(f.read().strip().splitlines()[-1])["pairs"]
+            return wall, rss, None
 
-def _benchmark(job, workdir: str) -> str:
-    args = job.args
-    python = sys.executable
-    # The read-only pipeline (this checkout's reader, for both codes), then the job per
-    # mechanism, this checkout and --before: each round runs every one of them once,
-    # so a machine that slows down or speeds up during the run weighs on all alike.
-    read_command = [python, "-m", "pipelines.evaluation.benchmark", "--read-only",
-                    "--job", args.job, "--", *job.job_argv]
-    pairs_box = {}
+        codes = [("this", ROOT)] + ([("before", os.path.abspath(args.before))]
+                                    if args.before else [])
+        pipelines = [("read-only", "read-only", read_once)]
+        for mechanism in job.mechanisms:
+            for value in job.max_items:
+                label = mechanism or "dpne"
+                extra = [] if mechanism is None else ["--mechanism", mechanism]
+                if value is not None:
+                    label, extra = f"{label} Δ0={value}", extra + ["--max-items-per-user", value]
+                for code, root in codes:
+                    name = f"{code}-{mechanism or args.job}-{value}"
+                    output = os.path.join(workdir, name)
+                    command = [sys.executable, "-m", f"pipelines.{args.job}", *job.job_argv,
+                               "--output", output, *extra]
 
-    def read_once(i):
-        log = os.path.join(workdir, f"read-only-{i}.log")
-        wall, rss = time_process(read_command, ROOT, log)
-        with open(log, encoding="utf-8") as f:
-            pairs_box["pairs"] = json.loads(f.read().strip().splitlines()[-1])["pairs"]
-        return wall, rss, None
+                    def job_once(i, command=command, name=name, output=output, root=root):
+                        # A job refuses an output folder that holds files (and --before's
+                        # checkout may not know --overwrite): each run starts without one.
+                        shutil.rmtree(output, ignore_errors=True)
+                        wall, rss = time_process(command, root,
+                                                 os.path.join(workdir, f"{name}-{i}.log"))
+                        return wall, rss, _released(args.job, output)
 
-    codes = [("this", ROOT)] + ([("before", os.path.abspath(args.before))] if args.before
-                                else [])
-    pipelines = [("read-only", "read-only", read_once)]
-    for mechanism in job.mechanisms:
-        for value in job.max_items:
-            label = mechanism or "dpne"
-            extra = [] if mechanism is None else ["--mechanism", mechanism]
-            if value is not None:
-                label, extra = f"{label} Δ0={value}", extra + ["--max-items-per-user", value]
-            for code, root in codes:
-                name = f"{code}-{mechanism or args.job}-{value}"
-                output = os.path.join(workdir, name)
-                command = [python, "-m", f"pipelines.{args.job}", *job.job_argv,
-                           "--output", output, *extra]
-
-                def job_once(i, command=command, name=name, output=output, root=root):
-                    # A job refuses an output folder that holds files (and --before's
-                    # checkout may not know --overwrite): each run starts without one.
-                    shutil.rmtree(output, ignore_errors=True)
-                    wall, rss = time_process(command, root,
-                                             os.path.join(workdir, f"{name}-{i}.log"))
-                    return wall, rss, _released(args.job, output)
-
-                pipelines.append((label, code, job_once))
-    results: dict = {(m, code): [] for m, code, _ in pipelines}
-    for i in range(args.repeats):
-        for mechanism, code, run_once in pipelines:
-            results[mechanism, code].append(run_once(i))
-        if args.repeats > 1:
-            progress(f"round {i + 1} of {args.repeats}: every pipeline ran once")
-    read_wall, read_median, read_rss, _ = _summary(results["read-only", "read-only"])
+                    pipelines.append((label, code, job_once))
+        results: dict = {(m, code): [] for m, code, _ in pipelines}
+        for i in range(args.repeats):
+            for mechanism, code, run_once in pipelines:
+                results[mechanism, code].append(run_once(i))
+            if args.repeats > 1:
+                progress(f"round {i + 1} of {args.repeats}: every pipeline ran once")
     read_walls = [run[0] for run in results["read-only", "read-only"]]
     pairs = pairs_box["pairs"]
-    progress(f"read-only: {pairs:,} pairs in {read_wall:.1f} s (peak {read_rss:,.0f} MiB; "
-                 "non-private figures, for evaluation only)")
-    for mechanism, code, _ in pipelines:
-        wall, median, rss, released = _summary(results[mechanism, code])
-        round_ratios = [run[0] / read for run, read in zip(results[mechanism, code],
-                                                            read_walls)]
-        _emit(args, {"job": args.job, "mechanism": mechanism, "code": code,
-                     "pairs": pairs, "wall_seconds": round(wall, 2),
-                     "median_seconds": round(median, 2),
-                     "ratio_to_read": round(wall / read_wall, 2),
-                     "median_round_ratio_to_read": round(statistics.median(round_ratios), 2),
-                     "pairs_per_second": round(pairs / wall), "peak_mib": round(rss),
-                     "released": released})
-    return ""
-
-
-_HEADER = False
-
-
-def _emit(args, result: dict) -> None:
-    global _HEADER
-    if args.json:
-        print(json.dumps({**result, "non_private": True}), flush=True)
-        return
-    if not _HEADER:
+    progress(f"read-only: {pairs:,} pairs in {min(read_walls):.1f} s (peak "
+             f"{max(r[1] for r in results['read-only', 'read-only']):,.0f} MiB; "
+             "non-private figures, for evaluation only)")
+    if not args.json:
         print("NON-PRIVATE figures of the input and the run (pairs, times, memory): for "
               "evaluation only", flush=True)
         print(f"{'mechanism':>24} {'code':>9} {'wall s':>8} {'median':>8} {'× read':>7} "
               f"{'× rounds':>8} {'pairs/s':>11} {'peak MiB':>9} {'released':>9}", flush=True)
-        _HEADER = True
-    released = "" if result["released"] is None else f"{result['released']:,}"
-    print(f"{result['mechanism']:>24} {result['code']:>9} {result['wall_seconds']:>8.1f} "
-          f"{result['median_seconds']:>8.1f} {result['ratio_to_read']:>7.2f} "
-          f"{result['median_round_ratio_to_read']:>8.2f} {result['pairs_per_second']:>11,} "
-          f"{result['peak_mib']:>9,} {released:>9}",
-          flush=True)
+    for mechanism, code, _ in pipelines:
+        runs = results[mechanism, code]
+        wall, median = min(r[0] for r in runs), statistics.median(r[0] for r in runs)
+        rss, released = max(r[1] for r in runs), runs[-1][2]
+        ratios = [run[0] / read for run, read in zip(runs, read_walls)]
+        result = {"job": args.job, "mechanism": mechanism, "code": code, "pairs": pairs,
+                  "wall_seconds": round(wall, 2), "median_seconds": round(median, 2),
+                  "ratio_to_read": round(wall / min(read_walls), 2),
+                  "median_round_ratio_to_read": round(statistics.median(ratios), 2),
+                  "pairs_per_second": round(pairs / wall), "peak_mib": round(rss),
+                  "released": released}
+        if args.json:
+            print(json.dumps({**result, "non_private": True}), flush=True)
+            continue
+        shown = "" if released is None else f"{released:,}"
+        print(f"{mechanism:>24} {code:>9} {result['wall_seconds']:>8.1f} "
+              f"{result['median_seconds']:>8.1f} {result['ratio_to_read']:>7.2f} "
+              f"{result['median_round_ratio_to_read']:>8.2f} {result['pairs_per_second']:>11,} "
+              f"{result['peak_mib']:>9,} {shown:>9}", flush=True)
+    return ""
 
 
 def main(argv=None) -> int:

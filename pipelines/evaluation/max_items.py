@@ -3,31 +3,16 @@
     nice -n 10 python -m pipelines.evaluation.max_items --output /tmp/delta0_bench \\
         --data-dir data --rho 0.1 --delta 1e-5
 
-For each data set (IMDb 50k, one user per review; the 1 % AskReddit bigrams,
-one user per author; two synthetic Pareto/zeta shapes) and each mechanism
-(Weighted Gaussian, Policy Gaussian, SIPS) it counts the items released
-
-* with each fixed Δ0 of the grid (1, 2, 5, …, 1000) at the whole budget,
-  ``--grid-trials`` times each (the grid's best is not private: it is
-  chosen on the raw data);
-* with ``auto`` (``beam_dpsu.core.max_items_choice``): a share of the budget buys a noisy
-  histogram of the users' distinct-item counts, the rule picks Δ0 from it,
-  and the mechanism runs at the rest, ``--auto-trials`` times.
-
-Running every configuration through Beam's DirectRunner would take hours,
-so the selections run in memory on numpy arrays, with the library's own
-calibration (``mechanism.calibrate``) and release step
-(``calibration.release_mask``) and the library's per-user rules
-(``policies.weighted_gaussian_weight``, ``policies.policy_weights`` with
-``policies.l2_descent``): the same distribution of released sets as
-``SelectItems`` (``tests/pipelines/evaluation/test_max_items.py`` checks the counts
-against it). A data set is loaded once into per-user arrays of distinct
-item ids (:class:`UserItemArrays`).
-
-Output: ``results.csv`` (one row per selection run) and ``results.md``
-(the summary table and the per-Δ0 grid curves) in ``--output``; progress
-and each run's count on stderr. Every figure is a raw statistic of the
-data, for evaluation only (not private).
+For each data set (IMDb 50k, the 1 % AskReddit bigrams, two synthetic
+Pareto/zeta shapes) and each mechanism (Weighted Gaussian, Policy Gaussian,
+SIPS) it counts the items released with each fixed Δ0 of the grid at the
+whole budget (``--grid-trials`` times each; the grid's best is not private)
+and with ``auto`` (``--auto-trials`` times). The selections run in memory on
+numpy arrays with the library's own calibration, release step and per-user
+rules: the same distribution of released sets as ``SelectItems``
+(docs/explanation/reading.md#the-0-benchmark). Output: ``results.csv`` and
+``results.md`` in ``--output``. Every figure is a raw statistic of the data,
+for evaluation only (not private).
 """
 
 from __future__ import annotations
@@ -53,9 +38,7 @@ from pipelines.interrupts import end_program
 
 import numpy as np  # noqa: E402
 
-from beam_dpsu.core import max_items_choice  # noqa: E402
-
-from beam_dpsu.core import policies  # noqa: E402
+from beam_dpsu.core import max_items_choice, policies  # noqa: E402
 from beam_dpsu.core.budgets import ZCDPBudget  # noqa: E402
 from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.core.calibration import release_mask  # noqa: E402
@@ -65,13 +48,8 @@ from pipelines.io.decompression import open_input  # noqa: E402
 from pipelines.io.parsers import parse_csv  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.max_items"
-
-GRID = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-MECHANISMS = {"weighted-gaussian": WeightedGaussian, "policy-gaussian": PolicyGaussian,
-              "sips": SIPS}
-
-
-# -- data -----------------------------------------------------------------------------
+_MECHANISMS = {"weighted-gaussian": WeightedGaussian, "policy-gaussian": PolicyGaussian,
+               "sips": SIPS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,15 +93,11 @@ class UserItemArrays:
     def from_item_lists(cls, users_items: Iterable[Iterable[Hashable]]):
         """From each user's items (repeats allowed; users with none are left out)."""
         ids = policies.ItemIds()
-        sizes, chunks = [], []
-        for items in users_items:
-            distinct = ids.ids(dict.fromkeys(items))
-            if distinct:
-                sizes.append(len(distinct))
-                chunks.append(distinct)
+        chunks = [c for c in (ids.ids(dict.fromkeys(items)) for items in users_items) if c]
+        sizes = np.array([len(c) for c in chunks], dtype=np.int64)
         flat = np.fromiter((i for chunk in chunks for i in chunk), dtype=np.int64,
-                           count=sum(sizes))
-        return cls.from_sizes(np.array(sizes, dtype=np.int64), flat, len(ids))
+                           count=int(sizes.sum()))
+        return cls.from_sizes(sizes, flat, len(ids))
 
 
 def read_user_items(path: str, user_field: str, text_field: str,
@@ -131,12 +105,9 @@ def read_user_items(path: str, user_field: str, text_field: str,
     """A headed CSV file as {user: [items]}: the text field tokenised, or as one item
     when ``tokenizer`` is None; a user's rows merged (as ``SelectItems`` does)."""
     users: defaultdict = defaultdict(list)
-    stream = open_input(path)
-    try:
+    with open_input(path) as stream:
         for user, text in parse_csv(path, stream, user_field, text_field):
             users[user].extend(tokenizer(text) if tokenizer is not None else (text,))
-    finally:
-        stream.close()
     return users
 
 
@@ -144,66 +115,39 @@ def synthetic(num_users: int, size_shape: float, item_exponent: float, seed: int
               size_scale: float = 10.0, max_size: int = 10_000) -> UserItemArrays:
     """Users whose set sizes follow a Pareto law and whose items a zeta law (dp-sips §5.1).
 
-    Each user draws n = ⌈scale·(1 + Lomax(shape))⌉ (a Pareto of scale
-    ``size_scale`` and shape ``size_shape``, capped at ``max_size``) and then n
-    items from a zeta law of exponent ``item_exponent``; repeats are merged,
-    so a user's distinct items are at most n. Seeded: the same data each run.
+    Each user draws n = ⌈scale·(1 + Lomax(shape))⌉ (capped at ``max_size``) items
+    from a zeta law of exponent ``item_exponent``; repeats are merged. Seeded.
     """
     rng = np.random.default_rng(seed)
     sizes = np.minimum(np.ceil(size_scale * (1.0 + rng.pareto(size_shape, num_users))),
                        max_size).astype(np.int64)
-    draws = rng.zipf(item_exponent, int(sizes.sum()))
-    values, items = np.unique(draws, return_inverse=True)
+    values, items = np.unique(rng.zipf(item_exponent, int(sizes.sum())), return_inverse=True)
     users = np.repeat(np.arange(num_users, dtype=np.int64), sizes)
     pairs = np.unique(users * len(values) + items.ravel())  # distinct (user, item), sorted
     distinct_sizes = np.bincount(pairs // len(values), minlength=num_users)
     return UserItemArrays.from_sizes(distinct_sizes, pairs % len(values), len(values))
 
 
-@dataclasses.dataclass(frozen=True)
-class DataSet:
-    """A named data set and how to load it."""
-
-    name: str
-    describe: str
-    load: Callable[[], UserItemArrays]
-
-
-def data_sets(data_dir: str, imdb: str | None, askreddit: str | None,
-              synthetic_users: int, seed: int) -> dict:
-    """The benchmark's data sets by name."""
-    imdb = imdb or os.path.join(data_dir, "imdb_50k_reviews.csv.gz")
-    askreddit = askreddit or os.path.join(data_dir, "askreddit_bigrams_1pct.csv.gz")
+def _data_sets(args) -> dict:
+    """The benchmark's data sets: name → loader."""
+    imdb = args.imdb or os.path.join(args.data_dir, "imdb_50k_reviews.csv.gz")
+    askreddit = args.askreddit or os.path.join(args.data_dir, "askreddit_bigrams_1pct.csv.gz")
     tokenizer = Tokenizer()  # the jobs' default tokenizer
-    shapes = {"zipf-a": (1.16, 1.1), "zipf-b": (2.0, 1.5)}
-    out = {
-        "imdb": DataSet("imdb", f"{os.path.basename(imdb)}: one user per row, the review's "
-                                "tokens (default tokenizer)",
-                        lambda: UserItemArrays.from_item_lists(
-                            read_user_items(imdb, "@row", "review", tokenizer).values())),
-        "askreddit": DataSet("askreddit", f"{os.path.basename(askreddit)}: user = author, "
-                                          "item = the ngram field as one item",
-                             lambda: UserItemArrays.from_item_lists(
-                                 read_user_items(askreddit, "author", "ngram", None).values())),
-    }
-    for i, (name, (shape, exponent)) in enumerate(shapes.items()):
-        out[name] = DataSet(
-            name, f"synthetic, {synthetic_users} users: sizes Pareto(scale 10, shape {shape}) "
-                  f"capped at 10000, items zeta({exponent}), seed {seed + i}",
-            functools.partial(synthetic, synthetic_users, shape, exponent, seed + i))
-    return out
-
-
-# -- the selections, in memory --------------------------------------------------------
+    sets = {"imdb": lambda: UserItemArrays.from_item_lists(
+                read_user_items(imdb, "@row", "review", tokenizer).values()),
+            "askreddit": lambda: UserItemArrays.from_item_lists(
+                read_user_items(askreddit, "author", "ngram", None).values())}
+    for i, (name, shape, exponent) in enumerate((("zipf-a", 1.16, 1.1), ("zipf-b", 2.0, 1.5))):
+        sets[name] = functools.partial(synthetic, args.synthetic_users, shape, exponent,
+                                       args.seed + i)
+    return sets
 
 
 def sample(data: UserItemArrays, max_items: int, rng: np.random.Generator) -> UserItemArrays:
     """A uniform sample of ≤ ``max_items`` distinct items per user, without replacement.
 
-    The entries of each user above Δ0 are ranked by the user index plus a
-    uniform [0, 1) key, so a sort permutes each such user's items uniformly
-    and keeps its first Δ0 (``bounding.sample_items``: the first Δ0 of a
-    uniform permutation).
+    Each user's items are permuted uniformly and its first Δ0 kept, as
+    ``bounding.sample_items`` does (docs/explanation/reading.md#the-0-benchmark).
     """
     sizes = data.sizes
     over = sizes > max_items
@@ -211,8 +155,7 @@ def sample(data: UserItemArrays, max_items: int, rng: np.random.Generator) -> Us
         return data
     users = data.users_of_entries()
     entries = np.flatnonzero(over[users])
-    order = np.argsort(users[entries] + rng.random(len(entries)), kind="stable")
-    ranked = entries[order]
+    ranked = entries[np.argsort(users[entries] + rng.random(len(entries)), kind="stable")]
     # Rank within the user: position minus the user's first position among `ranked`.
     starts = np.zeros(data.num_users, dtype=np.int64)
     starts[over] = np.cumsum(np.concatenate(([0], sizes[over][:-1])))
@@ -223,42 +166,36 @@ def sample(data: UserItemArrays, max_items: int, rng: np.random.Generator) -> Us
                                      data.num_items)
 
 
-def _released(histogram: np.ndarray, held: np.ndarray, calibration, rng) -> np.ndarray:
+def _released(histogram: np.ndarray, sampled: UserItemArrays, calibration, rng) -> np.ndarray:
     """Ids of the held items (the histogram's keys) that weight + noise puts above ρ."""
-    keys = np.flatnonzero(held)
+    keys = np.flatnonzero(np.bincount(sampled.items, minlength=sampled.num_items))
     return keys[release_mask(histogram[keys], calibration, rng)]
 
 
-def weighted_gaussian_release(data: UserItemArrays, max_items: int, calibration,
-                              rng: np.random.Generator) -> np.ndarray:
-    """Weighted Gaussian: each user adds 1/√|W| to its ≤ Δ0 sampled items."""
+def _weighted_gaussian(data: UserItemArrays, max_items: int, calibration, rng) -> np.ndarray:
+    """Each user adds 1/√|W| to its ≤ Δ0 sampled items."""
     sampled = sample(data, max_items, rng)
     sizes = sampled.sizes
     weight = np.array([policies.weighted_gaussian_weight(int(n)) if n else 0.0
                        for n in range(int(sizes.max(initial=0)) + 1)])
-    per_entry = np.repeat(weight[sizes], sizes)
-    histogram = np.bincount(sampled.items, weights=per_entry, minlength=data.num_items)
-    held = np.bincount(sampled.items, minlength=data.num_items) > 0
-    return _released(histogram, held, calibration, rng)
+    histogram = np.bincount(sampled.items, weights=np.repeat(weight[sizes], sizes),
+                            minlength=data.num_items)
+    return _released(histogram, sampled, calibration, rng)
 
 
-def policy_gaussian_release(data: UserItemArrays, max_items: int, calibration,
-                            rng: np.random.Generator) -> np.ndarray:
-    """Policy Gaussian: ℓ2-descent toward the cutoff Γ, users in a uniformly random order
-    (the keyed hash of a fresh key orders them so in ``SelectItems``)."""
+def _policy_gaussian(data: UserItemArrays, max_items: int, calibration, rng) -> np.ndarray:
+    """ℓ2-descent toward the cutoff Γ, users in a uniformly random order (as the keyed
+    hash of a fresh key orders them in ``SelectItems``)."""
     sampled = sample(data, max_items, rng)
     users = sampled.user_arrays()
-    order = rng.permutation(len(users))
-    histogram = policies.policy_weights((users[u] for u in order), data.num_items,
-                                        policies.l2_descent, calibration.cutoff)
-    held = np.bincount(sampled.items, minlength=data.num_items) > 0
-    return _released(histogram, held, calibration, rng)
+    histogram = policies.policy_weights((users[u] for u in rng.permutation(len(users))),
+                                        data.num_items, policies.l2_descent, calibration.cutoff)
+    return _released(histogram, sampled, calibration, rng)
 
 
-def sips_release(data: UserItemArrays, max_items: int, calibration,
-                 rng: np.random.Generator) -> np.ndarray:
-    """SIPS: a Weighted Gaussian per round over each user's items not yet released,
-    at the round's calibration (``beam_dpsu.beam.sips``)."""
+def _sips(data: UserItemArrays, max_items: int, calibration, rng) -> np.ndarray:
+    """A Weighted Gaussian per round over each user's items not yet released, at the
+    round's calibration (``beam_dpsu.beam.sips``)."""
     released = np.zeros(data.num_items, dtype=bool)
     remaining = data
     for round_calibration in calibration.rounds:
@@ -267,41 +204,29 @@ def sips_release(data: UserItemArrays, max_items: int, calibration,
                                  minlength=remaining.num_users).astype(np.int64)
         remaining = UserItemArrays.from_sizes(kept_sizes[kept_sizes > 0],
                                               remaining.items[keep], data.num_items)
-        released[weighted_gaussian_release(remaining, max_items, round_calibration, rng)] = True
+        released[_weighted_gaussian(remaining, max_items, round_calibration, rng)] = True
     return np.flatnonzero(released)
-
-
-RELEASES = {WeightedGaussian: weighted_gaussian_release, PolicyGaussian: policy_gaussian_release,
-            SIPS: sips_release}
 
 
 def released_count(data: UserItemArrays, mechanism, budget, rng: np.random.Generator) -> int:
     """Items a selection with ``mechanism`` (its Δ0) releases at ``budget``, in memory."""
-    calibration = mechanism.calibrate(budget)
-    release = RELEASES[type(mechanism)]
-    return len(release(data, mechanism.max_items_per_user, calibration, rng))
+    release = {WeightedGaussian: _weighted_gaussian, PolicyGaussian: _policy_gaussian,
+               SIPS: _sips}[type(mechanism)]
+    return len(release(data, mechanism.max_items_per_user, mechanism.calibrate(budget), rng))
 
 
-def auto_released_count(data: UserItemArrays, mechanism, budget, share: float | None,
-                        rng: np.random.Generator) -> tuple[int, int]:
-    """(Δ0 chosen, items released) with ``max_items_per_user="auto"``: a noisy histogram
-    of the users' distinct-item counts at ``share`` of the budget (None: the mechanism's
-    default), the rule's Δ0 from
-    it, the selection at the rest (``beam_dpsu.core.max_items_choice``, as ``SelectItems``
-    runs it)."""
+def _auto_released_count(data: UserItemArrays, mechanism, budget, share: float | None,
+                         rng: np.random.Generator) -> tuple[int, int]:
+    """(Δ0 chosen, items released) with ``max_items_per_user="auto"`` at ``share`` of the
+    budget (None: the mechanism's default), as ``SelectItems`` runs it."""
     auto = max_items_choice.AutoMaxItems(share=share)
-    plan = max_items_choice.plan_auto(max_items_choice.with_max_items(mechanism, auto),
-                               budget)
+    plan = max_items_choice.plan_auto(max_items_choice.with_max_items(mechanism, auto), budget)
     counts = max_items_choice.size_counts(data.sizes.tolist(), np.asarray(plan.edges))
-    noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget,
-                                        random.Random(int(rng.integers(2 ** 63))))
-    chosen = plan.choose(noisy)
+    chosen = plan.choose(max_items_choice.noisy_size_histogram(
+        counts, plan.size_budget, random.Random(int(rng.integers(2 ** 63)))))
     count = released_count(data, max_items_choice.with_max_items(mechanism, chosen),
                            plan.selection_budget, rng)
     return chosen, count
-
-
-# -- the job ---------------------------------------------------------------------------
 
 
 def build_parser() -> JobArgumentParser:
@@ -321,8 +246,8 @@ def build_parser() -> JobArgumentParser:
     add_overwrite_argument(g)
     g.add_argument(*flags("datasets"), default="imdb,askreddit,zipf-a,zipf-b",
                    metavar="NAMES", help="data sets: imdb, askreddit, zipf-a, zipf-b")
-    g.add_argument(*flags("mechanisms"), default=",".join(MECHANISMS), metavar="NAMES",
-                   help=f"mechanisms: {', '.join(MECHANISMS)}")
+    g.add_argument(*flags("mechanisms"), default=",".join(_MECHANISMS), metavar="NAMES",
+                   help=f"mechanisms: {', '.join(_MECHANISMS)}")
     g.add_argument(*flags("data-dir"), default="data", metavar="FOLDER",
                    help="folder of imdb_50k_reviews.csv.gz and askreddit_bigrams_1pct.csv.gz")
     g.add_argument(*flags("imdb"), metavar="FILE",
@@ -335,7 +260,7 @@ def build_parser() -> JobArgumentParser:
                    help="ρ of the ZCDPBudget every selection gets in total")
     g.add_argument(*flags("delta"), type=float, default=1e-5, metavar="D",
                    help="δ of the budget")
-    g.add_argument(*flags("grid"), default=",".join(map(str, GRID)), metavar="D0[,D0…]",
+    g.add_argument(*flags("grid"), default="1,2,5,10,20,50,100,200,500,1000", metavar="D0[,D0…]",
                    help="the fixed Δ0 values")
     g.add_argument(*flags("grid-trials"), type=int, default=2, metavar="N",
                    help="runs per fixed Δ0")
@@ -353,8 +278,7 @@ def _names(text: str, known, flag: str) -> list:
     names = comma_list(text, flag, canonical_name, "names")  # as mechanism names are
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"{flag}: unknown or no names {unknown}; choose from "
-                             f"{sorted(known)}")
+        raise UsageError(f"{flag}: unknown or no names {unknown}; choose from {sorted(known)}")
     return names
 
 
@@ -369,79 +293,44 @@ def prepare(argv):
             raise UsageError(f"{flag} is too small, got {value}")
     if args.auto_share is not None and not 0.0 < args.auto_share < 1.0:
         raise UsageError(f"--auto-share must be in (0, 1), got {args.auto_share}")
-    sets = data_sets(args.data_dir, args.imdb, args.askreddit, args.synthetic_users, args.seed)
-    chosen_sets = [sets[n] for n in _names(args.datasets, sets, "--datasets")]
-    mechanisms = _names(args.mechanisms, MECHANISMS, "--mechanisms")
+    sets = _data_sets(args)
+    chosen_sets = [(n, sets[n]) for n in _names(args.datasets, sets, "--datasets")]
+    mechanisms = _names(args.mechanisms, _MECHANISMS, "--mechanisms")
     with flag_errors(max_items_per_user="--grid"):
         for name in mechanisms:
             for d0 in grid:
-                MECHANISMS[name](max_items_per_user=d0).calibrate(budget)
+                _MECHANISMS[name](max_items_per_user=d0).calibrate(budget)
     return SimpleNamespace(args=args, budget=budget, grid=grid, data_sets=chosen_sets,
                            mechanisms=mechanisms, output=args.output,
                            overwrite=args.overwrite, inputs=())
 
 
-FIELDS = ("dataset", "mechanism", "arm", "trial", "max_items_per_user", "released", "seconds")
-
-
-def run_grid_and_auto(job, record: Callable[[dict], None]) -> None:
-    """Every selection run of the job, each passed to ``record`` as a row of ``FIELDS``."""
-    args = job.args
-    for set_index, data_set in enumerate(job.data_sets):
-        start = time.perf_counter()
-        data = data_set.load()
-        progress(f"{data_set.name}: {data.num_users} users, {data.num_items} items, "
-                     f"{len(data.items)} (user, item) pairs; loaded in "
-                     f"{time.perf_counter() - start:.1f} s")
-        for mech_index, name in enumerate(job.mechanisms):
-            runs = [("grid", d0, t) for d0 in job.grid for t in range(args.grid_trials)]
-            runs += [("auto", None, t) for t in range(args.auto_trials)]
-            for arm, d0, trial in runs:
-                rng = np.random.default_rng(
-                    [args.seed, set_index, mech_index, arm == "auto", d0 or 0, trial])
-                start = time.perf_counter()
-                if arm == "grid":
-                    count = released_count(data, MECHANISMS[name](max_items_per_user=d0),
-                                           job.budget, rng)
-                else:
-                    d0, count = auto_released_count(data, MECHANISMS[name](), job.budget,
-                                                    args.auto_share, rng)
-                row = {"dataset": data_set.name, "mechanism": name, "arm": arm,
-                       "trial": trial, "max_items_per_user": d0, "released": count,
-                       "seconds": round(time.perf_counter() - start, 3)}
-                record(row)
-                progress(f"{data_set.name} {name} {arm} Δ0={d0} trial {trial}: "
-                             f"{count} released in {row['seconds']:.2f} s")
-
-
-def summarise(rows: Sequence[dict], grid: Sequence[int]) -> str:
-    """The markdown summary: per (data set, mechanism) the grid's best Δ0 and its items,
-    auto's chosen Δ0 and mean items and their ratio; then the grid curves."""
+def _summary(rows: Sequence[dict], grid: Sequence[int]) -> str:
+    """Per (data set, mechanism) the grid's best Δ0 and its items, auto's chosen Δ0 and
+    mean items and their ratio; then the grid curves."""
     runs = defaultdict(list)
     for row in rows:
         runs[(row["dataset"], row["mechanism"], row["arm"])].append(row)
-    keys = list(dict.fromkeys((r["dataset"], r["mechanism"]) for r in rows))
     lines = ["| data set | mechanism | best grid Δ0 | its items (mean) | auto Δ0 (trials) "
              "| auto items (mean) | auto / best |",
              "|---|---|---:|---:|---|---:|---:|"]
     curves = ["| data set | mechanism | " + " | ".join(f"Δ0={d}" for d in grid) + " |",
               "|---|---|" + "---:|" * len(grid)]
-    for dataset, mechanism in keys:
+    for dataset, mechanism in dict.fromkeys((r["dataset"], r["mechanism"]) for r in rows):
         by_d0 = defaultdict(list)
         for row in runs[(dataset, mechanism, "grid")]:
             by_d0[int(row["max_items_per_user"])].append(int(row["released"]))
         means = {d0: float(np.mean(v)) for d0, v in by_d0.items()}
         auto = runs[(dataset, mechanism, "auto")]
         best = max(means, key=lambda d0: means[d0]) if means else None
-        best_text = (f"{best} | {means[best]:,.1f}" if best is not None else "– | –")
+        best_text = f"{best} | {means[best]:,.1f}" if best is not None else "– | –"
+        auto_text = "– | – | –"
         if auto:
             auto_mean = float(np.mean([int(r["released"]) for r in auto]))
             chosen = ", ".join(str(r["max_items_per_user"]) for r in auto)
             ratio = (f"{100.0 * auto_mean / means[best]:.1f} %"
                      if best is not None and means[best] > 0 else "–")
             auto_text = f"{chosen} | {auto_mean:,.1f} | {ratio}"
-        else:
-            auto_text = "– | – | –"
         lines.append(f"| {dataset} | {mechanism} | {best_text} | {auto_text} |")
         curves.append(f"| {dataset} | {mechanism} | " + " | ".join(
             f"{means[d]:,.0f}" if d in means else "–" for d in grid) + " |")
@@ -450,28 +339,47 @@ def summarise(rows: Sequence[dict], grid: Sequence[int]) -> str:
 
 
 def run_prepared(job) -> str:
+    args = job.args
     staging = staging_of(job)
     os.makedirs(staging, exist_ok=True)
     rows = []
     with open(os.path.join(staging, "results.csv"), "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer = csv.DictWriter(f, fieldnames=("dataset", "mechanism", "arm", "trial",
+                                               "max_items_per_user", "released", "seconds"))
         writer.writeheader()
-
-        def record(row):
-            rows.append(row)
-            writer.writerow(row)
-            f.flush()
-
-        run_grid_and_auto(job, record)
-    budget = job.budget
-    share = "the default" if job.args.auto_share is None else f"{job.args.auto_share:g}"
-    header = (f"Items released, budget ZCDPBudget(ρ={budget.rho:g}, δ={budget.delta:g}) in "
-              f"total; grid: {job.args.grid_trials} trials per Δ0; auto: "
-              f"{job.args.auto_trials} trials at share "
-              f"{share}. Raw "
-              "statistics, not private.\n\n")
+        for set_index, (set_name, load) in enumerate(job.data_sets):
+            start = time.perf_counter()
+            data = load()
+            progress(f"{set_name}: {data.num_users} users, {data.num_items} items, "
+                     f"{len(data.items)} (user, item) pairs; loaded in "
+                     f"{time.perf_counter() - start:.1f} s")
+            for mech_index, name in enumerate(job.mechanisms):
+                runs = [("grid", d0, t) for d0 in job.grid for t in range(args.grid_trials)]
+                runs += [("auto", None, t) for t in range(args.auto_trials)]
+                for arm, d0, trial in runs:
+                    rng = np.random.default_rng(
+                        [args.seed, set_index, mech_index, arm == "auto", d0 or 0, trial])
+                    start = time.perf_counter()
+                    if arm == "grid":
+                        count = released_count(data, _MECHANISMS[name](max_items_per_user=d0),
+                                               job.budget, rng)
+                    else:
+                        d0, count = _auto_released_count(data, _MECHANISMS[name](), job.budget,
+                                                         args.auto_share, rng)
+                    row = {"dataset": set_name, "mechanism": name, "arm": arm,
+                           "trial": trial, "max_items_per_user": d0, "released": count,
+                           "seconds": round(time.perf_counter() - start, 3)}
+                    rows.append(row)
+                    writer.writerow(row)
+                    f.flush()
+                    progress(f"{set_name} {name} {arm} Δ0={d0} trial {trial}: "
+                             f"{count} released in {row['seconds']:.2f} s")
+    share = "the default" if args.auto_share is None else f"{args.auto_share:g}"
+    header = (f"Items released, budget ZCDPBudget(ρ={job.budget.rho:g}, δ={job.budget.delta:g})"
+              f" in total; grid: {args.grid_trials} trials per Δ0; auto: {args.auto_trials} "
+              f"trials at share {share}. Raw statistics, not private.\n\n")
     with open(os.path.join(staging, "results.md"), "w", encoding="utf-8") as f:
-        f.write(header + summarise(rows, job.grid))
+        f.write(header + _summary(rows, job.grid))
     return f"{len(rows)} runs; results.csv and results.md in {job.output}"
 
 

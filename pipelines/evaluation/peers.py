@@ -8,23 +8,14 @@
         --mechanisms sips:auto,sips
 
 The same (user, item) pairs go through PipelineDP's ``select_partitions``
-(each of its strategies at (ε, δ) with ``max_partitions_contributed`` = Δ0 =
-``--max-items-per-user``, default 100; PipelineDP always takes that fixed Δ0)
-and through our mechanisms (``--mechanisms``). An entry ``NAME:auto`` or
-``NAME:N`` runs that mechanism at ``--max-items-per-user`` auto or N:
-``sips:auto`` is the vocabulary job's default and the first of the default
-list (sips:auto, weighted-gaussian, policy-gaussian, sips, gw,
-truncated-geometric — the last is PipelineDP's default strategy's algorithm).
-
-Each selection is one DirectRunner pipeline in a fresh Python process (this
-script re-run with ``--selection I``), one after another. For each it prints
-released items, the wall time of the pipeline (reading and tokenising the
-input included, interpreter start and imports not), the peak resident memory
-of that process (``benchmark.time_process``: imports included, Beam's in
-every row, PipelineDP's only in its own rows) and, for ``auto``, the Δ0
-chosen (a DP release). Times and memory are figures of the run, not private:
-for evaluation only; compare rows of one run only. PipelineDP is an optional
-dependency of this script only.
+(each of ``--peer-strategies`` at (ε, δ) with ``max_partitions_contributed`` =
+Δ0 = ``--max-items-per-user``, default 100) and through our ``--mechanisms``
+(``NAME:auto`` or ``NAME:N`` runs one at that Δ0). Each selection is one
+DirectRunner pipeline in a fresh Python process (this script re-run with
+``--selection I``); it prints released items, wall time, peak memory and, for
+``auto``, the Δ0 chosen (a DP release). Times and memory are figures of the
+run, not private: for evaluation only (docs/explanation/reading.md#the-peer-comparison).
+PipelineDP is an optional dependency of this script only.
 """
 
 from __future__ import annotations
@@ -65,19 +56,7 @@ PEER_STRATEGIES = ("TRUNCATED_GEOMETRIC", "LAPLACE_THRESHOLDING", "GAUSSIAN_THRE
 DEFAULT_MECHANISMS = "sips:auto,weighted-gaussian,policy-gaussian,sips,gw,truncated-geometric"
 
 
-def _count_into(pcoll, path: str, label: str):
-    """Counts ``pcoll`` and writes the number to ``path`` (read back after the run)."""
-    return (pcoll
-            | f"Count{label}" >> beam.combiners.Count.Globally()
-            | f"Write{label}" >> beam.io.WriteToText(path, shard_name_template=""))
-
-
-def _read_count(path: str) -> int:
-    with open(path, encoding="utf-8") as f:
-        return int(f.read().strip())
-
-
-def pipeline_dp_select(pairs, strategy_name: str, budget: Budget, max_items: int):
+def _pipeline_dp_select(pairs, strategy_name: str, budget: Budget, max_items: int):
     """PipelineDP's select_partitions on (user, item) pairs (its Beam backend)."""
     import pipeline_dp
 
@@ -129,20 +108,6 @@ def build_parser() -> JobArgumentParser:
     return parser
 
 
-def _mechanism_entries(args) -> list:
-    """(name, Δ0) per --mechanisms entry ``NAME[:N|auto]``; Δ0 defaults to
-    --max-items-per-user."""
-    entries = []
-    for entry in comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms"):
-        name, colon, value = entry.partition(":")
-        try:
-            max_items = int_or_auto(value) if colon else args.max_items_per_user
-        except argparse.ArgumentTypeError as exc:
-            raise UsageError(f"--mechanisms {entry!r}: {exc}") from None
-        entries.append((name, max_items))
-    return entries
-
-
 def prepare(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     args, options = parse_job_args(build_parser(), argv)
@@ -166,7 +131,12 @@ def prepare(argv):
         raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
                          f"{list(PEER_STRATEGIES)}")
     mechanisms = []
-    for name, max_items in _mechanism_entries(args):
+    for entry in comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms"):
+        name, colon, value = entry.partition(":")  # NAME[:N|auto]
+        try:
+            max_items = int_or_auto(value) if colon else args.max_items_per_user
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--mechanisms {entry!r}: {exc}") from None
         mechanisms.append(mechanism_from_args(
             argparse.Namespace(**{**vars(args), "max_items_per_user": max_items}), name,
             ignore_unused=True))
@@ -184,49 +154,17 @@ def prepare(argv):
 
 
 def _selections(job) -> list:
-    """(label, Δ0, select) per selection, in --selection order."""
-    args, budget, max_items = job.args, job.budget, job.args.max_items_per_user
-    runs = [(f"PipelineDP {s.lower()}", max_items, lambda pairs, s=s: (pipeline_dp_select(
-        pairs, s, budget, max_items), None)) for s in job.strategies]
-
-    def ours(pairs, mechanism):
-        select = SelectItems(mechanism, budget, hot_key_fanout=args.hot_key_fanout)
-        return pairs | "SelectItems" >> select, select.chosen_max_items_per_user
-
-    for mechanism in job.mechanisms:
-        label = f"beam_dpsu {mechanism.name}"
-        if mechanism.name == "sips" and is_auto(mechanism.max_items_per_user):
-            label += " (default job)"
-        runs.append((label, mechanism.max_items_per_user,
-                     lambda pairs, m=mechanism: ours(pairs, m)))
+    """(label, Δ0, PipelineDP strategy or our mechanism) per selection, in --selection order."""
+    runs = [(f"PipelineDP {s.lower()}", job.args.max_items_per_user, s) for s in job.strategies]
+    for m in job.mechanisms:
+        default = m.name == "sips" and is_auto(m.max_items_per_user)
+        runs.append((f"beam_dpsu {m.name}" + " (default job)" * default, m.max_items_per_user, m))
     return runs
 
 
-def _run_one(job, index: int) -> None:
-    """Runs selection ``index`` in this process; writes {released, seconds, max_items}."""
-    args = job.args
-    tokenizer = tokenizer_from_args(args)
-    _, max_items, select = _selections(job)[index]
-    base = os.path.join(args.workdir, f"run{index}")
-    chosen_path = None
-    start = time.perf_counter()
-    with job_pipeline(job.options) as p:
-        pairs = p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                             args.text_field, tokenizer,
-                                             args.skip_header_lines, files=args.files,
-                                             items_field=args.items_field)
-        released, chosen = select(pairs)
-        _count_into(released, f"{base}.txt", "Released")
-        if chosen is not None:  # the Δ0 chosen privately (a DP release)
-            chosen_path = f"{base}.chosen.txt"
-            _ = chosen | "WriteChosen" >> beam.io.WriteToText(chosen_path,
-                                                               shard_name_template="")
-    seconds = time.perf_counter() - start
-    if chosen_path is not None:
-        max_items = f"auto → {_read_count(chosen_path)}"
-    with open(f"{base}.json", "w", encoding="utf-8") as f:
-        json.dump({"released": _read_count(f"{base}.txt"), "seconds": seconds,
-                   "max_items": max_items}, f)
+def _read_count(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        return int(f.read().strip())
 
 
 def _child_argv(job, index: int) -> list:
@@ -246,8 +184,32 @@ def _child_argv(job, index: int) -> list:
 def run_prepared(job) -> str:
     args, budget = job.args, job.budget
     # --workdir: scratch, kept (not a release folder), created by prepare.
-    if args.selection is not None:
-        _run_one(job, args.selection)
+    if args.selection is not None:  # run it here; write {released, seconds, max_items}
+        _, max_items, selection = _selections(job)[args.selection]
+        base = os.path.join(args.workdir, f"run{args.selection}")
+        chosen = None
+        start = time.perf_counter()
+        with job_pipeline(job.options) as p:
+            pairs = p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
+                                                 args.text_field, tokenizer_from_args(args),
+                                                 args.skip_header_lines, files=args.files,
+                                                 items_field=args.items_field)
+            if isinstance(selection, str):
+                released = _pipeline_dp_select(pairs, selection, budget, max_items)
+            else:
+                select = SelectItems(selection, budget, hot_key_fanout=args.hot_key_fanout)
+                released, chosen = pairs | "SelectItems" >> select, select.chosen_max_items_per_user
+            _ = (released | "CountReleased" >> beam.combiners.Count.Globally()
+                 | "WriteReleased" >> beam.io.WriteToText(f"{base}.txt", shard_name_template=""))
+            if chosen is not None:  # the Δ0 chosen privately (a DP release)
+                _ = chosen | "WriteChosen" >> beam.io.WriteToText(f"{base}.chosen.txt",
+                                                                   shard_name_template="")
+        seconds = time.perf_counter() - start
+        if chosen is not None:
+            max_items = f"auto → {_read_count(f'{base}.chosen.txt')}"
+        with open(f"{base}.json", "w", encoding="utf-8") as f:
+            json.dump({"released": _read_count(f"{base}.txt"), "seconds": seconds,
+                       "max_items": max_items}, f)
         return ""
     print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), "
           f"Δ0 = {args.max_items_per_user}; each selection in its own process; wall s: the "

@@ -1,10 +1,8 @@
 """One parser per text format: (path, binary stream) → records (:func:`record_parser`).
 
-``parse_pairs`` gives (user, item) pairs; ``parse_csv``, ``parse_jsonl`` and
-``parse_text`` give (user, text); ``parse_msnbc`` gives (user, page
-categories). Each checks its format's shape and hints at the right
-``--format`` when a file is of another kind; an error names the file and the
-true line, and never quotes the record.
+Each checks its format's shape and hints at the right ``--format`` when a
+file is of another kind; an error names the file and the true line, and never
+quotes the record (docs/explanation/reading.md#parsing).
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import re
 import sys
 import typing
 import zipfile
+from collections import Counter
 from typing import Callable, Iterator, Sequence
 
 from beam_dpsu.core.documents import encodes_as_utf8
@@ -36,12 +35,9 @@ _ITEM_HEADERS = {"item", "items", "word", "words", "token", "tokens", "term", "k
                  "query", "url", "page", "document", "sequence", "tag", "tags", "label",
                  "labels", "keyword", "keywords", "product"}
 
-# The longest CSV field read, in characters (the csv module's limit, which is
-# process-wide; the parsers set it). 16 Mi characters is over a thousand times
-# a long review or article, and keeps a worker's memory per field bounded
-# (≤ 64 MiB as a str), so a runaway quote stops there instead of reading a
-# whole large file into one field. The csv module's own default, 128 Ki
-# characters, would refuse long legitimate texts.
+# The longest CSV field read, in characters (csv's process-wide limit; the parsers set
+# it): bounds a worker's memory per field, so a runaway quote stops there
+# (docs/explanation/reading.md#parsing).
 FIELD_SIZE_LIMIT = 16 * 1024 * 1024
 
 
@@ -82,26 +78,11 @@ def _blank(user: str | None) -> str:
     return " (it is only whitespace)" if user else ""
 
 
-def _field_too_long(path: str, lineno: int) -> InputFormatError:
-    return InputFormatError(
-        f"{path}:{lineno}: a field that begins on this line is longer than the limit of "
-        f"{FIELD_SIZE_LIMIT:,} characters (an unterminated quote?)")
-
-
 def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
-    """``user,item`` CSV records → (user, item), read with the csv module (default
-    dialect: comma-separated, ``"`` quotes, ``""`` a quote inside quotes).
+    """``user,item`` CSV records (csv's default dialect) → (user, item).
 
-    Every record is exactly two fields. The item is used as it is: no
-    whitespace is stripped, and a quoted item may hold commas, quotes and line
-    breaks (as ``csv.writer`` writes them); it must not be empty. The user id
-    has surrounding whitespace stripped (as in every format) and must not be
-    empty.
-    Refused, naming the line: a blank line, a quote never closed, a field
-    longer than ``FIELD_SIZE_LIMIT`` characters; a first line such as
-    ``user,item`` (two usual column names) unless ``skip_header_lines`` skips
-    it (read as data it would be a user holding one item); a first line that
-    is a JSON object (a JSON lines file).
+    The item is used as it is (whitespace kept); the user id is stripped.
+    What is refused: docs/explanation/reading.md#parsing.
     """
     csv.field_size_limit(FIELD_SIZE_LIMIT)
     lines = (line for line in decoded_lines(path, stream) if line[0] > skip_header_lines)
@@ -138,18 +119,16 @@ def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple
         raise InputFormatError(f"{path}:{records.line_num}: malformed CSV ({exc})") from None
 
 
-# A field of a CSV record as the csv module reads the default dialect (non-strict):
-# quoted (``q``), to its closing quote and on to a comma or line end (``t``: after a
-# closing quote, characters join the field), or still open at the end; else unquoted
-# (``u``), to a comma or line end (a quote inside it is a character).
+# A field as csv reads the default dialect (non-strict): quoted (``q``), to its closing
+# quote and on to a comma or line end (``t``: characters after a closing quote join the
+# field), or still open at the end; else unquoted (``u``; a quote in it is a character).
 _CSV_FIELD = re.compile(r'"(?P<q>(?:[^"]+|"")*)(?:"(?P<t>[^,\r\n]*)|\Z)|(?P<u>[^,\r\n]*)')
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int]]:
-    """(line it begins on, length as csv counts it) of each field of one CSV record,
-    from its lines read so far: csv does not say where a field began, which error
-    messages name."""
+    """(line it begins on, length as csv counts it) of each field of one CSV record
+    read so far: csv does not say where a field began, which errors name."""
     text, pos, fields = "".join(lines), 0, []
     while True:
         field = typing.cast(re.Match, _CSV_FIELD.match(text, pos))
@@ -162,15 +141,13 @@ def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, in
 
 
 class _CsvRecords:
-    """(line it begins on, fields) of each record of CSV lines, read with the csv module
-    (default dialect); a blank line is a record with no fields.
+    """(line it begins on, fields) of each record of (number, line) pairs, line ends
+    kept, read with csv (a blank line is a record with no fields).
 
-    ``lines`` are (number, line) pairs, line ends kept (:func:`decoded_lines`),
-    numbered on from ``first_lineno``. A quoted field never closed (csv ends
-    the record at the end of the file, where only an open quote leaves one
-    unended) and a field longer than ``FIELD_SIZE_LIMIT`` are an
-    ``InputFormatError`` naming the line the field begins on; any other
-    malformed CSV is csv's own ``csv.Error``.
+    A quoted field never closed (csv ends the record at the end of the file,
+    where only an open quote leaves one unended) and a field longer than
+    ``FIELD_SIZE_LIMIT`` raise ``InputFormatError`` naming the line the field
+    begins on; other malformed CSV is csv's own ``csv.Error``.
     """
 
     def __init__(self, path: str, lines: Iterator[tuple[int, str]], first_lineno: int = 1):
@@ -206,13 +183,15 @@ class _CsvRecords:
             if "field limit" not in str(exc) or not self._lines:
                 raise
             longest = max(_field_starts(self._lines, start), key=lambda f: f[1])
-            raise _field_too_long(self._path, longest[0]) from None
+            raise InputFormatError(
+                f"{self._path}:{longest[0]}: a field that begins on this line is longer than "
+                f"the limit of {FIELD_SIZE_LIMIT:,} characters (an unterminated quote?)") \
+                from None
 
 
 def _refuse_repeated_columns(path: str, header: Sequence[str], read: Sequence[str]) -> None:
-    """Raises when the header names a column that is read more than once: taking one of
-    them would be a guess (taking the last, ``user,text,user`` read another column as
-    the user id). A repeated column that is not read is left alone."""
+    """Raises when the header names a column read more than once: taking one would be a
+    guess. A repeated column that is not read is left alone."""
     for name in read:
         columns = [str(i) for i, column in enumerate(header, start=1) if column == name]
         if len(columns) > 1:
@@ -225,24 +204,19 @@ def _refuse_repeated_columns(path: str, header: Sequence[str], read: Sequence[st
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """A headed CSV file → (user, text) per row.
 
-    ``user_field="@row"`` makes every row its own user (``<file>:<row>``), for
-    corpora such as IMDb where each document is one user; a user id read from
-    ``user_field`` has surrounding whitespace stripped (as in every format)
-    and must not be empty. A quoted field may
-    span lines; one never closed, or longer than ``FIELD_SIZE_LIMIT``
-    characters, is an error naming the line it begins on. A header naming a
-    field read twice (``user,text,user``) is refused: no column is picked.
+    ``user_field="@row"`` makes every row its own user (``<file>:<row>``); a
+    user id read from ``user_field`` is stripped and must not be empty.
     """
     csv.field_size_limit(FIELD_SIZE_LIMIT)
     records = _CsvRecords(path, decoded_lines(path, stream))
     rows = iter(records)
-    row_is_user = user_field == ROW_AS_USER
+    read = (text_field,) if user_field == ROW_AS_USER else (user_field, text_field)
     row_number = 0
     try:
         _, header = next(rows, (1, []))  # a blank first line is no header (as DictReader)
         if not header:
             return  # an empty file: no header, no records
-        for name in ((text_field,) if row_is_user else (user_field, text_field)):
+        for name in read:
             if name not in header:
                 # The header is not quoted: on a headerless file it is a record.
                 hint = (_JSONL_HINT if header[0].lstrip().startswith("{")
@@ -250,8 +224,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                 raise InputFormatError(
                     f"{path}: the header (line 1, {len(header)} fields) has no field "
                     f"{name!r}{hint}")
-        _refuse_repeated_columns(path, header, (text_field,) if row_is_user
-                                 else (user_field, text_field))
+        _refuse_repeated_columns(path, header, read)
         column = {name: i for i, name in enumerate(header)}
         user_column, text_column = column.get(user_field, -1), column[text_field]
         for start, row in rows:
@@ -259,7 +232,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                 continue  # a blank line between records
             row_number += 1
             where = f"{path}:{start}: record {row_number}"
-            user = (f"{path}:{row_number}" if row_is_user
+            user = (f"{path}:{row_number}" if len(read) == 1
                     else row[user_column] if user_column < len(row) else None)
             value = row[text_column] if text_column < len(row) else None
             if user is None or not user.strip():
@@ -279,7 +252,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
 
 
 class _RepeatedKeys(dict):
-    """A JSON object that names a key more than once: its last values (as ``json`` reads
+    """A JSON object that names a key more than once (its last values, as ``json`` reads
     it), with how many times each repeated key appears."""
 
     repeated: dict
@@ -287,14 +260,10 @@ class _RepeatedKeys(dict):
 
 def _json_object(pairs: list) -> dict:
     record = dict(pairs)
-    if len(record) == len(pairs):
-        return record
-    repeated = _RepeatedKeys(record)
-    counts: dict = {}
-    for key, _ in pairs:
-        counts[key] = counts.get(key, 0) + 1
-    repeated.repeated = {key: n for key, n in counts.items() if n > 1}
-    return repeated
+    if len(record) < len(pairs):
+        record = _RepeatedKeys(record)
+        record.repeated = {k: n for k, n in Counter(k for k, _ in pairs).items() if n > 1}
+    return record
 
 
 # One decoder for every line (``json.loads`` with a hook would build one per call); the
@@ -302,28 +271,10 @@ def _json_object(pairs: list) -> dict:
 _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object)
 
 
-def _lone_surrogate(path: str, lineno: int, field: str) -> InputFormatError:
-    return InputFormatError(
-        f"{path}:{lineno}: {field} holds a lone surrogate \\u escape (half of a UTF-16 "
-        "pair, no Unicode character; was the text cut or encoded wrongly?)")
-
-
-def _nul_escape(path: str, lineno: int, field: str) -> InputFormatError:
-    return InputFormatError(f"{path}:{lineno}: {field} holds a NUL character (a \\u0000 "
-                            "escape), which no text read may hold (binary data?)")
-
-
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
-    """JSON lines → (user, text); the user id may be a string or an integer.
+    """JSON lines → (user, text); the user id may be a string (stripped) or an integer.
 
-    A string user id has surrounding whitespace stripped (as in every format). A
-    blank line is refused, naming it (as every other line that is not a JSON
-    object), and so are an object naming a key read twice (``{"user": …,
-    "user": …}``: neither is picked) and a field read whose string holds a lone
-    surrogate escape (``"\\udc80"``: JSON allows it, UTF-8 cannot encode it) or a
-    NUL escape (``"\\u0000"``: a NUL is refused in every format). A
-    line Python cannot read whole (JSON nested too deeply, an integer of more
-    digits than ``sys.get_int_max_str_digits()``) is refused naming the line.
+    What is refused: docs/explanation/reading.md#parsing.
     """
     for lineno, line in stripped_lines(path, stream):
         if not line.strip():
@@ -342,10 +293,8 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
             raise InputFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg}{at} column "
                                    f"{exc.colno}){hint}") from None
         except ValueError:
-            # The one other ValueError json raises: an integer of more digits than
-            # sys.get_int_max_str_digits() allows. Its own message states the
-            # integer's length (a user id's, perhaps) and names no file or line.
-            # (The limit exists from Python 3.10.7; setup.py admits 3.10.)
+            # The one other ValueError json raises: an integer over the digits limit
+            # (from Python 3.10.7; setup.py admits 3.10). Its message names no line.
             limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
             raise InputFormatError(
                 f"{path}:{lineno}: the JSON holds an integer longer than Python reads (over "
@@ -373,17 +322,20 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
         if not isinstance(value, str):
             raise InputFormatError(f"{path}:{lineno}: text field {text_field!r} must be a "
                                    f"string, got {a_type(value)}")
+        fields = ((f"user id field {user_field!r}", user), (f"text field {text_field!r}", value))
         # json decodes an escape such as \udc80 to a str that no UTF-8 spells; Beam
         # would fail on it later, encoding the record, with a traceback.
-        if isinstance(user, str) and not (user.isascii() or encodes_as_utf8(user)):
-            raise _lone_surrogate(path, lineno, f"user id field {user_field!r}")
-        if not (value.isascii() or encodes_as_utf8(value)):
-            raise _lone_surrogate(path, lineno, f"text field {text_field!r}")
+        for field, text in fields:
+            if isinstance(text, str) and not (text.isascii() or encodes_as_utf8(text)):
+                raise InputFormatError(
+                    f"{path}:{lineno}: {field} holds a lone surrogate \\u escape (half of a "
+                    "UTF-16 pair, no Unicode character; was the text cut or encoded wrongly?)")
         # A NUL byte in a line is refused (``lines``); its escape spells the same character.
-        if isinstance(user, str) and "\x00" in user:
-            raise _nul_escape(path, lineno, f"user id field {user_field!r}")
-        if "\x00" in value:
-            raise _nul_escape(path, lineno, f"text field {text_field!r}")
+        for field, text in fields:
+            if isinstance(text, str) and "\x00" in text:
+                raise InputFormatError(f"{path}:{lineno}: {field} holds a NUL character (a "
+                                       "\\u0000 escape), which no text read may hold "
+                                       "(binary data?)")
         yield (user.strip() if isinstance(user, str) else str(user)), value
 
 
@@ -396,34 +348,20 @@ def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[
     """One user per line → (``path:line``, line).
 
     Refused: a file whose first lines are all JSON objects (give ``jsonl``),
-    and a first line that is a CSV header (``user,text``: a usual user column
-    name and a usual text column name; give ``csv``, or skip it).
+    and a first line that is a CSV header (give ``csv``, or skip it).
     """
-    first: list[tuple[int, str]] | None = []  # None once checked
-    for lineno, line in stripped_lines(path, stream):
-        if lineno <= skip_header_lines:
-            continue
-        if lineno == 1 and _looks_like_csv_header(line):
-            raise InputFormatError(
-                f"{path}:1 looks like a CSV header row (column names), not a user's text; "
-                "give --format csv --user-field F --text-field T for a headed CSV, or "
-                "--skip-header-lines 1 to read the other lines as texts")
-        if first is None:
-            yield f"{path}:{lineno}", line
-            continue
-        first.append((lineno, line))
-        if len(first) == _TEXT_SHAPE_LINES:
-            yield from _checked_text_lines(path, first)
-            first = None
-    if first:
-        yield from _checked_text_lines(path, first)
-
-
-def _checked_text_lines(path, first):
+    lines = ((n, line) for n, line in stripped_lines(path, stream) if n > skip_header_lines)
+    first = list(itertools.islice(lines, 1))
+    if first and first[0][0] == 1 and _looks_like_csv_header(first[0][1]):
+        raise InputFormatError(
+            f"{path}:1 looks like a CSV header row (column names), not a user's text; "
+            "give --format csv --user-field F --text-field T for a headed CSV, or "
+            "--skip-header-lines 1 to read the other lines as texts")
+    first += itertools.islice(lines, _TEXT_SHAPE_LINES - 1)
     if first and all(_is_json_object(line) for _, line in first):
         raise InputFormatError(f"{path}:{first[0][0]}: the first lines are JSON objects, not "
                                "text" + _JSONL_HINT)
-    for lineno, line in first:
+    for lineno, line in itertools.chain(first, lines):
         yield f"{path}:{lineno}", line
 
 
@@ -444,37 +382,20 @@ def _msnbc_stream(path: str, stream):
     return archive.open(members[0])
 
 
-def _not_msnbc(path: str, lineno: int, line: str) -> InputFormatError:
-    stripped = line.lstrip()
-    if stripped.startswith("{"):
-        hint = _JSONL_HINT
-    elif "," in line:
-        hint = "; the file looks like CSV: give --format csv"
-    else:
-        hint = "; is --format right?"
-    return InputFormatError(f"{path}:{lineno}: not an MSNBC visit sequence (page category "
-                            f"numbers separated by spaces){hint}")
-
-
 def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tuple] | list]:
     """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
 
     The header (lines starting with '%' up to '% Sequences:' and the blank
-    lines around it) is skipped; every other line is one user's visit
-    sequence, space-separated category numbers (anything else is an error
-    naming the line). Without ``ids`` each line is just its list of
-    categories (one person's only element).
+    lines before the data) is skipped; every other line is one user's space-separated
+    category numbers. Without ``ids`` each line is just its list of categories.
     """
     in_header, seen_data = True, False
     for lineno, line in stripped_lines(path, _msnbc_stream(path, stream)):
         if in_header:
-            if lineno == 1 and not line.startswith("%"):
-                in_header = False
-            elif line.startswith("% Sequences"):
-                in_header = False
+            if lineno > 1 or line.startswith("%"):
+                in_header = not line.startswith("% Sequences")
                 continue
-            else:
-                continue
+            in_header = False
         categories = line.split()
         if not categories:
             if not seen_data:  # the blank line(s) between header and data
@@ -482,7 +403,11 @@ def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tupl
             raise InputFormatError(f"{path}:{lineno}: empty visit sequence")
         digits = "".join(categories)
         if not (digits.isascii() and digits.isdigit()):
-            raise _not_msnbc(path, lineno, line)
+            hint = (_JSONL_HINT if line.lstrip().startswith("{") else
+                    "; the file looks like CSV: give --format csv" if "," in line else
+                    "; is --format right?")
+            raise InputFormatError(f"{path}:{lineno}: not an MSNBC visit sequence (page "
+                                   f"category numbers separated by spaces){hint}")
         seen_data = True
         yield (f"{path}:{lineno}", tuple(categories)) if ids else categories
 
