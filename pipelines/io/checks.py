@@ -1,8 +1,7 @@
-"""What is checked on the launching machine before a pipeline is built: that the
-input pattern matches files (:func:`check_input_exists`), and that the first
-records of each file parse (:func:`inspect_input`), so that most mistakes fail
-at once. (Parquet inputs are checked from their footers instead:
-:func:`pipelines.io.parquet.inspect_parquet`.)"""
+"""What is checked on the launching machine before a pipeline is built, so that most
+mistakes fail at once: the pattern matches regular files (:func:`check_input_exists`)
+and the first records of each file parse (:func:`inspect_input`; Parquet inputs:
+:func:`pipelines.io.parquet.inspect_parquet`)."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ __all__ = ["INSPECT_RECORDS", "check_input_exists", "inspect_input"]
 # Records of each file that inspect_input parses on the launching machine.
 INSPECT_RECORDS = 100
 
-
 # The characters that make a pattern a glob (as Beam's filesystems read it).
 _GLOB = re.compile(r"[*?[]")
 
@@ -37,18 +35,15 @@ warnings.filterwarnings("ignore", message="Possible nested set", category=Future
 
 
 def check_input_exists(pattern: str) -> list[str]:
-    """The files matching ``pattern``, sorted; raises if there are none, or if one is not
-    a regular file (a named pipe, a device, a symbolic link that loops or dangles),
-    when a glob matches files under a symbolic link to a folder (Beam's listing
-    would leave them out), or when the pattern is the name of a file it does not
-    match (``br[1].csv``)."""
+    """The files matching ``pattern``, sorted; raises if there are none, if one is not a
+    regular file, or when Beam's listing would read the input in part
+    (docs/explanation/reading.md#checks-before-the-pipeline)."""
     try:
         result = FileSystems.match([pattern])[0]
     except Exception as exc:  # BeamIOError and friends carry the cause
         raise InputFormatError(f"cannot read input {pattern!r}: {exc}") from None
     paths = sorted(m.path for m in result.metadata_list)
-    local = "://" not in pattern
-    if local:
+    if "://" not in pattern:
         _check_local_files(pattern, paths)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
@@ -60,9 +55,9 @@ def check_input_exists(pattern: str) -> list[str]:
 
 
 def _check_local_files(pattern: str, paths: list[str]) -> None:
-    """Raises for a local pattern that names a file it does not match (``[…]`` is a glob
-    character class) or whose files include one that is not a regular file (Beam's
-    listing skips what it cannot stat, so a glob would read the input in part)."""
+    """Raises for a local pattern that names a file it does not match (``br[1].csv``) or
+    that matches one that is not a regular file (Beam's listing skips what it cannot
+    stat)."""
     if _GLOB.search(pattern) and os.path.lexists(pattern) and pattern not in paths:
         escaped = re.sub(r"([*?[])", r"[\1]", pattern)
         found = f" (it matches {len(paths)} other files)" if paths else ""
@@ -77,14 +72,8 @@ def _check_local_files(pattern: str, paths: list[str]) -> None:
 
 
 def _candidates(pattern: str, paths: list[str]) -> list[str]:
-    """Every local path ``pattern`` names, readable or not: Beam's matches, and the
-    entries its listing drops (links it cannot follow), found as it lists them.
-
-    Raises:
-      InputFormatError: for a symbolic link to a folder below the folder listed
-        that holds files the pattern matches: Beam's listing does not follow it,
-        so they would be left out of the input.
-    """
+    """Every local path ``pattern`` names: Beam's matches and the links its listing
+    drops; raises for a link to a folder holding files it matches (left out by Beam)."""
     glob = _GLOB.search(pattern)
     if glob is None:
         return paths or ([pattern] if os.path.lexists(pattern) else [])
@@ -113,7 +102,7 @@ def _candidates(pattern: str, paths: list[str]) -> list[str]:
 
 def _matches_below(link: str, pattern: str, matches: Callable[[str], object]) -> bool:
     """Whether a file under the folder ``link`` points to, named through it (links
-    followed, each folder once), matches ``pattern``: one Beam's listing leaves out."""
+    followed, each folder once), matches ``pattern``."""
     # Without "**" a match has at most one separator per "/", "?" or "[…]" of the
     # pattern: deeper folders cannot hold one, and are not walked.
     depth = None if "**" in pattern else sum(pattern.count(c) for c in (os.sep, "?", "["))
@@ -159,10 +148,9 @@ def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
                   text_field: str | None = None, skip_header_lines: int = 0,
                   max_files: int = 32, max_records: int = INSPECT_RECORDS) -> None:
     """Parses the first ``max_records`` records of each of the first ``max_files``
-    files; raises with the file and what is wrong when one is corrupt, binary, of
-    another format than ``fmt`` (each parser checks its format's shape), lacks a
-    field, or when none of them holds a record (then the input is empty or headers
-    only). Only the start of each file is read: truncation shows at run time."""
+    files; raises naming the file when one is corrupt, binary, of another format than
+    ``fmt``, lacks a field, or when none holds a record. Only the start of each file
+    is read: truncation shows at run time."""
     parse = record_parser(fmt, user_field, text_field, skip_header_lines)
     checked = list(files)[:max_files]
     any_record = False

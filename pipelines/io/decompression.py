@@ -1,24 +1,10 @@
 """A file's bytes, decompressed by its extension and read whole or not at all
 (:func:`open_input`).
 
-Beam's ``CompressedFile`` stops silently where a cut-short file ends, so a
-truncated file would read as a shorter good one. The standard library's
-readers do not do the whole job either: ``bz2.BZ2File`` and ``lzma.LZMAFile``
-ignore bytes after the last stream that are no stream, ``gzip.GzipFile`` reads
-an empty file as empty data, and zstandard's ``stream_reader`` ends a cut frame
-silently. Here each member is read to its end-of-stream marker with the
-decompressor objects themselves (bz2's and lzma's, zlib's and zstandard's,
-given the same ``decompress(data, max_length)`` / ``needs_input`` / ``eof`` /
-``unused_data`` protocol), and anything else is an ``InputFormatError`` naming
-the file: a file that ends inside a member is *truncated*; bytes after a
-member must be another member (concatenated gzip/bzip2/xz/zstd files are read
-whole), else the file is *corrupt*; an empty file is no compressed stream at all.
-
-Corrupt data is not always refused where it lies: gzip's and zlib's deflate
-decompresses damaged bytes into garbage, found only by the checksum at the
-member's end, while a parser may fail on the garbage first (as a missing field,
-say). :func:`corruption_first` reads such a file on to its end when a parser
-fails, so that a corrupt file is reported as corrupt.
+Each member is read to its end-of-stream marker with the decompressor objects
+themselves; a truncated, corrupt or empty compressed file is an
+``InputFormatError`` naming it, never a shorter read. Why neither Beam's
+``CompressedFile`` nor the standard library's readers do: docs/explanation/reading.md#decompression.
 """
 
 from __future__ import annotations
@@ -57,19 +43,14 @@ class _ZlibMember:
         self._zlib = zlib.decompressobj(wbits)
         self.needs_input = True
 
+    def __getattr__(self, name):  # eof, unused_data: zlib's own
+        return getattr(self._zlib, name)
+
     def decompress(self, data: bytes, max_length: int) -> bytes:
         out = self._zlib.decompress(self._zlib.unconsumed_tail + data, max_length)
         # Input left over, or a full buffer (zlib may hold more): call again with b"".
         self.needs_input = not self._zlib.unconsumed_tail and len(out) < max_length
         return out
-
-    @property
-    def eof(self) -> bool:
-        return self._zlib.eof
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._zlib.unused_data
 
 
 class _ZstdMember:
@@ -93,9 +74,8 @@ class _ZstdMember:
         self.needs_input = self._fed >= len(self._input)
         return out
 
-    @property
-    def eof(self) -> bool:
-        return self._zstd.eof
+    def __getattr__(self, name):  # eof: zstandard's own
+        return getattr(self._zstd, name)
 
     @property
     def unused_data(self) -> bytes:
@@ -113,9 +93,8 @@ if zstandard is not None:
 
 
 class _WholeDecompression(io.RawIOBase):
-    """The decompressed bytes of a file, read to the end-of-stream marker of its
-    last member; anything else is an ``InputFormatError`` naming the file (see the
-    module's docstring)."""
+    """The decompressed bytes of a file, read to the end-of-stream marker of its last
+    member; anything else is an ``InputFormatError`` naming the file."""
 
     def __init__(self, path: str, raw, compression: str):
         super().__init__()
@@ -192,10 +171,9 @@ class _WholeDecompression(io.RawIOBase):
 
 
 def open_input(path: str, raw=None):
-    """A binary stream of ``path``'s contents, decompressed by its extension and read
-    to the end-of-stream marker (a truncated or corrupt file raises an
-    ``InputFormatError`` naming it). ``raw`` is the file opened without
-    decompression; by default it is opened with Beam's filesystems."""
+    """A binary stream of ``path``'s contents, decompressed by its extension and read to
+    the end-of-stream marker; ``raw``: the file opened without decompression (default:
+    with Beam's filesystems)."""
     if raw is None:
         raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     compression = CompressionTypes.detect_compression_type(path)
@@ -210,9 +188,8 @@ def open_input(path: str, raw=None):
 
 def corruption_first(stream, error: InputFormatError) -> InputFormatError:
     """The error to report when parsing ``stream`` (from :func:`open_input`) raised
-    ``error``: for a compressed file, the rest is decompressed first, and the
-    decompressor's own error (a corrupt or truncated file) is reported instead
-    when there is one; else ``error``."""
+    ``error``: the decompressor's own on reading the rest, if any (deflate's garbage
+    may fail a parser before the checksum fails), else ``error``."""
     if not isinstance(stream, _WholeDecompression):
         return error
     try:

@@ -13,12 +13,9 @@ __all__ = ["READING_RULES_VERSION", "FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP"
            "infer_format"]
 
 # The version of the rules by which the readers turn a file into user ids, items and
-# texts (what is stripped, decoded, refused). It must change with any change to such a
-# rule: what was read under other rules is not what the same file reads as now, and a
-# kept copy of it (the evaluation job's --cache-dir) would mix the two, e.g. one person
-# read as " u1" once and as "u1" now is two users. 2: user ids stripped of surrounding
-# whitespace in jsonl and Parquet, Parquet binary ids read as UTF-8 text, lone
-# surrogate escapes in JSON refused, a NUL refused in JSON escapes and Parquet binary ids.
+# texts (what is stripped, decoded, refused). It must change with any such rule: a kept
+# copy read under other rules (the evaluation job's --cache-dir) would mix the two
+# (docs/explanation/reading.md#the-reading-rules).
 READING_RULES_VERSION = 2
 
 FORMATS = ("pairs", "csv", "jsonl", "text", "parquet")
@@ -54,9 +51,8 @@ def uncompressed_name(path: str) -> str:
 
 
 def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
-    """The format the file names imply (``.csv`` → csv, ``.jsonl`` → jsonl, ``.txt`` →
-    text, ``.zip``/``.seq`` → msnbc, compressed or not; ``.parquet`` → parquet);
-    raises when they imply none of ``formats`` or disagree."""
+    """The format the file names imply (``EXTENSION_FORMATS``, compressed or not); raises
+    when they imply none of ``formats`` or disagree."""
     found: dict[str, str] = {}
     for path in files:
         ext = os.path.splitext(uncompressed_name(path))[1]

@@ -1,8 +1,8 @@
 """The UTF-8 lines of a binary stream, each with its true number (:func:`decoded_lines`).
 
-Every line is decoded on its own, so that a line that is not UTF-8 text, or
-holds a NUL byte, is an ``InputFormatError`` naming the file and that line
-(with a hint when the first line shows another kind of file).
+A line that is not UTF-8 text, or holds a NUL byte, is an ``InputFormatError``
+naming the file and that line (with a hint when the first line shows another
+kind of file).
 """
 
 from __future__ import annotations
@@ -31,10 +31,8 @@ _OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
 
 
 def _byte_line_blocks(path: str, stream) -> Iterator[list[bytes]]:
-    """The lines of a binary stream, line ends kept, in blocks of about ``READ_SIZE``
-    bytes, split where ``io``'s universal newlines split (``\n``, ``\r\n``,
-    ``\r``; UTF-8 holds these bytes only as themselves), so that every line can be
-    decoded, and its number known, alone."""
+    """The lines of a binary stream, ends kept, in blocks of about ``READ_SIZE`` bytes,
+    split as universal newlines split (UTF-8 holds ``\n`` and ``\r`` only as themselves)."""
     pending: list[bytes] = []  # the start of a line not yet ended
     while True:
         try:

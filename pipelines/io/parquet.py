@@ -49,13 +49,9 @@ def _is_text_type(arrow_type: pa.DataType) -> bool:
     return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
 
 
-def _value_type(arrow_type: pa.DataType) -> pa.DataType:
-    """A dictionary-encoded column's value type (pandas categoricals), else the type."""
-    return arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
-
-
 def _fits(role: str, arrow_type: pa.DataType) -> bool:
-    arrow_type = _value_type(arrow_type)
+    if pa.types.is_dictionary(arrow_type):  # pandas categoricals: their values' type
+        arrow_type = arrow_type.value_type
     if role == "user":
         return (_is_text_type(arrow_type) or pa.types.is_integer(arrow_type)
                 or pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type))
@@ -109,8 +105,7 @@ class ParquetFields:
             flag = _PARQUET_FLAGS[role]
             if column not in schema.names:
                 close = difflib.get_close_matches(column, schema.names, n=1)
-                hint = (f"; did you mean {close[0]!r}?" if close
-                        else "; is the column name right?")
+                hint = f"; did you mean {close[0]!r}?" if close else "; is the column name right?"
                 raise InputFormatError(f"{path}: no column {column!r} ({flag}), expected "
                                        f"{_PARQUET_EXPECTED[role]}{hint}")
             if len(schema.get_all_field_indices(column)) > 1:
@@ -124,8 +119,7 @@ class ParquetFields:
     def check_footer_nulls(self, path: str, metadata: pq.FileMetaData) -> None:
         """Raises when the footer's statistics count a null in a user or text column,
         naming the rows of its row group. (A list column's statistics count an empty
-        list as a null too; those, and files without statistics, are checked as they
-        are read.)"""
+        list as a null too: those, and files without statistics, are checked as read.)"""
         first_row = 1
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
@@ -136,81 +130,65 @@ class ParquetFields:
                 for role, column in self.roles:
                     if role != "items" and chunk.path_in_schema == column:
                         last_row = first_row + row_group.num_rows - 1
-                        raise _parquet_null(path, role, column,
-                                            f"rows {first_row}–{last_row} (row group "
-                                            f"{group + 1})")
+                        raise _parquet_null(path, role, column, f"rows {first_row}–{last_row} "
+                                                                f"(row group {group + 1})")
             first_row += row_group.num_rows
 
     def check_values(self, path: str, table: pa.Table) -> None:
         """Raises on a null, an empty or blank user id, a binary user id that is not
-        UTF-8, an empty item or text (a binary id's too) holding a NUL character in
-        ``table`` (one row group of ``path``; Beam's reader does not say which, so
-        the error names the file and the column)."""
+        UTF-8, an empty item or text holding a NUL character in ``table`` (one row
+        group of ``path``; Beam's reader does not say which, so the error names the
+        file and the column)."""
         for role, column in self.roles:
             values = _plain(table.column(column))
             if values.null_count:
                 raise _parquet_null(path, role, column)
-            flag = _PARQUET_FLAGS[role]
+            holds = f"{path}: column {column!r} ({_PARQUET_FLAGS[role]}) holds "
             try:  # Arrow trusts the file: a string column may hold invalid UTF-8
                 values.validate(full=True)
             except pa.ArrowInvalid:
-                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text that "
-                                       "is not valid UTF-8 (another encoding, or a corrupt "
-                                       "file?)") from None
+                raise InputFormatError(holds + "text that is not valid UTF-8 (another "
+                                       "encoding, or a corrupt file?)") from None
             if role == "items":
-                items = pc.list_flatten(values)
-                if items.null_count:
-                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a list "
-                                           "with a null item")
-                if _any_empty(items):
-                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
-                                           "empty item")
-                values = items
+                values = pc.list_flatten(values)
+                if values.null_count:
+                    raise InputFormatError(holds + "a list with a null item")
+                if _any(lambda v: pc.equal(pc.binary_length(v), 0), values):
+                    raise InputFormatError(holds + "an empty item")
             elif role == "user" and not pa.types.is_integer(values.type):
                 binary = not _is_text_type(values.type)
-                # A binary id is read as its text, so it is checked as text is.
-                ids = _binary_as_text(path, column, values) if binary else values
-                if _any_empty(ids):
-                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds an "
-                                           "empty user id")
-                if _any_blank(ids):  # refused as in every format, once stripped
-                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a user "
-                                           "id that is only whitespace")
-                if binary and _any_nul(ids):
-                    raise InputFormatError(f"{path}: column {column!r} ({flag}) holds a binary "
-                                           "user id with a NUL character, which no text read "
-                                           "may hold (binary data, not an id's text?)")
-            if _is_text_type(values.type) and _any_nul(values):
+                # A binary id is read as its text, so it is checked as text is: bytes that
+                # are not UTF-8 spell no text (docs/explanation/reading.md#parquet).
+                try:
+                    ids = _decoded(values) if binary else values
+                except pa.ArrowInvalid:
+                    raise InputFormatError(holds + "a binary user id that is not UTF-8 (ids "
+                                           "are read as their UTF-8 text; another encoding, "
+                                           "or not text?)") from None
+                if _any(lambda v: pc.equal(pc.binary_length(v), 0), ids):
+                    raise InputFormatError(holds + "an empty user id")
+                # Refused as in every format, once stripped (Arrow's utf8_is_space agrees
+                # with str.isspace on every code point).
+                if _any(pc.utf8_is_space, ids):
+                    raise InputFormatError(holds + "a user id that is only whitespace")
+                if binary and _any(lambda v: pc.match_substring(v, "\x00"), ids):
+                    raise InputFormatError(holds + "a binary user id with a NUL character, "
+                                           "which no text read may hold (binary data, not "
+                                           "an id's text?)")
+            if _is_text_type(values.type) and _any(lambda v: pc.match_substring(v, "\x00"),
+                                                   values):
                 # As a text file's line holding a NUL byte is refused.
-                raise InputFormatError(f"{path}: column {column!r} ({flag}) holds text with a "
-                                       "NUL character (binary data in a string column?)")
+                raise InputFormatError(holds + "text with a NUL character (binary data in a "
+                                       "string column?)")
 
 
 def _plain(values: pa.ChunkedArray) -> pa.ChunkedArray:
     """A dictionary-encoded column decoded."""
-    if pa.types.is_dictionary(values.type):
-        return values.cast(values.type.value_type)
-    return values
+    return values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
 
 
-def _any_empty(values: pa.ChunkedArray | pa.Array) -> bool:
-    return len(values) > 0 and bool(pc.any(pc.equal(pc.binary_length(values), 0)).as_py())
-
-
-def _binary_as_text(path: str, column: str, values: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A binary user id column as its UTF-8 text; raises naming the file and the column
-    (never a byte) when an id is not UTF-8.
-
-    The library keys ids by their text, and bytes that are not UTF-8 spell no
-    text: the same person's id given as text in another file (or in any other
-    format, all read as UTF-8) would be a second user.
-    """
-    try:
-        return _decoded(values)
-    except pa.ArrowInvalid:
-        raise InputFormatError(f"{path}: column {column!r} ({_PARQUET_FLAGS['user']}) holds "
-                               "a binary user id that is not UTF-8 (ids are read as their "
-                               "UTF-8 text; another encoding, or not text?)") from None
+def _any(test, values: pa.ChunkedArray | pa.Array) -> bool:
+    return len(values) > 0 and bool(pc.any(test(values)).as_py())
 
 
 def _decoded(values: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -219,25 +197,15 @@ def _decoded(values: pa.ChunkedArray) -> pa.ChunkedArray:
                        else pa.string())
 
 
-def _any_blank(values: pa.ChunkedArray) -> bool:
-    """Whether a (non-empty) user id is only whitespace, as ``str.isspace`` says (Arrow's
-    ``utf8_is_space`` agrees with it on every code point)."""
-    return len(values) > 0 and bool(pc.any(pc.utf8_is_space(values)).as_py())
-
-
 def _user_ids(values: pa.ChunkedArray) -> list[str]:
     """A checked user id column as str ids: integers as their decimal text (as in
-    jsonl), bytes as their UTF-8 text, surrounding whitespace stripped as in every
-    format (Arrow's ``utf8_trim_whitespace`` strips what ``str.strip`` does)."""
+    jsonl), bytes as their UTF-8 text, stripped as in every format (Arrow's
+    ``utf8_trim_whitespace`` strips what ``str.strip`` does)."""
     if pa.types.is_integer(values.type):
         return values.cast(pa.string()).to_pylist()
     if not _is_text_type(values.type):
         values = _decoded(values)
     return pc.utf8_trim_whitespace(values).to_pylist()
-
-
-def _any_nul(values: pa.ChunkedArray | pa.Array) -> bool:
-    return len(values) > 0 and bool(pc.any(pc.match_substring(values, "\x00")).as_py())
 
 
 def _parquet_null(path: str, role: str, column: str, rows: str = "") -> InputFormatError:
@@ -260,8 +228,7 @@ def _parquet_footer_rows(path: str, fields: ParquetFields) -> int:
     except Exception as exc:  # noqa: BLE001 - ArrowInvalid, OSError, the filesystems' own
         raise InputFormatError(f"{path}: not a readable Parquet file ({error_kind(exc)}): "
                                "is it cut short, corrupt, or not Parquet?") from None
-    schema = metadata.schema.to_arrow_schema()
-    fields.check_schema(path, schema)
+    fields.check_schema(path, metadata.schema.to_arrow_schema())
     fields.check_footer_nulls(path, metadata)
     return metadata.num_rows
 
@@ -270,9 +237,7 @@ def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
     """Reads the footer of every file (not its data) before a pipeline is built; raises
     ``InputFormatError`` naming the file when one is cut short or not Parquet, lacks a
     column or has one of the wrong type, when the footer's statistics count a null in
-    a column read, or when no file holds a row. (A user id column may be binary in
-    one file and text in another: UTF-8 bytes are read as their text, and bytes that
-    are not UTF-8 are refused as they are read.)"""
+    a column read, or when no file holds a row."""
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
         rows = sum(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
     if not rows:
@@ -283,11 +248,8 @@ def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
 
 def parquet_read_error(exc: BaseException) -> str | None:
     """The one-line message of a failure inside Beam's Parquet reader (a data page that
-    cannot be decoded, a file changed since it was checked), or None.
-
-    Beam's reader raises pyarrow's own error, which does not name the file;
-    only its type is kept (the text might quote bytes of the file).
-    """
+    cannot be decoded, a file changed since it was checked), or None. Only the
+    error's type is kept (its text might quote bytes of the file)."""
     if f"{PARQUET_READ_STEP}/" not in str(exc):
         return None
     return (f"a Parquet input file cannot be read ({error_kind(exc)} in Beam's Parquet "
@@ -339,12 +301,8 @@ class ReadParquetRecords(beam.PTransform):
 
     Only the columns ``fields`` names are read. A text column is tokenised
     with ``tokenizer``; an items column is used as is. User ids are read as
-    text (integers as their decimal text, bytes as UTF-8), surrounding
-    whitespace stripped. A row with a null field, an empty or blank user id, a
-    binary user id that is not UTF-8, an empty item or text (a binary id's
-    too) holding a NUL character fails the pipeline with an ``InputFormatError``
-    naming the file and the column; so does a file that lacks a column (Beam's
-    reader would read it as no rows).
+    text, stripped. A value ``ParquetFields.check_values`` refuses, or a file
+    that lacks a column, fails the pipeline with an ``InputFormatError``.
     """
 
     def __init__(self, pattern: str, fields: ParquetFields, tokenizer: Tokenizer = Tokenizer(),

@@ -29,17 +29,13 @@ _LOG = logging.getLogger("pipelines")
 
 @opaque_output
 class _ParseFileFn(beam.DoFn):
-    """Parses one matched file into records, logging which file it reads.
-
-    With ``log_records`` it also logs how many records the file held: a raw
-    count, so only when the job was asked for non-private statistics.
-    """
+    """Parses one matched file into records, logging which file it reads (and, with
+    ``log_records``, its number of records: a raw count, asked for by the job)."""
 
     def __init__(self, parse, files: Sequence[str] | None, log_records: bool):
-        self._parse = parse
+        self._parse, self._log_records = parse, log_records
         self._index = {p: i for i, p in enumerate(files or (), start=1)}
         self._total = len(files or ())
-        self._log_records = log_records
 
     def process(self, readable_file):
         path = readable_file.metadata.path
@@ -65,10 +61,8 @@ class _ReadFiles(beam.PTransform):
 
     def __init__(self, pattern: str, parse, files=None, log_records: bool = False):
         super().__init__()
-        self._pattern = pattern
-        self._parse = parse
-        self._files = files
-        self._log_records = log_records
+        self._pattern, self._parse, self._files, self._log_records = (pattern, parse, files,
+                                                                      log_records)
 
     def expand(self, pbegin):
         return (pbegin
@@ -92,8 +86,7 @@ class ReadUserTexts(beam.PTransform):
         if fmt not in ("csv", "jsonl", "text"):
             raise ValueError(f"format {fmt!r} has no text field; use one of csv, jsonl, text")
         self._parse = record_parser(fmt, user_field, text_field, skip_header_lines)
-        self._pattern = pattern
-        self._files, self._log_records = files, log_records
+        self._pattern, self._files, self._log_records = pattern, files, log_records
 
     def expand(self, pbegin):
         return pbegin | "ReadFiles" >> _ReadFiles(self._pattern, self._parse, self._files,
@@ -102,8 +95,7 @@ class ReadUserTexts(beam.PTransform):
 
 def _parquet_fields(fmt: str, user_field: str | None, text_field: str | None,
                     items_field: str | None) -> ParquetFields | None:
-    """The columns of a ``parquet`` input; None for other formats (which have no
-    items field)."""
+    """The columns of a ``parquet`` input; None for other formats (no items field)."""
     if fmt == "parquet":
         return ParquetFields(user_field or "", text_field, items_field)
     if items_field is not None:
@@ -120,12 +112,9 @@ def items_of(value) -> list:
 class ReadUserItems(beam.PTransform):
     """Files of any format → what ``SelectItems`` takes, in its most compact form.
 
-    Text formats (csv, jsonl, text): one ``(user, tokens)`` record per row or
-    line, tokenised with ``tokenizer``. ``pairs``: one ``(user, item)`` pair
-    per line, as written. ``parquet``: one ``(user, tokens)`` record per row,
-    its ``text_field`` tokenised or its ``items_field`` (a list of strings)
-    as is. A user may span several rows or lines: ``SelectItems`` merges them
-    per user before bounding.
+    Text formats and ``parquet``: one ``(user, tokens)`` record per row or line
+    (a Parquet ``items_field`` as is); ``pairs``: one ``(user, item)`` pair per
+    line, as written. ``SelectItems`` merges a user's records before bounding.
     """
 
     def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
@@ -136,12 +125,9 @@ class ReadUserItems(beam.PTransform):
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
         self._parquet = _parquet_fields(fmt, user_field, text_field, items_field)
-        self._pattern = pattern
-        self._fmt = fmt
-        self._user_field = user_field
-        self._text_field = text_field
-        self._tokenizer = tokenizer
-        self._skip = skip_header_lines
+        self._pattern, self._fmt = pattern, fmt
+        self._user_field, self._text_field = user_field, text_field
+        self._tokenizer, self._skip = tokenizer, skip_header_lines
         self._files, self._log_records = files, log_records
 
     def expand(self, pbegin):
@@ -181,12 +167,10 @@ class ReadDocuments(beam.PTransform):
     """Files → (user, tokens) documents, for n-gram extraction.
 
     csv/jsonl/text are tokenised with ``tokenizer``; ``msnbc`` is the UCI
-    sequence file, one user per line (its header skipped); ``parquet`` rows
-    are tokenised from ``text_field`` or are ``items_field`` as is (the
-    sequence of tokens, in order). With
-    ``as_elements`` each record is only its list of tokens, no user id (what
-    ``ExtractNgrams(privacy_unit="element")`` takes, where every record is
-    its own user): no id is made, and no step is added to drop it.
+    sequence file, one user per line; ``parquet`` rows are tokenised from
+    ``text_field`` or are ``items_field`` as is. With ``as_elements`` each record
+    is only its tokens, no user id (what ``ExtractNgrams(privacy_unit="element")``
+    takes): no id is made, and no step is added to drop it.
     """
 
     def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
