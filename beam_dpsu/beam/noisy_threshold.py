@@ -98,7 +98,7 @@ class BatchedDecisionFn(beam.DoFn):
 @opaque_output
 class _ChosenDecisionFn(beam.DoFn):
     """(item, weight) → item if the chosen candidate's decision keeps it (``chosen``, a
-    side input; 0 if fixed): each candidate's ``BatchedDecisionFn`` buffers as if alone."""
+    side input): each candidate's ``BatchedDecisionFn`` buffers as it would alone."""
 
     def __init__(self, decisions: tuple):
         self._decisions = decisions
@@ -111,7 +111,7 @@ class _ChosenDecisionFn(beam.DoFn):
         for decision in self._decisions:
             decision.start_bundle()
 
-    def process(self, item_weight, chosen=0):
+    def process(self, item_weight, chosen):
         yield from self._decisions[chosen].process(item_weight)
 
     def finish_bundle(self):
@@ -128,12 +128,13 @@ class _PerShardFn(_ChosenDecisionFn):
         yield from self._decisions[chosen].decide_histogram(shard_histogram[1])
 
 
-def _release(pcoll, name: str, label: str, fn: type, decisions: Chosen):
-    """``pcoll`` decided by ``fn`` of ``decisions``, then checkpointed (one draw for all)."""
+def _release(pcoll, name: str, label: str, decisions: Chosen, fn: type = _ChosenDecisionFn):
+    """``pcoll`` decided by ``fn`` of ``decisions``, then checkpointed (one draw for all);
+    one pair at a time, a fixed decision runs as itself."""
     require_global_window(pcoll, name)
-    return (pcoll
-            | label >> beam.ParDo(fn(decisions.values), **decisions.side_inputs())
-            | "Checkpoint" >> beam.Reshuffle())
+    decide = (beam.ParDo(decisions.first) if fn is _ChosenDecisionFn and decisions.index is None
+              else beam.ParDo(fn(decisions.values), **decisions.side_inputs()))
+    return pcoll | label >> decide | "Checkpoint" >> beam.Reshuffle()
 
 
 class _PerShard(ReleaseTransform):
@@ -144,8 +145,8 @@ class _PerShard(ReleaseTransform):
         self._decisions, self._name = decisions, name
 
     def expand(self, shard_histograms):
-        return _release(shard_histograms, self._name, "DecidePerShard", _PerShardFn,
-                        self._decisions)
+        return _release(shard_histograms, self._name, "DecidePerShard", self._decisions,
+                        _PerShardFn)
 
 
 def _per_shard(name: str, calibration, seed: int | None, decision) -> _PerShard:
@@ -201,8 +202,7 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
 
     def expand(self, histogram):
         decisions = self._calibration.map(lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
-        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold", _ChosenDecisionFn,
-                        decisions)
+        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold", decisions)
 
 
 class _KeepWithProbabilityFn(BatchedDecisionFn):
@@ -240,5 +240,4 @@ class KeepWithProbability(ReleaseTransform):
 
     def expand(self, histogram):
         return _release(histogram, "KeepWithProbability", "KeepWithProbability",
-                        _ChosenDecisionFn,
                         Chosen.of(_KeepWithProbabilityFn(self._calibration, self._seed)))
