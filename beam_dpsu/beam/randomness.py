@@ -63,12 +63,6 @@ class _GraphVisitor(PipelineVisitor):
             self.steps.append(applied)
 
 
-def _inputs(applied) -> list:
-    main = [pc for pc in applied.inputs if isinstance(pc, beam.pvalue.PCollection)]
-    side = [s.pvalue for s in applied.side_inputs]
-    return main + side
-
-
 def random_fanouts(pipeline: beam.Pipeline) -> list[str]:
     """The fan-outs of random draws not checkpointed by a ``Reshuffle``, one line each.
 
@@ -82,7 +76,8 @@ def random_fanouts(pipeline: beam.Pipeline) -> list[str]:
     consumers: dict = {}
     producers: dict = {}
     for applied in visitor.steps:
-        inputs = _inputs(applied)
+        inputs = ([pc for pc in applied.inputs if isinstance(pc, beam.pvalue.PCollection)]
+                  + [s.pvalue for s in applied.side_inputs])
         for pc in set(inputs):
             consumers.setdefault(pc, []).append(applied.full_label)
         if isinstance(applied.transform, Reshuffle):

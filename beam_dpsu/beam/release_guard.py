@@ -46,10 +46,8 @@ def _pipeline_number(pipeline) -> int:
     number = getattr(pipeline, "_beam_dpsu_number", None)
     if number is None:
         number = next(_PIPELINE_NUMBERS)
-        try:
+        with contextlib.suppress(AttributeError):  # not a Pipeline (no input pipeline known)
             pipeline._beam_dpsu_number = number
-        except AttributeError:  # not a Pipeline (no input pipeline known)
-            pass
     return number
 
 

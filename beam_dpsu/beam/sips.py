@@ -46,11 +46,6 @@ class RemoveReleasedBySideInput(_RemoveReleased):
         ).with_output_types(bytes)
 
 
-def _distinct_items(user_id, counts) -> UserItems:
-    """A user's {item: count} as its record of distinct items."""
-    return UserItems(user_id, tuple(counts))
-
-
 def _drop_released(block: bytes, done):
     """A block minus the items in ``done``; a user (or block) left with nothing is dropped."""
     remaining = record_blocks.without_items(block, done)
@@ -193,8 +188,9 @@ class SIPSRounds(ReleaseTransform):
                 _unpack_once_chosen, **Chosen.of(self._max_items).side_inputs())
         user_items = (elements
                       | "ItemCountsPerUser" >> self._counts
-                      | "DistinctItems" >> beam.MapTuple(_distinct_items).with_output_types(
-                          UserItems))
+                      | "DistinctItems" >> beam.MapTuple(
+                          lambda user, counts: UserItems(user, tuple(counts))
+                      ).with_output_types(UserItems))
         if self._privacy_unit == "element" and self._seed is None:
             # The random ids are drawn once; this moves every record once more
             # (the join itself moves every pair twice per round).

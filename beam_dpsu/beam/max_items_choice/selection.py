@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import Iterable
 
 import apache_beam as beam
 import numpy as np
@@ -84,16 +83,6 @@ def _sum_bin_counts(n_bins: int, counts) -> np.ndarray:
     return functools.reduce(np.add, counts, np.zeros(n_bins, dtype=np.int64))
 
 
-def _unpack(bins_block) -> Iterable:
-    """(users per size bin, packed block) → the block's users, one record each."""
-    return record_blocks.unpack_block(bins_block[1])
-
-
-def _after_choice(bins_block, chosen: int):
-    """A packed block, passed on once the choice (``chosen``) is known: it waits packed."""
-    return bins_block
-
-
 class AutoSelection(beam.PTransform):
     """Input elements → one record per user (as ``privacy_unit="element"`` elements),
     once Δ0 is chosen privately.
@@ -145,6 +134,9 @@ class AutoSelection(beam.PTransform):
             # there, in one buffer its readers share, not in a copy of their own.
             return blocks | "Blocks" >> beam.Map(lambda bins_block: bins_block[1]
                                                  ).with_output_types(bytes)
-        waited = blocks | "WaitForTheChoice" >> beam.Map(_after_choice,
-                                                         chosen=beam.pvalue.AsSingleton(chosen))
-        return waited | "UnpackUserRecords" >> beam.FlatMap(_unpack)
+        # Every block waits for the choice packed, then goes out as its users' records.
+        return (blocks
+                | "WaitForTheChoice" >> beam.Map(lambda bins_block, chosen: bins_block,
+                                                 chosen=beam.pvalue.AsSingleton(chosen))
+                | "UnpackUserRecords" >> beam.FlatMap(
+                    lambda bins_block: record_blocks.unpack_block(bins_block[1])))
