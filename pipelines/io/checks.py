@@ -19,7 +19,7 @@ from pipelines.io.decompression import corruption_first, open_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import record_parser
 
-__all__ = ["INSPECT_RECORDS", "check_input_exists", "inspect_input"]
+__all__ = ["INSPECT_RECORDS", "as_listed", "check_input_exists", "inspect_input"]
 
 # Records of each file that inspect_input parses on the launching machine.
 INSPECT_RECORDS = 100
@@ -34,17 +34,28 @@ warnings.filterwarnings("ignore", message="Possible nested set", category=Future
                         module="apache_beam.io.filesystem")
 
 
+def as_listed(pattern: str) -> str:
+    """``pattern`` as Beam's listing finds it: a local glob with no folder part
+    (``*.csv``) is taken in the working directory (``./*.csv``), where Beam's
+    listing, which starts at the folder before the first wildcard, does not look."""
+    glob = _GLOB.search(pattern)
+    if glob is None or "://" in pattern or os.sep in pattern[:glob.start()]:
+        return pattern
+    return os.path.join(os.curdir, pattern)
+
+
 def check_input_exists(pattern: str) -> list[str]:
     """The files matching ``pattern``, sorted; raises if there are none, if one is not a
     regular file, or when Beam's listing would read the input in part
     (docs/explanation/reading.md#checks-before-the-pipeline)."""
+    listed = as_listed(pattern)
     try:
-        result = FileSystems.match([pattern])[0]
+        result = FileSystems.match([listed])[0]
     except Exception as exc:  # BeamIOError and friends carry the cause
         raise InputFormatError(f"cannot read input {pattern!r}: {exc}") from None
     paths = sorted(m.path for m in result.metadata_list)
     if "://" not in pattern:
-        _check_local_files(pattern, paths)
+        _check_local_files(listed, paths)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
     folder = next((p for p in paths if "://" not in p and os.path.isdir(p)), None)
@@ -79,8 +90,6 @@ def _candidates(pattern: str, paths: list[str]) -> list[str]:
         return paths or ([pattern] if os.path.lexists(pattern) else [])
     prefix = pattern[:glob.start()]  # as Beam's match splits a pattern
     folder = prefix if prefix.endswith(os.sep) else os.path.dirname(prefix)
-    if not folder:
-        return paths  # Beam lists nothing under an empty prefix
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
     found = set(paths)
     for dirpath, folders, names in os.walk(folder):  # as Beam lists it: links not followed

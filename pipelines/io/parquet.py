@@ -24,6 +24,7 @@ from apache_beam.io.parquetio import ReadAllFromParquetBatched
 
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.checks import plural
+from pipelines.io.checks import as_listed
 from pipelines.io.errors import InputFormatError, error_kind
 from pipelines.io.formats import ROW_AS_USER
 
@@ -316,7 +317,7 @@ class ReadParquetRecords(beam.PTransform):
         # The files the job checked, each read by its own name (one gone since fails
         # the run), rather than the pattern matched again.
         records = (pbegin
-                   | "Pattern" >> beam.Create(self._files or [self._pattern])
+                   | "Pattern" >> beam.Create(self._files or [as_listed(self._pattern)])
                    | "StillThere" >> beam.Map(_still_there, bool(self._files))
                    | PARQUET_READ_STEP >> ReadAllFromParquetBatched(
                        columns=self._fields.columns, with_filename=True)

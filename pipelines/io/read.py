@@ -15,6 +15,7 @@ from apache_beam.io.filesystem import CompressionTypes
 
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.checks import plural
+from pipelines.io.checks import as_listed
 from pipelines.io.decompression import corruption_first, open_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS
@@ -66,7 +67,7 @@ class _ReadFiles(beam.PTransform):
 
     def expand(self, pbegin):
         return (pbegin
-                | "MatchFiles" >> fileio.MatchFiles(self._pattern)
+                | "MatchFiles" >> fileio.MatchFiles(as_listed(self._pattern))
                 | "ReadMatches" >> fileio.ReadMatches()
                 | "ParseRecords" >> beam.ParDo(
                     _ParseFileFn(self._parse, self._files, self._log_records)))

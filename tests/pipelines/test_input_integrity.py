@@ -616,6 +616,23 @@ def test_a_folder_link_that_loops_is_refused_once(tmp_path):
                                                "to a folder"):
         check_input_exists(str(tmp_path / "in" / "**.csv"))
 
+def test_a_glob_without_a_folder_reads_the_working_directory(tmp_path, monkeypatch):
+    # Beam's listing searches no folder for a glob with no folder part ("*.csv"): the
+    # check and the read both take it relative to the working directory.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.csv").write_text("user,text\nu,x\n")
+    (tmp_path / "b.csv").write_text("user,text\nv,y\n")
+    assert check_input_exists("*.csv") == ["./a.csv", "./b.csv"]
+    assert check_input_exists("[a]*.csv") == ["./a.csv"]
+    with pytest.raises(InputFormatError, match=r"^no input file matches '\*\.tsv'$"):
+        check_input_exists("*.tsv")
+    from apache_beam.testing.util import assert_that, equal_to
+    from tests.support.runner import TestPipeline
+    with TestPipeline() as p:
+        assert_that(p | read.ReadUserTexts("*.csv", "csv", "user", "text"),
+                    equal_to([("u", "x"), ("v", "y")]))
+
+
 def test_a_file_name_with_brackets_says_they_are_a_glob_and_how_to_escape_them(tmp_path):
     path = tmp_path / "br[1].csv"
     path.write_text("user,text\nu,x\n")
