@@ -37,8 +37,7 @@ class _RemoveReleased(beam.PTransform):
 
 
 class RemoveReleasedBySideInput(_RemoveReleased):
-    """Blocks of users' distinct items (``record_blocks``) minus the ``released`` items,
-    broadcast as a side input."""
+    """Blocks of users' distinct items minus the ``released`` items, broadcast as a side input."""
 
     def expand(self, blocks):
         return blocks | "DropReleased" >> beam.FlatMap(
@@ -94,28 +93,24 @@ def _pairs_by_item(record):
 
 
 def _records_of(user_id, items):
-    """A regrouped user's records, one per person: k equal seeded elements share an id,
-    so each item arrives k times, and the j-th record holds the items seen > j times."""
+    """A regrouped user's records, one per person (k equal seeded elements share an id:
+    the j-th record holds the items seen > j times)."""
     counts = Counter(items)
     for j in range(max(counts.values(), default=0)):
         yield UserItems(user_id, tuple(item for item, c in counts.items() if c > j))
 
 
 class SIPSRounds(ReleaseTransform):
-    """(user_id, item) pairs and/or (user_id, items) records → released items of every
-    round, flattened.
+    """(user_id, item) pairs and/or (user_id, items) records → every round's released items.
 
     Args:
-      calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``), or a ``Chosen``
-        of them (one per candidate Δ0, with the same number of rounds).
-      max_items_per_user: Δ0, re-sampled in every round (or a ``Chosen``, as
-        ``calibration``; ``beam_dpsu.beam.max_items_choice.chosen``).
+      calibration: a ``RoundsCalibration`` (``SIPS.calibrate``), or a ``Chosen`` of them.
+      max_items_per_user: Δ0, re-sampled in every round (or a ``Chosen``).
       seed: test-only; round 0 draws exactly what Weighted Gaussian would.
       removal: "side_input" or "join" (see the module docstring).
       hot_key_fanout: passed to each round's ``SampledWeightedHistogram``.
       privacy_unit: "user_id" (default) or "element" (``beam_dpsu.beam.bounding``).
-      packed: the input is unkeyed blocks of ``privacy_unit="element"`` users' distinct
-        items (``AutoSelection(packed=True)``), not elements.
+      packed: the input is ``AutoSelection(packed=True)``'s blocks, not elements.
 
     One object is one release. After expansion ``released_per_round`` holds each round's
     PCollection (NOT private: ``SelectItems`` shows it only with ``non_private_stats``).

@@ -1,5 +1,5 @@
-"""``CountReleased``'s ``max_items_per_user="auto"`` in Beam: ``SampleAtChosenMaxItems``,
-on each user's number of distinct *released* items (``beam_dpsu.core.max_items_choice.counts``).
+"""``CountReleased``'s ``max_items_per_user="auto"`` in Beam, on each user's number of
+distinct *released* items (``beam_dpsu.core.max_items_choice.counts``).
 
 Design and memory: docs/explanation/proofs.md#auto-in-beam.
 """
@@ -35,8 +35,7 @@ def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.Counts
 
 
 class _ChooseCountsMaxItems(beam.PTransform):
-    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed
-    (K, the number of released items, is public: a DP output)."""
+    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed."""
 
     def __init__(self, plan: counts_choice.CountsAutoPlan, released, seed: int | None):
         super().__init__()
@@ -55,10 +54,9 @@ class _ChooseCountsMaxItems(beam.PTransform):
 
 
 class SampleAtChosenMaxItems(beam.PTransform):
-    """CountReleased's "auto": (user, released items held) → (user, ≤ Δ0 of them), Δ0
-    chosen privately.
+    """(user, released items held) → (user, ≤ Δ0 of them), Δ0 chosen privately.
 
-    After expansion ``chosen`` is the chosen index (a singleton PCollection) and
+    After expansion ``chosen`` is the chosen index (a singleton) and
     ``chosen_max_items_per_user`` its Δ0.
 
     Args:
