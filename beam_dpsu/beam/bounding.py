@@ -34,22 +34,10 @@ from beam_dpsu.core.tokenizer import Tokens
 from beam_dpsu.core.checks import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
-__all__ = [
-    "InvalidRecordError",
-    "canonical_user_id",
-    "check_pair",
-    "item_counts",
-    "element_item_counts",
-    "element_distinct_items",
-    "element_items",
-    "plain_str_items",
-    "distinct_element_id",
-    "MergeItemCounts",
-    "WholeItemCountsPerUser",
-    "ItemCountsPerUser",
-    "SampleItemsPerUser",
-    "BoundContributions",
-]
+__all__ = ["InvalidRecordError", "canonical_user_id", "check_pair", "item_counts",
+           "element_item_counts", "element_distinct_items", "element_items", "plain_str_items",
+           "distinct_element_id", "MergeItemCounts", "WholeItemCountsPerUser",
+           "ItemCountsPerUser", "SampleItemsPerUser", "BoundContributions"]
 
 
 def _check_shape(element: Any, expected: str) -> None:

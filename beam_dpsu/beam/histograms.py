@@ -138,17 +138,13 @@ class PartialHistogramFn(beam.DoFn):
 class WeightedHistogram(ReadsContainers, beam.PTransform):
     """(user_id, distinct items) → (item, Σ_users item_weight(|W_user|)).
 
-    Its input must be one bounded record per user, e.g. the output of
-    ``BoundContributions`` or ``SampleItemsPerUser``: it sums records as they
-    come, so a user given in two records would count twice.
+    Its input must be one bounded record per user (e.g. ``BoundContributions``'s): a
+    user given in two records would count twice.
 
     Args:
-      item_weight: the per-item weight of a user holding n items
-        (e.g. ``policies.weighted_gaussian_weight``).
-      hot_key_fanout: if set, spreads each item's partial sums over this many
-        intermediate keys, balancing the Zipf head across workers.
-      max_partial_keys: the most entries a bundle's partial histogram holds before
-        it is flushed downstream (bounds a worker's memory).
+      item_weight: the per-item weight of a user holding n items.
+      hot_key_fanout: if set, spreads each item's partial sums over this many keys.
+      max_partial_keys: the most entries a bundle's partial histogram holds before a flush.
     """
 
     def __init__(self, item_weight: Callable[[int], float], *,

@@ -175,11 +175,9 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
     twice raises ``AppliedTwiceError`` when the pipeline is built.
 
     Args:
-      calibration: noise distribution, scale and threshold; or a ``Chosen`` of
-        them (one per candidate Δ0, picked when the pipeline runs).
+      calibration: noise distribution, scale and threshold; or a ``Chosen`` of them.
       seed: test-only; None draws noise from OS entropy.
-      salt: distinguishes seeded noise of several selections in one pipeline
-        (e.g. the rounds of SIPS), so they do not reuse the same draws.
+      salt: separates the seeded noise of several selections in one pipeline.
     """
 
     def __init__(self, calibration: Calibration | Chosen, *, seed: int | None = None,

@@ -343,17 +343,13 @@ class WriteReleased(ReadsContainers, beam.PTransform):
 
     Args:
       file_path_prefix: e.g. ``"out/items"``; local, ``gs://`` or any Beam filesystem.
-      file_name_suffix: e.g. ``".txt"`` (``".txt.gz"`` compresses); default
-        ``".txt"``, or ``".parquet"`` with ``format="parquet"``.
+      file_name_suffix: e.g. ``".txt.gz"`` (compressed); default ``".txt"`` or ``".parquet"``.
       num_shards: the number of files, fixed in advance (default 1).
       format_line: element → line text (default ``format_released``); text only.
-      sort_key: element → what it is sorted and sharded by (default the element;
-        for (item, count) pairs pass ``lambda kv: kv[0]`` so counts follow
-        the items' order, or use ``WriteReleasedCounts``).
-      format: ``"text"`` (escaped lines) or ``"parquet"`` (one Parquet file per
-        shard, the same items in the same order; schema ``parquet_schema``).
-      ngrams: Parquet: items are n-grams (tuples of tokens), written as a list
-        column ``ngram``.
+      sort_key: element → what it is sorted and sharded by (default the element; for
+        (item, count) pairs ``lambda kv: kv[0]``, or use ``WriteReleasedCounts``).
+      format: ``"text"`` (escaped lines) or ``"parquet"`` (schema ``parquet_schema``).
+      ngrams: Parquet: items are n-grams, written as a list column ``ngram``.
       as_bytes: Parquet: items are ``bytes``, written as a binary column.
 
     Returns the PCollection of written paths.

@@ -102,12 +102,10 @@ class _PolicyUserBlocksFn(beam.DoFn):
     """(user_id, items) → (shard, encoded block of its users), sent at ``max_items`` or the end."""
 
     def __init__(self, shards: int, order_key: bytes, max_items: int | None = None):
-        self._shards = shards
-        self._key = order_key
+        self._shards, self._key = shards, order_key
         self._max_items = USER_BLOCK_ITEMS if max_items is None else max_items
         self._blocks: dict = {}
-        self._held = 0
-        self._mac = None
+        self._held, self._mac = 0, None
 
     def setup(self):
         self._mac = _KeyedMac(self._key)
@@ -274,20 +272,17 @@ class SequentialPolicyHistogram(beam.PTransform):
 
     Args:
       update: the policy, e.g. ``policies.l2_descent``.
-      cutoff: Γ, or a ``Chosen`` of them (one per candidate Δ0), by the same index as
-        ``sample_elements``'s if that is a ``Chosen``.
+      cutoff: Γ, or a ``Chosen`` of them (by ``sample_elements``'s index if it is one).
       order_key: the run's secret key for the user order and shards.
       shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
       item_shards: None (default) for (item, weight) pairs; else (shard, {item: weight})
         dicts of this many ``shard_of_item`` shards, for ``NoisyThreshold.per_shard``.
-      sample_elements: None (default), or Δ0: the input is ``privacy_unit="element"``
-        elements, checked and sampled to Δ0 here (``_PolicyElementBlocksFn``).
-      seed: only with ``sample_elements``: a test-only seed for the elements'
-        ids and samples (None, the default, draws from the OS).
-      blocks: only with ``sample_elements``: the input is instead the packed
-        blocks of ``AutoSelection(as_blocks=True)`` (``_PolicyRecordBlocksFn``).
-      pre_threshold: k ≥ 1; from 2 on (with ``item_shards``), only the items
-        listed by at least k users are in the histogram (``HeldByAtLeast``).
+      sample_elements: None, or Δ0: the input is ``privacy_unit="element"`` elements,
+        checked and sampled to Δ0 here.
+      seed: with ``sample_elements``: test-only, seeds the elements' ids and samples.
+      blocks: with ``sample_elements``: the input is ``AutoSelection(as_blocks=True)``'s.
+      pre_threshold: k ≥ 1; from 2 on (with ``item_shards``), only the items listed by
+        at least k users are in the histogram.
     """
 
     def __init__(self, update, cutoff: float | Chosen, order_key: bytes, shards: int = 1,
@@ -322,8 +317,7 @@ class SequentialPolicyHistogram(beam.PTransform):
         self._item_shards = item_shards
 
     def expand(self, user_items):
-        # The timer fires at the end of the window: in any window but the
-        # global one, each window would be its own policy over its own users.
+        # In any window but the global one, each window would be its own policy.
         require_global_window(user_items, "SequentialPolicyHistogram")
         args = (self._update, self._cutoff.values, self._item_shards, self._pre_threshold > 1)
         if isinstance(self._pack, _PolicyRecordBlocksFn) and self._shards == 1:
@@ -331,8 +325,7 @@ class SequentialPolicyHistogram(beam.PTransform):
             # sampled and packed where they are visited (``_PolicyRecordShardFn``).
             keyed = user_items | "ToTheShard" >> beam.Map(
                 lambda bins_block: (0, bins_block[1])).with_output_types(typing.Tuple[int, bytes])
-            policy = _PolicyRecordShardFn(self._pack, self._pack_chosen.index is not None,
-                                          *args)
+            policy = _PolicyRecordShardFn(self._pack, self._pack_chosen.index is not None, *args)
         else:
             keyed = user_items | "PackUserBlocks" >> beam.ParDo(
                 self._pack, **self._pack_chosen.side_inputs()).with_output_types(
@@ -343,7 +336,6 @@ class SequentialPolicyHistogram(beam.PTransform):
         shard_blocks = keyed | "GroupShardBlocks" >> beam.GroupByKey()
         shard_histograms = shard_blocks | "ApplyPolicyInOrder" >> beam.ParDo(
             policy, **self._cutoff.side_inputs())
-        # Finally the P shard histograms are summed per item (or per item shard).
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
         holders = self._pre_threshold > 1

@@ -53,10 +53,9 @@ class PackRecordsFn(_PackFn):
     Args:
       elements: the records are elements of ``privacy_unit="element"`` input.
       occurrences: keep each item's occurrences (for a mechanism that reads them).
-      edges: size bins' edges: each block goes out as (users per size bin, block),
-        for the choice of Δ0; None: the block alone.
-      key_seed: a seeded run's seed: each user is keyed by its (element) id;
-        None: no keys, and an element draws no id.
+      edges: size bins' edges: each block goes out as (users per size bin, block); None:
+        the block alone.
+      key_seed: a seeded run's seed: each user is keyed by its (element) id; None: no keys.
     """
 
     def __init__(self, elements: bool, occurrences: bool = False, edges=None,

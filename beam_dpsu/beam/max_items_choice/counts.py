@@ -64,7 +64,7 @@ class SampleAtChosenMaxItems(beam.PTransform):
       released: the released items (canonical), a PCollection.
       released_set: the released items as a side input (``AsDict``).
       elements: with privacy_unit="element", the input elements, which the sizes are
-        read from (the records carry random ids: invariant 11); else None.
+        read from (invariant 11); else None.
       seed: test-only.
     """
 

@@ -90,10 +90,9 @@ class AutoSelection(beam.PTransform):
       occurrences: whether the mechanism uses item frequencies (GW).
       privacy_unit: the caller's privacy unit.
       seed: test-only.
-      packed: the output is the blocks alone (``record_blocks``, unkeyed), for steps
-        that each read the choice before a block.
+      packed: the output is the blocks alone, for steps that each read the choice first.
       as_blocks: the output is (users per size bin, block) pairs, for a step that reads
-        the choice itself (``SampledWeightedHistogram(blocks=True)``).
+        the choice itself.
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
