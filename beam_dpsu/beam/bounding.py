@@ -156,11 +156,9 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
     if not plain_str_items(counts):
         # Counted again as the plain text each item holds: a subclass's own __eq__ or
         # __hash__ must not merge (and so drop) distinct items.
-        held = []
-        for item in value:
-            if _bad_item(item):
-                raise _record_error(value, record)
-            held.append(_plain(item))
+        if any(map(_bad_item, value)):
+            raise _record_error(value, record)
+        held = [_plain(item) for item in value]
         counts = dict(Counter(held)) if occurrences else dict.fromkeys(held, 1)
     return counts
 

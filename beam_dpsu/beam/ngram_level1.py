@@ -81,7 +81,6 @@ class Level1(beam.PTransform):
 
 
 def _level1_sums_at_chosen(block, chosen: int = 0, *, max_items: tuple, **level1_sums):
-    """``document_blocks.level1_sums`` at the chosen candidate's Δ_1."""
     return document_blocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
 
 
@@ -95,7 +94,6 @@ def _sum_weights_and_holders(parts) -> tuple:
 
 
 def _held_by_at_least(token_sums, pre_threshold: int):
-    """(token, (weight, holders)) → (token, weight) if it has ≥ k holders."""
     token, (weight, holders) = token_sums
     if holders >= pre_threshold:
         yield token, weight

@@ -87,7 +87,6 @@ class RemoveReleasedByJoin(_RemoveReleased):
 
 
 def _pairs_by_item(record):
-    """(user, distinct items) → (item, user) per item."""
     user_id, items = record
     return ((item, user_id) for item in items)
 
@@ -176,7 +175,6 @@ class SIPSRounds(ReleaseTransform):
             PackRecordsFn(by_element, key_seed=self._seed)).with_output_types(bytes)
 
     def _join_records(self, elements):
-        """One record of distinct items per user, for the join."""
         if self._packed:
             # the blocks wait for the choice of Δ0 packed (AutoSelection(packed=True))
             elements = elements | "UnpackUserRecords" >> beam.FlatMap(

@@ -21,7 +21,6 @@ __all__ = ["SampleAtChosenMaxItems"]
 
 
 def _released_size(element, released) -> int:
-    """One element of privacy_unit="element" input → its number of distinct released items."""
     return sum(1 for item in element_distinct_items(element) if item in released)
 
 
