@@ -380,8 +380,7 @@ class BoundContributions(ReadsContainers, SampleItemsPerUser):
     Args:
       max_items_per_user: Δ0, the most distinct items kept per user.
       seed: test-only fixed seed; None (default) samples with OS entropy.
-      privacy_unit: ``"user_id"`` (default; elements are pairs or records keyed
-        by user id) or ``"element"`` (each element is one person's items).
+      privacy_unit: ``"user_id"`` (keyed pairs or records) or ``"element"`` (one person each).
     """
 
     _NAME = "BoundContributions"

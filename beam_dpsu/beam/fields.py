@@ -47,10 +47,8 @@ class InputFields:
     Attributes:
       user_field: the user id's field; None with ``privacy_unit="element"``.
       value_field: the field holding the item(s) or tokens.
-      value_arg: the argument that named it (``"item_field"``, ``"item_list_field"``
-        or ``"tokens_field"``), for error messages.
-      kind: what the value is: ``"item"``, ``"items"``, ``"tokens"``,
-        ``"ngram"`` or ``"ngrams"``.
+      value_arg: the argument that named it (e.g. ``"item_list_field"``), for errors.
+      kind: ``"item"``, ``"items"``, ``"tokens"``, ``"ngram"`` or ``"ngrams"``.
     """
 
     user_field: str | None
@@ -70,8 +68,7 @@ def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool 
       privacy_unit: the transform's (already checked) privacy unit.
       user_field: the user id's field; must be None with ``privacy_unit="element"``.
       ngrams: the items are n-grams (``CountReleased(..., ngrams=True)``).
-      **value_fields: the transform's value arguments, e.g. ``item_field=None,
-        item_list_field="tokens"``: at most one may be given.
+      **value_fields: the transform's value arguments (at most one not None).
 
     Raises:
       ValueError: a combination that cannot be read unambiguously.

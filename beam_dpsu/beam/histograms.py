@@ -159,9 +159,7 @@ class WeightedHistogram(ReadsContainers, beam.PTransform):
     def sum_per_item(self):
         """The per-item sum of partial histograms (with the hot-key fan-out, if any)."""
         sum_per_item = beam.CombinePerKey(sum)
-        if self._fanout:
-            sum_per_item = sum_per_item.with_hot_key_fanout(self._fanout)
-        return sum_per_item
+        return sum_per_item.with_hot_key_fanout(self._fanout) if self._fanout else sum_per_item
 
     def expand(self, user_items):
         require_global_window(user_items, "WeightedHistogram")

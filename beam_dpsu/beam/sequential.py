@@ -277,8 +277,7 @@ class SequentialPolicyHistogram(beam.PTransform):
       shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
       item_shards: None (default) for (item, weight) pairs; else (shard, {item: weight})
         dicts of this many ``shard_of_item`` shards, for ``NoisyThreshold.per_shard``.
-      sample_elements: None, or Δ0: the input is ``privacy_unit="element"`` elements,
-        checked and sampled to Δ0 here.
+      sample_elements: None, or Δ0: the input is elements, checked and sampled here.
       seed: with ``sample_elements``: test-only, seeds the elements' ids and samples.
       blocks: with ``sample_elements``: the input is ``AutoSelection(as_blocks=True)``'s.
       pre_threshold: k ≥ 1; from 2 on (with ``item_shards``), only the items listed by

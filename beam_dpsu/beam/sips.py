@@ -140,11 +140,10 @@ class SIPSRounds(ReleaseTransform):
         # The records are read by every round, so they must carry no random draw
         # (invariant 11): unseeded elements get an id only when the join regroups by it.
         packed = self._removal == "side_input"
-        records = self._blocks(elements) if packed else self._join_records(elements)
         remove = RemoveReleasedBySideInput if packed else RemoveReleasedByJoin
         self.released_per_round = []
         # Each round removes the previous round's release from what is left.
-        remaining = records
+        remaining = self._blocks(elements) if packed else self._join_records(elements)
         for i in range(len(self._calibration.first.rounds)):
             calibration = self._calibration.map(lambda c, i=i: c.rounds[i])
             salt = "" if i == 0 else f"round{i}"

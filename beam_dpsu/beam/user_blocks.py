@@ -53,8 +53,7 @@ class PackRecordsFn(_PackFn):
     Args:
       elements: the records are elements of ``privacy_unit="element"`` input.
       occurrences: keep each item's occurrences (for a mechanism that reads them).
-      edges: size bins' edges: each block goes out as (users per size bin, block); None:
-        the block alone.
+      edges: size bins' edges: blocks go out as (users per size bin, block); None: alone.
       key_seed: a seeded run's seed: each user is keyed by its (element) id; None: no keys.
     """
 

@@ -21,8 +21,7 @@ class Chosen:
 
     Args:
       values: the candidates' values, in the order of the candidates.
-      index: a singleton PCollection holding the index (in ``values``) of the
-        candidate chosen when the pipeline runs; None with one value.
+      index: a singleton PCollection of the chosen index in ``values``; None with one value.
     """
 
     def __init__(self, values, index: beam.pvalue.PCollection | None = None):

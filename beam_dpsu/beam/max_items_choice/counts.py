@@ -62,8 +62,7 @@ class SampleAtChosenMaxItems(beam.PTransform):
       plan: the split and the candidates (``max_items_choice.counts.plan_counts_auto``).
       released: the released items (canonical), a PCollection.
       released_set: the released items as a side input (``AsDict``).
-      elements: with privacy_unit="element", the input elements, which the sizes are
-        read from (invariant 11); else None.
+      elements: with privacy_unit="element", the input elements (sizes read there); else None.
       seed: test-only.
     """
 

@@ -91,8 +91,7 @@ class AutoSelection(beam.PTransform):
       privacy_unit: the caller's privacy unit.
       seed: test-only.
       packed: the output is the blocks alone, for steps that each read the choice first.
-      as_blocks: the output is (users per size bin, block) pairs, for a step that reads
-        the choice itself.
+      as_blocks: the output is (users per size bin, block) pairs, for a step reading the choice.
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
