@@ -133,8 +133,7 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
             f"items, got {a_type(value)}"
             + ("; give the items as a list, an item repeated once per occurrence"
                if isinstance(value, Mapping) else ""))
-    return user_id, _counts_of(value, occurrences, "a (user_id, items) record (field 1)",
-                               "field 1")
+    return user_id, _counts_of(value, occurrences, "a (user_id, items) record (field 1)", "field 1")
 
 
 def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
@@ -169,8 +168,7 @@ _ELEMENT_TYPES = (list, set, frozenset, np.ndarray)
 
 
 @draws_randomness  # the element's id (unseeded)
-def element_item_counts(element: Any, occurrences: bool = True,
-                        seed: int | None = None) -> tuple:
+def element_item_counts(element: Any, occurrences: bool = True, seed: int | None = None) -> tuple:
     """One element of ``privacy_unit="element"`` input → (element id, {item: occurrences}).
 
     ``element`` is a list, set, frozenset or 1-D array of one person's items; anything
@@ -190,8 +188,7 @@ def plain_str_items(distinct) -> bool:
 
 
 def element_distinct_items(element: Any) -> set | dict:
-    """One ``privacy_unit="element"`` element → its checked distinct items (a set, or dict
-    keys), without an id."""
+    """One ``privacy_unit="element"`` element → its checked distinct items (set or dict keys)."""
     if type(element) is Tokens:
         distinct = set(element)
         if plain_str_items(distinct):  # a Tokens list can be changed after tokenising
@@ -209,8 +206,7 @@ def element_items(element: Any, occurrences: bool) -> set | dict:
 
 
 def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
-    """An element's internal id: 128 random bits, or (seeded) a hash of its sorted
-    (item, occurrences) pairs."""
+    """An element's internal id: 128 random bits, or (seeded) a hash of its sorted items."""
     if seed is None:
         return hashing.random_id128()
     content = tuple(sorted(item_counts, key=lambda ic: item_sort_key(ic[0])))

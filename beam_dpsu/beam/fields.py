@@ -22,8 +22,7 @@ from beam_dpsu.beam.bounding import InvalidRecordError, canonical_user_id
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, a_type
 
-__all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
-           "read_fields"]
+__all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords", "read_fields"]
 
 # What the value field holds, by argument: one item, a collection of items,
 # an ordered sequence of tokens (ExtractNgrams), or, for CountReleased(...,
@@ -217,8 +216,7 @@ class _ReadFields:
             # privacy_unit="element": the items alone, a tuple as a list (the element
             # form refuses tuples only because, unnamed, one could be a pair).
             return list(value) if isinstance(value, tuple) else value
-        user_id = _user_id(_read(element, get, f.user_field, "user_field"), element,
-                           f.user_field)
+        user_id = _user_id(_read(element, get, f.user_field, "user_field"), element, f.user_field)
         # A tuple of tokens takes check_document's fast path.
         return user_id, tuple(value) if f.kind == "tokens" else value
 

@@ -30,8 +30,7 @@ class _DocumentLike(abc.ABC):  # noqa: B024  (a registry of classes, not an inte
     """The plain classes (by ``issubclass``) an input element may be of, registered below."""
 
 
-for _cls in (collections.abc.Sequence, collections.abc.Mapping, collections.abc.Set,
-             np.ndarray):
+for _cls in (collections.abc.Sequence, collections.abc.Mapping, collections.abc.Set, np.ndarray):
     _DocumentLike.register(_cls)
 
 # Any of ExtractNgrams' input forms; each element's form is checked when it is read
@@ -56,8 +55,7 @@ def _as_container(element_type):
 
 
 class ReadsContainers:
-    """A PTransform mixin: its input hint is checked with container subclasses read as
-    their container."""
+    """A PTransform mixin: input hints checked with container subclasses as their container."""
 
     def type_check_inputs(self, pvalueish):
         element_type = getattr(pvalueish, "element_type", None)

@@ -195,10 +195,8 @@ MIXED_TYPES = ("the released set holds both str and bytes items, which one relea
 
 def _item_types(value: Any) -> set:
     """The types (``str``, ``bytes``) of an item's text: its own, or its tokens'."""
-    if isinstance(value, str):
-        return {str}
-    if isinstance(value, bytes):
-        return {bytes}
+    if isinstance(value, (str, bytes)):
+        return {str if isinstance(value, str) else bytes}
     if isinstance(value, tuple):
         return set().union(*map(_item_types, value))
     return set()

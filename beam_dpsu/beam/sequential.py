@@ -411,7 +411,6 @@ class _TopItemsFn(beam.DoFn):
 def _check_public_count(record):
     # Public data, but the message still names only the shape and the field.
     if not isinstance(record, tuple) or len(record) != 2:
-        raise ValueError("public counts must be (item, count) pairs, got "
-                         f"{a_type(record)}")
+        raise ValueError(f"public counts must be (item, count) pairs, got {a_type(record)}")
     checks.public_count(record[1])
     return record
