@@ -258,10 +258,8 @@ class SampledWeightedHistogram(beam.PTransform):
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")
-        # A GroupByKey, not a CombinePerKey: a combiner's pre-combine keeps
-        # its 64 keys' sums until the bundle ends (it evicts by key count),
-        # so a worker would hold every distinct item of its bundle; this way
-        # each flush leaves the worker, and a shard's sum is built once.
+        # A GroupByKey, not a CombinePerKey, whose pre-combine would hold every distinct
+        # item of a bundle (docs/explanation/beam-pipeline.md#weighted-histograms).
         partial_sums = (user_items
                         | "SampleAndSumPerBundle" >> beam.ParDo(
                             self._fn, **self._max_items.side_inputs())
