@@ -233,12 +233,8 @@ class _BlockSampleAndSumFn(_SampleAndSumFn):
 
 class SampledWeightedHistogram(beam.PTransform):
     """(user_id, distinct items) → (shard, {item: Σ_users item_weight(|sample|)}), each
-    user's items sampled uniformly to ≤ Δ0; internal.
-
-    ``SampleEachUser`` then ``WeightedHistogram``, fused. The input is one record per
-    user, or with ``elements``, ``blocks`` or ``packed`` elements or blocks: the same
-    histogram each way (docs/explanation/beam-pipeline.md#weighted-histograms).
-    """
+    user's items sampled uniformly to ≤ Δ0: ``SampleEachUser`` then ``WeightedHistogram``,
+    fused; internal (docs/explanation/beam-pipeline.md#weighted-histograms)."""
 
     def __init__(self, item_weight: Callable[[int], float],
                  max_items_per_user: int | Chosen, seed: int | None = None, salt: str = "",

@@ -2,8 +2,7 @@
 pipeline is built; ``removal="side_input"`` broadcasts each round's release,
 ``removal="join"`` co-groups it with the (user, item) pairs (no memory bound).
 
-Design and memory: docs/explanation/proofs.md#sips-in-beam and
-docs/explanation/transforms.md#sips-rounds.
+Design: docs/explanation/proofs.md#sips-in-beam, docs/explanation/transforms.md#sips-rounds.
 """
 
 from __future__ import annotations
