@@ -1,19 +1,16 @@
 """Contribution bounding as Beam PTransforms: one record per user, Δ0 items each.
 
-Input: ``(user_id, item)`` pairs and/or ``(user_id, items)`` records, mixed;
-each element is checked into ``(user_id, {item: occurrences})`` (errors name
-the field, position and type, never a value), a combiner merges each user's
-elements into one record (docs/privacy.md, invariant 1), and each user's
-distinct items are sampled uniformly down to Δ0. User ids are keyed by their
-text (``canonical_user_id``). With ``privacy_unit="element"`` each element is
-one person's items: nothing is merged, and an internal id only orders and
-seeds it (docs/how-to/input.md#one-element-one-person).
+``(user_id, item)`` pairs and/or ``(user_id, items)`` records are checked (errors name
+the field, position and type, never a value), merged into one record per user
+(docs/privacy.md, invariant 1) and sampled uniformly to Δ0 distinct items. With
+``privacy_unit="element"`` each element is one person's items, nothing merged.
 
 Details: docs/explanation/proofs.md#bounding-and-the-privacy-unit.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from itertools import filterfalse, repeat
 from collections.abc import Iterable, Mapping
@@ -24,8 +21,10 @@ import numpy as np
 
 from beam_dpsu.core import checks, hashing
 from beam_dpsu.core.documents import encodes_as_utf8
+# numpy.str_ and other subclasses become the plain str/bytes they hold (Beam encodes
+# those deterministically as keys), as every transform keys items.
 from beam_dpsu.core.user_records import (InvalidRecordError, canonical_user_id,
-                                         plain_str_or_bytes)
+                                         plain_str_or_bytes as _plain)
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.randomness import draws_randomness
@@ -35,22 +34,10 @@ from beam_dpsu.core.tokenizer import Tokens
 from beam_dpsu.core.checks import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
-__all__ = [
-    "InvalidRecordError",
-    "canonical_user_id",
-    "check_pair",
-    "item_counts",
-    "element_item_counts",
-    "element_distinct_items",
-    "element_items",
-    "plain_str_items",
-    "distinct_element_id",
-    "MergeItemCounts",
-    "WholeItemCountsPerUser",
-    "ItemCountsPerUser",
-    "SampleItemsPerUser",
-    "BoundContributions",
-]
+__all__ = ["InvalidRecordError", "canonical_user_id", "check_pair", "item_counts",
+           "element_item_counts", "element_distinct_items", "element_items", "plain_str_items",
+           "distinct_element_id", "MergeItemCounts", "WholeItemCountsPerUser",
+           "ItemCountsPerUser", "SampleItemsPerUser", "BoundContributions"]
 
 
 def _check_shape(element: Any, expected: str) -> None:
@@ -63,10 +50,8 @@ def _check_shape(element: Any, expected: str) -> None:
 def check_pair(record: Any) -> tuple:
     """Returns ``record`` as a plain (user_id, item) pair; raises naming what is wrong.
 
-    The user id must be present and a str, bytes, int or tuple of these, keyed
-    by its text (``canonical_user_id``); the item a non-empty str or bytes
-    (``numpy.str_`` becomes plain str). Errors name the field and the type,
-    never a value: runner logs keep error text.
+    The user id (a str, bytes, int or tuple of these) is keyed by its text; the item
+    must be a non-empty str or bytes. Errors name the field and type, never a value.
     """
     _check_shape(record, "(user_id, item) pair")
     return _checked_pair(*record)
@@ -114,11 +99,6 @@ def _bad_item(item) -> str | None:
     return None
 
 
-# numpy.str_ and other subclasses become the plain str/bytes they hold (Beam encodes
-# those deterministically as keys), as every transform keys items.
-_plain = plain_str_or_bytes
-
-
 def _record_error(items, record: str = "a (user_id, items) record (field 1)") -> InvalidRecordError:
     """The error for a record with a bad item, naming its position if the record has order."""
     positions = (enumerate(items) if isinstance(items, (list, tuple))
@@ -138,10 +118,8 @@ def _record_error(items, record: str = "a (user_id, items) record (field 1)") ->
 def item_counts(element: Any, occurrences: bool = True) -> tuple:
     """One input element → (canonical user id, {item: occurrences}); raises naming the problem.
 
-    ``element`` is a ``(user_id, item)`` pair (one occurrence) or a
-    ``(user_id, items)`` record (each occurrence once; may be empty). With
-    ``occurrences=False`` every item counts 1 (about twice as fast). Checked as
-    ``check_pair`` checks; errors name the field, position and type, never a value.
+    ``element`` is a ``(user_id, item)`` pair or a ``(user_id, items)`` record (each
+    occurrence once); with ``occurrences=False`` every item counts 1.
     """
     _check_shape(element, "(user_id, item) pair or (user_id, items) record")
     user_id, value = element
@@ -155,8 +133,7 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
             f"items, got {a_type(value)}"
             + ("; give the items as a list, an item repeated once per occurrence"
                if isinstance(value, Mapping) else ""))
-    return user_id, _counts_of(value, occurrences, "a (user_id, items) record (field 1)",
-                               "field 1")
+    return user_id, _counts_of(value, occurrences, "a (user_id, items) record (field 1)", "field 1")
 
 
 def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
@@ -178,35 +155,25 @@ def _counts_of(value, occurrences: bool, record: str, field: str) -> dict:
     if not plain_str_items(counts):
         # Counted again as the plain text each item holds: a subclass's own __eq__ or
         # __hash__ must not merge (and so drop) distinct items.
-        held = []
-        for item in value:
-            if _bad_item(item):
-                raise _record_error(value, record)
-            held.append(_plain(item))
+        if any(map(_bad_item, value)):
+            raise _record_error(value, record)
+        held = [_plain(item) for item in value]
         counts = dict(Counter(held)) if occurrences else dict.fromkeys(held, 1)
     return counts
 
 
-# What an element of privacy_unit="element" input may be: these types (or
-# subclasses of them), not other iterables such as beam.Row (a tuple),
-# generators or dict views, which keyed data arrives as. A list is taken as
-# one person's items even when it is [user, item]: keyed rows must be given
-# as keyed records instead.
+# What an element of privacy_unit="element" input may be: not other iterables such
+# as beam.Row (a tuple), generators or dict views, which keyed data arrives as.
 _ELEMENT_TYPES = (list, set, frozenset, np.ndarray)
 
 
 @draws_randomness  # the element's id (unseeded)
-def element_item_counts(element: Any, occurrences: bool = True,
-                        seed: int | None = None) -> tuple:
+def element_item_counts(element: Any, occurrences: bool = True, seed: int | None = None) -> tuple:
     """One element of ``privacy_unit="element"`` input → (element id, {item: occurrences}).
 
-    ``element`` is all of one person's data: a list, set, frozenset or 1-D
-    numpy array of items, each occurrence once. Anything else (a str, a tuple,
-    a mapping, a ``beam.Row``, a generator) is refused: reading keyed data as
-    a person's items would release user ids. The id (``element_id``) only
-    orders and seeds the element and is never written. Errors name the item's
-    position and type, never a value.
-    Derivation: docs/explanation/beam-pipeline.md#one-element-one-person.
+    ``element`` is a list, set, frozenset or 1-D array of one person's items; anything
+    else is refused (keyed data read as items would release user ids). The id only
+    orders and seeds it (docs/explanation/beam-pipeline.md#one-element-one-person).
     """
     _check_element(element)
     counts = _counts_of(element, occurrences, "an element", "an element")
@@ -221,11 +188,7 @@ def plain_str_items(distinct) -> bool:
 
 
 def element_distinct_items(element: Any) -> set | dict:
-    """One ``privacy_unit="element"`` element → its distinct items (a set, or dict keys).
-
-    Checked as ``element_item_counts`` checks them, without an id; a ``Tokens``
-    list becomes a set in one C call.
-    """
+    """One ``privacy_unit="element"`` element → its checked distinct items (set or dict keys)."""
     if type(element) is Tokens:
         distinct = set(element)
         if plain_str_items(distinct):  # a Tokens list can be changed after tokenising
@@ -235,8 +198,7 @@ def element_distinct_items(element: Any) -> set | dict:
 
 
 def element_items(element: Any, occurrences: bool) -> set | dict:
-    """``element_item_counts``'s items without an id (``element_distinct_items`` unless
-    ``occurrences``)."""
+    """``element_item_counts``'s items without an id."""
     if not occurrences:
         return element_distinct_items(element)
     _check_element(element)
@@ -244,8 +206,7 @@ def element_items(element: Any, occurrences: bool) -> set | dict:
 
 
 def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
-    """An element's internal id: 128 random bits, or with a test-only seed a hash of its
-    (item, occurrences) pairs, the same in any order (equal elements are interchangeable)."""
+    """An element's internal id: 128 random bits, or (seeded) a hash of its sorted items."""
     if seed is None:
         return hashing.random_id128()
     content = tuple(sorted(item_counts, key=lambda ic: item_sort_key(ic[0])))
@@ -260,14 +221,13 @@ def distinct_element_id(distinct_items: Iterable, seed: int | None = None) -> in
 def _check_element(element: Any) -> None:
     if not isinstance(element, _ELEMENT_TYPES) or (
             isinstance(element, np.ndarray) and element.dtype.kind not in "USO"):
-        hint = ""
-        if isinstance(element, tuple):
-            hint = ("; a tuple could be a (user_id, item) pair: give each person's items as "
-                    "a list or set, or use privacy_unit='user_id' for keyed records")
-        elif isinstance(element, (str, bytes)):
-            hint = "; tokenise a document into a list of items first"
-        elif isinstance(element, np.ndarray):
-            hint = f" of dtype kind {element.dtype.kind!r}, not of strings"
+        hint = ("; a tuple could be a (user_id, item) pair: give each person's items as "
+                "a list or set, or use privacy_unit='user_id' for keyed records"
+                if isinstance(element, tuple)
+                else "; tokenise a document into a list of items first"
+                if isinstance(element, (str, bytes))
+                else f" of dtype kind {element.dtype.kind!r}, not of strings"
+                if isinstance(element, np.ndarray) else "")
         raise InvalidRecordError(
             "with privacy_unit='element' each element must be a list, set, frozenset or 1-D "
             f"array of one person's items, got {a_type(element)}{hint}")
@@ -288,10 +248,7 @@ class _MergeItemCountsFn(beam.CombineFn):
 
     def merge_accumulators(self, accumulators):
         # One pass (the first copied by add_input): never all of them at once.
-        merged = {}
-        for acc in accumulators:
-            merged = self.add_input(merged, acc)
-        return merged
+        return functools.reduce(self.add_input, accumulators, {})
 
     def extract_output(self, merged):
         return merged
@@ -325,10 +282,8 @@ class WholeItemCountsPerUser(beam.PTransform):
 class ItemCountsPerUser(beam.PTransform):
     """Pairs and/or per-user records → (user_id, {item: occurrences}), one record per user.
 
-    Checks every element (``item_counts``), then merges each user's elements.
-    With ``occurrences=False`` (all but GW) an item counts once per element.
-    With ``privacy_unit="element"`` each element is checked and given an id
-    (``element_item_counts``; ``seed``, tests only, derives it), nothing merged.
+    Checks every element (``item_counts``), then merges each user's elements; with
+    ``privacy_unit="element"`` each element is given an id (``seed``: tests only).
     """
 
     def __init__(self, occurrences: bool = True, privacy_unit: str = "user_id",
@@ -367,11 +322,9 @@ class _SampleItemsFn(beam.DoFn):
 
 
 class SampleEachUser(beam.PTransform):
-    """Samples ≤ Δ0 of each record's distinct items; for internal use only.
+    """Samples ≤ Δ0 of each record's distinct items; internal, empty records left out.
 
-    Its input must already be one record per user with distinct items (e.g.
-    ``ItemCountsPerUser``'s): a user given in two records would be bounded
-    twice. Empty records are left out. ``max_items_per_user`` may be a ``Chosen``.
+    Its input must be one record per user (a user given twice would be bounded twice).
     """
 
     def __init__(self, max_items_per_user, seed: int | None = None, salt: str = ""):
@@ -392,10 +345,8 @@ class SampleEachUser(beam.PTransform):
 class SampleItemsPerUser(beam.PTransform):
     """Pairs and/or per-user records → (user_id, ≤ Δ0 distinct items sampled uniformly).
 
-    A user's elements are first checked and merged (``ItemCountsPerUser``), so
-    each user is sampled, and bounded, once. ``salt`` makes seeded samples of
-    several rounds independent. With ``privacy_unit="element"`` each element is
-    one person ([beam_dpsu.beam.bounding][]) and its output id is internal.
+    A user's elements are first merged, so each user is bounded once; ``salt``
+    separates seeded samples of several rounds.
     """
 
     _NAME = "SampleItemsPerUser"  # in window errors
@@ -425,8 +376,7 @@ class BoundContributions(ReadsContainers, SampleItemsPerUser):
     Args:
       max_items_per_user: Δ0, the most distinct items kept per user.
       seed: test-only fixed seed; None (default) samples with OS entropy.
-      privacy_unit: ``"user_id"`` (default; elements are pairs or records keyed
-        by user id) or ``"element"`` (each element is one person's items).
+      privacy_unit: ``"user_id"`` (keyed pairs or records) or ``"element"`` (one person each).
     """
 
     _NAME = "BoundContributions"

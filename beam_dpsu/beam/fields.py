@@ -1,12 +1,8 @@
 """Schema'd input: the user id and the item(s) read from named fields.
 
-``SelectItems``, ``ExtractNgrams`` and ``CountReleased`` take ``beam.Row``s,
-NamedTuples or dicts when told which fields hold the user id and the items
-(``user_field="author", item_list_field="tokens"``). One labelled step,
-``FieldsToRecords``, turns each element into the pair, record or document
-those transforms take; a schema'd input's fields are checked when the
-pipeline is built. Errors name the field, the argument, the element's type
-and its fields, never a value.
+``SelectItems``, ``ExtractNgrams`` and ``CountReleased`` take ``beam.Row``s, NamedTuples
+or dicts with ``user_field=…, item_list_field=…``; ``FieldsToRecords`` turns each into
+the pair, record or document they take. Errors name the field and type, never a value.
 
 Details: docs/explanation/beam-pipeline.md#named-fields.
 """
@@ -26,8 +22,7 @@ from beam_dpsu.beam.bounding import InvalidRecordError, canonical_user_id
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, a_type
 
-__all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords",
-           "read_fields"]
+__all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords", "read_fields"]
 
 # What the value field holds, by argument: one item, a collection of items,
 # an ordered sequence of tokens (ExtractNgrams), or, for CountReleased(...,
@@ -51,10 +46,8 @@ class InputFields:
     Attributes:
       user_field: the user id's field; None with ``privacy_unit="element"``.
       value_field: the field holding the item(s) or tokens.
-      value_arg: the argument that named it (``"item_field"``, ``"item_list_field"``
-        or ``"tokens_field"``), for error messages.
-      kind: what the value is: ``"item"``, ``"items"``, ``"tokens"``,
-        ``"ngram"`` or ``"ngrams"``.
+      value_arg: the argument that named it (e.g. ``"item_list_field"``), for errors.
+      kind: ``"item"``, ``"items"``, ``"tokens"``, ``"ngram"`` or ``"ngrams"``.
     """
 
     user_field: str | None
@@ -74,8 +67,7 @@ def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool 
       privacy_unit: the transform's (already checked) privacy unit.
       user_field: the user id's field; must be None with ``privacy_unit="element"``.
       ngrams: the items are n-grams (``CountReleased(..., ngrams=True)``).
-      **value_fields: the transform's value arguments, e.g. ``item_field=None,
-        item_list_field="tokens"``: at most one may be given.
+      **value_fields: the transform's value arguments (at most one not None).
 
     Raises:
       ValueError: a combination that cannot be read unambiguously.
@@ -159,8 +151,7 @@ def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
 
 
 def _fields_hint(element: Any) -> str:
-    """The element's field names if a class gives them (a NamedTuple, a schema's Row type):
-    a ``beam.Row`` built at run time may be keyed by data (``beam.Row(**d)``)."""
+    # Only a class's field names: a beam.Row built at run time may be keyed by data.
     if isinstance(element, tuple) and hasattr(element, "_fields"):
         return f"; its fields: {_names(list(element._fields))}"
     return ""
@@ -225,8 +216,7 @@ class _ReadFields:
             # privacy_unit="element": the items alone, a tuple as a list (the element
             # form refuses tuples only because, unnamed, one could be a pair).
             return list(value) if isinstance(value, tuple) else value
-        user_id = _user_id(_read(element, get, f.user_field, "user_field"), element,
-                           f.user_field)
+        user_id = _user_id(_read(element, get, f.user_field, "user_field"), element, f.user_field)
         # A tuple of tokens takes check_document's fast path.
         return user_id, tuple(value) if f.kind == "tokens" else value
 
@@ -247,11 +237,8 @@ def _schema_fields(element_type: Any) -> tuple[str, list[str]] | None:
 
 
 def check_element_type(fields: InputFields, element_type: Any, transform: str) -> None:
-    """Refuses, when the pipeline is built, an input whose type cannot have the fields.
-
-    A schema'd input (``beam.Row``, NamedTuple) must have every named field;
-    plain tuples, lists or strings have none; dicts are checked element by element.
-    """
+    """Refuses, when the pipeline is built, an input whose type cannot have the fields
+    (plain tuples, lists, strings; a schema without a named field)."""
     if isinstance(element_type, _PLAIN_FORMS) or element_type in (tuple, list, str, bytes):
         raise TypeError(
             f"{transform} was given named fields ({_describe(fields)}), but its input's "
@@ -275,9 +262,8 @@ def _describe(fields: InputFields) -> str:
 class FieldsToRecords(beam.PTransform):
     """Schema'd elements → the pairs, records or documents the release transforms take.
 
-    Rows and NamedTuples are read by attribute, dicts by key; a schema is checked
-    when the pipeline is built (``check_element_type``), each element as it is
-    read. User ids are keyed by their text, as in tuple input.
+    Rows and NamedTuples are read by attribute, dicts by key; a schema is checked when
+    the pipeline is built (``check_element_type``).
 
     Args:
       fields: what to read (``input_fields``).

@@ -1,12 +1,9 @@
 """Weighted histograms as Beam PTransforms.
 
-The parallel mechanisms' histogram is a sum of independent per-user
-contributions (``policies.user_contribution``): each bundle's users are summed
-into a bounded partial histogram, flushed per item (``WeightedHistogram``)
-or, inside ``SelectItems``, as one dict per item shard (``shard_of_item``,
-``HISTOGRAM_SHARDS``) summed per shard and noised whole. Only items some user
-holds ever get a key. With a pre-threshold k each shard's dict travels with
-its items' holder counts, and ``HeldByAtLeast`` keeps the items of ≥ k holders.
+Each bundle's users are summed into a bounded partial histogram, flushed per item
+(``WeightedHistogram``) or as one dict per item shard (``shard_of_item``), summed per
+shard and noised whole; with a pre-threshold k, ``HeldByAtLeast`` keeps the items of
+≥ k holders.
 
 Details: docs/explanation/beam-pipeline.md#weighted-histograms.
 """
@@ -36,14 +33,11 @@ __all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "
            "shard_of_item", "split_by_shard", "merge_histograms", "split_with_holders",
            "merge_histograms_with_holders", "HeldByAtLeast"]
 
-# The most entries a bundle's partial histogram holds before it is flushed
-# (``WeightedHistogramBuilder.entries``, about 100 bytes each: ~25 MB per
-# worker thread).
+# The most entries (~100 bytes each) a bundle's partial histogram holds before a flush.
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
 
-# Partial histograms move as this many dicts per flush (by a stable hash of the
-# item), not one element per item: the runner's per-element work was most of
-# the cost after the sums. 64 keys leave the runner that many to spread.
+# Partial histograms move as this many dicts per flush, not one element per item:
+# the runner's per-element work was most of the cost after the sums.
 HISTOGRAM_SHARDS = 64
 
 
@@ -92,7 +86,7 @@ def _held_by_at_least(shard_parts, pre_threshold: int) -> tuple:
 
 class HeldByAtLeast(beam.PTransform):
     """(shard, ({item: weight}, {item: holders})) → (shard, {item: weight}) of the items
-    held by at least k users (``beam_dpsu.core.pre_threshold``), weights untouched."""
+    held by at least k users, weights untouched."""
 
     def __init__(self, pre_threshold: int):
         super().__init__()
@@ -144,17 +138,13 @@ class PartialHistogramFn(beam.DoFn):
 class WeightedHistogram(ReadsContainers, beam.PTransform):
     """(user_id, distinct items) → (item, Σ_users item_weight(|W_user|)).
 
-    Its input must be one bounded record per user, e.g. the output of
-    ``BoundContributions`` or ``SampleItemsPerUser``: it sums records as they
-    come, so a user given in two records would count twice.
+    Its input must be one bounded record per user (e.g. ``BoundContributions``'s): a
+    user given in two records would count twice.
 
     Args:
-      item_weight: the per-item weight of a user holding n items
-        (e.g. ``policies.weighted_gaussian_weight``).
-      hot_key_fanout: if set, spreads each item's partial sums over this many
-        intermediate keys, balancing the Zipf head across workers.
-      max_partial_keys: the most entries a bundle's partial histogram holds before
-        it is flushed downstream (bounds a worker's memory).
+      item_weight: the per-item weight of a user holding n items.
+      hot_key_fanout: if set, spreads each item's partial sums over this many keys.
+      max_partial_keys: the most entries a bundle's partial histogram holds before a flush.
     """
 
     def __init__(self, item_weight: Callable[[int], float], *,
@@ -169,9 +159,7 @@ class WeightedHistogram(ReadsContainers, beam.PTransform):
     def sum_per_item(self):
         """The per-item sum of partial histograms (with the hot-key fan-out, if any)."""
         sum_per_item = beam.CombinePerKey(sum)
-        if self._fanout:
-            sum_per_item = sum_per_item.with_hot_key_fanout(self._fanout)
-        return sum_per_item
+        return sum_per_item.with_hot_key_fanout(self._fanout) if self._fanout else sum_per_item
 
     def expand(self, user_items):
         require_global_window(user_items, "WeightedHistogram")
@@ -183,11 +171,7 @@ class WeightedHistogram(ReadsContainers, beam.PTransform):
 
 @draws_randomness
 class _SampleAndSumFn(PartialHistogramFn):
-    """(user_id, distinct items) → partial sums of the users' weights, each sampled to Δ0.
-
-    ``SampleEachUser`` and ``PartialHistogramFn`` in one step, the same draws;
-    Δ0 is the ``chosen`` candidate's (docs/explanation/beam-pipeline.md#weighted-histograms).
-    """
+    """``SampleEachUser`` then ``PartialHistogramFn`` in one step, the same draws."""
 
     def __init__(self, item_weight, max_keys: int, max_items: tuple, seed, salt: str,
                  shards: int, elements: bool = False, count_holders: bool = False,
@@ -201,13 +185,9 @@ class _SampleAndSumFn(PartialHistogramFn):
 
     def process(self, record, chosen=0):
         sample = self._samples[chosen]
-        if self._packed and sample.seed is None:
-            # a block of users (record_blocks), sampled and summed in numpy, as
-            # _BlockSampleAndSumFn does: no list of str per user
+        if self._packed and sample.seed is None:  # sampled and summed in numpy
             self._add_runs(*record_blocks.block_runs(record), sample)
-        elif self._packed:
-            # a seeded block, each user keyed by its id: user by user as records are,
-            # the fold checked after each user
+        elif self._packed:  # seeded: user by user, each keyed by its id
             for user_id, items in record_blocks.block_users(record):
                 self._add(user_id, items, sample)
                 yield from self._flush_if_full()
@@ -226,7 +206,6 @@ class _SampleAndSumFn(PartialHistogramFn):
                   items, sample)
 
     def _add_runs(self, items, runs, sample):
-        # Unseeded: a run of users at a time sampled and counted by ids (small arrays).
         for run_ids, run_sizes in runs:
             self._partial.add_block(items, *sample.sample_block(run_ids, run_sizes))
 
@@ -240,11 +219,7 @@ class _SampleAndSumFn(PartialHistogramFn):
 
 @draws_randomness
 class _BlockSampleAndSumFn(_SampleAndSumFn):
-    """``_SampleAndSumFn`` on ``AutoSelection(as_blocks=True)``'s record blocks.
-
-    Unseeded, a block is sampled and counted in numpy; seeded (tests only), each
-    user is added as its element would be, the same id and sample.
-    """
+    """``_SampleAndSumFn`` on ``AutoSelection(as_blocks=True)``'s record blocks."""
 
     def process(self, bins_block, chosen=0):
         sample = self._samples[chosen]
@@ -258,19 +233,8 @@ class _BlockSampleAndSumFn(_SampleAndSumFn):
 
 class SampledWeightedHistogram(beam.PTransform):
     """(user_id, distinct items) → (shard, {item: Σ_users item_weight(|sample|)}), each
-    user's items first sampled uniformly to ≤ Δ0; one dict per shard that holds items.
-
-    ``SampleEachUser`` then ``WeightedHistogram``, fused; internal. Its input is
-    one record per user of distinct items (``ItemCountsPerUser``'s), or with
-    ``elements`` the ``privacy_unit="element"`` elements, with ``blocks`` the
-    blocks of ``AutoSelection(as_blocks=True)``, with ``packed`` record blocks
-    (SIPS's rounds): the same histogram each way. ``salt`` separates seeded
-    samples of rounds; ``max_items_per_user`` may be a ``Chosen``. The output is
-    ``HISTOGRAM_SHARDS`` (times ``hot_key_fanout``) dicts for
-    ``NoisyThreshold.per_shard``; with ``pre_threshold`` k ≥ 2 only the items of
-    ≥ k sampled holders (``HeldByAtLeast``).
-    Details: docs/explanation/beam-pipeline.md#weighted-histograms.
-    """
+    user's items sampled uniformly to ≤ Δ0: ``SampleEachUser`` then ``WeightedHistogram``,
+    fused; internal (docs/explanation/beam-pipeline.md#weighted-histograms)."""
 
     def __init__(self, item_weight: Callable[[int], float],
                  max_items_per_user: int | Chosen, seed: int | None = None, salt: str = "",
@@ -290,10 +254,8 @@ class SampledWeightedHistogram(beam.PTransform):
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")
-        # A GroupByKey, not a CombinePerKey: a combiner's pre-combine keeps
-        # its 64 keys' sums until the bundle ends (it evicts by key count),
-        # so a worker would hold every distinct item of its bundle; this way
-        # each flush leaves the worker, and a shard's sum is built once.
+        # A GroupByKey, not a CombinePerKey, whose pre-combine would hold every distinct
+        # item of a bundle (docs/explanation/beam-pipeline.md#weighted-histograms).
         partial_sums = (user_items
                         | "SampleAndSumPerBundle" >> beam.ParDo(
                             self._fn, **self._max_items.side_inputs())

@@ -1,18 +1,10 @@
 """The element types the public transforms take, as Beam type hints.
 
-Beam checks a transform's input type hint when the pipeline is built, so a
-``PCollection[int]`` fed to ``SelectItems`` fails there, naming the transform, not on a
-worker; what is wrong inside an element is still found, and named, when it runs.
-
-* ``RECORDS``: pairs, records, ``privacy_unit="element"`` containers, Rows, NamedTuples
-  and dicts (``beam_dpsu.beam.fields``).
-* ``KEYED``: ``(key, value)`` pairs, e.g. ``(user_id, items)`` or ``(item, weight)``.
-* ``RELEASED``: released items (str, bytes, n-grams as tuples of str) or ``(item, count)``.
-* ``DOCUMENT_ELEMENT``: what ``ExtractNgrams`` and ``NgramsByDPSU`` take.
-
-Beam compares a subclass of tuple or list (a NamedTuple, ``Tokens``) with
-``Tuple[...]`` / ``List[...]`` as an unrelated class; ``ReadsContainers``
-makes the transforms read such a class as the container it is.
+Beam checks them when the pipeline is built, so a ``PCollection[int]`` fed to
+``SelectItems`` fails there, naming the transform. ``RECORDS``: pairs, records, element
+containers, Rows and dicts; ``KEYED``: ``(key, value)`` pairs; ``RELEASED``: released
+items or ``(item, count)``; ``DOCUMENT_ELEMENT``: ``ExtractNgrams``'s input.
+``ReadsContainers`` reads a NamedTuple or ``Tokens`` as the container it is.
 """
 
 from __future__ import annotations
@@ -35,13 +27,10 @@ RELEASED = Union[str, bytes, Tuple[Any, ...]]
 
 
 class _DocumentLike(abc.ABC):  # noqa: B024  (a registry of classes, not an interface)
-    """The plain classes an input element may be of: Beam's type check reads a plain
-    class by ``issubclass``, so sequences (tuples and NamedTuples, lists and a
-    Tokenizer's ``Tokens``, str), mappings, sets and arrays are registered here."""
+    """The plain classes (by ``issubclass``) an input element may be of, registered below."""
 
 
-for _cls in (collections.abc.Sequence, collections.abc.Mapping, collections.abc.Set,
-             np.ndarray):
+for _cls in (collections.abc.Sequence, collections.abc.Mapping, collections.abc.Set, np.ndarray):
     _DocumentLike.register(_cls)
 
 # Any of ExtractNgrams' input forms; each element's form is checked when it is read
@@ -66,8 +55,7 @@ def _as_container(element_type):
 
 
 class ReadsContainers:
-    """A PTransform mixin: its input type hint is checked with NamedTuples, ``Tokens``
-    and other container subclasses read as their container (see the module docstring)."""
+    """A PTransform mixin: input hints checked with container subclasses as their container."""
 
     def type_check_inputs(self, pvalueish):
         element_type = getattr(pvalueish, "element_type", None)

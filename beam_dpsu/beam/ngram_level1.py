@@ -1,6 +1,5 @@
 """DPNE's level 1 in Beam: the users' tokens → the released unigrams, at a fixed Δ_1 or
-one chosen privately as SelectItems chooses Δ0 (g(m) = √m, T = ρ_1); σ_1 and ρ_1 are
-dpne Theorem 2.1's (``beam_dpsu.core.ngram_calibration``).
+one chosen privately as SelectItems chooses Δ0; σ_1 and ρ_1 are dpne Theorem 2.1's.
 
 How: docs/explanation/transforms.md#the-n-gram-levels.
 """
@@ -29,12 +28,10 @@ __all__ = ["Level1", "ChooseLevel1MaxItems", "Level1AtChosenMaxItems", "block_si
 
 
 class Level1(beam.PTransform):
-    """Users → the unigrams (token,) level 1 releases at Δ_1 = ``calibration.max_items_1``
-    (``calibration`` may be a ``Chosen``, one per candidate Δ_1).
+    """Users → the unigrams (token,) level 1 releases at Δ_1 = ``calibration.max_items_1``.
 
-    Its input is blocks of users or, with ``policy``, user records. With
-    ``check_elements`` they are unseeded elements, checked and given their random ids
-    here, on the one branch that reads them.
+    Its input is blocks of users or, with ``policy``, user records; with ``check_elements``
+    unseeded elements, given their random ids here, on the one branch that reads them.
     """
 
     def __init__(self, calibration: DPNECalibration | Chosen, policy: bool, seed: int | None,
@@ -45,8 +42,7 @@ class Level1(beam.PTransform):
 
     def expand(self, users):
         max_items = self._calibration.map(lambda c: c.max_items_1)
-        level1 = self._calibration.map(lambda c: c.level1)
-        seed = self._seed
+        level1, seed = self._calibration.map(lambda c: c.level1), self._seed
         if self._check_elements:
             users = users | "CheckElements" >> beam.Map(element_as_user, seed)
         if self._policy:
@@ -85,7 +81,6 @@ class Level1(beam.PTransform):
 
 
 def _level1_sums_at_chosen(block, chosen: int = 0, *, max_items: tuple, **level1_sums):
-    """``document_blocks.level1_sums`` at the chosen candidate's Δ_1."""
     return document_blocks.level1_sums(block, max_items=max_items[chosen], **level1_sums)
 
 
@@ -99,7 +94,6 @@ def _sum_weights_and_holders(parts) -> tuple:
 
 
 def _held_by_at_least(token_sums, pre_threshold: int):
-    """(token, (weight, holders)) → (token, weight) if it has ≥ k holders."""
     token, (weight, holders) = token_sums
     if holders >= pre_threshold:
         yield token, weight
@@ -112,11 +106,8 @@ def block_size_counts(block: bytes, edges: tuple) -> np.ndarray:
 
 
 class ChooseLevel1MaxItems(beam.PTransform):
-    """Blocks of users → the index, in ``plan.candidates``, of Δ_1 chosen privately.
-
-    Each user's number of distinct tokens falls into one size bin (sensitivity
-    1); the noisy bin counts and the M/T rule pick Δ_1. A singleton, checkpointed.
-    """
+    """Blocks of users → the index, in ``plan.candidates``, of Δ_1 chosen privately from
+    the noisy users per size bin (sensitivity 1); a checkpointed singleton."""
 
     def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None):
         super().__init__()
@@ -133,11 +124,8 @@ class ChooseLevel1MaxItems(beam.PTransform):
 
 class Level1AtChosenMaxItems(beam.PTransform):
     """(users, blocks of the same users) → the unigrams level 1 releases at the Δ_1
-    chosen privately (``ChooseLevel1MaxItems`` over the blocks).
-
-    ``users`` is what ``Level1`` reads. After expansion ``chosen`` holds the chosen
-    index and ``chosen_max_items_per_user`` the chosen Δ_1 (singletons; DP outputs).
-    """
+    chosen privately; after expansion ``chosen`` and ``chosen_max_items_per_user`` hold
+    the chosen index and Δ_1 (singletons; DP outputs)."""
 
     def __init__(self, plan: max_items_choice.AutoPlan, calibrations: list, policy: bool,
                  seed: int | None, check_elements: bool = False):

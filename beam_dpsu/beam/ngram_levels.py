@@ -1,9 +1,7 @@
 """DPNE's levels k ≥ 2 in Beam (dpne §2, App. A): the valid k-grams' histogram, its
-noisy threshold ρ_k, the spurious draws (``SpuriousFn``: part of the guarantee, not
-cosmetic), and the levels' figures.
+noisy threshold ρ_k, the spurious draws (part of the guarantee) and the levels' figures.
 
-The proof: docs/explanation/proofs.md#dpne; the steps:
-docs/explanation/transforms.md#the-n-gram-levels.
+Proof: docs/explanation/proofs.md#dpne; steps: docs/explanation/transforms.md#the-n-gram-levels.
 """
 
 from __future__ import annotations
@@ -93,11 +91,9 @@ class SpuriousFn(beam.DoFn):
 class KgramLevel(beam.PTransform):
     """Blocks of users → level k's release S_k (k ≥ 2), spurious draws included, checkpointed.
 
-    ``previous`` (S_{k−1}) and ``unigrams`` (S_1, also as ``unigram_keys``) are
-    side inputs; σ_k is ``calibrations[i].sigmas[k − 1]`` for the chosen Δ_1's
-    index i (``chosen``, when Δ_1 is "auto"). After expansion ``parameters``
-    holds a singleton dict (|S_{k−1}|, |V_k|, σ_k, ρ_k) and ``non_private_stats``
-    one dict of raw figures (with ``non_private_stats``; else None).
+    ``previous`` (S_{k−1}) and ``unigrams`` (S_1) are side inputs; σ_k is the ``chosen``
+    Δ_1's. After expansion ``parameters`` holds a singleton dict (|S_{k−1}|, |V_k|, σ_k,
+    ρ_k) and ``non_private_stats`` a dict of raw figures (if asked; else None).
     """
 
     def __init__(self, k: int, params: NgramParameters, calibrations: list, previous,
@@ -153,8 +149,7 @@ class KgramLevel(beam.PTransform):
         return (released, spurious) | "WithSpurious" >> beam.Flatten()
 
     def _level_parameters(self):
-        """The parameters step's function: σ_k and ρ_k from S_{k−1}, S_1 (and the chosen
-        Δ_1's index); it also logs level k−1's release, which it first knows."""
+        """σ_k and ρ_k from S_{k−1}, S_1 (and the chosen index); logs level k−1's size."""
         eta, pruning = self._params.eta, self._params.pruning
         sigmas = [c.sigmas[self._k - 1] for c in self._calibrations]
         log_previous = level_logger(self._logger, self._k - 1, self._params.max_n)
@@ -190,8 +185,7 @@ class KgramLevel(beam.PTransform):
 
 def _level_stats(n_last: int, parameters: tuple, params: NgramParameters,
                  progress_logger: str | None) -> list:
-    """Levels 2..T's figures from their parameters and |S_T| (DP-safe: functions of
-    the released sets and the parameters)."""
+    """Levels 2..T's figures from their parameters and |S_T| (DP-safe)."""
     max_n = params.max_n
     level_logger(progress_logger, max_n, max_n)(n_last)
     released = [p["n_previous"] for p in parameters[1:]] + [n_last]
@@ -205,11 +199,7 @@ def _level_stats(n_last: int, parameters: tuple, params: NgramParameters,
 
 class LevelStats(beam.PTransform):
     """The last level's release → one dict per level k ≥ 2 (Δ_k, σ_k, ρ_k, |S_{k−1}|,
-    |V_k|, the bound η·min(|S_{k−1}|, |V_k|) on expected spurious k-grams, |S_k|).
-
-    One step, once the last level is counted (|S_k| is in level k+1's
-    ``parameters``); it also logs the last level's size.
-    """
+    |V_k|, the bound η·min(|S_{k−1}|, |V_k|) on expected spurious k-grams, |S_k|)."""
 
     def __init__(self, parameters: list, params: NgramParameters,
                  progress_logger: str | None = None):

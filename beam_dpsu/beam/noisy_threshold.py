@@ -28,10 +28,9 @@ NOISE_BATCH = 4096
 @draws_randomness
 @opaque_output
 class BatchedDecisionFn(beam.DoFn):
-    """(item, weight) → item if ``decide`` keeps it; noise drawn in batches per bundle.
+    """(item, weight) → item if ``decide`` keeps it; ``NOISE_BATCH`` pairs share one draw.
 
-    Internal (its users refuse any window but the global one). Unseeded, ``NOISE_BATCH``
-    pairs share one numpy draw; seeded (tests only), each item's generator is derived
+    Internal (global window only). Seeded (tests only), each item's generator is derived
     from (seed, stage, salt, item), whatever the bundles.
     """
 
@@ -67,8 +66,7 @@ class BatchedDecisionFn(beam.DoFn):
         yield from self._flush()
 
     def decide_histogram(self, histogram: dict) -> list:
-        """The items of a whole {item: weight} histogram that ``decide`` keeps, in one
-        draw (seeded: one derived generator per item, as in ``process``)."""
+        """The items of a whole {item: weight} histogram that ``decide`` keeps, in one draw."""
         if self._seed is not None:
             return [in_global_window(item) for item, weight in histogram.items()
                     if self._seeded_keeps(item, weight)]
@@ -97,8 +95,7 @@ class BatchedDecisionFn(beam.DoFn):
 @draws_randomness
 @opaque_output
 class _ChosenDecisionFn(beam.DoFn):
-    """(item, weight) → item if the chosen candidate's decision keeps it (``chosen``, a
-    side input; 0 if fixed): each candidate's ``BatchedDecisionFn`` buffers as if alone."""
+    """(item, weight) → item if the ``chosen`` candidate's ``BatchedDecisionFn`` keeps it."""
 
     def __init__(self, decisions: tuple):
         self._decisions = decisions
@@ -174,17 +171,13 @@ class _NoisyThresholdFn(BatchedDecisionFn):
 class NoisyThreshold(ReadsContainers, ReleaseTransform):
     """(item, weight) → item for each item whose noisy weight exceeds the release threshold.
 
-    One object is one release (docs/privacy.md, invariant 9): applying it (or a
-    copy of it) a second time raises ``AppliedTwiceError`` when the pipeline is
-    built. A transform that releases inside itself builds a fresh one (or a fresh
-    ``per_shard``) for each application.
+    One object is one release (docs/privacy.md, invariant 9): applying it (or a copy)
+    twice raises ``AppliedTwiceError`` when the pipeline is built.
 
     Args:
-      calibration: noise distribution, scale and threshold; or a ``Chosen`` of
-        them (one per candidate Δ0, picked when the pipeline runs).
+      calibration: noise distribution, scale and threshold; or a ``Chosen`` of them.
       seed: test-only; None draws noise from OS entropy.
-      salt: distinguishes seeded noise of several selections in one pipeline
-        (e.g. the rounds of SIPS), so they do not reuse the same draws.
+      salt: separates the seeded noise of several selections in one pipeline.
     """
 
     def __init__(self, calibration: Calibration | Chosen, *, seed: int | None = None,
@@ -198,9 +191,8 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
     @staticmethod
     def per_shard(calibration: Calibration | Chosen, seed: int | None = None,
                   salt: str = "") -> beam.PTransform:
-        """The same release for a histogram given as (shard, {item: weight}) dicts, each
-        item in one (``SampledWeightedHistogram``'s output); a new object (one release)
-        at each call. ``calibration`` may be a ``Chosen``."""
+        """The same release for (shard, {item: weight}) dicts, each item in one; a new
+        object (one release) at each call."""
         return _per_shard("NoisyThreshold", calibration, seed,
                           lambda c, seed: _NoisyThresholdFn(c, seed, salt))
 
@@ -239,8 +231,7 @@ class KeepWithProbability(ReleaseTransform):
     @staticmethod
     def per_shard(calibration: KeepProbabilityCalibration | Chosen,
                   seed: int | None = None) -> beam.PTransform:
-        """The same release for a histogram given as (shard, {item: count}) dicts
-        (``calibration`` may be a ``Chosen``, as for ``NoisyThreshold.per_shard``)."""
+        """The same release for (shard, {item: count}) dicts (as ``NoisyThreshold.per_shard``)."""
         return _per_shard("KeepWithProbability", calibration, seed, _KeepWithProbabilityFn)
 
     def expand(self, histogram):

@@ -1,13 +1,9 @@
 r"""Writing a released set so that nothing but the set leaves (docs/privacy.md, invariant 6).
 
-``WriteReleased`` shards each element by a stable, unkeyed hash of its sort
-key, sorts every shard and writes it as one file (to a temporary name, then
-renamed): the same set gives byte-identical files whatever the input order,
-runner or workers, every shard file written, empty ones included. One item
-is one line, every line break escaped, reversibly (``unescape``,
-``read_released``, ``read_counts``); a set mixing str and bytes is refused
-before any shard is written. ``format="parquet"``: the same shards and order
-under ``parquet_schema``.
+``WriteReleased`` shards elements by a stable hash of their sort key and writes each
+shard sorted, as one file (empty ones too): the same set gives byte-identical files
+whatever the runner. One item per line, line breaks escaped reversibly (``unescape``);
+``format="parquet"``: the same shards and order under ``parquet_schema``.
 
 Details: docs/explanation/proofs.md#writing-a-release.
 """
@@ -15,6 +11,7 @@ Details: docs/explanation/proofs.md#writing-a-release.
 from __future__ import annotations
 
 import numbers
+import operator
 import re
 import uuid
 from typing import Any, Callable, Iterable, Tuple
@@ -198,10 +195,8 @@ MIXED_TYPES = ("the released set holds both str and bytes items, which one relea
 
 def _item_types(value: Any) -> set:
     """The types (``str``, ``bytes``) of an item's text: its own, or its tokens'."""
-    if isinstance(value, str):
-        return {str}
-    if isinstance(value, bytes):
-        return {bytes}
+    if isinstance(value, (str, bytes)):
+        return {str if isinstance(value, str) else bytes}
     if isinstance(value, tuple):
         return set().union(*map(_item_types, value))
     return set()
@@ -342,22 +337,17 @@ def _count(count: Any) -> int:
 class WriteReleased(ReadsContainers, beam.PTransform):
     """Writes a released set as sorted lines (or Parquet) in a data-independent set of shards.
 
-    Use it (not ``WriteToText``) for anything derived from a release: the files
-    depend on the released set alone (see the module docstring).
+    Use it, not ``WriteToText``, for anything derived from a release.
 
     Args:
       file_path_prefix: e.g. ``"out/items"``; local, ``gs://`` or any Beam filesystem.
-      file_name_suffix: e.g. ``".txt"`` (``".txt.gz"`` compresses); default
-        ``".txt"``, or ``".parquet"`` with ``format="parquet"``.
+      file_name_suffix: e.g. ``".txt.gz"`` (compressed); default ``".txt"`` or ``".parquet"``.
       num_shards: the number of files, fixed in advance (default 1).
       format_line: element → line text (default ``format_released``); text only.
-      sort_key: element → what it is sorted and sharded by (default the element;
-        for (item, count) pairs pass ``lambda kv: kv[0]`` so counts follow
-        the items' order, or use ``WriteReleasedCounts``).
-      format: ``"text"`` (escaped lines) or ``"parquet"`` (one Parquet file per
-        shard, the same items in the same order; schema ``parquet_schema``).
-      ngrams: Parquet: items are n-grams (tuples of tokens), written as a list
-        column ``ngram``.
+      sort_key: element → what it is sorted and sharded by (default the element; for
+        (item, count) pairs ``lambda kv: kv[0]``, or use ``WriteReleasedCounts``).
+      format: ``"text"`` (escaped lines) or ``"parquet"`` (schema ``parquet_schema``).
+      ngrams: Parquet: items are n-grams, written as a list column ``ngram``.
       as_bytes: Parquet: items are ``bytes``, written as a binary column.
 
     Returns the PCollection of written paths.
@@ -388,8 +378,7 @@ class WriteReleased(ReadsContainers, beam.PTransform):
     def expand(self, released):
         require_global_window(released, "WriteReleased")
         num_shards, sort_key = self._num_shards, self._sort_key
-        # Every element goes to the shard its own sort key hashes to (the output
-        # type declared as Beam infers it, which saves the inference).
+        # The output type declared as Beam infers it, which saves the inference.
         by_shard = released | "AssignShard" >> beam.Map(
             lambda e: (stable_hash64(sort_key(e)) % num_shards, e)).with_output_types(
                 Tuple[Any, released.element_type])
@@ -412,17 +401,11 @@ class WriteReleased(ReadsContainers, beam.PTransform):
                              sort_key)
 
 
-def _item_of(item_count):
-    return item_count[0]
-
-
 class WriteReleasedCounts(WriteReleased):
     """Writes the noisy counts of released items in the items' order and shards.
 
-    ``WriteReleased`` for ``CountReleased``'s ``(item, count)`` pairs, sorted and
-    sharded by the item alone: with the same ``num_shards`` a pair lands where
-    its item does. Text: ``item<TAB>count`` lines (``read_counts``); Parquet:
-    columns ``item`` (or ``ngram``) and ``count`` (int64).
+    ``CountReleased``'s ``(item, count)`` pairs, sorted and sharded by the item alone
+    (a pair lands where its item does): ``item<TAB>count`` lines, or Parquet columns.
 
     Args:
       file_path_prefix: e.g. ``"out/counts"``; local, ``gs://`` or any Beam filesystem.
@@ -447,4 +430,5 @@ class WriteReleasedCounts(WriteReleased):
             file_name_suffix = ".tsv"
         super().__init__(file_path_prefix, file_name_suffix=file_name_suffix, num_shards=num_shards,
                          format_line=format_count_line if format == "text" else None,
-                         sort_key=_item_of, format=format, ngrams=ngrams, as_bytes=as_bytes)
+                         sort_key=operator.itemgetter(0), format=format, ngrams=ngrams,
+                         as_bytes=as_bytes)

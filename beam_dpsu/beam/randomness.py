@@ -1,8 +1,6 @@
-"""A random draw is seen once (docs/privacy.md, invariant 11).
-
-A collection carrying a draw is checkpointed with ``beam.Reshuffle`` before two or more
-steps read it; steps that draw are marked (``draws_randomness``), and
-``random_fanouts(pipeline)`` lists the unchecked fan-outs (the tests require none).
+"""A random draw is seen once (docs/privacy.md, invariant 11): a collection carrying one
+is checkpointed (``beam.Reshuffle``) before two steps read it; ``random_fanouts`` lists
+the unchecked fan-outs of the steps marked ``draws_randomness``.
 
 Why: docs/explanation/transforms.md#randomness-drawn-once.
 """
@@ -66,9 +64,8 @@ class _GraphVisitor(PipelineVisitor):
 def random_fanouts(pipeline: beam.Pipeline) -> list[str]:
     """The fan-outs of random draws not checkpointed by a ``Reshuffle``, one line each.
 
-    A collection is random when a step that draws made it, or when any input
-    (main or side) of that step is random; a Reshuffle's output is not. Each
-    finding names the producer, the draws behind it and its consumers.
+    A collection is random when a step that draws made it, or when any input (main or
+    side) of that step is random; a Reshuffle's output is not.
     """
     visitor = _GraphVisitor()
     pipeline.visit(visitor)

@@ -1,8 +1,7 @@
 """One budget, one release (docs/privacy.md, invariant 9); a seed is announced (invariant 2).
 
-``ReleaseTransform``: each object (copies and pickles too) is expanded once, else
-``AppliedTwiceError``; ``spend_from`` spends from a shared ``BudgetAccountant``;
-``warn_if_seeded`` logs one WARNING per seeded release.
+A ``ReleaseTransform`` object (copies and pickles too) is expanded once, else
+``AppliedTwiceError``; ``warn_if_seeded`` logs one WARNING per seeded release.
 
 Why and how: docs/explanation/transforms.md#the-release-guard.
 """
@@ -80,8 +79,8 @@ def _one_application(transform, pvalueish):
 
 
 def _expand_once(expand):
-    """Wraps ``expand``: claims the object, then expands it (module-level names only, so
-    a subclass in ``__main__``, pickled by value, still pickles)."""
+    """Wraps ``expand`` to claim the object first (module-level names only: a subclass in
+    ``__main__``, pickled by value, still pickles)."""
 
     @functools.wraps(expand)
     def expand_once(self, pvalueish):
@@ -92,10 +91,7 @@ def _expand_once(expand):
 
 
 class ReleaseTransform(beam.PTransform):
-    """A PTransform that spends a whole budget: it may be applied once (see module doc).
-
-    Subclasses define ``expand`` as usual; a second application raises ``AppliedTwiceError``.
-    """
+    """A PTransform that spends a whole budget: applied twice, it raises ``AppliedTwiceError``."""
 
     _release_token: str
 

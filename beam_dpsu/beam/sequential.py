@@ -1,13 +1,9 @@
 """Sequential policy histograms in Beam, one ordered pass per shard (dpsu Algorithm 2; gw §3).
 
-Users are visited in the order of a keyed hash of the user id (HMAC-SHA256,
-a fresh random key per run), so the users common to neighbouring datasets
-are visited in the same order. Workers pack their users into one block per
-shard (``UserBlockBuilder``), a ``GroupByKey`` gathers each shard's blocks
-(global window only), one DoFn call per shard applies the policy in order
-(``shard_policy_histogram``) and the shard histograms are summed per item.
-Every item of any user's list is in the output, weight 0 included, and
-noised. With ``shards=P`` an extra user changes one shard: sensitivity 1.
+Users are visited in the order of a keyed hash of the user id (HMAC-SHA256, a fresh
+key per run), packed into one block per shard, gathered by a ``GroupByKey`` and
+visited in order (``shard_policy_histogram``); the shard histograms are summed per
+item, every listed item noised, weight 0 included. An extra user changes one shard.
 
 Design, shards and memory: docs/explanation/proofs.md#sequential-policies-in-beam.
 """
@@ -18,6 +14,7 @@ import hashlib
 import hmac
 import secrets
 import typing
+from collections import defaultdict
 from typing import Hashable, Iterable, Mapping, Sequence
 
 import apache_beam as beam
@@ -59,8 +56,7 @@ def run_order_key(seed: int | None = None) -> bytes:
 
 
 class _KeyedMac:
-    """HMAC-SHA256 of user ids under one key: the keyed state is made once and copied
-    per user (~1 µs a user instead of ~5 for a fresh HMAC)."""
+    """HMAC-SHA256 of user ids under one key, its keyed state copied per user (~5× faster)."""
 
     def __init__(self, key: bytes):
         self._keyed = hmac.new(key, digestmod=hashlib.sha256)
@@ -103,25 +99,19 @@ def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], u
 
 
 class _PolicyUserBlocksFn(beam.DoFn):
-    """(user_id, items) → (shard, encoded block of that shard's users in this bundle).
-
-    One keyed hash per user: 16 bytes of order key, the next 8 its shard.
-    Blocks are sent when the bundle ends, or once ``max_items`` items are held.
-    """
+    """(user_id, items) → (shard, encoded block of its users), sent at ``max_items`` or the end."""
 
     def __init__(self, shards: int, order_key: bytes, max_items: int | None = None):
-        self._shards = shards
-        self._key = order_key
+        self._shards, self._key = shards, order_key
         self._max_items = USER_BLOCK_ITEMS if max_items is None else max_items
         self._blocks: dict = {}
-        self._held = 0
-        self._mac = None
+        self._held, self._mac = 0, None
 
     def setup(self):
         self._mac = _KeyedMac(self._key)
 
     def start_bundle(self):
-        self._blocks, self._held = {}, 0
+        self._blocks, self._held = defaultdict(UserBlockBuilder), 0
 
     def process(self, record):
         user_id, items = record
@@ -134,10 +124,7 @@ class _PolicyUserBlocksFn(beam.DoFn):
 
     def _add(self, mac: bytes, items) -> bool:
         """Adds one user by its keyed hash (order key, then shard); True when full."""
-        shard = _shard_of_mac(mac, self._shards)
-        block = self._blocks.get(shard)
-        if block is None:
-            block = self._blocks[shard] = UserBlockBuilder()
+        block = self._blocks[_shard_of_mac(mac, self._shards)]
         block.add(mac[:16], items)
         self._held += len(items) + 1
         return self._held >= self._max_items or block.distinct >= USER_BLOCK_DISTINCT
@@ -152,18 +139,14 @@ class _PolicyUserBlocksFn(beam.DoFn):
 
     def _full_blocks(self) -> list:
         """The blocks held, as (shard, encoded block) pairs; none is held after."""
-        blocks, self._blocks, self._held = self._blocks, {}, 0
+        blocks, self._blocks, self._held = self._blocks, defaultdict(UserBlockBuilder), 0
         return [(shard, block.encode()) for shard, block in blocks.items()]
 
 
 @draws_randomness
 class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
-    """``privacy_unit="element"`` elements → blocks: checked, sampled and packed in one step.
-
-    The blocks ``_PolicyUserBlocksFn`` makes after ``ItemCountsPerUser`` and
-    ``SampleEachUser``; Δ0 is the ``chosen`` candidate's.
-    Derivation: docs/explanation/beam-pipeline.md#sequential-policies.
-    """
+    """``privacy_unit="element"`` elements → blocks, checked, sampled to the ``chosen`` Δ0
+    and packed (docs/explanation/beam-pipeline.md#sequential-policies)."""
 
     def __init__(self, shards: int, order_key: bytes, max_items_per_user: tuple,
                  seed: int | None, max_items: int | None = None):
@@ -196,20 +179,14 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
 
 @draws_randomness
 class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
-    """``_PolicyElementBlocksFn`` on ``AutoSelection(as_blocks=True)``'s record blocks.
-
-    Unseeded, a block is sampled in numpy and joins its shards' blocks by ids;
-    seeded (tests only), each user is added as its element would be.
-    Derivation: docs/explanation/beam-pipeline.md#sequential-policies.
-    """
+    """``_PolicyElementBlocksFn`` on ``AutoSelection(as_blocks=True)``'s record blocks."""
 
     def process(self, bins_block, chosen=0):
         for shard_block in self._packed(bins_block[1], self._samples[chosen]):
             yield in_global_window(shard_block)
 
     def packed_users(self, blocks: Iterable[bytes], chosen: int) -> list:
-        """The encoded user blocks of the record ``blocks``, as ``process`` sends them
-        (for one shard: shards dropped)."""
+        """The encoded user blocks of the record ``blocks`` (one shard: shards dropped)."""
         self.start_bundle()
         sample = self._samples[chosen]
         packed = [user_block for block in blocks for _, user_block in self._packed(block, sample)]
@@ -240,9 +217,7 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
         full = False
         for shard in np.unique(shards).tolist():
             users = shards == shard
-            builder = self._blocks.get(shard)
-            if builder is None:
-                builder = self._blocks[shard] = UserBlockBuilder()
+            builder = self._blocks[shard]
             builder.add_block(macs[users, :16].tobytes(), items,
                               ids[np.repeat(users, lengths)], lengths[users])
             full = full or builder.distinct >= USER_BLOCK_DISTINCT
@@ -252,10 +227,7 @@ class _PolicyRecordBlocksFn(_PolicyElementBlocksFn):
 
 @opaque_output
 class _PolicyHistogramFn(beam.DoFn):
-    """(shard, all its blocks of users) → its policy histogram, users visited in order.
-
-    One cutoff Γ per candidate Δ0, ``chosen`` (a side input) says which.
-    """
+    """(shard, its user blocks) → its policy histogram; the cutoff Γ is the ``chosen`` one's."""
 
     def __init__(self, update, cutoffs: tuple, item_shards: int | None,
                  count_holders: bool = False):
@@ -275,12 +247,7 @@ class _PolicyHistogramFn(beam.DoFn):
 
 @draws_randomness
 class _PolicyRecordShardFn(_PolicyHistogramFn):
-    """One shard's record blocks (``shards=1``, ``blocks``) → its policy histogram.
-
-    Its users are sampled and packed here (``_PolicyRecordBlocksFn.packed_users``)
-    then visited as ``_PolicyHistogramFn`` does: the smaller record blocks cross
-    the shuffle, one stage fewer (docs/explanation/beam-pipeline.md#sequential-policies).
-    """
+    """One shard's record blocks → its policy histogram, users packed here (one stage fewer)."""
 
     def __init__(self, packer: _PolicyRecordBlocksFn, sample_is_chosen: bool, update,
                  cutoffs: tuple, item_shards: int | None, count_holders: bool = False):
@@ -297,11 +264,6 @@ class _PolicyRecordShardFn(_PolicyHistogramFn):
         yield from super().process((shard_blocks[0], user_blocks), chosen)
 
 
-def _to_the_shard(bins_block) -> tuple:
-    """A record block (``AutoSelection(as_blocks=True)``'s pair) keyed to the one shard."""
-    return 0, bins_block[1]
-
-
 class SequentialPolicyHistogram(beam.PTransform):
     """(user_id, items in the user's priority order) → (item, weight).
 
@@ -310,20 +272,16 @@ class SequentialPolicyHistogram(beam.PTransform):
 
     Args:
       update: the policy, e.g. ``policies.l2_descent``.
-      cutoff: Γ, or a ``Chosen`` of them (one per candidate Δ0), by the same index as
-        ``sample_elements``'s if that is a ``Chosen``.
+      cutoff: Γ, or a ``Chosen`` of them (by ``sample_elements``'s index if it is one).
       order_key: the run's secret key for the user order and shards.
       shards: P ≥ 1 (see [beam_dpsu.beam.sequential][]'s module notes).
       item_shards: None (default) for (item, weight) pairs; else (shard, {item: weight})
         dicts of this many ``shard_of_item`` shards, for ``NoisyThreshold.per_shard``.
-      sample_elements: None (default), or Δ0: the input is ``privacy_unit="element"``
-        elements, checked and sampled to Δ0 here (``_PolicyElementBlocksFn``).
-      seed: only with ``sample_elements``: a test-only seed for the elements'
-        ids and samples (None, the default, draws from the OS).
-      blocks: only with ``sample_elements``: the input is instead the packed
-        blocks of ``AutoSelection(as_blocks=True)`` (``_PolicyRecordBlocksFn``).
-      pre_threshold: k ≥ 1; from 2 on (with ``item_shards``), only the items
-        listed by at least k users are in the histogram (``HeldByAtLeast``).
+      sample_elements: None, or Δ0: the input is elements, checked and sampled here.
+      seed: with ``sample_elements``: test-only, seeds the elements' ids and samples.
+      blocks: with ``sample_elements``: the input is ``AutoSelection(as_blocks=True)``'s.
+      pre_threshold: k ≥ 1; from 2 on (with ``item_shards``), only the items listed by
+        at least k users are in the histogram.
     """
 
     def __init__(self, update, cutoff: float | Chosen, order_key: bytes, shards: int = 1,
@@ -358,17 +316,15 @@ class SequentialPolicyHistogram(beam.PTransform):
         self._item_shards = item_shards
 
     def expand(self, user_items):
-        # The timer fires at the end of the window: in any window but the
-        # global one, each window would be its own policy over its own users.
+        # In any window but the global one, each window would be its own policy.
         require_global_window(user_items, "SequentialPolicyHistogram")
         args = (self._update, self._cutoff.values, self._item_shards, self._pre_threshold > 1)
         if isinstance(self._pack, _PolicyRecordBlocksFn) and self._shards == 1:
             # One shard: its record blocks are gathered as they are, and its users
             # sampled and packed where they are visited (``_PolicyRecordShardFn``).
-            keyed = user_items | "ToTheShard" >> beam.Map(_to_the_shard).with_output_types(
-                typing.Tuple[int, bytes])
-            policy = _PolicyRecordShardFn(self._pack, self._pack_chosen.index is not None,
-                                          *args)
+            keyed = user_items | "ToTheShard" >> beam.Map(
+                lambda bins_block: (0, bins_block[1])).with_output_types(typing.Tuple[int, bytes])
+            policy = _PolicyRecordShardFn(self._pack, self._pack_chosen.index is not None, *args)
         else:
             keyed = user_items | "PackUserBlocks" >> beam.ParDo(
                 self._pack, **self._pack_chosen.side_inputs()).with_output_types(
@@ -379,26 +335,24 @@ class SequentialPolicyHistogram(beam.PTransform):
         shard_blocks = keyed | "GroupShardBlocks" >> beam.GroupByKey()
         shard_histograms = shard_blocks | "ApplyPolicyInOrder" >> beam.ParDo(
             policy, **self._cutoff.side_inputs())
-        # Finally the P shard histograms are summed per item (or per item shard).
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
-        if self._pre_threshold > 1:
-            return (shard_histograms
-                    | "GroupItemShards" >> beam.GroupByKey()
-                    | "SumPerItemShard" >> beam.Map(merge_histograms_with_holders)
-                    | "PreThreshold" >> HeldByAtLeast(self._pre_threshold))
-        return (shard_histograms
-                | "GroupItemShards" >> beam.GroupByKey()
-                | "SumPerItemShard" >> beam.Map(merge_histograms))
+        holders = self._pre_threshold > 1
+        summed = (shard_histograms
+                  | "GroupItemShards" >> beam.GroupByKey()
+                  | "SumPerItemShard" >> beam.Map(
+                      merge_histograms_with_holders if holders else merge_histograms))
+        if holders:
+            return summed | "PreThreshold" >> HeldByAtLeast(self._pre_threshold)
+        return summed
 
 
 class OrderItemsForGW(beam.PTransform):
     """(user_id, {item: count}) → (user_id, the user's top-Δ0 items in GW priority order).
 
-    Most frequent first, by the user's own counts (GW) or by public counts
-    (GW-KT: a mapping, or a PCollection of (item, count) pairs); ties broken by
-    a keyed hash of the item (gw Algorithm 2, line 8; ``policies.gw_item_order``).
-    Proof: docs/explanation/proofs.md#gw-and-gw-kt.
+    Most frequent first, by the user's own counts (GW) or by public counts (GW-KT: a
+    mapping, or a PCollection of (item, count) pairs), ties by a keyed hash of the item
+    (gw Algorithm 2, line 8). Proof: docs/explanation/proofs.md#gw-and-gw-kt.
     """
 
     def __init__(self, order_key: bytes, max_items_per_user: int | Chosen, public_counts=None):
@@ -426,11 +380,7 @@ TIE_KEY_CACHE = 1 << 20
 
 
 class _TopItemsFn(beam.DoFn):
-    """(user_id, {item: count}) → (user_id, top-Δ0 list); tie keys cached per worker.
-
-    A tie key is a keyed hash of the item alone, so caching it changes only the
-    time (a keyed BLAKE2b per (user, item) was most of GW's cost).
-    """
+    """(user_id, {item: count}) → (user_id, top-Δ0 list); tie keys (of the item alone) cached."""
 
     def __init__(self, order_key: bytes, max_items: tuple):
         self._key = order_key
@@ -461,7 +411,6 @@ class _TopItemsFn(beam.DoFn):
 def _check_public_count(record):
     # Public data, but the message still names only the shape and the field.
     if not isinstance(record, tuple) or len(record) != 2:
-        raise ValueError("public counts must be (item, count) pairs, got "
-                         f"{a_type(record)}")
+        raise ValueError(f"public counts must be (item, count) pairs, got {a_type(record)}")
     checks.public_count(record[1])
     return record

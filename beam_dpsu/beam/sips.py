@@ -2,8 +2,7 @@
 pipeline is built; ``removal="side_input"`` broadcasts each round's release,
 ``removal="join"`` co-groups it with the (user, item) pairs (no memory bound).
 
-Design and memory: docs/explanation/proofs.md#sips-in-beam and
-docs/explanation/transforms.md#sips-rounds.
+Design: docs/explanation/proofs.md#sips-in-beam, docs/explanation/transforms.md#sips-rounds.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ class _RemoveReleased(beam.PTransform):
 
 
 class RemoveReleasedBySideInput(_RemoveReleased):
-    """Blocks of users' distinct items (``record_blocks``) minus the ``released`` items,
-    broadcast as a side input."""
+    """Blocks of users' distinct items minus the ``released`` items, broadcast as a side input."""
 
     def expand(self, blocks):
         return blocks | "DropReleased" >> beam.FlatMap(
@@ -88,34 +86,29 @@ class RemoveReleasedByJoin(_RemoveReleased):
 
 
 def _pairs_by_item(record):
-    """(user, distinct items) → (item, user) per item."""
     user_id, items = record
     return ((item, user_id) for item in items)
 
 
 def _records_of(user_id, items):
-    """A regrouped user's records, one per person: k equal seeded elements share an id,
-    so each item arrives k times, and the j-th record holds the items seen > j times."""
+    """A regrouped user's records, one per person (k equal seeded elements share an id:
+    the j-th record holds the items seen > j times)."""
     counts = Counter(items)
     for j in range(max(counts.values(), default=0)):
         yield UserItems(user_id, tuple(item for item, c in counts.items() if c > j))
 
 
 class SIPSRounds(ReleaseTransform):
-    """(user_id, item) pairs and/or (user_id, items) records → released items of every
-    round, flattened.
+    """(user_id, item) pairs and/or (user_id, items) records → every round's released items.
 
     Args:
-      calibration: a ``RoundsCalibration`` (from ``SIPS.calibrate``), or a ``Chosen``
-        of them (one per candidate Δ0, with the same number of rounds).
-      max_items_per_user: Δ0, re-sampled in every round (or a ``Chosen``, as
-        ``calibration``; ``beam_dpsu.beam.max_items_choice.chosen``).
+      calibration: a ``RoundsCalibration`` (``SIPS.calibrate``), or a ``Chosen`` of them.
+      max_items_per_user: Δ0, re-sampled in every round (or a ``Chosen``).
       seed: test-only; round 0 draws exactly what Weighted Gaussian would.
       removal: "side_input" or "join" (see the module docstring).
       hot_key_fanout: passed to each round's ``SampledWeightedHistogram``.
       privacy_unit: "user_id" (default) or "element" (``beam_dpsu.beam.bounding``).
-      packed: the input is unkeyed blocks of ``privacy_unit="element"`` users' distinct
-        items (``AutoSelection(packed=True)``), not elements.
+      packed: the input is ``AutoSelection(packed=True)``'s blocks, not elements.
 
     One object is one release. After expansion ``released_per_round`` holds each round's
     PCollection (NOT private: ``SelectItems`` shows it only with ``non_private_stats``).
@@ -146,11 +139,10 @@ class SIPSRounds(ReleaseTransform):
         # The records are read by every round, so they must carry no random draw
         # (invariant 11): unseeded elements get an id only when the join regroups by it.
         packed = self._removal == "side_input"
-        records = self._blocks(elements) if packed else self._join_records(elements)
         remove = RemoveReleasedBySideInput if packed else RemoveReleasedByJoin
         self.released_per_round = []
         # Each round removes the previous round's release from what is left.
-        remaining = records
+        remaining = self._blocks(elements) if packed else self._join_records(elements)
         for i in range(len(self._calibration.first.rounds)):
             calibration = self._calibration.map(lambda c, i=i: c.rounds[i])
             salt = "" if i == 0 else f"round{i}"
@@ -181,7 +173,6 @@ class SIPSRounds(ReleaseTransform):
             PackRecordsFn(by_element, key_seed=self._seed)).with_output_types(bytes)
 
     def _join_records(self, elements):
-        """One record of distinct items per user, for the join."""
         if self._packed:
             # the blocks wait for the choice of Δ0 packed (AutoSelection(packed=True))
             elements = elements | "UnpackUserRecords" >> beam.FlatMap(

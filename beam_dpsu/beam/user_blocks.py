@@ -1,7 +1,5 @@
-"""Users' records in Beam: packed into blocks of whole users (``beam_dpsu.core.user_blocks``),
-and coded between stages: ``PackRecordsFn`` (item records, for ``"auto"`` Δ0 and SIPS),
-``UserRecords`` → ``PackUserBlocksFn`` → ``BlockHistogramFn`` (documents, for DPNE's
-levels), ``UserItems`` and ``UserItemsCoder`` (between the SIPS rounds).
+"""Users' records in Beam: packed into blocks of whole users (``beam_dpsu.core.user_blocks``)
+for ``"auto"`` Δ0, SIPS and DPNE's levels, and coded between SIPS rounds (``UserItemsCoder``).
 
 Why blocks, and the coder: docs/explanation/transforms.md#user-blocks.
 """
@@ -49,27 +47,22 @@ class _PackFn(beam.DoFn):
 class PackRecordsFn(_PackFn):
     """User records → blocks of their checked items, whole users each.
 
-    A record is an element (checked here: a bad one raises naming the problem, never a
-    value) or a (user_id, {item: occurrences}) record. Not ``beam.BatchElements``, which
-    logs the number of users (docs/privacy.md, invariant 6).
+    A record is an element (checked here) or a (user_id, {item: occurrences}) record. Not
+    ``beam.BatchElements``, which logs the number of users (docs/privacy.md, invariant 6).
 
     Args:
       elements: the records are elements of ``privacy_unit="element"`` input.
       occurrences: keep each item's occurrences (for a mechanism that reads them).
-      edges: size bins' edges: each block goes out as (users per size bin, block),
-        for the choice of Δ0; None: the block alone.
-      key_seed: a seeded run's seed: each user is keyed by its (element) id;
-        None: no keys, and an element draws no id.
+      edges: size bins' edges: blocks go out as (users per size bin, block); None: alone.
+      key_seed: a seeded run's seed: each user is keyed by its (element) id; None: no keys.
     """
 
     def __init__(self, elements: bool, occurrences: bool = False, edges=None,
                  key_seed: int | None = None):
         if occurrences and key_seed is not None:
             raise ValueError("keyed blocks hold distinct items (SIPS): no occurrences")
-        self._elements = elements
-        self._occurrences = occurrences
+        self._elements, self._occurrences, self._key_seed = elements, occurrences, key_seed
         self._edges = None if edges is None else np.asarray(edges, dtype=np.int64)
-        self._key_seed = key_seed
         self._builder: record_blocks.RecordBlockBuilder | None = None
 
     def _new_builder(self) -> record_blocks.RecordBlockBuilder:
@@ -95,9 +88,8 @@ class PackRecordsFn(_PackFn):
                                 else builder.build(self._edges))
 
 
-# A document block ends at whichever comes first: large enough to spread a level's fixed
-# cost per block (the released set's keys, one pickle) over many users, small enough to
-# keep a block's arrays to tens of MB.
+# A document block ends at whichever comes first: large enough to spread a level's cost
+# per block over many users, small enough to keep its arrays to tens of MB.
 USERS_PER_BLOCK = 1 << 16
 TOKENS_PER_BLOCK = 1 << 20
 
@@ -115,11 +107,8 @@ def distinct_tokens(docs) -> list:
 
 
 class UserRecords(beam.PTransform):
-    """Documents → (user_id, (tokens, ...)): one record per user with all their documents.
-
-    Grouped by user id, or with ``privacy_unit="element"`` each element one person's only
-    document, under an id that only orders and seeds it (``element_document``).
-    """
+    """Documents → (user_id, (tokens, ...)): one record per user with all their documents
+    (with ``privacy_unit="element"``, each element under an id of its own)."""
 
     def __init__(self, privacy_unit: str, seed: int | None):
         super().__init__()
@@ -137,18 +126,16 @@ class UserRecords(beam.PTransform):
 
 @opaque_output
 class PackUserBlocksFn(_PackFn):
-    """(user, documents) → blocks of users, as pickled ``DocumentBlock``s.
+    """(user, documents) → pickled ``DocumentBlock``s of ≤ ``size`` users, ``max_tokens`` tokens.
 
-    A block holds up to ``size`` users and ends once it holds ``max_tokens`` tokens;
-    without ``keep_ids`` the user ids are left out (only seeded samples read them). With
+    Without ``keep_ids`` the user ids are left out (only seeded samples read them); with
     ``elements`` the input is ``privacy_unit="element"`` elements, checked here.
     """
 
     def __init__(self, size: int, keep_ids: bool, max_tokens: int = TOKENS_PER_BLOCK,
                  elements: bool = False):
         self._size, self._keep_ids, self._max_tokens = size, keep_ids, max_tokens
-        self._elements = elements
-        self._builder = None
+        self._elements, self._builder = elements, None
 
     def _new_builder(self):
         return document_blocks.BlockBuilder(self._keep_ids, plain_token if self._elements else None)
@@ -175,18 +162,12 @@ class PackUserBlocksFn(_PackFn):
 @draws_randomness
 @opaque_output
 class BlockHistogramFn(beam.DoFn):
-    """Pickled ``DocumentBlock``s → partial sums of the users' weighted level items.
-
-    ``level_sums(block, *side inputs, rng=…)`` gives the block's [(item, Σ weights)]. A
-    bundle's sums are added per item and flushed at ``max_keys`` items (bounding a
-    worker's memory) and at its end; with ``count_holders`` they are (Σ weights, holders).
-    """
+    """Pickled ``DocumentBlock``s → a bundle's partial sums of ``level_sums(block, *side
+    inputs, rng=…)``, flushed at ``max_keys`` items; with ``count_holders``, (Σ, holders)."""
 
     def __init__(self, level_sums, max_keys: int = PARTIAL_HISTOGRAM_KEYS,
                  count_holders: bool = False):
-        self._level_sums = level_sums
-        self._max_keys = max_keys
-        self._count_holders = count_holders
+        self._level_sums, self._max_keys, self._count_holders = level_sums, max_keys, count_holders
         self._partial: dict = {}
         self._rng = None
 
@@ -239,11 +220,7 @@ _INT_ID_LIMIT = 1 << 128
 
 
 class UserItemsCoder(coders.Coder):
-    """Codes ``UserItems``: str items NUL-joined as UTF-8, other items pickled.
-
-    Every record comes back equal to what was written (lone surrogates too); ids below
-    2^128 take 16 bytes, str ids their UTF-8, others are pickled (docs: see the module).
-    """
+    """Codes ``UserItems`` exactly: str items NUL-joined as UTF-8, other items pickled."""
 
     def encode(self, record) -> bytes:
         user_id, items = record

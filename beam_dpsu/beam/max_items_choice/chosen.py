@@ -1,8 +1,5 @@
-"""Parameters chosen when the pipeline runs: one value per candidate, and the index.
-
-A step whose parameter depends on the privately chosen Δ0 holds every candidate's
-value and reads the chosen index from a side input (one step, not one per candidate).
-Why: docs/explanation/transforms.md#candidate-parameters-in-beam.
+"""Parameters chosen when the pipeline runs: one value per candidate, and the index (a side
+input). Why: docs/explanation/transforms.md#candidate-parameters-in-beam.
 """
 
 from __future__ import annotations
@@ -24,8 +21,7 @@ class Chosen:
 
     Args:
       values: the candidates' values, in the order of the candidates.
-      index: a singleton PCollection holding the index (in ``values``) of the
-        candidate chosen when the pipeline runs; None with one value.
+      index: a singleton PCollection of the chosen index in ``values``; None with one value.
     """
 
     def __init__(self, values, index: beam.pvalue.PCollection | None = None):
@@ -51,12 +47,10 @@ class Chosen:
         return Chosen([function(value) for value in self.values], self.index)
 
     def side_inputs(self) -> dict:
-        """The keyword side input ``chosen`` (the index) for a ``ParDo``/``Map`` whose
-        function takes ``chosen=0``; none for a fixed value."""
+        """The keyword side input ``chosen`` (the index); none for a fixed value."""
         args = self.side_input_args()
         return {"chosen": args[0]} if args else {}
 
     def side_input_args(self) -> list:
-        """The index as a positional side input (for a function that takes it after
-        the element, by position); none for a fixed value."""
+        """The index as a positional side input; none for a fixed value."""
         return [] if self.index is None else [beam.pvalue.AsSingleton(self.index)]

@@ -1,5 +1,5 @@
-"""``CountReleased``'s ``max_items_per_user="auto"`` in Beam: ``SampleAtChosenMaxItems``,
-on each user's number of distinct *released* items (``beam_dpsu.core.max_items_choice.counts``).
+"""``CountReleased``'s ``max_items_per_user="auto"`` in Beam, on each user's number of
+distinct *released* items (``beam_dpsu.core.max_items_choice.counts``).
 
 Design and memory: docs/explanation/proofs.md#auto-in-beam.
 """
@@ -21,7 +21,6 @@ __all__ = ["SampleAtChosenMaxItems"]
 
 
 def _released_size(element, released) -> int:
-    """One element of privacy_unit="element" input → its number of distinct released items."""
     return sum(1 for item in element_distinct_items(element) if item in released)
 
 
@@ -35,8 +34,7 @@ def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.Counts
 
 
 class _ChooseCountsMaxItems(beam.PTransform):
-    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed
-    (K, the number of released items, is public: a DP output)."""
+    """Users' numbers of released items (≥ 1 each) → the chosen Δ0's index, checkpointed."""
 
     def __init__(self, plan: counts_choice.CountsAutoPlan, released, seed: int | None):
         super().__init__()
@@ -55,18 +53,16 @@ class _ChooseCountsMaxItems(beam.PTransform):
 
 
 class SampleAtChosenMaxItems(beam.PTransform):
-    """CountReleased's "auto": (user, released items held) → (user, ≤ Δ0 of them), Δ0
-    chosen privately.
+    """(user, released items held) → (user, ≤ Δ0 of them), Δ0 chosen privately.
 
-    After expansion ``chosen`` is the chosen index (a singleton PCollection) and
+    After expansion ``chosen`` is the chosen index (a singleton) and
     ``chosen_max_items_per_user`` its Δ0.
 
     Args:
       plan: the split and the candidates (``max_items_choice.counts.plan_counts_auto``).
       released: the released items (canonical), a PCollection.
       released_set: the released items as a side input (``AsDict``).
-      elements: with privacy_unit="element", the input elements, which the sizes are
-        read from (the records carry random ids: invariant 11); else None.
+      elements: with privacy_unit="element", the input elements (sizes read there); else None.
       seed: test-only.
     """
 

@@ -1,8 +1,5 @@
 """A selection's ``max_items_per_user="auto"`` in Beam: the size histogram, the choice, the records.
 
-The math is ``beam_dpsu.core.max_items_choice``; this module only moves data
-(``AutoSelection``; ``beam_dpsu.beam.max_items_choice.counts`` for ``CountReleased``).
-
 Design and memory: docs/explanation/proofs.md#auto-in-beam and
 docs/explanation/transforms.md#candidate-parameters-in-beam.
 """
@@ -65,9 +62,8 @@ def _noisy_choice(counts, plan: max_items_choice.AutoPlan, seed: int | None) -> 
 
 
 class ChooseFromSizeCounts(beam.PTransform):
-    """The raw users per size bin (a singleton vector) → the chosen Δ0's index in
-    ``plan.candidates``, noised and chosen in one step; a checkpointed singleton.
-    """
+    """The raw users per size bin → the chosen Δ0's index, noised and chosen in one step;
+    a checkpointed singleton."""
 
     def __init__(self, plan: max_items_choice.AutoPlan, seed: int | None = None):
         super().__init__()
@@ -84,21 +80,18 @@ def _sum_bin_counts(n_bins: int, counts) -> np.ndarray:
 
 
 class AutoSelection(beam.PTransform):
-    """Input elements → one record per user (as ``privacy_unit="element"`` elements),
-    once Δ0 is chosen privately.
+    """Input elements → one record per user, once Δ0 is chosen privately.
 
-    After expansion ``chosen`` is the chosen index in ``plan.candidates`` (a
-    singleton PCollection, drawn once) and ``chosen_max_items_per_user`` its Δ0.
+    After expansion ``chosen`` is the chosen index in ``plan.candidates`` (a singleton,
+    drawn once) and ``chosen_max_items_per_user`` its Δ0.
 
     Args:
       plan: the budget split and the candidates (``max_items_choice.plan_auto``).
       occurrences: whether the mechanism uses item frequencies (GW).
       privacy_unit: the caller's privacy unit.
       seed: test-only.
-      packed: the output is the blocks alone (``record_blocks``, unkeyed), for steps
-        that each read the choice before a block.
-      as_blocks: the output is (users per size bin, block) pairs, for a step that reads
-        the choice itself (``SampledWeightedHistogram(blocks=True)``).
+      packed: the output is the blocks alone, for steps that each read the choice first.
+      as_blocks: the output is (users per size bin, block) pairs, for a step reading the choice.
     """
 
     def __init__(self, plan: max_items_choice.AutoPlan, occurrences: bool,
