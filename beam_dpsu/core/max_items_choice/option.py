@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any, TypeGuard
@@ -20,7 +19,7 @@ import numpy as np
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.exact_floats import nudged
+from beam_dpsu.core.exact_floats import LARGEST_FLOAT, nudged
 
 __all__ = ["AUTO", "CANDIDATES", "DEFAULT_SHARE", "SIPS_SHARE", "default_share", "AutoMaxItems",
            "is_auto", "check_max_items_or_auto", "with_max_items", "split_budget"]
@@ -117,18 +116,15 @@ def _rest(total: float, part: float) -> float:
                   0.0)
 
 
-_LARGEST_FLOAT = Fraction(sys.float_info.max)
-
-
 def _size_part(param: str, total: float, share: float, per: int) -> float:
     """total·share (ε: ``per`` = 1; ρ: 2), refused if its noise scale passes float range."""
     def fits(value: float) -> bool:
         part = value * share
-        return part > 0.0 and 1 / (per * Fraction(part)) <= _LARGEST_FLOAT
+        return part > 0.0 and 1 / (per * Fraction(part)) <= LARGEST_FLOAT
 
     if fits(total):
         return total * share
-    least = nudged(float(1 / (per * _LARGEST_FLOAT * Fraction(share))), fits, math.inf)
+    least = nudged(float(1 / (per * LARGEST_FLOAT * Fraction(share))), fits, math.inf)
     raise ParameterError(
         param, f"= {total!r} is too small for max_items_per_user='auto': its share "
                f"{share:g} for the estimate of users' distinct items gets a noise scale "
