@@ -1,9 +1,7 @@
 """``max_items_per_user="auto"``: the option (``AutoMaxItems``), its share and the budget split.
 
-The default share is a public constant fixed before any data is seen: 5 %
-(``DEFAULT_SHARE``) for every mechanism but SIPS, 1.5 % for SIPS (``SIPS_SHARE``),
-whose choice costs it less than the ρ a larger share takes. Why these values:
-docs/explanation/proofs.md#choosing-0-privately-the-mt-rule ("The share").
+The default share is a public constant: 5 % (``DEFAULT_SHARE``), 1.5 % for SIPS
+(``SIPS_SHARE``). Why: docs/explanation/proofs.md#choosing-0-privately-the-mt-rule.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ __all__ = ["AUTO", "CANDIDATES", "DEFAULT_SHARE", "SIPS_SHARE", "default_share",
 AUTO = "auto"
 # The Δ0 values "auto" chooses among by default: the grid users tune by hand.
 CANDIDATES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-# The share of the budget the size estimate spends by default, and SIPS's (its
-# ``auto_share``; the module docstring says why).
+# The share of the budget the size estimate spends by default, and SIPS's ``auto_share``.
 DEFAULT_SHARE = 0.05
 SIPS_SHARE = 0.015
 
@@ -63,10 +60,9 @@ class AutoMaxItems:
     def __post_init__(self):
         if self.share is not None:
             object.__setattr__(self, "share", _check_share(self.share))
-        if isinstance(self.candidates, (str, bytes)) or not isinstance(
-                self.candidates, Iterable):
-            raise ParameterTypeError("candidates", f"must be a sequence of ints, got "
-                                                   f"{self.candidates!r}")
+        if isinstance(self.candidates, (str, bytes)) or not isinstance(self.candidates, Iterable):
+            raise ParameterTypeError("candidates",
+                                     f"must be a sequence of ints, got {self.candidates!r}")
         values = tuple(checks.max_items(c, "each candidate max_items_per_user", "candidates")
                        for c in self.candidates)
         if not values:
