@@ -1,10 +1,8 @@
 """DPNE's level work on blocks of users, in numpy (dpne §2, Algorithm 1 lines 4–9).
 
-A ``DocumentBlock`` holds a block of users' documents as token ids into its own
-vocabulary, so one level over the block is a handful of array operations plus
-one set lookup per distinct (k−1)-gram. A level computes exactly the per-user
-rule (``kgrams.is_valid``; tests/core/user_blocks/test_document_blocks.py checks
-they agree), each user's sum moving by at most 1 in ℓ2 (dpne Theorem 2.1).
+A ``DocumentBlock`` holds users' documents as token ids into its own vocabulary, so a
+level over it is a few array operations and one set lookup per distinct (k−1)-gram,
+computing exactly the per-user rule (``kgrams.is_valid``).
 Sampling and why: docs/explanation/bounding.md#document-blocks.
 """
 
@@ -120,9 +118,8 @@ _DIGIT_KEYS = 1 << 62
 
 def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int,
                n_tokens: int) -> tuple[np.ndarray, bool]:
-    """(an int64 key per position of ``starts``, equal iff the ``length``-grams are: the
-    token ids as digits base ``n_tokens``, or dense ids once a digit could overflow;
-    whether they are digit keys)."""
+    """(an int64 key per ``length``-gram at ``starts``, equal iff the grams are, whether
+    they are the token ids as digits base ``n_tokens``, not dense ids past overflow)."""
     keys = tokens[starts].astype(np.int64)
     base = max(n_tokens, 1)
     bound = base  # keys < bound
@@ -208,10 +205,9 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
                           seeded_sample=None, count_holders: bool = False):
     """Σ_users item_weight(|S_u|) on each item of S_u, per item index (length ``n_items``).
 
-    ``(users[j], items[j])`` are occurrences (repeats count once); S_u is user u's
-    distinct items, sampled uniformly to ``max_items`` by priorities from ``rng``, or
-    by ``seeded_sample(u, item indices) → kept indices`` (tests). ``count_holders``:
-    also the number of users whose S_u holds each item (a pre-threshold).
+    S_u: user u's distinct items of the occurrences ``(users[j], items[j])``, sampled
+    to ``max_items`` by priorities from ``rng``, or by ``seeded_sample(u, item indices)``
+    (tests). ``count_holders``: also each item's number of holders (a pre-threshold).
     """
     if users.size == 0:
         empty = np.zeros(n_items)
@@ -252,9 +248,8 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
 
 
 def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple:
-    """(user, item) of each distinct (users[j], items[j]) pair: by a stable (radix) sort by
-    item when users ascend and items fit 16 bits (a repeated pair is then adjacent),
-    else by one combined key."""
+    """(user, item) of each distinct (users[j], items[j]) pair: by a stable radix sort by
+    item when users ascend and items fit 16 bits, else by one combined key."""
     if n_items <= 1 << 16 and (users.size < 2 or bool((users[1:] >= users[:-1]).all())):
         order = np.argsort(items.astype(np.uint16), kind="stable")
         user, item = users[order].astype(np.int64), items[order].astype(np.int64)
