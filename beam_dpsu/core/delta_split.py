@@ -77,12 +77,9 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
 
 def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0
                 ) -> DeltaSplit:
-    """The δ split between one Gaussian σ and the thresholds that minimises ``objective``.
-
-    ``objective(σ_total, δ_thr)`` is the release threshold the split yields: the
-    weight an item needs to be released with probability ½ (SIPS: the last round's;
-    DPNE: level 1's). A grid in t = logit(δ_thr/δ) ∈ [−16, 16], then a bounded Brent
-    search; never worse than δ_thr = δ/2.
+    """The δ split between one Gaussian σ and the thresholds that minimises
+    ``objective(σ_total, δ_thr)``, the release threshold it yields (SIPS: the last round's;
+    DPNE: level 1's): a grid in t = logit(δ_thr/δ), then a bounded Brent search.
     Derivation: docs/explanation/accounting.md#the-delta-split.
     """
     epsilon, delta = float(epsilon), float(delta)

@@ -47,8 +47,7 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
 
     Args:
       name: the mechanism's name, a key of ``MECHANISMS``.
-      ignore_unused: drop parameters the mechanism does not take instead of refusing
-        them (for tools that run several mechanisms with one set of flags).
+      ignore_unused: drop parameters the mechanism does not take instead of refusing them.
       **params: the config's fields, e.g. ``max_items_per_user=100``.
 
     Returns:

@@ -15,11 +15,8 @@ __all__ = ["SequentialMechanism", "PolicyLaplace", "PolicyGaussian", "GreedyWith
 
 
 class SequentialMechanism(MechanismConfig):
-    """A mechanism whose users update the histogram one after another (a policy).
-
-    Users are visited in keyed-hash order; ``shards`` independent orders' histograms
-    are summed (same sensitivity; ``beam_dpsu.beam.sequential``).
-    """
+    """A mechanism whose users update the histogram one after another, in keyed-hash order
+    (``shards`` orders' histograms summed, same sensitivity; ``beam_dpsu.beam.sequential``)."""
 
     alpha: float
     shards: int

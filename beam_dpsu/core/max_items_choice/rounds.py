@@ -108,6 +108,4 @@ def expected_released(counts: Floats, sizes: Floats, thresholds: Floats, max_ite
 def round_thresholds(calibration) -> tuple | None:
     """The rounds' release thresholds of a calibration made of rounds (SIPS), or None."""
     rounds = getattr(calibration, "rounds", None)
-    if rounds is None:
-        return None
-    return tuple(float(r.release_threshold) for r in rounds)
+    return None if rounds is None else tuple(float(r.release_threshold) for r in rounds)

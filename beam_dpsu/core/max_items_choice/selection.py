@@ -56,16 +56,13 @@ class AutoPlan:
       auto: the share and the candidates asked for.
       size_budget: what the size histogram spends.
       selection_budget: what the selection spends (any Δ0).
-      candidates: those the mechanism calibrates at under ``selection_budget`` (one
-        it refuses is left out, before any data is seen).
+      candidates: those the mechanism calibrates at under ``selection_budget``.
       weight_thresholds: T(Δ0) of each candidate.
       edges: the lower edges of the size bins.
       mechanism_name: the mechanism the rule is for.
       user_mass: g(m), a key of ``MASSES``.
-      round_thresholds: for SIPS, each candidate's rounds' thresholds T_r (scored by
-        ``max_items_choice.rounds``); empty for the others (the M/T rule).
-      calibrations: each candidate's calibration (with the pre-threshold), computed
-        once here for the selection to use.
+      round_thresholds: for SIPS, each candidate's rounds' thresholds T_r; else empty.
+      calibrations: each candidate's calibration (with the pre-threshold).
     """
 
     auto: AutoMaxItems

@@ -43,11 +43,6 @@ class _Vocabulary(dict):
         self[token] = i = len(self)
         return i
 
-    def truncate(self, size: int) -> None:
-        """Forgets the tokens numbered ``size`` and after (the newest ones)."""
-        while len(self) > size:
-            self.popitem()  # dicts pop their last insertion first
-
 
 class BadToken(ValueError):
     """A token failed the builder's check (the caller re-checks its record, to name it)."""
@@ -82,7 +77,8 @@ class BlockBuilder:
                 lengths.append(len(doc))
         except (BadToken, TypeError):
             del tokens[n_tokens:], lengths[n_docs:]
-            self._index.truncate(n_vocab)
+            while len(self._index) > n_vocab:
+                self._index.popitem()  # dicts pop their last insertion first
             raise
         self._doc_users.extend([self.users] * (len(lengths) - n_docs))
         if self._user_ids is not None:
@@ -194,12 +190,6 @@ def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
     return np.array(keys, dtype=np.int64)
 
 
-def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort (numpy 2's hash-based one is slower on int64)."""
-    ordered = np.sort(values)
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if ordered.size else ordered
-
-
 def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, max_items: int,
                           item_weight: Callable[[int], float], rng: np.random.Generator | None,
                           seeded_sample=None, count_holders: bool = False):
@@ -255,7 +245,9 @@ def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple
         user, item = users[order].astype(np.int64), items[order].astype(np.int64)
         new = np.r_[True, (item[1:] != item[:-1]) | (user[1:] != user[:-1])]
         return user[new], item[new]
-    pairs = _distinct_sorted(users.astype(np.int64) * n_items + items)
+    # By a sort, not ``np.unique`` (numpy 2's hash-based one is slower on int64).
+    pairs = np.sort(users.astype(np.int64) * n_items + items)
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
     return pairs // n_items, pairs % n_items
 
 
@@ -312,12 +304,8 @@ def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=Non
 
 def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, max_items: int,
                item_weight, rng, seed=None, salt: str = "") -> list:
-    """Level k ≥ 2: [(k-gram, Σ weights)] over the block's users' distinct valid k-grams.
-
-    Valid: its prefix (k−1)-gram is in ``previous`` (S_{k−1}) and (``both``) so is
-    its suffix, or (``single``) its last token is in ``unigrams`` (S_1); both are
-    containers of token tuples.
-    """
+    """Level k ≥ 2: [(k-gram, Σ weights)] over the block's users' distinct valid k-grams
+    (``kgrams.is_valid`` with ``previous`` = S_{k−1}, ``unigrams`` = S_1, token tuples)."""
     tokens, vocab = block.tokens, block.vocab
     n = tokens.size
     ends = np.repeat(np.cumsum(block.doc_lengths), block.doc_lengths)  # each position's doc end
