@@ -15,7 +15,6 @@ from typing import Callable
 
 __all__ = ["LARGEST_FLOAT", "nudged", "rounded_down", "rounded_up"]
 
-# The largest finite float, exactly.
 LARGEST_FLOAT = Fraction(sys.float_info.max)
 
 

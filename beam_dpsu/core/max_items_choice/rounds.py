@@ -22,7 +22,6 @@ __all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_r
 
 # The Zipf exponent of the prior popularity law (docs/explanation/proofs.md, "The prior").
 EXPONENT = 1.3
-# The rule, as ``AutoPlan.to_dict`` reports it.
 RULE = ("argmax over candidates of the items the rounds release in a model of them: users "
         "from the noisy size histogram, each round reading the users' items minus those "
         f"earlier rounds released, items of Zipf popularity rank^-{EXPONENT:g} "
