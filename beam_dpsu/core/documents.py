@@ -1,9 +1,8 @@
 """The checks of n-gram input: a (user_id, tokens) document, an element's tokens.
 
-Errors name the field, the token's position and the type found, never a user id
-or a token (runner logs keep error messages; docs/privacy.md, "Reports and logs").
-Tokens come back as plain ``str`` (so Beam keys n-grams deterministically) without
-whitespace (released n-grams are written as tokens joined by a space).
+Errors name the field, the token's position and the type, never a user id or a token
+(runner logs keep them). Tokens come back as plain ``str`` (so Beam keys n-grams
+deterministically) without whitespace (released n-grams are space-joined tokens).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """DPNE's parameters: one frozen dataclass, validated on construction (pure, no Beam).
 
-``ExtractNgrams``' mechanism arguments are checked here, once, in their order
-(errors are ``ParameterError``s naming the argument); its input's by
-``beam_dpsu.beam.fields``, its budget by ``beam_dpsu.core.ngram_calibration``.
+``ExtractNgrams``' mechanism arguments are checked here, once, in their order (its input
+by ``beam_dpsu.beam.fields``, its budget by ``beam_dpsu.core.ngram_calibration``).
 """
 
 from __future__ import annotations

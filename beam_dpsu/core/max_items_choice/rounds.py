@@ -1,10 +1,9 @@
 """Δ0 chosen privately for SIPS: a model of its rounds (pure math, no Beam).
 
-Each SIPS round reads every user's items minus those earlier rounds released, so
-its last rounds gain less from a large Δ0 than M/T says. ``expected_released``
-follows the rounds on a Zipf popularity prior (``EXPONENT``), from the noisy size
-histogram and the calibrations' thresholds alone: post-processing. Model, prior
-and numerics: docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
+Each round reads users' items minus those earlier rounds released, so the last rounds
+gain less from a large Δ0 than M/T says: ``expected_released`` follows the rounds on a
+Zipf prior, from the noisy size histogram and the thresholds alone (post-processing).
+Model: docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
 """
 
 from __future__ import annotations
