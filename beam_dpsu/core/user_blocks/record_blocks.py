@@ -304,13 +304,12 @@ def unpack_block(block: bytes):
     if decoded.counts is not None:
         times = decoded.counts.tolist()
     kind = Tokens if decoded.plain_str else list
-    start = 0
-    for end in decoded.ends.tolist():
+    ends = decoded.ends.tolist()
+    for start, end in zip([0] + ends, ends):
         if decoded.counts is None:
             yield kind(listed[start:end])
         else:
             yield kind(item for i in range(start, end) for item in repeat(listed[i], times[i]))
-        start = end
 
 
 def _decoded_distinct(block: bytes, refusal: str) -> DecodedBlock:
@@ -326,11 +325,10 @@ def block_users(block: bytes) -> Iterator[tuple]:
     given to a ``keyed`` builder (None otherwise), ``items`` a list."""
     decoded = _decoded_distinct(block, "block_users reads blocks of distinct items, not "
                                        "of occurrences")
-    listed, keys = decoded.listed(), decoded.keys
-    start = 0
-    for user, end in enumerate(decoded.ends.tolist()):
-        yield (None if keys is None else keys[user]), listed[start:end]
-        start = end
+    listed, ends = decoded.listed(), decoded.ends.tolist()
+    keys = [None] * len(ends) if decoded.keys is None else decoded.keys
+    for key, start, end in zip(keys, [0] + ends, ends):
+        yield key, listed[start:end]
 
 
 def with_keys(block: bytes, keys: list) -> bytes:
