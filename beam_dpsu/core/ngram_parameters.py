@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsu.core import checks
-from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import checks, max_items_choice
 from beam_dpsu.core.kgrams import PRUNINGS
 from beam_dpsu.core.pre_threshold import check_pre_threshold
 
