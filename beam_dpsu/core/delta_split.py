@@ -1,9 +1,7 @@
 """The split of a Gaussian mechanism's δ between its noise and its thresholds.
 
-Under ``Budget(ε, δ)`` a Gaussian set-union mechanism spends δ = δ_noise + δ_thr
-(docs/privacy.md, Accounting). ``split_delta`` picks, when the transform is built,
-the split that minimises the release threshold: data-independent and deterministic.
-
+Under ``Budget(ε, δ)`` a Gaussian mechanism spends δ = δ_noise + δ_thr; ``split_delta``
+picks, without data, the split that minimises the release threshold.
 Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
 
@@ -24,10 +22,7 @@ __all__ = ["DeltaSplit", "split_delta", "threshold_delta_cost"]
 
 
 def threshold_delta_cost(threshold_delta: float) -> float:
-    """The δ the thresholds cost end to end, both directions: δ_thr itself.
-
-    Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
-    """
+    """The δ the thresholds cost end to end, both directions: δ_thr itself (proofs.md)."""
     return threshold_delta
 
 
@@ -61,9 +56,8 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     cost = threshold_delta_cost(threshold_delta)
     if not (0.0 < threshold_delta < 1.0 and delta - cost > 0.0):
         return None
-    # The sum must hold exactly (a float check lets it exceed δ by ~1e-16·δ): δ − cost
-    # in exact arithmetic, rounded down, and the float sum must not round above δ
-    # either: step down by δ's ulp, doubling (never one ulp of δ_noise at a time).
+    # The sum must hold exactly, in Fractions and as a float sum: step down by δ's ulp,
+    # doubling (never one ulp of δ_noise at a time).
     delta_noise = rounded_down(Fraction(delta) - Fraction(cost))
     step = math.ulp(delta)
     while delta_noise > 0.0 and delta_noise + cost > delta:
@@ -83,16 +77,12 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
 
 def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0
                 ) -> DeltaSplit:
-    """The δ split between one Gaussian σ and the thresholds that minimises ``objective``.
-
-    ``objective(σ_total, δ_thr)`` is the release threshold the split yields: the
-    weight an item needs to be released with probability ½ (SIPS: the last round's;
-    DPNE: level 1's). A grid in t = logit(δ_thr/δ) ∈ [−16, 16], then a bounded Brent
-    search; never worse than δ_thr = δ/2.
+    """The δ split between one Gaussian σ and the thresholds that minimises
+    ``objective(σ_total, δ_thr)``, the release threshold it yields (SIPS: the last round's;
+    DPNE: level 1's): a grid in t = logit(δ_thr/δ), then a bounded Brent search.
     Derivation: docs/explanation/accounting.md#the-delta-split.
     """
-    epsilon = float(epsilon)
-    delta = float(delta)
+    epsilon, delta = float(epsilon), float(delta)
     evaluated = []
 
     def at(t: float):

@@ -1,13 +1,10 @@
 """Exact discrete Laplace and discrete Gaussian samplers on integer randomness.
 
-Published counts must not carry floating-point noise: the low bits of a float
-draw leak the value it was added to (Mironov 2012). These samplers (Canonne,
-Kamath & Steinke 2020, CKS §5: Algorithms 1, 2 and 3) use only uniform integers
-(``rng.randrange``) and exact ``Fraction`` arithmetic, so every output has exactly
-the stated probability. A float parameter is converted exactly, bit for bit.
-Randomness is the operating system's (``random.SystemRandom``) unless a caller
-passes its own ``random.Random`` (tests only). How they work:
-docs/explanation/numerics.md#exact-discrete-samplers.
+Published counts must not carry float noise, whose low bits leak the value (Mironov
+2012): these samplers (Canonne, Kamath & Steinke 2020, CKS §5, Algorithms 1–3) use only
+uniform integers and exact ``Fraction``s (a float parameter converted bit for bit), from
+OS randomness unless a test passes its own ``random.Random``.
+How they work: docs/explanation/numerics.md#exact-discrete-samplers.
 """
 
 from __future__ import annotations
@@ -21,14 +18,8 @@ import numpy as np
 
 from beam_dpsu.core import checks
 
-__all__ = [
-    "os_random",
-    "bernoulli_exp",
-    "DiscreteLaplace",
-    "DiscreteGaussian",
-    "sample_discrete_laplace",
-    "sample_discrete_gaussian",
-]
+__all__ = ["os_random", "bernoulli_exp", "DiscreteLaplace", "DiscreteGaussian",
+           "sample_discrete_laplace", "sample_discrete_gaussian"]
 
 
 def os_random() -> random.Random:

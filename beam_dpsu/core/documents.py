@@ -1,9 +1,8 @@
 """The checks of n-gram input: a (user_id, tokens) document, an element's tokens.
 
-Errors name the field, the token's position and the type found, never a user id
-or a token (runner logs keep error messages; docs/privacy.md, "Reports and logs").
-Tokens come back as plain ``str`` (so Beam keys n-grams deterministically) without
-whitespace (released n-grams are written as tokens joined by a space).
+Errors name the field, the token's position and the type, never a user id or a token
+(runner logs keep them). Tokens come back as plain ``str`` (so Beam keys n-grams
+deterministically) without whitespace (released n-grams are space-joined tokens).
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ def encodes_as_utf8(text: str) -> bool:
 
 def plain_token(token) -> bool:
     """One token as ``plain_tokens`` wants it."""
-    return (type(token) is str and token.split() == [token]
-            and (token.isascii() or encodes_as_utf8(token)))
+    return plain_tokens((token,))
 
 
 def checked_tokens(tokens, where: str) -> tuple:
@@ -90,12 +88,9 @@ def check_document(record):
 
 
 def element_document(element, seed: int | None = None) -> tuple:
-    """One element of ``privacy_unit="element"`` input → (element id, tuple of tokens).
-
-    ``element`` is a list of str tokens, all of one person's data (a tuple or a str is
-    refused). The id only orders the element and seeds its samples, never written:
-    128 bits of OS randomness, or with a test-only ``seed`` a hash of the tokens.
-    """
+    """One element of ``privacy_unit="element"`` input (a list of one person's str tokens)
+    → (element id, tuple of tokens). The id, never written, only orders the element and
+    seeds its samples: 128 bits of OS randomness, or with a test-only ``seed`` a hash."""
     tokens = element_tokens(element)
     if seed is None:
         return hashing.random_id128(), tokens

@@ -9,10 +9,13 @@ checked with ``Fraction`` (docs/privacy.md, invariant 4).
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 from typing import Callable
 
-__all__ = ["nudged", "rounded_down", "rounded_up"]
+__all__ = ["LARGEST_FLOAT", "nudged", "rounded_down", "rounded_up"]
+
+LARGEST_FLOAT = Fraction(sys.float_info.max)
 
 
 def nudged(value: float, holds: Callable[[float], bool], toward: float) -> float:

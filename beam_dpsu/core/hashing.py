@@ -1,9 +1,8 @@
 """Random number generators for noise and sampling.
 
-By default every generator is seeded from the operating system's entropy, so a
-private run is never reproducible. A fixed ``seed`` is test-only: every draw is
-then derived from (seed, a stable hash of what it is for, e.g. the user id), so
-results do not depend on how a runner splits the data. Its report says so.
+Every generator is seeded from OS entropy, so a private run is never reproducible. A
+fixed ``seed`` is test-only: each draw then comes from (seed, a stable hash of what it is
+for, e.g. the user id), whatever way a runner splits the data.
 """
 
 from __future__ import annotations
@@ -41,11 +40,8 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def stable_hash64(value: Any, key: bytes = b"") -> int:
-    """A 64-bit hash of ``value`` that is the same in every process and run.
-
-    Python's ``hash`` is salted per process, so cannot order or seed what workers must
-    agree on. With ``key``, a BLAKE2b MAC, unpredictable without the key.
-    """
+    """A 64-bit hash of ``value``, the same in every process and run (unlike ``hash``);
+    with ``key``, a BLAKE2b MAC, unpredictable without the key."""
     h = hashlib.blake2b(canonical_bytes(value), digest_size=8, key=key[:64])
     return int.from_bytes(h.digest(), "big")
 
@@ -70,11 +66,8 @@ os.register_at_fork(after_in_child=_forget_random_ids)
 
 
 def random_id128() -> int:
-    """128 bits of fresh OS randomness as an int (what ``secrets.randbits(128)`` gives).
-
-    Drawn ``RANDOM_ID_BATCH`` at a time per thread and process (one system call, not
-    one per element); a forked child starts with none.
-    """
+    """128 bits of fresh OS randomness as an int, drawn ``RANDOM_ID_BATCH`` at a time per
+    thread and process (one system call, not one per element)."""
     pool = _random_ids.pool
     if not pool:
         raw = os.urandom(16 * RANDOM_ID_BATCH)

@@ -1,12 +1,9 @@
 """k-gram sets for DPNE, as pure functions (dpne §2 and App. A).
 
-An n-gram is a tuple of tokens. Level k of DPNE only counts *valid* k-grams:
-``pruning="both"`` (the default, dpne Algorithm 1): V_k = (S_{k−1} × S_1) ∩
-(S_1 × S_{k−1}), both (k−1)-subgrams in S_{k−1}; ``pruning="single"`` (dpne
-§3.1.1): V_k = S_{k−1} × S_1, the prefix in S_{k−1} and the last token in S_1.
-
-|V_k| is counted, and V_k sampled uniformly, without materialising V_k:
-docs/explanation/numerics.md#valid-k-grams.
+An n-gram is a tuple of tokens. Level k counts only *valid* k-grams: both (k−1)-subgrams
+in S_{k−1} (``pruning="both"``, dpne Algorithm 1), or the prefix in S_{k−1} and the last
+token in S_1 (``"single"``, dpne §3.1.1). |V_k| is counted, and V_k sampled, without
+listing it: docs/explanation/numerics.md#valid-k-grams.
 """
 
 from __future__ import annotations
@@ -50,11 +47,8 @@ def valid_kgram_count(previous: Iterable[tuple], unigrams: Iterable[tuple],
 
 
 class ValidKgramSampler:
-    """Uniform samples from V_k ∖ excluded (dpne App. A, spurious k-grams).
-
-    Built once per level from S_{k−1} (and S_1); ``sample(n, excluded, rng)`` returns
-    a uniform n-subset of the valid k-grams outside ``excluded`` (supp H_k).
-    """
+    """Uniform samples from V_k ∖ excluded (dpne App. A, spurious k-grams), built once per
+    level from S_{k−1} (and S_1)."""
 
     def __init__(self, previous: Iterable[tuple], unigrams: Iterable[tuple], pruning: str = "both"):
         pruning = checks.one_name_of("pruning", pruning, PRUNINGS)

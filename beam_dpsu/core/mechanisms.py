@@ -1,26 +1,9 @@
 """Mechanism configurations: frozen dataclasses validated on construction.
 
-A config names a set-union algorithm and its parameters and calibrates itself
-under a budget (no Beam); ``SelectItems`` builds the pipeline. Parallel mechanisms:
-
-======================  ======================  ===============  =========================
-config                  update per user         noise            source
-======================  ======================  ===============  =========================
-``CountLaplace``        +1 to ≤ Δ0 items        Lap(Δ0/ε)        dpsu §1.1
-``CountGaussian``       +1 to ≤ Δ0 items        σ(ε, δ_n, √Δ0)   dpsu §1.1
-``WeightedLaplace``     +1/|W|                  Lap(1/ε)         dpsu Thm B.1
-``WeightedGaussian``    +1/√|W|                 σ(ε, δ_n, 1)     dpsu Thm B.2, dp-sips Thm 1
-``TruncatedGeometric``  +1 to ≤ Δ0 items        keep w.p. π(n)   Desfontaines et al. Thm 1
-======================  ======================  ===============  =========================
-
-δ_n is the noise's share of δ under ``Budget(ε, δ)``, chosen to minimise the threshold
-(``delta_split.split_delta``; docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
-
-Iterative: ``SIPS`` runs Weighted Gaussian for rounds of rising budget, removing
-released items (dp-sips §4). Sequential (users in keyed-hash order, each update on
-the histogram so far): ``PolicyLaplace`` (ℓ1-descent, dpsu §4), ``PolicyGaussian``
-(ℓ2-descent, dpsu §5), ``GreedyWithoutSampling`` (GW and GW-KT, gw §3–4, with
-docs/privacy.md's GW fix). Each bounds a user to ≤ Δ0 items and noises every one.
+A config names a set-union algorithm and its parameters and calibrates itself under a
+budget (no Beam): parallel (``parallel_mechanisms``: Count/Weighted Laplace and Gaussian,
+SIPS, truncated geometric) or sequential (``sequential_mechanisms``: the policies, GW).
+Each, its noise and its source: docs/explanation/mechanisms.md.
 """
 
 from __future__ import annotations
@@ -64,8 +47,7 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
 
     Args:
       name: the mechanism's name, a key of ``MECHANISMS``.
-      ignore_unused: drop parameters the mechanism does not take instead of refusing
-        them (for tools that run several mechanisms with one set of flags).
+      ignore_unused: drop parameters the mechanism does not take instead of refusing them.
       **params: the config's fields, e.g. ``max_items_per_user=100``.
 
     Returns:

@@ -1,15 +1,9 @@
 """DPNE's calibration: σ per level, the thresholds ρ_k, the δ split, the Δ_1 plan.
 
-Pure math, no Beam (dpne = Kim et al. 2021), fixed when the transform is built:
-
-* σ*: the levels' σ_k compose to σ* (1/σ*² = Σ 1/σ_k²; dpne Theorem 2.1, §3.1.1),
-  the analytic Gaussian at (ε, δ_noise), or 1/√(2ρ) under zCDP (``total_sigma``).
-* The δ split: only level 1 has a threshold event (levels k ≥ 2 noise all of
-  V_k), so δ is split to minimise ρ_1 (``delta_split.split_delta``; proof:
-  docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms).
-* ρ_1 and, with a policy-gaussian level 1, its cutoff (``calibrate``); ρ_k for
-  k ≥ 2 reads released set sizes (``thresholds.dpne_level_threshold``).
-* Δ_1 = "auto" (``plan_level1``); the DPSU-even baseline of dpne Table 3.
+Pure math (dpne = Kim et al. 2021), fixed when the transform is built: the levels' σ_k
+compose to σ* (dpne Theorem 2.1); only level 1 has a threshold event, so δ is split to
+minimise ρ_1 (``delta_split``). Δ_1 = "auto": ``plan_level1``; DPSU-even: dpne Table 3.
+Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
 
 from __future__ import annotations
@@ -21,10 +15,7 @@ from fractions import Fraction
 
 # scipy: imported where it is used (beam_dpsu.core's docstring says why).
 
-from beam_dpsu.core import budgets
-from beam_dpsu.core import checks
-from beam_dpsu.core import max_items_choice
-from beam_dpsu.core import thresholds
+from beam_dpsu.core import budgets, checks, max_items_choice, thresholds
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.gaussian import gaussian_noise_schedule, zcdp_gaussian_sigma
 from beam_dpsu.core.calibration import GAUSSIAN, Calibration
@@ -38,11 +29,8 @@ __all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "plan_leve
 
 
 def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
-    """(σ*, δ_thr for the thresholds, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12).
-
-    Under ``Budget(ε, δ)`` the split minimises ``threshold_of(σ*, δ_thr)``; under
-    ``ZCDPBudget(ρ, δ)`` σ* = 1/√(2ρ), δ_thr = δ and δ_noise is None.
-    """
+    """(σ*, δ_thr, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12): the split
+    minimising ``threshold_of(σ*, δ_thr)``, or under zCDP σ* = 1/√(2ρ), δ_thr = δ, None."""
     if isinstance(budget, (Budget, ZCDPBudget)):
         checks.require_delta(budget, "DPNE n-gram extraction")
     if isinstance(budget, Budget):

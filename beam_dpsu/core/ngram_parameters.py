@@ -1,8 +1,7 @@
 """DPNE's parameters: one frozen dataclass, validated on construction (pure, no Beam).
 
-``ExtractNgrams``' mechanism arguments are checked here, once, in their order
-(errors are ``ParameterError``s naming the argument); its input's by
-``beam_dpsu.beam.fields``, its budget by ``beam_dpsu.core.ngram_calibration``.
+``ExtractNgrams``' mechanism arguments are checked here, once, in their order (its input
+by ``beam_dpsu.beam.fields``, its budget by ``beam_dpsu.core.ngram_calibration``).
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsu.core import checks
-from beam_dpsu.core import max_items_choice
+from beam_dpsu.core import checks, max_items_choice
 from beam_dpsu.core.kgrams import PRUNINGS
 from beam_dpsu.core.pre_threshold import check_pre_threshold
 
@@ -38,11 +36,8 @@ def check_max_n(max_n) -> int:
 
 
 def max_items_per_level(max_items_per_user, max_n: int):
-    """(Δ_k per level, level 1's ``AutoMaxItems`` or None), from one value or one per level.
-
-    An automatic Δ_k at k ≥ 2 is its largest candidate (``beam_dpsu.extract_ngrams``
-    says why); an automatic Δ_1 is chosen when the pipeline runs, its entry None.
-    """
+    """(Δ_k per level, level 1's ``AutoMaxItems`` or None), from one value or one per level:
+    an automatic Δ_k at k ≥ 2 is its largest candidate, an automatic Δ_1's entry None."""
     one = (isinstance(max_items_per_user, (str, int, np.integer, max_items_choice.AutoMaxItems))
            and not isinstance(max_items_per_user, bool))
     values = [max_items_per_user] * max_n if one else list(max_items_per_user)
@@ -76,8 +71,7 @@ class NgramParameters:
       max_n: T, the longest n-gram length: an int, 1 <= T <= ``MAX_NGRAM_LENGTH``.
       max_items_per_user: Δ_k: one value or one per level, each an int or ``"auto"``.
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
-      pruning: "both" or "single" (which (k−1)-subgrams of a valid k-gram must
-        be released; ``beam_dpsu.core.kgrams``).
+      pruning: "both" or "single" (which (k−1)-subgrams must be released; ``kgrams``).
       noise_schedule: "equal" or a decay factor c > 0 with σ_k = c·σ_{k−1}.
       level1: one of ``LEVEL1_POLICIES``: Weighted or Policy Gaussian at level 1.
       alpha: α of the level-1 policy cutoff ρ_1 + α·σ_1.

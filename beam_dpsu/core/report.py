@@ -85,11 +85,8 @@ def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
 
 def auto_report(mechanism, budget, plan, calibrations: dict, seed,
                 privacy_unit: str = "user_id") -> dict:
-    """The report of a selection with ``max_items_per_user="auto"`` (fixed when built).
-
-    The chosen Δ0, a DP output known once the pipeline has run, is added by the jobs
-    (``chosen_max_items_per_user``); here the split, the rule and every candidate.
-    """
+    """The report of a selection with ``max_items_per_user="auto"``: the split, the rule and
+    every candidate (the jobs add the chosen Δ0, a DP output, once the pipeline has run)."""
     report = {
         **_header(privacy_unit),
         "mechanism": mechanism.to_dict(),

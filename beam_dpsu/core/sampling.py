@@ -1,9 +1,7 @@
 """Uniform sampling of a user's items down to Δ0 (pure Python/numpy).
 
 A user keeps a uniform sample of at most Δ0 of its distinct items, drawn from OS
-randomness; seeded (tests only), from (seed, salt, user id), so that it does not
-depend on the worker or bundle (docs/privacy.md, invariants). The Beam steps
-(``beam.bounding``) and the pure references (``core.user_blocks``) share them.
+randomness, or (tests only) from (seed, salt, user id), whatever the worker or bundle.
 """
 
 from __future__ import annotations
@@ -25,11 +23,8 @@ def item_sort_key(item):
 
 def sample_items(items, max_items_per_user: int, rng: np.random.Generator | None,
                  ordered: bool = False) -> list:
-    """A uniform sample of at most Δ0 distinct items, without replacement.
-
-    ``ordered`` sorts the items first, so that a seeded ``rng`` samples the same in
-    every process (set and dict order depend on PYTHONHASHSEED).
-    """
+    """A uniform sample of at most Δ0 distinct items, without replacement; ``ordered``
+    sorts them first, so a seeded ``rng`` samples the same whatever PYTHONHASHSEED."""
     items = list(items)
     if ordered:
         items.sort(key=item_sort_key)
@@ -54,13 +49,9 @@ def sample_user_items(user_id, items, max_items_per_user: int, rng: np.random.Ge
 
 def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Every user of a block sampled as ``sample_items`` samples one, unseeded, in a few
-    numpy calls: (the kept ids, one user after another, each user's kept number).
-
-    ``ids`` holds the users' distinct items one user after another, ``sizes`` each
-    user's number of them. A user over Δ0 keeps its Δ0 items that come first in one
-    uniform permutation of all the pairs (why: numerics.md#sampling-a-block-of-users).
-    """
+    """Every user of a block (``ids`` one user after another, ``sizes`` each user's number)
+    sampled as ``sample_items`` samples one, unseeded, in a few numpy calls: (the kept
+    ids, each user's kept number). Why: numerics.md#sampling-a-block-of-users."""
     sizes = np.asarray(sizes, dtype=np.int64)
     kept_sizes = np.minimum(sizes, max_items_per_user)
     over = sizes > max_items_per_user
@@ -91,16 +82,11 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
 
 
 class UserSampler:
-    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own.
-
-    For DoFns: call ``setup`` in the DoFn's ``setup`` (a fresh OS-seeded
-    generator per worker), then ``sampler(user_id, items)`` per user.
-    """
+    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own: for a
+    DoFn, ``setup`` in its ``setup`` (one per worker), then ``sampler(user_id, items)``."""
 
     def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
-        self.max_items = max_items_per_user
-        self.seed = seed
-        self.salt = salt
+        self.max_items, self.seed, self.salt = max_items_per_user, seed, salt
         self._rng: np.random.Generator | None = None
 
     def setup(self) -> None:

@@ -15,20 +15,19 @@ __all__ = ["SequentialMechanism", "PolicyLaplace", "PolicyGaussian", "GreedyWith
 
 
 class SequentialMechanism(MechanismConfig):
-    """A mechanism whose users update the histogram one after another (a policy).
-
-    Users are visited in keyed-hash order; ``shards`` independent orders' histograms
-    are summed (same sensitivity; ``beam_dpsu.beam.sequential``).
-    """
+    """A mechanism whose users update the histogram one after another, in keyed-hash order
+    (``shards`` orders' histograms summed, same sensitivity; ``beam_dpsu.beam.sequential``)."""
 
     alpha: float
     shards: int
     max_items_per_user: int | None  # every subclass's field (GW: None until __post_init__)
 
-    def _with_cutoff(self, calibration: Calibration) -> Calibration:
-        cutoff = thresholds.policy_cutoff(calibration.release_threshold,
-                                          calibration.noise_scale, self.alpha,
-                                          cast(int, self.max_items_per_user),
+    def _calibrated(self, calibrate, budget, threshold, source: str) -> Calibration:
+        """``calibrate`` (Laplace or Gaussian) at Δ0 and sensitivity 1, with the cutoff Γ."""
+        max_items = cast(int, self.max_items_per_user)  # GW: set by __post_init__
+        calibration = calibrate(self._check_budget(budget), max_items, 1.0, threshold, source)
+        cutoff = thresholds.policy_cutoff(calibration.release_threshold, calibration.noise_scale,
+                                          self.alpha, max_items,
                                           thresholds.DESCENT_NORMS.get(self.name),
                                           calibration.budget)
         return dataclasses.replace(calibration, cutoff=cutoff)
@@ -52,10 +51,8 @@ class PolicyLaplace(SequentialMechanism):
     user_mass: ClassVar[str] = "m/(m+1)"
 
     def calibrate(self, budget) -> Calibration:
-        return self._with_cutoff(laplace_calibration(
-            self._check_budget(budget), self.max_items_per_user, 1.0,
-            thresholds.weighted_laplace_threshold,
-            "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1"))
+        return self._calibrated(laplace_calibration, budget, thresholds.weighted_laplace_threshold,
+                                "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,10 +76,9 @@ class PolicyGaussian(SequentialMechanism):
     user_mass: ClassVar[str] = "sqrt(m)"
 
     def calibrate(self, budget) -> Calibration:
-        return self._with_cutoff(gaussian_calibration(
-            self._check_budget(budget), self.max_items_per_user, 1.0,
-            thresholds.weighted_gaussian_threshold,
-            "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1"))
+        return self._calibrated(gaussian_calibration, budget,
+                                thresholds.weighted_gaussian_threshold,
+                                "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +88,7 @@ class GreedyWithoutSampling(SequentialMechanism):
     Each user fills its Δ0 most frequent items (``policies.gw_item_order``) toward Γ,
     most frequent first, until its budget of 1 is spent; with ``public_order``,
     GW-KT (gw §4) ranks by public counts. Every listed item is noised, zero weight
-    included, and ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ, p(w) = ½·e^{−(ρ−w)ε}
-    (``thresholds.gw_threshold``; proof: docs/explanation/proofs.md#gw-and-gw-kt).
+    included (ρ: ``thresholds.gw_threshold``; docs/explanation/proofs.md#gw-and-gw-kt).
     Not the published GW, whose ρ_GW = 1 − λ·ln(2δ) is not DP (docs/privacy.md, GW fix).
 
     Attributes:
@@ -142,14 +137,12 @@ class GreedyWithoutSampling(SequentialMechanism):
                 checks.public_count(count)
 
     def calibrate(self, budget) -> Calibration:
-        budget = self._check_budget(budget)
-        calibration = self._with_cutoff(laplace_calibration(
-            budget, cast(int, self.max_items_per_user),  # set by __post_init__
-            1.0, thresholds.gw_threshold,
+        calibration = self._calibrated(
+            laplace_calibration, budget, thresholds.gw_threshold,
             "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
             "every held item noised and ρ for one key at 1 and Δ0−1 at 0 "
-            "(docs/privacy.md, The GW cascade gap and its fix)"))
-        assert calibration.cutoff is not None  # set by _with_cutoff
+            "(docs/privacy.md, The GW cascade gap and its fix)")
+        assert calibration.cutoff is not None  # set by _calibrated
         if calibration.cutoff < 1.0:
             raise ParameterError.worded(
                 "alpha",

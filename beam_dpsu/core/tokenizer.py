@@ -19,9 +19,8 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 
 
 def _may_hold_url(text: str) -> bool:
-    """Whether the URL pattern can match in ``text``: each of its matches holds "://" or
-    "www." in some case. Two C-level scans instead of the pattern's own search, which
-    tries every position of the many texts that hold no URL (docs/benchmarks.md)."""
+    """Whether ``_URL`` can match (each match holds "://" or "www."): two C-level scans,
+    faster than the pattern's search on the many texts without a URL."""
     return "://" in text or "www." in text.lower()
 
 
@@ -31,12 +30,8 @@ _ASCII_SPACES = str.maketrans({chr(c): " " for c in range(128)
 
 
 def _ascii_words(text: str) -> list:
-    """``_WORD.findall(text)`` for an ASCII ``text``, in C-level string calls (faster).
-
-    On ASCII the words are runs of letters and digits joined by single apostrophes:
-    every other character, then every apostrophe not between two word characters
-    (pairs first, then one beside a space), becomes a space.
-    """
+    """``_WORD.findall(text)`` for an ASCII ``text``, in C-level string calls: every other
+    character, then every apostrophe not between two word characters, becomes a space."""
     spaced = text.translate(_ASCII_SPACES)
     if "'" in spaced:
         spaced = " " + spaced.replace("''", "  ") + " "
@@ -47,9 +42,8 @@ def _ascii_words(text: str) -> list:
 class Tokens(list):
     """What a ``Tokenizer`` returns: a list of non-empty plain ``str`` tokens.
 
-    With ``privacy_unit="element"``, ``SelectItems`` checks the distinct items of one
-    in a single C-level pass (``bounding.element_distinct_items``); a ``Tokens``
-    changed or built with other items fails it and is checked item by item.
+    ``SelectItems`` checks one element's distinct items in one C-level pass
+    (``bounding.element_distinct_items``), or item by item if that pass fails.
     """
 
     __slots__ = ()

@@ -1,10 +1,8 @@
 """What a record of user data must be: one user id, checked as such (pure).
 
-``canonical_user_id`` is the one place user ids are keyed (every transform groups,
-samples and orders users by it); ``plain_str_or_bytes`` the one rule by which a
-str or bytes subclass becomes the plain value an item is keyed by. Errors name the
-field and the type found, never a value: runner logs keep error messages
-(docs/privacy.md, invariant 6). Details: docs/explanation/bounding.md#user-ids.
+``canonical_user_id`` is the one place user ids are keyed; ``plain_str_or_bytes`` the one
+rule by which a str or bytes subclass becomes a plain value. Errors name the field and the
+type, never a value (runner logs keep them). Why: docs/explanation/bounding.md#user-ids.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ _StrOrBytes = TypeVar("_StrOrBytes", str, bytes, str | bytes)
 def plain_str_or_bytes(value: _StrOrBytes) -> _StrOrBytes:
     """A str or bytes as the plain ``str`` or ``bytes`` holding the same text or bytes.
 
-    A subclass's instance (``numpy.str_``) is what it holds, never what its own
-    ``__str__``, ``__bytes__`` or ``__buffer__`` returns, so every transform keys
-    it as the same item (docs/explanation/bounding.md#user-ids).
+    A subclass's instance is what it holds, never what its own ``__str__``,
+    ``__bytes__`` or ``__buffer__`` returns (docs/explanation/bounding.md#user-ids).
 
     Args:
       value: a str or bytes, or an instance of a subclass of either.

@@ -1,11 +1,9 @@
 """Δ0 chosen privately: ``max_items_per_user="auto"`` (pure math, no Beam).
 
-A stated share of the budget buys a noisy histogram of users' numbers of distinct
-items (``size_histogram``: sensitivity 1, integer noise); Δ0 is picked from it by
-a rule per mechanism (``selection``; ``rounds`` for SIPS; ``counts`` for
-``CountReleased``), post-processing; the selection spends the rest (``option``).
-The modules: docs/explanation/bounding.md#choosing-0; the guarantee and the rule:
-docs/explanation/proofs.md#choosing-0-privately-the-mt-rule.
+A share of the budget buys a noisy histogram of users' numbers of distinct items
+(``size_histogram``); Δ0 is picked from it by a rule per mechanism (``selection``,
+``rounds`` for SIPS, ``counts``); the selection spends the rest (``option``).
+Why: docs/explanation/bounding.md#choosing-0, docs/explanation/proofs.md.
 """
 
 from beam_dpsu.core.max_items_choice import counts, rounds

@@ -1,8 +1,7 @@
 """``CountReleased``'s Δ0 chosen privately (``max_items_per_user="auto"``): ``CountsAutoPlan``.
 
-As for a selection, a share of the counts' budget buys a noisy histogram, here of
-users' numbers of distinct *released* items; ``CountsAutoPlan`` picks the candidate
-with the smallest expected total error of the counts
+A share of the counts' budget buys a noisy histogram of users' numbers of distinct
+*released* items; the candidate with the smallest expected error of the counts wins
 (docs/explanation/proofs.md#counts-of-released-items).
 """
 
@@ -50,9 +49,8 @@ def released_sizes(users_items: Iterable[Iterable], released) -> list:
 class CountsAutoPlan:
     """Everything ``CountReleased(max_items_per_user="auto")`` needs, fixed when built.
 
-    The rule takes the candidate Δ0 with the smallest L(Δ0) = K·E|Z(Δ0)| + D(Δ0),
-    D(Δ0) = Σ_u (n_u − Δ0)_+ from the noisy histogram, K the public number of
-    released items (docs/explanation/proofs.md#counts-of-released-items).
+    The rule: the smallest K·E|Z(Δ0)| + Σ_u (n_u − Δ0)_+, K the public number of released
+    items (docs/explanation/proofs.md#counts-of-released-items).
 
     Attributes:
       auto: the share and the candidates asked for.
@@ -84,8 +82,8 @@ class CountsAutoPlan:
         """K·E|Z(Δ0)| + D(Δ0) for each candidate, D from the noisy counts as they are, with
         NO margin, unlike ``AutoPlan.proxy`` (proofs.md#counts-of-released-items says why)."""
         counts = _noisy_counts(noisy_counts, self.edges)
-        if isinstance(released_items, bool) or int(released_items) != released_items \
-                or released_items < 0:
+        if (isinstance(released_items, bool) or int(released_items) != released_items
+                or released_items < 0):
             raise ParameterError("released_items", f"must be an int >= 0, got {released_items!r}")
         dropped = self._excess(int(released_items)) @ counts
         return float(released_items) * np.asarray(self.mean_absolute_noise) + dropped
@@ -114,10 +112,8 @@ def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:
 
     Args:
       auto: the share and candidates.
-      budget: the counts' ``Budget`` or ``ZCDPBudget``; a tight split's part
-        (bound to one Δ0) is refused by ``split_budget``.
-      calibrate: (budget, Δ0) → a calibration with ``.noise`` (e.g.
-        ``counts.count_calibration``).
+      budget: the counts' ``Budget`` or ``ZCDPBudget`` (not a tight split's part).
+      calibrate: (budget, Δ0) → a calibration with ``.noise`` (``count_calibration``).
 
     Returns:
       The plan, and each calibrated candidate's calibration (a dict).

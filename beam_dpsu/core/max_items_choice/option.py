@@ -1,16 +1,13 @@
 """``max_items_per_user="auto"``: the option (``AutoMaxItems``), its share and the budget split.
 
-The default share is a public constant fixed before any data is seen: 5 %
-(``DEFAULT_SHARE``) for every mechanism but SIPS, 1.5 % for SIPS (``SIPS_SHARE``),
-whose choice costs it less than the ρ a larger share takes. Why these values:
-docs/explanation/proofs.md#choosing-0-privately-the-mt-rule ("The share").
+The default share is a public constant: 5 % (``DEFAULT_SHARE``), 1.5 % for SIPS
+(``SIPS_SHARE``). Why: docs/explanation/proofs.md#choosing-0-privately-the-mt-rule.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any, TypeGuard
@@ -20,7 +17,7 @@ import numpy as np
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.exact_floats import nudged
+from beam_dpsu.core.exact_floats import LARGEST_FLOAT, nudged
 
 __all__ = ["AUTO", "CANDIDATES", "DEFAULT_SHARE", "SIPS_SHARE", "default_share", "AutoMaxItems",
            "is_auto", "check_max_items_or_auto", "with_max_items", "split_budget"]
@@ -28,8 +25,7 @@ __all__ = ["AUTO", "CANDIDATES", "DEFAULT_SHARE", "SIPS_SHARE", "default_share",
 AUTO = "auto"
 # The Δ0 values "auto" chooses among by default: the grid users tune by hand.
 CANDIDATES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-# The share of the budget the size estimate spends by default, and SIPS's (its
-# ``auto_share``; the module docstring says why).
+# The share of the budget the size estimate spends by default, and SIPS's ``auto_share``.
 DEFAULT_SHARE = 0.05
 SIPS_SHARE = 0.015
 
@@ -64,10 +60,9 @@ class AutoMaxItems:
     def __post_init__(self):
         if self.share is not None:
             object.__setattr__(self, "share", _check_share(self.share))
-        if isinstance(self.candidates, (str, bytes)) or not isinstance(
-                self.candidates, Iterable):
-            raise ParameterTypeError("candidates", f"must be a sequence of ints, got "
-                                                   f"{self.candidates!r}")
+        if isinstance(self.candidates, (str, bytes)) or not isinstance(self.candidates, Iterable):
+            raise ParameterTypeError("candidates",
+                                     f"must be a sequence of ints, got {self.candidates!r}")
         values = tuple(checks.max_items(c, "each candidate max_items_per_user", "candidates")
                        for c in self.candidates)
         if not values:
@@ -117,18 +112,15 @@ def _rest(total: float, part: float) -> float:
                   0.0)
 
 
-_LARGEST_FLOAT = Fraction(sys.float_info.max)
-
-
 def _size_part(param: str, total: float, share: float, per: int) -> float:
     """total·share (ε: ``per`` = 1; ρ: 2), refused if its noise scale passes float range."""
     def fits(value: float) -> bool:
         part = value * share
-        return part > 0.0 and 1 / (per * Fraction(part)) <= _LARGEST_FLOAT
+        return part > 0.0 and 1 / (per * Fraction(part)) <= LARGEST_FLOAT
 
     if fits(total):
         return total * share
-    least = nudged(float(1 / (per * _LARGEST_FLOAT * Fraction(share))), fits, math.inf)
+    least = nudged(float(1 / (per * LARGEST_FLOAT * Fraction(share))), fits, math.inf)
     raise ParameterError(
         param, f"= {total!r} is too small for max_items_per_user='auto': its share "
                f"{share:g} for the estimate of users' distinct items gets a noise scale "

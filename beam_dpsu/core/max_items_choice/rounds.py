@@ -1,10 +1,9 @@
 """Δ0 chosen privately for SIPS: a model of its rounds (pure math, no Beam).
 
-Each SIPS round reads every user's items minus those earlier rounds released, so
-its last rounds gain less from a large Δ0 than M/T says. ``expected_released``
-follows the rounds on a Zipf popularity prior (``EXPONENT``), from the noisy size
-histogram and the calibrations' thresholds alone: post-processing. Model, prior
-and numerics: docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
+Each round reads users' items minus those earlier rounds released, so the last rounds
+gain less from a large Δ0 than M/T says: ``expected_released`` follows the rounds on a
+Zipf prior, from the noisy size histogram and the thresholds alone (post-processing).
+Model: docs/explanation/proofs.md#choosing-0-for-sips-a-model-of-its-rounds.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ __all__ = ["EXPONENT", "RULE", "rank_grid", "holding_probabilities", "expected_r
 
 # The Zipf exponent of the prior popularity law (docs/explanation/proofs.md, "The prior").
 EXPONENT = 1.3
-# The rule, as ``AutoPlan.to_dict`` reports it.
 RULE = ("argmax over candidates of the items the rounds release in a model of them: users "
         "from the noisy size histogram, each round reading the users' items minus those "
         f"earlier rounds released, items of Zipf popularity rank^-{EXPONENT:g} "
@@ -108,6 +106,4 @@ def expected_released(counts: Floats, sizes: Floats, thresholds: Floats, max_ite
 def round_thresholds(calibration) -> tuple | None:
     """The rounds' release thresholds of a calibration made of rounds (SIPS), or None."""
     rounds = getattr(calibration, "rounds", None)
-    if rounds is None:
-        return None
-    return tuple(float(r.release_threshold) for r in rounds)
+    return None if rounds is None else tuple(float(r.release_threshold) for r in rounds)

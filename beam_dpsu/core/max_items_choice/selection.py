@@ -1,11 +1,8 @@
 """A selection's Δ0 chosen from the noisy size histogram: ``AutoPlan``, ``plan_auto``.
 
-The rule takes the candidate that maximises M(Δ0)/T(Δ0) (ties to the smaller):
-M(Δ0) = Σ_u g(min(n_u, Δ0)) from the noisy histogram, taken two noise standard
-deviations low, g the mechanism's ``user_mass``; T the release threshold in weight
-units, from the calibrations (``plan_auto``, no data). SIPS is scored by a model
-of its rounds instead (``max_items_choice.rounds``). Derivation and each g:
-docs/explanation/proofs.md#choosing-0-privately-the-mt-rule.
+The rule maximises M(Δ0)/T(Δ0), M = Σ_u g(min(n_u, Δ0)) taken two noise deviations low,
+T the release threshold in weight units; SIPS is scored by ``max_items_choice.rounds``.
+Derivation and each g: docs/explanation/proofs.md#choosing-0-privately-the-mt-rule.
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ MASSES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 def user_mass(mechanism) -> str:
-    """The name, in ``MASSES``, of g(m), the weight a user keeping m items places (each
-    mechanism config states its own ``user_mass``)."""
+    """The name, in ``MASSES``, of g(m), the weight a user keeping m items places."""
     mass = getattr(mechanism, "user_mass", None)
     if mass not in MASSES:
         raise TypeError(f"no Δ0 rule for {type(mechanism).__name__}")
@@ -60,16 +56,13 @@ class AutoPlan:
       auto: the share and the candidates asked for.
       size_budget: what the size histogram spends.
       selection_budget: what the selection spends (any Δ0).
-      candidates: those the mechanism calibrates at under ``selection_budget`` (one
-        it refuses is left out, before any data is seen).
+      candidates: those the mechanism calibrates at under ``selection_budget``.
       weight_thresholds: T(Δ0) of each candidate.
       edges: the lower edges of the size bins.
       mechanism_name: the mechanism the rule is for.
       user_mass: g(m), a key of ``MASSES``.
-      round_thresholds: for SIPS, each candidate's rounds' thresholds T_r (scored by
-        ``max_items_choice.rounds``); empty for the others (the M/T rule).
-      calibrations: each candidate's calibration (with the pre-threshold), computed
-        once here for the selection to use.
+      round_thresholds: for SIPS, each candidate's rounds' thresholds T_r; else empty.
+      calibrations: each candidate's calibration (with the pre-threshold).
     """
 
     auto: AutoMaxItems
@@ -84,12 +77,10 @@ class AutoPlan:
     calibrations: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def proxy(self, noisy_counts: np.ndarray) -> np.ndarray:
-        """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) for each candidate, from the noisy counts as they
-        are (negatives included: M stays unbiased).
+        """(M(Δ0) − 2·sd(M(Δ0)))/T(Δ0) per candidate, from the noisy counts as they are.
 
-        With ``round_thresholds`` (SIPS): the items the rounds release in
-        ``max_items_choice.rounds``' model, for the candidates up to the one M/T picks
-        (0 above it; all 0 if no mass stands above the noise). Why the margin:
+        With ``round_thresholds`` (SIPS): the items ``max_items_choice.rounds``' model
+        releases, up to the candidate M/T picks (0 above it). Why:
         docs/explanation/bounding.md#the-selections-rule.
         """
         counts = _noisy_counts(noisy_counts, self.edges)
@@ -141,9 +132,8 @@ class AutoPlan:
 
 def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], who: str,
                          part: str) -> dict:
-    """{Δ0: calibrate(Δ0)} for every candidate whose ``calibrate`` does not raise
-    ValueError, in order; if none does, an error worded with ``who`` ("sips
-    calibrates") and ``part`` (the part of the budget), naming the first refusal."""
+    """{Δ0: calibrate(Δ0)} for every candidate ``calibrate`` does not refuse (ValueError);
+    if it refuses all, an error worded with ``who`` and ``part``, naming the first."""
     calibrations, refusals, errors = {}, [], []
     for c in auto.candidates:
         try:

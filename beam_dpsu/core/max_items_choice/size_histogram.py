@@ -1,8 +1,7 @@
 """The size histogram "auto" reads: users per size bin, plus integer noise (the DP release).
 
-Each user's number of distinct items falls into one fixed bin (``size_bin_edges``,
-``size_counts``), and every bin count gets integer noise of sensitivity 1
-(``size_noise``, ``noisy_size_histogram``).
+Each user's number of distinct items falls into one fixed bin, and every bin count gets
+integer noise of sensitivity 1 (docs/explanation/bounding.md#the-size-histogram).
 """
 
 from __future__ import annotations

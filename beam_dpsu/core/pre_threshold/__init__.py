@@ -1,9 +1,8 @@
 """Pre-threshold k (PipelineDP's ``pre_threshold``): the rule, and the calibrations it raises.
 
-``rule``, the mathematics, is re-exported here (``beam_dpsu.core.calibration``
-reads it). ``calibrations`` applies k to a mechanism's calibration; it reads
-``beam_dpsu.core.calibration``, so this package does not import it (a cycle):
-import ``beam_dpsu.core.pre_threshold.calibrations``.
+``rule``, the mathematics, is re-exported here; ``calibrations`` (k applied to a
+calibration) reads ``beam_dpsu.core.calibration``, which reads ``rule``, so it is not
+imported here (a cycle): import ``beam_dpsu.core.pre_threshold.calibrations``.
 """
 
 from beam_dpsu.core.pre_threshold.rule import (

@@ -1,9 +1,8 @@
 """A selection's calibration with a pre-threshold k: ``calibrate(mechanism, budget, k)``.
 
-A thresholded mechanism's release threshold becomes ρ_k (a policy's cutoff
-following, Γ = ρ_k + α·scale); truncated geometric keeps with π(n − (k − 1)). The
-noise scale and the δ split stay the mechanism's, so the guarantee is the same;
-k = 1 returns the calibration unchanged. Rule: ``beam_dpsu.core.pre_threshold.rule``.
+A thresholded mechanism's release threshold becomes ρ_k (a policy's cutoff following);
+truncated geometric keeps with π(n − (k − 1)); noise and δ split stay the mechanism's.
+Rule: ``beam_dpsu.core.pre_threshold.rule``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Pre-threshold k: an item is released only if at least k distinct users hold it.
 
-PipelineDP's (and Google's) ``pre_threshold``, on top of the DP selection: an item
-whose holders n (distinct users whose *bounded* list holds it) are fewer than k is
-never released; k = 1 is none. This module is the mathematics only: a count
-strategy keeps m = n − (k − 1) (``keep_probability_with_pre_threshold``), a
-weighted or policy mechanism releases above ρ_k = ρ′ + (k − 1)·w_max
-(``release_threshold``). Proof: docs/explanation/proofs.md#pre-threshold.
+PipelineDP's ``pre_threshold``, on top of the DP selection (holders counted after
+bounding; k = 1 is none). The mathematics only: a count strategy keeps
+m = n − (k − 1), a thresholded mechanism releases above ρ_k = ρ′ + (k − 1)·w_max.
+Proof: docs/explanation/proofs.md#pre-threshold.
 """
 
 from __future__ import annotations
@@ -53,11 +51,8 @@ def shifted_counts(holders, pre_threshold: int) -> np.ndarray:
 
 def keep_probability_with_pre_threshold(keep_probability: Callable[[np.ndarray], np.ndarray],
                                         holders, pre_threshold: int) -> np.ndarray:
-    """π_k(n) = π(n − (k − 1)) if n ≥ k, else 0 (vectorised over n; PipelineDP's semantics).
-
-    ``keep_probability``: the strategy's π on counts (an array in, an array out),
-    called on m ≥ 1 only; private at the strategy's own (ε′, δ′) per item.
-    """
+    """π_k(n) = π(n − (k − 1)) if n ≥ k, else 0 (vectorised over n; PipelineDP's semantics),
+    ``keep_probability`` the strategy's π on counts, called on m ≥ 1 only."""
     n = np.asarray(holders, dtype=np.float64)
     keep = eligible(n, pre_threshold)
     m = np.where(keep, shifted_counts(n, pre_threshold), 1.0)  # π evaluated where kept only
@@ -81,8 +76,7 @@ def pre_threshold_shift(pre_threshold: int, max_user_weight: float) -> float:
 
 
 def own_weights_equal(mechanism: str, pre_threshold: int) -> bool:
-    """Whether the extra user's new keys get equal weights (so the mechanism's own ρ
-    covers them): always but for Policy Gaussian at k ≥ 2."""
+    """Whether the extra user's new keys get equal weights: all but Policy Gaussian at k ≥ 2."""
     max_user_weight(mechanism)
     return check_pre_threshold(pre_threshold) == 1 or mechanism not in _UNEQUAL_AT_K_ABOVE_ONE
 
@@ -116,9 +110,8 @@ def release_threshold(mechanism: str, pre_threshold: int, noise_scale: float,
     """ρ_k = ρ′ + (k − 1)·w_max for a mechanism by name, its noise scale (λ or σ; for
     SIPS one round's σ_r and δ_r) and its threshold δ, rounded up.
 
-    ρ′ is the mechanism's own threshold, except for Policy Gaussian at k ≥ 2:
-    1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}), covering every weighting (and GW's for Policy
-    Laplace where ρ_Lap < 1). Proof: docs/explanation/proofs.md#pre-threshold.
+    ρ′ is the mechanism's own threshold, but for Policy Gaussian at k ≥ 2 (and Policy
+    Laplace where ρ_Lap < 1): docs/explanation/proofs.md#pre-threshold.
     """
     k = check_pre_threshold(pre_threshold)
     base = _base_threshold(mechanism, k, noise_scale, threshold_delta, max_items_per_user)
@@ -134,10 +127,8 @@ def release_threshold(mechanism: str, pre_threshold: int, noise_scale: float,
 
 def check_cutoff(mechanism: str, pre_threshold: int, cutoff: float,
                  release_threshold: float) -> float:
-    """A policy's cutoff Γ, checked where the proof reads it: Policy Laplace at k ≥ 2.
-
-    Its plain shift (ρ′ = ρ_Lap) needs Γ ≥ ρ_k; elsewhere any Γ keeps the proof
-    (docs/explanation/proofs.md#pre-threshold, "Policy Laplace").
+    """A policy's cutoff Γ, checked where the proof reads it: Policy Laplace at k ≥ 2 needs
+    Γ ≥ ρ_k (docs/explanation/proofs.md#pre-threshold, "Policy Laplace").
 
     Args:
       mechanism: the mechanism's kebab-case name.

@@ -1,9 +1,7 @@
 """Users packed into compact blocks, whole users a block (pure Python/numpy, no Beam).
 
-``record_blocks``: users' checked items (the records "auto" holds, SIPS's rounds);
-``document_blocks``: users' documents as token ids, for DPNE's levels;
-``shard_blocks``: a sequential policy's shard. The Beam steps that pack and read
-them: ``beam_dpsu.beam.user_blocks``. Why blocks: docs/explanation/bounding.md#user-blocks.
+``record_blocks``: users' checked items; ``document_blocks``: users' documents, for DPNE;
+``shard_blocks``: a sequential policy's shard. Why: docs/explanation/bounding.md#user-blocks.
 """
 
 from beam_dpsu.core.user_blocks import document_blocks, record_blocks, shard_blocks

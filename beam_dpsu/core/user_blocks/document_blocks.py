@@ -1,10 +1,8 @@
 """DPNE's level work on blocks of users, in numpy (dpne §2, Algorithm 1 lines 4–9).
 
-A ``DocumentBlock`` holds a block of users' documents as token ids into its own
-vocabulary, so one level over the block is a handful of array operations plus
-one set lookup per distinct (k−1)-gram. A level computes exactly the per-user
-rule (``kgrams.is_valid``; tests/core/user_blocks/test_document_blocks.py checks
-they agree), each user's sum moving by at most 1 in ℓ2 (dpne Theorem 2.1).
+A ``DocumentBlock`` holds users' documents as token ids into its own vocabulary, so a
+level over it is a few array operations and one set lookup per distinct (k−1)-gram,
+computing exactly the per-user rule (``kgrams.is_valid``).
 Sampling and why: docs/explanation/bounding.md#document-blocks.
 """
 
@@ -45,11 +43,6 @@ class _Vocabulary(dict):
         self[token] = i = len(self)
         return i
 
-    def truncate(self, size: int) -> None:
-        """Forgets the tokens numbered ``size`` and after (the newest ones)."""
-        while len(self) > size:
-            self.popitem()  # dicts pop their last insertion first
-
 
 class BadToken(ValueError):
     """A token failed the builder's check (the caller re-checks its record, to name it)."""
@@ -84,7 +77,8 @@ class BlockBuilder:
                 lengths.append(len(doc))
         except (BadToken, TypeError):
             del tokens[n_tokens:], lengths[n_docs:]
-            self._index.truncate(n_vocab)
+            while len(self._index) > n_vocab:
+                self._index.popitem()  # dicts pop their last insertion first
             raise
         self._doc_users.extend([self.users] * (len(lengths) - n_docs))
         if self._user_ids is not None:
@@ -120,9 +114,8 @@ _DIGIT_KEYS = 1 << 62
 
 def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int,
                n_tokens: int) -> tuple[np.ndarray, bool]:
-    """(an int64 key per position of ``starts``, equal iff the ``length``-grams are: the
-    token ids as digits base ``n_tokens``, or dense ids once a digit could overflow;
-    whether they are digit keys)."""
+    """(an int64 key per ``length``-gram at ``starts``, equal iff the grams are, whether
+    they are the token ids as digits base ``n_tokens``, not dense ids past overflow)."""
     keys = tokens[starts].astype(np.int64)
     base = max(n_tokens, 1)
     bound = base  # keys < bound
@@ -197,21 +190,14 @@ def _digit_keys(grams, vocab: list, length: int) -> np.ndarray:
     return np.array(keys, dtype=np.int64)
 
 
-def _distinct_sorted(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort (numpy 2's hash-based one is slower on int64)."""
-    ordered = np.sort(values)
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if ordered.size else ordered
-
-
 def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, max_items: int,
                           item_weight: Callable[[int], float], rng: np.random.Generator | None,
                           seeded_sample=None, count_holders: bool = False):
     """Σ_users item_weight(|S_u|) on each item of S_u, per item index (length ``n_items``).
 
-    ``(users[j], items[j])`` are occurrences (repeats count once); S_u is user u's
-    distinct items, sampled uniformly to ``max_items`` by priorities from ``rng``, or
-    by ``seeded_sample(u, item indices) → kept indices`` (tests). ``count_holders``:
-    also the number of users whose S_u holds each item (a pre-threshold).
+    S_u: user u's distinct items of the occurrences ``(users[j], items[j])``, sampled
+    to ``max_items`` by priorities from ``rng``, or by ``seeded_sample(u, item indices)``
+    (tests). ``count_holders``: also each item's number of holders (a pre-threshold).
     """
     if users.size == 0:
         empty = np.zeros(n_items)
@@ -252,15 +238,16 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
 
 
 def _distinct_pairs(users: np.ndarray, items: np.ndarray, n_items: int) -> tuple:
-    """(user, item) of each distinct (users[j], items[j]) pair: by a stable (radix) sort by
-    item when users ascend and items fit 16 bits (a repeated pair is then adjacent),
-    else by one combined key."""
+    """(user, item) of each distinct (users[j], items[j]) pair: by a stable radix sort by
+    item when users ascend and items fit 16 bits, else by one combined key."""
     if n_items <= 1 << 16 and (users.size < 2 or bool((users[1:] >= users[:-1]).all())):
         order = np.argsort(items.astype(np.uint16), kind="stable")
         user, item = users[order].astype(np.int64), items[order].astype(np.int64)
         new = np.r_[True, (item[1:] != item[:-1]) | (user[1:] != user[:-1])]
         return user[new], item[new]
-    pairs = _distinct_sorted(users.astype(np.int64) * n_items + items)
+    # By a sort, not ``np.unique`` (numpy 2's hash-based one is slower on int64).
+    pairs = np.sort(users.astype(np.int64) * n_items + items)
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
     return pairs // n_items, pairs % n_items
 
 
@@ -317,12 +304,8 @@ def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=Non
 
 def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, max_items: int,
                item_weight, rng, seed=None, salt: str = "") -> list:
-    """Level k ≥ 2: [(k-gram, Σ weights)] over the block's users' distinct valid k-grams.
-
-    Valid: its prefix (k−1)-gram is in ``previous`` (S_{k−1}) and (``both``) so is
-    its suffix, or (``single``) its last token is in ``unigrams`` (S_1); both are
-    containers of token tuples.
-    """
+    """Level k ≥ 2: [(k-gram, Σ weights)] over the block's users' distinct valid k-grams
+    (``kgrams.is_valid`` with ``previous`` = S_{k−1}, ``unigrams`` = S_1, token tuples)."""
     tokens, vocab = block.tokens, block.vocab
     n = tokens.size
     ends = np.repeat(np.cumsum(block.doc_lengths), block.doc_lengths)  # each position's doc end

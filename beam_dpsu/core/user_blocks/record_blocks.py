@@ -1,11 +1,8 @@
 """Users' checked items packed compactly, for the records ``max_items_per_user="auto"`` holds.
 
-A block is a run of users, each user's distinct items as ids into the block's own
-item list, written as per-user differences (``encode_ids``), with each item's
-occurrences for a mechanism that reads frequencies; the users' size bins are
-counted as they are packed. SIPS's rounds carry their users as such blocks
-(``block_users``, ``without_items``). Pure Python/numpy (no Beam).
-Why and how: docs/explanation/bounding.md#record-blocks.
+A block is a run of users, each user's distinct items as ids into the block's own item
+list (and their occurrences, for a mechanism that reads frequencies); SIPS's rounds carry
+their users as such blocks. Why and how: docs/explanation/bounding.md#record-blocks.
 """
 
 from __future__ import annotations
@@ -50,10 +47,6 @@ class RecordBlockBuilder:
     @property
     def users(self) -> int:
         return len(self._ends)
-
-    @property
-    def pairs(self) -> int:
-        return len(self._items)
 
     @property
     def full(self) -> bool:
@@ -116,9 +109,8 @@ _PLAIN_STR, _COUNTS, _JOINED, _KEYS = 1, 2, 4, 8
 
 
 def _joined(items: list, plain_str: bool) -> bytes | None:
-    """The item list as its str joined by NUL in UTF-8 (lone surrogates passed through),
-    when every item is a str without NUL (so ``split`` is exact), else None: 1 byte an
-    item besides its own, against 3 pickled."""
+    """The items joined by NUL in UTF-8 (1 byte an item, against 3 pickled) when every one
+    is a str without NUL (so ``split`` is exact), else None."""
     if not items or not (plain_str or all(type(item) is str for item in items)):
         return None
     joined = "\0".join(items)
@@ -312,13 +304,12 @@ def unpack_block(block: bytes):
     if decoded.counts is not None:
         times = decoded.counts.tolist()
     kind = Tokens if decoded.plain_str else list
-    start = 0
-    for end in decoded.ends.tolist():
+    ends = decoded.ends.tolist()
+    for start, end in zip([0] + ends, ends):
         if decoded.counts is None:
             yield kind(listed[start:end])
         else:
             yield kind(item for i in range(start, end) for item in repeat(listed[i], times[i]))
-        start = end
 
 
 def _decoded_distinct(block: bytes, refusal: str) -> DecodedBlock:
@@ -334,11 +325,10 @@ def block_users(block: bytes) -> Iterator[tuple]:
     given to a ``keyed`` builder (None otherwise), ``items`` a list."""
     decoded = _decoded_distinct(block, "block_users reads blocks of distinct items, not "
                                        "of occurrences")
-    listed, keys = decoded.listed(), decoded.keys
-    start = 0
-    for user, end in enumerate(decoded.ends.tolist()):
-        yield (None if keys is None else keys[user]), listed[start:end]
-        start = end
+    listed, ends = decoded.listed(), decoded.ends.tolist()
+    keys = [None] * len(ends) if decoded.keys is None else decoded.keys
+    for key, start, end in zip(keys, [0] + ends, ends):
+        yield key, listed[start:end]
 
 
 def with_keys(block: bytes, keys: list) -> bytes:

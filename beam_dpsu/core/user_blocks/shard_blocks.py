@@ -26,9 +26,8 @@ _HEADER = struct.Struct("<QQB")
 class UserBlockBuilder:
     """Users of one shard packed into one compact block: ``add`` them, then ``encode``.
 
-    A block holds the users' 16-byte order keys, its distinct items (each stored
-    once), and each user's list as ids into them, in the list's order (16-bit up to
-    ``SMALL_IDS`` distinct items, else 32-bit). Users with an empty list are not added.
+    A block holds the users' 16-byte order keys, its distinct items (each once), and each
+    user's list as ids into them, in order (16-bit up to ``SMALL_IDS`` items, else 32-bit).
     """
 
     def __init__(self):
@@ -108,10 +107,9 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
                            count_holders: bool = False):
     """A shard's policy histogram from its encoded blocks, in any number and order.
 
-    ``policy_weights`` visits the users sorted by order key, equal keys in the order
-    of their lists' bytes, so the result does not depend on how users fell into
-    blocks (docs/explanation/bounding.md#shard-blocks). With ``count_holders``:
-    ({item: weight}, {item: users listing it}), for a pre-threshold.
+    Users are visited sorted by order key, ties by their lists' bytes, so the result does
+    not depend on how users fell into blocks (docs/explanation/bounding.md#shard-blocks).
+    ``count_holders``: also {item: users listing it}, for a pre-threshold.
     """
     users = _ShardUsers(blocks)
     if not users.num_items:
@@ -130,9 +128,8 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
 
 
 class _ShardUsers:
-    """A shard's users from its blocks: their order keys joined, the shard's distinct
-    items, and each user's list in the shard's numbering when read (each block's ids
-    stay views of its bytes, with one array per block mapping them to the shard's)."""
+    """A shard's users from its blocks, each block's ids views of its bytes, mapped to the
+    shard's numbering by one array per block when read."""
 
     def __init__(self, blocks: Iterable[bytes]):
         ids = ItemIds()
