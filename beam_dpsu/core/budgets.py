@@ -88,8 +88,7 @@ class Budget:
 
     Attributes:
       epsilon: ε > 0, the multiplicative privacy loss bound.
-      delta: 0 <= δ < 1, the additive slack. δ = 0 (pure ε-DP) suits the counts;
-        every set-union mechanism needs δ > 0 and refuses a pure budget.
+      delta: 0 <= δ < 1, the additive slack (0, pure ε-DP, suits only the counts).
     """
 
     epsilon: float
@@ -126,8 +125,7 @@ class ZCDPBudget:
 
     Attributes:
       rho: ρ > 0, the zero-concentrated DP parameter.
-      delta: 0 <= δ < 1, the probability of the event outside which the mechanism is
-        ρ-zCDP (δ_CDP, dp-sips App. B); set-union mechanisms need δ > 0.
+      delta: 0 <= δ < 1, δ_CDP: the chance of the event outside which it is ρ-zCDP.
     """
 
     rho: float
@@ -164,9 +162,8 @@ def _budget_kind(budget) -> type:
 class BudgetAccountant:
     """Tracks spending against a total budget; overspending is an error.
 
-    Parts must be of the total's kind; ε, ρ and δ add (basic composition; dp-sips
-    Lemma 6). Sums are exact (the floats as Fractions), with no tolerance
-    (docs/privacy.md, invariant 4).
+    Parts of the total's kind add (basic composition; dp-sips Lemma 6), summed exactly as
+    Fractions, with no tolerance (docs/privacy.md, invariant 4).
 
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` that every part spent counts against.

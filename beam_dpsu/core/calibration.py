@@ -9,7 +9,6 @@ Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from fractions import Fraction
 
@@ -226,15 +225,6 @@ class KeepProbabilityCalibration:
         }
 
 
-def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
-    """ε, or √(2ρ) under zCDP: δ-approximate ρ-zCDP (Bun & Steinke Prop. 1.4; dp-sips Def. 5)."""
-    if isinstance(budget, Budget):
-        return budget.epsilon
-    if isinstance(budget, ZCDPBudget):
-        return gaussian.zcdp_laplace_epsilon(budget.rho)
-    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
-
-
 def _finite_noise_scale(scale: float, name: str, budget) -> float:
     """``scale`` if it is a positive finite float, else an error naming the budget parameter."""
     if math.isfinite(scale) and scale > 0:
@@ -251,7 +241,13 @@ def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
     checks.require_delta(budget, source)
-    lam = _finite_noise_scale(l1_sensitivity / _laplace_epsilon(budget), "lambda", budget)
+    if isinstance(budget, Budget):
+        epsilon = budget.epsilon
+    elif isinstance(budget, ZCDPBudget):  # √(2ρ): ρ-zCDP (Bun & Steinke Prop. 1.4; dp-sips Def. 5)
+        epsilon = gaussian.zcdp_laplace_epsilon(budget.rho)
+    else:
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    lam = _finite_noise_scale(l1_sensitivity / epsilon, "lambda", budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
         release_threshold=threshold_fn(lam, budget.delta, max_items_per_user),
@@ -284,12 +280,6 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
                "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
 
 
-def _threshold_at(threshold_fn, max_items_per_user: int, sigma: float,
-                  threshold_delta: float) -> float:
-    """``gaussian_calibration``'s objective (a partial of it is ``split_delta``'s)."""
-    return threshold_fn(sigma, threshold_delta, max_items_per_user)
-
-
 def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
                          threshold_fn, source: str) -> Calibration:
     """Gaussian σ and threshold ``threshold_fn(σ, δ_threshold, Δ0)``.
@@ -301,9 +291,8 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     checks.require_delta(budget, source)
     delta_noise = None
     if isinstance(budget, Budget):
-        split = split_delta(budget.epsilon, budget.delta,
-                            functools.partial(_threshold_at, threshold_fn, max_items_per_user),
-                            l2_sensitivity)
+        split = split_delta(budget.epsilon, budget.delta, lambda sigma, threshold_delta: (
+            threshold_fn(sigma, threshold_delta, max_items_per_user)), l2_sensitivity)
         sigma, threshold_delta, delta_noise = (split.sigma_total, split.threshold_delta,
                                                split.delta_noise)
     elif isinstance(budget, ZCDPBudget):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from fractions import Fraction
 from typing import ClassVar
@@ -131,13 +130,6 @@ class TruncatedGeometric(ParallelMechanism):
         return truncated_geometric_calibration(budget, self.max_items_per_user)
 
 
-def _last_round_threshold(w_last: float, d0: int, sigma_total: float,
-                          threshold_delta: float) -> float:
-    """SIPS's last round's threshold at a split: σ_total/√w_last and δ_thr·w_last."""
-    return thresholds.weighted_gaussian_threshold(
-        sigma_total / math.sqrt(w_last), threshold_delta * w_last, d0)
-
-
 @dataclasses.dataclass(frozen=True)
 class SIPS(MechanismConfig):
     """DP-SIPS: iterative partition selection (dp-sips §4, Algorithm 3; Theorem 1, Lemma 6).
@@ -150,8 +142,7 @@ class SIPS(MechanismConfig):
       max_items_per_user: Δ0, distinct items sampled per user in each round.
       rounds: I ≥ 1, the number of rounds (at most ``MAX_ROUNDS`` = 40).
       ratio: r in (0, 1], the ratio between consecutive rounds' budgets.
-      removal: how earlier rounds' items are removed: "side_input" (default; broadcast)
-        or "join" (no memory bound, more shuffles; ``beam_dpsu.beam.sips``). Execution only.
+      removal: "side_input" (default; broadcast) or "join" (no memory bound): execution only.
     """
 
     max_items_per_user: int = 100
@@ -181,11 +172,11 @@ class SIPS(MechanismConfig):
         object.__setattr__(self, "ratio", float(self.ratio))
 
     def _delta_split(self, budget: Budget) -> DeltaSplit:
-        """The δ split minimising the last round's threshold (see the class docstring)."""
+        """The δ split minimising the last round's threshold (σ_total/√w_last, δ_thr·w_last)."""
         w_last = budgets.geometric_split_weights(self.rounds, self.ratio)[-1]
-        return split_delta(budget.epsilon, budget.delta,
-                           functools.partial(_last_round_threshold, w_last,
-                                             self.max_items_per_user))
+        return split_delta(budget.epsilon, budget.delta, lambda sigma_total, delta_thr: (
+            thresholds.weighted_gaussian_threshold(sigma_total / math.sqrt(w_last),
+                                                   delta_thr * w_last, self.max_items_per_user)))
 
     def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
         """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total), δ = δ_thr."""
