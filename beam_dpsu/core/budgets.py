@@ -213,10 +213,8 @@ class BudgetAccountant:
                 param, f"cannot spend {a_type(part)} from {a_type(self.total)} total")
 
     def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
-        """Records ``part`` as spent and returns it; raises if it does not fit.
-
-        ``what`` names the spender in the error (e.g. ``"SelectItems (sips)"``).
-        """
+        """Records ``part`` as spent and returns it; raises, naming ``what`` (e.g.
+        ``"SelectItems (sips)"``), if it does not fit."""
         self._check_kind("part", part)
         for f in self._fields():
             if not self._fits(f, [part]):

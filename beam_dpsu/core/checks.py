@@ -41,8 +41,7 @@ _INTS = (int, np.integer)
 class ParameterError(ValueError):
     """A bad parameter: ``param`` names it, ``problem`` says what is wrong.
 
-    ``str(error)`` is ``f"{param} {problem}"``, or, for an error made with
-    :meth:`worded`, the whole message given (``leads_with_param`` False).
+    ``str(error)`` is ``f"{param} {problem}"``, or the message given to :meth:`worded`.
     """
 
     def __init__(self, param: str, problem: str, message: str | None = None):

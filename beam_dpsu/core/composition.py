@@ -285,10 +285,8 @@ class _Composition:
 
 
 def composed_delta(selection, counts, epsilon: float, method: str = "auto") -> float:
-    """Total δ at ``epsilon`` of the selection and its counts: δ_loss(ε) + threshold δ.
-
-    Raises ``ParameterError`` for one part of a mechanism (see ``composed_guarantee``).
-    """
+    """Total δ at ``epsilon`` of the selection and its counts: δ_loss(ε) + threshold δ
+    (``ParameterError`` for one part of a mechanism, as ``composed_guarantee``)."""
     comp = _Composition(selection, counts, method)
     return min(1.0, comp.loss_delta(float(epsilon)) + comp.threshold_delta)
 
@@ -296,8 +294,7 @@ def composed_delta(selection, counts, epsilon: float, method: str = "auto") -> f
 def composed_epsilon(selection, counts, delta: float, method: str = "auto") -> float:
     """Total ε at total ``delta``: the ε at δ − threshold δ of the privacy-loss part.
 
-    Raises ``ValueError`` if ``delta`` does not exceed the selection's threshold δ, or
-    for one part of a mechanism (see ``composed_guarantee``).
+    Raises ``ValueError`` if ``delta`` is at most the threshold δ, or for one part of a mechanism.
     """
     comp = _Composition(selection, counts, method)
     loss_delta = float(delta) - comp.threshold_delta

@@ -176,10 +176,8 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
 
 
 def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
-    """The largest c ≥ 1 (to 1e-9) at which the parts c(1−s)ε and c·s·ε compose to ≤ ε.
-
-    Every accepted c is checked, so the result holds even if c ↦ ε is not monotone.
-    """
+    """The largest c ≥ 1 (to 1e-9) at which the parts c(1−s)ε and c·s·ε compose to ≤ ε
+    (every accepted c is checked: the result holds even if c ↦ ε is not monotone)."""
     eps, delta = total.epsilon, total.delta
 
     def fits(c: float) -> bool:

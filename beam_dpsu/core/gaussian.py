@@ -27,8 +27,7 @@ __all__ = ["gaussian_noise_schedule", "analytic_gaussian_sigma", "gaussian_mecha
 def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
     """σ_1..σ_T, σ_k = decay·σ_{k−1}, with 1/σ*² = Σ_k 1/σ_k² for σ* = ``sigma_total``.
 
-    dpne Theorem 2.1, Proposition 2.3, §3.1.1. Derivation:
-    numerics.md#composing-levels-the-noise-schedule.
+    dpne Theorem 2.1, Prop. 2.3, §3.1.1; numerics.md#composing-levels-the-noise-schedule.
     """
     sigma_total = checks.positive("sigma_total", sigma_total)
     checks.integer("levels", levels)
@@ -314,8 +313,7 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
 def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
     """σ = Δ/√(2ρ), ρ-zCDP for ℓ2 sensitivity Δ (Bun & Steinke 2016, Prop. 1.6), rounded up.
 
-    Rounded until Δ²/(2σ²) ≤ ρ exactly (numerics.md#zcdp-to-dp-and-back); a σ that is not
-    positive and finite is returned for the caller to name.
+    Until Δ²/(2σ²) ≤ ρ exactly (numerics.md#zcdp-to-dp-and-back); σ ≤ 0 or not finite as is.
     """
     sigma = l2_sensitivity / math.sqrt(2.0 * rho)
     if not (math.isfinite(sigma) and sigma > 0.0):

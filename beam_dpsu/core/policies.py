@@ -52,10 +52,8 @@ def user_contribution(items: Iterable[Hashable],
 
 
 class ItemIds:
-    """Small integer ids for items, numbered 0, 1, 2, … in order of first sight.
-
-    One C-level lookup per item (docs/explanation/accounting.md#item-ids-and-histograms).
-    """
+    """Small integer ids for items, numbered 0, 1, 2, … in order of first sight, one C-level
+    lookup per item (docs/explanation/accounting.md#item-ids-and-histograms)."""
 
     __slots__ = ("_index",)
 
@@ -156,10 +154,8 @@ class WeightedHistogramBuilder:
         return listed >= self.FOLD_IDS and listed >= len(self._ids)
 
     def add_block(self, items: list, ids: np.ndarray, sizes: np.ndarray) -> None:
-        """Adds many users: ``ids`` index ``items``, user after user, ``sizes`` long each.
-
-        As ``add_distinct`` once per user, with one dict probe per distinct item of the block.
-        """
+        """``add_distinct`` for many users: ``ids`` index ``items``, user after user, ``sizes``
+        long each, with one dict probe per distinct item of the block."""
         if not len(ids):
             return
         builder_ids = self._ids.of_block(items, ids)

@@ -65,9 +65,8 @@ def _gaussian_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
 _EXACT_ITEMS = 64
 
 
-def _candidate_items(max_items_per_user: int) -> np.ndarray:
-    """1..64 and Δ0, where a weighted threshold's max over t peaks (proof: numerics.md)."""
-    d0 = checks.max_items(max_items_per_user)
+def _candidate_items(d0: int) -> np.ndarray:
+    """1..64 and Δ0 (valid), where a weighted threshold's max over t peaks (proof: numerics.md)."""
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
     if d0 <= _EXACT_ITEMS:
         return head
