@@ -2,8 +2,7 @@
 
 ``CountReleased`` draws the counts, each user on ≤ Δ0 released items, with pure discrete
 noise. ``split_selection_and_counts`` splits one total; ``composed_guarantees`` states
-the tighter total as run. Proofs: docs/explanation/proofs.md#counts-of-released-items,
-#selection-composed-with-its-counts.
+the tighter total as run. Proof: docs/explanation/proofs.md#counts-of-released-items.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Parallel rules add a fixed weight to each of a user's ≤ Δ0 items; sequential rules
 (Policy Laplace/Gaussian, GW, GW-KT) update the histogram so far, users in keyed-hash
 order, and key every item of every user's list (docs/privacy.md, invariant 8).
-Proofs: docs/explanation/proofs.md#parallel-and-sequential-updates, #gw-and-gw-kt.
+Proofs: docs/explanation/proofs.md#parallel-and-sequential-updates (and #gw-and-gw-kt).
 """
 
 from __future__ import annotations
