@@ -1,10 +1,8 @@
 """Privacy budgets: (ε, δ)-DP and δ-approximate ρ-zCDP, their splits and the accountant.
 
-Pure Python; no Beam. Golden-tested in ``tests/core/test_accounting.py``; the
-conversions' Gaussian mathematics is ``beam_dpsu.core.gaussian``.
-``ZCDPBudget(rho, delta)`` is δ-approximate ρ-zCDP (Bun & Steinke 2016, Def. 8.1;
-dp-sips Definition 5): its ``delta`` is δ_CDP, the probability of the bad event,
-*not* the δ of a converted (ε, δ)-DP guarantee.
+Pure Python; the conversions' mathematics is ``beam_dpsu.core.gaussian``. A
+``ZCDPBudget``'s ``delta`` is δ_CDP (Bun & Steinke 2016, Def. 8.1; dp-sips Definition
+5), *not* the δ of a converted (ε, δ)-DP guarantee.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ def parts_within(total: float, parts: Sequence[float],
                  problem: str | None = None) -> list[float]:
     """``parts``, those at ``rounded`` (default: all) scaled down to an exact sum ≤ ``total``.
 
-    A split computed in floats can sum a few ulps past its total, which the
-    accountant refuses (docs/privacy.md, invariant 4); parts within are returned as
-    given. Derivation: docs/explanation/accounting.md#parts-within-a-total.
+    Parts already within are returned as given (docs/privacy.md, invariant 4).
+    Derivation: docs/explanation/accounting.md#parts-within-a-total.
 
     Raises:
       ParameterError: about ``name``, saying ``problem``, if a positive part would
@@ -54,10 +51,9 @@ def parts_within(total: float, parts: Sequence[float],
 
 
 def geometric_split_weights(rounds: int, ratio: float) -> list[float]:
-    """The DP-SIPS round shares: round i of I gets r^{I−i−1}(1−r)/(1−r^I).
+    """The DP-SIPS round shares: round i of I gets r^{I−i−1}(1−r)/(1−r^I), even at r = 1.
 
-    dp-sips Algorithm 3 (its box is missing; docs/privacy.md, DP-SIPS, gives it) and
-    Theorem 1's proof: rising geometrically, summing to 1; even at r = 1.
+    dp-sips Algorithm 3 (its box is missing; docs/privacy.md, DP-SIPS) and Theorem 1's proof.
 
     Args:
       rounds: I, the number of rounds (≥ 1).
@@ -92,8 +88,7 @@ class Budget:
 
     Attributes:
       epsilon: ε > 0, the multiplicative privacy loss bound.
-      delta: 0 <= δ < 1, the additive slack. δ = 0 (pure ε-DP) suits the counts;
-        every set-union mechanism needs δ > 0 and refuses a pure budget.
+      delta: 0 <= δ < 1, the additive slack (0, pure ε-DP, suits only the counts).
     """
 
     epsilon: float
@@ -104,20 +99,14 @@ class Budget:
         object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["Budget"]:
-        """Parts proportional to ``weights``, ε and δ summing exactly to ≤ this budget's.
-
-        Basic composition (Dwork & Roth, Thm 3.16); rounded by ``parts_within``.
-        """
+        """Parts proportional to ``weights``, summing exactly to ≤ this budget (Dwork & Roth,
+        Thm 3.16); rounded by ``parts_within``."""
         # A tight split's part is bound to one calibration: its pieces would not be.
         checks.no_tight_part(self, "Budget.split (splitting it again)")
-        w = checks.split_weights(weights)
-        epsilons = parts_within(self.epsilon, [self.epsilon * x for x in w])
-        deltas = parts_within(self.delta, [self.delta * x for x in w])
-        return [Budget(e, d) for e, d in zip(epsilons, deltas)]
+        return [Budget(e, d) for e, d in _split(self.epsilon, self.delta, weights)]
 
     def to_zcdp(self) -> "ZCDPBudget":
-        """The zCDP budget of a pure ε-DP mechanism (δ = 0 only): ρ = ε²/2 (Bun & Steinke
-        2016, Proposition 1.4)."""
+        """The zCDP budget of a pure ε-DP budget: ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4)."""
         # A tight split's counts part (δ = 0) converted would be a plain ZCDPBudget.
         checks.no_tight_part(self, "Budget.to_zcdp (converting it)")
         if self.delta != 0:
@@ -136,8 +125,7 @@ class ZCDPBudget:
 
     Attributes:
       rho: ρ > 0, the zero-concentrated DP parameter.
-      delta: 0 <= δ < 1, the probability of the event outside which the mechanism is
-        ρ-zCDP (δ_CDP, dp-sips App. B); set-union mechanisms need δ > 0.
+      delta: 0 <= δ < 1, δ_CDP: the chance of the event outside which it is ρ-zCDP.
     """
 
     rho: float
@@ -148,15 +136,9 @@ class ZCDPBudget:
         object.__setattr__(self, "delta", checks.probability_or_zero("delta", self.delta))
 
     def split(self, weights: Sequence[float]) -> list["ZCDPBudget"]:
-        """Parts proportional to ``weights``, composing to within this budget.
-
-        ρ adds, δ adds as an upper bound (dp-sips Lemma 6: δ + δ' − δδ' ≤ δ + δ');
-        rounded by ``parts_within``.
-        """
-        w = checks.split_weights(weights)
-        rhos = parts_within(self.rho, [self.rho * x for x in w])
-        deltas = parts_within(self.delta, [self.delta * x for x in w])
-        return [ZCDPBudget(r, d) for r, d in zip(rhos, deltas)]
+        """Parts proportional to ``weights``, composing to within this budget (dp-sips Lemma 6:
+        δ + δ' − δδ' ≤ δ + δ'); rounded by ``parts_within``."""
+        return [ZCDPBudget(r, d) for r, d in _split(self.rho, self.delta, weights)]
 
     def to_dp(self, delta_dp: float) -> Budget:
         """The (ε, δ_DP)-DP guarantee this budget implies (dp-sips Corollary 9)."""
@@ -164,6 +146,12 @@ class ZCDPBudget:
 
     def to_dict(self) -> dict:
         return {"type": "approx-zcdp", "rho": self.rho, "delta": self.delta}
+
+
+def _split(first: float, delta: float, weights: Sequence[float]):
+    w = checks.split_weights(weights)
+    return zip(parts_within(first, [first * x for x in w]),
+               parts_within(delta, [delta * x for x in w]))
 
 
 def _budget_kind(budget) -> type:
@@ -174,9 +162,8 @@ def _budget_kind(budget) -> type:
 class BudgetAccountant:
     """Tracks spending against a total budget; overspending is an error.
 
-    Parts must be of the total's kind; ε, ρ and δ add (basic composition; dp-sips
-    Lemma 6). Sums are exact (the floats as Fractions), with no tolerance
-    (docs/privacy.md, invariant 4).
+    Parts of the total's kind add (basic composition; dp-sips Lemma 6), summed exactly as
+    Fractions, with no tolerance (docs/privacy.md, invariant 4).
 
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` that every part spent counts against.
@@ -211,8 +198,7 @@ class BudgetAccountant:
         return need <= self._exact_remaining(field)
 
     def remaining(self) -> dict:
-        """What is left, per field: the largest float at most the exact remainder, so a
-        part of that size still fits (a float sum of the parts would round either way)."""
+        """What is left, per field: the largest float at most the exact remainder (it fits)."""
         return {f: rounded_down(self._exact_remaining(f)) for f in self._fields()}
 
     def _exceeded(self, field: str, asked: str) -> BudgetExceededError:
@@ -221,14 +207,15 @@ class BudgetAccountant:
             f"spent {self.spent()[field]!r}): at most {field}={self.remaining()[field]!r} "
             "remains, the parts' floats summed exactly (the parts of Budget.split fit whole)")
 
-    def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
-        """Records ``part`` as spent and returns it; raises if it does not fit.
-
-        ``what`` names the spender in the error (e.g. ``"SelectItems (sips)"``).
-        """
+    def _check_kind(self, param: str, part) -> None:
         if _budget_kind(part) is not _budget_kind(self.total):
             raise ParameterTypeError.worded(
-                "part", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
+                param, f"cannot spend {a_type(part)} from {a_type(self.total)} total")
+
+    def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
+        """Records ``part`` as spent and returns it; raises, naming ``what`` (e.g.
+        ``"SelectItems (sips)"``), if it does not fit."""
+        self._check_kind("part", part)
         for f in self._fields():
             if not self._fits(f, [part]):
                 asks = "" if what is None else f"{what} asks for {part!r}: "
@@ -239,9 +226,7 @@ class BudgetAccountant:
     def spend_all(self, *parts):
         """Spends every part, or none of them if together they do not fit."""
         for part in parts:
-            if _budget_kind(part) is not _budget_kind(self.total):
-                raise ParameterTypeError.worded(
-                    "parts", f"cannot spend {a_type(part)} from {a_type(self.total)} total")
+            self._check_kind("parts", part)
         for f in self._fields():
             if not self._fits(f, parts):
                 need = float(sum(Fraction(getattr(part, f)) for part in parts))
@@ -261,10 +246,7 @@ class BudgetAccountant:
 
 
 def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
-    """The largest ρ such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP, as a budget.
-
-    The inverse of ``gaussian.zcdp_to_dp`` (dp-sips Corollary 9); golden values in
-    dp-sips App. B, Table 5.
+    """``gaussian.largest_zcdp_rho`` as a budget (dp-sips Corollary 9; App. B, Table 5).
 
     Args:
       epsilon: ε > 0 of the (ε, δ)-DP target.

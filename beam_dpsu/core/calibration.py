@@ -1,20 +1,14 @@
 """Noise scale and release threshold of a mechanism under a budget.
 
-``Calibration`` is what a mechanism config computes from a budget when the
-pipeline is built: which noise, its scale, the release threshold, and how δ
-was spent. ``release_mask`` is the pure noise-and-threshold step that both the
-Beam ``NoisyThreshold`` transform and the statistical tests run.
-
-Gaussian mechanisms under ``Budget(ε, δ)`` split δ = δ_noise + δ_thr: one analytic
-Gaussian at (ε, δ_noise) for all rounds' noise, δ_thr for the thresholds, the split
-minimising the threshold (``split_delta``). Under ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ)
-and δ_thr = δ. Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
+``Calibration`` is what a mechanism config computes from a budget when the pipeline
+is built; ``release_mask`` is the noise-and-threshold step that ``NoisyThreshold`` and
+the statistical tests run. Gaussian mechanisms split δ = δ_noise + δ_thr.
+Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from fractions import Fraction
 
@@ -50,12 +44,9 @@ class Calibration:
       budget: the budget this calibration spends.
       source: where the formulas come from (paper and section).
       cutoff: Γ of a sequential policy (None for the parallel mechanisms).
-      delta_noise: Gaussian under ``Budget(ε, δ)``: the δ of the analytic Gaussian σ
-        (δ = delta_noise + threshold_delta); None otherwise.
-      part_of: None for a whole mechanism; else what this is one part of (e.g. DPNE's
-        level 1): its σ alone is no guarantee, and ``composition`` refuses it.
-      pre_threshold: k ≥ 1: an item is released only if at least k users hold it
-        (``core.pre_threshold``; ``release_threshold`` is then raised). 1: none.
+      delta_noise: Gaussian under ``Budget(ε, δ)``: the δ of σ (δ = this + threshold_delta).
+      part_of: what this is one part of (e.g. DPNE's level 1; ``composition`` refuses it).
+      pre_threshold: k ≥ 1: released only if at least k users hold it (1: none).
     """
 
     noise: str
@@ -109,14 +100,11 @@ class RoundsCalibration:
     """The calibration of a mechanism made of several selections (e.g. SIPS rounds).
 
     Attributes:
-      rounds: one ``Calibration`` per round, in order, composing to ``zcdp_budget``
-        (dp-sips Lemma 6).
+      rounds: one ``Calibration`` per round, composing to ``zcdp_budget`` (dp-sips Lemma 6).
       budget: the budget the caller gave.
-      zcdp_budget: the zCDP budget split over rounds: the caller's, or under
-        ``Budget(ε, δ)`` ρ = 1/(2σ_total²) with δ = the rounds' threshold δ.
+      zcdp_budget: the zCDP budget split over rounds (under ``Budget``: ρ = 1/(2σ_total²)).
       source: where the formulas come from.
-      delta_noise: under ``Budget(ε, δ)``, the δ of the one analytic Gaussian
-        of all rounds' noise; None under ``ZCDPBudget``.
+      delta_noise: under ``Budget(ε, δ)``, the δ of the rounds' one analytic Gaussian.
     """
 
     rounds: tuple
@@ -169,8 +157,7 @@ class RoundsCalibration:
 class KeepProbabilityCalibration:
     """A selection that keeps an item held by n users with probability π(n), no noise.
 
-    The truncated-geometric partition selection (Desfontaines et al. 2022): each item
-    is kept independently with probability π(count), computed for (ε/Δ0, δ/Δ0).
+    The truncated-geometric partition selection (Desfontaines et al. 2022) at (ε/Δ0, δ/Δ0).
 
     Attributes:
       epsilon_per_item: ε' = ε/Δ0 of one item's keep decision.
@@ -180,7 +167,7 @@ class KeepProbabilityCalibration:
       max_items_per_user: Δ0.
       budget: the budget this calibration spends.
       source: where the formulas come from.
-      pre_threshold: k ≥ 1: kept with π(n − (k − 1)) if n ≥ k users hold it, never below.
+      pre_threshold: k ≥ 1: kept with π(n − (k − 1)) if n ≥ k users hold it, else never.
     """
 
     epsilon_per_item: float
@@ -238,15 +225,6 @@ class KeepProbabilityCalibration:
         }
 
 
-def _laplace_epsilon(budget: Budget | ZCDPBudget) -> float:
-    """ε, or √(2ρ) under zCDP: δ-approximate ρ-zCDP (Bun & Steinke Prop. 1.4; dp-sips Def. 5)."""
-    if isinstance(budget, Budget):
-        return budget.epsilon
-    if isinstance(budget, ZCDPBudget):
-        return gaussian.zcdp_laplace_epsilon(budget.rho)
-    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
-
-
 def _finite_noise_scale(scale: float, name: str, budget) -> float:
     """``scale`` if it is a positive finite float, else an error naming the budget parameter."""
     if math.isfinite(scale) and scale > 0:
@@ -263,7 +241,13 @@ def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
     checks.require_delta(budget, source)
-    lam = _finite_noise_scale(l1_sensitivity / _laplace_epsilon(budget), "lambda", budget)
+    if isinstance(budget, Budget):
+        epsilon = budget.epsilon
+    elif isinstance(budget, ZCDPBudget):  # √(2ρ): ρ-zCDP (Bun & Steinke Prop. 1.4; dp-sips Def. 5)
+        epsilon = gaussian.zcdp_laplace_epsilon(budget.rho)
+    else:
+        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    lam = _finite_noise_scale(l1_sensitivity / epsilon, "lambda", budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
         release_threshold=threshold_fn(lam, budget.delta, max_items_per_user),
@@ -273,12 +257,11 @@ def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
 
 def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
                                     ) -> KeepProbabilityCalibration:
-    """Truncated geometric at Δ0 under ``Budget(ε, δ)``: each item at (ε/Δ0, δ/Δ0), less a
-    float margin (Desfontaines et al. 2022 Theorem 1; numerics.md#truncated-geometric-per-item)."""
+    """Truncated geometric under ``Budget(ε, δ)``: each item at (ε/Δ0, δ/Δ0), less a float
+    margin (Desfontaines et al. 2022 Theorem 1; numerics.md#truncated-geometric-per-item)."""
     d0 = max_items_per_user
     # (ε/Δ0, δ/Δ0) rounded down: Δ0 items at these meet (ε, δ) exactly.
-    eps_item = rounded_down(Fraction(budget.epsilon) / d0)
-    delta_item = rounded_down(Fraction(budget.delta) / d0)
+    eps_item, delta_item = (rounded_down(Fraction(x) / d0) for x in (budget.epsilon, budget.delta))
     # δ' less a margin covering π's float error: the chances as run meet (ε', δ') exactly.
     margin = thresholds.truncated_geometric_float_margin(eps_item, delta_item)
     if not margin <= delta_item / 2.0:
@@ -297,26 +280,19 @@ def truncated_geometric_calibration(budget: Budget, max_items_per_user: int
                "Theorem 1; Δ0 > 1 by basic composition (ε/Δ0, δ/Δ0)")
 
 
-def _threshold_at(threshold_fn, max_items_per_user: int, sigma: float,
-                  threshold_delta: float) -> float:
-    """``gaussian_calibration``'s objective (a partial of it is ``split_delta``'s)."""
-    return threshold_fn(sigma, threshold_delta, max_items_per_user)
-
-
 def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
                          threshold_fn, source: str) -> Calibration:
     """Gaussian σ and threshold ``threshold_fn(σ, δ_threshold, Δ0)``.
 
-    Under ``Budget(ε, δ)``: the analytic Gaussian at (ε, δ_noise), δ split to minimise
-    the threshold (dpsu Theorem 5.1 / B.2 used δ/2 each). Under ``ZCDPBudget(ρ, δ)``:
-    σ = Δ2/√(2ρ) (dp-sips Definition 12), all of δ to the threshold (Theorem 1).
+    ``Budget(ε, δ)``: the analytic Gaussian at (ε, δ_noise), δ split to minimise the
+    threshold (dpsu Theorem 5.1 / B.2 used δ/2 each). ``ZCDPBudget(ρ, δ)``: σ = Δ2/√(2ρ)
+    (dp-sips Definition 12), all of δ to the threshold (Theorem 1).
     """
     checks.require_delta(budget, source)
     delta_noise = None
     if isinstance(budget, Budget):
-        split = split_delta(budget.epsilon, budget.delta,
-                            functools.partial(_threshold_at, threshold_fn, max_items_per_user),
-                            l2_sensitivity)
+        split = split_delta(budget.epsilon, budget.delta, lambda sigma, threshold_delta: (
+            threshold_fn(sigma, threshold_delta, max_items_per_user)), l2_sensitivity)
         sigma, threshold_delta, delta_noise = (split.sigma_total, split.threshold_delta,
                                                split.delta_noise)
     elif isinstance(budget, ZCDPBudget):
@@ -341,10 +317,9 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
                             requested_epsilon: float | None = None) -> list[dict]:
     """Exact (ε′, δ′) guarantees of a thresholded Gaussian mechanism with μ = Δ2/σ_total.
 
-    For each δ′ = factor·δ above the thresholds' cost, the smallest ε′ with
-    δ_G(μ, ε′) + δ_thr ≤ δ′ (Dong, Roth & Su 2022 Cor. 2.13), rounded up; 0 where
-    ε′ → 0 meets δ′. With ``requested_epsilon`` (of a ``Budget(ε, δ)``), ε exactly at
-    δ′ = δ and no more above it. Derivation: numerics.md#stated-epsilon-delta-curves.
+    At each δ′ = factor·δ above the thresholds' cost, the smallest ε′ with δ_G(μ, ε′) +
+    δ_thr ≤ δ′ (Dong, Roth & Su 2022 Cor. 2.13), rounded up; at most ``requested_epsilon``
+    for δ′ ≥ δ. Derivation: numerics.md#stated-epsilon-delta-curves.
     """
     sigma = 1.0 / mu
     out = []

@@ -1,10 +1,8 @@
 """The one set of parameter validators, and the error they raise.
 
-Every check is written once, here, and raises a :class:`ParameterError` naming
-the parameter (``param``) apart from what is wrong (``problem``), so a job can
-print it with its flag's name (``ParameterError.naming``). Errors show parameter
-values, never records (``a_type`` where a value could be data). Strictness,
-worded messages: docs/explanation/bounding.md#parameter-checks.
+A :class:`ParameterError` names the parameter apart from the problem, so a job can print
+it with its flag's name. Errors show parameter values, never records (``a_type`` where a
+value could be data). Docs: docs/explanation/bounding.md#parameter-checks.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ _INTS = (int, np.integer)
 class ParameterError(ValueError):
     """A bad parameter: ``param`` names it, ``problem`` says what is wrong.
 
-    ``str(error)`` is ``f"{param} {problem}"``, or, for an error made with
-    :meth:`worded`, the whole message given (``leads_with_param`` False).
+    ``str(error)`` is ``f"{param} {problem}"``, or the message given to :meth:`worded`.
     """
 
     def __init__(self, param: str, problem: str, message: str | None = None):
@@ -55,8 +52,7 @@ class ParameterError(ValueError):
 
     @classmethod
     def worded(cls, param: str, message: str) -> "ParameterError":
-        """An error about ``param`` whose message does not start with its name
-        (``"split needs at least one weight, got none"``): ``str()`` is ``message``."""
+        """An error about ``param`` whose message (its ``str()``) does not start with its name."""
         return cls(param, message, message)
 
     @property
@@ -112,8 +108,7 @@ def non_negative(name: str, value: Any, *, strict: bool = True) -> float:
 
 def probability(name: str, value: Any, *, strict: bool = True, types: tuple = _REALS,
                 show_given: bool = False) -> float:
-    """A number strictly between 0 and 1 (a δ, a share); ``types``: those taken (with
-    ``strict``); ``show_given``: the message shows the value as given, not as a float."""
+    """A number strictly between 0 and 1; ``show_given``: the message shows it as given."""
     given = value
     value = number(name, value, types) if strict else float(value)
     if not 0.0 < value < 1.0:
@@ -188,8 +183,7 @@ MAX_ITEMS_LIMIT = 2 ** 63 - 1
 
 
 def max_items(value: Any, label: str = "max_items_per_user", param: str | None = None) -> int:
-    """Δ0: an int with 1 <= Δ0 <= 2**63 - 1. Messages call it ``label``; the error's
-    ``param`` is ``param`` (default: ``label``)."""
+    """Δ0: an int with 1 <= Δ0 <= 2**63 - 1, called ``label``, the error's ``param`` (default)."""
     param = label if param is None else param
     if isinstance(value, bool) or not isinstance(value, _INTS):
         raise _error(param, label, f"must be an int, got {value!r}", ParameterTypeError)
@@ -218,8 +212,7 @@ def user_size(num_items: Any) -> Any:
 
 
 def public_count(count: Any) -> Any:
-    """A public count: a finite number >= 0 (NaN would make GW-KT's order, and so
-    the users' top-Δ0 lists, depend on processing order); raises naming its type."""
+    """A finite number >= 0 (NaN would make GW-KT's top-Δ0 lists depend on processing order)."""
     if (isinstance(count, bool) or not isinstance(count, _REALS)
             or not math.isfinite(count) or count < 0):
         raise ParameterError.worded(
@@ -231,14 +224,12 @@ def public_count(count: Any) -> Any:
 
 
 def canonical_name(value: Any) -> Any:
-    """A name as given (a mechanism's, ``"auto"``, ``pruning``'s) read case- and
-    space-insensitively, one rule for the library and the jobs' flags; a non-str unchanged."""
+    """A name read case- and space-insensitively (library and flags alike); a non-str as is."""
     return value.strip().lower() if isinstance(value, str) else value
 
 
 def one_of(name: str, value: Any, choices: Collection, described: str | None = None) -> Any:
-    """``value`` if it is one of ``choices``; the message lists ``choices`` as given,
-    or says ``described`` (e.g. "'basic' or 'tight'")."""
+    """``value`` if it is one of ``choices``; the message lists them, or says ``described``."""
     if value not in choices:
         wanted = described if described is not None else f"one of {choices}"
         raise ParameterError(name, f"must be {wanted}, got {value!r}")
@@ -247,8 +238,7 @@ def one_of(name: str, value: Any, choices: Collection, described: str | None = N
 
 def one_name_of(name: str, value: Any, choices: Collection,
                 described: str | None = None) -> Any:
-    """``canonical_name(value)`` if that is one of ``choices`` (an algorithm's name, read
-    as mechanism names are); the message shows ``value`` as given."""
+    """``canonical_name(value)`` if one of ``choices``; the message shows ``value`` as given."""
     read = canonical_name(value)
     if read not in choices:
         wanted = described if described is not None else f"one of {choices}"
@@ -293,9 +283,7 @@ def split_weights(weights) -> np.ndarray:
 
 
 def require_delta(budget, what: str):
-    """``budget`` if its δ > 0, else an error naming ``what``: every set-union mechanism
-    releases an item one user holds with positive probability, so none is pure (counts
-    of released items are)."""
+    """``budget`` if its δ > 0, else an error naming ``what`` (no set-union mechanism is pure)."""
     if budget.delta <= 0.0:
         raise ParameterError.worded(
             "delta", f"{what} needs delta > 0: selecting items is never pure differential "
@@ -313,8 +301,8 @@ def tight_part(what: str, given, bound_to) -> None:
 
 
 def no_tight_part(budget, transform: str) -> None:
-    """Refuses any part of a tight split for ``transform``: it composes to the total only
-    with the calibration it was made for (docs/privacy.md, "Selection plus counts")."""
+    """Refuses any part of a tight split for ``transform`` (docs/privacy.md, "Selection plus
+    counts")."""
     for attribute, what in (("for_mechanism", "mechanism"),
                             ("for_max_items_per_user", "max_items_per_user")):
         bound_to = getattr(budget, attribute, None)

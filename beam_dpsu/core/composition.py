@@ -1,13 +1,8 @@
 """The total (ε, δ) of a selection composed with the counts of what it released.
 
-Pure Python/numpy/scipy plus Google's ``dp-accounting`` privacy-loss
-distribution (PLD) accountant; no Beam. The functions take the selection's
-calibration (any with a ``Budget``, or SIPS's ``RoundsCalibration``) and the
-counts' ``CountsCalibration``. Tight for the mechanisms as run, so never above
-basic composition (the reported ε is the smaller). Closed forms are the fast
-path; the PLD accountant, rounding pessimistically, covers discrete Gaussian counts.
-
-Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
+Tight for the mechanisms as run, never above basic composition: closed forms, or
+Google's ``dp-accounting`` privacy-loss distribution (PLD) accountant for discrete
+Gaussian counts. Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
 """
 
 from __future__ import annotations
@@ -64,10 +59,7 @@ class _DiscreteGaussianCounts:
 
 
 def gaussian_composition_mu(sigmas, sensitivities=None) -> float:
-    """μ of the composition of Gaussian mechanisms: μ² = Σ (Δ_r/σ_r)² (DRS 2022, Cor. 3.3).
-
-    Exactly one Gaussian mechanism of sensitivity 1 and σ = 1/μ.
-    """
+    """μ of the composition of Gaussian mechanisms: μ² = Σ (Δ_r/σ_r)² (DRS 2022, Cor. 3.3)."""
     sigmas = np.asarray(sigmas, dtype=np.float64)
     sens = np.ones_like(sigmas) if sensitivities is None else np.asarray(sensitivities, float)
     if sigmas.size == 0 or np.any(~np.isfinite(sigmas)) or np.any(sigmas <= 0):
@@ -106,10 +98,8 @@ def _selection_pair(selection):
 
 
 def _binomial_rounded_up(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
-    """K ~ Binomial(n, p) on at most ``_MAX_POINTS`` points, every move upwards in K.
-
-    Derivation: docs/explanation/accounting.md#binomial-loss-rounded-up.
-    """
+    """K ~ Binomial(n, p) on ≤ ``_MAX_POINTS`` points, every move upwards in K
+    (docs/explanation/accounting.md#binomial-loss-rounded-up)."""
     from scipy import stats
     if n + 1 <= _MAX_POINTS:
         k = np.arange(n + 1, dtype=np.float64)
@@ -174,17 +164,12 @@ def _gaussian_delta(mu: float, epsilon) -> np.ndarray:
     return np.exp(l1) * -np.expm1(diff)
 
 
-def _convolve(a: _Discrete, b: _Discrete) -> _Discrete:
-    loss = (a.loss[:, None] + b.loss[None, :]).ravel()
-    prob = (a.prob[:, None] * b.prob[None, :]).ravel()
-    return _Discrete(loss, prob)
-
-
 def _closed_form_delta(sel, cnt: _Discrete, epsilon: float) -> float:
     if isinstance(sel, _Gaussian):
         return float(np.sum(cnt.prob * _gaussian_delta(sel.mu, epsilon - cnt.loss)))
-    both = _convolve(sel, cnt)
-    return float(np.sum(both.prob * -np.expm1(np.minimum(epsilon - both.loss, 0.0))))
+    loss = (sel.loss[:, None] + cnt.loss[None, :]).ravel()  # the two losses convolved
+    prob = (sel.prob[:, None] * cnt.prob[None, :]).ravel()
+    return float(np.sum(prob * -np.expm1(np.minimum(epsilon - loss, 0.0))))
 
 
 # --- dp-accounting -------------------------------------------------------------------
@@ -300,10 +285,8 @@ class _Composition:
 
 
 def composed_delta(selection, counts, epsilon: float, method: str = "auto") -> float:
-    """Total δ at ``epsilon`` of the selection and its counts: δ_loss(ε) + threshold δ.
-
-    Raises ``ParameterError`` for one part of a mechanism (see ``composed_guarantee``).
-    """
+    """Total δ at ``epsilon`` of the selection and its counts: δ_loss(ε) + threshold δ
+    (``ParameterError`` for one part of a mechanism, as ``composed_guarantee``)."""
     comp = _Composition(selection, counts, method)
     return min(1.0, comp.loss_delta(float(epsilon)) + comp.threshold_delta)
 
@@ -311,8 +294,7 @@ def composed_delta(selection, counts, epsilon: float, method: str = "auto") -> f
 def composed_epsilon(selection, counts, delta: float, method: str = "auto") -> float:
     """Total ε at total ``delta``: the ε at δ − threshold δ of the privacy-loss part.
 
-    Raises ``ValueError`` if ``delta`` does not exceed the selection's threshold δ, or
-    for one part of a mechanism (see ``composed_guarantee``).
+    Raises ``ValueError`` if ``delta`` is at most the threshold δ, or for one part of a mechanism.
     """
     comp = _Composition(selection, counts, method)
     loss_delta = float(delta) - comp.threshold_delta
@@ -332,8 +314,7 @@ class ComposedGuarantee:
       threshold_delta: the selection's lone-user release δ inside ``delta``.
       tight_epsilon: ε of the privacy-loss accounting alone (None with "basic").
       basic_epsilon: ε of basic composition at ``delta``, as the caller gave it.
-      method: "closed_form", "pld" (dp-accounting) or "basic" (no δ left for
-        the privacy-loss part).
+      method: "closed_form", "pld" (dp-accounting) or "basic" (no δ beyond the thresholds').
       description: the pairs used.
     """
 
@@ -366,12 +347,10 @@ _METHODS = {
 
 def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | None = None,
                        method: str = "auto") -> ComposedGuarantee | None:
-    """The tight total (ε, δ) at total ``delta``.
+    """The tight total (ε, δ) at total ``delta``, its ε at most ``basic_epsilon``.
 
-    ``basic_epsilon`` is the caller's basic composition at ``delta`` (e.g. ε_selection +
-    ε_counts); the result's ``epsilon`` is the smaller. If all of ``delta`` is threshold
-    δ (Laplace selections under a ``Budget``), the result is ``basic_epsilon`` itself;
-    None if that is None too, or a part has no known pair.
+    ``basic_epsilon`` (e.g. ε_selection + ε_counts) is the result if all of ``delta`` is
+    threshold δ; None if that is None too, or a part has no known pair.
 
     Raises:
       ParameterError: ``selection`` is one part of a mechanism (``part_of``, e.g. DPNE's

@@ -1,14 +1,8 @@
 """The budget of the released items' counts: their noise, and the split that pays for them.
 
-Pure Python (no Beam); ``beam_dpsu.count_released.CountReleased`` draws the counts.
-Each user is counted on at most Δ0 released items, with exact discrete noise
-(``beam_dpsu.core.discrete_noise``); both kinds are pure, δ is unused.
-Proof: docs/explanation/proofs.md#counts-of-released-items.
-
-Selection and counts together spend the sum of their budgets (adaptive
-composition): ``split_selection_and_counts`` splits one total; given both parts'
-calibrations, ``composed_guarantees`` states the tighter total as run.
-Proof: docs/explanation/proofs.md#selection-composed-with-its-counts.
+``CountReleased`` draws the counts, each user on ≤ Δ0 released items, with pure discrete
+noise. ``split_selection_and_counts`` splits one total; ``composed_guarantees`` states
+the tighter total as run. Proof: docs/explanation/proofs.md#counts-of-released-items.
 """
 
 from __future__ import annotations
@@ -22,6 +16,7 @@ from beam_dpsu.core import checks, composition, max_items_choice
 from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget, parts_within
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
+from beam_dpsu.core.report import dp_equivalents
 
 __all__ = ["DEFAULT_COUNTS_SHARE", "CountsCalibration", "count_calibration",
            "SelectionAndCountsBudget", "TightSelectionBudget", "TightCountsBudget",
@@ -65,9 +60,8 @@ _LARGEST_FLOAT = Fraction(sys.float_info.max)
 def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> CountsCalibration:
     """The count noise under ``budget`` when each user counts on ≤ Δ0 items.
 
-    ``Budget(ε, δ)``: discrete Laplace of scale Δ0/ε, ε-DP (CKS §1.1, eq. (2)).
-    ``ZCDPBudget(ρ, δ)``: discrete Gaussian of σ² = Δ0/(2ρ), ρ-zCDP (CKS Theorem 4,
-    Proposition 3). Both pure (δ is not spent); the scales are exact fractions.
+    ``Budget``: discrete Laplace of scale Δ0/ε (CKS §1.1, eq. (2)); ``ZCDPBudget``: discrete
+    Gaussian of σ² = Δ0/(2ρ) (CKS Theorem 4, Proposition 3). Pure; exact-fraction scales.
 
     Args:
       budget: the counts' ``Budget`` or ``ZCDPBudget`` (δ may be 0).
@@ -100,11 +94,7 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
 
 @dataclasses.dataclass(frozen=True)
 class TightSelectionBudget(Budget):
-    """The selection's part of a tight split, valid only for the mechanism it was computed for.
-
-    ``SelectItems`` refuses it with any other: the composed total would exceed what
-    was asked.
-    """
+    """The selection's part of a tight split, valid only for its mechanism (``SelectItems``)."""
 
     for_mechanism: object = None
 
@@ -125,8 +115,7 @@ class SelectionAndCountsBudget:
       selection: the selection's part: (1 − share)·ε (or ·ρ) and all of δ.
       counts: the counts' part: share·ε (or ·ρ) and δ = 0 (the counts are pure).
       counts_share: the share of ε (or ρ) given to the counts.
-      composed: the tight total guarantee(s) once the parts' calibrations are
-        known (``composed_with``): ``composition.ComposedGuarantee`` each, ε ≤ the sum.
+      composed: a ``composition.ComposedGuarantee`` each, once calibrated (``composed_with``).
       scale: c > 1 for a tight split (both ε's scaled by c), else 1.
     """
 
@@ -168,11 +157,10 @@ class SelectionAndCountsBudget:
 
 def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
                         counts_calibration) -> tuple:
-    """The tight, data-independent (ε, δ) of a selection and its counts.
+    """The tight, data-independent (ε, δ) of a selection and its counts, ε ≤ basic composition.
 
-    Under ``Budget``: one guarantee at the total δ, ε ≤ the parts' sum. Under
-    ``ZCDPBudget``: at δ_DP = 2δ, 5δ, 10δ, each ≤ the conversion of the parts' sum
-    (dp-sips Corollary 9). Empty when a part has no known privacy-loss pair.
+    At the total δ of a ``Budget``, or at the δ_DP of ``report.dp_equivalents`` (dp-sips
+    Corollary 9) of a ``ZCDPBudget``; empty when a part has no known privacy-loss pair.
     """
     sel, cnt = parts.selection, parts.counts
     if isinstance(parts.total, Budget):
@@ -181,19 +169,14 @@ def composed_guarantees(parts: SelectionAndCountsBudget, selection_calibration,
     else:
         assert isinstance(sel, ZCDPBudget) and isinstance(cnt, ZCDPBudget)
         spent = ZCDPBudget(sel.rho + cnt.rho, sel.delta + cnt.delta)
-        points = [(f * spent.delta, spent.to_dp(f * spent.delta).epsilon)
-                  for f in (2.0, 5.0, 10.0) if f * spent.delta < 1.0]
-    found = composition.composed_guarantees_at(selection_calibration, counts_calibration,
-                                               points)
+        points = [(d["delta"], d["epsilon"]) for d in dp_equivalents(spent)]
+    found = composition.composed_guarantees_at(selection_calibration, counts_calibration, points)
     return tuple(g for g in found if g is not None)
 
 
 def _solve_tight_scale(total: Budget, share: float, selection_mechanism, d0: int) -> float:
-    """The largest c ≥ 1 (to 1e-9) at which the parts c(1−s)ε and c·s·ε compose to ≤ ε.
-
-    Every accepted c is checked, so the result meets the total whether or not
-    c ↦ ε is monotone; bisection only makes it large.
-    """
+    """The largest c ≥ 1 (to 1e-9) at which the parts c(1−s)ε and c·s·ε compose to ≤ ε
+    (every accepted c is checked: the result holds even if c ↦ ε is not monotone)."""
     eps, delta = total.epsilon, total.delta
 
     def fits(c: float) -> bool:
@@ -242,16 +225,14 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                ) -> SelectionAndCountsBudget:
     """Splits ``total`` into a selection part and a counts part, and spends both.
 
-    The counts get ``counts_share`` of ε (or ρ) and δ = 0 (their noise is pure); the
-    selection the rest and all of δ. Basic composition (Dwork & Roth Thm 3.16;
-    dp-sips Lemma 6 for zCDP). ``composition="tight"`` scales both ε by the largest
-    c ≥ 1 at which the two as calibrated still compose to ≤ the total: the parts are
-    then valid **only** for that mechanism and that Δ0.
-    Tight split: docs/explanation/proofs.md#selection-composed-with-its-counts.
+    Basic composition (Dwork & Roth Thm 3.16; dp-sips Lemma 6). ``composition="tight"``
+    scales both ε by the largest c ≥ 1 at which the two as calibrated still compose to
+    ≤ the total: the parts are then valid **only** for that mechanism and that Δ0.
+    Derivation: docs/explanation/proofs.md#selection-composed-with-its-counts.
 
     Args:
       total: the ``Budget`` or ``ZCDPBudget`` of selection and counts together.
-      counts_share: s in (0, 1), the counts' share of ε (or ρ).
+      counts_share: s in (0, 1), the counts' share of ε (or ρ); they get δ = 0, the selection all.
       accountant: the ``BudgetAccountant`` both are spent from (default: a fresh one).
       selection_mechanism: the selection's config, to state the total (``composed``).
       counts_max_items_per_user: the Δ0 given to ``CountReleased``, with the above.

@@ -1,7 +1,6 @@
 """The Gaussian mechanism's mathematics: the analytic Gaussian, zCDP ↔ (ε, δ)-DP.
 
-Pure Python/numpy/scipy; no Beam. Golden-tested in ``tests/core/test_accounting.py``
-against the tables of the papers it cites (Balle & Wang 2018; Dong, Roth & Su 2022;
+Pure Python/numpy/scipy, golden-tested against the papers' tables (Balle & Wang 2018;
 dp-sips Lemma 8, Corollary 9). Every result is rounded to the safe side:
 docs/explanation/numerics.md#the-analytic-gaussian.
 """
@@ -20,24 +19,15 @@ from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.exact_floats import nudged
 
-__all__ = [
-    "gaussian_noise_schedule",
-    "analytic_gaussian_sigma",
-    "gaussian_mechanism_delta",
-    "zcdp_delta_for_epsilon",
-    "zcdp_to_dp",
-    "largest_zcdp_rho",
-    "zcdp_gaussian_sigma",
-    "zcdp_laplace_epsilon",
-    "sqrt_rounded_up",
-]
+__all__ = ["gaussian_noise_schedule", "analytic_gaussian_sigma", "gaussian_mechanism_delta",
+           "zcdp_delta_for_epsilon", "zcdp_to_dp", "largest_zcdp_rho", "zcdp_gaussian_sigma",
+           "zcdp_laplace_epsilon", "sqrt_rounded_up"]
 
 
 def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
-    """σ_1..σ_T whose composition is a Gaussian mechanism with σ* = ``sigma_total``.
+    """σ_1..σ_T, σ_k = decay·σ_{k−1}, with 1/σ*² = Σ_k 1/σ_k² for σ* = ``sigma_total``.
 
-    1/σ*² = Σ_k 1/σ_k², σ_k = c·σ_{k−1} for ``decay`` = c (dpne Theorem 2.1, Proposition
-    2.3, §3.1.1). Derivation: numerics.md#composing-levels-the-noise-schedule.
+    dpne Theorem 2.1, Prop. 2.3, §3.1.1; numerics.md#composing-levels-the-noise-schedule.
     """
     sigma_total = checks.positive("sigma_total", sigma_total)
     checks.integer("levels", levels)
@@ -112,10 +102,8 @@ def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
 
 
 def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float = 1.0) -> float:
-    """The exact δ at which N(0, σ²) noise on an L2-sensitivity-Δ query is (ε, δ)-DP.
-
-    dpsu Proposition 2.2 (Balle & Wang 2018, Theorem 8).
-    """
+    """The exact δ at which N(0, σ²) noise for L2 sensitivity Δ is (ε, δ)-DP (dpsu Prop. 2.2;
+    Balle & Wang 2018, Theorem 8)."""
     sigma = checks.positive("sigma", sigma)
     epsilon = checks.positive("epsilon", epsilon)
     l2_sensitivity = checks.positive("l2_sensitivity", l2_sensitivity)
@@ -128,10 +116,8 @@ def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
     """The smallest σ such that N(0, σ²) noise is (ε, δ)-DP for L2 sensitivity Δ.
 
-    Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ (dpsu Proposition 2.2;
-    Balle & Wang 2018, Algorithm 1) by Brent's method, then moves σ up until δ(σ)
-    with its float error bound is ≤ δ; at extreme ε a closed-form σ that is never
-    too small. Derivation: docs/explanation/numerics.md#the-analytic-gaussian.
+    Solves Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) = δ (dpsu Proposition 2.2; Balle &
+    Wang 2018, Algorithm 1), rounded up. Derivation: numerics.md#the-analytic-gaussian.
 
     Args:
       epsilon: ε > 0.
@@ -212,8 +198,7 @@ def _log_zcdp_delta(rho: float, epsilon: float) -> float:
 def zcdp_delta_for_epsilon(rho: float, epsilon: float) -> float:
     """δ*(ρ, ε): the δ at which pure ρ-zCDP implies (ε, δ)-DP.
 
-    dp-sips Lemma 8 (Canonne, Kamath & Steinke 2020, Proposition 7):
-    δ = inf_{α>1} exp((α−1)(αρ − ε)) / (α−1) · (1 − 1/α)^α.
+    δ = inf_{α>1} exp((α−1)(αρ − ε)) / (α−1) · (1 − 1/α)^α (dp-sips Lemma 8; CKS 2020, Prop. 7).
     """
     rho = checks.positive("rho", rho)
     epsilon = checks.positive("epsilon", epsilon)
@@ -235,8 +220,7 @@ def _log_conversion_target(delta_cdp: float, delta_dp: float) -> float:
 def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     """The smallest ε such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
 
-    Solves δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP for ε (dp-sips Corollary 9; golden
-    values in its App. B, Tables 4–5).
+    Solves δ_CDP + (1 − δ_CDP)·δ*(ρ, ε) = δ_DP (dp-sips Corollary 9; App. B, Tables 4–5).
 
     Args:
       rho: ρ > 0 of the zCDP guarantee.
@@ -282,8 +266,7 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
 def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float:
     """The largest ρ such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
 
-    The inverse of :func:`zcdp_to_dp` (dp-sips Corollary 9; golden values in its
-    App. B, Table 5). The largest ρ gives the least noise.
+    The inverse of :func:`zcdp_to_dp` (dp-sips Corollary 9; App. B, Table 5).
 
     Args:
       epsilon: ε > 0 of the (ε, δ)-DP target.
@@ -328,10 +311,9 @@ def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float
 
 
 def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float = 1.0) -> float:
-    """σ = Δ/√(2ρ), ρ-zCDP for ℓ2 sensitivity Δ (Bun & Steinke 2016, Prop. 1.6).
+    """σ = Δ/√(2ρ), ρ-zCDP for ℓ2 sensitivity Δ (Bun & Steinke 2016, Prop. 1.6), rounded up.
 
-    Rounded up to the first float with Δ²/(2σ²) ≤ ρ exactly (numerics.md#zcdp-to-dp-and-back).
-    A σ that is not a positive finite float is returned, for the caller to name.
+    Until Δ²/(2σ²) ≤ ρ exactly (numerics.md#zcdp-to-dp-and-back); σ ≤ 0 or not finite as is.
     """
     sigma = l2_sensitivity / math.sqrt(2.0 * rho)
     if not (math.isfinite(sigma) and sigma > 0.0):

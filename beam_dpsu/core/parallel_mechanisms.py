@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from fractions import Fraction
 from typing import ClassVar
@@ -25,12 +24,14 @@ __all__ = ["ParallelMechanism", "CountLaplace", "CountGaussian", "WeightedLaplac
            "WeightedGaussian", "TruncatedGeometric", "SIPS"]
 
 
+@dataclasses.dataclass(frozen=True)
 class ParallelMechanism(MechanismConfig):
     """A mechanism whose per-user update is a fixed weight per sampled item."""
 
-    max_items_per_user: int
+    max_items_per_user: int = 100
+    user_mass: ClassVar[str] = "m"
     # A staticmethod: a Callable class attribute would read as a method to mypy.
-    item_weight: ClassVar[staticmethod[[int], float]]
+    item_weight: ClassVar[staticmethod[[int], float]] = staticmethod(policies.count_weight)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,10 +42,7 @@ class CountLaplace(ParallelMechanism):
       max_items_per_user: Δ0, the number of distinct items sampled per user.
     """
 
-    max_items_per_user: int = 100
     name: ClassVar[str] = "count-laplace"
-    user_mass: ClassVar[str] = "m"
-    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
         return laplace_calibration(
@@ -61,10 +59,7 @@ class CountGaussian(ParallelMechanism):
       max_items_per_user: Δ0, the number of distinct items sampled per user.
     """
 
-    max_items_per_user: int = 100
     name: ClassVar[str] = "count-gaussian"
-    user_mass: ClassVar[str] = "m"
-    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> Calibration:
         return gaussian_calibration(
@@ -81,7 +76,6 @@ class WeightedLaplace(ParallelMechanism):
       max_items_per_user: Δ0, the number of distinct items sampled per user.
     """
 
-    max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-laplace"
     user_mass: ClassVar[str] = "1"
     item_weight = staticmethod(policies.weighted_laplace_weight)
@@ -97,15 +91,10 @@ class WeightedLaplace(ParallelMechanism):
 class WeightedGaussian(ParallelMechanism):
     """Weighted Gaussian: +1/√|W| to each of ≤ Δ0 sampled items; Gaussian noise for L2 = 1.
 
-    Under ``Budget(ε, δ)``: σ = analytic Gaussian(ε, δ_noise), δ_noise + δ_thr = δ
-    split to minimise the threshold (``delta_split.split_delta``; dpsu Theorem B.2
-    used δ/2 each). Under ``ZCDPBudget(ρ, δ)``: σ = 1/√(2ρ) (dp-sips Theorem 1).
-
     Attributes:
       max_items_per_user: Δ0, the number of distinct items sampled per user.
     """
 
-    max_items_per_user: int = 100
     name: ClassVar[str] = "weighted-gaussian"
     user_mass: ClassVar[str] = "sqrt(m)"
     item_weight = staticmethod(policies.weighted_gaussian_weight)
@@ -121,21 +110,15 @@ class WeightedGaussian(ParallelMechanism):
 class TruncatedGeometric(ParallelMechanism):
     """Truncated geometric: the optimal partition selection for users holding one item.
 
-    Desfontaines, Voss, Gipson & Mandayam 2022 (arXiv 2006.03684) Theorem 1: +1 to
-    each of ≤ Δ0 sampled items; an item held by n users is kept with probability
-    π(n), π(0) = 0, π(n) = min(e^ε'·π(n−1) + δ', 1 − e^{−ε'}·(1 − π(n−1) − δ'), 1),
-    ε' = ε/Δ0, δ' = δ/Δ0 (basic composition over a user's items). The papers'
-    baseline; (ε, δ)-DP only, a ``ZCDPBudget`` is refused.
+    Keeps an item held by n users with probability π(n) at (ε/Δ0, δ/Δ0) (Desfontaines
+    et al. 2022, Theorem 1); (ε, δ)-DP only, a ``ZCDPBudget`` is refused.
     Derivation: docs/explanation/accounting.md#truncated-geometric.
 
     Attributes:
       max_items_per_user: Δ0, the number of distinct items sampled per user.
     """
 
-    max_items_per_user: int = 100
     name: ClassVar[str] = "truncated-geometric"
-    user_mass: ClassVar[str] = "m"
-    item_weight = staticmethod(policies.count_weight)
 
     def calibrate(self, budget) -> KeepProbabilityCalibration:
         budget = self._check_budget(budget)
@@ -147,31 +130,19 @@ class TruncatedGeometric(ParallelMechanism):
         return truncated_geometric_calibration(budget, self.max_items_per_user)
 
 
-def _last_round_threshold(w_last: float, d0: int, sigma_total: float,
-                          threshold_delta: float) -> float:
-    """SIPS's last round's threshold at a split: σ_total/√w_last and δ_thr·w_last."""
-    return thresholds.weighted_gaussian_threshold(
-        sigma_total / math.sqrt(w_last), threshold_delta * w_last, d0)
-
-
 @dataclasses.dataclass(frozen=True)
 class SIPS(MechanismConfig):
-    """DP-SIPS: iterative partition selection (dp-sips §4, Algorithm 3).
+    """DP-SIPS: iterative partition selection (dp-sips §4, Algorithm 3; Theorem 1, Lemma 6).
 
-    Round i = 0..I−1 runs Weighted Gaussian with ρ_i = ρ·r^{I−i−1}(1−r)/(1−r^I) and
-    δ_i likewise, σ_i = 1/√(2ρ_i), on every user's items minus those released in
-    earlier rounds, re-sampled to Δ0: δ-approximate ρ-zCDP (dp-sips Theorem 1,
-    Lemma 6). Under ``Budget(ε, δ)`` the rounds are ONE Gaussian mechanism of
-    σ_total at (ε, δ_noise), σ_i = σ_total/√w_i, δ_i = w_i·δ_thr, the split
-    minimising the last round's threshold (``split_delta``).
-    Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
+    Round i runs Weighted Gaussian at share w_i of the budget on each user's items not
+    released before; under ``Budget(ε, δ)`` the rounds are one Gaussian mechanism.
+    Derivation: docs/explanation/accounting.md#sipss-budget.
 
     Attributes:
       max_items_per_user: Δ0, distinct items sampled per user in each round.
       rounds: I ≥ 1, the number of rounds (at most ``MAX_ROUNDS`` = 40).
       ratio: r in (0, 1], the ratio between consecutive rounds' budgets.
-      removal: how earlier rounds' items are removed: "side_input" (default; broadcast)
-        or "join" (no memory bound, more shuffles; ``beam_dpsu.beam.sips``). Execution only.
+      removal: "side_input" (default; broadcast) or "join" (no memory bound): execution only.
     """
 
     max_items_per_user: int = 100
@@ -201,11 +172,11 @@ class SIPS(MechanismConfig):
         object.__setattr__(self, "ratio", float(self.ratio))
 
     def _delta_split(self, budget: Budget) -> DeltaSplit:
-        """The δ split minimising the last round's threshold (see the class docstring)."""
+        """The δ split minimising the last round's threshold (σ_total/√w_last, δ_thr·w_last)."""
         w_last = budgets.geometric_split_weights(self.rounds, self.ratio)[-1]
-        return split_delta(budget.epsilon, budget.delta,
-                           functools.partial(_last_round_threshold, w_last,
-                                             self.max_items_per_user))
+        return split_delta(budget.epsilon, budget.delta, lambda sigma_total, delta_thr: (
+            thresholds.weighted_gaussian_threshold(sigma_total / math.sqrt(w_last),
+                                                   delta_thr * w_last, self.max_items_per_user)))
 
     def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
         """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total), δ = δ_thr."""
@@ -224,10 +195,7 @@ class SIPS(MechanismConfig):
         return ZCDPBudget(rho, split.threshold_delta)
 
     def zcdp_budget(self, budget) -> ZCDPBudget:
-        """The δ-approximate ρ-zCDP budget split over the rounds.
-
-        Under ``Budget(ε, δ)``: ρ = 1/(2σ_total²) (μ-Gaussian is μ²/2-zCDP), δ = δ_thr.
-        """
+        """The δ-approximate ρ-zCDP budget split over the rounds (ρ = 1/(2σ_total²), δ_thr)."""
         budget = self._check_budget(budget)
         if isinstance(budget, ZCDPBudget):
             return budget
@@ -240,13 +208,10 @@ class SIPS(MechanismConfig):
 
     def calibrate(self, budget) -> RoundsCalibration:
         budget = self._check_budget(budget)
-        delta_noise = None
+        total, delta_noise = budget, None
         if isinstance(budget, Budget):
             split = self._delta_split(budget)
-            total = self._equivalent_zcdp(budget, split)
-            delta_noise = split.delta_noise
-        else:
-            total = budget
+            total, delta_noise = self._equivalent_zcdp(budget, split), split.delta_noise
         # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
         round_mechanism = WeightedGaussian(self.max_items_per_user)
         parts = total.split(budgets.geometric_split_weights(self.rounds, self.ratio))

@@ -1,14 +1,9 @@
-"""Per-user histogram update rules, as pure functions.
+"""Per-user histogram update rules, as pure functions (the Beam transforms and tests call them).
 
-Parallel rules (Count, Weighted Laplace, Weighted Gaussian) add a fixed weight
-to each of a user's ≤ Δ0 items; sequential rules (Policy Laplace, Policy
-Gaussian, GW, GW-KT) update the histogram so far, users in keyed-hash order.
-``policy_histogram``'s keys are every item of every user's list, whatever its
-weight (docs/privacy.md, invariant 8). GW is the fixed GW (docs/privacy.md, the
-GW cascade gap). The Beam transforms and the property tests call these functions.
-
-Proofs: docs/explanation/proofs.md#parallel-and-sequential-updates and
-docs/explanation/proofs.md#gw-and-gw-kt.
+Parallel rules add a fixed weight to each of a user's ≤ Δ0 items; sequential rules
+(Policy Laplace/Gaussian, GW, GW-KT) update the histogram so far, users in keyed-hash
+order, and key every item of every user's list (docs/privacy.md, invariant 8).
+Proofs: docs/explanation/proofs.md#parallel-and-sequential-updates (and #gw-and-gw-kt).
 """
 
 from __future__ import annotations
@@ -57,11 +52,8 @@ def user_contribution(items: Iterable[Hashable],
 
 
 class ItemIds:
-    """Small integer ids for items, numbered 0, 1, 2, … in order of first sight.
-
-    A ``defaultdict`` whose factory is a counter: one C-level lookup per item,
-    a new item included (docs/explanation/accounting.md#item-ids-and-histograms).
-    """
+    """Small integer ids for items, numbered 0, 1, 2, … in order of first sight, one C-level
+    lookup per item (docs/explanation/accounting.md#item-ids-and-histograms)."""
 
     __slots__ = ("_index",)
 
@@ -101,7 +93,6 @@ class ItemIds:
 
 
 def _item_ids_of(items: list) -> ItemIds:
-    """An ``ItemIds`` that has seen ``items``, in that order."""
     ids = ItemIds()
     ids.ids(items)
     return ids
@@ -110,11 +101,9 @@ def _item_ids_of(items: list) -> ItemIds:
 class WeightedHistogramBuilder:
     """Builds Σ_users user_contribution(W_i) from users' item sets, fast and in a fixed order.
 
-    The histogram is Σ_n item_weight(n) · #{users with |W| = n holding the item}:
-    item ids are counted per size with ``numpy.bincount`` and weighted once per
-    (size, item), sizes in increasing order, so each sum is the same bit for bit
-    whatever order the users came in. ``entries`` is the memory held, in units
-    of about 100 bytes (docs/explanation/accounting.md#item-ids-and-histograms).
+    Σ_n item_weight(n)·#{users with |W| = n holding the item}, sizes in increasing order,
+    so each sum is the same bit for bit whatever the users' order. ``entries`` is the
+    memory held, in ~100-byte units (docs/explanation/accounting.md#item-ids-and-histograms).
     """
 
     # Fold a size's ids into counts at this many, and at least one per item (so the
@@ -149,9 +138,7 @@ class WeightedHistogramBuilder:
         if not size:
             return
         ids = self._ids.ids(distinct)
-        pending = self._pending.get(size)
-        if pending is None:
-            pending = self._pending[size] = []
+        pending = self._pending.setdefault(size, [])
         pending.extend(ids)
         self._pending_ids += size
         # (the list alone: ``add_block``'s arrays only delay a fold, which changes no sum)
@@ -167,11 +154,8 @@ class WeightedHistogramBuilder:
         return listed >= self.FOLD_IDS and listed >= len(self._ids)
 
     def add_block(self, items: list, ids: np.ndarray, sizes: np.ndarray) -> None:
-        """Adds many users: ``ids`` index ``items``, user after user, ``sizes`` long each.
-
-        The same histogram as ``add_distinct`` once per user, with one dict probe
-        per distinct item of the block.
-        """
+        """``add_distinct`` for many users: ``ids`` index ``items``, user after user, ``sizes``
+        long each, with one dict probe per distinct item of the block."""
         if not len(ids):
             return
         builder_ids = self._ids.of_block(items, ids)
@@ -253,10 +237,8 @@ def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:
 def l1_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
     """ℓ1-descent (dpsu Algorithm 4): the increments one user adds to its items.
 
-    Water-filling toward Γ with an ℓ1 budget of 1: add min(G_u, λ), G = max(Γ − H, 0),
-    Σ min(G_u, λ) = 1; all filled to Γ if Σ G ≤ 1 (Algorithm 4's misprint,
-    docs/privacy.md). ℓ1-contractive (dpsu Lemma 4.1).
-    Derivation: docs/explanation/accounting.md#descent-policies.
+    Water-filling toward Γ with an ℓ1 budget of 1 (Algorithm 4's misprint: docs/privacy.md);
+    ℓ1-contractive (dpsu Lemma 4.1). Derivation: docs/explanation/accounting.md#descent-policies.
     """
     gaps = np.maximum(cutoff - np.asarray(weights, dtype=np.float64), 0.0)
     if gaps.sum() <= 1.0:
@@ -285,10 +267,8 @@ def l2_descent(weights: np.ndarray, cutoff: float) -> np.ndarray:
 def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
     """GW's greedy update (gw Algorithm 2) on items already in priority order.
 
-    With a budget of 1, items below Γ are filled toward Γ in order until it is
-    spent (the termination the printed algorithm lacks; dp-sips footnote 1); the
-    rest get 0 and stay noised keys (docs/explanation/proofs.md#gw-and-gw-kt).
-    ℓ1 sensitivity 1 (gw Lemma 1).
+    Items below Γ are filled toward Γ in order until a budget of 1 is spent (the termination
+    the printed algorithm lacks; dp-sips footnote 1); ℓ1 sensitivity 1 (gw Lemma 1).
     """
     weights = np.asarray(weights, dtype=np.float64)
     increments = np.zeros_like(weights)
@@ -311,10 +291,8 @@ def greedy_update(weights: np.ndarray, cutoff: float) -> np.ndarray:
 def apply_policy(histogram: dict, items: Sequence[Hashable], update, cutoff: float) -> None:
     """Applies one user's policy update to ``histogram`` in place.
 
-    Every item of the user's bounded list is written, increment 0 included: the
-    keys are the union of the users' lists, so neighbours' noised key sets differ
-    only by the extra user's items
-    (docs/explanation/proofs.md#parallel-and-sequential-updates).
+    Every item of the list is written, increment 0 included, so neighbours' key sets differ
+    only by the extra user's items (docs/explanation/proofs.md#parallel-and-sequential-updates).
     """
     if not items:
         return
@@ -329,8 +307,7 @@ def policy_histogram(users_items: Iterable[Iterable[Hashable]], update, cutoff: 
     """The histogram that gets noised: users visited in the given order (dpsu Algorithm 2).
 
     ``users_items`` are the bounded lists (sampled, or ``gw_item_order``); ``apply_policy``
-    once per user, computed on arrays by ``policy_weights`` (the same weights bit for
-    bit). Every key is noised, zero weights included.
+    once per user, on arrays (``policy_weights``). Every key is noised, zero weights included.
     """
     ids = ItemIds()
     users_ids = [np.array(ids.ids(user_items), dtype=np.intp) for user_items in users_items]
@@ -340,10 +317,7 @@ def policy_histogram(users_items: Iterable[Iterable[Hashable]], update, cutoff: 
 
 def policy_weights(users_ids: Iterable[np.ndarray], num_items: int, update,
                    cutoff: float) -> np.ndarray:
-    """The policy histogram by item id (``apply_policy``'s arithmetic on an array).
-
-    Items listed by no user keep weight 0.
-    """
+    """The policy histogram by item id (``apply_policy``'s arithmetic); unlisted items weigh 0."""
     weights = np.zeros(num_items)
     for index in users_ids:
         if len(index):
@@ -366,12 +340,8 @@ def gw_item_order(counts: Mapping, tie_key: Callable[[Hashable], int], max_items
         ranked = [(-c, tie_key(u), u) for u, c in counts.items()]
     else:
         ranked = [(-public_counts.get(u, 1), tie_key(u), u) for u in counts]
-    ranked.sort(key=_count_and_tie)
+    ranked.sort(key=lambda r: r[:2])
     top = ranked[:max_items_per_user + 1]
     if any(a[:2] == b[:2] for a, b in zip(top, top[1:])):
         ranked.sort(key=lambda r: (r[0], r[1], canonical_bytes(r[2])))
     return [r[2] for r in ranked[:max_items_per_user]]
-
-
-def _count_and_tie(ranked_item: tuple) -> tuple:
-    return ranked_item[:2]

@@ -18,22 +18,11 @@ from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.exact_floats import rounded_up
 
-__all__ = [
-    "count_laplace_threshold",
-    "count_gaussian_threshold",
-    "weighted_laplace_threshold",
-    "weighted_gaussian_threshold",
-    "gw_threshold",
-    "gw_release_probability",
-    "policy_cutoff",
-    "descent_cutoff_limit",
-    "DESCENT_NORMS",
-    "dpne_level_threshold",
-    "truncated_geometric_crossovers",
-    "truncated_geometric_float_margin",
-    "truncated_geometric_keep_probability",
-    "truncated_geometric_recursion",
-]
+__all__ = ["count_laplace_threshold", "count_gaussian_threshold", "weighted_laplace_threshold",
+           "weighted_gaussian_threshold", "gw_threshold", "gw_release_probability",
+           "policy_cutoff", "descent_cutoff_limit", "DESCENT_NORMS", "dpne_level_threshold",
+           "truncated_geometric_crossovers", "truncated_geometric_float_margin",
+           "truncated_geometric_keep_probability", "truncated_geometric_recursion"]
 
 
 def _positive(name: str, value: float) -> float:
@@ -76,9 +65,8 @@ def _gaussian_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
 _EXACT_ITEMS = 64
 
 
-def _candidate_items(max_items_per_user: int) -> np.ndarray:
-    """1..64 and Δ0, where a weighted threshold's max over t peaks (proof: numerics.md)."""
-    d0 = checks.max_items(max_items_per_user)
+def _candidate_items(d0: int) -> np.ndarray:
+    """1..64 and Δ0 (valid), where a weighted threshold's max over t peaks (proof: numerics.md)."""
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
     if d0 <= _EXACT_ITEMS:
         return head
@@ -209,8 +197,7 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
     """ρ of GW and GW-KT with top-Δ0 lists and every held item noised, noise Lap(λ).
 
     ρ solves 1 − (1 − p(1))·(1 − p(0))^{Δ0−1} = δ, p(w) = P[w + Lap(λ) > ρ]; at Δ0 = 1
-    the published ρ_GW = 1 − λ·ln(2δ) (gw §3 eq. (1)). Rounded until P ≤ δ exactly:
-    docs/explanation/numerics.md#the-gw-threshold (proof: proofs.md#gw-and-gw-kt).
+    ρ_GW = 1 − λ·ln(2δ) (gw §3 eq. (1)). Derivation: numerics.md#the-gw-threshold.
     """
     lam = _positive("laplace_scale", laplace_scale)
     delta = _probability(delta)
@@ -258,12 +245,11 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
 
     dpsu Algorithms 3 and 5 (whose ρ_Lap is a misprint for ρ_Gauss: docs/privacy.md);
     gw §3. With ``descent_norm`` p and Δ0, Γ must also keep Σ gap^p finite
-    (``descent_cutoff_limit``), else nothing would be released.
+    (``descent_cutoff_limit``).
 
     Raises:
-      ParameterError: about ``alpha``, if Γ is not a finite float or is above that
-        limit; the message states the largest α that works. If even α = 0 is above it,
-        about the ``budget``'s epsilon or rho (when given) that set the threshold.
+      ParameterError: about ``alpha`` (stating the largest α that works) if Γ is not finite
+        or above that limit; about the ``budget``'s epsilon or rho if even α = 0 is.
     """
     alpha = checks.non_negative("alpha", alpha, strict=False)
     scale = _positive("noise_scale", noise_scale)
@@ -321,10 +307,9 @@ def descent_cutoff_limit(max_items_per_user: int, descent_norm: int) -> Fraction
 
 
 def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int) -> float:
-    """ρ_k = σ_k·Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)) for levels k ≥ 2 of DPNE.
+    """ρ_k = σ_k·Φ⁻¹(1 − η·min(1, |S_{k−1}|/|V_k|)) for levels k ≥ 2 of DPNE; +inf if |V_k| = 0.
 
-    dpne §2, Proposition 2.2 (at most η·min(|S_{k−1}|, |V_k|) spurious k-grams expected);
-    it reads only released sets (Theorem 2.1). +inf when |V_k| = 0.
+    dpne §2, Proposition 2.2 (≤ η·min(|S_{k−1}|, |V_k|) spurious k-grams); Theorem 2.1.
     """
     from scipy import special
     sigma = _positive("sigma", sigma)
@@ -341,10 +326,10 @@ def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int
 
 
 def truncated_geometric_recursion(max_users: int, epsilon: float, delta: float) -> np.ndarray:
-    """π(0..max_users) by the recursion of the optimal partition selection, in O(max_users).
+    """π(0..max_users) by the recursion of the optimal partition selection (the closed form runs).
 
-    π(n) = min(e^ε·π(n−1) + δ, 1 − e^{−ε}·(1 − π(n−1) − δ), 1), π(0) = 0 (Desfontaines,
-    Voss, Gipson & Mandayam 2022, PoPETs, Theorem 1). The mechanism runs the closed form.
+    π(n) = min(e^ε·π(n−1) + δ, 1 − e^{−ε}·(1 − π(n−1) − δ), 1), π(0) = 0 (Desfontaines
+    et al. 2022, Theorem 1).
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     checks.at_least("max_users", max_users, 0)
@@ -371,8 +356,7 @@ def truncated_geometric_crossovers(epsilon: float, delta: float) -> tuple[int, i
 def truncated_geometric_keep_probability(n, epsilon: float, delta: float) -> np.ndarray:
     """π(n) in closed form, vectorised over n (Desfontaines et al. 2022 Theorem 1).
 
-    The (ε, δ)-DP optimum for users who each hold the partition once (with Δ0: pass
-    (ε/Δ0, δ/Δ0)). Formula: docs/explanation/numerics.md#truncated-geometric-keep-probabilities.
+    With Δ0, pass (ε/Δ0, δ/Δ0). Formula: numerics.md#truncated-geometric-keep-probabilities.
     """
     epsilon, delta = _positive("epsilon", epsilon), _probability(delta)
     n1, n2 = truncated_geometric_crossovers(epsilon, delta)
