@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from fractions import Fraction
 
 from beam_dpsu.core import checks, composition, max_items_choice
 from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget, parts_within
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
+from beam_dpsu.core.exact_floats import LARGEST_FLOAT
 from beam_dpsu.core.report import dp_equivalents
 
 __all__ = ["DEFAULT_COUNTS_SHARE", "CountsCalibration", "count_calibration",
@@ -54,8 +54,6 @@ class CountsCalibration:
                 "source": self.source}
 
 
-_LARGEST_FLOAT = Fraction(sys.float_info.max)
-
 
 def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> CountsCalibration:
     """The count noise under ``budget`` when each user counts on ≤ Δ0 items.
@@ -75,7 +73,7 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
         raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
     scale = (Fraction(d0) / Fraction(budget.epsilon) if isinstance(budget, Budget)
              else Fraction(d0) / (2 * Fraction(budget.rho)))
-    if scale > _LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
+    if scale > LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
         param = "epsilon" if isinstance(budget, Budget) else "rho"
         raise ParameterError(
             param, f"= {getattr(budget, param):g} is too small for the counts at "
