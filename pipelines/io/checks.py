@@ -1,7 +1,5 @@
-"""What is checked on the launching machine before a pipeline is built, so that most
-mistakes fail at once: the pattern matches regular files (:func:`check_input_exists`)
-and the first records of each file parse (:func:`inspect_input`; Parquet inputs:
-:func:`pipelines.io.parquet.inspect_parquet`)."""
+"""Checks on the launching machine before a pipeline is built: the pattern matches
+regular files (:func:`check_input_exists`), the first records parse (:func:`inspect_input`)."""
 
 from __future__ import annotations
 
@@ -21,10 +19,8 @@ from pipelines.io.parsers import record_parser
 
 __all__ = ["INSPECT_RECORDS", "check_input_exists", "inspect_input"]
 
-# Records of each file that inspect_input parses on the launching machine.
-INSPECT_RECORDS = 100
+INSPECT_RECORDS = 100  # records of each file that inspect_input parses
 
-# The characters that make a pattern a glob (as Beam's filesystems read it).
 _GLOB = re.compile(r"[*?[]")
 
 # ``[[]``, the one way to match a literal "[" in Beam's patterns (the escape the
@@ -35,8 +31,8 @@ warnings.filterwarnings("ignore", message="Possible nested set", category=Future
 
 
 def check_input_exists(pattern: str) -> list[str]:
-    """The files matching ``pattern``, sorted; raises if there are none, if one is not a
-    regular file, or when Beam's listing would read the input in part
+    """The files matching ``pattern``, sorted; raises if there are none, one is not a regular
+    file, or Beam's listing would read the input in part
     (docs/explanation/reading.md#checks-before-the-pipeline)."""
     try:
         result = FileSystems.match([pattern])[0]
@@ -56,8 +52,7 @@ def check_input_exists(pattern: str) -> list[str]:
 
 def _check_local_files(pattern: str, paths: list[str]) -> None:
     """Raises for a local pattern that names a file it does not match (``br[1].csv``) or
-    that matches one that is not a regular file (Beam's listing skips what it cannot
-    stat)."""
+    matches one that is not a regular file (Beam's listing skips what it cannot stat)."""
     if _GLOB.search(pattern) and os.path.lexists(pattern) and pattern not in paths:
         escaped = re.sub(r"([*?[])", r"[\1]", pattern)
         found = f" (it matches {len(paths)} other files)" if paths else ""
@@ -72,8 +67,7 @@ def _check_local_files(pattern: str, paths: list[str]) -> None:
 
 
 def _candidates(pattern: str, paths: list[str]) -> list[str]:
-    """Every local path ``pattern`` names: Beam's matches and the links its listing
-    drops; raises for a link to a folder holding files it matches (left out by Beam)."""
+    """Beam's matches and the file links its listing drops; raises for a matching folder link."""
     glob = _GLOB.search(pattern)
     if glob is None:
         return paths or ([pattern] if os.path.lexists(pattern) else [])
@@ -101,8 +95,7 @@ def _candidates(pattern: str, paths: list[str]) -> list[str]:
 
 
 def _matches_below(link: str, pattern: str, matches: Callable[[str], object]) -> bool:
-    """Whether a file under the folder ``link`` points to, named through it (links
-    followed, each folder once), matches ``pattern``."""
+    """Whether a file under folder ``link`` (links followed, each once) matches ``pattern``."""
     # Without "**" a match has at most one separator per "/", "?" or "[…]" of the
     # pattern: deeper folders cannot hold one, and are not walked.
     depth = None if "**" in pattern else sum(pattern.count(c) for c in (os.sep, "?", "["))
@@ -126,7 +119,7 @@ def _matches_below(link: str, pattern: str, matches: Callable[[str], object]) ->
 
 
 def _not_a_regular_file(path: str) -> str | None:
-    """What a local path is when it is not a regular file (a folder is refused apart)."""
+    """What a local path is when it is not a regular file or a folder, else None."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
@@ -147,10 +140,9 @@ def _not_a_regular_file(path: str) -> str | None:
 def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
                   text_field: str | None = None, skip_header_lines: int = 0,
                   max_files: int = 32, max_records: int = INSPECT_RECORDS) -> None:
-    """Parses the first ``max_records`` records of each of the first ``max_files``
-    files; raises naming the file when one is corrupt, binary, of another format than
-    ``fmt``, lacks a field, or when none holds a record. Only the start of each file
-    is read: truncation shows at run time."""
+    """Parses the first ``max_records`` records of each of the first ``max_files`` files;
+    raises naming the file when one is corrupt, binary, of another format, lacks a field,
+    or none holds a record. Truncation shows at run time."""
     parse = record_parser(fmt, user_field, text_field, skip_header_lines)
     checked = list(files)[:max_files]
     any_record = False

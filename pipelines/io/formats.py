@@ -1,5 +1,4 @@
-"""The input formats: their names, what each reads (``FORMAT_HELP``), and the format
-that file names imply (:func:`infer_format`)."""
+"""The input formats, what each reads, and the format file names imply (:func:`infer_format`)."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ def uncompressed_name(path: str) -> str:
 
 
 def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
-    """The format the file names imply (``EXTENSION_FORMATS``, compressed or not); raises
-    when they imply none of ``formats`` or disagree."""
+    """The format the file names imply; raises when they imply none of ``formats`` or disagree."""
     found: dict[str, str] = {}
     for path in files:
         ext = os.path.splitext(uncompressed_name(path))[1]
