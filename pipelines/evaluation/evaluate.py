@@ -236,11 +236,10 @@ def _write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for mechanism in dict.fromkeys(r["mechanism"] for r in rows):
-        points: dict = {}
-        for r in rows:
-            if r["mechanism"] == mechanism:
-                points.setdefault(r["x"], []).append(r["released"])
+    curves: dict = {}
+    for r in rows:
+        curves.setdefault(r["mechanism"], {}).setdefault(r["x"], []).append(r["released"])
+    for mechanism, points in curves.items():
         xs = sorted(points)
         means, stds = zip(*(_mean_std(points[x]) for x in xs))
         ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=mechanism)

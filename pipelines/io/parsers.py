@@ -79,7 +79,6 @@ def _blank(user: str | None) -> str:
 def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
     """``user,item`` CSV records (csv's default dialect) → (user, item), the item as it is,
     the user id stripped. What is refused: docs/explanation/reading.md#parsing."""
-    csv.field_size_limit(FIELD_SIZE_LIMIT)
     lines = (line for line in decoded_lines(path, stream) if line[0] > skip_header_lines)
     first = next(lines, None)
     if first is None:
@@ -147,6 +146,7 @@ class _CsvRecords:
         self._before = first_lineno - 1  # lines before the first one read
         self._lines: list[str] = []  # the lines of the record being read
         self._ended = False  # the file ended, inside a record or after the last
+        csv.field_size_limit(FIELD_SIZE_LIMIT)
         self._reader = csv.reader(self._read(lines))
 
     def _read(self, lines: Iterator[tuple[int, str]]) -> Iterator[str]:
@@ -195,7 +195,6 @@ def _refuse_repeated_columns(path: str, header: Sequence[str], read: Sequence[st
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """A headed CSV file → (user, text) per row; ``user_field="@row"``: each row its own user
     (``<file>:<row>``), else the id is stripped and must not be empty."""
-    csv.field_size_limit(FIELD_SIZE_LIMIT)
     records = _CsvRecords(path, decoded_lines(path, stream))
     rows = iter(records)
     read = (text_field,) if user_field == ROW_AS_USER else (user_field, text_field)
