@@ -15,8 +15,7 @@ import logging  # noqa: E402
 
 
 class _BeamNoiseFilter(logging.Filter):
-    """Drops Beam's start-up lines and the ERROR log of an exception that the job reports
-    as a clean ``error:`` line."""
+    """Drops Beam's start-up lines and its ERROR logs of errors the job reports itself."""
 
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
                  "No semi_persistent_directory found", "Logging handler created")

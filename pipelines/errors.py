@@ -77,8 +77,7 @@ _ERRNO = re.compile(r"\[Errno (\d+)\]")
 
 
 def _no_space_message(exc: BaseException) -> str | None:
-    """The line for a full disk anywhere in ``exc``'s chain, else None; naming the step,
-    never the file's path (a staging file's)."""
+    """The line for a full disk anywhere in ``exc``'s chain (never naming a path), else None."""
     code, seen = None, set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and code is None:
@@ -115,8 +114,7 @@ def error_message(exc: BaseException) -> str | None:
     Beam's ``[while running 'Step']`` is dropped; a portable runner's
     RuntimeError is searched for the original error's line.
     """
-    known = _no_space_message(exc) or _prism_start_message(exc)
-    if known is not None:
+    if (known := _no_space_message(exc) or _prism_start_message(exc)) is not None:
         return known
     if isinstance(exc, CLEAN_ERRORS):
         text = str(exc)

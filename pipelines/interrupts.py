@@ -39,8 +39,7 @@ def _started_module(argv) -> str:
 
 def interrupted_line() -> str:
     """``interrupted``, or, once the release is in place, that it is complete."""
-    done = INTERRUPTS.released_to
-    if done is None:
+    if (done := INTERRUPTS.released_to) is None:
         return "interrupted"
     return (f"interrupted after the release was complete: {done} holds it (running the "
             "job again would spend the budget again)")

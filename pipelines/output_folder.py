@@ -212,8 +212,7 @@ class _LocalOutput:
 
 
 class _RemoteOutput:
-    """A remote output (gs://, s3://, …) through Beam's FileSystems, renamed file by file:
-    NOT atomic (object stores cannot rename a folder)."""
+    """A remote output (gs://, …) through Beam's FileSystems, file by file: NOT atomic."""
 
     def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
         self.folder, self.overwrite = folder.rstrip("/"), overwrite
@@ -223,8 +222,7 @@ class _RemoteOutput:
             raise UsageError(f"cannot write output {folder!r}: {exc}") from None
         if self._files(self.folder) and not overwrite:
             _refuse_used(folder)
-        inside = [f for f in inputs if f and f.startswith(self.folder + "/")]
-        if inside:
+        if inside := [f for f in inputs if f and f.startswith(self.folder + "/")]:
             raise UsageError(f"--output {folder} holds the input {inside[0]}; choose another "
                              "--output")
         self.staging = _sibling(self.folder)
@@ -239,8 +237,7 @@ class _RemoteOutput:
             raise UsageError(f"cannot list output {prefix!r}: {first}") from None
 
     def commit(self) -> None:
-        old = self._files(self.folder)
-        if old:
+        if old := self._files(self.folder):
             if not self.overwrite:
                 _refuse_used(self.folder)
             FileSystems.delete(old)
@@ -254,8 +251,7 @@ class _RemoteOutput:
 
     def discard(self) -> None:
         with contextlib.suppress(Exception):  # best effort, after a failure already reported
-            left = self._files(self.staging)
-            if left:
+            if left := self._files(self.staging):
                 FileSystems.delete(left)
             if FileSystems.exists(self.staging):
                 FileSystems.delete([self.staging])

@@ -68,8 +68,7 @@ WORKERS = WorkerProcesses()
 
 
 def _register_worker() -> None:
-    folder = os.environ.get(_WORKERS_FOLDER_VARIABLE)
-    if folder:
+    if folder := os.environ.get(_WORKERS_FOLDER_VARIABLE):
         # OSError: the job has ended and removed its folder; the orphan check ends this one.
         with contextlib.suppress(OSError), open(os.path.join(folder, str(os.getpid())), "x"):
             pass

@@ -35,8 +35,7 @@ def missing_mass(pair_counts: Mapping[Hashable, int], released: Collection) -> f
 
 
 def pair_counts(user_item_lists: Iterable[Iterable[Hashable]]) -> dict:
-    """Distinct (user, item) pairs per item, from one item list per user (an item a
-    user holds several times counts once)."""
+    """Distinct (user, item) pairs per item, from one item list per user."""
     counts: dict = {}
     for items in user_item_lists:
         for item in set(items):

@@ -150,8 +150,7 @@ def sample(data: UserItemArrays, max_items: int, rng: np.random.Generator) -> Us
     rank = np.arange(len(ranked)) - starts[users[ranked]]
     keep = np.ones(len(data.items), dtype=bool)
     keep[ranked[rank >= max_items]] = False
-    return UserItemArrays.from_sizes(np.minimum(sizes, max_items), data.items[keep],
-                                     data.num_items)
+    return UserItemArrays.from_sizes(np.minimum(sizes, max_items), data.items[keep], data.num_items)
 
 
 def _released(histogram: np.ndarray, sampled: UserItemArrays, calibration, rng) -> np.ndarray:
@@ -203,8 +202,7 @@ def released_count(data: UserItemArrays, mechanism, budget, rng: np.random.Gener
 
 def _auto_released_count(data: UserItemArrays, mechanism, budget, share: float | None,
                          rng: np.random.Generator) -> tuple[int, int]:
-    """(Δ0 chosen, items released) with ``max_items_per_user="auto"`` at ``share`` (None:
-    the mechanism's default), as ``SelectItems`` runs it."""
+    """(Δ0 chosen, items released) with ``max_items_per_user="auto"``, as in ``SelectItems``."""
     auto = max_items_choice.AutoMaxItems(share=share)
     plan = max_items_choice.plan_auto(max_items_choice.with_max_items(mechanism, auto), budget)
     counts = max_items_choice.size_counts(data.sizes.tolist(), np.asarray(plan.edges))
@@ -223,8 +221,7 @@ def build_parser() -> JobArgumentParser:
                     "memory, with the library's calibration and release step.",
         examples=[f"{PROG} --output /tmp/delta0_bench --data-dir data",
                   f"{PROG} --output /tmp/d0 --datasets imdb --imdb examples/imdb_2k.csv.gz "
-                  "--grid 10,100 --auto-trials 0"],
-        beam_options=False)
+                  "--grid 10,100 --auto-trials 0"], beam_options=False)
     g = parser.add_argument_group("benchmark")
     g.add_argument(*flags("output"), required=True, metavar="FOLDER",
                    help="folder for results.csv and results.md")
@@ -260,8 +257,7 @@ def build_parser() -> JobArgumentParser:
 
 def _names(text: str, known, flag: str) -> list:
     names = comma_list(text, flag, canonical_name, "names")  # as mechanism names are
-    unknown = [n for n in names if n not in known]
-    if unknown:
+    if unknown := [n for n in names if n not in known]:
         raise UsageError(f"{flag}: unknown or no names {unknown}; choose from {sorted(known)}")
     return names
 

@@ -89,8 +89,7 @@ def build_parser() -> JobArgumentParser:
                    help="ε of the (ε, δ)-DP budget every selection gets")
     g.add_argument(*flags("delta"), type=float, required=True, metavar="D",
                    help="δ of the budget")
-    g.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES),
-                   metavar="NAMES",
+    g.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES), metavar="NAMES",
                    help="PipelineDP strategies to run (its weighted Gaussian recomputes σ for "
                         "every partition and is slow on large vocabularies)")
     g.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_peers", metavar="FOLDER",
@@ -120,8 +119,7 @@ def prepare(argv):
     # PipelineDP's names, read as mechanism names are (case and spaces ignored).
     strategies = comma_list(args.peer_strategies, "--peer-strategies",
                             lambda name: canonical_name(name).upper(), "strategies")
-    unknown = set(strategies) - set(PEER_STRATEGIES)
-    if unknown:
+    if unknown := set(strategies) - set(PEER_STRATEGIES):
         raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
                          f"{list(PEER_STRATEGIES)}")
     mechanisms = []

@@ -43,16 +43,14 @@ def check_input_exists(pattern: str) -> list[str]:
         _check_local_files(pattern, paths)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
-    folder = next((p for p in paths if "://" not in p and os.path.isdir(p)), None)
-    if folder is not None:
+    if folder := next((p for p in paths if "://" not in p and os.path.isdir(p)), None):
         raise InputFormatError(f"the input {folder} is a directory, not a file: give a glob of "
                                f"its files (e.g. {os.path.join(folder, '*')})")
     return paths
 
 
 def _check_local_files(pattern: str, paths: list[str]) -> None:
-    """Raises for a local pattern that names a file it does not match (``br[1].csv``) or
-    matches one that is not a regular file (Beam's listing skips what it cannot stat)."""
+    """Raises for a local pattern naming a file it does not match, or matching a non-file."""
     if _GLOB.search(pattern) and os.path.lexists(pattern) and pattern not in paths:
         escaped = re.sub(r"([*?[])", r"[\1]", pattern)
         found = f" (it matches {len(paths)} other files)" if paths else ""
@@ -61,8 +59,7 @@ def _check_local_files(pattern: str, paths: list[str]) -> None:
             f"pattern is a glob character class, * and ? wildcards{found}; to read the "
             f"file itself give --input {escaped!r} (each [, * and ? in [brackets])")
     for path in _candidates(pattern, paths):
-        problem = _not_a_regular_file(path)
-        if problem:
+        if problem := _not_a_regular_file(path):
             raise InputFormatError(f"the input {path} is {problem}")
 
 
@@ -78,10 +75,8 @@ def _candidates(pattern: str, paths: list[str]) -> list[str]:
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
     found = set(paths)
     for dirpath, folders, names in os.walk(folder):  # as Beam lists it: links not followed
-        for name in names:
-            path = os.path.join(dirpath, name)
-            if path not in found and matches(path) and os.path.islink(path):
-                found.add(path)
+        files = (os.path.join(dirpath, name) for name in names)
+        found.update(path for path in files if matches(path) and os.path.islink(path))
         for name in folders:
             path = os.path.join(dirpath, name)
             if os.path.islink(path) and _matches_below(path, pattern, matches):

@@ -113,8 +113,7 @@ class ParquetFields:
                                        f"{arrow_type}, expected {_PARQUET_EXPECTED[role]}")
 
     def check_footer_nulls(self, path: str, metadata: pq.FileMetaData) -> None:
-        """Raises when the footer's statistics count a null in a user or text column (a list
-        column's count empty lists too: those are checked as read)."""
+        """Raises when the footer counts a null in a user or text column (lists: as read)."""
         first_row = 1
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
@@ -169,8 +168,7 @@ class ParquetFields:
                     raise InputFormatError(holds + "a binary user id with a NUL character, "
                                            "which no text read may hold (binary data, not "
                                            "an id's text?)")
-            if _is_text_type(values.type) and _any(lambda v: pc.match_substring(v, "\x00"),
-                                                   values):
+            if _is_text_type(values.type) and _any(lambda v: pc.match_substring(v, "\x00"), values):
                 # As a text file's line holding a NUL byte is refused.
                 raise InputFormatError(holds + "text with a NUL character (binary data in a "
                                        "string column?)")
@@ -192,8 +190,7 @@ def _decoded(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _user_ids(values: pa.ChunkedArray) -> list[str]:
-    """A checked user id column as stripped str ids (integers as decimal text, bytes as
-    UTF-8; Arrow's ``utf8_trim_whitespace`` strips what ``str.strip`` does)."""
+    """A checked user id column as stripped str ids (integers as decimal text, bytes as UTF-8)."""
     if pa.types.is_integer(values.type):
         return values.cast(pa.string()).to_pylist()
     if not _is_text_type(values.type):

@@ -289,10 +289,9 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
         if type(record) is _RepeatedKeys:
             for name in (user_field, text_field):
                 if name in record.repeated:
-                    raise InputFormatError(
-                        f"{path}:{lineno}: the object has the key {name!r} "
-                        f"{record.repeated[name]} times: which one to read is ambiguous; "
-                        "keep one")
+                    raise InputFormatError(f"{path}:{lineno}: the object has the key {name!r} "
+                                           f"{record.repeated[name]} times: which one to read "
+                                           "is ambiguous; keep one")
         user, value = record.get(user_field), record.get(text_field)
         if user is None or (isinstance(user, str) and not user.strip()):
             # A blank id is refused as in csv and pairs, which strip the user id.

@@ -29,8 +29,7 @@ _LOG = logging.getLogger("pipelines")
 
 @opaque_output
 class _ParseFileFn(beam.DoFn):
-    """Parses one matched file into records, logging which file it reads (and, with
-    ``log_records``, its number of records: a raw count, asked for by the job)."""
+    """Parses one matched file into records, logging it (and its record count: raw)."""
 
     def __init__(self, parse, files: Sequence[str] | None, log_records: bool):
         self._parse, self._log_records = parse, log_records
@@ -94,8 +93,7 @@ class ReadUserTexts(beam.PTransform):
 
 
 def items_of(value) -> list:
-    """The items in field 1 of what ``ReadUserItems`` gives: one item (a pairs file's
-    line) or a row's tokens."""
+    """The items in field 1 of what ``ReadUserItems`` gives: a pairs line's or a row's."""
     return [value] if isinstance(value, (str, bytes)) else list(value)
 
 
