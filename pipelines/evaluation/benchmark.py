@@ -4,9 +4,6 @@
         --mechanisms weighted-gaussian,policy-gaussian,sips,gw -- \\
         --input data/imdb_50k_reviews.csv.gz --user-field @row --text-field review \\
         --rho 0.1 --delta 1e-5 --max-items-per-user 100
-    python -m pipelines.evaluation.benchmark --job ngrams -- \\
-        --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 \\
-        --epsilon 1 --delta 1e-7
 
 Everything after ``--`` is the job's own command line (without ``--output``
 and, for the vocabulary job, without ``--mechanism``). The pair count, times
