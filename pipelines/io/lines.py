@@ -70,7 +70,7 @@ def decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[i
             raise
         if not keep_ends:
             lines = [line.rstrip("\r\n") for line in lines]
-        yield from zip(range(lineno + 1, lineno + 1 + len(lines)), lines)
+        yield from enumerate(lines, lineno + 1)
         lineno += len(lines)
 
 
@@ -100,8 +100,5 @@ def _check_each_line(path: str, lines_before: int, block: list[bytes]) -> None:
 
 
 def _magic_hint(lineno: int, raw: bytes) -> str:
-    if lineno == 1:
-        for magic, hint in _MAGIC_HINTS:
-            if raw.startswith(magic):
-                return f"; {hint}"
-    return ""
+    return next((f"; {hint}" for magic, hint in _MAGIC_HINTS
+                 if lineno == 1 and raw.startswith(magic)), "")
