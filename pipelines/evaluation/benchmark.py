@@ -116,8 +116,7 @@ def prepare(argv):
     if args.before and not os.path.isdir(os.path.join(args.before, "pipelines")):
         raise UsageError(f"--before {args.before!r} is not a checkout of this project "
                          "(no pipelines/ folder)")
-    # The jobs run in the folder of their checkout (--before's too): input
-    # paths given relative to here are made absolute.
+    # The jobs run in their checkout's folder (--before's too): input paths made absolute.
     job_argv = absolute_inputs(job_argv)
     mechanisms = comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms")
     if args.job == "ngrams":
@@ -189,9 +188,8 @@ def run_prepared(job) -> str:
     if args.read_only:
         return _run_read_only(job)
     with scratch_folder(args.workdir, "beam_dpsu_benchmark_") as workdir:
-        # The read-only pipeline (this checkout's reader, for both codes), then the job per
-        # mechanism, this checkout and --before: each round runs every one of them once,
-        # so a machine that slows down or speeds up during the run weighs on all alike.
+        # Each round runs every pipeline once (this checkout's reader for both codes), so
+        # a machine that slows down or speeds up during the run weighs on all alike.
         read_command = [sys.executable, "-m", "pipelines.evaluation.benchmark", "--read-only",
                         "--job", args.job, "--", *job.job_argv]
         pairs_box = {}

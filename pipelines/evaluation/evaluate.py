@@ -124,9 +124,7 @@ def build_cache(args, options, cache_dir: str) -> None:
                                                    file_name_suffix=".jsonl"))
 
 
-# Raised when the cache's layout changes; a change in how the input is read is
-# formats.READING_RULES_VERSION, also in the key.
-_CACHE_VERSION = 1
+_CACHE_VERSION = 1  # the cache's layout (how the input is read: READING_RULES_VERSION)
 
 
 def _file_digest(path: str) -> str:

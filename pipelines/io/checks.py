@@ -23,9 +23,8 @@ INSPECT_RECORDS = 100  # records of each file that inspect_input parses
 
 _GLOB = re.compile(r"[*?[]")
 
-# ``[[]``, the one way to match a literal "[" in Beam's patterns (the escape the
-# error below gives), makes Python's re warn when Beam compiles the pattern; the
-# set is what is meant, so that one warning is not shown.
+# ``[[]``, the one way to match a literal "[" in Beam's patterns (the escape the error
+# below gives), makes Python's re warn when Beam compiles the pattern: not shown.
 warnings.filterwarnings("ignore", message="Possible nested set", category=FutureWarning,
                         module="apache_beam.io.filesystem")
 

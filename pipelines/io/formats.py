@@ -36,8 +36,7 @@ EXTENSION_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".txt
                      ".zip": "msnbc", ".seq": "msnbc", ".parquet": "parquet"}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd", ".deflate", ".xz", ".lzma")
 
-# The user field that makes each row (record) its own user.
-ROW_AS_USER = "@row"
+ROW_AS_USER = "@row"  # the user field that makes each row (record) its own user
 
 
 def uncompressed_name(path: str) -> str:

@@ -36,8 +36,7 @@ _PARQUET_EXPECTED = {"user": "a string, integer or binary column",
                      "text": "a string column", "items": "a list of strings"}
 _PARQUET_FLAGS = {"user": "--user-field", "text": "--text-field", "items": "--items-field"}
 
-# Footers read at once when a Parquet input is checked (remote stores answer slowly).
-_FOOTER_READERS = 16
+_FOOTER_READERS = 16  # footers read at once (remote stores answer slowly)
 
 # The label of the step that reads Parquet row groups: a failure inside it
 # (Beam's reader raises pyarrow's own errors) is recognised by it.
