@@ -242,8 +242,7 @@ class _RemoteOutput:
                 _refuse_used(self.folder)
             FileSystems.delete(old)
         new = self._files(self.staging)
-        leftovers = [p for p in new if _LEFTOVER_TEMPORARY.search(p[len(self.staging):])]
-        if leftovers:
+        if leftovers := [p for p in new if _LEFTOVER_TEMPORARY.search(p[len(self.staging):])]:
             FileSystems.delete(leftovers)
             new = [p for p in new if p not in leftovers]
         FileSystems.rename(new, [self.folder + p[len(self.staging):] for p in new])

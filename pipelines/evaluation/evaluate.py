@@ -255,10 +255,9 @@ def prepare(argv, prog: str = PROG):
     """Everything checked before any work: flags, grid, mechanisms, matplotlib, input."""
     args, options = parse_job_args(build_parser(prog), argv)
     budgets = _budgets(args)
-    if args.trials < 1:
-        raise UsageError(f"--trials must be >= 1, got {args.trials}")
-    if args.k_anonymity is not None and args.k_anonymity < 1:
-        raise UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
+    for flag, value in (("--trials", args.trials), ("--k-anonymity", args.k_anonymity)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be >= 1, got {value}")
     if "://" in args.output:
         raise UsageError(f"--output must be a local folder, got {args.output!r}")
     if args.cache_dir and (os.path.abspath(args.cache_dir) + os.sep).startswith(
