@@ -93,7 +93,6 @@ def _public_hint(message: str) -> str:
     return message[:hint.start()] + said
 
 
-
 def read_input(transform, args, **kwargs):
     """``transform`` (``ReadUserItems``, ``ReadPairs`` or ``ReadDocuments``) of the input
     flags in ``args``, as :func:`resolve_input` checked them.
