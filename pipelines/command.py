@@ -83,9 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
       0 on success (and for ``--help``, ``--version``), 2 for a bad command line
-      (one ``error: …`` line on stderr), 130 when interrupted, else the job's
-      own exit code. Run as the program (``argv`` None) it does not return: the
-      process ends with that code (``pipelines.interrupts.end_program``).
+      (one ``error: …`` line on stderr), 130 when interrupted, else the job's own;
+      with ``argv`` None it does not return: the process ends with that code.
     """
     if argv is None:
         install_start_handler()

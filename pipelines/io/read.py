@@ -170,11 +170,9 @@ class ReadPairs(ReadUserItems):
 class ReadDocuments(_ReadInput):
     """Files → (user, tokens) documents, for n-gram extraction.
 
-    csv/jsonl/text are tokenised with ``tokenizer``; ``msnbc`` is the UCI
-    sequence file, one user per line; ``parquet`` rows are tokenised from
-    ``text_field`` or are ``items_field`` as is. With ``as_elements`` each record
-    is only its tokens, no user id (what ``ExtractNgrams(privacy_unit="element")``
-    takes): no id is made, and no step is added to drop it.
+    Texts are tokenised with ``tokenizer``; ``msnbc`` is the UCI sequence file, one
+    user per line. With ``as_elements`` each record is only its tokens, no user id
+    made (what ``ExtractNgrams(privacy_unit="element")`` takes).
     """
 
     _FORMATS = DOCUMENT_FORMATS
