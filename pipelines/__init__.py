@@ -1,9 +1,8 @@
 """The jobs of beam_dpsu: vocabulary, ngrams, evaluate, benchmark (see docs/jobs.md).
 
-Importing this package installs a logging filter that drops Beam's noise, here
-so that it is in place before Beam loads and in the DirectRunner's worker
-processes too, and the handler for an interrupt while a job imports Beam
-(:func:`pipelines.interrupts.quiet_start`). Details: docs/explanation/jobs.md#progress-lines
+Importing this package installs the handler for an interrupt while a job imports
+Beam and a logging filter for Beam's noise, before Beam loads (in the worker
+processes too). Details: docs/explanation/jobs.md#progress-lines
 """
 
 # First, before any other import: the handler for an interrupt while the job starts.
@@ -16,13 +15,7 @@ import logging  # noqa: E402
 
 
 class _BeamNoiseFilter(logging.Filter):
-    """Drops Beam log records that say nothing useful to a job's user.
-
-    Beam's start-up lines (``apitools not found`` without the GCP extras,
-    ``Discarding unparseable args``: the jobs check every flag; the worker
-    processes' own), and the ERROR log of an exception from a DoFn that the job
-    reports as a clean ``error:`` line.
-    """
+    """Drops Beam's start-up lines and its ERROR logs of errors the job reports itself."""
 
     _MESSAGES = ("apitools not found", "Discarding unparseable args",
                  "No semi_persistent_directory found", "Logging handler created")
@@ -57,8 +50,8 @@ _NOISY_LOGGERS = ("", "apache_beam.options.pipeline_options", "apache_beam.runne
 
 
 def quiet_beam() -> None:
-    """Installs the noise filter on the loggers Beam's noise comes from and the root's
-    handlers (a logger's filters see only its own records); idempotent."""
+    """Installs the noise filter on Beam's noisy loggers and the root's handlers (a
+    logger's filters see only its own records); idempotent."""
     for name in _NOISY_LOGGERS:
         logger = logging.getLogger(name)
         if BEAM_NOISE_FILTER not in logger.filters:

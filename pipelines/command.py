@@ -2,18 +2,11 @@
 
     beam-dpsu vocabulary --input examples/imdb_2k.csv.gz --user-field user \\
         --text-field review --rho 0.1 --delta 1e-5 --output out/vocabulary
-    beam-dpsu ngrams --input data/msnbc990928.zip --max-n 6 --epsilon 1 --delta 1e-7 \\
-        --output out/ngrams
-    beam-dpsu evaluate --input … --mechanisms weighted-gaussian,sips --epsilons 1,2 \\
-        --delta 1e-5 --output eval/
 
-``beam-dpsu JOB FLAGS…`` is ``python -m MODULE FLAGS…``, MODULE the job's
-(``pipelines.vocabulary``, ``pipelines.ngrams``,
-``pipelines.evaluation.evaluate``): the same flags, output, messages and exit
-codes, with ``beam-dpsu JOB`` as the program name. ``beam-dpsu --help`` lists
-the jobs. A job's module (and with it Beam) is imported only once its
-subcommand is known, so ``--help``, ``--version`` and a mistyped subcommand
-answer at once; Ctrl-C meanwhile prints ``interrupted`` (exit 130).
+``beam-dpsu JOB FLAGS…`` is ``python -m MODULE FLAGS…``, MODULE the job's: the
+same flags, output, messages and exit codes. A job's module (and with it Beam)
+is imported only once its subcommand is known, so ``--help``, ``--version`` and
+a mistyped subcommand answer at once (docs/explanation/jobs.md#running-a-job).
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ PROG = "beam-dpsu"
 
 
 class Job(NamedTuple):
-    """A subcommand: the module that defines the job (its ``main``) and its help line."""
+    """A subcommand: the module of the job (its ``main``) and its help line."""
 
     module: str
     summary: str
@@ -52,7 +45,7 @@ _EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the jobs exit
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser behind ``beam-dpsu --help`` (dispatch is by the first word, see :func:`main`)."""
+    """The parser behind ``beam-dpsu --help`` (dispatch is by the first word)."""
     width = max(map(len, JOBS))
     commands = "\n".join(f"  {name:<{width}}  {job.summary}" for name, job in JOBS.items())
     parser = argparse.ArgumentParser(
@@ -90,9 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
       0 on success (and for ``--help``, ``--version``), 2 for a bad command line
-      (one ``error: …`` line on stderr), 130 when interrupted, else the job's
-      own exit code. Run as the program (``argv`` None) it does not return: the
-      process ends with that code (``pipelines.interrupts.end_program``).
+      (one ``error: …`` line on stderr), 130 when interrupted, else the job's own;
+      with ``argv`` None it does not return: the process ends with that code.
     """
     if argv is None:
         install_start_handler()

@@ -1,10 +1,8 @@
 """The jobs' errors: a bad parameter or input is one ``error: …`` line naming the flag.
 
-:class:`UsageError` is the jobs' own; library ``ParameterError``s are named by
-flag through one mapping, :data:`FLAG_OF` (:func:`flag_errors`, never
-reworded); :func:`error_message` finds the line of an expected failure, also
-when Beam wraps it. Messages never name a user id or a record's text
-(docs/privacy.md, invariants). Details: docs/explanation/jobs.md#errors
+Library ``ParameterError``s are named by flag through :data:`FLAG_OF`, never
+reworded. Messages never name a user id or a record's text (docs/privacy.md,
+invariants). Details: docs/explanation/jobs.md#errors
 """
 
 from __future__ import annotations
@@ -42,8 +40,8 @@ FLAG_OF = {  # the library's parameter names and the flags that set them
 
 
 class FlagMessage(UsageError):
-    """A job's message whose ``{param}`` placeholders become flags (``"give it {epsilon}"``),
-    from :data:`FLAG_OF` or, inside :func:`flag_errors`, its overrides."""
+    """A job's message whose ``{param}`` placeholders become flags (``"give {epsilon}"``),
+    from :data:`FLAG_OF` or :func:`flag_errors`'s overrides."""
 
     def __init__(self, template: str):
         super().__init__(template.format_map(FLAG_OF))
@@ -79,8 +77,7 @@ _ERRNO = re.compile(r"\[Errno (\d+)\]")
 
 
 def _no_space_message(exc: BaseException) -> str | None:
-    """The line for a full disk anywhere in ``exc``'s chain (by errno, or its text), else None;
-    naming the step, never the file's path (a staging file's)."""
+    """The line for a full disk anywhere in ``exc``'s chain (never naming a path), else None."""
     code, seen = None, set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and code is None:
@@ -101,7 +98,7 @@ def _no_space_message(exc: BaseException) -> str | None:
 
 
 def _prism_start_message(exc: BaseException) -> str | None:
-    """The line for a Prism runner that could not start (no binary found), else None."""
+    """The line for a Prism runner that could not start, else None."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not any(os.path.basename(frame.filename) == "prism_runner.py" for frame in frames):
         return None
@@ -117,8 +114,7 @@ def error_message(exc: BaseException) -> str | None:
     Beam's ``[while running 'Step']`` is dropped; a portable runner's
     RuntimeError is searched for the original error's line.
     """
-    known = _no_space_message(exc) or _prism_start_message(exc)
-    if known is not None:
+    if (known := _no_space_message(exc) or _prism_start_message(exc)) is not None:
         return known
     if isinstance(exc, CLEAN_ERRORS):
         text = str(exc)

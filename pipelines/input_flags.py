@@ -1,8 +1,5 @@
-"""The input flags resolved: ``--format`` inferred from the file names, the files checked.
-
-The first records of each file are parsed before any pipeline is built, so a
-bad input fails in a second with a message naming files, lines and fields,
-never a record's text. Details: docs/explanation/jobs.md#checking-the-input
+"""The input flags resolved: ``--format`` inferred from the file names, the files checked
+before any pipeline is built. Details: docs/explanation/jobs.md#checking-the-input
 """
 
 from __future__ import annotations
@@ -15,16 +12,14 @@ from pipelines.io.errors import InputFormatError
 from pipelines.io.checks import check_input_exists, inspect_input
 from pipelines.io.formats import ROW_AS_USER, infer_format
 from pipelines.io.parquet import ParquetFields, inspect_parquet
+from pipelines.settings import tokenizer_from_args
 
-__all__ = ["resolve_input", "check_public_input"]
+__all__ = ["resolve_input", "check_public_input", "read_input"]
 
 
 def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[str]:
-    """Infers ``args.format`` when it was not given and checks the input; returns its files.
-
-    The first records (up to 100) of (up to 32 of) the files are parsed here;
-    Parquet files are checked from their footers.
-    """
+    """Infers ``args.format`` when it was not given and checks the input; returns its files
+    (the first 100 records of up to 32 files parsed, Parquet files' footers read)."""
     items_field = getattr(args, "items_field", None)
     if args.text_field and items_field:
         raise UsageError("--text-field and --items-field exclude each other: give the text "
@@ -97,3 +92,17 @@ def _public_hint(message: str) -> str:
                 "convert it to one of those")
     return message[:hint.start()] + said
 
+
+def read_input(transform, args, **kwargs):
+    """``transform`` (``ReadUserItems``, ``ReadPairs`` or ``ReadDocuments``) of the input
+    flags in ``args``, as :func:`resolve_input` checked them.
+
+    Args:
+      transform: the reader class.
+      args: the parsed flags.
+      **kwargs: more of the reader's arguments (``log_records``, ``as_elements``).
+    """
+    return transform(args.input, args.format, args.user_field, args.text_field,
+                     tokenizer_from_args(args), args.skip_header_lines,
+                     files=getattr(args, "files", None),
+                     items_field=getattr(args, "items_field", None), **kwargs)

@@ -1,9 +1,7 @@
 """SIGINT and SIGTERM while a job runs: one line ``interrupted``, exit 128 + signal.
 
 The output folder is put in place or removed whole whatever the moment of the
-signal (:meth:`Interrupts.held`); before the job runs :func:`quiet_start`'s
-handler says the same, and :func:`end_program` keeps it until the process has
-ended. Details: docs/explanation/jobs.md#interrupts
+signal. Details: docs/explanation/jobs.md#interrupts
 """
 
 from __future__ import annotations
@@ -40,10 +38,8 @@ def _started_module(argv) -> str:
 
 
 def interrupted_line() -> str:
-    """``interrupted``, or, once the release is in place, that it is complete (running the
-    job again for it would spend the budget again)."""
-    done = INTERRUPTS.released_to
-    if done is None:
+    """``interrupted``, or, once the release is in place, that it is complete."""
+    if (done := INTERRUPTS.released_to) is None:
         return "interrupted"
     return (f"interrupted after the release was complete: {done} holds it (running the "
             "job again would spend the budget again)")
@@ -60,9 +56,8 @@ def _exit_while_starting(signum, _frame):
 def end_program(code: int) -> NoReturn:
     """Ends a job run as a program with exit ``code``, once the job has returned.
 
-    The exit callbacks run with the start handler in place, the streams are
-    flushed, and the process ends without the interpreter's teardown (which
-    resets the signals part-way). Derivation: docs/explanation/jobs.md#interrupts
+    The exit callbacks run with the start handler in place, then the process ends
+    without the interpreter's teardown (docs/explanation/jobs.md#interrupts).
     """
     import atexit
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -81,8 +76,7 @@ def quiet_start(argv=None) -> bool:
     """In a job started as ``python -m pipelines.JOB``: a SIGINT or SIGTERM while its
     module imports Beam prints ``interrupted`` and exits 128 + the signal.
 
-    Called when the ``pipelines`` package is imported. Returns whether it
-    installed the handler (not in other programs, nor over a handler already set).
+    Returns whether it installed the handler (not in other programs, nor over one set).
     """
     module = _started_module(sys.orig_argv if argv is None else argv)
     if not module.startswith("pipelines.") or module in _NOT_JOBS:
@@ -92,7 +86,7 @@ def quiet_start(argv=None) -> bool:
 
 def install_start_handler() -> bool:
     """Installs :func:`quiet_start`'s handler where SIGINT and SIGTERM have their default
-    actions (main thread only); returns whether it did (e.g. for ``beam-dpsu``)."""
+    actions (main thread only); returns whether it did."""
     if threading.current_thread() is not threading.main_thread():
         return False
     installed = False
@@ -107,9 +101,8 @@ class Interrupts:
     """SIGINT and SIGTERM while a job runs (a context manager around the job).
 
     The first signal is recorded (Beam re-raises a step's ``KeyboardInterrupt``
-    as a ``RuntimeError``) and raised as ``KeyboardInterrupt``, and logging
-    stops; later ones are ignored. ``on_interrupt`` holds what else it must
-    stop (the worker processes). Details: docs/explanation/jobs.md#interrupts
+    as a ``RuntimeError``) and raised as ``KeyboardInterrupt``; later ones are
+    ignored. ``on_interrupt`` holds what else it must stop (the worker processes).
     """
 
     def __init__(self):
@@ -161,7 +154,7 @@ class Interrupts:
             self._interrupt(self._pending)
 
     def exit_code(self) -> int:
-        """128 + the signal that interrupted the job (SIGINT for another KeyboardInterrupt)."""
+        """128 + the signal (SIGINT for another KeyboardInterrupt)."""
         return 128 + (self.signal or signal.SIGINT)
 
 

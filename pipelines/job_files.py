@@ -21,11 +21,8 @@ __all__ = ["WriteJson", "read_json", "scratch_folder", "check_scratch_folder"]
 def _write_file(text: str, path: str) -> str:
     """Writes ``text`` to ``path`` through a temporary name: never a partial file there."""
     temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    handle = FileSystems.create(temporary)
-    try:
+    with contextlib.closing(FileSystems.create(temporary)) as handle:
         handle.write(text.encode("utf-8"))
-    finally:
-        handle.close()
     FileSystems.rename([temporary], [path])
     return path
 
@@ -49,8 +46,6 @@ class WriteJson(beam.PTransform):
 
 def check_scratch_folder(folder: str, flag: str) -> None:
     """A flag's scratch folder is a local folder, or one that can be created (it is, here).
-
-    Called once a job has checked everything else: one ``error:`` line before any work.
 
     Args:
       folder: the flag's value.

@@ -1,8 +1,6 @@
 """Running a job: one ``error: …`` line and exit 2 for every expected failure, one line
-``interrupted`` and exit 130/143 for SIGINT/SIGTERM, the summary line on success.
-
-Details: docs/explanation/jobs.md#running-a-job
-"""
+``interrupted`` and exit 130/143 for SIGINT/SIGTERM, the summary line on success
+(docs/explanation/jobs.md#running-a-job)."""
 
 from __future__ import annotations
 
@@ -23,7 +21,7 @@ __all__ = ["run_job", "job_pipeline"]
 
 @contextlib.contextmanager
 def _workers_stopped_on_interrupt(interrupts):
-    """An interrupt also stops the worker processes (a signal to the job alone reaches none)."""
+    """An interrupt also stops the worker processes (a signal to the job reaches none)."""
     interrupts.on_interrupt.append(WORKERS.interrupt)
     try:
         yield

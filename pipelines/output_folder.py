@@ -1,10 +1,7 @@
 """The output folder: one folder, one release, appearing complete or not at all.
 
-The run writes into a hidden, locked sibling that is renamed into place once
-everything is written (exchanged with an old folder in one step under
-``--overwrite``) and removed if the run fails; a later run clears siblings no
-live run holds. Remote outputs go through Beam's FileSystems, file by file.
-Details: docs/explanation/jobs.md#the-output-folder
+The run writes into a hidden, locked sibling renamed into place once everything
+is written, removed if the run fails. Details: docs/explanation/jobs.md#the-output-folder
 """
 
 from __future__ import annotations
@@ -43,14 +40,14 @@ def _is_local(path: str) -> bool:
 
 
 def _sibling(folder: str, kind: str = STAGING) -> str:
-    """A hidden, unique name beside ``folder``: ``PARENT/.NAME.beam_dpsu-staging-<hex>``."""
+    """A hidden, unique name beside ``folder``: ``PARENT/.NAME<kind><hex>``."""
     parent, name = folder.rstrip("/").rsplit("/", 1) if "/" in folder.rstrip("/") \
         else (".", folder.rstrip("/"))
     return f"{parent}/.{name}{kind}{uuid.uuid4().hex[:12]}"
 
 
 def _locked(path: str) -> int | None:
-    """A descriptor of folder ``path`` holding an exclusive ``flock``; None if none is had."""
+    """A descriptor of folder ``path`` holding an exclusive ``flock``, or None."""
     fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -215,10 +212,7 @@ class _LocalOutput:
 
 
 class _RemoteOutput:
-    """A remote output (gs://, s3://, …) through Beam's FileSystems: NOT atomic.
-
-    Object stores cannot rename a folder: :meth:`commit` renames file by file.
-    """
+    """A remote output (gs://, …) through Beam's FileSystems, file by file: NOT atomic."""
 
     def __init__(self, folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
         self.folder, self.overwrite = folder.rstrip("/"), overwrite
@@ -228,15 +222,14 @@ class _RemoteOutput:
             raise UsageError(f"cannot write output {folder!r}: {exc}") from None
         if self._files(self.folder) and not overwrite:
             _refuse_used(folder)
-        inside = [f for f in inputs if f and f.startswith(self.folder + "/")]
-        if inside:
+        if inside := [f for f in inputs if f and f.startswith(self.folder + "/")]:
             raise UsageError(f"--output {folder} holds the input {inside[0]}; choose another "
                              "--output")
         self.staging = _sibling(self.folder)
 
     @staticmethod
     def _files(prefix: str) -> list[str]:
-        """Every file under ``prefix`` (none when it does not exist)."""
+        """Every file under ``prefix``."""
         try:
             return [m.path for m in FileSystems.match([prefix + "/**"])[0].metadata_list]
         except Exception as exc:  # noqa: BLE001 - BeamIOError wraps the store's own error
@@ -244,14 +237,12 @@ class _RemoteOutput:
             raise UsageError(f"cannot list output {prefix!r}: {first}") from None
 
     def commit(self) -> None:
-        old = self._files(self.folder)
-        if old:
+        if old := self._files(self.folder):
             if not self.overwrite:
                 _refuse_used(self.folder)
             FileSystems.delete(old)
         new = self._files(self.staging)
-        leftovers = [p for p in new if _LEFTOVER_TEMPORARY.search(p[len(self.staging):])]
-        if leftovers:
+        if leftovers := [p for p in new if _LEFTOVER_TEMPORARY.search(p[len(self.staging):])]:
             FileSystems.delete(leftovers)
             new = [p for p in new if p not in leftovers]
         FileSystems.rename(new, [self.folder + p[len(self.staging):] for p in new])
@@ -259,8 +250,7 @@ class _RemoteOutput:
 
     def discard(self) -> None:
         with contextlib.suppress(Exception):  # best effort, after a failure already reported
-            left = self._files(self.staging)
-            if left:
+            if left := self._files(self.staging):
                 FileSystems.delete(left)
             if FileSystems.exists(self.staging):
                 FileSystems.delete([self.staging])
@@ -269,7 +259,7 @@ class _RemoteOutput:
 def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] = ()):
     """The output folder, checked before any pipeline runs.
 
-    Its ``staging`` is where the run writes, :meth:`commit` puts it in place,
+    The run writes into its ``staging``; :meth:`commit` puts it in place,
     :meth:`discard` removes it after a failure.
 
     Args:
@@ -308,7 +298,7 @@ def _missing_ancestor(path: str) -> str | None:
 @contextlib.contextmanager
 def written_whole(folder: str | None, overwrite: bool = False, inputs: Sequence[str] = ()):
     """Yields where to write ``folder`` (None: nothing); puts it in place when the block
-    ends, removes it if the block raises (an interrupt too)."""
+    ends, removes it if the block raises."""
     if folder is None:
         yield None
         return

@@ -1,8 +1,6 @@
-"""Progress: lines on stderr naming the stage and its released counts, and the summary.
-
-``[job  12.3s] …`` lines through the ``pipelines`` logger name files and
-released counts only, never a user id, a record's text or a raw count
-(docs/privacy.md, invariants). Details: docs/explanation/jobs.md#progress-lines
+"""Progress: ``[job  12.3s] …`` lines on stderr naming files and released counts only,
+never a user id, a record's text or a raw count (docs/privacy.md, invariants).
+Details: docs/explanation/jobs.md#progress-lines
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ class _StderrHandler(logging.StreamHandler):
 
 
 class _ProgressFormatter(logging.Formatter):
-    """``[job  12.3s] message``, by the wall clock (a worker's lines too: :func:`_log_line`)."""
+    """``[job  12.3s] message``, by the wall clock (a worker's lines too)."""
 
     def __init__(self):
         super().__init__()
@@ -78,7 +76,7 @@ def _job_clock() -> tuple:
 
 
 def _log_line(clock: tuple, message: str) -> None:
-    """A progress line from a step, named and timed as the job's also in a worker process."""
+    """A progress line from a step, named and timed as the job's in a worker process too."""
     pid, job, start = clock
     if os.getpid() != pid and _HANDLER not in LOG.handlers:
         _FORMATTER.job, _FORMATTER.start = job, start
@@ -89,8 +87,8 @@ def _log_line(clock: tuple, message: str) -> None:
 class LogCount(beam.PTransform):
     """Counts a PCollection and logs ``message.format(n=count, s=…)``; returns the count.
 
-    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}"). For
-    released sets only, whose size is a DP output.
+    ``{s}`` is "s" unless the count is 1 ("released {n:,} item{s}"). For released
+    sets only, whose size is a DP output.
     """
 
     def __init__(self, message: str):
@@ -110,8 +108,8 @@ class LogCount(beam.PTransform):
 
 
 def log_written(paths, what: str, staging: str | None = None, output: str | None = None):
-    """Logs the files a writer returns in one line once all are written (many shards:
-    how many, the first and the last), named under ``output`` rather than ``staging``."""
+    """Logs the files a writer returns in one line once all are written (many: how many,
+    the first and the last), named under ``output`` rather than ``staging``."""
     clock = _job_clock()
 
     def where(path):

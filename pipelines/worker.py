@@ -1,14 +1,12 @@
 """The DirectRunner's worker processes under ``--direct_running_mode=multi_processing``.
 
-:func:`runner_for`'s runner starts ``python -m pipelines.worker`` instead of
-Beam's worker, which filters Beam's start-up noise, ends quietly on SIGINT or
-once the job is gone, and registers its process id so that a signal sent to
-the job alone reaches it (:class:`WorkerProcesses`).
-Details: docs/explanation/jobs.md#worker-processes
+``python -m pipelines.worker`` instead of Beam's worker: quiet, it ends with the
+job and gets its signals. Details: docs/explanation/jobs.md#worker-processes
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -39,7 +37,7 @@ _WORKERS_FOLDER_VARIABLE = "BEAM_DPSU_WORKERS_FOLDER"  # where workers write the
 
 class WorkerProcesses:
     """The job's worker processes, found by files named by their ids in a private folder
-    (Beam keeps no handle the job could use). One per job process: :data:`WORKERS`."""
+    (Beam keeps no handle). One per job process: :data:`WORKERS`."""
 
     def __init__(self):
         self._folder: str | None = None
@@ -55,10 +53,9 @@ class WorkerProcesses:
         if self._folder is None:
             return
         for name in os.listdir(self._folder):
-            try:
+            # ValueError: not a process id; the others: a worker that has ended.
+            with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
                 os.kill(int(name), signum)
-            except (ValueError, ProcessLookupError, PermissionError):
-                pass  # not a process id, or a worker that has ended
 
     def close(self) -> None:
         if self._folder is not None:
@@ -71,18 +68,15 @@ WORKERS = WorkerProcesses()
 
 
 def _register_worker() -> None:
-    folder = os.environ.get(_WORKERS_FOLDER_VARIABLE)
-    if folder:
-        try:
-            with open(os.path.join(folder, str(os.getpid())), "x"):
-                pass
-        except OSError:
-            pass  # the job has ended and removed its folder: the orphan check ends this one
+    if folder := os.environ.get(_WORKERS_FOLDER_VARIABLE):
+        # OSError: the job has ended and removed its folder; the orphan check ends this one.
+        with contextlib.suppress(OSError), open(os.path.join(folder, str(os.getpid())), "x"):
+            pass
 
 
 def runner_for(options):
     """None (Beam's runner) unless ``options`` ask for the DirectRunner's multi-process
-    mode; then the ``FnApiRunner`` the DirectRunner would use, its workers :func:`main`."""
+    mode; then its ``FnApiRunner``, with :func:`main` as the workers."""
     if not _is_direct_multi_processing(options):
         return None
     WORKERS.expect()
@@ -108,7 +102,7 @@ def _quiet_exit(_signum=None, _frame=None):
 
 
 def _end_when_orphaned(parent: int, interval: float = 0.5) -> None:
-    """Ends the worker once the job that started it is gone (it is then re-parented)."""
+    """Ends the worker once the job that started it is gone (re-parented)."""
     while os.getppid() == parent:
         time.sleep(interval)
     _quiet_exit()

@@ -4,19 +4,11 @@
         --mechanisms weighted-gaussian,policy-gaussian,sips,gw -- \\
         --input data/imdb_50k_reviews.csv.gz --user-field @row --text-field review \\
         --rho 0.1 --delta 1e-5 --max-items-per-user 100
-    python -m pipelines.evaluation.benchmark --job ngrams -- \\
-        --input data/msnbc990928.zip --max-n 6 --max-items-per-user 10 \\
-        --epsilon 1 --delta 1e-7
 
 Everything after ``--`` is the job's own command line (without ``--output``
-and, for the vocabulary job, without ``--mechanism``). In fresh Python
-processes, in ``--repeats`` interleaved rounds, it times a read-only pipeline
-over the same files (``--read-only`` runs just that), the job itself, with
-``--before DIR`` the same job from another checkout, and with
-``--max-items-values`` each mechanism once per Δ0. Each line reports wall
-times, ratios to reading, pairs per second, peak memory and what the job
-released; the pair count, times and memory are raw figures of the input, not
-private: for evaluation only. Method: docs/explanation/reading.md#the-benchmark.
+and, for the vocabulary job, without ``--mechanism``). The pair count, times
+and memory are raw figures of the input, not private: for evaluation only.
+Method: docs/explanation/reading.md#the-benchmark.
 """
 
 from __future__ import annotations
@@ -33,7 +25,6 @@ import time
 from types import SimpleNamespace
 
 from pipelines.flags import flags, JobArgumentParser
-from pipelines.settings import tokenizer_from_args
 from pipelines.errors import UsageError
 from pipelines.evaluation.lists import comma_list
 from pipelines.progress import progress
@@ -89,6 +80,12 @@ def build_parser() -> JobArgumentParser:
     return parser
 
 
+def _job_flags(mechanism: str | None, max_items: str | None) -> list:
+    """The flags a run adds to the job's own: its mechanism and Δ0, when given."""
+    return ([] if mechanism is None else ["--mechanism", mechanism]) + (
+        [] if max_items is None else ["--max-items-per-user", max_items])
+
+
 def absolute_inputs(job_argv: list) -> list:
     """``job_argv`` with the values of --input/--public-input made absolute (local paths)."""
     out = list(job_argv)
@@ -119,8 +116,7 @@ def prepare(argv):
     if args.before and not os.path.isdir(os.path.join(args.before, "pipelines")):
         raise UsageError(f"--before {args.before!r} is not a checkout of this project "
                          "(no pipelines/ folder)")
-    # The jobs run in the folder of their checkout (--before's too): input
-    # paths given relative to here are made absolute.
+    # The jobs run in their checkout's folder (--before's too): input paths made absolute.
     job_argv = absolute_inputs(job_argv)
     mechanisms = comma_list(args.mechanisms, "--mechanisms", canonical_name, "mechanisms")
     if args.job == "ngrams":
@@ -138,9 +134,7 @@ def prepare(argv):
     probe = ["--output", os.path.join(tempfile.gettempdir(), "beam_dpsu_benchmark_probe")]
     for mechanism in mechanisms:
         for value in max_items:
-            extra = [] if mechanism is None else ["--mechanism", mechanism]
-            extra += [] if value is None else ["--max-items-per-user", value]
-            job_args = module.parse_args(job_argv + extra + probe)[0]
+            job_args = module.parse_args(job_argv + _job_flags(mechanism, value) + probe)[0]
     if args.workdir and not args.read_only:  # created here, once everything else is checked
         check_scratch_folder(args.workdir, "--workdir")
     return SimpleNamespace(args=args, job_argv=job_argv, mechanisms=mechanisms,
@@ -148,17 +142,15 @@ def prepare(argv):
 
 
 def _run_read_only(job) -> str:
-    """Reads, parses and tokenises every record; prints the number of (user, item) pairs."""
+    """Reads, parses and tokenises every record; prints the (user, item) pair count."""
+    from pipelines.input_flags import read_input
     from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
-    a = job.job_args
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "pairs.txt")
         with beam.Pipeline() as pipeline:
             read = ReadUserItems if job.args.job == "vocabulary" else ReadDocuments
             _ = (pipeline
-                 | "Read" >> read(a.input, a.format, a.user_field, a.text_field,
-                                  tokenizer_from_args(a), a.skip_header_lines, files=a.files,
-                                  items_field=getattr(a, "items_field", None))
+                 | "Read" >> read_input(read, job.job_args)
                  | "PairsPerRecord" >> beam.Map(lambda e: len(items_of(e[1])))
                  | "SumPairs" >> beam.CombineGlobally(sum)
                  | "Write" >> beam.io.WriteToText(path, shard_name_template=""))
@@ -196,9 +188,8 @@ def run_prepared(job) -> str:
     if args.read_only:
         return _run_read_only(job)
     with scratch_folder(args.workdir, "beam_dpsu_benchmark_") as workdir:
-        # The read-only pipeline (this checkout's reader, for both codes), then the job per
-        # mechanism, this checkout and --before: each round runs every one of them once,
-        # so a machine that slows down or speeds up during the run weighs on all alike.
+        # Each round runs every pipeline once (this checkout's reader for both codes), so
+        # a machine that slows down or speeds up during the run weighs on all alike.
         read_command = [sys.executable, "-m", "pipelines.evaluation.benchmark", "--read-only",
                         "--job", args.job, "--", *job.job_argv]
         pairs_box = {}
@@ -215,15 +206,12 @@ def run_prepared(job) -> str:
         pipelines = [("read-only", "read-only", read_once)]
         for mechanism in job.mechanisms:
             for value in job.max_items:
-                label = mechanism or "dpne"
-                extra = [] if mechanism is None else ["--mechanism", mechanism]
-                if value is not None:
-                    label, extra = f"{label} Δ0={value}", extra + ["--max-items-per-user", value]
+                label = (mechanism or "dpne") + ("" if value is None else f" Δ0={value}")
                 for code, root in codes:
                     name = f"{code}-{mechanism or args.job}-{value}"
                     output = os.path.join(workdir, name)
                     command = [sys.executable, "-m", f"pipelines.{args.job}", *job.job_argv,
-                               "--output", output, *extra]
+                               "--output", output, *_job_flags(mechanism, value)]
 
                     def job_once(i, command=command, name=name, output=output, root=root):
                         # A job refuses an output folder that holds files (and --before's

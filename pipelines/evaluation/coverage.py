@@ -1,13 +1,6 @@
-"""How much of the data a released set covers: figures of the evaluation job.
-
-Counting released items says little about coverage: one item held by many
-users weighs more than many held by one. The *missing mass* (Dick, Joseph &
-Raman, ICLR 2026) is the share of the data's item mass outside the released
-set; here the mass of an item is the number of distinct (user, item) pairs
-that hold it, i.e. its number of distinct users.
-
-These figures come from raw counts of who holds each item: they are NOT
-differentially private and are for evaluation only. Pure Python (no Beam).
+"""How much of the data a released set covers: the missing mass (Dick, Joseph & Raman,
+ICLR 2026), from raw counts of who holds each item: NOT differentially private, for
+evaluation only (docs/explanation/reading.md#the-evaluation-job).
 """
 
 from __future__ import annotations
@@ -26,8 +19,7 @@ def missing_mass(pair_counts: Mapping[Hashable, int], released: Collection) -> f
       released: the released set; items the input does not hold cover nothing.
 
     Returns:
-      Σ over unreleased items of their pairs / Σ over all items, in [0, 1];
-      NaN when the input holds no pairs.
+      Σ over unreleased items of their pairs / Σ over all items; NaN for no pairs.
 
     Raises:
       ValueError: a count is not an integer >= 0.
@@ -43,8 +35,7 @@ def missing_mass(pair_counts: Mapping[Hashable, int], released: Collection) -> f
 
 
 def pair_counts(user_item_lists: Iterable[Iterable[Hashable]]) -> dict:
-    """Distinct (user, item) pairs per item, from one item list per user (an item a
-    user holds several times counts once)."""
+    """Distinct (user, item) pairs per item, from one item list per user."""
     counts: dict = {}
     for items in user_item_lists:
         for item in set(items):

@@ -5,17 +5,10 @@
         --mechanisms weighted-gaussian,policy-gaussian,gw,sips,truncated-geometric \\
         --epsilons 1,2,3,4 --delta 1e-5 --trials 3 --k-anonymity 20 --output eval/
 
-FOR EVALUATION ONLY: it releases from the same data once per mechanism,
-budget and trial, so the privacy loss of the whole evaluation is the sum of
-all of them, and its summary holds raw counts. Publish nothing from it.
-
-The input is read and tokenised once into a per-user cache (raw user data;
-``--cache-dir`` keeps it); every (mechanism, budget, trial) then runs as its
-own pipeline on it, with fresh OS randomness. ``--output`` gets
-``results.csv``, ``summary.md`` and ``utility.png`` (``--no-plot`` skips it).
-``--k-anonymity K`` also reports the share of items held by ≥ K users that
-each run released (dpsu Table 3). The cache, the outputs and the raw
-figures: docs/explanation/reading.md#the-evaluation-job.
+FOR EVALUATION ONLY: it releases from the same data once per mechanism, budget
+and trial, so the privacy loss of the whole evaluation is the sum of all of
+them, and its summary holds raw counts. Publish nothing from it. The cache, the
+outputs and the raw figures: docs/explanation/reading.md#the-evaluation-job.
 """
 
 from __future__ import annotations
@@ -35,10 +28,9 @@ from types import SimpleNamespace
 from pipelines.flags import flags, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import (add_input_arguments, add_mechanism_arguments,
                                    add_overwrite_argument)
-from pipelines.settings import (check_calibrates, mechanism_from_args, require_selection_delta,
-                                tokenizer_from_args)
+from pipelines.settings import check_calibrates, mechanism_from_args, require_selection_delta
 from pipelines.errors import flag_errors, UsageError
-from pipelines.input_flags import resolve_input
+from pipelines.input_flags import read_input, resolve_input
 from pipelines.evaluation.coverage import missing_mass, pair_counts
 from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
@@ -119,14 +111,10 @@ def _budgets(args) -> list:
 
 
 def build_cache(args, options, cache_dir: str) -> None:
-    """Reads and tokenises the input once: one JSON line [user, [items…]] per user
-    holding items (each row read as one record, grouped by user)."""
+    """Reads and tokenises the input once: one JSON line [user, [items…]] per user."""
     with job_pipeline(options) as p:
         _ = (p
-             | "ReadUserItems" >> ReadUserItems(args.input, args.format, args.user_field,
-                                                args.text_field, tokenizer_from_args(args),
-                                                args.skip_header_lines, files=args.files,
-                                                items_field=getattr(args, "items_field", None))
+             | "ReadUserItems" >> read_input(ReadUserItems, args)
              | "GroupByUser" >> beam.GroupByKey()
              | "UserItems" >> beam.MapTuple(lambda user, records: (
                  user, [item for record in records for item in items_of(record)]))
@@ -136,13 +124,11 @@ def build_cache(args, options, cache_dir: str) -> None:
                                                    file_name_suffix=".jsonl"))
 
 
-# Raised when the cache's layout changes; a change in how the input is read is
-# formats.READING_RULES_VERSION, also in the key.
-_CACHE_VERSION = 1
+_CACHE_VERSION = 1  # the cache's layout (how the input is read: READING_RULES_VERSION)
 
 
 def _file_digest(path: str) -> str:
-    """sha256 of a file's bytes as stored (compressed files are not decompressed)."""
+    """sha256 of a file's bytes as stored (not decompressed)."""
     digest = hashlib.sha256()
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -151,8 +137,7 @@ def _file_digest(path: str) -> str:
 
 
 def _cache_key(args) -> dict:
-    """Everything that decides what the cache holds."""
-    # Read at call time (not imported by name), so the key always holds the rules in force.
+    """Everything that decides what the cache holds (the reading rules read at call time)."""
     return {"version": _CACHE_VERSION, "reading_rules": formats.READING_RULES_VERSION,
             "files": [[path, _file_digest(path)] for path in sorted(args.files)],
             "format": args.format, "user_field": args.user_field,
@@ -183,7 +168,7 @@ def _cached_item_lists(cache_dir: str):
 
 
 def count_users(cache_dir: str) -> int:
-    """Users in the cache (one line each): a raw count, for the evaluation summary."""
+    """Users in the cache: a raw count, for the evaluation summary."""
     return sum(1 for _ in _cached_item_lists(cache_dir))
 
 
@@ -249,11 +234,10 @@ def _write_plot(rows: list[dict], path: str, x_name: str, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for mechanism in dict.fromkeys(r["mechanism"] for r in rows):
-        points: dict = {}
-        for r in rows:
-            if r["mechanism"] == mechanism:
-                points.setdefault(r["x"], []).append(r["released"])
+    curves: dict = {}
+    for r in rows:
+        curves.setdefault(r["mechanism"], {}).setdefault(r["x"], []).append(r["released"])
+    for mechanism, points in curves.items():
         xs = sorted(points)
         means, stds = zip(*(_mean_std(points[x]) for x in xs))
         ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3, label=mechanism)
@@ -271,10 +255,9 @@ def prepare(argv, prog: str = PROG):
     """Everything checked before any work: flags, grid, mechanisms, matplotlib, input."""
     args, options = parse_job_args(build_parser(prog), argv)
     budgets = _budgets(args)
-    if args.trials < 1:
-        raise UsageError(f"--trials must be >= 1, got {args.trials}")
-    if args.k_anonymity is not None and args.k_anonymity < 1:
-        raise UsageError(f"--k-anonymity must be >= 1, got {args.k_anonymity}")
+    for flag, value in (("--trials", args.trials), ("--k-anonymity", args.k_anonymity)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be >= 1, got {value}")
     if "://" in args.output:
         raise UsageError(f"--output must be a local folder, got {args.output!r}")
     if args.cache_dir and (os.path.abspath(args.cache_dir) + os.sep).startswith(
@@ -307,12 +290,8 @@ def run_prepared(job) -> str:
     with scratch_folder(args.cache_dir, "beam_dpsu_eval_") as work_dir:
         out = staging_of(job)  # put in place as --output when the job ends
         key = _cache_key(args) if args.cache_dir else None
-        if key is not None:
-            text = json.dumps(key, sort_keys=True)
-            cache_dir = os.path.join(work_dir,
-                                     "cache-" + hashlib.sha256(text.encode()).hexdigest()[:16])
-        else:
-            cache_dir = os.path.join(work_dir, "cache")
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        cache_dir = os.path.join(work_dir, f"cache-{digest}" if key else "cache")
         if key is not None and _cache_is_complete(cache_dir, key):
             progress(f"using the cache in {cache_dir}")
         else:
@@ -336,8 +315,8 @@ def run_prepared(job) -> str:
         out_prefix = os.path.join(work_dir, "released")
         for mechanism in mechanisms:
             for budget in budgets:
-                label = (f"eps={budget.epsilon:g}" if isinstance(budget, Budget)
-                         else f"rho={budget.rho:g}")
+                dp = isinstance(budget, Budget)
+                label = f"eps={budget.epsilon:g}" if dp else f"rho={budget.rho:g}"
                 for trial in range(1, args.trials + 1):
                     start = time.perf_counter()  # one run, with fresh randomness
                     with job_pipeline(options) as p:
@@ -357,7 +336,7 @@ def run_prepared(job) -> str:
                         os.remove(path)
                     released_set = set(released)
                     row = {"mechanism": mechanism.name, "budget": label,
-                           "x": budget.epsilon if isinstance(budget, Budget) else budget.rho,
+                           "x": budget.epsilon if dp else budget.rho,
                            "trial": trial, "released": len(released),
                            "missing_mass": round(missing_mass(holders, released_set), 6),
                            "wall_seconds": round(seconds, 3)}

@@ -1,9 +1,5 @@
-"""Comma-separated flag values of the evaluation jobs (``--epsilons 1,2,4``,
-``--mechanisms sips,gw``): every entry given, and each once.
-
-An empty entry (``1,,2``, a trailing comma) or one given twice (``sips,sips``,
-``1,1.0``) is a typo more often than a wish: each run of a grid costs time
-and, outside an evaluation, budget, so both are refused naming the flag.
+"""Comma-separated flag values of the evaluation jobs (``--epsilons 1,2,4``): every entry
+given, and each once (why: docs/explanation/reading.md#the-evaluation-job).
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ def comma_list(text: str, flag: str, parse: Callable[[str], Any] = str,
       The parsed entries, at least one.
 
     Raises:
-      UsageError: an entry is empty, does not parse, or equals an earlier one
-        (compared after parsing, so ``1`` and ``1.0`` are the same number).
+      UsageError: an entry is empty, does not parse, or equals an earlier one once parsed.
     """
     entries = [entry.strip() for entry in text.split(",")]
     values: list[Any] = []

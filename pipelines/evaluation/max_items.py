@@ -3,16 +3,10 @@
     nice -n 10 python -m pipelines.evaluation.max_items --output /tmp/delta0_bench \\
         --data-dir data --rho 0.1 --delta 1e-5
 
-For each data set (IMDb 50k, the 1 % AskReddit bigrams, two synthetic
-Pareto/zeta shapes) and each mechanism (Weighted Gaussian, Policy Gaussian,
-SIPS) it counts the items released with each fixed Δ0 of the grid at the
-whole budget (``--grid-trials`` times each; the grid's best is not private)
-and with ``auto`` (``--auto-trials`` times). The selections run in memory on
-numpy arrays with the library's own calibration, release step and per-user
-rules: the same distribution of released sets as ``SelectItems``
-(docs/explanation/reading.md#the-0-benchmark). Output: ``results.csv`` and
-``results.md`` in ``--output``. Every figure is a raw statistic of the data,
-for evaluation only (not private).
+The selections run in memory on numpy arrays with the library's own
+calibration, release step and per-user rules: the same distribution of released
+sets as ``SelectItems`` (docs/explanation/reading.md#the-0-benchmark). Every
+figure is a raw statistic of the data, for evaluation only (not private).
 """
 
 from __future__ import annotations
@@ -102,8 +96,8 @@ class UserItemArrays:
 
 def read_user_items(path: str, user_field: str, text_field: str,
                     tokenizer: Callable | None) -> dict:
-    """A headed CSV file as {user: [items]}: the text field tokenised, or as one item
-    when ``tokenizer`` is None; a user's rows merged (as ``SelectItems`` does)."""
+    """A headed CSV file as {user: [items]}: the text tokenised (no ``tokenizer``: one
+    item), a user's rows merged (as ``SelectItems`` does)."""
     users: defaultdict = defaultdict(list)
     with open_input(path) as stream:
         for user, text in parse_csv(path, stream, user_field, text_field):
@@ -113,11 +107,8 @@ def read_user_items(path: str, user_field: str, text_field: str,
 
 def synthetic(num_users: int, size_shape: float, item_exponent: float, seed: int,
               size_scale: float = 10.0, max_size: int = 10_000) -> UserItemArrays:
-    """Users whose set sizes follow a Pareto law and whose items a zeta law (dp-sips §5.1).
-
-    Each user draws n = ⌈scale·(1 + Lomax(shape))⌉ (capped at ``max_size``) items
-    from a zeta law of exponent ``item_exponent``; repeats are merged. Seeded.
-    """
+    """Users whose set sizes follow a Pareto law and whose items a zeta law (dp-sips §5.1):
+    docs/explanation/reading.md#the-0-benchmark. Seeded."""
     rng = np.random.default_rng(seed)
     sizes = np.minimum(np.ceil(size_scale * (1.0 + rng.pareto(size_shape, num_users))),
                        max_size).astype(np.int64)
@@ -144,11 +135,8 @@ def _data_sets(args) -> dict:
 
 
 def sample(data: UserItemArrays, max_items: int, rng: np.random.Generator) -> UserItemArrays:
-    """A uniform sample of ≤ ``max_items`` distinct items per user, without replacement.
-
-    Each user's items are permuted uniformly and its first Δ0 kept, as
-    ``bounding.sample_items`` does (docs/explanation/reading.md#the-0-benchmark).
-    """
+    """A uniform sample of ≤ ``max_items`` distinct items per user, without replacement,
+    as ``bounding.sample_items`` (docs/explanation/reading.md#the-0-benchmark)."""
     sizes = data.sizes
     over = sizes > max_items
     if not over.any():
@@ -162,8 +150,7 @@ def sample(data: UserItemArrays, max_items: int, rng: np.random.Generator) -> Us
     rank = np.arange(len(ranked)) - starts[users[ranked]]
     keep = np.ones(len(data.items), dtype=bool)
     keep[ranked[rank >= max_items]] = False
-    return UserItemArrays.from_sizes(np.minimum(sizes, max_items), data.items[keep],
-                                     data.num_items)
+    return UserItemArrays.from_sizes(np.minimum(sizes, max_items), data.items[keep], data.num_items)
 
 
 def _released(histogram: np.ndarray, sampled: UserItemArrays, calibration, rng) -> np.ndarray:
@@ -184,8 +171,7 @@ def _weighted_gaussian(data: UserItemArrays, max_items: int, calibration, rng) -
 
 
 def _policy_gaussian(data: UserItemArrays, max_items: int, calibration, rng) -> np.ndarray:
-    """ℓ2-descent toward the cutoff Γ, users in a uniformly random order (as the keyed
-    hash of a fresh key orders them in ``SelectItems``)."""
+    """ℓ2-descent toward the cutoff Γ, users in a uniformly random order (as in ``SelectItems``)."""
     sampled = sample(data, max_items, rng)
     users = sampled.user_arrays()
     histogram = policies.policy_weights((users[u] for u in rng.permutation(len(users))),
@@ -194,8 +180,7 @@ def _policy_gaussian(data: UserItemArrays, max_items: int, calibration, rng) -> 
 
 
 def _sips(data: UserItemArrays, max_items: int, calibration, rng) -> np.ndarray:
-    """A Weighted Gaussian per round over each user's items not yet released, at the
-    round's calibration (``beam_dpsu.beam.sips``)."""
+    """A Weighted Gaussian per round over the items not yet released (``beam_dpsu.beam.sips``)."""
     released = np.zeros(data.num_items, dtype=bool)
     remaining = data
     for round_calibration in calibration.rounds:
@@ -217,16 +202,14 @@ def released_count(data: UserItemArrays, mechanism, budget, rng: np.random.Gener
 
 def _auto_released_count(data: UserItemArrays, mechanism, budget, share: float | None,
                          rng: np.random.Generator) -> tuple[int, int]:
-    """(Δ0 chosen, items released) with ``max_items_per_user="auto"`` at ``share`` of the
-    budget (None: the mechanism's default), as ``SelectItems`` runs it."""
+    """(Δ0 chosen, items released) with ``max_items_per_user="auto"``, as in ``SelectItems``."""
     auto = max_items_choice.AutoMaxItems(share=share)
     plan = max_items_choice.plan_auto(max_items_choice.with_max_items(mechanism, auto), budget)
     counts = max_items_choice.size_counts(data.sizes.tolist(), np.asarray(plan.edges))
     chosen = plan.choose(max_items_choice.noisy_size_histogram(
         counts, plan.size_budget, random.Random(int(rng.integers(2 ** 63)))))
-    count = released_count(data, max_items_choice.with_max_items(mechanism, chosen),
-                           plan.selection_budget, rng)
-    return chosen, count
+    return chosen, released_count(data, max_items_choice.with_max_items(mechanism, chosen),
+                                  plan.selection_budget, rng)
 
 
 def build_parser() -> JobArgumentParser:
@@ -238,8 +221,7 @@ def build_parser() -> JobArgumentParser:
                     "memory, with the library's calibration and release step.",
         examples=[f"{PROG} --output /tmp/delta0_bench --data-dir data",
                   f"{PROG} --output /tmp/d0 --datasets imdb --imdb examples/imdb_2k.csv.gz "
-                  "--grid 10,100 --auto-trials 0"],
-        beam_options=False)
+                  "--grid 10,100 --auto-trials 0"], beam_options=False)
     g = parser.add_argument_group("benchmark")
     g.add_argument(*flags("output"), required=True, metavar="FOLDER",
                    help="folder for results.csv and results.md")
@@ -262,10 +244,9 @@ def build_parser() -> JobArgumentParser:
                    help="δ of the budget")
     g.add_argument(*flags("grid"), default="1,2,5,10,20,50,100,200,500,1000", metavar="D0[,D0…]",
                    help="the fixed Δ0 values")
-    g.add_argument(*flags("grid-trials"), type=int, default=2, metavar="N",
-                   help="runs per fixed Δ0")
-    g.add_argument(*flags("auto-trials"), type=int, default=5, metavar="N",
-                   help="runs of auto (0: grid only)")
+    for name, default, text in (("grid-trials", 2, "runs per fixed Δ0"),
+                                ("auto-trials", 5, "runs of auto (0: grid only)")):
+        g.add_argument(*flags(name), type=int, default=default, metavar="N", help=text)
     g.add_argument(*flags("auto-share"), type=float, default=None, metavar="S",
                    help="share of the budget auto spends on the size histogram (default: "
                         "the mechanism's, 0.05 but SIPS 0.015)")
@@ -276,8 +257,7 @@ def build_parser() -> JobArgumentParser:
 
 def _names(text: str, known, flag: str) -> list:
     names = comma_list(text, flag, canonical_name, "names")  # as mechanism names are
-    unknown = [n for n in names if n not in known]
-    if unknown:
+    if unknown := [n for n in names if n not in known]:
         raise UsageError(f"{flag}: unknown or no names {unknown}; choose from {sorted(known)}")
     return names
 
@@ -306,8 +286,7 @@ def prepare(argv):
 
 
 def _summary(rows: Sequence[dict], grid: Sequence[int]) -> str:
-    """Per (data set, mechanism) the grid's best Δ0 and its items, auto's chosen Δ0 and
-    mean items and their ratio; then the grid curves."""
+    """Per (data set, mechanism) the grid's best Δ0, auto's, their items; then the curves."""
     runs = defaultdict(list)
     for row in rows:
         runs[(row["dataset"], row["mechanism"], row["arm"])].append(row)

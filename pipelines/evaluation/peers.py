@@ -7,14 +7,9 @@
         --peer-strategies TRUNCATED_GEOMETRIC,LAPLACE_THRESHOLDING,GAUSSIAN_THRESHOLDING \\
         --mechanisms sips:auto,sips
 
-The same (user, item) pairs go through PipelineDP's ``select_partitions``
-(each of ``--peer-strategies`` at (ε, δ) with ``max_partitions_contributed`` =
-Δ0 = ``--max-items-per-user``, default 100) and through our ``--mechanisms``
-(``NAME:auto`` or ``NAME:N`` runs one at that Δ0). Each selection is one
-DirectRunner pipeline in a fresh Python process (this script re-run with
-``--selection I``); it prints released items, wall time, peak memory and, for
-``auto``, the Δ0 chosen (a DP release). Times and memory are figures of the
-run, not private: for evaluation only (docs/explanation/reading.md#the-peer-comparison).
+Each selection is one DirectRunner pipeline in a fresh Python process (this
+script re-run with ``--selection I``). Times and memory are figures of the run,
+not private: for evaluation only (docs/explanation/reading.md#the-peer-comparison).
 PipelineDP is an optional dependency of this script only.
 """
 
@@ -30,11 +25,10 @@ from types import SimpleNamespace
 
 from pipelines.flags import flags, int_or_auto, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import add_input_arguments, add_mechanism_arguments
-from pipelines.settings import (check_calibrates, mechanism_from_args, require_selection_delta,
-                                tokenizer_from_args)
+from pipelines.settings import check_calibrates, mechanism_from_args, require_selection_delta
 from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
-from pipelines.input_flags import resolve_input
+from pipelines.input_flags import read_input, resolve_input
 from pipelines.job_files import check_scratch_folder
 from pipelines.job_runner import job_pipeline, run_job
 from pipelines.interrupts import end_program
@@ -95,8 +89,7 @@ def build_parser() -> JobArgumentParser:
                    help="ε of the (ε, δ)-DP budget every selection gets")
     g.add_argument(*flags("delta"), type=float, required=True, metavar="D",
                    help="δ of the budget")
-    g.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES),
-                   metavar="NAMES",
+    g.add_argument(*flags("peer-strategies"), default=",".join(PEER_STRATEGIES), metavar="NAMES",
                    help="PipelineDP strategies to run (its weighted Gaussian recomputes σ for "
                         "every partition and is slow on large vocabularies)")
     g.add_argument(*flags("workdir"), default="/tmp/beam_dpsu_peers", metavar="FOLDER",
@@ -126,8 +119,7 @@ def prepare(argv):
     # PipelineDP's names, read as mechanism names are (case and spaces ignored).
     strategies = comma_list(args.peer_strategies, "--peer-strategies",
                             lambda name: canonical_name(name).upper(), "strategies")
-    unknown = set(strategies) - set(PEER_STRATEGIES)
-    if unknown:
+    if unknown := set(strategies) - set(PEER_STRATEGIES):
         raise UsageError(f"unknown PipelineDP strategies {sorted(unknown)}; choose from "
                          f"{list(PEER_STRATEGIES)}")
     mechanisms = []
@@ -168,10 +160,9 @@ def _read_count(path: str) -> int:
 
 
 def _child_argv(job, index: int) -> list:
-    """This run's flags for the process of selection ``index``: input paths made
-    absolute (it runs in the project's root), its own --workdir and --selection."""
-    argv, out, skip = absolute_inputs(job.argv), [], False
-    for arg in argv:
+    """This run's flags for selection ``index``'s process (run in the project's root)."""
+    out, skip = [], False
+    for arg in absolute_inputs(job.argv):
         if skip:
             skip = False
         elif arg.split("=")[0] in flags("workdir") + flags("selection"):
@@ -190,10 +181,7 @@ def run_prepared(job) -> str:
         chosen = None
         start = time.perf_counter()
         with job_pipeline(job.options) as p:
-            pairs = p | "ReadPairs" >> ReadPairs(args.input, args.format, args.user_field,
-                                                 args.text_field, tokenizer_from_args(args),
-                                                 args.skip_header_lines, files=args.files,
-                                                 items_field=args.items_field)
+            pairs = p | "ReadPairs" >> read_input(ReadPairs, args)
             if isinstance(selection, str):
                 released = _pipeline_dp_select(pairs, selection, budget, max_items)
             else:

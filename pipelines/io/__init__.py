@@ -2,14 +2,8 @@
 tokens) documents, for the jobs.
 
 Every file is read whole or the job fails: a truncated or corrupt file is an
-error, never a shorter read, and a record that cannot be read fails the
-pipeline with an ``InputFormatError`` naming the file, line and field, never
-quoting the record; nothing is skipped silently. The formats and what each
-reads: docs/jobs.md#input-and-flags; how, and why: docs/explanation/reading.md.
-
-Modules: ``errors``, ``formats`` (names, file-name inference,
-``READING_RULES_VERSION``), ``decompression`` (``open_input``), ``lines``
-(UTF-8 lines with their true numbers), ``parsers`` (one per text format),
-``checks`` (before a pipeline is built), ``parquet`` and ``read`` (the jobs'
-Beam transforms).
+error, never a shorter read, and a record that cannot be read fails the pipeline
+with an ``InputFormatError`` naming the file, line and field, never quoting the
+record; nothing is skipped silently. The formats: docs/jobs.md#input-and-flags;
+how, and why: docs/explanation/reading.md.
 """

@@ -1,7 +1,5 @@
-"""What is checked on the launching machine before a pipeline is built, so that most
-mistakes fail at once: the pattern matches regular files (:func:`check_input_exists`)
-and the first records of each file parse (:func:`inspect_input`; Parquet inputs:
-:func:`pipelines.io.parquet.inspect_parquet`)."""
+"""Checks on the launching machine before a pipeline is built: the pattern matches
+regular files (:func:`check_input_exists`), the first records parse (:func:`inspect_input`)."""
 
 from __future__ import annotations
 
@@ -21,15 +19,12 @@ from pipelines.io.parsers import record_parser
 
 __all__ = ["INSPECT_RECORDS", "as_listed", "check_input_exists", "inspect_input"]
 
-# Records of each file that inspect_input parses on the launching machine.
-INSPECT_RECORDS = 100
+INSPECT_RECORDS = 100  # records of each file that inspect_input parses
 
-# The characters that make a pattern a glob (as Beam's filesystems read it).
 _GLOB = re.compile(r"[*?[]")
 
-# ``[[]``, the one way to match a literal "[" in Beam's patterns (the escape the
-# error below gives), makes Python's re warn when Beam compiles the pattern; the
-# set is what is meant, so that one warning is not shown.
+# ``[[]``, the one way to match a literal "[" in Beam's patterns (the escape the error
+# below gives), makes Python's re warn when Beam compiles the pattern: not shown.
 warnings.filterwarnings("ignore", message="Possible nested set", category=FutureWarning,
                         module="apache_beam.io.filesystem")
 
@@ -45,8 +40,8 @@ def as_listed(pattern: str) -> str:
 
 
 def check_input_exists(pattern: str) -> list[str]:
-    """The files matching ``pattern``, sorted; raises if there are none, if one is not a
-    regular file, or when Beam's listing would read the input in part
+    """The files matching ``pattern``, sorted; raises if there are none, one is not a regular
+    file, or Beam's listing would read the input in part
     (docs/explanation/reading.md#checks-before-the-pipeline)."""
     listed = as_listed(pattern)
     try:
@@ -58,17 +53,14 @@ def check_input_exists(pattern: str) -> list[str]:
         _check_local_files(listed, paths)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
-    folder = next((p for p in paths if "://" not in p and os.path.isdir(p)), None)
-    if folder is not None:
+    if folder := next((p for p in paths if "://" not in p and os.path.isdir(p)), None):
         raise InputFormatError(f"the input {folder} is a directory, not a file: give a glob of "
                                f"its files (e.g. {os.path.join(folder, '*')})")
     return paths
 
 
 def _check_local_files(pattern: str, paths: list[str]) -> None:
-    """Raises for a local pattern that names a file it does not match (``br[1].csv``) or
-    that matches one that is not a regular file (Beam's listing skips what it cannot
-    stat)."""
+    """Raises for a local pattern naming a file it does not match, or matching a non-file."""
     if _GLOB.search(pattern) and os.path.lexists(pattern) and pattern not in paths:
         escaped = re.sub(r"([*?[])", r"[\1]", pattern)
         found = f" (it matches {len(paths)} other files)" if paths else ""
@@ -77,14 +69,12 @@ def _check_local_files(pattern: str, paths: list[str]) -> None:
             f"pattern is a glob character class, * and ? wildcards{found}; to read the "
             f"file itself give --input {escaped!r} (each [, * and ? in [brackets])")
     for path in _candidates(pattern, paths):
-        problem = _not_a_regular_file(path)
-        if problem:
+        if problem := _not_a_regular_file(path):
             raise InputFormatError(f"the input {path} is {problem}")
 
 
 def _candidates(pattern: str, paths: list[str]) -> list[str]:
-    """Every local path ``pattern`` names: Beam's matches and the links its listing
-    drops; raises for a link to a folder holding files it matches (left out by Beam)."""
+    """Beam's matches and the file links its listing drops; raises for a matching folder link."""
     glob = _GLOB.search(pattern)
     if glob is None:
         return paths or ([pattern] if os.path.lexists(pattern) else [])
@@ -93,10 +83,8 @@ def _candidates(pattern: str, paths: list[str]) -> list[str]:
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
     found = set(paths)
     for dirpath, folders, names in os.walk(folder):  # as Beam lists it: links not followed
-        for name in names:
-            path = os.path.join(dirpath, name)
-            if path not in found and matches(path) and os.path.islink(path):
-                found.add(path)
+        files = (os.path.join(dirpath, name) for name in names)
+        found.update(path for path in files if matches(path) and os.path.islink(path))
         for name in folders:
             path = os.path.join(dirpath, name)
             if os.path.islink(path) and _matches_below(path, pattern, matches):
@@ -110,8 +98,7 @@ def _candidates(pattern: str, paths: list[str]) -> list[str]:
 
 
 def _matches_below(link: str, pattern: str, matches: Callable[[str], object]) -> bool:
-    """Whether a file under the folder ``link`` points to, named through it (links
-    followed, each folder once), matches ``pattern``."""
+    """Whether a file under folder ``link`` (links followed, each once) matches ``pattern``."""
     # Without "**" a match has at most one separator per "/", "?" or "[…]" of the
     # pattern: deeper folders cannot hold one, and are not walked.
     depth = None if "**" in pattern else sum(pattern.count(c) for c in (os.sep, "?", "["))
@@ -135,7 +122,7 @@ def _matches_below(link: str, pattern: str, matches: Callable[[str], object]) ->
 
 
 def _not_a_regular_file(path: str) -> str | None:
-    """What a local path is when it is not a regular file (a folder is refused apart)."""
+    """What a local path is when it is not a regular file or a folder, else None."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
@@ -156,10 +143,9 @@ def _not_a_regular_file(path: str) -> str | None:
 def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
                   text_field: str | None = None, skip_header_lines: int = 0,
                   max_files: int = 32, max_records: int = INSPECT_RECORDS) -> None:
-    """Parses the first ``max_records`` records of each of the first ``max_files``
-    files; raises naming the file when one is corrupt, binary, of another format than
-    ``fmt``, lacks a field, or when none holds a record. Only the start of each file
-    is read: truncation shows at run time."""
+    """Parses the first ``max_records`` records of each of the first ``max_files`` files;
+    raises naming the file when one is corrupt, binary, of another format, lacks a field,
+    or none holds a record. Truncation shows at run time."""
     parse = record_parser(fmt, user_field, text_field, skip_header_lines)
     checked = list(files)[:max_files]
     any_record = False

@@ -1,10 +1,7 @@
 """A file's bytes, decompressed by its extension and read whole or not at all
-(:func:`open_input`).
-
-Each member is read to its end-of-stream marker with the decompressor objects
-themselves; a truncated, corrupt or empty compressed file is an
-``InputFormatError`` naming it, never a shorter read. Why neither Beam's
-``CompressedFile`` nor the standard library's readers do: docs/explanation/reading.md#decompression.
+(:func:`open_input`): a truncated, corrupt or empty compressed file is an
+``InputFormatError`` naming it, never a shorter read. Why neither Beam's nor the
+standard library's readers do: docs/explanation/reading.md#decompression.
 """
 
 from __future__ import annotations
@@ -54,8 +51,7 @@ class _ZlibMember:
 
 
 class _ZstdMember:
-    """A zstd frame decompressor with the same protocol; zstandard's has no
-    ``max_length``, so it is fed 64 KiB at a time."""
+    """A zstd frame decompressor with that protocol, fed 64 KiB at a time (no ``max_length``)."""
 
     _FEED = 1 << 16
 
@@ -93,8 +89,7 @@ if zstandard is not None:
 
 
 class _WholeDecompression(io.RawIOBase):
-    """The decompressed bytes of a file, read to the end-of-stream marker of its last
-    member; anything else is an ``InputFormatError`` naming the file."""
+    """A file's decompressed bytes to its last member's end-of-stream marker, or an error."""
 
     def __init__(self, path: str, raw, compression: str):
         super().__init__()
@@ -171,9 +166,8 @@ class _WholeDecompression(io.RawIOBase):
 
 
 def open_input(path: str, raw=None):
-    """A binary stream of ``path``'s contents, decompressed by its extension and read to
-    the end-of-stream marker; ``raw``: the file opened without decompression (default:
-    with Beam's filesystems)."""
+    """A binary stream of ``path``'s contents, decompressed by its extension; ``raw``: the
+    file opened without decompression (default: with Beam's filesystems)."""
     if raw is None:
         raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     compression = CompressionTypes.detect_compression_type(path)
@@ -187,9 +181,8 @@ def open_input(path: str, raw=None):
 
 
 def corruption_first(stream, error: InputFormatError) -> InputFormatError:
-    """The error to report when parsing ``stream`` (from :func:`open_input`) raised
-    ``error``: the decompressor's own on reading the rest, if any (deflate's garbage
-    may fail a parser before the checksum fails), else ``error``."""
+    """The error to report when parsing ``stream`` raised ``error``: the decompressor's own
+    on reading the rest, if any (garbage may fail a parser before the checksum), else it."""
     if not isinstance(stream, _WholeDecompression):
         return error
     try:

@@ -10,6 +10,5 @@ class InputFormatError(ValueError):
 
 
 def error_kind(exc: BaseException) -> str:
-    """An exception's qualified type (``zlib.error``, ``OSError``), never its text (which
-    might quote bytes of the file)."""
+    """An exception's qualified type (``zlib.error``), never its text (it may quote the file)."""
     return f"{type(exc).__module__}.{type(exc).__name__}".replace("builtins.", "")

@@ -1,5 +1,4 @@
-"""The input formats: their names, what each reads (``FORMAT_HELP``), and the format
-that file names imply (:func:`infer_format`)."""
+"""The input formats, what each reads, and the format file names imply (:func:`infer_format`)."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ EXTENSION_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".txt
                      ".zip": "msnbc", ".seq": "msnbc", ".parquet": "parquet"}
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd", ".deflate", ".xz", ".lzma")
 
-# The user field that makes each row (record) its own user.
-ROW_AS_USER = "@row"
+ROW_AS_USER = "@row"  # the user field that makes each row (record) its own user
 
 
 def uncompressed_name(path: str) -> str:
@@ -51,8 +49,7 @@ def uncompressed_name(path: str) -> str:
 
 
 def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
-    """The format the file names imply (``EXTENSION_FORMATS``, compressed or not); raises
-    when they imply none of ``formats`` or disagree."""
+    """The format the file names imply; raises when they imply none of ``formats`` or disagree."""
     found: dict[str, str] = {}
     for path in files:
         ext = os.path.splitext(uncompressed_name(path))[1]

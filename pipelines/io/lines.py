@@ -1,9 +1,5 @@
-"""The UTF-8 lines of a binary stream, each with its true number (:func:`decoded_lines`).
-
-A line that is not UTF-8 text, or holds a NUL byte, is an ``InputFormatError``
-naming the file and that line (with a hint when the first line shows another
-kind of file).
-"""
+"""The UTF-8 lines of a binary stream, each with its true number (:func:`decoded_lines`);
+a line not UTF-8 or holding a NUL byte is an ``InputFormatError`` naming it."""
 
 from __future__ import annotations
 
@@ -31,8 +27,8 @@ _OTHER_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
 
 
 def _byte_line_blocks(path: str, stream) -> Iterator[list[bytes]]:
-    """The lines of a binary stream, ends kept, in blocks of about ``READ_SIZE`` bytes,
-    split as universal newlines split (UTF-8 holds ``\n`` and ``\r`` only as themselves)."""
+    """The lines of a binary stream, ends kept, in blocks of about ``READ_SIZE`` bytes
+    (split as universal newlines: UTF-8 holds ``\n`` and ``\r`` only as themselves)."""
     pending: list[bytes] = []  # the start of a line not yet ended
     while True:
         try:
@@ -58,9 +54,8 @@ def _byte_line_blocks(path: str, stream) -> Iterator[list[bytes]]:
 
 
 def decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[int, str]]:
-    """(line number, line) for each line of a UTF-8 text stream, its end kept or
-    stripped; a line that is not UTF-8 or holds a NUL byte raises, naming its
-    true number. (Decoded a block at a time; a failing block is searched.)"""
+    """(line number, line) for each line of a UTF-8 text stream, its end kept or stripped;
+    a line not UTF-8 or holding a NUL byte raises (a failing block is searched)."""
     lineno = 0
     for block in _byte_line_blocks(path, stream):
         if lineno == 0 and block[0].startswith(codecs.BOM_UTF8):
@@ -75,7 +70,7 @@ def decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[i
             raise
         if not keep_ends:
             lines = [line.rstrip("\r\n") for line in lines]
-        yield from zip(range(lineno + 1, lineno + 1 + len(lines)), lines)
+        yield from enumerate(lines, lineno + 1)
         lineno += len(lines)
 
 
@@ -105,8 +100,5 @@ def _check_each_line(path: str, lines_before: int, block: list[bytes]) -> None:
 
 
 def _magic_hint(lineno: int, raw: bytes) -> str:
-    if lineno == 1:
-        for magic, hint in _MAGIC_HINTS:
-            if raw.startswith(magic):
-                return f"; {hint}"
-    return ""
+    return next((f"; {hint}" for magic, hint in _MAGIC_HINTS
+                 if lineno == 1 and raw.startswith(magic)), "")

@@ -1,6 +1,5 @@
-"""Parquet inputs: the columns read (:class:`ParquetFields`), every file's footer
-checked before a pipeline is built (:func:`inspect_parquet`), and the rows read
-with Beam's Parquet source (:class:`ReadParquetRecords`)."""
+"""Parquet inputs: the columns read (:class:`ParquetFields`), footers checked first
+(:func:`inspect_parquet`), rows read with Beam's source (:class:`ReadParquetRecords`)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ _PARQUET_EXPECTED = {"user": "a string, integer or binary column",
                      "text": "a string column", "items": "a list of strings"}
 _PARQUET_FLAGS = {"user": "--user-field", "text": "--text-field", "items": "--items-field"}
 
-# Footers read at once when a Parquet input is checked (remote stores answer slowly).
-_FOOTER_READERS = 16
+_FOOTER_READERS = 16  # footers read at once (remote stores answer slowly)
 
 # The label of the step that reads Parquet row groups: a failure inside it
 # (Beam's reader raises pyarrow's own errors) is recognised by it.
@@ -64,9 +62,8 @@ def _fits(role: str, arrow_type: pa.DataType) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class ParquetFields:
-    """The columns a Parquet input is read from: the user id (``user``, or ``"@row"``:
-    each row is its own user) and either ``text`` (a string column, tokenised) or
-    ``items`` (a list-of-strings column, items already tokenised, used as is).
+    """The columns a Parquet input is read from: ``user`` (or ``"@row"``: each row its own
+    user) and either ``text`` (tokenised) or ``items`` (a list of strings, used as is).
 
     Raises:
       ValueError: without a user field, or without exactly one of text and items.
@@ -89,8 +86,7 @@ class ParquetFields:
 
     @property
     def roles(self) -> list[tuple[str, str]]:
-        """(role, column) of each column read: ``user`` (unless ``@row``), then
-        ``text`` or ``items``."""
+        """(role, column) of each column read: ``user`` (unless ``@row``), then the value's."""
         value = ("text", self.value) if self.text else ("items", self.value)
         return ([] if self.user == ROW_AS_USER else [("user", self.user)]) + [value]
 
@@ -100,8 +96,7 @@ class ParquetFields:
         return [column for _, column in self.roles]
 
     def check_schema(self, path: str, schema: pa.Schema) -> None:
-        """Raises ``InputFormatError`` naming the file, the column and the type expected
-        when a column is missing or of the wrong type."""
+        """Raises ``InputFormatError`` when a column is missing or of the wrong type."""
         for role, column in self.roles:
             flag = _PARQUET_FLAGS[role]
             if column not in schema.names:
@@ -118,9 +113,7 @@ class ParquetFields:
                                        f"{arrow_type}, expected {_PARQUET_EXPECTED[role]}")
 
     def check_footer_nulls(self, path: str, metadata: pq.FileMetaData) -> None:
-        """Raises when the footer's statistics count a null in a user or text column,
-        naming the rows of its row group. (A list column's statistics count an empty
-        list as a null too: those, and files without statistics, are checked as read.)"""
+        """Raises when the footer counts a null in a user or text column (lists: as read)."""
         first_row = 1
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
@@ -136,10 +129,9 @@ class ParquetFields:
             first_row += row_group.num_rows
 
     def check_values(self, path: str, table: pa.Table) -> None:
-        """Raises on a null, an empty or blank user id, a binary user id that is not
-        UTF-8, an empty item or text holding a NUL character in ``table`` (one row
-        group of ``path``; Beam's reader does not say which, so the error names the
-        file and the column)."""
+        """Raises on a null, an empty or blank user id, a binary id not UTF-8, an empty item
+        or a NUL character in ``table`` (one row group of ``path``: the error names the
+        file and the column, Beam's reader does not say which group)."""
         for role, column in self.roles:
             values = _plain(table.column(column))
             if values.null_count:
@@ -176,8 +168,7 @@ class ParquetFields:
                     raise InputFormatError(holds + "a binary user id with a NUL character, "
                                            "which no text read may hold (binary data, not "
                                            "an id's text?)")
-            if _is_text_type(values.type) and _any(lambda v: pc.match_substring(v, "\x00"),
-                                                   values):
+            if _is_text_type(values.type) and _any(lambda v: pc.match_substring(v, "\x00"), values):
                 # As a text file's line holding a NUL byte is refused.
                 raise InputFormatError(holds + "text with a NUL character (binary data in a "
                                        "string column?)")
@@ -199,9 +190,7 @@ def _decoded(values: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _user_ids(values: pa.ChunkedArray) -> list[str]:
-    """A checked user id column as str ids: integers as their decimal text (as in
-    jsonl), bytes as their UTF-8 text, stripped as in every format (Arrow's
-    ``utf8_trim_whitespace`` strips what ``str.strip`` does)."""
+    """A checked user id column as stripped str ids (integers as decimal text, bytes as UTF-8)."""
     if pa.types.is_integer(values.type):
         return values.cast(pa.string()).to_pylist()
     if not _is_text_type(values.type):
@@ -235,10 +224,9 @@ def _parquet_footer_rows(path: str, fields: ParquetFields) -> int:
 
 
 def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
-    """Reads the footer of every file (not its data) before a pipeline is built; raises
-    ``InputFormatError`` naming the file when one is cut short or not Parquet, lacks a
-    column or has one of the wrong type, when the footer's statistics count a null in
-    a column read, or when no file holds a row."""
+    """Reads the footer of every file before a pipeline is built; raises
+    ``InputFormatError`` naming the file when one is not Parquet, lacks a column or has
+    one of the wrong type, counts a null in a column read, or when no file holds a row."""
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
         rows = sum(pool.map(functools.partial(_parquet_footer_rows, fields=fields), files))
     if not rows:
@@ -248,8 +236,7 @@ def inspect_parquet(files: Sequence[str], fields: ParquetFields) -> None:
 
 
 def parquet_read_error(exc: BaseException) -> str | None:
-    """The one-line message of a failure inside Beam's Parquet reader (a data page that
-    cannot be decoded, a file changed since it was checked), or None. Only the
+    """The one-line message of a failure inside Beam's Parquet reader, or None; only the
     error's type is kept (its text might quote bytes of the file)."""
     if f"{PARQUET_READ_STEP}/" not in str(exc):
         return None
@@ -266,8 +253,7 @@ class _ParquetRowsFn(beam.DoFn):
     """
 
     def __init__(self, fields: ParquetFields, log_records: bool):
-        self._fields = fields
-        self._log_records = log_records
+        self._fields, self._log_records = fields, log_records
 
     def process(self, path_and_table: tuple[str, pa.Table]) -> Iterator[tuple]:
         path, table = path_and_table
@@ -290,8 +276,7 @@ class _ParquetRowsFn(beam.DoFn):
 
 
 def _still_there(path: str, checked: bool) -> str:
-    """A checked file's name, or an error if it is gone: Beam's reader would read a
-    missing file as no rows (its users silently left out)."""
+    """A checked file's name; raises if it is gone (Beam would read it as no rows)."""
     if checked and not FileSystems.match([path])[0].metadata_list:
         raise InputFormatError(f"{path}: the file is gone since the job checked it")
     return path
@@ -300,10 +285,9 @@ def _still_there(path: str, checked: bool) -> str:
 class ReadParquetRecords(beam.PTransform):
     """Parquet files → (user, tokens) records, one per row, with Beam's Parquet source.
 
-    Only the columns ``fields`` names are read. A text column is tokenised
-    with ``tokenizer``; an items column is used as is. User ids are read as
-    text, stripped. A value ``ParquetFields.check_values`` refuses, or a file
-    that lacks a column, fails the pipeline with an ``InputFormatError``.
+    Only the columns ``fields`` names are read; a text column is tokenised with
+    ``tokenizer``. A value ``ParquetFields.check_values`` refuses, or a file that
+    lacks a column, fails the pipeline with an ``InputFormatError``.
     """
 
     def __init__(self, pattern: str, fields: ParquetFields, tokenizer: Tokenizer = Tokenizer(),

@@ -1,8 +1,7 @@
 """One parser per text format: (path, binary stream) → records (:func:`record_parser`).
 
-Each checks its format's shape and hints at the right ``--format`` when a
-file is of another kind; an error names the file and the true line, and never
-quotes the record (docs/explanation/reading.md#parsing).
+An error names the file and the true line, hints at the right ``--format``, and
+never quotes the record (docs/explanation/reading.md#parsing).
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ def _looks_like_header(fields: Sequence[str]) -> bool:
 
 
 def _looks_like_csv_header(line: str) -> bool:
-    """Whether a text line is a CSV header row: comma-separated column names, one a usual
-    user column name and another a usual item or text column name."""
+    """Whether a text line is a CSV header row: a usual user and a usual item column name."""
     if "," not in line:
         return False
     try:
@@ -79,12 +77,8 @@ def _blank(user: str | None) -> str:
 
 
 def parse_pairs(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
-    """``user,item`` CSV records (csv's default dialect) → (user, item).
-
-    The item is used as it is (whitespace kept); the user id is stripped.
-    What is refused: docs/explanation/reading.md#parsing.
-    """
-    csv.field_size_limit(FIELD_SIZE_LIMIT)
+    """``user,item`` CSV records (csv's default dialect) → (user, item), the item as it is,
+    the user id stripped. What is refused: docs/explanation/reading.md#parsing."""
     lines = (line for line in decoded_lines(path, stream) if line[0] > skip_header_lines)
     first = next(lines, None)
     if first is None:
@@ -127,8 +121,7 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, int]]:
-    """(line it begins on, length as csv counts it) of each field of one CSV record
-    read so far: csv does not say where a field began, which errors name."""
+    """(line it begins on, length) of each field of one CSV record: csv does not say."""
     text, pos, fields = "".join(lines), 0, []
     while True:
         field = typing.cast(re.Match, _CSV_FIELD.match(text, pos))
@@ -141,13 +134,11 @@ def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, in
 
 
 class _CsvRecords:
-    """(line it begins on, fields) of each record of (number, line) pairs, line ends
-    kept, read with csv (a blank line is a record with no fields).
+    """(line it begins on, fields) of each record of (number, line) pairs, read with csv.
 
-    A quoted field never closed (csv ends the record at the end of the file,
-    where only an open quote leaves one unended) and a field longer than
-    ``FIELD_SIZE_LIMIT`` raise ``InputFormatError`` naming the line the field
-    begins on; other malformed CSV is csv's own ``csv.Error``.
+    A quoted field never closed (only an open quote leaves a record unended at the
+    end of the file) or longer than ``FIELD_SIZE_LIMIT`` raises ``InputFormatError``
+    naming the line it begins on; other malformed CSV is csv's own ``csv.Error``.
     """
 
     def __init__(self, path: str, lines: Iterator[tuple[int, str]], first_lineno: int = 1):
@@ -155,6 +146,7 @@ class _CsvRecords:
         self._before = first_lineno - 1  # lines before the first one read
         self._lines: list[str] = []  # the lines of the record being read
         self._ended = False  # the file ended, inside a record or after the last
+        csv.field_size_limit(FIELD_SIZE_LIMIT)
         self._reader = csv.reader(self._read(lines))
 
     def _read(self, lines: Iterator[tuple[int, str]]) -> Iterator[str]:
@@ -165,7 +157,7 @@ class _CsvRecords:
 
     @property
     def line_num(self) -> int:
-        """The number of the last line read."""
+        """The last line read."""
         return self._before + self._reader.line_num
 
     def __iter__(self) -> Iterator[tuple[int, list[str]]]:
@@ -190,8 +182,7 @@ class _CsvRecords:
 
 
 def _refuse_repeated_columns(path: str, header: Sequence[str], read: Sequence[str]) -> None:
-    """Raises when the header names a column read more than once: taking one would be a
-    guess. A repeated column that is not read is left alone."""
+    """Raises when the header names a column read more than once: taking one would be a guess."""
     for name in read:
         columns = [str(i) for i, column in enumerate(header, start=1) if column == name]
         if len(columns) > 1:
@@ -202,12 +193,8 @@ def _refuse_repeated_columns(path: str, header: Sequence[str], read: Sequence[st
 
 
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
-    """A headed CSV file → (user, text) per row.
-
-    ``user_field="@row"`` makes every row its own user (``<file>:<row>``); a
-    user id read from ``user_field`` is stripped and must not be empty.
-    """
-    csv.field_size_limit(FIELD_SIZE_LIMIT)
+    """A headed CSV file → (user, text) per row; ``user_field="@row"``: each row its own user
+    (``<file>:<row>``), else the id is stripped and must not be empty."""
     records = _CsvRecords(path, decoded_lines(path, stream))
     rows = iter(records)
     read = (text_field,) if user_field == ROW_AS_USER else (user_field, text_field)
@@ -252,8 +239,7 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
 
 
 class _RepeatedKeys(dict):
-    """A JSON object that names a key more than once (its last values, as ``json`` reads
-    it), with how many times each repeated key appears."""
+    """A JSON object that names a key more than once (its last values), with each one's count."""
 
     repeated: dict
 
@@ -272,10 +258,8 @@ _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object)
 
 
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
-    """JSON lines → (user, text); the user id may be a string (stripped) or an integer.
-
-    What is refused: docs/explanation/reading.md#parsing.
-    """
+    """JSON lines → (user, text); the user id a string (stripped) or an integer.
+    What is refused: docs/explanation/reading.md#parsing."""
     for lineno, line in stripped_lines(path, stream):
         if not line.strip():
             raise InputFormatError(f"{path}:{lineno}: a blank line; every line of a JSON lines "
@@ -305,10 +289,9 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
         if type(record) is _RepeatedKeys:
             for name in (user_field, text_field):
                 if name in record.repeated:
-                    raise InputFormatError(
-                        f"{path}:{lineno}: the object has the key {name!r} "
-                        f"{record.repeated[name]} times: which one to read is ambiguous; "
-                        "keep one")
+                    raise InputFormatError(f"{path}:{lineno}: the object has the key {name!r} "
+                                           f"{record.repeated[name]} times: which one to read "
+                                           "is ambiguous; keep one")
         user, value = record.get(user_field), record.get(text_field)
         if user is None or (isinstance(user, str) and not user.strip()):
             # A blank id is refused as in csv and pairs, which strip the user id.
@@ -345,11 +328,7 @@ _TEXT_SHAPE_LINES = 20
 
 
 def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
-    """One user per line → (``path:line``, line).
-
-    Refused: a file whose first lines are all JSON objects (give ``jsonl``),
-    and a first line that is a CSV header (give ``csv``, or skip it).
-    """
+    """One user per line → (``path:line``, line); refuses JSON lines and a CSV header."""
     lines = ((n, line) for n, line in stripped_lines(path, stream) if n > skip_header_lines)
     first = list(itertools.islice(lines, 1))
     if first and first[0][0] == 1 and _looks_like_csv_header(first[0][1]):
@@ -385,9 +364,8 @@ def _msnbc_stream(path: str, stream):
 def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tuple] | list]:
     """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
 
-    The header (lines starting with '%' up to '% Sequences:' and the blank
-    lines before the data) is skipped; every other line is one user's space-separated
-    category numbers. Without ``ids`` each line is just its list of categories.
+    The header (``%`` lines up to ``% Sequences:``, then blank lines) is skipped.
+    Without ``ids`` each line is just its list of categories.
     """
     in_header, seen_data = True, False
     for lineno, line in stripped_lines(path, _msnbc_stream(path, stream)):

@@ -30,8 +30,7 @@ _LOG = logging.getLogger("pipelines")
 
 @opaque_output
 class _ParseFileFn(beam.DoFn):
-    """Parses one matched file into records, logging which file it reads (and, with
-    ``log_records``, its number of records: a raw count, asked for by the job)."""
+    """Parses one matched file into records, logging it (and its record count: raw)."""
 
     def __init__(self, parse, files: Sequence[str] | None, log_records: bool):
         self._parse, self._log_records = parse, log_records
@@ -62,8 +61,8 @@ class _ReadFiles(beam.PTransform):
 
     def __init__(self, pattern: str, parse, files=None, log_records: bool = False):
         super().__init__()
-        self._pattern, self._parse, self._files, self._log_records = (pattern, parse, files,
-                                                                      log_records)
+        self._pattern, self._parse = pattern, parse
+        self._files, self._log_records = files, log_records
 
     def expand(self, pbegin):
         return (pbegin
@@ -94,23 +93,45 @@ class ReadUserTexts(beam.PTransform):
                                                   self._log_records)
 
 
-def _parquet_fields(fmt: str, user_field: str | None, text_field: str | None,
-                    items_field: str | None) -> ParquetFields | None:
-    """The columns of a ``parquet`` input; None for other formats (no items field)."""
-    if fmt == "parquet":
-        return ParquetFields(user_field or "", text_field, items_field)
-    if items_field is not None:
-        raise ValueError(f"an items field applies to the parquet format only, not {fmt!r}")
-    return None
-
-
 def items_of(value) -> list:
-    """The items in field 1 of what ``ReadUserItems`` gives: one item (a pairs file's
-    line) or a row's tokens."""
+    """The items in field 1 of what ``ReadUserItems`` gives: a pairs line's or a row's."""
     return [value] if isinstance(value, (str, bytes)) else list(value)
 
 
-class ReadUserItems(beam.PTransform):
+class _ReadInput(beam.PTransform):
+    """What ``ReadUserItems`` and ``ReadDocuments`` share: the flags, checked."""
+
+    _FORMATS: Sequence[str] = FORMATS
+    _KIND = ""  # in the unknown-format error
+
+    def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
+                 text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
+                 skip_header_lines: int = 0, files=None, log_records: bool = False,
+                 items_field: str | None = None):
+        super().__init__()
+        if fmt not in self._FORMATS:
+            raise ValueError(f"unknown {self._KIND}format {fmt!r}; choose one of "
+                             f"{list(self._FORMATS)}")
+        self._parquet = None
+        if fmt == "parquet":
+            self._parquet = ParquetFields(user_field or "", text_field, items_field)
+        elif items_field is not None:
+            raise ValueError(f"an items field applies to the parquet format only, not {fmt!r}")
+        self._pattern, self._fmt = pattern, fmt
+        self._user_field, self._text_field = user_field, text_field
+        self._tokenizer, self._skip = tokenizer, skip_header_lines
+        self._files, self._log_records = files, log_records
+
+    def _read_parquet(self):
+        return ReadParquetRecords(self._pattern, self._parquet, self._tokenizer,
+                                  self._log_records, files=self._files)
+
+    def _read_texts(self):
+        return ReadUserTexts(self._pattern, self._fmt, self._user_field, self._text_field,
+                             self._skip, self._files, self._log_records)
+
+
+class ReadUserItems(_ReadInput):
     """Files of any format → what ``SelectItems`` takes, in its most compact form.
 
     Text formats and ``parquet``: one ``(user, tokens)`` record per row or line
@@ -118,33 +139,16 @@ class ReadUserItems(beam.PTransform):
     line, as written. ``SelectItems`` merges a user's records before bounding.
     """
 
-    def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
-                 text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
-                 skip_header_lines: int = 0, files=None, log_records: bool = False,
-                 items_field: str | None = None):
-        super().__init__()
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r}; choose one of {list(FORMATS)}")
-        self._parquet = _parquet_fields(fmt, user_field, text_field, items_field)
-        self._pattern, self._fmt = pattern, fmt
-        self._user_field, self._text_field = user_field, text_field
-        self._tokenizer, self._skip = tokenizer, skip_header_lines
-        self._files, self._log_records = files, log_records
-
     def expand(self, pbegin):
         if self._parquet is not None:
-            return pbegin | "ReadParquet" >> ReadParquetRecords(
-                self._pattern, self._parquet, self._tokenizer, self._log_records,
-                files=self._files)
+            return pbegin | "ReadParquet" >> self._read_parquet()
         if self._fmt == "pairs":
             return pbegin | "ReadPairFiles" >> _ReadFiles(
                 self._pattern, record_parser("pairs", skip_header_lines=self._skip),
                 self._files, self._log_records)
         tokenizer = self._tokenizer
         return (pbegin
-                | "ReadUserTexts" >> ReadUserTexts(self._pattern, self._fmt, self._user_field,
-                                                   self._text_field, self._skip, self._files,
-                                                   self._log_records)
+                | "ReadUserTexts" >> self._read_texts()
                 | "Tokenize" >> beam.MapTuple(lambda user, text: (user, tokenizer(text))))
 
 
@@ -164,30 +168,24 @@ class ReadPairs(ReadUserItems):
             lambda user, tokens: ((user, token) for token in tokens))
 
 
-class ReadDocuments(beam.PTransform):
+class ReadDocuments(_ReadInput):
     """Files → (user, tokens) documents, for n-gram extraction.
 
-    csv/jsonl/text are tokenised with ``tokenizer``; ``msnbc`` is the UCI
-    sequence file, one user per line; ``parquet`` rows are tokenised from
-    ``text_field`` or are ``items_field`` as is. With ``as_elements`` each record
-    is only its tokens, no user id (what ``ExtractNgrams(privacy_unit="element")``
-    takes): no id is made, and no step is added to drop it.
+    Texts are tokenised with ``tokenizer``; ``msnbc`` is the UCI sequence file, one
+    user per line. With ``as_elements`` each record is only its tokens, no user id
+    made (what ``ExtractNgrams(privacy_unit="element")`` takes).
     """
+
+    _FORMATS = DOCUMENT_FORMATS
+    _KIND = "document "
 
     def __init__(self, pattern: str, fmt: str, user_field: str | None = None,
                  text_field: str | None = None, tokenizer: Tokenizer = Tokenizer(),
                  skip_header_lines: int = 0, files=None, log_records: bool = False,
                  as_elements: bool = False, items_field: str | None = None):
-        super().__init__()
+        super().__init__(pattern, fmt, user_field, text_field, tokenizer, skip_header_lines,
+                         files, log_records, items_field)
         self._as_elements = as_elements
-        if fmt not in DOCUMENT_FORMATS:
-            raise ValueError(f"unknown document format {fmt!r}; choose one of "
-                             f"{list(DOCUMENT_FORMATS)}")
-        self._parquet = _parquet_fields(fmt, user_field, text_field, items_field)
-        self._pattern, self._fmt = pattern, fmt
-        self._user_field, self._text_field = user_field, text_field
-        self._tokenizer, self._skip = tokenizer, skip_header_lines
-        self._files, self._log_records = files, log_records
 
     def expand(self, pbegin):
         if self._fmt == "msnbc":
@@ -198,15 +196,11 @@ class ReadDocuments(beam.PTransform):
             as_document = ((lambda record: record[1]) if self._as_elements
                            else (lambda record: (record[0], tuple(record[1]))))
             return (pbegin
-                    | "ReadParquet" >> ReadParquetRecords(self._pattern, self._parquet,
-                                                          self._tokenizer, self._log_records,
-                                                          files=self._files)
+                    | "ReadParquet" >> self._read_parquet()
                     | "AsDocuments" >> beam.Map(as_document))
         tokenizer = self._tokenizer
         tokenize = ((lambda record: tokenizer(record[1])) if self._as_elements
                     else (lambda record: (record[0], tuple(tokenizer(record[1])))))
         return (pbegin
-                | "ReadUserTexts" >> ReadUserTexts(self._pattern, self._fmt, self._user_field,
-                                                   self._text_field, self._skip, self._files,
-                                                   self._log_records)
+                | "ReadUserTexts" >> self._read_texts()
                 | "Tokenize" >> beam.Map(tokenize))
