@@ -2,6 +2,10 @@
 
     beam-dpsu vocabulary --input examples/imdb_2k.csv.gz --user-field user \\
         --text-field review --rho 0.1 --delta 1e-5 --output out/vocabulary
+    beam-dpsu ngrams --input data/msnbc990928.zip --max-n 6 --epsilon 1 --delta 1e-7 \\
+        --output out/ngrams
+    beam-dpsu evaluate --input … --mechanisms weighted-gaussian,sips --epsilons 1,2 \\
+        --delta 1e-5 --output eval/
 
 ``beam-dpsu JOB FLAGS…`` is ``python -m MODULE FLAGS…``, MODULE the job's: the
 same flags, output, messages and exit codes. A job's module (and with it Beam)
