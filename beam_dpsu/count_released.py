@@ -204,7 +204,6 @@ class CountReleased(ReadsContainers, ReleaseTransform):
             self.chosen_max_items_per_user = at_chosen.chosen_max_items_per_user
             noises = tuple(k.noise for k in self.calibrations_by_candidate.values())
             chosen = (beam.pvalue.AsSingleton(at_chosen.chosen),)
-        # (user_id, ≤ Δ0 released items)
         ones = user_items | "OnePerUserItem" >> beam.FlatMap(
             lambda record: ((item, 1) for item in record[1]))
         zeros = released | "ZeroPerReleased" >> beam.Map(lambda item: (item, 0))

@@ -94,8 +94,7 @@ class ExtractNgrams(ReleaseTransform):
         self.chosen_max_items_per_user = self.level_stats = self.non_private_level_stats = None
         self.released_per_level: list = []
 
-    # The parameters, as validated (``self.params``); Δ_k per level under the one name
-    # Δ0 has everywhere (None: level 1's Δ_1 is "auto", chosen when the pipeline runs).
+    # The validated parameters; Δ_k per level as max_items_per_user (None: Δ_1 is "auto").
     max_n = property(lambda self: self.params.max_n)
     max_items_per_user = property(lambda self: list(self.params.max_items))
     eta = property(lambda self: self.params.eta)

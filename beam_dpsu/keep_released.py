@@ -70,14 +70,9 @@ def _released_as_key(item: Any) -> tuple:
     return _item_key(item, "a released item"), None
 
 
-class _KeyRecord:
+def _keyed_record(record: Any, key: Callable[[Any], Any]) -> tuple:
     """record → (its key, the record), the join's records side."""
-
-    def __init__(self, key: Callable[[Any], Any]):
-        self._key = key
-
-    def __call__(self, record: Any) -> tuple:
-        return _item_key(self._key(record), "key(record)"), record
+    return _item_key(key(record), "key(record)"), record
 
 
 class _KeepBySideInputFn(beam.DoFn):
@@ -110,7 +105,7 @@ class KeepReleased(beam.PTransform):
     A record passes, once, exactly when ``key(record)`` equals an item of ``released``:
     that depends on the released set and the records alone, so it costs no budget.
     A later DP aggregation must key users as the selection did
-    (``beam_dpsu.canonical_user_id``; docs/how-to/compose.md).
+    (``beam_dpsu.canonical_user_id``; example: docs/how-to/compose.md).
 
     Args:
       released: the ``PCollection`` of released items (``SelectItems``' or
@@ -128,14 +123,6 @@ class KeepReleased(beam.PTransform):
       NonGlobalWindowError: either input windowed or unbounded, when built.
       InvalidRecordError: when it runs, a key or released item of another type or a
         str that is not UTF-8 (named by type, never value).
-
-    For example:
-
-    ```python
-    released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
-    rows = rows | KeepReleased(released, key=lambda row: row["word"])
-    users = rows | beam.Map(lambda row: (canonical_user_id(row["user"]), row))
-    ```
     """
 
     def __init__(self, released, *, key: Callable[[Any], Any] | None = None,
@@ -162,7 +149,7 @@ class KeepReleased(beam.PTransform):
             return records | "KeepBySideInput" >> beam.ParDo(
                 _KeepBySideInputFn(self._key), beam.pvalue.AsIter(self._released)
             ).with_output_types(element_type)
-        return ({"records": records | "KeyRecords" >> beam.Map(_KeyRecord(self._key)),
+        return ({"records": records | "KeyRecords" >> beam.Map(_keyed_record, self._key),
                  "released": self._released | "ReleasedAsKeys" >> beam.Map(_released_as_key)}
                 | "JoinOnKey" >> beam.CoGroupByKey()
                 | "KeepJoined" >> beam.FlatMap(_kept_by_join).with_output_types(element_type))

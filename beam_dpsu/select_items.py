@@ -83,7 +83,6 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                                    item_list_field=item_list_field)
         checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
-        # "auto": every candidate calibrated now.
         self.auto_plan = self.calibration = self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget, self.pre_threshold)
@@ -123,8 +122,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             return self._select(elements, self.privacy_unit,
                                 Chosen.of(self.mechanism.max_items_per_user),
                                 Chosen.of(self.calibration))
-        # "auto": Δ0 is chosen privately while the records wait packed, then one
-        # selection at every candidate's calibration reads the chosen one.
+        # "auto": Δ0 is chosen privately while the records wait packed.
         m = self.mechanism
         is_gw = isinstance(m, GreedyWithoutSampling)
         as_blocks = isinstance(m, ParallelMechanism) or (

@@ -105,7 +105,13 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                    help="policy-laplace/policy-gaussian/gw: split users over P independent "
                         "orders and sum them, for scale (default: 1, the papers' algorithm)")
     if public_input:
-        _add_public_input_arguments(g)
+        g.add_argument(*flags("public-input"), metavar="PATTERN",
+                       help="gw: a public corpus whose item counts order each user's items "
+                            "(GW-KT); costs no privacy budget")
+        g.add_argument(*flags("public-format"), choices=("text", "csv"), default="text",
+                       help="format of --public-input: text (one document per line) or csv")
+        g.add_argument(*flags("public-text-field"), metavar="FIELD",
+                       help="csv --public-input: the text column")
     g.add_argument(*flags("hot-key-fanout"), type=int, metavar="N",
                    help="fan-out of the per-item sum, for very skewed data on large runners "
                         "(default: none)")
@@ -122,16 +128,6 @@ def add_pre_threshold_argument(group, what: str) -> None:
                             "base threshold becoming one for unequal weights; "
                             "truncated-geometric keeps with the count minus K − 1); "
                             "docs/how-to/pre-threshold.md (default: 1, none)")
-
-
-def _add_public_input_arguments(g) -> None:
-    g.add_argument(*flags("public-input"), metavar="PATTERN",
-                   help="gw: a public corpus whose item counts order each user's items "
-                        "(GW-KT); costs no privacy budget")
-    g.add_argument(*flags("public-format"), choices=("text", "csv"), default="text",
-                   help="format of --public-input: text (one document per line) or csv")
-    g.add_argument(*flags("public-text-field"), metavar="FIELD",
-                   help="csv --public-input: the text column")
 
 
 def add_budget_arguments(parser: JobArgumentParser) -> None:

@@ -48,10 +48,9 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
     """The job's budget from --epsilon or --rho and --delta (and --seed checked)."""
     if (args.epsilon is None) == (args.rho is None):
         raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
-    delta = args.delta
     # A job refuses 0 too (require_selection_delta), so it states 0 < delta < 1.
-    if isinstance(delta, float) and not 0.0 <= delta < 1.0:  # nan included
-        raise UsageError(f"--delta must satisfy 0 < delta < 1, got {delta!r}")
+    if isinstance(args.delta, float) and not 0.0 <= args.delta < 1.0:  # nan included
+        raise UsageError(f"--delta must satisfy 0 < delta < 1, got {args.delta!r}")
     with flag_errors():
         budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
                   else ZCDPBudget(args.rho, args.delta))

@@ -62,8 +62,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
             "--direct_num_workers 4 --direct_running_mode multi_processing",
         ])
     add_input_arguments(parser, FORMATS)
-    # SIPS by default: the most items of the parallel mechanisms at the same budget
-    # (docs/benchmarks.md), with Δ0 chosen privately.
+    # SIPS by default: the most items at the same budget (docs/benchmarks.md).
     add_mechanism_arguments(parser, auto_default=True, default="sips")
     add_budget_arguments(parser)
     add_counts_arguments(parser, "--max-items-per-user, or 100")
@@ -77,8 +76,7 @@ JOB_DEFAULTS_NOTE = ("not given, so the job's defaults: SIPS releases the most i
                      "parallel mechanisms at a budget, and 'auto' chooses max_items_per_user "
                      "privately (the rule in max_items_per_user.rule)")
 
-# The mechanisms whose Δ0 is "auto" when --max-items-per-user is not given: those the
-# Δ0 benchmark measured (the others keep their documented defaults, 100 or GW's 30).
+# Δ0 is "auto" by default for the mechanisms the Δ0 benchmark measured.
 AUTO_BY_DEFAULT = ("weighted-gaussian", "policy-gaussian", "sips")
 
 
@@ -95,8 +93,7 @@ def parse_args(argv, prog: str = PROG):
     if not parser.was_given("mechanism"):
         args.job_defaults["mechanism"] = args.mechanism
     if args.max_items_per_user is None and canonical_name(args.mechanism) in AUTO_BY_DEFAULT:
-        # Chosen privately unless given: close to the best fixed Δ0 of a grid for these
-        # mechanisms (docs/benchmarks.md, "Choosing Δ0 privately").
+        # Close to the best fixed Δ0 of a grid (docs/benchmarks.md, "Choosing Δ0 privately").
         args.max_items_per_user = "auto"
         args.job_defaults["max_items_per_user"] = "auto"
     mechanism = mechanism_from_args(args)
@@ -162,8 +159,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats, items_field=args.items_field)
     mechanism, public_counts = with_public_counts(pipeline, args, mechanism, tokenizer)
-    # Where every row is its own user (@row, text lines) the selection takes its tokens
-    # as they are, with no per-user shuffle; else a user's rows are merged by user id.
+    # Where every row is its own user (@row, text lines): its tokens, no per-user shuffle.
     privacy_unit = privacy_unit_from_args(args)
     selected = (elements if privacy_unit == "user_id" else elements | "RowTokens" >> beam.Values())
     parts = args.budget_parts
@@ -172,8 +168,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,
                          public_counts=public_counts, pre_threshold=args.pre_threshold)
     released = selected | "SelectItems" >> select
-    # All outputs depend on the released set, its noisy counts and the parameters only
-    # (raw counts are opt-in).
+    # All outputs depend on the released set, its noisy counts and the parameters only.
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
@@ -187,8 +182,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     single = beam.pvalue.AsSingleton
     side = {"released_items": single(released | "LogReleased" >> LogCount(
         f"{mechanism.name}: released {{n:,}} item{{s}}")), **chosen_side_inputs(select, counter)}
-    # Per-round sizes of SIPS are not a function of the released set (which
-    # round released an item is more than the set): only with --non-private-stats.
+    # Per-round sizes of SIPS are more than the released set: only with --non-private-stats.
     by_stage = select.non_private_released_by_stage
     for i, (stage, pcoll) in enumerate(by_stage.items(), start=1):
         side[stage] = single(pcoll | f"Count_{stage}" >> LogCount(
