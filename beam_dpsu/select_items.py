@@ -52,8 +52,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
       non_private_stats: keep each SIPS round's release in ``non_private_released_by_stage``.
       user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field.
       item_field: with ``user_field``, the field holding one str/bytes item.
-      item_list_field: the field holding a collection of items; alone with
-        ``privacy_unit="element"``, never with ``item_field``.
+      item_list_field: the field holding a collection of items (never with ``item_field``).
       public_counts: GW-KT's public (item, count) pairs as a ``PCollection``.
       pre_threshold: k ≥ 1 (default 1, none): release only items ≥ k users hold.
 
