@@ -342,8 +342,7 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
             raise UsageError(f"unexpected argument {unknown[0]!r} (flags take the form "
                              f"--name value; see {parser.prog} --help)")
         name = flag.split("=", 1)[0]
-        beam_flags = [s for s in beam_parser.option_strings() if s.startswith("--")]
-        close = _closest(name, parser.option_names() + beam_flags)
+        close = _closest(name, parser.option_names() + beam_option_flags())
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         raise UsageError(f"unknown flag {name}{hint} (see {parser.prog} --help)")
     if ("multi_processing" in " ".join(rest) and not any(
