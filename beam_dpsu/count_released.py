@@ -1,16 +1,8 @@
 """Noisy user counts of the released items: ``CountReleased``.
 
-``CountReleased(released, budget, *, max_items_per_user=...)`` takes the users'
-items and the ``PCollection`` of released items and returns ``(item, noisy
-count of users holding it)`` for exactly the released items: each gets one
-count (0 + noise if no bounded user holds it), no other item gets any. The
-counts are integers plus exact discrete noise, never floating point (Mironov
-2012; Canonne, Kamath & Steinke 2020): discrete Laplace of scale Δ0/ε
-(``Budget``) or discrete Gaussian of σ² = Δ0/(2ρ) (``ZCDPBudget``).
-
-How it bounds, noises and chooses an "auto" Δ0:
-docs/explanation/transforms.md#countreleased. Proof:
-docs/explanation/proofs.md#counts-of-released-items.
+Integers plus exact discrete noise, never floating point (Mironov 2012; Canonne,
+Kamath & Steinke 2020). Details: docs/explanation/transforms.md#countreleased.
+Proof: docs/explanation/proofs.md#counts-of-released-items.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ from beam_dpsu.core.discrete_noise import os_random
 from beam_dpsu.core.report import counts_report
 from beam_dpsu.core.user_records import plain_str_or_bytes
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
-                                     WholeItemCountsPerUser, check_pair)
+                                     WholeItemCountsPerUser, _check_shape, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.max_items_choice.counts import SampleAtChosenMaxItems
@@ -50,10 +42,7 @@ def check_ngram_pair(record):
 
     User ids as in ``bounding.check_pair``. Errors name the field, never the values.
     """
-    if not isinstance(record, tuple) or len(record) != 2:
-        shape = (f"a tuple of {len(record)} fields" if isinstance(record, tuple)
-                 else a_type(record))
-        raise InvalidRecordError(f"expected a (user_id, n-gram) pair, got {shape}")
+    _check_shape(record, "(user_id, n-gram) pair")
     gram = record[1]
     if not _is_ngram(gram):
         raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "
@@ -63,10 +52,7 @@ def check_ngram_pair(record):
 
 
 def _released_item(item, ngrams: bool):
-    """A released item as a plain str/bytes (or n-gram: tuple of str); raises on the wrong kind.
-
-    Items of the other kind would match no user's items and silently count zero.
-    """
+    """A released item as a plain str/bytes (or n-gram: tuple of str); raises on the wrong kind."""
     if isinstance(item, tuple):
         if not ngrams:
             raise InvalidRecordError("a released item is an n-gram (a tuple): count n-grams "
@@ -97,9 +83,7 @@ class _AddDiscreteNoiseFn(beam.DoFn):
     """(item, count) → (item, count + ``noises[chosen]``), ``chosen`` a side input under "auto"."""
 
     def __init__(self, noises: tuple, seed: int | None):
-        self._noises = tuple(noises)
-        self._seed = seed
-        self._rng = None
+        self._noises, self._seed, self._rng = tuple(noises), seed, None
 
     def setup(self):
         self._rng = os_random()
@@ -115,39 +99,31 @@ class _AddDiscreteNoiseFn(beam.DoFn):
 class CountReleased(ReadsContainers, ReleaseTransform):
     """Users' items → (item, noisy user count) for exactly the released items.
 
-    Bounds each user (dedupes, keeps only released items, samples ≤ Δ0 of them
-    uniformly), counts 1 per (user, item) plus a zero for every released item, and
-    adds exact discrete noise (docs/explanation/transforms.md#countreleased). Its
-    input is what ``SelectItems`` takes; with ``ngrams=True``, ``(user_id, n-gram)``
-    pairs, and released items of the other kind are refused. The released set
-    reaches the workers as a side input (it must fit in a worker's memory). One
-    object is one release of counts. Guide: docs/how-to/count-released.md.
+    Bounds each user to ≤ Δ0 released items, sampled uniformly, counts 1 per (user,
+    item) plus 0 for every released item, and adds exact discrete noise: every
+    released item gets one count, no other item any. The input is what
+    ``SelectItems`` takes (``ngrams=True``: ``(user_id, n-gram)`` pairs); the
+    released set is a side input (it must fit in a worker's memory). One object
+    is one release of counts. Guide: docs/how-to/count-released.md.
 
     Args:
-      released: ``PCollection`` of released items (e.g. ``SelectItems``' output),
-        public once released; a pre-threshold belongs to that selection.
-      budget: ``Budget(ε, δ)`` (discrete Laplace, scale Δ0/ε) or
-        ``ZCDPBudget(ρ, δ)`` (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and is
-        not spent. ``split_selection_and_counts`` pays for both from one total.
-      accountant: optional ``BudgetAccountant`` that ``budget`` is spent from
-        (not with ``split_selection_and_counts(..., accountant)``'s parts).
-      max_items_per_user: Δ0, the most released items each user is counted for,
-        or ``"auto"`` / ``AutoMaxItems(...)``: a share of ``budget`` picks it
-        (``chosen_max_items_per_user`` once run); not with a tight split's part.
+      released: ``PCollection`` of released items (e.g. ``SelectItems``' output).
+      budget: ``Budget(ε, δ)`` (discrete Laplace, scale Δ0/ε) or ``ZCDPBudget(ρ, δ)``
+        (discrete Gaussian, σ² = Δ0/(2ρ)); δ may be 0 and is not spent.
+      accountant: optional ``BudgetAccountant`` that ``budget`` is spent from (not
+        for ``split_selection_and_counts``' parts: it spent them).
+      max_items_per_user: Δ0, the most released items each user is counted for, or
+        ``"auto"`` / ``AutoMaxItems(...)`` (``chosen_max_items_per_user`` once run).
       seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
       ngrams: the items are n-grams (tuples of str, as ``ExtractNgrams`` releases).
-      privacy_unit: ``"user_id"`` (default) or ``"element"`` (one element: all of
-        a person), as in ``SelectItems``; not with ``ngrams``.
-      user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field
-        (not with ``privacy_unit="element"``).
+      privacy_unit: ``"user_id"`` (default) or ``"element"``, as in ``SelectItems``.
+      user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field.
       item_field: the field holding one item (with ``ngrams``: one n-gram).
-      item_list_field: the field holding a collection of items (or n-grams); not
-        with ``item_field``.
+      item_list_field: the field holding a collection of items (or n-grams).
 
     Raises:
-      ValueError, TypeError, InvalidRecordError: for the field arguments and the
-        elements, as ``SelectItems`` raises them; ValueError for ``"auto"`` with
-        a tight split's part.
+      ValueError, TypeError, InvalidRecordError: as ``SelectItems`` raises them;
+        ValueError for ``"auto"`` with a tight split's part.
       AppliedTwiceError: applied a second time, when the pipeline is built.
     """
 
@@ -169,8 +145,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                                 "privacy_unit='element' is for items, not n-grams")
         self.fields = input_fields(self.privacy_unit, user_field, self.ngrams,
                                    item_field=item_field, item_list_field=item_list_field)
-        # max_items_per_user="auto": a share of the budget picks Δ0 when the
-        # pipeline runs; every candidate's noise is calibrated now.
+        # "auto": a share of the budget picks Δ0 when run; every candidate calibrated now.
         self.auto_plan = self.calibration = self.chosen_max_items_per_user = None
         self.calibrations_by_candidate: dict = {}
         bound = max_items_choice.check_max_items_or_auto(max_items_per_user)
@@ -204,8 +179,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                                  "(e.g. SelectItems applied to them there), got a PCollection "
                                  "of another pipeline")
         elements = read_fields(elements, self.fields, "CountReleased")
-        # Released items as plain str/bytes/tuples of str (numpy.str_ and the
-        # like cannot be encoded deterministically as keys), of the kind counted.
+        # Plain str/bytes/tuples: numpy.str_ and the like cannot be encoded deterministically.
         released = self.released | "CanonicalReleased" >> beam.Map(_released_item, self.ngrams)
         released_set = beam.pvalue.AsDict(
             released | "ReleasedAsKeys" >> beam.Map(lambda item: (item, None)))
@@ -230,7 +204,6 @@ class CountReleased(ReadsContainers, ReleaseTransform):
             self.chosen_max_items_per_user = at_chosen.chosen_max_items_per_user
             noises = tuple(k.noise for k in self.calibrations_by_candidate.values())
             chosen = (beam.pvalue.AsSingleton(at_chosen.chosen),)
-        # (user_id, ≤ Δ0 released items)
         ones = user_items | "OnePerUserItem" >> beam.FlatMap(
             lambda record: ((item, 1) for item in record[1]))
         zeros = released | "ZeroPerReleased" >> beam.Map(lambda item: (item, 0))

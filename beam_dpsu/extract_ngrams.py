@@ -1,26 +1,10 @@
 """DPNE: differentially private n-gram extraction, level by level (dpne §2, App. A).
 
-``ExtractNgrams(max_n, budget, max_items_per_user)`` takes
-``PCollection[(user_id, tokens)]`` (one element per document; n-grams never
-cross documents) or, with ``privacy_unit="element"``, ``PCollection[list[str]]``
-(one document holding all of one person's data), either form also from named
-fields (``beam_dpsu.beam.fields``). It returns ``PCollection[tuple[str, ...]]``,
-the released n-grams of lengths 1..max_n: a *set*, held and spurious k-grams
-alike, in no order (the spurious draws arrive as one block), so write it with
-``WriteReleased``. Level 1 is Weighted (or Policy) Gaussian over the tokens;
-level k ≥ 2 noises the users' valid k-grams and adds the spurious ones the
-guarantee needs; each level and H_k are checkpointed with a ``Reshuffle``
-before they fan out (docs/privacy.md, invariant 11).
-
-After expansion ``released_per_level`` holds each level's PCollection and
-``level_stats`` one dict per level k ≥ 2 of parameters and functions of the
-release (Δ_k, σ_k, ρ_k, |S_{k−1}|, |V_k|, the spurious bound, the number
-released). With Δ_1 "auto", ``auto_plan`` holds the split and candidates,
-``chosen_max_items_per_user`` the chosen Δ_1 (a singleton PCollection, a DP
-output), and ``sigmas`` and the other single-Δ_1 attributes are None.
-
-The modules it is built from: docs/explanation/transforms.md#extractngrams. The
-levels, their privacy and "auto": docs/explanation/proofs.md#dpne.
+``ExtractNgrams(max_n, budget, max_items_per_user)`` releases the n-grams of
+lengths 1..max_n of ``(user_id, tokens)`` documents (or one person's token list
+per element). Its input, output and what it holds after expansion:
+docs/explanation/transforms.md#extractngrams. The levels, their privacy and
+"auto": docs/explanation/proofs.md#dpne.
 """
 
 from __future__ import annotations
@@ -48,41 +32,33 @@ __all__ = ["ExtractNgrams"]
 class ExtractNgrams(ReleaseTransform):
     """Releases n-grams of lengths 1..max_n under user-level DP (DPNE).
 
-    The output means a *set*: write it with ``WriteReleased``. One object is one
+    The output is a *set*: write it with ``WriteReleased``. One object is one
     release, applied once. What it holds after expansion:
-    [beam_dpsu.extract_ngrams][]'s module notes. Every argument after
-    ``max_items_per_user`` is keyword-only.
+    docs/explanation/transforms.md#extractngrams.
 
     Args:
       max_n: T, the longest n-gram length, at most ``MAX_NGRAM_LENGTH`` (40).
       budget: ``Budget(ε, δ)`` or ``ZCDPBudget(ρ, δ)``, spent by the whole extraction.
       accountant: optional ``BudgetAccountant`` that ``budget`` is spent from.
-      max_items_per_user: Δ_k, one value for every level or one per level: an
-        int, or ``"auto"`` / ``AutoMaxItems(...)`` (Δ_1 chosen privately from a
-        share of the budget; at k ≥ 2 the largest candidate, for free).
+      max_items_per_user: Δ_k, one value for every level or one per level: an int, or
+        ``"auto"`` / ``AutoMaxItems(...)`` (Δ_1 chosen privately; at k ≥ 2 for free).
       eta: η in (0, 1): expected spurious k-grams ≤ η·|S_{k−1}| per level.
       pruning: "both" (default) or "single" (see ``beam_dpsu.core.kgrams``).
-      noise_schedule: "equal" (default, one σ_k at every level) or c > 0 with
-        σ_k = c·σ_{k−1} (dpne §3.1.1); either way 1/σ*² = Σ 1/σ_k².
-      level1: "weighted-gaussian" (default) or "policy-gaussian" (ℓ2-descent,
-        cutoff ρ_1 + alpha·σ_1, users in keyed-hash order).
+      noise_schedule: "equal" (default) or c > 0 with σ_k = c·σ_{k−1} (dpne §3.1.1).
+      level1: "weighted-gaussian" (default) or "policy-gaussian" (cutoff ρ_1 + alpha·σ_1).
       alpha: α of the level-1 policy cutoff.
       seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
       privacy_unit: "user_id" (default) or "element" (one person's token list).
-      non_private_stats: also compute ``non_private_level_stats``, raw figures per
-        level (support of H_k, spurious draws, …): NOT private, extra passes.
-      progress_logger: a ``logging`` logger's name for one INFO line per level, as
-        soon as its release's size is known (a function of the release), or None.
+      non_private_stats: also compute ``non_private_level_stats``, raw figures per level.
+      progress_logger: a ``logging`` logger's name for one INFO line per level, or None.
       user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field.
       tokens_field: the field holding a document's tokens in order; alone with
         ``privacy_unit="element"``.
-      pre_threshold: k ≥ 1 (default 1, none), level 1 only: a unigram needs k
-        users after bounding (docs/explanation/proofs.md#pre-threshold).
+      pre_threshold: k ≥ 1 (default 1, none), level 1 only: a unigram needs k users.
 
     Raises:
-      ValueError, TypeError, InvalidRecordError: a bad parameter, field argument
-        or element (as ``SelectItems`` raises them); ValueError for a tight
-        split's part or, with "auto", a budget no candidate calibrates at.
+      ValueError, TypeError, InvalidRecordError: as ``SelectItems`` raises them;
+        ValueError for a tight split's part or a budget no candidate calibrates at.
     """
 
     def __init__(self, max_n: int, budget, max_items_per_user=100, *, eta: float = 0.01,
@@ -101,8 +77,7 @@ class ExtractNgrams(ReleaseTransform):
         self.params = NgramParameters(max_n, max_items_per_user, eta, pruning, noise_schedule,
                                       level1, alpha, seed, pre_threshold)
         self.budget = budget
-        # Everything the privacy guarantee rests on is fixed here: with Δ_1
-        # "auto", the budget split and DPNE at every candidate Δ_1.
+        # Everything the guarantee rests on is fixed here (under "auto": every candidate).
         self.auto_plan, self._calibrations = ngram_calibration.calibrate_extraction(
             self.params, budget)
         # None with Δ_1 "auto" (chosen when run): see report["calibration_by_candidate"].
@@ -119,8 +94,7 @@ class ExtractNgrams(ReleaseTransform):
         self.chosen_max_items_per_user = self.level_stats = self.non_private_level_stats = None
         self.released_per_level: list = []
 
-    # The parameters, as validated (``self.params``); Δ_k per level under the one name
-    # Δ0 has everywhere (None: level 1's Δ_1 is "auto", chosen when the pipeline runs).
+    # The validated parameters; Δ_k per level as max_items_per_user (None: Δ_1 is "auto").
     max_n = property(lambda self: self.params.max_n)
     max_items_per_user = property(lambda self: list(self.params.max_items))
     eta = property(lambda self: self.params.eta)
@@ -140,12 +114,8 @@ class ExtractNgrams(ReleaseTransform):
         documents = read_fields(documents, self.fields, "ExtractNgrams")
         params, seed = self.params, self.params.seed
         policy = params.level1 == "policy-gaussian"
-        # First one record per user with all their documents (grouped by user id,
-        # or each element one person's only document), and the users in blocks.
-        # Only a seeded sample or the policy's order reads an id: unseeded
-        # elements are blocked as they come, with no id, and a level-1 policy
-        # draws their ids on its own branch, so that no draw feeds two steps
-        # (invariant 11; with Δ_1 "auto" too, inside level 1 at the chosen Δ_1).
+        # One record per user, and the users in blocks; unseeded elements are blocked
+        # with no id, so no draw feeds two steps (transforms.md#extractngrams).
         unseeded_elements = self.privacy_unit == "element" and seed is None
         user_docs = None
         if not unseeded_elements or (policy and self.auto_plan is None):

@@ -1,11 +1,8 @@
 """Composing a release with a later aggregation: ``KeepReleased(released, key=fn)``.
 
-``records | KeepReleased(released, key=fn)`` keeps the records whose key is a
-released item, at no budget: a released set is public. A later DP aggregation
-then bounds and noises the kept records itself (e.g. PipelineDP with the
-released set as public partitions, ``public_partitions_already_filtered=True``).
-The keys, and where the line between the two methods lies:
-docs/explanation/transforms.md#keepreleased.
+A later DP aggregation bounds and noises the kept records itself (e.g. PipelineDP
+with the released set as public partitions). The keys, and the line between the
+two methods: docs/explanation/transforms.md#keepreleased.
 """
 
 from __future__ import annotations
@@ -36,8 +33,7 @@ class _NotAKey(Exception):
 
 
 def _plain(value: Any) -> Any:
-    """``value`` as the plain str, bytes, int or tuple of these it equals (numpy's str,
-    bytes and ints, an ``IntEnum``, tuples part by part); ``_NotAKey`` otherwise."""
+    """``value`` as the plain str, bytes, int or tuple of these it equals; else ``_NotAKey``."""
     kind = type(value)
     if kind is str:
         if value.isascii() or encodes_as_utf8(value):
@@ -61,14 +57,7 @@ def _plain(value: Any) -> Any:
 
 
 def _item_key(value: Any, what: str) -> Any:
-    """``value`` as the key both methods compare: a plain str, bytes, int or tuple of these.
-
-    Why only these (both methods must keep the same records):
-    docs/explanation/transforms.md#keepreleased.
-
-    Raises:
-      InvalidRecordError: for any other value, naming its type, never the value.
-    """
+    """``value`` as the key both methods compare; InvalidRecordError naming its type if none."""
     try:
         return _plain(value)
     except _NotAKey as found:
@@ -81,14 +70,9 @@ def _released_as_key(item: Any) -> tuple:
     return _item_key(item, "a released item"), None
 
 
-class _KeyRecord:
-    """record → (its key as ``_item_key`` gives it, the record), the join's records side."""
-
-    def __init__(self, key: Callable[[Any], Any]):
-        self._key = key
-
-    def __call__(self, record: Any) -> tuple:
-        return _item_key(self._key(record), "key(record)"), record
+def _keyed_record(record: Any, key: Callable[[Any], Any]) -> tuple:
+    """record → (its key, the record), the join's records side."""
+    return _item_key(key(record), "key(record)"), record
 
 
 class _KeepBySideInputFn(beam.DoFn):
@@ -118,21 +102,17 @@ def _kept_by_join(joined):
 class KeepReleased(beam.PTransform):
     """Keeps the records whose key is a released item; drops every other record.
 
-    ``records | KeepReleased(released, key=fn)`` passes a record through, once,
-    exactly when ``fn(record)`` equals (``==``) an item of ``released``; which
-    records pass depends on the released set and the records alone, so it adds
-    no privacy cost of its own (docs/explanation/transforms.md#keepreleased).
-    Records with equal keys all pass or all drop. A later DP aggregation of the
-    kept records must key users as the selection did (``beam_dpsu.canonical_user_id``),
-    or one person can count as several users (docs/how-to/compose.md).
+    A record passes, once, exactly when ``key(record)`` equals an item of ``released``:
+    that depends on the released set and the records alone, so it costs no budget.
+    A later DP aggregation must key users as the selection did
+    (``beam_dpsu.canonical_user_id``; example: docs/how-to/compose.md).
 
     Args:
       released: the ``PCollection`` of released items (``SelectItems``' or
         ``ExtractNgrams``' output) in the records' pipeline.
-      key: record → its item (default: the record itself). Keys and released items
-        are str, bytes, int or tuples of these (as n-grams are); a float or bool is refused.
-      method: ``"side_input"`` (default; the set in every worker's memory, ~100 bytes
-        per 10-character item) or ``"join"`` (a ``CoGroupByKey``); same output.
+      key: record → its item (default: the record itself): a str, bytes, int or tuple of these.
+      method: ``"side_input"`` (default; the set in every worker's memory) or ``"join"``
+        (a ``CoGroupByKey``); same output.
 
     Returns:
       The ``PCollection`` of the kept records, unchanged.
@@ -141,16 +121,8 @@ class KeepReleased(beam.PTransform):
       ParameterError: ``released`` is not a PCollection (a TypeError too), is
         from another pipeline, or ``method`` is unknown.
       NonGlobalWindowError: either input windowed or unbounded, when built.
-      InvalidRecordError: when it runs, by either method, a key or released item
-        of another type or a str that is not UTF-8 (named by type, never value).
-
-    For example:
-
-    ```python
-    released = pairs | SelectItems(WeightedGaussian(100), parts.selection)
-    rows = rows | KeepReleased(released, key=lambda row: row["word"])
-    users = rows | beam.Map(lambda row: (canonical_user_id(row["user"]), row))
-    ```
+      InvalidRecordError: when it runs, a key or released item of another type or a
+        str that is not UTF-8 (named by type, never value).
     """
 
     def __init__(self, released, *, key: Callable[[Any], Any] | None = None,
@@ -177,7 +149,7 @@ class KeepReleased(beam.PTransform):
             return records | "KeepBySideInput" >> beam.ParDo(
                 _KeepBySideInputFn(self._key), beam.pvalue.AsIter(self._released)
             ).with_output_types(element_type)
-        return ({"records": records | "KeyRecords" >> beam.Map(_KeyRecord(self._key)),
+        return ({"records": records | "KeyRecords" >> beam.Map(_keyed_record, self._key),
                  "released": self._released | "ReleasedAsKeys" >> beam.Map(_released_as_key)}
                 | "JoinOnKey" >> beam.CoGroupByKey()
                 | "KeepJoined" >> beam.FlatMap(_kept_by_join).with_output_types(element_type))

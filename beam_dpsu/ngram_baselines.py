@@ -1,8 +1,6 @@
 """The DPSU baselines of dpne Table 3: n-grams released by set-union selections.
 
-``NgramsByDPSU(variant, max_n, budget, …)`` takes ``(user_id, tokens)`` documents,
-as ``ExtractNgrams`` does, and returns the released n-grams of lengths 1..T; unlike
-DPNE it never reads which shorter n-grams were released (dpne §4).
+Details: docs/explanation/transforms.md#ngramsbydpsu
 """
 
 from __future__ import annotations
@@ -44,13 +42,11 @@ class NgramsByDPSU(ReleaseTransform):
       variant: "dpsu-all" (Weighted Gaussian once over lengths 1..T, Δ = T·Δ0),
         "dpsu-even" (one per length k, σ_k = √T·σ*; dpne Prop. 2.3) or "dpsu-single".
       max_n: T, the longest n-gram length.
-      budget: ``Budget`` or ``ZCDPBudget``; a tight split's part only if it was made
-        for the variant's one selection (Weighted Gaussian at T·Δ0, or Δ0 for "dpsu-single").
+      budget: ``Budget`` or ``ZCDPBudget`` (a tight split's part only for its one selection).
       max_items_per_user: Δ0, each user's bound per length (in all, T·Δ0 for "dpsu-all").
       n: the one length of "dpsu-single", 1 ≤ n ≤ max_n.
       seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
-      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when built
-        (``BudgetExceededError`` past its total).
+      accountant: optional ``BudgetAccountant`` to spend ``budget`` from when built.
     """
 
     def __init__(self, variant: str, max_n: int, budget, max_items_per_user: int = 100, *,
@@ -69,8 +65,7 @@ class NgramsByDPSU(ReleaseTransform):
         self.max_items, self.n, self.seed = int(max_items_per_user), n, seed
         if variant == "dpsu-all":  # one selection over all lengths: Δ = T·Δ0
             checks.max_items(self.max_n * self.max_items, "max_n * max_items_per_user")
-        # A tight split's part holds only for the one SelectItems mechanism it was made
-        # for: refused here, before anything is spent, unless that is this selection.
+        # A tight split's part holds only for the one mechanism it was made for.
         if variant == "dpsu-even" or getattr(budget, "for_mechanism", None) is None:
             checks.no_tight_part(budget, f"NgramsByDPSU ({variant!r})")
         else:
@@ -79,12 +74,8 @@ class NgramsByDPSU(ReleaseTransform):
         warn_if_seeded(seed, "NgramsByDPSU")
 
     def _selection_mechanism(self):
-        """The one SelectItems mechanism of "dpsu-all" and "dpsu-single" (None: "dpsu-even")."""
-        if self.variant == "dpsu-all":
-            return WeightedGaussian(self.max_n * self.max_items)
-        if self.variant == "dpsu-single":
-            return WeightedGaussian(self.max_items)
-        return None
+        """The one SelectItems mechanism of "dpsu-all" and "dpsu-single"."""
+        return WeightedGaussian((self.max_n if self.variant == "dpsu-all" else 1) * self.max_items)
 
     def _ngram_pairs(self, docs, lengths, label, as_text=False):
         # SelectItems takes str items: n-grams travel as JSON lists, decoded after.

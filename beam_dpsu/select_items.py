@@ -1,9 +1,6 @@
 """The public set-union transform: ``SelectItems(mechanism, budget)``.
 
-It takes ``(user_id, item)`` pairs, per-user ``(user_id, items)`` records
-(``beam_dpsu.beam.bounding``) or named fields of rows (``beam_dpsu.beam.fields``)
-and returns the released items. Thresholds and noise scales are computed when it
-is constructed, so ``.report`` is ready before the pipeline runs.
+Details: docs/explanation/transforms.md#selectitems
 """
 
 from __future__ import annotations
@@ -38,39 +35,31 @@ __all__ = ["SelectItems"]
 class SelectItems(ReadsContainers, ReleaseTransform):
     """Releases the items held by users under user-level DP.
 
-    Bounds each user's contribution (dedupes, samples ≤ Δ0 items), sums the
-    mechanism's per-user weights into a histogram, adds noise and keeps the items
-    above the threshold. It is calibrated when constructed: ``.report`` is ready
-    before the pipeline runs. The input (pairs, per-user records or rows;
+    Bounds each user to ≤ Δ0 distinct items, sums the mechanism's weights into a
+    histogram, adds noise and keeps the items above the threshold; ``.report`` is
+    ready when constructed. The input (pairs, per-user records or rows;
     docs/how-to/input.md) must be bounded and in the global window. The output
-    means a *set*: write it with ``beam_dpsu.WriteReleased``, never ``WriteToText``.
-    Items are equal when ``==``: give them one type. One object spends its budget
-    once. More: docs/explanation/transforms.md#selectitems.
+    is a *set*: write it with ``beam_dpsu.WriteReleased``. One object spends its
+    budget once. More: docs/explanation/transforms.md#selectitems.
 
     Args:
-      mechanism: a config, e.g. ``WeightedGaussian(100)``: Δ0 is its
-        ``max_items_per_user``, an int, ``"auto"`` or ``AutoMaxItems(...)``.
+      mechanism: a config, e.g. ``WeightedGaussian(100)``; Δ0 is its ``max_items_per_user``.
       budget: ``Budget(epsilon, delta)`` or ``ZCDPBudget(rho, delta)``, all spent.
       seed: test-only fixed seed (logs a WARNING); None (default) uses OS entropy.
       hot_key_fanout: sum the partial histograms in 64 × fan-out item shards.
-      privacy_unit: ``"user_id"`` (default) or ``"element"`` (one element: all of a person).
+      privacy_unit: ``"user_id"`` (default) or ``"element"`` (one element: a whole person).
       accountant: optional ``BudgetAccountant`` that ``budget`` is spent from.
-      non_private_stats: keep each SIPS round's release as
-        ``non_private_released_by_stage``: NOT a function of the released set.
+      non_private_stats: keep each SIPS round's release in ``non_private_released_by_stage``.
       user_field: read ``beam.Row``s, NamedTuples or dicts: the user id's field.
       item_field: with ``user_field``, the field holding one str/bytes item.
-      item_list_field: the field holding a collection of items; alone with
-        ``privacy_unit="element"``, never with ``item_field``.
-      public_counts: GW-KT's public (item, count) pairs as a ``PCollection``;
-        only with ``GreedyWithoutSampling(public_order=True)`` holding no mapping.
-      pre_threshold: k ≥ 1 (default 1, none): release only items at least k
-        users hold after bounding. Proof: docs/explanation/proofs.md#pre-threshold.
+      item_list_field: the field holding a collection of items (never with ``item_field``).
+      public_counts: GW-KT's public (item, count) pairs as a ``PCollection``.
+      pre_threshold: k ≥ 1 (default 1, none): release only items ≥ k users hold.
 
     Raises:
       ValueError: field arguments that do not fit together, when constructed.
       TypeError: a field name that is not a str, or named fields on tuple input.
-      InvalidRecordError: a field missing from the schema or an element, or a
-        bad element; the message names the field, never a value.
+      InvalidRecordError: a missing field or a bad element (named, never its value).
       AppliedTwiceError: applied a second time, when the pipeline is built.
       NonGlobalWindowError: a windowed input, when the pipeline is built.
     """
@@ -93,7 +82,6 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                                    item_list_field=item_list_field)
         checks.tight_part("mechanism", mechanism, getattr(budget, "for_mechanism", None))
         self.pre_threshold = pre_threshold_rule.check_pre_threshold(pre_threshold)
-        # "auto": every candidate calibrated now (docs/explanation/transforms.md#selectitems).
         self.auto_plan = self.calibration = self.chosen_max_items_per_user = None
         if max_items_choice.is_auto(getattr(mechanism, "max_items_per_user", None)):
             self.auto_plan = max_items_choice.plan_auto(mechanism, budget, self.pre_threshold)
@@ -109,11 +97,9 @@ class SelectItems(ReadsContainers, ReleaseTransform):
         # Spent once calibration succeeded: a refused construction spends nothing.
         spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
         warn_if_seeded(self.seed, "SelectItems")
-        # The secret key of the sequential policies' user order (and GW's item
-        # ties): fresh per run, derived from the seed only in seeded tests.
+        # The secret key of the sequential policies' user order: fresh per run.
         self._order_key = run_order_key(self.seed)
-        # Which SIPS round released an item is more than the set (covered by the
-        # rounds' composition, not by "only the set leaves"): opt-in, non-private.
+        # Which SIPS round released an item is more than the set: opt-in, non-private.
         self.non_private_stats = bool(non_private_stats)
         self.non_private_released_by_stage: dict = {}
 
@@ -135,8 +121,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
             return self._select(elements, self.privacy_unit,
                                 Chosen.of(self.mechanism.max_items_per_user),
                                 Chosen.of(self.calibration))
-        # "auto": Δ0 is chosen privately while the records wait packed (how: the transforms
-        # page), then one selection at every candidate's calibration reads the chosen one.
+        # "auto": Δ0 is chosen privately while the records wait packed.
         m = self.mechanism
         is_gw = isinstance(m, GreedyWithoutSampling)
         as_blocks = isinstance(m, ParallelMechanism) or (
@@ -151,8 +136,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
 
     def _select(self, elements, privacy_unit: str, max_items: Chosen, calibration: Chosen,
                 packed: bool = False):
-        """The pipeline at Δ0 ``max_items`` and ``calibration`` (one value each, or one per
-        candidate); ``packed``: SIPS's ``elements`` are ``AutoSelection`` blocks."""
+        """The selection at ``max_items`` and ``calibration`` (one value, or one per candidate)."""
         mechanism = self.mechanism
         if isinstance(mechanism, SIPS):
             rounds = SIPSRounds(calibration, max_items, self.seed, mechanism.removal,
@@ -175,8 +159,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
 def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chosen,
                         calibration: Chosen, seed, hot_key_fanout, pre_threshold: int):
     """BoundContributions and WeightedHistogram in one step (sample and partial sum)."""
-    by_element = privacy_unit == "element"  # each element one user's record already
-    blocks = privacy_unit == "blocks"  # AutoSelection's packed blocks
+    by_element, blocks = privacy_unit == "element", privacy_unit == "blocks"
     user_records = elements if by_element or blocks else (
         elements | "ItemCountsPerUser" >> ItemCountsPerUser(
             occurrences=False, privacy_unit=privacy_unit, seed=seed))
@@ -191,7 +174,7 @@ def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chose
 
 
 def _check_public_counts(public_counts, mechanism):
-    """``public_counts``: None, or a PCollection for a GW-KT config holding no counts."""
+    """None, or a PCollection for a GW-KT config holding no counts."""
     if public_counts is None:
         if getattr(mechanism, "public_order", False) and mechanism.public_counts is None:
             raise ParameterError.worded(
@@ -209,12 +192,8 @@ def _check_public_counts(public_counts, mechanism):
 
 
 class _SequentialSelection(beam.PTransform):
-    """Policy Laplace / Policy Gaussian / GW as a pipeline.
-
-    Bound contributions (the policies sample Δ0 items, GW keeps its top Δ0 by
-    frequency), build the policy histogram in keyed-hash user order, one DoFn
-    call per shard, then noise and threshold every key (GW's zero weights too).
-    """
+    """Policy Laplace / Policy Gaussian / GW: bound, policy histogram in keyed-hash user
+    order, then noise and threshold every key (GW's zero weights too)."""
 
     def __init__(self, mechanism, max_items: Chosen, calibration: Chosen, seed, order_key,
                  privacy_unit, public_counts=None):
@@ -237,8 +216,7 @@ class _SequentialSelection(beam.PTransform):
         else:
             update = policies.l1_descent if isinstance(m, PolicyLaplace) else policies.l2_descent
             if unit in ("element", "blocks"):
-                # Each element is one person's record already (or a packed block
-                # of them): it is checked, sampled and packed for the policy in one step.
+                # One person's record (or a block of them): checked, sampled and packed at once.
                 user_items, sample_elements = elements, self._max_items
             else:
                 user_items = (elements

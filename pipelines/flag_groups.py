@@ -46,11 +46,14 @@ def add_input_arguments(parser: JobArgumentParser, formats: Sequence[str]) -> No
         headed = "/".join(f for f in ("pairs", "text") if f in formats)
         g.add_argument(*flags("skip-header-lines"), type=int, default=0, metavar="N",
                        help=f"{headed}: lines to skip at the top of each file")
-    g.add_argument(*flags("keep-case"), type=boolean, nargs="?", const=True, default=False,
-                   metavar="BOOL", help="do not lower-case tokens (--keep-case or "
-                                        "--keep-case=true)")
-    g.add_argument(*flags("keep-urls"), type=boolean, nargs="?", const=True, default=False,
-                   metavar="BOOL", help="do not strip URLs before tokenising")
+    _add_switch(g, "keep-case", "do not lower-case tokens (--keep-case or --keep-case=true)")
+    _add_switch(g, "keep-urls", "do not strip URLs before tokenising")
+
+
+def _add_switch(group, name: str, help: str) -> None:
+    """A ``--name [BOOL]`` flag: false unless given, true if given bare."""
+    group.add_argument(*flags(name), type=boolean, nargs="?", const=True, default=False,
+                       metavar="BOOL", help=help)
 
 
 def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
@@ -102,7 +105,13 @@ def add_mechanism_arguments(parser: JobArgumentParser, several: bool = False,
                    help="policy-laplace/policy-gaussian/gw: split users over P independent "
                         "orders and sum them, for scale (default: 1, the papers' algorithm)")
     if public_input:
-        _add_public_input_arguments(g)
+        g.add_argument(*flags("public-input"), metavar="PATTERN",
+                       help="gw: a public corpus whose item counts order each user's items "
+                            "(GW-KT); costs no privacy budget")
+        g.add_argument(*flags("public-format"), choices=("text", "csv"), default="text",
+                       help="format of --public-input: text (one document per line) or csv")
+        g.add_argument(*flags("public-text-field"), metavar="FIELD",
+                       help="csv --public-input: the text column")
     g.add_argument(*flags("hot-key-fanout"), type=int, metavar="N",
                    help="fan-out of the per-item sum, for very skewed data on large runners "
                         "(default: none)")
@@ -119,16 +128,6 @@ def add_pre_threshold_argument(group, what: str) -> None:
                             "base threshold becoming one for unequal weights; "
                             "truncated-geometric keeps with the count minus K − 1); "
                             "docs/how-to/pre-threshold.md (default: 1, none)")
-
-
-def _add_public_input_arguments(g) -> None:
-    g.add_argument(*flags("public-input"), metavar="PATTERN",
-                   help="gw: a public corpus whose item counts order each user's items "
-                        "(GW-KT); costs no privacy budget")
-    g.add_argument(*flags("public-format"), choices=("text", "csv"), default="text",
-                   help="format of --public-input: text (one document per line) or csv")
-    g.add_argument(*flags("public-text-field"), metavar="FIELD",
-                   help="csv --public-input: the text column")
 
 
 def add_budget_arguments(parser: JobArgumentParser) -> None:
@@ -150,8 +149,7 @@ def add_budget_arguments(parser: JobArgumentParser) -> None:
 
 
 def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
-    """--output, --output-format and --num-shards for a job that writes ``what``
-    (e.g. "items")."""
+    """--output, --output-format and --num-shards for a job that writes ``what`` ("items")."""
     g = parser.add_argument_group("output")
     g.add_argument(*flags("output"), required=True, metavar="FOLDER",
                    help=f"output folder (local or gs://…) for {what}-*.txt (or .parquet) and "
@@ -171,33 +169,26 @@ def add_output_arguments(parser: JobArgumentParser, what: str) -> None:
 
 def add_overwrite_argument(group) -> None:
     """--overwrite: replace an --output folder that holds files (refused otherwise)."""
-    group.add_argument(*flags("overwrite"), type=boolean, nargs="?", const=True, default=False,
-                       metavar="BOOL",
-                       help="replace the --output folder if it holds files: everything in it "
-                            "goes (without this flag such a folder is refused); the new folder "
-                            "takes its place only once it is complete")
+    _add_switch(group, "overwrite", "replace the --output folder if it holds files: everything "
+                "in it goes (without this flag such a folder is refused); the new folder takes "
+                "its place only once it is complete")
 
 
 def add_non_private_stats_argument(parser: JobArgumentParser, what: str) -> None:
     """--non-private-stats: raw-data counts in the report, opt-in."""
     g = parser.add_argument_group("raw statistics (opt-in, NOT private)")
-    g.add_argument(*flags("non-private-stats"), type=boolean, nargs="?", const=True,
-                        default=False, metavar="BOOL",
-                        help=f"also compute raw counts of the input ({what}) into the "
-                             "report's non_private_counts and the progress lines; they are "
-                             "NOT differentially private and cost extra passes over the data")
+    _add_switch(g, "non-private-stats", f"also compute raw counts of the input ({what}) into "
+                "the report's non_private_counts and the progress lines; they are NOT "
+                "differentially private and cost extra passes over the data")
 
 
 def add_counts_arguments(parser: JobArgumentParser, default_max_items: str) -> None:
     """--with-counts and its budget share and Δ0 (vocabulary and n-gram jobs)."""
     g = parser.add_argument_group("counts of the released items (optional)")
-    g.add_argument(*flags("with-counts"), type=boolean, nargs="?", const=True, default=False,
-                   metavar="BOOL",
-                   help="also write OUT/counts-*.tsv (.parquet with --output-format "
-                        "parquet): item<TAB>noisy number of users holding "
-                        "it, for every released item (exact discrete Laplace noise under "
-                        "--epsilon, discrete Gaussian under --rho), paid for by "
-                        "--counts-share of the budget")
+    _add_switch(g, "with-counts", "also write OUT/counts-*.tsv (.parquet with --output-format "
+                "parquet): item<TAB>noisy number of users holding it, for every released item "
+                "(exact discrete Laplace noise under --epsilon, discrete Gaussian under --rho), "
+                "paid for by --counts-share of the budget")
     g.add_argument(*flags("counts-share"), type=float, metavar="S",
                    help="with --with-counts: the share of ε (or ρ) spent on the counts, "
                         f"0 < S < 1 (default: {DEFAULT_COUNTS_SHARE}); the selection gets "

@@ -58,8 +58,7 @@ _NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:,\s*-?{_NUMBER})*$", re.IGNORECAS
 
 
 class _GivenOnce(argparse.Action):
-    """argparse's store (nargs=0: store_const), refusing the flag a second time (argparse
-    lets the last value win silently)."""
+    """argparse's store (nargs=0: store_const), refusing the flag a second time."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         parser.given(self.dest)
@@ -290,8 +289,7 @@ class JobArgumentParser(StrictArgumentParser):
 class BeamOptionsParser(StrictArgumentParser):
     """Every flag of Beam's registered ``PipelineOptions`` classes, parsed strictly.
 
-    Built with each class's ``_add_argparse_args(parser)``, Beam's documented
-    hook; ``PipelineOptions`` parses the values again for the pipeline.
+    Built with each class's ``_add_argparse_args(parser)``, Beam's documented hook.
     """
 
     def __init__(self):
@@ -324,11 +322,7 @@ def _closest(flag: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     target = flag.replace("_", "-")
     scored = sorted(((difflib.SequenceMatcher(None, target, c).ratio(), c) for c in norm),
                     reverse=True)
-    scored = [(r, c) for r, c in scored if r >= 0.7]
-    if not scored:
-        return []
-    best = scored[0][0]
-    return [norm[c] for r, c in scored[:n] if r >= best - 0.1]
+    return [norm[c] for r, c in scored[:n] if r >= max(0.7, scored[0][0] - 0.1)]
 
 
 def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
@@ -348,8 +342,7 @@ def parse_job_args(parser: JobArgumentParser, argv: Sequence[str] | None):
             raise UsageError(f"unexpected argument {unknown[0]!r} (flags take the form "
                              f"--name value; see {parser.prog} --help)")
         name = flag.split("=", 1)[0]
-        beam_flags = [s for s in beam_parser.option_strings() if s.startswith("--")]
-        close = _closest(name, parser.option_names() + beam_flags)
+        close = _closest(name, parser.option_names() + beam_option_flags())
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         raise UsageError(f"unknown flag {name}{hint} (see {parser.prog} --help)")
     if ("multi_processing" in " ".join(rest) and not any(

@@ -3,25 +3,11 @@
     python -m pipelines.ngrams --input data/msnbc990928.zip \\
         --max-n 6 --max-items-per-user 10 --epsilon 1 --delta 1e-7 --eta 0.01 --output out/
 
-Writes ``OUT/ngrams-00000-of-00001.txt`` (the released n-grams, one per line,
-tokens joined by a space, sorted; ``--num-shards`` splits them by a hash of
-the n-gram) and ``OUT/report.json``: the privacy parameters, per level the
-DP-safe figures (Δ_k, σ_k, the threshold ρ_k, |S_{k−1}|, |V_k|, the bound on
-expected spurious n-grams, the number released) and the released count per
-length. With ``--with-counts`` it also writes ``OUT/counts-*.tsv``
-(``n-gram<TAB>noisy number of users holding it`` for every released n-gram, in
-the n-grams' order), paid for by ``--counts-share`` of the budget (default
-0.25). Raw figures (users, documents, tokens; per level the support and how
-many released n-grams were held by users or spurious) are NOT private and are
-computed, into ``non_private_counts``, only with ``--non-private-stats``.
-``--max-items-per-user auto`` spends 5 % of the budget on choosing Δ_1
-privately (the chosen value, a DP output, is ``chosen_max_items_per_user`` in
-report.json and the summary line) and sets every Δ_k above it to 1000, which
-costs nothing (``beam_dpsu.extract_ngrams``); ``10,auto,…`` fixes Δ_1 and only the
-latter. ``--method`` runs one of the DPSU baselines of dpne Table 3 instead. Any
-other flag must be a Beam pipeline option (``--runner`` …); DirectRunner by
-default. ``--output-format parquet`` writes the same shards as ``.parquet``
-files (a list column ``ngram``; counts add ``count``).
+Writes the released n-grams, sorted, to ``OUT/ngrams-*.txt`` (or ``.parquet``),
+``OUT/report.json`` (the privacy parameters, per level the DP-safe figures, the
+released count per length) and, with ``--with-counts``, their noisy counts.
+``--method`` runs a DPSU baseline of dpne Table 3 instead. Raw figures only with
+``--non-private-stats``. Details: docs/explanation/jobs.md#the-two-jobs-outputs
 """
 
 from __future__ import annotations
@@ -49,14 +35,15 @@ from pipelines.flags import JobArgumentParser, flags, int_or_auto, parse_job_arg
 from pipelines.input_flags import resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
-from pipelines.job_files import WriteJson, read_json
 from pipelines.interrupts import end_program
-from pipelines.job_runner import job_pipeline, run_job
-from pipelines.output_folder import run_with_output, staging_of
-from pipelines.progress import LOG, NOTHING_RELEASED, log_written, progress
-from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
-                                check_num_shards, count_released, describe_budget,
-                                output_suffix, tokenizer_from_args, with_counts_report)
+from pipelines.job_runner import run_job
+from pipelines.output_folder import run_with_output
+from pipelines.progress import LOG, NOTHING_RELEASED, log_written
+from pipelines.settings import (CHOSEN, budget_from_args, budget_parts_from_args, check_counts,
+                                check_num_shards, chosen_side_inputs, count_released,
+                                describe_budget, output_suffix, run_and_read_report,
+                                tokenizer_from_args, with_counts_report, write_report,
+                                written_files)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]
@@ -110,7 +97,6 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
     g.add_argument(*flags("noise-decay"), type=float, default=1.0, metavar="C",
                    help="c: the noise of level k is c times that of level k−1 (σ_k = "
                         "c·σ_{k−1}); 1 gives every level the same noise")
-    # Names of algorithms, read as mechanism names are (case and spaces ignored).
     g.add_argument(*flags("pruning"), type=canonical_name, choices=PRUNINGS, default="both",
                    help="which k-grams level k considers: both = both (k−1)-subgrams were "
                         "released; single = the prefix was")
@@ -137,23 +123,18 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
 
 
 def parse_args(argv, prog: str = PROG):
-    """(job arguments, Beam PipelineOptions, the n-gram transform); raises on bad input.
-
-    With --with-counts the transform gets the selection's part of the budget.
-    """
+    """(job arguments, Beam PipelineOptions, the n-gram transform); raises on bad input."""
     args, options = parse_job_args(build_parser(prog), argv)
     total = budget_from_args(args)
     args.budget_parts = budget_parts_from_args(args, total)
     budget = total if args.budget_parts is None else args.budget_parts.selection
     transform: ExtractNgrams | NgramsByDPSU
     if args.method == "dpne":
-        def dpne(privacy_unit):
-            return ExtractNgrams(args.max_n, budget, args.max_items_per_user, eta=args.eta,
-                                 pruning=args.pruning, noise_schedule=args.noise_decay,
-                                 level1=args.level1, alpha=args.alpha,
-                                 seed=args.seed, non_private_stats=args.non_private_stats,
-                                 privacy_unit=privacy_unit, progress_logger=LOG.name,
-                                 pre_threshold=args.pre_threshold)
+        dpne = functools.partial(
+            ExtractNgrams, args.max_n, budget, args.max_items_per_user, eta=args.eta,
+            pruning=args.pruning, noise_schedule=args.noise_decay, level1=args.level1,
+            alpha=args.alpha, seed=args.seed, non_private_stats=args.non_private_stats,
+            progress_logger=LOG.name, pre_threshold=args.pre_threshold)
         with flag_errors():
             transform = dpne_checked(dpne, args)  # bad parameters fail before reading input
     else:
@@ -183,7 +164,7 @@ def parse_args(argv, prog: str = PROG):
 def dpne_checked(dpne, args, privacy_unit: str = "user_id") -> ExtractNgrams:
     """``dpne(privacy_unit)``, a --max-items-per-user list of the wrong length named in flags."""
     try:
-        return dpne(privacy_unit)
+        return dpne(privacy_unit=privacy_unit)
     except ParameterError as exc:
         values = args.max_items_per_user
         if exc.param == "max_items_per_user" and isinstance(values, list) \
@@ -281,30 +262,19 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
                   | "CountPerLength" >> beam.combiners.Count.PerElement()
                   | "AsDict" >> beam.combiners.ToDict())
     single = beam.pvalue.AsSingleton
-    side = {"lengths": single(per_length)}
+    side = {"lengths": single(per_length), **chosen_side_inputs(transform, counter)}
     if isinstance(transform, ExtractNgrams):
         side["levels"] = single(transform.level_stats | "StatsList" >> beam.combiners.ToList())
-        if transform.chosen_max_items_per_user is not None:
-            # "auto": the chosen Δ_1 is a DP output (the noisy size histogram's choice).
-            side["chosen"] = single(transform.chosen_max_items_per_user)
     if args.non_private_stats:
         side["stats"] = single(documents | "DocumentStats" >> DocumentStats())
         if isinstance(transform, ExtractNgrams):
             side["raw_levels"] = single(transform.non_private_level_stats
                                         | "RawStatsList" >> beam.combiners.ToList())
-    if counter is not None and counter.chosen_max_items_per_user is not None:
-        # The counts' "auto": the chosen Δ0 is a DP output.
-        side["counts_chosen_max_items_per_user"] = single(counter.chosen_max_items_per_user)
     static = with_counts_report(_static_report(transform, args), parts, counter)
     output_format = args.output_format
 
-    def assemble(_, lengths, levels=None, stats=None, raw_levels=None, chosen=None,
-                 counts_chosen_max_items_per_user=None):
-        report = dict(static)
-        if chosen is not None:
-            report["chosen_max_items_per_user"] = chosen
-        if counts_chosen_max_items_per_user is not None:
-            report["counts_chosen_max_items_per_user"] = counts_chosen_max_items_per_user
+    def assemble(_, lengths, levels=None, stats=None, raw_levels=None, **chosen):
+        report = {**static, **{name: chosen[name] for name in CHOSEN if name in chosen}}
         report["released_per_length"] = {str(k): lengths.get(k, 0)
                                          for k in range(1, args.max_n + 1)}
         report["released_ngrams"] = sum(lengths.values())
@@ -318,10 +288,7 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
         report["output_format"] = output_format
         return report
 
-    _ = (pipeline
-         | "ReportOnce" >> beam.Create([None])
-         | "AssembleReport" >> beam.Map(assemble, **side)
-         | "WriteReport" >> WriteJson(f"{out}/report.json"))
+    write_report(pipeline, assemble, side, out)
 
 
 def prepare(argv, prog: str = PROG):
@@ -332,21 +299,14 @@ def prepare(argv, prog: str = PROG):
 
 def run_prepared(job) -> str:
     args, transform = job.args, job.transform
-    files = args.files
-    progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
-             f"({args.input}); releasing n-grams of length 1 to {args.max_n} with "
-             f"{args.method} under {describe_budget(transform.budget)}"
-             + (" (the selection's part)" if args.budget_parts is not None else ""))
-    with job_pipeline(job.options) as pipeline:
-        build_pipeline(pipeline, args, transform, staging_of(job))
-        progress("built the pipeline; running it")  # seconds before the first record
-    report = read_json(f"{staging_of(job)}/report.json")
-    out = args.output.rstrip("/")
+    report = run_and_read_report(
+        job, lambda pipeline, out: build_pipeline(pipeline, args, transform, out),
+        f"releasing n-grams of length 1 to {args.max_n} with {args.method} under "
+        f"{describe_budget(transform.budget)}"
+        + (" (the selection's part)" if args.budget_parts is not None else ""))
+    out, shards, counts = written_files(args, "ngrams")
     per_length = ", ".join(f"{n:,} of length {k}" for k, n in report["released_per_length"].items())
-    shard = "00000" if args.num_shards == 1 else "*"
-    shards = f"ngrams-{shard}-of-{args.num_shards:05d}{output_suffix(args)}"
-    counts = (f", their noisy counts to {out}/counts-{shard}-of-{args.num_shards:05d}"
-              f"{output_suffix(args, counts=True)}" if args.with_counts else "")
+    counts = f", their noisy counts to {counts}" if args.with_counts else ""
     budget = transform.budget if args.budget_parts is None else args.budget_parts.total
     # The report's equivalents are this budget's only without counts.
     equivalents = report.get("dp_equivalents") if args.budget_parts is None else None
@@ -357,7 +317,7 @@ def run_prepared(job) -> str:
                else f" (max items per user at level 1 {chosen:,}, chosen privately)")
             + f" under {describe_budget(budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {out}/{shards}{counts} and {out}/report.json"
+            + f"; wrote {shards}{counts} and {out}/report.json"
             + (NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))
 
 

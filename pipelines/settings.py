@@ -11,6 +11,8 @@ import dataclasses
 import difflib
 import math
 
+import apache_beam as beam
+
 from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
 from beam_dpsu.core import checks, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core.max_items_choice import counts as counts_choice
@@ -26,12 +28,17 @@ from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCoun
 from beam_dpsu.count_released import CountReleased
 from pipelines.errors import FlagMessage, UsageError, flag_errors
 from pipelines.io.formats import ROW_AS_USER
+from pipelines.job_files import WriteJson, read_json
+from pipelines.job_runner import job_pipeline
+from pipelines.output_folder import staging_of
+from pipelines.progress import progress
 
 __all__ = [
     "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
     "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
     "check_counts", "count_released", "count_line", "with_counts_report", "privacy_unit_from_args",
-    "check_num_shards", "output_suffix", "MAX_NUM_SHARDS",
+    "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "CHOSEN", "chosen_side_inputs",
+    "write_report", "run_and_read_report", "written_files",
 ]
 
 MAX_NUM_SHARDS = 10_000  # the most --num-shards files a job writes
@@ -41,10 +48,9 @@ def budget_from_args(args) -> Budget | ZCDPBudget:
     """The job's budget from --epsilon or --rho and --delta (and --seed checked)."""
     if (args.epsilon is None) == (args.rho is None):
         raise UsageError("give exactly one of --epsilon (for (ε, δ)-DP) or --rho (for zCDP)")
-    delta = args.delta
     # A job refuses 0 too (require_selection_delta), so it states 0 < delta < 1.
-    if isinstance(delta, float) and not 0.0 <= delta < 1.0:  # nan included
-        raise UsageError(f"--delta must satisfy 0 < delta < 1, got {delta!r}")
+    if isinstance(args.delta, float) and not 0.0 <= args.delta < 1.0:  # nan included
+        raise UsageError(f"--delta must satisfy 0 < delta < 1, got {args.delta!r}")
     with flag_errors():
         budget = (Budget(args.epsilon, args.delta) if args.epsilon is not None
                   else ZCDPBudget(args.rho, args.delta))
@@ -62,25 +68,21 @@ def require_selection_delta(delta: float) -> None:
 
 
 def describe_budget(budget, equivalents=None) -> str:
-    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (by the zCDP conversion:
-    ≈ (ε = 1.91, δ = 2e-05)-DP)``.
+    """``(ε = 1, δ = 1e-05)-DP`` or ``ρ = 0.1 zCDP, δ = 1e-05 (by …: ≈ (ε = 1.91, δ = 2e-05)-DP)``.
 
-    ``equivalents``: the report's ``dp_equivalents``, whose ε at δ′ = 2δ is
-    stated if given, else the zCDP conversion's (dp-sips Corollary 9).
-    Derivation: docs/explanation/jobs.md#settings-from-flags
+    The ε at δ′ = 2δ is that of ``equivalents`` (the report's ``dp_equivalents``)
+    if given, else the zCDP conversion's (dp-sips Corollary 9).
     """
     if isinstance(budget, ZCDPBudget):
         text = f"ρ = {budget.rho:g} zCDP, δ = {budget.delta:g}"
         if 2 * budget.delta < 1:
             converted = budget.to_dp(2 * budget.delta).epsilon
             # A report that states only the conversion (e.g. under auto) is labelled so.
-            exact = [e for e in equivalents or ()
-                     if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)
-                     and not math.isclose(e["epsilon"], converted, rel_tol=1e-12)]
-            if exact:
-                epsilon, source = exact[0]["epsilon"], "by the mechanism's privacy curve"
-            else:
-                epsilon, source = converted, "by the zCDP conversion"
+            exact = next((e["epsilon"] for e in equivalents or ()
+                          if math.isclose(e["delta"], 2 * budget.delta, rel_tol=1e-12)
+                          and not math.isclose(e["epsilon"], converted, rel_tol=1e-12)), None)
+            epsilon, source = ((converted, "by the zCDP conversion") if exact is None
+                               else (exact, "by the mechanism's privacy curve"))
             text += f" ({source}: ≈ (ε = {epsilon:.3g}, δ = {2 * budget.delta:g})-DP)"
         return text
     return f"(ε = {budget.epsilon:g}, δ = {budget.delta:g})-DP"
@@ -90,8 +92,7 @@ def mechanism_from_args(args, name: str | None = None,
                         ignore_unused: bool = False) -> mechanisms.MechanismConfig:
     """The mechanism config named ``name`` (default: --mechanism) with the flags it takes.
 
-    A flag the mechanism does not take is an error naming both flags, unless
-    ``ignore_unused`` (jobs that run several mechanisms with one set of flags).
+    A flag it does not take is an error naming both, unless ``ignore_unused``.
     """
     flag_of = {} if name is None else {"mechanism": "--mechanisms"}  # one of several
     name = checks.canonical_name(name or args.mechanism)  # as the library reads it
@@ -168,8 +169,7 @@ def budget_parts_from_args(args, budget, mechanism=None,
                            ) -> SelectionAndCountsBudget | None:
     """The selection and counts parts of the budget with --with-counts, else None.
 
-    Given the selection ``mechanism`` and the counts' Δ0, a ``Budget`` total is
-    split tightly (docs/explanation/jobs.md#settings-from-flags).
+    Split tightly given ``mechanism`` and ``counts_max_items`` (a ``Budget`` total).
     """
     if not args.with_counts:
         if args.counts_share is not None or args.counts_max_items_per_user is not None:
@@ -202,17 +202,14 @@ def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int
                 count_calibration(parts.counts, int(max_items_per_user))
 
 
-def count_line(item_count) -> str:
-    """``item<TAB>count``; a tab inside the item is written as ``\\t`` (like line breaks)."""
-    return format_count_line(item_count)
+count_line = format_count_line  # item<TAB>count, a tab in the item written as \t
 
 
 def count_released(records, released, parts: SelectionAndCountsBudget,
                    max_items_per_user: int | str, seed, out: str, num_shards: int = 1,
                    ngrams: bool = False, privacy_unit: str = "user_id",
                    output_format: str = "text") -> CountReleased:
-    """Counts the released items into OUT/counts-*.tsv (or .parquet), in the items' order
-    and shards (both sorted and sharded by the item alone)."""
+    """Counts the released items into OUT/counts-*.tsv (or .parquet), sharded as the items."""
     counter = CountReleased(released, parts.counts, max_items_per_user=max_items_per_user,
                             seed=seed, ngrams=ngrams, privacy_unit=privacy_unit)
     _ = (records
@@ -234,8 +231,7 @@ def with_counts_report(report: dict, parts: SelectionAndCountsBudget | None,
                        counter: CountReleased | None, selection_calibration=None) -> dict:
     """The selection's report plus, with counts, the budget split and the counts' report.
 
-    With ``selection_calibration`` (and counts at a fixed Δ0) the split also
-    states the tight total (ε, δ) of the two as run.
+    With ``selection_calibration`` (and a fixed Δ0) the split states the tight total too.
     """
     if parts is None:
         return report
@@ -266,3 +262,42 @@ def output_suffix(args, counts: bool = False) -> str:
     if args.output_format == "parquet":
         return ".parquet"
     return ".tsv" if counts else ".txt"
+
+
+CHOSEN = ("chosen_max_items_per_user", "counts_chosen_max_items_per_user")
+
+
+def chosen_side_inputs(transform, counter) -> dict:
+    """The Δ0s "auto" chose for the selection and the counts (DP outputs), as side inputs."""
+    chosen = (getattr(transform, "chosen_max_items_per_user", None),
+              getattr(counter, "chosen_max_items_per_user", None))
+    return {name: beam.pvalue.AsSingleton(pc) for name, pc in zip(CHOSEN, chosen)
+            if pc is not None}
+
+
+def write_report(pipeline, assemble, side: dict, out: str) -> None:
+    """Writes ``assemble(None, **side)`` to OUT/report.json."""
+    _ = (pipeline
+         | "ReportOnce" >> beam.Create([None])
+         | "AssembleReport" >> beam.Map(assemble, **side)
+         | "WriteReport" >> WriteJson(f"{out}/report.json"))
+
+
+def run_and_read_report(job, build, releasing: str) -> dict:
+    """Logs what the job reads and ``releasing``, runs ``build(pipeline, staging folder)``
+    and returns the report.json it wrote."""
+    args, staging = job.args, staging_of(job)
+    progress(f"reading {len(args.files)} {args.format} file{'s' * (len(args.files) != 1)} "
+             f"({args.input}); {releasing}")
+    with job_pipeline(job.options) as pipeline:
+        build(pipeline, staging)
+        progress("built the pipeline; running it")  # seconds before the first record
+    return read_json(f"{staging}/report.json")
+
+
+def written_files(args, what: str) -> tuple[str, str, str]:
+    """(the output folder, its ``what`` files, its counts files), as summary lines name them."""
+    out = args.output.rstrip("/")
+    shards = f"{'00000' if args.num_shards == 1 else '*'}-of-{args.num_shards:05d}"
+    return (out, f"{out}/{what}-{shards}{output_suffix(args)}",
+            f"{out}/counts-{shards}{output_suffix(args, counts=True)}")

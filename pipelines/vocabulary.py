@@ -4,24 +4,11 @@
         --user-field author --text-field body \\
         --rho 0.1 --delta 1e-5 --output out/
 
-SIPS with Δ0 chosen privately (``--max-items-per-user auto``) unless
-``--mechanism``/``--max-items-per-user`` say otherwise.
-
-Writes ``OUT/items-00000-of-00001.txt`` (the released items, one per line,
-sorted; ``--num-shards`` splits them by a hash of the item) and
-``OUT/report.json``: the privacy report of the selection, the output format and
-the number of released items (per SIPS round only with
-``--non-private-stats``). With ``--with-counts`` it also writes
-``OUT/counts-*.tsv`` (``item<TAB>noisy number of users holding it`` for every
-released item and no other, in the items' order), paid for by a share of the
-budget (``--counts-share``, default 0.25); the report then records both
-parts. Raw counts of the input (users, pairs, distinct items) are NOT
-private: they are computed, into ``non_private_counts``, only with
-``--non-private-stats``. Any other flag
-must be a Beam pipeline option (``--runner``, ``--direct_num_workers``,
-Dataflow's ``--project``/``--region``/…); the DirectRunner is the default.
-``--output-format parquet`` writes the same shards as ``.parquet`` files
-(``beam_dpsu.WriteReleased(format="parquet")``).
+SIPS with Δ0 chosen privately unless ``--mechanism``/``--max-items-per-user``
+say otherwise. Writes the released items, sorted, to ``OUT/items-*.txt`` (or
+``.parquet``), ``OUT/report.json`` and, with ``--with-counts``, their noisy
+counts. Raw counts of the input only with ``--non-private-stats``.
+Details: docs/explanation/jobs.md#the-two-jobs-outputs
 """
 
 from __future__ import annotations
@@ -45,15 +32,16 @@ from pipelines.flags import JobArgumentParser, parse_job_args
 from pipelines.input_flags import check_public_input, resolve_input
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
-from pipelines.job_files import WriteJson, read_json
 from pipelines.interrupts import end_program
-from pipelines.job_runner import job_pipeline, run_job
-from pipelines.output_folder import run_with_output, staging_of
-from pipelines.progress import NOTHING_RELEASED, LogCount, log_written, progress
-from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
-                                check_counts, check_num_shards, count_released, describe_budget,
+from pipelines.job_runner import run_job
+from pipelines.output_folder import run_with_output
+from pipelines.progress import NOTHING_RELEASED, LogCount, log_written
+from pipelines.settings import (CHOSEN, budget_from_args, budget_parts_from_args,
+                                check_calibrates, check_counts, check_num_shards,
+                                chosen_side_inputs, count_released, describe_budget,
                                 mechanism_from_args, output_suffix, privacy_unit_from_args,
-                                tokenizer_from_args, with_counts_report)
+                                run_and_read_report, tokenizer_from_args, with_counts_report,
+                                write_report, written_files)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
@@ -74,8 +62,7 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
             "--direct_num_workers 4 --direct_running_mode multi_processing",
         ])
     add_input_arguments(parser, FORMATS)
-    # SIPS by default: the most items of the parallel mechanisms at the same budget
-    # (docs/benchmarks.md), with Δ0 chosen privately.
+    # SIPS by default: the most items at the same budget (docs/benchmarks.md).
     add_mechanism_arguments(parser, auto_default=True, default="sips")
     add_budget_arguments(parser)
     add_counts_arguments(parser, "--max-items-per-user, or 100")
@@ -89,16 +76,14 @@ JOB_DEFAULTS_NOTE = ("not given, so the job's defaults: SIPS releases the most i
                      "parallel mechanisms at a budget, and 'auto' chooses max_items_per_user "
                      "privately (the rule in max_items_per_user.rule)")
 
-# The mechanisms whose Δ0 is "auto" when --max-items-per-user is not given: those the
-# Δ0 benchmark measured (the others keep their documented defaults, 100 or GW's 30).
+# Δ0 is "auto" by default for the mechanisms the Δ0 benchmark measured.
 AUTO_BY_DEFAULT = ("weighted-gaussian", "policy-gaussian", "sips")
 
 
 def parse_args(argv, prog: str = PROG):
     """(job arguments, Beam PipelineOptions, mechanism config, budget); raises on bad input.
 
-    Everything that needs no pipeline is checked here: flags, budget, mechanism
-    parameters, and the first records of every input file.
+    Checks all that needs no pipeline, the first records of every input file too.
     """
     parser = build_parser(prog)
     args, options = parse_job_args(parser, argv)
@@ -108,8 +93,7 @@ def parse_args(argv, prog: str = PROG):
     if not parser.was_given("mechanism"):
         args.job_defaults["mechanism"] = args.mechanism
     if args.max_items_per_user is None and canonical_name(args.mechanism) in AUTO_BY_DEFAULT:
-        # Chosen privately unless given: close to the best fixed Δ0 of a grid for these
-        # mechanisms (docs/benchmarks.md, "Choosing Δ0 privately").
+        # Close to the best fixed Δ0 of a grid (docs/benchmarks.md, "Choosing Δ0 privately").
         args.max_items_per_user = "auto"
         args.job_defaults["max_items_per_user"] = "auto"
     mechanism = mechanism_from_args(args)
@@ -175,8 +159,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         args.skip_header_lines, files=getattr(args, "files", None),
         log_records=args.non_private_stats, items_field=args.items_field)
     mechanism, public_counts = with_public_counts(pipeline, args, mechanism, tokenizer)
-    # Where every row is its own user (@row, text lines) the selection takes its tokens
-    # as they are, with no per-user shuffle; else a user's rows are merged by user id.
+    # Where every row is its own user (@row, text lines): its tokens, no per-user shuffle.
     privacy_unit = privacy_unit_from_args(args)
     selected = (elements if privacy_unit == "user_id" else elements | "RowTokens" >> beam.Values())
     parts = args.budget_parts
@@ -185,8 +168,7 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
                          privacy_unit=privacy_unit, non_private_stats=args.non_private_stats,
                          public_counts=public_counts, pre_threshold=args.pre_threshold)
     released = selected | "SelectItems" >> select
-    # All outputs depend on the released set, its noisy counts and the parameters only
-    # (raw counts are opt-in).
+    # All outputs depend on the released set, its noisy counts and the parameters only.
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
     written = released | "WriteItems" >> WriteReleased(
         f"{out}/items", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
@@ -197,34 +179,23 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         counter = count_released(selected, released, parts, counts_max_items(args), args.seed,
                                  out, args.num_shards, privacy_unit=privacy_unit,
                                  output_format=args.output_format)
-    released_counts = {"released_items": released | "LogReleased" >> LogCount(
-        f"{mechanism.name}: released {{n:,}} item{{s}}")}
-    if select.chosen_max_items_per_user is not None:
-        # "auto": the chosen Δ0 is a DP output (the noisy size histogram's choice).
-        released_counts["chosen_max_items_per_user"] = select.chosen_max_items_per_user
-    if counter is not None and counter.chosen_max_items_per_user is not None:
-        # The counts' own "auto": a DP output too.
-        released_counts["counts_chosen_max_items_per_user"] = counter.chosen_max_items_per_user
-    # Per-round sizes of SIPS are not a function of the released set (which
-    # round released an item is more than the set): only with --non-private-stats.
+    single = beam.pvalue.AsSingleton
+    side = {"released_items": single(released | "LogReleased" >> LogCount(
+        f"{mechanism.name}: released {{n:,}} item{{s}}")), **chosen_side_inputs(select, counter)}
+    # Per-round sizes of SIPS are more than the released set: only with --non-private-stats.
     by_stage = select.non_private_released_by_stage
     for i, (stage, pcoll) in enumerate(by_stage.items(), start=1):
-        released_counts[stage] = pcoll | f"Count_{stage}" >> LogCount(
-            f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)")
+        side[stage] = single(pcoll | f"Count_{stage}" >> LogCount(
+            f"SIPS round {i} of {len(by_stage)}: released {{n:,}} item{{s}} (non-private)"))
     static = with_counts_report(select.report, parts, counter, select.calibration)
     job_defaults = getattr(args, "job_defaults", None)
     if job_defaults:
         static = {**static, "job_defaults": {**job_defaults, "note": JOB_DEFAULTS_NOTE}}
     output_format = args.output_format
 
-    def assemble(_, released_items, stats=None, chosen_max_items_per_user=None,
-                 counts_chosen_max_items_per_user=None, **by_stage):
-        report = dict(static)
-        report["released_items"] = released_items
-        if chosen_max_items_per_user is not None:
-            report["chosen_max_items_per_user"] = chosen_max_items_per_user
-        if counts_chosen_max_items_per_user is not None:
-            report["counts_chosen_max_items_per_user"] = counts_chosen_max_items_per_user
+    def assemble(_, released_items, stats=None, **by_stage):
+        report = {**static, "released_items": released_items}
+        report.update((name, by_stage.pop(name)) for name in CHOSEN if name in by_stage)
         if stats is not None:
             report["non_private_counts"] = {**stats, "note": NON_PRIVATE_NOTE}
             if by_stage:
@@ -232,12 +203,9 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
         report["output_format"] = output_format
         return report
 
-    side = {name: beam.pvalue.AsSingleton(pc) for name, pc in released_counts.items()}
     if args.non_private_stats:
-        side["stats"] = beam.pvalue.AsSingleton(elements | "InputStats" >> InputStats())
-    _ = (pipeline | "ReportOnce" >> beam.Create([None])
-         | "AssembleReport" >> beam.Map(assemble, **side)
-         | "WriteReport" >> WriteJson(f"{out}/report.json"))
+        side["stats"] = single(elements | "InputStats" >> InputStats())
+    write_report(pipeline, assemble, side, out)
     return select
 
 
@@ -257,24 +225,15 @@ def prepare(argv, prog: str = PROG):
 
 def run_prepared(job) -> str:
     args, mechanism = job.args, job.mechanism
-    files = args.files
-    progress(f"reading {len(files)} {args.format} file{'s' * (len(files) != 1)} "
-             f"({args.input}); releasing items with {mechanism.name} under "
-             f"{describe_budget(job.budget)}")
-    with job_pipeline(job.options) as pipeline:
-        build_pipeline(pipeline, args, mechanism, job.budget, staging_of(job))
-        progress("built the pipeline; running it")  # seconds before the first record
-    report = read_json(f"{staging_of(job)}/report.json")
-    out = args.output.rstrip("/")
-    shard = "00000" if args.num_shards == 1 else "*"
-    shards = f"items-{shard}-of-{args.num_shards:05d}{output_suffix(args)}"
+    report = run_and_read_report(
+        job, lambda pipeline, out: build_pipeline(pipeline, args, mechanism, job.budget, out),
+        f"releasing items with {mechanism.name} under {describe_budget(job.budget)}")
+    out, shards, counts_files = written_files(args, "items")
     counts_chosen = report.get("counts_chosen_max_items_per_user")
     counts = (", their noisy counts"
               + ("" if counts_chosen is None
                  else f" (each user counted on at most {counts_chosen:,}, chosen privately)")
-              + f" to {out}/counts-{shard}-of-{args.num_shards:05d}"
-              f"{output_suffix(args, counts=True)}"
-              if args.with_counts else "")
+              + f" to {counts_files}" if args.with_counts else "")
     released = report["released_items"]
     # With counts the report's equivalents state the total's, not this budget's.
     equivalents = None if args.with_counts else report.get("dp_equivalents")
@@ -290,7 +249,7 @@ def run_prepared(job) -> str:
             + (f" ({', '.join(settings)})" if settings else "")
             + f" under {describe_budget(job.budget, equivalents)}"
             + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {out}/{shards}{counts} and {out}/report.json"
+            + f"; wrote {shards}{counts} and {out}/report.json"
             + (NOTHING_RELEASED if released == 0 else ""))
 
 

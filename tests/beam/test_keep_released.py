@@ -15,7 +15,7 @@ from beam_dpsu import (InvalidRecordError, KeepReleased, NonGlobalWindowError, S
                        WeightedGaussian, ZCDPBudget)
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.beam.bounding import check_pair
-from beam_dpsu.keep_released import (_KeepBySideInputFn, _KeyRecord, _item_key,
+from beam_dpsu.keep_released import (_KeepBySideInputFn, _item_key, _keyed_record,
                                       _released_as_key)
 from tests.support.text_subclasses import EXAMPLES
 
@@ -147,7 +147,7 @@ def test_both_methods_refuse_a_key_or_item_of_another_type_naming_the_type(value
     assert "secret" not in str(info.value)
     with pytest.raises(InvalidRecordError, match=r"KeepReleased: key\(record\) " + wanted) \
             as info:
-        _KeyRecord(lambda record: record[0])((value, "secret-user"))
+        _keyed_record((value, "secret-user"), lambda record: record[0])
     assert "secret" not in str(info.value)
 
 
