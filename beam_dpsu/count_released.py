@@ -20,7 +20,7 @@ from beam_dpsu.core.discrete_noise import os_random
 from beam_dpsu.core.report import counts_report
 from beam_dpsu.core.user_records import plain_str_or_bytes
 from beam_dpsu.beam.bounding import (InvalidRecordError, ItemCountsPerUser, SampleEachUser,
-                                     WholeItemCountsPerUser, _check_shape, check_pair)
+                                     WholeItemCountsPerUser, check_shape, check_pair)
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.max_items_choice.counts import SampleAtChosenMaxItems
@@ -42,7 +42,7 @@ def check_ngram_pair(record):
 
     User ids as in ``bounding.check_pair``. Errors name the field, never the values.
     """
-    _check_shape(record, "(user_id, n-gram) pair")
+    check_shape(record, "(user_id, n-gram) pair")
     gram = record[1]
     if not _is_ngram(gram):
         raise InvalidRecordError("an n-gram item (field 1) must be a non-empty tuple of "

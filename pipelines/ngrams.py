@@ -32,7 +32,7 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_non_private_stats_argument,
                                    add_output_arguments, add_pre_threshold_argument)
 from pipelines.flags import JobArgumentParser, flags, int_or_auto, parse_job_args
-from pipelines.input_flags import resolve_input
+from pipelines.input_flags import read_input, resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.interrupts import end_program
@@ -42,8 +42,7 @@ from pipelines.progress import LOG, NOTHING_RELEASED, log_written
 from pipelines.settings import (CHOSEN, budget_from_args, budget_parts_from_args, check_counts,
                                 check_num_shards, chosen_side_inputs, count_released,
                                 describe_budget, output_suffix, run_and_read_report,
-                                tokenizer_from_args, with_counts_report, write_report,
-                                written_files)
+                                with_counts_report, write_report, written_files)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]
@@ -234,11 +233,8 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
     elements = getattr(transform, "privacy_unit", "user_id") == "element"
     read_elements = elements and parts is None and not args.non_private_stats
 
-    documents = extract_input = pipeline | "ReadDocuments" >> ReadDocuments(
-        args.input, args.format, args.user_field, args.text_field,
-        tokenizer_from_args(args), args.skip_header_lines,
-        files=getattr(args, "files", None), log_records=args.non_private_stats,
-        as_elements=read_elements, items_field=args.items_field)
+    documents = extract_input = pipeline | "ReadDocuments" >> read_input(
+        ReadDocuments, args, log_records=args.non_private_stats, as_elements=read_elements)
     if elements and not read_elements:
         extract_input = documents | "OnePersonEach" >> beam.Map(lambda doc: list(doc[1]))
     released = extract_input | "Extract" >> transform

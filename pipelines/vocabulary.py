@@ -29,7 +29,7 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_mechanism_arguments,
                                    add_non_private_stats_argument, add_output_arguments)
 from pipelines.flags import JobArgumentParser, parse_job_args
-from pipelines.input_flags import check_public_input, resolve_input
+from pipelines.input_flags import check_public_input, read_input, resolve_input
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.interrupts import end_program
@@ -154,10 +154,8 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     """Adds the job to ``pipeline``: read, select, write items and report into ``out``."""
     # Every row or document as one (user, tokens) record: never one element per token.
     tokenizer = tokenizer_from_args(args)
-    elements = pipeline | "ReadUserItems" >> ReadUserItems(
-        args.input, args.format, args.user_field, args.text_field, tokenizer,
-        args.skip_header_lines, files=getattr(args, "files", None),
-        log_records=args.non_private_stats, items_field=args.items_field)
+    elements = pipeline | "ReadUserItems" >> read_input(ReadUserItems, args,
+                                                        log_records=args.non_private_stats)
     mechanism, public_counts = with_public_counts(pipeline, args, mechanism, tokenizer)
     # Where every row is its own user (@row, text lines): its tokens, no per-user shuffle.
     privacy_unit = privacy_unit_from_args(args)

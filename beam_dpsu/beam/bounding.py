@@ -34,13 +34,19 @@ from beam_dpsu.core.tokenizer import Tokens
 from beam_dpsu.core.checks import a_type
 from beam_dpsu.beam.windowing import require_global_window
 
-__all__ = ["InvalidRecordError", "canonical_user_id", "check_pair", "item_counts",
+__all__ = ["InvalidRecordError", "canonical_user_id", "check_shape", "check_pair", "item_counts",
            "element_item_counts", "element_distinct_items", "element_items", "plain_str_items",
            "distinct_element_id", "MergeItemCounts", "WholeItemCountsPerUser",
            "ItemCountsPerUser", "SampleItemsPerUser", "BoundContributions"]
 
 
-def _check_shape(element: Any, expected: str) -> None:
+def check_shape(element: Any, expected: str) -> None:
+    """Raises ``InvalidRecordError`` unless ``element`` is a 2-tuple, naming its type.
+
+    Args:
+      element: the record.
+      expected: what a record should be, for the message ("(user_id, item) pair").
+    """
     if not isinstance(element, tuple) or len(element) != 2:
         shape = (f"a tuple of {len(element)} fields" if isinstance(element, tuple)
                  else a_type(element))
@@ -53,7 +59,7 @@ def check_pair(record: Any) -> tuple:
     The user id (a str, bytes, int or tuple of these) is keyed by its text; the item
     must be a non-empty str or bytes. Errors name the field and type, never a value.
     """
-    _check_shape(record, "(user_id, item) pair")
+    check_shape(record, "(user_id, item) pair")
     return _checked_pair(*record)
 
 
@@ -121,7 +127,7 @@ def item_counts(element: Any, occurrences: bool = True) -> tuple:
     ``element`` is a ``(user_id, item)`` pair or a ``(user_id, items)`` record (each
     occurrence once); with ``occurrences=False`` every item counts 1.
     """
-    _check_shape(element, "(user_id, item) pair or (user_id, items) record")
+    check_shape(element, "(user_id, item) pair or (user_id, items) record")
     user_id, value = element
     if isinstance(value, (str, bytes)):
         user_id, item = _checked_pair(user_id, value)
