@@ -13,7 +13,7 @@ import math
 
 import apache_beam as beam
 
-from beam_dpsu.beam.output import WriteReleasedCounts, format_count_line
+from beam_dpsu.beam.output import WriteReleasedCounts
 from beam_dpsu.core import checks, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -36,7 +36,7 @@ from pipelines.progress import progress
 __all__ = [
     "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
     "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
-    "check_counts", "count_released", "count_line", "with_counts_report", "privacy_unit_from_args",
+    "check_counts", "count_released", "with_counts_report", "privacy_unit_from_args",
     "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "CHOSEN", "chosen_side_inputs",
     "write_report", "run_and_read_report", "written_files",
 ]
@@ -200,9 +200,6 @@ def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int
                                                count_calibration)
             else:
                 count_calibration(parts.counts, int(max_items_per_user))
-
-
-count_line = format_count_line  # item<TAB>count, a tab in the item written as \t
 
 
 def count_released(records, released, parts: SelectionAndCountsBudget,
