@@ -50,7 +50,7 @@ def check_input_exists(pattern: str) -> list[str]:
         raise InputFormatError(f"cannot read input {pattern!r}: {exc}") from None
     paths = sorted(m.path for m in result.metadata_list)
     if "://" not in pattern:
-        _check_local_files(listed, paths)
+        _check_local_files(pattern, paths)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
     if folder := next((p for p in paths if "://" not in p and os.path.isdir(p)), None):
@@ -61,14 +61,15 @@ def check_input_exists(pattern: str) -> list[str]:
 
 def _check_local_files(pattern: str, paths: list[str]) -> None:
     """Raises for a local pattern naming a file it does not match, or matching a non-file."""
-    if _GLOB.search(pattern) and os.path.lexists(pattern) and pattern not in paths:
+    listed = as_listed(pattern)
+    if _GLOB.search(pattern) and os.path.lexists(pattern) and listed not in paths:
         escaped = re.sub(r"([*?[])", r"[\1]", pattern)
         found = f" (it matches {len(paths)} other files)" if paths else ""
         raise InputFormatError(
             f"no input file matches {pattern!r}, but a file of that name exists: […] in a "
             f"pattern is a glob character class, * and ? wildcards{found}; to read the "
             f"file itself give --input {escaped!r} (each [, * and ? in [brackets])")
-    for path in _candidates(pattern, paths):
+    for path in _candidates(listed, paths):
         if problem := _not_a_regular_file(path):
             raise InputFormatError(f"the input {path} is {problem}")
 

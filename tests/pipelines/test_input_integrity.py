@@ -631,6 +631,14 @@ def test_a_glob_without_a_folder_reads_the_working_directory(tmp_path, monkeypat
     with TestPipeline() as p:
         assert_that(p | read.ReadUserTexts("*.csv", "csv", "user", "text"),
                     equal_to([("u", "x"), ("v", "y")]))
+    # A file whose name is a glob is named as given, with the escape to give.
+    (tmp_path / "br[1].csv").write_text("user,text\nu,x\n")
+    with pytest.raises(InputFormatError, match=r"^no input file matches 'br\[1\]\.csv', but "
+                                               r".*give --input 'br\[\[\]1\]\.csv'"):
+        check_input_exists("br[1].csv")
+    assert check_input_exists("br[[]1].csv") == ["./br[1].csv"]
+    (tmp_path / "c*.csv").write_text("user,text\nw,z\n")
+    assert check_input_exists("c*.csv") == ["./c*.csv"]
 
 
 def test_a_file_name_with_brackets_says_they_are_a_glob_and_how_to_escape_them(tmp_path):
