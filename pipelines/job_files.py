@@ -21,8 +21,11 @@ __all__ = ["WriteJson", "read_json", "scratch_folder", "check_scratch_folder"]
 def _write_file(text: str, path: str) -> str:
     """Writes ``text`` to ``path`` through a temporary name: never a partial file there."""
     temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    with contextlib.closing(FileSystems.create(temporary)) as handle:
+    handle = FileSystems.create(temporary)
+    try:
         handle.write(text.encode("utf-8"))
+    finally:
+        handle.close()
     FileSystems.rename([temporary], [path])
     return path
 
