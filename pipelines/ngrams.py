@@ -39,10 +39,10 @@ from pipelines.interrupts import end_program
 from pipelines.job_runner import run_job
 from pipelines.output_folder import run_with_output
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written
-from pipelines.settings import (CHOSEN, budget_from_args, budget_parts_from_args, check_counts,
-                                check_num_shards, chosen_side_inputs, count_released,
-                                describe_budget, output_suffix, run_and_read_report,
-                                with_counts_report, write_report, written_files)
+from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
+from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
+                                check_num_shards, count_released, describe_budget,
+                                output_suffix, with_counts_report, written_files)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]

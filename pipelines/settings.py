@@ -11,8 +11,6 @@ import dataclasses
 import difflib
 import math
 
-import apache_beam as beam
-
 from beam_dpsu.beam.output import WriteReleasedCounts
 from beam_dpsu.core import checks, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core.max_items_choice import counts as counts_choice
@@ -28,17 +26,12 @@ from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCoun
 from beam_dpsu.count_released import CountReleased
 from pipelines.errors import FlagMessage, UsageError, flag_errors
 from pipelines.io.formats import ROW_AS_USER
-from pipelines.job_files import WriteJson, read_json
-from pipelines.job_runner import job_pipeline
-from pipelines.output_folder import staging_of
-from pipelines.progress import progress
 
 __all__ = [
     "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
     "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
     "check_counts", "count_released", "with_counts_report", "privacy_unit_from_args",
-    "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "CHOSEN", "chosen_side_inputs",
-    "write_report", "run_and_read_report", "written_files",
+    "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "written_files",
 ]
 
 MAX_NUM_SHARDS = 10_000  # the most --num-shards files a job writes
@@ -259,37 +252,6 @@ def output_suffix(args, counts: bool = False) -> str:
     if args.output_format == "parquet":
         return ".parquet"
     return ".tsv" if counts else ".txt"
-
-
-CHOSEN = ("chosen_max_items_per_user", "counts_chosen_max_items_per_user")
-
-
-def chosen_side_inputs(transform, counter) -> dict:
-    """The Δ0s "auto" chose for the selection and the counts (DP outputs), as side inputs."""
-    chosen = (getattr(transform, "chosen_max_items_per_user", None),
-              getattr(counter, "chosen_max_items_per_user", None))
-    return {name: beam.pvalue.AsSingleton(pc) for name, pc in zip(CHOSEN, chosen)
-            if pc is not None}
-
-
-def write_report(pipeline, assemble, side: dict, out: str) -> None:
-    """Writes ``assemble(None, **side)`` to OUT/report.json."""
-    _ = (pipeline
-         | "ReportOnce" >> beam.Create([None])
-         | "AssembleReport" >> beam.Map(assemble, **side)
-         | "WriteReport" >> WriteJson(f"{out}/report.json"))
-
-
-def run_and_read_report(job, build, releasing: str) -> dict:
-    """Logs what the job reads and ``releasing``, runs ``build(pipeline, staging folder)``
-    and returns the report.json it wrote."""
-    args, staging = job.args, staging_of(job)
-    progress(f"reading {len(args.files)} {args.format} file{'s' * (len(args.files) != 1)} "
-             f"({args.input}); {releasing}")
-    with job_pipeline(job.options) as pipeline:
-        build(pipeline, staging)
-        progress("built the pipeline; running it")  # seconds before the first record
-    return read_json(f"{staging}/report.json")
 
 
 def written_files(args, what: str) -> tuple[str, str, str]:

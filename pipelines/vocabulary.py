@@ -36,12 +36,12 @@ from pipelines.interrupts import end_program
 from pipelines.job_runner import run_job
 from pipelines.output_folder import run_with_output
 from pipelines.progress import NOTHING_RELEASED, LogCount, log_written
-from pipelines.settings import (CHOSEN, budget_from_args, budget_parts_from_args,
-                                check_calibrates, check_counts, check_num_shards,
-                                chosen_side_inputs, count_released, describe_budget,
-                                mechanism_from_args, output_suffix, privacy_unit_from_args,
-                                run_and_read_report, tokenizer_from_args, with_counts_report,
-                                write_report, written_files)
+from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
+from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
+                                check_counts, check_num_shards, count_released,
+                                describe_budget, mechanism_from_args, output_suffix,
+                                privacy_unit_from_args, tokenizer_from_args,
+                                with_counts_report, written_files)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
