@@ -50,7 +50,7 @@ def check_input_exists(pattern: str) -> list[str]:
         raise InputFormatError(f"cannot read input {pattern!r}: {exc}") from None
     paths = sorted(m.path for m in result.metadata_list)
     if "://" not in pattern:
-        _check_local_files(pattern, paths)
+        _check_local_files(pattern, listed, paths)
     if not paths:
         raise InputFormatError(f"no input file matches {pattern!r}")
     if folder := next((p for p in paths if "://" not in p and os.path.isdir(p)), None):
@@ -59,9 +59,9 @@ def check_input_exists(pattern: str) -> list[str]:
     return paths
 
 
-def _check_local_files(pattern: str, paths: list[str]) -> None:
-    """Raises for a local pattern naming a file it does not match, or matching a non-file."""
-    listed = as_listed(pattern)
+def _check_local_files(pattern: str, listed: str, paths: list[str]) -> None:
+    """Raises for a local pattern naming a file it does not match, or matching a non-file
+    (``listed``: the pattern as Beam's listing reads it, :func:`as_listed`)."""
     if _GLOB.search(pattern) and os.path.lexists(pattern) and listed not in paths:
         escaped = re.sub(r"([*?[])", r"[\1]", pattern)
         found = f" (it matches {len(paths)} other files)" if paths else ""
