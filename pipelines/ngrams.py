@@ -36,10 +36,10 @@ from pipelines.input_flags import read_input, resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.interrupts import end_program
+from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
 from pipelines.job_runner import run_job
 from pipelines.output_folder import run_with_output
 from pipelines.progress import LOG, NOTHING_RELEASED, log_written
-from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
                                 check_num_shards, count_released, describe_budget,
                                 output_suffix, with_counts_report, written_files)
