@@ -14,7 +14,7 @@ from typing import Sequence
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError, a_type, plural
 from beam_dpsu.core.exact_floats import rounded_down
-from beam_dpsu.core.gaussian import largest_zcdp_rho, zcdp_to_dp
+from beam_dpsu.core.gaussian import _largest_zcdp_rho, zcdp_to_dp
 
 __all__ = ["Budget", "ZCDPBudget", "BudgetAccountant", "BudgetExceededError",
            "geometric_split_weights", "dp_to_zcdp", "parts_within"]
@@ -154,6 +154,10 @@ def _split(first: float, delta: float, weights: Sequence[float]):
                parts_within(delta, [delta * x for x in w]))
 
 
+def _exact_sum(budgets, field: str) -> Fraction:
+    return sum((Fraction(getattr(b, field)) for b in budgets), Fraction(0))
+
+
 def _budget_kind(budget) -> type:
     """Budget or ZCDPBudget (subclasses, e.g. a tight split's parts, count as their base)."""
     return next((k for k in (Budget, ZCDPBudget) if isinstance(budget, k)), type(budget))
@@ -182,57 +186,42 @@ class BudgetAccountant:
     def _fields(self):
         return ("epsilon", "delta") if isinstance(self.total, Budget) else ("rho", "delta")
 
-    def _exact_spent(self, field: str) -> Fraction:
-        return sum((Fraction(getattr(b, field)) for b in self._spent), Fraction(0))
-
     def _exact_remaining(self, field: str) -> Fraction:
-        return Fraction(getattr(self.total, field)) - self._exact_spent(field)
+        return Fraction(getattr(self.total, field)) - _exact_sum(self._spent, field)
 
     def spent(self) -> dict:
         """What the parts spent, per field: their exact sum, to the nearest float."""
-        return {f: float(self._exact_spent(f)) for f in self._fields()}
-
-    def _fits(self, field: str, parts) -> bool:
-        """Whether what is spent plus ``parts`` is at most the total, exactly."""
-        need = sum(Fraction(getattr(part, field)) for part in parts)
-        return need <= self._exact_remaining(field)
+        return {f: float(_exact_sum(self._spent, f)) for f in self._fields()}
 
     def remaining(self) -> dict:
         """What is left, per field: the largest float at most the exact remainder (it fits)."""
         return {f: rounded_down(self._exact_remaining(f)) for f in self._fields()}
 
-    def _exceeded(self, field: str, asked: str) -> BudgetExceededError:
-        return BudgetExceededError(
-            f"{asked} would exceed the total {field}={getattr(self.total, field)!r} (already "
-            f"spent {self.spent()[field]!r}): at most {field}={self.remaining()[field]!r} "
-            "remains, the parts' floats summed exactly (the parts of Budget.split fit whole)")
-
-    def _check_kind(self, param: str, part) -> None:
-        if _budget_kind(part) is not _budget_kind(self.total):
-            raise ParameterTypeError.worded(
-                param, f"cannot spend {a_type(part)} from {a_type(self.total)} total")
+    def _record(self, param: str, parts, asked) -> None:
+        """Spends ``parts`` if all of them fit, exactly; else raises, saying ``asked(field)``."""
+        for part in parts:
+            if _budget_kind(part) is not _budget_kind(self.total):
+                raise ParameterTypeError.worded(
+                    param, f"cannot spend {a_type(part)} from {a_type(self.total)} total")
+        for f in self._fields():
+            if _exact_sum(parts, f) > self._exact_remaining(f):
+                raise BudgetExceededError(
+                    f"{asked(f)} would exceed the total {f}={getattr(self.total, f)!r} (already "
+                    f"spent {self.spent()[f]!r}): at most {f}={self.remaining()[f]!r} remains, "
+                    "the parts' floats summed exactly (the parts of Budget.split fit whole)")
+        self._spent.extend(parts)
 
     def spend(self, part: Budget | ZCDPBudget, what: str | None = None) -> Budget | ZCDPBudget:
         """Records ``part`` as spent and returns it; raises, naming ``what`` (e.g.
         ``"SelectItems (sips)"``), if it does not fit."""
-        self._check_kind("part", part)
-        for f in self._fields():
-            if not self._fits(f, [part]):
-                asks = "" if what is None else f"{what} asks for {part!r}: "
-                raise self._exceeded(f, f"{asks}spending {f}={getattr(part, f)!r}")
-        self._spent.append(part)
+        asks = "" if what is None else f"{what} asks for {part!r}: "
+        self._record("part", [part], lambda f: f"{asks}spending {f}={getattr(part, f)!r}")
         return part
 
     def spend_all(self, *parts):
         """Spends every part, or none of them if together they do not fit."""
-        for part in parts:
-            self._check_kind("parts", part)
-        for f in self._fields():
-            if not self._fits(f, parts):
-                need = float(sum(Fraction(getattr(part, f)) for part in parts))
-                raise self._exceeded(
-                    f, f"spending {f}={need!r} in {plural(len(parts), 'part')}")
-        self._spent.extend(parts)
+        self._record("parts", parts, lambda f: f"spending {f}={float(_exact_sum(parts, f))!r} "
+                                               f"in {plural(len(parts), 'part')}")
         return parts
 
     def __repr__(self) -> str:
@@ -246,7 +235,9 @@ class BudgetAccountant:
 
 
 def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
-    """``gaussian.largest_zcdp_rho`` as a budget (dp-sips Corollary 9; App. B, Table 5).
+    """The ``ZCDPBudget`` of the largest ρ whose δ_CDP-approximate zCDP implies (ε, δ_DP)-DP.
+
+    The inverse of ``zcdp_to_dp`` (dp-sips Corollary 9; App. B, Table 5).
 
     Args:
       epsilon: ε > 0 of the (ε, δ)-DP target.
@@ -256,4 +247,4 @@ def dp_to_zcdp(epsilon: float, delta_dp: float, delta_cdp: float) -> ZCDPBudget:
     Returns:
       ``ZCDPBudget(rho, delta_cdp)`` with the largest such ρ.
     """
-    return ZCDPBudget(largest_zcdp_rho(epsilon, delta_dp, delta_cdp), delta_cdp)
+    return ZCDPBudget(_largest_zcdp_rho(epsilon, delta_dp, delta_cdp), delta_cdp)

@@ -8,6 +8,7 @@ Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from fractions import Fraction
@@ -19,7 +20,7 @@ from beam_dpsu.core import checks, gaussian, thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
-from beam_dpsu.core.delta_split import split_delta, threshold_delta_cost
+from beam_dpsu.core.delta_split import split_delta
 from beam_dpsu.core.exact_floats import rounded_down
 
 __all__ = ["Calibration", "RoundsCalibration", "KeepProbabilityCalibration",
@@ -201,14 +202,10 @@ class KeepProbabilityCalibration:
 
     def weight_threshold(self) -> float:
         """The smallest count kept with probability ≥ ½ (shifted by k − 1 for a pre-threshold)."""
-        lo, hi = 1, self.users_kept_surely
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._keep_probability_of_strategy(np.array([float(mid)]))[0] >= 0.5:
-                hi = mid
-            else:
-                lo = mid + 1
-        return float(lo + self.pre_threshold - 1)
+        below_half = bisect.bisect_left(  # how many of the counts 1, 2, … have π < ½
+            range(1, self.users_kept_surely), True,
+            key=lambda n: self._keep_probability_of_strategy(np.array([float(n)]))[0] >= 0.5)
+        return float(below_half + self.pre_threshold)  # count 1 + below_half, shifted by k − 1
 
     def to_dict(self) -> dict:
         return {
@@ -323,13 +320,12 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
     """
     sigma = 1.0 / mu
     out = []
-    cost = threshold_delta_cost(threshold_delta)
     for factor in factors:
         delta_dp = factor * delta
         # A δ′ the thresholds alone use up (to rounding) leaves no room for the noise.
-        if not cost * (1.0 + 1e-9) < delta_dp < 1.0:
+        if not threshold_delta * (1.0 + 1e-9) < delta_dp < 1.0:
             continue
-        log_target = math.log(delta_dp - cost)
+        log_target = math.log(delta_dp - threshold_delta)
 
         def excess(eps: float) -> float:
             # B023: called only within this iteration, so late binding is harmless.
@@ -341,7 +337,7 @@ def gaussian_dp_equivalents(mu: float, threshold_delta: float, delta: float,
             return math.isfinite(error) and excess(eps) + math.log1p(error) <= 0.0
 
         # At ε′ = 0, δ_G = 2Φ(μ/2) − 1 = erf(μ/(2√2)), raised by a few ulps.
-        if math.erf(mu / (2.0 * math.sqrt(2.0))) * (1.0 + 1e-14) <= delta_dp - cost:
+        if math.erf(mu / (2.0 * math.sqrt(2.0))) * (1.0 + 1e-14) <= delta_dp - threshold_delta:
             eps = 0.0
         else:
             hi = 1.0

@@ -174,15 +174,11 @@ def _closed_form_delta(sel, cnt: _Discrete, epsilon: float) -> float:
 
 # --- dp-accounting -------------------------------------------------------------------
 
-def _pld(pair, interval: float):
+def _selection_pld(pair, interval: float):
     from dp_accounting.pld import common, privacy_loss_distribution as pld
     if isinstance(pair, _Gaussian):
         return pld.from_gaussian_mechanism(1.0 / pair.mu, sensitivity=1.0,
                                            value_discretization_interval=interval)
-    if isinstance(pair, _DiscreteGaussianCounts):
-        one = pld.from_discrete_gaussian_mechanism(pair.sigma, sensitivity=1,
-                                                   value_discretization_interval=interval)
-        return one.self_compose(pair.coordinates) if pair.coordinates > 1 else one
     if isinstance(pair, _Discrete) and len(pair.loss) == 2:  # randomized response
         eps = float(pair.loss[0])
         return pld.from_privacy_parameters(common.DifferentialPrivacyParameters(eps, 0.0),
@@ -194,15 +190,16 @@ def _counts_pld(counts, interval: float):
     """The counts' PLD from dp-accounting itself (not from our closed form)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
     from beam_dpsu.core.discrete_noise import DiscreteLaplace
-    pair, _ = _counts_pair(counts)
     d0 = int(counts.max_items_per_user)
     if d0 > MAX_PLD_COUNTS:
         raise ValueError(f"no PLD for more than {MAX_PLD_COUNTS} counts")
     if isinstance(counts.noise, DiscreteLaplace):
         one = pld.from_discrete_laplace_mechanism(1.0 / float(counts.noise.scale), sensitivity=1,
                                                   value_discretization_interval=interval)
-        return one.self_compose(d0) if d0 > 1 else one
-    return _pld(pair, interval)
+    else:  # discrete Gaussian (``_counts_pair`` refused any other noise)
+        one = pld.from_discrete_gaussian_mechanism(counts.noise.sigma, sensitivity=1,
+                                                   value_discretization_interval=interval)
+    return one.self_compose(d0) if d0 > 1 else one
 
 
 def _require_whole_mechanism(selection) -> None:
@@ -237,7 +234,7 @@ class _Composition:
         self.description = f"selection: {sel_what}; counts: {cnt_what}"
         self._pld = None
         if self.method == "pld":
-            self._pld = _pld(self.sel, interval).compose(_counts_pld(counts, interval))
+            self._pld = _selection_pld(self.sel, interval).compose(_counts_pld(counts, interval))
 
     def truncation_slack(self, epsilon: float) -> float:
         if isinstance(self.cnt, _DiscreteGaussianCounts) and self.method == "pld":

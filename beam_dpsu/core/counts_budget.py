@@ -206,14 +206,6 @@ def _is_auto(max_items_per_user) -> bool:
         isinstance(max_items_per_user, str) and max_items_per_user.strip().lower() == "auto")
 
 
-def _too_small(share: float, field: str, value: float) -> dict:
-    """``parts_within``'s error where the counts' part would not be a positive float."""
-    return {"name": "counts_share",
-            "problem": f"= {share!r} is too small: the counts' part of {field} = {value!r} "
-                       "is not a positive float once the selection's part is taken; raise "
-                       "the share"}
-
-
 def split_selection_and_counts(total: Budget | ZCDPBudget,
                                counts_share: float = 0.25,  # DEFAULT_COUNTS_SHARE
                                accountant: BudgetAccountant | None = None,
@@ -260,31 +252,27 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         raise ParameterError.worded(
             "composition", "composition='tight' needs selection_mechanism and "
                            "counts_max_items_per_user: the split is valid for those only")
+    if not isinstance(total, (Budget, ZCDPBudget)):
+        raise ParameterTypeError("total", f"must be a Budget or ZCDPBudget, got {total!r}")
+    kind, field = (Budget, "epsilon") if isinstance(total, Budget) else (ZCDPBudget, "rho")
+    whole = getattr(total, field)
+    # The counts' part is the one rounded down, if need be.
+    values = parts_within(
+        whole, [whole * (1.0 - share), whole * share], rounded=[1], name="counts_share",
+        problem=f"= {share!r} is too small: the counts' part of {field} = {whole!r} is not a "
+                "positive float once the selection's part is taken; raise the share")
     scale = 1.0
+    if composition == "tight" and isinstance(total, Budget):
+        d0 = checks.max_items(counts_max_items_per_user)
+        scale = _solve_tight_scale(total, share, selection_mechanism, d0)
     selection: Budget | ZCDPBudget
     counts: Budget | ZCDPBudget
-    if isinstance(total, Budget):
-        # The counts' part is the one rounded down, if need be.
-        epsilons = parts_within(total.epsilon, [total.epsilon * (1.0 - share),
-                                                total.epsilon * share], rounded=[1],
-                                **_too_small(share, "epsilon", total.epsilon))
-        if composition == "tight":
-            d0 = checks.max_items(counts_max_items_per_user)
-            scale = _solve_tight_scale(total, share, selection_mechanism, d0)
-        if scale > 1.0:  # a tight split: each part bound to what it was computed for
-            selection = TightSelectionBudget(epsilons[0] * scale, total.delta,
-                                             for_mechanism=selection_mechanism)
-            counts = TightCountsBudget(epsilons[1] * scale, 0.0, for_max_items_per_user=d0)
-        else:
-            selection = Budget(epsilons[0], total.delta)
-            counts = Budget(epsilons[1], 0.0)
-    elif isinstance(total, ZCDPBudget):
-        rhos = parts_within(total.rho, [total.rho * (1.0 - share), total.rho * share],
-                            rounded=[1], **_too_small(share, "rho", total.rho))
-        selection = ZCDPBudget(rhos[0], total.delta)
-        counts = ZCDPBudget(rhos[1], 0.0)
+    if scale > 1.0:  # a tight split: each part bound to what it was computed for
+        selection = TightSelectionBudget(values[0] * scale, total.delta,
+                                         for_mechanism=selection_mechanism)
+        counts = TightCountsBudget(values[1] * scale, 0.0, for_max_items_per_user=d0)
     else:
-        raise ParameterTypeError("total", f"must be a Budget or ZCDPBudget, got {total!r}")
+        selection, counts = kind(values[0], total.delta), kind(values[1], 0.0)
     tight = scale > 1.0
     parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
                                      counts_share=share, scale=scale)

@@ -18,12 +18,7 @@ from beam_dpsu.core import gaussian
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.exact_floats import rounded_down
 
-__all__ = ["DeltaSplit", "split_delta", "threshold_delta_cost"]
-
-
-def threshold_delta_cost(threshold_delta: float) -> float:
-    """The δ the thresholds cost end to end, both directions: δ_thr itself (proofs.md)."""
-    return threshold_delta
+__all__ = ["DeltaSplit", "split_delta"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,14 +48,13 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     """(δ_noise, δ_thr, σ_total, objective) at t = logit(δ_thr/δ), or None if infeasible."""
     share = 0.5 * (1.0 + math.tanh(0.5 * t))  # = 1/(1 + e^{−t}), overflow-free
     threshold_delta = delta * share
-    cost = threshold_delta_cost(threshold_delta)
-    if not (0.0 < threshold_delta < 1.0 and delta - cost > 0.0):
+    if not (0.0 < threshold_delta < 1.0 and delta - threshold_delta > 0.0):
         return None
     # The sum must hold exactly, in Fractions and as a float sum: step down by δ's ulp,
     # doubling (never one ulp of δ_noise at a time).
-    delta_noise = rounded_down(Fraction(delta) - Fraction(cost))
+    delta_noise = rounded_down(Fraction(delta) - Fraction(threshold_delta))
     step = math.ulp(delta)
-    while delta_noise > 0.0 and delta_noise + cost > delta:
+    while delta_noise > 0.0 and delta_noise + threshold_delta > delta:
         delta_noise -= step
         step *= 2.0
     if not delta_noise > 0.0:

@@ -18,8 +18,7 @@ import numpy as np
 
 from beam_dpsu.core import checks
 
-__all__ = ["os_random", "bernoulli_exp", "DiscreteLaplace", "DiscreteGaussian",
-           "sample_discrete_laplace", "sample_discrete_gaussian"]
+__all__ = ["os_random", "bernoulli_exp", "DiscreteLaplace", "DiscreteGaussian"]
 
 
 def os_random() -> random.Random:
@@ -192,12 +191,3 @@ class DiscreteGaussian:
                 "sigma_squared_exact": str(self.sigma_squared),
                 "std": math.sqrt(self.variance())}
 
-
-def sample_discrete_laplace(scale, rng: random.Random | None = None) -> int:
-    """One exact draw of the discrete Laplace with the given scale (CKS Algorithm 2)."""
-    return DiscreteLaplace(scale).sample(rng)
-
-
-def sample_discrete_gaussian(sigma_squared, rng: random.Random | None = None) -> int:
-    """One exact draw of the discrete Gaussian N_ℤ(0, σ²) (CKS Algorithm 3)."""
-    return DiscreteGaussian(sigma_squared).sample(rng)

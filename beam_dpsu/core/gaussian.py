@@ -20,7 +20,7 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.exact_floats import nudged
 
 __all__ = ["gaussian_noise_schedule", "analytic_gaussian_sigma", "gaussian_mechanism_delta",
-           "zcdp_delta_for_epsilon", "zcdp_to_dp", "largest_zcdp_rho", "zcdp_gaussian_sigma",
+           "zcdp_delta_for_epsilon", "zcdp_to_dp", "zcdp_gaussian_sigma",
            "zcdp_laplace_epsilon", "sqrt_rounded_up"]
 
 
@@ -263,19 +263,8 @@ def zcdp_to_dp(rho: float, delta_cdp: float, delta_dp: float) -> float:
     return classic
 
 
-def largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float:
-    """The largest ρ such that δ_CDP-approximate ρ-zCDP implies (ε, δ_DP)-DP.
-
-    The inverse of :func:`zcdp_to_dp` (dp-sips Corollary 9; App. B, Table 5).
-
-    Args:
-      epsilon: ε > 0 of the (ε, δ)-DP target.
-      delta_dp: δ_DP of the target.
-      delta_cdp: δ_CDP of the zCDP budget, smaller than ``delta_dp``.
-
-    Returns:
-      The largest such ρ (``budgets.dp_to_zcdp`` gives it as a ``ZCDPBudget``).
-    """
+def _largest_zcdp_rho(epsilon: float, delta_dp: float, delta_cdp: float) -> float:
+    """``dp_to_zcdp``'s ρ: the inverse of ``zcdp_to_dp`` (dp-sips Corollary 9; App. B, Table 5)."""
     epsilon = checks.positive("epsilon", epsilon)
     delta_dp = checks.probability("delta_dp", delta_dp)
     delta_cdp = checks.probability("delta_cdp", delta_cdp)

@@ -14,9 +14,8 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget
 from beam_dpsu.core.calibration import gaussian_dp_equivalents
 from beam_dpsu.core.mechanisms import GreedyWithoutSampling, SequentialMechanism
 
-__all__ = ["GUARANTEES", "mechanism_report", "auto_report", "selection_report", "user_order",
-           "counts_report", "dp_equivalents", "requested_epsilon", "NON_PRIVATE_NOTE",
-           "SEEDED_NOTE", "to_json"]
+__all__ = ["GUARANTEES", "selection_report", "user_order", "counts_report", "dp_equivalents",
+           "requested_epsilon", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
 
 NON_PRIVATE_NOTE = (
     "These counts are computed from the raw input without noise. They are NOT "
@@ -57,53 +56,6 @@ def _add_seed(report: dict, seed) -> None:
         report["seeded_note"] = SEEDED_NOTE
 
 
-def mechanism_report(mechanism, calibration, seed, extra: dict | None = None,
-                     privacy_unit: str = "user_id") -> dict:
-    """The report of one selection: mechanism, budget, noise, threshold, seeding."""
-    report = {
-        **_header(privacy_unit),
-        "mechanism": mechanism.to_dict(),
-        **calibration.to_dict(),
-        "seeded": seed is not None,
-    }
-    mu = getattr(calibration, "gaussian_mu", None)
-    zcdp = getattr(calibration, "zcdp_budget", calibration.budget)
-    if mu is not None:
-        # Gaussian noise (all rounds composed) is exactly μ-GDP: its exact (ε′, δ′) curve
-        # plus the thresholds' δ, under either budget, is tighter than dp-sips Cor. 9.
-        report["dp_equivalents"] = gaussian_dp_equivalents(
-            mu, calibration.threshold_delta, calibration.budget.delta,
-            requested_epsilon=requested_epsilon(calibration.budget))
-    elif isinstance(zcdp, ZCDPBudget):
-        # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
-        report["dp_equivalents"] = dp_equivalents(zcdp)
-    _add_seed(report, seed)
-    if extra:
-        report.update(extra)
-    return report
-
-
-def auto_report(mechanism, budget, plan, calibrations: dict, seed,
-                privacy_unit: str = "user_id") -> dict:
-    """The report of a selection with ``max_items_per_user="auto"``: the split, the rule and
-    every candidate (the jobs add the chosen Δ0, a DP output, once the pipeline has run)."""
-    report = {
-        **_header(privacy_unit),
-        "mechanism": mechanism.to_dict(),
-        "budget": budget.to_dict(),
-        "composition": "sequential: the size histogram, then the selection at the chosen "
-                       "max_items_per_user (epsilon or rho add; delta is the selection's)",
-        "max_items_per_user": plan.to_dict(),
-        "selection_by_candidate": {str(c): calibration.to_dict()
-                                   for c, calibration in calibrations.items()},
-        "seeded": seed is not None,
-    }
-    if isinstance(budget, ZCDPBudget):
-        report["dp_equivalents"] = dp_equivalents(budget)
-    _add_seed(report, seed)
-    return report
-
-
 def user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
     """What orders a sequential mechanism's users, for its report."""
     key = ("key derived from the seed" if seed is not None
@@ -120,17 +72,41 @@ def user_order(mechanism, privacy_unit: str, seed: int | None) -> str:
 
 def selection_report(mechanism, budget, calibration, auto_plan, auto_calibrations: dict,
                      seed: int | None, privacy_unit: str) -> dict:
-    """``SelectItems.report``: ``mechanism_report`` or, given ``auto_plan``, ``auto_report``."""
-    sequential = isinstance(mechanism, SequentialMechanism)
-    if auto_plan is not None:
-        report = auto_report(mechanism, budget, auto_plan, auto_calibrations, seed,
-                             privacy_unit)
-        if sequential:
-            # The chosen selection reads one merged record per user (as elements).
-            report["user_order"] = user_order(mechanism, "element", seed)
-        return report
-    extra = {"user_order": user_order(mechanism, privacy_unit, seed)} if sequential else None
-    return mechanism_report(mechanism, calibration, seed, extra, privacy_unit)
+    """``SelectItems.report``: the mechanism, budget, noise, threshold and seeding.
+
+    Given ``auto_plan`` (``max_items_per_user="auto"``): the split, the rule and every
+    candidate (the jobs add the chosen Δ0, a DP output, once the pipeline has run).
+    """
+    report = {**_header(privacy_unit), "mechanism": mechanism.to_dict()}
+    if auto_plan is None:
+        report.update({**calibration.to_dict(), "seeded": seed is not None})
+        mu = getattr(calibration, "gaussian_mu", None)
+        zcdp = getattr(calibration, "zcdp_budget", calibration.budget)
+        if mu is not None:
+            # Gaussian noise (all rounds composed) is exactly μ-GDP: its exact (ε′, δ′) curve
+            # plus the thresholds' δ, under either budget, is tighter than dp-sips Cor. 9.
+            report["dp_equivalents"] = gaussian_dp_equivalents(
+                mu, calibration.threshold_delta, calibration.budget.delta,
+                requested_epsilon=requested_epsilon(calibration.budget))
+        elif isinstance(zcdp, ZCDPBudget):
+            # A zCDP guarantee is also stated as (ε, δ)-DP (dp-sips Corollary 9).
+            report["dp_equivalents"] = dp_equivalents(zcdp)
+    else:
+        report.update({
+            "budget": budget.to_dict(),
+            "composition": "sequential: the size histogram, then the selection at the chosen "
+                           "max_items_per_user (epsilon or rho add; delta is the selection's)",
+            "max_items_per_user": auto_plan.to_dict(),
+            "selection_by_candidate": {str(c): k.to_dict() for c, k in auto_calibrations.items()},
+            "seeded": seed is not None})
+        if isinstance(budget, ZCDPBudget):
+            report["dp_equivalents"] = dp_equivalents(budget)
+    _add_seed(report, seed)
+    if isinstance(mechanism, SequentialMechanism):
+        # The chosen selection (auto) reads one merged record per user (as elements).
+        report["user_order"] = user_order(
+            mechanism, privacy_unit if auto_plan is None else "element", seed)
+    return report
 
 
 def counts_report(calibration, auto_plan, budget, calibrations_by_candidate: dict,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.budgets import Budget, geometric_split_weights
-from beam_dpsu.core.delta_split import split_delta, threshold_delta_cost
+from beam_dpsu.core.delta_split import split_delta
 from beam_dpsu.core.gaussian import analytic_gaussian_sigma, gaussian_mechanism_delta
 from beam_dpsu.core.thresholds import weighted_gaussian_threshold
 from tests.support.hypothesis_profiles import examples
@@ -26,7 +26,7 @@ def brute_force_min(epsilon, delta, objective, l2=1.0, points=801):
     best = math.inf
     for share in np.linspace(0.001, 0.999, points):
         d_thr = delta * share
-        d_noise = delta - threshold_delta_cost(d_thr)
+        d_noise = delta - d_thr
         if d_noise <= 0:
             continue
         best = min(best, objective(analytic_gaussian_sigma(epsilon, d_noise, l2), d_thr))
@@ -41,10 +41,10 @@ def test_split_is_the_grid_optimum(epsilon, delta, d0):
     grid = brute_force_min(epsilon, delta, objective)
     assert split.objective <= grid + 1e-6 * grid
     # and the optimum is genuinely better than (or equal to) the even split.
-    even = objective(analytic_gaussian_sigma(epsilon, delta - threshold_delta_cost(delta / 2)),
+    even = objective(analytic_gaussian_sigma(epsilon, delta - delta / 2),
                      delta / 2)
     assert split.objective <= even
-    assert split.delta_noise + threshold_delta_cost(split.threshold_delta) <= delta
+    assert split.delta_noise + split.threshold_delta <= delta
 
 
 def test_sips_split_is_the_grid_optimum_of_the_last_round():
@@ -75,18 +75,12 @@ def test_split_is_feasible_and_no_worse_than_even_at_extremes(epsilon, log_delta
     objective = lambda s, d: weighted_gaussian_threshold(s, d, d0)  # noqa: E731
     split = split_delta(epsilon, delta, objective)
     assert split.delta_noise > 0 and 0 < split.threshold_delta < delta
-    assert split.delta_noise + threshold_delta_cost(split.threshold_delta) <= delta
+    assert split.delta_noise + split.threshold_delta <= delta
     assert math.isfinite(split.objective)
     # δ_thr = δ/2 (the grid's middle point), with its end-to-end cost.
-    even = objective(analytic_gaussian_sigma(epsilon, delta - threshold_delta_cost(delta / 2)),
+    even = objective(analytic_gaussian_sigma(epsilon, delta - delta / 2),
                      delta / 2)
     assert split.objective <= even * (1 + 1e-12)
     # σ is the analytic Gaussian at δ_noise: its exact δ is not above δ_noise.
     assert gaussian_mechanism_delta(split.sigma_total, epsilon) <= split.delta_noise * (1 + 1e-9)
 
-
-# Q(S) − e^ε(1 − δ*)P*(S) = (1 − δ*)(Q(S) − e^ε P*(S)) + δ*·Q(S) ≤ δ_L + δ*: charging
-# δ_thr itself suffices, not δ_thr/(1 − δ_thr) (docs/privacy.md, Accounting).
-@pytest.mark.parametrize("delta_thr", [1e-10, 1e-5, 0.01, 0.3])
-def test_the_thresholds_cost_their_own_delta(delta_thr):
-    assert threshold_delta_cost(delta_thr) == delta_thr

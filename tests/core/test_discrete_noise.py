@@ -26,8 +26,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from beam_dpsu.core.discrete_noise import (DiscreteGaussian, DiscreteLaplace, bernoulli_exp,
-                                      sample_discrete_gaussian, sample_discrete_laplace)
+from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace, bernoulli_exp
 from beam_dpsu.core.checks import exact_positive
 from tests.support.goodness_of_fit import chi_square_pvalue
 
@@ -130,8 +129,8 @@ def test_seeded_generators_are_reproducible_and_os_default_is_not():
     b = DiscreteGaussian(50).samples(100, random.Random(3))
     assert a == b
     assert DiscreteLaplace(50).samples(100) != DiscreteLaplace(50).samples(100)
-    assert isinstance(sample_discrete_laplace(2.0), int)
-    assert isinstance(sample_discrete_gaussian(2.0), int)
+    assert isinstance(DiscreteLaplace(2.0).sample(), int)
+    assert isinstance(DiscreteGaussian(2.0).sample(), int)
 
 
 def test_parameters_are_exact_and_validated():

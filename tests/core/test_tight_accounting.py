@@ -26,7 +26,6 @@ from beam_dpsu.core.budgets import Budget, ZCDPBudget, dp_to_zcdp, geometric_spl
 from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
                                      gaussian_noise_schedule)
 from beam_dpsu.core.calibration import gaussian_dp_equivalents, release_mask
-from beam_dpsu.core.delta_split import threshold_delta_cost
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.core.thresholds import weighted_gaussian_threshold
 
@@ -75,7 +74,7 @@ def test_dpne_levels_compose_to_epsilon_at_delta_noise(decay):
     budget = Budget(1.0, 1e-7)
     extract = ExtractNgrams(6, budget, max_items_per_user=10, noise_schedule=decay)
     assert pld_epsilon(extract.sigmas, extract.delta_noise) == pytest.approx(1.0, abs=2e-3)
-    assert extract.delta_noise + threshold_delta_cost(extract.threshold_delta) <= 1e-7
+    assert extract.delta_noise + extract.threshold_delta <= 1e-7
     # Only level 1 thresholds a lone user's items: its threshold has all of δ_thr.
     assert extract.level1_calibration.threshold_delta == extract.threshold_delta
     assert extract.report["delta_noise"] == extract.delta_noise
@@ -106,7 +105,7 @@ def test_equivalent_rho_at_imdb_budget():
 @pytest.mark.parametrize("budget", [IMDB, Budget(0.5, 1e-10), Budget(10.0, 0.3)], ids=str)
 def test_delta_is_never_overspent(mechanism, budget):
     cal = mechanism.calibrate(budget)
-    assert cal.delta_noise + threshold_delta_cost(cal.threshold_delta) <= budget.delta
+    assert cal.delta_noise + cal.threshold_delta <= budget.delta
 
 
 # δ_noise + δ_thr ≤ δ in exact arithmetic, and all of δ spent: the thresholds cost δ_thr
@@ -234,11 +233,11 @@ def test_report_states_the_exact_gaussian_curve_under_a_budget():
     assert eq[1.0] == pytest.approx(1.765, abs=1e-9) and eq[1.0] <= 1.765 + 1e-12
     assert eq[10.0] < eq[2.0] < eq[1.0]
     assert 0.1 not in eq  # δ/10 is below the thresholds' δ here: not achievable
-    assert report["delta_noise"] + threshold_delta_cost(report["threshold_delta"]) <= IMDB.delta
+    assert report["delta_noise"] + report["threshold_delta"] <= IMDB.delta
     # Each entry matches dp-accounting: PLD ε of the composed rounds at δ′ − δ_thr cost.
     cal = mechanisms.SIPS(100).calibrate(IMDB)
     sigmas = [r.noise_scale for r in cal.rounds]
-    cost = threshold_delta_cost(cal.threshold_delta)
+    cost = cal.threshold_delta
     for e in report["dp_equivalents"]:
         assert pld_epsilon(sigmas, e["delta"] - cost) == pytest.approx(e["epsilon"], abs=2e-3)
 
@@ -253,7 +252,7 @@ def test_zcdp_report_is_tighter_than_the_zcdp_conversion():
     assert first["epsilon"] == pytest.approx(1.7601, abs=1e-4)
     assert first["epsilon"] < budget.to_dp(2e-5).epsilon == pytest.approx(1.9142, abs=1e-4)
     sigma = 1 / math.sqrt(0.2)
-    assert pld_epsilon([sigma], 2e-5 - threshold_delta_cost(1e-5)) == pytest.approx(
+    assert pld_epsilon([sigma], 2e-5 - 1e-5) == pytest.approx(
         first["epsilon"], abs=2e-3)
     # Laplace mechanisms keep the zCDP conversion.
     lap = SelectItems(mechanisms.WeightedLaplace(100), budget).report
@@ -290,7 +289,7 @@ def test_dp_equivalents_of_ngrams_state_the_requested_epsilon_exactly():
 
 def test_gaussian_dp_equivalents_round_epsilon_up():
     for e in gaussian_dp_equivalents(1 / 2.0, 1e-6, 1e-5):
-        exact = gaussian_mechanism_delta(2.0, e["epsilon"]) + threshold_delta_cost(1e-6)
+        exact = gaussian_mechanism_delta(2.0, e["epsilon"]) + 1e-6
         assert exact <= e["delta"]
     # Nothing at δ′ ≤ the thresholds' cost.
     assert gaussian_dp_equivalents(1.0, 1e-5, 1e-5, factors=(0.5, 1.0)) == []
