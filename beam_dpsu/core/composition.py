@@ -80,12 +80,10 @@ def _selection_pair(selection):
     parts = list(rounds) if rounds else [selection]
     noises = {getattr(part, "noise", None) for part in parts}
     if noises == {"gaussian"}:
-        mu = gaussian_composition_mu([p.noise_scale for p in parts],
-                                     [p.sensitivity for p in parts])
+        mu = gaussian_composition_mu([p.noise_scale for p in parts], [p.sensitivity for p in parts])
         what = ("Gaussian" if len(parts) == 1 else
                 f"{len(parts)} Gaussian rounds = one Gaussian (μ² = Σ μ_r²)")
-        return _Gaussian(mu), float(sum(p.threshold_delta for p in parts)), \
-            f"{what}, mu = {mu:.6g}"
+        return _Gaussian(mu), float(sum(p.threshold_delta for p in parts)), f"{what}, mu = {mu:.6g}"
     if noises == {"laplace"}:
         eps = sum(p.sensitivity / p.noise_scale for p in parts)
         return _randomized_response(eps), float(sum(p.threshold_delta for p in parts)), \
@@ -225,7 +223,6 @@ class _Composition:
             raise ValueError("no privacy-loss pair for this selection calibration")
         self.sel, self.threshold_delta, sel_what = found
         self.cnt, cnt_what = _counts_pair(counts)
-        self.coordinates = int(counts.max_items_per_user)
         closed = isinstance(self.cnt, _Discrete)
         if method == "closed_form" and not closed:
             raise ParameterError.worded(
@@ -236,17 +233,16 @@ class _Composition:
         if self.method == "pld":
             self._pld = _selection_pld(self.sel, interval).compose(_counts_pld(counts, interval))
 
-    def truncation_slack(self, epsilon: float) -> float:
-        if isinstance(self.cnt, _DiscreteGaussianCounts) and self.method == "pld":
-            return (1.0 + math.exp(epsilon)) * self.coordinates * _discrete_gaussian_tail()
-        return 0.0
-
     def loss_delta(self, epsilon: float) -> float:
         if self._pld is not None:
-            # dp-accounting's composition (FFT convolution) is exact only to about
-            # 1e-16 in absolute δ: an absolute slack keeps the result an upper bound.
-            value = float(self._pld.get_delta_for_epsilon(epsilon)) + \
-                self.truncation_slack(epsilon) + _PLD_ABSOLUTE_SLACK
+            # dp-accounting truncates the discrete Gaussian's support; and its composition
+            # (FFT convolution) is exact only to about 1e-16 in absolute δ: both slacks
+            # keep the result an upper bound.
+            truncated = ((1.0 + math.exp(epsilon)) * self.cnt.coordinates
+                         * _discrete_gaussian_tail()
+                         if isinstance(self.cnt, _DiscreteGaussianCounts) else 0.0)
+            value = float(self._pld.get_delta_for_epsilon(epsilon)) + truncated + \
+                _PLD_ABSOLUTE_SLACK
         else:
             value = _closed_form_delta(self.sel, self.cnt, epsilon)
         if not math.isfinite(value):  # a NaN would pass every "δ ≤ target" test

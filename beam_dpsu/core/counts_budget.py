@@ -54,7 +54,6 @@ class CountsCalibration:
                 "source": self.source}
 
 
-
 def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> CountsCalibration:
     """The count noise under ``budget`` when each user counts on ≤ Δ0 items.
 
@@ -236,8 +235,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
       BudgetExceededError: ``accountant`` has less than ``total`` left.
     """
     checks.no_tight_part(total, "split_selection_and_counts (splitting it again)")
-    share = checks.probability("counts_share", counts_share, types=(int, float),
-                               show_given=True)
+    share = checks.probability("counts_share", counts_share, types=(int, float), show_given=True)
     if composition is not None:
         checks.one_of("composition", composition, ("basic", "tight"), "'basic' or 'tight'")
     if (selection_mechanism is None) != (counts_max_items_per_user is None):

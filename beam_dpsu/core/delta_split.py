@@ -69,8 +69,7 @@ def _split_at(epsilon: float, delta: float, t: float, l2_sensitivity: float, obj
     return DeltaSplit(delta_noise, threshold_delta, sigma, value)
 
 
-def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0
-                ) -> DeltaSplit:
+def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float = 1.0) -> DeltaSplit:
     """The δ split between one Gaussian σ and the thresholds that minimises
     ``objective(σ_total, δ_thr)``, the release threshold it yields (SIPS: the last round's;
     DPNE: level 1's): a grid in t = logit(δ_thr/δ), then a bounded Brent search.
