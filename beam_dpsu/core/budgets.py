@@ -32,10 +32,9 @@ def parts_within(total: float, parts: Sequence[float],
       ParameterError: about ``name``, saying ``problem``, if a positive part would
         fall to 0 or below (no valid split).
     """
-    limit = Fraction(total)
     fitted = [float(part) for part in parts]
     indices = list(range(len(fitted)) if rounded is None else rounded)
-    excess = sum(map(Fraction, fitted)) - limit
+    excess = sum(map(Fraction, fitted)) - Fraction(total)
     if excess <= 0:
         return fitted
     room = sum(Fraction(fitted[i]) for i in indices)

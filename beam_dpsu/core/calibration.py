@@ -82,14 +82,10 @@ class Calibration:
 
     def to_dict(self) -> dict:
         return {
-            "budget": self.budget.to_dict(),
-            "noise": self.noise,
-            "noise_scale": self.noise_scale,
-            "release_threshold": self.release_threshold,
-            "threshold_delta": self.threshold_delta,
+            "budget": self.budget.to_dict(), "noise": self.noise, "noise_scale": self.noise_scale,
+            "release_threshold": self.release_threshold, "threshold_delta": self.threshold_delta,
             **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
-            "sensitivity_norm": self.sensitivity_norm,
-            "sensitivity": self.sensitivity,
+            "sensitivity_norm": self.sensitivity_norm, "sensitivity": self.sensitivity,
             "source": self.source,
             **({} if self.cutoff is None else {"cutoff": self.cutoff}),
             **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
@@ -139,18 +135,14 @@ class RoundsCalibration:
 
     def to_dict(self) -> dict:
         return {
-            "budget": self.budget.to_dict(),
-            "zcdp_budget": self.zcdp_budget.to_dict(),
-            "sigma_total": self.sigma_total,
-            "threshold_delta": self.threshold_delta,
+            "budget": self.budget.to_dict(), "zcdp_budget": self.zcdp_budget.to_dict(),
+            "sigma_total": self.sigma_total, "threshold_delta": self.threshold_delta,
             **({} if self.delta_noise is None else {"delta_noise": self.delta_noise}),
             "source": self.source,
             **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
-            "rounds": [
-                {"round": i, "rho": c.budget.rho, "delta": c.budget.delta,
-                 "noise": c.noise, "noise_scale": c.noise_scale,
-                 "release_threshold": c.release_threshold}
-                for i, c in enumerate(self.rounds)],
+            "rounds": [{"round": i, "rho": c.budget.rho, "delta": c.budget.delta, "noise": c.noise,
+                        "noise_scale": c.noise_scale, "release_threshold": c.release_threshold}
+                       for i, c in enumerate(self.rounds)],
         }
 
 
@@ -211,13 +203,10 @@ class KeepProbabilityCalibration:
         return {
             "budget": self.budget.to_dict(),
             "selection": "keep each item with probability pi(users holding it)",
-            "epsilon_per_item": self.epsilon_per_item,
-            "delta_per_item": self.delta_per_item,
-            "crossover": self.crossover,
-            "users_kept_surely": self.users_kept_surely,
+            "epsilon_per_item": self.epsilon_per_item, "delta_per_item": self.delta_per_item,
+            "crossover": self.crossover, "users_kept_surely": self.users_kept_surely,
             "sensitivity_norm": 0,  # ℓ0: a user changes ≤ Δ0 counts, each by 1
-            "sensitivity": self.max_items_per_user,
-            "source": self.source,
+            "sensitivity": self.max_items_per_user, "source": self.source,
             **({} if self.pre_threshold == 1 else {"pre_threshold": self.pre_threshold}),
         }
 

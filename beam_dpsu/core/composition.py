@@ -76,8 +76,7 @@ def _randomized_response(epsilon: float) -> _Discrete:
 def _selection_pair(selection):
     """(pair, threshold δ, description) of a selection calibration, or None if unknown."""
     from beam_dpsu.core.budgets import Budget  # no import cycle at module load
-    rounds = getattr(selection, "rounds", None)
-    parts = list(rounds) if rounds else [selection]
+    parts = list(getattr(selection, "rounds", None) or [selection])
     noises = {getattr(part, "noise", None) for part in parts}
     if noises == {"gaussian"}:
         mu = gaussian_composition_mu([p.noise_scale for p in parts], [p.sensitivity for p in parts])
@@ -270,10 +269,7 @@ class _Composition:
             return lo
         while hi - lo > 1e-9 * max(1.0, hi):  # δ(ε) is non-increasing: keep the upper end
             mid = 0.5 * (lo + hi)
-            if self.loss_delta(mid) <= target:
-                hi = mid
-            else:
-                lo = mid
+            lo, hi = (lo, mid) if self.loss_delta(mid) <= target else (mid, hi)
         return hi
 
 
@@ -321,10 +317,8 @@ class ComposedGuarantee:
 
     def to_dict(self) -> dict:
         out = {"epsilon": self.epsilon, "delta": self.delta,
-               "threshold_delta": self.threshold_delta,
-               "tight_epsilon": self.tight_epsilon,
-               "method": _METHODS[self.method],
-               "pairs": self.description,
+               "threshold_delta": self.threshold_delta, "tight_epsilon": self.tight_epsilon,
+               "method": _METHODS[self.method], "pairs": self.description,
                "proof": "docs/explanation/proofs.md#selection-composed-with-its-counts"}
         if self.basic_epsilon is not None:
             out["basic_composition_epsilon"] = self.basic_epsilon
