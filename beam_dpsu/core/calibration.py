@@ -19,7 +19,7 @@ import numpy as np
 from beam_dpsu.core import checks, gaussian, thresholds
 from beam_dpsu.core.pre_threshold import keep_probability_with_pre_threshold
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
-from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.delta_split import split_delta
 from beam_dpsu.core.exact_floats import rounded_down
 
@@ -227,12 +227,10 @@ def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,
                         threshold_fn, source: str) -> Calibration:
     """Laplace noise λ = Δ1/ε and threshold ``threshold_fn(λ, δ, Δ0)`` (all δ to the threshold)."""
     checks.require_delta(budget, source)
-    if isinstance(budget, Budget):
-        epsilon = budget.epsilon
-    elif isinstance(budget, ZCDPBudget):  # √(2ρ): ρ-zCDP (Bun & Steinke Prop. 1.4; dp-sips Def. 5)
-        epsilon = gaussian.zcdp_laplace_epsilon(budget.rho)
-    else:
-        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
+    # Under ρ-zCDP, ε = √(2ρ) (Bun & Steinke Prop. 1.4; dp-sips Def. 5).
+    epsilon = (budget.epsilon if isinstance(budget, Budget)
+               else gaussian.zcdp_laplace_epsilon(budget.rho))
     lam = _finite_noise_scale(l1_sensitivity / epsilon, "lambda", budget)
     return Calibration(
         noise=LAPLACE, noise_scale=lam,
@@ -275,18 +273,17 @@ def gaussian_calibration(budget, max_items_per_user: int, l2_sensitivity: float,
     (dp-sips Definition 12), all of δ to the threshold (Theorem 1).
     """
     checks.require_delta(budget, source)
+    checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
     delta_noise = None
     if isinstance(budget, Budget):
         split = split_delta(budget.epsilon, budget.delta, lambda sigma, threshold_delta: (
             threshold_fn(sigma, threshold_delta, max_items_per_user)), l2_sensitivity)
         sigma, threshold_delta, delta_noise = (split.sigma_total, split.threshold_delta,
                                                split.delta_noise)
-    elif isinstance(budget, ZCDPBudget):
+    else:
         sigma = _finite_noise_scale(gaussian.zcdp_gaussian_sigma(budget.rho, l2_sensitivity),
                                     "sigma", budget)
         threshold_delta = budget.delta
-    else:
-        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
     return Calibration(
         noise=GAUSSIAN, noise_scale=sigma,
         release_threshold=threshold_fn(sigma, threshold_delta, max_items_per_user),

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from beam_dpsu.core import checks, composition, max_items_choice
 from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget, parts_within
-from beam_dpsu.core.checks import ParameterError, ParameterTypeError
+from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.discrete_noise import DiscreteGaussian, DiscreteLaplace
 from beam_dpsu.core.exact_floats import LARGEST_FLOAT
 from beam_dpsu.core.report import dp_equivalents
@@ -68,8 +68,7 @@ def count_calibration(budget: Budget | ZCDPBudget, max_items_per_user: int) -> C
       The counts' noise and its scale.
     """
     d0 = checks.max_items(max_items_per_user)
-    if not isinstance(budget, (Budget, ZCDPBudget)):
-        raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
     scale = (Fraction(d0) / Fraction(budget.epsilon) if isinstance(budget, Budget)
              else Fraction(d0) / (2 * Fraction(budget.rho)))
     if scale > LARGEST_FLOAT:  # reported as a float; noise that large drowns every count
@@ -250,8 +249,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
         raise ParameterError.worded(
             "composition", "composition='tight' needs selection_mechanism and "
                            "counts_max_items_per_user: the split is valid for those only")
-    if not isinstance(total, (Budget, ZCDPBudget)):
-        raise ParameterTypeError("total", f"must be a Budget or ZCDPBudget, got {total!r}")
+    checks.instance("total", total, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
     kind, field = (Budget, "epsilon") if isinstance(total, Budget) else (ZCDPBudget, "rho")
     whole = getattr(total, field)
     # The counts' part is the one rounded down, if need be.

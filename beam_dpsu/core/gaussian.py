@@ -19,9 +19,8 @@ from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.exact_floats import nudged
 
-__all__ = ["gaussian_noise_schedule", "analytic_gaussian_sigma", "gaussian_mechanism_delta",
-           "zcdp_delta_for_epsilon", "zcdp_to_dp", "zcdp_gaussian_sigma",
-           "zcdp_laplace_epsilon", "sqrt_rounded_up"]
+__all__ = ["gaussian_noise_schedule", "analytic_gaussian_sigma", "zcdp_delta_for_epsilon",
+           "zcdp_to_dp", "zcdp_gaussian_sigma", "zcdp_laplace_epsilon", "sqrt_rounded_up"]
 
 
 def gaussian_noise_schedule(sigma_total: float, levels: int, decay: float = 1.0) -> list[float]:
@@ -73,8 +72,7 @@ def _log_gaussian_delta_error(s: float, epsilon: float) -> float:
     ulp = 2.0 * np.finfo(np.float64).eps
     a, b = 1.0 / (2.0 * s), epsilon * s
     x, y = a - b, -a - b
-    err_x = ulp * (a + b) * (abs(x) + 1.0)
-    err_y = ulp * (a + b) * (abs(y) + 1.0)
+    err_x, err_y = (ulp * (a + b) * (abs(v) + 1.0) for v in (x, y))
     # Python floats: past float range a sum is inf (no numpy overflow warning), and an
     # error bound that is not finite says "unknown" (the caller then uses the closed form).
     l1, l2 = float(special.log_ndtr(x)), float(special.log_ndtr(y))
@@ -99,15 +97,6 @@ def _conservative_gaussian_sigma(epsilon: float, delta: float) -> float:
     large_eps = (z + math.hypot(z, math.sqrt(2.0) * math.sqrt(epsilon))) / 2.0 / epsilon
     small_eps = 1.0 / (2.0 * math.sqrt(2.0) * float(special.erfinv(delta)))
     return min(large_eps, small_eps) * (1.0 + 1e-9)
-
-
-def gaussian_mechanism_delta(sigma: float, epsilon: float, l2_sensitivity: float = 1.0) -> float:
-    """The exact δ at which N(0, σ²) noise for L2 sensitivity Δ is (ε, δ)-DP (dpsu Prop. 2.2;
-    Balle & Wang 2018, Theorem 8)."""
-    sigma = checks.positive("sigma", sigma)
-    epsilon = checks.positive("epsilon", epsilon)
-    l2_sensitivity = checks.positive("l2_sensitivity", l2_sensitivity)
-    return math.exp(_log_gaussian_delta(sigma, epsilon, l2_sensitivity))
 
 
 # A job calibrates the same budget several times (checks, the split's bisection, the

@@ -17,10 +17,10 @@ import beam_dpsu
 from beam_dpsu.core import max_items_choice as choice
 from beam_dpsu.core import ngram_calibration
 from beam_dpsu.core.budgets import BudgetAccountant
-from beam_dpsu.core.gaussian import gaussian_mechanism_delta
 from beam_dpsu.core.mechanisms import (SIPS, CountGaussian, CountLaplace, GreedyWithoutSampling,
                                        PolicyGaussian, PolicyLaplace, WeightedGaussian,
                                        WeightedLaplace)
+from tests.support.gaussian_delta import gaussian_mechanism_delta
 
 pytestmark = pytest.mark.pipeline
 

@@ -20,10 +20,10 @@ from beam_dpsu.core.checks import ParameterError, require_delta
 from beam_dpsu.core.counts_budget import split_selection_and_counts
 from beam_dpsu.core.gaussian import (
     analytic_gaussian_sigma,
-    gaussian_mechanism_delta,
     zcdp_delta_for_epsilon,
     zcdp_to_dp,
 )
+from tests.support.gaussian_delta import gaussian_mechanism_delta
 
 
 # --- validation ----------------------------------------------------------------

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.budgets import Budget, geometric_split_weights
 from beam_dpsu.core.delta_split import split_delta
-from beam_dpsu.core.gaussian import analytic_gaussian_sigma, gaussian_mechanism_delta
+from beam_dpsu.core.gaussian import analytic_gaussian_sigma
 from beam_dpsu.core.thresholds import weighted_gaussian_threshold
 from tests.support.hypothesis_profiles import examples
+from tests.support.gaussian_delta import gaussian_mechanism_delta
 
 IMDB = Budget(1.765, 4.96e-5)
 

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
-                                     gaussian_noise_schedule)
+from beam_dpsu.core.gaussian import analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.core.kgrams import ValidKgramSampler, is_valid, kgrams_of, valid_kgram_count
 from beam_dpsu.beam.ngram_levels import SpuriousFn
 from tests.support.hypothesis_profiles import examples
 from tests.support.kgram_sets import TOKENS, released_sets
+from tests.support.gaussian_delta import gaussian_mechanism_delta
 
 
 def brute_force_valid(previous, unigrams, k, pruning):

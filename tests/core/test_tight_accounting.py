@@ -23,11 +23,11 @@ from beam_dpsu.core import mechanisms
 
 from beam_dpsu.core import hashing, ngram_calibration
 from beam_dpsu.core.budgets import Budget, ZCDPBudget, dp_to_zcdp, geometric_split_weights
-from beam_dpsu.core.gaussian import (analytic_gaussian_sigma, gaussian_mechanism_delta,
-                                     gaussian_noise_schedule)
+from beam_dpsu.core.gaussian import analytic_gaussian_sigma, gaussian_noise_schedule
 from beam_dpsu.core.calibration import gaussian_dp_equivalents, release_mask
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.core.thresholds import weighted_gaussian_threshold
+from tests.support.gaussian_delta import gaussian_mechanism_delta
 
 IMDB = Budget(1.765, 4.96e-5)
 GAUSSIAN_SINGLE = [mechanisms.WeightedGaussian(100), mechanisms.CountGaussian(100),
