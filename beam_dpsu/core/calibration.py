@@ -215,12 +215,11 @@ def _finite_noise_scale(scale: float, name: str, budget) -> float:
     """``scale`` if it is a positive finite float, else an error naming the budget parameter."""
     if math.isfinite(scale) and scale > 0:
         return scale
-    param, value = (("epsilon", budget.epsilon) if isinstance(budget, Budget)
-                    else ("rho", budget.rho))
+    param = "epsilon" if isinstance(budget, Budget) else "rho"
     direction = "small" if scale > 0 else "large"
     raise ParameterError(
-        param, f"= {value:g} is too {direction}: the noise scale {name} = {scale:g} is not a "
-               f"positive finite float")
+        param, f"= {getattr(budget, param):g} is too {direction}: the noise scale {name} = "
+               f"{scale:g} is not a positive finite float")
 
 
 def laplace_calibration(budget, max_items_per_user: int, l1_sensitivity: float,

@@ -140,9 +140,7 @@ class SelectionAndCountsBudget:
             rule = "zCDP composition: ρ and δ add (dp-sips Lemma 6)"
         out = {"total": self.total.to_dict(), "selection": self.selection.to_dict(),
                "counts": self.counts.to_dict(), "counts_share": self.counts_share,
-               "composition": rule}
-        if self.scale > 1.0:
-            out["scale"] = self.scale
+               "composition": rule, **({"scale": self.scale} if self.scale > 1.0 else {})}
         if self.composed:
             out["composed_guarantee"] = [g.to_dict() for g in self.composed]
             out["composed_note"] = (
