@@ -32,6 +32,13 @@ class ParallelMechanism(MechanismConfig):
     user_mass: ClassVar[str] = "m"
     # A staticmethod: a Callable class attribute would read as a method to mypy.
     item_weight: ClassVar[staticmethod[[int], float]] = staticmethod(policies.count_weight)
+    # What ``calibrate`` runs: (the noise's calibration, sensitivity(Δ0), ρ, source).
+    _rule: ClassVar[tuple]
+
+    def calibrate(self, budget) -> Calibration | KeepProbabilityCalibration:
+        calibrate_noise, sensitivity, threshold, source = self._rule
+        return calibrate_noise(self._check_budget(budget), self.max_items_per_user,
+                               sensitivity(self.max_items_per_user), threshold, source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +50,8 @@ class CountLaplace(ParallelMechanism):
     """
 
     name: ClassVar[str] = "count-laplace"
-
-    def calibrate(self, budget) -> Calibration:
-        return laplace_calibration(
-            self._check_budget(budget), self.max_items_per_user, float(self.max_items_per_user),
-            thresholds.count_laplace_threshold,
-            "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
+    _rule = (laplace_calibration, float, thresholds.count_laplace_threshold,
+             "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +63,8 @@ class CountGaussian(ParallelMechanism):
     """
 
     name: ClassVar[str] = "count-gaussian"
-
-    def calibrate(self, budget) -> Calibration:
-        return gaussian_calibration(
-            self._check_budget(budget), self.max_items_per_user,
-            sqrt_rounded_up(self.max_items_per_user), thresholds.count_gaussian_threshold,
-            "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
+    _rule = (gaussian_calibration, sqrt_rounded_up, thresholds.count_gaussian_threshold,
+             "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +78,8 @@ class WeightedLaplace(ParallelMechanism):
     name: ClassVar[str] = "weighted-laplace"
     user_mass: ClassVar[str] = "1"
     item_weight = staticmethod(policies.weighted_laplace_weight)
-
-    def calibrate(self, budget) -> Calibration:
-        return laplace_calibration(
-            self._check_budget(budget), self.max_items_per_user, 1.0,
-            thresholds.weighted_laplace_threshold,
-            "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
+    _rule = (laplace_calibration, lambda d0: 1.0, thresholds.weighted_laplace_threshold,
+             "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +93,8 @@ class WeightedGaussian(ParallelMechanism):
     name: ClassVar[str] = "weighted-gaussian"
     user_mass: ClassVar[str] = "sqrt(m)"
     item_weight = staticmethod(policies.weighted_gaussian_weight)
-
-    def calibrate(self, budget) -> Calibration:
-        return gaussian_calibration(
-            self._check_budget(budget), self.max_items_per_user, 1.0,
-            thresholds.weighted_gaussian_threshold,
-            "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
+    _rule = (gaussian_calibration, lambda d0: 1.0, thresholds.weighted_gaussian_threshold,
+             "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
 
 
 @dataclasses.dataclass(frozen=True)

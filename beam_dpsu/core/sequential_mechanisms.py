@@ -21,11 +21,14 @@ class SequentialMechanism(MechanismConfig):
     alpha: float
     shards: int
     max_items_per_user: int | None  # every subclass's field (GW: None until __post_init__)
+    # What ``calibrate`` runs at sensitivity 1: (the noise's calibration, ρ, source).
+    _rule: ClassVar[tuple]
 
-    def _calibrated(self, calibrate, budget, threshold, source: str) -> Calibration:
-        """``calibrate`` (Laplace or Gaussian) at Δ0 and sensitivity 1, with the cutoff Γ."""
+    def calibrate(self, budget) -> Calibration:
+        calibrate_noise, threshold, source = self._rule
         max_items = cast(int, self.max_items_per_user)  # GW: set by __post_init__
-        calibration = calibrate(self._check_budget(budget), max_items, 1.0, threshold, source)
+        calibration = calibrate_noise(self._check_budget(budget), max_items, 1.0, threshold,
+                                      source)
         cutoff = thresholds.policy_cutoff(calibration.release_threshold, calibration.noise_scale,
                                           self.alpha, max_items,
                                           thresholds.DESCENT_NORMS.get(self.name),
@@ -49,10 +52,8 @@ class PolicyLaplace(SequentialMechanism):
     shards: int = 1
     name: ClassVar[str] = "policy-laplace"
     user_mass: ClassVar[str] = "m/(m+1)"
-
-    def calibrate(self, budget) -> Calibration:
-        return self._calibrated(laplace_calibration, budget, thresholds.weighted_laplace_threshold,
-                                "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1")
+    _rule = (laplace_calibration, thresholds.weighted_laplace_threshold,
+             "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,11 +75,8 @@ class PolicyGaussian(SequentialMechanism):
     shards: int = 1
     name: ClassVar[str] = "policy-gaussian"
     user_mass: ClassVar[str] = "sqrt(m)"
-
-    def calibrate(self, budget) -> Calibration:
-        return self._calibrated(gaussian_calibration, budget,
-                                thresholds.weighted_gaussian_threshold,
-                                "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1")
+    _rule = (gaussian_calibration, thresholds.weighted_gaussian_threshold,
+             "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +111,10 @@ class GreedyWithoutSampling(SequentialMechanism):
 
     DEFAULT_MAX_ITEMS: ClassVar[int] = 30
     DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
+    _rule = (laplace_calibration, thresholds.gw_threshold,
+             "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with every "
+             "held item noised and ρ for one key at 1 and Δ0−1 at 0 (docs/privacy.md, The GW "
+             "cascade gap and its fix)")
 
     def __post_init__(self):
         pc = self.public_counts
@@ -137,12 +139,8 @@ class GreedyWithoutSampling(SequentialMechanism):
                 checks.public_count(count)
 
     def calibrate(self, budget) -> Calibration:
-        calibration = self._calibrated(
-            laplace_calibration, budget, thresholds.gw_threshold,
-            "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
-            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 "
-            "(docs/privacy.md, The GW cascade gap and its fix)")
-        assert calibration.cutoff is not None  # set by _calibrated
+        calibration = super().calibrate(budget)
+        assert calibration.cutoff is not None  # set by SequentialMechanism.calibrate
         if calibration.cutoff < 1.0:
             raise ParameterError.worded(
                 "alpha",
