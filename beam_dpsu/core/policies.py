@@ -16,13 +16,13 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError, a_type
+from beam_dpsu.core.checks import a_type
 from beam_dpsu.core.hashing import canonical_bytes
 
 __all__ = ["count_weight", "weighted_laplace_weight", "weighted_gaussian_weight",
-           "user_contribution", "ItemIds", "WeightedHistogramBuilder", "weighted_histogram",
-           "histogram_distance", "l1_descent", "l2_descent", "greedy_update", "apply_policy",
-           "policy_histogram", "policy_weights", "gw_item_order"]
+           "user_contribution", "ItemIds", "WeightedHistogramBuilder", "l1_descent",
+           "l2_descent", "greedy_update", "apply_policy", "policy_histogram", "policy_weights",
+           "gw_item_order"]
 
 
 def count_weight(num_items: int) -> float:
@@ -209,26 +209,6 @@ class WeightedHistogramBuilder:
         for size in self._sizes():
             held += self._size_counts(size)
         return dict(zip(self._ids.items(), held.tolist()))
-
-
-def weighted_histogram(users_items: Iterable[Iterable[Hashable]],
-                       item_weight: Callable[[int], float]) -> dict:
-    """The histogram Σ_users user_contribution(W_i); only held items appear in it."""
-    builder = WeightedHistogramBuilder(item_weight)
-    for items in users_items:
-        builder.add(items)
-    return builder.histogram()
-
-
-def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:
-    """‖h1 − h2‖_p over the union of supports (missing keys weigh 0)."""
-    keys = set(h1) | set(h2)
-    diffs = [abs(h1.get(k, 0.0) - h2.get(k, 0.0)) for k in keys]
-    if p == 1:
-        return math.fsum(diffs)
-    if p == 2:
-        return math.sqrt(math.fsum(d * d for d in diffs))
-    raise ParameterError("p", f"must be 1 or 2, got {p!r}")
 
 
 # --- sequential (policy) updates: users visited in keyed-hash order --------------------

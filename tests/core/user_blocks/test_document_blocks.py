@@ -23,8 +23,9 @@ from beam_dpsu.core.user_blocks.document_blocks import (BadToken, BlockBuilder, 
                                                         encode_block, level1_sums, level_sums,
                                                         sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
-from beam_dpsu.core.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
+from beam_dpsu.core.policies import weighted_gaussian_weight
 from tests.support.byte_cases import blob, item_list, nth_permutation
+from tests.support.histograms import histogram_distance, weighted_histogram
 from tests.support.hypothesis_profiles import examples
 from tests.support.kgram_sets import TOKENS, released_sets
 
