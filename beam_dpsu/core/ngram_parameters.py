@@ -98,13 +98,11 @@ class NgramParameters:
     def __post_init__(self):
         # In the order of ExtractNgrams' arguments: the first bad one is named.
         max_n = check_max_n(self.max_n)
-        if not 0.0 < float(self.eta) < 1.0:
-            raise checks.ParameterError(
-                "eta", f"must lie strictly between 0 and 1, got {self.eta!r}")
+        eta = checks.probability("eta", self.eta, strict=False, show_given=True)
         pruning = checks.one_name_of("pruning", self.pruning, PRUNINGS)
         level1 = checks.one_name_of("level1", self.level1, LEVEL1_POLICIES)
         max_items, level1_auto = max_items_per_level(self.max_items_per_user, max_n)
-        normalised = {"max_n": max_n, "eta": float(self.eta), "pruning": pruning,
+        normalised = {"max_n": max_n, "eta": eta, "pruning": pruning,
                       "level1": level1, "max_items": tuple(max_items),
                       "level1_auto": level1_auto,
                       "noise_decay": _noise_decay(self.noise_schedule),

@@ -52,10 +52,9 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
             report["delta_noise"] = only.delta_noise
         for level, sigma in zip(report["levels"], only.sigmas):
             level["sigma"] = sigma
-        report["levels"][0]["release_threshold"] = only.level1.release_threshold
-        report["levels"][0]["threshold_delta"] = only.threshold_delta
-        if only.level1.cutoff is not None:
-            report["levels"][0]["cutoff"] = only.level1.cutoff
+        report["levels"][0].update(
+            release_threshold=only.level1.release_threshold, threshold_delta=only.threshold_delta,
+            **({} if only.level1.cutoff is None else {"cutoff": only.level1.cutoff}))
         # The levels compose to one Gaussian with σ* plus level 1's threshold event.
         report["dp_equivalents"] = gaussian_dp_equivalents(
             1.0 / only.sigma_total, only.threshold_delta, budget.delta,

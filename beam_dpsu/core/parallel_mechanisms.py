@@ -205,8 +205,8 @@ class SIPS(MechanismConfig):
             total, delta_noise = self._equivalent_zcdp(budget, split), split.delta_noise
         # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
         round_mechanism = WeightedGaussian(self.max_items_per_user)
-        parts = total.split(budgets.geometric_split_weights(self.rounds, self.ratio))
-        rounds = tuple(round_mechanism.calibrate(part) for part in parts)
+        rounds = tuple(round_mechanism.calibrate(part) for part in total.split(
+            budgets.geometric_split_weights(self.rounds, self.ratio)))
         return RoundsCalibration(rounds=rounds, budget=budget, zcdp_budget=total,
                                  delta_noise=delta_noise,
                                  source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, "

@@ -45,9 +45,7 @@ def user_contribution(items: Iterable[Hashable],
                       item_weight: Callable[[int], float]) -> list[tuple[Hashable, float]]:
     """The (item, weight) pairs one user adds: each distinct item gets item_weight(|W|)."""
     distinct = list(dict.fromkeys(items))
-    if not distinct:
-        return []
-    w = item_weight(len(distinct))
+    w = item_weight(len(distinct)) if distinct else 0.0  # item_weight(0) raises
     return [(item, w) for item in distinct]
 
 
