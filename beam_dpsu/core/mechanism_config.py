@@ -49,9 +49,12 @@ class MechanismConfig:
 
     def to_dict(self) -> dict:
         # Every subclass is a dataclass; the base, which mypy checks here, is not.
-        out = {"name": self.name, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        return {"name": self.name, **dataclasses.asdict(self),  # type: ignore[call-overload]
+                "max_items_per_user": self._reported_max_items()}
+
+    def _reported_max_items(self):
+        """Δ0 as reports show it: an automatic one with its default share of the budget."""
         max_items = getattr(self, "max_items_per_user", None)
         if max_items_choice.is_auto(max_items):
-            out["max_items_per_user"] = max_items.with_share(
-                max_items_choice.default_share(self)).to_dict()
-        return out
+            return max_items.with_share(max_items_choice.default_share(self)).to_dict()
+        return max_items

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from typing import ClassVar, Mapping, cast
 
-from beam_dpsu.core import checks, max_items_choice, thresholds
+from beam_dpsu.core import checks, thresholds
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.calibration import Calibration, gaussian_calibration, laplace_calibration
 from beam_dpsu.core.mechanism_config import MechanismConfig
@@ -154,10 +154,7 @@ class GreedyWithoutSampling(SequentialMechanism):
         public = (None if not self.public_order else
                   f"mapping of {len(pc)} items" if pc is not None else "PCollection")
         return {"name": "gw-kt" if self.public_order else self.name,
-                "max_items_per_user": (self.max_items_per_user.with_share(
-                                           max_items_choice.default_share(self)).to_dict()
-                                       if max_items_choice.is_auto(self.max_items_per_user)
-                                       else self.max_items_per_user), "alpha": self.alpha,
+                "max_items_per_user": self._reported_max_items(), "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}
 
 
