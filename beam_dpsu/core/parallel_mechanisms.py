@@ -169,8 +169,11 @@ class SIPS(MechanismConfig):
             thresholds.weighted_gaussian_threshold(sigma_total / math.sqrt(w_last),
                                                    delta_thr * w_last, self.max_items_per_user)))
 
-    def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
-        """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total), δ = δ_thr."""
+    def _total(self, budget) -> tuple[ZCDPBudget, float | None]:
+        """((ρ = 1/(2σ_total²), δ_thr), δ_noise) of the rounds' Gaussian; zCDP: (budget, None)."""
+        if isinstance(budget, ZCDPBudget):
+            return budget, None
+        split = self._delta_split(budget)
         rho = 0.5 * (1.0 / split.sigma_total) ** 2
         # Rounded down until 2ρ ≤ 1/σ_total² exactly: the rounds' σ_i are each rounded up
         # for their ρ_i, whose sum is at most ρ, so Σ 1/σ_i² ≤ 1/σ_total², the Gaussian
@@ -183,26 +186,20 @@ class SIPS(MechanismConfig):
                 "epsilon", f"= {budget.epsilon:g} is too small for sips over {self.rounds} "
                            f"rounds: the rounds' noise (sigma_total = {split.sigma_total:g}) is "
                            "outside the float range; raise epsilon or use fewer rounds")
-        return ZCDPBudget(rho, split.threshold_delta)
+        return ZCDPBudget(rho, split.threshold_delta), split.delta_noise
 
     def zcdp_budget(self, budget) -> ZCDPBudget:
         """The δ-approximate ρ-zCDP budget split over the rounds (ρ = 1/(2σ_total²), δ_thr)."""
-        budget = self._check_budget(budget)
-        if isinstance(budget, ZCDPBudget):
-            return budget
-        return self._equivalent_zcdp(budget, self._delta_split(budget))
+        return self._total(self._check_budget(budget))[0]
 
     def round_budgets(self, budget) -> list[ZCDPBudget]:
         """(ρ_i, δ_i) of each round; they sum to the total (dp-sips Thm 1 proof)."""
-        total = self.zcdp_budget(budget)
-        return total.split(budgets.geometric_split_weights(self.rounds, self.ratio))
+        return self.zcdp_budget(budget).split(
+            budgets.geometric_split_weights(self.rounds, self.ratio))
 
     def calibrate(self, budget) -> RoundsCalibration:
         budget = self._check_budget(budget)
-        total, delta_noise = budget, None
-        if isinstance(budget, Budget):
-            split = self._delta_split(budget)
-            total, delta_noise = self._equivalent_zcdp(budget, split), split.delta_noise
+        total, delta_noise = self._total(budget)
         # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
         round_mechanism = WeightedGaussian(self.max_items_per_user)
         rounds = tuple(round_mechanism.calibrate(part) for part in total.split(
