@@ -203,9 +203,7 @@ class WeightedHistogramBuilder:
 
     def holders(self) -> dict:
         """{item: how many users added so far hold it} (``beam_dpsu.core.pre_threshold``)."""
-        held = np.zeros(len(self._ids), dtype=np.int64)
-        for size in self._sizes():
-            held += self._size_counts(size)
+        held = sum(map(self._size_counts, self._sizes()), np.zeros(len(self._ids), np.int64))
         return dict(zip(self._ids.items(), held.tolist()))
 
 

@@ -87,16 +87,19 @@ def _finite_threshold(value: float, scale_name: str, scale: float, delta: float,
     return float(value)
 
 
-def _threshold(scale_name: str, scale: float, delta: float, max_items_per_user: int,
-               gaussian: bool, head, every_t: bool) -> float:
-    """max over the candidate t of head(t) + scale·quantile(δ, t), rounded up, checked finite."""
+def _threshold(scale: float, delta: float, max_items_per_user: int, gaussian: bool,
+               weighted: bool) -> float:
+    """max over the candidate t of w(t) + scale·quantile(δ, t), rounded up, checked finite:
+    w = 1 at t = Δ0 (Count), else 1/t (Laplace) or 1/√t (Gaussian) at every candidate t."""
+    scale_name = "sigma" if gaussian else "laplace_scale"
     scale = _positive(scale_name, scale)
     delta = _probability(delta)
     d0 = checks.max_items(max_items_per_user)
-    t = _candidate_items(d0) if every_t else _candidate_items(d0)[-1:]
+    t = _candidate_items(d0) if weighted else _candidate_items(d0)[-1:]
+    head = (1.0 / np.sqrt(t) if gaussian else 1.0 / t) if weighted else 1.0
     with np.errstate(over="ignore"):
         quantile = _tail_quantile(delta, t, gaussian)
-        value = float(np.max(_sum_rounded_up(head(t), scale * quantile)))
+        value = float(np.max(_sum_rounded_up(head, scale * quantile)))
     for _ in range(_ULPS_UP):  # ρ on the safe side
         value = math.nextafter(value, math.inf)
     return _finite_threshold(value, scale_name, scale, delta, d0)
@@ -107,8 +110,7 @@ def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_us
 
     ρ = 1 + λ·ln(1/(2(1 − (1 − δ)^{1/Δ0}))) (dpsu §1.1; Korolova et al. 2009).
     """
-    return _threshold("laplace_scale", laplace_scale, delta, max_items_per_user, False,
-                      lambda t: 1.0, every_t=False)
+    return _threshold(laplace_scale, delta, max_items_per_user, gaussian=False, weighted=False)
 
 
 def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
@@ -116,8 +118,7 @@ def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int
 
     ρ = 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}) (dpsu §1.1), δ the threshold's share.
     """
-    return _threshold("sigma", sigma, delta, max_items_per_user, True, lambda t: 1.0,
-                      every_t=False)
+    return _threshold(sigma, delta, max_items_per_user, gaussian=True, weighted=False)
 
 
 def weighted_laplace_threshold(laplace_scale: float, delta: float,
@@ -126,8 +127,7 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float,
 
     ρ_Lap = max_{1 ≤ t ≤ Δ0} 1/t + λ·ln(1/(2(1 − (1 − δ)^{1/t}))) (dpsu Theorem 4.1 / B.1).
     """
-    return _threshold("laplace_scale", laplace_scale, delta, max_items_per_user, False,
-                      lambda t: 1.0 / t, every_t=True)
+    return _threshold(laplace_scale, delta, max_items_per_user, gaussian=False, weighted=True)
 
 
 def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
@@ -136,8 +136,7 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     ρ = max_{1 ≤ t ≤ Δ0} 1/√t + σ·Φ⁻¹((1 − δ)^{1/t}) (dpsu Theorem 5.1 / B.2; dp-sips
     Theorem 1), δ the threshold's share (dpsu prints the even split δ/2).
     """
-    return _threshold("sigma", sigma, delta, max_items_per_user, True,
-                      lambda t: 1.0 / np.sqrt(t), every_t=True)
+    return _threshold(sigma, delta, max_items_per_user, gaussian=True, weighted=True)
 
 
 def _laplace_log_cdf(z: float) -> float:
