@@ -236,8 +236,7 @@ def one_of(name: str, value: Any, choices: Collection, described: str | None = N
     return value
 
 
-def one_name_of(name: str, value: Any, choices: Collection,
-                described: str | None = None) -> Any:
+def one_name_of(name: str, value: Any, choices: Collection, described: str | None = None) -> Any:
     """``canonical_name(value)`` if one of ``choices``; the message shows ``value`` as given."""
     read = canonical_name(value)
     if read not in choices:

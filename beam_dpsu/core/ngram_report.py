@@ -41,8 +41,7 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
             "levels_2_to_T": "an automatic max_items_per_user at level k >= 2 is its "
                              "largest candidate, fixed without data: sigma_k and rho_k "
                              "do not depend on it (beam_dpsu.extract_ngrams.ExtractNgrams)"}
-        report["calibration_by_candidate"] = {
-            str(c.max_items_1): c.to_dict() for c in calibrations}
+        report["calibration_by_candidate"] = {str(c.max_items_1): c.to_dict() for c in calibrations}
         if isinstance(budget, ZCDPBudget):
             report["dp_equivalents"] = dp_equivalents(budget)
     else:

@@ -145,8 +145,7 @@ class WeightedHistogramBuilder:
 
     def _listed(self, size: int) -> int:
         """How many ids of this size wait to be counted."""
-        return len(self._pending.get(size, ())) + sum(
-            map(len, self._pending_arrays.get(size, ())))
+        return len(self._pending.get(size, ())) + sum(map(len, self._pending_arrays.get(size, ())))
 
     def _full(self, listed: int) -> bool:
         return listed >= self.FOLD_IDS and listed >= len(self._ids)
@@ -164,8 +163,7 @@ class WeightedHistogramBuilder:
         for size, start, end in zip(by_size.tolist(), starts.tolist(),
                                     starts[1:].tolist() + [len(grouped)]):
             # As int32 arrays: a list would hold a new int object per id.
-            self._pending_arrays.setdefault(size, []).append(
-                grouped[start:end].astype(np.int32))
+            self._pending_arrays.setdefault(size, []).append(grouped[start:end].astype(np.int32))
             self._pending_ids += end - start
             if self._full(self._listed(size)):
                 self._fold(size)

@@ -91,8 +91,7 @@ class UserSampler:
         self._rng = hashing.os_rng()
 
     def __call__(self, user_id, items) -> list:
-        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
-                                 self.salt)
+        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed, self.salt)
 
     def sample_block(self, ids: np.ndarray, sizes: np.ndarray) -> tuple:
         """``sample_block`` with this sampler's Δ0 and generator (unseeded only)."""

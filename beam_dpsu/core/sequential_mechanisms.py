@@ -27,8 +27,7 @@ class SequentialMechanism(MechanismConfig):
     def calibrate(self, budget) -> Calibration:
         calibrate_noise, threshold, source = self._rule
         max_items = cast(int, self.max_items_per_user)  # GW: set by __post_init__
-        calibration = calibrate_noise(self._check_budget(budget), max_items, 1.0, threshold,
-                                      source)
+        calibration = calibrate_noise(self._check_budget(budget), max_items, 1.0, threshold, source)
         cutoff = thresholds.policy_cutoff(calibration.release_threshold, calibration.noise_scale,
                                           self.alpha, max_items,
                                           thresholds.DESCENT_NORMS.get(self.name),

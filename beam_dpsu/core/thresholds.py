@@ -153,13 +153,11 @@ def gw_release_probability(laplace_scale: float, threshold: float, weights) -> f
     return -math.expm1(log_none)
 
 
-def _gw_excess(rho: float, lam: float, max_items: int, log_delta: float
-               ) -> tuple[float, float]:
+def _gw_excess(rho: float, lam: float, max_items: int, log_delta: float) -> tuple[float, float]:
     """(x̂, B): x̂ = ln P(ρ) − ln δ in floats, B ≥ its float error (numerics.md)."""
     log_zero_keys = math.log(max_items - 1) if max_items > 1 else -math.inf
     z1, z0 = (rho - 1.0) / lam, rho / lam
-    log_union = float(np.logaddexp(_laplace_log_cdf(-z1),
-                                   log_zero_keys + _laplace_log_cdf(-z0)))
+    log_union = float(np.logaddexp(_laplace_log_cdf(-z1), log_zero_keys + _laplace_log_cdf(-z0)))
     # Below -600, the union bound Σp ≥ P, where 1 − Π(1 − p) would underflow.
     log_chance = log_union if log_union < -600.0 else math.log(-math.expm1(
         _laplace_log_cdf(z1) + (max_items - 1) * _laplace_log_cdf(z0)))
@@ -197,8 +195,7 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
             hi = rho1 + step
         _finite_threshold(hi, "laplace_scale", lam, delta, d0)
         from scipy import optimize
-        rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13,
-                                    rtol=4 * np.finfo(float).eps))
+        rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps))
     # Up until even the float error cannot put P above δ (the slope of ln P is ~ −1/λ).
     for attempt in range(2000):
         value, bound = _gw_excess(rho, lam, d0, log_delta)
