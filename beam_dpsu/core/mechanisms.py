@@ -25,11 +25,9 @@ __all__ = ["MechanismConfig", "ParallelMechanism", "SequentialMechanism", "Count
            "mechanism_from_name"]
 
 
-MECHANISMS: dict[str, type] = {
-    cls.name: cls for cls in (CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian,
-                              SIPS, PolicyLaplace, PolicyGaussian, GreedyWithoutSampling,
-                              TruncatedGeometric)
-}
+MECHANISMS: dict[str, type] = {cls.name: cls for cls in (
+    CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian, SIPS, PolicyLaplace,
+    PolicyGaussian, GreedyWithoutSampling, TruncatedGeometric)}
 
 _NOT_PRIVATE = {
     "policy-gaussian-l1": (

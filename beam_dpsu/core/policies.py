@@ -20,9 +20,8 @@ from beam_dpsu.core.checks import a_type
 from beam_dpsu.core.hashing import canonical_bytes
 
 __all__ = ["count_weight", "weighted_laplace_weight", "weighted_gaussian_weight",
-           "user_contribution", "ItemIds", "WeightedHistogramBuilder", "l1_descent",
-           "l2_descent", "greedy_update", "apply_policy", "policy_histogram", "policy_weights",
-           "gw_item_order"]
+           "user_contribution", "ItemIds", "WeightedHistogramBuilder", "l1_descent", "l2_descent",
+           "greedy_update", "apply_policy", "policy_histogram", "policy_weights", "gw_item_order"]
 
 
 def count_weight(num_items: int) -> float:

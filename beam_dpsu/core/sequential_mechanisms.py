@@ -126,9 +126,8 @@ class GreedyWithoutSampling(SequentialMechanism):
         if pc is not None:
             object.__setattr__(self, "public_order", True)
         if self.max_items_per_user is None:
-            object.__setattr__(self, "max_items_per_user",
-                               self.DEFAULT_MAX_ITEMS_KT if self.public_order
-                               else self.DEFAULT_MAX_ITEMS)
+            object.__setattr__(self, "max_items_per_user", self.DEFAULT_MAX_ITEMS_KT
+                               if self.public_order else self.DEFAULT_MAX_ITEMS)
         super().__post_init__()
         if pc is not None and not isinstance(pc, Mapping):
             raise ParameterTypeError("public_counts", "must be None, a mapping item -> count or "
