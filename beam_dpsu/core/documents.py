@@ -92,9 +92,8 @@ def element_document(element, seed: int | None = None) -> tuple:
     → (element id, tuple of tokens). The id, never written, only orders the element and
     seeds its samples: 128 bits of OS randomness, or with a test-only ``seed`` a hash."""
     tokens = element_tokens(element)
-    if seed is None:
-        return hashing.random_id128(), tokens
-    return hashing.stable_hash64(("document", tokens)), tokens
+    return (hashing.random_id128() if seed is None
+            else hashing.stable_hash64(("document", tokens))), tokens
 
 
 def element_tokens(element) -> tuple:

@@ -31,14 +31,12 @@ __all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "calibrate
 def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
     """(σ*, δ_thr, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12): the split
     minimising ``threshold_of(σ*, δ_thr)``, or under zCDP σ* = 1/√(2ρ), δ_thr = δ, None."""
-    if isinstance(budget, (Budget, ZCDPBudget)):
-        checks.require_delta(budget, "DPNE n-gram extraction")
-    if isinstance(budget, Budget):
-        split = split_delta(budget.epsilon, budget.delta, threshold_of)
-        return split.sigma_total, split.threshold_delta, split.delta_noise
+    checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
+    checks.require_delta(budget, "DPNE n-gram extraction")
     if isinstance(budget, ZCDPBudget):
         return zcdp_gaussian_sigma(budget.rho), budget.delta, None
-    raise checks.ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    split = split_delta(budget.epsilon, budget.delta, threshold_of)
+    return split.sigma_total, split.threshold_delta, split.delta_noise
 
 
 def gaussian(budget, sigma: float, threshold: float, threshold_delta: float, source: str,

@@ -117,7 +117,9 @@ class GreedyWithoutSampling(SequentialMechanism):
 
     def __post_init__(self):
         pc = self.public_counts
-        if _is_pcollection(pc):
+        # Beam is not imported (the core needs none): unless loaded, nothing is a PCollection.
+        pvalue = sys.modules.get("apache_beam.pvalue")
+        if pvalue is not None and isinstance(pc, pvalue.PCollection):
             raise ParameterTypeError(
                 "public_counts", "must be None or a mapping item -> count: a PCollection of "
                 "(item, count) goes to the transform, SelectItems(GreedyWithoutSampling("
@@ -154,10 +156,3 @@ class GreedyWithoutSampling(SequentialMechanism):
         return {"name": "gw-kt" if self.public_order else self.name,
                 "max_items_per_user": self._reported_max_items(), "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}
-
-
-def _is_pcollection(value) -> bool:
-    """Whether ``value`` is a Beam PCollection, without importing Beam (the core
-    needs none: if Beam is not loaded, nothing is a PCollection)."""
-    pvalue = sys.modules.get("apache_beam.pvalue")
-    return pvalue is not None and isinstance(value, pvalue.PCollection)

@@ -54,9 +54,7 @@ _EXACT_ITEMS = 64
 def _candidate_items(d0: int) -> np.ndarray:
     """1..64 and Δ0 (valid), where a weighted threshold's max over t peaks (proof: numerics.md)."""
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
-    if d0 <= _EXACT_ITEMS:
-        return head
-    return np.append(head, rounded_up(Fraction(d0)))
+    return head if d0 <= _EXACT_ITEMS else np.append(head, rounded_up(Fraction(d0)))
 
 
 def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.ndarray:
@@ -141,9 +139,7 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
 
 def _laplace_log_cdf(z: float) -> float:
     """ln P[Lap(0, 1) ≤ z] (= ln P[Lap(0, 1) > −z]), without cancellation either side of 0."""
-    if z < 0.0:
-        return z - math.log(2.0)
-    return math.log1p(-0.5 * math.exp(-z))
+    return z - math.log(2.0) if z < 0.0 else math.log1p(-0.5 * math.exp(-z))
 
 
 def gw_release_probability(laplace_scale: float, threshold: float, weights) -> float:
