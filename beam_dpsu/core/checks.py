@@ -265,8 +265,7 @@ def instance(name: str, value: Any, types, described: str,
 def field_name(name: Any, arg: str) -> str:
     """A field name: a non-empty str (``arg`` is the argument that gave it)."""
     if not isinstance(name, str) or not name:
-        raise ParameterTypeError(arg, f"must be a non-empty str naming a field, got "
-                                      f"{a_type(name)}")
+        raise ParameterTypeError(arg, f"must be a non-empty str naming a field, got {a_type(name)}")
     return name
 
 

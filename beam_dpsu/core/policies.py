@@ -123,8 +123,7 @@ class WeightedHistogramBuilder:
     def add(self, items: Iterable[Hashable]) -> None:
         """Adds one user's distinct items (duplicates count once)."""
         if isinstance(items, (str, bytes)):  # one item, not a user's items
-            raise TypeError(f"a user's items must be a collection of items, got "
-                            f"{a_type(items)}")
+            raise TypeError(f"a user's items must be a collection of items, got {a_type(items)}")
         self.add_distinct(dict.fromkeys(items).keys())
 
     def add_distinct(self, distinct) -> None:

@@ -142,10 +142,8 @@ class GreedyWithoutSampling(SequentialMechanism):
         calibration = super().calibrate(budget)
         assert calibration.cutoff is not None  # set by SequentialMechanism.calibrate
         if calibration.cutoff < 1.0:
-            raise ParameterError.worded(
-                "alpha",
-                f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "
-                "raise alpha or lower delta")
+            raise ParameterError.worded("alpha", "GW needs a cutoff Γ >= 1 (gw Theorem 1), got "
+                                        f"Γ = {calibration.cutoff!r}; raise alpha or lower delta")
         return calibration
 
     def to_dict(self) -> dict:
