@@ -38,12 +38,11 @@ class MechanismConfig:
     def _check_budget(self, budget):
         """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
         if max_items_choice.is_auto(getattr(self, "max_items_per_user", None)):
-            raise ParameterError.worded(
-                "max_items_per_user",
-                f"{self.name}: max_items_per_user='auto' is chosen from the data when the "
-                "pipeline runs, so this config has no calibration of its own; give it to "
-                "SelectItems (its report shows every candidate's), or calibrate "
-                "beam_dpsu.core.max_items_choice.with_max_items(config, n)")
+            raise ParameterError.worded("max_items_per_user", (
+                f"{self.name}: max_items_per_user='auto' is chosen from the data when the pipeline "
+                "runs, so this config has no calibration of its own; give it to SelectItems (its "
+                "report shows every candidate's), or calibrate "
+                "beam_dpsu.core.max_items_choice.with_max_items(config, n)"))
         checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         return checks.require_delta(budget, f"mechanism {self.name!r}")
 

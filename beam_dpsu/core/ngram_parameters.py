@@ -29,9 +29,8 @@ MAX_NGRAM_LENGTH = 40
 def check_max_n(max_n) -> int:
     """Validates T: an int with 1 <= T <= ``MAX_NGRAM_LENGTH``."""
     if checks.integer("max_n", max_n) > MAX_NGRAM_LENGTH:
-        raise checks.ParameterError(
-            "max_n", f"must be at most {MAX_NGRAM_LENGTH} (each length is a stage of the "
-                     f"pipeline), got {max_n!r}")
+        raise checks.ParameterError("max_n", f"must be at most {MAX_NGRAM_LENGTH} (each length "
+                                             f"is a stage of the pipeline), got {max_n!r}")
     return int(max_n)
 
 
@@ -42,9 +41,8 @@ def max_items_per_level(max_items_per_user, max_n: int):
            and not isinstance(max_items_per_user, bool))
     values = [max_items_per_user] * max_n if one else list(max_items_per_user)
     if len(values) != max_n:
-        raise checks.ParameterError(
-            "max_items_per_user", f"needs one value per level (max_n = {max_n}), got "
-                                  f"{len(values)}: {values!r}")
+        raise checks.ParameterError("max_items_per_user", f"needs one value per level (max_n = "
+                                    f"{max_n}), got {len(values)}: {values!r}")
     values = [max_items_choice.check_max_items_or_auto(v) for v in values]
     level1_auto = values[0] if max_items_choice.is_auto(values[0]) else None
     per_level = [max(v.candidates) if max_items_choice.is_auto(v) else v for v in values]

@@ -76,12 +76,10 @@ def _finite_threshold(value: float, scale_name: str, scale: float, delta: float,
                       max_items_per_user: int) -> float:
     """``value`` if finite, else a ValueError that says which parameter is out of range."""
     if not math.isfinite(value):
-        raise ParameterError.worded(
-            "max_items_per_user",
-            f"the release threshold is not a finite float ({scale_name} = {scale:g}, "
-            f"delta = {delta:g}, max_items_per_user = {max_items_per_user}): the noise is "
-            "too large for float64; raise epsilon (or rho) or delta, or lower "
-            "max_items_per_user")
+        raise ParameterError.worded("max_items_per_user", (
+            f"the release threshold is not a finite float ({scale_name} = {scale:g}, delta = "
+            f"{delta:g}, max_items_per_user = {max_items_per_user}): the noise is too large for "
+            "float64; raise epsilon (or rho) or delta, or lower max_items_per_user"))
     return float(value)
 
 
@@ -224,10 +222,9 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
     scale = _positive("noise_scale", noise_scale)
     cutoff = float(threshold) + alpha * scale
     if not math.isfinite(cutoff):
-        raise ParameterError.worded(
-            "alpha", f"the cutoff threshold + alpha * noise scale is not a finite float "
-                     f"(alpha = {alpha:g}, noise scale = {noise_scale:g}); lower alpha or "
-                     "raise epsilon (or rho)")
+        raise ParameterError.worded("alpha", (
+            f"the cutoff threshold + alpha * noise scale is not a finite float (alpha = "
+            f"{alpha:g}, noise scale = {noise_scale:g}); lower alpha or raise epsilon (or rho)"))
     if descent_norm is None or max_items_per_user is None:
         return cutoff
     d0 = checks.max_items(max_items_per_user)
@@ -250,8 +247,7 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
                                           "epsilon (or rho) or lower max_items_per_user")
         raise ParameterError(param, f"= {getattr(budget, param)!r} is too small here: the "
                                     f"release threshold {float(threshold):.6g} alone (alpha = 0) "
-                                    f"is {too_large}; raise {param} or lower "
-                                    "max_items_per_user")
+                                    f"is {too_large}; raise {param} or lower max_items_per_user")
     largest = math.nextafter(min(alpha, (float(limit) - float(threshold)) / scale), math.inf)
     while not fits(largest):
         largest = math.nextafter(largest, 0.0)
