@@ -216,8 +216,7 @@ def public_count(count: Any) -> Any:
     if (isinstance(count, bool) or not isinstance(count, _REALS)
             or not math.isfinite(count) or count < 0):
         raise ParameterError.worded(
-            "public_counts",
-            "a public count (field 1 of an (item, count) pair) must be a finite "
+            "public_counts", "a public count (field 1 of an (item, count) pair) must be a finite "
             f"number >= 0, got {a_type(count)}"
             + (" that is NaN, infinite or below 0" if isinstance(count, (int, float)) else ""))
     return count

@@ -114,10 +114,9 @@ class TruncatedGeometric(ParallelMechanism):
     def calibrate(self, budget) -> KeepProbabilityCalibration:
         budget = self._check_budget(budget)
         if not isinstance(budget, Budget):
-            raise ParameterError.worded(
-                "budget",
-                "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) "
-                "and has no zCDP calibration: give it a Budget(epsilon, delta)")
+            raise ParameterError.worded("budget", (
+                "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) and "
+                "has no zCDP calibration: give it a Budget(epsilon, delta)"))
         return truncated_geometric_calibration(budget, self.max_items_per_user)
 
 
@@ -204,8 +203,7 @@ class SIPS(MechanismConfig):
         round_mechanism = WeightedGaussian(self.max_items_per_user)
         rounds = tuple(round_mechanism.calibrate(part) for part in total.split(
             budgets.geometric_split_weights(self.rounds, self.ratio)))
-        return RoundsCalibration(rounds=rounds, budget=budget, zcdp_budget=total,
-                                 delta_noise=delta_noise,
-                                 source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, "
-                                        "Theorem 1; under (ε, δ): one analytic Gaussian "
-                                        "for all rounds (Dong, Roth & Su 2022, Cor. 3.3)")
+        return RoundsCalibration(
+            rounds=rounds, budget=budget, zcdp_budget=total, delta_noise=delta_noise,
+            source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, Theorem 1; under (ε, δ): one "
+                   "analytic Gaussian for all rounds (Dong, Roth & Su 2022, Cor. 3.3)")
