@@ -49,19 +49,16 @@ def checked_tokens(tokens, where: str) -> tuple:
         if isinstance(t, str):  # checked as the plain text it holds, not a subclass's
             t = plain_str_or_bytes(t)
         if not isinstance(t, str) or not t:
-            raise InvalidRecordError(
-                f"token {position} of {where} must be a non-empty str, got "
-                + ("an empty str" if isinstance(t, str) else f"{a_type(t)}"))
+            raise InvalidRecordError(f"token {position} of {where} must be a non-empty str, got "
+                                     + ("an empty str" if isinstance(t, str) else f"{a_type(t)}"))
         # Released n-grams are written as tokens joined by a space: a token
         # with whitespace would make ("new york",) and ("new", "york") one line.
         if any(c.isspace() for c in t):
-            raise InvalidRecordError(
-                f"token {position} of {where} contains whitespace; tokens are "
-                "written space-separated, so split them first")
+            raise InvalidRecordError(f"token {position} of {where} contains whitespace; tokens are "
+                                     "written space-separated, so split them first")
         if not (t.isascii() or encodes_as_utf8(t)):
-            raise InvalidRecordError(
-                f"token {position} of {where} holds a lone surrogate (not UTF-8; decode the "
-                "input strictly)")
+            raise InvalidRecordError(f"token {position} of {where} holds a lone surrogate (not "
+                                     "UTF-8; decode the input strictly)")
         held.append(t)
     return tuple(held)
 
