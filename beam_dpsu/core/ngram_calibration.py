@@ -121,13 +121,12 @@ def calibrate_extraction(params: NgramParameters, budget
     calibrations = list(max_items_choice.calibrate_candidates(
         auto, lambda c: at(c, selection_budget), "DPNE calibrates",
         "the selection's part of the budget").values())
-    plan = max_items_choice.AutoPlan(
+    return max_items_choice.AutoPlan(
         auto=auto, size_budget=size_budget, selection_budget=selection_budget,
         candidates=tuple(c.max_items_1 for c in calibrations),
         weight_thresholds=tuple(c.level1.release_threshold for c in calibrations),
         edges=tuple(int(e) for e in max_items_choice.size_bin_edges(auto.candidates)),
-        mechanism_name=f"dpne level 1 ({params.level1})", user_mass="sqrt(m)")
-    return plan, calibrations
+        mechanism_name=f"dpne level 1 ({params.level1})", user_mass="sqrt(m)"), calibrations
 
 
 def _even_level_threshold(max_n: int, max_items: int, sigma_total: float,
