@@ -34,8 +34,7 @@ def _probability(delta: float) -> float:
 
 
 def _tail_quantile(delta: float, t: np.ndarray, gaussian: bool) -> np.ndarray:
-    """The noise(1) quantile t items stay below w.p. 1 − δ: −Φ⁻¹(q) or ln(1/(2q)) for
-    q = 1 − (1 − δ)^{1/t}; from ln q where q underflows (numerics.md)."""
+    """The quantile of noise(1) that t items stay below w.p. 1 − δ (numerics.md: q underflow)."""
     q = -np.expm1(np.log1p(-delta) / t)
     underflow = q < np.finfo(np.float64).tiny
     log_q = None
