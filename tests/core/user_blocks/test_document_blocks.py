@@ -3,7 +3,7 @@ pure core.
 
 The reference is the per-user rule: a user's distinct valid k-grams
 (``kgrams.is_valid`` on every k-gram of its documents), sampled to Δ_k, each
-weighted 1/√|sample| (``policies.weighted_histogram``).
+weighted 1/√|sample| (``tests.support.histograms.weighted_histogram``).
 
 False-failure rate: only ``test_samples_are_uniform`` is statistical; its 8
 two-sided checks at 1e-8 per tail fail by chance with probability < 2e-7.
