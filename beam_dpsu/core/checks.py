@@ -216,8 +216,7 @@ def public_count(count: Any) -> Any:
     if (isinstance(count, bool) or not isinstance(count, _REALS)
             or not math.isfinite(count) or count < 0):
         raise ParameterError.worded(
-            "public_counts",
-            "a public count (field 1 of an (item, count) pair) must be a finite "
+            "public_counts", "a public count (field 1 of an (item, count) pair) must be a finite "
             f"number >= 0, got {a_type(count)}"
             + (" that is NaN, infinite or below 0" if isinstance(count, (int, float)) else ""))
     return count
@@ -236,8 +235,7 @@ def one_of(name: str, value: Any, choices: Collection, described: str | None = N
     return value
 
 
-def one_name_of(name: str, value: Any, choices: Collection,
-                described: str | None = None) -> Any:
+def one_name_of(name: str, value: Any, choices: Collection, described: str | None = None) -> Any:
     """``canonical_name(value)`` if one of ``choices``; the message shows ``value`` as given."""
     read = canonical_name(value)
     if read not in choices:
@@ -266,8 +264,7 @@ def instance(name: str, value: Any, types, described: str,
 def field_name(name: Any, arg: str) -> str:
     """A field name: a non-empty str (``arg`` is the argument that gave it)."""
     if not isinstance(name, str) or not name:
-        raise ParameterTypeError(arg, f"must be a non-empty str naming a field, got "
-                                      f"{a_type(name)}")
+        raise ParameterTypeError(arg, f"must be a non-empty str naming a field, got {a_type(name)}")
     return name
 
 

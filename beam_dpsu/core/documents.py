@@ -49,19 +49,16 @@ def checked_tokens(tokens, where: str) -> tuple:
         if isinstance(t, str):  # checked as the plain text it holds, not a subclass's
             t = plain_str_or_bytes(t)
         if not isinstance(t, str) or not t:
-            raise InvalidRecordError(
-                f"token {position} of {where} must be a non-empty str, got "
-                + ("an empty str" if isinstance(t, str) else f"{a_type(t)}"))
+            raise InvalidRecordError(f"token {position} of {where} must be a non-empty str, got "
+                                     + ("an empty str" if isinstance(t, str) else f"{a_type(t)}"))
         # Released n-grams are written as tokens joined by a space: a token
         # with whitespace would make ("new york",) and ("new", "york") one line.
         if any(c.isspace() for c in t):
-            raise InvalidRecordError(
-                f"token {position} of {where} contains whitespace; tokens are "
-                "written space-separated, so split them first")
+            raise InvalidRecordError(f"token {position} of {where} contains whitespace; tokens are "
+                                     "written space-separated, so split them first")
         if not (t.isascii() or encodes_as_utf8(t)):
-            raise InvalidRecordError(
-                f"token {position} of {where} holds a lone surrogate (not UTF-8; decode the "
-                "input strictly)")
+            raise InvalidRecordError(f"token {position} of {where} holds a lone surrogate (not "
+                                     "UTF-8; decode the input strictly)")
         held.append(t)
     return tuple(held)
 
@@ -92,9 +89,8 @@ def element_document(element, seed: int | None = None) -> tuple:
     → (element id, tuple of tokens). The id, never written, only orders the element and
     seeds its samples: 128 bits of OS randomness, or with a test-only ``seed`` a hash."""
     tokens = element_tokens(element)
-    if seed is None:
-        return hashing.random_id128(), tokens
-    return hashing.stable_hash64(("document", tokens)), tokens
+    return (hashing.random_id128() if seed is None
+            else hashing.stable_hash64(("document", tokens))), tokens
 
 
 def element_tokens(element) -> tuple:

@@ -27,11 +27,8 @@ def kgrams_of(tokens: Sequence[str], k: int) -> list[tuple]:
 
 def is_valid(kgram: tuple, previous: set | dict, unigrams: set | dict, pruning: str) -> bool:
     """Whether ``kgram`` (k ≥ 2) is in V_k for released (k−1)-grams ``previous``."""
-    if kgram[:-1] not in previous:
-        return False
-    if pruning == "both":
-        return kgram[1:] in previous
-    return (kgram[-1],) in unigrams
+    return kgram[:-1] in previous and (kgram[1:] in previous if pruning == "both"
+                                       else (kgram[-1],) in unigrams)
 
 
 def valid_kgram_count(previous: Iterable[tuple], unigrams: Iterable[tuple],

@@ -38,20 +38,22 @@ class MechanismConfig:
     def _check_budget(self, budget):
         """The budget, if it is one and has δ > 0 (no set-union mechanism is pure)."""
         if max_items_choice.is_auto(getattr(self, "max_items_per_user", None)):
-            raise ParameterError.worded(
-                "max_items_per_user",
-                f"{self.name}: max_items_per_user='auto' is chosen from the data when the "
-                "pipeline runs, so this config has no calibration of its own; give it to "
-                "SelectItems (its report shows every candidate's), or calibrate "
-                "beam_dpsu.core.max_items_choice.with_max_items(config, n)")
+            raise ParameterError.worded("max_items_per_user", (
+                f"{self.name}: max_items_per_user='auto' is chosen from the data when the pipeline "
+                "runs, so this config has no calibration of its own; give it to SelectItems (its "
+                "report shows every candidate's), or calibrate "
+                "beam_dpsu.core.max_items_choice.with_max_items(config, n)"))
         checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
         return checks.require_delta(budget, f"mechanism {self.name!r}")
 
     def to_dict(self) -> dict:
         # Every subclass is a dataclass; the base, which mypy checks here, is not.
-        out = {"name": self.name, **dataclasses.asdict(self)}  # type: ignore[call-overload]
+        return {"name": self.name, **dataclasses.asdict(self),  # type: ignore[call-overload]
+                "max_items_per_user": self._reported_max_items()}
+
+    def _reported_max_items(self):
+        """Δ0 as reports show it: an automatic one with its default share of the budget."""
         max_items = getattr(self, "max_items_per_user", None)
         if max_items_choice.is_auto(max_items):
-            out["max_items_per_user"] = max_items.with_share(
-                max_items_choice.default_share(self)).to_dict()
-        return out
+            return max_items.with_share(max_items_choice.default_share(self)).to_dict()
+        return max_items

@@ -25,19 +25,15 @@ __all__ = ["MechanismConfig", "ParallelMechanism", "SequentialMechanism", "Count
            "mechanism_from_name"]
 
 
-MECHANISMS: dict[str, type] = {
-    cls.name: cls for cls in (CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian,
-                              SIPS, PolicyLaplace, PolicyGaussian, GreedyWithoutSampling,
-                              TruncatedGeometric)
-}
+MECHANISMS: dict[str, type] = {cls.name: cls for cls in (
+    CountLaplace, CountGaussian, WeightedLaplace, WeightedGaussian, SIPS, PolicyLaplace,
+    PolicyGaussian, GreedyWithoutSampling, TruncatedGeometric)}
 
-_NOT_PRIVATE = {
-    "policy-gaussian-l1": (
-        "'policy-gaussian-l1' (Algorithm 8 of Gopi et al. 2020, ℓ1-descent under "
-        "Gaussian noise) is not differentially private: the published corrigendum "
-        "withdraws Proposition 5.1 (the policy is not ℓ2-contractive), so "
-        "beam_dpsu does not offer it; use 'policy-gaussian' (ℓ2-descent, Algorithm 7)"),
-}
+_NOT_PRIVATE = {"policy-gaussian-l1": (
+    "'policy-gaussian-l1' (Algorithm 8 of Gopi et al. 2020, ℓ1-descent under Gaussian noise) is "
+    "not differentially private: the published corrigendum withdraws Proposition 5.1 (the policy "
+    "is not ℓ2-contractive), so beam_dpsu does not offer it; use 'policy-gaussian' (ℓ2-descent, "
+    "Algorithm 7)")}
 
 
 def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> MechanismConfig:

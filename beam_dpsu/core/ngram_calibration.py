@@ -2,7 +2,7 @@
 
 Pure math (dpne = Kim et al. 2021), fixed when the transform is built: the levels' σ_k
 compose to σ* (dpne Theorem 2.1); only level 1 has a threshold event, so δ is split to
-minimise ρ_1 (``delta_split``). Δ_1 = "auto": ``plan_level1``; DPSU-even: dpne Table 3.
+minimise ρ_1 (``delta_split``). Δ_1 = "auto": ``calibrate_extraction``; DPSU-even: dpne Table 3.
 Proof: docs/explanation/proofs.md#calibrating-the-gaussian-mechanisms.
 """
 
@@ -24,21 +24,19 @@ from beam_dpsu.core.exact_floats import nudged
 from beam_dpsu.core.ngram_parameters import NgramParameters
 from beam_dpsu.core.pre_threshold.calibrations import raised_threshold
 
-__all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "plan_level1",
-           "calibrate_extraction", "dpsu_even_calibration", "spurious_probability"]
+__all__ = ["DPNECalibration", "total_sigma", "gaussian", "calibrate", "calibrate_extraction",
+           "dpsu_even_calibration", "spurious_probability"]
 
 
 def total_sigma(budget, threshold_of) -> tuple[float, float, float | None]:
     """(σ*, δ_thr, δ_noise) under a budget (dpne Theorem 2.1; dp-sips Def. 12): the split
     minimising ``threshold_of(σ*, δ_thr)``, or under zCDP σ* = 1/√(2ρ), δ_thr = δ, None."""
-    if isinstance(budget, (Budget, ZCDPBudget)):
-        checks.require_delta(budget, "DPNE n-gram extraction")
-    if isinstance(budget, Budget):
-        split = split_delta(budget.epsilon, budget.delta, threshold_of)
-        return split.sigma_total, split.threshold_delta, split.delta_noise
+    checks.instance("budget", budget, (Budget, ZCDPBudget), "a Budget or ZCDPBudget")
+    checks.require_delta(budget, "DPNE n-gram extraction")
     if isinstance(budget, ZCDPBudget):
         return zcdp_gaussian_sigma(budget.rho), budget.delta, None
-    raise checks.ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    split = split_delta(budget.epsilon, budget.delta, threshold_of)
+    return split.sigma_total, split.threshold_delta, split.delta_noise
 
 
 def gaussian(budget, sigma: float, threshold: float, threshold_delta: float, source: str,
@@ -105,37 +103,30 @@ def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: 
                            level1_calibration)
 
 
-def plan_level1(auto: max_items_choice.AutoMaxItems, budget, max_n: int, noise_decay: float,
-                level1: str, alpha: float, pre_threshold: int = 1
-                ) -> tuple[max_items_choice.AutoPlan, list]:
-    """Δ_1 = "auto": the budget split, and DPNE calibrated at every candidate Δ_1 under
-    the selection's part (eagerly; no data). Returns (the plan, the calibrations)."""
+def calibrate_extraction(params: NgramParameters, budget
+                         ) -> tuple[max_items_choice.AutoPlan | None, list]:
+    """(the Δ_1 plan or None, DPNE's calibration per candidate Δ_1): one calibration for a
+    fixed Δ_1; for "auto", the budget split and DPNE calibrated at every candidate Δ_1
+    under the selection's part (eagerly; no data)."""
+    def at(max_items_1: int, part) -> DPNECalibration:
+        return calibrate(part, params.max_n, params.noise_decay, max_items_1, params.level1,
+                         params.alpha, params.pre_threshold)
+
+    if params.level1_auto is None:
+        return None, [at(params.max_items[0], budget)]
     if isinstance(budget, (Budget, ZCDPBudget)):
         checks.require_delta(budget, "DPNE n-gram extraction")
-    auto = auto.with_share(max_items_choice.DEFAULT_SHARE)
+    auto = params.level1_auto.with_share(max_items_choice.DEFAULT_SHARE)
     size_budget, selection_budget = max_items_choice.split_budget(budget, auto.spent)
     calibrations = list(max_items_choice.calibrate_candidates(
-        auto, lambda c: calibrate(selection_budget, max_n, noise_decay, c, level1, alpha,
-                                  pre_threshold),
-        "DPNE calibrates", "the selection's part of the budget").values())
-    plan = max_items_choice.AutoPlan(
+        auto, lambda c: at(c, selection_budget), "DPNE calibrates",
+        "the selection's part of the budget").values())
+    return max_items_choice.AutoPlan(
         auto=auto, size_budget=size_budget, selection_budget=selection_budget,
         candidates=tuple(c.max_items_1 for c in calibrations),
         weight_thresholds=tuple(c.level1.release_threshold for c in calibrations),
         edges=tuple(int(e) for e in max_items_choice.size_bin_edges(auto.candidates)),
-        mechanism_name=f"dpne level 1 ({level1})", user_mass="sqrt(m)")
-    return plan, calibrations
-
-
-def calibrate_extraction(params: NgramParameters, budget
-                         ) -> tuple[max_items_choice.AutoPlan | None, list]:
-    """(the Δ_1 plan or None, DPNE's calibration per candidate Δ_1): one calibration
-    for a fixed Δ_1, one per candidate when it is "auto" (``plan_level1``)."""
-    if params.level1_auto is None:
-        return None, [calibrate(budget, params.max_n, params.noise_decay, params.max_items[0],
-                                params.level1, params.alpha, params.pre_threshold)]
-    return plan_level1(params.level1_auto, budget, params.max_n, params.noise_decay,
-                       params.level1, params.alpha, params.pre_threshold)
+        mechanism_name=f"dpne level 1 ({params.level1})", user_mass="sqrt(m)"), calibrations
 
 
 def _even_level_threshold(max_n: int, max_items: int, sigma_total: float,

@@ -29,9 +29,8 @@ MAX_NGRAM_LENGTH = 40
 def check_max_n(max_n) -> int:
     """Validates T: an int with 1 <= T <= ``MAX_NGRAM_LENGTH``."""
     if checks.integer("max_n", max_n) > MAX_NGRAM_LENGTH:
-        raise checks.ParameterError(
-            "max_n", f"must be at most {MAX_NGRAM_LENGTH} (each length is a stage of the "
-                     f"pipeline), got {max_n!r}")
+        raise checks.ParameterError("max_n", f"must be at most {MAX_NGRAM_LENGTH} (each length "
+                                             f"is a stage of the pipeline), got {max_n!r}")
     return int(max_n)
 
 
@@ -42,9 +41,8 @@ def max_items_per_level(max_items_per_user, max_n: int):
            and not isinstance(max_items_per_user, bool))
     values = [max_items_per_user] * max_n if one else list(max_items_per_user)
     if len(values) != max_n:
-        raise checks.ParameterError(
-            "max_items_per_user", f"needs one value per level (max_n = {max_n}), got "
-                                  f"{len(values)}: {values!r}")
+        raise checks.ParameterError("max_items_per_user", f"needs one value per level (max_n = "
+                                    f"{max_n}), got {len(values)}: {values!r}")
     values = [max_items_choice.check_max_items_or_auto(v) for v in values]
     level1_auto = values[0] if max_items_choice.is_auto(values[0]) else None
     per_level = [max(v.candidates) if max_items_choice.is_auto(v) else v for v in values]
@@ -98,13 +96,11 @@ class NgramParameters:
     def __post_init__(self):
         # In the order of ExtractNgrams' arguments: the first bad one is named.
         max_n = check_max_n(self.max_n)
-        if not 0.0 < float(self.eta) < 1.0:
-            raise checks.ParameterError(
-                "eta", f"must lie strictly between 0 and 1, got {self.eta!r}")
+        eta = checks.probability("eta", self.eta, strict=False, show_given=True)
         pruning = checks.one_name_of("pruning", self.pruning, PRUNINGS)
         level1 = checks.one_name_of("level1", self.level1, LEVEL1_POLICIES)
         max_items, level1_auto = max_items_per_level(self.max_items_per_user, max_n)
-        normalised = {"max_n": max_n, "eta": float(self.eta), "pruning": pruning,
+        normalised = {"max_n": max_n, "eta": eta, "pruning": pruning,
                       "level1": level1, "max_items": tuple(max_items),
                       "level1_auto": level1_auto,
                       "noise_decay": _noise_decay(self.noise_schedule),

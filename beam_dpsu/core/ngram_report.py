@@ -41,8 +41,7 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
             "levels_2_to_T": "an automatic max_items_per_user at level k >= 2 is its "
                              "largest candidate, fixed without data: sigma_k and rho_k "
                              "do not depend on it (beam_dpsu.extract_ngrams.ExtractNgrams)"}
-        report["calibration_by_candidate"] = {
-            str(c.max_items_1): c.to_dict() for c in calibrations}
+        report["calibration_by_candidate"] = {str(c.max_items_1): c.to_dict() for c in calibrations}
         if isinstance(budget, ZCDPBudget):
             report["dp_equivalents"] = dp_equivalents(budget)
     else:
@@ -52,10 +51,9 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
             report["delta_noise"] = only.delta_noise
         for level, sigma in zip(report["levels"], only.sigmas):
             level["sigma"] = sigma
-        report["levels"][0]["release_threshold"] = only.level1.release_threshold
-        report["levels"][0]["threshold_delta"] = only.threshold_delta
-        if only.level1.cutoff is not None:
-            report["levels"][0]["cutoff"] = only.level1.cutoff
+        report["levels"][0].update(
+            release_threshold=only.level1.release_threshold, threshold_delta=only.threshold_delta,
+            **({} if only.level1.cutoff is None else {"cutoff": only.level1.cutoff}))
         # The levels compose to one Gaussian with σ* plus level 1's threshold event.
         report["dp_equivalents"] = gaussian_dp_equivalents(
             1.0 / only.sigma_total, only.threshold_delta, budget.delta,

@@ -32,6 +32,13 @@ class ParallelMechanism(MechanismConfig):
     user_mass: ClassVar[str] = "m"
     # A staticmethod: a Callable class attribute would read as a method to mypy.
     item_weight: ClassVar[staticmethod[[int], float]] = staticmethod(policies.count_weight)
+    # What ``calibrate`` runs: (the noise's calibration, sensitivity(Δ0), ρ, source).
+    _rule: ClassVar[tuple]
+
+    def calibrate(self, budget) -> Calibration | KeepProbabilityCalibration:
+        calibrate_noise, sensitivity, threshold, source = self._rule
+        return calibrate_noise(self._check_budget(budget), self.max_items_per_user,
+                               sensitivity(self.max_items_per_user), threshold, source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +50,8 @@ class CountLaplace(ParallelMechanism):
     """
 
     name: ClassVar[str] = "count-laplace"
-
-    def calibrate(self, budget) -> Calibration:
-        return laplace_calibration(
-            self._check_budget(budget), self.max_items_per_user, float(self.max_items_per_user),
-            thresholds.count_laplace_threshold,
-            "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
+    _rule = (laplace_calibration, float, thresholds.count_laplace_threshold,
+             "dpsu (Gopi et al. 2020) §1.1; Korolova et al. 2009")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +63,8 @@ class CountGaussian(ParallelMechanism):
     """
 
     name: ClassVar[str] = "count-gaussian"
-
-    def calibrate(self, budget) -> Calibration:
-        return gaussian_calibration(
-            self._check_budget(budget), self.max_items_per_user,
-            sqrt_rounded_up(self.max_items_per_user), thresholds.count_gaussian_threshold,
-            "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
+    _rule = (gaussian_calibration, sqrt_rounded_up, thresholds.count_gaussian_threshold,
+             "dpsu (Gopi et al. 2020) §1.1, Proposition 2.2 (analytic Gaussian)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +78,8 @@ class WeightedLaplace(ParallelMechanism):
     name: ClassVar[str] = "weighted-laplace"
     user_mass: ClassVar[str] = "1"
     item_weight = staticmethod(policies.weighted_laplace_weight)
-
-    def calibrate(self, budget) -> Calibration:
-        return laplace_calibration(
-            self._check_budget(budget), self.max_items_per_user, 1.0,
-            thresholds.weighted_laplace_threshold,
-            "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
+    _rule = (laplace_calibration, lambda d0: 1.0, thresholds.weighted_laplace_threshold,
+             "dpsu (Gopi et al. 2020) Algorithm 9, Theorem B.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +93,8 @@ class WeightedGaussian(ParallelMechanism):
     name: ClassVar[str] = "weighted-gaussian"
     user_mass: ClassVar[str] = "sqrt(m)"
     item_weight = staticmethod(policies.weighted_gaussian_weight)
-
-    def calibrate(self, budget) -> Calibration:
-        return gaussian_calibration(
-            self._check_budget(budget), self.max_items_per_user, 1.0,
-            thresholds.weighted_gaussian_threshold,
-            "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
+    _rule = (gaussian_calibration, lambda d0: 1.0, thresholds.weighted_gaussian_threshold,
+             "dpsu (Gopi et al. 2020) Algorithm 10, Theorem B.2; dp-sips Theorem 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,10 +114,9 @@ class TruncatedGeometric(ParallelMechanism):
     def calibrate(self, budget) -> KeepProbabilityCalibration:
         budget = self._check_budget(budget)
         if not isinstance(budget, Budget):
-            raise ParameterError.worded(
-                "budget",
-                "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) "
-                "and has no zCDP calibration: give it a Budget(epsilon, delta)")
+            raise ParameterError.worded("budget", (
+                "mechanism 'truncated-geometric' is (ε, δ)-DP only (Desfontaines et al. 2022) and "
+                "has no zCDP calibration: give it a Budget(epsilon, delta)"))
         return truncated_geometric_calibration(budget, self.max_items_per_user)
 
 
@@ -178,8 +168,11 @@ class SIPS(MechanismConfig):
             thresholds.weighted_gaussian_threshold(sigma_total / math.sqrt(w_last),
                                                    delta_thr * w_last, self.max_items_per_user)))
 
-    def _equivalent_zcdp(self, budget: Budget, split: DeltaSplit) -> ZCDPBudget:
-        """ρ = μ²/2 of the composed Gaussian (μ = 1/σ_total), δ = δ_thr."""
+    def _total(self, budget) -> tuple[ZCDPBudget, float | None]:
+        """((ρ = 1/(2σ_total²), δ_thr), δ_noise) of the rounds' Gaussian; zCDP: (budget, None)."""
+        if isinstance(budget, ZCDPBudget):
+            return budget, None
+        split = self._delta_split(budget)
         rho = 0.5 * (1.0 / split.sigma_total) ** 2
         # Rounded down until 2ρ ≤ 1/σ_total² exactly: the rounds' σ_i are each rounded up
         # for their ρ_i, whose sum is at most ρ, so Σ 1/σ_i² ≤ 1/σ_total², the Gaussian
@@ -192,32 +185,25 @@ class SIPS(MechanismConfig):
                 "epsilon", f"= {budget.epsilon:g} is too small for sips over {self.rounds} "
                            f"rounds: the rounds' noise (sigma_total = {split.sigma_total:g}) is "
                            "outside the float range; raise epsilon or use fewer rounds")
-        return ZCDPBudget(rho, split.threshold_delta)
+        return ZCDPBudget(rho, split.threshold_delta), split.delta_noise
 
     def zcdp_budget(self, budget) -> ZCDPBudget:
         """The δ-approximate ρ-zCDP budget split over the rounds (ρ = 1/(2σ_total²), δ_thr)."""
-        budget = self._check_budget(budget)
-        if isinstance(budget, ZCDPBudget):
-            return budget
-        return self._equivalent_zcdp(budget, self._delta_split(budget))
+        return self._total(self._check_budget(budget))[0]
 
     def round_budgets(self, budget) -> list[ZCDPBudget]:
         """(ρ_i, δ_i) of each round; they sum to the total (dp-sips Thm 1 proof)."""
-        total = self.zcdp_budget(budget)
-        return total.split(budgets.geometric_split_weights(self.rounds, self.ratio))
+        return self.zcdp_budget(budget).split(
+            budgets.geometric_split_weights(self.rounds, self.ratio))
 
     def calibrate(self, budget) -> RoundsCalibration:
         budget = self._check_budget(budget)
-        total, delta_noise = budget, None
-        if isinstance(budget, Budget):
-            split = self._delta_split(budget)
-            total, delta_noise = self._equivalent_zcdp(budget, split), split.delta_noise
+        total, delta_noise = self._total(budget)
         # Each round is Weighted Gaussian on its share (dp-sips Algorithm 2).
         round_mechanism = WeightedGaussian(self.max_items_per_user)
-        parts = total.split(budgets.geometric_split_weights(self.rounds, self.ratio))
-        rounds = tuple(round_mechanism.calibrate(part) for part in parts)
-        return RoundsCalibration(rounds=rounds, budget=budget, zcdp_budget=total,
-                                 delta_noise=delta_noise,
-                                 source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, "
-                                        "Theorem 1; under (ε, δ): one analytic Gaussian "
-                                        "for all rounds (Dong, Roth & Su 2022, Cor. 3.3)")
+        rounds = tuple(round_mechanism.calibrate(part) for part in total.split(
+            budgets.geometric_split_weights(self.rounds, self.ratio)))
+        return RoundsCalibration(
+            rounds=rounds, budget=budget, zcdp_budget=total, delta_noise=delta_noise,
+            source="dp-sips (Swanberg et al. 2023) §4, Algorithm 3, Theorem 1; under (ε, δ): one "
+                   "analytic Gaussian for all rounds (Dong, Roth & Su 2022, Cor. 3.3)")

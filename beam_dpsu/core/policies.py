@@ -16,13 +16,12 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from beam_dpsu.core import checks
-from beam_dpsu.core.checks import ParameterError, a_type
+from beam_dpsu.core.checks import a_type
 from beam_dpsu.core.hashing import canonical_bytes
 
 __all__ = ["count_weight", "weighted_laplace_weight", "weighted_gaussian_weight",
-           "user_contribution", "ItemIds", "WeightedHistogramBuilder", "weighted_histogram",
-           "histogram_distance", "l1_descent", "l2_descent", "greedy_update", "apply_policy",
-           "policy_histogram", "policy_weights", "gw_item_order"]
+           "user_contribution", "ItemIds", "WeightedHistogramBuilder", "l1_descent", "l2_descent",
+           "greedy_update", "apply_policy", "policy_histogram", "policy_weights", "gw_item_order"]
 
 
 def count_weight(num_items: int) -> float:
@@ -45,9 +44,7 @@ def user_contribution(items: Iterable[Hashable],
                       item_weight: Callable[[int], float]) -> list[tuple[Hashable, float]]:
     """The (item, weight) pairs one user adds: each distinct item gets item_weight(|W|)."""
     distinct = list(dict.fromkeys(items))
-    if not distinct:
-        return []
-    w = item_weight(len(distinct))
+    w = item_weight(len(distinct)) if distinct else 0.0  # item_weight(0) raises
     return [(item, w) for item in distinct]
 
 
@@ -126,8 +123,7 @@ class WeightedHistogramBuilder:
     def add(self, items: Iterable[Hashable]) -> None:
         """Adds one user's distinct items (duplicates count once)."""
         if isinstance(items, (str, bytes)):  # one item, not a user's items
-            raise TypeError(f"a user's items must be a collection of items, got "
-                            f"{a_type(items)}")
+            raise TypeError(f"a user's items must be a collection of items, got {a_type(items)}")
         self.add_distinct(dict.fromkeys(items).keys())
 
     def add_distinct(self, distinct) -> None:
@@ -147,8 +143,7 @@ class WeightedHistogramBuilder:
 
     def _listed(self, size: int) -> int:
         """How many ids of this size wait to be counted."""
-        return len(self._pending.get(size, ())) + sum(
-            map(len, self._pending_arrays.get(size, ())))
+        return len(self._pending.get(size, ())) + sum(map(len, self._pending_arrays.get(size, ())))
 
     def _full(self, listed: int) -> bool:
         return listed >= self.FOLD_IDS and listed >= len(self._ids)
@@ -166,8 +161,7 @@ class WeightedHistogramBuilder:
         for size, start, end in zip(by_size.tolist(), starts.tolist(),
                                     starts[1:].tolist() + [len(grouped)]):
             # As int32 arrays: a list would hold a new int object per id.
-            self._pending_arrays.setdefault(size, []).append(
-                grouped[start:end].astype(np.int32))
+            self._pending_arrays.setdefault(size, []).append(grouped[start:end].astype(np.int32))
             self._pending_ids += end - start
             if self._full(self._listed(size)):
                 self._fold(size)
@@ -205,30 +199,8 @@ class WeightedHistogramBuilder:
 
     def holders(self) -> dict:
         """{item: how many users added so far hold it} (``beam_dpsu.core.pre_threshold``)."""
-        held = np.zeros(len(self._ids), dtype=np.int64)
-        for size in self._sizes():
-            held += self._size_counts(size)
+        held = sum(map(self._size_counts, self._sizes()), np.zeros(len(self._ids), np.int64))
         return dict(zip(self._ids.items(), held.tolist()))
-
-
-def weighted_histogram(users_items: Iterable[Iterable[Hashable]],
-                       item_weight: Callable[[int], float]) -> dict:
-    """The histogram Σ_users user_contribution(W_i); only held items appear in it."""
-    builder = WeightedHistogramBuilder(item_weight)
-    for items in users_items:
-        builder.add(items)
-    return builder.histogram()
-
-
-def histogram_distance(h1: Mapping, h2: Mapping, p: int) -> float:
-    """‖h1 − h2‖_p over the union of supports (missing keys weigh 0)."""
-    keys = set(h1) | set(h2)
-    diffs = [abs(h1.get(k, 0.0) - h2.get(k, 0.0)) for k in keys]
-    if p == 1:
-        return math.fsum(diffs)
-    if p == 2:
-        return math.sqrt(math.fsum(d * d for d in diffs))
-    raise ParameterError("p", f"must be 1 or 2, got {p!r}")
 
 
 # --- sequential (policy) updates: users visited in keyed-hash order --------------------

@@ -64,10 +64,8 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
     pairs = int(over_sizes.sum())
     users = np.repeat(np.arange(len(over_sizes), dtype=np.int64), over_sizes)
     places = rng.permutation(pairs).astype(np.int64, copy=False)
-    if pairs < 1 << 31:  # users · pairs + place fits int64
-        order = np.argsort(users * pairs + places)
-    else:
-        order = np.lexsort((places, users))
+    order = (np.argsort(users * pairs + places) if pairs < 1 << 31  # it fits int64
+             else np.lexsort((places, users)))
     rank = np.arange(pairs) - np.repeat(np.cumsum(over_sizes) - over_sizes, over_sizes)
     sampled = ids[over_pairs][order[rank < max_items_per_user]]
     # Every user's kept ids back in user order: those within Δ0 as they were.
@@ -93,8 +91,7 @@ class UserSampler:
         self._rng = hashing.os_rng()
 
     def __call__(self, user_id, items) -> list:
-        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed,
-                                 self.salt)
+        return sample_user_items(user_id, items, self.max_items, self._rng, self.seed, self.salt)
 
     def sample_block(self, ids: np.ndarray, sizes: np.ndarray) -> tuple:
         """``sample_block`` with this sampler's Δ0 and generator (unseeded only)."""

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from typing import ClassVar, Mapping, cast
 
-from beam_dpsu.core import checks, max_items_choice, thresholds
+from beam_dpsu.core import checks, thresholds
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.calibration import Calibration, gaussian_calibration, laplace_calibration
 from beam_dpsu.core.mechanism_config import MechanismConfig
@@ -21,11 +21,13 @@ class SequentialMechanism(MechanismConfig):
     alpha: float
     shards: int
     max_items_per_user: int | None  # every subclass's field (GW: None until __post_init__)
+    # What ``calibrate`` runs at sensitivity 1: (the noise's calibration, ρ, source).
+    _rule: ClassVar[tuple]
 
-    def _calibrated(self, calibrate, budget, threshold, source: str) -> Calibration:
-        """``calibrate`` (Laplace or Gaussian) at Δ0 and sensitivity 1, with the cutoff Γ."""
+    def calibrate(self, budget) -> Calibration:
+        calibrate_noise, threshold, source = self._rule
         max_items = cast(int, self.max_items_per_user)  # GW: set by __post_init__
-        calibration = calibrate(self._check_budget(budget), max_items, 1.0, threshold, source)
+        calibration = calibrate_noise(self._check_budget(budget), max_items, 1.0, threshold, source)
         cutoff = thresholds.policy_cutoff(calibration.release_threshold, calibration.noise_scale,
                                           self.alpha, max_items,
                                           thresholds.DESCENT_NORMS.get(self.name),
@@ -49,10 +51,8 @@ class PolicyLaplace(SequentialMechanism):
     shards: int = 1
     name: ClassVar[str] = "policy-laplace"
     user_mass: ClassVar[str] = "m/(m+1)"
-
-    def calibrate(self, budget) -> Calibration:
-        return self._calibrated(laplace_calibration, budget, thresholds.weighted_laplace_threshold,
-                                "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1")
+    _rule = (laplace_calibration, thresholds.weighted_laplace_threshold,
+             "dpsu (Gopi et al. 2020) Algorithms 3-4, Theorem 4.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,11 +74,8 @@ class PolicyGaussian(SequentialMechanism):
     shards: int = 1
     name: ClassVar[str] = "policy-gaussian"
     user_mass: ClassVar[str] = "sqrt(m)"
-
-    def calibrate(self, budget) -> Calibration:
-        return self._calibrated(gaussian_calibration, budget,
-                                thresholds.weighted_gaussian_threshold,
-                                "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1")
+    _rule = (gaussian_calibration, thresholds.weighted_gaussian_threshold,
+             "dpsu (Gopi et al. 2020) Algorithms 5 and 7, Theorem 5.1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,10 +110,16 @@ class GreedyWithoutSampling(SequentialMechanism):
 
     DEFAULT_MAX_ITEMS: ClassVar[int] = 30
     DEFAULT_MAX_ITEMS_KT: ClassVar[int] = 300
+    _rule = (laplace_calibration, thresholds.gw_threshold,
+             "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with every "
+             "held item noised and ρ for one key at 1 and Δ0−1 at 0 (docs/privacy.md, The GW "
+             "cascade gap and its fix)")
 
     def __post_init__(self):
         pc = self.public_counts
-        if _is_pcollection(pc):
+        # Beam is not imported (the core needs none): unless loaded, nothing is a PCollection.
+        pvalue = sys.modules.get("apache_beam.pvalue")
+        if pvalue is not None and isinstance(pc, pvalue.PCollection):
             raise ParameterTypeError(
                 "public_counts", "must be None or a mapping item -> count: a PCollection of "
                 "(item, count) goes to the transform, SelectItems(GreedyWithoutSampling("
@@ -125,9 +128,8 @@ class GreedyWithoutSampling(SequentialMechanism):
         if pc is not None:
             object.__setattr__(self, "public_order", True)
         if self.max_items_per_user is None:
-            object.__setattr__(self, "max_items_per_user",
-                               self.DEFAULT_MAX_ITEMS_KT if self.public_order
-                               else self.DEFAULT_MAX_ITEMS)
+            object.__setattr__(self, "max_items_per_user", self.DEFAULT_MAX_ITEMS_KT
+                               if self.public_order else self.DEFAULT_MAX_ITEMS)
         super().__post_init__()
         if pc is not None and not isinstance(pc, Mapping):
             raise ParameterTypeError("public_counts", "must be None, a mapping item -> count or "
@@ -137,17 +139,11 @@ class GreedyWithoutSampling(SequentialMechanism):
                 checks.public_count(count)
 
     def calibrate(self, budget) -> Calibration:
-        calibration = self._calibrated(
-            laplace_calibration, budget, thresholds.gw_threshold,
-            "gw (Carvalho et al. 2022) Algorithm 2, Lemma 1; §4 (KT); top-Δ0 lists with "
-            "every held item noised and ρ for one key at 1 and Δ0−1 at 0 "
-            "(docs/privacy.md, The GW cascade gap and its fix)")
-        assert calibration.cutoff is not None  # set by _calibrated
+        calibration = super().calibrate(budget)
+        assert calibration.cutoff is not None  # set by SequentialMechanism.calibrate
         if calibration.cutoff < 1.0:
-            raise ParameterError.worded(
-                "alpha",
-                f"GW needs a cutoff Γ >= 1 (gw Theorem 1), got Γ = {calibration.cutoff!r}; "
-                "raise alpha or lower delta")
+            raise ParameterError.worded("alpha", "GW needs a cutoff Γ >= 1 (gw Theorem 1), got "
+                                        f"Γ = {calibration.cutoff!r}; raise alpha or lower delta")
         return calibration
 
     def to_dict(self) -> dict:
@@ -156,15 +152,5 @@ class GreedyWithoutSampling(SequentialMechanism):
         public = (None if not self.public_order else
                   f"mapping of {len(pc)} items" if pc is not None else "PCollection")
         return {"name": "gw-kt" if self.public_order else self.name,
-                "max_items_per_user": (self.max_items_per_user.with_share(
-                                           max_items_choice.default_share(self)).to_dict()
-                                       if max_items_choice.is_auto(self.max_items_per_user)
-                                       else self.max_items_per_user), "alpha": self.alpha,
+                "max_items_per_user": self._reported_max_items(), "alpha": self.alpha,
                 "shards": self.shards, "public_counts": public}
-
-
-def _is_pcollection(value) -> bool:
-    """Whether ``value`` is a Beam PCollection, without importing Beam (the core
-    needs none: if Beam is not loaded, nothing is a PCollection)."""
-    pvalue = sys.modules.get("apache_beam.pvalue")
-    return pvalue is not None and isinstance(value, pvalue.PCollection)

@@ -33,33 +33,18 @@ def _probability(delta: float) -> float:
     return checks.probability("delta", delta, strict=False)
 
 
-def _one_minus_root(delta: float, t: np.ndarray) -> np.ndarray:
-    """1 − (1 − δ)^{1/t}, accurately."""
-    return -np.expm1(np.log1p(-delta) / t)
-
-
-def _log_one_minus_root(delta: float, t: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """ln q for q = ``_one_minus_root(delta, t)``, also where q underflows (numerics.md)."""
+def _tail_quantile(delta: float, t: np.ndarray, gaussian: bool) -> np.ndarray:
+    """The quantile of noise(1) that t items stay below w.p. 1 − δ (numerics.md: q underflow)."""
+    q = -np.expm1(np.log1p(-delta) / t)
     underflow = q < np.finfo(np.float64).tiny
-    safe_q = np.where(underflow, 1.0, q)
-    return np.where(underflow, math.log(-math.log1p(-delta)) - np.log(t), np.log(safe_q))
-
-
-def _laplace_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
-    """ln(1 / (2(1 − (1 − δ)^{1/t}))): the Laplace(1) quantile t items stay below w.p. 1 − δ."""
-    q = _one_minus_root(delta, t)
-    if np.any(q < np.finfo(np.float64).tiny):
-        return -(math.log(2.0) + _log_one_minus_root(delta, t, q))
-    return -np.log(2.0 * q)
-
-
-def _gaussian_tail_quantile(delta: float, t: np.ndarray) -> np.ndarray:
-    """Φ⁻¹((1 − δ)^{1/t}) = −Φ⁻¹(1 − (1 − δ)^{1/t}); from ln q (``ndtri_exp``) if q underflows."""
+    log_q = None
+    if np.any(underflow):
+        log_q = np.where(underflow, math.log(-math.log1p(-delta)) - np.log(t),
+                         np.log(np.where(underflow, 1.0, q)))
+    if not gaussian:
+        return -np.log(2.0 * q) if log_q is None else -(math.log(2.0) + log_q)
     from scipy import special
-    q = _one_minus_root(delta, t)
-    if np.any(q < np.finfo(np.float64).tiny):
-        return -special.ndtri_exp(_log_one_minus_root(delta, t, q))
-    return -special.ndtri(q)
+    return -special.ndtri(q) if log_q is None else -special.ndtri_exp(log_q)
 
 
 _EXACT_ITEMS = 64
@@ -68,9 +53,7 @@ _EXACT_ITEMS = 64
 def _candidate_items(d0: int) -> np.ndarray:
     """1..64 and Δ0 (valid), where a weighted threshold's max over t peaks (proof: numerics.md)."""
     head = np.arange(1, min(d0, _EXACT_ITEMS) + 1, dtype=np.float64)
-    if d0 <= _EXACT_ITEMS:
-        return head
-    return np.append(head, rounded_up(Fraction(d0)))
+    return head if d0 <= _EXACT_ITEMS else np.append(head, rounded_up(Fraction(d0)))
 
 
 def _sum_rounded_up(head: np.ndarray | float, tail: np.ndarray | float) -> np.ndarray:
@@ -92,24 +75,26 @@ def _finite_threshold(value: float, scale_name: str, scale: float, delta: float,
                       max_items_per_user: int) -> float:
     """``value`` if finite, else a ValueError that says which parameter is out of range."""
     if not math.isfinite(value):
-        raise ParameterError.worded(
-            "max_items_per_user",
-            f"the release threshold is not a finite float ({scale_name} = {scale:g}, "
-            f"delta = {delta:g}, max_items_per_user = {max_items_per_user}): the noise is "
-            "too large for float64; raise epsilon (or rho) or delta, or lower "
-            "max_items_per_user")
+        raise ParameterError.worded("max_items_per_user", (
+            f"the release threshold is not a finite float ({scale_name} = {scale:g}, delta = "
+            f"{delta:g}, max_items_per_user = {max_items_per_user}): the noise is too large for "
+            "float64; raise epsilon (or rho) or delta, or lower max_items_per_user"))
     return float(value)
 
 
-def _threshold(scale_name: str, scale: float, delta: float, max_items_per_user: int,
-               quantile, head, every_t: bool) -> float:
-    """max over the candidate t of head(t) + scale·quantile(δ, t), rounded up, checked finite."""
+def _threshold(scale: float, delta: float, max_items_per_user: int, gaussian: bool,
+               weighted: bool) -> float:
+    """max over the candidate t of w(t) + scale·quantile(δ, t), rounded up, checked finite:
+    w = 1 at t = Δ0 (Count), else 1/t (Laplace) or 1/√t (Gaussian) at every candidate t."""
+    scale_name = "sigma" if gaussian else "laplace_scale"
     scale = _positive(scale_name, scale)
     delta = _probability(delta)
     d0 = checks.max_items(max_items_per_user)
-    t = _candidate_items(d0) if every_t else _candidate_items(d0)[-1:]
+    t = _candidate_items(d0) if weighted else _candidate_items(d0)[-1:]
+    head = (1.0 / np.sqrt(t) if gaussian else 1.0 / t) if weighted else 1.0
     with np.errstate(over="ignore"):
-        value = float(np.max(_sum_rounded_up(head(t), scale * quantile(delta, t))))
+        quantile = _tail_quantile(delta, t, gaussian)
+        value = float(np.max(_sum_rounded_up(head, scale * quantile)))
     for _ in range(_ULPS_UP):  # ρ on the safe side
         value = math.nextafter(value, math.inf)
     return _finite_threshold(value, scale_name, scale, delta, d0)
@@ -120,8 +105,7 @@ def count_laplace_threshold(laplace_scale: float, delta: float, max_items_per_us
 
     ρ = 1 + λ·ln(1/(2(1 − (1 − δ)^{1/Δ0}))) (dpsu §1.1; Korolova et al. 2009).
     """
-    return _threshold("laplace_scale", laplace_scale, delta, max_items_per_user,
-                      _laplace_tail_quantile, lambda t: 1.0, every_t=False)
+    return _threshold(laplace_scale, delta, max_items_per_user, gaussian=False, weighted=False)
 
 
 def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
@@ -129,8 +113,7 @@ def count_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int
 
     ρ = 1 + σ·Φ⁻¹((1 − δ)^{1/Δ0}) (dpsu §1.1), δ the threshold's share.
     """
-    return _threshold("sigma", sigma, delta, max_items_per_user, _gaussian_tail_quantile,
-                      lambda t: 1.0, every_t=False)
+    return _threshold(sigma, delta, max_items_per_user, gaussian=True, weighted=False)
 
 
 def weighted_laplace_threshold(laplace_scale: float, delta: float,
@@ -139,8 +122,7 @@ def weighted_laplace_threshold(laplace_scale: float, delta: float,
 
     ρ_Lap = max_{1 ≤ t ≤ Δ0} 1/t + λ·ln(1/(2(1 − (1 − δ)^{1/t}))) (dpsu Theorem 4.1 / B.1).
     """
-    return _threshold("laplace_scale", laplace_scale, delta, max_items_per_user,
-                      _laplace_tail_quantile, lambda t: 1.0 / t, every_t=True)
+    return _threshold(laplace_scale, delta, max_items_per_user, gaussian=False, weighted=True)
 
 
 def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: int) -> float:
@@ -149,22 +131,12 @@ def weighted_gaussian_threshold(sigma: float, delta: float, max_items_per_user: 
     ρ = max_{1 ≤ t ≤ Δ0} 1/√t + σ·Φ⁻¹((1 − δ)^{1/t}) (dpsu Theorem 5.1 / B.2; dp-sips
     Theorem 1), δ the threshold's share (dpsu prints the even split δ/2).
     """
-    return _threshold("sigma", sigma, delta, max_items_per_user, _gaussian_tail_quantile,
-                      lambda t: 1.0 / np.sqrt(t), every_t=True)
+    return _threshold(sigma, delta, max_items_per_user, gaussian=True, weighted=True)
 
 
 def _laplace_log_cdf(z: float) -> float:
-    """ln P[Lap(0, 1) ≤ z], without cancellation on either side of 0."""
-    if z < 0.0:
-        return z - math.log(2.0)
-    return math.log1p(-0.5 * math.exp(-z))
-
-
-def _laplace_log_sf(z: float) -> float:
-    """ln P[Lap(0, 1) > z], never underflowing."""
-    if z > 0.0:
-        return -z - math.log(2.0)
-    return math.log1p(-0.5 * math.exp(z))
+    """ln P[Lap(0, 1) ≤ z] (= ln P[Lap(0, 1) > −z]), without cancellation either side of 0."""
+    return z - math.log(2.0) if z < 0.0 else math.log1p(-0.5 * math.exp(-z))
 
 
 def gw_release_probability(laplace_scale: float, threshold: float, weights) -> float:
@@ -174,19 +146,14 @@ def gw_release_probability(laplace_scale: float, threshold: float, weights) -> f
     return -math.expm1(log_none)
 
 
-def _gw_excess(rho: float, lam: float, max_items: int, log_delta: float
-               ) -> tuple[float, float]:
+def _gw_excess(rho: float, lam: float, max_items: int, log_delta: float) -> tuple[float, float]:
     """(x̂, B): x̂ = ln P(ρ) − ln δ in floats, B ≥ its float error (numerics.md)."""
     log_zero_keys = math.log(max_items - 1) if max_items > 1 else -math.inf
     z1, z0 = (rho - 1.0) / lam, rho / lam
-    log_union = float(np.logaddexp(_laplace_log_sf(z1),
-                                   log_zero_keys + _laplace_log_sf(z0)))
-    if log_union < -600.0:
-        # The union bound Σp ≥ P, where 1 − Π(1 − p) would underflow.
-        log_chance = log_union
-    else:
-        log_none = (_laplace_log_cdf(z1) + (max_items - 1) * _laplace_log_cdf(z0))
-        log_chance = math.log(-math.expm1(log_none))
+    log_union = float(np.logaddexp(_laplace_log_cdf(-z1), log_zero_keys + _laplace_log_cdf(-z0)))
+    # Below -600, the union bound Σp ≥ P, where 1 − Π(1 − p) would underflow.
+    log_chance = log_union if log_union < -600.0 else math.log(-math.expm1(
+        _laplace_log_cdf(z1) + (max_items - 1) * _laplace_log_cdf(z0)))
     value = log_chance - log_delta
     sizes = (abs(z1) + abs(z0) + abs(log_delta) + abs(log_chance)
              + (abs(log_zero_keys) if max_items > 1 else 0.0))
@@ -221,8 +188,7 @@ def gw_threshold(laplace_scale: float, delta: float, max_items_per_user: int) ->
             hi = rho1 + step
         _finite_threshold(hi, "laplace_scale", lam, delta, d0)
         from scipy import optimize
-        rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13,
-                                    rtol=4 * np.finfo(float).eps))
+        rho = float(optimize.brentq(excess, rho1, hi, xtol=1e-13, rtol=4 * np.finfo(float).eps))
     # Up until even the float error cannot put P above δ (the slope of ln P is ~ −1/λ).
     for attempt in range(2000):
         value, bound = _gw_excess(rho, lam, d0, log_delta)
@@ -255,10 +221,9 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
     scale = _positive("noise_scale", noise_scale)
     cutoff = float(threshold) + alpha * scale
     if not math.isfinite(cutoff):
-        raise ParameterError.worded(
-            "alpha", f"the cutoff threshold + alpha * noise scale is not a finite float "
-                     f"(alpha = {alpha:g}, noise scale = {noise_scale:g}); lower alpha or "
-                     "raise epsilon (or rho)")
+        raise ParameterError.worded("alpha", (
+            f"the cutoff threshold + alpha * noise scale is not a finite float (alpha = "
+            f"{alpha:g}, noise scale = {noise_scale:g}); lower alpha or raise epsilon (or rho)"))
     if descent_norm is None or max_items_per_user is None:
         return cutoff
     d0 = checks.max_items(max_items_per_user)
@@ -281,8 +246,7 @@ def policy_cutoff(threshold: float, noise_scale: float, alpha: float,
                                           "epsilon (or rho) or lower max_items_per_user")
         raise ParameterError(param, f"= {getattr(budget, param)!r} is too small here: the "
                                     f"release threshold {float(threshold):.6g} alone (alpha = 0) "
-                                    f"is {too_large}; raise {param} or lower "
-                                    "max_items_per_user")
+                                    f"is {too_large}; raise {param} or lower max_items_per_user")
     largest = math.nextafter(min(alpha, (float(limit) - float(threshold)) / scale), math.inf)
     while not fits(largest):
         largest = math.nextafter(largest, 0.0)
@@ -317,10 +281,8 @@ def dpne_level_threshold(sigma: float, eta: float, n_previous: int, n_valid: int
     if n_previous < 0 or n_valid < 0:
         raise ParameterError.worded(
             "n_valid", f"set sizes must be >= 0, got {n_previous!r} and {n_valid!r}")
-    if n_valid == 0:
-        return math.inf
-    tail = eta * min(1.0, n_previous / n_valid)
-    if tail <= 0.0:
+    tail = eta * min(1.0, n_previous / n_valid) if n_valid else 0.0
+    if tail <= 0.0:  # no valid k-gram, or none spurious: nothing is released
         return math.inf
     return float(sigma * -special.ndtri(tail))
 

@@ -37,6 +37,7 @@ from tests.support.byte_cases import blob, nth_permutation
 from tests.support.text_subclasses import EXAMPLES
 from tests.support.hypothesis_profiles import examples
 from tests.support.one_pipeline import run_cases
+from tests.support import histograms
 
 pytestmark = pytest.mark.pipeline
 
@@ -346,7 +347,7 @@ def test_an_extra_user_in_several_records_moves_keys_and_weights_within_the_boun
         new_keys = set(h_prime) - set(h)
         assert new_keys <= set(X_ITEMS) and len(new_keys) <= 4, name
         assert set(h) <= set(h_prime), name
-        distance = policies.histogram_distance(h, h_prime, norm)
+        distance = histograms.histogram_distance(h, h_prime, norm)
         assert distance <= 1.0 + 1e-9, name
         assert distance > 0.5, name  # x did contribute: one user of ≤ 4 items moves it by 1
 
@@ -366,7 +367,7 @@ def _build_flushing(p, case):
 
 
 def test_flushing_partial_histograms_early_gives_the_same_sums(beam_cases):
-    expected = policies.weighted_histogram([items for _, items in FLUSH_USERS],
+    expected = histograms.weighted_histogram([items for _, items in FLUSH_USERS],
                                            policies.weighted_gaussian_weight)
     for max_keys in FLUSH_SIZES:
         pairs = beam_cases["flushing"][max_keys]

@@ -18,6 +18,7 @@ from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng
 from tests.support.one_pipeline import run_cases
+from tests.support import histograms
 
 pytestmark = pytest.mark.pipeline
 
@@ -71,7 +72,7 @@ def test_huge_epsilon_releases_items_above_threshold(releases, mechanism):
     users = {}
     for u, item in dataset():
         users.setdefault(u, set()).add(item)
-    weights = policies.weighted_histogram(users.values(), mechanism.item_weight)
+    weights = histograms.weighted_histogram(users.values(), mechanism.item_weight)
     expected = sorted(item for item, w in weights.items() if w > threshold)
     assert "common" in expected and "solo" not in expected
     assert sorted(releases[mechanism.name, "huge"]) == expected
@@ -183,7 +184,7 @@ def test_seeded_run_equals_the_pure_core_with_the_same_seed(releases):
         users.setdefault(u, set()).add(item)
     sampled = [sample_items(items, 5, derived_rng(seed, "sample", "", u), ordered=True)
                for u, items in users.items()]
-    hist = policies.weighted_histogram(sampled, mechanism.item_weight)
+    hist = histograms.weighted_histogram(sampled, mechanism.item_weight)
     expected = sorted(item for item, w in hist.items()
                       if release_mask(w, calibration, derived_rng(seed, "noise", "", item)))
     assert 0 < len(expected) < 60

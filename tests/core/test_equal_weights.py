@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu.core import policies, thresholds
+from tests.support import histograms
 from tests.support.exact_tails import DIGITS, gaussian_sf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ PARALLEL = {
 def test_parallel_rules_give_own_keys_equal_weights(case, rule):
     users, extra, position = case
     item_weight, bound = PARALLEL[rule]
-    histogram = policies.weighted_histogram(_with_extra(users, extra, position), item_weight)
+    histogram = histograms.weighted_histogram(_with_extra(users, extra, position), item_weight)
     own = [histogram[item] for item in _own_keys(users, extra)]
     assert own and len(set(own)) == 1
     # ... and that weight is the one of the threshold's t-term, t = |list| ≤ Δ0.
@@ -106,7 +107,7 @@ def test_sips_rounds_give_own_keys_equal_weights(case, released_per_round):
         remaining = [items for items in remaining if items]
         extra_left = [u for u in extra if u not in released]
         if extra_left:
-            histogram = policies.weighted_histogram(
+            histogram = histograms.weighted_histogram(
                 _with_extra(remaining, extra_left, min(position, len(remaining))),
                 policies.weighted_gaussian_weight)
             own = [histogram[item] for item in _own_keys(remaining, extra_left)]

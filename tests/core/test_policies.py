@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from beam_dpsu.core import policies
-from beam_dpsu.core.policies import histogram_distance, weighted_histogram
+from tests.support.histograms import histogram_distance, weighted_histogram
 from tests.support.byte_cases import blob, item_list, nth_permutation
 from tests.support.hypothesis_profiles import examples
 

@@ -35,6 +35,7 @@ from beam_dpsu.core.mechanisms import (SIPS, CountGaussian, CountLaplace, Greedy
                                        PolicyGaussian, PolicyLaplace, TruncatedGeometric,
                                        WeightedGaussian, WeightedLaplace)
 from beam_dpsu.core.pre_threshold import calibrations
+from tests.support import histograms
 
 # --- counts: keep probabilities ----------------------------------------------------------
 
@@ -401,11 +402,11 @@ def _laplace_log_cdf(z: np.ndarray) -> np.ndarray:
 
 def _histogram(mechanism: str, lists, scale: float, rho_k: float) -> dict:
     if mechanism == "count-gaussian":
-        return policies.weighted_histogram(lists, policies.count_weight)
+        return histograms.weighted_histogram(lists, policies.count_weight)
     if mechanism == "weighted-laplace":
-        return policies.weighted_histogram(lists, policies.weighted_laplace_weight)
+        return histograms.weighted_histogram(lists, policies.weighted_laplace_weight)
     if mechanism in ("weighted-gaussian", "sips"):
-        return policies.weighted_histogram(lists, policies.weighted_gaussian_weight)
+        return histograms.weighted_histogram(lists, policies.weighted_gaussian_weight)
     update = {"policy-laplace": policies.l1_descent, "policy-gaussian": policies.l2_descent,
               "gw": policies.greedy_update}[mechanism]
     return policies.policy_histogram(lists, update, thresholds.policy_cutoff(rho_k, scale, 3.0))

@@ -15,7 +15,6 @@ from scipy import stats
 
 from beam_dpsu import (Budget, MECHANISMS, SelectItems, TruncatedGeometric, ZCDPBudget,
                        mechanism_from_name)
-from beam_dpsu.core import policies
 from beam_dpsu.core.calibration import truncated_geometric_calibration
 from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.sampling import sample_items
@@ -24,6 +23,7 @@ from beam_dpsu.core.thresholds import (truncated_geometric_crossovers,
                                   truncated_geometric_keep_probability,
                                   truncated_geometric_recursion)
 from tests.support.exact_tails import DIGITS
+from tests.support import histograms
 
 pytestmark = pytest.mark.pipeline
 
@@ -152,7 +152,7 @@ def test_beam_run_equals_the_pure_core_with_the_same_seed():
         users.setdefault(u, set()).add(item)
     sampled = [sample_items(items, 2, derived_rng(seed, "sample", "", u), ordered=True)
                for u, items in users.items()]
-    hist = policies.weighted_histogram(sampled, mechanism.item_weight)
+    hist = histograms.weighted_histogram(sampled, mechanism.item_weight)
     expected = sorted(item for item, n in hist.items()
                       if cal.keep_mask(np.float64(n), derived_rng(seed, "keep", item)))
     assert "common" in expected and "solo" not in expected  # π(40) = 1, π(1) = 5e-4

@@ -3,7 +3,7 @@ pure core.
 
 The reference is the per-user rule: a user's distinct valid k-grams
 (``kgrams.is_valid`` on every k-gram of its documents), sampled to Δ_k, each
-weighted 1/√|sample| (``policies.weighted_histogram``).
+weighted 1/√|sample| (``tests.support.histograms.weighted_histogram``).
 
 False-failure rate: only ``test_samples_are_uniform`` is statistical; its 8
 two-sided checks at 1e-8 per tail fail by chance with probability < 2e-7.
@@ -23,8 +23,9 @@ from beam_dpsu.core.user_blocks.document_blocks import (BadToken, BlockBuilder, 
                                                         encode_block, level1_sums, level_sums,
                                                         sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
-from beam_dpsu.core.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
+from beam_dpsu.core.policies import weighted_gaussian_weight
 from tests.support.byte_cases import blob, item_list, nth_permutation
+from tests.support.histograms import histogram_distance, weighted_histogram
 from tests.support.hypothesis_profiles import examples
 from tests.support.kgram_sets import TOKENS, released_sets
 
