@@ -27,7 +27,7 @@ __all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlo
 # distinct items (the last user may bring more new items than were left).
 IDS_PER_BLOCK = 1 << 20
 ITEMS_PER_BLOCK = 60_000
-# The most ids of a run of users worked on at once (``DecodedBlock.runs``).
+# The most ids of a run of users worked on at once (``block_runs``).
 RUN_IDS = 1 << 16
 
 
@@ -246,27 +246,6 @@ class DecodedBlock(NamedTuple):
         vocabulary[:] = self.items
         return vocabulary[self.ids].tolist()
 
-    @property
-    def sizes(self) -> np.ndarray:
-        """Each user's number of distinct items, in packing order."""
-        return np.diff(self.ends, prepend=0)
-
-    def runs(self, max_ids: int = RUN_IDS):
-        """(ids, sizes) of each run of users holding ≤ ``max_ids`` ids (a larger one alone)."""
-        sizes = self.sizes
-        for first, last, start, end in _run_bounds(self.ends, max_ids):
-            yield self.ids[start:end], sizes[first:last]
-
-
-def _run_bounds(ends: np.ndarray, max_ids: int):
-    """(first user, last user + 1, first id, last id + 1) of each run of ``runs``."""
-    first, start = 0, 0
-    while first < len(ends):
-        last = max(first + 1, int(np.searchsorted(ends, start + max_ids, side="right")))
-        end = int(ends[last - 1])
-        yield first, last, start, end
-        first, start = last, end
-
 
 def decode_block(block: bytes) -> DecodedBlock:
     """A packed block (``RecordBlockBuilder.build``) → its arrays, nothing per user."""
@@ -277,23 +256,28 @@ def decode_block(block: bytes) -> DecodedBlock:
 
 
 def block_runs(block: bytes, max_ids: int = RUN_IDS) -> tuple:
-    """(items, runs): ``decode_block(block).runs(max_ids)``, each run decoded as it comes."""
+    """(items, runs): the block's items, and each run of users holding ≤ ``max_ids`` ids in
+    all (a larger user alone) as (ids, sizes), in packing order, decoded as it comes."""
     fields = _fields(block)
     return fields.items, _decoded_runs(fields, max_ids)
 
 
 def _decoded_runs(fields: _Fields, max_ids: int):
-    sizes = np.diff(fields.ends, prepend=0)
-    lows, escaped = 0, 0
-    for first, last, start, end in _run_bounds(fields.ends, max_ids):
+    """``block_runs``' runs, each decoded from the block's sections as it comes."""
+    ends = fields.ends
+    sizes = np.diff(ends, prepend=0)
+    first, start, lows, escaped = 0, 0, 0, 0
+    while first < len(ends):
+        last = max(first + 1, int(np.searchsorted(ends, start + max_ids, side="right")))
+        end = int(ends[last - 1])
         small = fields.small[start:end]
         n_large = int(np.count_nonzero(small == _LARGE))
         n_low = int(np.count_nonzero(small >= _WIDE)) - n_large
         yield (decode_ids(small, fields.low[lows:lows + n_low],
-                          fields.large[escaped:escaped + n_large],
-                          fields.ends[first:last] - start, len(fields.items)),
+                          fields.large[escaped:escaped + n_large], ends[first:last] - start,
+                          len(fields.items)),
                sizes[first:last])
-        lows, escaped = lows + n_low, escaped + n_large
+        first, start, lows, escaped = last, end, lows + n_low, escaped + n_large
 
 
 def unpack_block(block: bytes):
