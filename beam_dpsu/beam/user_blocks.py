@@ -146,9 +146,9 @@ class PackUserBlocksFn(_PackFn):
             if not isinstance(user_docs, list):
                 element_tokens(user_docs)  # raises naming the type
             try:
-                builder.add_document(None, user_docs)
+                builder.add(None, (user_docs,))
             except (document_blocks.BadToken, TypeError):
-                builder.add_document(None, element_tokens(user_docs))
+                builder.add(None, (element_tokens(user_docs),))
         else:
             builder.add(*user_docs)
         if builder.users >= self._size or builder.tokens >= self._max_tokens:

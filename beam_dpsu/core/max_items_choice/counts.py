@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from beam_dpsu.core.max_items_choice.option import DEFAULT_SHARE, AutoMaxItems, 
 from beam_dpsu.core.max_items_choice.selection import calibrate_candidates
 from beam_dpsu.core.max_items_choice.size_histogram import _noisy_counts, _report, size_bin_edges
 
-__all__ = ["mean_absolute_noise", "released_sizes", "CountsAutoPlan", "plan_counts_auto"]
+__all__ = ["mean_absolute_noise", "CountsAutoPlan", "plan_counts_auto"]
 
 
 def mean_absolute_noise(distribution) -> float:
@@ -35,14 +35,6 @@ def mean_absolute_noise(distribution) -> float:
         z = distribution._support()
         return float(np.sum(distribution.pmf(z) * np.abs(z)))
     raise TypeError(f"no mean absolute value for {type(distribution).__name__}")
-
-
-def released_sizes(users_items: Iterable[Iterable], released) -> list:
-    """Each user's number of distinct released items, users holding none left out (raw,
-    NOT private): what ``CountReleased`` bins for "auto"."""
-    released = set(released)
-    sizes = (len(set(items) & released) for items in users_items)
-    return [n for n in sizes if n > 0]
 
 
 @dataclasses.dataclass(frozen=True)

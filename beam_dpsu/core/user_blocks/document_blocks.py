@@ -85,10 +85,6 @@ class BlockBuilder:
             self._user_ids.append(user_id)
         self.users += 1
 
-    def add_document(self, user_id, document) -> None:
-        """``add(user_id, (document,))``: a user with one document."""
-        self.add(user_id, (document,))
-
     def build(self) -> DocumentBlock:
         index = self._index
         token_type = np.min_scalar_type(max(len(index) - 1, 0))

@@ -252,10 +252,7 @@ def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes
 def test_a_block_built_user_by_user_holds_every_document_in_order(users):
     builder = BlockBuilder(keep_ids=True)
     for i, docs in enumerate(users):
-        if len(docs) == 1:  # both ways of adding a user
-            builder.add_document(f"u{i}", docs[0])
-        else:
-            builder.add(f"u{i}", docs)
+        builder.add(f"u{i}", docs)
     assert builder.users == len(users)
     assert builder.tokens == sum(len(doc) for docs in users for doc in docs)
     block = builder.build()
@@ -278,7 +275,7 @@ def test_a_user_with_a_token_the_check_refuses_adds_nothing():
             builder.add(None, docs)
         assert builder.users == 1 and builder.tokens == 2
         with pytest.raises((BadToken, TypeError)):
-            builder.add_document(None, docs[-1])
+            builder.add(None, (docs[-1],))
         assert builder.users == 1 and builder.tokens == 2
     builder.add(None, (("b", "c"),))
     block = builder.build()
