@@ -65,8 +65,7 @@ class CountsAutoPlan:
         lower = np.asarray(self.edges, dtype=np.float64)
         upper = np.append(lower[1:] - 1.0, lower[-1])  # the open last bin: its lower edge
         at = np.sqrt(lower * np.minimum(upper, max(float(released_items), 1.0)))
-        excess = np.maximum(at[None, :] - np.asarray(self.candidates, np.float64)[:, None],
-                            0.0)
+        excess = np.maximum(at[None, :] - np.asarray(self.candidates, np.float64)[:, None], 0.0)
         excess[:, lower > released_items] = 0.0
         return excess
 

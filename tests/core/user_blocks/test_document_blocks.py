@@ -20,7 +20,7 @@ from scipy import stats
 from beam_dpsu.core import hashing
 from beam_dpsu.core.sampling import sample_user_items
 from beam_dpsu.core.user_blocks.document_blocks import (BadToken, BlockBuilder, _gram_keys,
-                                                        encode_block, level1_sums, level_sums,
+                                                        level1_sums, level_sums,
                                                         sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
 from beam_dpsu.core.policies import histogram_distance, weighted_gaussian_weight, weighted_histogram
@@ -67,6 +67,14 @@ def order_of(data: bytes) -> int:
 def valid_of(docs, k, previous, unigrams, pruning):
     return {g for doc in docs for g in kgrams_of(doc, k)
             if is_valid(g, previous, unigrams, pruning)}
+
+
+def encode_block(users, keep_ids):
+    """``[(user_id, documents), …]`` → a ``DocumentBlock``, user by user."""
+    builder = BlockBuilder(keep_ids)
+    for user_id, documents in users:
+        builder.add(user_id, documents)
+    return builder.build()
 
 
 def block_of(users, keep_ids=False):
