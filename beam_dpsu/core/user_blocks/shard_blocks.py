@@ -72,9 +72,8 @@ class UserBlockBuilder:
         dtype = np.uint16 if len(self._ids) <= SMALL_IDS else np.int32
         listed = np.concatenate([part.astype(dtype, copy=False) for part in self._listed_before]
                                 + [np.array(self._listed, dtype=dtype)])
-        order_keys = b"".join(self._order_keys)
         return b"".join((_HEADER.pack(len(self._lengths), len(listed), listed.itemsize),
-                         order_keys, np.array(self._lengths, dtype=np.int32).tobytes(),
+                         *self._order_keys, np.array(self._lengths, dtype=np.int32).tobytes(),
                          listed.tobytes(),
                          pickle.dumps(self._ids.items(), protocol=pickle.HIGHEST_PROTOCOL)))
 
