@@ -116,9 +116,8 @@ def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:
     size_budget, counts_budget = split_budget(budget, auto.spent)
     calibrations = calibrate_candidates(auto, lambda c: calibrate(counts_budget, c),
                                         "the counts calibrate", "their part of the budget")
-    plan = CountsAutoPlan(
+    return CountsAutoPlan(
         auto=auto, size_budget=size_budget, counts_budget=counts_budget,
         candidates=tuple(calibrations),
         mean_absolute_noise=tuple(mean_absolute_noise(k.noise) for k in calibrations.values()),
-        edges=tuple(int(e) for e in size_bin_edges(auto.candidates)))
-    return plan, calibrations
+        edges=tuple(int(e) for e in size_bin_edges(auto.candidates))), calibrations
