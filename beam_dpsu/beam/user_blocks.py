@@ -146,9 +146,9 @@ class PackUserBlocksFn(_PackFn):
             if not isinstance(user_docs, list):
                 element_tokens(user_docs)  # raises naming the type
             try:
-                builder.add_document(None, user_docs)
+                builder.add(None, (user_docs,))
             except (document_blocks.BadToken, TypeError):
-                builder.add_document(None, element_tokens(user_docs))
+                builder.add(None, (element_tokens(user_docs),))
         else:
             builder.add(*user_docs)
         if builder.users >= self._size or builder.tokens >= self._max_tokens:
@@ -183,9 +183,8 @@ class BlockHistogramFn(beam.DoFn):
         sums = self._level_sums(pickle.loads(block), *side_inputs, rng=self._rng)
         if self._count_holders:
             for item, (weight, holders) in sums:
-                so_far = get(item)
-                partial[item] = ((weight, holders) if so_far is None
-                                 else (so_far[0] + weight, so_far[1] + holders))
+                so_far_weight, so_far_holders = get(item, (0.0, 0))
+                partial[item] = (so_far_weight + weight, so_far_holders + holders)
         else:
             for item, weight in sums:
                 partial[item] = get(item, 0.0) + weight

@@ -29,6 +29,7 @@ from tests.support.hypothesis_profiles import examples
 from tests.support.one_pipeline import run_cases
 from tests.support.paths import ROOT
 from tests.support.runner import job_args
+from tests.core.user_blocks.test_document_blocks import encode_block
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 
@@ -55,7 +56,7 @@ def test_auto_per_level_forms():
 
 
 def test_distinct_items_per_user_golden():
-    block = document_blocks.encode_block(
+    block = encode_block(
         [("u1", [("a", "b", "a")]), ("u2", []), ("u3", [("c",), ("a", "c")])], keep_ids=True)
     assert document_blocks.distinct_items_per_user(block).tolist() == [2, 0, 2]
 
@@ -71,7 +72,7 @@ def test_one_more_user_moves_the_size_counts_by_one(users, extra):
     edges = max_items_choice.size_bin_edges(AUTO.candidates)
 
     def counts(us):
-        block = document_blocks.encode_block([(f"u{i}", d) for i, d in enumerate(us)], True)
+        block = encode_block([(f"u{i}", d) for i, d in enumerate(us)], True)
         return block_size_counts(pickle.dumps(block), tuple(edges))
 
     moved = np.abs(counts(users + [extra]) - counts(users)).sum()

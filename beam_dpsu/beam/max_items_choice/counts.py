@@ -6,31 +6,18 @@ Design and memory: docs/explanation/proofs.md#auto-in-beam.
 
 from __future__ import annotations
 
-import random
-
 import apache_beam as beam
 
-from beam_dpsu.core import hashing, max_items_choice
 from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.beam.bounding import SampleEachUser, element_distinct_items
 from beam_dpsu.beam.max_items_choice.chosen import Chosen
-from beam_dpsu.beam.max_items_choice.selection import SizeHistogram
-from beam_dpsu.beam.randomness import draws_randomness
+from beam_dpsu.beam.max_items_choice.selection import SizeHistogram, _noisy_choice
 
 __all__ = ["SampleAtChosenMaxItems"]
 
 
 def _released_size(element, released) -> int:
     return sum(1 for item in element_distinct_items(element) if item in released)
-
-
-@draws_randomness
-def _noisy_counts_choice(counts, released_items: int, plan: counts_choice.CountsAutoPlan,
-                         seed: int | None) -> int:
-    """The index (in plan.candidates) of the counts' Δ0, from the noisy size counts."""
-    rng = None if seed is None else random.Random(hashing.stable_hash64(("count-sizes", seed)))
-    noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng)
-    return plan.candidates.index(plan.choose(noisy, released_items))
 
 
 class _ChooseCountsMaxItems(beam.PTransform):
@@ -47,8 +34,8 @@ class _ChooseCountsMaxItems(beam.PTransform):
         return (sizes
                 | "SizeHistogram" >> SizeHistogram(self._plan.edges)
                 | "AddNoiseAndChoose" >> beam.Map(
-                    _noisy_counts_choice, beam.pvalue.AsSingleton(released_items),
-                    self._plan, self._seed)
+                    _noisy_choice, self._plan, self._seed,
+                    beam.pvalue.AsSingleton(released_items), label="count-sizes")
                 | "Checkpoint" >> beam.Reshuffle())
 
 

@@ -54,11 +54,11 @@ class SizeHistogram(beam.PTransform):
 
 
 @draws_randomness
-def _noisy_choice(counts, plan: max_items_choice.AutoPlan, seed: int | None) -> int:
-    """The index (in plan.candidates) of Δ0 chosen from the noisy size counts."""
-    rng = None if seed is None else random.Random(hashing.stable_hash64(("sizes", seed)))
+def _noisy_choice(counts, plan, seed: int | None, *choose_args, label: str = "sizes") -> int:
+    """The index in plan.candidates of ``plan.choose(noisy counts, *choose_args)``."""
+    rng = None if seed is None else random.Random(hashing.stable_hash64((label, seed)))
     noisy = max_items_choice.noisy_size_histogram(counts, plan.size_budget, rng)
-    return plan.candidates.index(plan.choose(noisy))
+    return plan.candidates.index(plan.choose(noisy, *choose_args))
 
 
 class ChooseFromSizeCounts(beam.PTransform):

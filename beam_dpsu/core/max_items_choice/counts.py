@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from beam_dpsu.core.max_items_choice.option import DEFAULT_SHARE, AutoMaxItems, 
 from beam_dpsu.core.max_items_choice.selection import calibrate_candidates
 from beam_dpsu.core.max_items_choice.size_histogram import _noisy_counts, _report, size_bin_edges
 
-__all__ = ["mean_absolute_noise", "released_sizes", "CountsAutoPlan", "plan_counts_auto"]
+__all__ = ["mean_absolute_noise", "CountsAutoPlan", "plan_counts_auto"]
 
 
 def mean_absolute_noise(distribution) -> float:
@@ -35,14 +35,6 @@ def mean_absolute_noise(distribution) -> float:
         z = distribution._support()
         return float(np.sum(distribution.pmf(z) * np.abs(z)))
     raise TypeError(f"no mean absolute value for {type(distribution).__name__}")
-
-
-def released_sizes(users_items: Iterable[Iterable], released) -> list:
-    """Each user's number of distinct released items, users holding none left out (raw,
-    NOT private): what ``CountReleased`` bins for "auto"."""
-    released = set(released)
-    sizes = (len(set(items) & released) for items in users_items)
-    return [n for n in sizes if n > 0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +65,7 @@ class CountsAutoPlan:
         lower = np.asarray(self.edges, dtype=np.float64)
         upper = np.append(lower[1:] - 1.0, lower[-1])  # the open last bin: its lower edge
         at = np.sqrt(lower * np.minimum(upper, max(float(released_items), 1.0)))
-        excess = np.maximum(at[None, :] - np.asarray(self.candidates, np.float64)[:, None],
-                            0.0)
+        excess = np.maximum(at[None, :] - np.asarray(self.candidates, np.float64)[:, None], 0.0)
         excess[:, lower > released_items] = 0.0
         return excess
 
@@ -125,9 +116,8 @@ def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:
     size_budget, counts_budget = split_budget(budget, auto.spent)
     calibrations = calibrate_candidates(auto, lambda c: calibrate(counts_budget, c),
                                         "the counts calibrate", "their part of the budget")
-    plan = CountsAutoPlan(
+    return CountsAutoPlan(
         auto=auto, size_budget=size_budget, counts_budget=counts_budget,
         candidates=tuple(calibrations),
         mean_absolute_noise=tuple(mean_absolute_noise(k.noise) for k in calibrations.values()),
-        edges=tuple(int(e) for e in size_bin_edges(auto.candidates)))
-    return plan, calibrations
+        edges=tuple(int(e) for e in size_bin_edges(auto.candidates))), calibrations

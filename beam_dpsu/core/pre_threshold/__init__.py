@@ -5,11 +5,7 @@ calibration) reads ``beam_dpsu.core.calibration``, which reads ``rule``, so it i
 imported here (a cycle): import ``beam_dpsu.core.pre_threshold.calibrations``.
 """
 
-from beam_dpsu.core.pre_threshold.rule import (
-    MAX_USER_WEIGHT, check_cutoff, check_pre_threshold, describe_pre_threshold, eligible,
-    keep_probability_with_pre_threshold, max_user_weight, own_weights_equal, pre_threshold_shift,
-    release_threshold, shifted_counts)
+from beam_dpsu.core.pre_threshold import rule
+from beam_dpsu.core.pre_threshold.rule import *  # noqa: F403 (the names of rule.__all__)
 
-__all__ = ["MAX_USER_WEIGHT", "check_pre_threshold", "eligible", "shifted_counts",
-           "keep_probability_with_pre_threshold", "max_user_weight", "pre_threshold_shift",
-           "own_weights_equal", "release_threshold", "check_cutoff", "describe_pre_threshold"]
+__all__ = list(rule.__all__)

@@ -11,8 +11,7 @@ import dataclasses
 
 from beam_dpsu.core.pre_threshold import rule
 from beam_dpsu.core import thresholds
-from beam_dpsu.core.calibration import (Calibration, KeepProbabilityCalibration,
-                                        RoundsCalibration)
+from beam_dpsu.core.calibration import Calibration, KeepProbabilityCalibration, RoundsCalibration
 from beam_dpsu.core.checks import ParameterError
 
 __all__ = ["calibrate", "with_pre_threshold", "raised_threshold"]

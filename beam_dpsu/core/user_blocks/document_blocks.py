@@ -9,13 +9,13 @@ Sampling and why: docs/explanation/bounding.md#document-blocks.
 from __future__ import annotations
 
 from array import array
-from typing import Callable, Hashable, NamedTuple, Sequence
+from typing import Callable, Hashable, NamedTuple
 
 import numpy as np
 
 from beam_dpsu.core.sampling import sample_user_items
 
-__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "encode_block", "sampled_weighted_sums",
+__all__ = ["DocumentBlock", "BlockBuilder", "BadToken", "sampled_weighted_sums",
            "distinct_items_per_user", "level1_sums", "level_sums"]
 
 
@@ -85,10 +85,6 @@ class BlockBuilder:
             self._user_ids.append(user_id)
         self.users += 1
 
-    def add_document(self, user_id, document) -> None:
-        """``add(user_id, (document,))``: a user with one document."""
-        self.add(user_id, (document,))
-
     def build(self) -> DocumentBlock:
         index = self._index
         token_type = np.min_scalar_type(max(len(index) - 1, 0))
@@ -98,14 +94,6 @@ class BlockBuilder:
             doc_lengths=np.frombuffer(self._doc_lengths, dtype=np.int64).copy(),
             doc_users=np.frombuffer(self._doc_users, dtype=np.int64).copy(),
             user_ids=self._user_ids)
-
-
-def encode_block(users: Sequence[tuple], keep_ids: bool) -> DocumentBlock:
-    """``[(user_id, documents), …]`` (documents: sequences of str) → a ``DocumentBlock``."""
-    builder = BlockBuilder(keep_ids)
-    for user_id, documents in users:
-        builder.add(user_id, documents)
-    return builder.build()
 
 
 # Keys stay below this (int64 with a bit to spare).
@@ -132,8 +120,7 @@ def _gram_keys(tokens: np.ndarray, starts: np.ndarray, length: int,
 
 
 def _pair_ids(left: np.ndarray, right: np.ndarray) -> tuple:
-    """(an index of each distinct (left[i], right[i]) pair, its dense id) in (left, right)
-    order: by a table when the range is small, else by a sort (no overflow)."""
+    """(an index of each distinct (left[i], right[i]) pair, its dense id in (left, right) order)."""
     if left.size and left.min() >= 0 and right.min() >= 0:
         width = int(right.max()) + 1
         bound = (int(left.max()) + 1) * width
@@ -262,8 +249,7 @@ def distinct_items_per_user(block: DocumentBlock) -> np.ndarray:
     return np.bincount(user, minlength=n_users)
 
 
-def _grams_at(words: np.ndarray, tokens: np.ndarray, positions: np.ndarray,
-              length: int) -> list:
+def _grams_at(words: np.ndarray, tokens: np.ndarray, positions: np.ndarray, length: int) -> list:
     """The ``length``-grams (tuples of tokens) starting at ``positions``, decoded in C."""
     ids = tokens[positions[:, None] + np.arange(length)]
     return list(map(tuple, words[ids].tolist()))
@@ -293,13 +279,11 @@ def level1_sums(block: DocumentBlock, max_items: int, item_weight, rng, seed=Non
     sampler = _seeded_sampler(block, vocab.__getitem__, max_items, seed, salt)
     sums = sampled_weighted_sums(users, block.tokens, len(vocab), max_items, item_weight, rng,
                                  sampler, count_holders)
-    if count_holders:
-        sums, holders = sums
-        held = np.flatnonzero(holders)
-        return list(zip([vocab[i] for i in held.tolist()],
-                        zip(sums[held].tolist(), holders[held].tolist())))
-    held = np.flatnonzero(sums)
-    return list(zip([vocab[i] for i in held.tolist()], sums[held].tolist()))
+    sums, holders = sums if count_holders else (sums, None)
+    held = np.flatnonzero(sums if holders is None else holders)
+    values = sums[held].tolist()
+    return list(zip([vocab[i] for i in held.tolist()],
+                    values if holders is None else zip(values, holders[held].tolist())))
 
 
 def level_sums(block: DocumentBlock, k: int, pruning: str, previous, unigrams, max_items: int,

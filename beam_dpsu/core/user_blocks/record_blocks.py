@@ -10,7 +10,7 @@ from __future__ import annotations
 import pickle
 import struct
 from array import array
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from typing import Container, Iterator, Mapping, NamedTuple
 
 import numpy as np
@@ -27,7 +27,7 @@ __all__ = ["IDS_PER_BLOCK", "ITEMS_PER_BLOCK", "RecordBlockBuilder", "DecodedBlo
 # distinct items (the last user may bring more new items than were left).
 IDS_PER_BLOCK = 1 << 20
 ITEMS_PER_BLOCK = 60_000
-# The most ids of a run of users worked on at once (``DecodedBlock.runs``).
+# The most ids of a run of users worked on at once (``block_runs``).
 RUN_IDS = 1 << 16
 
 
@@ -137,28 +137,21 @@ def _fields(block: bytes) -> _Fields:
         _HEADER.unpack_from(block))
     offset = _HEADER.size
 
-    def section(size: int) -> int:
+    def section(dtype, count: int) -> np.ndarray:
         nonlocal offset
-        start = offset
+        start, size = offset, count * np.dtype(dtype).itemsize
         offset += size + -size % 8
-        return start
+        return np.frombuffer(block, dtype=dtype, count=count, offset=start)
 
-    ends = np.frombuffer(block, dtype=np.uint32 if ends_size == 4 else np.int64,
-                         count=users, offset=section(users * ends_size))
-    large = np.frombuffer(block, dtype=np.uint16 if large_size == 2 else np.uint32,
-                          count=n_large, offset=section(n_large * large_size))
-    with_counts = bool(flags & _COUNTS)
-    at = section(4 * pairs if with_counts else 0)
-    counts = np.frombuffer(block, dtype=np.int32, count=pairs, offset=at) if with_counts \
-        else None
-    small = np.frombuffer(block, dtype=np.uint8, count=pairs, offset=section(pairs))
-    low = np.frombuffer(block, dtype=np.uint8, count=n_low, offset=section(n_low))
-    at = section(items_size)
-    listed = block[at:at + items_size]
+    ends = section(np.uint32 if ends_size == 4 else np.int64, users)
+    large = section(np.uint16 if large_size == 2 else np.uint32, n_large)
+    counts = section(np.int32, pairs) if flags & _COUNTS else None  # (else no bytes)
+    small = section(np.uint8, pairs)
+    low = section(np.uint8, n_low)
+    listed = section(np.uint8, items_size).tobytes()
     items = (listed.decode("utf-8", "surrogatepass").split("\0") if flags & _JOINED
              else pickle.loads(listed))
-    at = section(keys_size)
-    keys = pickle.loads(block[at:at + keys_size]) if flags & _KEYS else None
+    keys = pickle.loads(section(np.uint8, keys_size).data) if flags & _KEYS else None
     return _Fields(items, small, low, large, ends.astype(np.int64), counts,
                    bool(flags & _PLAIN_STR), keys)
 
@@ -213,8 +206,7 @@ def decode_ids(small: np.ndarray, low: np.ndarray, large: np.ndarray, ends: np.n
     """``encode_ids``'s ids back, given the users' ``ends`` and the block's number of
     ``items``: uint16 when they fit, else int32 (int64 past 2^31 items), by one running
     sum and no other array per id (docs/explanation/bounding.md#record-blocks)."""
-    id_type = (np.uint16 if items <= 1 << 16 else np.int32 if items <= 1 << 31
-               else np.int64)
+    id_type = np.uint16 if items <= 1 << 16 else np.int32 if items <= 1 << 31 else np.int64
     ids = small.astype(id_type)
     wide = (small >= _WIDE) & (small < _LARGE)
     ids[wide] = ((ids[wide] - _WIDE) << 8) + _WIDE + low
@@ -246,27 +238,6 @@ class DecodedBlock(NamedTuple):
         vocabulary[:] = self.items
         return vocabulary[self.ids].tolist()
 
-    @property
-    def sizes(self) -> np.ndarray:
-        """Each user's number of distinct items, in packing order."""
-        return np.diff(self.ends, prepend=0)
-
-    def runs(self, max_ids: int = RUN_IDS):
-        """(ids, sizes) of each run of users holding ≤ ``max_ids`` ids (a larger one alone)."""
-        sizes = self.sizes
-        for first, last, start, end in _run_bounds(self.ends, max_ids):
-            yield self.ids[start:end], sizes[first:last]
-
-
-def _run_bounds(ends: np.ndarray, max_ids: int):
-    """(first user, last user + 1, first id, last id + 1) of each run of ``runs``."""
-    first, start = 0, 0
-    while first < len(ends):
-        last = max(first + 1, int(np.searchsorted(ends, start + max_ids, side="right")))
-        end = int(ends[last - 1])
-        yield first, last, start, end
-        first, start = last, end
-
 
 def decode_block(block: bytes) -> DecodedBlock:
     """A packed block (``RecordBlockBuilder.build``) → its arrays, nothing per user."""
@@ -277,39 +248,40 @@ def decode_block(block: bytes) -> DecodedBlock:
 
 
 def block_runs(block: bytes, max_ids: int = RUN_IDS) -> tuple:
-    """(items, runs): ``decode_block(block).runs(max_ids)``, each run decoded as it comes."""
+    """(items, runs): the block's items, and each run of users holding ≤ ``max_ids`` ids in
+    all (a larger user alone) as (ids, sizes), in packing order, decoded as it comes."""
     fields = _fields(block)
     return fields.items, _decoded_runs(fields, max_ids)
 
 
 def _decoded_runs(fields: _Fields, max_ids: int):
-    sizes = np.diff(fields.ends, prepend=0)
-    lows, escaped = 0, 0
-    for first, last, start, end in _run_bounds(fields.ends, max_ids):
+    """``block_runs``' runs, each decoded from the block's sections as it comes."""
+    ends = fields.ends
+    sizes = np.diff(ends, prepend=0)
+    first, start, lows, escaped = 0, 0, 0, 0
+    while first < len(ends):
+        last = max(first + 1, int(np.searchsorted(ends, start + max_ids, side="right")))
+        end = int(ends[last - 1])
         small = fields.small[start:end]
         n_large = int(np.count_nonzero(small == _LARGE))
         n_low = int(np.count_nonzero(small >= _WIDE)) - n_large
         yield (decode_ids(small, fields.low[lows:lows + n_low],
-                          fields.large[escaped:escaped + n_large],
-                          fields.ends[first:last] - start, len(fields.items)),
+                          fields.large[escaped:escaped + n_large], ends[first:last] - start,
+                          len(fields.items)),
                sizes[first:last])
-        lows, escaped = lows + n_low, escaped + n_large
+        first, start, lows, escaped = last, end, lows + n_low, escaped + n_large
 
 
 def unpack_block(block: bytes):
     """A packed block → each user's items as a list, in packing order (a ``Tokens`` list
     when every item of the block is a non-empty plain str, as a tokenizer makes them)."""
     decoded = decode_block(block)
-    listed = decoded.listed()
-    if decoded.counts is not None:
-        times = decoded.counts.tolist()
+    listed, ends = decoded.listed(), decoded.ends.tolist()
+    times = None if decoded.counts is None else decoded.counts.tolist()
     kind = Tokens if decoded.plain_str else list
-    ends = decoded.ends.tolist()
     for start, end in zip([0] + ends, ends):
-        if decoded.counts is None:
-            yield kind(listed[start:end])
-        else:
-            yield kind(item for i in range(start, end) for item in repeat(listed[i], times[i]))
+        own = listed[start:end]  # with counts: each item as many times as it occurs
+        yield kind(own if times is None else chain(*map(repeat, own, times[start:end])))
 
 
 def _decoded_distinct(block: bytes, refusal: str) -> DecodedBlock:

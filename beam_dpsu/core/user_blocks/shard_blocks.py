@@ -72,9 +72,8 @@ class UserBlockBuilder:
         dtype = np.uint16 if len(self._ids) <= SMALL_IDS else np.int32
         listed = np.concatenate([part.astype(dtype, copy=False) for part in self._listed_before]
                                 + [np.array(self._listed, dtype=dtype)])
-        order_keys = b"".join(self._order_keys)
         return b"".join((_HEADER.pack(len(self._lengths), len(listed), listed.itemsize),
-                         order_keys, np.array(self._lengths, dtype=np.int32).tobytes(),
+                         *self._order_keys, np.array(self._lengths, dtype=np.int32).tobytes(),
                          listed.tobytes(),
                          pickle.dumps(self._ids.items(), protocol=pickle.HIGHEST_PROTOCOL)))
 
@@ -119,7 +118,7 @@ def shard_policy_histogram(blocks: Iterable[bytes], update, cutoff: float,
     order = np.lexsort((words[:, 1], words[:, 0]))
     ties = np.flatnonzero((words[order[1:]] == words[order[:-1]]).all(axis=1))
     if ties.size:
-        order = _order_ties(order, ties, words, users)
+        order = _order_ties(order, ties, users)
     weights = policy_weights(users.in_order(order), len(items), update, cutoff)
     histogram = dict(zip(items, weights.tolist()))
     if count_holders:
@@ -177,18 +176,15 @@ def _as_ids(ids: list, num_items: int) -> np.ndarray:
     return np.array(ids, dtype=np.int32 if num_items <= 1 << 31 else np.int64)
 
 
-def _order_ties(order, ties, words, users: _ShardUsers) -> np.ndarray:
-    """``order`` with each run of equal order keys sorted by the users' lists."""
-    order = order.copy()
+def _order_ties(order, ties, users: _ShardUsers) -> np.ndarray:
+    """``order`` with each run of equal order keys sorted by the users' lists (in place)."""
     items = users.items
 
     def content(user):
         return tuple(map(canonical_bytes, map(items.__getitem__, users.user(user).tolist())))
 
-    run_starts = ties[np.r_[True, np.diff(ties) > 1]]
-    for first in run_starts.tolist():
-        last = first + 1
-        while last + 1 < len(order) and (words[order[last + 1]] == words[order[first]]).all():
-            last += 1
-        order[first:last + 1] = sorted(order[first:last + 1].tolist(), key=content)
+    # A run of consecutive ties i (order[i] and order[i + 1] alike) is one run of equal keys.
+    for run in np.split(ties, np.flatnonzero(np.diff(ties) > 1) + 1):
+        first, end = int(run[0]), int(run[-1]) + 2
+        order[first:end] = sorted(order[first:end].tolist(), key=content)
     return order

@@ -20,7 +20,7 @@ from scipy import stats
 from beam_dpsu.core import hashing
 from beam_dpsu.core.sampling import sample_user_items
 from beam_dpsu.core.user_blocks.document_blocks import (BadToken, BlockBuilder, _gram_keys,
-                                                        encode_block, level1_sums, level_sums,
+                                                        level1_sums, level_sums,
                                                         sampled_weighted_sums)
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
 from beam_dpsu.core.policies import weighted_gaussian_weight
@@ -68,6 +68,14 @@ def order_of(data: bytes) -> int:
 def valid_of(docs, k, previous, unigrams, pruning):
     return {g for doc in docs for g in kgrams_of(doc, k)
             if is_valid(g, previous, unigrams, pruning)}
+
+
+def encode_block(users, keep_ids):
+    """``[(user_id, documents), …]`` → a ``DocumentBlock``, user by user."""
+    builder = BlockBuilder(keep_ids)
+    for user_id, documents in users:
+        builder.add(user_id, documents)
+    return builder.build()
 
 
 def block_of(users, keep_ids=False):
@@ -253,10 +261,7 @@ def test_each_user_keeps_exactly_min_count_delta_of_its_own_items_unseeded(sizes
 def test_a_block_built_user_by_user_holds_every_document_in_order(users):
     builder = BlockBuilder(keep_ids=True)
     for i, docs in enumerate(users):
-        if len(docs) == 1:  # both ways of adding a user
-            builder.add_document(f"u{i}", docs[0])
-        else:
-            builder.add(f"u{i}", docs)
+        builder.add(f"u{i}", docs)
     assert builder.users == len(users)
     assert builder.tokens == sum(len(doc) for docs in users for doc in docs)
     block = builder.build()
@@ -279,7 +284,7 @@ def test_a_user_with_a_token_the_check_refuses_adds_nothing():
             builder.add(None, docs)
         assert builder.users == 1 and builder.tokens == 2
         with pytest.raises((BadToken, TypeError)):
-            builder.add_document(None, docs[-1])
+            builder.add(None, (docs[-1],))
         assert builder.users == 1 and builder.tokens == 2
     builder.add(None, (("b", "c"),))
     block = builder.build()

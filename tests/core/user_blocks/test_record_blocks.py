@@ -121,8 +121,9 @@ def test_a_decoded_block_holds_the_users_as_arrays():
     users = [{"cat", "dog"}, set(), {"dog", "x"}]
     _, block = _pack(users, occurrences=False)
     decoded = decode_block(block)
-    assert decoded.sizes.tolist() == [2, 0, 2] and decoded.counts is None
-    starts = decoded.ends - decoded.sizes
+    sizes = np.diff(decoded.ends, prepend=0)
+    assert sizes.tolist() == [2, 0, 2] and decoded.counts is None
+    starts = decoded.ends - sizes
     assert [{decoded.items[i] for i in decoded.ids[s:e]}
             for s, e in zip(starts.tolist(), decoded.ends.tolist())] == users
 
@@ -183,15 +184,16 @@ def test_a_block_sample_is_uniform():
 
 def test_a_block_splits_into_runs_of_whole_users():
     users = [{f"w{i}" for i in range(n)} for n in (3, 0, 4, 9, 2, 2, 1)]
-    decoded = decode_block(_pack(users, occurrences=False)[1])
-    runs = list(decoded.runs(max_ids=5))
+    block = _pack(users, occurrences=False)[1]
+    decoded = decode_block(block)
+    runs = list(block_runs(block, max_ids=5)[1])
     # at most 5 ids a run, but a user of 9 alone; every user once, in order
     assert [sizes.tolist() for _, sizes in runs] == [[3, 0], [4], [9], [2, 2, 1]]
     assert np.concatenate([ids for ids, _ in runs]).tolist() == decoded.ids.tolist()
 
 
 @pytest.mark.parametrize("max_ids", [1, 5, 40, 1 << 16])
-def test_runs_decoded_from_the_bytes_are_the_decoded_blocks_runs(max_ids):
+def test_runs_decoded_from_the_bytes_are_the_decoded_blocks_users(max_ids):
     # ids past one byte, two and 16 bits (second bytes and large differences in
     # several runs)
     users = [{f"w{i}" for i in range(n)} for n in (3, 0, 300, 9, 2, 70_000, 1, 0, 260)]
@@ -200,8 +202,14 @@ def test_runs_decoded_from_the_bytes_are_the_decoded_blocks_runs(max_ids):
     decoded = decode_block(block)
     items, runs = block_runs(block, max_ids)
     assert items == decoded.items
-    assert [(ids.tolist(), sizes.tolist()) for ids, sizes in runs] == [
-        (ids.tolist(), sizes.tolist()) for ids, sizes in decoded.runs(max_ids)]
+    runs = list(runs)
+    # every user once, in order, with its ids; runs of whole users, ≤ max_ids ids but
+    # a larger user alone, each as long as the next user allows
+    assert np.concatenate([ids for ids, _ in runs]).tolist() == decoded.ids.tolist()
+    sizes = [sizes.tolist() for _, sizes in runs]
+    assert sum(sizes, []) == np.diff(decoded.ends, prepend=0).tolist()
+    assert all(sum(run) <= max_ids or len(run) == 1 for run in sizes)
+    assert all(sum(run) + after[0] > max_ids for run, after in zip(sizes, sizes[1:]))
 
 
 # --- the ids' encoding ---------------------------------------------------------------
@@ -291,7 +299,7 @@ def test_an_empty_block_and_a_block_of_empty_users_read_back():
         block = _pack(users, occurrences=True)[1]
         decoded = decode_block(block)
         assert decoded.items == [] and decoded.ids.tolist() == [] and (
-            decoded.sizes.tolist() == [0] * len(users))
+            np.diff(decoded.ends, prepend=0).tolist() == [0] * len(users))
         assert list(unpack_block(block)) == [[]] * len(users)
         assert [sizes.tolist() for _, sizes in block_runs(block)[1]] == (
             [[0, 0]] if users else [])
