@@ -31,7 +31,7 @@ from beam_dpsu.beam.output_types import opaque_output
 # distinct), so it is not exported.
 __all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "WeightedHistogram",
            "shard_of_item", "split_by_shard", "merge_histograms", "split_with_holders",
-           "merge_histograms_with_holders", "HeldByAtLeast"]
+           "merge_histograms_with_holders", "summed_per_shard", "HeldByAtLeast"]
 
 # The most entries (~100 bytes each) a bundle's partial histogram holds before a flush.
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
@@ -82,6 +82,15 @@ def _held_by_at_least(shard_parts, pre_threshold: int) -> tuple:
     shard, (weights, holders) = shard_parts
     return shard, {item: weight for item, weight in weights.items()
                    if holders[item] >= pre_threshold}
+
+
+def summed_per_shard(shard_groups, label: str, pre_threshold: int):
+    """(shard, parts) groups → (shard, Σ per item), then (k > 1) ``HeldByAtLeast(k)``."""
+    if pre_threshold == 1:
+        return shard_groups | label >> beam.Map(merge_histograms)
+    return (shard_groups
+            | label >> beam.Map(merge_histograms_with_holders)
+            | "PreThreshold" >> HeldByAtLeast(pre_threshold))
 
 
 class HeldByAtLeast(beam.PTransform):
@@ -260,8 +269,4 @@ class SampledWeightedHistogram(beam.PTransform):
                         | "SampleAndSumPerBundle" >> beam.ParDo(
                             self._fn, **self._max_items.side_inputs())
                         | "GroupShards" >> beam.GroupByKey())
-        if self._pre_threshold == 1:
-            return partial_sums | "SumPerShard" >> beam.Map(merge_histograms)
-        return (partial_sums
-                | "SumPerShard" >> beam.Map(merge_histograms_with_holders)
-                | "PreThreshold" >> HeldByAtLeast(self._pre_threshold))
+        return summed_per_shard(partial_sums, "SumPerShard", self._pre_threshold)
