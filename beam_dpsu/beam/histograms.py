@@ -254,12 +254,13 @@ class SampledWeightedHistogram(beam.PTransform):
             lambda m: checks.at_least("max_items_per_user", m, 1))
         checks.optional_integer("hot_key_fanout", hot_key_fanout)
         self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
-        warn_if_seeded(checks.seed(seed), "SampledWeightedHistogram")
+        seed = checks.seed(seed)
+        warn_if_seeded(seed, "SampledWeightedHistogram")
         # The fan-out spreads the sum over more shards (fewer items each).
-        fn = _BlockSampleAndSumFn if blocks else _SampleAndSumFn
-        self._fn = fn(item_weight, PARTIAL_HISTOGRAM_KEYS, self._max_items.values,
-                      checks.seed(seed), salt, HISTOGRAM_SHARDS * (hot_key_fanout or 1),
-                      elements, count_holders=self._pre_threshold > 1, packed=packed)
+        self._fn = (_BlockSampleAndSumFn if blocks else _SampleAndSumFn)(
+            item_weight, PARTIAL_HISTOGRAM_KEYS, self._max_items.values, seed, salt,
+            HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements,
+            count_holders=self._pre_threshold > 1, packed=packed)
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")
