@@ -181,8 +181,7 @@ def element_item_counts(element: Any, occurrences: bool = True, seed: int | None
     else is refused (keyed data read as items would release user ids). The id only
     orders and seeds it (docs/explanation/beam-pipeline.md#one-element-one-person).
     """
-    _check_element(element)
-    counts = _counts_of(element, occurrences, "an element", "an element")
+    counts = _element_counts(element, occurrences)
     return element_id(counts.items(), seed), counts
 
 
@@ -199,16 +198,12 @@ def element_distinct_items(element: Any) -> set | dict:
         distinct = set(element)
         if plain_str_items(distinct):  # a Tokens list can be changed after tokenising
             return distinct
-    _check_element(element)
-    return _counts_of(element, False, "an element", "an element")
+    return _element_counts(element, False)
 
 
 def element_items(element: Any, occurrences: bool) -> set | dict:
     """``element_item_counts``'s items without an id."""
-    if not occurrences:
-        return element_distinct_items(element)
-    _check_element(element)
-    return _counts_of(element, True, "an element", "an element")
+    return _element_counts(element, True) if occurrences else element_distinct_items(element)
 
 
 def element_id(item_counts: Iterable[tuple], seed: int | None = None) -> int:
@@ -224,7 +219,8 @@ def distinct_element_id(distinct_items: Iterable, seed: int | None = None) -> in
     return element_id(zip(distinct_items, repeat(1)), seed)
 
 
-def _check_element(element: Any) -> None:
+def _element_counts(element: Any, occurrences: bool) -> dict:
+    """A checked element's {item: occurrences} (each item 1 without ``occurrences``)."""
     if not isinstance(element, _ELEMENT_TYPES) or (
             isinstance(element, np.ndarray) and element.dtype.kind not in "USO"):
         hint = ("; a tuple could be a (user_id, item) pair: give each person's items as "
@@ -237,6 +233,7 @@ def _check_element(element: Any) -> None:
         raise InvalidRecordError(
             "with privacy_unit='element' each element must be a list, set, frozenset or 1-D "
             f"array of one person's items, got {a_type(element)}{hint}")
+    return _counts_of(element, occurrences, "an element", "an element")
 
 
 class _MergeItemCountsFn(beam.CombineFn):

@@ -107,12 +107,16 @@ def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool 
     return InputFields(user_field, name, arg, _NGRAM_KINDS[kind] if ngrams else kind)
 
 
+def _is_named_tuple(element: Any) -> bool:
+    return isinstance(element, tuple) and hasattr(element, "_fields")
+
+
 def _element_kind(element: Any) -> str:
     """The element's type for errors: "a beam.Row", "a dict", "a Review (NamedTuple)"."""
     if isinstance(element, beam.Row):
         return "a beam.Row"
     name = type(element).__name__
-    if isinstance(element, tuple) and hasattr(element, "_fields"):
+    if _is_named_tuple(element):
         # Beam decodes Rows into NamedTuple classes it generates (BeamSchema_<uuid>).
         return "a beam.Row" if name.startswith("BeamSchema_") else f"a {name} (NamedTuple)"
     return a_type(element)
@@ -128,8 +132,7 @@ def _getter(element: Any) -> Callable[[str], Any]:
     """How to read a field of ``element``; raises unless it is a Row, NamedTuple or dict."""
     if isinstance(element, Mapping):
         return element.__getitem__
-    if isinstance(element, beam.Row) or (isinstance(element, tuple)
-                                         and hasattr(element, "_fields")):
+    if isinstance(element, beam.Row) or _is_named_tuple(element):
         return lambda name: getattr(element, name)
     hint = ("; a plain tuple or list is read without fields: drop user_field/item_field/"
             "item_list_field/tokens_field" if isinstance(element, (tuple, list)) else "")
@@ -146,15 +149,10 @@ def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
     try:
         return get(name)
     except (AttributeError, KeyError):
-        raise InvalidRecordError(f"{_element_kind(element)} has no field {name!r} ({arg})"
-                                 + _fields_hint(element)) from None
-
-
-def _fields_hint(element: Any) -> str:
-    # Only a class's field names: a beam.Row built at run time may be keyed by data.
-    if isinstance(element, tuple) and hasattr(element, "_fields"):
-        return f"; its fields: {_names(list(element._fields))}"
-    return ""
+        # Only a class's field names: a beam.Row built at run time may be keyed by data.
+        hint = f"; its fields: {_names(list(element._fields))}" if _is_named_tuple(element) else ""
+        raise InvalidRecordError(
+            f"{_element_kind(element)} has no field {name!r} ({arg}){hint}") from None
 
 
 def _user_id(value: Any, element: Any, name: str) -> Any:
@@ -221,42 +219,27 @@ class _ReadFields:
         return user_id, tuple(value) if f.kind == "tokens" else value
 
 
-def _ngram_pairs(record: tuple) -> list[tuple]:
-    user_id, ngrams = record
-    return [(user_id, gram) for gram in ngrams]
-
-
-def _schema_fields(element_type: Any) -> tuple[str, list[str]] | None:
-    """(type name, field names) of a schema'd element type, or None if it has no schema."""
-    if isinstance(element_type, RowTypeConstraint):
-        return "beam.Row", [name for name, _ in element_type._fields]
-    if isinstance(element_type, type) and issubclass(element_type, tuple) and hasattr(
-            element_type, "_fields"):
-        return f"{element_type.__name__} (NamedTuple)", list(element_type._fields)
-    return None
-
-
 def check_element_type(fields: InputFields, element_type: Any, transform: str) -> None:
     """Refuses, when the pipeline is built, an input whose type cannot have the fields
     (plain tuples, lists, strings; a schema without a named field)."""
     if isinstance(element_type, _PLAIN_FORMS) or element_type in (tuple, list, str, bytes):
+        named = ", ".join(f"{arg}={name!r}" for arg, name in fields.to_dict().items()
+                          if name is not None)
         raise TypeError(
-            f"{transform} was given named fields ({_describe(fields)}), but its input's "
+            f"{transform} was given named fields ({named}), but its input's "
             f"elements are {element_type}: fields are read from beam.Row, NamedTuple or dict "
             "elements. Drop the field arguments to take tuples or lists as they are.")
-    schema = _schema_fields(element_type)
-    if schema is None:
-        return
-    kind, names = schema
+    if isinstance(element_type, RowTypeConstraint):
+        kind, names = "beam.Row", [name for name, _ in element_type._fields]
+    elif isinstance(element_type, type) and issubclass(element_type, tuple) and hasattr(
+            element_type, "_fields"):
+        kind, names = f"{element_type.__name__} (NamedTuple)", list(element_type._fields)
+    else:
+        return  # no schema: each element is checked when it is read
     for arg, name in (("user_field", fields.user_field), (fields.value_arg, fields.value_field)):
         if name is not None and name not in names:
             raise InvalidRecordError(f"{transform}: the input's elements ({kind}) have no field "
                                      f"{name!r} ({arg}); their fields: {_names(names)}")
-
-
-def _describe(fields: InputFields) -> str:
-    return ", ".join(f"{arg}={name!r}" for arg, name in fields.to_dict().items()
-                     if name is not None)
 
 
 class FieldsToRecords(beam.PTransform):
@@ -280,8 +263,9 @@ class FieldsToRecords(beam.PTransform):
         records = elements | "ReadFields" >> beam.Map(read).with_output_types(Any)
         if self._fields.kind == "ngrams":
             # CountReleased counts n-grams from (user_id, n-gram) pairs: one per n-gram.
-            records = records | "OnePairPerNgram" >> beam.FlatMap(
-                _ngram_pairs).with_output_types(Any)
+            records = records | "OnePairPerNgram" >> beam.FlatMapTuple(
+                lambda user_id, ngrams: [(user_id, gram) for gram in ngrams]
+            ).with_output_types(Any)
         return records
 
 

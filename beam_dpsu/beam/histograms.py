@@ -31,7 +31,7 @@ from beam_dpsu.beam.output_types import opaque_output
 # distinct), so it is not exported.
 __all__ = ["PARTIAL_HISTOGRAM_KEYS", "HISTOGRAM_SHARDS", "PartialHistogramFn", "WeightedHistogram",
            "shard_of_item", "split_by_shard", "merge_histograms", "split_with_holders",
-           "merge_histograms_with_holders", "HeldByAtLeast"]
+           "merge_histograms_with_holders", "summed_per_shard", "HeldByAtLeast"]
 
 # The most entries (~100 bytes each) a bundle's partial histogram holds before a flush.
 PARTIAL_HISTOGRAM_KEYS = 1 << 18
@@ -82,6 +82,15 @@ def _held_by_at_least(shard_parts, pre_threshold: int) -> tuple:
     shard, (weights, holders) = shard_parts
     return shard, {item: weight for item, weight in weights.items()
                    if holders[item] >= pre_threshold}
+
+
+def summed_per_shard(shard_groups, label: str, pre_threshold: int):
+    """(shard, parts) groups → (shard, Σ per item), then (k > 1) ``HeldByAtLeast(k)``."""
+    if pre_threshold == 1:
+        return shard_groups | label >> beam.Map(merge_histograms)
+    return (shard_groups
+            | label >> beam.Map(merge_histograms_with_holders)
+            | "PreThreshold" >> HeldByAtLeast(pre_threshold))
 
 
 class HeldByAtLeast(beam.PTransform):
@@ -245,12 +254,13 @@ class SampledWeightedHistogram(beam.PTransform):
             lambda m: checks.at_least("max_items_per_user", m, 1))
         checks.optional_integer("hot_key_fanout", hot_key_fanout)
         self._pre_threshold = checks.integer("pre_threshold", pre_threshold, 1)
-        warn_if_seeded(checks.seed(seed), "SampledWeightedHistogram")
+        seed = checks.seed(seed)
+        warn_if_seeded(seed, "SampledWeightedHistogram")
         # The fan-out spreads the sum over more shards (fewer items each).
-        fn = _BlockSampleAndSumFn if blocks else _SampleAndSumFn
-        self._fn = fn(item_weight, PARTIAL_HISTOGRAM_KEYS, self._max_items.values,
-                      checks.seed(seed), salt, HISTOGRAM_SHARDS * (hot_key_fanout or 1),
-                      elements, count_holders=self._pre_threshold > 1, packed=packed)
+        self._fn = (_BlockSampleAndSumFn if blocks else _SampleAndSumFn)(
+            item_weight, PARTIAL_HISTOGRAM_KEYS, self._max_items.values, seed, salt,
+            HISTOGRAM_SHARDS * (hot_key_fanout or 1), elements,
+            count_holders=self._pre_threshold > 1, packed=packed)
 
     def expand(self, user_items):
         require_global_window(user_items, "SampledWeightedHistogram")
@@ -260,8 +270,4 @@ class SampledWeightedHistogram(beam.PTransform):
                         | "SampleAndSumPerBundle" >> beam.ParDo(
                             self._fn, **self._max_items.side_inputs())
                         | "GroupShards" >> beam.GroupByKey())
-        if self._pre_threshold == 1:
-            return partial_sums | "SumPerShard" >> beam.Map(merge_histograms)
-        return (partial_sums
-                | "SumPerShard" >> beam.Map(merge_histograms_with_holders)
-                | "PreThreshold" >> HeldByAtLeast(self._pre_threshold))
+        return summed_per_shard(partial_sums, "SumPerShard", self._pre_threshold)

@@ -8,6 +8,7 @@ Why: docs/explanation/transforms.md#randomness-drawn-once.
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
 
 import apache_beam as beam
 from apache_beam.pipeline import PipelineVisitor
@@ -87,14 +88,11 @@ def random_fanouts(pipeline: beam.Pipeline) -> list[str]:
                 draws_behind[pc] = draws
                 producers[pc] = applied.full_label
     # Findings by producer: the outputs of one step are one draw, however many.
-    readers_of: dict = {}
+    readers_of: dict = defaultdict(set)
+    draws_of: dict = defaultdict(set)
     for pc, producer in producers.items():
-        readers_of.setdefault(producer, set()).update(consumers.get(pc, []))
-    findings = []
-    for producer, readers in readers_of.items():
-        if len(readers) >= 2:
-            draws = set().union(*(d for pc, d in draws_behind.items() if producers[pc] == producer))
-            findings.append(f"{producer} (random from {', '.join(sorted(draws))}) is read "
-                            f"by {len(readers)} steps without a Reshuffle: "
-                            f"{', '.join(sorted(readers))}")
-    return sorted(findings)
+        readers_of[producer].update(consumers.get(pc, []))
+        draws_of[producer].update(draws_behind[pc])
+    return sorted(f"{producer} (random from {', '.join(sorted(draws_of[producer]))}) is read "
+                  f"by {len(readers)} steps without a Reshuffle: {', '.join(sorted(readers))}"
+                  for producer, readers in readers_of.items() if len(readers) >= 2)

@@ -65,7 +65,16 @@ def _one_application(transform, pvalueish):
     if any(t is transform and _APPLIED.get(release, (None,))[0] == label for t in expanding):
         yield  # a subclass's super().expand(): the same node, the same application
         return
-    transform._refuse_second_application(pipeline, label)
+    if release in _APPLIED:
+        first, number = _APPLIED[release]
+        name = type(transform).__name__
+        where = "this pipeline" if number == _pipeline_number(pipeline) else "another pipeline"
+        raise AppliedTwiceError(
+            f"{name} is already applied as {first!r} in {where}: one {name} object is one "
+            f"budget, and applying it again (as {label!r}) would make two releases, each "
+            f"spending that whole budget. Reuse the output of its one application; for a "
+            f"second release build a second {name} with its own budget (split a total with "
+            f"a BudgetAccountant and pass accountant= to each).")
     _APPLIED[release] = (label, _pipeline_number(pipeline))
     token = _EXPANDING.set(expanding + (transform,))
     try:
@@ -106,19 +115,6 @@ class ReleaseTransform(beam.PTransform):
         super().__init_subclass__(**kwargs)
         if "expand" in cls.__dict__:
             cls.expand = _expand_once(cls.__dict__["expand"])
-
-    def _refuse_second_application(self, pipeline, label: str) -> None:
-        if self._release_token not in _APPLIED:
-            return
-        first, number = _APPLIED[self._release_token]
-        name = type(self).__name__
-        where = "this pipeline" if number == _pipeline_number(pipeline) else "another pipeline"
-        raise AppliedTwiceError(
-            f"{name} is already applied as {first!r} in {where}: one {name} object is one "
-            f"budget, and applying it again (as {label!r}) would make two releases, each "
-            f"spending that whole budget. Reuse the output of its one application; for a "
-            f"second release build a second {name} with its own budget (split a total with "
-            f"a BudgetAccountant and pass accountant= to each).")
 
 
 def spend_from(accountant, budget, what: str) -> None:

@@ -24,9 +24,7 @@ from beam_dpsu.beam.bounding import distinct_element_id, element_distinct_items
 from beam_dpsu.beam.max_items_choice.chosen import Chosen, per_candidate
 from beam_dpsu.core.sampling import CandidateSamplers
 from beam_dpsu.core.user_blocks import UserBlockBuilder, record_blocks, shard_policy_histogram
-from beam_dpsu.beam.histograms import (HeldByAtLeast, merge_histograms,
-                                       merge_histograms_with_holders, split_by_shard,
-                                       split_with_holders)
+from beam_dpsu.beam.histograms import split_by_shard, split_with_holders, summed_per_shard
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
@@ -337,14 +335,8 @@ class SequentialPolicyHistogram(beam.PTransform):
             policy, **self._cutoff.side_inputs())
         if self._item_shards is None:
             return shard_histograms | "SumShards" >> beam.CombinePerKey(sum)
-        holders = self._pre_threshold > 1
-        summed = (shard_histograms
-                  | "GroupItemShards" >> beam.GroupByKey()
-                  | "SumPerItemShard" >> beam.Map(
-                      merge_histograms_with_holders if holders else merge_histograms))
-        if holders:
-            return summed | "PreThreshold" >> HeldByAtLeast(self._pre_threshold)
-        return summed
+        item_shards = shard_histograms | "GroupItemShards" >> beam.GroupByKey()
+        return summed_per_shard(item_shards, "SumPerItemShard", self._pre_threshold)
 
 
 class OrderItemsForGW(beam.PTransform):
