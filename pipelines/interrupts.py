@@ -89,12 +89,11 @@ def install_start_handler() -> bool:
     actions (main thread only); returns whether it did."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    installed = False
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL):
-            signal.signal(sig, _exit_while_starting)
-            installed = True
-    return installed
+    default = [sig for sig in (signal.SIGINT, signal.SIGTERM)
+               if signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL)]
+    for sig in default:
+        signal.signal(sig, _exit_while_starting)
+    return bool(default)
 
 
 class Interrupts:
