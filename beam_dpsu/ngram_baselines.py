@@ -53,8 +53,7 @@ class NgramsByDPSU(ReleaseTransform):
                  n: int | None = None, seed=None, accountant=None):
         super().__init__()
         if variant not in BASELINES:
-            raise checks.ParameterError("variant",
-                                        f"must be one of {BASELINES}, got {variant!r}")
+            raise checks.ParameterError("variant", f"must be one of {BASELINES}, got {variant!r}")
         max_n = check_max_n(max_n)
         if variant == "dpsu-single" and (n is None or not 1 <= n <= max_n):
             raise checks.ParameterError.worded(

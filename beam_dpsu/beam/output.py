@@ -398,6 +398,5 @@ class WriteReleasedCounts(WriteReleased):
         text = format == "text"
         suffix = ".tsv" if text and file_name_suffix is None else file_name_suffix
         super().__init__(file_path_prefix, file_name_suffix=suffix, num_shards=num_shards,
-                         format_line=format_count_line if text else None,
-                         sort_key=operator.itemgetter(0), format=format, ngrams=ngrams,
-                         as_bytes=as_bytes)
+                         format_line=format_count_line if text else None, format=format,
+                         sort_key=operator.itemgetter(0), ngrams=ngrams, as_bytes=as_bytes)
