@@ -27,10 +27,8 @@ def _started_module(argv) -> str:
     i = 1
     while i < len(argv):
         arg = argv[i]
-        if arg == "-m":
-            return argv[i + 1] if i + 1 < len(argv) else ""
-        if arg.startswith("-m"):
-            return arg[2:]
+        if arg.startswith("-m"):  # -mMODULE, or -m MODULE
+            return arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
         if not arg.startswith("-") or arg.startswith("-c"):
             return ""  # a script or a command: no module
         i += 2 if arg in ("-X", "-W") else 1

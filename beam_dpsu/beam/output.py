@@ -75,9 +75,7 @@ def format_released(value: Any) -> str:
             _DECODED_BYTES_ESCAPES)
     if isinstance(value, tuple):
         return " ".join(format_released(v) for v in value)
-    if not isinstance(value, str):
-        value = str(value)
-    return value.translate(_ESCAPES)
+    return (value if isinstance(value, str) else str(value)).translate(_ESCAPES)
 
 
 def format_count_line(item_count) -> str:
