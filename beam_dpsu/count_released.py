@@ -58,8 +58,7 @@ def _released_item(item, ngrams: bool):
             raise InvalidRecordError("a released item is an n-gram (a tuple): count n-grams "
                                      "with CountReleased(..., ngrams=True)")
         if not _is_ngram(item):
-            raise InvalidRecordError("a released n-gram must be a non-empty tuple of "
-                                     "non-empty str")
+            raise InvalidRecordError("a released n-gram must be a non-empty tuple of non-empty str")
         return tuple(plain_str_or_bytes(token) for token in item)
     if isinstance(item, (str, bytes)):
         if ngrams:

@@ -1,8 +1,6 @@
 """DPNE: differentially private n-gram extraction, level by level (dpne §2, App. A).
 
-``ExtractNgrams(max_n, budget, max_items_per_user)`` releases the n-grams of
-lengths 1..max_n of ``(user_id, tokens)`` documents (or one person's token list
-per element). Its input, output and what it holds after expansion:
+``ExtractNgrams``' input, output and what it holds after expansion:
 docs/explanation/transforms.md#extractngrams. The levels, their privacy and
 "auto": docs/explanation/proofs.md#dpne.
 """

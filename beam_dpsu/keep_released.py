@@ -24,10 +24,6 @@ METHODS = ("side_input", "join")
 _KEY_TYPES = "a str, bytes, int (not a bool) or tuple of these"
 
 
-def _record_itself(record: Any) -> Any:
-    return record
-
-
 class _NotAKey(Exception):
     """What ``_plain`` found instead of a key: the type to name (never the value)."""
 
@@ -134,7 +130,7 @@ class KeepReleased(beam.PTransform):
             raise checks.ParameterTypeError(
                 "key", f"must be a function record -> item, got {a_type(key)}")
         self._released = released
-        self._key = _record_itself if key is None else key
+        self._key = (lambda record: record) if key is None else key
         self._method = checks.one_name_of("method", method, METHODS, "'side_input' or 'join'")
 
     def expand(self, records):

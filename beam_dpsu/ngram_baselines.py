@@ -53,8 +53,7 @@ class NgramsByDPSU(ReleaseTransform):
                  n: int | None = None, seed=None, accountant=None):
         super().__init__()
         if variant not in BASELINES:
-            raise checks.ParameterError("variant",
-                                        f"must be one of {BASELINES}, got {variant!r}")
+            raise checks.ParameterError("variant", f"must be one of {BASELINES}, got {variant!r}")
         max_n = check_max_n(max_n)
         if variant == "dpsu-single" and (n is None or not 1 <= n <= max_n):
             raise checks.ParameterError.worded(
@@ -102,21 +101,14 @@ class NgramsByDPSU(ReleaseTransform):
             pairs = self._ngram_pairs(docs, [k], f"Ngrams{k}")  # (user_id, k-gram)
             outputs.append(
                 pairs
-                | f"Level{k}/Bound" >> _BoundPairs(self.max_items, self.seed, f"even{k}")
+                | f"Level{k}/Bound" >> _bound_pairs(self.max_items, self.seed, f"even{k}")
                 | f"Level{k}/Histogram" >> WeightedHistogram(policies.weighted_gaussian_weight)
                 | f"Level{k}/NoisyThreshold" >> NoisyThreshold(
                     calibration, seed=self.seed, salt=f"even{k}"))
         return outputs | "Union" >> beam.Flatten()
 
 
-class _BoundPairs(beam.PTransform):
+def _bound_pairs(max_items, seed, salt) -> beam.PTransform:
     """(user, n-gram) pairs → (user, ≤ Δ sampled distinct n-grams)."""
-
-    def __init__(self, max_items, seed, salt):
-        super().__init__()
-        self._max_items, self._seed, self._salt = max_items, seed, salt
-
-    def expand(self, pairs):
-        return (pairs
-                | "PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
-                | "Sample" >> SampleEachUser(self._max_items, self._seed, self._salt))
+    return ("PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
+            | "Sample" >> SampleEachUser(max_items, seed, salt))

@@ -168,8 +168,7 @@ def _parallel_selection(elements, mechanism, privacy_unit: str, max_items: Chose
         elements=by_element, pre_threshold=pre_threshold, blocks=blocks)
     # The histogram comes as one dict per shard: each is decided whole.
     if isinstance(calibration.first, KeepProbabilityCalibration):  # truncated geometric
-        return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(
-            calibration, seed)
+        return histogram | "KeepWithProbability" >> KeepWithProbability.per_shard(calibration, seed)
     return histogram | "NoisyThreshold" >> NoisyThreshold.per_shard(calibration, seed)
 
 

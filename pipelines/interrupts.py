@@ -27,10 +27,8 @@ def _started_module(argv) -> str:
     i = 1
     while i < len(argv):
         arg = argv[i]
-        if arg == "-m":
-            return argv[i + 1] if i + 1 < len(argv) else ""
-        if arg.startswith("-m"):
-            return arg[2:]
+        if arg.startswith("-m"):  # -mMODULE, or -m MODULE
+            return arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
         if not arg.startswith("-") or arg.startswith("-c"):
             return ""  # a script or a command: no module
         i += 2 if arg in ("-X", "-W") else 1
@@ -89,12 +87,11 @@ def install_start_handler() -> bool:
     actions (main thread only); returns whether it did."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    installed = False
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL):
-            signal.signal(sig, _exit_while_starting)
-            installed = True
-    return installed
+    default = [sig for sig in (signal.SIGINT, signal.SIGTERM)
+               if signal.getsignal(sig) in (signal.default_int_handler, signal.SIG_DFL)]
+    for sig in default:
+        signal.signal(sig, _exit_while_starting)
+    return bool(default)
 
 
 class Interrupts:

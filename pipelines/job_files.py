@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import tempfile
 import uuid
 
@@ -69,18 +68,12 @@ def check_scratch_folder(folder: str, flag: str) -> None:
         raise UsageError(f"{flag} {folder} is not writable")
 
 
-@contextlib.contextmanager
-def scratch_folder(folder: str | None, prefix: str):
+def scratch_folder(folder: str | None, prefix: str) -> contextlib.AbstractContextManager[str]:
     """``folder`` (created if needed, and kept), or a temporary folder removed at the end."""
     if folder:
         os.makedirs(folder, exist_ok=True)
-        yield folder
-        return
-    temporary = tempfile.mkdtemp(prefix=prefix)
-    try:
-        yield temporary
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        return contextlib.nullcontext(folder)
+    return tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True)
 
 
 def read_json(path: str) -> dict:

@@ -19,8 +19,7 @@ def chosen_side_inputs(transform, counter) -> dict:
     """The Δ0s "auto" chose for the selection and the counts (DP outputs), as side inputs."""
     chosen = (getattr(transform, "chosen_max_items_per_user", None),
               getattr(counter, "chosen_max_items_per_user", None))
-    return {name: beam.pvalue.AsSingleton(pc) for name, pc in zip(CHOSEN, chosen)
-            if pc is not None}
+    return {name: beam.pvalue.AsSingleton(pc) for name, pc in zip(CHOSEN, chosen) if pc is not None}
 
 
 def write_report(pipeline, assemble, side: dict, out: str) -> None:

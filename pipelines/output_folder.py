@@ -20,8 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from pipelines.errors import UsageError
 from pipelines.interrupts import INTERRUPTS
 
-__all__ = ["prepare_output", "check_names_a_folder", "written_whole", "run_with_output",
-           "staging_of", "STAGING"]
+__all__ = ["prepare_output", "written_whole", "run_with_output", "staging_of", "STAGING"]
 
 STAGING = ".beam_dpsu-staging-"
 # A staging folder being created (locked, then renamed), and an old folder moved aside.
@@ -40,9 +39,8 @@ def _is_local(path: str) -> bool:
 
 
 def _sibling(folder: str, kind: str = STAGING) -> str:
-    """A hidden, unique name beside ``folder``: ``PARENT/.NAME<kind><hex>``."""
-    parent, name = folder.rstrip("/").rsplit("/", 1) if "/" in folder.rstrip("/") \
-        else (".", folder.rstrip("/"))
+    """A hidden, unique name beside ``folder`` (absolute, or a URL): ``PARENT/.NAME<kind><hex>``."""
+    parent, _, name = folder.rstrip("/").rpartition("/")
     return f"{parent}/.{name}{kind}{uuid.uuid4().hex[:12]}"
 
 
@@ -138,10 +136,9 @@ class _LocalOutput:
             self._unlock()
             with contextlib.suppress(OSError):
                 os.rmdir(starting)
-            reason = exc.strerror or type(exc).__name__
             blocker = os.path.dirname(self._created) if self._created else parent
-            if not os.path.isdir(blocker):
-                reason = f"{blocker} is a file"
+            reason = (f"{blocker} is a file" if not os.path.isdir(blocker)
+                      else exc.strerror or type(exc).__name__)
             self._remove_created()
             raise UsageError(f"cannot write output folder {folder!r}: {reason}") from None
 
@@ -162,21 +159,22 @@ class _LocalOutput:
 
     def commit(self) -> None:
         try:
-            self._commit()
+            for name in os.listdir(self.staging):
+                if _LEFTOVER_TEMPORARY.search(name):
+                    os.remove(os.path.join(self.staging, name))
+            self._put_in_place()
         finally:
             self._unlock()
 
-    def _commit(self) -> None:
-        for name in os.listdir(self.staging):
-            if _LEFTOVER_TEMPORARY.search(name):
-                os.remove(os.path.join(self.staging, name))
+    def _put_in_place(self) -> None:
         try:
-            if os.path.isdir(self._path) and os.listdir(self._path):
-                if not self.overwrite:  # filled by someone else while the job ran
-                    _refuse_used(self.folder)
-                if _swap_folders(self.staging, self._path):
-                    shutil.rmtree(self.staging, ignore_errors=True)  # now the old folder
-                    return
+            if not (os.path.isdir(self._path) and os.listdir(self._path)):
+                os.replace(self.staging, self._path)  # onto a missing or empty folder
+            elif not self.overwrite:  # filled by someone else while the job ran
+                _refuse_used(self.folder)
+            elif _swap_folders(self.staging, self._path):
+                shutil.rmtree(self.staging, ignore_errors=True)  # now the old folder
+            else:
                 old = _sibling(self._path, _OLD)
                 os.rename(self._path, old)
                 try:
@@ -185,8 +183,6 @@ class _LocalOutput:
                     os.rename(old, self._path)  # the old folder back, whole
                     raise
                 shutil.rmtree(old, ignore_errors=True)
-                return
-            os.replace(self.staging, self._path)  # onto a missing or empty folder
         except OSError as exc:
             raise UsageError(f"cannot put output folder {self.folder!r} in place: "
                              f"{exc.strerror or exc}") from None
@@ -268,23 +264,19 @@ def prepare_output(folder: str, overwrite: bool = False, inputs: Sequence[str] =
       inputs: the input files, which the folder must not hold.
 
     Raises:
-      UsageError: a folder that holds files (without ``overwrite``), a file, an
-        unwritable place; with ``overwrite``, one holding an input or the working folder.
+      UsageError: an empty or blank ``folder``, the root folder, a folder that holds files
+        (without ``overwrite``), a file, an unwritable place; with ``overwrite``, one
+        holding an input or the working folder.
     """
-    check_names_a_folder(folder)
-    if _is_local(folder):
-        return _LocalOutput(folder, overwrite, inputs)
-    return _RemoteOutput(folder, overwrite, inputs)
-
-
-def check_names_a_folder(folder: str) -> None:
-    """Refuses an --output that is empty, blank or the root folder."""
     if not folder.strip():
         raise UsageError(f"--output is empty ({folder!r}): give the folder to write into")
     path = folder.split("://", 1)[1] if not _is_local(folder) else os.path.realpath(folder)
     if not path.strip("/").strip():
         raise UsageError(f"--output {folder} is the root folder, which the job would fill; "
                          "give a folder of its own")
+    if _is_local(folder):
+        return _LocalOutput(folder, overwrite, inputs)
+    return _RemoteOutput(folder, overwrite, inputs)
 
 
 def _missing_ancestor(path: str) -> str | None:

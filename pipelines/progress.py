@@ -25,13 +25,7 @@ NOTHING_RELEASED = (" (nothing cleared the release threshold: expected when few 
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a line is logged (tests swap it)."""
 
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _):
-        pass
+    stream = property(lambda self: sys.stderr, lambda self, _: None)  # set: ignored
 
 
 class _ProgressFormatter(logging.Formatter):

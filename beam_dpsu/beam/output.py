@@ -10,6 +10,7 @@ Details: docs/explanation/proofs.md#writing-a-release.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import operator
 import re
@@ -26,7 +27,7 @@ from beam_dpsu.beam.input_types import RELEASED, ReadsContainers
 from beam_dpsu.beam.windowing import require_global_window
 from beam_dpsu.beam.output_types import opaque_output
 
-__all__ = ["MIXED_TYPES", "release_order", "format_released", "format_count_line", "unescape",
+__all__ = ["release_order", "format_released", "format_count_line", "unescape",
            "parse_count_line", "read_released", "read_counts", "shard_path", "WriteReleased",
            "FORMATS", "parquet_schema", "WriteReleasedCounts"]
 
@@ -74,9 +75,7 @@ def format_released(value: Any) -> str:
             _DECODED_BYTES_ESCAPES)
     if isinstance(value, tuple):
         return " ".join(format_released(v) for v in value)
-    if not isinstance(value, str):
-        value = str(value)
-    return value.translate(_ESCAPES)
+    return (value if isinstance(value, str) else str(value)).translate(_ESCAPES)
 
 
 def format_count_line(item_count) -> str:
@@ -187,12 +186,6 @@ def read_counts(source: str | Iterable[str], *, as_bytes: bool = False,
     return [parse_count_line(line, as_bytes, ngrams) for line in _lines(source)]
 
 
-MIXED_TYPES = ("the released set holds both str and bytes items, which one release cannot "
-               "hold: a str item and a bytes item of the same text would be the same line "
-               "(or value); release one type per set: decode the bytes items (or encode the "
-               "str ones) before selecting")
-
-
 def _item_types(value: Any) -> set:
     """The types (``str``, ``bytes``) of an item's text: its own, or its tokens'."""
     if isinstance(value, (str, bytes)):
@@ -202,27 +195,6 @@ def _item_types(value: Any) -> set:
     return set()
 
 
-class _ItemTypesFn(beam.CombineFn):
-    """The types of text (``str``, ``bytes``) the elements' sort keys hold."""
-
-    def __init__(self, sort_key):
-        self._sort_key = sort_key
-
-    def create_accumulator(self):
-        return set()
-
-    def add_input(self, types, element):
-        if len(types) < 2:  # both found: nothing more to learn
-            types |= _item_types(self._sort_key(element))
-        return types
-
-    def merge_accumulators(self, accumulators):
-        return set().union(*accumulators)
-
-    def extract_output(self, types):
-        return frozenset(types)
-
-
 def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) -> str:
     """``prefix-SSSSS-of-NNNNN suffix``, Beam's default shard name template."""
     return f"{file_path_prefix}-{shard:05d}-of-{num_shards:05d}{suffix}"
@@ -230,15 +202,18 @@ def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) 
 
 @opaque_output
 class _WriteShardFn(beam.DoFn):
-    """Sorts one shard's elements and writes them as one file; yields its path."""
+    """Sorts one shard's elements and writes them, ``encode``d, as one file; yields its path."""
 
-    def __init__(self, file_path_prefix, suffix, num_shards, format_line, sort_key):
+    def __init__(self, file_path_prefix, suffix, num_shards, sort_key, encode):
         self._prefix, self._suffix, self._num_shards = file_path_prefix, suffix, num_shards
-        self._format_line, self._sort_key = format_line, sort_key
+        self._sort_key, self._encode = sort_key, encode
 
     def process(self, shard_elements, item_types=frozenset()):
         if len(item_types) > 1:  # every shard refuses, before writing anything
-            raise ValueError(MIXED_TYPES)
+            raise ValueError("the released set holds both str and bytes items, which one "
+                             "release cannot hold: a str item and a bytes item of the same text "
+                             "would be the same line (or value); release one type per set: "
+                             "decode the bytes items (or encode the str ones) before selecting")
         shard, grouped = shard_elements
         elements = sorted(grouped["elements"], key=lambda e: release_order(self._sort_key(e)))
         content = self._encode(elements)
@@ -251,9 +226,10 @@ class _WriteShardFn(beam.DoFn):
         FileSystems.rename([temporary], [path])
         yield path
 
-    def _encode(self, elements: list) -> bytes:
-        text = "".join(self._format_line(e) + "\n" for e in elements)
-        return text.encode("utf-8", "backslashreplace")  # lone surrogates escaped, not fatal
+
+def _text_bytes(elements: list, format_line: Callable[[Any], str]) -> bytes:
+    text = "".join(format_line(e) + "\n" for e in elements)
+    return text.encode("utf-8", "backslashreplace")  # lone surrogates escaped, not fatal
 
 
 def parquet_schema(ngrams: bool = False, as_bytes: bool = False, counts: bool = False):
@@ -295,29 +271,22 @@ def _parquet_value(value: Any, as_bytes: bool) -> str | bytes:
     return value
 
 
-class _WriteParquetShardFn(_WriteShardFn):
-    """The shard writer of ``format="parquet"``: one Parquet file per shard."""
-
-    def __init__(self, file_path_prefix, suffix, num_shards, sort_key, ngrams, as_bytes, counts):
-        super().__init__(file_path_prefix, suffix, num_shards, None, sort_key)
-        self._ngrams, self._as_bytes, self._counts = ngrams, as_bytes, counts
-
-    def _encode(self, elements: list) -> bytes:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        schema = parquet_schema(self._ngrams, self._as_bytes, self._counts)
-        items = [e[0] for e in elements] if self._counts else elements
-        columns: list[list] = [
-            [[_parquet_value(token, self._as_bytes) for token in _tokens(item)]
-             for item in items] if self._ngrams
-            else [_parquet_value(item, self._as_bytes) for item in items]]
-        if self._counts:
-            columns.append([_count(e[1]) for e in elements])
-        table = pa.Table.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression=_PARQUET_COMPRESSION)
-        return sink.getvalue().to_pybytes()
+def _parquet_bytes(elements: list, ngrams: bool, as_bytes: bool, counts: bool) -> bytes:
+    """One Parquet file of ``parquet_schema(ngrams, as_bytes, counts)``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    schema = parquet_schema(ngrams, as_bytes, counts)
+    items = [e[0] for e in elements] if counts else elements
+    columns: list[list] = [
+        [[_parquet_value(token, as_bytes) for token in _tokens(item)] for item in items] if ngrams
+        else [_parquet_value(item, as_bytes) for item in items]]
+    if counts:
+        columns.append([_count(e[1]) for e in elements])
+    table = pa.Table.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=_PARQUET_COMPRESSION)
+    return sink.getvalue().to_pybytes()
 
 
 def _tokens(item: Any) -> tuple:
@@ -369,11 +338,14 @@ class WriteReleased(ReadsContainers, beam.PTransform):
             raise ParameterError("format", f"must be 'text' or 'parquet', got {format!r}")
         if format_line is not None and format != "text":
             raise ParameterError("format_line", f"applies to format='text' only, not {format!r}")
-        self._prefix, self._num_shards = file_path_prefix, num_shards
+        self._num_shards, self._sort_key = num_shards, sort_key or (lambda element: element)
         self._suffix = _SUFFIXES[format] if file_name_suffix is None else file_name_suffix
-        self._format_line = format_line or format_released
-        self._sort_key = sort_key or (lambda element: element)
-        self._format, self._ngrams, self._as_bytes = format, bool(ngrams), bool(as_bytes)
+        encode = functools.partial(
+            _parquet_bytes, ngrams=bool(ngrams), as_bytes=bool(as_bytes), counts=self._counts
+        ) if format == "parquet" else functools.partial(
+            _text_bytes, format_line=format_line or format_released)
+        self._writer = _WriteShardFn(file_path_prefix, self._suffix, num_shards, self._sort_key,
+                                     encode)
 
     def expand(self, released):
         require_global_window(released, "WriteReleased")
@@ -387,18 +359,13 @@ class WriteReleased(ReadsContainers, beam.PTransform):
                   | "AllShards" >> beam.Create([(i, None) for i in range(num_shards)]))
         # The whole set's types, so that mixing str and bytes is refused before
         # any shard is written.
-        item_types = released | "ItemTypes" >> beam.CombineGlobally(_ItemTypesFn(sort_key))
+        item_types = released | "ItemTypes" >> (
+            "TypesOf" >> beam.FlatMap(lambda e: _item_types(sort_key(e)))
+            | "Union" >> beam.combiners.ToSet())
         return ({"shard": shards, "elements": by_shard}
                 | "GroupShards" >> beam.CoGroupByKey()
-                | "SortAndWriteShard" >> beam.ParDo(self._shard_writer(sort_key),
+                | "SortAndWriteShard" >> beam.ParDo(self._writer,
                                                     beam.pvalue.AsSingleton(item_types)))
-
-    def _shard_writer(self, sort_key) -> _WriteShardFn:
-        if self._format == "parquet":
-            return _WriteParquetShardFn(self._prefix, self._suffix, self._num_shards, sort_key,
-                                        self._ngrams, self._as_bytes, self._counts)
-        return _WriteShardFn(self._prefix, self._suffix, self._num_shards, self._format_line,
-                             sort_key)
 
 
 class WriteReleasedCounts(WriteReleased):
@@ -426,9 +393,8 @@ class WriteReleasedCounts(WriteReleased):
     def __init__(self, file_path_prefix: str, *, file_name_suffix: str | None = None,
                  num_shards: int = 1, format: str = "text", ngrams: bool = False,
                  as_bytes: bool = False):
-        if file_name_suffix is None and format == "text":
-            file_name_suffix = ".tsv"
-        super().__init__(file_path_prefix, file_name_suffix=file_name_suffix, num_shards=num_shards,
-                         format_line=format_count_line if format == "text" else None,
-                         sort_key=operator.itemgetter(0), format=format, ngrams=ngrams,
-                         as_bytes=as_bytes)
+        text = format == "text"
+        suffix = ".tsv" if text and file_name_suffix is None else file_name_suffix
+        super().__init__(file_path_prefix, file_name_suffix=suffix, num_shards=num_shards,
+                         format_line=format_count_line if text else None, format=format,
+                         sort_key=operator.itemgetter(0), ngrams=ngrams, as_bytes=as_bytes)

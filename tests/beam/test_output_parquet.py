@@ -274,9 +274,8 @@ def test_items_a_column_cannot_hold_are_refused(tmp_path, items, kwargs, message
     # before its file is written; that such a refusal fails the pipeline: the test
     # below (a pipeline per case would cost a run each).
     write = WriteReleased(str(tmp_path / "items"), format="parquet", **kwargs)
-    shard_writer = write._shard_writer(write._sort_key)
     with pytest.raises(Exception, match=message):
-        list(shard_writer.process((0, {"shard": [None], "elements": items})))
+        list(write._writer.process((0, {"shard": [None], "elements": items})))
     assert not glob.glob(str(tmp_path / "items*"))
 
 
