@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-import shutil
 import sys
 import textwrap
 from typing import Iterable, Sequence
@@ -191,18 +190,7 @@ def _wrap_command(command: str, width: int = 86) -> str:
     return "\n".join(lines + [line])
 
 
-def _invocation(action: argparse.Action) -> str:
-    """How ``--help`` shows a flag: ``--max-items-per-user N|auto``, ``--keep-case [BOOL]``."""
-    if action.nargs == 0:
-        return ", ".join(action.option_strings)
-    metavar = (action.metavar if action.metavar is not None
-               else "{" + ",".join(map(str, action.choices)) + "}" if action.choices is not None
-               else action.dest.upper())
-    value = f"[{metavar}]" if action.nargs == "?" else str(metavar)
-    return ", ".join(f"{s} {value}" for s in action.option_strings)
-
-
-_WHITESPACE = re.compile(r"\s+", re.ASCII)  # argparse's, which keeps a no-break space
+_NO_BREAK_HYPHEN = "\u2011"  # in help texts while argparse wraps them
 
 
 def _expanded(action: argparse.Action, prog: str) -> str:
@@ -230,7 +218,7 @@ class JobArgumentParser(StrictArgumentParser):
         self._beam_options = beam_options
         self._shown_actions: list[argparse.Action] = []
         super().__init__(prog=prog, description=_fill(description),
-                         formatter_class=argparse.RawTextHelpFormatter)
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
         from beam_dpsu import __version__
         self.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                           help="show the version and exit")
@@ -253,25 +241,16 @@ class JobArgumentParser(StrictArgumentParser):
                          "--direct_num_workers N (local parallelism), --project, --region, "
                          "--temp_location, …")
         self.epilog = self._examples + ("\n\n" + _fill(" ".join(notes)) if notes else "")
-        # Wrapped where argparse would, but never at a hyphen ("--keep-" / "case").
+        # Wrapped by argparse, but never at a hyphen ("--keep-" / "case").
         texts = {action: action.help for action in self._shown_actions if action.help}
-        width = self._help_width()
         try:
             for action in texts:
-                words = _WHITESPACE.sub(" ", _expanded(action, self.prog)).strip()
-                action.help = "\n".join(textwrap.wrap(words, width, break_on_hyphens=False)
-                                        ).replace("%", "%%")
-            return super().format_help()
+                expanded = _expanded(action, self.prog).replace("-", _NO_BREAK_HYPHEN)
+                action.help = expanded.replace("%", "%%")
+            return super().format_help().replace(_NO_BREAK_HYPHEN, "-")
         finally:
             for action, text in texts.items():
                 action.help = text
-
-    def _help_width(self) -> int:
-        """The width argparse gives help texts: the terminal's less the flags' column."""
-        width = shutil.get_terminal_size().columns - 2
-        longest = max((len(_invocation(a)) for a in self._shown_actions), default=0) + 2
-        column = min(longest + 2, min(24, max(width - 20, 4)))
-        return max(width - column, 11)
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
