@@ -97,10 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str]) -> int:
-    argv = list(argv)
     if not argv:
         return _usage_error(f"give a command: {_choices()}")
-    command, rest = argv[0], argv[1:]
+    command, *rest = argv
     if command in ("-h", "--help"):
         print(build_parser().format_help(), end="")
         return 0

@@ -47,9 +47,6 @@ class FlagMessage(UsageError):
         super().__init__(template.format_map(FLAG_OF))
         self.template = template
 
-    def naming(self, flag_of: dict) -> str:
-        return self.template.format_map(flag_of)
-
 
 @contextlib.contextmanager
 def flag_errors(**flag_of):
@@ -62,7 +59,7 @@ def flag_errors(**flag_of):
     try:
         yield
     except FlagMessage as exc:
-        raise UsageError(exc.naming(flags)) from None
+        raise UsageError(exc.template.format_map(flags)) from None
     except ParameterError as exc:
         if exc.param not in flags or not getattr(exc, "leads_with_param", True):
             raise  # a message that does not start with the parameter is shown whole

@@ -94,14 +94,8 @@ def _public_hint(message: str) -> str:
 
 
 def read_input(transform, args, **kwargs):
-    """``transform`` (``ReadUserItems``, ``ReadPairs`` or ``ReadDocuments``) of the input
-    flags in ``args``, as :func:`resolve_input` checked them.
-
-    Args:
-      transform: the reader class.
-      args: the parsed flags.
-      **kwargs: more of the reader's arguments (``log_records``, ``as_elements``).
-    """
+    """The reader ``transform`` (``ReadUserItems``, ``ReadPairs``, ``ReadDocuments``) of the
+    input flags, as :func:`resolve_input` checked them; ``kwargs`` go to it too."""
     return transform(args.input, args.format, args.user_field, args.text_field,
                      tokenizer_from_args(args), args.skip_header_lines,
                      files=getattr(args, "files", None),
