@@ -7,14 +7,14 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines.errors import UsageError
 from pipelines.io.errors import InputFormatError
 from pipelines.io.checks import check_input_exists, inspect_input
 from pipelines.io.formats import ROW_AS_USER, infer_format
 from pipelines.io.parquet import ParquetFields, inspect_parquet
-from pipelines.settings import tokenizer_from_args
 
-__all__ = ["resolve_input", "check_public_input", "read_input"]
+__all__ = ["resolve_input", "check_public_input", "read_input", "tokenizer_from_args"]
 
 
 def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[str]:
@@ -91,6 +91,10 @@ def _public_hint(message: str) -> str:
         said = (f"--public-input is read with --public-format text or csv, not {fmt}: "
                 "convert it to one of those")
     return message[:hint.start()] + said
+
+
+def tokenizer_from_args(args) -> Tokenizer:
+    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
 
 
 def read_input(transform, args, **kwargs):

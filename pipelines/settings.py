@@ -1,4 +1,4 @@
-"""The job's settings from its flags: budget, mechanism, tokenizer, counts, privacy unit.
+"""The job's settings from its flags: budget, mechanism, counts, privacy unit, summary.
 
 Each ``*_from_args`` turns parsed flags into the library's values and checks
 them now, before any input is read, so a bad parameter is one error line
@@ -20,7 +20,6 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.pre_threshold import check_pre_threshold
 from beam_dpsu.core.pre_threshold.calibrations import with_pre_threshold
 from beam_dpsu.core.report import dp_equivalents
-from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
                                           count_calibration, split_selection_and_counts)
 from beam_dpsu.count_released import CountReleased
@@ -29,7 +28,7 @@ from pipelines.io.formats import ROW_AS_USER
 from pipelines.progress import NOTHING_RELEASED
 
 __all__ = ["budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
-           "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
+           "check_calibrates", "calibrate", "budget_parts_from_args",
            "check_counts", "count_released", "with_counts_report", "privacy_unit_from_args",
            "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "summary_line"]
 
@@ -150,10 +149,6 @@ def calibrate(mechanism, budget):
             f"item = {budget.epsilon / d0:g} (it must be at least twice their float error "
             f"margin, {margin:.3g}); raise {{delta}}, lower {{epsilon}} or lower "
             "{max_items_per_user}") from None
-
-
-def tokenizer_from_args(args) -> Tokenizer:
-    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
 
 
 def budget_parts_from_args(args, budget, mechanism=None,

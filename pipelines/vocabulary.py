@@ -25,7 +25,8 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_mechanism_arguments,
                                    add_non_private_stats_argument, add_output_arguments)
 from pipelines.flags import JobArgumentParser, parse_job_args
-from pipelines.input_flags import check_public_input, read_input, resolve_input
+from pipelines.input_flags import (check_public_input, read_input, resolve_input,
+                                   tokenizer_from_args)
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.interrupts import end_program
@@ -35,8 +36,7 @@ from pipelines.progress import LogCount, log_written
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
                                 check_counts, check_num_shards, count_released,
                                 describe_budget, mechanism_from_args, output_suffix,
-                                privacy_unit_from_args, summary_line, tokenizer_from_args,
-                                with_counts_report)
+                                privacy_unit_from_args, summary_line, with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
