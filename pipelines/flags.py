@@ -114,6 +114,7 @@ class StrictArgumentParser(argparse.ArgumentParser):
         self._shown: dict[str, str] = {}  # dest -> the spelling errors name
         self._option_strings: list[str] = []
         self._value_flags: set[str] = set()
+        self._shown_actions: list[argparse.Action] = []  # those --help shows
         self._ready = False
         super().__init__(allow_abbrev=False, **kwargs)
         self._ready = True
@@ -140,6 +141,8 @@ class StrictArgumentParser(argparse.ArgumentParser):
 
     def _note(self, action: argparse.Action) -> None:
         self._option_strings.extend(action.option_strings)
+        if action.help != argparse.SUPPRESS:
+            self._shown_actions.append(action)
         if action.nargs != 0:
             self._value_flags.update(action.option_strings)
         long = [s for s in action.option_strings if s.startswith("--")]
@@ -216,17 +219,11 @@ class JobArgumentParser(StrictArgumentParser):
                  beam_options: bool = True):
         self._examples = "examples:\n" + "\n\n".join(_wrap_command(e) for e in examples)
         self._beam_options = beam_options
-        self._shown_actions: list[argparse.Action] = []
         super().__init__(prog=prog, description=_fill(description),
                          formatter_class=argparse.RawDescriptionHelpFormatter)
         from beam_dpsu import __version__
         self.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                           help="show the version and exit")
-
-    def _note(self, action: argparse.Action) -> None:
-        super()._note(action)
-        if action.help != argparse.SUPPRESS:
-            self._shown_actions.append(action)
 
     def format_help(self) -> str:
         # The epilog names flags of this parser only, so it is written when shown.
