@@ -75,23 +75,20 @@ _ERRNO = re.compile(r"\[Errno (\d+)\]")
 
 def _no_space_message(exc: BaseException) -> str | None:
     """The line for a full disk anywhere in ``exc``'s chain (never naming a path), else None."""
-    code, seen = None, set()
+    seen: set[int] = set()
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen and code is None:
+    while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS:
-            code = current.errno
-        else:
-            match = _ERRNO.search(str(current))
-            if match and int(match.group(1)) in NO_SPACE_ERRNOS:
-                code = int(match.group(1))
+        match = _ERRNO.search(str(current))
+        code = (current.errno if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS
+                else int(match.group(1)) if match else None)
+        if code in NO_SPACE_ERRNOS:
+            step = _STEP.search(str(exc))
+            where = f" in step {step.group(1)!r}" if step else ""
+            return (f"{os.strerror(code)} (errno {code}){where}: nothing of this run was put in "
+                    "place at the output; free some space and run again")
         current = current.__cause__ or current.__context__
-    if code is None:
-        return None
-    step = _STEP.search(str(exc))
-    where = f" in step {step.group(1)!r}" if step else ""
-    return (f"{os.strerror(code)} (errno {code}){where}: nothing of this run was put in "
-            "place at the output; free some space and run again")
+    return None
 
 
 def _prism_start_message(exc: BaseException) -> str | None:
