@@ -36,8 +36,7 @@ class _BeamNoiseFilter(logging.Filter):
             text = f"{type(exc).__name__ if exc else ''} {message}"
             if isinstance(record.msg, BaseException):
                 text += f" {type(record.msg).__name__}"
-            if any(name in text for name in self._CLEAN_ERRORS):
-                return False
+            return not any(name in text for name in self._CLEAN_ERRORS)
         return True
 
 
@@ -52,13 +51,8 @@ _NOISY_LOGGERS = ("", "apache_beam.options.pipeline_options", "apache_beam.runne
 def quiet_beam() -> None:
     """Installs the noise filter on Beam's noisy loggers and the root's handlers (a
     logger's filters see only its own records); idempotent."""
-    for name in _NOISY_LOGGERS:
-        logger = logging.getLogger(name)
-        if BEAM_NOISE_FILTER not in logger.filters:
-            logger.addFilter(BEAM_NOISE_FILTER)
-    for handler in logging.getLogger().handlers:
-        if BEAM_NOISE_FILTER not in handler.filters:
-            handler.addFilter(BEAM_NOISE_FILTER)
+    for filterer in [*map(logging.getLogger, _NOISY_LOGGERS), *logging.getLogger().handlers]:
+        filterer.addFilter(BEAM_NOISE_FILTER)  # added once only (logging checks)
 
 
 quiet_beam()

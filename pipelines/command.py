@@ -44,9 +44,6 @@ JOBS = {
                     "compare mechanisms' releases over a budget grid (evaluation only)"),
 }
 
-_EXIT_USAGE = 2
-_EXIT_INTERRUPTED = 130  # 128 + SIGINT, as the jobs exit
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser behind ``beam-dpsu --help`` (dispatch is by the first word)."""
@@ -76,7 +73,7 @@ def _choices() -> str:
 
 def _usage_error(message: str) -> int:
     print(f"error: {message} (see {PROG} --help)", file=sys.stderr)
-    return _EXIT_USAGE
+    return 2  # a bad command line, as argparse exits
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,10 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str]) -> int:
-    argv = list(argv)
     if not argv:
         return _usage_error(f"give a command: {_choices()}")
-    command, rest = argv[0], argv[1:]
+    command, *rest = argv
     if command in ("-h", "--help"):
         print(build_parser().format_help(), end="")
         return 0
@@ -117,7 +113,7 @@ def _main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         # The jobs handle their own interrupts once running; this is the import.
         print("interrupted", file=sys.stderr, flush=True)
-        return _EXIT_INTERRUPTED
+        return 130  # 128 + SIGINT, as the jobs exit
     except SystemExit as exc:  # argparse's exit after a job's --help: a code to return
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0

@@ -47,9 +47,6 @@ class FlagMessage(UsageError):
         super().__init__(template.format_map(FLAG_OF))
         self.template = template
 
-    def naming(self, flag_of: dict) -> str:
-        return self.template.format_map(flag_of)
-
 
 @contextlib.contextmanager
 def flag_errors(**flag_of):
@@ -62,7 +59,7 @@ def flag_errors(**flag_of):
     try:
         yield
     except FlagMessage as exc:
-        raise UsageError(exc.naming(flags)) from None
+        raise UsageError(exc.template.format_map(flags)) from None
     except ParameterError as exc:
         if exc.param not in flags or not getattr(exc, "leads_with_param", True):
             raise  # a message that does not start with the parameter is shown whole
@@ -78,23 +75,20 @@ _ERRNO = re.compile(r"\[Errno (\d+)\]")
 
 def _no_space_message(exc: BaseException) -> str | None:
     """The line for a full disk anywhere in ``exc``'s chain (never naming a path), else None."""
-    code, seen = None, set()
+    seen: set[int] = set()
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen and code is None:
+    while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS:
-            code = current.errno
-        else:
-            match = _ERRNO.search(str(current))
-            if match and int(match.group(1)) in NO_SPACE_ERRNOS:
-                code = int(match.group(1))
+        match = _ERRNO.search(str(current))
+        code = (current.errno if isinstance(current, OSError) and current.errno in NO_SPACE_ERRNOS
+                else int(match.group(1)) if match else None)
+        if code in NO_SPACE_ERRNOS:
+            step = _STEP.search(str(exc))
+            where = f" in step {step.group(1)!r}" if step else ""
+            return (f"{os.strerror(code)} (errno {code}){where}: nothing of this run was put in "
+                    "place at the output; free some space and run again")
         current = current.__cause__ or current.__context__
-    if code is None:
-        return None
-    step = _STEP.search(str(exc))
-    where = f" in step {step.group(1)!r}" if step else ""
-    return (f"{os.strerror(code)} (errno {code}){where}: nothing of this run was put in "
-            "place at the output; free some space and run again")
+    return None
 
 
 def _prism_start_message(exc: BaseException) -> str | None:

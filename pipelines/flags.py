@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-import shutil
 import sys
 import textwrap
 from typing import Iterable, Sequence
@@ -115,6 +114,7 @@ class StrictArgumentParser(argparse.ArgumentParser):
         self._shown: dict[str, str] = {}  # dest -> the spelling errors name
         self._option_strings: list[str] = []
         self._value_flags: set[str] = set()
+        self._shown_actions: list[argparse.Action] = []  # those --help shows
         self._ready = False
         super().__init__(allow_abbrev=False, **kwargs)
         self._ready = True
@@ -141,6 +141,8 @@ class StrictArgumentParser(argparse.ArgumentParser):
 
     def _note(self, action: argparse.Action) -> None:
         self._option_strings.extend(action.option_strings)
+        if action.help != argparse.SUPPRESS:
+            self._shown_actions.append(action)
         if action.nargs != 0:
             self._value_flags.update(action.option_strings)
         long = [s for s in action.option_strings if s.startswith("--")]
@@ -191,18 +193,7 @@ def _wrap_command(command: str, width: int = 86) -> str:
     return "\n".join(lines + [line])
 
 
-def _invocation(action: argparse.Action) -> str:
-    """How ``--help`` shows a flag: ``--max-items-per-user N|auto``, ``--keep-case [BOOL]``."""
-    if action.nargs == 0:
-        return ", ".join(action.option_strings)
-    metavar = (action.metavar if action.metavar is not None
-               else "{" + ",".join(map(str, action.choices)) + "}" if action.choices is not None
-               else action.dest.upper())
-    value = f"[{metavar}]" if action.nargs == "?" else str(metavar)
-    return ", ".join(f"{s} {value}" for s in action.option_strings)
-
-
-_WHITESPACE = re.compile(r"\s+", re.ASCII)  # argparse's, which keeps a no-break space
+_NO_BREAK_HYPHEN = "\u2011"  # in help texts while argparse wraps them
 
 
 def _expanded(action: argparse.Action, prog: str) -> str:
@@ -228,17 +219,11 @@ class JobArgumentParser(StrictArgumentParser):
                  beam_options: bool = True):
         self._examples = "examples:\n" + "\n\n".join(_wrap_command(e) for e in examples)
         self._beam_options = beam_options
-        self._shown_actions: list[argparse.Action] = []
         super().__init__(prog=prog, description=_fill(description),
-                         formatter_class=argparse.RawTextHelpFormatter)
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
         from beam_dpsu import __version__
         self.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                           help="show the version and exit")
-
-    def _note(self, action: argparse.Action) -> None:
-        super()._note(action)
-        if action.help != argparse.SUPPRESS:
-            self._shown_actions.append(action)
 
     def format_help(self) -> str:
         # The epilog names flags of this parser only, so it is written when shown.
@@ -253,25 +238,16 @@ class JobArgumentParser(StrictArgumentParser):
                          "--direct_num_workers N (local parallelism), --project, --region, "
                          "--temp_location, …")
         self.epilog = self._examples + ("\n\n" + _fill(" ".join(notes)) if notes else "")
-        # Wrapped where argparse would, but never at a hyphen ("--keep-" / "case").
+        # Wrapped by argparse, but never at a hyphen ("--keep-" / "case").
         texts = {action: action.help for action in self._shown_actions if action.help}
-        width = self._help_width()
         try:
             for action in texts:
-                words = _WHITESPACE.sub(" ", _expanded(action, self.prog)).strip()
-                action.help = "\n".join(textwrap.wrap(words, width, break_on_hyphens=False)
-                                        ).replace("%", "%%")
-            return super().format_help()
+                expanded = _expanded(action, self.prog).replace("-", _NO_BREAK_HYPHEN)
+                action.help = expanded.replace("%", "%%")
+            return super().format_help().replace(_NO_BREAK_HYPHEN, "-")
         finally:
             for action, text in texts.items():
                 action.help = text
-
-    def _help_width(self) -> int:
-        """The width argparse gives help texts: the terminal's less the flags' column."""
-        width = shutil.get_terminal_size().columns - 2
-        longest = max((len(_invocation(a)) for a in self._shown_actions), default=0) + 2
-        column = min(longest + 2, min(24, max(width - 20, 4)))
-        return max(width - column, 11)
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")

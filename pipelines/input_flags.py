@@ -7,14 +7,14 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines.errors import UsageError
 from pipelines.io.errors import InputFormatError
 from pipelines.io.checks import check_input_exists, inspect_input
 from pipelines.io.formats import ROW_AS_USER, infer_format
 from pipelines.io.parquet import ParquetFields, inspect_parquet
-from pipelines.settings import tokenizer_from_args
 
-__all__ = ["resolve_input", "check_public_input", "read_input"]
+__all__ = ["resolve_input", "check_public_input", "read_input", "tokenizer_from_args"]
 
 
 def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[str]:
@@ -93,15 +93,13 @@ def _public_hint(message: str) -> str:
     return message[:hint.start()] + said
 
 
-def read_input(transform, args, **kwargs):
-    """``transform`` (``ReadUserItems``, ``ReadPairs`` or ``ReadDocuments``) of the input
-    flags in ``args``, as :func:`resolve_input` checked them.
+def tokenizer_from_args(args) -> Tokenizer:
+    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
 
-    Args:
-      transform: the reader class.
-      args: the parsed flags.
-      **kwargs: more of the reader's arguments (``log_records``, ``as_elements``).
-    """
+
+def read_input(transform, args, **kwargs):
+    """The reader ``transform`` (``ReadUserItems``, ``ReadPairs``, ``ReadDocuments``) of the
+    input flags, as :func:`resolve_input` checked them; ``kwargs`` go to it too."""
     return transform(args.input, args.format, args.user_field, args.text_field,
                      tokenizer_from_args(args), args.skip_header_lines,
                      files=getattr(args, "files", None),

@@ -1,8 +1,5 @@
 """The n-gram job: release the n-grams (lengths 1..T) of a user corpus with DPNE.
 
-    python -m pipelines.ngrams --input data/msnbc990928.zip \\
-        --max-n 6 --max-items-per-user 10 --epsilon 1 --delta 1e-7 --eta 0.01 --output out/
-
 Writes the released n-grams, sorted, to ``OUT/ngrams-*.txt`` (or ``.parquet``),
 ``OUT/report.json`` (the privacy parameters, per level the DP-safe figures, the
 released count per length) and, with ``--with-counts``, their noisy counts.
@@ -26,7 +23,6 @@ from beam_dpsu.core.report import NON_PRIVATE_NOTE
 from beam_dpsu.core.ngram_parameters import LEVEL1_POLICIES, MAX_NGRAM_LENGTH
 from beam_dpsu.extract_ngrams import ExtractNgrams
 from beam_dpsu.ngram_baselines import BASELINES, NgramsByDPSU
-from pipelines import settings
 from pipelines.errors import UsageError, flag_errors
 from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_non_private_stats_argument,
@@ -38,11 +34,11 @@ from pipelines.io.read import ReadDocuments
 from pipelines.interrupts import end_program
 from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
 from pipelines.job_runner import run_job
-from pipelines.output_folder import run_with_output
-from pipelines.progress import LOG, NOTHING_RELEASED, log_written
+from pipelines.progress import LOG, log_written
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
                                 check_num_shards, count_released, describe_budget,
-                                output_suffix, with_counts_report, written_files)
+                                output_suffix, privacy_unit_from_args, summary_line,
+                                with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]
@@ -186,11 +182,6 @@ def check_single_n(args) -> None:
                          f"{args.single_n}")
 
 
-def privacy_unit_from_args(args) -> str:
-    """"element" for msnbc (one visitor per line), else ``settings.privacy_unit_from_args``."""
-    return "element" if args.format == "msnbc" else settings.privacy_unit_from_args(args)
-
-
 def _static_report(transform, args) -> dict:
     if isinstance(transform, ExtractNgrams):
         return transform.report
@@ -300,26 +291,14 @@ def run_prepared(job) -> str:
         f"releasing n-grams of length 1 to {args.max_n} with {args.method} under "
         f"{describe_budget(transform.budget)}"
         + (" (the selection's part)" if args.budget_parts is not None else ""))
-    out, shards, counts = written_files(args, "ngrams")
     per_length = ", ".join(f"{n:,} of length {k}" for k, n in report["released_per_length"].items())
-    counts = f", their noisy counts to {counts}" if args.with_counts else ""
-    budget = transform.budget if args.budget_parts is None else args.budget_parts.total
-    # The report's equivalents are this budget's only without counts.
-    equivalents = report.get("dp_equivalents") if args.budget_parts is None else None
+    released = report["released_ngrams"]
     chosen = report.get("chosen_max_items_per_user")
-    return (f"released {plural(report['released_ngrams'], 'n-gram')} ({per_length}) with "
-            f"{args.method}"
+    what = (f"{plural(released, 'n-gram')} ({per_length}) with {args.method}"
             + ("" if chosen is None
-               else f" (max items per user at level 1 {chosen:,}, chosen privately)")
-            + f" under {describe_budget(budget, equivalents)}"
-            + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {shards}{counts} and {out}/report.json"
-            + (NOTHING_RELEASED if report["released_ngrams"] == 0 else ""))
-
-
-def run(argv=None) -> None:
-    """Runs the job; raises on bad parameters or records (for library use)."""
-    run_with_output(prepare(argv), run_prepared)
+               else f" (max items per user at level 1 {chosen:,}, chosen privately)"))
+    budget = transform.budget if args.budget_parts is None else args.budget_parts.total
+    return summary_line(args, "ngrams", what, released, budget, report)
 
 
 def main(argv=None, prog: str = PROG) -> int:

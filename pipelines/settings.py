@@ -1,4 +1,4 @@
-"""The job's settings from its flags: budget, mechanism, tokenizer, counts, privacy unit.
+"""The job's settings from its flags: budget, mechanism, counts, privacy unit, summary.
 
 Each ``*_from_args`` turns parsed flags into the library's values and checks
 them now, before any input is read, so a bad parameter is one error line
@@ -20,19 +20,17 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.pre_threshold import check_pre_threshold
 from beam_dpsu.core.pre_threshold.calibrations import with_pre_threshold
 from beam_dpsu.core.report import dp_equivalents
-from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
                                           count_calibration, split_selection_and_counts)
 from beam_dpsu.count_released import CountReleased
 from pipelines.errors import FlagMessage, UsageError, flag_errors
 from pipelines.io.formats import ROW_AS_USER
+from pipelines.progress import NOTHING_RELEASED
 
-__all__ = [
-    "budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
-    "check_calibrates", "calibrate", "tokenizer_from_args", "budget_parts_from_args",
-    "check_counts", "count_released", "with_counts_report", "privacy_unit_from_args",
-    "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "written_files",
-]
+__all__ = ["budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
+           "check_calibrates", "calibrate", "budget_parts_from_args",
+           "check_counts", "count_released", "with_counts_report", "privacy_unit_from_args",
+           "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "summary_line"]
 
 MAX_NUM_SHARDS = 10_000  # the most --num-shards files a job writes
 
@@ -153,10 +151,6 @@ def calibrate(mechanism, budget):
             "{max_items_per_user}") from None
 
 
-def tokenizer_from_args(args) -> Tokenizer:
-    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
-
-
 def budget_parts_from_args(args, budget, mechanism=None,
                            counts_max_items: int | str | None = None
                            ) -> SelectionAndCountsBudget | None:
@@ -210,9 +204,9 @@ def count_released(records, released, parts: SelectionAndCountsBudget,
 
 
 def privacy_unit_from_args(args) -> str:
-    """"element" when each record is its own user (``@row``, text), else "user_id"."""
-    if args.format == "text" or (args.format in ("csv", "parquet")
-                                 and args.user_field == ROW_AS_USER):
+    """"element" when each record is its own user (``@row``, text, msnbc), else "user_id"."""
+    if args.format in ("text", "msnbc") or (args.format in ("csv", "parquet")
+                                            and args.user_field == ROW_AS_USER):
         return "element"
     return "user_id"
 
@@ -249,14 +243,20 @@ def check_num_shards(args) -> None:
 
 def output_suffix(args, counts: bool = False) -> str:
     """The suffix of the job's item (or ``counts``) files: .txt, .tsv or .parquet."""
-    if args.output_format == "parquet":
-        return ".parquet"
-    return ".tsv" if counts else ".txt"
+    return ".parquet" if args.output_format == "parquet" else ".tsv" if counts else ".txt"
 
 
-def written_files(args, what: str) -> tuple[str, str, str]:
-    """(the output folder, its ``what`` files, its counts files), as summary lines name them."""
+def summary_line(args, files: str, released: str, n_released: int, budget, report: dict,
+                 counts_note: str = "") -> str:
+    """``released {released} under {budget}; wrote`` the job's ``files`` (``items``), its
+    counts (``counts_note`` said of them) and report; ``budget`` is the total."""
     out = args.output.rstrip("/")
     shards = f"{'00000' if args.num_shards == 1 else '*'}-of-{args.num_shards:05d}"
-    return (out, f"{out}/{what}-{shards}{output_suffix(args)}",
-            f"{out}/counts-{shards}{output_suffix(args, counts=True)}")
+    counts = (f", their noisy counts{counts_note} to {out}/counts-{shards}"
+              f"{output_suffix(args, counts=True)}" if args.with_counts else "")
+    # The report's equivalents are this budget's only without counts.
+    equivalents = None if args.with_counts else report.get("dp_equivalents")
+    return (f"released {released} under {describe_budget(budget, equivalents)}"
+            + (" (SEEDED: not private)" if args.seed is not None else "")
+            + f"; wrote {out}/{files}-{shards}{output_suffix(args)}{counts} and {out}/report.json"
+            + (NOTHING_RELEASED if n_released == 0 else ""))

@@ -1,9 +1,5 @@
 """The vocabulary job: release the words (or items) of a user corpus under user-level DP.
 
-    python -m pipelines.vocabulary --input 'reviews*.csv.gz' \\
-        --user-field author --text-field body \\
-        --rho 0.1 --delta 1e-5 --output out/
-
 SIPS with Δ0 chosen privately unless ``--mechanism``/``--max-items-per-user``
 say otherwise. Writes the released items, sorted, to ``OUT/items-*.txt`` (or
 ``.parquet``), ``OUT/report.json`` and, with ``--with-counts``, their noisy
@@ -29,19 +25,18 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_mechanism_arguments,
                                    add_non_private_stats_argument, add_output_arguments)
 from pipelines.flags import JobArgumentParser, parse_job_args
-from pipelines.input_flags import check_public_input, read_input, resolve_input
+from pipelines.input_flags import (check_public_input, read_input, resolve_input,
+                                   tokenizer_from_args)
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.interrupts import end_program
 from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
 from pipelines.job_runner import run_job
-from pipelines.output_folder import run_with_output
-from pipelines.progress import NOTHING_RELEASED, LogCount, log_written
+from pipelines.progress import LogCount, log_written
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
                                 check_counts, check_num_shards, count_released,
                                 describe_budget, mechanism_from_args, output_suffix,
-                                privacy_unit_from_args, tokenizer_from_args,
-                                with_counts_report, written_files)
+                                privacy_unit_from_args, summary_line, with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
@@ -226,15 +221,6 @@ def run_prepared(job) -> str:
     report = run_and_read_report(
         job, lambda pipeline, out: build_pipeline(pipeline, args, mechanism, job.budget, out),
         f"releasing items with {mechanism.name} under {describe_budget(job.budget)}")
-    out, shards, counts_files = written_files(args, "items")
-    counts_chosen = report.get("counts_chosen_max_items_per_user")
-    counts = (", their noisy counts"
-              + ("" if counts_chosen is None
-                 else f" (each user counted on at most {counts_chosen:,}, chosen privately)")
-              + f" to {counts_files}" if args.with_counts else "")
-    released = report["released_items"]
-    # With counts the report's equivalents state the total's, not this budget's.
-    equivalents = None if args.with_counts else report.get("dp_equivalents")
     chosen = report.get("chosen_max_items_per_user")
     fixed = report.get("mechanism", {}).get("max_items_per_user")
     default = "mechanism" in getattr(args, "job_defaults", {})
@@ -242,18 +228,14 @@ def run_prepared(job) -> str:
     settings = ([f"max items per user {chosen:,}, chosen privately"] if chosen is not None
                 else [f"max items per user {fixed:,}"] if isinstance(fixed, int) else [])
     settings += [f"pre-threshold {pre_threshold:,}"] if pre_threshold > 1 else []
-    return (f"released {plural(released, 'item')} with {mechanism.name}"
+    released = report["released_items"]
+    what = (f"{plural(released, 'item')} with {mechanism.name}"
             + (" (the default)" if default else "")
-            + (f" ({', '.join(settings)})" if settings else "")
-            + f" under {describe_budget(job.budget, equivalents)}"
-            + (" (SEEDED: not private)" if args.seed is not None else "")
-            + f"; wrote {shards}{counts} and {out}/report.json"
-            + (NOTHING_RELEASED if released == 0 else ""))
-
-
-def run(argv=None) -> None:
-    """Runs the job; raises on bad parameters or records (for library use)."""
-    run_with_output(prepare(argv), run_prepared)
+            + (f" ({', '.join(settings)})" if settings else ""))
+    counts_chosen = report.get("counts_chosen_max_items_per_user")
+    counts_note = ("" if counts_chosen is None
+                   else f" (each user counted on at most {counts_chosen:,}, chosen privately)")
+    return summary_line(args, "items", what, released, job.budget, report, counts_note)
 
 
 def main(argv=None, prog: str = PROG) -> int:

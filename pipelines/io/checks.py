@@ -4,6 +4,7 @@ regular files (:func:`check_input_exists`), the first records parse (:func:`insp
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
 import stat
@@ -153,10 +154,8 @@ def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
     for path in checked:
         stream = open_input(path)
         try:
-            for n, _ in enumerate(parse(path, stream), start=1):
-                any_record = True
-                if n >= max_records:
-                    break
+            records = list(itertools.islice(parse(path, stream), max_records))  # each parsed
+            any_record = any_record or bool(records)
         except InputFormatError as exc:
             raise corruption_first(stream, exc) from None
         finally:

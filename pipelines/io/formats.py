@@ -42,10 +42,7 @@ ROW_AS_USER = "@row"  # the user field that makes each row (record) its own user
 def uncompressed_name(path: str) -> str:
     """The file's name, lower-cased, without its compression suffix."""
     name = os.path.basename(path).lower()
-    for suffix in COMPRESSION_SUFFIXES:
-        if name.endswith(suffix):
-            return name[:-len(suffix)]
-    return name
+    return next((name[:-len(s)] for s in COMPRESSION_SUFFIXES if name.endswith(s)), name)
 
 
 def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
