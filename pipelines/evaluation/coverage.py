@@ -6,6 +6,7 @@ evaluation only (docs/explanation/reading.md#the-evaluation-job).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Collection, Hashable, Iterable, Mapping
 
 __all__ = ["missing_mass", "pair_counts"]
@@ -36,8 +37,4 @@ def missing_mass(pair_counts: Mapping[Hashable, int], released: Collection) -> f
 
 def pair_counts(user_item_lists: Iterable[Iterable[Hashable]]) -> dict:
     """Distinct (user, item) pairs per item, from one item list per user."""
-    counts: dict = {}
-    for items in user_item_lists:
-        for item in set(items):
-            counts[item] = counts.get(item, 0) + 1
-    return counts
+    return Counter(item for items in user_item_lists for item in set(items))

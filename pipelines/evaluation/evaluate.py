@@ -17,6 +17,7 @@ import csv
 import functools
 import glob
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -48,7 +49,6 @@ from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from pipelines.io import formats  # noqa: E402
-from pipelines.io.formats import FORMATS  # noqa: E402
 from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.evaluate"
@@ -63,9 +63,8 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
         examples=[
             f"{prog} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--mechanisms weighted-gaussian,sips,gw --epsilons 1,2,4 --delta 1e-5 "
-            "--trials 3 --output eval/",
-        ])
-    add_input_arguments(parser, FORMATS)
+            "--trials 3 --output eval/"])
+    add_input_arguments(parser, formats.FORMATS)
     add_mechanism_arguments(parser, several=True, public_input=False)
     g = parser.add_argument_group("budget grid (user-level)")
     g.add_argument(*flags("epsilons"), metavar="E,E…",
@@ -277,7 +276,7 @@ def prepare(argv, prog: str = PROG):
         except ImportError:
             raise UsageError("utility.png needs matplotlib: pip install -e '.[plot]', or "
                              "give --no-plot") from None
-    args.files = resolve_input(args, FORMATS)
+    args.files = resolve_input(args, formats.FORMATS)
     if args.cache_dir:  # created here, once everything else is checked
         check_scratch_folder(args.cache_dir, "--cache-dir")
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
@@ -313,40 +312,38 @@ def run_prepared(job) -> str:
         rows = []
         total = len(mechanisms) * len(budgets) * args.trials
         out_prefix = os.path.join(work_dir, "released")
-        for mechanism in mechanisms:
-            for budget in budgets:
-                dp = isinstance(budget, Budget)
-                label = f"eps={budget.epsilon:g}" if dp else f"rho={budget.rho:g}"
-                for trial in range(1, args.trials + 1):
-                    start = time.perf_counter()  # one run, with fresh randomness
-                    with job_pipeline(options) as p:
-                        _ = (p
-                             | "ReadCache" >> beam.io.ReadFromText(
-                                 os.path.join(cache_dir, "users-*.jsonl"))
-                             | "AsRecords" >> beam.Map(lambda line: tuple(json.loads(line)))
-                             | "SelectItems" >> SelectItems(
-                                 mechanism, budget, hot_key_fanout=args.hot_key_fanout)
-                             | "WriteReleased" >> WriteReleased(out_prefix,
-                                                                file_name_suffix=".txt"))
-                    seconds = time.perf_counter() - start
-                    released = []
-                    for path in glob.glob(out_prefix + "-*.txt"):
-                        with open(path, encoding="utf-8") as f:
-                            released += [line.rstrip("\n") for line in f if line.strip()]
-                        os.remove(path)
-                    released_set = set(released)
-                    row = {"mechanism": mechanism.name, "budget": label,
-                           "x": budget.epsilon if dp else budget.rho,
-                           "trial": trial, "released": len(released),
-                           "missing_mass": round(missing_mass(holders, released_set), 6),
-                           "wall_seconds": round(seconds, 3)}
-                    if frequent is not None:
-                        row["k_anonymity_coverage"] = (len(frequent & released_set)
-                                                       / len(frequent) if frequent else math.nan)
-                    rows.append(row)
-                    progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial "
-                             f"{trial}/{args.trials}: {plural(len(released), 'item')} in "
-                             f"{seconds:.1f} s")
+        for mechanism, budget, trial in itertools.product(mechanisms, budgets,
+                                                          range(1, args.trials + 1)):
+            dp = isinstance(budget, Budget)
+            label = f"eps={budget.epsilon:g}" if dp else f"rho={budget.rho:g}"
+            start = time.perf_counter()  # one run, with fresh randomness
+            with job_pipeline(options) as p:
+                _ = (p
+                     | "ReadCache" >> beam.io.ReadFromText(
+                         os.path.join(cache_dir, "users-*.jsonl"))
+                     | "AsRecords" >> beam.Map(lambda line: tuple(json.loads(line)))
+                     | "SelectItems" >> SelectItems(mechanism, budget,
+                                                    hot_key_fanout=args.hot_key_fanout)
+                     | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
+            seconds = time.perf_counter() - start
+            released = []
+            for path in glob.glob(out_prefix + "-*.txt"):
+                with open(path, encoding="utf-8") as f:
+                    released += [line.rstrip("\n") for line in f if line.strip()]
+                os.remove(path)
+            released_set = set(released)
+            row = {"mechanism": mechanism.name, "budget": label,
+                   "x": budget.epsilon if dp else budget.rho, "trial": trial,
+                   "released": len(released),
+                   "missing_mass": round(missing_mass(holders, released_set), 6),
+                   "wall_seconds": round(seconds, 3)}
+            if frequent is not None:
+                row["k_anonymity_coverage"] = (len(frequent & released_set) / len(frequent)
+                                               if frequent else math.nan)
+            rows.append(row)
+            progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial "
+                     f"{trial}/{args.trials}: {plural(len(released), 'item')} in "
+                     f"{seconds:.1f} s")
         fields = ["mechanism", "budget", "trial", "released", "missing_mass", "wall_seconds"]
         with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, extrasaction="ignore", fieldnames=fields + (
