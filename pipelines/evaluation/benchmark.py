@@ -153,10 +153,15 @@ def _run_read_only(job) -> str:
                  | "PairsPerRecord" >> beam.Map(lambda e: len(items_of(e[1])))
                  | "SumPairs" >> beam.CombineGlobally(sum)
                  | "Write" >> beam.io.WriteToText(path, shard_name_template=""))
-        with open(path, encoding="utf-8") as f:
-            pairs = int(f.read().strip() or 0)
+        pairs = read_count(path)
     print(json.dumps({"pairs": pairs}), flush=True)
     return ""
+
+
+def read_count(path: str) -> int:
+    """The number a one-line count file written by a pipeline holds."""
+    with open(path, encoding="utf-8") as f:
+        return int(f.read().strip() or 0)
 
 
 def time_process(command, cwd: str, log_path: str) -> tuple[float, float]:

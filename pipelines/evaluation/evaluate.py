@@ -24,7 +24,9 @@ import os
 import shutil
 import statistics
 import time
+from collections import Counter
 from types import SimpleNamespace
+from typing import Collection, Hashable, Iterable, Mapping
 
 from pipelines.flags import flags, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import (add_input_arguments, add_mechanism_arguments,
@@ -32,7 +34,6 @@ from pipelines.flag_groups import (add_input_arguments, add_mechanism_arguments,
 from pipelines.settings import check_calibrates, mechanism_from_args, require_selection_delta
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import read_input, resolve_input
-from pipelines.evaluation.coverage import missing_mass, pair_counts
 from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
@@ -91,6 +92,36 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
                    help="local output folder for results.csv, summary.md and utility.png")
     add_overwrite_argument(g)
     return parser
+
+
+# Coverage, from raw counts of who holds each item: NOT private, for evaluation only.
+def missing_mass(pair_counts: Mapping[Hashable, int], released: Collection) -> float:
+    """The missing mass (Dick, Joseph & Raman, ICLR 2026): the share of the distinct
+    (user, item) pairs whose item is not released.
+
+    Args:
+      pair_counts: distinct (user, item) pairs per item of the input (its users).
+      released: the released set; items the input does not hold cover nothing.
+
+    Returns:
+      Σ over unreleased items of their pairs / Σ over all items; NaN for no pairs.
+
+    Raises:
+      ValueError: a count is not an integer >= 0.
+    """
+    total = missed = 0
+    for item, n in pair_counts.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"pair counts must be integers >= 0, got {n!r}")
+        total += n
+        if item not in released:
+            missed += n
+    return missed / total if total else math.nan
+
+
+def pair_counts(user_item_lists: Iterable[Iterable[Hashable]]) -> dict:
+    """Distinct (user, item) pairs per item, from one item list per user."""
+    return Counter(item for items in user_item_lists for item in set(items))
 
 
 # The grid's flags for the library's names (pipelines.errors.FLAG_OF has the single-budget ones).
@@ -188,10 +219,9 @@ def _mechanism_line(mechanism) -> str:
 def _summary(job, rows: list[dict], users: int, dataset: str) -> str:
     """summary.md: what was evaluated on which data, then released items per cell."""
     budgets, k, trials = job.budgets, job.args.k_anonymity, job.args.trials
-    if isinstance(budgets[0], Budget):
-        grid = "(ε, δ)-DP with ε ∈ {" + ", ".join(f"{b.epsilon:g}" for b in budgets) + "}"
-    else:
-        grid = "δ-approximate ρ-zCDP with ρ ∈ {" + ", ".join(f"{b.rho:g}" for b in budgets) + "}"
+    dp = isinstance(budgets[0], Budget)
+    values = ", ".join(f"{b.epsilon if dp else b.rho:g}" for b in budgets)
+    grid = ("(ε, δ)-DP with ε ∈ {" if dp else "δ-approximate ρ-zCDP with ρ ∈ {") + values + "}"
     lines = ["# Evaluation summary", "",
              "**For evaluation only.** This evaluation releases from the same data once per "
              "mechanism, budget and trial: the privacy loss of the whole evaluation is the sum "

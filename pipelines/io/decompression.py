@@ -7,6 +7,7 @@ standard library's readers do: docs/explanation/reading.md#decompression.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import io
 import lzma
 import zlib
@@ -185,9 +186,7 @@ def corruption_first(stream, error: InputFormatError) -> InputFormatError:
     on reading the rest, if any (garbage may fail a parser before the checksum), else it."""
     if not isinstance(stream, _WholeDecompression):
         return error
-    try:
+    with contextlib.suppress(InputFormatError):
         while stream.read(READ_SIZE):
             pass
-    except InputFormatError:
-        pass
     return stream.error or error

@@ -85,12 +85,11 @@ class ReadUserTexts(beam.PTransform):
         super().__init__()
         if fmt not in ("csv", "jsonl", "text"):
             raise ValueError(f"format {fmt!r} has no text field; use one of csv, jsonl, text")
-        self._parse = record_parser(fmt, user_field, text_field, skip_header_lines)
-        self._pattern, self._files, self._log_records = pattern, files, log_records
+        self._read = _ReadFiles(pattern, record_parser(fmt, user_field, text_field,
+                                                       skip_header_lines), files, log_records)
 
     def expand(self, pbegin):
-        return pbegin | "ReadFiles" >> _ReadFiles(self._pattern, self._parse, self._files,
-                                                  self._log_records)
+        return pbegin | "ReadFiles" >> self._read
 
 
 def items_of(value) -> list:
