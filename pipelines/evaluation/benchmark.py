@@ -247,10 +247,9 @@ def run_prepared(job) -> str:
             print(json.dumps({**result, "non_private": True}), flush=True)
             continue
         shown = "" if released is None else f"{released:,}"
-        print(f"{mechanism:>24} {code:>9} {result['wall_seconds']:>8.1f} "
-              f"{result['median_seconds']:>8.1f} {result['ratio_to_read']:>7.2f} "
-              f"{result['median_round_ratio_to_read']:>8.2f} {result['pairs_per_second']:>11,} "
-              f"{result['peak_mib']:>9,} {shown:>9}", flush=True)
+        print("{mechanism:>24} {code:>9} {wall_seconds:>8.1f} {median_seconds:>8.1f} "
+              "{ratio_to_read:>7.2f} {median_round_ratio_to_read:>8.2f} {pairs_per_second:>11,} "
+              "{peak_mib:>9,} {shown:>9}".format(**result, shown=shown), flush=True)
     return ""
 
 

@@ -297,9 +297,8 @@ def prepare(argv, prog: str = PROG):
                   for name in comma_list(args.mechanisms, "--mechanisms", canonical_name,
                                          "mechanisms")]
     with flag_errors(**_GRID_FLAGS):
-        for budget in budgets:  # calibrate everything before running anything
-            for mechanism in mechanisms:
-                check_calibrates(mechanism, budget)
+        for budget, mechanism in itertools.product(budgets, mechanisms):  # before any run
+            check_calibrates(mechanism, budget)
     if not args.no_plot:
         try:
             import matplotlib  # noqa: F401
@@ -371,9 +370,8 @@ def run_prepared(job) -> str:
                 row["k_anonymity_coverage"] = (len(frequent & released_set) / len(frequent)
                                                if frequent else math.nan)
             rows.append(row)
-            progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial "
-                     f"{trial}/{args.trials}: {plural(len(released), 'item')} in "
-                     f"{seconds:.1f} s")
+            progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial {trial}/{args.trials}: "
+                     f"{plural(len(released), 'item')} in {seconds:.1f} s")
         fields = ["mechanism", "budget", "trial", "released", "missing_mass", "wall_seconds"]
         with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, extrasaction="ignore", fieldnames=fields + (

@@ -29,7 +29,7 @@ from pipelines.settings import check_calibrates, mechanism_from_args, require_se
 from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import read_input, resolve_input
-from pipelines.job_files import check_scratch_folder
+from pipelines.job_files import check_scratch_folder, read_json
 from pipelines.job_runner import job_pipeline, run_job
 from pipelines.interrupts import end_program
 from pipelines.evaluation.benchmark import ROOT, absolute_inputs, read_count, time_process
@@ -205,8 +205,7 @@ def run_prepared(job) -> str:
             os.remove(result_path)  # a previous run's
         command = [sys.executable, "-m", "pipelines.evaluation.peers", *_child_argv(job, i)]
         _, peak = time_process(command, ROOT, os.path.join(args.workdir, f"run{i}.log"))
-        with open(result_path, encoding="utf-8") as f:
-            result = json.load(f)
+        result = read_json(result_path)
         print(f"{name:>42} | {result['max_items']:>10} | {result['released']:>9,} | "
               f"{result['seconds']:>7.1f} | {peak:>8,.0f}", flush=True)
     return ""

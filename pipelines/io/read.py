@@ -146,8 +146,7 @@ class ReadUserItems(_ReadInput):
                 self._pattern, record_parser("pairs", skip_header_lines=self._skip),
                 self._files, self._log_records)
         tokenizer = self._tokenizer
-        return (pbegin
-                | "ReadUserTexts" >> self._read_texts()
+        return (pbegin | "ReadUserTexts" >> self._read_texts()
                 | "Tokenize" >> beam.MapTuple(lambda user, text: (user, tokenizer(text))))
 
 
@@ -194,12 +193,9 @@ class ReadDocuments(_ReadInput):
         if self._parquet is not None:
             as_document = ((lambda record: record[1]) if self._as_elements
                            else (lambda record: (record[0], tuple(record[1]))))
-            return (pbegin
-                    | "ReadParquet" >> self._read_parquet()
+            return (pbegin | "ReadParquet" >> self._read_parquet()
                     | "AsDocuments" >> beam.Map(as_document))
         tokenizer = self._tokenizer
         tokenize = ((lambda record: tokenizer(record[1])) if self._as_elements
                     else (lambda record: (record[0], tuple(tokenizer(record[1])))))
-        return (pbegin
-                | "ReadUserTexts" >> self._read_texts()
-                | "Tokenize" >> beam.Map(tokenize))
+        return pbegin | "ReadUserTexts" >> self._read_texts() | "Tokenize" >> beam.Map(tokenize)
