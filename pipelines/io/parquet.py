@@ -120,9 +120,8 @@ class ParquetFields:
                 for role, column in self.roles:
                     if (role != "items" and chunk.path_in_schema == column and stats is not None
                             and stats.has_null_count and stats.null_count):
-                        raise _parquet_null(path, role, column, f"rows {first_row}–"
-                                            f"{first_row + row_group.num_rows - 1} (row group "
-                                            f"{group + 1})")
+                        rows = f"rows {first_row}–{first_row + row_group.num_rows - 1}"
+                        raise _parquet_null(path, role, column, f"{rows} (row group {group + 1})")
             first_row += row_group.num_rows
 
     def check_values(self, path: str, table: pa.Table) -> None:

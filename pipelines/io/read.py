@@ -111,11 +111,10 @@ class _ReadInput(beam.PTransform):
         if fmt not in self._FORMATS:
             raise ValueError(f"unknown {self._KIND}format {fmt!r}; choose one of "
                              f"{list(self._FORMATS)}")
-        self._parquet = None
-        if fmt == "parquet":
-            self._parquet = ParquetFields(user_field or "", text_field, items_field)
-        elif items_field is not None:
+        if items_field is not None and fmt != "parquet":
             raise ValueError(f"an items field applies to the parquet format only, not {fmt!r}")
+        self._parquet = (ParquetFields(user_field or "", text_field, items_field)
+                         if fmt == "parquet" else None)
         self._pattern, self._fmt = pattern, fmt
         self._user_field, self._text_field = user_field, text_field
         self._tokenizer, self._skip = tokenizer, skip_header_lines
