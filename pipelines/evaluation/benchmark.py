@@ -14,6 +14,7 @@ Method: docs/explanation/reading.md#the-benchmark.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import statistics
@@ -53,8 +54,7 @@ def build_parser() -> JobArgumentParser:
             "--delta 1e-5 --max-items-per-user 100",
             f"{PROG} --job ngrams --before /tmp/before -- --input "
             "data/msnbc990928.zip --max-n 6 --max-items-per-user 10 --epsilon 1 "
-            "--delta 1e-7",
-        ], beam_options=False)
+            "--delta 1e-7"], beam_options=False)
     g = parser.add_argument_group("benchmark")
     g.add_argument(*flags("job"), choices=JOBS, default="vocabulary",
                    help="the job to time")
@@ -102,12 +102,12 @@ def absolute_inputs(job_argv: list) -> list:
 
 def prepare(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        build_parser().parse_args(argv)  # --help, and the benchmark's own flags checked
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = build_parser().parse_args(argv[:split])  # --help, and the benchmark's own flags
+    if split == len(argv):
         raise UsageError("give the job's own flags after --, e.g. -- --input FILE "
                          "--rho 0.1 --delta 1e-5")
-    args = build_parser().parse_args(argv[:argv.index("--")])
-    job_argv = argv[argv.index("--") + 1:]
+    job_argv = argv[split + 1:]
     if args.repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     if any(a == "--output" or a.startswith("--output=") for a in job_argv):
@@ -132,9 +132,8 @@ def prepare(argv):
     # The job's own parser checks its flags and the input before anything runs.
     module = importlib.import_module(f"pipelines.{args.job}")
     probe = ["--output", os.path.join(tempfile.gettempdir(), "beam_dpsu_benchmark_probe")]
-    for mechanism in mechanisms:
-        for value in max_items:
-            job_args = module.parse_args(job_argv + _job_flags(mechanism, value) + probe)[0]
+    for mechanism, value in itertools.product(mechanisms, max_items):
+        job_args = module.parse_args(job_argv + _job_flags(mechanism, value) + probe)[0]
     if args.workdir and not args.read_only:  # created here, once everything else is checked
         check_scratch_folder(args.workdir, "--workdir")
     return SimpleNamespace(args=args, job_argv=job_argv, mechanisms=mechanisms,
@@ -154,10 +153,15 @@ def _run_read_only(job) -> str:
                  | "PairsPerRecord" >> beam.Map(lambda e: len(items_of(e[1])))
                  | "SumPairs" >> beam.CombineGlobally(sum)
                  | "Write" >> beam.io.WriteToText(path, shard_name_template=""))
-        with open(path, encoding="utf-8") as f:
-            pairs = int(f.read().strip() or 0)
+        pairs = read_count(path)
     print(json.dumps({"pairs": pairs}), flush=True)
     return ""
+
+
+def read_count(path: str) -> int:
+    """The number a one-line count file written by a pipeline holds."""
+    with open(path, encoding="utf-8") as f:
+        return int(f.read().strip() or 0)
 
 
 def time_process(command, cwd: str, log_path: str) -> tuple[float, float]:
@@ -190,46 +194,37 @@ def run_prepared(job) -> str:
     with scratch_folder(args.workdir, "beam_dpsu_benchmark_") as workdir:
         # Each round runs every pipeline once (this checkout's reader for both codes), so
         # a machine that slows down or speeds up during the run weighs on all alike.
-        read_command = [sys.executable, "-m", "pipelines.evaluation.benchmark", "--read-only",
-                        "--job", args.job, "--", *job.job_argv]
-        pairs_box = {}
-
-        def read_once(i):
-            log = os.path.join(workdir, f"read-only-{i}.log")
-            wall, rss = time_process(read_command, ROOT, log)
-            with open(log, encoding="utf-8") as f:
-                pairs_box["pairs"] = json.loads(f.read().strip().splitlines()[-1])["pairs"]
-            return wall, rss, None
-
+        # Each pipeline: (label, code, checkout, log name, output folder, command).
+        pipelines: list = [("read-only", "read-only", ROOT, "read-only", None, [
+            sys.executable, "-m", "pipelines.evaluation.benchmark", "--read-only", "--job",
+            args.job, "--", *job.job_argv])]
         codes = [("this", ROOT)] + ([("before", os.path.abspath(args.before))]
                                     if args.before else [])
-        pipelines = [("read-only", "read-only", read_once)]
-        for mechanism in job.mechanisms:
-            for value in job.max_items:
-                label = (mechanism or "dpne") + ("" if value is None else f" Δ0={value}")
-                for code, root in codes:
-                    name = f"{code}-{mechanism or args.job}-{value}"
-                    output = os.path.join(workdir, name)
-                    command = [sys.executable, "-m", f"pipelines.{args.job}", *job.job_argv,
-                               "--output", output, *_job_flags(mechanism, value)]
-
-                    def job_once(i, command=command, name=name, output=output, root=root):
-                        # A job refuses an output folder that holds files (and --before's
-                        # checkout may not know --overwrite): each run starts without one.
-                        shutil.rmtree(output, ignore_errors=True)
-                        wall, rss = time_process(command, root,
-                                                 os.path.join(workdir, f"{name}-{i}.log"))
-                        return wall, rss, _released(args.job, output)
-
-                    pipelines.append((label, code, job_once))
-        results: dict = {(m, code): [] for m, code, _ in pipelines}
+        for mechanism, value, (code, root) in itertools.product(job.mechanisms, job.max_items,
+                                                                codes):
+            label = (mechanism or "dpne") + ("" if value is None else f" Δ0={value}")
+            name = f"{code}-{mechanism or args.job}-{value}"
+            output = os.path.join(workdir, name)
+            pipelines.append((label, code, root, name, output, [
+                sys.executable, "-m", f"pipelines.{args.job}", *job.job_argv, "--output",
+                output, *_job_flags(mechanism, value)]))
+        results: dict = {(label, code): [] for label, code, *_ in pipelines}
         for i in range(args.repeats):
-            for mechanism, code, run_once in pipelines:
-                results[mechanism, code].append(run_once(i))
+            for label, code, root, name, output, command in pipelines:
+                log = os.path.join(workdir, f"{name}-{i}.log")
+                if output is not None:
+                    # A job refuses an output folder that holds files (and --before's
+                    # checkout may not know --overwrite): each run starts without one.
+                    shutil.rmtree(output, ignore_errors=True)
+                wall, rss = time_process(command, root, log)
+                if output is None:  # the read-only run, which prints its pair count
+                    with open(log, encoding="utf-8") as f:
+                        pairs = json.loads(f.read().strip().splitlines()[-1])["pairs"]
+                results[label, code].append(
+                    (wall, rss, None if output is None else _released(args.job, output)))
             if args.repeats > 1:
                 progress(f"round {i + 1} of {args.repeats}: every pipeline ran once")
     read_walls = [run[0] for run in results["read-only", "read-only"]]
-    pairs = pairs_box["pairs"]
     progress(f"read-only: {pairs:,} pairs in {min(read_walls):.1f} s (peak "
              f"{max(r[1] for r in results['read-only', 'read-only']):,.0f} MiB; "
              "non-private figures, for evaluation only)")
@@ -238,8 +233,7 @@ def run_prepared(job) -> str:
               "evaluation only", flush=True)
         print(f"{'mechanism':>24} {'code':>9} {'wall s':>8} {'median':>8} {'× read':>7} "
               f"{'× rounds':>8} {'pairs/s':>11} {'peak MiB':>9} {'released':>9}", flush=True)
-    for mechanism, code, _ in pipelines:
-        runs = results[mechanism, code]
+    for (mechanism, code), runs in results.items():
         wall, median = min(r[0] for r in runs), statistics.median(r[0] for r in runs)
         rss, released = max(r[1] for r in runs), runs[-1][2]
         ratios = [run[0] / read for run, read in zip(runs, read_walls)]
@@ -253,10 +247,9 @@ def run_prepared(job) -> str:
             print(json.dumps({**result, "non_private": True}), flush=True)
             continue
         shown = "" if released is None else f"{released:,}"
-        print(f"{mechanism:>24} {code:>9} {result['wall_seconds']:>8.1f} "
-              f"{result['median_seconds']:>8.1f} {result['ratio_to_read']:>7.2f} "
-              f"{result['median_round_ratio_to_read']:>8.2f} {result['pairs_per_second']:>11,} "
-              f"{result['peak_mib']:>9,} {shown:>9}", flush=True)
+        print("{mechanism:>24} {code:>9} {wall_seconds:>8.1f} {median_seconds:>8.1f} "
+              "{ratio_to_read:>7.2f} {median_round_ratio_to_read:>8.2f} {pairs_per_second:>11,} "
+              "{peak_mib:>9,} {shown:>9}".format(**result, shown=shown), flush=True)
     return ""
 
 

@@ -17,13 +17,16 @@ import csv
 import functools
 import glob
 import hashlib
+import itertools
 import json
 import math
 import os
 import shutil
 import statistics
 import time
+from collections import Counter
 from types import SimpleNamespace
+from typing import Collection, Hashable, Iterable, Mapping
 
 from pipelines.flags import flags, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import (add_input_arguments, add_mechanism_arguments,
@@ -31,7 +34,6 @@ from pipelines.flag_groups import (add_input_arguments, add_mechanism_arguments,
 from pipelines.settings import check_calibrates, mechanism_from_args, require_selection_delta
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import read_input, resolve_input
-from pipelines.evaluation.coverage import missing_mass, pair_counts
 from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
@@ -48,7 +50,6 @@ from beam_dpsu.select_items import SelectItems  # noqa: E402
 from beam_dpsu.beam.output import WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from pipelines.io import formats  # noqa: E402
-from pipelines.io.formats import FORMATS  # noqa: E402
 from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.evaluate"
@@ -63,9 +64,8 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
         examples=[
             f"{prog} --input examples/imdb_2k.csv.gz --user-field user --text-field review "
             "--mechanisms weighted-gaussian,sips,gw --epsilons 1,2,4 --delta 1e-5 "
-            "--trials 3 --output eval/",
-        ])
-    add_input_arguments(parser, FORMATS)
+            "--trials 3 --output eval/"])
+    add_input_arguments(parser, formats.FORMATS)
     add_mechanism_arguments(parser, several=True, public_input=False)
     g = parser.add_argument_group("budget grid (user-level)")
     g.add_argument(*flags("epsilons"), metavar="E,E…",
@@ -92,6 +92,36 @@ def build_parser(prog: str = PROG) -> JobArgumentParser:
                    help="local output folder for results.csv, summary.md and utility.png")
     add_overwrite_argument(g)
     return parser
+
+
+# Coverage, from raw counts of who holds each item: NOT private, for evaluation only.
+def missing_mass(pair_counts: Mapping[Hashable, int], released: Collection) -> float:
+    """The missing mass (Dick, Joseph & Raman, ICLR 2026): the share of the distinct
+    (user, item) pairs whose item is not released.
+
+    Args:
+      pair_counts: distinct (user, item) pairs per item of the input (its users).
+      released: the released set; items the input does not hold cover nothing.
+
+    Returns:
+      Σ over unreleased items of their pairs / Σ over all items; NaN for no pairs.
+
+    Raises:
+      ValueError: a count is not an integer >= 0.
+    """
+    total = missed = 0
+    for item, n in pair_counts.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"pair counts must be integers >= 0, got {n!r}")
+        total += n
+        if item not in released:
+            missed += n
+    return missed / total if total else math.nan
+
+
+def pair_counts(user_item_lists: Iterable[Iterable[Hashable]]) -> dict:
+    """Distinct (user, item) pairs per item, from one item list per user."""
+    return Counter(item for items in user_item_lists for item in set(items))
 
 
 # The grid's flags for the library's names (pipelines.errors.FLAG_OF has the single-budget ones).
@@ -189,10 +219,9 @@ def _mechanism_line(mechanism) -> str:
 def _summary(job, rows: list[dict], users: int, dataset: str) -> str:
     """summary.md: what was evaluated on which data, then released items per cell."""
     budgets, k, trials = job.budgets, job.args.k_anonymity, job.args.trials
-    if isinstance(budgets[0], Budget):
-        grid = "(ε, δ)-DP with ε ∈ {" + ", ".join(f"{b.epsilon:g}" for b in budgets) + "}"
-    else:
-        grid = "δ-approximate ρ-zCDP with ρ ∈ {" + ", ".join(f"{b.rho:g}" for b in budgets) + "}"
+    dp = isinstance(budgets[0], Budget)
+    values = ", ".join(f"{b.epsilon if dp else b.rho:g}" for b in budgets)
+    grid = ("(ε, δ)-DP with ε ∈ {" if dp else "δ-approximate ρ-zCDP with ρ ∈ {") + values + "}"
     lines = ["# Evaluation summary", "",
              "**For evaluation only.** This evaluation releases from the same data once per "
              "mechanism, budget and trial: the privacy loss of the whole evaluation is the sum "
@@ -268,16 +297,15 @@ def prepare(argv, prog: str = PROG):
                   for name in comma_list(args.mechanisms, "--mechanisms", canonical_name,
                                          "mechanisms")]
     with flag_errors(**_GRID_FLAGS):
-        for budget in budgets:  # calibrate everything before running anything
-            for mechanism in mechanisms:
-                check_calibrates(mechanism, budget)
+        for budget, mechanism in itertools.product(budgets, mechanisms):  # before any run
+            check_calibrates(mechanism, budget)
     if not args.no_plot:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("utility.png needs matplotlib: pip install -e '.[plot]', or "
                              "give --no-plot") from None
-    args.files = resolve_input(args, FORMATS)
+    args.files = resolve_input(args, formats.FORMATS)
     if args.cache_dir:  # created here, once everything else is checked
         check_scratch_folder(args.cache_dir, "--cache-dir")
     return SimpleNamespace(args=args, options=options, budgets=budgets, mechanisms=mechanisms,
@@ -313,40 +341,37 @@ def run_prepared(job) -> str:
         rows = []
         total = len(mechanisms) * len(budgets) * args.trials
         out_prefix = os.path.join(work_dir, "released")
-        for mechanism in mechanisms:
-            for budget in budgets:
-                dp = isinstance(budget, Budget)
-                label = f"eps={budget.epsilon:g}" if dp else f"rho={budget.rho:g}"
-                for trial in range(1, args.trials + 1):
-                    start = time.perf_counter()  # one run, with fresh randomness
-                    with job_pipeline(options) as p:
-                        _ = (p
-                             | "ReadCache" >> beam.io.ReadFromText(
-                                 os.path.join(cache_dir, "users-*.jsonl"))
-                             | "AsRecords" >> beam.Map(lambda line: tuple(json.loads(line)))
-                             | "SelectItems" >> SelectItems(
-                                 mechanism, budget, hot_key_fanout=args.hot_key_fanout)
-                             | "WriteReleased" >> WriteReleased(out_prefix,
-                                                                file_name_suffix=".txt"))
-                    seconds = time.perf_counter() - start
-                    released = []
-                    for path in glob.glob(out_prefix + "-*.txt"):
-                        with open(path, encoding="utf-8") as f:
-                            released += [line.rstrip("\n") for line in f if line.strip()]
-                        os.remove(path)
-                    released_set = set(released)
-                    row = {"mechanism": mechanism.name, "budget": label,
-                           "x": budget.epsilon if dp else budget.rho,
-                           "trial": trial, "released": len(released),
-                           "missing_mass": round(missing_mass(holders, released_set), 6),
-                           "wall_seconds": round(seconds, 3)}
-                    if frequent is not None:
-                        row["k_anonymity_coverage"] = (len(frequent & released_set)
-                                                       / len(frequent) if frequent else math.nan)
-                    rows.append(row)
-                    progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial "
-                             f"{trial}/{args.trials}: {plural(len(released), 'item')} in "
-                             f"{seconds:.1f} s")
+        for mechanism, budget, trial in itertools.product(mechanisms, budgets,
+                                                          range(1, args.trials + 1)):
+            dp = isinstance(budget, Budget)
+            label = f"eps={budget.epsilon:g}" if dp else f"rho={budget.rho:g}"
+            start = time.perf_counter()  # one run, with fresh randomness
+            with job_pipeline(options) as p:
+                _ = (p
+                     | "ReadCache" >> beam.io.ReadFromText(
+                         os.path.join(cache_dir, "users-*.jsonl"))
+                     | "AsRecords" >> beam.Map(lambda line: tuple(json.loads(line)))
+                     | "SelectItems" >> SelectItems(mechanism, budget,
+                                                    hot_key_fanout=args.hot_key_fanout)
+                     | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
+            seconds = time.perf_counter() - start
+            released = []
+            for path in glob.glob(out_prefix + "-*.txt"):
+                with open(path, encoding="utf-8") as f:
+                    released += [line.rstrip("\n") for line in f if line.strip()]
+                os.remove(path)
+            released_set = set(released)
+            row = {"mechanism": mechanism.name, "budget": label,
+                   "x": budget.epsilon if dp else budget.rho, "trial": trial,
+                   "released": len(released),
+                   "missing_mass": round(missing_mass(holders, released_set), 6),
+                   "wall_seconds": round(seconds, 3)}
+            if frequent is not None:
+                row["k_anonymity_coverage"] = (len(frequent & released_set) / len(frequent)
+                                               if frequent else math.nan)
+            rows.append(row)
+            progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial {trial}/{args.trials}: "
+                     f"{plural(len(released), 'item')} in {seconds:.1f} s")
         fields = ["mechanism", "budget", "trial", "released", "missing_mass", "wall_seconds"]
         with open(os.path.join(out, "results.csv"), "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, extrasaction="ignore", fieldnames=fields + (

@@ -26,9 +26,8 @@ def comma_list(text: str, flag: str, parse: Callable[[str], Any] = str,
     Raises:
       UsageError: an entry is empty, does not parse, or equals an earlier one once parsed.
     """
-    entries = [entry.strip() for entry in text.split(",")]
     values: list[Any] = []
-    for i, entry in enumerate(entries, 1):
+    for i, entry in enumerate((entry.strip() for entry in text.split(",")), 1):
         if not entry:
             raise UsageError(f"{flag} has an empty entry (entry {i} of {text!r}); give "
                              f"comma-separated {what}, each once")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import itertools
 import os
 import random
 import time
@@ -277,9 +278,8 @@ def prepare(argv):
     chosen_sets = [(n, sets[n]) for n in _names(args.datasets, sets, "--datasets")]
     mechanisms = _names(args.mechanisms, _MECHANISMS, "--mechanisms")
     with flag_errors(max_items_per_user="--grid"):
-        for name in mechanisms:
-            for d0 in grid:
-                _MECHANISMS[name](max_items_per_user=d0).calibrate(budget)
+        for name, d0 in itertools.product(mechanisms, grid):
+            _MECHANISMS[name](max_items_per_user=d0).calibrate(budget)
     return SimpleNamespace(args=args, budget=budget, grid=grid, data_sets=chosen_sets,
                            mechanisms=mechanisms, output=args.output,
                            overwrite=args.overwrite, inputs=())

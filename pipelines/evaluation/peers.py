@@ -29,10 +29,10 @@ from pipelines.settings import check_calibrates, mechanism_from_args, require_se
 from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
 from pipelines.input_flags import read_input, resolve_input
-from pipelines.job_files import check_scratch_folder
+from pipelines.job_files import check_scratch_folder, read_json
 from pipelines.job_runner import job_pipeline, run_job
 from pipelines.interrupts import end_program
-from pipelines.evaluation.benchmark import ROOT, absolute_inputs, time_process
+from pipelines.evaluation.benchmark import ROOT, absolute_inputs, read_count, time_process
 import apache_beam as beam  # noqa: E402
 
 from beam_dpsu.core.budgets import Budget  # noqa: E402
@@ -154,11 +154,6 @@ def _selections(job) -> list:
     return runs
 
 
-def _read_count(path: str) -> int:
-    with open(path, encoding="utf-8") as f:
-        return int(f.read().strip())
-
-
 def _child_argv(job, index: int) -> list:
     """This run's flags for selection ``index``'s process (run in the project's root)."""
     out, skip = [], False
@@ -194,9 +189,9 @@ def run_prepared(job) -> str:
                                                                    shard_name_template="")
         seconds = time.perf_counter() - start
         if chosen is not None:
-            max_items = f"auto → {_read_count(f'{base}.chosen.txt')}"
+            max_items = f"auto → {read_count(f'{base}.chosen.txt')}"
         with open(f"{base}.json", "w", encoding="utf-8") as f:
-            json.dump({"released": _read_count(f"{base}.txt"), "seconds": seconds,
+            json.dump({"released": read_count(f"{base}.txt"), "seconds": seconds,
                        "max_items": max_items}, f)
         return ""
     print(f"budget (ε, δ) = ({budget.epsilon:g}, {budget.delta:g}), "
@@ -210,8 +205,7 @@ def run_prepared(job) -> str:
             os.remove(result_path)  # a previous run's
         command = [sys.executable, "-m", "pipelines.evaluation.peers", *_child_argv(job, i)]
         _, peak = time_process(command, ROOT, os.path.join(args.workdir, f"run{i}.log"))
-        with open(result_path, encoding="utf-8") as f:
-            result = json.load(f)
+        result = read_json(result_path)
         print(f"{name:>42} | {result['max_items']:>10} | {result['released']:>9,} | "
               f"{result['seconds']:>7.1f} | {peak:>8,.0f}", flush=True)
     return ""

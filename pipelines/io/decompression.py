@@ -7,6 +7,7 @@ standard library's readers do: docs/explanation/reading.md#decompression.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import io
 import lzma
 import zlib
@@ -125,15 +126,13 @@ class _WholeDecompression(io.RawIOBase):
                     return b""
                 self._member, self._input = self._new_member(), data
                 self._members += 1
-            member = self._member
+            member, data = self._member, b""
             if member.needs_input:
                 data, self._input = self._input or self._read_raw(), b""
                 if not data:
                     raise InputFormatError(
                         f"{self._path}: the {self._name} data is truncated: the file ends "
                         "before its end-of-stream marker (cut short in a copy or download?)")
-            else:
-                data = b""
             try:
                 out = member.decompress(data, READ_SIZE)
             except Exception as exc:  # noqa: BLE001 - zlib.error, OSError, LZMAError, ZstdError
@@ -185,9 +184,7 @@ def corruption_first(stream, error: InputFormatError) -> InputFormatError:
     on reading the rest, if any (garbage may fail a parser before the checksum), else it."""
     if not isinstance(stream, _WholeDecompression):
         return error
-    try:
+    with contextlib.suppress(InputFormatError):
         while stream.read(READ_SIZE):
             pass
-    except InputFormatError:
-        pass
     return stream.error or error

@@ -48,16 +48,12 @@ def _is_text_type(arrow_type: pa.DataType) -> bool:
     return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
 
 
-def _fits(role: str, arrow_type: pa.DataType) -> bool:
-    if pa.types.is_dictionary(arrow_type):  # pandas categoricals: their values' type
-        arrow_type = arrow_type.value_type
-    if role == "user":
-        return (_is_text_type(arrow_type) or pa.types.is_integer(arrow_type)
-                or pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type))
-    if role == "text":
-        return _is_text_type(arrow_type)
-    return ((pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
-            and _is_text_type(arrow_type.value_type))
+# The Arrow types each role's column may have (a dictionary's: its values' type).
+_FITS = {"user": lambda t: (_is_text_type(t) or pa.types.is_integer(t) or pa.types.is_binary(t)
+                            or pa.types.is_large_binary(t)),
+         "text": _is_text_type,
+         "items": lambda t: ((pa.types.is_list(t) or pa.types.is_large_list(t))
+                             and _is_text_type(t.value_type))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +104,9 @@ class ParquetFields:
                 raise InputFormatError(f"{path}: more than one column is named {column!r} "
                                        f"({flag}); which one to read is ambiguous")
             arrow_type = schema.field(column).type
-            if not _fits(role, arrow_type):
+            # pandas categoricals are dictionaries: their values' type is what is read.
+            if not _FITS[role](arrow_type.value_type if pa.types.is_dictionary(arrow_type)
+                               else arrow_type):
                 raise InputFormatError(f"{path}: column {column!r} ({flag}) is of type "
                                        f"{arrow_type}, expected {_PARQUET_EXPECTED[role]}")
 
@@ -119,13 +117,11 @@ class ParquetFields:
             row_group = metadata.row_group(group)
             for chunk in (row_group.column(c) for c in range(row_group.num_columns)):
                 stats = chunk.statistics
-                if stats is None or not stats.has_null_count or not stats.null_count:
-                    continue
                 for role, column in self.roles:
-                    if role != "items" and chunk.path_in_schema == column:
-                        last_row = first_row + row_group.num_rows - 1
-                        raise _parquet_null(path, role, column, f"rows {first_row}–{last_row} "
-                                                                f"(row group {group + 1})")
+                    if (role != "items" and chunk.path_in_schema == column and stats is not None
+                            and stats.has_null_count and stats.null_count):
+                        rows = f"rows {first_row}–{first_row + row_group.num_rows - 1}"
+                        raise _parquet_null(path, role, column, f"{rows} (row group {group + 1})")
             first_row += row_group.num_rows
 
     def check_values(self, path: str, table: pa.Table) -> None:

@@ -7,6 +7,7 @@ never quotes the record (docs/explanation/reading.md#parsing).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 import json
@@ -181,17 +182,6 @@ class _CsvRecords:
                 from None
 
 
-def _refuse_repeated_columns(path: str, header: Sequence[str], read: Sequence[str]) -> None:
-    """Raises when the header names a column read more than once: taking one would be a guess."""
-    for name in read:
-        columns = [str(i) for i, column in enumerate(header, start=1) if column == name]
-        if len(columns) > 1:
-            listed = f"{', '.join(columns[:-1])} and {columns[-1]}"
-            raise InputFormatError(
-                f"{path}:1: the header names the field {name!r} in columns {listed}: which "
-                "one to read is ambiguous; rename or remove all but one")
-
-
 def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """A headed CSV file → (user, text) per row; ``user_field="@row"``: each row its own user
     (``<file>:<row>``), else the id is stripped and must not be empty."""
@@ -211,7 +201,13 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
                 raise InputFormatError(
                     f"{path}: the header (line 1, {len(header)} fields) has no field "
                     f"{name!r}{hint}")
-        _refuse_repeated_columns(path, header, read)
+        for name in read:  # a column named twice: taking one would be a guess
+            columns = [str(i) for i, column in enumerate(header, start=1) if column == name]
+            if len(columns) > 1:
+                listed = f"{', '.join(columns[:-1])} and {columns[-1]}"
+                raise InputFormatError(
+                    f"{path}:1: the header names the field {name!r} in columns {listed}: "
+                    "which one to read is ambiguous; rename or remove all but one")
         column = {name: i for i, name in enumerate(header)}
         user_column, text_column = column.get(user_field, -1), column[text_field]
         for start, row in rows:
@@ -396,12 +392,11 @@ def record_parser(fmt: str, user_field: str | None = None, text_field: str | Non
     if fmt in ("csv", "jsonl"):
         if not user_field or not text_field:
             raise ValueError(f"--format {fmt} needs --user-field and --text-field")
-        parse = parse_csv if fmt == "csv" else parse_jsonl
-        return lambda path, stream: parse(path, stream, user_field, text_field)
-    if fmt == "text":
-        return lambda path, stream: parse_text(path, stream, skip_header_lines)
-    if fmt == "pairs":
-        return lambda path, stream: parse_pairs(path, stream, skip_header_lines)
+        return functools.partial(parse_csv if fmt == "csv" else parse_jsonl,
+                                 user_field=user_field, text_field=text_field)
+    if fmt in ("text", "pairs"):
+        return functools.partial(parse_text if fmt == "text" else parse_pairs,
+                                 skip_header_lines=skip_header_lines)
     if fmt == "msnbc":
         return parse_msnbc
     raise ValueError(f"unknown format {fmt!r}; choose one of "

@@ -85,12 +85,11 @@ class ReadUserTexts(beam.PTransform):
         super().__init__()
         if fmt not in ("csv", "jsonl", "text"):
             raise ValueError(f"format {fmt!r} has no text field; use one of csv, jsonl, text")
-        self._parse = record_parser(fmt, user_field, text_field, skip_header_lines)
-        self._pattern, self._files, self._log_records = pattern, files, log_records
+        self._read = _ReadFiles(pattern, record_parser(fmt, user_field, text_field,
+                                                       skip_header_lines), files, log_records)
 
     def expand(self, pbegin):
-        return pbegin | "ReadFiles" >> _ReadFiles(self._pattern, self._parse, self._files,
-                                                  self._log_records)
+        return pbegin | "ReadFiles" >> self._read
 
 
 def items_of(value) -> list:
@@ -112,11 +111,10 @@ class _ReadInput(beam.PTransform):
         if fmt not in self._FORMATS:
             raise ValueError(f"unknown {self._KIND}format {fmt!r}; choose one of "
                              f"{list(self._FORMATS)}")
-        self._parquet = None
-        if fmt == "parquet":
-            self._parquet = ParquetFields(user_field or "", text_field, items_field)
-        elif items_field is not None:
+        if items_field is not None and fmt != "parquet":
             raise ValueError(f"an items field applies to the parquet format only, not {fmt!r}")
+        self._parquet = (ParquetFields(user_field or "", text_field, items_field)
+                         if fmt == "parquet" else None)
         self._pattern, self._fmt = pattern, fmt
         self._user_field, self._text_field = user_field, text_field
         self._tokenizer, self._skip = tokenizer, skip_header_lines
@@ -147,8 +145,7 @@ class ReadUserItems(_ReadInput):
                 self._pattern, record_parser("pairs", skip_header_lines=self._skip),
                 self._files, self._log_records)
         tokenizer = self._tokenizer
-        return (pbegin
-                | "ReadUserTexts" >> self._read_texts()
+        return (pbegin | "ReadUserTexts" >> self._read_texts()
                 | "Tokenize" >> beam.MapTuple(lambda user, text: (user, tokenizer(text))))
 
 
@@ -195,12 +192,9 @@ class ReadDocuments(_ReadInput):
         if self._parquet is not None:
             as_document = ((lambda record: record[1]) if self._as_elements
                            else (lambda record: (record[0], tuple(record[1]))))
-            return (pbegin
-                    | "ReadParquet" >> self._read_parquet()
+            return (pbegin | "ReadParquet" >> self._read_parquet()
                     | "AsDocuments" >> beam.Map(as_document))
         tokenizer = self._tokenizer
         tokenize = ((lambda record: tokenizer(record[1])) if self._as_elements
                     else (lambda record: (record[0], tuple(tokenizer(record[1])))))
-        return (pbegin
-                | "ReadUserTexts" >> self._read_texts()
-                | "Tokenize" >> beam.Map(tokenize))
+        return pbegin | "ReadUserTexts" >> self._read_texts() | "Tokenize" >> beam.Map(tokenize)

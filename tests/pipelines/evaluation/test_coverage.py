@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pipelines.evaluation.coverage import missing_mass
+from pipelines.evaluation.evaluate import missing_mass
 
 # Distinct (user, item) pairs per item: a held by 3 users, b by 1, c by 2 (6 pairs).
 PAIRS = {"a": 3, "b": 1, "c": 2}
