@@ -16,8 +16,6 @@ Free text becomes items with ``beam_dpsu.tokenize`` (or a
 ``beam_dpsu.Tokenizer(lowercase=False, ...)`` of your own).
 """
 
-# ruff: noqa: F401 - the TYPE_CHECKING imports are exported by __all__, built from _MODULES
-
 __version__ = "0.1.0"
 
 import importlib
@@ -78,7 +76,6 @@ _MODULES = {  # module -> the public names it defines
     "beam_dpsu.select_items": ("SelectItems",),
 }
 _PUBLIC = {name: module for module, names in _MODULES.items() for name in names}
-__all__ = list(_PUBLIC)
 
 
 def __getattr__(name: str):
@@ -92,3 +89,18 @@ def __getattr__(name: str):
 
 def __dir__() -> list:
     return sorted(set(globals()) | set(_PUBLIC))
+
+
+__all__ = [  # the names of _MODULES, spelled out for type checkers
+    "BoundContributions", "WeightedHistogram", "NoisyThreshold", "WriteReleased",
+    "WriteReleasedCounts", "read_counts", "read_released", "unescape", "AppliedTwiceError",
+    "NonGlobalWindowError", "require_global_window", "Budget", "BudgetAccountant",
+    "BudgetExceededError", "ZCDPBudget", "dp_to_zcdp", "geometric_split_weights",
+    "SelectionAndCountsBudget", "count_calibration", "split_selection_and_counts",
+    "DiscreteGaussian", "DiscreteLaplace", "analytic_gaussian_sigma", "zcdp_to_dp",
+    "AutoMaxItems", "MECHANISMS", "SIPS", "CountGaussian", "CountLaplace",
+    "GreedyWithoutSampling", "PolicyGaussian", "PolicyLaplace", "TruncatedGeometric",
+    "WeightedGaussian", "WeightedLaplace", "mechanism_from_name", "Tokenizer", "Tokens",
+    "tokenize", "InvalidRecordError", "canonical_user_id", "CountReleased", "ExtractNgrams",
+    "KeepReleased", "SelectItems",
+]
