@@ -29,7 +29,7 @@ from tests.support.hypothesis_profiles import examples
 from tests.support.one_pipeline import run_cases
 from tests.support.paths import ROOT
 from tests.support.runner import job_args
-from tests.core.user_blocks.test_document_blocks import encode_block
+from tests.support.document_blocks import encode_block
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
 

@@ -25,6 +25,7 @@ from beam_dpsu.core.user_blocks.document_blocks import (BadToken, BlockBuilder, 
 from beam_dpsu.core.kgrams import is_valid, kgrams_of
 from beam_dpsu.core.policies import weighted_gaussian_weight
 from tests.support.byte_cases import blob, item_list, nth_permutation
+from tests.support.document_blocks import encode_block
 from tests.support.histograms import histogram_distance, weighted_histogram
 from tests.support.hypothesis_profiles import examples
 from tests.support.kgram_sets import TOKENS, released_sets
@@ -68,14 +69,6 @@ def order_of(data: bytes) -> int:
 def valid_of(docs, k, previous, unigrams, pruning):
     return {g for doc in docs for g in kgrams_of(doc, k)
             if is_valid(g, previous, unigrams, pruning)}
-
-
-def encode_block(users, keep_ids):
-    """``[(user_id, documents), …]`` → a ``DocumentBlock``, user by user."""
-    builder = BlockBuilder(keep_ids)
-    for user_id, documents in users:
-        builder.add(user_id, documents)
-    return builder.build()
 
 
 def block_of(users, keep_ids=False):
