@@ -125,6 +125,13 @@ class _PerShardFn(_ChosenDecisionFn):
         yield from self._decisions[chosen].decide_histogram(shard_histogram[1])
 
 
+def _decide_each(decisions: Chosen) -> beam.ParDo:
+    """The ParDo deciding (item, weight) pairs one by one with ``decisions``' chosen one."""
+    if decisions.index is None:
+        return beam.ParDo(decisions.first)
+    return beam.ParDo(_ChosenDecisionFn(decisions.values), **decisions.side_inputs())
+
+
 def _release(pcoll, name: str, label: str, decide: beam.ParDo):
     """``pcoll`` decided by ``decide``, then checkpointed (one draw for all)."""
     require_global_window(pcoll, name)
@@ -134,31 +141,29 @@ def _release(pcoll, name: str, label: str, decide: beam.ParDo):
 class _PerShard(ReleaseTransform):
     """A release step on (shard, {item: weight}) dicts; one object is one release."""
 
-    def __init__(self, name: str, calibration, seed: int | None, salt: str | None):
+    def __init__(self, decisions: Chosen, name: str):
         super().__init__()
-        warn_if_seeded(seed, name)
-        seed = checks.seed(seed)
-        self._decisions = Chosen.of(calibration).map(lambda c: _ReleaseFn(c, seed, salt))
-        self._name = name
+        self._decisions, self._name = decisions, name
 
     def expand(self, shard_histograms):
         return _release(shard_histograms, self._name, "DecidePerShard", beam.ParDo(
             _PerShardFn(self._decisions.values), **self._decisions.side_inputs()))
 
 
-class _ReleaseFn(BatchedDecisionFn):
-    """Noise and the threshold (``release_mask``), or a ``KeepProbabilityCalibration``'s
-    ``keep_mask`` (seeded as the stage "keep", without a salt)."""
+def _per_shard(name: str, calibration, seed: int | None, decision) -> _PerShard:
+    """A ``per_shard`` release: ``decision(calibration, seed)`` for each candidate."""
+    warn_if_seeded(seed, name)
+    seed = checks.seed(seed)
+    return _PerShard(Chosen.of(calibration).map(lambda c: decision(c, seed)), name)
 
-    def __init__(self, calibration: Calibration | KeepProbabilityCalibration,
-                 seed: int | None, salt: str | None = None):
-        self._keep = isinstance(calibration, KeepProbabilityCalibration)
-        super().__init__("keep" if self._keep else "noise", seed, salt)
+
+class _NoisyThresholdFn(BatchedDecisionFn):
+
+    def __init__(self, calibration: Calibration, seed: int | None, salt: str):
+        super().__init__("noise", seed, salt)
         self._calibration = calibration
 
     def decide(self, weights, rng):
-        if self._keep:
-            return self._calibration.keep_mask(weights, rng)
         return release_mask(weights, self._calibration, rng)
 
 
@@ -188,13 +193,23 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
                   salt: str = "") -> beam.PTransform:
         """The same release for (shard, {item: weight}) dicts, each item in one; a new
         object (one release) at each call."""
-        return _PerShard("NoisyThreshold", calibration, seed, salt)
+        return _per_shard("NoisyThreshold", calibration, seed,
+                          lambda c, seed: _NoisyThresholdFn(c, seed, salt))
 
     def expand(self, histogram):
-        decisions = self._calibration.map(lambda c: _ReleaseFn(c, self._seed, self._salt))
-        decide = (beam.ParDo(decisions.first) if decisions.index is None else beam.ParDo(
-            _ChosenDecisionFn(decisions.values), **decisions.side_inputs()))
-        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold", decide)
+        decisions = self._calibration.map(lambda c: _NoisyThresholdFn(c, self._seed, self._salt))
+        return _release(histogram, "NoisyThreshold", "AddNoiseAndThreshold",
+                        _decide_each(decisions))
+
+
+class _KeepWithProbabilityFn(BatchedDecisionFn):
+
+    def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None):
+        super().__init__("keep", seed, None)
+        self._calibration = calibration
+
+    def decide(self, counts, rng):
+        return self._calibration.keep_mask(counts, rng)
 
 
 class KeepWithProbability(ReleaseTransform):
@@ -217,8 +232,8 @@ class KeepWithProbability(ReleaseTransform):
     def per_shard(calibration: KeepProbabilityCalibration | Chosen,
                   seed: int | None = None) -> beam.PTransform:
         """The same release for (shard, {item: count}) dicts (as ``NoisyThreshold.per_shard``)."""
-        return _PerShard("KeepWithProbability", calibration, seed, None)
+        return _per_shard("KeepWithProbability", calibration, seed, _KeepWithProbabilityFn)
 
     def expand(self, histogram):
         return _release(histogram, "KeepWithProbability", "KeepWithProbability",
-                        beam.ParDo(_ReleaseFn(self._calibration, self._seed)))
+                        beam.ParDo(_KeepWithProbabilityFn(self._calibration, self._seed)))
