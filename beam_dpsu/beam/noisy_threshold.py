@@ -157,11 +157,24 @@ def _per_shard(name: str, calibration, seed: int | None, decision) -> _PerShard:
     return _PerShard(Chosen.of(calibration).map(lambda c: decision(c, seed)), name)
 
 
+def _thresholded(calibration) -> Calibration:
+    """``calibration`` if it is a noise-and-threshold one (a wrong kind would run its rule)."""
+    return checks.instance("calibration", calibration, Calibration,
+                           "a Calibration (a thresholded mechanism's calibrate())", checks.a_type)
+
+
+def _keep_probabilities(calibration) -> KeepProbabilityCalibration:
+    """``calibration`` if it is a keep-probability one."""
+    return checks.instance("calibration", calibration, KeepProbabilityCalibration,
+                           "a KeepProbabilityCalibration (TruncatedGeometric.calibrate())",
+                           checks.a_type)
+
+
 class _NoisyThresholdFn(BatchedDecisionFn):
 
     def __init__(self, calibration: Calibration, seed: int | None, salt: str):
         super().__init__("noise", seed, salt)
-        self._calibration = calibration
+        self._calibration = _thresholded(calibration)
 
     def decide(self, weights, rng):
         return release_mask(weights, self._calibration, rng)
@@ -183,7 +196,7 @@ class NoisyThreshold(ReadsContainers, ReleaseTransform):
     def __init__(self, calibration: Calibration | Chosen, *, seed: int | None = None,
                  salt: str = ""):
         super().__init__()
-        self._calibration = Chosen.of(calibration)
+        self._calibration = Chosen.of(calibration).map(_thresholded)
         self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "NoisyThreshold")
         self._salt = salt
@@ -206,7 +219,7 @@ class _KeepWithProbabilityFn(BatchedDecisionFn):
 
     def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None):
         super().__init__("keep", seed, None)
-        self._calibration = calibration
+        self._calibration = _keep_probabilities(calibration)
 
     def decide(self, counts, rng):
         return self._calibration.keep_mask(counts, rng)
@@ -224,7 +237,7 @@ class KeepWithProbability(ReleaseTransform):
 
     def __init__(self, calibration: KeepProbabilityCalibration, seed: int | None = None):
         super().__init__()
-        self._calibration = calibration
+        self._calibration = _keep_probabilities(calibration)
         self._seed = checks.seed(seed)
         warn_if_seeded(self._seed, "KeepWithProbability")
 
