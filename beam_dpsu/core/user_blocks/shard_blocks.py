@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+from array import array
 from typing import Iterable, NamedTuple
 
 import numpy as np
@@ -33,9 +34,9 @@ class UserBlockBuilder:
     def __init__(self):
         self._order_keys: list = []
         self._ids = ItemIds()
-        self._listed: list = []  # the users' item ids, one list after another
-        self._listed_before: list = []  # int32 arrays of ids listed before ``_listed``
-        self._lengths: list = []
+        # int32 arrays, not lists: a list would hold a new int object per id.
+        self._listed = array("i")  # the users' item ids, one list after another
+        self._lengths = array("i")
 
     def add(self, order_key: bytes, items: Iterable) -> None:
         """One user: its order key (``user_order_key``) and its list."""
@@ -43,7 +44,7 @@ class UserBlockBuilder:
             raise ValueError(f"an order key has 16 bytes, got {len(order_key)}")
         ids = self._ids.ids(items)
         self._order_keys.append(order_key)
-        self._listed.extend(ids)
+        self._listed.fromlist(ids)
         self._lengths.append(len(ids))
 
     def add_block(self, order_keys: bytes, items: list, ids: np.ndarray,
@@ -55,12 +56,8 @@ class UserBlockBuilder:
                              f"order keys, got {len(order_keys)}")
         block_ids = self._ids.of_block(items, ids)
         self._order_keys.append(order_keys)
-        # As int32 arrays, in order: a list would hold a new int object per id.
-        if self._listed:
-            self._listed_before.append(np.array(self._listed, dtype=np.int32))
-            self._listed = []
-        self._listed_before.append(block_ids.astype(np.int32))
-        self._lengths.extend(np.asarray(lengths).tolist())
+        self._listed.frombytes(block_ids.astype(np.int32).tobytes())
+        self._lengths.frombytes(np.asarray(lengths, dtype=np.int32).tobytes())
 
     @property
     def distinct(self) -> int:
@@ -70,11 +67,9 @@ class UserBlockBuilder:
     def encode(self) -> bytes:
         """The block as bytes (``decode_user_block`` reads it)."""
         dtype = np.uint16 if len(self._ids) <= SMALL_IDS else np.int32
-        listed = np.concatenate([part.astype(dtype, copy=False) for part in self._listed_before]
-                                + [np.array(self._listed, dtype=dtype)])
+        listed = np.frombuffer(self._listed, dtype=np.int32).astype(dtype)
         return b"".join((_HEADER.pack(len(self._lengths), len(listed), listed.itemsize),
-                         *self._order_keys, np.array(self._lengths, dtype=np.int32).tobytes(),
-                         listed.tobytes(),
+                         *self._order_keys, self._lengths.tobytes(), listed.tobytes(),
                          pickle.dumps(self._ids.items(), protocol=pickle.HIGHEST_PROTOCOL)))
 
 
