@@ -206,15 +206,14 @@ def sampled_weighted_sums(users: np.ndarray, items: np.ndarray, n_items: int, ma
         starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
         sizes = np.diff(np.r_[starts, grouped.size])
         if seeded_sample is None:
-            dropped = pairs[np.arange(grouped.size) - np.repeat(starts, sizes) >= max_items]
+            kept = np.arange(grouped.size) - np.repeat(starts, sizes) < max_items
         else:
             kept = np.zeros(grouped.size, dtype=bool)
             for s, c in zip(starts.tolist(), sizes.tolist()):
                 own = item[pairs[s:s + c]]
                 kept[s:s + c] = np.isin(own, seeded_sample(int(grouped[s]), own))
-            dropped = pairs[~kept]
         keep = np.ones(user.size, dtype=bool)
-        keep[dropped] = False
+        keep[pairs[~kept]] = False
         user, item = user[keep], item[keep]
         counts = np.minimum(counts, max_items)
     weight_of_size = np.array([0.0] + [item_weight(n) for n in range(1, int(counts.max()) + 1)])

@@ -276,9 +276,13 @@ def unpack_block(block: bytes):
     """A packed block → each user's items as a list, in packing order (a ``Tokens`` list
     when every item of the block is a non-empty plain str, as a tokenizer makes them)."""
     decoded = decode_block(block)
+    yield from _user_lists(decoded, Tokens if decoded.plain_str else list)
+
+
+def _user_lists(decoded: DecodedBlock, kind=list):
+    """Each user's items as a ``kind``, in packing order (with counts, repeated)."""
     listed, ends = decoded.listed(), decoded.ends.tolist()
     times = None if decoded.counts is None else decoded.counts.tolist()
-    kind = Tokens if decoded.plain_str else list
     for start, end in zip([0] + ends, ends):
         own = listed[start:end]  # with counts: each item as many times as it occurs
         yield kind(own if times is None else chain(*map(repeat, own, times[start:end])))
@@ -297,10 +301,7 @@ def block_users(block: bytes) -> Iterator[tuple]:
     given to a ``keyed`` builder (None otherwise), ``items`` a list."""
     decoded = _decoded_distinct(block, "block_users reads blocks of distinct items, not "
                                        "of occurrences")
-    listed, ends = decoded.listed(), decoded.ends.tolist()
-    keys = [None] * len(ends) if decoded.keys is None else decoded.keys
-    for key, start, end in zip(keys, [0] + ends, ends):
-        yield key, listed[start:end]
+    yield from zip(repeat(None) if decoded.keys is None else decoded.keys, _user_lists(decoded))
 
 
 def with_keys(block: bytes, keys: list) -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+from array import array
 from typing import Iterable, NamedTuple
 
 import numpy as np
@@ -33,9 +34,9 @@ class UserBlockBuilder:
     def __init__(self):
         self._order_keys: list = []
         self._ids = ItemIds()
-        self._listed: list = []  # the users' item ids, one list after another
-        self._listed_before: list = []  # int32 arrays of ids listed before ``_listed``
-        self._lengths: list = []
+        # int32 arrays, not lists: a list would hold a new int object per id.
+        self._listed = array("i")  # the users' item ids, one list after another
+        self._lengths = array("i")
 
     def add(self, order_key: bytes, items: Iterable) -> None:
         """One user: its order key (``user_order_key``) and its list."""
@@ -43,7 +44,7 @@ class UserBlockBuilder:
             raise ValueError(f"an order key has 16 bytes, got {len(order_key)}")
         ids = self._ids.ids(items)
         self._order_keys.append(order_key)
-        self._listed.extend(ids)
+        self._listed.fromlist(ids)
         self._lengths.append(len(ids))
 
     def add_block(self, order_keys: bytes, items: list, ids: np.ndarray,
@@ -55,12 +56,8 @@ class UserBlockBuilder:
                              f"order keys, got {len(order_keys)}")
         block_ids = self._ids.of_block(items, ids)
         self._order_keys.append(order_keys)
-        # As int32 arrays, in order: a list would hold a new int object per id.
-        if self._listed:
-            self._listed_before.append(np.array(self._listed, dtype=np.int32))
-            self._listed = []
-        self._listed_before.append(block_ids.astype(np.int32))
-        self._lengths.extend(np.asarray(lengths).tolist())
+        self._listed.frombytes(block_ids.astype(np.int32).tobytes())
+        self._lengths.frombytes(np.asarray(lengths, dtype=np.int32).tobytes())
 
     @property
     def distinct(self) -> int:
@@ -70,11 +67,9 @@ class UserBlockBuilder:
     def encode(self) -> bytes:
         """The block as bytes (``decode_user_block`` reads it)."""
         dtype = np.uint16 if len(self._ids) <= SMALL_IDS else np.int32
-        listed = np.concatenate([part.astype(dtype, copy=False) for part in self._listed_before]
-                                + [np.array(self._listed, dtype=dtype)])
+        listed = np.frombuffer(self._listed, dtype=np.int32).astype(dtype)
         return b"".join((_HEADER.pack(len(self._lengths), len(listed), listed.itemsize),
-                         *self._order_keys, np.array(self._lengths, dtype=np.int32).tobytes(),
-                         listed.tobytes(),
+                         *self._order_keys, self._lengths.tobytes(), listed.tobytes(),
                          pickle.dumps(self._ids.items(), protocol=pickle.HIGHEST_PROTOCOL)))
 
 
@@ -132,41 +127,35 @@ class _ShardUsers:
 
     def __init__(self, blocks: Iterable[bytes]):
         ids = ItemIds()
-        order_keys, lengths, self._to_shard, self._listed = [], [], [], []
+        order_keys, lengths, self._blocks = [], [], []
         for block in blocks:
             decoded = decode_user_block(block)  # its ids and lengths: views, no copy
             order_keys.append(decoded.order_keys)
             lengths.append(decoded.lengths)
-            self._to_shard.append(_as_ids(ids.ids(decoded.items), len(ids)))
-            self._listed.append(decoded.listed)
+            # (its ids into the shard's, its users' lists)
+            self._blocks.append((_as_ids(ids.ids(decoded.items), len(ids)), decoded.listed))
         self.order_keys = b"".join(order_keys)
         self.items = ids.items()
         self.num_items = len(self.items)
-        # Each user's block, and where its list starts and how long it is in that block.
+        # Each user's block, and where its list starts and ends in that block.
         self._block = np.repeat(np.arange(len(lengths), dtype=np.intp),
                                 [len(part) for part in lengths])
         none = np.zeros(0, dtype=np.intp)
-        self._lengths = np.concatenate([none, *lengths]).astype(np.intp)
         self._starts = np.concatenate([none] + [np.cumsum(p, dtype=np.intp) - p for p in lengths])
-
-    def user(self, user: int) -> np.ndarray:
-        """One user's list, as ids of the shard."""
-        block, start = self._block[user], self._starts[user]
-        return self._to_shard[block].take(self._listed[block][start:start + self._lengths[user]])
+        self._ends = self._starts + np.concatenate([none, *lengths])
 
     def in_order(self, order: np.ndarray):
         """The users' lists in ``order``, as ids of the shard (one numpy take each)."""
-        blocks = list(zip(self._to_shard, self._listed))
-        ends = self._starts + self._lengths
+        blocks = self._blocks
         for block, start, end in zip(self._block[order].tolist(), self._starts[order].tolist(),
-                                     ends[order].tolist()):
+                                     self._ends[order].tolist()):
             to_shard, listed = blocks[block]
             yield to_shard.take(listed[start:end])  # (take: ~1 µs less than [] here)
 
     def holders(self) -> np.ndarray:
         """Each shard item's number of users (a user's list is distinct)."""
         holders = np.zeros(self.num_items, dtype=np.int64)
-        for to_shard, listed in zip(self._to_shard, self._listed):
+        for to_shard, listed in self._blocks:
             np.add.at(holders, to_shard, np.bincount(listed, minlength=len(to_shard)))
         return holders
 
@@ -179,12 +168,10 @@ def _as_ids(ids: list, num_items: int) -> np.ndarray:
 def _order_ties(order, ties, users: _ShardUsers) -> np.ndarray:
     """``order`` with each run of equal order keys sorted by the users' lists (in place)."""
     items = users.items
-
-    def content(user):
-        return tuple(map(canonical_bytes, map(items.__getitem__, users.user(user).tolist())))
-
     # A run of consecutive ties i (order[i] and order[i + 1] alike) is one run of equal keys.
     for run in np.split(ties, np.flatnonzero(np.diff(ties) > 1) + 1):
-        first, end = int(run[0]), int(run[-1]) + 2
-        order[first:end] = sorted(order[first:end].tolist(), key=content)
+        tied = order[int(run[0]):int(run[-1]) + 2]  # a view: sorted in place
+        lists = [tuple(canonical_bytes(items[i]) for i in ids.tolist())
+                 for ids in users.in_order(tied)]
+        tied[:] = tied[sorted(range(len(tied)), key=lists.__getitem__)]
     return order
