@@ -190,24 +190,25 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
     read = (text_field,) if user_field == ROW_AS_USER else (user_field, text_field)
     row_number = 0
     try:
-        _, header = next(rows, (1, []))  # a blank first line is no header (as DictReader)
+        # Blank lines before the header are skipped, as between records (and DictReader).
+        header_line, header = next(((n, row) for n, row in rows if row), (0, []))
         if not header:
-            return  # an empty file: no header, no records
+            return  # an empty or blank file: no header, no records
         for name in read:
             if name not in header:
                 # The header is not quoted: on a headerless file it is a record.
                 hint = (_JSONL_HINT if header[0].lstrip().startswith("{")
                         else "; is the file headed, and is the field name right?")
                 raise InputFormatError(
-                    f"{path}: the header (line 1, {len(header)} fields) has no field "
-                    f"{name!r}{hint}")
+                    f"{path}: the header (line {header_line}, {len(header)} fields) has no "
+                    f"field {name!r}{hint}")
         for name in read:  # a column named twice: taking one would be a guess
             columns = [str(i) for i, column in enumerate(header, start=1) if column == name]
             if len(columns) > 1:
                 listed = f"{', '.join(columns[:-1])} and {columns[-1]}"
                 raise InputFormatError(
-                    f"{path}:1: the header names the field {name!r} in columns {listed}: "
-                    "which one to read is ambiguous; rename or remove all but one")
+                    f"{path}:{header_line}: the header names the field {name!r} in columns "
+                    f"{listed}: which one to read is ambiguous; rename or remove all but one")
         column = {name: i for i, name in enumerate(header)}
         user_column, text_column = column.get(user_field, -1), column[text_field]
         for start, row in rows:
