@@ -22,7 +22,7 @@ from beam_dpsu.core.documents import encodes_as_utf8
 from beam_dpsu.core.checks import a_type
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS, ROW_AS_USER, uncompressed_name
-from pipelines.io.lines import decoded_lines, stripped_lines
+from pipelines.io.lines import decoded_lines
 
 __all__ = ["FIELD_SIZE_LIMIT", "parse_pairs", "parse_csv", "parse_jsonl", "parse_text",
            "parse_msnbc", "record_parser"]
@@ -257,7 +257,7 @@ _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object)
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """JSON lines → (user, text); the user id a string (stripped) or an integer.
     What is refused: docs/explanation/reading.md#parsing."""
-    for lineno, line in stripped_lines(path, stream):
+    for lineno, line in decoded_lines(path, stream, keep_ends=False):
         if not line.strip():
             raise InputFormatError(f"{path}:{lineno}: a blank line; every line of a JSON lines "
                                    "file is one JSON object (remove blank lines)")
@@ -326,7 +326,8 @@ _TEXT_SHAPE_LINES = 20
 
 def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
     """One user per line → (``path:line``, line); refuses JSON lines and a CSV header."""
-    lines = ((n, line) for n, line in stripped_lines(path, stream) if n > skip_header_lines)
+    lines = ((n, line) for n, line in decoded_lines(path, stream, keep_ends=False)
+             if n > skip_header_lines)
     first = list(itertools.islice(lines, 1))
     if first and first[0][0] == 1 and _looks_like_csv_header(first[0][1]):
         raise InputFormatError(
@@ -365,7 +366,7 @@ def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tupl
     Without ``ids`` each line is just its list of categories.
     """
     in_header, seen_data = True, False
-    for lineno, line in stripped_lines(path, _msnbc_stream(path, stream)):
+    for lineno, line in decoded_lines(path, _msnbc_stream(path, stream), keep_ends=False):
         if in_header:
             if lineno > 1 or line.startswith("%"):
                 in_header = not line.startswith("% Sequences")
