@@ -135,12 +135,8 @@ def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, in
 
 
 class _CsvRecords:
-    """(line it begins on, fields) of each record of (number, line) pairs, read with csv.
-
-    A quoted field never closed (only an open quote leaves a record unended at the
-    end of the file) or longer than ``FIELD_SIZE_LIMIT`` raises ``InputFormatError``
-    naming the line it begins on; other malformed CSV is csv's own ``csv.Error``.
-    """
+    """(line it begins on, fields) of each CSV record of (number, line) pairs; a quoted field
+    never closed or over ``FIELD_SIZE_LIMIT`` raises naming its line, other bad CSV csv.Error."""
 
     def __init__(self, path: str, lines: Iterator[tuple[int, str]], first_lineno: int = 1):
         self._path = path
@@ -165,7 +161,7 @@ class _CsvRecords:
         start = self._before + 1
         try:
             for fields in self._reader:
-                if self._ended:
+                if self._ended:  # only an open quote leaves a record unended at the end
                     raise InputFormatError(
                         f"{self._path}:{_field_starts(self._lines, start)[-1][0]}: a quoted "
                         "field that begins on this line is never closed (an unterminated "
@@ -360,11 +356,8 @@ def _msnbc_stream(path: str, stream):
 
 
 def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tuple] | list]:
-    """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
-
-    The header (``%`` lines up to ``% Sequences:``, then blank lines) is skipped.
-    Without ``ids`` each line is just its list of categories.
-    """
+    """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories), or
+    without ``ids`` each line's categories; the header (``%`` lines, blank lines) is skipped."""
     in_header, seen_data = True, False
     for lineno, line in decoded_lines(path, _msnbc_stream(path, stream), keep_ends=False):
         if in_header:
