@@ -15,7 +15,7 @@ __all__ = ["READING_RULES_VERSION", "FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP"
 # texts (what is stripped, decoded, refused). It must change with any such rule: a kept
 # copy read under other rules (the evaluation job's --cache-dir) would mix the two
 # (docs/explanation/reading.md#the-reading-rules).
-READING_RULES_VERSION = 2
+READING_RULES_VERSION = 3
 
 FORMATS = ("pairs", "csv", "jsonl", "text", "parquet")
 DOCUMENT_FORMATS = ("csv", "jsonl", "text", "msnbc", "parquet")

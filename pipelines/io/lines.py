@@ -9,7 +9,7 @@ from typing import Iterator
 from pipelines.io.decompression import READ_SIZE
 from pipelines.io.errors import InputFormatError, error_kind
 
-__all__ = ["decoded_lines", "stripped_lines"]
+__all__ = ["decoded_lines"]
 
 # Leading bytes of files that are not text, for a hint when one is read as text.
 _MAGIC_HINTS = ((b"PK\x03\x04", "it is a zip archive: only --format msnbc reads zip files"),
@@ -72,11 +72,6 @@ def decoded_lines(path: str, stream, keep_ends: bool = True) -> Iterator[tuple[i
             lines = [line.rstrip("\r\n") for line in lines]
         yield from enumerate(lines, lineno + 1)
         lineno += len(lines)
-
-
-def stripped_lines(path: str, stream) -> Iterator[tuple[int, str]]:
-    """(line number, line) for each line, its end stripped."""
-    return decoded_lines(path, stream, keep_ends=False)
 
 
 def _check_each_line(path: str, lines_before: int, block: list[bytes]) -> None:

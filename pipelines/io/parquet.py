@@ -242,11 +242,7 @@ def parquet_read_error(exc: BaseException) -> str | None:
 
 
 class _ParquetRowsFn(beam.DoFn):
-    """(path, one row group as a table) → (user, text or items) per row.
-
-    With ``@row`` each row's id is its file, a token of its row group and its
-    index there: distinct, as the element-level privacy unit needs.
-    """
+    """(path, one row group as a table) → (user, text or items) per row."""
 
     def __init__(self, fields: ParquetFields, log_records: bool):
         self._fields, self._log_records = fields, log_records
@@ -259,6 +255,7 @@ class _ParquetRowsFn(beam.DoFn):
         fields.check_values(path, table)
         values = _plain(table.column(fields.value)).to_pylist()
         if fields.user == ROW_AS_USER:
+            # file, row group token, index: distinct, as the element-level privacy unit needs
             group = uuid.uuid4().hex
             users: typing.Iterable = (f"{path}:{group}:{i}" for i in range(len(values)))
         else:

@@ -22,7 +22,7 @@ from beam_dpsu.core.documents import encodes_as_utf8
 from beam_dpsu.core.checks import a_type
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS, ROW_AS_USER, uncompressed_name
-from pipelines.io.lines import decoded_lines, stripped_lines
+from pipelines.io.lines import decoded_lines
 
 __all__ = ["FIELD_SIZE_LIMIT", "parse_pairs", "parse_csv", "parse_jsonl", "parse_text",
            "parse_msnbc", "record_parser"]
@@ -135,12 +135,8 @@ def _field_starts(lines: Sequence[str], first_lineno: int) -> list[tuple[int, in
 
 
 class _CsvRecords:
-    """(line it begins on, fields) of each record of (number, line) pairs, read with csv.
-
-    A quoted field never closed (only an open quote leaves a record unended at the
-    end of the file) or longer than ``FIELD_SIZE_LIMIT`` raises ``InputFormatError``
-    naming the line it begins on; other malformed CSV is csv's own ``csv.Error``.
-    """
+    """(line it begins on, fields) of each CSV record of (number, line) pairs; a quoted field
+    never closed or over ``FIELD_SIZE_LIMIT`` raises naming its line, other bad CSV csv.Error."""
 
     def __init__(self, path: str, lines: Iterator[tuple[int, str]], first_lineno: int = 1):
         self._path = path
@@ -165,7 +161,7 @@ class _CsvRecords:
         start = self._before + 1
         try:
             for fields in self._reader:
-                if self._ended:
+                if self._ended:  # only an open quote leaves a record unended at the end
                     raise InputFormatError(
                         f"{self._path}:{_field_starts(self._lines, start)[-1][0]}: a quoted "
                         "field that begins on this line is never closed (an unterminated "
@@ -190,24 +186,25 @@ def parse_csv(path: str, stream, user_field: str, text_field: str) -> Iterator[t
     read = (text_field,) if user_field == ROW_AS_USER else (user_field, text_field)
     row_number = 0
     try:
-        _, header = next(rows, (1, []))  # a blank first line is no header (as DictReader)
+        # Blank lines before the header are skipped, as between records (and DictReader).
+        header_line, header = next(((n, row) for n, row in rows if row), (0, []))
         if not header:
-            return  # an empty file: no header, no records
+            return  # an empty or blank file: no header, no records
         for name in read:
             if name not in header:
                 # The header is not quoted: on a headerless file it is a record.
                 hint = (_JSONL_HINT if header[0].lstrip().startswith("{")
                         else "; is the file headed, and is the field name right?")
                 raise InputFormatError(
-                    f"{path}: the header (line 1, {len(header)} fields) has no field "
-                    f"{name!r}{hint}")
+                    f"{path}: the header (line {header_line}, {len(header)} fields) has no "
+                    f"field {name!r}{hint}")
         for name in read:  # a column named twice: taking one would be a guess
             columns = [str(i) for i, column in enumerate(header, start=1) if column == name]
             if len(columns) > 1:
                 listed = f"{', '.join(columns[:-1])} and {columns[-1]}"
                 raise InputFormatError(
-                    f"{path}:1: the header names the field {name!r} in columns {listed}: "
-                    "which one to read is ambiguous; rename or remove all but one")
+                    f"{path}:{header_line}: the header names the field {name!r} in columns "
+                    f"{listed}: which one to read is ambiguous; rename or remove all but one")
         column = {name: i for i, name in enumerate(header)}
         user_column, text_column = column.get(user_field, -1), column[text_field]
         for start, row in rows:
@@ -256,7 +253,7 @@ _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object)
 def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator[tuple[str, str]]:
     """JSON lines → (user, text); the user id a string (stripped) or an integer.
     What is refused: docs/explanation/reading.md#parsing."""
-    for lineno, line in stripped_lines(path, stream):
+    for lineno, line in decoded_lines(path, stream, keep_ends=False):
         if not line.strip():
             raise InputFormatError(f"{path}:{lineno}: a blank line; every line of a JSON lines "
                                    "file is one JSON object (remove blank lines)")
@@ -325,7 +322,8 @@ _TEXT_SHAPE_LINES = 20
 
 def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[str, str]]:
     """One user per line → (``path:line``, line); refuses JSON lines and a CSV header."""
-    lines = ((n, line) for n, line in stripped_lines(path, stream) if n > skip_header_lines)
+    lines = ((n, line) for n, line in decoded_lines(path, stream, keep_ends=False)
+             if n > skip_header_lines)
     first = list(itertools.islice(lines, 1))
     if first and first[0][0] == 1 and _looks_like_csv_header(first[0][1]):
         raise InputFormatError(
@@ -358,13 +356,10 @@ def _msnbc_stream(path: str, stream):
 
 
 def parse_msnbc(path: str, stream, ids: bool = True) -> Iterator[tuple[str, tuple] | list]:
-    """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories).
-
-    The header (``%`` lines up to ``% Sequences:``, then blank lines) is skipped.
-    Without ``ids`` each line is just its list of categories.
-    """
+    """The UCI MSNBC sequence file (zipped or not) → (``path:line``, page categories), or
+    without ``ids`` each line's categories; the header (``%`` lines, blank lines) is skipped."""
     in_header, seen_data = True, False
-    for lineno, line in stripped_lines(path, _msnbc_stream(path, stream)):
+    for lineno, line in decoded_lines(path, _msnbc_stream(path, stream), keep_ends=False):
         if in_header:
             if lineno > 1 or line.startswith("%"):
                 in_header = not line.startswith("% Sequences")

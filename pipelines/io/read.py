@@ -56,20 +56,13 @@ class _ParseFileFn(beam.DoFn):
             _LOG.info(f"read {plural(n, 'record')} from {path} (non-private count)")
 
 
-class _ReadFiles(beam.PTransform):
+@beam.ptransform_fn
+def _ReadFiles(pbegin, pattern: str, parse, files=None, log_records: bool = False):
     """Matches ``pattern`` and parses each file with ``parse(path, binary stream)``."""
-
-    def __init__(self, pattern: str, parse, files=None, log_records: bool = False):
-        super().__init__()
-        self._pattern, self._parse = pattern, parse
-        self._files, self._log_records = files, log_records
-
-    def expand(self, pbegin):
-        return (pbegin
-                | "MatchFiles" >> fileio.MatchFiles(as_listed(self._pattern))
-                | "ReadMatches" >> fileio.ReadMatches()
-                | "ParseRecords" >> beam.ParDo(
-                    _ParseFileFn(self._parse, self._files, self._log_records)))
+    return (pbegin
+            | "MatchFiles" >> fileio.MatchFiles(as_listed(pattern))
+            | "ReadMatches" >> fileio.ReadMatches()
+            | "ParseRecords" >> beam.ParDo(_ParseFileFn(parse, files, log_records)))
 
 
 class ReadUserTexts(beam.PTransform):

@@ -29,7 +29,8 @@ from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import record_parser
 from tests.support import job_calls
 from tests.support.hypothesis_profiles import examples
-from tests.support.job_checks import assert_refused
+from tests.support.job_checks import assert_ran, assert_refused
+from tests.support.job_output import read_report
 from tests.support.paths import ROOT
 from tests.support.runner import job_args
 
@@ -771,6 +772,19 @@ def test_blank_line_in_jsonl_is_refused_or_reported(job_folder):
                                  "--output", out])
     assert "Traceback" not in proc.stderr
     assert_blank_line_refused_or_reported(proc, path, out)
+
+
+def test_csv_with_blank_lines_before_its_header_is_read_whole(job_folder):
+    # Read as "no header", a blank first line dropped that file's rows, with no error.
+    (job_folder / "a.csv").write_text("user,text\nu1,cat\nu2,cat\n", encoding="utf-8")
+    (job_folder / "b.csv").write_text("\n\nuser,text\nu3,cat\nu4,cat\nu5,cat\n",
+                                      encoding="utf-8")
+    out = job_folder / "out"
+    proc = job_calls.vocabulary(["--input", job_folder / "*.csv", "--user-field", "user",
+                                 "--text-field", "text", "--epsilon", "1", *FIXED,
+                                 "--non-private-stats", "--output", out])
+    assert_ran(proc)
+    assert read_report(out)["non_private_counts"]["users"] == 5
 
 
 def test_headed_csv_read_as_text_is_refused_with_a_hint(job_folder):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from beam_dpsu.core.tokenizer import (_MARKUP, _URL, _WORD, Tokenizer, Tokens, _ascii_words,
                                       _may_hold_url, tokenize)
 from pipelines.io.errors import InputFormatError
-from pipelines.io.parsers import parse_csv, parse_jsonl, parse_pairs, parse_text
+from pipelines.io.parsers import parse_csv, parse_jsonl, parse_msnbc, parse_pairs, parse_text
 from tests.support.examples import IMDB_2K
 from tests.support.hypothesis_profiles import examples
 
@@ -183,6 +183,40 @@ def test_parse_csv_multiline_fields_and_row_users():
     assert list(parse_csv("f", stream(body), "user", "text")) == [
         ("u1", "line one\nline two"), ("u2", "x")]
     assert [u for u, _ in parse_csv("f", stream(body), "@row", "text")] == ["f:1", "f:2"]
+
+
+def test_parse_csv_finds_the_header_after_leading_blank_lines():
+    # As csv.DictReader, and as blank lines between records: skipped. Read as "no
+    # header", the file's rows were dropped without an error.
+    body = "\n\nuser,text\nu1,hi\n\nu2,x\n"
+    assert list(parse_csv("f", stream(body), "user", "text")) == [("u1", "hi"), ("u2", "x")]
+    assert [u for u, _ in parse_csv("f", stream(body), "@row", "text")] == ["f:1", "f:2"]
+    # Errors name the true lines: the header's, and a record's.
+    with pytest.raises(InputFormatError, match=r"^f: the header \(line 3, 2 fields\) has no "
+                                               r"field 'body'"):
+        list(parse_csv("f", stream(body), "user", "body"))
+    with pytest.raises(InputFormatError, match=r"^f:2: the header names the field 'user' in "
+                                               r"columns 1 and 3"):
+        list(parse_csv("f", stream("\nuser,text,user\nu1,x,u2\n"), "user", "text"))
+    with pytest.raises(InputFormatError, match=r"^f:3: record 1: user id field 'user'"):
+        list(parse_csv("f", stream("\nuser,text\n,x\n"), "user", "text"))
+    # Only blank lines: no header and no record, as an empty file.
+    assert list(parse_csv("f", stream("\n\n"), "user", "text")) == []
+
+
+def test_a_blank_first_line_in_the_other_text_formats_is_not_dropped_silently():
+    # jsonl and pairs refuse a blank line wherever it is, the first too.
+    with pytest.raises(InputFormatError, match=r"^f:1: a blank line; every line of a JSON "):
+        list(parse_jsonl("f", stream('\n{"u": "a", "t": "x"}\n'), "u", "t"))
+    with pytest.raises(InputFormatError, match=r"^f:1: a blank line; every line of a pairs "):
+        list(parse_pairs("f", stream("\nu1,cat\n")))
+    # text: a blank line, the first too, is a user with no words; the others are read.
+    assert list(parse_text("f", stream("\nhello\n"))) == [("f:1", ""), ("f:2", "hello")]
+    # msnbc: blank lines before the data are skipped (as after its header), not the data.
+    assert list(parse_msnbc("f.seq", stream("\n\n1 2\n3\n"))) == [
+        ("f.seq:3", ("1", "2")), ("f.seq:4", ("3",))]
+    assert list(parse_msnbc("f.seq", stream("% Sequences:\n\n1 2\n"))) == [
+        ("f.seq:3", ("1", "2"))]
 
 
 def test_parse_csv_reports_bad_utf8():
