@@ -47,7 +47,7 @@ from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.core.checks import canonical_name, plural  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
-from beam_dpsu.beam.output import WriteReleased  # noqa: E402
+from beam_dpsu.beam.output import read_released, WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from pipelines.io import formats  # noqa: E402
 from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
@@ -355,10 +355,9 @@ def run_prepared(job) -> str:
                                                     hot_key_fanout=args.hot_key_fanout)
                      | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
             seconds = time.perf_counter() - start
-            released = []
+            # The items, unescaped: their lines escape backslashes and line breaks.
+            released = read_released(out_prefix + "-*.txt")
             for path in glob.glob(out_prefix + "-*.txt"):
-                with open(path, encoding="utf-8") as f:
-                    released += [line.rstrip("\n") for line in f if line.strip()]
                 os.remove(path)
             released_set = set(released)
             row = {"mechanism": mechanism.name, "budget": label,
