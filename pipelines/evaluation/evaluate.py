@@ -356,17 +356,16 @@ def run_prepared(job) -> str:
                      | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
             seconds = time.perf_counter() - start
             # The items, unescaped: their lines escape backslashes and line breaks.
-            released = read_released(out_prefix + "-*.txt")
+            released = set(read_released(out_prefix + "-*.txt"))
             for path in glob.glob(out_prefix + "-*.txt"):
                 os.remove(path)
-            released_set = set(released)
             row = {"mechanism": mechanism.name, "budget": label,
                    "x": budget.epsilon if dp else budget.rho, "trial": trial,
                    "released": len(released),
-                   "missing_mass": round(missing_mass(holders, released_set), 6),
+                   "missing_mass": round(missing_mass(holders, released), 6),
                    "wall_seconds": round(seconds, 3)}
             if frequent is not None:
-                row["k_anonymity_coverage"] = (len(frequent & released_set) / len(frequent)
+                row["k_anonymity_coverage"] = (len(frequent & released) / len(frequent)
                                                if frequent else math.nan)
             rows.append(row)
             progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial {trial}/{args.trials}: "
