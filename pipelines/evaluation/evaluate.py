@@ -47,7 +47,7 @@ from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from beam_dpsu.core.budgets import Budget, ZCDPBudget  # noqa: E402
 from beam_dpsu.core.checks import canonical_name, plural  # noqa: E402
 from beam_dpsu.select_items import SelectItems  # noqa: E402
-from beam_dpsu.beam.output import WriteReleased  # noqa: E402
+from beam_dpsu.beam.output import read_released, WriteReleased  # noqa: E402
 from beam_dpsu.core.report import NON_PRIVATE_NOTE  # noqa: E402
 from pipelines.io import formats  # noqa: E402
 from pipelines.io.read import ReadUserItems, items_of  # noqa: E402
@@ -355,19 +355,17 @@ def run_prepared(job) -> str:
                                                     hot_key_fanout=args.hot_key_fanout)
                      | "WriteReleased" >> WriteReleased(out_prefix, file_name_suffix=".txt"))
             seconds = time.perf_counter() - start
-            released = []
+            # The items, unescaped: their lines escape backslashes and line breaks.
+            released = set(read_released(out_prefix + "-*.txt"))
             for path in glob.glob(out_prefix + "-*.txt"):
-                with open(path, encoding="utf-8") as f:
-                    released += [line.rstrip("\n") for line in f if line.strip()]
                 os.remove(path)
-            released_set = set(released)
             row = {"mechanism": mechanism.name, "budget": label,
                    "x": budget.epsilon if dp else budget.rho, "trial": trial,
                    "released": len(released),
-                   "missing_mass": round(missing_mass(holders, released_set), 6),
+                   "missing_mass": round(missing_mass(holders, released), 6),
                    "wall_seconds": round(seconds, 3)}
             if frequent is not None:
-                row["k_anonymity_coverage"] = (len(frequent & released_set) / len(frequent)
+                row["k_anonymity_coverage"] = (len(frequent & released) / len(frequent)
                                                if frequent else math.nan)
             rows.append(row)
             progress(f"[{len(rows)}/{total}] {mechanism.name} {label} trial {trial}/{args.trials}: "

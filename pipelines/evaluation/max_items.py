@@ -80,9 +80,7 @@ class UserItemArrays:
 
     @classmethod
     def from_sizes(cls, sizes: np.ndarray, items: np.ndarray, num_items: int):
-        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        return cls(offsets, items, num_items)
+        return cls(np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))), items, num_items)
 
     @classmethod
     def from_item_lists(cls, users_items: Iterable[Iterable[Hashable]]):
@@ -90,8 +88,7 @@ class UserItemArrays:
         ids = policies.ItemIds()
         chunks = [c for c in (ids.ids(dict.fromkeys(items)) for items in users_items) if c]
         sizes = np.array([len(c) for c in chunks], dtype=np.int64)
-        flat = np.fromiter((i for chunk in chunks for i in chunk), dtype=np.int64,
-                           count=int(sizes.sum()))
+        flat = np.fromiter(itertools.chain.from_iterable(chunks), np.int64, int(sizes.sum()))
         return cls.from_sizes(sizes, flat, len(ids))
 
 
