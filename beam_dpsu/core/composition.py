@@ -323,11 +323,9 @@ class ComposedGuarantee:
         return out
 
 
-_METHODS = {
-    "closed_form": "closed form (exact privacy-loss distribution: binomial, Gaussian)",
-    "pld": "privacy-loss distribution accountant (dp-accounting, pessimistic rounding)",
-    "basic": "basic composition",
-}
+_METHODS = {"closed_form": "closed form (exact privacy-loss distribution: binomial, Gaussian)",
+            "pld": "privacy-loss distribution accountant (dp-accounting, pessimistic rounding)",
+            "basic": "basic composition"}
 
 
 def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | None = None,

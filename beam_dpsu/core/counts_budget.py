@@ -130,10 +130,9 @@ class SelectionAndCountsBudget:
 
     def to_dict(self) -> dict:
         if self.scale > 1.0:
-            rule = (f"tight: both parts' epsilon scaled by {self.scale:.9g} so that the "
-                    "selection and counts as calibrated compose to the total "
-                    "(privacy-loss distributions, beam_dpsu.core.composition; "
-                     "see composed_guarantee)")
+            rule = (f"tight: both parts' epsilon scaled by {self.scale:.9g} so that the selection "
+                    "and counts as calibrated compose to the total (privacy-loss distributions, "
+                    "beam_dpsu.core.composition; see composed_guarantee)")
         elif isinstance(self.total, Budget):
             rule = "basic composition: ε and δ add (Dwork & Roth Thm 3.16)"
         else:
