@@ -109,9 +109,8 @@ class Budget:
         # A tight split's counts part (δ = 0) converted would be a plain ZCDPBudget.
         checks.no_tight_part(self, "Budget.to_zcdp (converting it)")
         if self.delta != 0:
-            raise ParameterError.worded(
-                "delta", "only a pure budget (delta = 0) converts to zCDP: ε-DP implies "
-                         f"(ε²/2)-zCDP; got delta = {self.delta!r}")
+            raise ParameterError.worded("delta", "only a pure budget (delta = 0) converts to zCDP: "
+                                        f"ε-DP implies (ε²/2)-zCDP; got delta = {self.delta!r}")
         return ZCDPBudget(self.epsilon ** 2 / 2.0, 0.0)
 
     def to_dict(self) -> dict:

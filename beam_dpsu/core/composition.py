@@ -237,11 +237,9 @@ class _Composition:
             # dp-accounting truncates the discrete Gaussian's support; and its composition
             # (FFT convolution) is exact only to about 1e-16 in absolute δ: both slacks
             # keep the result an upper bound.
-            truncated = ((1.0 + math.exp(epsilon)) * self.cnt.coordinates
-                         * _discrete_gaussian_tail()
-                         if isinstance(self.cnt, _DiscreteGaussianCounts) else 0.0)
-            value = float(self._pld.get_delta_for_epsilon(epsilon)) + truncated + \
-                _PLD_ABSOLUTE_SLACK
+            tail = ((1.0 + math.exp(epsilon)) * self.cnt.coordinates * _discrete_gaussian_tail()
+                    if isinstance(self.cnt, _DiscreteGaussianCounts) else 0.0)
+            value = float(self._pld.get_delta_for_epsilon(epsilon)) + tail + _PLD_ABSOLUTE_SLACK
         else:
             value = _closed_form_delta(self.sel, self.cnt, epsilon)
         if not math.isfinite(value):  # a NaN would pass every "δ ≤ target" test
@@ -325,11 +323,9 @@ class ComposedGuarantee:
         return out
 
 
-_METHODS = {
-    "closed_form": "closed form (exact privacy-loss distribution: binomial, Gaussian)",
-    "pld": "privacy-loss distribution accountant (dp-accounting, pessimistic rounding)",
-    "basic": "basic composition",
-}
+_METHODS = {"closed_form": "closed form (exact privacy-loss distribution: binomial, Gaussian)",
+            "pld": "privacy-loss distribution accountant (dp-accounting, pessimistic rounding)",
+            "basic": "basic composition"}
 
 
 def composed_guarantee(selection, counts, delta: float, basic_epsilon: float | None = None,

@@ -130,10 +130,9 @@ class SelectionAndCountsBudget:
 
     def to_dict(self) -> dict:
         if self.scale > 1.0:
-            rule = (f"tight: both parts' epsilon scaled by {self.scale:.9g} so that the "
-                    "selection and counts as calibrated compose to the total "
-                    "(privacy-loss distributions, beam_dpsu.core.composition; "
-                     "see composed_guarantee)")
+            rule = (f"tight: both parts' epsilon scaled by {self.scale:.9g} so that the selection "
+                    "and counts as calibrated compose to the total (privacy-loss distributions, "
+                    "beam_dpsu.core.composition; see composed_guarantee)")
         elif isinstance(self.total, Budget):
             rule = "basic composition: ε and δ add (Dwork & Roth Thm 3.16)"
         else:
@@ -259,15 +258,11 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
     if composition == "tight" and isinstance(total, Budget):
         d0 = checks.max_items(counts_max_items_per_user)
         scale = _solve_tight_scale(total, share, selection_mechanism, d0)
-    selection: Budget | ZCDPBudget
-    counts: Budget | ZCDPBudget
-    if scale > 1.0:  # a tight split: each part bound to what it was computed for
-        selection = TightSelectionBudget(values[0] * scale, total.delta,
-                                         for_mechanism=selection_mechanism)
-        counts = TightCountsBudget(values[1] * scale, 0.0, for_max_items_per_user=d0)
-    else:
-        selection, counts = kind(values[0], total.delta), kind(values[1], 0.0)
-    tight = scale > 1.0
+    tight = scale > 1.0  # a tight split: each part bound to what it was computed for
+    selection, counts = ((TightSelectionBudget(values[0] * scale, total.delta,
+                                               for_mechanism=selection_mechanism),
+                          TightCountsBudget(values[1] * scale, 0.0, for_max_items_per_user=d0))
+                         if tight else (kind(values[0], total.delta), kind(values[1], 0.0)))
     parts = SelectionAndCountsBudget(total=total, selection=selection, counts=counts,
                                      counts_share=share, scale=scale)
     # Both or neither (checked above); calibrated before anything is spent.
@@ -276,8 +271,7 @@ def split_selection_and_counts(total: Budget | ZCDPBudget,
                                     count_calibration(counts, counts_max_items_per_user))
         # A tight split is only as good as its check: the composed total as run.
         if tight and isinstance(total, Budget) and not all(  # tight: a Budget total
-                g.method != "basic" and g.tight_epsilon <= total.epsilon
-                             for g in parts.composed):
+                g.method != "basic" and g.tight_epsilon <= total.epsilon for g in parts.composed):
             raise RuntimeError("tight split does not meet its total")  # pragma: no cover
     accountant = BudgetAccountant(total) if accountant is None else accountant
     if tight:

@@ -91,9 +91,8 @@ def split_delta(epsilon: float, delta: float, objective, l2_sensitivity: float =
         # Every split failed: the even split's own error names the problem.
         sigma = gaussian.analytic_gaussian_sigma(epsilon, delta / 2.0, l2_sensitivity)
         objective(sigma, delta / 2.0)
-        raise ParameterError.worded(
-            "delta", f"no split of delta = {delta!r} between noise and thresholds works at "
-                     f"epsilon = {epsilon!r}")
+        raise ParameterError.worded("delta", f"no split of delta = {delta!r} between noise and "
+                                    f"thresholds works at epsilon = {epsilon!r}")
     best = min(feasible, key=lambda i: values[i].objective)
     lo = float(grid[max(best - 1, 0)])
     hi = float(grid[min(best + 1, len(grid) - 1)])

@@ -176,9 +176,8 @@ def _log_zcdp_delta(rho: float, epsilon: float) -> float:
     lo, hi = math.log(lowest), math.log(max(10.0 * centre, 10.0))
     from scipy import optimize
     with np.errstate(over="ignore", invalid="ignore"):
-        res = optimize.minimize_scalar(lambda t: log_obj(math.exp(t)),
-                                       bounds=(lo, hi), method="bounded",
-                                       options={"xatol": 1e-12, "maxiter": 1000})
+        res = optimize.minimize_scalar(lambda t: log_obj(math.exp(t)), bounds=(lo, hi),
+                                       method="bounded", options={"xatol": 1e-12, "maxiter": 1000})
     if not math.isfinite(res.fun) and res.fun != -math.inf:
         return 0.0  # no α is evaluable: δ* ≤ 1 is all that is known
     return min(0.0, float(res.fun))

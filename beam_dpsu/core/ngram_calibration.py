@@ -91,9 +91,8 @@ def calibrate(budget, max_n: int, noise_decay: float, max_items_1: int, level1: 
                                        thresholds.DESCENT_NORMS[level1], budget)
               if level1 == "policy-gaussian" else None)
     # With T > 1 levels, σ_1 alone is not DPNE's guarantee: marked, so composition refuses it.
-    part_of = (None if max_n == 1 else
-               f"DPNE level 1 of {max_n} levels, which compose to one Gaussian of "
-               f"sigma* = {sigma_total:.6g}")
+    part_of = (None if max_n == 1 else f"DPNE level 1 of {max_n} levels, which compose to one "
+               f"Gaussian of sigma* = {sigma_total:.6g}")
     level1_calibration = gaussian(budget, sigmas[0], rho_1, threshold_delta,
                                   "dpne Theorem 2.1", cutoff, delta_noise, part_of)
     if pre_threshold != 1:
@@ -145,13 +144,11 @@ def dpsu_even_calibration(budget, max_n: int, max_items: int) -> Calibration:
     sigma = nudged(sigma_total * math.sqrt(max_n),
                    lambda s: Fraction(s) ** 2 >= max_n * Fraction(sigma_total) ** 2, math.inf)
     delta_k = min(budgets.parts_within(threshold_delta, [threshold_delta / max_n] * max_n))
-    part_of = (None if max_n == 1 else
-               f"one of the {max_n} DPSU-even selections, which compose to one Gaussian of "
-               f"sigma* = {sigma_total:.6g}")
-    return gaussian(budget, sigma,
-                    thresholds.weighted_gaussian_threshold(sigma, delta_k, max_items), delta_k,
-                    "dpne Table 3 (DPSU-even); Proposition 2.3", delta_noise=delta_noise,
-                    part_of=part_of)
+    part_of = (None if max_n == 1 else f"one of the {max_n} DPSU-even selections, which "
+               f"compose to one Gaussian of sigma* = {sigma_total:.6g}")
+    threshold = thresholds.weighted_gaussian_threshold(sigma, delta_k, max_items)
+    return gaussian(budget, sigma, threshold, delta_k, "dpne Table 3 (DPSU-even); Proposition 2.3",
+                    delta_noise=delta_noise, part_of=part_of)
 
 
 def spurious_probability(rho: float, sigma: float) -> float:

@@ -100,9 +100,8 @@ class NgramParameters:
         pruning = checks.one_name_of("pruning", self.pruning, PRUNINGS)
         level1 = checks.one_name_of("level1", self.level1, LEVEL1_POLICIES)
         max_items, level1_auto = max_items_per_level(self.max_items_per_user, max_n)
-        normalised = {"max_n": max_n, "eta": eta, "pruning": pruning,
-                      "level1": level1, "max_items": tuple(max_items),
-                      "level1_auto": level1_auto,
+        normalised = {"max_n": max_n, "eta": eta, "pruning": pruning, "level1": level1,
+                      "max_items": tuple(max_items), "level1_auto": level1_auto,
                       "noise_decay": _noise_decay(self.noise_schedule),
                       "alpha": float(self.alpha), "seed": checks.seed(self.seed),
                       "pre_threshold": check_pre_threshold(self.pre_threshold)}

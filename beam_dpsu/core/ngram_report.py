@@ -18,18 +18,15 @@ def dpne_report(params: NgramParameters, budget, privacy_unit: str,
                 auto_plan: max_items_choice.AutoPlan | None, calibrations: list) -> dict:
     """The report of DPNE with ``params`` under ``budget``: one ``DPNECalibration`` per
     candidate Δ_1 in ``calibrations`` (one, unless ``auto_plan`` is given)."""
-    report = {
-        **_header(privacy_unit),
-        "mechanism": {"name": "dpne", "max_n": params.max_n, "eta": params.eta,
-                      "pruning": params.pruning, "noise_decay": params.noise_decay,
-                      "level1": params.level1},
-        "budget": budget.to_dict(),
-        "source": "dpne (Kim et al. 2021) §2, Theorem 2.1, Algorithm 2",
-        "levels": [{"k": k + 1, "max_items_per_user": params.max_items[k]}
-                   for k in range(params.max_n)],
-        "seeded": params.seed is not None,
-        "pre_threshold": params.pre_threshold,
-    }
+    report = {**_header(privacy_unit),
+              "mechanism": {"name": "dpne", "max_n": params.max_n, "eta": params.eta,
+                            "pruning": params.pruning, "noise_decay": params.noise_decay,
+                            "level1": params.level1},
+              "budget": budget.to_dict(),
+              "source": "dpne (Kim et al. 2021) §2, Theorem 2.1, Algorithm 2",
+              "levels": [{"k": k + 1, "max_items_per_user": params.max_items[k]}
+                         for k in range(params.max_n)],
+              "seeded": params.seed is not None, "pre_threshold": params.pre_threshold}
     if auto_plan is not None:
         # Δ_1 is chosen when the pipeline runs (a DP output): here every candidate.
         report["levels"][0]["max_items_per_user"] = max_items_choice.AUTO

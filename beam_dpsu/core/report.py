@@ -17,13 +17,11 @@ from beam_dpsu.core.mechanisms import GreedyWithoutSampling, SequentialMechanism
 __all__ = ["GUARANTEES", "selection_report", "user_order", "counts_report", "dp_equivalents",
            "requested_epsilon", "NON_PRIVATE_NOTE", "SEEDED_NOTE", "to_json"]
 
-NON_PRIVATE_NOTE = (
-    "These counts are computed from the raw input without noise. They are NOT "
-    "differentially private: keep them out of anything published.")
+NON_PRIVATE_NOTE = ("These counts are computed from the raw input without noise. They are NOT "
+                    "differentially private: keep them out of anything published.")
 
-SEEDED_NOTE = (
-    "This run used a fixed seed: its noise and sampling are reproducible and "
-    "the release is NOT differentially private. Seeds are for tests only.")
+SEEDED_NOTE = ("This run used a fixed seed: its noise and sampling are reproducible and the "
+               "release is NOT differentially private. Seeds are for tests only.")
 
 
 def dp_equivalents(budget: ZCDPBudget) -> list[dict]:
@@ -40,8 +38,8 @@ def requested_epsilon(budget) -> float | None:
 
 GUARANTEES = {
     "user_id": "user-level (add/remove one user with all their records)",
-    "element": "element-level (add/remove one input element, which holds all the data of "
-               "one person)",
+    "element": "element-level (add/remove one input element, which holds all the data of one "
+               "person)",
 }
 
 
@@ -112,23 +110,20 @@ def selection_report(mechanism, budget, calibration, auto_plan, auto_calibration
 def counts_report(calibration, auto_plan, budget, calibrations_by_candidate: dict,
                   seed: int | None, privacy_unit: str) -> dict:
     """``CountReleased.report``: the counts' noise, or the "auto" plan and every candidate's."""
-    report: dict = {
-        **_header(privacy_unit),
-        "counted": "distinct users holding each released item, each user counted on at "
-                   "most max_items_per_user released items (sampled uniformly)",
-    }
+    report: dict = {**_header(privacy_unit),
+                    "counted": "distinct users holding each released item, each user counted on "
+                               "at most max_items_per_user released items (sampled uniformly)"}
     if auto_plan is None:
         report.update(calibration.to_dict())
     else:
         # The chosen Δ0 is a DP output known once the pipeline has run.
         report.update({
             "budget": budget.to_dict(),
-            "composition": "sequential: the histogram of users' numbers of released "
-                           "items, then the counts at the chosen max_items_per_user "
-                           "(epsilon or rho add)",
+            "composition": "sequential: the histogram of users' numbers of released items, then "
+                           "the counts at the chosen max_items_per_user (epsilon or rho add)",
             "max_items_per_user": auto_plan.to_dict(),
-            "counts_by_candidate": {str(c): k.to_dict() for c, k in
-                                    calibrations_by_candidate.items()}})
+            "counts_by_candidate": {str(c): k.to_dict()
+                                    for c, k in calibrations_by_candidate.items()}})
     report["seeded"] = seed is not None
     _add_seed(report, seed)
     return report

@@ -85,17 +85,15 @@ class CountsAutoPlan:
                                                                       released_items)))])
 
     def to_dict(self) -> dict:
-        return {
-            **self.auto.to_dict(),
-            "rule": "argmin over candidates of K·E|noise(Δ0)| + D(Δ0): K = the number of "
-                    "released items, D = Σ_users (released items held − Δ0)_+ from the "
-                    "noisy size histogram (beam_dpsu.core.max_items_choice)",
-            "size_histogram": {"of": "each user's number of distinct released items",
-                               **_report(self.size_budget, self.edges)},
-            "counts_budget": self.counts_budget.to_dict(),
-            "candidates_calibrated": list(self.candidates),
-            "mean_absolute_noise": list(self.mean_absolute_noise),
-        }
+        return {**self.auto.to_dict(),
+                "rule": "argmin over candidates of K·E|noise(Δ0)| + D(Δ0): K = the number of "
+                        "released items, D = Σ_users (released items held − Δ0)_+ from the "
+                        "noisy size histogram (beam_dpsu.core.max_items_choice)",
+                "size_histogram": {"of": "each user's number of distinct released items",
+                                   **_report(self.size_budget, self.edges)},
+                "counts_budget": self.counts_budget.to_dict(),
+                "candidates_calibrated": list(self.candidates),
+                "mean_absolute_noise": list(self.mean_absolute_noise)}
 
 
 def plan_counts_auto(auto: AutoMaxItems, budget, calibrate) -> tuple:

@@ -121,23 +121,20 @@ def _size_part(param: str, total: float, share: float, per: int) -> float:
     if fits(total):
         return total * share
     least = nudged(float(1 / (per * LARGEST_FLOAT * Fraction(share))), fits, math.inf)
-    raise ParameterError(
-        param, f"= {total!r} is too small for max_items_per_user='auto': its share "
-               f"{share:g} for the estimate of users' distinct items gets a noise scale "
-               f"beyond the float range; raise {param} to at least {least!r}, or fix "
-               "max_items_per_user")
+    raise ParameterError(param, f"= {total!r} is too small for max_items_per_user='auto': its "
+                         f"share {share:g} for the estimate of users' distinct items gets a noise "
+                         f"scale beyond the float range; raise {param} to at least {least!r}, or "
+                         "fix max_items_per_user")
 
 
 def split_budget(budget: Budget | ZCDPBudget, share: float):
     """(size_budget, selection_budget): the size histogram's part (pure: δ = 0, so all of δ
     goes to the selection) and the selection's, summing to ``budget`` exactly."""
     share = _check_share(share)
-    if type(budget) is Budget:
-        size = _size_part("epsilon", budget.epsilon, share, 1)
-        return Budget(size, 0.0), Budget(_rest(budget.epsilon, size), budget.delta)
-    if type(budget) is ZCDPBudget:
-        size = _size_part("rho", budget.rho, share, 2)
-        return ZCDPBudget(size, 0.0), ZCDPBudget(_rest(budget.rho, size), budget.delta)
+    for kind, field, per in ((Budget, "epsilon", 1), (ZCDPBudget, "rho", 2)):
+        if type(budget) is kind:
+            size = _size_part(field, getattr(budget, field), share, per)
+            return kind(size, 0.0), kind(_rest(getattr(budget, field), size), budget.delta)
     if isinstance(budget, (Budget, ZCDPBudget)):
         # A tight split's part is bound to one Δ0; "auto" has none yet.
         raise ParameterError.worded(

@@ -102,8 +102,7 @@ class AutoPlan:
             holding = max_items_rounds.holding_probabilities(middle)
             return np.asarray([
                 max_items_rounds.expected_released(counts, middle, t, c, holding) if i <= cap
-                else 0.0
-                for i, (c, t) in enumerate(zip(self.candidates, self.round_thresholds))])
+                else 0.0 for i, (c, t) in enumerate(zip(self.candidates, self.round_thresholds))])
         return np.asarray(out)
 
     def choose(self, noisy_counts: np.ndarray) -> int:
@@ -120,14 +119,11 @@ class AutoPlan:
                 "user_mass": f"g(m) = {self.user_mass}"}
 
     def to_dict(self) -> dict:
-        return {
-            **self.auto.to_dict(),
-            **self._rule(),
-            "size_histogram": _report(self.size_budget, self.edges),
-            "selection_budget": self.selection_budget.to_dict(),
-            "candidates_calibrated": list(self.candidates),
-            "weight_thresholds": list(self.weight_thresholds),
-        }
+        return {**self.auto.to_dict(), **self._rule(),
+                "size_histogram": _report(self.size_budget, self.edges),
+                "selection_budget": self.selection_budget.to_dict(),
+                "candidates_calibrated": list(self.candidates),
+                "weight_thresholds": list(self.weight_thresholds)}
 
 
 def calibrate_candidates(auto: AutoMaxItems, calibrate: Callable[[int], Any], who: str,

@@ -62,9 +62,8 @@ def keep_probability_with_pre_threshold(keep_probability: Callable[[np.ndarray],
 def max_user_weight(mechanism: str) -> float:
     """w_max of a mechanism by its kebab-case name (``MAX_USER_WEIGHT``)."""
     if mechanism not in MAX_USER_WEIGHT:
-        raise checks.ParameterError(
-            "mechanism", f"has no pre-threshold rule: {mechanism!r} is not one of "
-            f"{sorted(MAX_USER_WEIGHT)}")
+        raise checks.ParameterError("mechanism", f"has no pre-threshold rule: {mechanism!r} is not "
+                                    f"one of {sorted(MAX_USER_WEIGHT)}")
     return MAX_USER_WEIGHT[mechanism]
 
 
@@ -145,10 +144,9 @@ def check_cutoff(mechanism: str, pre_threshold: int, cutoff: float,
     k = check_pre_threshold(pre_threshold)
     if mechanism == "policy-laplace" and k > 1 and not cutoff >= release_threshold:
         raise checks.ParameterError(
-            "cutoff", f"= {cutoff:.6g} is below the release threshold "
-                      f"{release_threshold:.6g}: policy-laplace at pre_threshold = {k} "
-                      "needs cutoff >= release threshold (every new key's gap to the "
-                      "cutoff at least the water level)")
+            "cutoff", f"= {cutoff:.6g} is below the release threshold {release_threshold:.6g}: "
+                      f"policy-laplace at pre_threshold = {k} needs cutoff >= release threshold "
+                      "(every new key's gap to the cutoff at least the water level)")
     return cutoff
 
 
