@@ -98,16 +98,12 @@ class NgramsByDPSU(ReleaseTransform):
         outputs = []
         for k in range(1, self.max_n + 1):
             pairs = self._ngram_pairs(docs, [k], f"Ngrams{k}")  # (user_id, k-gram)
+            bound = ("PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
+                     | "Sample" >> SampleEachUser(self.max_items, self.seed, f"even{k}"))
             outputs.append(
                 pairs
-                | f"Level{k}/Bound" >> _bound_pairs(self.max_items, self.seed, f"even{k}")
+                | f"Level{k}/Bound" >> bound
                 | f"Level{k}/Histogram" >> WeightedHistogram(policies.weighted_gaussian_weight)
                 | f"Level{k}/NoisyThreshold" >> NoisyThreshold(
                     calibration, seed=self.seed, salt=f"even{k}"))
         return outputs | "Union" >> beam.Flatten()
-
-
-def _bound_pairs(max_items, seed, salt) -> beam.PTransform:
-    """(user, n-gram) pairs → (user, ≤ Δ sampled distinct n-grams)."""
-    return ("PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
-            | "Sample" >> SampleEachUser(max_items, seed, salt))

@@ -20,12 +20,9 @@ import apache_beam as beam
 from beam_dpsu.core import checks
 from beam_dpsu.core.budgets import BudgetAccountant
 
-__all__ = ["AppliedTwiceError", "ReleaseTransform", "SEEDED_WARNING", "seed_announced",
-           "warn_if_seeded"]
+__all__ = ["AppliedTwiceError", "ReleaseTransform", "seed_announced", "warn_if_seeded"]
 
 LOG = logging.getLogger("beam_dpsu")
-
-SEEDED_WARNING = "seeded: for tests only, not private"
 
 # The release transforms being expanded right now, innermost last.
 _EXPANDING: contextvars.ContextVar[tuple] = contextvars.ContextVar(
@@ -140,5 +137,5 @@ def seed_announced():
 def warn_if_seeded(seed, what: str) -> None:
     """Logs one WARNING that ``what`` is seeded, unless inside ``seed_announced``."""
     if seed is not None and not _SEED_ANNOUNCED.get():
-        LOG.warning(f"{what} {SEEDED_WARNING} (seed {seed} fixes its noise and sampling; "
-                    f"never publish what it releases)")
+        LOG.warning(f"{what} seeded: for tests only, not private (seed {seed} fixes its noise "
+                    "and sampling; never publish what it releases)")
