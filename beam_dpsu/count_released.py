@@ -25,7 +25,7 @@ from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.max_items_choice.counts import SampleAtChosenMaxItems
 from beam_dpsu.beam.randomness import draws_randomness
-from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
+from beam_dpsu.beam.release_guard import ReleaseTransform
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["CountReleased", "check_ngram_pair"]
@@ -160,8 +160,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                               getattr(budget, "for_max_items_per_user", None))
             self.calibration = count_calibration(budget, bound)
         # Spent once calibration succeeded: a refused construction spends nothing.
-        spend_from(accountant, budget, "CountReleased")
-        warn_if_seeded(self.seed, "CountReleased")
+        self._spend(accountant, budget, "CountReleased")
 
     @property
     def report(self) -> dict:

@@ -19,7 +19,7 @@ from beam_dpsu.beam.user_blocks import USERS_PER_BLOCK, PackUserBlocksFn, UserRe
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.ngram_level1 import Level1, Level1AtChosenMaxItems
 from beam_dpsu.beam.ngram_levels import KgramLevel, LevelStats, released_as_keys
-from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
+from beam_dpsu.beam.release_guard import ReleaseTransform
 from beam_dpsu.beam.windowing import require_global_window
 
 __all__ = ["ExtractNgrams"]
@@ -86,8 +86,7 @@ class ExtractNgrams(ReleaseTransform):
         self.sigmas = None if fixed is None else fixed.sigmas
         self.level1_calibration = None if fixed is None else fixed.level1
         # Spent once calibration succeeded: a refused construction spends nothing.
-        spend_from(accountant, budget, "ExtractNgrams")
-        warn_if_seeded(self.seed, "ExtractNgrams")
+        self._spend(accountant, budget, "ExtractNgrams")
         self.non_private_stats = bool(non_private_stats)
         self.chosen_max_items_per_user = self.level_stats = self.non_private_level_stats = None
         self.released_per_level: list = []

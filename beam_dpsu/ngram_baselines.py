@@ -22,7 +22,7 @@ from beam_dpsu.beam.bounding import SampleEachUser, WholeItemCountsPerUser
 from beam_dpsu.beam.input_types import DOCUMENT_ELEMENT
 from beam_dpsu.beam.histograms import WeightedHistogram
 from beam_dpsu.beam.noisy_threshold import NoisyThreshold
-from beam_dpsu.beam.release_guard import ReleaseTransform, spend_from, warn_if_seeded
+from beam_dpsu.beam.release_guard import ReleaseTransform
 from beam_dpsu.beam.windowing import require_global_window
 from beam_dpsu.select_items import SelectItems
 
@@ -69,8 +69,7 @@ class NgramsByDPSU(ReleaseTransform):
             checks.no_tight_part(budget, f"NgramsByDPSU ({variant!r})")
         else:
             checks.tight_part("mechanism", self._selection_mechanism(), budget.for_mechanism)
-        spend_from(accountant, budget, f"NgramsByDPSU ({variant})")
-        warn_if_seeded(seed, "NgramsByDPSU")
+        self._spend(accountant, budget, "NgramsByDPSU", variant)
 
     def _selection_mechanism(self):
         """The one SelectItems mechanism of "dpsu-all" and "dpsu-single"."""
@@ -99,16 +98,12 @@ class NgramsByDPSU(ReleaseTransform):
         outputs = []
         for k in range(1, self.max_n + 1):
             pairs = self._ngram_pairs(docs, [k], f"Ngrams{k}")  # (user_id, k-gram)
+            bound = ("PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
+                     | "Sample" >> SampleEachUser(self.max_items, self.seed, f"even{k}"))
             outputs.append(
                 pairs
-                | f"Level{k}/Bound" >> _bound_pairs(self.max_items, self.seed, f"even{k}")
+                | f"Level{k}/Bound" >> bound
                 | f"Level{k}/Histogram" >> WeightedHistogram(policies.weighted_gaussian_weight)
                 | f"Level{k}/NoisyThreshold" >> NoisyThreshold(
                     calibration, seed=self.seed, salt=f"even{k}"))
         return outputs | "Union" >> beam.Flatten()
-
-
-def _bound_pairs(max_items, seed, salt) -> beam.PTransform:
-    """(user, n-gram) pairs → (user, ≤ Δ sampled distinct n-grams)."""
-    return ("PerUser" >> WholeItemCountsPerUser()  # n-grams are tuples, taken whole
-            | "Sample" >> SampleEachUser(max_items, seed, salt))

@@ -20,7 +20,7 @@ from beam_dpsu.core.mechanisms import (SIPS, GreedyWithoutSampling, MechanismCon
 from beam_dpsu.beam.fields import input_fields, read_fields
 from beam_dpsu.beam.input_types import RECORDS, ReadsContainers
 from beam_dpsu.beam.histograms import HISTOGRAM_SHARDS, SampledWeightedHistogram
-from beam_dpsu.beam.release_guard import LOG, ReleaseTransform, spend_from, warn_if_seeded
+from beam_dpsu.beam.release_guard import LOG, ReleaseTransform
 from beam_dpsu.core.report import selection_report
 from beam_dpsu.core.calibration import KeepProbabilityCalibration
 from beam_dpsu.beam.noisy_threshold import KeepWithProbability, NoisyThreshold
@@ -95,8 +95,7 @@ class SelectItems(ReadsContainers, ReleaseTransform):
                          pre_threshold_rule.describe_pre_threshold(self.calibration.pre_threshold),
                          plain.weight_threshold(), self.calibration.weight_threshold())
         # Spent once calibration succeeded: a refused construction spends nothing.
-        spend_from(accountant, budget, f"SelectItems ({mechanism.name})")
-        warn_if_seeded(self.seed, "SelectItems")
+        self._spend(accountant, budget, "SelectItems", mechanism.name)
         # The secret key of the sequential policies' user order: fresh per run.
         self._order_key = run_order_key(self.seed)
         # Which SIPS round released an item is more than the set: opt-in, non-private.

@@ -1,7 +1,7 @@
 """Schema'd input: the user id and the item(s) read from named fields.
 
 ``SelectItems``, ``ExtractNgrams`` and ``CountReleased`` take ``beam.Row``s, NamedTuples
-or dicts with ``user_field=…, item_list_field=…``; ``FieldsToRecords`` turns each into
+or dicts with ``user_field=…, item_list_field=…``; ``read_fields`` turns each into
 the pair, record or document they take. Errors name the field and type, never a value.
 
 Details: docs/explanation/beam-pipeline.md#named-fields.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -22,7 +22,7 @@ from beam_dpsu.beam.bounding import InvalidRecordError, canonical_user_id
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, a_type
 
-__all__ = ["InputFields", "input_fields", "check_element_type", "FieldsToRecords", "read_fields"]
+__all__ = ["InputFields", "input_fields", "check_element_type", "read_fields"]
 
 # What the value field holds, by argument: one item, a collection of items,
 # an ordered sequence of tokens (ExtractNgrams), or, for CountReleased(...,
@@ -55,8 +55,9 @@ class InputFields:
     value_arg: str
     kind: str
 
-    def to_dict(self) -> dict:
-        return {"user_field": self.user_field, self.value_arg: self.value_field}
+    def named(self) -> tuple:
+        """The (argument, field name) pairs, the user's first (its name may be None)."""
+        return ("user_field", self.user_field), (self.value_arg, self.value_field)
 
 
 def input_fields(privacy_unit: str, user_field: str | None = None, ngrams: bool = False,
@@ -128,26 +129,25 @@ def _names(names: list) -> str:
     return (shown or "none") + (f" and {more} more" if more > 0 else "")
 
 
-def _getter(element: Any) -> Callable[[str], Any]:
-    """How to read a field of ``element``; raises unless it is a Row, NamedTuple or dict."""
-    if isinstance(element, Mapping):
-        return element.__getitem__
-    if isinstance(element, beam.Row) or _is_named_tuple(element):
-        return lambda name: getattr(element, name)
+def _check_named(element: Any) -> None:
+    """Raises unless ``element`` is a Row, NamedTuple or dict."""
+    if isinstance(element, (Mapping, beam.Row)) or _is_named_tuple(element):
+        return
     hint = ("; a plain tuple or list is read without fields: drop user_field/item_field/"
             "item_list_field/tokens_field" if isinstance(element, (tuple, list)) else "")
     raise InvalidRecordError("with named fields each element must be a beam.Row, a "
                              f"NamedTuple or a dict, got {a_type(element)}{hint}")
 
 
-def _read(element: Any, get: Callable[[str], Any], name: str, arg: str) -> Any:
+def _read(element: Any, name: str, arg: str) -> Any:
     # A mapping is asked first: a defaultdict or Counter would make up a value
     # for a missing key (an empty user, silently).
-    if isinstance(element, Mapping) and name not in element:
+    is_mapping = isinstance(element, Mapping)
+    if is_mapping and name not in element:
         # Its keys may be data (e.g. {user_id: items}): neither listed nor counted.
         raise InvalidRecordError(f"{_element_kind(element)} has no key {name!r} ({arg})")
     try:
-        return get(name)
+        return element[name] if is_mapping else getattr(element, name)
     except (AttributeError, KeyError):
         # Only a class's field names: a beam.Row built at run time may be keyed by data.
         hint = f"; its fields: {_names(list(element._fields))}" if _is_named_tuple(element) else ""
@@ -180,9 +180,9 @@ class _ReadFields:
                                   f"{_element_kind(element)} must be {expected}, got "
                                   f"{a_type(value)}{hint}")
 
-    def value(self, element: Any, get: Callable[[str], Any]) -> Any:
+    def value(self, element: Any) -> Any:
         f = self._fields
-        value = _read(element, get, f.value_field, f.value_arg)
+        value = _read(element, f.value_field, f.value_arg)
         if f.kind == "item":
             if not isinstance(value, (str, bytes)):
                 raise self._bad_value(value, element, "one item (str or bytes)",
@@ -207,14 +207,14 @@ class _ReadFields:
         return value
 
     def __call__(self, element: Any) -> Any:
-        get = _getter(element)
+        _check_named(element)
         f = self._fields
-        value = self.value(element, get)
+        value = self.value(element)
         if f.user_field is None:
             # privacy_unit="element": the items alone, a tuple as a list (the element
             # form refuses tuples only because, unnamed, one could be a pair).
             return list(value) if isinstance(value, tuple) else value
-        user_id = _user_id(_read(element, get, f.user_field, "user_field"), element, f.user_field)
+        user_id = _user_id(_read(element, f.user_field, "user_field"), element, f.user_field)
         # A tuple of tokens takes check_document's fast path.
         return user_id, tuple(value) if f.kind == "tokens" else value
 
@@ -223,8 +223,7 @@ def check_element_type(fields: InputFields, element_type: Any, transform: str) -
     """Refuses, when the pipeline is built, an input whose type cannot have the fields
     (plain tuples, lists, strings; a schema without a named field)."""
     if isinstance(element_type, _PLAIN_FORMS) or element_type in (tuple, list, str, bytes):
-        named = ", ".join(f"{arg}={name!r}" for arg, name in fields.to_dict().items()
-                          if name is not None)
+        named = ", ".join(f"{arg}={name!r}" for arg, name in fields.named() if name is not None)
         raise TypeError(
             f"{transform} was given named fields ({named}), but its input's "
             f"elements are {element_type}: fields are read from beam.Row, NamedTuple or dict "
@@ -236,41 +235,27 @@ def check_element_type(fields: InputFields, element_type: Any, transform: str) -
         kind, names = f"{element_type.__name__} (NamedTuple)", list(element_type._fields)
     else:
         return  # no schema: each element is checked when it is read
-    for arg, name in (("user_field", fields.user_field), (fields.value_arg, fields.value_field)):
+    for arg, name in fields.named():
         if name is not None and name not in names:
             raise InvalidRecordError(f"{transform}: the input's elements ({kind}) have no field "
                                      f"{name!r} ({arg}); their fields: {_names(names)}")
 
 
-class FieldsToRecords(beam.PTransform):
-    """Schema'd elements → the pairs, records or documents the release transforms take.
-
-    Rows and NamedTuples are read by attribute, dicts by key; a schema is checked when
-    the pipeline is built (``check_element_type``).
-
-    Args:
-      fields: what to read (``input_fields``).
-      transform: the name of the transform it feeds, for build-time errors.
-    """
-
-    def __init__(self, fields: InputFields, transform: str):
-        super().__init__()
-        self._fields, self._transform = fields, transform
-
-    def expand(self, elements):
-        check_element_type(self._fields, elements.element_type, self._transform)
-        read = _ReadFields(self._fields)
-        records = elements | "ReadFields" >> beam.Map(read).with_output_types(Any)
-        if self._fields.kind == "ngrams":
-            # CountReleased counts n-grams from (user_id, n-gram) pairs: one per n-gram.
-            records = records | "OnePairPerNgram" >> beam.FlatMapTuple(
-                lambda user_id, ngrams: [(user_id, gram) for gram in ngrams]
-            ).with_output_types(Any)
+@beam.ptransform_fn
+def _fields_to_records(elements, fields: InputFields, transform: str):
+    """Schema'd elements → the pairs, records or documents the release transforms take."""
+    check_element_type(fields, elements.element_type, transform)
+    records = elements | "ReadFields" >> beam.Map(_ReadFields(fields)).with_output_types(Any)
+    if fields.kind != "ngrams":
         return records
+    # CountReleased counts n-grams from (user_id, n-gram) pairs: one per n-gram.
+    return records | "OnePairPerNgram" >> beam.FlatMapTuple(
+        lambda user_id, ngrams: [(user_id, gram) for gram in ngrams]).with_output_types(Any)
 
 
 def read_fields(elements, fields: InputFields | None, transform: str):
-    """``elements`` through ``FieldsToRecords`` when fields are named, else as they are."""
+    """``elements`` read by ``fields`` (Rows and NamedTuples by attribute, dicts by key; a
+    schema checked when built) in the step ``FieldsToRecords``, else as they are."""
     if fields is None:
         return elements
-    return elements | "FieldsToRecords" >> FieldsToRecords(fields, transform)
+    return elements | "FieldsToRecords" >> _fields_to_records(fields, transform)

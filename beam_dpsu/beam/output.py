@@ -188,11 +188,9 @@ def read_counts(source: str | Iterable[str], *, as_bytes: bool = False,
 
 def _item_types(value: Any) -> set:
     """The types (``str``, ``bytes``) of an item's text: its own, or its tokens'."""
-    if isinstance(value, (str, bytes)):
-        return {str if isinstance(value, str) else bytes}
     if isinstance(value, tuple):
         return set().union(*map(_item_types, value))
-    return set()
+    return {kind for kind in (str, bytes) if isinstance(value, kind)}
 
 
 def shard_path(file_path_prefix: str, shard: int, num_shards: int, suffix: str) -> str:

@@ -1,8 +1,6 @@
-"""The output type the internal DoFns declare to Beam, so it need not infer it.
+"""The ``Any`` output type internal DoFns declare, so Beam need not infer it at every build.
 
-Beam would infer ``Any`` from their bytecode at every build; ``opaque_output`` declares
-it: the same types and coders, without the cost (tests/beam/test_output_types.py).
-"""
+The same types and coders, without reading their bytecode (tests/beam/test_output_types.py)."""
 
 from __future__ import annotations
 

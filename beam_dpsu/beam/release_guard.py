@@ -20,12 +20,9 @@ import apache_beam as beam
 from beam_dpsu.core import checks
 from beam_dpsu.core.budgets import BudgetAccountant
 
-__all__ = ["AppliedTwiceError", "ReleaseTransform", "SEEDED_WARNING", "seed_announced",
-           "spend_from", "warn_if_seeded"]
+__all__ = ["AppliedTwiceError", "ReleaseTransform", "seed_announced", "warn_if_seeded"]
 
 LOG = logging.getLogger("beam_dpsu")
-
-SEEDED_WARNING = "seeded: for tests only, not private"
 
 # The release transforms being expanded right now, innermost last.
 _EXPANDING: contextvars.ContextVar[tuple] = contextvars.ContextVar(
@@ -103,6 +100,7 @@ class ReleaseTransform(beam.PTransform):
     """A PTransform that spends a whole budget: applied twice, it raises ``AppliedTwiceError``."""
 
     _release_token: str
+    seed: int | None  # each release's own (``_spend`` warns when it is set)
 
     def __new__(cls, *args, **kwargs):
         # Made before ``__init__`` (subclasses need not call anything). Copies and
@@ -116,14 +114,14 @@ class ReleaseTransform(beam.PTransform):
         if "expand" in cls.__dict__:
             cls.expand = _expand_once(cls.__dict__["expand"])
 
-
-def spend_from(accountant, budget, what: str) -> None:
-    """Spends ``budget`` from ``accountant`` (if any) for ``what``; raises if it does not fit."""
-    if accountant is None:
-        return
-    checks.instance("accountant", accountant, BudgetAccountant, "a BudgetAccountant",
-                    lambda value: type(value).__name__)
-    accountant.spend(budget, what=what)
+    def _spend(self, accountant, budget, name: str, detail: str | None = None) -> None:
+        """Spends ``budget`` from ``accountant`` (if any; raises if it does not fit), then
+        logs the seeded WARNING for ``name`` (``self.seed``)."""
+        if accountant is not None:
+            checks.instance("accountant", accountant, BudgetAccountant, "a BudgetAccountant",
+                            lambda value: type(value).__name__)
+            accountant.spend(budget, what=name if detail is None else f"{name} ({detail})")
+        warn_if_seeded(self.seed, name)
 
 
 @contextlib.contextmanager
@@ -139,5 +137,5 @@ def seed_announced():
 def warn_if_seeded(seed, what: str) -> None:
     """Logs one WARNING that ``what`` is seeded, unless inside ``seed_announced``."""
     if seed is not None and not _SEED_ANNOUNCED.get():
-        LOG.warning(f"{what} {SEEDED_WARNING} (seed {seed} fixes its noise and sampling; "
-                    f"never publish what it releases)")
+        LOG.warning(f"{what} seeded: for tests only, not private (seed {seed} fixes its noise "
+                    "and sampling; never publish what it releases)")
