@@ -32,8 +32,8 @@ from pipelines.input_flags import read_input, resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.interrupts import end_program
-from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
-from pipelines.job_runner import run_job
+from pipelines.job_runner import (CHOSEN, chosen_side_inputs, run_and_read_report, run_job,
+                                  write_report)
 from pipelines.progress import LOG, log_written
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
                                 check_num_shards, count_released, describe_budget,

@@ -30,8 +30,8 @@ from pipelines.input_flags import (check_public_input, read_input, resolve_input
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.interrupts import end_program
-from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
-from pipelines.job_runner import run_job
+from pipelines.job_runner import (CHOSEN, chosen_side_inputs, run_and_read_report, run_job,
+                                  write_report)
 from pipelines.progress import LogCount, log_written
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
                                 check_counts, check_num_shards, count_released,

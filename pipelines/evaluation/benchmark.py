@@ -29,8 +29,7 @@ from pipelines.flags import flags, JobArgumentParser
 from pipelines.errors import UsageError
 from pipelines.evaluation.lists import comma_list
 from pipelines.progress import progress
-from pipelines.job_files import check_scratch_folder, read_json, scratch_folder
-from pipelines.job_runner import run_job
+from pipelines.job_runner import check_scratch_folder, read_json, run_job, scratch_folder
 from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 

@@ -37,8 +37,7 @@ from pipelines.input_flags import read_input, resolve_input
 from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
-from pipelines.job_files import check_scratch_folder, scratch_folder
-from pipelines.job_runner import job_pipeline, run_job
+from pipelines.job_runner import check_scratch_folder, job_pipeline, run_job, scratch_folder
 from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
