@@ -28,7 +28,6 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_non_private_stats_argument,
                                    add_output_arguments, add_pre_threshold_argument)
 from pipelines.flags import JobArgumentParser, flags, int_or_auto, parse_job_args
-from pipelines.input_flags import read_input, resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.interrupts import end_program
@@ -37,8 +36,8 @@ from pipelines.job_runner import (CHOSEN, chosen_side_inputs, run_and_read_repor
 from pipelines.progress import LOG, log_written
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
                                 check_num_shards, count_released, describe_budget,
-                                output_suffix, privacy_unit_from_args, summary_line,
-                                with_counts_report)
+                                output_suffix, privacy_unit_from_args, read_input,
+                                resolve_input, summary_line, with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]

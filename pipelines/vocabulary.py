@@ -25,8 +25,6 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_mechanism_arguments,
                                    add_non_private_stats_argument, add_output_arguments)
 from pipelines.flags import JobArgumentParser, parse_job_args
-from pipelines.input_flags import (check_public_input, read_input, resolve_input,
-                                   tokenizer_from_args)
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.interrupts import end_program
@@ -34,9 +32,10 @@ from pipelines.job_runner import (CHOSEN, chosen_side_inputs, run_and_read_repor
                                   write_report)
 from pipelines.progress import LogCount, log_written
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
-                                check_counts, check_num_shards, count_released,
-                                describe_budget, mechanism_from_args, output_suffix,
-                                privacy_unit_from_args, summary_line, with_counts_report)
+                                check_counts, check_num_shards, check_public_input,
+                                count_released, describe_budget, mechanism_from_args,
+                                output_suffix, privacy_unit_from_args, read_input, resolve_input,
+                                summary_line, tokenizer_from_args, with_counts_report)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 

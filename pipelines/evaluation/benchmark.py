@@ -141,7 +141,7 @@ def prepare(argv):
 
 def _run_read_only(job) -> str:
     """Reads, parses and tokenises every record; prints the (user, item) pair count."""
-    from pipelines.input_flags import read_input
+    from pipelines.settings import read_input
     from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "pairs.txt")
