@@ -14,7 +14,7 @@ import math
 import re
 from typing import Sequence
 
-from beam_dpsu.beam.output import WriteReleasedCounts
+from beam_dpsu.beam.output import WriteReleased, WriteReleasedCounts
 from beam_dpsu.core import checks, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -32,11 +32,11 @@ from pipelines.io.checks import check_input_exists, inspect_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.formats import ROW_AS_USER, infer_format
 from pipelines.io.parquet import ParquetFields, inspect_parquet
-from pipelines.progress import NOTHING_RELEASED
+from pipelines.progress import NOTHING_RELEASED, log_written
 
 __all__ = ["budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
            "check_calibrates", "calibrate", "budget_parts_from_args",
-           "check_counts", "count_released", "with_counts_report", "privacy_unit_from_args",
+           "check_counts", "write_released", "with_counts_report", "privacy_unit_from_args",
            "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "summary_line", "resolve_input",
            "check_public_input", "read_input", "tokenizer_from_args"]
 
@@ -197,17 +197,23 @@ def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int
                 count_calibration(parts.counts, int(max_items_per_user))
 
 
-def count_released(records, released, parts: SelectionAndCountsBudget,
-                   max_items_per_user: int | str, seed, out: str, num_shards: int = 1,
-                   ngrams: bool = False, privacy_unit: str = "user_id",
-                   output_format: str = "text") -> CountReleased:
-    """Counts the released items into OUT/counts-*.tsv (or .parquet), sharded as the items."""
-    counter = CountReleased(released, parts.counts, max_items_per_user=max_items_per_user,
-                            seed=seed, ngrams=ngrams, privacy_unit=privacy_unit)
+def write_released(released, args, out: str, what: str, records=None,
+                   counts_max_items: int | str = 0, privacy_unit: str = "user_id"):
+    """Writes the released set to OUT/WHAT-*.txt (or .parquet) and, given ``records`` (with
+    --with-counts), their noisy counts to OUT/counts-*, sharded alike; returns the counter."""
+    ngrams = what == "ngrams"
+    written = released | f"Write{what.title()}" >> WriteReleased(
+        f"{out}/{what}", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
+        format=args.output_format, ngrams=ngrams)
+    log_written(written, what, staging=out, output=args.output)
+    if records is None:
+        return None
+    counter = CountReleased(released, args.budget_parts.counts, max_items_per_user=counts_max_items,
+                            seed=args.seed, ngrams=ngrams, privacy_unit=privacy_unit)
     _ = (records
          | "CountReleased" >> counter
-         | "WriteCounts" >> WriteReleasedCounts(f"{out}/counts", num_shards=num_shards,
-                                                format=output_format, ngrams=ngrams))
+         | "WriteCounts" >> WriteReleasedCounts(f"{out}/counts", num_shards=args.num_shards,
+                                                format=args.output_format, ngrams=ngrams))
     return counter
 
 
