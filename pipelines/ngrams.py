@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import apache_beam as beam
 
-from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, canonical_name, plural
 from beam_dpsu.core.kgrams import PRUNINGS, kgrams_of
@@ -28,17 +27,16 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_non_private_stats_argument,
                                    add_output_arguments, add_pre_threshold_argument)
 from pipelines.flags import JobArgumentParser, flags, int_or_auto, parse_job_args
-from pipelines.input_flags import read_input, resolve_input
 from pipelines.io.formats import DOCUMENT_FORMATS
 from pipelines.io.read import ReadDocuments
 from pipelines.interrupts import end_program
-from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
-from pipelines.job_runner import run_job
-from pipelines.progress import LOG, log_written
+from pipelines.job_runner import (CHOSEN, chosen_side_inputs, run_and_read_report, run_job,
+                                  write_report)
+from pipelines.progress import LOG
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_counts,
-                                check_num_shards, count_released, describe_budget,
-                                output_suffix, privacy_unit_from_args, summary_line,
-                                with_counts_report)
+                                check_num_shards, describe_budget, privacy_unit_from_args,
+                                read_input, resolve_input, summary_line, with_counts_report,
+                                write_released)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "DocumentStats",
            "privacy_unit_from_args"]
@@ -230,20 +228,14 @@ def build_pipeline(pipeline, args, transform, out: str | None = None) -> None:
         extract_input = documents | "OnePersonEach" >> beam.Map(lambda doc: list(doc[1]))
     released = extract_input | "Extract" >> transform
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
-    written = released | "WriteNgrams" >> WriteReleased(
-        f"{out}/ngrams", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
-        format=args.output_format, ngrams=True)
-    log_written(written, "ngrams", staging=out, output=args.output)
-    counter = None
+    user_ngrams = None
     if parts is not None:
         # Every user's n-grams of lengths 1..T (CountReleased keeps the released ones).
         max_n = args.max_n
         user_ngrams = documents | "UserNgrams" >> beam.FlatMap(
             lambda doc: ((doc[0], gram) for k in range(1, max_n + 1)
                          for gram in kgrams_of(doc[1], k)))
-        counter = count_released(user_ngrams, released, parts, counts_max_items(args),
-                                 args.seed, out, args.num_shards, ngrams=True,
-                                 output_format=args.output_format)
+    counter = write_released(released, args, out, "ngrams", user_ngrams, counts_max_items(args))
     # (DPNE logs each level's release itself: progress_logger.)
     per_length = (released | "Length" >> beam.Map(len)
                   | "CountPerLength" >> beam.combiners.Count.PerElement()

@@ -1,8 +1,9 @@
-"""The job's settings from its flags: budget, mechanism, counts, privacy unit, summary.
+"""The job's settings from its flags: budget, mechanism, counts, input, privacy unit, summary.
 
 Each ``*_from_args`` turns parsed flags into the library's values and checks
 them now, before any input is read, so a bad parameter is one error line
-naming its flag. Details: docs/explanation/jobs.md#settings-from-flags
+naming its flag; :func:`resolve_input` checks the input files' first records
+too. Details: docs/explanation/jobs.md#settings-from-flags, #checking-the-input
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
+from typing import Sequence
 
-from beam_dpsu.beam.output import WriteReleasedCounts
+from beam_dpsu.beam.output import WriteReleased, WriteReleasedCounts
 from beam_dpsu.core import checks, max_items_choice, mechanisms, thresholds
 from beam_dpsu.core.max_items_choice import counts as counts_choice
 from beam_dpsu.core.budgets import Budget, ZCDPBudget
@@ -20,17 +23,22 @@ from beam_dpsu.core.checks import ParameterError
 from beam_dpsu.core.pre_threshold import check_pre_threshold
 from beam_dpsu.core.pre_threshold.calibrations import with_pre_threshold
 from beam_dpsu.core.report import dp_equivalents
+from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.counts_budget import (DEFAULT_COUNTS_SHARE, SelectionAndCountsBudget,
                                           count_calibration, split_selection_and_counts)
 from beam_dpsu.count_released import CountReleased
 from pipelines.errors import FlagMessage, UsageError, flag_errors
-from pipelines.io.formats import ROW_AS_USER
-from pipelines.progress import NOTHING_RELEASED
+from pipelines.io.checks import check_input_exists, inspect_input
+from pipelines.io.errors import InputFormatError
+from pipelines.io.formats import ROW_AS_USER, infer_format
+from pipelines.io.parquet import ParquetFields, inspect_parquet
+from pipelines.progress import NOTHING_RELEASED, log_written
 
 __all__ = ["budget_from_args", "require_selection_delta", "describe_budget", "mechanism_from_args",
            "check_calibrates", "calibrate", "budget_parts_from_args",
-           "check_counts", "count_released", "with_counts_report", "privacy_unit_from_args",
-           "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "summary_line"]
+           "check_counts", "write_released", "with_counts_report", "privacy_unit_from_args",
+           "check_num_shards", "output_suffix", "MAX_NUM_SHARDS", "summary_line", "resolve_input",
+           "check_public_input", "read_input", "tokenizer_from_args"]
 
 MAX_NUM_SHARDS = 10_000  # the most --num-shards files a job writes
 
@@ -189,17 +197,23 @@ def check_counts(parts: SelectionAndCountsBudget | None, max_items_per_user: int
                 count_calibration(parts.counts, int(max_items_per_user))
 
 
-def count_released(records, released, parts: SelectionAndCountsBudget,
-                   max_items_per_user: int | str, seed, out: str, num_shards: int = 1,
-                   ngrams: bool = False, privacy_unit: str = "user_id",
-                   output_format: str = "text") -> CountReleased:
-    """Counts the released items into OUT/counts-*.tsv (or .parquet), sharded as the items."""
-    counter = CountReleased(released, parts.counts, max_items_per_user=max_items_per_user,
-                            seed=seed, ngrams=ngrams, privacy_unit=privacy_unit)
+def write_released(released, args, out: str, what: str, records=None,
+                   counts_max_items: int | str = 0, privacy_unit: str = "user_id"):
+    """Writes the released set to OUT/WHAT-*.txt (or .parquet) and, given ``records`` (with
+    --with-counts), their noisy counts to OUT/counts-*, sharded alike; returns the counter."""
+    ngrams = what == "ngrams"
+    written = released | f"Write{what.title()}" >> WriteReleased(
+        f"{out}/{what}", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
+        format=args.output_format, ngrams=ngrams)
+    log_written(written, what, staging=out, output=args.output)
+    if records is None:
+        return None
+    counter = CountReleased(released, args.budget_parts.counts, max_items_per_user=counts_max_items,
+                            seed=args.seed, ngrams=ngrams, privacy_unit=privacy_unit)
     _ = (records
          | "CountReleased" >> counter
-         | "WriteCounts" >> WriteReleasedCounts(f"{out}/counts", num_shards=num_shards,
-                                                format=output_format, ngrams=ngrams))
+         | "WriteCounts" >> WriteReleasedCounts(f"{out}/counts", num_shards=args.num_shards,
+                                                format=args.output_format, ngrams=ngrams))
     return counter
 
 
@@ -260,3 +274,92 @@ def summary_line(args, files: str, released: str, n_released: int, budget, repor
             + (" (SEEDED: not private)" if args.seed is not None else "")
             + f"; wrote {out}/{files}-{shards}{output_suffix(args)}{counts} and {out}/report.json"
             + (NOTHING_RELEASED if n_released == 0 else ""))
+
+
+def resolve_input(args, formats: Sequence[str], option: str = "input") -> list[str]:
+    """Infers ``args.format`` when it was not given and checks the input; returns its files
+    (the first 100 records of up to 32 files parsed, Parquet files' footers read)."""
+    items_field = getattr(args, "items_field", None)
+    if args.text_field and items_field:
+        raise UsageError("--text-field and --items-field exclude each other: give the text "
+                         "column (tokenised) or the items column (used as is)")
+    files = check_input_exists(getattr(args, option))
+    inferred = args.format is None
+    if inferred:
+        args.format = infer_format(files, formats)
+    how = " (inferred from the file name)" if inferred else ""
+    if items_field and args.format != "parquet":
+        raise UsageError(f"--items-field applies to --format parquet, not {args.format}{how}")
+    if args.user_field == ROW_AS_USER and args.format not in ("csv", "parquet"):
+        raise UsageError(f"--user-field {ROW_AS_USER} (each row its own user) applies to "
+                         f"--format csv or parquet, not {args.format}{how}"
+                         + ("; a JSON lines file needs a field holding the user id"
+                            if args.format == "jsonl" else ""))
+    if args.format in ("csv", "jsonl") and not (args.user_field and args.text_field):
+        hint = ("; for headerless lines of user,item give --format pairs"
+                if args.format == "csv" and "pairs" in formats else "")
+        raise UsageError(f"--format {args.format}{how} needs --user-field and --text-field{hint}")
+    if args.format == "parquet" and not (args.user_field and (args.text_field or items_field)):
+        raise UsageError(f"--format parquet{how} needs --user-field and --text-field (a text "
+                         "column) or --items-field (a list-of-strings column)")
+    if args.format not in ("csv", "jsonl", "parquet") and (args.user_field or args.text_field):
+        raise UsageError(f"--user-field and --text-field apply to --format csv, jsonl or "
+                         f"parquet, not {args.format}")
+    skip = getattr(args, "skip_header_lines", 0) or 0
+    if skip < 0:
+        raise UsageError(f"--skip-header-lines must be >= 0, got {skip}")
+    if skip and args.format not in ("pairs", "text"):
+        # A csv/jsonl header names the fields; msnbc skips its own header.
+        raise UsageError(f"--skip-header-lines applies to --format pairs or text, not "
+                         f"{args.format}")
+    if args.format == "parquet":
+        inspect_parquet(files, ParquetFields(args.user_field, args.text_field or None,
+                                             items_field or None))
+    else:
+        inspect_input(files, args.format, args.user_field, args.text_field, skip)
+    return files
+
+
+def check_public_input(args) -> None:
+    """GW-KT's --public-input: the format's fields, and the files exist and parse."""
+    if not getattr(args, "public_input", None):
+        return
+    if args.public_format == "csv" and not args.public_text_field:
+        raise UsageError("--public-format csv needs --public-text-field")
+    files = check_input_exists(args.public_input)
+    try:
+        inspect_input(files, args.public_format,
+                      ROW_AS_USER if args.public_format == "csv" else None,
+                      args.public_text_field or None, 0)
+    except InputFormatError as exc:
+        raise InputFormatError(_public_hint(str(exc))) from None
+
+
+_FORMAT_HINT = re.compile(r"give --format (\w+)[^;]*$")  # pipelines.io.parsers' hint
+
+
+def _public_hint(message: str) -> str:
+    """An input error's hint to give another ``--format``, worded for --public-input."""
+    hint = _FORMAT_HINT.search(message)
+    if hint is None:
+        return message
+    if (fmt := hint.group(1)) == "csv":
+        said = ("give --public-format csv --public-text-field T for a headed CSV "
+                "(--public-format takes text or csv)")
+    else:
+        said = (f"--public-input is read with --public-format text or csv, not {fmt}: "
+                "convert it to one of those")
+    return message[:hint.start()] + said
+
+
+def tokenizer_from_args(args) -> Tokenizer:
+    return Tokenizer(lowercase=not args.keep_case, strip_urls=not args.keep_urls)
+
+
+def read_input(transform, args, **kwargs):
+    """The reader ``transform`` (``ReadUserItems``, ``ReadPairs``, ``ReadDocuments``) of the
+    input flags, as :func:`resolve_input` checked them; ``kwargs`` go to it too."""
+    return transform(args.input, args.format, args.user_field, args.text_field,
+                     tokenizer_from_args(args), args.skip_header_lines,
+                     files=getattr(args, "files", None),
+                     items_field=getattr(args, "items_field", None), **kwargs)

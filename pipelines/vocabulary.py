@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import apache_beam as beam
 
-from beam_dpsu.beam.output import WriteReleased
 from beam_dpsu.core import mechanisms
 from beam_dpsu.core.checks import canonical_name, plural
 from beam_dpsu.core.report import NON_PRIVATE_NOTE
@@ -25,18 +24,17 @@ from pipelines.flag_groups import (add_budget_arguments, add_counts_arguments,
                                    add_input_arguments, add_mechanism_arguments,
                                    add_non_private_stats_argument, add_output_arguments)
 from pipelines.flags import JobArgumentParser, parse_job_args
-from pipelines.input_flags import (check_public_input, read_input, resolve_input,
-                                   tokenizer_from_args)
 from pipelines.io.formats import FORMATS, ROW_AS_USER
 from pipelines.io.read import ReadPairs, ReadUserItems, items_of
 from pipelines.interrupts import end_program
-from pipelines.job_report import CHOSEN, chosen_side_inputs, run_and_read_report, write_report
-from pipelines.job_runner import run_job
-from pipelines.progress import LogCount, log_written
+from pipelines.job_runner import (CHOSEN, chosen_side_inputs, run_and_read_report, run_job,
+                                  write_report)
+from pipelines.progress import LogCount
 from pipelines.settings import (budget_from_args, budget_parts_from_args, check_calibrates,
-                                check_counts, check_num_shards, count_released,
-                                describe_budget, mechanism_from_args, output_suffix,
-                                privacy_unit_from_args, summary_line, with_counts_report)
+                                check_counts, check_num_shards, check_public_input,
+                                describe_budget, mechanism_from_args, privacy_unit_from_args,
+                                read_input, resolve_input, summary_line, tokenizer_from_args,
+                                with_counts_report, write_released)
 
 __all__ = ["build_parser", "parse_args", "build_pipeline", "main", "InputStats"]
 
@@ -163,15 +161,8 @@ def build_pipeline(pipeline: beam.Pipeline, args, mechanism, budget,
     released = selected | "SelectItems" >> select
     # All outputs depend on the released set, its noisy counts and the parameters only.
     out = (out or args.output).rstrip("/")  # run_prepared: the staging folder
-    written = released | "WriteItems" >> WriteReleased(
-        f"{out}/items", file_name_suffix=output_suffix(args), num_shards=args.num_shards,
-        format=args.output_format)
-    log_written(written, "items", staging=out, output=args.output)
-    counter = None
-    if parts is not None:
-        counter = count_released(selected, released, parts, counts_max_items(args), args.seed,
-                                 out, args.num_shards, privacy_unit=privacy_unit,
-                                 output_format=args.output_format)
+    counter = write_released(released, args, out, "items", None if parts is None else selected,
+                             counts_max_items(args), privacy_unit)
     single = beam.pvalue.AsSingleton
     side = {"released_items": single(released | "LogReleased" >> LogCount(
         f"{mechanism.name}: released {{n:,}} item{{s}}")), **chosen_side_inputs(select, counter)}

@@ -29,8 +29,7 @@ from pipelines.flags import flags, JobArgumentParser
 from pipelines.errors import UsageError
 from pipelines.evaluation.lists import comma_list
 from pipelines.progress import progress
-from pipelines.job_files import check_scratch_folder, read_json, scratch_folder
-from pipelines.job_runner import run_job
+from pipelines.job_runner import check_scratch_folder, read_json, run_job, scratch_folder
 from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 
@@ -142,7 +141,7 @@ def prepare(argv):
 
 def _run_read_only(job) -> str:
     """Reads, parses and tokenises every record; prints the (user, item) pair count."""
-    from pipelines.input_flags import read_input
+    from pipelines.settings import read_input
     from pipelines.io.read import ReadDocuments, ReadUserItems, items_of
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "pairs.txt")

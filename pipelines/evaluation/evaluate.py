@@ -31,14 +31,13 @@ from typing import Collection, Hashable, Iterable, Mapping
 from pipelines.flags import flags, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import (add_input_arguments, add_mechanism_arguments,
                                    add_overwrite_argument)
-from pipelines.settings import check_calibrates, mechanism_from_args, require_selection_delta
+from pipelines.settings import (check_calibrates, mechanism_from_args, read_input,
+                                require_selection_delta, resolve_input)
 from pipelines.errors import flag_errors, UsageError
-from pipelines.input_flags import read_input, resolve_input
 from pipelines.evaluation.lists import comma_list
 from pipelines.output_folder import staging_of
 from pipelines.progress import progress
-from pipelines.job_files import check_scratch_folder, scratch_folder
-from pipelines.job_runner import job_pipeline, run_job
+from pipelines.job_runner import check_scratch_folder, job_pipeline, run_job, scratch_folder
 from pipelines.interrupts import end_program
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402

@@ -25,12 +25,11 @@ from types import SimpleNamespace
 
 from pipelines.flags import flags, int_or_auto, JobArgumentParser, parse_job_args
 from pipelines.flag_groups import add_input_arguments, add_mechanism_arguments
-from pipelines.settings import check_calibrates, mechanism_from_args, require_selection_delta
+from pipelines.settings import (check_calibrates, mechanism_from_args, read_input,
+                                require_selection_delta, resolve_input)
 from pipelines.evaluation.lists import comma_list
 from pipelines.errors import flag_errors, UsageError
-from pipelines.input_flags import read_input, resolve_input
-from pipelines.job_files import check_scratch_folder, read_json
-from pipelines.job_runner import job_pipeline, run_job
+from pipelines.job_runner import check_scratch_folder, job_pipeline, read_json, run_job
 from pipelines.interrupts import end_program
 from pipelines.evaluation.benchmark import ROOT, absolute_inputs, read_count, time_process
 import apache_beam as beam  # noqa: E402

@@ -123,7 +123,7 @@ def _seeded_release(p, folder):
                                                      num_shards=SHARDS)
     _ = counts | "CountsParquet" >> WriteReleasedCounts(
         str(folder / "counts"), num_shards=SHARDS, format="parquet")
-    # The jobs' counts writer today (pipelines/settings.py count_released).
+    # The jobs' counts writer today (pipelines/settings.py write_released).
     _ = counts | "JobCounts" >> WriteReleased(
         str(folder / "job-counts"), file_name_suffix=".tsv", num_shards=SHARDS,
         format_line=format_count_line, sort_key=lambda kv: kv[0])

@@ -170,7 +170,7 @@ def test_beam_would_infer_any_for_every_declared_dofn(visited):
 DECLARED_AS_INFERRED = {"output.py:WriteReleased.expand.<locals>.<lambda>",
                         "progress.py:LogCount.expand.<locals>.log",
                         "progress.py:log_written.<locals>.log",
-                        "job_files.py:WriteJson.expand.<locals>.<lambda>",
+                        "job_runner.py:WriteJson.expand.<locals>.<lambda>",
                         "documents.py:check_document"}
 
 

@@ -513,7 +513,7 @@ def _args(**given):
 
 def test_row_as_user_with_jsonl_says_it_is_for_csv_and_parquet(tmp_path):
     from pipelines.errors import UsageError
-    from pipelines.input_flags import resolve_input
+    from pipelines.settings import resolve_input
     path = tmp_path / "in.jsonl"
     path.write_text('{"user": "a", "text": "x"}\n')
     for fmt in ("jsonl", None):
@@ -524,7 +524,7 @@ def test_row_as_user_with_jsonl_says_it_is_for_csv_and_parquet(tmp_path):
 
 
 def test_a_public_input_of_another_format_names_public_format(tmp_path):
-    from pipelines.input_flags import check_public_input
+    from pipelines.settings import check_public_input
     parquet = tmp_path / "x.parquet"
     parquet.write_bytes(b"PAR1\x15\x00\x15\x8c\x01\xff\xfe" + b"\x00" * 20)
     jsonl = tmp_path / "p.txt"

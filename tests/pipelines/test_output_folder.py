@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from pipelines import errors, job_report, ngrams, output_folder, vocabulary
+from pipelines import errors, job_runner, ngrams, output_folder, vocabulary
 from pipelines.evaluation import evaluate
 from pipelines.progress import configure_progress
 from tests.support import job_calls
@@ -139,7 +139,7 @@ def spied_run(tmp_path_factory):
     pairs = pairs_in(base)
     out = base / "out"
     seen = []
-    read_json = job_report.read_json
+    read_json = job_runner.read_json
 
     def spy(path):
         seen.append((path, out.exists(), names(base)))
@@ -147,7 +147,7 @@ def spied_run(tmp_path_factory):
 
     err = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(err):
-        patch.setattr(job_report, "read_json", spy)
+        patch.setattr(job_runner, "read_json", spy)
         assert vocab(pairs, out) == 0
     return base, out, seen, err.getvalue()
 
