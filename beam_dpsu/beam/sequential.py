@@ -56,7 +56,10 @@ class _KeyedMac:
     """HMAC-SHA256 of user ids under one key, its keyed state copied per user (~5× faster)."""
 
     def __init__(self, key: bytes):
-        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
+        self._key, self._keyed = key, hmac.new(key, digestmod=hashlib.sha256)
+
+    def __reduce__(self):  # an HMAC object cannot be pickled: rebuilt from the key
+        return _KeyedMac, (self._key,)
 
     def __call__(self, user_id) -> bytes:
         mac = self._keyed.copy()
@@ -82,13 +85,10 @@ class _PolicyUserBlocksFn(beam.DoFn):
     """(user_id, items) → (shard, encoded block of its users), sent at ``max_items`` or the end."""
 
     def __init__(self, shards: int, order_key: bytes, max_items: int | None = None):
-        self._shards, self._key = shards, order_key
+        self._shards, self._mac = shards, _KeyedMac(order_key)
         self._max_items = USER_BLOCK_ITEMS if max_items is None else max_items
         self._blocks: dict = {}
-        self._held, self._mac = 0, None
-
-    def setup(self):
-        self._mac = _KeyedMac(self._key)
+        self._held = 0
 
     def start_bundle(self):
         self._blocks, self._held = defaultdict(UserBlockBuilder), 0
@@ -230,9 +230,6 @@ class _PolicyRecordShardFn(_PolicyHistogramFn):
         super().__init__(update, cutoffs, item_shards, count_holders)
         # Δ0 is chosen by the cutoff's index, or is one value (its index 0).
         self._packer, self._sample_is_chosen = packer, sample_is_chosen
-
-    def setup(self):
-        self._packer.setup()
 
     def process(self, shard_blocks, chosen=0):
         user_blocks = self._packer.packed_users(shard_blocks[1],
