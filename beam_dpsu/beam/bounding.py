@@ -314,9 +314,6 @@ class _SampleItemsFn(beam.DoFn):
     def __init__(self, max_items: tuple, seed: int | None, salt: str):
         self._samples = CandidateSamplers(max_items, seed, salt)
 
-    def setup(self):
-        self._samples.setup()
-
     def process(self, user_record, chosen=0):
         user_id, items = user_record
         if not items:  # a user holding nothing contributes nothing

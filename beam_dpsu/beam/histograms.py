@@ -189,9 +189,6 @@ class _SampleAndSumFn(PartialHistogramFn):
         self._samples = CandidateSamplers(max_items, seed, salt)
         self._elements, self._packed = elements, packed
 
-    def setup(self):
-        self._samples.setup()
-
     def process(self, record, chosen=0):
         sample = self._samples[chosen]
         if self._packed and sample.seed is None:  # sampled and summed in numpy

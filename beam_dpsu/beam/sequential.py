@@ -15,7 +15,7 @@ import hmac
 import secrets
 import typing
 from collections import defaultdict
-from typing import Hashable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 import apache_beam as beam
 import numpy as np
@@ -29,14 +29,13 @@ from beam_dpsu.core import checks
 from beam_dpsu.core.checks import ParameterError, a_type
 from beam_dpsu.core.hashing import canonical_bytes, random_id128, stable_hash64
 from beam_dpsu.beam.release_guard import warn_if_seeded
-from beam_dpsu.core.policies import apply_policy, gw_item_order
+from beam_dpsu.core.policies import gw_item_order
 from beam_dpsu.beam.randomness import draws_randomness
 from beam_dpsu.beam.windowing import in_global_window, require_global_window
 from beam_dpsu.beam.output_types import opaque_output
 
-__all__ = ["run_order_key", "user_order_key", "shard_of", "sharded_policy_histogram",
-           "USER_BLOCK_ITEMS", "UserBlockBuilder", "shard_policy_histogram",
-           "SequentialPolicyHistogram", "OrderItemsForGW"]
+__all__ = ["run_order_key", "user_order_key", "shard_of", "USER_BLOCK_ITEMS", "UserBlockBuilder",
+           "shard_policy_histogram", "SequentialPolicyHistogram", "OrderItemsForGW"]
 
 # The most listed items (plus one per user) a worker packs into blocks before
 # it sends them on: ~8 bytes each, plus the blocks' distinct items.
@@ -57,7 +56,10 @@ class _KeyedMac:
     """HMAC-SHA256 of user ids under one key, its keyed state copied per user (~5× faster)."""
 
     def __init__(self, key: bytes):
-        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
+        self._key, self._keyed = key, hmac.new(key, digestmod=hashlib.sha256)
+
+    def __reduce__(self):  # an HMAC object cannot be pickled: rebuilt from the key
+        return _KeyedMac, (self._key,)
 
     def __call__(self, user_id) -> bytes:
         mac = self._keyed.copy()
@@ -79,34 +81,14 @@ def _shard_of_mac(mac: bytes, shards: int) -> int:
     return int.from_bytes(mac[16:24], "big") % shards
 
 
-def sharded_policy_histogram(named_users: Iterable[tuple[Hashable, Sequence]], update,
-                             cutoff: float, shards: int, key: bytes) -> dict:
-    """Pure reference of what the Beam transform computes (used by the tests)."""
-    by_shard: dict = {}
-    for user_id, items in named_users:
-        by_shard.setdefault(shard_of(user_id, shards, key), []).append(
-            (user_order_key(user_id, key), list(items)))
-    total: dict = {}
-    for users in by_shard.values():
-        hist: dict = {}
-        for _, items in sorted(users, key=lambda u: u[0]):
-            apply_policy(hist, items, update, cutoff)
-        for item, w in hist.items():
-            total[item] = total.get(item, 0.0) + w
-    return total
-
-
 class _PolicyUserBlocksFn(beam.DoFn):
     """(user_id, items) → (shard, encoded block of its users), sent at ``max_items`` or the end."""
 
     def __init__(self, shards: int, order_key: bytes, max_items: int | None = None):
-        self._shards, self._key = shards, order_key
+        self._shards, self._mac = shards, _KeyedMac(order_key)
         self._max_items = USER_BLOCK_ITEMS if max_items is None else max_items
         self._blocks: dict = {}
-        self._held, self._mac = 0, None
-
-    def setup(self):
-        self._mac = _KeyedMac(self._key)
+        self._held = 0
 
     def start_bundle(self):
         self._blocks, self._held = defaultdict(UserBlockBuilder), 0
@@ -150,10 +132,6 @@ class _PolicyElementBlocksFn(_PolicyUserBlocksFn):
                  seed: int | None, max_items: int | None = None):
         super().__init__(shards, order_key, max_items)
         self._samples = CandidateSamplers(max_items_per_user, seed, "")
-
-    def setup(self):
-        super().setup()
-        self._samples.setup()
 
     def process(self, element, chosen=0):
         if self._add_element(element, self._samples[chosen]):
@@ -252,9 +230,6 @@ class _PolicyRecordShardFn(_PolicyHistogramFn):
         super().__init__(update, cutoffs, item_shards, count_holders)
         # Δ0 is chosen by the cutoff's index, or is one value (its index 0).
         self._packer, self._sample_is_chosen = packer, sample_is_chosen
-
-    def setup(self):
-        self._packer.setup()
 
     def process(self, shard_blocks, chosen=0):
         user_blocks = self._packer.packed_users(shard_blocks[1],
@@ -378,9 +353,6 @@ class _TopItemsFn(beam.DoFn):
         self._key = order_key
         self._max_items = per_candidate(max_items)  # Δ0 per candidate; ``chosen`` says which
         self._ties: dict = {}
-
-    def setup(self):
-        self._ties = {}
 
     def _tie_key(self, item) -> int:
         # Only plain str/bytes are cached: for them equality is identity of

@@ -6,6 +6,7 @@ randomness, or (tests only) from (seed, salt, user id), whatever the worker or b
 
 from __future__ import annotations
 
+from functools import cached_property
 from operator import itemgetter
 
 import numpy as np
@@ -80,27 +81,30 @@ def sample_block(ids: np.ndarray, sizes: np.ndarray, max_items_per_user: int,
 
 
 class UserSampler:
-    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own: for a
-    DoFn, ``setup`` in its ``setup`` (one per worker), then ``sampler(user_id, items)``."""
+    """``sample_user_items`` with its Δ0, seed and salt, and a generator of its own, made
+    at its first use (in a DoFn: on the worker, one per DoFn instance)."""
 
     def __init__(self, max_items_per_user: int, seed: int | None, salt: str):
         self.max_items, self.seed, self.salt = max_items_per_user, seed, salt
-        self._rng: np.random.Generator | None = None
 
-    def setup(self) -> None:
-        self._rng = hashing.os_rng()
+    @cached_property
+    def _rng(self) -> np.random.Generator:
+        return hashing.os_rng()
+
+    def __getstate__(self) -> dict:  # each copy draws a generator of its own, never this one
+        return {k: v for k, v in vars(self).items() if k != "_rng"}
 
     def __call__(self, user_id, items) -> list:
         return sample_user_items(user_id, items, self.max_items, self._rng, self.seed, self.salt)
 
     def sample_block(self, ids: np.ndarray, sizes: np.ndarray) -> tuple:
         """``sample_block`` with this sampler's Δ0 and generator (unseeded only)."""
-        assert self.seed is None and self._rng is not None, "unseeded, after setup()"
+        assert self.seed is None, "unseeded only"
         return sample_block(ids, sizes, self.max_items, self._rng)
 
 
 class CandidateSamplers:
-    """One ``UserSampler`` per candidate Δ0 of ``max_items_per_user="auto"``, set up together.
+    """One ``UserSampler`` per candidate Δ0 of ``max_items_per_user="auto"``.
 
     Args:
       max_items_per_user: the candidates' Δ0, a tuple; or one Δ0 (one candidate).
@@ -111,10 +115,6 @@ class CandidateSamplers:
         values = (max_items_per_user if isinstance(max_items_per_user, tuple)
                   else (max_items_per_user,))
         self._samplers = tuple(UserSampler(m, seed, salt) for m in values)
-
-    def setup(self) -> None:
-        for sampler in self._samplers:
-            sampler.setup()
 
     def __getitem__(self, index: int) -> UserSampler:
         return self._samplers[index]

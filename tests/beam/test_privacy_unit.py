@@ -33,9 +33,9 @@ from beam_dpsu.beam.histograms import SampledWeightedHistogram
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.hashing import derived_rng, stable_hash64
 from beam_dpsu.core.policies import gw_item_order
-from beam_dpsu.beam.sequential import SequentialPolicyHistogram, sharded_policy_histogram
+from beam_dpsu.beam.sequential import SequentialPolicyHistogram
 from tests.support.byte_cases import blob, item_list
-from tests.support.histograms import histogram_distance
+from tests.support.histograms import histogram_distance, sharded_policy_histogram
 from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.pipeline

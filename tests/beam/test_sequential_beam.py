@@ -19,8 +19,8 @@ from beam_dpsu.core.calibration import release_mask
 from beam_dpsu.core.hashing import derived_rng, os_rng, stable_hash64
 from beam_dpsu.beam import sequential
 from beam_dpsu.beam.bounding import ItemCountsPerUser
-from beam_dpsu.beam.sequential import (OrderItemsForGW, SequentialPolicyHistogram,
-                                  sharded_policy_histogram)
+from beam_dpsu.beam.sequential import OrderItemsForGW, SequentialPolicyHistogram
+from tests.support.histograms import sharded_policy_histogram
 from tests.support.one_pipeline import run_cases
 
 pytestmark = pytest.mark.pipeline

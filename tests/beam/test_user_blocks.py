@@ -33,9 +33,9 @@ from beam_dpsu.core.policies import greedy_update, l1_descent, l2_descent, polic
 from beam_dpsu.core.tokenizer import tokenize
 from beam_dpsu.core.user_blocks import decode_user_block, record_blocks
 from beam_dpsu.beam.sequential import (SequentialPolicyHistogram, UserBlockBuilder,
-                                  shard_policy_histogram, sharded_policy_histogram,
-                                  user_order_key)
+                                  shard_policy_histogram, user_order_key)
 from tests.support.byte_cases import blob, item_list, ordered_user
+from tests.support.histograms import sharded_policy_histogram
 from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.pipeline

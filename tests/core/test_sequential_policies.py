@@ -24,10 +24,10 @@ from beam_dpsu.core.sampling import sample_items
 from beam_dpsu.core.hashing import derived_rng, stable_hash64
 from beam_dpsu.core.policies import (apply_policy, gw_item_order, greedy_update, l1_descent,
                                 l2_descent, policy_histogram)
-from beam_dpsu.beam.sequential import shard_of, sharded_policy_histogram
+from beam_dpsu.beam.sequential import shard_of
 from tests.support.byte_cases import (COUNTS_BYTES, USER_LIST_BYTES, blob, item_counts,
                                       optional_counts, ordered_user)
-from tests.support.histograms import histogram_distance
+from tests.support.histograms import histogram_distance, sharded_policy_histogram
 from tests.support.hypothesis_profiles import examples
 
 # --- hand-worked examples -------------------------------------------------------------
