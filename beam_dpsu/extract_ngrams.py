@@ -13,7 +13,7 @@ import apache_beam as beam
 
 from beam_dpsu.core import checks, ngram_calibration
 from beam_dpsu.core.ngram_parameters import NgramParameters
-from beam_dpsu.core.ngram_report import dpne_report
+from beam_dpsu.core.report import dpne_report
 from beam_dpsu.beam.input_types import DOCUMENT_ELEMENT
 from beam_dpsu.beam.user_blocks import USERS_PER_BLOCK, PackUserBlocksFn, UserRecords
 from beam_dpsu.beam.fields import input_fields, read_fields

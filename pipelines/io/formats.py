@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
+from apache_beam.io.filesystem import CompressionTypes
+
 from pipelines.io.errors import InputFormatError
 
 __all__ = ["READING_RULES_VERSION", "FORMATS", "DOCUMENT_FORMATS", "FORMAT_HELP",
-           "EXTENSION_FORMATS", "COMPRESSION_SUFFIXES", "ROW_AS_USER", "uncompressed_name",
-           "infer_format"]
+           "EXTENSION_FORMATS", "ROW_AS_USER", "uncompressed_name", "infer_format"]
 
 # The version of the rules by which the readers turn a file into user ids, items and
 # texts (what is stripped, decoded, refused). It must change with any such rule: a kept
@@ -34,7 +35,6 @@ FORMAT_HELP = {
 # File name endings (after any compression suffix) → the format they imply.
 EXTENSION_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".txt": "text",
                      ".zip": "msnbc", ".seq": "msnbc", ".parquet": "parquet"}
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd", ".deflate", ".xz", ".lzma")
 
 ROW_AS_USER = "@row"  # the user field that makes each row (record) its own user
 
@@ -42,7 +42,9 @@ ROW_AS_USER = "@row"  # the user field that makes each row (record) its own user
 def uncompressed_name(path: str) -> str:
     """The file's name, lower-cased, without its compression suffix."""
     name = os.path.basename(path).lower()
-    return next((name[:-len(s)] for s in COMPRESSION_SUFFIXES if name.endswith(s)), name)
+    if CompressionTypes.detect_compression_type(name) == CompressionTypes.UNCOMPRESSED:
+        return name
+    return os.path.splitext(name)[0]  # Beam's compression suffixes are one extension each
 
 
 def infer_format(files: Sequence[str], formats: Sequence[str]) -> str:
