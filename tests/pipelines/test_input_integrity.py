@@ -29,6 +29,7 @@ from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import record_parser
 from tests.support import job_calls
 from tests.support.hypothesis_profiles import examples
+from tests.support.input_files import csv_gzip_corrupted_mid_stream
 from tests.support.job_checks import assert_ran, assert_refused
 from tests.support.job_output import read_report
 from tests.support.paths import ROOT
@@ -136,25 +137,10 @@ def test_concatenated_members_are_all_read_and_trailing_garbage_is_refused(tmp_p
     assert str(err.value).startswith(f"{path}: ")
 
 
-def _csv_gzip_corrupted_mid_stream(path):
-    """A .csv.gz whose deflate data is damaged mid-stream: it decompresses into garbage
-    (which a parser meets first) and fails only at its checksum."""
-    import random
-    rng = random.Random(0)
-    words = ["alpha", "beta", "gamma", "delta", "cat", "dog", "mouse", "horse"]
-    text = "user,text\n" + "".join(f"u{i},{' '.join(rng.choice(words) for _ in range(8))}\n"
-                                   for i in range(30000))
-    data = bytearray(gzip.compress(text.encode(), mtime=0))
-    middle = len(data) // 2
-    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
-    path.write_bytes(bytes(data))
-    return path
-
-
 def test_a_parse_error_in_a_corrupt_compressed_file_is_reported_as_corruption(tmp_path):
     # The garbage the damage decompresses into must not be reported as a missing CSV
     # field: the file is corrupt.
-    path = _csv_gzip_corrupted_mid_stream(tmp_path / "texts.csv.gz")
+    path = csv_gzip_corrupted_mid_stream(tmp_path / "texts.csv.gz")
     parse = record_parser("csv", "user", "text")
     with pytest.raises(InputFormatError, match="field"):  # what the garbage makes
         list(parse(str(path), decompression.open_input(str(path))))

@@ -17,6 +17,8 @@ from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian
 from beam_dpsu.core.tokenizer import Tokenizer
 from pipelines.evaluation import max_items as bench
 
+from pipelines.io.errors import InputFormatError
+from tests.support.input_files import csv_gzip_corrupted_mid_stream
 from tests.support.paths import ROOT
 
 pytestmark = [pytest.mark.job, pytest.mark.pipeline]
@@ -26,6 +28,15 @@ IMDB_2K = os.path.join(ROOT, "examples", "imdb_2k.csv.gz")
 @pytest.fixture(scope="module")
 def imdb_2k():
     return (bench.read_user_items(IMDB_2K, "user", "review", Tokenizer()),)
+
+
+def test_a_corrupt_compressed_input_is_reported_as_corruption_not_as_a_bad_field(tmp_path):
+    # The garbage a damaged deflate stream decompresses into fails the CSV parser before
+    # the checksum does; the error must say the file is corrupt, as the jobs' readers do.
+    path = str(csv_gzip_corrupted_mid_stream(tmp_path / "texts.csv.gz"))
+    with pytest.raises(InputFormatError,
+                       match=rf"^{path}: cannot be decompressed as gzip \(zlib.error\)"):
+        bench.read_user_items(path, "user", "text", Tokenizer())
 
 
 def test_user_item_arrays_hold_each_users_distinct_items():
