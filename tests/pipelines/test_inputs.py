@@ -250,6 +250,17 @@ def test_parse_text_refuses_a_csv_header_unless_skipped():
     assert len(list(parse_text("f", stream("hello\nuser,text\n")))) == 2
 
 
+def test_parse_text_refuses_a_csv_header_after_blank_lines_naming_its_line():
+    # Blank lines before a header (as parse_csv skips them) must not hide it: the
+    # header would be read as one user's text and each row as another's.
+    with pytest.raises(InputFormatError, match=r"^f:3 looks like a CSV header row.*"
+                                               r"--format csv.*--skip-header-lines 3"):
+        list(parse_text("f", stream("\n  \nuser,text\nu1,the cat\n")))
+    assert list(parse_text("f", stream("\nuser,text\nu1,x\n"), 2)) == [("f:3", "u1,x")]
+    # A header-like line after a text is a text; blank lines are (empty) texts.
+    assert len(list(parse_text("f", stream("\nhello\nuser,text\n")))) == 3
+
+
 def test_parse_jsonl_refuses_a_blank_line_naming_it():
     with pytest.raises(InputFormatError, match=r"^f:2: a blank line"):
         list(parse_jsonl("f", stream('{"u": "a", "t": "x"}\n  \n{"u": "b", "t": "y"}\n'),
