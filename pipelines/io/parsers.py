@@ -316,7 +316,8 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
 
 
 # A text file whose first lines (up to this many, at least one) are all JSON
-# objects is a JSON lines file read with the wrong --format.
+# objects is a JSON lines file read with the wrong --format; a CSV header is
+# looked for after fewer blank lines than this.
 _TEXT_SHAPE_LINES = 20
 
 
@@ -324,13 +325,18 @@ def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[
     """One user per line → (``path:line``, line); refuses JSON lines and a CSV header."""
     lines = ((n, line) for n, line in decoded_lines(path, stream, keep_ends=False)
              if n > skip_header_lines)
-    first = list(itertools.islice(lines, 1))
-    if first and first[0][0] == 1 and _looks_like_csv_header(first[0][1]):
+    first = []
+    for lineno, line in lines:  # blank lines (a few at most), then the first text
+        first.append((lineno, line))
+        if line.strip() or len(first) == _TEXT_SHAPE_LINES:
+            break
+    # A header after blank lines too: parse_csv skips blank lines before its header.
+    if first and skip_header_lines == 0 and _looks_like_csv_header(first[-1][1]):
         raise InputFormatError(
-            f"{path}:1 looks like a CSV header row (column names), not a user's text; "
-            "give --format csv --user-field F --text-field T for a headed CSV, or "
-            "--skip-header-lines 1 to read the other lines as texts")
-    first += itertools.islice(lines, _TEXT_SHAPE_LINES - 1)
+            f"{path}:{first[-1][0]} looks like a CSV header row (column names), not a user's "
+            "text; give --format csv --user-field F --text-field T for a headed CSV, or "
+            f"--skip-header-lines {first[-1][0]} to read the other lines as texts")
+    first += itertools.islice(lines, max(0, _TEXT_SHAPE_LINES - len(first)))
     if first and all(_is_json_object(line) for _, line in first):
         raise InputFormatError(f"{path}:{first[0][0]}: the first lines are JSON objects, not "
                                "text" + _JSONL_HINT)
