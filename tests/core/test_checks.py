@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 from beam_dpsu.core import checks, mechanisms
-from beam_dpsu.core.budgets import Budget, ZCDPBudget
+from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.counts_budget import split_selection_and_counts
 from beam_dpsu.core.max_items_choice import AutoMaxItems
@@ -29,6 +29,21 @@ def test_errors_name_the_parameter(make, param, message):
     assert raised.value.param == param and str(raised.value) == message
     assert raised.value.leads_with_param
     assert raised.value.naming(f"--{param}") == f"--{param}" + message[len(param):]
+
+
+@pytest.mark.parametrize("make", [
+    lambda data: BudgetAccountant(data),
+    lambda data: split_selection_and_counts(data, 0.5),
+    lambda data: mechanisms.WeightedGaussian().calibrate(data),
+])
+def test_an_argument_of_the_wrong_kind_is_named_by_its_type_never_echoed(make):
+    # Records passed where a budget goes (an easy slip) must not land in the error.
+    records = [("alice@example.com", "a private diagnosis")]
+    with pytest.raises(ParameterTypeError) as raised:
+        make(records)
+    assert str(raised.value).endswith("got a list") and "alice" not in str(raised.value)
+    with pytest.raises(ParameterTypeError, match=r"got 0\.5$"):  # a number is shown
+        make(0.5)
 
 
 def test_type_errors_stay_type_errors():
