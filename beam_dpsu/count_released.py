@@ -133,7 +133,7 @@ class CountReleased(ReadsContainers, ReleaseTransform):
                  item_field: str | None = None, item_list_field: str | None = None):
         super().__init__(label)
         checks.instance("released", released, beam.pvalue.PCollection,
-                        "the PCollection of released items", lambda v: type(v).__name__)
+                        "the PCollection of released items")
         self.released, self.budget = released, budget
         self.seed = checks.seed(seed)
         self.ngrams = bool(ngrams)

@@ -125,7 +125,7 @@ class KeepReleased(beam.PTransform):
                  method: str = "side_input", label: str | None = None):
         super().__init__(label)
         checks.instance("released", released, beam.pvalue.PCollection,
-                        "the PCollection of released items", lambda v: type(v).__name__)
+                        "the PCollection of released items")
         if key is not None and not callable(key):
             raise checks.ParameterTypeError(
                 "key", f"must be a function record -> item, got {a_type(key)}")

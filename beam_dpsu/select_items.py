@@ -181,7 +181,7 @@ def _check_public_counts(public_counts, mechanism):
                 "in GreedyWithoutSampling(public_counts=...)")
         return None
     checks.instance("public_counts", public_counts, beam.pvalue.PCollection,
-                    "a PCollection of (item, count) pairs", lambda value: type(value).__name__)
+                    "a PCollection of (item, count) pairs")
     if not getattr(mechanism, "public_order", False) or mechanism.public_counts is not None:
         raise ParameterError(
             "public_counts", "ranks GW-KT's items: give them with GreedyWithoutSampling("

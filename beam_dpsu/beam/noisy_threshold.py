@@ -160,14 +160,13 @@ def _per_shard(name: str, calibration, seed: int | None, decision) -> _PerShard:
 def _thresholded(calibration) -> Calibration:
     """``calibration`` if it is a noise-and-threshold one (a wrong kind would run its rule)."""
     return checks.instance("calibration", calibration, Calibration,
-                           "a Calibration (a thresholded mechanism's calibrate())", checks.a_type)
+                           "a Calibration (a thresholded mechanism's calibrate())")
 
 
 def _keep_probabilities(calibration) -> KeepProbabilityCalibration:
     """``calibration`` if it is a keep-probability one."""
     return checks.instance("calibration", calibration, KeepProbabilityCalibration,
-                           "a KeepProbabilityCalibration (TruncatedGeometric.calibrate())",
-                           checks.a_type)
+                           "a KeepProbabilityCalibration (TruncatedGeometric.calibrate())")
 
 
 class _NoisyThresholdFn(BatchedDecisionFn):

@@ -118,8 +118,7 @@ class ReleaseTransform(beam.PTransform):
         """Spends ``budget`` from ``accountant`` (if any; raises if it does not fit), then
         logs the seeded WARNING for ``name`` (``self.seed``)."""
         if accountant is not None:
-            checks.instance("accountant", accountant, BudgetAccountant, "a BudgetAccountant",
-                            lambda value: type(value).__name__)
+            checks.instance("accountant", accountant, BudgetAccountant, "a BudgetAccountant")
             accountant.spend(budget, what=name if detail is None else f"{name} ({detail})")
         warn_if_seeded(self.seed, name)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 from fractions import Fraction
-from typing import Any, Callable, Collection
+from typing import Any, Collection
 
 import numpy as np
 
@@ -253,11 +253,12 @@ def privacy_unit(value: Any) -> str:
     return one_of("privacy_unit", value, list(PRIVACY_UNITS))
 
 
-def instance(name: str, value: Any, types, described: str,
-             shown: Callable[[Any], str] = repr) -> Any:
-    """``value`` if an instance of ``types``; else an error showing ``shown(value)``."""
+def instance(name: str, value: Any, types, described: str) -> Any:
+    """``value`` if an instance of ``types``; else an error showing a number (or None) as
+    it is and anything else by its type, never its contents (it may be data)."""
     if not isinstance(value, types):
-        raise ParameterTypeError(name, f"must be {described}, got {shown(value)}")
+        shown = repr(value) if value is None or isinstance(value, _REALS) else a_type(value)
+        raise ParameterTypeError(name, f"must be {described}, got {shown}")
     return value
 
 

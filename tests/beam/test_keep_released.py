@@ -171,7 +171,7 @@ def test_bad_arguments_are_refused_when_built():
     records = p | "Records" >> beam.Create(["a"])
     released = p | "Released" >> beam.Create(["a"])
     with pytest.raises(TypeError, match="released must be the PCollection of released items, "
-                                        "got list"):
+                                        "got a list"):
         KeepReleased(["a"])
     with pytest.raises(ParameterError, match="method must be 'side_input' or 'join', got 'sql'"):
         KeepReleased(released, method="sql")
