@@ -14,8 +14,8 @@ from typing import Any, Collection
 
 import numpy as np
 
-__all__ = ["a_type", "plural", "ParameterError", "ParameterTypeError", "number", "positive",
-           "non_negative", "probability", "probability_or_zero", "ratio", "integer",
+__all__ = ["a_type", "shown", "plural", "ParameterError", "ParameterTypeError", "number",
+           "positive", "non_negative", "probability", "probability_or_zero", "ratio", "integer",
            "optional_integer", "at_least", "max_items", "MAX_ITEMS_LIMIT", "seed", "user_size",
            "public_count", "one_of", "canonical_name", "one_name_of", "PRIVACY_UNITS",
            "privacy_unit", "instance", "field_name", "exact_positive", "exact_non_negative",
@@ -27,6 +27,13 @@ def a_type(value) -> str:
     name = type(value).__name__
     # By sound: "an int", "an ndarray" (en-dee-array), "a uint8", "a str".
     return ("an " if name.lower().startswith(("a", "e", "i", "o", "nd")) else "a ") + name
+
+
+def shown(value) -> str:
+    """``value`` as a type error shows it: a number, bool or None as it is, anything else
+    by its type (a value in the wrong place may be data: a record, a user's text)."""
+    return repr(value) if value is None or isinstance(value, (int, float, np.number)) \
+        else a_type(value)
 
 
 def plural(n: int, noun: str) -> str:
@@ -82,7 +89,7 @@ def _error(param: str, label: str, problem: str, cls=ParameterError) -> Paramete
 def number(name: str, value: Any, types: tuple = _REALS) -> float:
     """A real number (not a bool; one of ``types``), as a float."""
     if isinstance(value, bool) or not isinstance(value, types):
-        raise ParameterTypeError(name, f"must be a number, got {value!r}")
+        raise ParameterTypeError(name, f"must be a number, got {shown(value)}")
     return float(value)
 
 
@@ -136,7 +143,7 @@ def ratio(name: str, value: Any) -> float:
 def exact_positive(name: str, value: Any) -> Fraction:
     """An int, Fraction or finite float > 0, as the exact Fraction it is."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Rational, float, np.floating)):
-        raise ParameterTypeError(name, f"must be a number, got {value!r}")
+        raise ParameterTypeError(name, f"must be a number, got {shown(value)}")
     if isinstance(value, (float, np.floating)) and not math.isfinite(value):
         raise ParameterError(name, f"must be a finite number > 0, got {value!r}")
     exact = Fraction(value) if not isinstance(value, np.floating) else Fraction(float(value))
@@ -148,7 +155,7 @@ def exact_positive(name: str, value: Any) -> Fraction:
 def exact_non_negative(name: str, value: Any) -> Fraction:
     """An int, Fraction or finite float >= 0, as the exact Fraction it is."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Rational, float)):
-        raise ParameterTypeError(name, f"must be a number, got {value!r}")
+        raise ParameterTypeError(name, f"must be a number, got {shown(value)}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ParameterError(name, f"must be a finite number >= 0, got {value!r}")
     exact = Fraction(value)
@@ -186,7 +193,7 @@ def max_items(value: Any, label: str = "max_items_per_user", param: str | None =
     """Δ0: an int with 1 <= Δ0 <= 2**63 - 1, called ``label``, the error's ``param`` (default)."""
     param = label if param is None else param
     if isinstance(value, bool) or not isinstance(value, _INTS):
-        raise _error(param, label, f"must be an int, got {value!r}", ParameterTypeError)
+        raise _error(param, label, f"must be an int, got {shown(value)}", ParameterTypeError)
     if value < 1:
         raise _error(param, label, f"must be >= 1, got {value!r}")
     if value > MAX_ITEMS_LIMIT:
@@ -254,11 +261,9 @@ def privacy_unit(value: Any) -> str:
 
 
 def instance(name: str, value: Any, types, described: str) -> Any:
-    """``value`` if an instance of ``types``; else an error showing a number (or None) as
-    it is and anything else by its type, never its contents (it may be data)."""
+    """``value`` if an instance of ``types``; else an error showing it (``shown``)."""
     if not isinstance(value, types):
-        shown = repr(value) if value is None or isinstance(value, _REALS) else a_type(value)
-        raise ParameterTypeError(name, f"must be {described}, got {shown}")
+        raise ParameterTypeError(name, f"must be {described}, got {shown(value)}")
     return value
 
 

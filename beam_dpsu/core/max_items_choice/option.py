@@ -61,8 +61,8 @@ class AutoMaxItems:
         if self.share is not None:
             object.__setattr__(self, "share", _check_share(self.share))
         if isinstance(self.candidates, (str, bytes)) or not isinstance(self.candidates, Iterable):
-            raise ParameterTypeError("candidates",
-                                     f"must be a sequence of ints, got {self.candidates!r}")
+            raise ParameterTypeError(
+                "candidates", f"must be a sequence of ints, got {checks.shown(self.candidates)}")
         values = tuple(checks.max_items(c, "each candidate max_items_per_user", "candidates")
                        for c in self.candidates)
         if not values:
@@ -142,4 +142,5 @@ def split_budget(budget: Budget | ZCDPBudget, share: float):
                       "(split_selection_and_counts(composition='tight')): that part was "
                       "computed for one fixed max_items_per_user; fix it, or use "
                       "composition='basic'")
-    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got {budget!r}")
+    raise ParameterTypeError("budget", f"must be a Budget or ZCDPBudget, got "
+                                       f"{checks.shown(budget)}")
