@@ -9,6 +9,7 @@ from beam_dpsu.core.budgets import Budget, BudgetAccountant, ZCDPBudget
 from beam_dpsu.core.checks import ParameterError, ParameterTypeError
 from beam_dpsu.core.counts_budget import split_selection_and_counts
 from beam_dpsu.core.max_items_choice import AutoMaxItems
+from beam_dpsu.core.ngram_parameters import NgramParameters
 
 
 @pytest.mark.parametrize("make, param, message", [
@@ -44,6 +45,33 @@ def test_an_argument_of_the_wrong_kind_is_named_by_its_type_never_echoed(make):
     assert str(raised.value).endswith("got a list") and "alice" not in str(raised.value)
     with pytest.raises(ParameterTypeError, match=r"got 0\.5$"):  # a number is shown
         make(0.5)
+
+
+RECORDS = [("alice@example.com", "a private diagnosis")]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: mechanisms.SIPS(rounds=RECORDS),
+    lambda: mechanisms.SIPS(removal=RECORDS),
+    lambda: mechanisms.SIPS(ratio="alice@example.com"),
+    lambda: mechanisms.mechanism_from_name(tuple(RECORDS)),
+    lambda: NgramParameters(max_n=RECORDS),
+    lambda: NgramParameters(max_n=2, seed=RECORDS),
+    lambda: NgramParameters(max_n=3, max_items_per_user=RECORDS * 2),
+    lambda: NgramParameters(max_n=2, noise_schedule=RECORDS),
+    lambda: NgramParameters(max_n=2, eta="alice@example.com"),
+    lambda: NgramParameters(max_n=2, alpha="alice@example.com"),
+    lambda: NgramParameters(max_n=2, pruning=RECORDS),
+    lambda: NgramParameters(max_n=2, pre_threshold=RECORDS),
+    lambda: checks.optional_integer("hot_key_fanout", RECORDS),
+    lambda: checks.privacy_unit(RECORDS),
+])
+def test_no_parameter_error_echoes_a_value_that_may_be_data(make):
+    # A value of the wrong type is shown by its type; only numbers, and names (str) where
+    # a name goes, are shown as given.
+    with pytest.raises(ValueError) as raised:
+        make()
+    assert isinstance(raised.value, ParameterError) and "alice" not in str(raised.value)
 
 
 def test_type_errors_stay_type_errors():
