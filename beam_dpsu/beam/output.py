@@ -333,7 +333,8 @@ class WriteReleased(ReadsContainers, beam.PTransform):
         super().__init__()
         checks.integer("num_shards", num_shards, types=(int,))
         if format not in FORMATS:
-            raise ParameterError("format", f"must be 'text' or 'parquet', got {format!r}")
+            raise ParameterError("format", "must be 'text' or 'parquet', got "
+                                           f"{checks.shown(format, names=True)}")
         if format_line is not None and format != "text":
             raise ParameterError("format_line", f"applies to format='text' only, not {format!r}")
         self._num_shards, self._sort_key = num_shards, sort_key or (lambda element: element)

@@ -15,11 +15,11 @@ from typing import Any, Collection
 import numpy as np
 
 __all__ = ["a_type", "shown", "plural", "ParameterError", "ParameterTypeError", "number",
-           "positive", "non_negative", "probability", "probability_or_zero", "ratio", "integer",
-           "optional_integer", "at_least", "max_items", "MAX_ITEMS_LIMIT", "seed", "user_size",
-           "public_count", "one_of", "canonical_name", "one_name_of", "PRIVACY_UNITS",
-           "privacy_unit", "instance", "field_name", "exact_positive", "exact_non_negative",
-           "split_weights", "require_delta", "tight_part", "no_tight_part"]
+           "loose_number", "positive", "non_negative", "probability", "probability_or_zero",
+           "ratio", "integer", "optional_integer", "at_least", "max_items", "MAX_ITEMS_LIMIT",
+           "seed", "user_size", "public_count", "one_of", "canonical_name", "one_name_of",
+           "PRIVACY_UNITS", "privacy_unit", "instance", "field_name", "exact_positive",
+           "exact_non_negative", "split_weights", "require_delta", "tight_part", "no_tight_part"]
 
 
 def a_type(value) -> str:
@@ -29,11 +29,13 @@ def a_type(value) -> str:
     return ("an " if name.lower().startswith(("a", "e", "i", "o", "nd")) else "a ") + name
 
 
-def shown(value) -> str:
-    """``value`` as a type error shows it: a number, bool or None as it is, anything else
-    by its type (a value in the wrong place may be data: a record, a user's text)."""
-    return repr(value) if value is None or isinstance(value, (int, float, np.number)) \
-        else a_type(value)
+def shown(value, *, names: bool = False) -> str:
+    """``value`` as an error shows it: a number, bool or None (with ``names``, a str too)
+    as it is, anything else by its type (a value in the wrong place may be data)."""
+    if value is None or isinstance(value, (int, float, np.number)) or (
+            names and isinstance(value, str)):
+        return repr(value)
+    return a_type(value)
 
 
 def plural(n: int, noun: str) -> str:
@@ -93,8 +95,16 @@ def number(name: str, value: Any, types: tuple = _REALS) -> float:
     return float(value)
 
 
+def loose_number(name: str, value: Any) -> float:
+    """``value`` as a float: anything ``float()`` reads (``"0.5"`` too)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ParameterTypeError(name, f"must be a number, got {shown(value)}") from None
+
+
 def _real(name: str, value: Any, strict: bool) -> float:
-    return number(name, value) if strict else float(value)
+    return number(name, value) if strict else loose_number(name, value)
 
 
 def positive(name: str, value: Any, *, strict: bool = True) -> float:
@@ -117,10 +127,10 @@ def probability(name: str, value: Any, *, strict: bool = True, types: tuple = _R
                 show_given: bool = False) -> float:
     """A number strictly between 0 and 1; ``show_given``: the message shows it as given."""
     given = value
-    value = number(name, value, types) if strict else float(value)
+    value = number(name, value, types) if strict else loose_number(name, value)
     if not 0.0 < value < 1.0:
-        shown = given if show_given else value
-        raise ParameterError(name, f"must lie strictly between 0 and 1, got {shown!r}")
+        raise ParameterError(name, "must lie strictly between 0 and 1, got "
+                                   f"{shown(given if show_given else value)}")
     return value
 
 
@@ -134,7 +144,7 @@ def probability_or_zero(name: str, value: Any) -> float:
 
 def ratio(name: str, value: Any) -> float:
     """A number with 0 < value <= 1, converted by ``float()``."""
-    value = float(value)
+    value = loose_number(name, value)
     if not 0.0 < value <= 1.0:
         raise ParameterError(name, f"must satisfy 0 < {name} <= 1, got {value!r}")
     return value
@@ -167,14 +177,14 @@ def exact_non_negative(name: str, value: Any) -> Fraction:
 def integer(name: str, value: Any, low: int = 1, types: tuple = _INTS) -> int:
     """An int (not a bool; one of ``types``) >= ``low``."""
     if isinstance(value, bool) or not isinstance(value, types) or value < low:
-        raise ParameterError(name, f"must be an int >= {low}, got {value!r}")
+        raise ParameterError(name, f"must be an int >= {low}, got {shown(value)}")
     return int(value)
 
 
 def optional_integer(name: str, value: Any) -> int | None:
     """None, or an int >= 1."""
     if value is not None and (not isinstance(value, int) or value < 1):
-        raise ParameterError(name, f"must be None or an int >= 1, got {value!r}")
+        raise ParameterError(name, f"must be None or an int >= 1, got {shown(value)}")
     return value
 
 
@@ -206,7 +216,7 @@ def seed(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, _INTS) or value < 0:
-        raise ParameterError("seed", f"must be None or a non-negative int, got {value!r}")
+        raise ParameterError("seed", f"must be None or a non-negative int, got {shown(value)}")
     return int(value)
 
 
@@ -238,7 +248,7 @@ def one_of(name: str, value: Any, choices: Collection, described: str | None = N
     """``value`` if it is one of ``choices``; the message lists them, or says ``described``."""
     if value not in choices:
         wanted = described if described is not None else f"one of {choices}"
-        raise ParameterError(name, f"must be {wanted}, got {value!r}")
+        raise ParameterError(name, f"must be {wanted}, got {shown(value, names=True)}")
     return value
 
 
@@ -247,7 +257,7 @@ def one_name_of(name: str, value: Any, choices: Collection, described: str | Non
     read = canonical_name(value)
     if read not in choices:
         wanted = described if described is not None else f"one of {choices}"
-        raise ParameterError(name, f"must be {wanted}, got {value!r}")
+        raise ParameterError(name, f"must be {wanted}, got {shown(value, names=True)}")
     return read
 
 

@@ -57,7 +57,8 @@ def mechanism_from_name(name: str, ignore_unused: bool = False, **params) -> Mec
         raise ParameterError.worded("mechanism", _NOT_PRIVATE[name])
     if name not in MECHANISMS:
         raise ParameterError.worded(
-            "mechanism", f"unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
+            "mechanism", f"unknown mechanism {checks.shown(name, names=True)}; choose one of "
+                         f"{sorted(MECHANISMS)}")
     cls = MECHANISMS[name]
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = {k for k, v in params.items() if k not in fields and v is not None}

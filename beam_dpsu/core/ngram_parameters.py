@@ -41,8 +41,9 @@ def max_items_per_level(max_items_per_user, max_n: int):
            and not isinstance(max_items_per_user, bool))
     values = [max_items_per_user] * max_n if one else list(max_items_per_user)
     if len(values) != max_n:
+        shown = ", ".join(checks.shown(v) for v in values)  # a str there may be data
         raise checks.ParameterError("max_items_per_user", f"needs one value per level (max_n = "
-                                    f"{max_n}), got {len(values)}: {values!r}")
+                                    f"{max_n}), got {len(values)}: [{shown}]")
     values = [max_items_choice.check_max_items_or_auto(v) for v in values]
     level1_auto = values[0] if max_items_choice.is_auto(values[0]) else None
     per_level = [max(v.candidates) if max_items_choice.is_auto(v) else v for v in values]
@@ -58,7 +59,8 @@ def _noise_decay(noise_schedule) -> float:
     if isinstance(noise_schedule, (int, float)) and not isinstance(noise_schedule, bool):
         return float(noise_schedule)
     raise checks.ParameterError(
-        "noise_schedule", f"must be 'equal' or a decay factor c > 0, got {noise_schedule!r}")
+        "noise_schedule", "must be 'equal' or a decay factor c > 0, got "
+                          f"{checks.shown(noise_schedule, names=True)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +105,8 @@ class NgramParameters:
         normalised = {"max_n": max_n, "eta": eta, "pruning": pruning, "level1": level1,
                       "max_items": tuple(max_items), "level1_auto": level1_auto,
                       "noise_decay": _noise_decay(self.noise_schedule),
-                      "alpha": float(self.alpha), "seed": checks.seed(self.seed),
+                      "alpha": checks.loose_number("alpha", self.alpha),
+                      "seed": checks.seed(self.seed),
                       "pre_threshold": check_pre_threshold(self.pre_threshold)}
         for name, value in normalised.items():
             object.__setattr__(self, name, value)
