@@ -326,11 +326,12 @@ def parse_text(path: str, stream, skip_header_lines: int = 0) -> Iterator[tuple[
     lines = ((n, line) for n, line in decoded_lines(path, stream, keep_ends=False)
              if n > skip_header_lines)
     first = []
-    for lineno, line in lines:  # blank lines (a few at most), then the first text
+    for lineno, line in lines:  # empty lines (a few at most), then the first text
         first.append((lineno, line))
-        if line.strip() or len(first) == _TEXT_SHAPE_LINES:
+        if line or len(first) == _TEXT_SHAPE_LINES:
             break
-    # A header after blank lines too: parse_csv skips blank lines before its header.
+    # A header after empty lines too: parse_csv skips them before its header (not lines of
+    # spaces, which it reads as a header of one field).
     if first and skip_header_lines == 0 and _looks_like_csv_header(first[-1][1]):
         raise InputFormatError(
             f"{path}:{first[-1][0]} looks like a CSV header row (column names), not a user's "

@@ -255,7 +255,9 @@ def test_parse_text_refuses_a_csv_header_after_blank_lines_naming_its_line():
     # header would be read as one user's text and each row as another's.
     with pytest.raises(InputFormatError, match=r"^f:3 looks like a CSV header row.*"
                                                r"--format csv.*--skip-header-lines 3"):
-        list(parse_text("f", stream("\n  \nuser,text\nu1,the cat\n")))
+        list(parse_text("f", stream("\n\nuser,text\nu1,the cat\n")))
+    # After a line of spaces (a text; csv would not skip it either) it is a text.
+    assert len(list(parse_text("f", stream("  \nuser,text\n")))) == 2
     assert list(parse_text("f", stream("\nuser,text\nu1,x\n"), 2)) == [("f:3", "u1,x")]
     # A header-like line after a text is a text; blank lines are (empty) texts.
     assert len(list(parse_text("f", stream("\nhello\nuser,text\n")))) == 3
