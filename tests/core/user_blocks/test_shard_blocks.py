@@ -38,6 +38,15 @@ def test_a_block_needs_one_order_key_per_user():
         UserBlockBuilder().add_block(b"k" * 16, ["a", "b"], np.array([0, 1]), np.array([1, 1]))
 
 
+def test_a_block_refuses_lengths_that_do_not_fit_or_do_not_add_up_to_its_ids():
+    # 2**32 + 2 as int32 is 2: cast silently, one user's list would take in the next's.
+    with pytest.raises(OverflowError, match="2\\*\\*31"):
+        UserBlockBuilder().add_block(b"k" * 16, ["a", "b"], np.array([0, 1]),
+                                     np.array([2 ** 32 + 2], dtype=np.int64))
+    with pytest.raises(ValueError, match="3 ids.*lengths add up to 2"):
+        UserBlockBuilder().add_block(b"k" * 32, ["a", "b"], np.array([0, 1, 0]), np.array([1, 1]))
+
+
 def test_users_added_one_by_one_and_as_blocks_keep_their_order():
     mixed, one_by_one = UserBlockBuilder(), UserBlockBuilder()
     keys = [bytes([k]) * 16 for k in range(4)]
