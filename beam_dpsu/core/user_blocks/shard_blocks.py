@@ -54,10 +54,16 @@ class UserBlockBuilder:
         if len(order_keys) != 16 * len(lengths):
             raise ValueError(f"{len(lengths)} users need {16 * len(lengths)} bytes of "
                              f"order keys, got {len(order_keys)}")
+        lengths = np.asarray(lengths)
+        if len(lengths) and int(lengths.max()) >= 2 ** 31:
+            raise OverflowError("a user's list in a block holds at most 2**31 - 1 items")
+        if int(lengths.sum()) != len(ids):
+            raise ValueError(f"{len(ids)} ids, but the users' lengths add up to "
+                             f"{int(lengths.sum())}")
         block_ids = self._ids.of_block(items, ids)
         self._order_keys.append(order_keys)
         self._listed.frombytes(block_ids.astype(np.int32).tobytes())
-        self._lengths.frombytes(np.asarray(lengths, dtype=np.int32).tobytes())
+        self._lengths.frombytes(lengths.astype(np.int32).tobytes())
 
     @property
     def distinct(self) -> int:
