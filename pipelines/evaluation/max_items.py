@@ -39,8 +39,7 @@ from beam_dpsu.core.checks import canonical_name  # noqa: E402
 from beam_dpsu.core.calibration import release_mask  # noqa: E402
 from beam_dpsu.core.mechanisms import SIPS, PolicyGaussian, WeightedGaussian  # noqa: E402
 from beam_dpsu.core.tokenizer import Tokenizer  # noqa: E402
-from pipelines.io.decompression import corruption_first, open_input  # noqa: E402
-from pipelines.io.errors import InputFormatError  # noqa: E402
+from pipelines.io.decompression import corruption_checked, open_input  # noqa: E402
 from pipelines.io.parsers import parse_csv  # noqa: E402
 
 PROG = "python -m pipelines.evaluation.max_items"
@@ -99,11 +98,9 @@ def read_user_items(path: str, user_field: str, text_field: str,
     item), a user's rows merged (as ``SelectItems`` does)."""
     users: defaultdict = defaultdict(list)
     with open_input(path) as stream:
-        try:
-            for user, text in parse_csv(path, stream, user_field, text_field):
-                users[user].extend(tokenizer(text) if tokenizer is not None else (text,))
-        except InputFormatError as exc:
-            raise corruption_first(stream, exc) from None
+        records = parse_csv(path, stream, user_field, text_field)
+        for user, text in corruption_checked(stream, records):
+            users[user].extend(tokenizer(text) if tokenizer is not None else (text,))
     return users
 
 

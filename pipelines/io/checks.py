@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.io.decompression import corruption_first, open_input
+from pipelines.io.decompression import corruption_checked, open_input
 from pipelines.io.errors import InputFormatError
 from pipelines.io.parsers import record_parser
 
@@ -154,10 +154,9 @@ def inspect_input(files: Sequence[str], fmt: str, user_field: str | None = None,
     for path in checked:
         stream = open_input(path)
         try:
-            records = list(itertools.islice(parse(path, stream), max_records))  # each parsed
+            records = list(itertools.islice(corruption_checked(stream, parse(path, stream)),
+                                            max_records))  # each parsed
             any_record = any_record or bool(records)
-        except InputFormatError as exc:
-            raise corruption_first(stream, exc) from None
         finally:
             stream.close()
     if not any_record and len(checked) == len(files):

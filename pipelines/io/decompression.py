@@ -11,7 +11,7 @@ import contextlib
 import io
 import lzma
 import zlib
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -23,7 +23,7 @@ try:  # what Beam reads .zst with; without it .zst files are refused, not misrea
 except ImportError:  # pragma: no cover - an apache-beam dependency
     zstandard = None  # type: ignore[assignment]  # a module or None: checked before use
 
-__all__ = ["READ_SIZE", "open_input", "corruption_first"]
+__all__ = ["READ_SIZE", "open_input", "corruption_first", "corruption_checked"]
 
 # Compressed bytes read from a file at a time; also the most one read asks a
 # decompressor for, so memory stays bounded whatever the compression ratio.
@@ -188,3 +188,12 @@ def corruption_first(stream, error: InputFormatError) -> InputFormatError:
         while stream.read(READ_SIZE):
             pass
     return stream.error or error
+
+
+def corruption_checked(stream, records: Iterable) -> Iterator:
+    """``records``, parsed from ``stream``; a parse error raised as ``corruption_first``
+    reports it (the stream's own error when the stream is corrupt)."""
+    try:
+        yield from records
+    except InputFormatError as exc:
+        raise corruption_first(stream, exc) from None

@@ -16,8 +16,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from beam_dpsu.core.tokenizer import Tokenizer
 from beam_dpsu.core.checks import plural
 from pipelines.io.checks import as_listed
-from pipelines.io.decompression import corruption_first, open_input
-from pipelines.io.errors import InputFormatError
+from pipelines.io.decompression import corruption_checked, open_input
 from pipelines.io.formats import DOCUMENT_FORMATS, FORMATS
 from pipelines.io.parquet import ParquetFields, ReadParquetRecords
 from pipelines.io.parsers import parse_msnbc, record_parser
@@ -45,11 +44,10 @@ class _ParseFileFn(beam.DoFn):
             compression_type=CompressionTypes.UNCOMPRESSED))
         n = 0
         try:
+            records = corruption_checked(stream, self._parse(path, stream))
             # B007: n is read after the loop (the number of records).
-            for n, record in enumerate(self._parse(path, stream), start=1):  # noqa: B007
+            for n, record in enumerate(records, start=1):  # noqa: B007
                 yield record
-        except InputFormatError as exc:
-            raise corruption_first(stream, exc) from None
         finally:
             stream.close()
         if self._log_records:
