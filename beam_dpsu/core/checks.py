@@ -29,15 +29,6 @@ def a_type(value) -> str:
     return ("an " if name.lower().startswith(("a", "e", "i", "o", "nd")) else "a ") + name
 
 
-def shown(value, *, names: bool = False) -> str:
-    """``value`` as an error shows it: a number, bool or None (with ``names``, a str too)
-    as it is, anything else by its type (a value in the wrong place may be data)."""
-    if value is None or isinstance(value, (int, float, np.number)) or (
-            names and isinstance(value, str)):
-        return repr(value)
-    return a_type(value)
-
-
 def plural(n: int, noun: str) -> str:
     """``n`` and ``noun`` agreeing in number: "1 budget", "2 budgets", "1,200 n-grams"."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
@@ -45,6 +36,14 @@ def plural(n: int, noun: str) -> str:
 
 _REALS = (int, float, np.integer, np.floating)
 _INTS = (int, np.integer)
+
+
+def shown(value, *, names: bool = False) -> str:
+    """``value`` as an error shows it: a number, bool or None (with ``names``, a str too)
+    as it is, anything else by its type (a value in the wrong place may be data)."""
+    if value is None or isinstance(value, _REALS) or (names and isinstance(value, str)):
+        return repr(value)
+    return a_type(value)
 
 
 class ParameterError(ValueError):

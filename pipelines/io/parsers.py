@@ -317,7 +317,7 @@ def parse_jsonl(path: str, stream, user_field: str, text_field: str) -> Iterator
 
 # A text file whose first lines (up to this many, at least one) are all JSON
 # objects is a JSON lines file read with the wrong --format; a CSV header is
-# looked for after fewer blank lines than this.
+# looked for after fewer empty lines than this.
 _TEXT_SHAPE_LINES = 20
 
 
