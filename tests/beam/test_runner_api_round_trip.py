@@ -5,8 +5,9 @@ runner-API proto and rebuilds a Python pipeline from it before running it, as
 every TestPipeline of the suite does (plain pipelines and the jobs skip it on the
 FnApiRunner; Dataflow and the portable runners do it). Here one pipeline holding every
 public transform (each mechanism at a fixed Δ0, SIPS with ``auto``, the counts,
-DPNE and the n-gram baselines), seeded, run once with the round trip and once
-without, must give the same outputs.
+DPNE and the n-gram baselines), seeded, run once rebuilt from its proto (the round
+trip made explicitly, with Beam's public calls, so that it cannot be skipped) and once
+as built, must give the same outputs.
 """
 
 import os
@@ -62,7 +63,12 @@ def _run(folder, round_trip: bool) -> dict:
         paths[name] = os.path.join(folder, f"{len(paths)}.pickle")
         _ = (pcoll | f"ToList {name}" >> beam.combiners.ToList()
              | f"Keep {name}" >> beam.ParDo(_WriteList(paths[name])))
-    p.run(test_runner_api=round_trip).wait_until_finish()
+    if round_trip:
+        # What run(test_runner_api=True) does, done here so that it cannot be skipped: the
+        # pipeline that runs is the one rebuilt from the proto.
+        p = beam.Pipeline.from_runner_api(p.to_runner_api(use_fake_coders=True), p.runner,
+                                          p.options)
+    p.run(test_runner_api=False).wait_until_finish()
     out = {}
     for name, path in paths.items():
         with open(path, "rb") as f:
@@ -71,18 +77,11 @@ def _run(folder, round_trip: bool) -> dict:
 
 
 @pytest.mark.filterwarnings("ignore:.*seed")
-def test_every_public_transform_releases_the_same_after_the_runner_api_round_trip(
-        tmp_path, monkeypatch):
-    rebuilds = []
-    from_runner_api = beam.Pipeline.from_runner_api
-    monkeypatch.setattr(beam.Pipeline, "from_runner_api", staticmethod(
-        lambda *args, **kwargs: rebuilds.append(1) or from_runner_api(*args, **kwargs)))
+def test_every_public_transform_releases_the_same_after_the_runner_api_round_trip(tmp_path):
     for folder in ("rebuilt", "direct"):
         os.makedirs(tmp_path / folder)
     rebuilt = _run(str(tmp_path / "rebuilt"), round_trip=True)
-    assert rebuilds == [1]  # the pipeline was rebuilt from its proto, and that one ran
     direct = _run(str(tmp_path / "direct"), round_trip=False)
-    assert rebuilds == [1]
     assert rebuilt == direct
     # Each output holds something: a large budget releases the common items.
     assert all(direct.values()), [name for name, out in direct.items() if not out]
