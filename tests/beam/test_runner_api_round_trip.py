@@ -6,7 +6,7 @@ every TestPipeline of the suite does (plain pipelines and the jobs skip it on th
 FnApiRunner; Dataflow and the portable runners do it). Here one pipeline holding every
 public transform (each mechanism at a fixed Δ0, SIPS with ``auto``, the counts,
 DPNE and the n-gram baselines), seeded, run once rebuilt from its proto (the round
-trip made explicitly, with Beam's public calls, so that it cannot be skipped) and once
+trip made explicitly, with the calls Pipeline.run makes, so that it cannot be skipped) and once
 as built, must give the same outputs.
 """
 
